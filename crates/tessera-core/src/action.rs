@@ -1,0 +1,108 @@
+//! Actions: what a policy asks its driver to do.
+
+use crate::ids::{GpuId, MemRequestId, TaskId, TenantId};
+use crate::model::Placement;
+use crate::units::PerMille;
+use serde::{Deserialize, Serialize};
+
+/// Why a policy ended a task without running it to completion.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskEndReason {
+    /// Its tenant left before the task ran.
+    TenantLeft,
+    /// The client asked for it.
+    CancelledByClient,
+    /// It named a tenant the policy does not know.
+    UnknownTenant,
+    /// It can never run here (e.g. needs more memory than any GPU has).
+    Unschedulable(String),
+    /// The driver is shutting down.
+    Shutdown,
+}
+
+/// Why memory was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryDenial {
+    /// More than the GPU's total memory: can never be granted.
+    ExceedsCapacity,
+    /// Not available now and the request would not wait.
+    NotAvailableNow,
+    /// It waited for its whole timeout.
+    TimedOut,
+}
+
+/// Something a policy wants done. Drivers execute actions in the order given.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum Action {
+    /// Run `task` at `placement`. The placement must be free (a task is dispatched at
+    /// most once at a time; a GPU or partition runs one task at a time unless the
+    /// driver's model says it co-runs apps).
+    Dispatch {
+        /// The task.
+        task: TaskId,
+        /// Where.
+        placement: Placement,
+    },
+    /// End a task that never ran (or was killed) without completing it.
+    EndTask {
+        /// The task.
+        task: TaskId,
+        /// Why: a cancellation or a failure.
+        reason: TaskEndReason,
+    },
+    /// Reset a GPU: kill whatever runs on it; it is unavailable until
+    /// [`crate::Event::GpuResetDone`]. The policy has already re-queued `killed`.
+    ResetGpu {
+        /// The GPU.
+        gpu: GpuId,
+        /// The task that was running and is now killed, if any.
+        killed: Option<TaskId>,
+    },
+    /// Grant a memory request.
+    GrantMemory {
+        /// The request.
+        request: MemRequestId,
+    },
+    /// Refuse a memory request.
+    DenyMemory {
+        /// The request.
+        request: MemRequestId,
+        /// Why.
+        reason: MemoryDenial,
+    },
+    /// Move a tenant's context to another GPU (DCUDA's live migration).
+    Migrate {
+        /// The tenant.
+        tenant: TenantId,
+        /// From.
+        from: GpuId,
+        /// To.
+        to: GpuId,
+    },
+    /// Change a GPU's spatial partitions (gpu-lets); answered by
+    /// [`crate::Event::RepartitionDone`].
+    Repartition {
+        /// The GPU.
+        gpu: GpuId,
+        /// The shares of the new partitions, in order; they sum to at most 1000.
+        shares: Vec<PerMille>,
+    },
+    /// Put a GPU into (or out of) a low-power state (DCUDA's energy compaction).
+    SetGpuPowered {
+        /// The GPU.
+        gpu: GpuId,
+        /// False to power down an idle GPU.
+        powered: bool,
+    },
+    /// The policy's split of GPUs into pools changed (Flexy): informational, for
+    /// status displays and metrics. Together the two lists hold every GPU once.
+    SetPools {
+        /// GPUs reserved for user-facing tasks.
+        user_facing: Vec<GpuId>,
+        /// GPUs serving batch tasks.
+        batch: Vec<GpuId>,
+    },
+}

@@ -1,0 +1,36 @@
+//! tessera's scheduling core.
+//!
+//! Every policy is a deterministic state machine: a driver (the simulator or the
+//! daemon) tells it what happened ([`Event`]) and the current time ([`Nanos`]), and it
+//! answers with [`Action`]s. A policy never reads a clock, sleeps, spawns threads or
+//! does I/O, so the same policy object runs in simulated and in wall-clock time.
+//!
+//! Module map:
+//! - [`units`], [`ids`], [`model`]: the vocabulary (time, memory, compute share, GPUs,
+//!   tenants, tasks, placements).
+//! - [`event`], [`action`]: the whole interface between drivers and policies. They can
+//!   already express what all five papers need (partitions, memory admission, resets,
+//!   migration, repartitioning), even where no policy uses a variant yet.
+//! - [`policy`]: the [`Policy`] trait and the [`PolicyConfig`] that builds one by name.
+//! - [`estimate`]: moving averages used to predict task durations.
+//! - [`board`]: the bookkeeping every time-sharing policy needs (per-GPU state,
+//!   per-tenant FIFO queues), so that a policy module holds only its decisions.
+//! - [`policies`]: one module per policy family, each cited to its paper.
+#![forbid(unsafe_code)]
+
+pub mod action;
+pub mod board;
+pub mod estimate;
+pub mod event;
+pub mod ids;
+pub mod model;
+pub mod policies;
+pub mod policy;
+pub mod units;
+
+pub use action::Action;
+pub use event::Event;
+pub use ids::{GpuId, MemRequestId, PartitionId, TaskId, TenantId};
+pub use model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
+pub use policy::{Policy, PolicyConfig, PolicyError};
+pub use units::{Bytes, Nanos, PerMille};

@@ -1,0 +1,94 @@
+//! The model: GPUs, tenants and tasks as the scheduling core sees them.
+
+use crate::ids::{GpuId, PartitionId, TaskId, TenantId};
+use crate::units::{Bytes, Nanos};
+use serde::{Deserialize, Serialize};
+
+/// One GPU of the node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuSpec {
+    /// Its id; GPUs of a node are numbered 0..N.
+    pub id: GpuId,
+    /// Device memory capacity.
+    pub memory: Bytes,
+}
+
+impl GpuSpec {
+    /// `count` identical GPUs numbered from 0.
+    pub fn uniform(count: usize, memory: Bytes) -> Vec<GpuSpec> {
+        (0..count).map(|i| GpuSpec { id: GpuId(i as u32), memory }).collect()
+    }
+}
+
+/// What a tenant's tasks need from the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "class")]
+pub enum ServiceClass {
+    /// Latency-critical: each task should complete within `sla` of its submission.
+    UserFacing {
+        /// The latency target, from submission to completion.
+        sla: Nanos,
+    },
+    /// Throughput work with no latency target, which must still not starve.
+    Batch,
+}
+
+impl ServiceClass {
+    /// True for user-facing tenants.
+    pub fn is_user_facing(self) -> bool {
+        matches!(self, ServiceClass::UserFacing { .. })
+    }
+}
+
+/// A tenant (Flexy's virtual accelerator; FairGV's tenant; DCUDA's application).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantSpec {
+    /// Its id, unique for the driver's lifetime.
+    pub id: TenantId,
+    /// User-facing with an SLA, or batch.
+    pub class: ServiceClass,
+    /// Weight for weighted fair sharing (FairGV); 1 when unused.
+    pub weight: u32,
+    /// Priority for priority policies (schedGPU's priority notification); higher first.
+    pub priority: u8,
+    /// The GPU memory the tenant expects to hold (schedGPU, DCUDA's feasibility check).
+    pub memory: Bytes,
+}
+
+impl TenantSpec {
+    /// A tenant of `class` with weight 1, priority 0 and no declared memory.
+    pub fn new(id: TenantId, class: ServiceClass) -> TenantSpec {
+        TenantSpec { id, class, weight: 1, priority: 0, memory: Bytes(0) }
+    }
+}
+
+/// A task as policies see it. Its true cost is deliberately absent: policies learn
+/// durations from [`crate::Event::TaskFinished`], as a real scheduler must.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    /// Its id, unique for the driver's lifetime.
+    pub id: TaskId,
+    /// The tenant whose queue it joins.
+    pub tenant: TenantId,
+    /// Which kernel it runs (an index into the driver's kernel table), so that
+    /// estimators can learn per-kernel durations.
+    pub kernel: u32,
+    /// Device memory the task needs while it runs.
+    pub memory: Bytes,
+}
+
+/// Where a task runs: a whole GPU, or one spatial partition of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Placement {
+    /// The GPU.
+    pub gpu: GpuId,
+    /// The partition of that GPU, or `None` for the whole (time-shared) GPU.
+    pub partition: Option<PartitionId>,
+}
+
+impl Placement {
+    /// The whole GPU `gpu`.
+    pub fn whole(gpu: GpuId) -> Placement {
+        Placement { gpu, partition: None }
+    }
+}

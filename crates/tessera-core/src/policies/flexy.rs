@@ -1,0 +1,218 @@
+//! Flexy (Flexy §II-C): an elastic pool of GPUs for user-facing tasks, sized by
+//! Little's law and recomputed on every arrival and completion (Algorithm 1):
+//!
+//! ```text
+//! Lmax = le * q                 le: mean of the last k user-facing task times
+//! U    = ceil(Lmax / SLA)       q: outstanding user-facing tasks
+//! U    = clamp(U, K, N)         K: minimum reservation
+//! sort GPUs by estimated completion; the first U serve user-facing tasks, the rest batch
+//! ```
+//!
+//! The two pools are disjoint: a user-facing GPU never takes a batch task and vice
+//! versa (§II-C1). With reset (§II-C3), when user-facing tasks wait and fewer of the U
+//! user-facing GPUs can serve them than U, Flexy resets user-facing-pool GPUs running
+//! long batch tasks; because Flexy packs user-facing work onto few GPUs, it needs far
+//! fewer resets than priority.
+//!
+//! Choices the paper leaves open, all documented in the experiment report:
+//! - q counts queued and running user-facing tasks ("outstanding");
+//! - before any user-facing task has finished, le is taken to be the SLA
+//!   (pessimistic: one GPU per outstanding task, up to N);
+//! - ties in estimated completion keep a GPU in the pool it was in, then go by id, so
+//!   that the pools do not flap between identical idle GPUs;
+//! - among the tenants of a pool, the oldest head-of-line task goes first.
+
+use super::resettable_batch_gpus;
+use crate::action::Action;
+use crate::board::{Board, GpuState};
+use crate::estimate::WindowMean;
+use crate::event::Event;
+use crate::ids::GpuId;
+use crate::model::{GpuSpec, ServiceClass};
+use crate::policy::Policy;
+use crate::units::Nanos;
+
+/// Flexy's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlexyParams {
+    /// Minimum reservation K.
+    pub reserve: usize,
+    /// Reset latency, when resets are allowed.
+    pub reset: Option<Nanos>,
+    /// The common user-facing SLA.
+    pub sla: Nanos,
+    /// k: how many recent user-facing task times estimate le.
+    pub history: usize,
+}
+
+/// Algorithm 1, lines 1-8: the size of the user-facing pool.
+///
+/// `le` is the estimated user-facing task time, `q` the outstanding user-facing tasks.
+pub fn user_facing_pool_size(le: Nanos, q: usize, sla: Nanos, k: usize, n: usize) -> usize {
+    let lmax = u128::from(le.0) * q as u128;
+    let sla = u128::from(sla.0.max(1));
+    let u = lmax.div_ceil(sla);
+    (u.min(n as u128) as usize).max(k).min(n)
+}
+
+/// The Flexy policy, with minimum reservation and reset variants.
+#[derive(Debug)]
+pub struct Flexy {
+    board: Board,
+    params: FlexyParams,
+    le: WindowMean,
+    in_user_pool: Vec<bool>,
+    pool_size: usize,
+}
+
+impl Flexy {
+    /// Flexy over `gpus`.
+    pub fn new(gpus: &[GpuSpec], params: FlexyParams) -> Flexy {
+        Flexy {
+            board: Board::new(gpus),
+            params,
+            le: WindowMean::new(params.history),
+            in_user_pool: vec![false; gpus.len()],
+            pool_size: 0,
+        }
+    }
+
+    /// Change the minimum reservation (the PID variant's actuator).
+    pub fn set_reserve(&mut self, k: usize) {
+        self.params.reserve = k.min(self.board.gpu_count());
+    }
+
+    /// The current minimum reservation K.
+    pub fn reserve(&self) -> usize {
+        self.params.reserve
+    }
+
+    /// The current size U of the user-facing pool.
+    pub fn pool_size(&self) -> usize {
+        self.pool_size
+    }
+
+    /// The board, for the PID variant's latency signal.
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
+    /// Algorithm 1: recompute U and the pools.
+    fn repartition(&mut self, now: Nanos, actions: &mut Vec<Action>) {
+        let q = self.board.queued(ServiceClass::is_user_facing) + self.board.running(ServiceClass::is_user_facing);
+        let le = self.le.mean().unwrap_or(self.params.sla);
+        let n = self.board.gpu_count();
+        let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
+        let mut order: Vec<(Nanos, bool, GpuId)> = self
+            .board
+            .gpu_ids()
+            .map(|g| (self.board.expected_free_at(g, now), !self.in_user_pool[g.0 as usize], g))
+            .collect();
+        order.sort_unstable();
+        self.in_user_pool.iter_mut().for_each(|p| *p = false);
+        for (_, _, g) in &order[..u] {
+            self.in_user_pool[g.0 as usize] = true;
+        }
+        self.pool_size = u;
+        let pool = order[..u].iter().map(|(_, _, g)| *g).collect();
+        self.board.announce_pools(pool, actions);
+    }
+
+    fn dispatch_idle(&mut self, now: Nanos, actions: &mut Vec<Action>) {
+        for gpu in self.board.idle_gpus() {
+            let user_facing = self.in_user_pool[gpu.0 as usize];
+            if let Some(tenant) = self.board.oldest_head(|c| c.is_user_facing() == user_facing) {
+                self.board.dispatch(now, gpu, tenant, actions);
+            }
+        }
+    }
+
+    fn reset_if_needed(&mut self, now: Nanos, latency: Nanos, actions: &mut Vec<Action>) {
+        if self.board.queued(ServiceClass::is_user_facing) == 0 {
+            return;
+        }
+        let serving = self
+            .board
+            .gpu_ids()
+            .filter(|g| self.in_user_pool[g.0 as usize])
+            .filter(|g| match self.board.state(*g) {
+                GpuState::Idle | GpuState::Resetting { .. } => true,
+                GpuState::Running(r) => r.class.is_user_facing(),
+            })
+            .count();
+        let missing = self.pool_size.saturating_sub(serving);
+        let in_pool = self.in_user_pool.clone();
+        let victims = resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]);
+        for gpu in victims.into_iter().take(missing) {
+            self.board.reset(now, gpu, latency, actions);
+        }
+    }
+
+    /// React to an event: bookkeeping, then Algorithm 1 on every arrival and
+    /// completion, then dispatch and (variant) reset.
+    fn step(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        if let Some(done) = self.board.observe(now, event, actions) {
+            if done.completed && done.class.is_user_facing() {
+                self.le.push(done.ran_for);
+            }
+        }
+        self.repartition(now, actions);
+        self.dispatch_idle(now, actions);
+        if let Some(latency) = self.params.reset {
+            self.reset_if_needed(now, latency, actions);
+        }
+    }
+}
+
+impl Policy for Flexy {
+    fn label(&self) -> String {
+        match self.params.reset {
+            Some(_) => "F-Reset".into(),
+            None => format!("F-MinRes{}", self.params.reserve),
+        }
+    }
+
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        self.step(now, event, actions);
+    }
+
+    fn min_reservation(&self) -> usize {
+        self.params.reserve
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Algorithm 1 lines 1-8 against hand-computed cases.
+    #[test]
+    fn pool_size_follows_algorithm_1() {
+        let ms = Nanos::from_millis;
+        // (le, q, SLA, K, N) -> U, each worked by hand.
+        let cases = [
+            // no outstanding work: U = K
+            (ms(100), 0, ms(200), 0, 4, 0),
+            (ms(100), 0, ms(200), 1, 4, 1),
+            // 100 ms x 1 / 200 ms = 0.5 -> 1
+            (ms(100), 1, ms(200), 0, 4, 1),
+            // 100 x 2 / 200 = 1.0 -> exactly 1 (ceil of an integer)
+            (ms(100), 2, ms(200), 0, 4, 1),
+            // 100 x 3 / 200 = 1.5 -> 2
+            (ms(100), 3, ms(200), 0, 4, 2),
+            // 82 x 7 / 200 = 2.87 -> 3
+            (ms(82), 7, ms(200), 0, 4, 3),
+            // K dominates a small U
+            (ms(14), 5, ms(200), 2, 4, 2),
+            // clamped to N
+            (ms(178), 16, ms(200), 1, 4, 4),
+            // a 1 s SLA packs more: 178 x 16 / 1000 = 2.85 -> 3
+            (ms(178), 16, ms(1000), 0, 4, 3),
+            // one nanosecond over the boundary rounds up
+            (Nanos(200_000_001), 1, ms(200), 0, 4, 2),
+        ];
+        for (le, q, sla, k, n, want) in cases {
+            assert_eq!(user_facing_pool_size(le, q, sla, k, n), want, "le={le:?} q={q} sla={sla:?} K={k} N={n}");
+        }
+    }
+}

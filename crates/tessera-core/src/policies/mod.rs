@@ -1,0 +1,41 @@
+//! One module per policy family, each cited to the paper section it implements.
+//!
+//! - [`round_robin`]: Flexy §II-A baseline.
+//! - [`priority`]: Flexy §II-B, with minimum reservation and reset (§II-D).
+//! - [`flexy`]: Flexy §II-C, Algorithm 1, with minimum reservation and reset.
+//! - [`pid`]: Flexy with K adapted by a PID controller (Flexy §II-C2, future work).
+
+pub mod flexy;
+pub mod pid;
+pub mod priority;
+pub mod round_robin;
+
+use crate::board::{Board, GpuState};
+use crate::ids::GpuId;
+use crate::units::Nanos;
+
+/// GPUs running a batch task that a reset may preempt, longest expected remaining
+/// time first. Flexy §II-C3: resetting only pays when the batch task would hold the
+/// GPU for longer than the reset itself, so a task expected to end within `latency`
+/// is left alone. A task whose kernel has no history yet counts as long.
+pub(crate) fn resettable_batch_gpus(
+    board: &Board,
+    now: Nanos,
+    latency: Nanos,
+    among: impl Fn(GpuId) -> bool,
+) -> Vec<GpuId> {
+    let mut candidates: Vec<(Nanos, GpuId)> = board
+        .gpu_ids()
+        .filter(|g| among(*g))
+        .filter_map(|g| match board.state(g) {
+            GpuState::Running(r) if !r.class.is_user_facing() => {
+                let known = board.predicted_duration(r.spec.kernel, r.class) > Nanos::ZERO;
+                let remaining = if known { r.expected_end - now } else { Nanos::MAX };
+                (remaining > latency).then_some((remaining, g))
+            }
+            _ => None,
+        })
+        .collect();
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    candidates.into_iter().map(|(_, g)| g).collect()
+}

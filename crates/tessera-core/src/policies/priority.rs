@@ -1,0 +1,78 @@
+//! Priority scheduling (Flexy §II-B, §II-D): every free GPU takes a user-facing task
+//! if one waits, else a batch task. Variants from §II-D:
+//! - minimum reservation K: GPUs 0..K take user-facing tasks only;
+//! - reset: when user-facing tasks wait and every GPU is busy with batch work, reset
+//!   as many GPUs running batch tasks as there are waiting user-facing tasks (§II-D:
+//!   "kills as many batch tasks as the number of waiting user-facing tasks and
+//!   reissues them later").
+//!
+//! Within a class, the oldest head-of-line task goes first (the paper leaves the order
+//! among tenants of one class open; first-come first-served minimises the worst wait).
+
+use super::resettable_batch_gpus;
+use crate::action::Action;
+use crate::board::{Board, GpuState};
+use crate::event::Event;
+use crate::ids::GpuId;
+use crate::model::{GpuSpec, ServiceClass};
+use crate::policy::Policy;
+use crate::units::Nanos;
+
+/// The priority policy and its variants.
+#[derive(Debug)]
+pub struct Priority {
+    board: Board,
+    reserve: usize,
+    reset: Option<Nanos>,
+}
+
+impl Priority {
+    /// Priority over `gpus` with `reserve` GPUs for user-facing work only and, with
+    /// `reset`, GPU reset of that latency.
+    pub fn new(gpus: &[GpuSpec], reserve: usize, reset: Option<Nanos>) -> Priority {
+        Priority { board: Board::new(gpus), reserve, reset }
+    }
+
+    fn reserved(&self, gpu: GpuId) -> bool {
+        (gpu.0 as usize) < self.reserve
+    }
+}
+
+impl Policy for Priority {
+    fn label(&self) -> String {
+        match self.reset {
+            Some(_) => "P-Reset".into(),
+            None => format!("P-MinRes{}", self.reserve),
+        }
+    }
+
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        self.board.observe(now, event, actions);
+        let reserved: Vec<GpuId> = self.board.gpu_ids().filter(|g| self.reserved(*g)).collect();
+        self.board.announce_pools(reserved, actions);
+
+        for gpu in self.board.idle_gpus() {
+            let tenant = self
+                .board
+                .oldest_head(ServiceClass::is_user_facing)
+                .or_else(|| if self.reserved(gpu) { None } else { self.board.oldest_head(|c| !c.is_user_facing()) });
+            if let Some(tenant) = tenant {
+                self.board.dispatch(now, gpu, tenant, actions);
+            }
+        }
+
+        let Some(latency) = self.reset else { return };
+        let waiting = self.board.queued(ServiceClass::is_user_facing);
+        let all_busy_with_batch = self
+            .board
+            .gpu_ids()
+            .all(|g| matches!(self.board.state(g), GpuState::Running(r) if !r.class.is_user_facing()));
+        if waiting == 0 || !all_busy_with_batch {
+            return;
+        }
+        let victims = resettable_batch_gpus(&self.board, now, latency, |_| true);
+        for gpu in victims.into_iter().take(waiting) {
+            self.board.reset(now, gpu, latency, actions);
+        }
+    }
+}

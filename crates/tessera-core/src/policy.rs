@@ -1,0 +1,164 @@
+//! The policy interface, and building a policy from its configuration.
+
+use crate::action::Action;
+use crate::event::Event;
+use crate::model::GpuSpec;
+use crate::policies::{flexy, pid, priority, round_robin};
+use crate::units::Nanos;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A scheduling policy: a deterministic state machine from events to actions.
+///
+/// Contract: `on_event` is called once per event with a non-decreasing `now`; the
+/// policy appends its actions to `actions` and never reads a clock, sleeps, spawns
+/// threads or does I/O. Same events at the same times give the same actions.
+pub trait Policy: Send + fmt::Debug {
+    /// A short label for reports, e.g. `F-MinRes1`.
+    fn label(&self) -> String;
+
+    /// React to `event`, which happened at `now`.
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>);
+
+    /// How often the policy wants [`Event::Tick`]; `None` for never.
+    fn tick_interval(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// GPUs currently reserved for user-facing work whatever the load (Flexy's K);
+    /// reported so that the PID variant's K can be observed.
+    fn min_reservation(&self) -> usize {
+        0
+    }
+}
+
+/// A policy configuration is invalid for this node.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PolicyError {
+    /// Reserving every GPU for user-facing work would starve batch work forever.
+    #[error("minimum reservation K={k} must be smaller than the number of GPUs ({gpus})")]
+    ReservationTooLarge {
+        /// Requested K.
+        k: usize,
+        /// GPUs in the node.
+        gpus: usize,
+    },
+    /// A policy needs at least one GPU.
+    #[error("the node has no GPUs")]
+    NoGpus,
+    /// An SLA of zero cannot be met and would divide by zero in Flexy's estimate.
+    #[error("the SLA must be positive")]
+    ZeroSla,
+}
+
+/// Gains of the PID controller that adapts Flexy's K at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PidGains {
+    /// Proportional gain, GPUs per unit of normalised latency error.
+    pub kp: f64,
+    /// Integral gain, GPUs per (unit error x second).
+    pub ki: f64,
+    /// Derivative gain, GPUs per (unit error / second).
+    pub kd: f64,
+    /// Target latency as a fraction of the SLA.
+    pub setpoint: f64,
+    /// Control period.
+    pub period: Nanos,
+}
+
+impl Default for PidGains {
+    fn default() -> Self {
+        // Chosen by reasoning, not tuned against the paper's figures: at a sustained
+        // error of one SLA the integral adds a GPU every 5 s, and a quiet node (error
+        // -0.5) drains a full integral of 3 GPUs in 30 s.
+        PidGains { kp: 1.0, ki: 0.2, kd: 0.0, setpoint: 0.5, period: Nanos::from_secs(1) }
+    }
+}
+
+/// Everything needed to build a policy, by name. Serialisable so that experiment
+/// results record exactly which policy produced them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "policy")]
+pub enum PolicyConfig {
+    /// Round-robin over non-empty tenants, no class distinction (Flexy §II-A).
+    RoundRobin,
+    /// User-facing before batch (Flexy §II-B), with K GPUs reserved for user-facing
+    /// work and optionally GPU reset as preemption (§II-D).
+    Priority {
+        /// GPUs reserved for user-facing tasks.
+        reserve: usize,
+        /// Reset latency, when the policy may reset GPUs running batch tasks.
+        reset: Option<Nanos>,
+    },
+    /// Flexy's elastic user-facing pool, Algorithm 1 (§II-C).
+    Flexy {
+        /// Minimum reservation K.
+        reserve: usize,
+        /// Reset latency, when the policy may reset GPUs running batch tasks.
+        reset: Option<Nanos>,
+        /// The common user-facing SLA.
+        sla: Nanos,
+        /// k: how many recent user-facing task times estimate le.
+        history: usize,
+    },
+    /// Flexy with K adapted by a PID controller on user-facing latency (the paper's
+    /// proposed future work, §II-C2).
+    FlexyPid {
+        /// The common user-facing SLA.
+        sla: Nanos,
+        /// k, as for Flexy.
+        history: usize,
+        /// Controller gains.
+        gains: PidGains,
+    },
+}
+
+impl PolicyConfig {
+    /// The label used in reports and figures (the paper's names where it has one).
+    pub fn label(&self) -> String {
+        match self {
+            PolicyConfig::RoundRobin => "RoundRobin".into(),
+            PolicyConfig::Priority { reset: Some(_), .. } => "P-Reset".into(),
+            PolicyConfig::Priority { reserve, reset: None } => format!("P-MinRes{reserve}"),
+            PolicyConfig::Flexy { reset: Some(_), .. } => "F-Reset".into(),
+            PolicyConfig::Flexy { reserve, reset: None, .. } => format!("F-MinRes{reserve}"),
+            PolicyConfig::FlexyPid { .. } => "F-PID".into(),
+        }
+    }
+
+    /// Build the policy for a node with these GPUs.
+    pub fn build(&self, gpus: &[GpuSpec]) -> Result<Box<dyn Policy>, PolicyError> {
+        if gpus.is_empty() {
+            return Err(PolicyError::NoGpus);
+        }
+        let check_k = |k: usize| {
+            if k >= gpus.len() {
+                Err(PolicyError::ReservationTooLarge { k, gpus: gpus.len() })
+            } else {
+                Ok(())
+            }
+        };
+        let check_sla = |sla: Nanos| if sla == Nanos::ZERO { Err(PolicyError::ZeroSla) } else { Ok(()) };
+        Ok(match self {
+            PolicyConfig::RoundRobin => Box::new(round_robin::RoundRobin::new(gpus)),
+            PolicyConfig::Priority { reserve, reset } => {
+                check_k(*reserve)?;
+                Box::new(priority::Priority::new(gpus, *reserve, *reset))
+            }
+            PolicyConfig::Flexy { reserve, reset, sla, history } => {
+                check_k(*reserve)?;
+                check_sla(*sla)?;
+                Box::new(flexy::Flexy::new(gpus, flexy::FlexyParams {
+                    reserve: *reserve,
+                    reset: *reset,
+                    sla: *sla,
+                    history: *history,
+                }))
+            }
+            PolicyConfig::FlexyPid { sla, history, gains } => {
+                check_sla(*sla)?;
+                Box::new(pid::FlexyPid::new(gpus, *sla, *history, *gains))
+            }
+        })
+    }
+}

@@ -1,0 +1,369 @@
+//! The discrete-event engine: replays a [`Workload`] against a policy over the
+//! [`PerfModel`], and checks the core's invariants on every action.
+//!
+//! Events at the same instant are processed in the order they were scheduled. When a
+//! task completes, the policy hears of the completion first and the job's next task is
+//! submitted after it, at the same instant: in a real node the client learns of the
+//! completion before it can submit again, so a freed GPU may already have been given
+//! to another tenant (this is what makes Flexy's minimum reservation matter).
+
+use crate::metrics::{RunMetrics, TaskEnd, TaskRecord};
+use crate::perf::PerfModel;
+use crate::workload::Workload;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use tessera_core::action::TaskEndReason;
+use tessera_core::event::Event;
+use tessera_core::{Action, GpuId, GpuSpec, Nanos, Placement, Policy, TaskId, TaskSpec, TenantId};
+
+/// A run could not complete: the policy broke an invariant, or work was lost.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SimError {
+    /// The policy asked for something impossible (two tasks on one GPU, a task
+    /// dispatched twice, pools that do not partition the GPUs, ...).
+    #[error("policy {policy} broke an invariant at t={at_ns} ns: {what}")]
+    PolicyViolation {
+        /// The policy's label.
+        policy: String,
+        /// Simulated time.
+        at_ns: u64,
+        /// What it did.
+        what: String,
+    },
+    /// Nothing was left to happen but some tasks never ended: the policy lost them.
+    #[error("policy {policy} stalled: {unfinished} tasks never ended")]
+    Stalled {
+        /// The policy's label.
+        policy: String,
+        /// How many.
+        unfinished: usize,
+    },
+    /// The run exceeded its event budget (a policy looping on itself).
+    #[error("event budget of {0} exceeded")]
+    EventBudget(u64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SimEvent {
+    JobArrives(usize),
+    TaskEnds { gpu: GpuId, task: TaskId, generation: u64 },
+    ResetEnds(GpuId),
+    Tick,
+}
+
+#[derive(Clone, Debug, Default)]
+struct GpuSim {
+    running: Option<(TaskId, Nanos)>,
+    resetting: bool,
+    generation: u64,
+    busy: Nanos,
+}
+
+#[derive(Clone, Debug, Default)]
+struct JobSim {
+    next_task: usize,
+    ended: usize,
+}
+
+/// Options of one run.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// The node's GPUs.
+    pub gpus: Vec<GpuSpec>,
+    /// The performance model.
+    pub perf: PerfModel,
+    /// Keep every user-facing task's latency in the metrics (for latency CDFs).
+    pub keep_latencies: bool,
+    /// Abort after this many events.
+    pub event_budget: u64,
+}
+
+/// One simulation run in progress.
+#[derive(Debug)]
+pub struct Simulation<'w> {
+    opts: SimOptions,
+    workload: &'w Workload,
+    policy: Box<dyn Policy>,
+    now: Nanos,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Nanos, u64, SimEvent)>>,
+    gpus: Vec<GpuSim>,
+    jobs: Vec<JobSim>,
+    tasks: Vec<TaskRecord>,
+    actions: Vec<Action>,
+    pool_user_facing: usize,
+    pool_weighted: u128,
+    k_weighted: u128,
+    last_sample: Nanos,
+    resets: u64,
+    events: u64,
+    tasks_open: usize,
+}
+
+impl<'w> Simulation<'w> {
+    /// A run of `workload` under `policy`.
+    pub fn new(workload: &'w Workload, policy: Box<dyn Policy>, opts: SimOptions) -> Simulation<'w> {
+        let gpus = vec![GpuSim::default(); opts.gpus.len()];
+        Simulation {
+            opts,
+            workload,
+            policy,
+            now: Nanos::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            gpus,
+            jobs: vec![JobSim::default(); workload.jobs.len()],
+            tasks: Vec::with_capacity(workload.task_count()),
+            actions: Vec::new(),
+            pool_user_facing: 0,
+            pool_weighted: 0,
+            k_weighted: 0,
+            last_sample: Nanos::ZERO,
+            resets: 0,
+            events: 0,
+            tasks_open: 0,
+        }
+    }
+
+    fn schedule(&mut self, at: Nanos, event: SimEvent) {
+        self.queue.push(Reverse((at, self.seq, event)));
+        self.seq += 1;
+    }
+
+    fn violation(&self, what: impl Into<String>) -> SimError {
+        SimError::PolicyViolation { policy: self.policy.label(), at_ns: self.now.0, what: what.into() }
+    }
+
+    /// Run to completion and return what was measured.
+    pub fn run(mut self) -> Result<RunMetrics, SimError> {
+        for (i, job) in self.workload.jobs.iter().enumerate() {
+            self.schedule(job.arrival, SimEvent::JobArrives(i));
+        }
+        let start = self.workload.jobs.iter().map(|j| j.arrival).min().unwrap_or(Nanos::ZERO);
+        self.last_sample = start;
+        if let Some(period) = self.policy.tick_interval() {
+            self.schedule(start + period, SimEvent::Tick);
+        }
+        while let Some(Reverse((at, _, event))) = self.queue.pop() {
+            self.events += 1;
+            if self.events > self.opts.event_budget {
+                return Err(SimError::EventBudget(self.opts.event_budget));
+            }
+            self.sample_gauges(at);
+            self.now = at;
+            match event {
+                SimEvent::JobArrives(i) => self.job_arrives(i)?,
+                SimEvent::TaskEnds { gpu, task, generation } => self.task_ends(gpu, task, generation)?,
+                SimEvent::ResetEnds(gpu) => {
+                    self.gpus[gpu.0 as usize].resetting = false;
+                    self.deliver(Event::GpuResetDone { gpu })?;
+                }
+                SimEvent::Tick => {
+                    // Ticks keep coming only while work remains, so the run can end.
+                    if self.work_remains() {
+                        self.deliver(Event::Tick)?;
+                        if let Some(period) = self.policy.tick_interval() {
+                            self.schedule(self.now + period, SimEvent::Tick);
+                        }
+                    }
+                }
+            }
+        }
+        let unfinished = self.tasks.iter().filter(|t| t.end.is_none()).count()
+            + self.workload.jobs.iter().zip(&self.jobs).map(|(j, s)| j.tasks.len() - s.next_task).sum::<usize>();
+        if unfinished > 0 {
+            return Err(SimError::Stalled { policy: self.policy.label(), unfinished });
+        }
+        let span = self.now - start;
+        Ok(RunMetrics::from_records(
+            &self.tasks,
+            self.gpus.iter().map(|g| g.busy).collect(),
+            span,
+            self.resets,
+            self.events,
+            ratio(self.pool_weighted, span),
+            ratio(self.k_weighted, span),
+            self.opts.keep_latencies,
+        ))
+    }
+
+    fn work_remains(&self) -> bool {
+        self.tasks_open > 0 || self.jobs.iter().zip(&self.workload.jobs).any(|(s, j)| s.ended < j.tasks.len())
+    }
+
+    /// Accumulate time-weighted pool size and K up to `at`.
+    fn sample_gauges(&mut self, at: Nanos) {
+        let dt = u128::from((at - self.last_sample).0);
+        self.pool_weighted += dt * self.pool_user_facing as u128;
+        self.k_weighted += dt * self.policy.min_reservation() as u128;
+        self.last_sample = at;
+    }
+
+    fn job_arrives(&mut self, i: usize) -> Result<(), SimError> {
+        let job = &self.workload.jobs[i];
+        self.deliver(Event::TenantRegistered(job.tenant.clone()))?;
+        for _ in 0..job.window.max(1) {
+            self.submit_next(i)?;
+        }
+        if job.tasks.is_empty() {
+            self.deliver(Event::TenantLeft { tenant: job.tenant.id })?;
+        }
+        Ok(())
+    }
+
+    fn submit_next(&mut self, job_index: usize) -> Result<(), SimError> {
+        let job = &self.workload.jobs[job_index];
+        let state = &mut self.jobs[job_index];
+        if state.next_task >= job.tasks.len() {
+            return Ok(());
+        }
+        let work = job.tasks[state.next_task];
+        state.next_task += 1;
+        let id = TaskId(self.tasks.len() as u64);
+        self.tasks.push(TaskRecord {
+            job: job_index,
+            class: job.tenant.class,
+            work,
+            submitted: self.now,
+            last_start: None,
+            kills: 0,
+            end: None,
+        });
+        self.tasks_open += 1;
+        let spec = TaskSpec { id, tenant: job.tenant.id, kernel: job.kernel, memory: tessera_core::Bytes(0) };
+        self.deliver(Event::TaskSubmitted(spec))
+    }
+
+    fn task_ends(&mut self, gpu: GpuId, task: TaskId, generation: u64) -> Result<(), SimError> {
+        let g = &mut self.gpus[gpu.0 as usize];
+        if g.generation != generation {
+            return Ok(()); // killed by a reset; the completion never happens
+        }
+        let Some((running, started)) = g.running.take() else { return Ok(()) };
+        debug_assert_eq!(running, task);
+        let ran_for = self.now - started;
+        g.busy += ran_for;
+        self.end_task(task, TaskEnd::Done)?;
+        let job = self.tasks[task.0 as usize].job;
+        self.deliver(Event::TaskFinished { task, placement: Placement::whole(gpu), ran_for, result: Ok(()) })?;
+        self.submit_next(job)?;
+        self.maybe_job_done(job)
+    }
+
+    fn end_task(&mut self, task: TaskId, end: TaskEnd) -> Result<(), SimError> {
+        let now = self.now;
+        match self.tasks.get(task.0 as usize) {
+            None => return Err(self.violation(format!("ended unknown {task}"))),
+            Some(r) if r.end.is_some() => return Err(self.violation(format!("{task} ended twice"))),
+            Some(_) => {}
+        }
+        let record = &mut self.tasks[task.0 as usize];
+        record.end = Some((now, end));
+        self.jobs[record.job].ended += 1;
+        self.tasks_open -= 1;
+        Ok(())
+    }
+
+    fn maybe_job_done(&mut self, job: usize) -> Result<(), SimError> {
+        if self.jobs[job].ended == self.workload.jobs[job].tasks.len() {
+            let tenant: TenantId = self.workload.jobs[job].tenant.id;
+            self.deliver(Event::TenantLeft { tenant })?;
+        }
+        Ok(())
+    }
+
+    /// Tell the policy, then carry out what it answers.
+    fn deliver(&mut self, event: Event) -> Result<(), SimError> {
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        self.policy.on_event(self.now, &event, &mut actions);
+        for action in actions.drain(..) {
+            self.apply(action)?;
+        }
+        self.actions = actions;
+        Ok(())
+    }
+
+    fn apply(&mut self, action: Action) -> Result<(), SimError> {
+        match action {
+            Action::Dispatch { task, placement } => {
+                let gpu = placement.gpu;
+                let Some(g) = self.gpus.get(gpu.0 as usize) else {
+                    return Err(self.violation(format!("dispatch to unknown {gpu}")));
+                };
+                if g.running.is_some() || g.resetting {
+                    return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
+                }
+                let record = self.tasks.get(task.0 as usize).ok_or_else(|| self.violation(format!("dispatch of unknown {task}")))?;
+                if record.end.is_some() {
+                    return Err(self.violation(format!("{task} dispatched after it ended")));
+                }
+                if self.gpus.iter().any(|g| g.running.is_some_and(|(t, _)| t == task)) {
+                    return Err(self.violation(format!("{task} dispatched while running")));
+                }
+                let finish = self.now + self.opts.perf.exec_time(record.work, placement);
+                self.tasks[task.0 as usize].last_start = Some(self.now);
+                let g = &mut self.gpus[gpu.0 as usize];
+                g.running = Some((task, self.now));
+                let generation = g.generation;
+                self.schedule(finish, SimEvent::TaskEnds { gpu, task, generation });
+            }
+            Action::EndTask { task, reason } => {
+                if self.gpus.iter().any(|g| g.running.is_some_and(|(t, _)| t == task)) {
+                    return Err(self.violation(format!("{task} ended while running")));
+                }
+                let end = match reason {
+                    TaskEndReason::Unschedulable(why) => TaskEnd::Failed(why),
+                    other => TaskEnd::Cancelled(format!("{other:?}")),
+                };
+                self.end_task(task, end)?;
+                let job = self.tasks[task.0 as usize].job;
+                self.maybe_job_done(job)?;
+            }
+            Action::ResetGpu { gpu, killed } => {
+                let now = self.now;
+                let reset_latency = self.opts.perf.reset_latency;
+                let Some(g) = self.gpus.get_mut(gpu.0 as usize) else {
+                    return Err(self.violation(format!("reset of unknown {gpu}")));
+                };
+                if g.resetting {
+                    return Err(self.violation(format!("{gpu} reset while resetting")));
+                }
+                let running = g.running.take();
+                if running.map(|(t, _)| t) != killed {
+                    return Err(self.violation(format!("{gpu} reset killing {killed:?} but {running:?} ran")));
+                }
+                if let Some((task, started)) = running {
+                    // NVSMI counts the killed task's run as busy time, as the paper measured.
+                    g.busy += now - started;
+                    self.tasks[task.0 as usize].kills += 1;
+                }
+                g.generation += 1;
+                g.resetting = true;
+                self.resets += 1;
+                self.schedule(now + reset_latency, SimEvent::ResetEnds(gpu));
+            }
+            Action::SetPools { user_facing, batch } => {
+                let mut all: Vec<GpuId> = user_facing.iter().chain(&batch).copied().collect();
+                all.sort_unstable();
+                let expected: Vec<GpuId> = self.opts.gpus.iter().map(|g| g.id).collect();
+                if all != expected {
+                    return Err(self.violation(format!("pools {user_facing:?} + {batch:?} do not partition the GPUs")));
+                }
+                self.pool_user_facing = user_facing.len();
+            }
+            other @ (Action::GrantMemory { .. }
+            | Action::DenyMemory { .. }
+            | Action::Migrate { .. }
+            | Action::Repartition { .. }
+            | Action::SetGpuPowered { .. }) => {
+                return Err(self.violation(format!("{other:?} is not modelled by this time-sharing node")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn ratio(weighted: u128, span: Nanos) -> f64 {
+    if span.0 == 0 { 0.0 } else { weighted as f64 / span.0 as f64 }
+}

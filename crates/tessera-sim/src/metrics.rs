@@ -1,0 +1,150 @@
+//! What a run measured.
+
+use serde::{Deserialize, Serialize};
+use tessera_core::{Nanos, ServiceClass};
+
+/// How a task ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// It ran to completion.
+    Done,
+    /// It could never run.
+    Failed(String),
+    /// The policy cancelled it.
+    Cancelled(String),
+}
+
+/// One task's life, as the engine recorded it.
+#[derive(Clone, Debug)]
+pub struct TaskRecord {
+    /// Index of its job in the workload.
+    pub job: usize,
+    /// Its tenant's class.
+    pub class: ServiceClass,
+    /// Its true work on the reference GPU.
+    pub work: Nanos,
+    /// When it was submitted.
+    pub submitted: Nanos,
+    /// When it last started (after any resets).
+    pub last_start: Option<Nanos>,
+    /// How many times a reset killed it.
+    pub kills: u32,
+    /// When and how it ended.
+    pub end: Option<(Nanos, TaskEnd)>,
+}
+
+/// The measurements of one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunMetrics {
+    /// User-facing tasks that completed.
+    pub uf_tasks: usize,
+    /// Fraction (0-1) of completed user-facing tasks whose latency (submission to
+    /// completion) was within their tenant's SLA.
+    pub sla_met: f64,
+    /// Busy time over GPU time (NVSMI semantics: busy, not how much of the GPU), 0-1.
+    pub utilization: f64,
+    /// GPU resets.
+    pub resets: u64,
+    /// Batch tasks completed.
+    pub batch_done: usize,
+    /// Batch tasks submitted.
+    pub batch_tasks: usize,
+    /// Longest time a batch task waited between submission and its final start
+    /// (includes runs lost to resets): the starvation check.
+    pub batch_max_wait_s: f64,
+    /// Tasks that did not complete (cancelled or failed).
+    pub not_completed: usize,
+    /// GPU time lost to work killed by resets, seconds.
+    pub killed_work_s: f64,
+    /// First arrival to last event, seconds.
+    pub makespan_s: f64,
+    /// Time-weighted mean size of the user-facing pool (0 for policies without pools).
+    pub mean_user_pool: f64,
+    /// Time-weighted mean minimum reservation K (varies only under F-PID).
+    pub mean_k: f64,
+    /// Events the engine processed.
+    pub events: u64,
+    /// Each completed user-facing task's latency in seconds, when asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub uf_latencies_s: Vec<f64>,
+}
+
+impl RunMetrics {
+    /// Derive the metrics from the engine's records.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_records(
+        tasks: &[TaskRecord],
+        busy: Vec<Nanos>,
+        span: Nanos,
+        resets: u64,
+        events: u64,
+        mean_user_pool: f64,
+        mean_k: f64,
+        keep_latencies: bool,
+    ) -> RunMetrics {
+        let mut uf_tasks = 0;
+        let mut uf_met = 0;
+        let mut batch_done = 0;
+        let mut batch_tasks = 0;
+        let mut batch_max_wait = Nanos::ZERO;
+        let mut not_completed = 0;
+        let mut latencies = Vec::new();
+        for t in tasks {
+            let Some((end, how)) = &t.end else { continue };
+            let done = *how == TaskEnd::Done;
+            if !done {
+                not_completed += 1;
+            }
+            match t.class {
+                ServiceClass::UserFacing { sla } => {
+                    if done {
+                        uf_tasks += 1;
+                        let latency = *end - t.submitted;
+                        if latency <= sla {
+                            uf_met += 1;
+                        }
+                        if keep_latencies {
+                            latencies.push(latency.as_secs_f64());
+                        }
+                    }
+                }
+                ServiceClass::Batch => {
+                    batch_tasks += 1;
+                    if done {
+                        batch_done += 1;
+                    }
+                    if let Some(start) = t.last_start {
+                        batch_max_wait = batch_max_wait.max(start - t.submitted);
+                    }
+                }
+            }
+        }
+        let gpu_time = span.0 as f64 * busy.len() as f64;
+        let busy_total: u64 = busy.iter().map(|b| b.0).sum();
+        // Busy time of the final, completed runs; the rest of the busy time was spent on
+        // runs that a reset killed.
+        let completed_busy: u64 = tasks
+            .iter()
+            .filter_map(|t| match (&t.end, t.last_start) {
+                (Some((end, TaskEnd::Done)), Some(start)) => Some((*end - start).0),
+                _ => None,
+            })
+            .sum();
+        RunMetrics {
+            uf_tasks,
+            sla_met: if uf_tasks == 0 { 1.0 } else { uf_met as f64 / uf_tasks as f64 },
+            utilization: if gpu_time > 0.0 { busy_total as f64 / gpu_time } else { 0.0 },
+            resets,
+            batch_done,
+            batch_tasks,
+            batch_max_wait_s: batch_max_wait.as_secs_f64(),
+            not_completed,
+            killed_work_s: Nanos(busy_total.saturating_sub(completed_busy)).as_secs_f64(),
+            makespan_s: span.as_secs_f64(),
+            mean_user_pool,
+            mean_k,
+            events,
+            uf_latencies_s: latencies,
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! The performance model of a GPU server, shared by the simulator and (in real time)
+//! by the daemon's emulated executor.
+//!
+//! What this issue's experiments need, calibrated from the Flexy paper:
+//! - execution is non-preemptive and each GPU runs one task at a time, FIFO of
+//!   launches (the Flexy testbed: four Quadro P1000, one CUDA context per task);
+//! - a task's time is its measured work on the reference GPU, divided by the GPU's
+//!   relative speed (1.0 for the reference);
+//! - a reset makes the GPU unavailable for `reset_latency` (Flexy §II-C3: "resetting
+//!   and reusing a GPU introduces approximately one second of idle time").
+
+use serde::{Deserialize, Serialize};
+use tessera_core::{Nanos, Placement};
+
+/// Flexy §II-C3: ~1 s measured for a reset and re-initialisation of a Quadro P1000.
+pub const FLEXY_RESET_LATENCY: Nanos = Nanos::from_secs(1);
+
+/// The performance model of one node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PerfModel {
+    /// Time a GPU is unavailable after a reset.
+    pub reset_latency: Nanos,
+    /// Relative speed of every GPU against the reference GPU the work was measured on.
+    pub speed: f64,
+}
+
+impl Default for PerfModel {
+    fn default() -> Self {
+        PerfModel { reset_latency: FLEXY_RESET_LATENCY, speed: 1.0 }
+    }
+}
+
+impl PerfModel {
+    /// How long `work` (measured on the reference GPU) runs at `placement`. Never zero,
+    /// so that a completion always follows its dispatch in time.
+    pub fn exec_time(&self, work: Nanos, _placement: Placement) -> Nanos {
+        let t = (work.0 as f64 / self.speed).round() as u64;
+        Nanos(t.max(1))
+    }
+}

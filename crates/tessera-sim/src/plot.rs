@@ -1,0 +1,94 @@
+//! SVG figures: rows of line-and-marker panels, drawn with plotters.
+
+use plotters::prelude::*;
+use std::path::Path;
+
+/// One line of a panel.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Legend entry.
+    pub name: String,
+    /// Points in drawing order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// One panel of a figure.
+#[derive(Clone, Debug)]
+pub struct Panel {
+    /// Caption above the panel.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// X range.
+    pub x_range: (f64, f64),
+    /// Y range.
+    pub y_range: (f64, f64),
+    /// X values are log10 of the quantity: ticks are labelled 10^x.
+    pub log_x: bool,
+    /// Vertical reference lines (at x), e.g. an SLA.
+    pub x_markers: Vec<f64>,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+/// A figure could not be drawn.
+#[derive(Debug, thiserror::Error)]
+#[error("drawing {path}: {message}")]
+pub struct PlotError {
+    path: String,
+    message: String,
+}
+
+/// Draw `panels` side by side into an SVG file at `path`.
+pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
+    let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
+    let width = 480 * panels.len().max(1) as u32;
+    let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    for (area, panel) in areas.iter().zip(panels) {
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(panel.x_range.0..panel.x_range.1, panel.y_range.0..panel.y_range.1)
+            .map_err(|e| err(&e))?;
+        let log_x = panel.log_x;
+        let x_fmt = move |v: &f64| if log_x { format!("{:.3}", 10f64.powf(*v)) } else { format!("{v:.0}") };
+        chart
+            .configure_mesh()
+            .x_desc(panel.x_label.as_str())
+            .y_desc(panel.y_label.as_str())
+            .x_label_formatter(&x_fmt)
+            .draw()
+            .map_err(|e| err(&e))?;
+        for x in &panel.x_markers {
+            chart
+                .draw_series(LineSeries::new(vec![(*x, panel.y_range.0), (*x, panel.y_range.1)], BLACK.mix(0.4)))
+                .map_err(|e| err(&e))?;
+        }
+        for (i, s) in panel.series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+                .map_err(|e| err(&e))?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+            chart
+                .draw_series(s.points.iter().map(|p| Circle::new(*p, 3, color.filled())))
+                .map_err(|e| err(&e))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .position(SeriesLabelPosition::LowerLeft)
+            .draw()
+            .map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}

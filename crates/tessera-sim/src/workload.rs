@@ -1,0 +1,45 @@
+//! What the engine replays: jobs, each a tenant that submits identical independent
+//! tasks with a bounded number outstanding (a closed loop per job, as in Flexy §III).
+
+use serde::{Deserialize, Serialize};
+use tessera_core::{Nanos, TenantSpec};
+
+/// A kernel of the workload's table (e.g. Flexy Table I).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// Its name, as the paper gives it.
+    pub name: String,
+    /// Its average execution time on the reference GPU.
+    pub mean: Nanos,
+}
+
+/// One job: a tenant that arrives, submits its tasks, and leaves when all have ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// When it arrives.
+    pub arrival: Nanos,
+    /// The tenant it registers as.
+    pub tenant: TenantSpec,
+    /// Index into [`Workload::kernels`]; all of a job's tasks run this kernel.
+    pub kernel: u32,
+    /// Each task's true work on the reference GPU, in submission order.
+    pub tasks: Vec<Nanos>,
+    /// How many of its tasks may be outstanding (queued or running) at once.
+    pub window: usize,
+}
+
+/// A whole workload instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    /// The kernel table.
+    pub kernels: Vec<Kernel>,
+    /// Jobs in arrival order.
+    pub jobs: Vec<Job>,
+}
+
+impl Workload {
+    /// Total number of tasks.
+    pub fn task_count(&self) -> usize {
+        self.jobs.iter().map(|j| j.tasks.len()).sum()
+    }
+}

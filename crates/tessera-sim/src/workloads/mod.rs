@@ -1,0 +1,3 @@
+//! Workload generators, one module per paper.
+
+pub mod flexy;
