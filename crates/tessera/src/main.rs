@@ -1,1 +1,40 @@
-fn main(){}
+//! The `tessera` command line. Thin: parses arguments, calls the library crates,
+//! prints. Everything it computes lives in `tessera-sim` / `tessera-core`.
+
+mod bench;
+mod sim;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// tessera: share a multi-GPU server among latency-critical and batch tenants.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Reproduce a paper's evaluation in the discrete-event simulator.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
+    /// Measure tessera's own speed.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Sim(cmd) => sim::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
+    }
+}

@@ -9,10 +9,10 @@
 //! ```
 //!
 //! The two pools are disjoint: a user-facing GPU never takes a batch task and vice
-//! versa (§II-C1). With reset (§II-C3), when user-facing tasks wait and fewer of the U
-//! user-facing GPUs can serve them than U, Flexy resets user-facing-pool GPUs running
-//! long batch tasks; because Flexy packs user-facing work onto few GPUs, it needs far
-//! fewer resets than priority.
+//! versa (§II-C1). With reset (§II-C3), when user-facing tasks wait and every GPU is
+//! busy with batch work, Flexy resets the user-facing-pool GPUs running long batch
+//! tasks; because Flexy packs user-facing work onto few GPUs, it needs fewer resets
+//! than priority, which resets one GPU per waiting user-facing task.
 //!
 //! Choices the paper leaves open, all documented in the experiment report:
 //! - q counts queued and running user-facing tasks ("outstanding");
@@ -22,9 +22,9 @@
 //!   that the pools do not flap between identical idle GPUs;
 //! - among the tenants of a pool, the oldest head-of-line task goes first.
 
-use super::resettable_batch_gpus;
+use super::{all_busy_with_batch, resettable_batch_gpus};
 use crate::action::Action;
-use crate::board::{Board, GpuState};
+use crate::board::Board;
 use crate::estimate::WindowMean;
 use crate::event::Event;
 use crate::ids::GpuId;
@@ -127,23 +127,16 @@ impl Flexy {
         }
     }
 
+    /// F-Reset (§II-C3, §IV): "reset the accelerator when all accelerators are busy
+    /// with batch tasks, while user-facing tasks are waiting". Only GPUs that Algorithm
+    /// 1 put in the user-facing pool are reset, so at most U: packing keeps U small,
+    /// which is why Flexy resets less than priority.
     fn reset_if_needed(&mut self, now: Nanos, latency: Nanos, actions: &mut Vec<Action>) {
-        if self.board.queued(ServiceClass::is_user_facing) == 0 {
+        if self.board.queued(ServiceClass::is_user_facing) == 0 || !all_busy_with_batch(&self.board) {
             return;
         }
-        let serving = self
-            .board
-            .gpu_ids()
-            .filter(|g| self.in_user_pool[g.0 as usize])
-            .filter(|g| match self.board.state(*g) {
-                GpuState::Idle | GpuState::Resetting { .. } => true,
-                GpuState::Running(r) => r.class.is_user_facing(),
-            })
-            .count();
-        let missing = self.pool_size.saturating_sub(serving);
         let in_pool = self.in_user_pool.clone();
-        let victims = resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]);
-        for gpu in victims.into_iter().take(missing) {
+        for gpu in resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]) {
             self.board.reset(now, gpu, latency, actions);
         }
     }

@@ -39,3 +39,9 @@ pub(crate) fn resettable_batch_gpus(
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     candidates.into_iter().map(|(_, g)| g).collect()
 }
+
+/// True when every GPU runs a batch task: none idle, resetting or serving
+/// user-facing work (the reset condition of Flexy §IV for both P-Reset and F-Reset).
+pub(crate) fn all_busy_with_batch(board: &Board) -> bool {
+    board.gpu_ids().all(|g| matches!(board.state(g), GpuState::Running(r) if !r.class.is_user_facing()))
+}

@@ -9,9 +9,9 @@
 //! Within a class, the oldest head-of-line task goes first (the paper leaves the order
 //! among tenants of one class open; first-come first-served minimises the worst wait).
 
-use super::resettable_batch_gpus;
+use super::{all_busy_with_batch, resettable_batch_gpus};
 use crate::action::Action;
-use crate::board::{Board, GpuState};
+use crate::board::Board;
 use crate::event::Event;
 use crate::ids::GpuId;
 use crate::model::{GpuSpec, ServiceClass};
@@ -63,11 +63,7 @@ impl Policy for Priority {
 
         let Some(latency) = self.reset else { return };
         let waiting = self.board.queued(ServiceClass::is_user_facing);
-        let all_busy_with_batch = self
-            .board
-            .gpu_ids()
-            .all(|g| matches!(self.board.state(g), GpuState::Running(r) if !r.class.is_user_facing()));
-        if waiting == 0 || !all_busy_with_batch {
+        if waiting == 0 || !all_busy_with_batch(&self.board) {
             return;
         }
         let victims = resettable_batch_gpus(&self.board, now, latency, |_| true);

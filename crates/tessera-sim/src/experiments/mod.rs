@@ -1,1 +1,42 @@
+//! One module per paper: each reproduces its evaluation and writes JSON, SVG and a
+//! Markdown report beside the paper's own numbers.
+
 pub mod flexy;
+
+use std::path::PathBuf;
+
+/// An experiment could not run or write its outputs.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// A workload parameter was out of range.
+    #[error(transparent)]
+    Workload(#[from] crate::workloads::flexy::WorkloadError),
+    /// A policy configuration was invalid.
+    #[error(transparent)]
+    Policy(#[from] tessera_core::PolicyError),
+    /// A run broke an invariant.
+    #[error("{trial}: {source}")]
+    Sim {
+        /// Which run.
+        trial: String,
+        /// What went wrong.
+        source: crate::engine::SimError,
+    },
+    /// The configuration is unusable.
+    #[error("invalid experiment configuration: {0}")]
+    Config(String),
+    /// Writing an output failed.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Drawing a figure failed.
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
+}
+
+/// Progress callback: called with (trials done, trials in all) from worker threads.
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);

@@ -1,0 +1,120 @@
+//! `tessera sim ...`
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use tessera_sim::experiments::flexy::{self, FlexyConfig};
+use tessera_sim::workloads::flexy::Mix;
+
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Flexy (SLA-aware elastic GPU pools): Figures 5, 6 and 7.
+    Flexy(FlexyArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum WorkloadArg {
+    W1,
+    W2,
+    W3,
+    All,
+}
+
+#[derive(Debug, Args)]
+pub struct FlexyArgs {
+    /// Table II mix to run.
+    #[arg(long, value_enum, default_value = "all")]
+    workload: WorkloadArg,
+    /// Workload instances per point (the paper averages 10).
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Base seed; the same seed gives byte-identical output.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// User-facing SLA for Figures 5 and 6, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    sla_ms: u64,
+    /// The longer SLA at which Figure 7 also runs the reset policies, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    long_sla_ms: u64,
+    /// Load factors f, comma-separated (0.125 heaviest .. 4 lightest).
+    #[arg(long, value_delimiter = ',', default_values_t = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0])]
+    loads: Vec<f64>,
+    /// GPUs in the node.
+    #[arg(long, default_value_t = 4)]
+    gpus: usize,
+    /// GPU reset latency in milliseconds (the paper measured ~1 s).
+    #[arg(long, default_value_t = 1000)]
+    reset_ms: u64,
+    /// k: recent user-facing task times averaged into Flexy's estimate le.
+    #[arg(long, default_value_t = 10)]
+    history: usize,
+    /// Pareto shape of job durations (assumed; the paper does not say).
+    #[arg(long, default_value_t = 2.5)]
+    pareto_shape: f64,
+    /// Coefficient of variation of task times around Table I's means (assumed).
+    #[arg(long, default_value_t = 0.05)]
+    task_cv: f64,
+    /// Directory for results.json, fig5/6/7.svg and report.md.
+    #[arg(long, default_value = "results/flexy")]
+    out: PathBuf,
+}
+
+pub fn run(cmd: SimCommand) -> Result<()> {
+    match cmd {
+        SimCommand::Flexy(args) => run_flexy(args),
+    }
+}
+
+fn run_flexy(a: FlexyArgs) -> Result<()> {
+    let mixes = match a.workload {
+        WorkloadArg::W1 => vec![Mix::W1],
+        WorkloadArg::W2 => vec![Mix::W2],
+        WorkloadArg::W3 => vec![Mix::W3],
+        WorkloadArg::All => Mix::ALL.to_vec(),
+    };
+    if a.pareto_shape <= 1.0 {
+        bail!("--pareto-shape must be greater than 1 (the mean job duration is infinite otherwise)");
+    }
+    let cfg = FlexyConfig {
+        mixes,
+        loads: a.loads,
+        runs: a.runs,
+        seed: a.seed,
+        sla_ms: a.sla_ms,
+        long_sla_ms: a.long_sla_ms,
+        gpus: a.gpus,
+        reset_ms: a.reset_ms,
+        history: a.history,
+        pareto_shape: a.pareto_shape,
+        task_cv: a.task_cv,
+    };
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} runs, {elapsed} elapsed, ~{eta} left")
+            .context("progress bar template")?
+            .progress_chars("=> "),
+    );
+    bar.set_message("simulating");
+    let progress = |done: usize, total: usize| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    };
+    let results = flexy::run(&cfg, &progress)?;
+    bar.finish_and_clear();
+    flexy::write_outputs(&results, &a.out)?;
+
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    writeln!(out, "{} runs simulated; wrote {}/{{results.json,fig5.svg,fig6.svg,fig7.svg,report.md}}", results.records.len(), a.out.display())?;
+    for c in &results.comparisons {
+        let verdict = match c.holds {
+            Some(true) => "holds",
+            Some(false) => "DOES NOT HOLD",
+            None => "",
+        };
+        writeln!(out, "\n[{}] {verdict}\n  paper: {}\n  ours:  {}", c.id, c.paper, c.ours)?;
+    }
+    Ok(())
+}
