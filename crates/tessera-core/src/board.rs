@@ -37,8 +37,6 @@ pub struct RunningTask {
     pub submitted: Nanos,
     /// When it started on this GPU.
     pub started: Nanos,
-    /// Predicted completion, from the kernel's recent durations.
-    pub expected_end: Nanos,
     seq: u64,
 }
 
@@ -289,12 +287,20 @@ impl Board {
             .unwrap_or(Nanos::ZERO)
     }
 
+    /// Predicted end of a running task: its start plus the current prediction for its
+    /// kernel (re-read every time, so tasks started before anything was known benefit
+    /// from what has been learnt since). `None` while nothing is known.
+    pub fn predicted_end(&self, task: &RunningTask) -> Option<Nanos> {
+        let d = self.predicted_duration(task.spec.kernel, task.class);
+        (d > Nanos::ZERO).then_some(task.started + d)
+    }
+
     /// When `gpu` is expected to be free: now if idle, the predicted end of its task
-    /// (never in the past), or the end of its reset.
+    /// (never in the past; now if nothing is known), or the end of its reset.
     pub fn expected_free_at(&self, gpu: GpuId, now: Nanos) -> Nanos {
         match self.state(gpu) {
             GpuState::Idle => now,
-            GpuState::Running(r) => r.expected_end.max(now),
+            GpuState::Running(r) => self.predicted_end(r).unwrap_or(now).max(now),
             GpuState::Resetting { until } => (*until).max(now),
         }
     }
@@ -361,14 +367,12 @@ impl Board {
         let Some(q) = t.queue.pop_front() else { return };
         t.running += 1;
         let class = t.spec.class;
-        let expected_end = now + self.predicted_duration(q.spec.kernel, class);
         out.push(Action::Dispatch { task: q.spec.id, placement: Placement::whole(gpu) });
         self.gpus[gpu.0 as usize].1 = GpuState::Running(RunningTask {
             spec: q.spec,
             class,
             submitted: q.submitted,
             started: now,
-            expected_end,
             seq: q.seq,
         });
     }

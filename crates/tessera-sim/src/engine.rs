@@ -9,7 +9,7 @@
 
 use crate::metrics::{RunMetrics, TaskEnd, TaskRecord};
 use crate::perf::PerfModel;
-use crate::workload::Workload;
+use crate::workload::{Submission, Workload};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use tessera_core::action::TaskEndReason;
@@ -63,6 +63,12 @@ struct GpuSim {
 struct JobSim {
     next_task: usize,
     ended: usize,
+}
+
+impl JobSim {
+    fn outstanding(&self) -> usize {
+        self.next_task - self.ended
+    }
 }
 
 /// Options of one run.
@@ -246,7 +252,16 @@ impl<'w> Simulation<'w> {
         self.end_task(task, TaskEnd::Done)?;
         let job = self.tasks[task.0 as usize].job;
         self.deliver(Event::TaskFinished { task, placement: Placement::whole(gpu), ran_for, result: Ok(()) })?;
-        self.submit_next(job)?;
+        let spec = &self.workload.jobs[job];
+        match spec.submission {
+            Submission::Window => self.submit_next(job)?,
+            Submission::Burst if self.jobs[job].outstanding() == 0 => {
+                for _ in 0..spec.window.max(1) {
+                    self.submit_next(job)?;
+                }
+            }
+            Submission::Burst => {}
+        }
         self.maybe_job_done(job)
     }
 

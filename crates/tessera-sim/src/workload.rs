@@ -26,6 +26,29 @@ pub struct Job {
     pub tasks: Vec<Nanos>,
     /// How many of its tasks may be outstanding (queued or running) at once.
     pub window: usize,
+    /// How the job refills its window.
+    pub submission: Submission,
+}
+
+/// How a job keeps tasks outstanding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Submission {
+    /// Sliding window: each completion submits the next task at once.
+    #[default]
+    Window,
+    /// Bursts: submit `window` tasks together, wait until all have ended, repeat.
+    Burst,
+}
+
+impl Submission {
+    /// Lower-case name, as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Submission::Window => "window",
+            Submission::Burst => "burst",
+        }
+    }
 }
 
 /// A whole workload instance.

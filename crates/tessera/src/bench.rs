@@ -45,7 +45,7 @@ fn bench_sim(a: SimBenchArgs) -> Result<()> {
     ];
     let workloads: Vec<_> = (0..a.runs)
         .map(|seed| {
-            generate(&FlexyWorkloadParams { mix: Mix::W2, load: 0.25, gpus: 4, sla, pareto_shape: 2.5, task_cv: 0.05, seed })
+            generate(&FlexyWorkloadParams { mix: Mix::W2, load: 0.25, gpus: 4, sla, pareto_shape: 2.5, task_cv: 0.05, submission: Default::default(), seed })
         })
         .collect::<Result<_, _>>()?;
     let mut rows = Vec::new();

@@ -18,13 +18,15 @@
 //! - q counts queued and running user-facing tasks ("outstanding");
 //! - before any user-facing task has finished, le is taken to be the SLA
 //!   (pessimistic: one GPU per outstanding task, up to N);
-//! - ties in estimated completion keep a GPU in the pool it was in, then go by id, so
-//!   that the pools do not flap between identical idle GPUs;
+//! - ties in estimated completion put idle GPUs first, then keep a GPU in the pool it
+//!   was in, then go by id, so that the pools do not flap between identical GPUs;
+//! - a running task's completion is estimated from its kernel's recent times; a task
+//!   whose kernel has no history yet is taken to end now;
 //! - among the tenants of a pool, the oldest head-of-line task goes first.
 
 use super::{all_busy_with_batch, resettable_batch_gpus};
 use crate::action::Action;
-use crate::board::Board;
+use crate::board::{Board, GpuState};
 use crate::estimate::WindowMean;
 use crate::event::Event;
 use crate::ids::GpuId;
@@ -103,18 +105,24 @@ impl Flexy {
         let le = self.le.mean().unwrap_or(self.params.sla);
         let n = self.board.gpu_count();
         let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
-        let mut order: Vec<(Nanos, bool, GpuId)> = self
+        // Sort key: expected completion; at equal times an idle GPU before a busy one
+        // (a task past its predicted end is still running), then the GPU's current
+        // pool (so identical GPUs do not swap pools), then id.
+        let mut order: Vec<(Nanos, bool, bool, GpuId)> = self
             .board
             .gpu_ids()
-            .map(|g| (self.board.expected_free_at(g, now), !self.in_user_pool[g.0 as usize], g))
+            .map(|g| {
+                let busy = !matches!(self.board.state(g), GpuState::Idle);
+                (self.board.expected_free_at(g, now), busy, !self.in_user_pool[g.0 as usize], g)
+            })
             .collect();
         order.sort_unstable();
         self.in_user_pool.iter_mut().for_each(|p| *p = false);
-        for (_, _, g) in &order[..u] {
+        for (_, _, _, g) in &order[..u] {
             self.in_user_pool[g.0 as usize] = true;
         }
         self.pool_size = u;
-        let pool = order[..u].iter().map(|(_, _, g)| *g).collect();
+        let pool = order[..u].iter().map(|(_, _, _, g)| *g).collect();
         self.board.announce_pools(pool, actions);
     }
 

@@ -29,8 +29,7 @@ pub(crate) fn resettable_batch_gpus(
         .filter(|g| among(*g))
         .filter_map(|g| match board.state(g) {
             GpuState::Running(r) if !r.class.is_user_facing() => {
-                let known = board.predicted_duration(r.spec.kernel, r.class) > Nanos::ZERO;
-                let remaining = if known { r.expected_end - now } else { Nanos::MAX };
+                let remaining = board.predicted_end(r).map_or(Nanos::MAX, |end| end - now);
                 (remaining > latency).then_some((remaining, g))
             }
             _ => None,

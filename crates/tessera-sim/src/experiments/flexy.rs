@@ -13,6 +13,7 @@ use crate::engine::{SimOptions, Simulation};
 use crate::metrics::RunMetrics;
 use crate::perf::{FLEXY_RESET_LATENCY, PerfModel};
 use crate::plot::{Panel, Series, draw_panels};
+use crate::workload::Submission;
 use crate::workloads::flexy::{FlexyWorkloadParams, Mix, generate};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,9 @@ pub struct FlexyConfig {
     pub pareto_shape: f64,
     /// Coefficient of variation of task times.
     pub task_cv: f64,
+    /// Submission modes to run; the first is the main one (figures 5-7), the others
+    /// are sensitivity runs reported beside it.
+    pub submissions: Vec<Submission>,
 }
 
 impl Default for FlexyConfig {
@@ -67,6 +71,7 @@ impl Default for FlexyConfig {
             history: 10,
             pareto_shape: 2.5,
             task_cv: 0.05,
+            submissions: vec![Submission::Window, Submission::Burst],
         }
     }
 }
@@ -76,6 +81,8 @@ impl Default for FlexyConfig {
 pub struct Record {
     /// `w1`, `w2` or `w3`.
     pub workload: String,
+    /// How jobs submitted their tasks: `window` or `burst`.
+    pub submission: String,
     /// Policy label.
     pub policy: String,
     /// SLA of this run, milliseconds.
@@ -94,6 +101,8 @@ pub struct Record {
 pub struct Point {
     /// `w1`, `w2` or `w3`.
     pub workload: String,
+    /// Submission mode.
+    pub submission: String,
     /// Policy label.
     pub policy: String,
     /// SLA, milliseconds.
@@ -123,6 +132,8 @@ pub struct Point {
 pub struct LatencyCdf {
     /// Workload.
     pub workload: String,
+    /// Submission mode.
+    pub submission: String,
     /// Policy label.
     pub policy: String,
     /// SLA, milliseconds.
@@ -136,6 +147,8 @@ pub struct LatencyCdf {
 pub struct Comparison {
     /// Short id.
     pub id: String,
+    /// Submission mode of the data compared.
+    pub submission: String,
     /// What the paper says.
     pub paper: String,
     /// What we measured.
@@ -163,6 +176,7 @@ pub struct FlexyResults {
 }
 
 struct Trial {
+    submission: Submission,
     mix: Mix,
     policy: PolicyConfig,
     sla: Nanos,
@@ -219,6 +233,9 @@ fn validate(cfg: &FlexyConfig) -> Result<(), ExperimentError> {
     if cfg.history == 0 {
         return bad("history k must be at least 1");
     }
+    if cfg.submissions.is_empty() || cfg.submissions.iter().enumerate().any(|(i, m)| cfg.submissions[..i].contains(m)) {
+        return bad("submission modes must be a non-empty list without repeats");
+    }
     Ok(())
 }
 
@@ -228,7 +245,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
     let sla = Nanos::from_millis(cfg.sla_ms);
     let long_sla = Nanos::from_millis(cfg.long_sla_ms);
     let mut trials = Vec::new();
-    for &mix in &cfg.mixes {
+    for (&submission, &mix) in cfg.submissions.iter().flat_map(|s| cfg.mixes.iter().map(move |m| (s, m))) {
         let mut sets = vec![(sla, policies(cfg, sla))];
         if long_sla != sla {
             let reset_only = policies(cfg, long_sla).into_iter().filter(|p| is_reset_policy(&p.label())).collect();
@@ -239,7 +256,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 for &load in &cfg.loads {
                     for run in 0..cfg.runs {
                         let keep_latencies = is_reset_policy(&policy.label());
-                        trials.push(Trial { mix, policy: policy.clone(), sla, load, run, keep_latencies });
+                        trials.push(Trial { submission, mix, policy: policy.clone(), sla, load, run, keep_latencies });
                     }
                 }
             }
@@ -259,6 +276,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 sla: t.sla,
                 pareto_shape: cfg.pareto_shape,
                 task_cv: cfg.task_cv,
+                submission: t.submission,
                 seed: instance_seed(cfg.seed, t.mix, t.run),
             })?;
             let policy = t.policy.build(&gpus)?;
@@ -270,6 +288,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
             progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
             Ok(Record {
                 workload: t.mix.name().into(),
+                submission: t.submission.name().into(),
                 policy: t.policy.label(),
                 sla_ms: t.sla.0 / 1_000_000,
                 load: t.load,
@@ -292,12 +311,13 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
 fn aggregate(records: &[Record]) -> Vec<Point> {
     let mut points: Vec<Point> = Vec::new();
     // records are grouped: consecutive runs of one point are adjacent
-    for chunk in records.chunk_by(|a, b| a.workload == b.workload && a.policy == b.policy && a.sla_ms == b.sla_ms && a.load == b.load) {
+    for chunk in records.chunk_by(|a, b| a.submission == b.submission && a.workload == b.workload && a.policy == b.policy && a.sla_ms == b.sla_ms && a.load == b.load) {
         let n = chunk.len() as f64;
         let mean = |f: &dyn Fn(&RunMetrics) -> f64| chunk.iter().map(|r| f(&r.metrics)).sum::<f64>() / n;
         let first = &chunk[0];
         points.push(Point {
             workload: first.workload.clone(),
+            submission: first.submission.clone(),
             policy: first.policy.clone(),
             sla_ms: first.sla_ms,
             load: first.load,
@@ -317,8 +337,8 @@ fn aggregate(records: &[Record]) -> Vec<Point> {
 fn cdfs(records: &[Record]) -> Vec<LatencyCdf> {
     let mut out: Vec<LatencyCdf> = Vec::new();
     let mut sorted: Vec<&Record> = records.iter().filter(|r| !r.metrics.uf_latencies_s.is_empty()).collect();
-    sorted.sort_by(|a, b| (&a.workload, &a.policy, a.sla_ms).cmp(&(&b.workload, &b.policy, b.sla_ms)));
-    for group in sorted.chunk_by(|a, b| a.workload == b.workload && a.policy == b.policy && a.sla_ms == b.sla_ms) {
+    sorted.sort_by(|a, b| (&a.submission, &a.workload, &a.policy, a.sla_ms).cmp(&(&b.submission, &b.workload, &b.policy, b.sla_ms)));
+    for group in sorted.chunk_by(|a, b| a.submission == b.submission && a.workload == b.workload && a.policy == b.policy && a.sla_ms == b.sla_ms) {
         let mut lat: Vec<f64> = group.iter().flat_map(|r| r.metrics.uf_latencies_s.iter().copied()).collect();
         lat.sort_by(f64::total_cmp);
         // 10 ms .. 100 s, 10 points per decade
@@ -329,14 +349,14 @@ fn cdfs(records: &[Record]) -> Vec<LatencyCdf> {
                 (x, below as f64 / lat.len() as f64)
             })
             .collect();
-        out.push(LatencyCdf { workload: group[0].workload.clone(), policy: group[0].policy.clone(), sla_ms: group[0].sla_ms, points });
+        out.push(LatencyCdf { workload: group[0].workload.clone(), submission: group[0].submission.clone(), policy: group[0].policy.clone(), sla_ms: group[0].sla_ms, points });
     }
     out
 }
 
 /// Points of one curve, lightest load first.
-fn curve<'a>(r: &'a FlexyResults, workload: &str, policy: &str, sla_ms: u64) -> Vec<&'a Point> {
-    let mut c: Vec<&Point> = r.points.iter().filter(|p| p.workload == workload && p.policy == policy && p.sla_ms == sla_ms).collect();
+fn curve<'a>(r: &'a FlexyResults, mode: &str, workload: &str, policy: &str, sla_ms: u64) -> Vec<&'a Point> {
+    let mut c: Vec<&Point> = r.points.iter().filter(|p| p.submission == mode && p.workload == workload && p.policy == policy && p.sla_ms == sla_ms).collect();
     c.sort_by(|a, b| b.load.total_cmp(&a.load));
     c
 }
@@ -366,21 +386,27 @@ fn opt_pct(x: Option<f64>) -> String {
 }
 
 fn compare(r: &FlexyResults) -> Vec<Comparison> {
+    r.config.submissions.iter().flat_map(|m| compare_mode(r, m.name())).collect()
+}
+
+fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
+    let curve = |w: &str, p: &str, s: u64| curve(r, mode, w, p, s);
     let sla = r.config.sla_ms;
     let long = r.config.long_sla_ms;
     let has = |w: &str| r.config.mixes.iter().any(|m| m.name() == w);
     let heaviest = r.config.loads.iter().copied().fold(f64::INFINITY, f64::min);
     let lightest = r.config.loads.iter().copied().fold(0.0, f64::max);
-    let at = |w: &str, p: &str, s: u64, load: f64| r.points.iter().find(|x| x.workload == w && x.policy == p && x.sla_ms == s && x.load == load);
+    let at = |w: &str, p: &str, s: u64, load: f64| r.points.iter().find(|x| x.submission == mode && x.workload == w && x.policy == p && x.sla_ms == s && x.load == load);
     let mut out = Vec::new();
 
     if has("w1") && sla == 200 {
         let at70: Vec<(String, Option<f64>)> = ["RoundRobin", "P-MinRes0", "P-MinRes1", "P-Reset", "F-MinRes0", "F-MinRes1", "F-Reset", "F-PID"]
             .iter()
-            .map(|p| (p.to_string(), sla_met_at_utilization(&curve(r, "w1", p, sla), 0.70)))
+            .map(|p| (p.to_string(), sla_met_at_utilization(&curve("w1", p, sla), 0.70)))
             .collect();
         let get = |p: &str| at70.iter().find(|(n, _)| n == p).and_then(|(_, v)| *v);
         out.push(Comparison {
+            submission: mode.into(),
             id: "w1-70pct".into(),
             paper: "W1, at 70% utilization: F-MinRes1 meets the SLA for 98% of user-facing tasks (abstract); MinRes1 policies >95% versus 20% for the others (§IV-A)".into(),
             ours: at70.iter().map(|(p, v)| format!("{p} {}", opt_pct(*v))).collect::<Vec<_>>().join(", "),
@@ -392,6 +418,7 @@ fn compare(r: &FlexyResults) -> Vec<Comparison> {
             let worst_min1 = min1.iter().flatten().copied().fold(1.0, f64::min);
             let best_other = others.iter().flatten().copied().fold(0.0, f64::max);
             out.push(Comparison {
+                submission: mode.into(),
                 id: "w1-minres-beats-others-at-70pct".into(),
                 paper: "W1 at 70% utilization, minimum reservation of one GPU beats every policy without it".into(),
                 ours: format!("worst MinRes1 {} vs best other {}", pct(worst_min1), pct(best_other)),
@@ -416,6 +443,7 @@ fn compare(r: &FlexyResults) -> Vec<Comparison> {
             }
         }
         out.push(Comparison {
+            submission: mode.into(),
             id: "w1-minres-high-load".into(),
             paper: "Minimum reservation (K=1) beats no reservation at high load in W1 (§IV-A, Fig. 5a)".into(),
             ours: parts.join("; "),
@@ -428,6 +456,7 @@ fn compare(r: &FlexyResults) -> Vec<Comparison> {
             let monotone_sla = ks.windows(2).all(|w| w[1].sla_met + 0.01 >= w[0].sla_met);
             let monotone_util = ks.windows(2).all(|w| w[1].utilization <= w[0].utilization + 0.01);
             out.push(Comparison {
+                submission: mode.into(),
                 id: "w1-fig6-k-trade".into(),
                 paper: "Fig. 6a (W1): raising K from 0 to 3 raises SLA met from 84% to 99.2% while utilization falls from 95% to 25%".into(),
                 ours: format!(
@@ -444,16 +473,22 @@ fn compare(r: &FlexyResults) -> Vec<Comparison> {
     let mut fewer = true;
     for m in &r.config.mixes {
         let w = m.name();
+        let total = |p: &str| curve(w, p, sla).iter().map(|x| x.resets).sum::<f64>();
+        let (p_total, f_total) = (total("P-Reset"), total("F-Reset"));
+        if p_total + f_total > 0.0 {
+            reset_parts.push(format!("{w} summed over loads: P-Reset {p_total:.1} vs F-Reset {f_total:.1}"));
+            fewer &= p_total >= 2.0 * f_total;
+        }
         for l in [lightest, heaviest] {
             if let (Some(p), Some(f)) = (at(w, "P-Reset", sla, l), at(w, "F-Reset", sla, l)) {
                 let ratio = if f.resets > 0.0 { format!("{:.1}x", p.resets / f.resets) } else { "inf".into() };
                 reset_parts.push(format!("{w} f={l}: P-Reset {:.1} vs F-Reset {:.1} per run ({ratio})", p.resets, f.resets));
-                fewer &= p.resets >= 2.0 * f.resets;
             }
         }
     }
     if !reset_parts.is_empty() {
         out.push(Comparison {
+            submission: mode.into(),
             id: "resets-flexy-vs-priority".into(),
             paper: "Flexy packs user-facing tasks and resets far less than priority: W1 ~10 vs ~100 per run; W2 25x fewer at low utilization, 6x at high; W3 12x and 4x (§IV)".into(),
             ours: reset_parts.join("; "),
@@ -469,8 +504,8 @@ fn compare(r: &FlexyResults) -> Vec<Comparison> {
         for m in &r.config.mixes {
             let w = m.name();
             for p in ["F-Reset", "P-Reset"] {
-                let short = curve(r, w, p, sla);
-                let long_c = curve(r, w, p, long);
+                let short = curve(w, p, sla);
+                let long_c = curve(w, p, long);
                 if short.is_empty() || long_c.is_empty() {
                     continue;
                 }
@@ -483,6 +518,7 @@ fn compare(r: &FlexyResults) -> Vec<Comparison> {
             }
         }
         out.push(Comparison {
+            submission: mode.into(),
             id: "reset-sla".into(),
             paper: "Reset policies meet the SLA for 69% of user-facing tasks at 200 ms (utilization 20-40%) and for 92% at 1 s (§I, §IV-E, Fig. 7)".into(),
             ours: format!(
@@ -505,6 +541,7 @@ fn compare(r: &FlexyResults) -> Vec<Comparison> {
         }
     }
     out.push(Comparison {
+        submission: mode.into(),
         id: "batch-starvation".into(),
         paper: "Batch applications do not starve under Flexy, while priority can starve them under a constant user-facing stream (§I, §II-C2)".into(),
         ours: format!("every batch task completed in every run; longest batch wait at f={heaviest}: {}", parts.join(", ")),
@@ -523,6 +560,7 @@ fn compare(r: &FlexyResults) -> Vec<Comparison> {
     }
     if !parts.is_empty() {
         out.push(Comparison {
+            submission: mode.into(),
             id: "pid-k-adapts".into(),
             paper: "Future work (§II-C2): a PID controller adapting K gives GPUs to batch at low user load and reserves them under bursty load".into(),
             ours: parts.join("; "),
@@ -543,11 +581,21 @@ pub fn write_outputs(results: &FlexyResults, dir: &Path) -> Result<(), Experimen
     let p = dir.join("results.json");
     std::fs::write(&p, json + "\n").map_err(io(&p))?;
 
+    for (i, mode) in results.config.submissions.iter().enumerate() {
+        let suffix = if i == 0 { String::new() } else { format!("-{}", mode.name()) };
+        draw_figures(results, mode.name(), &suffix, dir)?;
+    }
+    let p = dir.join("report.md");
+    std::fs::write(&p, report(results)).map_err(io(&p))?;
+    Ok(())
+}
+
+fn draw_figures(results: &FlexyResults, mode: &str, suffix: &str, dir: &Path) -> Result<(), ExperimentError> {
     let sla = results.config.sla_ms;
     let fig5 = ["RoundRobin", "P-MinRes0", "P-MinRes1", "P-Reset", "F-MinRes0", "F-MinRes1", "F-Reset", "F-PID"];
     let fig6 = ["F-MinRes0", "F-MinRes1", "F-MinRes2", "F-MinRes3"];
     let panel = |mix: Mix, policies: &[&str], fig: &str| Panel {
-        title: format!("{fig}: {} ({}), SLA {sla} ms", mix.name().to_uppercase(), mix.spec().label),
+        title: format!("{fig}: {} ({}), SLA {sla} ms, {mode}", mix.name().to_uppercase(), mix.spec().label),
         x_label: "user-facing tasks meeting SLA (%)".into(),
         y_label: "GPU utilization (%)".into(),
         x_range: (0.0, 100.0),
@@ -558,18 +606,18 @@ pub fn write_outputs(results: &FlexyResults, dir: &Path) -> Result<(), Experimen
             .iter()
             .map(|p| Series {
                 name: (*p).into(),
-                points: curve(results, mix.name(), p, sla).iter().map(|x| (100.0 * x.sla_met, 100.0 * x.utilization)).collect(),
+                points: curve(results, mode, mix.name(), p, sla).iter().map(|x| (100.0 * x.sla_met, 100.0 * x.utilization)).collect(),
             })
             .filter(|s| !s.points.is_empty())
             .collect(),
     };
     let mixes = &results.config.mixes;
-    draw_panels(&dir.join("fig5.svg"), &mixes.iter().map(|m| panel(*m, &fig5, "Fig. 5")).collect::<Vec<_>>())?;
-    draw_panels(&dir.join("fig6.svg"), &mixes.iter().map(|m| panel(*m, &fig6, "Fig. 6")).collect::<Vec<_>>())?;
+    draw_panels(&dir.join(format!("fig5{suffix}.svg")), &mixes.iter().map(|m| panel(*m, &fig5, "Fig. 5")).collect::<Vec<_>>())?;
+    draw_panels(&dir.join(format!("fig6{suffix}.svg")), &mixes.iter().map(|m| panel(*m, &fig6, "Fig. 6")).collect::<Vec<_>>())?;
     let fig7: Vec<Panel> = mixes
         .iter()
         .map(|m| Panel {
-            title: format!("Fig. 7: {} reset policies", m.name().to_uppercase()),
+            title: format!("Fig. 7: {} reset policies, {mode}", m.name().to_uppercase()),
             x_label: "user-facing latency (s, log)".into(),
             y_label: "tasks at or below (%)".into(),
             x_range: (-2.0, 2.0),
@@ -579,7 +627,7 @@ pub fn write_outputs(results: &FlexyResults, dir: &Path) -> Result<(), Experimen
             series: results
                 .latency_cdfs
                 .iter()
-                .filter(|c| c.workload == m.name())
+                .filter(|c| c.submission == mode && c.workload == m.name())
                 .map(|c| Series {
                     name: format!("{} SLA {} ms", c.policy, c.sla_ms),
                     points: c.points.iter().map(|(x, y)| (x.log10(), 100.0 * y)).collect(),
@@ -587,10 +635,7 @@ pub fn write_outputs(results: &FlexyResults, dir: &Path) -> Result<(), Experimen
                 .collect(),
         })
         .collect();
-    draw_panels(&dir.join("fig7.svg"), &fig7)?;
-
-    let p = dir.join("report.md");
-    std::fs::write(&p, report(results)).map_err(io(&p))?;
+    draw_panels(&dir.join(format!("fig7{suffix}.svg")), &fig7)?;
     Ok(())
 }
 
@@ -606,14 +651,19 @@ pub fn report(r: &FlexyResults) -> String {
         c.runs, c.seed, c.sla_ms, c.gpus, c.reset_ms, c.loads, c.runs
     );
     let _ = writeln!(s, "## The paper beside us\n");
-    let _ = writeln!(s, "| finding | paper | ours | holds here |\n|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "Main runs use `{}` submission; the other modes are sensitivity runs of the same workloads.\n",
+        c.submissions[0].name()
+    );
+    let _ = writeln!(s, "| finding | submission | paper | ours | holds here |\n|---|---|---|---|---|");
     for x in &r.comparisons {
         let verdict = match x.holds {
             Some(true) => "yes",
             Some(false) => "**no**",
             None => "(numbers)",
         };
-        let _ = writeln!(s, "| {} | {} | {} | {} |", x.id, x.paper, x.ours, verdict);
+        let _ = writeln!(s, "| {} | {} | {} | {} | {} |", x.id, x.submission, x.paper, x.ours, verdict);
     }
     let _ = writeln!(s, "\n{}", DIFFERENCES);
     let _ = writeln!(s, "## Assumptions (what the paper leaves open)\n");
@@ -625,7 +675,8 @@ pub fn report(r: &FlexyResults) -> String {
          - q counts queued and running user-facing tasks.\n\
          - Job counts per mix from Table II's totals / averages: W1 80 user-facing + 20 batch, W2 40 + 60, W3 20 + 80. \
            Table II's ratio row (80-20, 20-80, 60-40) and §IV's titles disagree with these totals for W2 and W3; we follow the totals.\n\
-         - Outstanding tasks per job: uniform in 1..={}; a job submits its next task when one of its tasks completes.\n\
+         - Outstanding tasks per job: uniform in 1..={}. `window`: a job submits its next task when one of its tasks completes; \
+           `burst`: a job submits that many at once and the next burst when all have ended.\n\
          - Within a class, the oldest head-of-line task is served first; round-robin serves tenants in turn.\n\
          - A reset preempts only batch tasks expected to run longer than the reset itself (§II-C3); P-Reset resets only when every \
            GPU runs batch work, one GPU per waiting user-facing task; F-Reset resets user-facing-pool GPUs until U GPUs can serve user-facing work.\n\
@@ -642,13 +693,21 @@ pub fn report(r: &FlexyResults) -> String {
         PidGains::default().setpoint,
         PidGains::default().period.0 / 1_000_000
     );
-    let _ = writeln!(s, "## Figures\n\n![Figure 5](fig5.svg)\n\n![Figure 6](fig6.svg)\n\n![Figure 7](fig7.svg)\n");
+    let _ = writeln!(s, "## Figures\n");
+    for (i, mode) in c.submissions.iter().enumerate() {
+        let suffix = if i == 0 { String::new() } else { format!("-{}", mode.name()) };
+        let _ = writeln!(s, "`{}` submission:\n", mode.name());
+        for f in [5, 6, 7] {
+            let _ = writeln!(s, "![Figure {f}, {}](fig{f}{suffix}.svg)\n", mode.name());
+        }
+    }
     let _ = writeln!(s, "## All points (means over runs)\n");
-    let _ = writeln!(s, "| workload | policy | SLA ms | f | SLA met | utilization | resets/run | batch done/run | longest batch wait s | mean U | mean K |\n|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| submission | workload | policy | SLA ms | f | SLA met | utilization | resets/run | batch done/run | longest batch wait s | mean U | mean K |\n|---|---|---|---|---|---|---|---|---|---|---|---|");
     for p in &r.points {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.2} | {:.2} |",
+            p.submission,
             p.workload, p.policy, p.sla_ms, p.load, pct(p.sla_met), pct(p.utilization), p.resets, p.batch_done, p.batch_max_wait_s, p.mean_user_pool, p.mean_k
         );
     }

@@ -9,7 +9,10 @@
 //! - job inter-arrival times are exponential; the base mean IAT fills one GPU and is
 //!   multiplied by the load factor f (0.125 = heaviest .. 4 = lightest; f = 0.25
 //!   fills four GPUs);
-//! - the number of outstanding tasks per job is uniform up to twice the GPUs;
+//! - the number of outstanding tasks per job is uniform up to twice the GPUs; by
+//!   default a job keeps that many outstanding as a sliding window (each completion
+//!   submits the next task); the alternative reading, bursts of that many tasks each
+//!   waiting for the previous burst to end, is [`Submission::Burst`];
 //! - 100 jobs per run, with the class counts and mean durations of Table II.
 //!
 //! What the paper leaves open, with the values assumed here (each is an option of the
@@ -27,7 +30,7 @@
 //! - the same seed gives the same jobs at every load: only the inter-arrival times
 //!   are scaled by f, so loads and policies are compared on common random numbers.
 
-use crate::workload::{Job, Kernel, Workload};
+use crate::workload::{Job, Kernel, Submission, Workload};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp1, LogNormal, Pareto};
@@ -128,6 +131,8 @@ pub struct FlexyWorkloadParams {
     pub pareto_shape: f64,
     /// Coefficient of variation of one task's time around its kernel's mean.
     pub task_cv: f64,
+    /// How jobs keep their tasks outstanding.
+    pub submission: Submission,
     /// Seed of this workload instance.
     pub seed: u64,
 }
@@ -202,6 +207,7 @@ pub fn generate(p: &FlexyWorkloadParams) -> Result<Workload, WorkloadError> {
             kernel,
             tasks,
             window,
+            submission: p.submission,
         });
     }
     Ok(Workload { kernels, jobs })
@@ -212,7 +218,7 @@ mod tests {
     use super::*;
 
     fn params(mix: Mix, load: f64, seed: u64) -> FlexyWorkloadParams {
-        FlexyWorkloadParams { mix, load, gpus: 4, sla: Nanos::from_millis(200), pareto_shape: 2.5, task_cv: 0.05, seed }
+        FlexyWorkloadParams { mix, load, gpus: 4, sla: Nanos::from_millis(200), pareto_shape: 2.5, task_cv: 0.05, submission: Submission::Window, seed }
     }
 
     #[test]
