@@ -296,11 +296,12 @@ impl Board {
     }
 
     /// When `gpu` is expected to be free: now if idle, the predicted end of its task
-    /// (never in the past; now if nothing is known), or the end of its reset.
+    /// (never in the past; [`Nanos::MAX`] while nothing is known of its kernel or
+    /// class, so that a GPU known to free soon is preferred), or the end of its reset.
     pub fn expected_free_at(&self, gpu: GpuId, now: Nanos) -> Nanos {
         match self.state(gpu) {
             GpuState::Idle => now,
-            GpuState::Running(r) => self.predicted_end(r).unwrap_or(now).max(now),
+            GpuState::Running(r) => self.predicted_end(r).unwrap_or(Nanos::MAX).max(now),
             GpuState::Resetting { until } => (*until).max(now),
         }
     }

@@ -9,10 +9,11 @@
 //! ```
 //!
 //! The two pools are disjoint: a user-facing GPU never takes a batch task and vice
-//! versa (§II-C1). With reset (§II-C3), when user-facing tasks wait and every GPU is
-//! busy with batch work, Flexy resets the user-facing-pool GPUs running long batch
-//! tasks; because Flexy packs user-facing work onto few GPUs, it needs fewer resets
-//! than priority, which resets one GPU per waiting user-facing task.
+//! versa (§II-C1). With reset (§II-C3), when user-facing tasks wait and the pool's
+//! GPUs are busy with batch work, Flexy resets pool GPUs running long batch tasks
+//! until U of them can serve user-facing work; because Flexy packs user-facing work
+//! onto few GPUs (U is usually below the number of waiting tasks), it needs fewer
+//! resets than priority, which resets one GPU per waiting user-facing task.
 //!
 //! Choices the paper leaves open, all documented in the experiment report:
 //! - q counts queued and running user-facing tasks ("outstanding");
@@ -20,11 +21,11 @@
 //!   (pessimistic: one GPU per outstanding task, up to N);
 //! - ties in estimated completion put idle GPUs first, then keep a GPU in the pool it
 //!   was in, then go by id, so that the pools do not flap between identical GPUs;
-//! - a running task's completion is estimated from its kernel's recent times; a task
-//!   whose kernel has no history yet is taken to end now;
+//! - a running task's completion is estimated from its kernel's recent times (else its
+//!   class's); a task of which nothing is known yet is taken to end last;
 //! - among the tenants of a pool, the oldest head-of-line task goes first.
 
-use super::{all_busy_with_batch, resettable_batch_gpus};
+use super::{resettable_batch_gpus, user_facing_capable};
 use crate::action::Action;
 use crate::board::{Board, GpuState};
 use crate::estimate::WindowMean;
@@ -135,16 +136,19 @@ impl Flexy {
         }
     }
 
-    /// F-Reset (§II-C3, §IV): "reset the accelerator when all accelerators are busy
-    /// with batch tasks, while user-facing tasks are waiting". Only GPUs that Algorithm
-    /// 1 put in the user-facing pool are reset, so at most U: packing keeps U small,
-    /// which is why Flexy resets less than priority.
+    /// F-Reset (§II-C3, §IV): when user-facing tasks wait and the user-facing pool's
+    /// GPUs are busy with batch work, reset pool GPUs running long batch tasks until U
+    /// pool GPUs can serve user-facing work (never more than there are waiting tasks).
+    /// Packing keeps U small, which is why Flexy resets less than priority.
     fn reset_if_needed(&mut self, now: Nanos, latency: Nanos, actions: &mut Vec<Action>) {
-        if self.board.queued(ServiceClass::is_user_facing) == 0 || !all_busy_with_batch(&self.board) {
+        let waiting = self.board.queued(ServiceClass::is_user_facing);
+        let in_pool = self.in_user_pool.clone();
+        let capable = user_facing_capable(&self.board, |g| in_pool[g.0 as usize]);
+        let missing = self.pool_size.min(waiting).saturating_sub(capable);
+        if missing == 0 {
             return;
         }
-        let in_pool = self.in_user_pool.clone();
-        for gpu in resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]) {
+        for gpu in resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]).into_iter().take(missing) {
             self.board.reset(now, gpu, latency, actions);
         }
     }

@@ -39,8 +39,15 @@ pub(crate) fn resettable_batch_gpus(
     candidates.into_iter().map(|(_, g)| g).collect()
 }
 
-/// True when every GPU runs a batch task: none idle, resetting or serving
-/// user-facing work (the reset condition of Flexy §IV for both P-Reset and F-Reset).
-pub(crate) fn all_busy_with_batch(board: &Board) -> bool {
-    board.gpu_ids().all(|g| matches!(board.state(g), GpuState::Running(r) if !r.class.is_user_facing()))
+/// GPUs among `among` that can serve user-facing work without a reset: idle,
+/// already resetting, or running a user-facing task.
+pub(crate) fn user_facing_capable(board: &Board, among: impl Fn(GpuId) -> bool) -> usize {
+    board
+        .gpu_ids()
+        .filter(|g| among(*g))
+        .filter(|g| match board.state(*g) {
+            GpuState::Idle | GpuState::Resetting { .. } => true,
+            GpuState::Running(r) => r.class.is_user_facing(),
+        })
+        .count()
 }

@@ -1,15 +1,16 @@
 //! Priority scheduling (Flexy §II-B, §II-D): every free GPU takes a user-facing task
 //! if one waits, else a batch task. Variants from §II-D:
 //! - minimum reservation K: GPUs 0..K take user-facing tasks only;
-//! - reset: when user-facing tasks wait and every GPU is busy with batch work, reset
-//!   as many GPUs running batch tasks as there are waiting user-facing tasks (§II-D:
-//!   "kills as many batch tasks as the number of waiting user-facing tasks and
-//!   reissues them later").
+//! - reset: when user-facing tasks wait and the GPUs are busy with batch work (§IV),
+//!   reset as many GPUs running batch tasks as there are waiting user-facing tasks
+//!   (§II-D: "kills as many batch tasks as the number of waiting user-facing tasks
+//!   and reissues them later"), less the GPUs that are idle, resetting or running
+//!   user-facing work, which will take those tasks anyway.
 //!
 //! Within a class, the oldest head-of-line task goes first (the paper leaves the order
 //! among tenants of one class open; first-come first-served minimises the worst wait).
 
-use super::{all_busy_with_batch, resettable_batch_gpus};
+use super::{resettable_batch_gpus, user_facing_capable};
 use crate::action::Action;
 use crate::board::Board;
 use crate::event::Event;
@@ -62,12 +63,15 @@ impl Policy for Priority {
         }
 
         let Some(latency) = self.reset else { return };
+        // §II-D and §IV together: when user-facing tasks wait and the GPUs are busy with
+        // batch work, kill as many batch tasks as there are waiting user-facing tasks
+        // that no idle, resetting or user-facing GPU will take.
         let waiting = self.board.queued(ServiceClass::is_user_facing);
-        if waiting == 0 || !all_busy_with_batch(&self.board) {
+        let uncovered = waiting.saturating_sub(user_facing_capable(&self.board, |_| true));
+        if uncovered == 0 {
             return;
         }
-        let victims = resettable_batch_gpus(&self.board, now, latency, |_| true);
-        for gpu in victims.into_iter().take(waiting) {
+        for gpu in resettable_batch_gpus(&self.board, now, latency, |_| true).into_iter().take(uncovered) {
             self.board.reset(now, gpu, latency, actions);
         }
     }

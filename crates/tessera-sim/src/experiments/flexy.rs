@@ -422,7 +422,8 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
                 id: "w1-minres-beats-others-at-70pct".into(),
                 paper: "W1 at 70% utilization, minimum reservation of one GPU beats every policy without it".into(),
                 ours: format!("worst MinRes1 {} vs best other {}", pct(worst_min1), pct(best_other)),
-                holds: Some(worst_min1 > best_other),
+                // a margin of 2 points, so that noise between runs is not a finding
+                holds: Some(worst_min1 > best_other + 0.02),
             });
         }
     }
@@ -438,7 +439,7 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
             for &l in &heavy {
                 if let (Some(a), Some(b)) = (at("w1", &format!("{fam}-MinRes1"), sla, l), at("w1", &format!("{fam}-MinRes0"), sla, l)) {
                     parts.push(format!("{fam} f={l}: K=1 {} vs K=0 {}", pct(a.sla_met), pct(b.sla_met)));
-                    holds &= a.sla_met > b.sla_met;
+                    holds &= a.sla_met > b.sla_met + 0.01;
                 }
             }
         }

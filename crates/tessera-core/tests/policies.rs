@@ -1,0 +1,292 @@
+//! Policy behaviour against hand-worked scenarios: events in, actions out.
+
+use tessera_core::action::TaskEndReason;
+use tessera_core::policy::PidGains;
+use tessera_core::{
+    Action, Bytes, Event, GpuId, GpuSpec, Nanos, Placement, Policy, PolicyConfig, PolicyError, ServiceClass, TaskId,
+    TaskSpec, TenantId, TenantSpec,
+};
+
+const SLA: Nanos = Nanos::from_millis(200);
+const BATCH_KERNEL: u32 = 0;
+const UF_KERNEL: u32 = 1;
+
+fn gpus(n: usize) -> Vec<GpuSpec> {
+    GpuSpec::uniform(n, Bytes::gib(4))
+}
+
+fn ms(v: u64) -> Nanos {
+    Nanos::from_millis(v)
+}
+
+/// Drives a policy and keeps every action it emitted.
+struct Harness {
+    policy: Box<dyn Policy>,
+    next_task: u64,
+    log: Vec<Action>,
+}
+
+impl Harness {
+    fn new(cfg: PolicyConfig, n: usize) -> Harness {
+        Harness { policy: cfg.build(&gpus(n)).unwrap(), next_task: 0, log: Vec::new() }
+    }
+
+    fn send(&mut self, now: Nanos, e: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.policy.on_event(now, &e, &mut out);
+        self.log.extend(out.iter().cloned());
+        out
+    }
+
+    fn tenant(&mut self, now: Nanos, id: u64, class: ServiceClass) {
+        self.send(now, Event::TenantRegistered(TenantSpec::new(TenantId(id), class)));
+    }
+
+    fn submit(&mut self, now: Nanos, tenant: u64, kernel: u32) -> (TaskId, Vec<Action>) {
+        let id = TaskId(self.next_task);
+        self.next_task += 1;
+        let out = self.send(now, Event::TaskSubmitted(TaskSpec { id, tenant: TenantId(tenant), kernel, memory: Bytes(0) }));
+        (id, out)
+    }
+
+    fn finish(&mut self, now: Nanos, task: TaskId, gpu: u32, ran_for: Nanos) -> Vec<Action> {
+        self.send(now, Event::TaskFinished { task, placement: Placement::whole(GpuId(gpu)), ran_for, result: Ok(()) })
+    }
+}
+
+fn dispatches(actions: &[Action]) -> Vec<(TaskId, u32)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Dispatch { task, placement } => Some((*task, placement.gpu.0)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pools(actions: &[Action]) -> Option<Vec<u32>> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::SetPools { user_facing, .. } => Some(user_facing.iter().map(|g| g.0).collect()),
+        _ => None,
+    })
+}
+
+fn resets(actions: &[Action]) -> Vec<u32> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::ResetGpu { gpu, .. } => Some(gpu.0),
+            _ => None,
+        })
+        .collect()
+}
+
+fn uf() -> ServiceClass {
+    ServiceClass::UserFacing { sla: SLA }
+}
+
+fn flexy(reserve: usize, reset: Option<Nanos>) -> PolicyConfig {
+    PolicyConfig::Flexy { reserve, reset, sla: SLA, history: 10 }
+}
+
+#[test]
+fn round_robin_alternates_tenants_regardless_of_class() {
+    let mut h = Harness::new(PolicyConfig::RoundRobin, 1);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    h.tenant(ms(0), 2, uf());
+    let (b0, a) = h.submit(ms(0), 1, BATCH_KERNEL);
+    assert_eq!(dispatches(&a), vec![(b0, 0)]);
+    let (_b1, _) = h.submit(ms(1), 1, BATCH_KERNEL);
+    let (u0, _) = h.submit(ms(2), 2, UF_KERNEL);
+    // tenant 1 went last, so tenant 2 is next even though tenant 1 queued first
+    let a = h.finish(ms(10), b0, 0, ms(10));
+    assert_eq!(dispatches(&a), vec![(u0, 0)]);
+}
+
+#[test]
+fn priority_serves_user_facing_first_and_keeps_reserved_gpus_for_it() {
+    let mut h = Harness::new(PolicyConfig::Priority { reserve: 1, reset: None }, 2);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    h.tenant(ms(0), 2, uf());
+    let (b0, a) = h.submit(ms(0), 1, BATCH_KERNEL);
+    // GPU 0 is reserved: the batch task goes to GPU 1
+    assert_eq!(dispatches(&a), vec![(b0, 1)]);
+    assert_eq!(pools(&h.log), Some(vec![0]));
+    let (b1, a) = h.submit(ms(1), 1, BATCH_KERNEL);
+    assert!(dispatches(&a).is_empty(), "a batch task never runs on the reserved GPU");
+    let (u0, a) = h.submit(ms(2), 2, UF_KERNEL);
+    assert_eq!(dispatches(&a), vec![(u0, 0)]);
+    let (u1, _) = h.submit(ms(3), 2, UF_KERNEL);
+    // GPU 1 frees: the waiting user-facing task goes before the older batch task
+    let a = h.finish(ms(50), b0, 1, ms(50));
+    assert_eq!(dispatches(&a), vec![(u1, 1)]);
+    let a = h.finish(ms(60), u1, 1, ms(10));
+    assert_eq!(dispatches(&a), vec![(b1, 1)]);
+}
+
+#[test]
+fn priority_reset_kills_one_batch_task_per_uncovered_user_facing_task() {
+    let mut h = Harness::new(PolicyConfig::Priority { reserve: 0, reset: Some(ms(1000)) }, 3);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    h.tenant(ms(0), 2, uf());
+    let batch: Vec<TaskId> = (0..3).map(|_| h.submit(ms(0), 1, BATCH_KERNEL).0).collect();
+    // every GPU runs batch work of unknown length: each waiting user-facing task that no
+    // GPU covers costs one reset, GPUs in id order
+    let (_, a) = h.submit(ms(100), 2, UF_KERNEL);
+    assert_eq!(a.iter().find(|x| matches!(x, Action::ResetGpu { .. })), Some(&Action::ResetGpu { gpu: GpuId(0), killed: Some(batch[0]) }));
+    let (_, a) = h.submit(ms(101), 2, UF_KERNEL);
+    assert_eq!(resets(&a), vec![1]);
+    let (_, a) = h.submit(ms(102), 2, UF_KERNEL);
+    assert_eq!(resets(&a), vec![2]);
+    // the killed batch task is re-issued (first in its queue) once user-facing work is served
+    let a = h.send(ms(1100), Event::GpuResetDone { gpu: GpuId(0) });
+    assert_eq!(dispatches(&a).len(), 1);
+    assert_ne!(dispatches(&a)[0].0, batch[0], "user-facing first");
+}
+
+#[test]
+fn flexy_reset_packs_user_facing_tasks_and_resets_once() {
+    let mut h = Harness::new(flexy(0, Some(ms(1000))), 3);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    h.tenant(ms(0), 2, uf());
+    // learn le = 20 ms from one user-facing task
+    let (u0, a) = h.submit(ms(0), 2, UF_KERNEL);
+    assert_eq!(dispatches(&a), vec![(u0, 0)]);
+    h.finish(ms(20), u0, 0, ms(20));
+    assert_eq!(pools(&h.log), Some(vec![]), "q = 0 and K = 0: no user-facing pool");
+    for _ in 0..3 {
+        h.submit(ms(30), 1, BATCH_KERNEL);
+    }
+    // three user-facing tasks: q x le = 60 ms fits one GPU under a 200 ms SLA, so U = 1
+    // and Flexy resets one GPU where priority would reset three
+    let mut all_resets = Vec::new();
+    for t in 0..3 {
+        let (_, a) = h.submit(ms(100 + t), 2, UF_KERNEL);
+        all_resets.extend(resets(&a));
+    }
+    assert_eq!(all_resets, vec![0]);
+    assert_eq!(pools(&h.log), Some(vec![0]));
+}
+
+/// Algorithm 1 end to end: U from le and q, GPUs sorted by estimated completion.
+#[test]
+fn flexy_pool_takes_the_gpus_that_free_first() {
+    let mut h = Harness::new(flexy(0, None), 4);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    h.tenant(ms(0), 2, uf());
+    // batch tasks start at 0, 100, 200, 300 ms; learn that they take 1000 ms
+    let mut batch = Vec::new();
+    for t in 0..4 {
+        batch.push(h.submit(ms(100 * t), 1, BATCH_KERNEL).0);
+    }
+    h.submit(ms(350), 1, BATCH_KERNEL);
+    h.finish(ms(1000), batch[0], 0, ms(1000)); // GPU 0 takes the fifth: ends ~2000
+    // GPUs expected free at: 0 -> 2000, 1 -> 1100, 2 -> 1200, 3 -> 1300.
+    // Two user-facing tasks with le = SLA (nothing learnt): U = ceil(200*1/200) = 1
+    h.submit(ms(1010), 2, UF_KERNEL);
+    assert_eq!(pools(&h.log), Some(vec![1]));
+    h.submit(ms(1020), 2, UF_KERNEL); // q = 2: U = 2 -> GPUs 1 and 2
+    assert_eq!(pools(&h.log), Some(vec![1, 2]));
+    // GPU 1 frees: it is in the pool and takes a user-facing task, not batch work
+    let a = h.finish(ms(1100), batch[1], 1, ms(1000));
+    assert_eq!(dispatches(&a), vec![(TaskId(5), 1)]);
+}
+
+#[test]
+fn flexy_minimum_reservation_holds_gpus_for_user_facing_work() {
+    let mut h = Harness::new(flexy(2, None), 4);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    let placed: Vec<u32> = (0..4).flat_map(|_| dispatches(&h.submit(ms(0), 1, BATCH_KERNEL).1)).map(|(_, g)| g).collect();
+    assert_eq!(placed.len(), 2, "two GPUs are reserved even with no user-facing work");
+    assert_eq!(pools(&h.log).map(|p| p.len()), Some(2));
+}
+
+#[test]
+fn pid_variant_raises_k_under_load_and_drops_it_to_zero_when_quiet() {
+    let gains = PidGains::default();
+    let mut h = Harness::new(PolicyConfig::FlexyPid { sla: SLA, history: 10, gains }, 4);
+    h.tenant(ms(0), 2, uf());
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    assert_eq!(h.policy.min_reservation(), 0);
+    // a burst that cannot be served in time: 40 tasks of 150 ms on 4 GPUs
+    let mut running: Vec<(TaskId, u32)> = Vec::new();
+    for _ in 0..40 {
+        running.extend(dispatches(&h.submit(ms(0), 2, UF_KERNEL).1));
+    }
+    let mut now = ms(0);
+    let mut peak = 0;
+    while now < ms(3000) {
+        now += ms(150);
+        let done: Vec<_> = std::mem::take(&mut running);
+        for (task, gpu) in done {
+            running.extend(dispatches(&h.finish(now, task, gpu, ms(150))));
+        }
+        if now.0 % 1_000_000_000 < 150_000_000 {
+            h.send(now, Event::Tick);
+            peak = peak.max(h.policy.min_reservation());
+        }
+    }
+    assert!(peak >= 1, "K rose during the burst (peak {peak})");
+    // quiet: nothing outstanding for a minute of ticks
+    for (task, gpu) in std::mem::take(&mut running) {
+        h.finish(now, task, gpu, ms(150));
+    }
+    for s in 0..60 {
+        h.send(now + Nanos::from_secs(s), Event::Tick);
+    }
+    assert_eq!(h.policy.min_reservation(), 0, "K drains to 0 when the node is quiet");
+}
+
+#[test]
+fn unknown_tenants_and_departed_tenants_end_tasks_with_reasons() {
+    let mut h = Harness::new(flexy(0, None), 1);
+    let (t, a) = h.submit(ms(0), 9, UF_KERNEL);
+    assert!(a.contains(&Action::EndTask { task: t, reason: TaskEndReason::UnknownTenant }));
+    assert!(dispatches(&a).is_empty());
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    let (running, _) = h.submit(ms(0), 1, BATCH_KERNEL);
+    let (queued, _) = h.submit(ms(0), 1, BATCH_KERNEL);
+    let a = h.send(ms(1), Event::TenantLeft { tenant: TenantId(1) });
+    assert_eq!(a.iter().filter(|x| matches!(x, Action::EndTask { .. })).count(), 1);
+    assert!(a.contains(&Action::EndTask { task: queued, reason: TaskEndReason::TenantLeft }));
+    // the running task finishes normally and nothing else is dispatched
+    let a = h.finish(ms(5), running, 0, ms(5));
+    assert!(dispatches(&a).is_empty());
+}
+
+#[test]
+fn client_cancellation_ends_a_queued_task_only() {
+    let mut h = Harness::new(PolicyConfig::Priority { reserve: 0, reset: None }, 1);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    let (running, _) = h.submit(ms(0), 1, BATCH_KERNEL);
+    let (queued, _) = h.submit(ms(0), 1, BATCH_KERNEL);
+    let a = h.send(ms(1), Event::TaskCancelRequested { task: running });
+    assert!(a.iter().all(|x| !matches!(x, Action::EndTask { .. })), "a running task is not cancelled");
+    let a = h.send(ms(1), Event::TaskCancelRequested { task: queued });
+    assert!(a.contains(&Action::EndTask { task: queued, reason: TaskEndReason::CancelledByClient }));
+}
+
+#[test]
+fn memory_is_never_granted_beyond_capacity_and_over_free_is_harmless() {
+    use tessera_core::MemRequestId;
+    use tessera_core::event::MemoryWait;
+    let mut h = Harness::new(PolicyConfig::RoundRobin, 1);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    let ask = |id, gib| Event::MemoryRequested { request: MemRequestId(id), tenant: TenantId(1), gpu: GpuId(0), bytes: Bytes::gib(gib), wait: MemoryWait::NoWait };
+    assert_eq!(h.send(ms(0), ask(1, 3)), vec![Action::GrantMemory { request: MemRequestId(1) }]);
+    assert!(matches!(h.send(ms(0), ask(2, 2))[0], Action::DenyMemory { .. }));
+    assert!(matches!(h.send(ms(0), ask(3, 5))[0], Action::DenyMemory { .. }));
+    h.send(ms(0), Event::MemoryFreed { tenant: TenantId(1), gpu: GpuId(0), bytes: Bytes::gib(100) });
+    assert_eq!(h.send(ms(0), ask(4, 4)), vec![Action::GrantMemory { request: MemRequestId(4) }]);
+    let out_of_range = Event::MemoryRequested { request: MemRequestId(5), tenant: TenantId(1), gpu: GpuId(7), bytes: Bytes(1), wait: MemoryWait::NoWait };
+    assert!(matches!(h.send(ms(0), out_of_range)[0], Action::DenyMemory { .. }));
+}
+
+#[test]
+fn invalid_configurations_are_typed_errors() {
+    let err = |c: PolicyConfig, n| c.build(&gpus(n)).unwrap_err();
+    assert_eq!(err(flexy(4, None), 4), PolicyError::ReservationTooLarge { k: 4, gpus: 4 });
+    assert_eq!(err(PolicyConfig::Priority { reserve: 1, reset: None }, 1), PolicyError::ReservationTooLarge { k: 1, gpus: 1 });
+    assert_eq!(err(PolicyConfig::RoundRobin, 0), PolicyError::NoGpus);
+    assert_eq!(err(PolicyConfig::Flexy { reserve: 0, reset: None, sla: Nanos::ZERO, history: 1 }, 2), PolicyError::ZeroSla);
+}
