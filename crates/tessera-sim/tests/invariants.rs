@@ -1,0 +1,180 @@
+//! Property tests: under random workloads, every policy keeps the core's invariants.
+//! The engine checks them on every action (a GPU runs one task at a time, a task is
+//! dispatched at most once at a time, pools partition the GPUs, a task ends once, no
+//! task is lost); the last tests show that those checks do catch a broken policy.
+
+use proptest::prelude::*;
+use tessera_core::action::TaskEndReason;
+use tessera_core::policy::PidGains;
+use tessera_core::{Action, Bytes, Event, GpuId, GpuSpec, Nanos, Placement, Policy, PolicyConfig, ServiceClass, TenantId, TenantSpec};
+use tessera_sim::engine::{SimError, SimOptions, Simulation};
+use tessera_sim::perf::PerfModel;
+use tessera_sim::workload::{Job, Kernel, Submission, Workload};
+
+const SLA: Nanos = Nanos::from_millis(200);
+
+fn job_strategy() -> impl Strategy<Value = (u64, bool, u32, Vec<u64>, usize, bool)> {
+    (0u64..5_000, any::<bool>(), 0u32..4, prop::collection::vec(1u64..600, 0..8), 1usize..6, any::<bool>())
+}
+
+fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
+    let k = 0..gpus;
+    (0usize..6, k, 0u64..2_000, 1usize..12).prop_map(|(which, k, reset_ms, history)| {
+        let reset = Some(Nanos::from_millis(reset_ms));
+        match which {
+            0 => PolicyConfig::RoundRobin,
+            1 => PolicyConfig::Priority { reserve: k, reset: None },
+            2 => PolicyConfig::Priority { reserve: 0, reset },
+            3 => PolicyConfig::Flexy { reserve: k, reset: None, sla: SLA, history },
+            4 => PolicyConfig::Flexy { reserve: 0, reset, sla: SLA, history },
+            _ => PolicyConfig::FlexyPid { sla: SLA, history, gains: PidGains::default() },
+        }
+    })
+}
+
+fn workload(jobs: Vec<(u64, bool, u32, Vec<u64>, usize, bool)>) -> Workload {
+    let kernels = (0..4).map(|k| Kernel { name: format!("k{k}"), mean: Nanos::from_millis(50 * (k + 1)) }).collect();
+    let mut jobs: Vec<Job> = jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (arrival, uf, kernel, tasks, window, burst))| Job {
+            arrival: Nanos::from_millis(arrival),
+            tenant: TenantSpec::new(TenantId(i as u64), if uf { ServiceClass::UserFacing { sla: SLA } } else { ServiceClass::Batch }),
+            kernel,
+            tasks: tasks.into_iter().map(Nanos::from_millis).collect(),
+            window,
+            submission: if burst { Submission::Burst } else { Submission::Window },
+        })
+        .collect();
+    jobs.sort_by_key(|j| j.arrival);
+    Workload { kernels, jobs }
+}
+
+fn options(gpus: usize, reset_ms: u64) -> SimOptions {
+    SimOptions {
+        gpus: GpuSpec::uniform(gpus, Bytes::gib(4)),
+        perf: PerfModel { reset_latency: Nanos::from_millis(reset_ms), speed: 1.0 },
+        keep_latencies: false,
+        event_budget: 10_000_000,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_policy_keeps_the_invariants(
+        (gpus, policy) in (1usize..5).prop_flat_map(|g| (Just(g), policy_strategy(g))),
+        jobs in prop::collection::vec(job_strategy(), 0..10),
+        reset_ms in 0u64..1500,
+    ) {
+        let w = workload(jobs);
+        let opts = options(gpus, reset_ms);
+        let built = policy.build(&opts.gpus).expect("strategy builds valid configs");
+        let m = Simulation::new(&w, built, opts).run();
+        let m = match m {
+            Ok(m) => m,
+            Err(e) => return Err(TestCaseError::fail(format!("{e}"))),
+        };
+        // every submitted task ended exactly once: completed or ended with a reason
+        prop_assert_eq!(m.uf_tasks + m.batch_done + m.not_completed, w.task_count());
+        prop_assert_eq!(m.not_completed, 0, "no task of a live tenant is cancelled");
+        prop_assert!(m.utilization <= 1.0 + 1e-9);
+        prop_assert!(m.mean_user_pool <= gpus as f64 + 1e-9);
+    }
+}
+
+fn one_job_workload(tasks: usize, window: usize) -> Workload {
+    workload(vec![(0, false, 0, vec![100; tasks], window, false)])
+}
+
+/// Dispatches every submitted task to GPU 0, busy or not.
+#[derive(Debug)]
+struct EverythingOnGpu0;
+impl Policy for EverythingOnGpu0 {
+    fn label(&self) -> String {
+        "broken".into()
+    }
+    fn on_event(&mut self, _: Nanos, e: &Event, out: &mut Vec<Action>) {
+        if let Event::TaskSubmitted(t) = e {
+            out.push(Action::Dispatch { task: t.id, placement: Placement::whole(GpuId(0)) });
+        }
+    }
+}
+
+/// Ignores every task.
+#[derive(Debug)]
+struct Forgetful;
+impl Policy for Forgetful {
+    fn label(&self) -> String {
+        "forgetful".into()
+    }
+    fn on_event(&mut self, _: Nanos, _: &Event, _: &mut Vec<Action>) {}
+}
+
+/// Announces pools that leave a GPU out.
+#[derive(Debug)]
+struct BadPools;
+impl Policy for BadPools {
+    fn label(&self) -> String {
+        "bad-pools".into()
+    }
+    fn on_event(&mut self, _: Nanos, _: &Event, out: &mut Vec<Action>) {
+        out.push(Action::SetPools { user_facing: vec![GpuId(0)], batch: vec![] });
+    }
+}
+
+/// Ends every task twice.
+#[derive(Debug)]
+struct EndsTwice;
+impl Policy for EndsTwice {
+    fn label(&self) -> String {
+        "ends-twice".into()
+    }
+    fn on_event(&mut self, _: Nanos, e: &Event, out: &mut Vec<Action>) {
+        if let Event::TaskSubmitted(t) = e {
+            for _ in 0..2 {
+                out.push(Action::EndTask { task: t.id, reason: TaskEndReason::Shutdown });
+            }
+        }
+    }
+}
+
+fn run_with(policy: Box<dyn Policy>, w: &Workload, gpus: usize) -> Result<tessera_sim::RunMetrics, SimError> {
+    Simulation::new(w, policy, options(gpus, 1000)).run()
+}
+
+#[test]
+fn the_engine_catches_two_tasks_on_one_gpu() {
+    let err = run_with(Box::new(EverythingOnGpu0), &one_job_workload(3, 2), 2).unwrap_err();
+    assert!(matches!(err, SimError::PolicyViolation { .. }), "{err}");
+}
+
+#[test]
+fn the_engine_catches_lost_tasks() {
+    let err = run_with(Box::new(Forgetful), &one_job_workload(3, 2), 1).unwrap_err();
+    assert_eq!(err, SimError::Stalled { policy: "forgetful".into(), unfinished: 3 });
+}
+
+#[test]
+fn the_engine_catches_pools_that_do_not_partition_the_gpus() {
+    let err = run_with(Box::new(BadPools), &one_job_workload(1, 1), 2).unwrap_err();
+    assert!(matches!(err, SimError::PolicyViolation { .. }), "{err}");
+}
+
+#[test]
+fn the_engine_catches_a_task_ended_twice() {
+    let err = run_with(Box::new(EndsTwice), &one_job_workload(1, 1), 1).unwrap_err();
+    assert!(matches!(err, SimError::PolicyViolation { ref what, .. } if what.contains("twice")), "{err}");
+}
+
+#[test]
+fn a_single_gpu_runs_tasks_back_to_back() {
+    // 3 tasks of 100 ms, one GPU, window 3: busy 300 ms of a 300 ms span
+    let w = one_job_workload(3, 3);
+    let m = run_with(PolicyConfig::RoundRobin.build(&GpuSpec::uniform(1, Bytes::gib(1))).unwrap(), &w, 1).unwrap();
+    assert_eq!(m.batch_done, 3);
+    assert!((m.utilization - 1.0).abs() < 1e-9);
+    assert!((m.makespan_s - 0.3).abs() < 1e-9);
+    assert!((m.batch_max_wait_s - 0.2).abs() < 1e-9);
+}
