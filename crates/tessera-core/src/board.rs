@@ -141,7 +141,12 @@ impl Board {
     /// Apply an event to the books. Emits the actions that follow from bookkeeping
     /// alone (ending a leaving tenant's queued tasks, answering memory requests) and
     /// returns the finished task, if the event finished one, for the policy's estimators.
-    pub fn observe(&mut self, now: Nanos, event: &Event, out: &mut Vec<Action>) -> Option<FinishedTask> {
+    pub fn observe(
+        &mut self,
+        now: Nanos,
+        event: &Event,
+        out: &mut Vec<Action>,
+    ) -> Option<FinishedTask> {
         match event {
             Event::TenantRegistered(spec) => {
                 self.tenants.entry(spec.id).or_insert_with(|| TenantQueue {
@@ -158,10 +163,10 @@ impl Board {
                 return self.finished(now, *task, *placement, *ran_for, result.is_ok());
             }
             Event::GpuResetDone { gpu } => {
-                if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) {
-                    if matches!(state, GpuState::Resetting { .. }) {
-                        *state = GpuState::Idle;
-                    }
+                if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize)
+                    && matches!(state, GpuState::Resetting { .. })
+                {
+                    *state = GpuState::Idle;
                 }
             }
             Event::MemoryRequested { request, tenant, gpu, bytes, wait: _ } => {
@@ -171,7 +176,9 @@ impl Board {
                 let reason = match self.gpus.get(gpu.0 as usize) {
                     None => Some(MemoryDenial::ExceedsCapacity),
                     Some((spec, _)) if *bytes > spec.memory => Some(MemoryDenial::ExceedsCapacity),
-                    Some((spec, _)) if self.memory_used[gpu.0 as usize].0 + bytes.0 > spec.memory.0 => {
+                    Some((spec, _))
+                        if self.memory_used[gpu.0 as usize].0 + bytes.0 > spec.memory.0 =>
+                    {
                         Some(MemoryDenial::NotAvailableNow)
                     }
                     Some(_) => None,
@@ -239,7 +246,11 @@ impl Board {
         } else {
             tenant.leaving = true;
         }
-        let held: Vec<_> = self.memory_held.range((tenant_id, GpuId(0))..=(tenant_id, GpuId(u32::MAX))).map(|(k, v)| (*k, *v)).collect();
+        let held: Vec<_> = self
+            .memory_held
+            .range((tenant_id, GpuId(0))..=(tenant_id, GpuId(u32::MAX)))
+            .map(|(k, v)| (*k, *v))
+            .collect();
         for ((_, gpu), bytes) in held {
             self.memory_used[gpu.0 as usize].0 -= bytes.0;
             self.memory_held.remove(&(tenant_id, gpu));
@@ -265,7 +276,10 @@ impl Board {
         *state = GpuState::Idle;
         self.task_tenant.remove(&task);
         if completed {
-            self.kernel_time.entry(running.spec.kernel).or_insert_with(|| WindowMean::new(KERNEL_HISTORY)).push(ran_for);
+            self.kernel_time
+                .entry(running.spec.kernel)
+                .or_insert_with(|| WindowMean::new(KERNEL_HISTORY))
+                .push(ran_for);
             self.class_time[class_index(running.class)].push(ran_for);
         }
         if let Some(tenant) = self.tenants.get_mut(&running.spec.tenant) {
@@ -274,7 +288,12 @@ impl Board {
                 self.tenants.remove(&running.spec.tenant);
             }
         }
-        Some(FinishedTask { class: running.class, ran_for, latency: now - running.submitted, completed })
+        Some(FinishedTask {
+            class: running.class,
+            ran_for,
+            latency: now - running.submitted,
+            completed,
+        })
     }
 
     /// Predicted duration of a task of `kernel` in `class`: the mean of the kernel's
@@ -320,7 +339,10 @@ impl Board {
     }
 
     /// Submission time of the oldest queued task matching `class_filter`.
-    pub fn oldest_queued_since(&self, class_filter: impl Fn(ServiceClass) -> bool) -> Option<Nanos> {
+    pub fn oldest_queued_since(
+        &self,
+        class_filter: impl Fn(ServiceClass) -> bool,
+    ) -> Option<Nanos> {
         self.tenants
             .values()
             .filter(|t| class_filter(t.spec.class))
@@ -382,7 +404,10 @@ impl Board {
     /// queue, keeping its submission time and order, and the GPU is unavailable until
     /// [`Event::GpuResetDone`] (expected after `latency`).
     pub fn reset(&mut self, now: Nanos, gpu: GpuId, latency: Nanos, out: &mut Vec<Action>) {
-        let state = std::mem::replace(&mut self.gpus[gpu.0 as usize].1, GpuState::Resetting { until: now + latency });
+        let state = std::mem::replace(
+            &mut self.gpus[gpu.0 as usize].1,
+            GpuState::Resetting { until: now + latency },
+        );
         let killed = match state {
             GpuState::Running(r) => {
                 let id = r.spec.id;
@@ -398,7 +423,11 @@ impl Board {
                         }
                         return;
                     }
-                    t.queue.push_front(QueuedTask { spec: r.spec, submitted: r.submitted, seq: r.seq });
+                    t.queue.push_front(QueuedTask {
+                        spec: r.spec,
+                        submitted: r.submitted,
+                        seq: r.seq,
+                    });
                 }
                 Some(id)
             }

@@ -21,10 +21,10 @@ impl WindowMean {
 
     /// Add a sample, dropping the oldest once the window is full.
     pub fn push(&mut self, sample: Nanos) {
-        if self.window.len() == self.capacity {
-            if let Some(old) = self.window.pop_front() {
-                self.sum -= u128::from(old.0);
-            }
+        if self.window.len() == self.capacity
+            && let Some(old) = self.window.pop_front()
+        {
+            self.sum -= u128::from(old.0);
         }
         self.window.push_back(sample);
         self.sum += u128::from(sample.0);

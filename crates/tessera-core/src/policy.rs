@@ -138,7 +138,8 @@ impl PolicyConfig {
                 Ok(())
             }
         };
-        let check_sla = |sla: Nanos| if sla == Nanos::ZERO { Err(PolicyError::ZeroSla) } else { Ok(()) };
+        let check_sla =
+            |sla: Nanos| if sla == Nanos::ZERO { Err(PolicyError::ZeroSla) } else { Ok(()) };
         Ok(match self {
             PolicyConfig::RoundRobin => Box::new(round_robin::RoundRobin::new(gpus)),
             PolicyConfig::Priority { reserve, reset } => {
@@ -148,12 +149,15 @@ impl PolicyConfig {
             PolicyConfig::Flexy { reserve, reset, sla, history } => {
                 check_k(*reserve)?;
                 check_sla(*sla)?;
-                Box::new(flexy::Flexy::new(gpus, flexy::FlexyParams {
-                    reserve: *reserve,
-                    reset: *reset,
-                    sla: *sla,
-                    history: *history,
-                }))
+                Box::new(flexy::Flexy::new(
+                    gpus,
+                    flexy::FlexyParams {
+                        reserve: *reserve,
+                        reset: *reset,
+                        sla: *sla,
+                        history: *history,
+                    },
+                ))
             }
             PolicyConfig::FlexyPid { sla, history, gains } => {
                 check_sla(*sla)?;

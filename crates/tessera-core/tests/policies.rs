@@ -3,8 +3,8 @@
 use tessera_core::action::TaskEndReason;
 use tessera_core::policy::PidGains;
 use tessera_core::{
-    Action, Bytes, Event, GpuId, GpuSpec, Nanos, Placement, Policy, PolicyConfig, PolicyError, ServiceClass, TaskId,
-    TaskSpec, TenantId, TenantSpec,
+    Action, Bytes, Event, GpuId, GpuSpec, Nanos, Placement, Policy, PolicyConfig, PolicyError,
+    ServiceClass, TaskId, TaskSpec, TenantId, TenantSpec,
 };
 
 const SLA: Nanos = Nanos::from_millis(200);
@@ -45,12 +45,28 @@ impl Harness {
     fn submit(&mut self, now: Nanos, tenant: u64, kernel: u32) -> (TaskId, Vec<Action>) {
         let id = TaskId(self.next_task);
         self.next_task += 1;
-        let out = self.send(now, Event::TaskSubmitted(TaskSpec { id, tenant: TenantId(tenant), kernel, memory: Bytes(0) }));
+        let out = self.send(
+            now,
+            Event::TaskSubmitted(TaskSpec {
+                id,
+                tenant: TenantId(tenant),
+                kernel,
+                memory: Bytes(0),
+            }),
+        );
         (id, out)
     }
 
     fn finish(&mut self, now: Nanos, task: TaskId, gpu: u32, ran_for: Nanos) -> Vec<Action> {
-        self.send(now, Event::TaskFinished { task, placement: Placement::whole(GpuId(gpu)), ran_for, result: Ok(()) })
+        self.send(
+            now,
+            Event::TaskFinished {
+                task,
+                placement: Placement::whole(GpuId(gpu)),
+                ran_for,
+                result: Ok(()),
+            },
+        )
     }
 }
 
@@ -133,7 +149,10 @@ fn priority_reset_kills_one_batch_task_per_uncovered_user_facing_task() {
     // every GPU runs batch work of unknown length: each waiting user-facing task that no
     // GPU covers costs one reset, GPUs in id order
     let (_, a) = h.submit(ms(100), 2, UF_KERNEL);
-    assert_eq!(a.iter().find(|x| matches!(x, Action::ResetGpu { .. })), Some(&Action::ResetGpu { gpu: GpuId(0), killed: Some(batch[0]) }));
+    assert_eq!(
+        a.iter().find(|x| matches!(x, Action::ResetGpu { .. })),
+        Some(&Action::ResetGpu { gpu: GpuId(0), killed: Some(batch[0]) })
+    );
     let (_, a) = h.submit(ms(101), 2, UF_KERNEL);
     assert_eq!(resets(&a), vec![1]);
     let (_, a) = h.submit(ms(102), 2, UF_KERNEL);
@@ -196,7 +215,10 @@ fn flexy_pool_takes_the_gpus_that_free_first() {
 fn flexy_minimum_reservation_holds_gpus_for_user_facing_work() {
     let mut h = Harness::new(flexy(2, None), 4);
     h.tenant(ms(0), 1, ServiceClass::Batch);
-    let placed: Vec<u32> = (0..4).flat_map(|_| dispatches(&h.submit(ms(0), 1, BATCH_KERNEL).1)).map(|(_, g)| g).collect();
+    let placed: Vec<u32> = (0..4)
+        .flat_map(|_| dispatches(&h.submit(ms(0), 1, BATCH_KERNEL).1))
+        .map(|(_, g)| g)
+        .collect();
     assert_eq!(placed.len(), 2, "two GPUs are reserved even with no user-facing work");
     assert_eq!(pools(&h.log).map(|p| p.len()), Some(2));
 }
@@ -261,9 +283,14 @@ fn client_cancellation_ends_a_queued_task_only() {
     let (running, _) = h.submit(ms(0), 1, BATCH_KERNEL);
     let (queued, _) = h.submit(ms(0), 1, BATCH_KERNEL);
     let a = h.send(ms(1), Event::TaskCancelRequested { task: running });
-    assert!(a.iter().all(|x| !matches!(x, Action::EndTask { .. })), "a running task is not cancelled");
+    assert!(
+        a.iter().all(|x| !matches!(x, Action::EndTask { .. })),
+        "a running task is not cancelled"
+    );
     let a = h.send(ms(1), Event::TaskCancelRequested { task: queued });
-    assert!(a.contains(&Action::EndTask { task: queued, reason: TaskEndReason::CancelledByClient }));
+    assert!(
+        a.contains(&Action::EndTask { task: queued, reason: TaskEndReason::CancelledByClient })
+    );
 }
 
 #[test]
@@ -272,13 +299,28 @@ fn memory_is_never_granted_beyond_capacity_and_over_free_is_harmless() {
     use tessera_core::event::MemoryWait;
     let mut h = Harness::new(PolicyConfig::RoundRobin, 1);
     h.tenant(ms(0), 1, ServiceClass::Batch);
-    let ask = |id, gib| Event::MemoryRequested { request: MemRequestId(id), tenant: TenantId(1), gpu: GpuId(0), bytes: Bytes::gib(gib), wait: MemoryWait::NoWait };
+    let ask = |id, gib| Event::MemoryRequested {
+        request: MemRequestId(id),
+        tenant: TenantId(1),
+        gpu: GpuId(0),
+        bytes: Bytes::gib(gib),
+        wait: MemoryWait::NoWait,
+    };
     assert_eq!(h.send(ms(0), ask(1, 3)), vec![Action::GrantMemory { request: MemRequestId(1) }]);
     assert!(matches!(h.send(ms(0), ask(2, 2))[0], Action::DenyMemory { .. }));
     assert!(matches!(h.send(ms(0), ask(3, 5))[0], Action::DenyMemory { .. }));
-    h.send(ms(0), Event::MemoryFreed { tenant: TenantId(1), gpu: GpuId(0), bytes: Bytes::gib(100) });
+    h.send(
+        ms(0),
+        Event::MemoryFreed { tenant: TenantId(1), gpu: GpuId(0), bytes: Bytes::gib(100) },
+    );
     assert_eq!(h.send(ms(0), ask(4, 4)), vec![Action::GrantMemory { request: MemRequestId(4) }]);
-    let out_of_range = Event::MemoryRequested { request: MemRequestId(5), tenant: TenantId(1), gpu: GpuId(7), bytes: Bytes(1), wait: MemoryWait::NoWait };
+    let out_of_range = Event::MemoryRequested {
+        request: MemRequestId(5),
+        tenant: TenantId(1),
+        gpu: GpuId(7),
+        bytes: Bytes(1),
+        wait: MemoryWait::NoWait,
+    };
     assert!(matches!(h.send(ms(0), out_of_range)[0], Action::DenyMemory { .. }));
 }
 
@@ -286,7 +328,13 @@ fn memory_is_never_granted_beyond_capacity_and_over_free_is_harmless() {
 fn invalid_configurations_are_typed_errors() {
     let err = |c: PolicyConfig, n| c.build(&gpus(n)).unwrap_err();
     assert_eq!(err(flexy(4, None), 4), PolicyError::ReservationTooLarge { k: 4, gpus: 4 });
-    assert_eq!(err(PolicyConfig::Priority { reserve: 1, reset: None }, 1), PolicyError::ReservationTooLarge { k: 1, gpus: 1 });
+    assert_eq!(
+        err(PolicyConfig::Priority { reserve: 1, reset: None }, 1),
+        PolicyError::ReservationTooLarge { k: 1, gpus: 1 }
+    );
     assert_eq!(err(PolicyConfig::RoundRobin, 0), PolicyError::NoGpus);
-    assert_eq!(err(PolicyConfig::Flexy { reserve: 0, reset: None, sla: Nanos::ZERO, history: 1 }, 2), PolicyError::ZeroSla);
+    assert_eq!(
+        err(PolicyConfig::Flexy { reserve: 0, reset: None, sla: Nanos::ZERO, history: 1 }, 2),
+        PolicyError::ZeroSla
+    );
 }

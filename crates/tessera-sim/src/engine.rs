@@ -108,7 +108,11 @@ pub struct Simulation<'w> {
 
 impl<'w> Simulation<'w> {
     /// A run of `workload` under `policy`.
-    pub fn new(workload: &'w Workload, policy: Box<dyn Policy>, opts: SimOptions) -> Simulation<'w> {
+    pub fn new(
+        workload: &'w Workload,
+        policy: Box<dyn Policy>,
+        opts: SimOptions,
+    ) -> Simulation<'w> {
         let gpus = vec![GpuSim::default(); opts.gpus.len()];
         Simulation {
             opts,
@@ -137,7 +141,11 @@ impl<'w> Simulation<'w> {
     }
 
     fn violation(&self, what: impl Into<String>) -> SimError {
-        SimError::PolicyViolation { policy: self.policy.label(), at_ns: self.now.0, what: what.into() }
+        SimError::PolicyViolation {
+            policy: self.policy.label(),
+            at_ns: self.now.0,
+            what: what.into(),
+        }
     }
 
     /// Run to completion and return what was measured.
@@ -159,7 +167,9 @@ impl<'w> Simulation<'w> {
             self.now = at;
             match event {
                 SimEvent::JobArrives(i) => self.job_arrives(i)?,
-                SimEvent::TaskEnds { gpu, task, generation } => self.task_ends(gpu, task, generation)?,
+                SimEvent::TaskEnds { gpu, task, generation } => {
+                    self.task_ends(gpu, task, generation)?
+                }
                 SimEvent::ResetEnds(gpu) => {
                     self.gpus[gpu.0 as usize].resetting = false;
                     self.deliver(Event::GpuResetDone { gpu })?;
@@ -176,7 +186,13 @@ impl<'w> Simulation<'w> {
             }
         }
         let unfinished = self.tasks.iter().filter(|t| t.end.is_none()).count()
-            + self.workload.jobs.iter().zip(&self.jobs).map(|(j, s)| j.tasks.len() - s.next_task).sum::<usize>();
+            + self
+                .workload
+                .jobs
+                .iter()
+                .zip(&self.jobs)
+                .map(|(j, s)| j.tasks.len() - s.next_task)
+                .sum::<usize>();
         if unfinished > 0 {
             return Err(SimError::Stalled { policy: self.policy.label(), unfinished });
         }
@@ -194,7 +210,8 @@ impl<'w> Simulation<'w> {
     }
 
     fn work_remains(&self) -> bool {
-        self.tasks_open > 0 || self.jobs.iter().zip(&self.workload.jobs).any(|(s, j)| s.ended < j.tasks.len())
+        self.tasks_open > 0
+            || self.jobs.iter().zip(&self.workload.jobs).any(|(s, j)| s.ended < j.tasks.len())
     }
 
     /// Accumulate time-weighted pool size and K up to `at`.
@@ -236,7 +253,12 @@ impl<'w> Simulation<'w> {
             end: None,
         });
         self.tasks_open += 1;
-        let spec = TaskSpec { id, tenant: job.tenant.id, kernel: job.kernel, memory: tessera_core::Bytes(0) };
+        let spec = TaskSpec {
+            id,
+            tenant: job.tenant.id,
+            kernel: job.kernel,
+            memory: tessera_core::Bytes(0),
+        };
         self.deliver(Event::TaskSubmitted(spec))
     }
 
@@ -251,7 +273,12 @@ impl<'w> Simulation<'w> {
         g.busy += ran_for;
         self.end_task(task, TaskEnd::Done)?;
         let job = self.tasks[task.0 as usize].job;
-        self.deliver(Event::TaskFinished { task, placement: Placement::whole(gpu), ran_for, result: Ok(()) })?;
+        self.deliver(Event::TaskFinished {
+            task,
+            placement: Placement::whole(gpu),
+            ran_for,
+            result: Ok(()),
+        })?;
         let spec = &self.workload.jobs[job];
         match spec.submission {
             Submission::Window => self.submit_next(job)?,
@@ -309,7 +336,10 @@ impl<'w> Simulation<'w> {
                 if g.running.is_some() || g.resetting {
                     return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
                 }
-                let record = self.tasks.get(task.0 as usize).ok_or_else(|| self.violation(format!("dispatch of unknown {task}")))?;
+                let record = self
+                    .tasks
+                    .get(task.0 as usize)
+                    .ok_or_else(|| self.violation(format!("dispatch of unknown {task}")))?;
                 if record.end.is_some() {
                     return Err(self.violation(format!("{task} dispatched after it ended")));
                 }
@@ -346,7 +376,8 @@ impl<'w> Simulation<'w> {
                 }
                 let running = g.running.take();
                 if running.map(|(t, _)| t) != killed {
-                    return Err(self.violation(format!("{gpu} reset killing {killed:?} but {running:?} ran")));
+                    return Err(self
+                        .violation(format!("{gpu} reset killing {killed:?} but {running:?} ran")));
                 }
                 if let Some((task, started)) = running {
                     // NVSMI counts the killed task's run as busy time, as the paper measured.
@@ -363,7 +394,9 @@ impl<'w> Simulation<'w> {
                 all.sort_unstable();
                 let expected: Vec<GpuId> = self.opts.gpus.iter().map(|g| g.id).collect();
                 if all != expected {
-                    return Err(self.violation(format!("pools {user_facing:?} + {batch:?} do not partition the GPUs")));
+                    return Err(self.violation(format!(
+                        "pools {user_facing:?} + {batch:?} do not partition the GPUs"
+                    )));
                 }
                 self.pool_user_facing = user_facing.len();
             }
@@ -372,7 +405,9 @@ impl<'w> Simulation<'w> {
             | Action::Migrate { .. }
             | Action::Repartition { .. }
             | Action::SetGpuPowered { .. }) => {
-                return Err(self.violation(format!("{other:?} is not modelled by this time-sharing node")));
+                return Err(
+                    self.violation(format!("{other:?} is not modelled by this time-sharing node"))
+                );
             }
         }
         Ok(())

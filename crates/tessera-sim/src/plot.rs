@@ -43,7 +43,10 @@ pub struct PlotError {
 
 /// Draw `panels` side by side into an SVG file at `path`.
 pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
-    let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
+    let err = |e: &dyn std::fmt::Display| PlotError {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
     let width = 480 * panels.len().max(1) as u32;
     let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
@@ -57,7 +60,8 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             .build_cartesian_2d(panel.x_range.0..panel.x_range.1, panel.y_range.0..panel.y_range.1)
             .map_err(|e| err(&e))?;
         let log_x = panel.log_x;
-        let x_fmt = move |v: &f64| if log_x { format!("{:.3}", 10f64.powf(*v)) } else { format!("{v:.0}") };
+        let x_fmt =
+            move |v: &f64| if log_x { format!("{:.3}", 10f64.powf(*v)) } else { format!("{v:.0}") };
         chart
             .configure_mesh()
             .x_desc(panel.x_label.as_str())
@@ -67,7 +71,10 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             .map_err(|e| err(&e))?;
         for x in &panel.x_markers {
             chart
-                .draw_series(LineSeries::new(vec![(*x, panel.y_range.0), (*x, panel.y_range.1)], BLACK.mix(0.4)))
+                .draw_series(LineSeries::new(
+                    vec![(*x, panel.y_range.0), (*x, panel.y_range.1)],
+                    BLACK.mix(0.4),
+                ))
                 .map_err(|e| err(&e))?;
         }
         for (i, s) in panel.series.iter().enumerate() {
@@ -76,7 +83,9 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
                 .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
                 .map_err(|e| err(&e))?
                 .label(s.name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                });
             chart
                 .draw_series(s.points.iter().map(|p| Circle::new(*p, 3, color.filled())))
                 .map_err(|e| err(&e))?;

@@ -33,7 +33,8 @@ fn same_seed_gives_byte_identical_files() {
         let results = flexy::run(&cfg, &|_, _| {}).unwrap();
         flexy::write_outputs(&results, dir).unwrap();
     }
-    let mut names: Vec<_> = std::fs::read_dir(&a).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let mut names: Vec<_> =
+        std::fs::read_dir(&a).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
     assert!(names.len() >= 8, "results.json, report.md and 6 figures: {names:?}");
     for name in names {

@@ -6,7 +6,10 @@
 use proptest::prelude::*;
 use tessera_core::action::TaskEndReason;
 use tessera_core::policy::PidGains;
-use tessera_core::{Action, Bytes, Event, GpuId, GpuSpec, Nanos, Placement, Policy, PolicyConfig, ServiceClass, TenantId, TenantSpec};
+use tessera_core::{
+    Action, Bytes, Event, GpuId, GpuSpec, Nanos, Placement, Policy, PolicyConfig, ServiceClass,
+    TenantId, TenantSpec,
+};
 use tessera_sim::engine::{SimError, SimOptions, Simulation};
 use tessera_sim::perf::PerfModel;
 use tessera_sim::workload::{Job, Kernel, Submission, Workload};
@@ -14,7 +17,14 @@ use tessera_sim::workload::{Job, Kernel, Submission, Workload};
 const SLA: Nanos = Nanos::from_millis(200);
 
 fn job_strategy() -> impl Strategy<Value = (u64, bool, u32, Vec<u64>, usize, bool)> {
-    (0u64..5_000, any::<bool>(), 0u32..4, prop::collection::vec(1u64..600, 0..8), 1usize..6, any::<bool>())
+    (
+        0u64..5_000,
+        any::<bool>(),
+        0u32..4,
+        prop::collection::vec(1u64..600, 0..8),
+        1usize..6,
+        any::<bool>(),
+    )
 }
 
 fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
@@ -33,13 +43,18 @@ fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
 }
 
 fn workload(jobs: Vec<(u64, bool, u32, Vec<u64>, usize, bool)>) -> Workload {
-    let kernels = (0..4).map(|k| Kernel { name: format!("k{k}"), mean: Nanos::from_millis(50 * (k + 1)) }).collect();
+    let kernels = (0..4)
+        .map(|k| Kernel { name: format!("k{k}"), mean: Nanos::from_millis(50 * (k + 1)) })
+        .collect();
     let mut jobs: Vec<Job> = jobs
         .into_iter()
         .enumerate()
         .map(|(i, (arrival, uf, kernel, tasks, window, burst))| Job {
             arrival: Nanos::from_millis(arrival),
-            tenant: TenantSpec::new(TenantId(i as u64), if uf { ServiceClass::UserFacing { sla: SLA } } else { ServiceClass::Batch }),
+            tenant: TenantSpec::new(
+                TenantId(i as u64),
+                if uf { ServiceClass::UserFacing { sla: SLA } } else { ServiceClass::Batch },
+            ),
             kernel,
             tasks: tasks.into_iter().map(Nanos::from_millis).collect(),
             window,
@@ -140,7 +155,11 @@ impl Policy for EndsTwice {
     }
 }
 
-fn run_with(policy: Box<dyn Policy>, w: &Workload, gpus: usize) -> Result<tessera_sim::RunMetrics, SimError> {
+fn run_with(
+    policy: Box<dyn Policy>,
+    w: &Workload,
+    gpus: usize,
+) -> Result<tessera_sim::RunMetrics, SimError> {
     Simulation::new(w, policy, options(gpus, 1000)).run()
 }
 
@@ -165,14 +184,22 @@ fn the_engine_catches_pools_that_do_not_partition_the_gpus() {
 #[test]
 fn the_engine_catches_a_task_ended_twice() {
     let err = run_with(Box::new(EndsTwice), &one_job_workload(1, 1), 1).unwrap_err();
-    assert!(matches!(err, SimError::PolicyViolation { ref what, .. } if what.contains("twice")), "{err}");
+    assert!(
+        matches!(err, SimError::PolicyViolation { ref what, .. } if what.contains("twice")),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_single_gpu_runs_tasks_back_to_back() {
     // 3 tasks of 100 ms, one GPU, window 3: busy 300 ms of a 300 ms span
     let w = one_job_workload(3, 3);
-    let m = run_with(PolicyConfig::RoundRobin.build(&GpuSpec::uniform(1, Bytes::gib(1))).unwrap(), &w, 1).unwrap();
+    let m = run_with(
+        PolicyConfig::RoundRobin.build(&GpuSpec::uniform(1, Bytes::gib(1))).unwrap(),
+        &w,
+        1,
+    )
+    .unwrap();
     assert_eq!(m.batch_done, 3);
     assert!((m.utilization - 1.0).abs() < 1e-9);
     assert!((m.makespan_s - 0.3).abs() < 1e-9);

@@ -45,7 +45,16 @@ fn bench_sim(a: SimBenchArgs) -> Result<()> {
     ];
     let workloads: Vec<_> = (0..a.runs)
         .map(|seed| {
-            generate(&FlexyWorkloadParams { mix: Mix::W2, load: 0.25, gpus: 4, sla, pareto_shape: 2.5, task_cv: 0.05, submission: Default::default(), seed })
+            generate(&FlexyWorkloadParams {
+                mix: Mix::W2,
+                load: 0.25,
+                gpus: 4,
+                sla,
+                pareto_shape: 2.5,
+                task_cv: 0.05,
+                submission: Default::default(),
+                seed,
+            })
         })
         .collect::<Result<_, _>>()?;
     let mut rows = Vec::new();
@@ -54,7 +63,12 @@ fn bench_sim(a: SimBenchArgs) -> Result<()> {
         let start = Instant::now();
         let mut events = 0u64;
         for w in &workloads {
-            let opts = SimOptions { gpus: gpus.clone(), perf: PerfModel::default(), keep_latencies: false, event_budget: u64::MAX };
+            let opts = SimOptions {
+                gpus: gpus.clone(),
+                perf: PerfModel::default(),
+                keep_latencies: false,
+                event_budget: u64::MAX,
+            };
             events += Simulation::new(w, policy.build(&gpus)?, opts).run()?.events;
         }
         let secs = start.elapsed().as_secs_f64();
@@ -84,13 +98,29 @@ fn bench_sim(a: SimBenchArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     if a.json {
-        writeln!(out, "{}", serde_json::json!({"measurement": "event_queue_floor", "events": per_policy, "events_per_s": floor}))?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"measurement": "event_queue_floor", "events": per_policy, "events_per_s": floor})
+        )?;
         for (label, events, eps) in &rows {
-            writeln!(out, "{}", serde_json::json!({"measurement": "simulator", "policy": label, "events": events, "events_per_s": eps, "ratio_to_floor": eps / floor}))?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"measurement": "simulator", "policy": label, "events": events, "events_per_s": eps, "ratio_to_floor": eps / floor})
+            )?;
         }
     } else {
-        writeln!(out, "simulator speed, W2 at f=0.25 on 4 GPUs, {} workload instances per policy", a.runs)?;
-        writeln!(out, "{:<14} {:>12} {:>16} {:>16}", "policy", "events", "events/s", "x event-queue floor")?;
+        writeln!(
+            out,
+            "simulator speed, W2 at f=0.25 on 4 GPUs, {} workload instances per policy",
+            a.runs
+        )?;
+        writeln!(
+            out,
+            "{:<14} {:>12} {:>16} {:>16}",
+            "policy", "events", "events/s", "x event-queue floor"
+        )?;
         for (label, events, eps) in &rows {
             writeln!(out, "{label:<14} {events:>12} {eps:>16.0} {:>16.3}", eps / floor)?;
         }

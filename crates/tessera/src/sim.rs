@@ -86,7 +86,9 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
         WorkloadArg::All => Mix::ALL.to_vec(),
     };
     if a.pareto_shape <= 1.0 {
-        bail!("--pareto-shape must be greater than 1 (the mean job duration is infinite otherwise)");
+        bail!(
+            "--pareto-shape must be greater than 1 (the mean job duration is infinite otherwise)"
+        );
     }
     let cfg = FlexyConfig {
         mixes,
@@ -111,9 +113,11 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
     };
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} runs, {elapsed} elapsed, ~{eta} left")
-            .context("progress bar template")?
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg} [{bar:40}] {pos}/{len} runs, {elapsed} elapsed, ~{eta} left",
+        )
+        .context("progress bar template")?
+        .progress_chars("=> "),
     );
     bar.set_message("simulating");
     let progress = |done: usize, total: usize| {
@@ -126,14 +130,23 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
 
     let mut out = std::io::stdout().lock();
     use std::io::Write;
-    writeln!(out, "{} runs simulated; wrote results.json, report.md and fig5/6/7 SVGs to {}", results.records.len(), a.out.display())?;
+    writeln!(
+        out,
+        "{} runs simulated; wrote results.json, report.md and fig5/6/7 SVGs to {}",
+        results.records.len(),
+        a.out.display()
+    )?;
     for c in &results.comparisons {
         let verdict = match c.holds {
             Some(true) => "holds",
             Some(false) => "DOES NOT HOLD",
             None => "",
         };
-        writeln!(out, "\n[{} / {}] {verdict}\n  paper: {}\n  ours:  {}", c.id, c.submission, c.paper, c.ours)?;
+        writeln!(
+            out,
+            "\n[{} / {}] {verdict}\n  paper: {}\n  ours:  {}",
+            c.id, c.submission, c.paper, c.ours
+        )?;
     }
     Ok(())
 }

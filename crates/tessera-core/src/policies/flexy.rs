@@ -102,7 +102,8 @@ impl Flexy {
 
     /// Algorithm 1: recompute U and the pools.
     fn repartition(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        let q = self.board.queued(ServiceClass::is_user_facing) + self.board.running(ServiceClass::is_user_facing);
+        let q = self.board.queued(ServiceClass::is_user_facing)
+            + self.board.running(ServiceClass::is_user_facing);
         let le = self.le.mean().unwrap_or(self.params.sla);
         let n = self.board.gpu_count();
         let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
@@ -148,7 +149,10 @@ impl Flexy {
         if missing == 0 {
             return;
         }
-        for gpu in resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]).into_iter().take(missing) {
+        for gpu in resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize])
+            .into_iter()
+            .take(missing)
+        {
             self.board.reset(now, gpu, latency, actions);
         }
     }
@@ -156,10 +160,11 @@ impl Flexy {
     /// React to an event: bookkeeping, then Algorithm 1 on every arrival and
     /// completion, then dispatch and (variant) reset.
     fn step(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
-        if let Some(done) = self.board.observe(now, event, actions) {
-            if done.completed && done.class.is_user_facing() {
-                self.le.push(done.ran_for);
-            }
+        if let Some(done) = self.board.observe(now, event, actions)
+            && done.completed
+            && done.class.is_user_facing()
+        {
+            self.le.push(done.ran_for);
         }
         self.repartition(now, actions);
         self.dispatch_idle(now, actions);
@@ -217,7 +222,11 @@ mod tests {
             (Nanos(200_000_001), 1, ms(200), 0, 4, 2),
         ];
         for (le, q, sla, k, n, want) in cases {
-            assert_eq!(user_facing_pool_size(le, q, sla, k, n), want, "le={le:?} q={q} sla={sla:?} K={k} N={n}");
+            assert_eq!(
+                user_facing_pool_size(le, q, sla, k, n),
+                want,
+                "le={le:?} q={q} sla={sla:?} K={k} N={n}"
+            );
         }
     }
 }

@@ -53,10 +53,13 @@ impl Policy for Priority {
         self.board.announce_pools(reserved, actions);
 
         for gpu in self.board.idle_gpus() {
-            let tenant = self
-                .board
-                .oldest_head(ServiceClass::is_user_facing)
-                .or_else(|| if self.reserved(gpu) { None } else { self.board.oldest_head(|c| !c.is_user_facing()) });
+            let tenant = self.board.oldest_head(ServiceClass::is_user_facing).or_else(|| {
+                if self.reserved(gpu) {
+                    None
+                } else {
+                    self.board.oldest_head(|c| !c.is_user_facing())
+                }
+            });
             if let Some(tenant) = tenant {
                 self.board.dispatch(now, gpu, tenant, actions);
             }
@@ -71,7 +74,9 @@ impl Policy for Priority {
         if uncovered == 0 {
             return;
         }
-        for gpu in resettable_batch_gpus(&self.board, now, latency, |_| true).into_iter().take(uncovered) {
+        for gpu in
+            resettable_batch_gpus(&self.board, now, latency, |_| true).into_iter().take(uncovered)
+        {
             self.board.reset(now, gpu, latency, actions);
         }
     }

@@ -233,7 +233,9 @@ fn validate(cfg: &FlexyConfig) -> Result<(), ExperimentError> {
     if cfg.history == 0 {
         return bad("history k must be at least 1");
     }
-    if cfg.submissions.is_empty() || cfg.submissions.iter().enumerate().any(|(i, m)| cfg.submissions[..i].contains(m)) {
+    if cfg.submissions.is_empty()
+        || cfg.submissions.iter().enumerate().any(|(i, m)| cfg.submissions[..i].contains(m))
+    {
         return bad("submission modes must be a non-empty list without repeats");
     }
     Ok(())
@@ -245,10 +247,15 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
     let sla = Nanos::from_millis(cfg.sla_ms);
     let long_sla = Nanos::from_millis(cfg.long_sla_ms);
     let mut trials = Vec::new();
-    for (&submission, &mix) in cfg.submissions.iter().flat_map(|s| cfg.mixes.iter().map(move |m| (s, m))) {
+    for (&submission, &mix) in
+        cfg.submissions.iter().flat_map(|s| cfg.mixes.iter().map(move |m| (s, m)))
+    {
         let mut sets = vec![(sla, policies(cfg, sla))];
         if long_sla != sla {
-            let reset_only = policies(cfg, long_sla).into_iter().filter(|p| is_reset_policy(&p.label())).collect();
+            let reset_only = policies(cfg, long_sla)
+                .into_iter()
+                .filter(|p| is_reset_policy(&p.label()))
+                .collect();
             sets.push((long_sla, reset_only));
         }
         for (sla, list) in sets {
@@ -256,7 +263,15 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 for &load in &cfg.loads {
                     for run in 0..cfg.runs {
                         let keep_latencies = is_reset_policy(&policy.label());
-                        trials.push(Trial { submission, mix, policy: policy.clone(), sla, load, run, keep_latencies });
+                        trials.push(Trial {
+                            submission,
+                            mix,
+                            policy: policy.clone(),
+                            sla,
+                            load,
+                            run,
+                            keep_latencies,
+                        });
                     }
                 }
             }
@@ -280,10 +295,23 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 seed: instance_seed(cfg.seed, t.mix, t.run),
             })?;
             let policy = t.policy.build(&gpus)?;
-            let opts = SimOptions { gpus: gpus.clone(), perf: perf.clone(), keep_latencies: t.keep_latencies, event_budget: 50_000_000 };
-            let metrics = Simulation::new(&workload, policy, opts).run().map_err(|source| ExperimentError::Sim {
-                trial: format!("{} {} f={} run {}", t.mix.name(), t.policy.label(), t.load, t.run),
-                source,
+            let opts = SimOptions {
+                gpus: gpus.clone(),
+                perf: perf.clone(),
+                keep_latencies: t.keep_latencies,
+                event_budget: 50_000_000,
+            };
+            let metrics = Simulation::new(&workload, policy, opts).run().map_err(|source| {
+                ExperimentError::Sim {
+                    trial: format!(
+                        "{} {} f={} run {}",
+                        t.mix.name(),
+                        t.policy.label(),
+                        t.load,
+                        t.run
+                    ),
+                    source,
+                }
             })?;
             progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
             Ok(Record {
@@ -303,7 +331,14 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
     for r in &mut records {
         r.metrics.uf_latencies_s.clear(); // summarised in the CDFs; too bulky per run
     }
-    let mut results = FlexyResults { schema: SCHEMA.into(), config: cfg.clone(), records, points, latency_cdfs, comparisons: vec![] };
+    let mut results = FlexyResults {
+        schema: SCHEMA.into(),
+        config: cfg.clone(),
+        records,
+        points,
+        latency_cdfs,
+        comparisons: vec![],
+    };
     results.comparisons = compare(&results);
     Ok(results)
 }
@@ -311,9 +346,16 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
 fn aggregate(records: &[Record]) -> Vec<Point> {
     let mut points: Vec<Point> = Vec::new();
     // records are grouped: consecutive runs of one point are adjacent
-    for chunk in records.chunk_by(|a, b| a.submission == b.submission && a.workload == b.workload && a.policy == b.policy && a.sla_ms == b.sla_ms && a.load == b.load) {
+    for chunk in records.chunk_by(|a, b| {
+        a.submission == b.submission
+            && a.workload == b.workload
+            && a.policy == b.policy
+            && a.sla_ms == b.sla_ms
+            && a.load == b.load
+    }) {
         let n = chunk.len() as f64;
-        let mean = |f: &dyn Fn(&RunMetrics) -> f64| chunk.iter().map(|r| f(&r.metrics)).sum::<f64>() / n;
+        let mean =
+            |f: &dyn Fn(&RunMetrics) -> f64| chunk.iter().map(|r| f(&r.metrics)).sum::<f64>() / n;
         let first = &chunk[0];
         points.push(Point {
             workload: first.workload.clone(),
@@ -336,10 +378,24 @@ fn aggregate(records: &[Record]) -> Vec<Point> {
 
 fn cdfs(records: &[Record]) -> Vec<LatencyCdf> {
     let mut out: Vec<LatencyCdf> = Vec::new();
-    let mut sorted: Vec<&Record> = records.iter().filter(|r| !r.metrics.uf_latencies_s.is_empty()).collect();
-    sorted.sort_by(|a, b| (&a.submission, &a.workload, &a.policy, a.sla_ms).cmp(&(&b.submission, &b.workload, &b.policy, b.sla_ms)));
-    for group in sorted.chunk_by(|a, b| a.submission == b.submission && a.workload == b.workload && a.policy == b.policy && a.sla_ms == b.sla_ms) {
-        let mut lat: Vec<f64> = group.iter().flat_map(|r| r.metrics.uf_latencies_s.iter().copied()).collect();
+    let mut sorted: Vec<&Record> =
+        records.iter().filter(|r| !r.metrics.uf_latencies_s.is_empty()).collect();
+    sorted.sort_by(|a, b| {
+        (&a.submission, &a.workload, &a.policy, a.sla_ms).cmp(&(
+            &b.submission,
+            &b.workload,
+            &b.policy,
+            b.sla_ms,
+        ))
+    });
+    for group in sorted.chunk_by(|a, b| {
+        a.submission == b.submission
+            && a.workload == b.workload
+            && a.policy == b.policy
+            && a.sla_ms == b.sla_ms
+    }) {
+        let mut lat: Vec<f64> =
+            group.iter().flat_map(|r| r.metrics.uf_latencies_s.iter().copied()).collect();
         lat.sort_by(f64::total_cmp);
         // 10 ms .. 100 s, 10 points per decade
         let points = (0..=40)
@@ -349,14 +405,35 @@ fn cdfs(records: &[Record]) -> Vec<LatencyCdf> {
                 (x, below as f64 / lat.len() as f64)
             })
             .collect();
-        out.push(LatencyCdf { workload: group[0].workload.clone(), submission: group[0].submission.clone(), policy: group[0].policy.clone(), sla_ms: group[0].sla_ms, points });
+        out.push(LatencyCdf {
+            workload: group[0].workload.clone(),
+            submission: group[0].submission.clone(),
+            policy: group[0].policy.clone(),
+            sla_ms: group[0].sla_ms,
+            points,
+        });
     }
     out
 }
 
 /// Points of one curve, lightest load first.
-fn curve<'a>(r: &'a FlexyResults, mode: &str, workload: &str, policy: &str, sla_ms: u64) -> Vec<&'a Point> {
-    let mut c: Vec<&Point> = r.points.iter().filter(|p| p.submission == mode && p.workload == workload && p.policy == policy && p.sla_ms == sla_ms).collect();
+fn curve<'a>(
+    r: &'a FlexyResults,
+    mode: &str,
+    workload: &str,
+    policy: &str,
+    sla_ms: u64,
+) -> Vec<&'a Point> {
+    let mut c: Vec<&Point> = r
+        .points
+        .iter()
+        .filter(|p| {
+            p.submission == mode
+                && p.workload == workload
+                && p.policy == policy
+                && p.sla_ms == sla_ms
+        })
+        .collect();
     c.sort_by(|a, b| b.load.total_cmp(&a.load));
     c
 }
@@ -396,14 +473,31 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
     let has = |w: &str| r.config.mixes.iter().any(|m| m.name() == w);
     let heaviest = r.config.loads.iter().copied().fold(f64::INFINITY, f64::min);
     let lightest = r.config.loads.iter().copied().fold(0.0, f64::max);
-    let at = |w: &str, p: &str, s: u64, load: f64| r.points.iter().find(|x| x.submission == mode && x.workload == w && x.policy == p && x.sla_ms == s && x.load == load);
+    let at = |w: &str, p: &str, s: u64, load: f64| {
+        r.points.iter().find(|x| {
+            x.submission == mode
+                && x.workload == w
+                && x.policy == p
+                && x.sla_ms == s
+                && x.load == load
+        })
+    };
     let mut out = Vec::new();
 
     if has("w1") && sla == 200 {
-        let at70: Vec<(String, Option<f64>)> = ["RoundRobin", "P-MinRes0", "P-MinRes1", "P-Reset", "F-MinRes0", "F-MinRes1", "F-Reset", "F-PID"]
-            .iter()
-            .map(|p| (p.to_string(), sla_met_at_utilization(&curve("w1", p, sla), 0.70)))
-            .collect();
+        let at70: Vec<(String, Option<f64>)> = [
+            "RoundRobin",
+            "P-MinRes0",
+            "P-MinRes1",
+            "P-Reset",
+            "F-MinRes0",
+            "F-MinRes1",
+            "F-Reset",
+            "F-PID",
+        ]
+        .iter()
+        .map(|p| (p.to_string(), sla_met_at_utilization(&curve("w1", p, sla), 0.70)))
+        .collect();
         let get = |p: &str| at70.iter().find(|(n, _)| n == p).and_then(|(_, v)| *v);
         out.push(Comparison {
             submission: mode.into(),
@@ -413,7 +507,8 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
             holds: None,
         });
         let min1 = [get("P-MinRes1"), get("F-MinRes1")];
-        let others = [get("RoundRobin"), get("P-MinRes0"), get("F-MinRes0"), get("P-Reset"), get("F-Reset")];
+        let others =
+            [get("RoundRobin"), get("P-MinRes0"), get("F-MinRes0"), get("P-Reset"), get("F-Reset")];
         if min1.iter().all(Option::is_some) && others.iter().all(Option::is_some) {
             let worst_min1 = min1.iter().flatten().copied().fold(1.0, f64::min);
             let best_other = others.iter().flatten().copied().fold(0.0, f64::max);
@@ -437,8 +532,15 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
         let mut holds = true;
         for fam in ["P", "F"] {
             for &l in &heavy {
-                if let (Some(a), Some(b)) = (at("w1", &format!("{fam}-MinRes1"), sla, l), at("w1", &format!("{fam}-MinRes0"), sla, l)) {
-                    parts.push(format!("{fam} f={l}: K=1 {} vs K=0 {}", pct(a.sla_met), pct(b.sla_met)));
+                if let (Some(a), Some(b)) = (
+                    at("w1", &format!("{fam}-MinRes1"), sla, l),
+                    at("w1", &format!("{fam}-MinRes0"), sla, l),
+                ) {
+                    parts.push(format!(
+                        "{fam} f={l}: K=1 {} vs K=0 {}",
+                        pct(a.sla_met),
+                        pct(b.sla_met)
+                    ));
                     holds &= a.sla_met > b.sla_met + 0.01;
                 }
             }
@@ -446,13 +548,16 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
         out.push(Comparison {
             submission: mode.into(),
             id: "w1-minres-high-load".into(),
-            paper: "Minimum reservation (K=1) beats no reservation at high load in W1 (§IV-A, Fig. 5a)".into(),
+            paper:
+                "Minimum reservation (K=1) beats no reservation at high load in W1 (§IV-A, Fig. 5a)"
+                    .into(),
             ours: parts.join("; "),
             holds: Some(holds),
         });
 
         // Figure 6a: K 0..3 at the heaviest load.
-        let ks: Vec<&Point> = (0..4).filter_map(|k| at("w1", &format!("F-MinRes{k}"), sla, heaviest)).collect();
+        let ks: Vec<&Point> =
+            (0..4).filter_map(|k| at("w1", &format!("F-MinRes{k}"), sla, heaviest)).collect();
         if ks.len() >= 2 {
             let monotone_sla = ks.windows(2).all(|w| w[1].sla_met + 0.01 >= w[0].sla_met);
             let monotone_util = ks.windows(2).all(|w| w[1].utilization <= w[0].utilization + 0.01);
@@ -477,13 +582,22 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
         let total = |p: &str| curve(w, p, sla).iter().map(|x| x.resets).sum::<f64>();
         let (p_total, f_total) = (total("P-Reset"), total("F-Reset"));
         if p_total + f_total > 0.0 {
-            reset_parts.push(format!("{w} summed over loads: P-Reset {p_total:.1} vs F-Reset {f_total:.1}"));
+            reset_parts.push(format!(
+                "{w} summed over loads: P-Reset {p_total:.1} vs F-Reset {f_total:.1}"
+            ));
             fewer &= p_total >= 2.0 * f_total;
         }
         for l in [lightest, heaviest] {
             if let (Some(p), Some(f)) = (at(w, "P-Reset", sla, l), at(w, "F-Reset", sla, l)) {
-                let ratio = if f.resets > 0.0 { format!("{:.1}x", p.resets / f.resets) } else { "inf".into() };
-                reset_parts.push(format!("{w} f={l}: P-Reset {:.1} vs F-Reset {:.1} per run ({ratio})", p.resets, f.resets));
+                let ratio = if f.resets > 0.0 {
+                    format!("{:.1}x", p.resets / f.resets)
+                } else {
+                    "inf".into()
+                };
+                reset_parts.push(format!(
+                    "{w} f={l}: P-Reset {:.1} vs F-Reset {:.1} per run ({ratio})",
+                    p.resets, f.resets
+                ));
             }
         }
     }
@@ -511,10 +625,23 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
                     continue;
                 }
                 let mean = |c: &[&Point]| c.iter().map(|x| x.sla_met).sum::<f64>() / c.len() as f64;
-                parts.push(format!("{w} {p}: {} at {sla} ms, {} at {long} ms", pct(mean(&short)), pct(mean(&long_c))));
+                parts.push(format!(
+                    "{w} {p}: {} at {sla} ms, {} at {long} ms",
+                    pct(mean(&short)),
+                    pct(mean(&long_c))
+                ));
                 better &= mean(&long_c) >= mean(&short) + 0.05;
                 if w == "w1" {
-                    short_low_util.extend(short.iter().filter(|x| (0.2..=0.4).contains(&x.utilization)).map(|x| format!("{p} f={} {} at util {}", x.load, pct(x.sla_met), pct(x.utilization))));
+                    short_low_util.extend(
+                        short.iter().filter(|x| (0.2..=0.4).contains(&x.utilization)).map(|x| {
+                            format!(
+                                "{p} f={} {} at util {}",
+                                x.load,
+                                pct(x.sla_met),
+                                pct(x.utilization)
+                            )
+                        }),
+                    );
                 }
             }
         }
@@ -554,8 +681,16 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
     let mut adapts = true;
     for m in &r.config.mixes {
         let w = m.name();
-        if let (Some(light), Some(heavy)) = (at(w, "F-PID", sla, lightest), at(w, "F-PID", sla, heaviest)) {
-            parts.push(format!("{w}: mean K {:.2} at f={lightest}, {:.2} at f={heaviest} (SLA met {} / {})", light.mean_k, heavy.mean_k, pct(light.sla_met), pct(heavy.sla_met)));
+        if let (Some(light), Some(heavy)) =
+            (at(w, "F-PID", sla, lightest), at(w, "F-PID", sla, heaviest))
+        {
+            parts.push(format!(
+                "{w}: mean K {:.2} at f={lightest}, {:.2} at f={heaviest} (SLA met {} / {})",
+                light.mean_k,
+                heavy.mean_k,
+                pct(light.sla_met),
+                pct(heavy.sla_met)
+            ));
             adapts &= heavy.mean_k > light.mean_k;
         }
     }
@@ -578,7 +713,8 @@ pub fn write_outputs(results: &FlexyResults, dir: &Path) -> Result<(), Experimen
         move |source| ExperimentError::Io { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let json = serde_json::to_string_pretty(results).map_err(|e| ExperimentError::Config(e.to_string()))?;
+    let json = serde_json::to_string_pretty(results)
+        .map_err(|e| ExperimentError::Config(e.to_string()))?;
     let p = dir.join("results.json");
     std::fs::write(&p, json + "\n").map_err(io(&p))?;
 
@@ -591,12 +727,30 @@ pub fn write_outputs(results: &FlexyResults, dir: &Path) -> Result<(), Experimen
     Ok(())
 }
 
-fn draw_figures(results: &FlexyResults, mode: &str, suffix: &str, dir: &Path) -> Result<(), ExperimentError> {
+fn draw_figures(
+    results: &FlexyResults,
+    mode: &str,
+    suffix: &str,
+    dir: &Path,
+) -> Result<(), ExperimentError> {
     let sla = results.config.sla_ms;
-    let fig5 = ["RoundRobin", "P-MinRes0", "P-MinRes1", "P-Reset", "F-MinRes0", "F-MinRes1", "F-Reset", "F-PID"];
+    let fig5 = [
+        "RoundRobin",
+        "P-MinRes0",
+        "P-MinRes1",
+        "P-Reset",
+        "F-MinRes0",
+        "F-MinRes1",
+        "F-Reset",
+        "F-PID",
+    ];
     let fig6 = ["F-MinRes0", "F-MinRes1", "F-MinRes2", "F-MinRes3"];
     let panel = |mix: Mix, policies: &[&str], fig: &str| Panel {
-        title: format!("{fig}: {} ({}), SLA {sla} ms, {mode}", mix.name().to_uppercase(), mix.spec().label),
+        title: format!(
+            "{fig}: {} ({}), SLA {sla} ms, {mode}",
+            mix.name().to_uppercase(),
+            mix.spec().label
+        ),
         x_label: "user-facing tasks meeting SLA (%)".into(),
         y_label: "GPU utilization (%)".into(),
         x_range: (0.0, 100.0),
@@ -607,14 +761,23 @@ fn draw_figures(results: &FlexyResults, mode: &str, suffix: &str, dir: &Path) ->
             .iter()
             .map(|p| Series {
                 name: (*p).into(),
-                points: curve(results, mode, mix.name(), p, sla).iter().map(|x| (100.0 * x.sla_met, 100.0 * x.utilization)).collect(),
+                points: curve(results, mode, mix.name(), p, sla)
+                    .iter()
+                    .map(|x| (100.0 * x.sla_met, 100.0 * x.utilization))
+                    .collect(),
             })
             .filter(|s| !s.points.is_empty())
             .collect(),
     };
     let mixes = &results.config.mixes;
-    draw_panels(&dir.join(format!("fig5{suffix}.svg")), &mixes.iter().map(|m| panel(*m, &fig5, "Fig. 5")).collect::<Vec<_>>())?;
-    draw_panels(&dir.join(format!("fig6{suffix}.svg")), &mixes.iter().map(|m| panel(*m, &fig6, "Fig. 6")).collect::<Vec<_>>())?;
+    draw_panels(
+        &dir.join(format!("fig5{suffix}.svg")),
+        &mixes.iter().map(|m| panel(*m, &fig5, "Fig. 5")).collect::<Vec<_>>(),
+    )?;
+    draw_panels(
+        &dir.join(format!("fig6{suffix}.svg")),
+        &mixes.iter().map(|m| panel(*m, &fig6, "Fig. 6")).collect::<Vec<_>>(),
+    )?;
     let fig7: Vec<Panel> = mixes
         .iter()
         .map(|m| Panel {
@@ -624,7 +787,10 @@ fn draw_figures(results: &FlexyResults, mode: &str, suffix: &str, dir: &Path) ->
             x_range: (-2.0, 2.0),
             y_range: (0.0, 100.0),
             log_x: true,
-            x_markers: vec![(sla as f64 / 1000.0).log10(), (results.config.long_sla_ms as f64 / 1000.0).log10()],
+            x_markers: vec![
+                (sla as f64 / 1000.0).log10(),
+                (results.config.long_sla_ms as f64 / 1000.0).log10(),
+            ],
             series: results
                 .latency_cdfs
                 .iter()
@@ -657,14 +823,16 @@ pub fn report(r: &FlexyResults) -> String {
         "Main runs use `{}` submission; the other modes are sensitivity runs of the same workloads.\n",
         c.submissions[0].name()
     );
-    let _ = writeln!(s, "| finding | submission | paper | ours | holds here |\n|---|---|---|---|---|");
+    let _ =
+        writeln!(s, "| finding | submission | paper | ours | holds here |\n|---|---|---|---|---|");
     for x in &r.comparisons {
         let verdict = match x.holds {
             Some(true) => "yes",
             Some(false) => "**no**",
             None => "(numbers)",
         };
-        let _ = writeln!(s, "| {} | {} | {} | {} | {} |", x.id, x.submission, x.paper, x.ours, verdict);
+        let _ =
+            writeln!(s, "| {} | {} | {} | {} | {} |", x.id, x.submission, x.paper, x.ours, verdict);
     }
     let _ = writeln!(s, "\n{}", DIFFERENCES);
     let _ = writeln!(s, "## Assumptions (what the paper leaves open)\n");
@@ -703,18 +871,71 @@ pub fn report(r: &FlexyResults) -> String {
         }
     }
     let _ = writeln!(s, "## All points (means over runs)\n");
-    let _ = writeln!(s, "| submission | workload | policy | SLA ms | f | SLA met | utilization | resets/run | batch done/run | longest batch wait s | mean U | mean K |\n|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "| submission | workload | policy | SLA ms | f | SLA met | utilization | resets/run | batch done/run | longest batch wait s | mean U | mean K |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for p in &r.points {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.2} | {:.2} |",
             p.submission,
-            p.workload, p.policy, p.sla_ms, p.load, pct(p.sla_met), pct(p.utilization), p.resets, p.batch_done, p.batch_max_wait_s, p.mean_user_pool, p.mean_k
+            p.workload,
+            p.policy,
+            p.sla_ms,
+            p.load,
+            pct(p.sla_met),
+            pct(p.utilization),
+            p.resets,
+            p.batch_done,
+            p.batch_max_wait_s,
+            p.mean_user_pool,
+            p.mean_k
         );
     }
     s
 }
 
-/// Why our numbers differ from the paper's, written after reading the results of the
-/// default run; each statement is about a mechanism, not tuned to a number.
-const DIFFERENCES: &str = "## Where we differ, and why\n\n(see `DIFFERENCES` in `crates/tessera-sim/src/experiments/flexy.rs`)\n";
+/// Why our numbers differ from the paper's. Written after reading the default run
+/// (`tessera sim flexy`, seed 1, 10 runs); each statement names a mechanism of the
+/// model or the workload, and nothing in the model was tuned to move a number.
+const DIFFERENCES: &str = "## Where we differ, and why
+
+The verdicts above are computed from the data of this run; the explanations below were written
+after reading the default run (seed 1, 10 runs per point) and name mechanisms, not fitted numbers.
+Nothing in the model was tuned to approach a figure of the paper.
+
+1. **A ceiling below 100% even on an idle node.** At the lightest load (about 6% utilization) 93-97%
+   of user-facing tasks meet 200 ms, where the paper shows about 99%. A job keeps up to 2N = 8 tasks
+   outstanding (§III); with Table I kernels of 130-178 ms, eight tasks cannot all finish within
+   200 ms even on four idle GPUs, so a job queues behind itself. W3, with the fewest and longest
+   user-facing jobs, is hit most. Every class-aware policy shares this ceiling.
+2. **The 70%-utilization comparison falls near saturation.** f = 0.25 offers exactly the node's
+   capacity, so utilization jumps from about 48% (f = 0.5) to about 86% (f = 0.25); 70% lies on that
+   steep stretch, where user-facing work queues behind user-facing work and every class-aware policy
+   meets about 80%, not the paper's 95-98% (nor its 20% for the rest).
+3. **Minimum reservation matters less with sliding windows than with bursts.** With `window`
+   submission a user-facing job keeps the GPUs it holds: when one of its tasks completes, another of
+   its tasks is usually already queued, so priority and Flexy both hand the GPU back to it. Only the
+   first tasks of each job meet GPUs held by batch work, so K = 1 gains a few points. With `burst`
+   submission every burst starts after the previous one drained and meets batch-occupied GPUs
+   again, so K = 1 gains about ten points and beats every unreserved policy at 70% utilization, as
+   in the paper. Which reading the paper's generator used is not stated; both are reported.
+4. **Flexy resets less than priority, but by less than the paper's 4-25x.** We measure about
+   2-4.5x. Priority kills one batch task per waiting user-facing task; Flexy kills at most U, which
+   Little's law keeps small, so the gap is largest when bursts are large (W2, W3, `burst`). At light
+   load all GPUs are rarely busy with batch work at once in our workloads, so both reset rarely.
+5. **Reset at 200 ms is better here than the paper's 69%.** A reset delays the tasks waiting for it
+   by the 1 s reset latency, which misses a 200 ms SLA, but in our runs only a minority of
+   user-facing tasks ever wait for a reset, so reset policies meet 70-90%. At a 1 s SLA they meet
+   97-99.9%, consistent with the paper's 92%.
+6. **Figure 6's trade holds, from a lower start.** Raising K from 0 to 3 raises SLA met and lowers
+   utilization monotonically, as in the paper, but at the heaviest load (offered load twice the
+   node's capacity) it goes from about 65% to 84%, not 84% to 99.2%, for the reasons in 1 and 2.
+7. **No starvation under either policy.** Table II's workloads have finite user-facing jobs and
+   bursty arrivals, so the user-facing queue empties regularly and priority never starves batch
+   work here; Flexy with K = 1 makes batch tasks wait longest, because it withholds a GPU.
+8. **F-PID** is not in the paper. Its K averages about 0 at the lightest load and about 1-1.8 at the
+   heaviest loads, where it meets as many or more SLAs than F-MinRes1 at similar utilization,
+   because it reserves only while user-facing latency is high; see the table below.
+";

@@ -93,9 +93,27 @@ impl Mix {
     /// Table II for this mix.
     pub fn spec(self) -> MixSpec {
         match self {
-            Mix::W1 => MixSpec { label: "80-20", uf_jobs: 80, batch_jobs: 20, uf_mean_s: 1.0, batch_mean_s: 16.0 },
-            Mix::W2 => MixSpec { label: "20-80", uf_jobs: 40, batch_jobs: 60, uf_mean_s: 5.0, batch_mean_s: 15.0 },
-            Mix::W3 => MixSpec { label: "60-40", uf_jobs: 20, batch_jobs: 80, uf_mean_s: 8.0, batch_mean_s: 8.0 },
+            Mix::W1 => MixSpec {
+                label: "80-20",
+                uf_jobs: 80,
+                batch_jobs: 20,
+                uf_mean_s: 1.0,
+                batch_mean_s: 16.0,
+            },
+            Mix::W2 => MixSpec {
+                label: "20-80",
+                uf_jobs: 40,
+                batch_jobs: 60,
+                uf_mean_s: 5.0,
+                batch_mean_s: 15.0,
+            },
+            Mix::W3 => MixSpec {
+                label: "60-40",
+                uf_jobs: 20,
+                batch_jobs: 80,
+                uf_mean_s: 8.0,
+                batch_mean_s: 8.0,
+            },
         }
     }
 
@@ -103,7 +121,8 @@ impl Mix {
     /// fully used at f = 1 (Flexy §III).
     pub fn base_iat_s(self) -> f64 {
         let s = self.spec();
-        (s.uf_jobs as f64 * s.uf_mean_s + s.batch_jobs as f64 * s.batch_mean_s) / (s.uf_jobs + s.batch_jobs) as f64
+        (s.uf_jobs as f64 * s.uf_mean_s + s.batch_jobs as f64 * s.batch_mean_s)
+            / (s.uf_jobs + s.batch_jobs) as f64
     }
 
     /// Lower-case name, as on the command line.
@@ -156,7 +175,10 @@ pub enum WorkloadError {
 
 /// The kernel table (Table I).
 pub fn kernels() -> Vec<Kernel> {
-    TABLE_I.iter().map(|(name, ms)| Kernel { name: (*name).to_string(), mean: Nanos::from_millis(*ms) }).collect()
+    TABLE_I
+        .iter()
+        .map(|(name, ms)| Kernel { name: (*name).to_string(), mean: Nanos::from_millis(*ms) })
+        .collect()
 }
 
 /// Generate one workload instance.
@@ -179,28 +201,41 @@ pub fn generate(p: &FlexyWorkloadParams) -> Result<Workload, WorkloadError> {
     let spec = p.mix.spec();
     let mut rng = Pcg64::seed_from_u64(p.seed);
 
-    let mut types: Vec<bool> = std::iter::repeat_n(true, spec.uf_jobs).chain(std::iter::repeat_n(false, spec.batch_jobs)).collect();
+    let mut types: Vec<bool> = std::iter::repeat_n(true, spec.uf_jobs)
+        .chain(std::iter::repeat_n(false, spec.batch_jobs))
+        .collect();
     types.shuffle(&mut rng);
 
     // log-normal with mean 1 and the given coefficient of variation
     let sigma2 = (1.0 + p.task_cv * p.task_cv).ln();
-    let jitter = LogNormal::new(-sigma2 / 2.0, sigma2.sqrt()).map_err(|_| WorkloadError::TaskCv(p.task_cv))?;
+    let jitter = LogNormal::new(-sigma2 / 2.0, sigma2.sqrt())
+        .map_err(|_| WorkloadError::TaskCv(p.task_cv))?;
     let mean_iat = p.mix.base_iat_s() * p.load;
     let mut clock = 0.0;
     let mut jobs = Vec::with_capacity(types.len());
     for (i, user_facing) in types.into_iter().enumerate() {
         let inter: f64 = Exp1.sample(&mut rng);
         clock += inter * mean_iat;
-        let (mean_s, pool) = if user_facing { (spec.uf_mean_s, &uf_kernels) } else { (spec.batch_mean_s, &batch_kernels) };
+        let (mean_s, pool) = if user_facing {
+            (spec.uf_mean_s, &uf_kernels)
+        } else {
+            (spec.batch_mean_s, &batch_kernels)
+        };
         let scale = mean_s * (p.pareto_shape - 1.0) / p.pareto_shape;
-        let pareto = Pareto::new(scale, p.pareto_shape).map_err(|_| WorkloadError::ParetoShape(p.pareto_shape))?;
+        let pareto = Pareto::new(scale, p.pareto_shape)
+            .map_err(|_| WorkloadError::ParetoShape(p.pareto_shape))?;
         let duration_s: f64 = pareto.sample(&mut rng);
         let kernel = pool[rng.random_range(0..pool.len())];
         let kernel_mean = kernels[kernel as usize].mean;
         let count = ((duration_s / kernel_mean.as_secs_f64()).round() as usize).max(1);
-        let tasks = (0..count).map(|_| Nanos(((kernel_mean.0 as f64) * jitter.sample(&mut rng)).round().max(1.0) as u64)).collect();
+        let tasks = (0..count)
+            .map(|_| {
+                Nanos(((kernel_mean.0 as f64) * jitter.sample(&mut rng)).round().max(1.0) as u64)
+            })
+            .collect();
         let window = rng.random_range(1..=2 * p.gpus);
-        let class = if user_facing { ServiceClass::UserFacing { sla: p.sla } } else { ServiceClass::Batch };
+        let class =
+            if user_facing { ServiceClass::UserFacing { sla: p.sla } } else { ServiceClass::Batch };
         jobs.push(Job {
             arrival: Nanos::from_secs_f64(clock),
             tenant: TenantSpec::new(TenantId(i as u64), class),
@@ -218,7 +253,16 @@ mod tests {
     use super::*;
 
     fn params(mix: Mix, load: f64, seed: u64) -> FlexyWorkloadParams {
-        FlexyWorkloadParams { mix, load, gpus: 4, sla: Nanos::from_millis(200), pareto_shape: 2.5, task_cv: 0.05, submission: Submission::Window, seed }
+        FlexyWorkloadParams {
+            mix,
+            load,
+            gpus: 4,
+            sla: Nanos::from_millis(200),
+            pareto_shape: 2.5,
+            task_cv: 0.05,
+            submission: Submission::Window,
+            seed,
+        }
     }
 
     #[test]

@@ -1,0 +1,50 @@
+//! The command line as a user meets it.
+
+use std::process::Command;
+
+fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+#[test]
+fn sim_flexy_writes_its_outputs() {
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-flexy");
+    let _ = std::fs::remove_dir_all(&out);
+    let status = tessera()
+        .args(["sim", "flexy", "--workload", "w1", "--runs", "1", "--loads", "1,0.25", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(stdout.contains("paper:") && stdout.contains("ours:"), "{stdout}");
+    for f in ["results.json", "report.md", "fig5.svg", "fig6.svg", "fig7.svg", "fig5-burst.svg"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("Where we differ"));
+}
+
+#[test]
+fn bad_arguments_fail_with_a_message() {
+    for args in [
+        &["sim", "flexy", "--runs", "0"][..],
+        &["sim", "flexy", "--pareto-shape", "1"],
+        &["sim", "flexy", "--loads", "0"],
+        &["sim", "flexy", "--workload", "w9"],
+    ] {
+        let out = tessera().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(!out.stderr.is_empty(), "{args:?} should say why");
+    }
+}
+
+#[test]
+fn bench_sim_prints_ratios() {
+    let out = tessera().args(["bench", "sim", "--runs", "1", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 5);
+    assert!(lines.iter().skip(1).all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
+}
