@@ -94,7 +94,8 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             .configure_series_labels()
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::LowerLeft)
+            // a CDF rises to the upper left; performance curves fill the upper right
+            .position(if panel.log_x { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::LowerLeft })
             .draw()
             .map_err(|e| err(&e))?;
     }
