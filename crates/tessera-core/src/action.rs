@@ -31,6 +31,8 @@ pub enum MemoryDenial {
     NotAvailableNow,
     /// It waited for its whole timeout.
     TimedOut,
+    /// Its tenant left while it waited.
+    TenantLeft,
 }
 
 /// Something a policy wants done. Drivers execute actions in the order given.

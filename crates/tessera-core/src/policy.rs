@@ -3,7 +3,8 @@
 use crate::action::Action;
 use crate::event::Event;
 use crate::model::GpuSpec;
-use crate::policies::{flexy, pid, priority, round_robin};
+use crate::policies::memsafe::NotificationPolicy;
+use crate::policies::{flexy, memsafe, pid, priority, round_robin};
 use crate::units::Nanos;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -111,6 +112,11 @@ pub enum PolicyConfig {
         /// Controller gains.
         gains: PidGains,
     },
+    /// schedGPU: memory admission with a wait queue and a notification policy.
+    MemSafe {
+        /// Which waiters are served when memory is freed.
+        notification: NotificationPolicy,
+    },
 }
 
 impl PolicyConfig {
@@ -123,6 +129,7 @@ impl PolicyConfig {
             PolicyConfig::Flexy { reset: Some(_), .. } => "F-Reset".into(),
             PolicyConfig::Flexy { reserve, reset: None, .. } => format!("F-MinRes{reserve}"),
             PolicyConfig::FlexyPid { .. } => "F-PID".into(),
+            PolicyConfig::MemSafe { notification } => format!("schedGPU {}", notification.label()),
         }
     }
 
@@ -163,6 +170,7 @@ impl PolicyConfig {
                 check_sla(*sla)?;
                 Box::new(pid::FlexyPid::new(gpus, *sla, *history, *gains))
             }
+            PolicyConfig::MemSafe { notification } => Box::new(memsafe::MemSafe::new(gpus, *notification)),
         })
     }
 }

@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 use tessera_core::action::TaskEndReason;
+use tessera_core::policies::memsafe::NotificationPolicy;
 use tessera_core::policy::PidGains;
 use tessera_core::{
     Action, Bytes, Event, GpuId, GpuSpec, Nanos, Placement, Policy, PolicyConfig, ServiceClass,
@@ -29,7 +30,7 @@ fn job_strategy() -> impl Strategy<Value = (u64, bool, u32, Vec<u64>, usize, boo
 
 fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
     let k = 0..gpus;
-    (0usize..6, k, 0u64..2_000, 1usize..12).prop_map(|(which, k, reset_ms, history)| {
+    (0usize..7, k, 0u64..2_000, 1usize..12).prop_map(|(which, k, reset_ms, history)| {
         let reset = Some(Nanos::from_millis(reset_ms));
         match which {
             0 => PolicyConfig::RoundRobin,
@@ -37,7 +38,8 @@ fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
             2 => PolicyConfig::Priority { reserve: 0, reset },
             3 => PolicyConfig::Flexy { reserve: k, reset: None, sla: SLA, history },
             4 => PolicyConfig::Flexy { reserve: 0, reset, sla: SLA, history },
-            _ => PolicyConfig::FlexyPid { sla: SLA, history, gains: PidGains::default() },
+            5 => PolicyConfig::FlexyPid { sla: SLA, history, gains: PidGains::default() },
+            _ => PolicyConfig::MemSafe { notification: NotificationPolicy::ALL[history % 4] },
         }
     })
 }

@@ -4,8 +4,10 @@
 //! - [`priority`]: Flexy §II-B, with minimum reservation and reset (§II-D).
 //! - [`flexy`]: Flexy §II-C, Algorithm 1, with minimum reservation and reset.
 //! - [`pid`]: Flexy with K adapted by a PID controller (Flexy §II-C2, future work).
+//! - [`memsafe`]: schedGPU's memory admission with four notification policies.
 
 pub mod flexy;
+pub mod memsafe;
 pub mod pid;
 pub mod priority;
 pub mod round_robin;
