@@ -1,1 +1,28 @@
-pub fn x(){}
+//! schedGPU's GPU memory ledger (`../shared/seeds/schedgpu.txt`): co-located
+//! applications reserve GPU memory before allocating it and return it after freeing it,
+//! so that none of them crashes out of memory — a request that does not fit waits (or
+//! fails at once, or after a timeout) instead.
+//!
+//! The ledger is a file in shared memory (`/dev/shm` by default) that every client maps,
+//! guarded by an advisory `flock` — never a process-shared mutex, whose holder could
+//! die with it locked: the kernel drops a dead process's file lock. It works with no
+//! daemon running (schedGPU's shared-memory approach); the daemon, when there is one,
+//! is just another client.
+//!
+//! Module map: [`layout`] (the versioned, checksummed shared layout), `shm` (the
+//! mapping; `unsafe`), [`process`] (pid + start time identity), `records` (each
+//! client's own record, for recovery), [`ledger`] (the life cycle), `nvml` (GPU
+//! discovery at run time), [`ffi`] (the C ABI; `unsafe`).
+#![deny(unsafe_code)]
+
+pub mod ffi;
+pub mod layout;
+pub mod ledger;
+mod nvml;
+pub mod process;
+mod records;
+mod shm;
+
+pub use ledger::{GpuSource, GpuStatus, Holding, Ledger, LedgerConfig, LedgerError, LedgerStatus, Wait};
+pub use process::ProcessId;
+pub use tessera_core::policies::memsafe::NotificationPolicy;

@@ -1,0 +1,1 @@
+#![allow(unsafe_code)]
