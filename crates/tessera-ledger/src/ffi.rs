@@ -1,1 +1,278 @@
+//! The C ABI: schedGPU's explicit calls (`schedGPUInit`, `preCudaMalloc`,
+//! `postCudaFree`, shutdown) for C and CUDA programs. The header
+//! `include/tessera_ledger.h` is generated from this file by cbindgen and checked by a
+//! test. Every function returns a [`TesseraStatus`] code; none panics across the ABI.
+//!
+//! One ledger handle per process, opened by `tessera_init` and closed by
+//! `tessera_shutdown`; the calls are thread-safe, and a thread blocked in
+//! `tessera_pre_alloc` does not block other threads' `tessera_post_free`.
 #![allow(unsafe_code)]
+
+use crate::ledger::{DEFAULT_PATH, GpuSource, Ledger, LedgerConfig, LedgerError, Wait};
+use std::ffi::{CStr, c_char};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tessera_core::Bytes;
+use tessera_core::policies::memsafe::NotificationPolicy;
+
+/// Result of every `tessera_*` call. Values are stable.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TesseraStatus {
+    /// Success.
+    TesseraOk = 0,
+    /// Non-blocking pre-allocation: the memory is not free now (schedGPU's
+    /// `cudaErrorNotReady`).
+    TesseraNotAvailable = 1,
+    /// The pre-allocation waited its whole timeout.
+    TesseraTimedOut = 2,
+    /// More than the GPU's total memory: can never be granted.
+    TesseraExceedsCapacity = 3,
+    /// No such GPU.
+    TesseraNoSuchGpu = 4,
+    /// Freeing more than this process holds on that GPU; nothing changed.
+    TesseraOverFree = 5,
+    /// `tessera_init` has not been called (or `tessera_shutdown` has).
+    TesseraNotInitialised = 6,
+    /// The ledger's holder or waiter table is full.
+    TesseraTableFull = 7,
+    /// Creating the ledger needs the GPUs' memory: set `TESSERA_GPU_MEMORY` (or install NVML).
+    TesseraNoGpus = 8,
+    /// The ledger file has another layout version.
+    TesseraIncompatible = 9,
+    /// An I/O error on the ledger's files.
+    TesseraIo = 10,
+    /// An argument or environment variable is malformed.
+    TesseraBadArgument = 11,
+    /// A bug in the library (it panicked); the call had no effect on the ledger's books.
+    TesseraInternal = 12,
+}
+
+impl From<&LedgerError> for TesseraStatus {
+    fn from(e: &LedgerError) -> Self {
+        match e {
+            LedgerError::NotAvailableNow { .. } => TesseraStatus::TesseraNotAvailable,
+            LedgerError::TimedOut { .. } => TesseraStatus::TesseraTimedOut,
+            LedgerError::ExceedsCapacity { .. } => TesseraStatus::TesseraExceedsCapacity,
+            LedgerError::NoSuchGpu { .. } => TesseraStatus::TesseraNoSuchGpu,
+            LedgerError::OverFree { .. } => TesseraStatus::TesseraOverFree,
+            LedgerError::TableFull(_) => TesseraStatus::TesseraTableFull,
+            LedgerError::NoGpus(_) => TesseraStatus::TesseraNoGpus,
+            LedgerError::Incompatible { .. } => TesseraStatus::TesseraIncompatible,
+            LedgerError::Io { .. } => TesseraStatus::TesseraIo,
+        }
+    }
+}
+
+static LEDGER: Mutex<Option<Arc<Ledger>>> = Mutex::new(None);
+
+fn guarded(f: impl FnOnce() -> TesseraStatus) -> TesseraStatus {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(TesseraStatus::TesseraInternal)
+}
+
+fn current() -> Option<Arc<Ledger>> {
+    LEDGER.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+fn status_of(r: Result<(), LedgerError>) -> TesseraStatus {
+    match r {
+        Ok(()) => TesseraStatus::TesseraOk,
+        Err(e) => {
+            tracing::debug!(error = %e, "tessera ledger call failed");
+            (&e).into()
+        }
+    }
+}
+
+/// Parse `4799M`, `8G`, `1073741824`, `512K` (binary units).
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, shift) = match s.char_indices().last()? {
+        (i, 'K' | 'k') => (&s[..i], 10),
+        (i, 'M' | 'm') => (&s[..i], 20),
+        (i, 'G' | 'g') => (&s[..i], 30),
+        _ => (s, 0),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+fn parse_policy(s: &str) -> Option<NotificationPolicy> {
+    Some(match s.trim().to_ascii_lowercase().as_str() {
+        "fifo" => NotificationPolicy::Fifo,
+        "mmu" => NotificationPolicy::Mmu,
+        "priority-fifo" | "pfifo" => NotificationPolicy::PriorityFifo,
+        "priority-mmu" | "pmmu" => NotificationPolicy::PriorityMmu,
+        _ => return None,
+    })
+}
+
+fn config_from_env() -> Result<LedgerConfig, TesseraStatus> {
+    let path = std::env::var_os("TESSERA_LEDGER").map_or_else(|| PathBuf::from(DEFAULT_PATH), PathBuf::from);
+    let gpus = match std::env::var("TESSERA_GPU_MEMORY") {
+        Ok(list) => GpuSource::Explicit(
+            list.split(',').map(|x| parse_bytes(x).map(Bytes)).collect::<Option<Vec<_>>>().ok_or(TesseraStatus::TesseraBadArgument)?,
+        ),
+        Err(_) => GpuSource::Nvml,
+    };
+    let policy = match std::env::var("TESSERA_POLICY") {
+        Ok(p) => parse_policy(&p).ok_or(TesseraStatus::TesseraBadArgument)?,
+        Err(_) => NotificationPolicy::Fifo,
+    };
+    let priority = match std::env::var("TESSERA_PRIORITY") {
+        Ok(p) => p.trim().parse().map_err(|_| TesseraStatus::TesseraBadArgument)?,
+        Err(_) => 0,
+    };
+    Ok(LedgerConfig { path, gpus, policy, priority })
+}
+
+fn install(cfg: &LedgerConfig) -> TesseraStatus {
+    let mut slot = LEDGER.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.is_some() {
+        return TesseraStatus::TesseraOk; // already initialised: init is idempotent
+    }
+    match Ledger::open(cfg) {
+        Ok(l) => {
+            *slot = Some(Arc::new(l));
+            TesseraStatus::TesseraOk
+        }
+        Err(e) => (&e).into(),
+    }
+}
+
+/// Open (or create) the ledger, configured from the environment:
+/// `TESSERA_LEDGER` (path, default `/dev/shm/tessera-ledger`), `TESSERA_GPU_MEMORY`
+/// (comma-separated capacities such as `4799M,16G`, used when the ledger is created;
+/// without it NVML is asked), `TESSERA_POLICY` (`fifo`, `mmu`, `priority-fifo`,
+/// `priority-mmu`; used when created), `TESSERA_PRIORITY` (0-255, this process's).
+/// Calling it again while initialised does nothing.
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_init() -> TesseraStatus {
+    guarded(|| match config_from_env() {
+        Ok(cfg) => install(&cfg),
+        Err(status) => status,
+    })
+}
+
+/// Open (or create) the ledger at `path` (NULL for the default) with `gpu_count`
+/// capacities from `gpu_bytes` (used when the ledger is created), notification `policy`
+/// (0 FIFO, 1 MMU, 2 priority FIFO, 3 priority MMU) and this process's `priority`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `gpu_bytes` points to `gpu_count`
+/// readable `uint64_t` (or is NULL with `gpu_count` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tessera_init_with(
+    path: *const c_char,
+    gpu_bytes: *const u64,
+    gpu_count: usize,
+    policy: u32,
+    priority: u8,
+) -> TesseraStatus {
+    guarded(|| {
+        let path = if path.is_null() {
+            PathBuf::from(DEFAULT_PATH)
+        } else {
+            // SAFETY: the caller promises a NUL-terminated string.
+            let c = unsafe { CStr::from_ptr(path) };
+            match c.to_str() {
+                Ok(s) => PathBuf::from(s),
+                Err(_) => return TesseraStatus::TesseraBadArgument,
+            }
+        };
+        if gpu_bytes.is_null() && gpu_count > 0 {
+            return TesseraStatus::TesseraBadArgument;
+        }
+        let gpus = if gpu_count == 0 {
+            GpuSource::Nvml
+        } else {
+            // SAFETY: the caller promises gpu_count readable u64 at gpu_bytes (checked non-null).
+            let slice = unsafe { std::slice::from_raw_parts(gpu_bytes, gpu_count) };
+            GpuSource::Explicit(slice.iter().map(|b| Bytes(*b)).collect())
+        };
+        let Some(policy) = NotificationPolicy::ALL.get(policy as usize).copied() else {
+            return TesseraStatus::TesseraBadArgument;
+        };
+        install(&LedgerConfig { path, gpus, policy, priority })
+    })
+}
+
+/// Reserve `bytes` on `gpu` before allocating them. `timeout_ms` < 0 waits forever,
+/// 0 fails at once with `TesseraNotAvailable`, > 0 waits up to that many milliseconds.
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_pre_alloc(gpu: u32, bytes: u64, timeout_ms: i64) -> TesseraStatus {
+    guarded(|| {
+        let Some(l) = current() else { return TesseraStatus::TesseraNotInitialised };
+        let wait = match timeout_ms {
+            t if t < 0 => Wait::Forever,
+            0 => Wait::NoWait,
+            t => Wait::Timeout(Duration::from_millis(t as u64)),
+        };
+        status_of(l.pre_alloc(gpu, bytes, wait))
+    })
+}
+
+/// Return `bytes` on `gpu` after freeing them; waiting processes are notified.
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_post_free(gpu: u32, bytes: u64) -> TesseraStatus {
+    guarded(|| {
+        let Some(l) = current() else { return TesseraStatus::TesseraNotInitialised };
+        status_of(l.post_free(gpu, bytes))
+    })
+}
+
+/// Release everything this process still holds and close the ledger. Also happens
+/// when the process exits (the next client's sanity check releases a dead process's
+/// memory).
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_shutdown() -> TesseraStatus {
+    guarded(|| {
+        let taken = LEDGER.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match taken {
+            None => TesseraStatus::TesseraNotInitialised,
+            Some(arc) => match Arc::try_unwrap(arc) {
+                Ok(l) => status_of(l.shutdown()),
+                // another thread is inside a call; the handle closes when it returns
+                Err(_) => TesseraStatus::TesseraOk,
+            },
+        }
+    })
+}
+
+/// A static, human-readable description of `status`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tessera_strerror(status: i32) -> *const c_char {
+    let s: &'static CStr = match status {
+        0 => c"success",
+        1 => c"memory not available now",
+        2 => c"timed out waiting for memory",
+        3 => c"request exceeds the GPU's total memory",
+        4 => c"no such GPU",
+        5 => c"freeing more than this process holds",
+        6 => c"tessera_init has not been called",
+        7 => c"ledger table full",
+        8 => c"no GPU description: set TESSERA_GPU_MEMORY",
+        9 => c"incompatible ledger version",
+        10 => c"I/O error on the ledger files",
+        11 => c"bad argument",
+        12 => c"internal error",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes_parse() {
+        assert_eq!(parse_bytes("4799M"), Some(4799 << 20));
+        assert_eq!(parse_bytes(" 8G"), Some(8 << 30));
+        assert_eq!(parse_bytes("1024"), Some(1024));
+        assert_eq!(parse_bytes("x"), None);
+        assert_eq!(parse_bytes("99999999999999G"), None);
+        assert_eq!(parse_policy("Priority-MMU"), Some(NotificationPolicy::PriorityMmu));
+    }
+}

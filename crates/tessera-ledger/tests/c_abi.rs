@@ -1,0 +1,83 @@
+//! The C ABI: the committed header matches the code, and a C program using it runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn generated_header() -> String {
+    let config = cbindgen::Config::from_file(crate_dir().join("cbindgen.toml")).unwrap();
+    let bindings = cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(crate_dir().join("src/ffi.rs"))
+        .generate()
+        .expect("cbindgen parses src/ffi.rs");
+    let mut out = Vec::new();
+    bindings.write(&mut out);
+    String::from_utf8(out).unwrap()
+}
+
+/// Set TESSERA_BLESS=1 to rewrite the header after changing the ABI.
+#[test]
+fn committed_header_is_current() {
+    let path = crate_dir().join("include/tessera_ledger.h");
+    let fresh = generated_header();
+    if std::env::var_os("TESSERA_BLESS").is_some() {
+        std::fs::write(&path, &fresh).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(committed == fresh, "{} is stale: rerun with TESSERA_BLESS=1", path.display());
+}
+
+/// The directory holding libtessera_ledger.so: beside this test binary.
+fn library_dir() -> PathBuf {
+    std::env::current_exe().unwrap().parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn the_c_example_runs_against_the_library() {
+    let lib = library_dir();
+    assert!(lib.join("libtessera_ledger.so").is_file(), "cdylib not found in {}", lib.display());
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let exe = tmp.join("ledger_demo");
+    let source = crate_dir().join("../../examples/ledger_demo.c");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(crate_dir().join("include"))
+        .arg(&source)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-ltessera_ledger")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("running the C compiler `{cc}`: {e}"));
+    assert!(built.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&built.stderr));
+
+    let ledger = tmp.join(format!("c-demo-ledger-{}", std::process::id()));
+    let _ = std::fs::remove_file(&ledger);
+    let run = Command::new(&exe)
+        .env("TESSERA_LEDGER", &ledger)
+        .env("TESSERA_GPU_MEMORY", "4799M")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "C example failed ({:?}):\n{stdout}\n{}", run.status, String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.lines().any(|l| l.starts_with("tessera_pre_alloc 1 PiB") && l.ends_with("request exceeds the GPU's total memory")), "{stdout}");
+
+    // the ledger it made is sound and empty
+    let l = tessera_ledger::Ledger::open(&tessera_ledger::LedgerConfig {
+        path: ledger,
+        gpus: tessera_ledger::GpuSource::Explicit(vec![]),
+        policy: Default::default(),
+        priority: 0,
+    })
+    .unwrap();
+    let s = l.status().unwrap();
+    assert_eq!(s.gpus.len(), 1);
+    assert_eq!((s.gpus[0].total, s.gpus[0].used), (4799 << 20, 0));
+}

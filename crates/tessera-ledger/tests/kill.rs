@@ -1,0 +1,109 @@
+//! Real processes sharing one ledger, killed with SIGKILL at random points — while
+//! waiting, while holding memory, while holding the file lock. Whatever the interleaving,
+//! granted memory never exceeds capacity, and once a live client has looked nothing
+//! stays reserved for a dead process.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::Duration;
+use tessera_core::Bytes;
+use tessera_ledger::{GpuSource, Ledger, LedgerConfig, NotificationPolicy, Wait};
+
+const CHILD_ENV: &str = "TESSERA_LEDGER_KILL_TEST_CHILD";
+const CAPS: [u64; 2] = [1000, 600];
+
+fn config(path: PathBuf) -> LedgerConfig {
+    LedgerConfig {
+        path,
+        gpus: GpuSource::Explicit(CAPS.iter().map(|b| Bytes(*b)).collect()),
+        policy: NotificationPolicy::Mmu,
+        priority: 0,
+    }
+}
+
+/// Not a test on its own: the body of each child process (does nothing unless the
+/// parent test started this binary as a child).
+#[test]
+fn child_process_loop() {
+    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let ledger = Ledger::open(&config(PathBuf::from(path))).expect("child opens the ledger");
+    let mut x = u64::from(std::process::id()) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    loop {
+        let gpu = (next() % 2) as u32;
+        let bytes = 1 + next() % (CAPS[gpu as usize] / 2);
+        let wait = match next() % 3 {
+            0 => Wait::NoWait,
+            1 => Wait::Timeout(Duration::from_micros(next() % 3000)),
+            _ => Wait::Forever,
+        };
+        if ledger.pre_alloc(gpu, bytes, wait).is_ok() {
+            if next() % 4 == 0 {
+                std::thread::sleep(Duration::from_micros(next() % 500));
+            }
+            ledger.post_free(gpu, bytes).expect("frees what it holds");
+        }
+    }
+}
+
+fn spawn_child(path: &PathBuf) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["child_process_loop", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn child")
+}
+
+#[test]
+fn clients_killed_at_random_points_leave_a_sound_ledger() {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ledger-kill-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let observer = Ledger::open(&config(path.clone())).unwrap();
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut rand = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let mut children: Vec<Child> = (0..6).map(|_| spawn_child(&path)).collect();
+    let mut kills = 0;
+    for _round in 0..40 {
+        std::thread::sleep(Duration::from_millis(2 + rand(25)));
+        for _ in 0..1 + rand(3) {
+            let i = rand(children.len() as u64) as usize;
+            let mut victim = children.swap_remove(i);
+            victim.kill().unwrap(); // SIGKILL
+            victim.wait().unwrap();
+            kills += 1;
+            children.push(spawn_child(&path));
+        }
+        let s = observer.status().unwrap();
+        for (g, gpu) in s.gpus.iter().enumerate() {
+            assert!(gpu.used <= gpu.total, "GPU {g}: {} granted of {}", gpu.used, gpu.total);
+            let itemised: u64 = s.holdings.iter().filter(|h| h.gpu as usize == g).map(|h| h.bytes).sum();
+            assert_eq!(itemised, gpu.used, "the books add up");
+        }
+        for h in &s.holdings {
+            assert!(h.process.is_alive(), "a dead process still holds memory after a live client looked: {h:?}");
+        }
+    }
+    for mut c in children {
+        c.kill().unwrap();
+        c.wait().unwrap();
+        kills += 1;
+    }
+    let s = observer.status().unwrap();
+    assert!(s.holdings.is_empty(), "all clients are dead: {:?}", s.holdings);
+    assert!(s.gpus.iter().all(|g| g.used == 0 && g.waiting == 0), "{s:?}");
+    assert!(kills >= 46);
+    // and the ledger still works
+    observer.pre_alloc(0, CAPS[0], Wait::NoWait).unwrap();
+}
