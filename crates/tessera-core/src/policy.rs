@@ -170,7 +170,9 @@ impl PolicyConfig {
                 check_sla(*sla)?;
                 Box::new(pid::FlexyPid::new(gpus, *sla, *history, *gains))
             }
-            PolicyConfig::MemSafe { notification } => Box::new(memsafe::MemSafe::new(gpus, *notification)),
+            PolicyConfig::MemSafe { notification } => {
+                Box::new(memsafe::MemSafe::new(gpus, *notification))
+            }
         })
     }
 }

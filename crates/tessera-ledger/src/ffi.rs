@@ -109,10 +109,14 @@ fn parse_policy(s: &str) -> Option<NotificationPolicy> {
 }
 
 fn config_from_env() -> Result<LedgerConfig, TesseraStatus> {
-    let path = std::env::var_os("TESSERA_LEDGER").map_or_else(|| PathBuf::from(DEFAULT_PATH), PathBuf::from);
+    let path = std::env::var_os("TESSERA_LEDGER")
+        .map_or_else(|| PathBuf::from(DEFAULT_PATH), PathBuf::from);
     let gpus = match std::env::var("TESSERA_GPU_MEMORY") {
         Ok(list) => GpuSource::Explicit(
-            list.split(',').map(|x| parse_bytes(x).map(Bytes)).collect::<Option<Vec<_>>>().ok_or(TesseraStatus::TesseraBadArgument)?,
+            list.split(',')
+                .map(|x| parse_bytes(x).map(Bytes))
+                .collect::<Option<Vec<_>>>()
+                .ok_or(TesseraStatus::TesseraBadArgument)?,
         ),
         Err(_) => GpuSource::Nvml,
     };

@@ -133,7 +133,11 @@ impl State {
 
     /// Magic, version and internal consistency (used = sum of holders, used <= total).
     pub fn is_consistent(&self) -> bool {
-        if self.magic != MAGIC || self.version != VERSION || self.gpu_count as usize > MAX_GPUS || self.gpu_count == 0 {
+        if self.magic != MAGIC
+            || self.version != VERSION
+            || self.gpu_count as usize > MAX_GPUS
+            || self.gpu_count == 0
+        {
             return false;
         }
         let mut sums = [0u64; MAX_GPUS];

@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tessera_core::policies::memsafe::{NotificationPolicy, Waiter, admits_immediately, select_grants};
 use tessera_core::Bytes;
+use tessera_core::policies::memsafe::{
+    NotificationPolicy, Waiter, admits_immediately, select_grants,
+};
 
 /// Default location: in tmpfs, so the ledger lives in memory.
 pub const DEFAULT_PATH: &str = "/dev/shm/tessera-ledger";
@@ -110,7 +112,9 @@ pub enum LedgerError {
     #[error("no GPUs to describe: {0}")]
     NoGpus(String),
     /// The file belongs to another layout version.
-    #[error("{path} holds an incompatible ledger (layout version {found}, this library reads {VERSION})")]
+    #[error(
+        "{path} holds an incompatible ledger (layout version {found}, this library reads {VERSION})"
+    )]
     Incompatible {
         /// The file.
         path: PathBuf,
@@ -195,7 +199,13 @@ fn policy_from_code(c: u32) -> NotificationPolicy {
 }
 
 fn fresh_state(gpus: &[u64], policy: NotificationPolicy) -> State {
-    let mut s = State { magic: MAGIC, version: VERSION, gpu_count: gpus.len() as u32, policy: policy_code(policy), ..State::default() };
+    let mut s = State {
+        magic: MAGIC,
+        version: VERSION,
+        gpu_count: gpus.len() as u32,
+        policy: policy_code(policy),
+        ..State::default()
+    };
     for (row, total) in s.gpus.iter_mut().zip(gpus) {
         *row = GpuRow { total: *total, used: 0 };
     }
@@ -222,17 +232,38 @@ impl Locked<'_> {
 
     fn holder_index(&self, gpu: u32, me: ProcessId, handle: u32) -> Option<usize> {
         self.state.holders.iter().position(|h| {
-            h.in_use != 0 && h.gpu == gpu && h.pid == me.pid && h.start_time == me.start_time && h.handle == handle
+            h.in_use != 0
+                && h.gpu == gpu
+                && h.pid == me.pid
+                && h.start_time == me.start_time
+                && h.handle == handle
         })
     }
 
-    fn add_holding(&mut self, gpu: u32, id: ProcessId, handle: u32, bytes: u64) -> Result<u64, LedgerError> {
+    fn add_holding(
+        &mut self,
+        gpu: u32,
+        id: ProcessId,
+        handle: u32,
+        bytes: u64,
+    ) -> Result<u64, LedgerError> {
         let i = match self.holder_index(gpu, id, handle) {
             Some(i) => i,
             None => {
-                let i = self.state.holders.iter().position(|h| h.in_use == 0).ok_or(LedgerError::TableFull("holder"))?;
-                self.state.holders[i] =
-                    HolderRow { in_use: 1, gpu, pid: id.pid, handle, start_time: id.start_time, bytes: 0 };
+                let i = self
+                    .state
+                    .holders
+                    .iter()
+                    .position(|h| h.in_use == 0)
+                    .ok_or(LedgerError::TableFull("holder"))?;
+                self.state.holders[i] = HolderRow {
+                    in_use: 1,
+                    gpu,
+                    pid: id.pid,
+                    handle,
+                    start_time: id.start_time,
+                    bytes: 0,
+                };
                 i
             }
         };
@@ -245,11 +276,18 @@ impl Locked<'_> {
     /// waiting requests. Returns whether anything was released.
     fn sweep(&mut self) -> bool {
         let mut alive: BTreeMap<ProcessId, bool> = BTreeMap::new();
-        let mut is_alive = |pid, start_time| *alive.entry(ProcessId { pid, start_time }).or_insert_with_key(|id| id.is_alive());
+        let mut is_alive = |pid, start_time| {
+            *alive.entry(ProcessId { pid, start_time }).or_insert_with_key(|id| id.is_alive())
+        };
         let mut released = false;
         for h in self.state.holders.iter_mut().filter(|h| h.in_use != 0) {
             if !is_alive(h.pid, h.start_time) {
-                tracing::info!(pid = h.pid, gpu = h.gpu, bytes = h.bytes, "released memory of a dead process");
+                tracing::info!(
+                    pid = h.pid,
+                    gpu = h.gpu,
+                    bytes = h.bytes,
+                    "released memory of a dead process"
+                );
                 self.state.gpus[h.gpu as usize].used -= h.bytes;
                 *h = HolderRow::default();
                 released = true;
@@ -335,7 +373,8 @@ impl Ledger {
         let me = ProcessId::current().map_err(|e| io("identifying this process for", e))?;
         let records_dir = records::dir_for(&cfg.path);
         let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
-        let record = ClientRecord::open(&records_dir, me, handle).map_err(|e| io("creating the client record beside", e))?;
+        let record = ClientRecord::open(&records_dir, me, handle)
+            .map_err(|e| io("creating the client record beside", e))?;
         let (primary, pcrc, backup, bcrc) = map.load();
         let fresh = primary.magic == [0; 8] && backup.magic == [0; 8];
         let (gpus, policy) = if fresh {
@@ -343,12 +382,20 @@ impl Ledger {
         } else {
             for (s, crc) in [(&primary, pcrc), (&backup, bcrc)] {
                 if s.crc() == crc && s.magic == MAGIC && s.version != VERSION {
-                    return Err(LedgerError::Incompatible { path: cfg.path.clone(), found: s.version });
+                    return Err(LedgerError::Incompatible {
+                        path: cfg.path.clone(),
+                        found: s.version,
+                    });
                 }
             }
-            let good = [(&primary, pcrc), (&backup, bcrc)].into_iter().find(|(s, c)| s.crc() == *c && s.is_consistent());
+            let good = [(&primary, pcrc), (&backup, bcrc)]
+                .into_iter()
+                .find(|(s, c)| s.crc() == *c && s.is_consistent());
             match good {
-                Some((s, _)) => (s.gpus[..s.gpu_count as usize].iter().map(|g| g.total).collect(), policy_from_code(s.policy)),
+                Some((s, _)) => (
+                    s.gpus[..s.gpu_count as usize].iter().map(|g| g.total).collect(),
+                    policy_from_code(s.policy),
+                ),
                 // both copies bad: the GPU description must come from the config
                 None => (resolve_gpus(&cfg.gpus)?, cfg.policy),
             }
@@ -442,7 +489,11 @@ impl Ledger {
 
     fn locked(&self) -> Result<Locked<'_>, LedgerError> {
         let record = self.local.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        lock_file(&self.file).map_err(|source| LedgerError::Io { what: "locking", path: self.path.clone(), source })?;
+        lock_file(&self.file).map_err(|source| LedgerError::Io {
+            what: "locking",
+            path: self.path.clone(),
+            source,
+        })?;
         let state = self.verified_state();
         Ok(Locked { ledger: self, state, record })
     }
@@ -463,7 +514,11 @@ impl Ledger {
         let mut l = self.locked()?;
         let row = l.check_gpu(gpu)?;
         if bytes > row.total {
-            return Err(LedgerError::ExceedsCapacity { gpu, requested: bytes, capacity: row.total });
+            return Err(LedgerError::ExceedsCapacity {
+                gpu,
+                requested: bytes,
+                capacity: row.total,
+            });
         }
         let mut ticket: Option<u64> = None; // our waiter row's seq, once queued
         loop {
@@ -486,7 +541,12 @@ impl Ledger {
                     if wait == Wait::NoWait {
                         return Err(LedgerError::NotAvailableNow { gpu, requested: bytes });
                     }
-                    let slot = l.state.waiters.iter().position(|w| w.in_use == 0).ok_or(LedgerError::TableFull("waiter"))?;
+                    let slot = l
+                        .state
+                        .waiters
+                        .iter()
+                        .position(|w| w.in_use == 0)
+                        .ok_or(LedgerError::TableFull("waiter"))?;
                     let seq = l.state.next_seq;
                     l.state.next_seq += 1;
                     l.state.waiters[slot] = WaiterRow {
@@ -505,12 +565,17 @@ impl Ledger {
                 }
                 Some(seq) => {
                     let mine = l.state.waiters.iter().position(|w| {
-                        w.in_use != 0 && w.seq == seq && w.pid == self.me.pid && w.handle == self.handle
+                        w.in_use != 0
+                            && w.seq == seq
+                            && w.pid == self.me.pid
+                            && w.handle == self.handle
                     });
                     match mine {
                         Some(i) if l.state.waiters[i].granted != 0 => {
                             l.state.waiters[i] = WaiterRow::default();
-                            let held = l.holder_index(gpu, self.me, self.handle).map_or(0, |h| l.state.holders[h].bytes);
+                            let held = l
+                                .holder_index(gpu, self.me, self.handle)
+                                .map_or(0, |h| l.state.holders[h].bytes);
                             l.commit();
                             l.record.set(gpu as usize, held);
                             return Ok(());
@@ -544,7 +609,10 @@ impl Ledger {
             if let Some(d) = deadline {
                 nap = nap.min(d.saturating_duration_since(Instant::now()));
             }
-            let ts = rustix::time::Timespec { tv_sec: nap.as_secs() as i64, tv_nsec: i64::from(nap.subsec_nanos()) };
+            let ts = rustix::time::Timespec {
+                tv_sec: nap.as_secs() as i64,
+                tv_nsec: i64::from(nap.subsec_nanos()),
+            };
             let _ = futex::wait(self.map.wake_word(), futex::Flags::empty(), seen, Some(&ts));
             l = self.locked()?;
         }
@@ -559,9 +627,19 @@ impl Ledger {
             .waiters
             .iter()
             .filter(|w| w.in_use != 0 && w.granted == 0 && w.gpu == gpu)
-            .map(|w| Waiter { bytes: Bytes(w.bytes), priority: w.priority.min(255) as u8, seq: w.seq })
+            .map(|w| Waiter {
+                bytes: Bytes(w.bytes),
+                priority: w.priority.min(255) as u8,
+                seq: w.seq,
+            })
             .collect();
-        if !admits_immediately(policy, Bytes(row.total - row.used), Bytes(bytes), self.priority, &waiting) {
+        if !admits_immediately(
+            policy,
+            Bytes(row.total - row.used),
+            Bytes(bytes),
+            self.priority,
+            &waiting,
+        ) {
             return Ok(false);
         }
         let held = l.add_holding(gpu, self.me, self.handle, bytes)?;
@@ -616,7 +694,11 @@ impl Ledger {
                 .map(|g| GpuStatus {
                     total: s.gpus[g].total,
                     used: s.gpus[g].used,
-                    waiting: s.waiters.iter().filter(|w| w.in_use != 0 && w.granted == 0 && w.gpu as usize == g).count(),
+                    waiting: s
+                        .waiters
+                        .iter()
+                        .filter(|w| w.in_use != 0 && w.granted == 0 && w.gpu as usize == g)
+                        .count(),
                 })
                 .collect(),
             holdings: s
@@ -644,7 +726,11 @@ impl Ledger {
     fn release_all(&self) -> Result<(), LedgerError> {
         let mut l = self.locked()?;
         for h in l.state.holders.iter_mut() {
-            if h.in_use != 0 && h.pid == self.me.pid && h.start_time == self.me.start_time && h.handle == self.handle {
+            if h.in_use != 0
+                && h.pid == self.me.pid
+                && h.start_time == self.me.start_time
+                && h.handle == self.handle
+            {
                 l.state.gpus[h.gpu as usize].used -= h.bytes;
                 *h = HolderRow::default();
             }
@@ -704,7 +790,9 @@ fn resolve_gpus(source: &GpuSource) -> Result<Vec<u64>, LedgerError> {
         GpuSource::Nvml => crate::nvml::gpu_memory().map_err(LedgerError::NoGpus)?,
     };
     if gpus.is_empty() || gpus.len() > MAX_GPUS || gpus.contains(&0) {
-        return Err(LedgerError::NoGpus(format!("need 1..={MAX_GPUS} GPUs of non-zero memory, got {gpus:?}")));
+        return Err(LedgerError::NoGpus(format!(
+            "need 1..={MAX_GPUS} GPUs of non-zero memory, got {gpus:?}"
+        )));
     }
     Ok(gpus)
 }

@@ -23,6 +23,8 @@ pub mod process;
 mod records;
 mod shm;
 
-pub use ledger::{GpuSource, GpuStatus, Holding, Ledger, LedgerConfig, LedgerError, LedgerStatus, Wait};
+pub use ledger::{
+    GpuSource, GpuStatus, Holding, Ledger, LedgerConfig, LedgerError, LedgerStatus, Wait,
+};
 pub use process::ProcessId;
 pub use tessera_core::policies::memsafe::NotificationPolicy;

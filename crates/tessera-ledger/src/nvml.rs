@@ -4,12 +4,15 @@
 
 /// Total memory of each GPU, in device order, or why NVML could not tell.
 pub(crate) fn gpu_memory() -> Result<Vec<u64>, String> {
-    let nvml = nvml_wrapper::Nvml::init().map_err(|e| format!("NVML is not available ({e}); give the GPUs' memory explicitly"))?;
+    let nvml = nvml_wrapper::Nvml::init()
+        .map_err(|e| format!("NVML is not available ({e}); give the GPUs' memory explicitly"))?;
     let count = nvml.device_count().map_err(|e| format!("NVML device count: {e}"))?;
     (0..count)
         .map(|i| {
             let dev = nvml.device_by_index(i).map_err(|e| format!("NVML device {i}: {e}"))?;
-            dev.memory_info().map(|m| m.total).map_err(|e| format!("NVML memory of device {i}: {e}"))
+            dev.memory_info()
+                .map(|m| m.total)
+                .map_err(|e| format!("NVML memory of device {i}: {e}"))
         })
         .collect()
 }

@@ -29,7 +29,8 @@ impl ProcessId {
     /// This process.
     pub fn current() -> std::io::Result<ProcessId> {
         let pid = std::process::id();
-        let (_, start_time) = stat(pid).ok_or_else(|| std::io::Error::other("cannot read /proc/self/stat"))?;
+        let (_, start_time) =
+            stat(pid).ok_or_else(|| std::io::Error::other("cannot read /proc/self/stat"))?;
         Ok(ProcessId { pid, start_time })
     }
 

@@ -41,7 +41,8 @@ impl ClientRecord {
     pub(crate) fn open(dir: &Path, id: ProcessId, handle: u32) -> std::io::Result<ClientRecord> {
         fs::create_dir_all(dir)?;
         let path = file_for(dir, id, handle);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
         if file.metadata()?.len() < RECORD_SIZE as u64 {
             file.set_len(RECORD_SIZE as u64)?;
         }
@@ -53,7 +54,6 @@ impl ClientRecord {
     pub(crate) fn set(&mut self, gpu: usize, bytes: u64) {
         self.map[gpu * 8..gpu * 8 + 8].copy_from_slice(&bytes.to_le_bytes());
     }
-
 }
 
 #[allow(unsafe_code)]
@@ -72,9 +72,11 @@ pub(crate) fn live_records(dir: &Path) -> Vec<(ClientId, [u64; MAX_GPUS])> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let mut parts = name.splitn(3, '-');
-        let (Some(Ok(pid)), Some(Ok(start_time)), Some(Ok(handle))) =
-            (parts.next().map(str::parse), parts.next().map(str::parse), parts.next().map(str::parse))
-        else {
+        let (Some(Ok(pid)), Some(Ok(start_time)), Some(Ok(handle))) = (
+            parts.next().map(str::parse),
+            parts.next().map(str::parse),
+            parts.next().map(str::parse),
+        ) else {
             continue;
         };
         let id = ClientId { process: ProcessId { pid, start_time }, handle };

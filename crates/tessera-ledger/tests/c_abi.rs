@@ -66,8 +66,17 @@ fn the_c_example_runs_against_the_library() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "C example failed ({:?}):\n{stdout}\n{}", run.status, String::from_utf8_lossy(&run.stderr));
-    assert!(stdout.lines().any(|l| l.starts_with("tessera_pre_alloc 1 PiB") && l.ends_with("request exceeds the GPU's total memory")), "{stdout}");
+    assert!(
+        run.status.success(),
+        "C example failed ({:?}):\n{stdout}\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("tessera_pre_alloc 1 PiB")
+            && l.ends_with("request exceeds the GPU's total memory")),
+        "{stdout}"
+    );
 
     // the ledger it made is sound and empty
     let l = tessera_ledger::Ledger::open(&tessera_ledger::LedgerConfig {

@@ -63,7 +63,8 @@ fn spawn_child(path: &PathBuf) -> Child {
 
 #[test]
 fn clients_killed_at_random_points_leave_a_sound_ledger() {
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ledger-kill-{}", std::process::id()));
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ledger-kill-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let observer = Ledger::open(&config(path.clone())).unwrap();
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
@@ -88,11 +89,15 @@ fn clients_killed_at_random_points_leave_a_sound_ledger() {
         let s = observer.status().unwrap();
         for (g, gpu) in s.gpus.iter().enumerate() {
             assert!(gpu.used <= gpu.total, "GPU {g}: {} granted of {}", gpu.used, gpu.total);
-            let itemised: u64 = s.holdings.iter().filter(|h| h.gpu as usize == g).map(|h| h.bytes).sum();
+            let itemised: u64 =
+                s.holdings.iter().filter(|h| h.gpu as usize == g).map(|h| h.bytes).sum();
             assert_eq!(itemised, gpu.used, "the books add up");
         }
         for h in &s.holdings {
-            assert!(h.process.is_alive(), "a dead process still holds memory after a live client looked: {h:?}");
+            assert!(
+                h.process.is_alive(),
+                "a dead process still holds memory after a live client looked: {h:?}"
+            );
         }
     }
     for mut c in children {

@@ -5,20 +5,29 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::Duration;
-use tessera_ledger::{GpuSource, Ledger, LedgerConfig, LedgerError, NotificationPolicy, Wait};
 use tessera_core::Bytes;
+use tessera_ledger::{GpuSource, Ledger, LedgerConfig, LedgerError, NotificationPolicy, Wait};
 
 static N: AtomicU32 = AtomicU32::new(0);
 
 fn fresh_path(tag: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let p = dir.join(format!("ledger-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let p = dir.join(format!(
+        "ledger-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     let _ = std::fs::remove_file(&p);
     p
 }
 
 fn config(path: &PathBuf, gpus: &[u64], policy: NotificationPolicy) -> LedgerConfig {
-    LedgerConfig { path: path.clone(), gpus: GpuSource::Explicit(gpus.iter().map(|b| Bytes(*b)).collect()), policy, priority: 0 }
+    LedgerConfig {
+        path: path.clone(),
+        gpus: GpuSource::Explicit(gpus.iter().map(|b| Bytes(*b)).collect()),
+        policy,
+        priority: 0,
+    }
 }
 
 fn open(path: &PathBuf, policy: NotificationPolicy) -> Ledger {
@@ -40,10 +49,19 @@ fn life_cycle_with_typed_errors() {
     let path = fresh_path("life");
     let a = open(&path, NotificationPolicy::Fifo);
     a.pre_alloc(0, 600, Wait::NoWait).unwrap();
-    assert!(matches!(a.pre_alloc(0, 1001, Wait::Forever), Err(LedgerError::ExceedsCapacity { capacity: 1000, .. })));
-    assert!(matches!(a.pre_alloc(7, 1, Wait::NoWait), Err(LedgerError::NoSuchGpu { gpu: 7, count: 2 })));
+    assert!(matches!(
+        a.pre_alloc(0, 1001, Wait::Forever),
+        Err(LedgerError::ExceedsCapacity { capacity: 1000, .. })
+    ));
+    assert!(matches!(
+        a.pre_alloc(7, 1, Wait::NoWait),
+        Err(LedgerError::NoSuchGpu { gpu: 7, count: 2 })
+    ));
     assert!(matches!(a.pre_alloc(0, 500, Wait::NoWait), Err(LedgerError::NotAvailableNow { .. })));
-    assert!(matches!(a.post_free(0, 601), Err(LedgerError::OverFree { held: 600, freed: 601, .. })));
+    assert!(matches!(
+        a.post_free(0, 601),
+        Err(LedgerError::OverFree { held: 600, freed: 601, .. })
+    ));
     assert!(matches!(a.post_free(1, 1), Err(LedgerError::OverFree { held: 0, .. })));
     let s = a.status().unwrap();
     assert_eq!((s.gpus[0].used, s.gpus[0].total, s.gpus[1].used), (600, 1000, 0));
@@ -90,19 +108,26 @@ fn a_waiter_times_out_and_leaves_the_queue() {
     let a = open(&path, NotificationPolicy::Fifo);
     a.pre_alloc(0, 900, Wait::NoWait).unwrap();
     let b = open(&path, NotificationPolicy::Fifo);
-    assert!(matches!(b.pre_alloc(0, 500, Wait::Timeout(Duration::from_millis(30))), Err(LedgerError::TimedOut { .. })));
+    assert!(matches!(
+        b.pre_alloc(0, 500, Wait::Timeout(Duration::from_millis(30))),
+        Err(LedgerError::TimedOut { .. })
+    ));
     assert_eq!(a.status().unwrap().gpus[0].waiting, 0);
 }
 
 /// FIFO lets nobody pass a waiting head that does not fit; MMU serves whoever fits.
 #[test]
 fn fifo_blocks_behind_its_head_and_mmu_does_not() {
-    for (policy, small_granted) in [(NotificationPolicy::Fifo, false), (NotificationPolicy::Mmu, true)] {
+    for (policy, small_granted) in
+        [(NotificationPolicy::Fifo, false), (NotificationPolicy::Mmu, true)]
+    {
         let path = fresh_path("order");
         let a = open(&path, policy);
         a.pre_alloc(0, 900, Wait::NoWait).unwrap();
         let p2 = path.clone();
-        let big = thread::spawn(move || open(&p2, policy).pre_alloc(0, 500, Wait::Timeout(Duration::from_secs(5))).is_ok());
+        let big = thread::spawn(move || {
+            open(&p2, policy).pre_alloc(0, 500, Wait::Timeout(Duration::from_secs(5))).is_ok()
+        });
         wait_until_waiting(&a, 0, 1);
         a.post_free(0, 100).unwrap(); // 200 free: the 500 head still does not fit
         let c = open(&path, policy);
@@ -122,7 +147,11 @@ fn priority_waiters_are_served_first() {
         let p = path.clone();
         thread::spawn(move || {
             thread::sleep(Duration::from_millis(delay));
-            let l = Ledger::open(&LedgerConfig { priority, ..config(&p, &[1000, 500], NotificationPolicy::PriorityFifo) }).unwrap();
+            let l = Ledger::open(&LedgerConfig {
+                priority,
+                ..config(&p, &[1000, 500], NotificationPolicy::PriorityFifo)
+            })
+            .unwrap();
             let ok = l.pre_alloc(0, 600, Wait::Timeout(Duration::from_millis(400))).is_ok();
             (ok, l) // keep the handle (and what it holds) until both have answered
         })
@@ -176,7 +205,11 @@ fn a_corrupted_file_is_recovered_from_the_clients_records() {
     std::fs::write(&path, garbage).unwrap();
     let b = open(&path, NotificationPolicy::Fifo); // the integrity check on open
     let s = b.status().unwrap();
-    assert_eq!((s.gpus[0].total, s.gpus[0].used, s.gpus[1].used), (1000, 300, 200), "rebuilt from a's record");
+    assert_eq!(
+        (s.gpus[0].total, s.gpus[0].used, s.gpus[1].used),
+        (1000, 300, 200),
+        "rebuilt from a's record"
+    );
     // and the ledger works on: a frees what it held
     a.post_free(0, 300).unwrap();
     assert_eq!(b.status().unwrap().gpus[0].used, 0);
@@ -225,8 +258,13 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (0usize..3, 0u32..3, 0u64..1200, 0u64..3).prop_map(|(client, gpu, bytes, wait_ms)| Op::Alloc { client, gpu, bytes, wait_ms }),
-        (0usize..3, 0u32..3, 0u64..700).prop_map(|(client, gpu, bytes)| Op::Free { client, gpu, bytes }),
+        (0usize..3, 0u32..3, 0u64..1200, 0u64..3)
+            .prop_map(|(client, gpu, bytes, wait_ms)| Op::Alloc { client, gpu, bytes, wait_ms }),
+        (0usize..3, 0u32..3, 0u64..700).prop_map(|(client, gpu, bytes)| Op::Free {
+            client,
+            gpu,
+            bytes
+        }),
     ]
 }
 

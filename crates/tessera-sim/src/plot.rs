@@ -95,7 +95,11 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK.mix(0.3))
             // a CDF rises to the upper left; performance curves fill the upper right
-            .position(if panel.log_x { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::LowerLeft })
+            .position(if panel.log_x {
+                SeriesLabelPosition::LowerRight
+            } else {
+                SeriesLabelPosition::LowerLeft
+            })
             .draw()
             .map_err(|e| err(&e))?;
     }

@@ -43,8 +43,10 @@ fn bad_arguments_fail_with_a_message() {
 fn bench_sim_prints_ratios() {
     let out = tessera().args(["bench", "sim", "--runs", "1", "--json"]).output().unwrap();
     assert!(out.status.success());
-    let lines: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 5);
     assert!(lines.iter().skip(1).all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
 }

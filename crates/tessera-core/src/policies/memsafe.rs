@@ -54,8 +54,12 @@ pub enum NotificationPolicy {
 
 impl NotificationPolicy {
     /// All four, in the paper's order.
-    pub const ALL: [NotificationPolicy; 4] =
-        [NotificationPolicy::Fifo, NotificationPolicy::Mmu, NotificationPolicy::PriorityFifo, NotificationPolicy::PriorityMmu];
+    pub const ALL: [NotificationPolicy; 4] = [
+        NotificationPolicy::Fifo,
+        NotificationPolicy::Mmu,
+        NotificationPolicy::PriorityFifo,
+        NotificationPolicy::PriorityMmu,
+    ];
 
     /// The paper's name.
     pub fn label(self) -> &'static str {
@@ -137,7 +141,13 @@ pub fn select_grants(policy: NotificationPolicy, free: Bytes, waiting: &[Waiter]
 
 /// Whether a new request for `bytes` at `priority` is granted at once on a GPU with
 /// `free` bytes free and these waiters, rather than queued behind them.
-pub fn admits_immediately(policy: NotificationPolicy, free: Bytes, bytes: Bytes, priority: u8, waiting: &[Waiter]) -> bool {
+pub fn admits_immediately(
+    policy: NotificationPolicy,
+    free: Bytes,
+    bytes: Bytes,
+    priority: u8,
+    waiting: &[Waiter],
+) -> bool {
     if bytes > free {
         return false;
     }
@@ -192,7 +202,14 @@ impl MemSafe {
         self.used[gpu.0 as usize]
     }
 
-    fn grant(&mut self, request: MemRequestId, tenant: TenantId, gpu: GpuId, bytes: Bytes, out: &mut Vec<Action>) {
+    fn grant(
+        &mut self,
+        request: MemRequestId,
+        tenant: TenantId,
+        gpu: GpuId,
+        bytes: Bytes,
+        out: &mut Vec<Action>,
+    ) {
         let g = gpu.0 as usize;
         debug_assert!(self.used[g].0 + bytes.0 <= self.capacity[g].0);
         self.used[g].0 += bytes.0;
@@ -206,7 +223,8 @@ impl MemSafe {
         let views: Vec<Waiter> = self.waiting[g].iter().map(|p| p.waiter).collect();
         let mut chosen = select_grants(self.policy, free, &views);
         chosen.sort_unstable_by(|a, b| b.cmp(a)); // remove from the back first
-        let mut granted: Vec<Pending> = chosen.into_iter().map(|i| self.waiting[g].remove(i)).collect();
+        let mut granted: Vec<Pending> =
+            chosen.into_iter().map(|i| self.waiting[g].remove(i)).collect();
         granted.sort_by_key(|p| p.waiter.seq);
         for p in granted {
             self.grant(p.request, p.tenant, gpu, p.waiter.bytes, out);
@@ -218,7 +236,10 @@ impl MemSafe {
             queue.retain(|p| {
                 let expired = p.deadline.is_some_and(|d| d <= now);
                 if expired {
-                    out.push(Action::DenyMemory { request: p.request, reason: MemoryDenial::TimedOut });
+                    out.push(Action::DenyMemory {
+                        request: p.request,
+                        reason: MemoryDenial::TimedOut,
+                    });
                 }
                 !expired
             });
@@ -234,11 +255,17 @@ impl MemSafe {
             Event::MemoryRequested { request, tenant, gpu, bytes, wait } => {
                 let g = gpu.0 as usize;
                 let Some(capacity) = self.capacity.get(g).copied() else {
-                    out.push(Action::DenyMemory { request: *request, reason: MemoryDenial::ExceedsCapacity });
+                    out.push(Action::DenyMemory {
+                        request: *request,
+                        reason: MemoryDenial::ExceedsCapacity,
+                    });
                     return true;
                 };
                 if *bytes > capacity {
-                    out.push(Action::DenyMemory { request: *request, reason: MemoryDenial::ExceedsCapacity });
+                    out.push(Action::DenyMemory {
+                        request: *request,
+                        reason: MemoryDenial::ExceedsCapacity,
+                    });
                     return true;
                 }
                 let priority = self.priority.get(tenant).copied().unwrap_or(0);
@@ -250,7 +277,10 @@ impl MemSafe {
                 }
                 let deadline = match wait {
                     MemoryWait::NoWait => {
-                        out.push(Action::DenyMemory { request: *request, reason: MemoryDenial::NotAvailableNow });
+                        out.push(Action::DenyMemory {
+                            request: *request,
+                            reason: MemoryDenial::NotAvailableNow,
+                        });
                         return true;
                     }
                     MemoryWait::Timeout(t) => Some(now + *t),
@@ -258,7 +288,12 @@ impl MemSafe {
                 };
                 let seq = self.next_seq;
                 self.next_seq += 1;
-                self.waiting[g].push(Pending { request: *request, tenant: *tenant, waiter: Waiter { bytes: *bytes, priority, seq }, deadline });
+                self.waiting[g].push(Pending {
+                    request: *request,
+                    tenant: *tenant,
+                    waiter: Waiter { bytes: *bytes, priority, seq },
+                    deadline,
+                });
                 true
             }
             Event::MemoryFreed { tenant, gpu, bytes } => {
@@ -271,8 +306,12 @@ impl MemSafe {
                 true
             }
             Event::TenantLeft { tenant } => {
-                let held: Vec<(GpuId, Bytes)> =
-                    self.held.iter().filter(|((t, _), _)| t == tenant).map(|((_, g), b)| (*g, *b)).collect();
+                let held: Vec<(GpuId, Bytes)> = self
+                    .held
+                    .iter()
+                    .filter(|((t, _), _)| t == tenant)
+                    .map(|((_, g), b)| (*g, *b))
+                    .collect();
                 for (gpu, bytes) in held {
                     self.held.remove(&(*tenant, gpu));
                     self.used[gpu.0 as usize].0 -= bytes.0;
@@ -280,7 +319,10 @@ impl MemSafe {
                 for queue in &mut self.waiting {
                     queue.retain(|p| {
                         if p.tenant == *tenant {
-                            out.push(Action::DenyMemory { request: p.request, reason: MemoryDenial::TenantLeft });
+                            out.push(Action::DenyMemory {
+                                request: p.request,
+                                reason: MemoryDenial::TenantLeft,
+                            });
                         }
                         p.tenant != *tenant
                     });

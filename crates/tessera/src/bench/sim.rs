@@ -1,8 +1,7 @@
-//! `tessera bench ...`: speed measured as ratios against a baseline run in the same
-//! process, so that the figures mean something on a shared, noisy machine.
+//! `tessera bench sim`: simulator speed against the bare event-queue floor.
 
 use anyhow::Result;
-use clap::{Args, Subcommand};
+use clap::Args;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hint::black_box;
@@ -11,12 +10,6 @@ use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
 use tessera_sim::engine::{SimOptions, Simulation};
 use tessera_sim::perf::PerfModel;
 use tessera_sim::workloads::flexy::{FlexyWorkloadParams, Mix, generate};
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// Simulator speed in events per second, against the bare event-queue floor.
-    Sim(SimBenchArgs),
-}
 
 #[derive(Debug, Args)]
 pub struct SimBenchArgs {
@@ -28,13 +21,7 @@ pub struct SimBenchArgs {
     json: bool,
 }
 
-pub fn run(cmd: BenchCommand) -> Result<()> {
-    match cmd {
-        BenchCommand::Sim(a) => bench_sim(a),
-    }
-}
-
-fn bench_sim(a: SimBenchArgs) -> Result<()> {
+pub fn run(a: SimBenchArgs) -> Result<()> {
     let gpus = GpuSpec::uniform(4, Bytes::gib(4));
     let sla = Nanos::from_millis(200);
     let policies = [

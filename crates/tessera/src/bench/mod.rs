@@ -1,0 +1,33 @@
+//! `tessera bench ...`: speed measured as ratios against a baseline run in the same
+//! command, so that the figures mean something on a shared, noisy machine.
+
+mod ledger;
+mod sim;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Simulator speed in events per second, against the bare event-queue floor.
+    Sim(sim::SimBenchArgs),
+    /// The memory ledger's life-cycle stages, uncontended and with contending processes.
+    Ledger(ledger::LedgerBenchArgs),
+}
+
+pub fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Sim(a) => sim::run(a),
+        BenchCommand::Ledger(a) => ledger::run(a),
+    }
+}
+
+/// p50 and p99 of `samples` (sorted in place), in nanoseconds.
+pub(crate) fn percentiles(samples: &mut [u64]) -> (u64, u64) {
+    if samples.is_empty() {
+        return (0, 0);
+    }
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    (at(0.50), at(0.99))
+}
