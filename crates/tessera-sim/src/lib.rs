@@ -6,7 +6,9 @@
 //! - [`perf`]: the performance model (shared with the daemon's emulated executor).
 //! - [`workload`]: what the engine replays: jobs of tasks with their true costs.
 //! - [`workloads`]: generators, one per paper.
-//! - [`engine`]: the event loop; checks the core's invariants as it runs.
+//! - [`engine`]: the event loop over tasks; checks the core's invariants as it runs.
+//! - [`phase_engine`]: the event loop over whole applications with CPU and GPU phases
+//!   and memory admission (schedGPU's experiments).
 //! - [`metrics`]: what a run measured.
 //! - [`experiments`]: one module per paper, writing JSON, SVG and Markdown.
 //! - [`plot`]: SVG figures.
@@ -16,6 +18,7 @@ pub mod engine;
 pub mod experiments;
 pub mod metrics;
 pub mod perf;
+pub mod phase_engine;
 pub mod plot;
 pub mod workload;
 pub mod workloads;

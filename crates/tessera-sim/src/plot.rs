@@ -29,6 +29,8 @@ pub struct Panel {
     pub log_x: bool,
     /// Vertical reference lines (at x), e.g. an SLA.
     pub x_markers: Vec<f64>,
+    /// Draw a dot at every point (off for dense time series).
+    pub dots: bool,
     /// The lines.
     pub series: Vec<Series>,
 }
@@ -86,9 +88,9 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
                 });
-            chart
-                .draw_series(s.points.iter().map(|p| Circle::new(*p, 3, color.filled())))
-                .map_err(|e| err(&e))?;
+            if panel.dots {
+                chart.draw_series(s.points.iter().map(|p| Circle::new(*p, 3, color.filled()))).map_err(|e| err(&e))?;
+            }
         }
         chart
             .configure_series_labels()

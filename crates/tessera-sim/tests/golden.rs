@@ -64,3 +64,24 @@ fn bad_configurations_are_rejected_with_a_reason() {
         assert!(!err.to_string().is_empty());
     }
 }
+
+#[test]
+fn schedgpu_experiment_matches_its_golden_output() {
+    let (results, series) = tessera_sim::experiments::schedgpu::run().unwrap();
+    assert_eq!(series.len(), 4, "one time series per notification policy");
+    let json = serde_json::to_string_pretty(&results).unwrap();
+    insta::assert_snapshot!("schedgpu", json);
+}
+
+#[test]
+fn schedgpu_policies_keep_table_3s_order() {
+    let (results, _) = tessera_sim::experiments::schedgpu::run().unwrap();
+    let makespan = |c: &str| results.scenarios.iter().find(|s| s.scenario == "mixed" && s.configuration == c).unwrap().makespan_s;
+    let seq = results.scenarios.iter().find(|s| s.configuration == "sequential" && s.scenario == "mixed-sequential").unwrap();
+    // sequential is the sum of Table 2's single-instance times (4 of each)
+    assert!((seq.makespan_s - 4.0 * (226.847 + 322.799 + 69.144)).abs() < 1e-3);
+    assert!(makespan("FIFO") > makespan("MMU"));
+    assert!(makespan("MMU") > makespan("Priority FIFO"));
+    assert!(makespan("Priority MMU") <= makespan("Priority FIFO"));
+    assert!(seq.makespan_s > 4.0 * makespan("FIFO"));
+}

@@ -5,6 +5,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use tessera_sim::experiments::flexy::{self, FlexyConfig};
+use tessera_sim::experiments::schedgpu;
 use tessera_sim::workload::Submission;
 use tessera_sim::workloads::flexy::Mix;
 
@@ -12,6 +13,15 @@ use tessera_sim::workloads::flexy::Mix;
 pub enum SimCommand {
     /// Flexy (SLA-aware elastic GPU pools): Figures 5, 6 and 7.
     Flexy(FlexyArgs),
+    /// schedGPU (memory-safe co-scheduling): Table 3, Figure 11, Table 2.
+    Schedgpu(SchedGpuArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SchedGpuArgs {
+    /// Directory for results.json, report.md and timeline.svg.
+    #[arg(long, default_value = "results/schedgpu")]
+    out: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -75,7 +85,30 @@ pub struct FlexyArgs {
 pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
         SimCommand::Flexy(args) => run_flexy(args),
+        SimCommand::Schedgpu(args) => run_schedgpu(args),
     }
+}
+
+fn run_schedgpu(a: SchedGpuArgs) -> Result<()> {
+    let (results, series) = schedgpu::run()?;
+    schedgpu::write_outputs(&results, &series, &a.out)?;
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    writeln!(out, "wrote results.json, report.md and timeline.svg to {}\n", a.out.display())?;
+    writeln!(out, "{:<20} {:<14} {:>11} {:>9} {:>9} {:>9}", "scenario", "configuration", "makespan s", "paper s", "GPU util", "memory")?;
+    for s in &results.scenarios {
+        writeln!(
+            out,
+            "{:<20} {:<14} {:>11.1} {:>9} {:>8.1}% {:>8.1}%",
+            s.scenario,
+            s.configuration,
+            s.makespan_s,
+            s.paper_makespan_s.map_or("-".into(), |v| format!("{v:.1}")),
+            100.0 * s.gpu_util,
+            100.0 * s.memory_util
+        )?;
+    }
+    Ok(())
 }
 
 fn run_flexy(a: FlexyArgs) -> Result<()> {

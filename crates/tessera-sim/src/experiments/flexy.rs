@@ -757,6 +757,7 @@ fn draw_figures(
         y_range: (0.0, 100.0),
         log_x: false,
         x_markers: vec![],
+        dots: true,
         series: policies
             .iter()
             .map(|p| Series {
@@ -787,6 +788,7 @@ fn draw_figures(
             x_range: (-2.0, 2.0),
             y_range: (0.0, 100.0),
             log_x: true,
+            dots: true,
             x_markers: vec![
                 (sla as f64 / 1000.0).log10(),
                 (results.config.long_sla_ms as f64 / 1000.0).log10(),

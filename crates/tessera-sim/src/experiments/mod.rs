@@ -2,6 +2,7 @@
 //! Markdown report beside the paper's own numbers.
 
 pub mod flexy;
+pub mod schedgpu;
 
 use std::path::PathBuf;
 

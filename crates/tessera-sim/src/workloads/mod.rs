@@ -1,3 +1,4 @@
 //! Workload generators, one module per paper.
 
 pub mod flexy;
+pub mod schedgpu;
