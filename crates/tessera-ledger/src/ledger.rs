@@ -767,10 +767,10 @@ impl Ledger {
 
 impl Drop for Ledger {
     fn drop(&mut self) {
-        if !self.closed {
-            if let Err(e) = self.release_all() {
-                tracing::warn!(error = %e, "ledger shutdown on drop failed; the sanity check will release this process's memory when it exits");
-            }
+        if !self.closed
+            && let Err(e) = self.release_all()
+        {
+            tracing::warn!(error = %e, "ledger shutdown on drop failed; the sanity check will release this process's memory when it exits");
         }
     }
 }

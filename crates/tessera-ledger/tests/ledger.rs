@@ -1,7 +1,7 @@
 //! The ledger's life cycle, in one process (several handles act as several clients).
 
 use proptest::prelude::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::Duration;
@@ -311,11 +311,11 @@ proptest! {
                 }
             }
             let s = clients[0].status().unwrap();
-            for g in 0..2 {
-                let model: u64 = (0..3).map(|c| held[c][g]).sum();
-                prop_assert_eq!(s.gpus[g].used, model);
-                prop_assert!(s.gpus[g].used <= s.gpus[g].total);
-                prop_assert_eq!(s.gpus[g].waiting, 0);
+            for (g, gpu) in s.gpus.iter().enumerate().take(2) {
+                let model: u64 = held.iter().map(|c| c[g]).sum();
+                prop_assert_eq!(gpu.used, model);
+                prop_assert!(gpu.used <= gpu.total);
+                prop_assert_eq!(gpu.waiting, 0);
             }
         }
     }

@@ -13,7 +13,9 @@ use crate::engine::SimError;
 use crate::workloads::schedgpu::{AppProfile, Phase};
 use serde::{Deserialize, Serialize};
 use tessera_core::event::MemoryWait;
-use tessera_core::{Action, Bytes, Event, GpuId, MemRequestId, Nanos, Policy, ServiceClass, TenantId, TenantSpec};
+use tessera_core::{
+    Action, Bytes, Event, GpuId, MemRequestId, Nanos, Policy, ServiceClass, TenantId, TenantSpec,
+};
 
 /// One job: an application instance with its priority.
 #[derive(Clone, Debug)]
@@ -81,11 +83,29 @@ struct Job<'a> {
 
 /// Run `jobs` on a host with `cores` cores and one GPU of `gpu_memory`, memory admitted
 /// by `policy`. Jobs start in order as cores free up.
-pub fn run(jobs: &[AppJob], cores: usize, gpu_memory: Bytes, mut policy: Box<dyn Policy>) -> Result<PhaseRun, SimError> {
+pub fn run(
+    jobs: &[AppJob],
+    cores: usize,
+    gpu_memory: Bytes,
+    mut policy: Box<dyn Policy>,
+) -> Result<PhaseRun, SimError> {
     let label = policy.label();
-    let violation = |at: f64, what: String| SimError::PolicyViolation { policy: label.clone(), at_ns: Nanos::from_secs_f64(at).0, what };
-    let mut js: Vec<Job> =
-        jobs.iter().map(|spec| Job { spec, phase: 0, state: State::Pending, started: 0.0, waited: 0.0, ended: 0.0 }).collect();
+    let violation = |at: f64, what: String| SimError::PolicyViolation {
+        policy: label.clone(),
+        at_ns: Nanos::from_secs_f64(at).0,
+        what,
+    };
+    let mut js: Vec<Job> = jobs
+        .iter()
+        .map(|spec| Job {
+            spec,
+            phase: 0,
+            state: State::Pending,
+            started: 0.0,
+            waited: 0.0,
+            ended: 0.0,
+        })
+        .collect();
     let mut now = 0.0f64;
     let mut used = Bytes(0);
     let (mut gpu_integral, mut mem_integral) = (0.0f64, 0.0f64);
@@ -104,14 +124,22 @@ pub fn run(jobs: &[AppJob], cores: usize, gpu_memory: Bytes, mut policy: Box<dyn
                 match a {
                     Action::GrantMemory { request } => {
                         let Some(pos) = requests.iter().position(|(r, _)| *r == request) else {
-                            return Err(violation(now, format!("grant of unknown request {request}")));
+                            return Err(violation(
+                                now,
+                                format!("grant of unknown request {request}"),
+                            ));
                         };
                         let (_, j) = requests.swap_remove(pos);
                         used.0 += js[j].spec.profile.memory.0;
                         if used > gpu_memory {
-                            return Err(violation(now, format!("granted {} of {} bytes", used.0, gpu_memory.0)));
+                            return Err(violation(
+                                now,
+                                format!("granted {} of {} bytes", used.0, gpu_memory.0),
+                            ));
                         }
-                        let Phase::Gpu { alone, intensity } = js[j].spec.profile.phases[js[j].phase] else {
+                        let Phase::Gpu { alone, intensity } =
+                            js[j].spec.profile.phases[js[j].phase]
+                        else {
                             return Err(violation(now, "grant outside a GPU phase".into()));
                         };
                         if let State::Waiting { since } = js[j].state {
@@ -120,7 +148,12 @@ pub fn run(jobs: &[AppJob], cores: usize, gpu_memory: Bytes, mut policy: Box<dyn
                         js[j].state = State::Gpu { remaining: alone.as_secs_f64(), intensity };
                     }
                     Action::DenyMemory { request, reason } => {
-                        return Err(violation(now, format!("request {request} denied ({reason:?}) though it waits forever")));
+                        return Err(violation(
+                            now,
+                            format!(
+                                "request {request} denied ({reason:?}) though it waits forever"
+                            ),
+                        ));
                     }
                     _ => {}
                 }
@@ -145,7 +178,13 @@ pub fn run(jobs: &[AppJob], cores: usize, gpu_memory: Bytes, mut policy: Box<dyn
                     requests.push((request, j));
                     js[j].state = State::Waiting { since: now };
                     let bytes = js[j].spec.profile.memory;
-                    deliver!(Event::MemoryRequested { request, tenant: TenantId(j as u64), gpu, bytes, wait: MemoryWait::Forever });
+                    deliver!(Event::MemoryRequested {
+                        request,
+                        tenant: TenantId(j as u64),
+                        gpu,
+                        bytes,
+                        wait: MemoryWait::Forever
+                    });
                 }
             }
         }};
@@ -153,9 +192,13 @@ pub fn run(jobs: &[AppJob], cores: usize, gpu_memory: Bytes, mut policy: Box<dyn
 
     macro_rules! fill_cores {
         () => {{
-            let busy = js.iter().filter(|j| !matches!(j.state, State::Pending | State::Done)).count();
+            let busy =
+                js.iter().filter(|j| !matches!(j.state, State::Pending | State::Done)).count();
             let free = cores.saturating_sub(busy);
-            let starting: Vec<usize> = (0..js.len()).filter(|&j| matches!(js[j].state, State::Pending)).take(free).collect();
+            let starting: Vec<usize> = (0..js.len())
+                .filter(|&j| matches!(js[j].state, State::Pending))
+                .take(free)
+                .collect();
             for j in starting {
                 js[j].started = now;
                 let mut spec = TenantSpec::new(TenantId(j as u64), ServiceClass::Batch);
@@ -169,9 +212,16 @@ pub fn run(jobs: &[AppJob], cores: usize, gpu_memory: Bytes, mut policy: Box<dyn
 
     fill_cores!();
     loop {
-        let demand: f64 = js.iter().map(|j| if let State::Gpu { intensity, .. } = j.state { intensity } else { 0.0 }).sum();
+        let demand: f64 = js
+            .iter()
+            .map(|j| if let State::Gpu { intensity, .. } = j.state { intensity } else { 0.0 })
+            .sum();
         let rate = 1.0 / demand.max(1.0);
-        samples.push(Sample { t: now, gpu: demand.min(1.0), memory: used.0 as f64 / gpu_memory.0 as f64 });
+        samples.push(Sample {
+            t: now,
+            gpu: demand.min(1.0),
+            memory: used.0 as f64 / gpu_memory.0 as f64,
+        });
         let next = js
             .iter()
             .filter_map(|j| match j.state {
@@ -204,7 +254,11 @@ pub fn run(jobs: &[AppJob], cores: usize, gpu_memory: Bytes, mut policy: Box<dyn
             if let State::Gpu { .. } = js[j].state {
                 used.0 -= js[j].spec.profile.memory.0;
                 js[j].state = State::Cpu { until: now }; // placeholder until the next phase begins
-                deliver!(Event::MemoryFreed { tenant: TenantId(j as u64), gpu, bytes: js[j].spec.profile.memory });
+                deliver!(Event::MemoryFreed {
+                    tenant: TenantId(j as u64),
+                    gpu,
+                    bytes: js[j].spec.profile.memory
+                });
             }
             js[j].phase += 1;
             begin_phase!(j);
@@ -222,7 +276,11 @@ pub fn run(jobs: &[AppJob], cores: usize, gpu_memory: Bytes, mut policy: Box<dyn
         memory_util: if makespan > 0.0 { mem_integral / makespan } else { 0.0 },
         jobs: js
             .iter()
-            .map(|j| JobOutcome { app: j.spec.profile.name.clone(), run_s: j.ended - j.started, waited_s: j.waited })
+            .map(|j| JobOutcome {
+                app: j.spec.profile.name.clone(),
+                run_s: j.ended - j.started,
+                waited_s: j.waited,
+            })
             .collect(),
         samples,
     })
@@ -241,7 +299,10 @@ mod tests {
 
     #[test]
     fn one_core_runs_jobs_back_to_back_at_their_alone_times() {
-        let jobs: Vec<AppJob> = [ara(), mummer(), blast()].into_iter().map(|profile| AppJob { profile, priority: 0 }).collect();
+        let jobs: Vec<AppJob> = [ara(), mummer(), blast()]
+            .into_iter()
+            .map(|profile| AppJob { profile, priority: 0 })
+            .collect();
         let r = run(&jobs, 1, GPU_MEMORY, memsafe(NotificationPolicy::Fifo)).unwrap();
         let alone: f64 = jobs.iter().map(|j| j.profile.alone().as_secs_f64()).sum();
         assert!((r.makespan_s - alone).abs() < 1e-6, "{} vs {}", r.makespan_s, alone);
@@ -266,7 +327,8 @@ mod tests {
             memory: Bytes::mib(10),
             phases: vec![Phase::Gpu { alone: Nanos::from_secs(10), intensity: 1.0 }],
         };
-        let jobs = vec![AppJob { profile: profile.clone(), priority: 0 }, AppJob { profile, priority: 0 }];
+        let jobs =
+            vec![AppJob { profile: profile.clone(), priority: 0 }, AppJob { profile, priority: 0 }];
         let r = run(&jobs, 2, GPU_MEMORY, memsafe(NotificationPolicy::Mmu)).unwrap();
         assert!((r.makespan_s - 20.0).abs() < 1e-6);
         assert!((r.gpu_util - 1.0).abs() < 1e-9);

@@ -89,7 +89,9 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
                     PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
                 });
             if panel.dots {
-                chart.draw_series(s.points.iter().map(|p| Circle::new(*p, 3, color.filled()))).map_err(|e| err(&e))?;
+                chart
+                    .draw_series(s.points.iter().map(|p| Circle::new(*p, 3, color.filled())))
+                    .map_err(|e| err(&e))?;
             }
         }
         chart

@@ -76,8 +76,19 @@ fn schedgpu_experiment_matches_its_golden_output() {
 #[test]
 fn schedgpu_policies_keep_table_3s_order() {
     let (results, _) = tessera_sim::experiments::schedgpu::run().unwrap();
-    let makespan = |c: &str| results.scenarios.iter().find(|s| s.scenario == "mixed" && s.configuration == c).unwrap().makespan_s;
-    let seq = results.scenarios.iter().find(|s| s.configuration == "sequential" && s.scenario == "mixed-sequential").unwrap();
+    let makespan = |c: &str| {
+        results
+            .scenarios
+            .iter()
+            .find(|s| s.scenario == "mixed" && s.configuration == c)
+            .unwrap()
+            .makespan_s
+    };
+    let seq = results
+        .scenarios
+        .iter()
+        .find(|s| s.configuration == "sequential" && s.scenario == "mixed-sequential")
+        .unwrap();
     // sequential is the sum of Table 2's single-instance times (4 of each)
     assert!((seq.makespan_s - 4.0 * (226.847 + 322.799 + 69.144)).abs() < 1e-3);
     assert!(makespan("FIFO") > makespan("MMU"));

@@ -2,6 +2,7 @@
 //! prints. Everything it computes lives in `tessera-sim` / `tessera-core`.
 
 mod bench;
+mod ledger;
 mod sim;
 
 use anyhow::Result;
@@ -23,6 +24,9 @@ enum Command {
     /// Measure tessera's own speed.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Inspect the GPU memory ledger shared by co-located processes.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
 }
 
 fn main() -> Result<()> {
@@ -36,5 +40,6 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Sim(cmd) => sim::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Ledger(cmd) => ledger::run(cmd),
     }
 }

@@ -95,7 +95,11 @@ fn run_schedgpu(a: SchedGpuArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     writeln!(out, "wrote results.json, report.md and timeline.svg to {}\n", a.out.display())?;
-    writeln!(out, "{:<20} {:<14} {:>11} {:>9} {:>9} {:>9}", "scenario", "configuration", "makespan s", "paper s", "GPU util", "memory")?;
+    writeln!(
+        out,
+        "{:<20} {:<14} {:>11} {:>9} {:>9} {:>9}",
+        "scenario", "configuration", "makespan s", "paper s", "GPU util", "memory"
+    )?;
     for s in &results.scenarios {
         writeln!(
             out,

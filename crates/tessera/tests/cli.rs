@@ -50,3 +50,40 @@ fn bench_sim_prints_ratios() {
     assert_eq!(lines.len(), 5);
     assert!(lines.iter().skip(1).all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
 }
+
+#[test]
+fn sim_schedgpu_writes_its_outputs() {
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-schedgpu");
+    let _ = std::fs::remove_dir_all(&out);
+    let run = tessera().args(["sim", "schedgpu", "--out"]).arg(&out).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(String::from_utf8_lossy(&run.stdout).contains("Priority MMU"));
+    for f in ["results.json", "report.md", "timeline.svg"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+}
+
+#[test]
+fn ledger_status_reports_a_ledger_and_refuses_a_missing_one() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let missing = dir.join("no-such-ledger");
+    let out = tessera().args(["ledger", "status", "--path"]).arg(&missing).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no ledger at"));
+    assert!(!missing.exists(), "status must not create a ledger");
+
+    let path = dir.join(format!("cli-ledger-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let ledger = tessera_ledger::Ledger::open(&tessera_ledger::LedgerConfig {
+        path: path.clone(),
+        gpus: tessera_ledger::GpuSource::Explicit(vec![tessera_core::Bytes::mib(4799)]),
+        policy: Default::default(),
+        priority: 0,
+    })
+    .unwrap();
+    ledger.pre_alloc(0, 1 << 30, tessera_ledger::Wait::NoWait).unwrap();
+    let out = tessera().args(["ledger", "status", "--path"]).arg(&path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("1024 MiB") && text.contains("4799 MiB"), "{text}");
+}
