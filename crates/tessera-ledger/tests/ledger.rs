@@ -21,9 +21,9 @@ fn fresh_path(tag: &str) -> PathBuf {
     p
 }
 
-fn config(path: &PathBuf, gpus: &[u64], policy: NotificationPolicy) -> LedgerConfig {
+fn config(path: &Path, gpus: &[u64], policy: NotificationPolicy) -> LedgerConfig {
     LedgerConfig {
-        path: path.clone(),
+        path: path.to_path_buf(),
         gpus: GpuSource::Explicit(gpus.iter().map(|b| Bytes(*b)).collect()),
         policy,
         priority: 0,
