@@ -30,7 +30,7 @@ fn config(path: &Path, gpus: &[u64], policy: NotificationPolicy) -> LedgerConfig
     }
 }
 
-fn open(path: &PathBuf, policy: NotificationPolicy) -> Ledger {
+fn open(path: &Path, policy: NotificationPolicy) -> Ledger {
     Ledger::open(&config(path, &[1000, 500], policy)).unwrap()
 }
 
