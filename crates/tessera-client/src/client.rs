@@ -1,0 +1,342 @@
+//! The client: connect, register tenants, submit tasks through the rings, wait.
+
+use crate::proto::{self, ErrorCode, FrameError, PROTOCOL, Reply, Request, StatusReport, TenantClass};
+use crate::region::{Doorbell, Region, RegionError, RequestDesc, ResponseDesc, op, reason, status};
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
+use std::io::IoSliceMut;
+use std::mem::MaybeUninit;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// Spins before a waiting client sleeps on its futex.
+const SPINS: u32 = 20_000;
+
+/// What can go wrong for a client.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No daemon at that path, or the connection broke.
+    #[error("cannot reach tesserad: {0}")]
+    Connect(#[source] std::io::Error),
+    /// The daemon refused the request.
+    #[error("tesserad refused: {code:?}: {message}")]
+    Refused {
+        /// Stable code.
+        code: ErrorCode,
+        /// Details.
+        message: String,
+    },
+    /// The daemon said something this client does not understand.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// More tasks in flight than ring slots.
+    #[error("{0} tasks already in flight: wait for some before submitting more")]
+    TooManyInFlight(u32),
+    /// Input or output larger than a data slot.
+    #[error("task data of {len} bytes exceeds the {max}-byte slot")]
+    TooLarge {
+        /// Bytes asked for.
+        len: usize,
+        /// Slot size.
+        max: u32,
+    },
+    /// No completion within the timeout.
+    #[error("timed out waiting for a completion")]
+    TimedOut,
+    /// The shared region was unusable.
+    #[error(transparent)]
+    Region(#[from] RegionError),
+}
+
+impl From<FrameError> for ClientError {
+    fn from(e: FrameError) -> Self {
+        match e {
+            FrameError::Io(io) => ClientError::Connect(io),
+            FrameError::Closed => ClientError::Connect(std::io::Error::other("daemon closed the connection")),
+            other => ClientError::Protocol(other.to_string()),
+        }
+    }
+}
+
+/// A tenant's registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TenantOptions {
+    /// Class.
+    pub class: TenantClass,
+    /// SLA (user-facing).
+    pub sla: Duration,
+    /// Weight.
+    pub weight: u32,
+    /// Priority.
+    pub priority: u8,
+    /// Expected GPU memory, bytes.
+    pub memory: u64,
+}
+
+/// A task to run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskRequest {
+    /// Kernel id.
+    pub kernel: u32,
+    /// Emulation: the kernel's work on the reference GPU.
+    pub cost: Duration,
+    /// Device memory it needs, bytes.
+    pub memory: u64,
+    /// Input bytes.
+    pub input: Vec<u8>,
+    /// Output bytes wanted.
+    pub output_len: u32,
+}
+
+/// How a task ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Completed.
+    Done,
+    /// Failed, with one of [`crate::region::reason`].
+    Failed(u32),
+    /// Cancelled, with one of [`crate::region::reason`].
+    Cancelled(u32),
+    /// An echo answered (benchmark).
+    Echo,
+}
+
+/// A finished task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The handle `submit` returned.
+    pub handle: u64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Time queued in the daemon (daemon's clock, emulated time).
+    pub queued: Duration,
+    /// Time running.
+    pub ran: Duration,
+    /// GPU it ran on.
+    pub gpu: Option<u32>,
+    /// Its output.
+    pub output: Vec<u8>,
+}
+
+/// A connection to `tesserad`. Not `Sync`: one thread drives it (open one per thread).
+#[derive(Debug)]
+pub struct Client {
+    stream: UnixStream,
+    region: Option<(Region, Doorbell)>,
+    next_seq: u64,
+    in_flight: BTreeMap<u64, ()>,
+    ready: VecDeque<Completion>,
+}
+
+fn refused(reply: Reply) -> ClientError {
+    match reply {
+        Reply::Error { code, message } => ClientError::Refused { code, message },
+        other => ClientError::Protocol(format!("unexpected reply {other:?}")),
+    }
+}
+
+impl Client {
+    /// Connect to the daemon at `socket` and open the shared rings.
+    pub fn connect(socket: &Path) -> Result<Client, ClientError> {
+        let mut c = Client::connect_control(socket)?;
+        proto::write_frame(&mut c.stream, &Request::Hello { protocol: PROTOCOL }).map_err(ClientError::Connect)?;
+        let (reply, fds) = recv_with_fds(&c.stream)?;
+        match reply {
+            Reply::Welcome { protocol, .. } if protocol == PROTOCOL => {}
+            other => return Err(refused(other)),
+        }
+        let mut fds = fds.into_iter();
+        let (Some(region), Some(bell)) = (fds.next(), fds.next()) else {
+            return Err(ClientError::Protocol("welcome without the two shared-memory descriptors".into()));
+        };
+        c.region = Some((Region::map(&region)?, Doorbell::map(&bell, false)?));
+        Ok(c)
+    }
+
+    /// Connect for control messages only (status, no rings).
+    pub fn connect_control(socket: &Path) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(socket).map_err(ClientError::Connect)?;
+        Ok(Client { stream, region: None, next_seq: 0, in_flight: BTreeMap::new(), ready: VecDeque::new() })
+    }
+
+    fn call(&mut self, req: &Request) -> Result<Reply, ClientError> {
+        proto::write_frame(&mut self.stream, req).map_err(ClientError::Connect)?;
+        Ok(proto::read_frame(&mut self.stream)?)
+    }
+
+    /// Register a tenant owned by this connection.
+    pub fn register(&mut self, o: TenantOptions) -> Result<u64, ClientError> {
+        let req = Request::Register {
+            class: o.class,
+            sla_ms: o.sla.as_millis() as u64,
+            weight: o.weight,
+            priority: o.priority,
+            memory: o.memory,
+        };
+        match self.call(&req)? {
+            Reply::Registered { tenant } => Ok(tenant),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// Close a tenant: its queued tasks are cancelled.
+    pub fn close(&mut self, tenant: u64) -> Result<(), ClientError> {
+        match self.call(&Request::Close { tenant })? {
+            Reply::Closed { .. } => Ok(()),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// The node's state.
+    pub fn status(&mut self) -> Result<StatusReport, ClientError> {
+        match self.call(&Request::Status)? {
+            Reply::Status(s) => Ok(s),
+            other => Err(refused(other)),
+        }
+    }
+
+    fn rings(&self) -> Result<&(Region, Doorbell), ClientError> {
+        self.region.as_ref().ok_or_else(|| ClientError::Protocol("control-only connection has no rings".into()))
+    }
+
+    fn push(&mut self, mut d: RequestDesc, input: &[u8]) -> Result<u64, ClientError> {
+        let (region, bell) = self.rings()?;
+        let slots = region.slots();
+        if self.in_flight.len() as u32 >= slots {
+            return Err(ClientError::TooManyInFlight(slots));
+        }
+        let max = region.slot_bytes();
+        if input.len() > max as usize || d.out_len > max {
+            return Err(ClientError::TooLarge { len: input.len().max(d.out_len as usize), max });
+        }
+        let seq = self.next_seq;
+        d.seq = seq;
+        region.write_data(seq, input);
+        if !region.push_request(&d) {
+            return Err(ClientError::TooManyInFlight(slots));
+        }
+        bell.ring();
+        self.next_seq += 1;
+        self.in_flight.insert(seq, ());
+        Ok(seq)
+    }
+
+    /// Submit a task of `tenant`; returns its handle. No system call unless the daemon
+    /// sleeps.
+    pub fn submit(&mut self, tenant: u64, t: &TaskRequest) -> Result<u64, ClientError> {
+        let d = RequestDesc {
+            tenant,
+            cost_ns: t.cost.as_nanos() as u64,
+            memory: t.memory,
+            kernel: t.kernel,
+            op: op::SUBMIT,
+            in_len: t.input.len() as u32,
+            out_len: t.output_len,
+            ..Default::default()
+        };
+        self.push(d, &t.input)
+    }
+
+    /// Ask the daemon to cancel a queued task (a running one finishes).
+    pub fn cancel(&mut self, handle: u64) -> Result<(), ClientError> {
+        let (region, bell) = self.rings()?;
+        let d = RequestDesc { seq: handle, op: op::CANCEL, ..Default::default() };
+        if !region.push_request(&d) {
+            return Err(ClientError::TooManyInFlight(region.slots()));
+        }
+        bell.ring();
+        Ok(())
+    }
+
+    /// Round trip through the rings with no scheduling (transport benchmark).
+    pub fn echo(&mut self) -> Result<(), ClientError> {
+        let h = self.push(RequestDesc { op: op::ECHO, ..Default::default() }, &[])?;
+        self.wait(h, Duration::from_secs(10)).map(|_| ())
+    }
+
+    fn completion(&mut self, r: ResponseDesc) -> Completion {
+        let region = &self.region.as_ref().expect("rings").0;
+        let output = if r.status == status::DONE { region.read_data(r.seq, r.out_len as usize) } else { Vec::new() };
+        self.in_flight.remove(&r.seq);
+        Completion {
+            handle: r.seq,
+            outcome: match r.status {
+                status::DONE => Outcome::Done,
+                status::CANCELLED => Outcome::Cancelled(r.reason),
+                status::ECHO => Outcome::Echo,
+                _ => Outcome::Failed(if r.reason == reason::NONE { reason::EXECUTOR } else { r.reason }),
+            },
+            queued: Duration::from_nanos(r.queued_ns),
+            ran: Duration::from_nanos(r.ran_ns),
+            gpu: (r.gpu != u32::MAX).then_some(r.gpu),
+            output,
+        }
+    }
+
+    /// The next completion of any task, waiting up to `timeout`.
+    pub fn wait_any(&mut self, timeout: Duration) -> Result<Completion, ClientError> {
+        if let Some(c) = self.ready.pop_front() {
+            return Ok(c);
+        }
+        let r = self.rings()?.0.wait_response(SPINS, timeout).ok_or(ClientError::TimedOut)?;
+        Ok(self.completion(r))
+    }
+
+    /// The completion of `handle`, waiting up to `timeout`; other completions that
+    /// arrive meanwhile are kept for `wait_any`.
+    pub fn wait(&mut self, handle: u64, timeout: Duration) -> Result<Completion, ClientError> {
+        if let Some(i) = self.ready.iter().position(|c| c.handle == handle) {
+            return Ok(self.ready.remove(i).expect("index in range"));
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let r = self.rings()?.0.wait_response(SPINS, left).ok_or(ClientError::TimedOut)?;
+            let c = self.completion(r);
+            if c.handle == handle {
+                return Ok(c);
+            }
+            self.ready.push_back(c);
+        }
+    }
+
+    /// Tasks submitted and not yet completed.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+}
+
+/// Receive one reply frame and any file descriptors sent with it.
+fn recv_with_fds(stream: &UnixStream) -> Result<(Reply, Vec<File>), ClientError> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+    let mut buf = vec![0u8; proto::MAX_FRAME + 4];
+    let mut got = 0;
+    let mut fds = Vec::new();
+    // the first recvmsg carries the descriptors; the rest of the frame may follow
+    loop {
+        let r = rustix::net::recvmsg(stream, &mut [IoSliceMut::new(&mut buf[got..])], &mut cmsg, RecvFlags::CMSG_CLOEXEC)
+            .map_err(|e| ClientError::Connect(e.into()))?;
+        for msg in cmsg.drain() {
+            if let RecvAncillaryMessage::ScmRights(rights) = msg {
+                fds.extend(rights.map(File::from));
+            }
+        }
+        if r.bytes == 0 {
+            return Err(ClientError::Connect(std::io::Error::other("daemon closed the connection")));
+        }
+        got += r.bytes;
+        if got >= 4 {
+            let len = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
+            if len > proto::MAX_FRAME {
+                return Err(ClientError::Protocol("oversized reply".into()));
+            }
+            if got >= 4 + len {
+                let reply = serde_json::from_slice(&buf[4..4 + len]).map_err(|e| ClientError::Protocol(e.to_string()))?;
+                return Ok((reply, fds));
+            }
+        }
+    }
+}

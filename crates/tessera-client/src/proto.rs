@@ -1,0 +1,261 @@
+//! The control protocol between clients and `tesserad`, version [`PROTOCOL`].
+//!
+//! Framing: each message is a 4-byte little-endian length followed by that many bytes
+//! of JSON (one [`Request`] from the client, one [`Reply`] from the daemon). A frame
+//! longer than [`MAX_FRAME`] bytes, or one that is not a valid message, is answered with
+//! [`Reply::Error`] and the connection is closed.
+//!
+//! Session: the client sends [`Request::Hello`]; the daemon answers [`Reply::Welcome`]
+//! and, in the same `sendmsg`, passes two file descriptors (`SCM_RIGHTS`): the client's
+//! shared region (its request and response rings and data area) and the daemon's
+//! doorbell page. Then the client registers tenants and submits tasks through its
+//! rings. `Status` works without `Hello`. Everything a connection registered ends with
+//! it: when the client disconnects or dies, its queued tasks are cancelled and its
+//! tenants removed.
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+/// Protocol version; a daemon refuses a client of another version with
+/// [`ErrorCode::UnsupportedVersion`].
+pub const PROTOCOL: u32 = 1;
+/// Largest frame either side accepts.
+pub const MAX_FRAME: usize = 64 * 1024;
+
+/// What a tenant is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TenantClass {
+    /// Latency-critical, with an SLA.
+    UserFacing,
+    /// Throughput work.
+    Batch,
+}
+
+/// A message from a client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Open a session with rings.
+    Hello {
+        /// [`PROTOCOL`].
+        protocol: u32,
+    },
+    /// Register a tenant (Flexy's virtual accelerator) owned by this connection.
+    Register {
+        /// Class.
+        class: TenantClass,
+        /// SLA in milliseconds (user-facing only).
+        #[serde(default)]
+        sla_ms: u64,
+        /// Weight for fair sharing.
+        #[serde(default = "one")]
+        weight: u32,
+        /// Priority.
+        #[serde(default)]
+        priority: u8,
+        /// GPU memory the tenant expects to use, bytes.
+        #[serde(default)]
+        memory: u64,
+    },
+    /// Close one of this connection's tenants: its queued tasks are cancelled.
+    Close {
+        /// The tenant.
+        tenant: u64,
+    },
+    /// The node's state.
+    Status,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Errors a client can act on; stable names on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The message was malformed, too large, or out of order.
+    BadRequest,
+    /// The tenant does not exist or belongs to another client.
+    UnknownTenant,
+    /// Not enough capacity (memory, ring slots, tenants).
+    NoCapacity,
+    /// The daemon is shutting down and admits nothing new.
+    ShuttingDown,
+    /// The client speaks another protocol version.
+    UnsupportedVersion,
+}
+
+/// One GPU in a status report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuReport {
+    /// Index.
+    pub gpu: u32,
+    /// `user_facing`, `batch`, or `shared` when the policy has no pools.
+    pub pool: String,
+    /// What it runs: `idle`, `resetting`, or the task's tenant.
+    pub busy: String,
+    /// Memory granted on it (ledger), bytes.
+    pub memory_used: u64,
+    /// Its capacity, bytes.
+    pub memory_total: u64,
+    /// Fraction of time busy since the daemon started.
+    pub utilization: f64,
+}
+
+/// One tenant in a status report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TenantReport {
+    /// Id.
+    pub tenant: u64,
+    /// Owner's pid (from `SO_PEERCRED`).
+    pub pid: u32,
+    /// Owner's uid.
+    pub uid: u32,
+    /// Class.
+    pub class: TenantClass,
+    /// SLA, ms (user-facing).
+    pub sla_ms: u64,
+    /// Tasks waiting.
+    pub queued: u64,
+    /// Tasks completed.
+    pub done: u64,
+    /// Tasks failed or cancelled.
+    pub not_done: u64,
+    /// Fraction of completed tasks within the SLA (user-facing).
+    pub sla_met: Option<f64>,
+    /// Memory the tenant holds now, bytes.
+    pub memory_held: u64,
+}
+
+/// The node's state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Policy label.
+    pub policy: String,
+    /// Executor (`emulated` or `cuda`).
+    pub executor: String,
+    /// Seconds since start.
+    pub uptime_s: f64,
+    /// Per GPU.
+    pub gpus: Vec<GpuReport>,
+    /// Per tenant.
+    pub tenants: Vec<TenantReport>,
+}
+
+/// A message from the daemon.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    /// Session open; two fds accompany this message.
+    Welcome {
+        /// [`PROTOCOL`].
+        protocol: u32,
+        /// Ring slots (also the most tasks in flight).
+        slots: u32,
+        /// Bytes of data area per slot (largest input or output of a task).
+        slot_bytes: u32,
+    },
+    /// A tenant was registered.
+    Registered {
+        /// Its id, for ring requests.
+        tenant: u64,
+    },
+    /// A tenant was closed.
+    Closed {
+        /// Its id.
+        tenant: u64,
+    },
+    /// The node's state.
+    Status(StatusReport),
+    /// The request failed.
+    Error {
+        /// What kind of failure.
+        code: ErrorCode,
+        /// Details for humans.
+        message: String,
+    },
+}
+
+/// Write one frame.
+pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    if body.len() > MAX_FRAME {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "frame too large"));
+    }
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The peer closed the connection between frames.
+    #[error("connection closed")]
+    Closed,
+    /// Declared length above [`MAX_FRAME`].
+    #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    /// Not a valid message.
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    /// I/O error (including a frame cut short).
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Read the raw bytes of one frame.
+pub fn read_frame_bytes(r: &mut impl Read) -> Result<Vec<u8>, FrameError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge(len));
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body)?;
+    Ok(body)
+}
+
+/// Read one frame and decode it.
+pub fn read_frame<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> Result<T, FrameError> {
+    let body = read_frame_bytes(r)?;
+    serde_json::from_slice(&body).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_limits_hold() {
+        let mut buf = Vec::new();
+        let msg = Request::Register { class: TenantClass::UserFacing, sla_ms: 200, weight: 2, priority: 1, memory: 5 };
+        write_frame(&mut buf, &msg).unwrap();
+        assert_eq!(read_frame::<Request>(&mut buf.as_slice()).unwrap(), msg);
+        // defaults
+        let json = br#"{"type":"register","class":"batch"}"#;
+        let mut framed = (json.len() as u32).to_le_bytes().to_vec();
+        framed.extend_from_slice(json);
+        assert_eq!(
+            read_frame::<Request>(&mut framed.as_slice()).unwrap(),
+            Request::Register { class: TenantClass::Batch, sla_ms: 0, weight: 1, priority: 0, memory: 0 }
+        );
+        let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
+        assert!(matches!(read_frame::<Request>(&mut huge.as_slice()), Err(FrameError::TooLarge(_))));
+        let junk = [3, 0, 0, 0, b'{', b'x', b'}'];
+        assert!(matches!(read_frame::<Request>(&mut junk.as_slice()), Err(FrameError::Malformed(_))));
+        let unknown = br#"{"type":"hello","protocol":1,"extra":true}"#;
+        let mut framed = (unknown.len() as u32).to_le_bytes().to_vec();
+        framed.extend_from_slice(unknown);
+        assert!(matches!(read_frame::<Request>(&mut framed.as_slice()), Err(FrameError::Malformed(_))));
+        assert!(matches!(read_frame::<Request>(&mut [0u8; 0].as_slice()), Err(FrameError::Closed)));
+    }
+}

@@ -1,0 +1,438 @@
+//! The shared-memory data plane (FairGV §3.1, §4.1): per client, one region holding a
+//! request ring (client produces, daemon consumes), a response ring (daemon produces,
+//! client consumes) and a data area; and one daemon-wide doorbell page.
+//!
+//! Each ring is single-producer single-consumer and lock-free: fixed-size descriptors
+//! in a power-of-two array, a tail index written only by the producer and a head index
+//! written only by the consumer. No system call is made per task while both sides are
+//! busy. A side that finds nothing to do spins briefly, then announces that it sleeps
+//! and waits on a futex in the shared memory; the other side makes the wake-up system
+//! call only when that flag is set (the paper's hybrid spinning). The flag and index
+//! accesses are `SeqCst` so that a producer and a consumer going to sleep cannot both
+//! miss each other (the store-then-load pattern of Dekker's algorithm).
+//!
+//! Data: request `seq` owns data slot `seq % slots` for its input and, once answered,
+//! its output; the client never has more than `slots` requests in flight.
+#![allow(unsafe_code)]
+
+use bytemuck::{Pod, Zeroable};
+use memmap2::MmapMut;
+use rustix::thread::futex;
+use std::fs::File;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Identifies a region.
+pub const REGION_MAGIC: u64 = 0x5445_5353_5249_4e47; // "TESSRING"
+
+/// Request operations.
+pub mod op {
+    /// Run a task.
+    pub const SUBMIT: u32 = 0;
+    /// Cancel a queued task (`seq` names it).
+    pub const CANCEL: u32 = 1;
+    /// Answer at once without scheduling (transport benchmark).
+    pub const ECHO: u32 = 2;
+}
+
+/// Response statuses.
+pub mod status {
+    /// Completed.
+    pub const DONE: u32 = 0;
+    /// Failed; `reason` says why.
+    pub const FAILED: u32 = 1;
+    /// Cancelled; `reason` says why.
+    pub const CANCELLED: u32 = 2;
+    /// Answer to an echo.
+    pub const ECHO: u32 = 3;
+}
+
+/// Why a task failed or was cancelled.
+pub mod reason {
+    /// None.
+    pub const NONE: u32 = 0;
+    /// The request was malformed (lengths, op).
+    pub const BAD_REQUEST: u32 = 1;
+    /// The tenant is unknown or not this client's.
+    pub const UNKNOWN_TENANT: u32 = 2;
+    /// Not enough GPU memory.
+    pub const NO_MEMORY: u32 = 3;
+    /// The executor failed it.
+    pub const EXECUTOR: u32 = 4;
+    /// Cancelled by the client.
+    pub const CANCELLED_BY_CLIENT: u32 = 5;
+    /// Its tenant was closed.
+    pub const TENANT_CLOSED: u32 = 6;
+    /// The daemon is shutting down.
+    pub const SHUTDOWN: u32 = 7;
+    /// It can never run here.
+    pub const UNSCHEDULABLE: u32 = 8;
+}
+
+/// A request descriptor (64 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct RequestDesc {
+    /// The client's sequence number for this request.
+    pub seq: u64,
+    /// Tenant id.
+    pub tenant: u64,
+    /// Emulation: the task's work on the reference GPU, nanoseconds.
+    pub cost_ns: u64,
+    /// Device memory the task needs, bytes.
+    pub memory: u64,
+    /// Kernel id.
+    pub kernel: u32,
+    /// One of [`op`].
+    pub op: u32,
+    /// Input bytes in the data slot.
+    pub in_len: u32,
+    /// Output bytes wanted in the data slot.
+    pub out_len: u32,
+    /// Reserved.
+    pub _reserved: [u64; 2],
+}
+
+/// A response descriptor (64 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct ResponseDesc {
+    /// The request's `seq`.
+    pub seq: u64,
+    /// One of [`status`].
+    pub status: u32,
+    /// One of [`reason`].
+    pub reason: u32,
+    /// Time queued in the daemon, nanoseconds (emulated time).
+    pub queued_ns: u64,
+    /// Time running, nanoseconds (emulated time).
+    pub ran_ns: u64,
+    /// GPU it ran on, or `u32::MAX`.
+    pub gpu: u32,
+    /// Output bytes written to the data slot.
+    pub out_len: u32,
+    /// Reserved.
+    pub _reserved: [u64; 3],
+}
+
+/// Head and tail of one ring, each on its own cache line.
+#[repr(C, align(64))]
+#[derive(Debug)]
+struct Index {
+    value: AtomicU32,
+}
+
+#[repr(C)]
+#[derive(Debug)]
+struct Header {
+    magic: u64,
+    slots: u32,
+    slot_bytes: u32,
+    req_tail: Index,
+    req_head: Index,
+    resp_tail: Index,
+    resp_head: Index,
+    client_sleeping: Index,
+    client_wake: Index,
+}
+
+const HEADER: usize = 512;
+const _: () = assert!(std::mem::size_of::<Header>() <= HEADER);
+
+/// Bytes needed for a region of `slots` slots of `slot_bytes` each.
+pub fn region_size(slots: u32, slot_bytes: u32) -> usize {
+    HEADER + 2 * 64 * slots as usize + slots as usize * slot_bytes as usize
+}
+
+/// A mapped client region, shared by the client and the daemon.
+#[derive(Debug)]
+pub struct Region {
+    map: MmapMut,
+    slots: u32,
+    slot_bytes: u32,
+}
+
+/// A region file is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum RegionError {
+    /// Too small, bad magic, or slots not a power of two.
+    #[error("invalid shared region: {0}")]
+    Invalid(&'static str),
+    /// Mapping failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl Region {
+    /// Map `file` (sized and initialised by [`Region::create`]) and check its header.
+    pub fn map(file: &File) -> Result<Region, RegionError> {
+        // SAFETY: a memfd or file created by `create`, shared by exactly one client and
+        // the daemon; every access below respects the ring protocol (atomics for the
+        // indices and flags, each descriptor and data slot owned by one side at a time).
+        let map = unsafe { MmapMut::map_mut(file)? };
+        if map.len() < HEADER {
+            return Err(RegionError::Invalid("shorter than its header"));
+        }
+        let h = map.as_ptr() as *const Header;
+        // SAFETY: the mapping is page-aligned and at least HEADER bytes; magic, slots
+        // and slot_bytes are plain integers written once by `create` before sharing.
+        let (magic, slots, slot_bytes) = unsafe { ((*h).magic, (*h).slots, (*h).slot_bytes) };
+        if magic != REGION_MAGIC {
+            return Err(RegionError::Invalid("bad magic"));
+        }
+        if slots == 0 || !slots.is_power_of_two() || map.len() < region_size(slots, slot_bytes) {
+            return Err(RegionError::Invalid("bad geometry"));
+        }
+        Ok(Region { map, slots, slot_bytes })
+    }
+
+    /// Size `file` for `slots` x `slot_bytes`, write the header, and map it.
+    pub fn create(file: &File, slots: u32, slot_bytes: u32) -> Result<Region, RegionError> {
+        if slots == 0 || !slots.is_power_of_two() {
+            return Err(RegionError::Invalid("slots must be a power of two"));
+        }
+        file.set_len(region_size(slots, slot_bytes) as u64)?;
+        // SAFETY: as in `map`; nobody else has the file yet.
+        let mut map = unsafe { MmapMut::map_mut(file)? };
+        let h = map.as_mut_ptr() as *mut Header;
+        // SAFETY: page-aligned, large enough; the file is new (zeroed) and private to us.
+        unsafe {
+            (*h).magic = REGION_MAGIC;
+            (*h).slots = slots;
+            (*h).slot_bytes = slot_bytes;
+        }
+        Ok(Region { map, slots, slot_bytes })
+    }
+
+    /// Ring slots.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    /// Data bytes per slot.
+    pub fn slot_bytes(&self) -> u32 {
+        self.slot_bytes
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: checked size and alignment at construction; Header's fields other
+        // than the three constants are atomics, safe to share.
+        unsafe { &*(self.map.as_ptr() as *const Header) }
+    }
+
+    fn desc_ptr(&self, ring: usize, index: u32) -> *mut u8 {
+        let offset = HEADER + (ring * self.slots as usize + (index & (self.slots - 1)) as usize) * 64;
+        // SAFETY: offset < HEADER + 2 * slots * 64 <= region size (checked).
+        unsafe { (self.map.as_ptr() as *mut u8).add(offset) }
+    }
+
+    fn data_ptr(&self, seq: u64) -> *mut u8 {
+        let slot = (seq % u64::from(self.slots)) as usize;
+        let offset = HEADER + 2 * 64 * self.slots as usize + slot * self.slot_bytes as usize;
+        // SAFETY: within the region (checked geometry).
+        unsafe { (self.map.as_ptr() as *mut u8).add(offset) }
+    }
+
+    /// Producer side of the request ring (client): push a descriptor; false if full.
+    pub fn push_request(&self, d: &RequestDesc) -> bool {
+        push(self, 0, &self.header().req_tail, &self.header().req_head, bytemuck::bytes_of(d))
+    }
+
+    /// Consumer side of the request ring (daemon).
+    pub fn pop_request(&self) -> Option<RequestDesc> {
+        pop(self, 0, &self.header().req_tail, &self.header().req_head).map(|b| bytemuck::pod_read_unaligned(&b))
+    }
+
+    /// Producer side of the response ring (daemon): push, and wake the client if it
+    /// sleeps. False if full (cannot happen while the client keeps to `slots` in flight).
+    pub fn push_response(&self, d: &ResponseDesc) -> bool {
+        let ok = push(self, 1, &self.header().resp_tail, &self.header().resp_head, bytemuck::bytes_of(d));
+        if ok && self.header().client_sleeping.value.load(Ordering::SeqCst) != 0 {
+            self.header().client_wake.value.fetch_add(1, Ordering::SeqCst);
+            let _ = futex::wake(&self.header().client_wake.value, futex::Flags::empty(), 1);
+        }
+        ok
+    }
+
+    /// Consumer side of the response ring (client).
+    pub fn pop_response(&self) -> Option<ResponseDesc> {
+        pop(self, 1, &self.header().resp_tail, &self.header().resp_head).map(|b| bytemuck::pod_read_unaligned(&b))
+    }
+
+    /// Client: wait for a response, spinning `spins` times before sleeping, for at most
+    /// `timeout` in total.
+    pub fn wait_response(&self, spins: u32, timeout: Duration) -> Option<ResponseDesc> {
+        for _ in 0..spins {
+            if let Some(r) = self.pop_response() {
+                return Some(r);
+            }
+            std::hint::spin_loop();
+        }
+        let h = self.header();
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let seen = h.client_wake.value.load(Ordering::SeqCst);
+            h.client_sleeping.value.store(1, Ordering::SeqCst);
+            if let Some(r) = self.pop_response() {
+                h.client_sleeping.value.store(0, Ordering::SeqCst);
+                return Some(r);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                h.client_sleeping.value.store(0, Ordering::SeqCst);
+                return None;
+            }
+            let nap = left.min(Duration::from_millis(100));
+            let ts = rustix::time::Timespec { tv_sec: nap.as_secs() as i64, tv_nsec: i64::from(nap.subsec_nanos()) };
+            let _ = futex::wait(&h.client_wake.value, futex::Flags::empty(), seen, Some(&ts));
+            h.client_sleeping.value.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// Copy `data` into the data slot of `seq` (the owner of that slot only).
+    pub fn write_data(&self, seq: u64, data: &[u8]) {
+        let n = data.len().min(self.slot_bytes as usize);
+        // SAFETY: the slot of `seq` is owned by whoever calls this (client before
+        // pushing the request, daemon before pushing the response); n <= slot_bytes.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.data_ptr(seq), n) };
+    }
+
+    /// Copy `len` bytes out of the data slot of `seq`.
+    pub fn read_data(&self, seq: u64, len: usize) -> Vec<u8> {
+        let n = len.min(self.slot_bytes as usize);
+        let mut out = vec![0; n];
+        // SAFETY: as in `write_data`, the caller owns the slot now; n <= slot_bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.data_ptr(seq), out.as_mut_ptr(), n) };
+        out
+    }
+}
+
+fn push(r: &Region, ring: usize, tail: &Index, head: &Index, bytes: &[u8]) -> bool {
+    let t = tail.value.load(Ordering::Relaxed); // only we write the tail
+    let h = head.value.load(Ordering::Acquire);
+    if t.wrapping_sub(h) >= r.slots {
+        return false;
+    }
+    // SAFETY: slot t is free (t - h < slots), so the consumer does not read it until we
+    // publish the new tail; 64 bytes fit the descriptor slot.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), r.desc_ptr(ring, t), 64) };
+    tail.value.store(t.wrapping_add(1), Ordering::SeqCst);
+    true
+}
+
+fn pop(r: &Region, ring: usize, tail: &Index, head: &Index) -> Option<[u8; 64]> {
+    let h = head.value.load(Ordering::Relaxed); // only we write the head
+    let t = tail.value.load(Ordering::SeqCst);
+    if h == t {
+        return None;
+    }
+    let mut out = [0u8; 64];
+    // SAFETY: slot h was published by the producer's tail store (acquired above) and is
+    // not overwritten until we publish the new head.
+    unsafe { std::ptr::copy_nonoverlapping(r.desc_ptr(ring, h), out.as_mut_ptr(), 64) };
+    head.value.store(h.wrapping_add(1), Ordering::Release);
+    Some(out)
+}
+
+/// The daemon's doorbell page: clients (and the daemon's own threads) ring it after
+/// publishing work, with a system call only if the daemon announced that it sleeps.
+#[derive(Debug)]
+pub struct Doorbell {
+    map: MmapMut,
+}
+
+#[repr(C)]
+#[derive(Debug)]
+struct Bell {
+    sleeping: Index,
+    word: Index,
+}
+
+impl Doorbell {
+    /// Map (and, if `init`, size) the doorbell file.
+    pub fn map(file: &File, init: bool) -> Result<Doorbell, RegionError> {
+        if init {
+            file.set_len(4096)?;
+        }
+        // SAFETY: a one-page file shared by the daemon and its clients; only the two
+        // atomics in it are ever accessed.
+        let map = unsafe { MmapMut::map_mut(file)? };
+        if map.len() < std::mem::size_of::<Bell>() {
+            return Err(RegionError::Invalid("doorbell too small"));
+        }
+        Ok(Doorbell { map })
+    }
+
+    fn bell(&self) -> &Bell {
+        // SAFETY: page-aligned mapping of at least size_of::<Bell>() bytes (checked);
+        // Bell holds only atomics.
+        unsafe { &*(self.map.as_ptr() as *const Bell) }
+    }
+
+    /// After publishing work: wake the daemon if it sleeps.
+    pub fn ring(&self) {
+        let b = self.bell();
+        if b.sleeping.value.load(Ordering::SeqCst) != 0 {
+            b.word.value.fetch_add(1, Ordering::SeqCst);
+            let _ = futex::wake(&b.word.value, futex::Flags::empty(), 1);
+        }
+    }
+
+    /// Daemon: sleep until rung or `timeout`, unless `has_work` (checked after
+    /// announcing the sleep) says there is work.
+    pub fn sleep(&self, timeout: Duration, has_work: impl FnOnce() -> bool) {
+        let b = self.bell();
+        let seen = b.word.value.load(Ordering::SeqCst);
+        b.sleeping.value.store(1, Ordering::SeqCst);
+        if !has_work() {
+            let ts = rustix::time::Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: i64::from(timeout.subsec_nanos()) };
+            let _ = futex::wait(&b.word.value, futex::Flags::empty(), seen, Some(&ts));
+        }
+        b.sleeping.value.store(0, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memfd(name: &str) -> File {
+        File::from(rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC).unwrap())
+    }
+
+    #[test]
+    fn rings_carry_descriptors_in_order_and_refuse_when_full() {
+        let f = memfd("ring-test");
+        let a = Region::create(&f, 4, 128).unwrap();
+        let b = Region::map(&f).unwrap();
+        for seq in 0..4 {
+            assert!(a.push_request(&RequestDesc { seq, ..Default::default() }));
+        }
+        assert!(!a.push_request(&RequestDesc { seq: 4, ..Default::default() }), "full");
+        for seq in 0..4 {
+            assert_eq!(b.pop_request().unwrap().seq, seq);
+        }
+        assert!(b.pop_request().is_none());
+        a.write_data(6, b"hello");
+        assert_eq!(b.read_data(6, 5), b"hello");
+        assert_eq!(b.read_data(2, 5), b"hello", "slot 6 % 4 = 2");
+    }
+
+    #[test]
+    fn a_sleeping_consumer_is_woken_across_threads() {
+        let f = memfd("ring-wake");
+        let a = Region::create(&f, 8, 64).unwrap();
+        let b = Region::map(&f).unwrap();
+        let t = std::thread::spawn(move || b.wait_response(10, Duration::from_secs(10)).map(|r| r.seq));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(a.push_response(&ResponseDesc { seq: 42, ..Default::default() }));
+        assert_eq!(t.join().unwrap(), Some(42));
+    }
+
+    #[test]
+    fn foreign_files_are_rejected() {
+        let f = memfd("junk");
+        f.set_len(4096).unwrap();
+        assert!(matches!(Region::map(&f), Err(RegionError::Invalid(_))));
+    }
+}
