@@ -129,6 +129,23 @@ pub struct TenantReport {
     pub memory_held: u64,
 }
 
+/// Counts since the daemon started, over all tenants past and present.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// User-facing tasks completed.
+    pub uf_done: u64,
+    /// Of those, within their SLA.
+    pub uf_met: u64,
+    /// Batch tasks completed.
+    pub batch_done: u64,
+    /// Tasks failed.
+    pub failed: u64,
+    /// Tasks cancelled.
+    pub cancelled: u64,
+    /// GPU resets.
+    pub resets: u64,
+}
+
 /// The node's state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
@@ -142,6 +159,8 @@ pub struct StatusReport {
     pub gpus: Vec<GpuReport>,
     /// Per tenant.
     pub tenants: Vec<TenantReport>,
+    /// Counts since start.
+    pub totals: Totals,
 }
 
 /// A message from the daemon.

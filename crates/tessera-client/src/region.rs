@@ -238,6 +238,12 @@ impl Region {
         push(self, 0, &self.header().req_tail, &self.header().req_head, bytemuck::bytes_of(d))
     }
 
+    /// Whether the request ring holds anything (daemon, before sleeping).
+    pub fn has_requests(&self) -> bool {
+        let h = self.header();
+        h.req_head.value.load(Ordering::Relaxed) != h.req_tail.value.load(Ordering::SeqCst)
+    }
+
     /// Consumer side of the request ring (daemon).
     pub fn pop_request(&self) -> Option<RequestDesc> {
         pop(self, 0, &self.header().req_tail, &self.header().req_head).map(|b| bytemuck::pod_read_unaligned(&b))

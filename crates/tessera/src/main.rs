@@ -2,6 +2,7 @@
 //! prints. Everything it computes lives in `tessera-sim` / `tessera-core`.
 
 mod bench;
+mod daemon;
 mod ledger;
 mod sim;
 
@@ -24,6 +25,10 @@ enum Command {
     /// Measure tessera's own speed.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run the daemon that shares this node's GPUs among client processes.
+    Daemon(daemon::DaemonArgs),
+    /// Like nvidia-smi for the shared node: GPUs, pools, tenants.
+    Status(daemon::StatusArgs),
     /// Inspect the GPU memory ledger shared by co-located processes.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
@@ -41,5 +46,7 @@ fn main() -> Result<()> {
         Command::Sim(cmd) => sim::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Ledger(cmd) => ledger::run(cmd),
+        Command::Daemon(a) => daemon::run_daemon(a),
+        Command::Status(a) => daemon::run_status(a),
     }
 }

@@ -1,1 +1,183 @@
+//! `tesserad`: the daemon that real processes talk to. It runs one of the core's
+//! policies in wall-clock time (emulated time, optionally sped up) over an executor.
+//!
+//! Module map:
+//! - [`config`]: TOML configuration, validated.
+//! - `server`: the control plane (Unix socket, `SO_PEERCRED`, one thread per client).
+//! - `core`: the core loop that owns the policy, polls the shared-memory rings and
+//!   carries out actions.
+//! - [`executor`]: emulated GPUs (one thread each); CUDA device discovery.
+//! - `cuda`: the CUDA driver loaded at run time (`unsafe`).
+#![deny(unsafe_code)]
 
+pub mod config;
+mod core;
+mod cuda;
+pub mod executor;
+mod server;
+
+use crate::core::{Clock, Core, Mailbox, Msg};
+use crate::server::Server;
+use config::{DaemonConfig, ExecutorKind};
+use rustix::fs::{FlockOperation, flock};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use tessera_client::region::Doorbell;
+use tessera_core::{Bytes, GpuSpec, Nanos};
+use tessera_ledger::{GpuSource, Ledger, LedgerConfig};
+use tessera_sim::perf::PerfModel;
+
+/// The daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Another daemon holds the socket.
+    #[error("another tesserad is already running on {socket} ({holder}); stop it or choose another --socket")]
+    AlreadyRunning {
+        /// Socket path.
+        socket: PathBuf,
+        /// What the lock file says about its holder.
+        holder: String,
+    },
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// The policy does not fit this node.
+    #[error(transparent)]
+    Policy(#[from] tessera_core::PolicyError),
+    /// The CUDA executor was chosen but is unusable.
+    #[error("cuda executor: {0}")]
+    Cuda(String),
+    /// The memory ledger could not be opened.
+    #[error(transparent)]
+    Ledger(#[from] tessera_ledger::LedgerError),
+    /// An I/O error at start-up.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Error.
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
+    let what = what.into();
+    move |source| DaemonError::Io { what, source }
+}
+
+/// A running daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    server: Arc<Server>,
+    socket: PathBuf,
+    core: Option<JoinHandle<()>>,
+    accept: Option<JoinHandle<()>>,
+    _lock: File,
+}
+
+impl Daemon {
+    /// Start a daemon: take the single-instance lock, bind the socket (mode 0600), open
+    /// the ledger, start the executor and the core loop.
+    pub fn start(cfg: &DaemonConfig) -> Result<Daemon, DaemonError> {
+        cfg.validate()?;
+        let speedup = match cfg.executor {
+            ExecutorKind::Emulated { speedup } => speedup,
+            ExecutorKind::Cuda => {
+                let devices = executor::probe_cuda().map_err(DaemonError::Cuda)?;
+                return Err(DaemonError::Cuda(format!(
+                    "found {} device(s) ({:?} bytes), but running kernels through the driver is not implemented yet; use the emulated executor",
+                    devices.len(),
+                    devices
+                )));
+            }
+        };
+        let lock_path = cfg.socket.with_extension("lock");
+        let mut lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(io(format!("opening {}", lock_path.display())))?;
+        if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
+            let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
+            return Err(DaemonError::AlreadyRunning { socket: cfg.socket.clone(), holder: holder.trim().to_string() });
+        }
+        lock.set_len(0).map_err(io("writing the lock file"))?;
+        let _ = writeln!(lock, "pid {}", std::process::id());
+        // we hold the lock, so a socket file left here is stale
+        let _ = std::fs::remove_file(&cfg.socket);
+        let listener = UnixListener::bind(&cfg.socket).map_err(io(format!("binding {}", cfg.socket.display())))?;
+        std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600)).map_err(io("restricting the socket to its owner"))?;
+
+        let gpus = GpuSpec::uniform(cfg.gpus, Bytes::mib(cfg.gpu_memory_mib));
+        let policy = cfg.policy_config().build(&gpus)?;
+        let ledger = Ledger::open(&LedgerConfig {
+            path: cfg.ledger.clone(),
+            gpus: GpuSource::Explicit(gpus.iter().map(|g| g.memory).collect()),
+            policy: Default::default(),
+            priority: 0,
+        })?;
+        let bell_file = File::from(rustix::fs::memfd_create("tessera-doorbell", rustix::fs::MemfdFlags::CLOEXEC).map_err(|e| io("doorbell")(e.into()))?);
+        let bell = Arc::new(Doorbell::map(&bell_file, true).map_err(|e| io("doorbell")(std::io::Error::other(e)))?);
+        let (mailbox, rx) = Mailbox::new(bell);
+        let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 };
+        let exec = executor::Emulated::start(cfg.gpus, perf, speedup, mailbox.clone());
+        let core = Core::new(
+            policy,
+            Clock::new(speedup),
+            rx,
+            mailbox.clone(),
+            exec,
+            Some(ledger),
+            &gpus.iter().map(|g| g.memory).collect::<Vec<_>>(),
+            format!("emulated x{speedup}"),
+            cfg.slot_bytes,
+        );
+        let core = std::thread::Builder::new().name("core".into()).spawn(move || core.run()).map_err(io("spawning the core"))?;
+        let server = Arc::new(Server::new(mailbox, bell_file, cfg.ring_slots, cfg.slot_bytes));
+        let s = server.clone();
+        let accept = std::thread::Builder::new().name("accept".into()).spawn(move || s.accept_loop(listener)).map_err(io("spawning the accept loop"))?;
+        tracing::info!(socket = %cfg.socket.display(), policy = ?cfg.policy, gpus = cfg.gpus, speedup, "tesserad started");
+        Ok(Daemon { server, socket: cfg.socket.clone(), core: Some(core), accept: Some(accept), _lock: lock })
+    }
+
+    /// The control socket.
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
+    /// Drain and stop: admit nothing new, cancel queued tasks with a reason, let running
+    /// ones finish, remove the socket. Blocks until done.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if self.server.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.server.mailbox.send(Msg::Shutdown);
+        let _ = UnixStream::connect(&self.socket); // wake the accept loop
+        if let Some(a) = self.accept.take() {
+            let _ = a.join();
+        }
+        if let Some(c) = self.core.take() {
+            let _ = c.join();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        tracing::info!("tesserad stopped");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

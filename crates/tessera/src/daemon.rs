@@ -1,0 +1,179 @@
+//! `tessera daemon` and `tessera status`.
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use tessera_client::Client;
+use tesserad::Daemon;
+use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PolicyArg {
+    RoundRobin,
+    Priority,
+    Flexy,
+    FlexyPid,
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// TOML configuration file; the flags below override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Control socket.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// GPU memory ledger file.
+    #[arg(long)]
+    ledger: Option<PathBuf>,
+    /// Emulated GPUs.
+    #[arg(long)]
+    gpus: Option<usize>,
+    /// Memory per emulated GPU, MiB.
+    #[arg(long)]
+    gpu_memory_mib: Option<u64>,
+    /// Use emulated GPUs (the default).
+    #[arg(long, conflicts_with = "cuda")]
+    emulate: bool,
+    /// Use real GPUs through the CUDA driver.
+    #[arg(long)]
+    cuda: bool,
+    /// Emulated time runs this many times faster than the wall clock.
+    #[arg(long)]
+    speedup: Option<f64>,
+    /// Scheduling policy.
+    #[arg(long, value_enum)]
+    policy: Option<PolicyArg>,
+    /// Minimum reservation K.
+    #[arg(long)]
+    reserve: Option<usize>,
+    /// GPU reset latency in ms (0: no resets).
+    #[arg(long)]
+    reset_ms: Option<u64>,
+    /// User-facing SLA the policy plans for, ms.
+    #[arg(long)]
+    sla_ms: Option<u64>,
+}
+
+impl DaemonArgs {
+    fn config(&self) -> Result<DaemonConfig> {
+        let mut c = match &self.config {
+            Some(p) => DaemonConfig::from_file(p)?,
+            None => DaemonConfig::default(),
+        };
+        if let Some(v) = &self.socket {
+            c.socket = v.clone();
+        }
+        if let Some(v) = &self.ledger {
+            c.ledger = v.clone();
+        }
+        if let Some(v) = self.gpus {
+            c.gpus = v;
+        }
+        if let Some(v) = self.gpu_memory_mib {
+            c.gpu_memory_mib = v;
+        }
+        if self.cuda {
+            c.executor = ExecutorKind::Cuda;
+        } else if self.emulate || self.speedup.is_some() {
+            let current = match c.executor {
+                ExecutorKind::Emulated { speedup } => speedup,
+                ExecutorKind::Cuda => 1.0,
+            };
+            c.executor = ExecutorKind::Emulated { speedup: self.speedup.unwrap_or(current) };
+        }
+        if let Some(p) = self.policy {
+            c.policy = match p {
+                PolicyArg::RoundRobin => PolicyName::RoundRobin,
+                PolicyArg::Priority => PolicyName::Priority,
+                PolicyArg::Flexy => PolicyName::Flexy,
+                PolicyArg::FlexyPid => PolicyName::FlexyPid,
+            };
+        }
+        if let Some(v) = self.reserve {
+            c.reserve = v;
+        }
+        if let Some(v) = self.reset_ms {
+            c.reset_ms = v;
+        }
+        if let Some(v) = self.sla_ms {
+            c.sla_ms = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+pub fn run_daemon(a: DaemonArgs) -> Result<()> {
+    let cfg = a.config()?;
+    let daemon = Daemon::start(&cfg)?;
+    eprintln!("tesserad listening on {} ({:?}, {} GPUs); SIGTERM or Ctrl-C drains and stops", cfg.socket.display(), cfg.policy, cfg.gpus);
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
+        .context("installing signal handlers")?;
+    if let Some(sig) = signals.forever().next() {
+        eprintln!("signal {sig}: draining");
+    }
+    daemon.shutdown();
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Control socket.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Print the raw JSON report.
+    #[arg(long)]
+    json: bool,
+}
+
+fn mib(b: u64) -> String {
+    format!("{}MiB", b >> 20)
+}
+
+pub fn run_status(a: StatusArgs) -> Result<()> {
+    let socket = a.socket.unwrap_or_else(|| DaemonConfig::default().socket);
+    let mut client = Client::connect_control(&socket).with_context(|| format!("no tesserad at {}", socket.display()))?;
+    let s = client.status()?;
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
+        return Ok(());
+    }
+    writeln!(out, "tesserad: policy {}, executor {}, up {:.0} s", s.policy, s.executor, s.uptime_s)?;
+    writeln!(out, "{:<4} {:<12} {:<14} {:>20} {:>6}", "GPU", "pool", "busy", "memory used/total", "util")?;
+    for g in &s.gpus {
+        writeln!(
+            out,
+            "{:<4} {:<12} {:<14} {:>20} {:>5.0}%",
+            g.gpu,
+            g.pool,
+            g.busy,
+            format!("{} / {}", mib(g.memory_used), mib(g.memory_total)),
+            100.0 * g.utilization
+        )?;
+    }
+    writeln!(out, "\n{:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}", "tenant", "pid", "class", "queued", "done", "failed", "SLA met", "memory")?;
+    for t in &s.tenants {
+        let class = match t.class {
+            tessera_client::proto::TenantClass::UserFacing => format!("uf {}ms", t.sla_ms),
+            tessera_client::proto::TenantClass::Batch => "batch".into(),
+        };
+        writeln!(
+            out,
+            "{:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
+            t.tenant,
+            t.pid,
+            class,
+            t.queued,
+            t.done,
+            t.not_done,
+            t.sla_met.map_or("-".into(), |m| format!("{:.1}%", 100.0 * m)),
+            mib(t.memory_held)
+        )?;
+    }
+    let t = &s.totals;
+    writeln!(out, "\nsince start: {} user-facing done ({} within SLA), {} batch done, {} failed, {} cancelled, {} resets", t.uf_done, t.uf_met, t.batch_done, t.failed, t.cancelled, t.resets)?;
+    Ok(())
+}

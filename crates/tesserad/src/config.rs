@@ -1,0 +1,169 @@
+//! The daemon's configuration: a TOML file, overridden by command-line flags. Unknown
+//! keys are rejected.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use tessera_core::policy::PidGains;
+use tessera_core::{Nanos, PolicyConfig};
+
+/// Where tasks run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
+pub enum ExecutorKind {
+    /// Emulated GPUs: the simulator's performance model in wall-clock time.
+    Emulated {
+        /// Emulated time runs this many times faster than the wall clock (demos, tests).
+        #[serde(default = "one")]
+        speedup: f64,
+    },
+    /// Real GPUs through the CUDA driver, loaded at run time.
+    Cuda,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Scheduling policy, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyName {
+    /// Round-robin (Flexy §II-A).
+    RoundRobin,
+    /// Priority, user-facing first (Flexy §II-B).
+    Priority,
+    /// Flexy's elastic pools (Flexy §II-C).
+    Flexy,
+    /// Flexy with K from a PID controller.
+    FlexyPid,
+}
+
+/// The daemon's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// Control socket path.
+    pub socket: PathBuf,
+    /// GPU memory ledger path (shared with non-daemon clients).
+    pub ledger: PathBuf,
+    /// Emulated GPUs.
+    pub gpus: usize,
+    /// Memory of each emulated GPU, MiB.
+    pub gpu_memory_mib: u64,
+    /// Executor.
+    pub executor: ExecutorKind,
+    /// Policy.
+    pub policy: PolicyName,
+    /// Minimum reservation K (priority, flexy).
+    pub reserve: usize,
+    /// GPU reset latency, ms; 0 disables resets.
+    pub reset_ms: u64,
+    /// The common user-facing SLA the policy plans for, ms.
+    pub sla_ms: u64,
+    /// Ring slots per client (a power of two): the most tasks a client has in flight.
+    pub ring_slots: u32,
+    /// Data bytes per slot: the largest task input or output.
+    pub slot_bytes: u32,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+        DaemonConfig {
+            socket: runtime.join("tesserad.sock"),
+            ledger: PathBuf::from("/dev/shm/tessera-ledger"),
+            gpus: 4,
+            gpu_memory_mib: 4096,
+            executor: ExecutorKind::Emulated { speedup: 1.0 },
+            policy: PolicyName::Flexy,
+            reserve: 1,
+            reset_ms: 0,
+            sla_ms: 200,
+            ring_slots: 64,
+            slot_bytes: 4096,
+        }
+    }
+}
+
+/// A configuration file is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Could not read it.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// File.
+        path: PathBuf,
+        /// Error.
+        source: std::io::Error,
+    },
+    /// Not valid TOML for this configuration (includes unknown keys).
+    #[error("{path}: {message}")]
+    Parse {
+        /// File.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl DaemonConfig {
+    /// Read a TOML file.
+    pub fn from_file(path: &std::path::Path) -> Result<DaemonConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
+    }
+
+    /// Check ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.gpus == 0 || self.gpus > 16 {
+            return bad(format!("gpus must be 1..=16, got {}", self.gpus));
+        }
+        if !self.ring_slots.is_power_of_two() || self.ring_slots > 4096 {
+            return bad(format!("ring_slots must be a power of two up to 4096, got {}", self.ring_slots));
+        }
+        if self.slot_bytes == 0 || self.slot_bytes > 1 << 24 {
+            return bad(format!("slot_bytes must be 1..=16 MiB, got {}", self.slot_bytes));
+        }
+        if let ExecutorKind::Emulated { speedup } = self.executor {
+            if !(speedup > 0.0 && speedup <= 1000.0) {
+                return bad(format!("speedup must be in (0, 1000], got {speedup}"));
+            }
+        }
+        if self.sla_ms == 0 {
+            return bad("sla_ms must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The core policy configuration.
+    pub fn policy_config(&self) -> PolicyConfig {
+        let sla = Nanos::from_millis(self.sla_ms);
+        let reset = (self.reset_ms > 0).then(|| Nanos::from_millis(self.reset_ms));
+        match self.policy {
+            PolicyName::RoundRobin => PolicyConfig::RoundRobin,
+            PolicyName::Priority => PolicyConfig::Priority { reserve: self.reserve, reset },
+            PolicyName::Flexy => PolicyConfig::Flexy { reserve: self.reserve, reset, sla, history: 10 },
+            PolicyName::FlexyPid => PolicyConfig::FlexyPid { sla, history: 10, gains: PidGains::default() },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_is_parsed_and_unknown_keys_are_rejected() {
+        let c: DaemonConfig = toml::from_str("gpus = 2\npolicy = \"priority\"\n[executor]\nkind = \"emulated\"\nspeedup = 4.0\n").unwrap();
+        assert_eq!(c.gpus, 2);
+        assert_eq!(c.policy, PolicyName::Priority);
+        assert_eq!(c.executor, ExecutorKind::Emulated { speedup: 4.0 });
+        assert!(toml::from_str::<DaemonConfig>("gpu = 2\n").is_err());
+        assert!(DaemonConfig { gpus: 0, ..Default::default() }.validate().is_err());
+        assert!(DaemonConfig { ring_slots: 3, ..Default::default() }.validate().is_err());
+    }
+}

@@ -1,0 +1,698 @@
+//! The core loop: one thread owns the policy and every table. It polls the clients'
+//! request rings, drains its mailbox (control requests, executor reports), feeds the
+//! policy events with the emulated clock's time, and carries out the policy's actions.
+//! When there is nothing to do it spins briefly, then sleeps on the doorbell futex.
+
+use crate::executor::{Command, Emulated};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
+use tessera_client::proto::{ErrorCode, GpuReport, Reply, StatusReport, TenantClass, TenantReport, Totals};
+use tessera_client::region::{Doorbell, Region, RequestDesc, ResponseDesc, op, reason, status};
+use tessera_core::action::TaskEndReason;
+use tessera_core::event::ExecutionFailure;
+use tessera_core::{Action, Bytes, Event, GpuId, Nanos, Placement, Policy, ServiceClass, TaskId, TaskSpec, TenantId, TenantSpec};
+use tessera_ledger::{Ledger, Wait};
+
+/// A client connection's id.
+pub type ConnId = u64;
+
+/// Messages to the core loop.
+#[derive(Debug)]
+pub enum Msg {
+    /// A client opened rings.
+    Connected {
+        /// Connection.
+        conn: ConnId,
+        /// Its region.
+        region: Arc<Region>,
+        /// Peer pid (SO_PEERCRED).
+        pid: u32,
+        /// Peer uid.
+        uid: u32,
+    },
+    /// A control request, answered on `reply`.
+    Control {
+        /// Connection (identity from the kernel, not from the message).
+        conn: ConnId,
+        /// Peer pid.
+        pid: u32,
+        /// Peer uid.
+        uid: u32,
+        /// The request.
+        request: tessera_client::proto::Request,
+        /// Where to answer.
+        reply: Sender<Reply>,
+    },
+    /// The connection closed (or its process died).
+    Disconnected {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// A GPU finished a task.
+    Finished {
+        /// GPU.
+        gpu: GpuId,
+        /// Task.
+        task: TaskId,
+        /// Emulated run time.
+        ran_for: Nanos,
+        /// Output bytes written.
+        out_len: u32,
+    },
+    /// A GPU finished resetting.
+    ResetDone {
+        /// GPU.
+        gpu: GpuId,
+    },
+    /// Drain and stop.
+    Shutdown,
+}
+
+/// The core's mailbox: a channel plus the doorbell, so that a sender wakes a sleeping
+/// core, and a count of pending messages that the core checks before sleeping.
+#[derive(Clone, Debug)]
+pub struct Mailbox {
+    tx: Sender<Msg>,
+    pending: Arc<AtomicUsize>,
+    bell: Arc<Doorbell>,
+}
+
+impl Mailbox {
+    /// A mailbox and its receiving end.
+    pub fn new(bell: Arc<Doorbell>) -> (Mailbox, Receiver<Msg>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (Mailbox { tx, pending: Arc::new(AtomicUsize::new(0)), bell }, rx)
+    }
+
+    /// Send and wake the core.
+    pub fn send(&self, m: Msg) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self.tx.send(m).is_err() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.bell.ring();
+    }
+}
+
+/// Emulated time: wall time since start times the speed-up.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    start: Instant,
+    speedup: f64,
+}
+
+impl Clock {
+    /// Start now.
+    pub fn new(speedup: f64) -> Clock {
+        Clock { start: Instant::now(), speedup }
+    }
+    /// Emulated now.
+    pub fn now(&self) -> Nanos {
+        Nanos((self.start.elapsed().as_nanos() as f64 * self.speedup) as u64)
+    }
+    /// Wall duration of an emulated span.
+    pub fn wall(&self, span: Nanos) -> Duration {
+        Duration::from_nanos((span.0 as f64 / self.speedup) as u64)
+    }
+}
+
+struct Conn {
+    region: Arc<Region>,
+    pid: u32,
+    uid: u32,
+    alive: bool,
+    tenants: BTreeSet<TenantId>,
+    tasks: usize,
+}
+
+struct TenantInfo {
+    conn: ConnId,
+    class: ServiceClass,
+    open: bool,
+    queued: u64,
+    done: u64,
+    met: u64,
+    not_done: u64,
+}
+
+struct TaskInfo {
+    conn: ConnId,
+    seq: u64,
+    tenant: TenantId,
+    work: Nanos,
+    memory: u64,
+    in_len: u32,
+    out_len: u32,
+    submitted: Nanos,
+    started: Option<(GpuId, Nanos)>,
+}
+
+struct GpuRt {
+    running: Option<TaskId>,
+    busy_since: Option<Instant>,
+    busy_total: Duration,
+    resetting: bool,
+    memory: u64,
+    pool: &'static str,
+}
+
+/// The core's state.
+pub struct Core {
+    policy: Box<dyn Policy>,
+    clock: Clock,
+    rx: Receiver<Msg>,
+    mailbox: Mailbox,
+    exec: Emulated,
+    ledger: Option<Ledger>,
+    conns: BTreeMap<ConnId, Conn>,
+    tenants: BTreeMap<TenantId, TenantInfo>,
+    tasks: BTreeMap<TaskId, TaskInfo>,
+    by_seq: BTreeMap<(ConnId, u64), TaskId>,
+    gpus: Vec<GpuRt>,
+    internal: VecDeque<Event>,
+    next_task: u64,
+    next_tenant: u64,
+    totals: Totals,
+    draining: bool,
+    started: Instant,
+    executor_name: String,
+    slot_bytes: u32,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("policy", &self.policy.label()).field("tasks", &self.tasks.len()).finish()
+    }
+}
+
+/// Spin this long without work before sleeping on the doorbell.
+const SPIN: Duration = Duration::from_micros(50);
+
+impl Core {
+    /// A core over `gpu_memory` (one entry per GPU).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        policy: Box<dyn Policy>,
+        clock: Clock,
+        rx: Receiver<Msg>,
+        mailbox: Mailbox,
+        exec: Emulated,
+        ledger: Option<Ledger>,
+        gpu_memory: &[Bytes],
+        executor_name: String,
+        slot_bytes: u32,
+    ) -> Core {
+        Core {
+            policy,
+            clock,
+            rx,
+            mailbox,
+            exec,
+            ledger,
+            conns: BTreeMap::new(),
+            tenants: BTreeMap::new(),
+            tasks: BTreeMap::new(),
+            by_seq: BTreeMap::new(),
+            gpus: gpu_memory
+                .iter()
+                .map(|m| GpuRt { running: None, busy_since: None, busy_total: Duration::ZERO, resetting: false, memory: m.0, pool: "shared" })
+                .collect(),
+            internal: VecDeque::new(),
+            next_task: 0,
+            next_tenant: 1,
+            totals: Totals::default(),
+            draining: false,
+            started: Instant::now(),
+            executor_name,
+            slot_bytes,
+        }
+    }
+
+    /// Run until shut down and drained.
+    pub fn run(mut self) {
+        let tick = self.policy.tick_interval();
+        let mut next_tick = tick.map(|t| self.clock.now() + t);
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            let mut worked = false;
+            while let Ok(m) = self.rx.try_recv() {
+                self.mailbox.pending.fetch_sub(1, Ordering::SeqCst);
+                self.handle(m);
+                worked = true;
+            }
+            worked |= self.poll_rings();
+            if let (Some(t), Some(period)) = (next_tick, tick) {
+                if self.clock.now() >= t {
+                    self.deliver(Event::Tick);
+                    next_tick = Some(self.clock.now() + period);
+                }
+            }
+            if self.draining && self.tasks.values().all(|t| t.started.is_none()) && self.gpus.iter().all(|g| !g.resetting) {
+                // nothing runs; anything still queued was cancelled by TenantLeft
+                break;
+            }
+            if worked {
+                idle_since = None;
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            let timeout = next_tick.map_or(Duration::from_millis(100), |t| self.clock.wall(t - self.clock.now()).min(Duration::from_millis(100)));
+            let pending = self.mailbox.pending.clone();
+            let conns: Vec<Arc<Region>> = self.conns.values().filter(|c| c.alive).map(|c| c.region.clone()).collect();
+            self.mailbox.bell.sleep(timeout.max(Duration::from_micros(100)), || {
+                pending.load(Ordering::SeqCst) > 0 || conns.iter().any(|r| r.has_requests())
+            });
+            idle_since = None;
+        }
+        tracing::info!("core drained; stopping executors");
+        self.exec.stop();
+    }
+
+    fn poll_rings(&mut self) -> bool {
+        let mut worked = false;
+        let ids: Vec<ConnId> = self.conns.iter().filter(|(_, c)| c.alive).map(|(id, _)| *id).collect();
+        for conn in ids {
+            let region = self.conns[&conn].region.clone();
+            // bounded per connection per pass, so one busy client cannot starve others
+            for _ in 0..64 {
+                let Some(req) = region.pop_request() else { break };
+                worked = true;
+                self.request(conn, &region, req);
+            }
+        }
+        worked
+    }
+
+    fn respond(&self, conn: ConnId, r: ResponseDesc) {
+        if let Some(c) = self.conns.get(&conn).filter(|c| c.alive) {
+            if !c.region.push_response(&r) {
+                tracing::warn!(conn, "response ring full; client exceeded its slots");
+            }
+        }
+    }
+
+    fn reject(&self, conn: ConnId, seq: u64, why: u32) {
+        self.respond(conn, ResponseDesc { seq, status: status::FAILED, reason: why, gpu: u32::MAX, ..Default::default() });
+    }
+
+    fn request(&mut self, conn: ConnId, region: &Region, d: RequestDesc) {
+        match d.op {
+            op::ECHO => {
+                let _ = region.push_response(&ResponseDesc { seq: d.seq, status: status::ECHO, gpu: u32::MAX, ..Default::default() });
+            }
+            op::CANCEL => {
+                if let Some(task) = self.by_seq.get(&(conn, d.seq)).copied() {
+                    self.deliver(Event::TaskCancelRequested { task });
+                }
+            }
+            op::SUBMIT => {
+                let tenant = TenantId(d.tenant);
+                let owned = self.tenants.get(&tenant).is_some_and(|t| t.conn == conn && t.open);
+                if self.draining {
+                    return self.respond(conn, ResponseDesc { seq: d.seq, status: status::CANCELLED, reason: reason::SHUTDOWN, gpu: u32::MAX, ..Default::default() });
+                }
+                if !owned {
+                    return self.reject(conn, d.seq, reason::UNKNOWN_TENANT);
+                }
+                if d.in_len > self.slot_bytes || d.out_len > self.slot_bytes {
+                    return self.reject(conn, d.seq, reason::BAD_REQUEST);
+                }
+                if self.gpus.iter().all(|g| d.memory > g.memory) {
+                    return self.reject(conn, d.seq, reason::UNSCHEDULABLE);
+                }
+                let id = TaskId(self.next_task);
+                self.next_task += 1;
+                self.tasks.insert(
+                    id,
+                    TaskInfo {
+                        conn,
+                        seq: d.seq,
+                        tenant,
+                        work: Nanos(d.cost_ns),
+                        memory: d.memory,
+                        in_len: d.in_len,
+                        out_len: d.out_len,
+                        submitted: self.clock.now(),
+                        started: None,
+                    },
+                );
+                self.by_seq.insert((conn, d.seq), id);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.tasks += 1;
+                }
+                if let Some(t) = self.tenants.get_mut(&tenant) {
+                    t.queued += 1;
+                }
+                self.deliver(Event::TaskSubmitted(TaskSpec { id, tenant, kernel: d.kernel, memory: Bytes(d.memory) }));
+            }
+            _ => self.reject(conn, d.seq, reason::BAD_REQUEST),
+        }
+    }
+
+    /// Tell the policy, carry out its actions, then any events those produced.
+    fn deliver(&mut self, e: Event) {
+        self.internal.push_back(e);
+        while let Some(e) = self.internal.pop_front() {
+            let mut actions = Vec::new();
+            self.policy.on_event(self.clock.now(), &e, &mut actions);
+            for a in actions {
+                self.apply(a);
+            }
+        }
+    }
+
+    fn apply(&mut self, a: Action) {
+        match a {
+            Action::Dispatch { task, placement } => self.dispatch(task, placement.gpu),
+            Action::EndTask { task, reason: why } => {
+                let Some(info) = self.tasks.remove(&task) else { return };
+                self.forget(&info);
+                let (st, code) = match why {
+                    _ if self.draining => (status::CANCELLED, reason::SHUTDOWN),
+                    TaskEndReason::TenantLeft => (status::CANCELLED, reason::TENANT_CLOSED),
+                    TaskEndReason::CancelledByClient => (status::CANCELLED, reason::CANCELLED_BY_CLIENT),
+                    TaskEndReason::Shutdown => (status::CANCELLED, reason::SHUTDOWN),
+                    TaskEndReason::UnknownTenant => (status::FAILED, reason::UNKNOWN_TENANT),
+                    TaskEndReason::Unschedulable(_) => (status::FAILED, reason::UNSCHEDULABLE),
+                };
+                if st == status::CANCELLED {
+                    self.totals.cancelled += 1;
+                } else {
+                    self.totals.failed += 1;
+                }
+                if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                    t.not_done += 1;
+                    t.queued = t.queued.saturating_sub(1);
+                }
+                self.respond(info.conn, ResponseDesc { seq: info.seq, status: st, reason: code, gpu: u32::MAX, ..Default::default() });
+            }
+            Action::ResetGpu { gpu, killed } => {
+                let Some(g) = self.gpus.get_mut(gpu.0 as usize) else { return };
+                if let Some(since) = g.busy_since.take() {
+                    g.busy_total += since.elapsed();
+                }
+                g.running = None;
+                g.resetting = true;
+                self.totals.resets += 1;
+                if let Some(task) = killed {
+                    if let Some(info) = self.tasks.get_mut(&task) {
+                        info.started = None;
+                        let memory = info.memory;
+                        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                            t.queued += 1;
+                        }
+                        self.release_memory(gpu, memory);
+                    }
+                }
+                self.exec.send(gpu, Command::Reset);
+            }
+            Action::SetPools { user_facing, batch } => {
+                for g in user_facing {
+                    if let Some(rt) = self.gpus.get_mut(g.0 as usize) {
+                        rt.pool = "user_facing";
+                    }
+                }
+                for g in batch {
+                    if let Some(rt) = self.gpus.get_mut(g.0 as usize) {
+                        rt.pool = "batch";
+                    }
+                }
+            }
+            other => tracing::warn!(?other, "action not supported by this daemon's executors; ignored"),
+        }
+    }
+
+    fn release_memory(&mut self, gpu: GpuId, memory: u64) {
+        if memory > 0 {
+            if let Some(l) = &self.ledger {
+                if let Err(e) = l.post_free(gpu.0, memory) {
+                    tracing::error!(error = %e, "ledger post-free failed");
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self, task: TaskId, gpu: GpuId) {
+        let Some(info) = self.tasks.get_mut(&task) else { return };
+        // memory for the task is admitted through the ledger, which other processes on
+        // the node share; if it is not free the task fails with a reason
+        if info.memory > 0 {
+            if let Some(l) = &self.ledger {
+                if let Err(e) = l.pre_alloc(gpu.0, info.memory, Wait::NoWait) {
+                    tracing::info!(%task, error = %e, "no GPU memory for task");
+                    let failure = Event::TaskFinished {
+                        task,
+                        placement: Placement::whole(gpu),
+                        ran_for: Nanos::ZERO,
+                        result: Err(ExecutionFailure { reason: e.to_string() }),
+                    };
+                    // the policy marked the GPU busy; tell it the task failed at once
+                    self.gpus[gpu.0 as usize].running = Some(task);
+                    info.started = Some((gpu, self.clock.now()));
+                    let info = self.tasks.remove(&task).expect("present");
+                    self.finish_bookkeeping(gpu, &info, false, reason::NO_MEMORY, 0);
+                    self.internal.push_back(failure);
+                    return;
+                }
+            }
+        }
+        info.started = Some((gpu, self.clock.now()));
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.queued = t.queued.saturating_sub(1);
+        }
+        let data = self.conns.get(&info.conn).filter(|c| c.alive).map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
+        let g = &mut self.gpus[gpu.0 as usize];
+        g.running = Some(task);
+        g.busy_since = Some(Instant::now());
+        self.exec.send(gpu, Command::Run { task, work: info.work, data });
+    }
+
+    fn forget(&mut self, info: &TaskInfo) {
+        self.by_seq.remove(&(info.conn, info.seq));
+        if let Some(c) = self.conns.get_mut(&info.conn) {
+            c.tasks = c.tasks.saturating_sub(1);
+        }
+        self.gc_conn(info.conn);
+    }
+
+    fn gc_conn(&mut self, conn: ConnId) {
+        if self.conns.get(&conn).is_some_and(|c| !c.alive && c.tasks == 0) {
+            self.conns.remove(&conn);
+        }
+    }
+
+    /// Stats, client answer and ledger release for a task that stopped on `gpu`.
+    fn finish_bookkeeping(&mut self, gpu: GpuId, info: &TaskInfo, ok: bool, why: u32, out_len: u32) {
+        let g = &mut self.gpus[gpu.0 as usize];
+        g.running = None;
+        if let Some(since) = g.busy_since.take() {
+            g.busy_total += since.elapsed();
+        }
+        let now = self.clock.now();
+        let (started_at, ran) = info.started.map_or((now, Nanos::ZERO), |(_, s)| (s, now - s));
+        if ok {
+            self.release_memory(gpu, info.memory);
+        }
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            if ok {
+                t.done += 1;
+                match t.class {
+                    ServiceClass::UserFacing { sla } => {
+                        self.totals.uf_done += 1;
+                        if now - info.submitted <= sla {
+                            t.met += 1;
+                            self.totals.uf_met += 1;
+                        }
+                    }
+                    ServiceClass::Batch => self.totals.batch_done += 1,
+                }
+            } else {
+                t.not_done += 1;
+                t.queued = t.queued.saturating_sub(1);
+                self.totals.failed += 1;
+            }
+        }
+        self.respond(
+            info.conn,
+            ResponseDesc {
+                seq: info.seq,
+                status: if ok { status::DONE } else { status::FAILED },
+                reason: why,
+                queued_ns: (started_at - info.submitted).0,
+                ran_ns: ran.0,
+                gpu: gpu.0,
+                out_len,
+                ..Default::default()
+            },
+        );
+        self.forget(info);
+        self.gc_tenant(info.tenant);
+    }
+
+    fn gc_tenant(&mut self, tenant: TenantId) {
+        let busy = self.tasks.values().any(|t| t.tenant == tenant);
+        if self.tenants.get(&tenant).is_some_and(|t| !t.open) && !busy {
+            self.tenants.remove(&tenant);
+        }
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Connected { conn, region, pid, uid } => {
+                self.conns.insert(conn, Conn { region, pid, uid, alive: true, tenants: BTreeSet::new(), tasks: 0 });
+            }
+            Msg::Control { conn, pid, uid, request, reply } => {
+                let _ = reply.send(self.control(conn, pid, uid, request));
+            }
+            Msg::Disconnected { conn } => {
+                let tenants: Vec<TenantId> = self.conns.get(&conn).map(|c| c.tenants.iter().copied().collect()).unwrap_or_default();
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.alive = false;
+                }
+                for t in tenants {
+                    self.close_tenant(t);
+                }
+                self.gc_conn(conn);
+            }
+            Msg::Finished { gpu, task, ran_for, out_len } => {
+                if self.gpus.get(gpu.0 as usize).and_then(|g| g.running) != Some(task) {
+                    return; // stale: the GPU was reset under it
+                }
+                let Some(info) = self.tasks.remove(&task) else { return };
+                self.finish_bookkeeping(gpu, &info, true, reason::NONE, out_len);
+                self.deliver(Event::TaskFinished { task, placement: Placement::whole(gpu), ran_for, result: Ok(()) });
+            }
+            Msg::ResetDone { gpu } => {
+                if let Some(g) = self.gpus.get_mut(gpu.0 as usize) {
+                    g.resetting = false;
+                }
+                self.deliver(Event::GpuResetDone { gpu });
+            }
+            Msg::Shutdown => {
+                tracing::info!("draining: admitting nothing new, cancelling queued tasks, finishing running ones");
+                self.draining = true;
+                let open: Vec<TenantId> = self.tenants.iter().filter(|(_, t)| t.open).map(|(id, _)| *id).collect();
+                for t in open {
+                    self.close_tenant(t);
+                }
+            }
+        }
+    }
+
+    fn close_tenant(&mut self, tenant: TenantId) {
+        if let Some(t) = self.tenants.get_mut(&tenant) {
+            if t.open {
+                t.open = false;
+                self.deliver(Event::TenantLeft { tenant });
+            }
+        }
+        self.gc_tenant(tenant);
+    }
+
+    fn control(&mut self, conn: ConnId, _pid: u32, _uid: u32, request: tessera_client::proto::Request) -> Reply {
+        use tessera_client::proto::Request;
+        let err = |code, message: String| Reply::Error { code, message };
+        match request {
+            Request::Hello { .. } => err(ErrorCode::BadRequest, "hello is handled by the connection".into()),
+            Request::Status => Reply::Status(self.status()),
+            Request::Register { class, sla_ms, weight, priority, memory } => {
+                if self.draining {
+                    return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
+                }
+                if !self.conns.contains_key(&conn) {
+                    return err(ErrorCode::BadRequest, "send hello before registering".into());
+                }
+                let class = match class {
+                    TenantClass::UserFacing if sla_ms == 0 => return err(ErrorCode::BadRequest, "a user-facing tenant needs sla_ms > 0".into()),
+                    TenantClass::UserFacing => ServiceClass::UserFacing { sla: Nanos::from_millis(sla_ms) },
+                    TenantClass::Batch => ServiceClass::Batch,
+                };
+                if self.gpus.iter().all(|g| memory > g.memory) {
+                    return err(ErrorCode::NoCapacity, format!("{memory} bytes exceed every GPU's memory"));
+                }
+                let id = TenantId(self.next_tenant);
+                self.next_tenant += 1;
+                self.tenants.insert(id, TenantInfo { conn, class, open: true, queued: 0, done: 0, met: 0, not_done: 0 });
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.tenants.insert(id);
+                }
+                self.deliver(Event::TenantRegistered(TenantSpec { id, class, weight: weight.max(1), priority, memory: Bytes(memory) }));
+                Reply::Registered { tenant: id.0 }
+            }
+            Request::Close { tenant } => {
+                let id = TenantId(tenant);
+                if !self.tenants.get(&id).is_some_and(|t| t.conn == conn && t.open) {
+                    return err(ErrorCode::UnknownTenant, format!("tenant {tenant} is not one of this connection's"));
+                }
+                self.close_tenant(id);
+                Reply::Closed { tenant }
+            }
+        }
+    }
+
+    fn status(&self) -> StatusReport {
+        let uptime = self.started.elapsed();
+        let used = self.ledger.as_ref().and_then(|l| l.status().ok());
+        StatusReport {
+            policy: self.policy.label(),
+            executor: self.executor_name.clone(),
+            uptime_s: uptime.as_secs_f64(),
+            gpus: self
+                .gpus
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    let busy = g.busy_total + g.busy_since.map_or(Duration::ZERO, |s| s.elapsed());
+                    GpuReport {
+                        gpu: i as u32,
+                        pool: g.pool.into(),
+                        busy: if g.resetting {
+                            "resetting".into()
+                        } else {
+                            g.running.and_then(|t| self.tasks.get(&t)).map_or("idle".into(), |t| format!("tenant {}", t.tenant.0))
+                        },
+                        memory_used: used.as_ref().and_then(|s| s.gpus.get(i)).map_or(0, |s| s.used),
+                        memory_total: g.memory,
+                        utilization: if uptime.is_zero() { 0.0 } else { busy.as_secs_f64() / uptime.as_secs_f64() },
+                    }
+                })
+                .collect(),
+            tenants: self
+                .tenants
+                .iter()
+                .filter(|(_, t)| t.open)
+                .map(|(id, t)| {
+                    let c = self.conns.get(&t.conn);
+                    TenantReport {
+                        tenant: id.0,
+                        pid: c.map_or(0, |c| c.pid),
+                        uid: c.map_or(0, |c| c.uid),
+                        class: if t.class.is_user_facing() { TenantClass::UserFacing } else { TenantClass::Batch },
+                        sla_ms: match t.class {
+                            ServiceClass::UserFacing { sla } => sla.0 / 1_000_000,
+                            ServiceClass::Batch => 0,
+                        },
+                        queued: t.queued,
+                        done: t.done,
+                        not_done: t.not_done,
+                        sla_met: (t.class.is_user_facing() && t.done > 0).then(|| t.met as f64 / t.done as f64),
+                        memory_held: self
+                            .tasks
+                            .values()
+                            .filter(|x| x.tenant == *id && x.started.is_some())
+                            .map(|x| x.memory)
+                            .sum(),
+                    }
+                })
+                .collect(),
+            totals: self.totals.clone(),
+        }
+    }
+}

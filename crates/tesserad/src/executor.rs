@@ -1,0 +1,157 @@
+//! Executors: where dispatched tasks run. One thread per GPU; the core sends it work
+//! and it reports back through the core's mailbox.
+//!
+//! - `emulated` (default, no GPU needed): the simulator's performance model in
+//!   wall-clock time, optionally sped up; honours resets.
+//! - `cuda`: detects real GPUs through the CUDA driver loaded at run time
+//!   (`libcuda.so.1`); see [`probe_cuda`]. Running kernels on it is not implemented yet.
+
+use crate::core::{Mailbox, Msg};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+use tessera_client::region::Region;
+use tessera_core::{GpuId, Nanos, TaskId};
+use tessera_sim::perf::PerfModel;
+
+/// Work for a GPU thread.
+#[derive(Debug)]
+pub enum Command {
+    /// Run a task.
+    Run {
+        /// The task.
+        task: TaskId,
+        /// Its work on the reference GPU (emulated time).
+        work: Nanos,
+        /// Where its data lives, and its data slot.
+        data: Option<(Arc<Region>, u64, u32, u32)>,
+    },
+    /// Reset: abandon the running task; unavailable for the reset latency.
+    Reset,
+    /// Stop the thread.
+    Stop,
+}
+
+/// The emulated executor's per-GPU threads.
+#[derive(Debug)]
+pub struct Emulated {
+    senders: Vec<Sender<Command>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Emulated {
+    /// Start `gpus` GPU threads reporting to `mailbox`; emulated time runs `speedup`
+    /// times faster than the wall clock.
+    pub fn start(gpus: usize, perf: PerfModel, speedup: f64, mailbox: Mailbox) -> Emulated {
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for g in 0..gpus {
+            let (tx, rx) = mpsc::channel();
+            let mb = mailbox.clone();
+            let perf = perf.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("gpu{g}"))
+                    .spawn(move || gpu_thread(GpuId(g as u32), rx, perf, speedup, mb))
+                    .expect("spawn GPU thread"),
+            );
+            senders.push(tx);
+        }
+        Emulated { senders, threads }
+    }
+
+    /// Send a command to `gpu`'s thread.
+    pub fn send(&self, gpu: GpuId, c: Command) {
+        if let Some(s) = self.senders.get(gpu.0 as usize) {
+            let _ = s.send(c);
+        }
+    }
+
+    /// Stop every GPU thread (after the running tasks were drained).
+    pub fn stop(self) {
+        for s in &self.senders {
+            let _ = s.send(Command::Stop);
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn wall(emulated: Nanos, speedup: f64) -> Duration {
+    Duration::from_nanos((emulated.0 as f64 / speedup) as u64)
+}
+
+/// Sleep until `deadline` unless a command arrives first. Sleeps coarsely, then spins
+/// the last stretch: timer slack would otherwise add a millisecond or more, which at a
+/// 10x speed-up is 10 ms of emulated time.
+fn wait_until(rx: &Receiver<Command>, deadline: Instant) -> Option<Command> {
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        let left = deadline - now;
+        if left > Duration::from_micros(1500) {
+            match rx.recv_timeout(left - Duration::from_micros(1000)) {
+                Ok(c) => return Some(c),
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return Some(Command::Stop),
+            }
+        }
+        match rx.try_recv() {
+            Ok(c) => return Some(c),
+            Err(mpsc::TryRecvError::Disconnected) => return Some(Command::Stop),
+            Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+}
+
+fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: PerfModel, speedup: f64, mb: Mailbox) {
+    let mut next = rx.recv().ok();
+    while let Some(cmd) = next.take() {
+        match cmd {
+            Command::Stop => return,
+            Command::Reset => {
+                std::thread::sleep(wall(perf.reset_latency, speedup));
+                mb.send(Msg::ResetDone { gpu });
+            }
+            Command::Run { task, work, data } => {
+                let ran = perf.exec_time(work, tessera_core::Placement::whole(gpu));
+                let started = Instant::now();
+                match wait_until(&rx, started + wall(ran, speedup)) {
+                    Some(Command::Reset) => {
+                        // the running task is abandoned; its completion never happens
+                        next = Some(Command::Reset);
+                        continue;
+                    }
+                    Some(Command::Stop) => return,
+                    Some(other) => {
+                        tracing::error!(?other, %gpu, "work sent to a busy GPU; dropped");
+                    }
+                    None => {}
+                }
+                let out_len = match data {
+                    // The emulated kernel's output: its input, repeated to the output
+                    // length (so that clients can check the data path end to end).
+                    Some((region, seq, in_len, out_len)) if out_len > 0 => {
+                        let input = region.read_data(seq, in_len as usize);
+                        let output: Vec<u8> = if input.is_empty() { vec![0; out_len as usize] } else { input.iter().copied().cycle().take(out_len as usize).collect() };
+                        region.write_data(seq, &output);
+                        out_len
+                    }
+                    _ => 0,
+                };
+                mb.send(Msg::Finished { gpu, task, ran_for: ran, out_len });
+            }
+        }
+        if next.is_none() {
+            next = rx.recv().ok();
+        }
+    }
+}
+
+/// What the CUDA driver reports: per device, its total memory in bytes.
+pub fn probe_cuda() -> Result<Vec<u64>, String> {
+    crate::cuda::device_memory()
+}

@@ -1,0 +1,134 @@
+//! The control plane: a Unix socket (owner-only), one thread per connection. The peer's
+//! pid and uid come from `SO_PEERCRED`, never from what it says. A malformed, truncated
+//! or oversized message is answered with a typed error and the connection is closed;
+//! nothing a client sends can panic the daemon or touch another client's tenants.
+
+use crate::core::{ConnId, Mailbox, Msg};
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use std::fs::File;
+use std::io::IoSlice;
+use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tessera_client::proto::{self, ErrorCode, FrameError, PROTOCOL, Reply, Request};
+use tessera_client::region::Region;
+
+/// Shared by the accept loop and connection threads.
+#[derive(Debug)]
+pub struct Server {
+    pub(crate) mailbox: Mailbox,
+    pub(crate) bell_file: File,
+    pub(crate) slots: u32,
+    pub(crate) slot_bytes: u32,
+    pub(crate) stopping: AtomicBool,
+    next_conn: AtomicU64,
+}
+
+impl Server {
+    pub(crate) fn new(mailbox: Mailbox, bell_file: File, slots: u32, slot_bytes: u32) -> Server {
+        Server { mailbox, bell_file, slots, slot_bytes, stopping: AtomicBool::new(false), next_conn: AtomicU64::new(1) }
+    }
+
+    /// Accept until told to stop.
+    pub(crate) fn accept_loop(self: Arc<Self>, listener: UnixListener) {
+        for stream in listener.incoming() {
+            if self.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+            match stream {
+                Ok(s) => {
+                    let me = self.clone();
+                    let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = std::thread::Builder::new().name(format!("conn{conn}")).spawn(move || me.serve(conn, s)) {
+                        tracing::error!(error = %e, "cannot spawn a connection thread");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            }
+        }
+    }
+
+    fn serve(&self, conn: ConnId, mut stream: UnixStream) {
+        let (pid, uid) = match rustix::net::sockopt::socket_peercred(&stream) {
+            Ok(c) => (c.pid.as_raw_nonzero().get() as u32, c.uid.as_raw()),
+            Err(e) => {
+                tracing::warn!(error = %e, "no peer credentials; dropping connection");
+                return;
+            }
+        };
+        tracing::debug!(conn, pid, uid, "client connected");
+        let mut hello_done = false;
+        loop {
+            let request: Request = match proto::read_frame(&mut stream) {
+                Ok(r) => r,
+                Err(FrameError::Closed) => break,
+                Err(e) => {
+                    tracing::info!(conn, pid, error = %e, "bad message; closing the connection");
+                    let _ = proto::write_frame(&mut stream, &Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() });
+                    break;
+                }
+            };
+            let reply = match request {
+                Request::Hello { protocol } if protocol != PROTOCOL => {
+                    let _ = proto::write_frame(
+                        &mut stream,
+                        &Reply::Error { code: ErrorCode::UnsupportedVersion, message: format!("daemon speaks protocol {PROTOCOL}, client {protocol}") },
+                    );
+                    break;
+                }
+                Request::Hello { .. } if hello_done => Reply::Error { code: ErrorCode::BadRequest, message: "hello sent twice".into() },
+                Request::Hello { .. } => {
+                    if self.stopping.load(Ordering::SeqCst) {
+                        Reply::Error { code: ErrorCode::ShuttingDown, message: "the daemon is shutting down".into() }
+                    } else {
+                        match self.open_rings(conn, pid, uid, &stream) {
+                            Ok(()) => {
+                                hello_done = true;
+                                continue; // the welcome went out with the descriptors
+                            }
+                            Err(e) => {
+                                tracing::error!(conn, error = %e, "cannot set up shared memory for a client");
+                                Reply::Error { code: ErrorCode::NoCapacity, message: format!("shared memory: {e}") }
+                            }
+                        }
+                    }
+                }
+                request => {
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    self.mailbox.send(Msg::Control { conn, pid, uid, request, reply: tx });
+                    match rx.recv() {
+                        Ok(r) => r,
+                        Err(_) => Reply::Error { code: ErrorCode::ShuttingDown, message: "the daemon stopped".into() },
+                    }
+                }
+            };
+            if proto::write_frame(&mut stream, &reply).is_err() {
+                break;
+            }
+        }
+        self.mailbox.send(Msg::Disconnected { conn });
+        tracing::debug!(conn, pid, "client disconnected");
+    }
+
+    fn open_rings(&self, conn: ConnId, pid: u32, uid: u32, stream: &UnixStream) -> std::io::Result<()> {
+        let fd = rustix::fs::memfd_create(format!("tessera-client-{conn}"), rustix::fs::MemfdFlags::CLOEXEC)?;
+        let file = File::from(fd);
+        let region = Region::create(&file, self.slots, self.slot_bytes).map_err(std::io::Error::other)?;
+        self.mailbox.send(Msg::Connected { conn, region: Arc::new(region), pid, uid });
+        let welcome = Reply::Welcome { protocol: PROTOCOL, slots: self.slots, slot_bytes: self.slot_bytes };
+        let body = serde_json::to_vec(&welcome).map_err(std::io::Error::other)?;
+        let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        let fds = [file.as_fd(), self.bell_file.as_fd()];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut cmsg = SendAncillaryBuffer::new(&mut space);
+        cmsg.push(SendAncillaryMessage::ScmRights(&fds));
+        let mut sent = rustix::net::sendmsg(stream, &[IoSlice::new(&frame)], &mut cmsg, SendFlags::NOSIGNAL)?;
+        while sent < frame.len() {
+            sent += rustix::net::send(stream, &frame[sent..], SendFlags::NOSIGNAL)?;
+        }
+        Ok(())
+    }
+}

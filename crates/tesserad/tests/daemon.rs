@@ -1,0 +1,206 @@
+//! The daemon with real clients (threads, each its own connection) in one process; see
+//! `crates/tessera/tests/daemon_processes.rs` for separate processes.
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tessera_client::proto::{ErrorCode, TenantClass};
+use tessera_client::region::reason;
+use tessera_client::{Client, ClientError, Outcome, TaskRequest, TenantOptions};
+use tesserad::Daemon;
+use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+fn config(policy: PolicyName) -> DaemonConfig {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let tag = format!("{}-{n}", std::process::id());
+    let ledger = dir.join(format!("ledger-{tag}"));
+    let _ = std::fs::remove_file(&ledger);
+    DaemonConfig {
+        socket: dir.join(format!("d-{tag}.sock")),
+        ledger,
+        gpus: 2,
+        executor: ExecutorKind::Emulated { speedup: 10.0 },
+        policy,
+        reserve: 1,
+        ..DaemonConfig::default()
+    }
+}
+
+fn uf() -> TenantOptions {
+    TenantOptions { class: TenantClass::UserFacing, sla: Duration::from_millis(200), weight: 1, priority: 0, memory: 0 }
+}
+
+fn batch() -> TenantOptions {
+    TenantOptions { class: TenantClass::Batch, ..uf() }
+}
+
+fn task(ms: u64) -> TaskRequest {
+    TaskRequest { kernel: 1, cost: Duration::from_millis(ms), memory: 1 << 20, input: b"abc".to_vec(), output_len: 7 }
+}
+
+const LONG: Duration = Duration::from_secs(20);
+
+#[test]
+fn both_classes_complete_and_outputs_come_back() {
+    let d = Daemon::start(&config(PolicyName::Flexy)).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let u = c.register(uf()).unwrap();
+    let b = c.register(batch()).unwrap();
+    let hb = c.submit(b, &task(300)).unwrap();
+    let hu: Vec<u64> = (0..5).map(|_| c.submit(u, &task(20)).unwrap()).collect();
+    for h in hu.into_iter().chain([hb]) {
+        let done = c.wait(h, LONG).unwrap();
+        assert_eq!(done.outcome, Outcome::Done, "{done:?}");
+        assert_eq!(done.output, b"abcabca", "the emulated kernel echoes its input");
+        assert!(done.gpu.is_some());
+    }
+    let s = c.status().unwrap();
+    assert_eq!(s.totals.uf_done, 5);
+    assert_eq!(s.totals.batch_done, 1);
+    assert_eq!(s.tenants.len(), 2);
+    assert!(s.gpus.iter().all(|g| g.memory_used == 0), "task memory returned to the ledger");
+}
+
+#[test]
+fn a_client_cannot_touch_another_clients_tenant() {
+    let d = Daemon::start(&config(PolicyName::Priority)).unwrap();
+    let mut a = Client::connect(d.socket()).unwrap();
+    let mut b = Client::connect(d.socket()).unwrap();
+    let ta = a.register(batch()).unwrap();
+    let h = b.submit(ta, &task(10)).unwrap();
+    let r = b.wait(h, LONG).unwrap();
+    assert_eq!(r.outcome, Outcome::Failed(reason::UNKNOWN_TENANT));
+    assert!(matches!(b.close(ta), Err(ClientError::Refused { code: ErrorCode::UnknownTenant, .. })));
+    // a's tenant is unharmed
+    let h = a.submit(ta, &task(10)).unwrap();
+    assert_eq!(a.wait(h, LONG).unwrap().outcome, Outcome::Done);
+}
+
+#[test]
+fn closing_a_tenant_cancels_its_queued_tasks() {
+    let d = Daemon::start(&config(PolicyName::RoundRobin)).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let t = c.register(batch()).unwrap();
+    let handles: Vec<u64> = (0..6).map(|_| c.submit(t, &task(500)).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(20));
+    c.close(t).unwrap();
+    let mut done = 0;
+    let mut cancelled = 0;
+    for h in handles {
+        match c.wait(h, LONG).unwrap().outcome {
+            Outcome::Done => done += 1,
+            Outcome::Cancelled(r) => {
+                assert_eq!(r, reason::TENANT_CLOSED);
+                cancelled += 1
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(done, 2, "the two running tasks finish (two GPUs)");
+    assert_eq!(cancelled, 4);
+}
+
+#[test]
+fn bad_messages_are_refused_and_others_are_still_served() {
+    let d = Daemon::start(&config(PolicyName::Flexy)).unwrap();
+    let mut good = Client::connect(d.socket()).unwrap();
+    let t = good.register(uf()).unwrap();
+    let attacks: Vec<Vec<u8>> = vec![
+        b"\x05\x00\x00\x00garbage-that-is-not-json".to_vec(),
+        b"\x10\x00\x00\x00{\"type\":\"he".to_vec(),           // truncated, then EOF
+        (u32::MAX).to_le_bytes().to_vec(),                       // oversized
+        b"\x0b\x00\x00\x00{\"type\":42}".to_vec(),
+        vec![0xff; 3],                                           // not even a length
+    ];
+    for bytes in attacks {
+        let mut s = UnixStream::connect(d.socket()).unwrap();
+        let _ = s.write_all(&bytes);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut reply = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut reply);
+    }
+    let h = good.submit(t, &task(10)).unwrap();
+    assert_eq!(good.wait(h, LONG).unwrap().outcome, Outcome::Done);
+    // a registration before hello is refused, typed
+    let mut control = Client::connect_control(d.socket()).unwrap();
+    assert!(matches!(control.register(batch()), Err(ClientError::Refused { code: ErrorCode::BadRequest, .. })));
+    // an impossible memory request is refused, typed
+    assert!(matches!(good.register(TenantOptions { memory: u64::MAX, ..batch() }), Err(ClientError::Refused { code: ErrorCode::NoCapacity, .. })));
+}
+
+#[test]
+fn a_second_daemon_on_the_same_socket_refuses_to_start() {
+    let cfg = config(PolicyName::Flexy);
+    let _d = Daemon::start(&cfg).unwrap();
+    let err = Daemon::start(&cfg).unwrap_err();
+    assert!(err.to_string().contains("already running"), "{err}");
+}
+
+#[test]
+fn many_concurrent_clients_are_served() {
+    let d = Daemon::start(&DaemonConfig { gpus: 4, executor: ExecutorKind::Emulated { speedup: 50.0 }, ..config(PolicyName::Flexy) }).unwrap();
+    let socket = d.socket().to_path_buf();
+    let clients: Vec<_> = (0..256)
+        .map(|i| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&socket).unwrap();
+                let t = c.register(if i % 2 == 0 { uf() } else { batch() }).unwrap();
+                let hs: Vec<u64> = (0..2).map(|_| c.submit(t, &task(5)).unwrap()).collect();
+                hs.into_iter().all(|h| c.wait(h, Duration::from_secs(60)).map(|x| x.outcome == Outcome::Done).unwrap_or(false))
+            })
+        })
+        .collect();
+    let ok = clients.into_iter().map(|c| c.join().unwrap_or(false)).filter(|ok| *ok).count();
+    assert_eq!(ok, 256);
+    let mut c = Client::connect_control(&socket).unwrap();
+    assert_eq!(c.status().unwrap().totals.uf_done + c.status().unwrap().totals.batch_done, 512);
+}
+
+#[test]
+fn a_disconnected_client_leaves_nothing_behind() {
+    let d = Daemon::start(&config(PolicyName::Priority)).unwrap();
+    {
+        let mut c = Client::connect(d.socket()).unwrap();
+        let t = c.register(batch()).unwrap();
+        for _ in 0..8 {
+            c.submit(t, &task(300)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    } // dropped: the connection closes with tasks queued and running
+    let mut c = Client::connect_control(d.socket()).unwrap();
+    let mut s = c.status().unwrap();
+    for _ in 0..200 {
+        if s.gpus.iter().all(|g| g.busy == "idle") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        s = c.status().unwrap();
+    }
+    assert!(s.tenants.is_empty(), "{:?}", s.tenants);
+    // priority with K = 1 of 2 GPUs: one batch task ran (and finished), seven were queued
+    assert_eq!(s.totals.cancelled, 7, "queued tasks cancelled");
+    assert_eq!(s.totals.batch_done, 1, "the running task finished");
+    assert!(s.gpus.iter().all(|g| g.memory_used == 0));
+}
+
+#[test]
+fn shutdown_drains_cancels_queued_work_and_removes_the_socket() {
+    let d = Daemon::start(&config(PolicyName::RoundRobin)).unwrap();
+    let socket = d.socket().to_path_buf();
+    let mut c = Client::connect(&socket).unwrap();
+    let t = c.register(batch()).unwrap();
+    let hs: Vec<u64> = (0..5).map(|_| c.submit(t, &task(200)).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(10));
+    let stopper = std::thread::spawn(move || d.shutdown());
+    let outcomes: Vec<Outcome> = hs.into_iter().map(|h| c.wait(h, LONG).unwrap().outcome).collect();
+    stopper.join().unwrap();
+    assert_eq!(outcomes.iter().filter(|o| **o == Outcome::Done).count(), 2);
+    assert_eq!(outcomes.iter().filter(|o| **o == Outcome::Cancelled(reason::SHUTDOWN)).count(), 3);
+    assert!(!socket.exists());
+}
