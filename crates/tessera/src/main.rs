@@ -3,6 +3,7 @@
 
 mod bench;
 mod daemon;
+mod demo;
 mod ledger;
 mod sim;
 
@@ -25,6 +26,12 @@ enum Command {
     /// Measure tessera's own speed.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The main job without GPUs: a daemon on 4 emulated GPUs, real client processes, a
+    /// table per policy beside the simulator's numbers for the same workload.
+    Demo(demo::DemoArgs),
+    /// Internal: one client process of the demo.
+    #[command(hide = true)]
+    DemoClient(demo::DemoClientArgs),
     /// Run the daemon that shares this node's GPUs among client processes.
     Daemon(daemon::DaemonArgs),
     /// Like nvidia-smi for the shared node: GPUs, pools, tenants.
@@ -47,6 +54,8 @@ fn main() -> Result<()> {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Ledger(cmd) => ledger::run(cmd),
         Command::Daemon(a) => daemon::run_daemon(a),
+        Command::Demo(a) => demo::run(a),
+        Command::DemoClient(a) => demo::run_client(a),
         Command::Status(a) => daemon::run_status(a),
     }
 }
