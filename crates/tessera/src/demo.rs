@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tessera_client::proto::TenantClass;
 use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
-use tessera_core::{Bytes, GpuSpec, Nanos, ServiceClass};
+use tessera_core::{Bytes, GpuSpec, Nanos};
 use tessera_sim::engine::{SimOptions, Simulation};
 use tessera_sim::perf::PerfModel;
 use tessera_sim::workload::{Submission, Workload};
@@ -21,13 +21,13 @@ use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Emulated time runs this many times faster than the wall clock.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 5.0)]
     speedup: f64,
     /// Jobs (client processes) per policy, from Flexy's W1 mix.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 60)]
     jobs: usize,
     /// Load factor f of the job arrivals (0.25 fills four GPUs).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.3)]
     load: f64,
     /// Workload seed.
     #[arg(long, default_value_t = 7)]
@@ -265,6 +265,5 @@ fn simulate(w: &Workload, cfg: &DaemonConfig) -> Result<tessera_sim::RunMetrics>
     let gpus = GpuSpec::uniform(GPUS, Bytes::mib(cfg.gpu_memory_mib));
     let policy = cfg.policy_config().build(&gpus)?;
     let opts = SimOptions { gpus, perf: PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 }, keep_latencies: false, event_budget: 50_000_000 };
-    let _ = ServiceClass::Batch;
     Ok(Simulation::new(w, policy, opts).run()?)
 }

@@ -1,0 +1,131 @@
+//! The daemon and its clients as separate processes, as users run them.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera_client::proto::TenantClass;
+use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
+
+fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn start_daemon(socket: &PathBuf, ledger: &PathBuf, extra: &[&str]) -> Child {
+    let child = tessera()
+        .args(["daemon", "--emulate", "--speedup", "10", "--gpus", "2", "--policy", "flexy", "--socket"])
+        .arg(socket)
+        .arg("--ledger")
+        .arg(ledger)
+        .args(extra)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while Client::connect_control(socket).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(20), "daemon did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn sigterm(child: &Child) {
+    rustix::process::kill_process(rustix::process::Pid::from_child(child), rustix::process::Signal::TERM).unwrap();
+}
+
+/// A client process killed with SIGKILL in the middle of a stream of tasks leaves no
+/// tenant, no queued task and no memory behind.
+#[test]
+fn a_client_killed_mid_stream_leaves_nothing_behind() {
+    let (socket, ledger) = (tmp("kill.sock"), tmp("kill-ledger"));
+    let mut daemon = start_daemon(&socket, &ledger, &[]);
+    // the victim: a demo client replaying a long batch job
+    let workload = tmp("kill-workload.json");
+    let job = serde_json::json!({"kernels": [{"name": "k", "mean": 500_000_000u64}], "jobs": [{
+        "arrival": 0, "tenant": {"id": 0, "class": {"class": "batch"}, "weight": 1, "priority": 0, "memory": 0},
+        "kernel": 0, "tasks": vec![500_000_000u64; 40], "window": 8, "submission": "window"}]});
+    std::fs::write(&workload, job.to_string()).unwrap();
+    let mut victim = tessera()
+        .arg("demo-client")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--workload")
+        .arg(&workload)
+        .args(["--job", "0", "--speedup", "10", "--epoch-ms", "0"])
+        .spawn()
+        .unwrap();
+    let mut control = Client::connect_control(&socket).unwrap();
+    let t = Instant::now();
+    while control.status().unwrap().tenants.first().is_none_or(|x| x.queued == 0) {
+        assert!(t.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let t = Instant::now();
+    loop {
+        let s = control.status().unwrap();
+        if s.tenants.is_empty() && s.gpus.iter().all(|g| g.busy == "idle" && g.memory_used == 0) {
+            assert!(s.totals.cancelled > 0, "its queued tasks were cancelled");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "leftovers: {s:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // and the daemon serves the next client
+    let mut c = Client::connect(&socket).unwrap();
+    let tenant = c.register(TenantOptions { class: TenantClass::Batch, sla: Duration::ZERO, weight: 1, priority: 0, memory: 0 }).unwrap();
+    let h = c.submit(tenant, &TaskRequest { cost: Duration::from_millis(10), ..Default::default() }).unwrap();
+    assert_eq!(c.wait(h, Duration::from_secs(10)).unwrap().outcome, Outcome::Done);
+    sigterm(&daemon);
+    assert!(daemon.wait().unwrap().success());
+}
+
+/// SIGTERM drains: queued tasks are cancelled with a reason, the running ones finish,
+/// the socket is removed and the daemon exits cleanly; a second daemon on the same
+/// socket is refused while the first runs.
+#[test]
+fn sigterm_drains_and_a_second_daemon_is_refused() {
+    let (socket, ledger) = (tmp("term.sock"), tmp("term-ledger"));
+    let mut daemon = start_daemon(&socket, &ledger, &[]);
+    let second = tessera().args(["daemon", "--socket"]).arg(&socket).arg("--ledger").arg(&ledger).output().unwrap();
+    assert!(!second.status.success());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("already running"), "{}", String::from_utf8_lossy(&second.stderr));
+
+    let mut c = Client::connect(&socket).unwrap();
+    let tenant = c.register(TenantOptions { class: TenantClass::Batch, sla: Duration::ZERO, weight: 1, priority: 0, memory: 0 }).unwrap();
+    let handles: Vec<u64> = (0..6)
+        .map(|_| c.submit(tenant, &TaskRequest { cost: Duration::from_millis(2000), ..Default::default() }).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    sigterm(&daemon);
+    let outcomes: Vec<Outcome> = handles.iter().map(|h| c.wait(*h, Duration::from_secs(20)).unwrap().outcome).collect();
+    assert!(daemon.wait().unwrap().success());
+    let done = outcomes.iter().filter(|o| **o == Outcome::Done).count();
+    let shut = outcomes.iter().filter(|o| **o == Outcome::Cancelled(tessera_client::region::reason::SHUTDOWN)).count();
+    assert_eq!(done + shut, 6, "every task ended: {outcomes:?}");
+    assert!(done >= 1 && shut >= 1, "{outcomes:?}");
+    assert!(!socket.exists(), "socket removed");
+}
+
+#[test]
+fn the_demo_runs_and_compares_with_the_simulator() {
+    let out = tessera().args(["demo", "--jobs", "6", "--speedup", "20", "--tolerance", "100"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    for policy in ["round-robin", "priority", "flexy (K=1)"] {
+        assert!(text.lines().any(|l| l.starts_with(policy) && l.ends_with("yes")), "{text}");
+    }
+}
+
+#[test]
+fn status_without_a_daemon_says_so() {
+    let out = tessera().args(["status", "--socket"]).arg(tmp("nobody.sock")).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no tesserad at"));
+}
