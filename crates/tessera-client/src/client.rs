@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Spins before a waiting client sleeps on its futex.
-const SPINS: u32 = 20_000;
+const SPINS: u32 = 2_000;
 
 /// What can go wrong for a client.
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +185,14 @@ impl Client {
     pub fn close(&mut self, tenant: u64) -> Result<(), ClientError> {
         match self.call(&Request::Close { tenant })? {
             Reply::Closed { .. } => Ok(()),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// A round trip over the control socket (transport benchmark).
+    pub fn ping(&mut self) -> Result<(), ClientError> {
+        match self.call(&Request::Ping)? {
+            Reply::Pong => Ok(()),
             other => Err(refused(other)),
         }
     }

@@ -65,6 +65,8 @@ pub enum Request {
     },
     /// The node's state.
     Status,
+    /// Answered at once by the connection (transport benchmark).
+    Ping,
 }
 
 fn one() -> u32 {
@@ -188,6 +190,8 @@ pub enum Reply {
     },
     /// The node's state.
     Status(StatusReport),
+    /// Answer to `Ping`.
+    Pong,
     /// The request failed.
     Error {
         /// What kind of failure.

@@ -189,7 +189,7 @@ impl std::fmt::Debug for Core {
 }
 
 /// Spin this long without work before sleeping on the doorbell.
-const SPIN: Duration = Duration::from_micros(50);
+const SPIN: Duration = Duration::from_micros(20);
 
 impl Core {
     /// A core over `gpu_memory` (one entry per GPU).
@@ -600,7 +600,7 @@ impl Core {
         use tessera_client::proto::Request;
         let err = |code, message: String| Reply::Error { code, message };
         match request {
-            Request::Hello { .. } => err(ErrorCode::BadRequest, "hello is handled by the connection".into()),
+            Request::Hello { .. } | Request::Ping => err(ErrorCode::BadRequest, "handled by the connection".into()),
             Request::Status => Reply::Status(self.status()),
             Request::Register { class, sla_ms, weight, priority, memory } => {
                 if self.draining {

@@ -78,6 +78,7 @@ impl Server {
                     );
                     break;
                 }
+                Request::Ping => Reply::Pong,
                 Request::Hello { .. } if hello_done => Reply::Error { code: ErrorCode::BadRequest, message: "hello sent twice".into() },
                 Request::Hello { .. } => {
                     if self.stopping.load(Ordering::SeqCst) {

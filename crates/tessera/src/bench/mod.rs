@@ -3,6 +3,7 @@
 
 mod ledger;
 mod sim;
+mod transport;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -13,12 +14,16 @@ pub enum BenchCommand {
     Sim(sim::SimBenchArgs),
     /// The memory ledger's life-cycle stages, uncontended and with contending processes.
     Ledger(ledger::LedgerBenchArgs),
+    /// The daemon's data plane: shared-memory rings against a Unix socket and a direct
+    /// call, the full path of an empty task, and throughput with many clients.
+    Transport(transport::TransportBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Sim(a) => sim::run(a),
         BenchCommand::Ledger(a) => ledger::run(a),
+        BenchCommand::Transport(a) => transport::run(a),
     }
 }
 
