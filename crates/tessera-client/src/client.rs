@@ -1,6 +1,8 @@
 //! The client: connect, register tenants, submit tasks through the rings, wait.
 
-use crate::proto::{self, ErrorCode, FrameError, PROTOCOL, Reply, Request, StatusReport, TenantClass};
+use crate::proto::{
+    self, ErrorCode, FrameError, PROTOCOL, Reply, Request, StatusReport, TenantClass,
+};
 use crate::region::{Doorbell, Region, RegionError, RequestDesc, ResponseDesc, op, reason, status};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 use std::collections::{BTreeMap, VecDeque};
@@ -54,7 +56,9 @@ impl From<FrameError> for ClientError {
     fn from(e: FrameError) -> Self {
         match e {
             FrameError::Io(io) => ClientError::Connect(io),
-            FrameError::Closed => ClientError::Connect(std::io::Error::other("daemon closed the connection")),
+            FrameError::Closed => {
+                ClientError::Connect(std::io::Error::other("daemon closed the connection"))
+            }
             other => ClientError::Protocol(other.to_string()),
         }
     }
@@ -141,7 +145,8 @@ impl Client {
     /// Connect to the daemon at `socket` and open the shared rings.
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
         let mut c = Client::connect_control(socket)?;
-        proto::write_frame(&mut c.stream, &Request::Hello { protocol: PROTOCOL }).map_err(ClientError::Connect)?;
+        proto::write_frame(&mut c.stream, &Request::Hello { protocol: PROTOCOL })
+            .map_err(ClientError::Connect)?;
         let (reply, fds) = recv_with_fds(&c.stream)?;
         match reply {
             Reply::Welcome { protocol, .. } if protocol == PROTOCOL => {}
@@ -149,7 +154,9 @@ impl Client {
         }
         let mut fds = fds.into_iter();
         let (Some(region), Some(bell)) = (fds.next(), fds.next()) else {
-            return Err(ClientError::Protocol("welcome without the two shared-memory descriptors".into()));
+            return Err(ClientError::Protocol(
+                "welcome without the two shared-memory descriptors".into(),
+            ));
         };
         c.region = Some((Region::map(&region)?, Doorbell::map(&bell, false)?));
         Ok(c)
@@ -158,7 +165,13 @@ impl Client {
     /// Connect for control messages only (status, no rings).
     pub fn connect_control(socket: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(socket).map_err(ClientError::Connect)?;
-        Ok(Client { stream, region: None, next_seq: 0, in_flight: BTreeMap::new(), ready: VecDeque::new() })
+        Ok(Client {
+            stream,
+            region: None,
+            next_seq: 0,
+            in_flight: BTreeMap::new(),
+            ready: VecDeque::new(),
+        })
     }
 
     fn call(&mut self, req: &Request) -> Result<Reply, ClientError> {
@@ -206,7 +219,9 @@ impl Client {
     }
 
     fn rings(&self) -> Result<&(Region, Doorbell), ClientError> {
-        self.region.as_ref().ok_or_else(|| ClientError::Protocol("control-only connection has no rings".into()))
+        self.region
+            .as_ref()
+            .ok_or_else(|| ClientError::Protocol("control-only connection has no rings".into()))
     }
 
     fn push(&mut self, mut d: RequestDesc, input: &[u8]) -> Result<u64, ClientError> {
@@ -266,7 +281,11 @@ impl Client {
 
     fn completion(&mut self, r: ResponseDesc) -> Completion {
         let region = &self.region.as_ref().expect("rings").0;
-        let output = if r.status == status::DONE { region.read_data(r.seq, r.out_len as usize) } else { Vec::new() };
+        let output = if r.status == status::DONE {
+            region.read_data(r.seq, r.out_len as usize)
+        } else {
+            Vec::new()
+        };
         self.in_flight.remove(&r.seq);
         Completion {
             handle: r.seq,
@@ -274,7 +293,11 @@ impl Client {
                 status::DONE => Outcome::Done,
                 status::CANCELLED => Outcome::Cancelled(r.reason),
                 status::ECHO => Outcome::Echo,
-                _ => Outcome::Failed(if r.reason == reason::NONE { reason::EXECUTOR } else { r.reason }),
+                _ => Outcome::Failed(if r.reason == reason::NONE {
+                    reason::EXECUTOR
+                } else {
+                    r.reason
+                }),
             },
             queued: Duration::from_nanos(r.queued_ns),
             ran: Duration::from_nanos(r.ran_ns),
@@ -325,15 +348,22 @@ fn recv_with_fds(stream: &UnixStream) -> Result<(Reply, Vec<File>), ClientError>
     let mut fds = Vec::new();
     // the first recvmsg carries the descriptors; the rest of the frame may follow
     loop {
-        let r = rustix::net::recvmsg(stream, &mut [IoSliceMut::new(&mut buf[got..])], &mut cmsg, RecvFlags::CMSG_CLOEXEC)
-            .map_err(|e| ClientError::Connect(e.into()))?;
+        let r = rustix::net::recvmsg(
+            stream,
+            &mut [IoSliceMut::new(&mut buf[got..])],
+            &mut cmsg,
+            RecvFlags::CMSG_CLOEXEC,
+        )
+        .map_err(|e| ClientError::Connect(e.into()))?;
         for msg in cmsg.drain() {
             if let RecvAncillaryMessage::ScmRights(rights) = msg {
                 fds.extend(rights.map(File::from));
             }
         }
         if r.bytes == 0 {
-            return Err(ClientError::Connect(std::io::Error::other("daemon closed the connection")));
+            return Err(ClientError::Connect(std::io::Error::other(
+                "daemon closed the connection",
+            )));
         }
         got += r.bytes;
         if got >= 4 {
@@ -342,7 +372,8 @@ fn recv_with_fds(stream: &UnixStream) -> Result<(Reply, Vec<File>), ClientError>
                 return Err(ClientError::Protocol("oversized reply".into()));
             }
             if got >= 4 + len {
-                let reply = serde_json::from_slice(&buf[4..4 + len]).map_err(|e| ClientError::Protocol(e.to_string()))?;
+                let reply = serde_json::from_slice(&buf[4..4 + len])
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
                 return Ok((reply, fds));
             }
         }

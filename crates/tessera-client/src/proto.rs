@@ -260,7 +260,13 @@ mod tests {
     #[test]
     fn frames_round_trip_and_limits_hold() {
         let mut buf = Vec::new();
-        let msg = Request::Register { class: TenantClass::UserFacing, sla_ms: 200, weight: 2, priority: 1, memory: 5 };
+        let msg = Request::Register {
+            class: TenantClass::UserFacing,
+            sla_ms: 200,
+            weight: 2,
+            priority: 1,
+            memory: 5,
+        };
         write_frame(&mut buf, &msg).unwrap();
         assert_eq!(read_frame::<Request>(&mut buf.as_slice()).unwrap(), msg);
         // defaults
@@ -269,16 +275,31 @@ mod tests {
         framed.extend_from_slice(json);
         assert_eq!(
             read_frame::<Request>(&mut framed.as_slice()).unwrap(),
-            Request::Register { class: TenantClass::Batch, sla_ms: 0, weight: 1, priority: 0, memory: 0 }
+            Request::Register {
+                class: TenantClass::Batch,
+                sla_ms: 0,
+                weight: 1,
+                priority: 0,
+                memory: 0
+            }
         );
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
-        assert!(matches!(read_frame::<Request>(&mut huge.as_slice()), Err(FrameError::TooLarge(_))));
+        assert!(matches!(
+            read_frame::<Request>(&mut huge.as_slice()),
+            Err(FrameError::TooLarge(_))
+        ));
         let junk = [3, 0, 0, 0, b'{', b'x', b'}'];
-        assert!(matches!(read_frame::<Request>(&mut junk.as_slice()), Err(FrameError::Malformed(_))));
+        assert!(matches!(
+            read_frame::<Request>(&mut junk.as_slice()),
+            Err(FrameError::Malformed(_))
+        ));
         let unknown = br#"{"type":"hello","protocol":1,"extra":true}"#;
         let mut framed = (unknown.len() as u32).to_le_bytes().to_vec();
         framed.extend_from_slice(unknown);
-        assert!(matches!(read_frame::<Request>(&mut framed.as_slice()), Err(FrameError::Malformed(_))));
+        assert!(matches!(
+            read_frame::<Request>(&mut framed.as_slice()),
+            Err(FrameError::Malformed(_))
+        ));
         assert!(matches!(read_frame::<Request>(&mut [0u8; 0].as_slice()), Err(FrameError::Closed)));
     }
 }

@@ -221,7 +221,8 @@ impl Region {
     }
 
     fn desc_ptr(&self, ring: usize, index: u32) -> *mut u8 {
-        let offset = HEADER + (ring * self.slots as usize + (index & (self.slots - 1)) as usize) * 64;
+        let offset =
+            HEADER + (ring * self.slots as usize + (index & (self.slots - 1)) as usize) * 64;
         // SAFETY: offset < HEADER + 2 * slots * 64 <= region size (checked).
         unsafe { (self.map.as_ptr() as *mut u8).add(offset) }
     }
@@ -246,13 +247,20 @@ impl Region {
 
     /// Consumer side of the request ring (daemon).
     pub fn pop_request(&self) -> Option<RequestDesc> {
-        pop(self, 0, &self.header().req_tail, &self.header().req_head).map(|b| bytemuck::pod_read_unaligned(&b))
+        pop(self, 0, &self.header().req_tail, &self.header().req_head)
+            .map(|b| bytemuck::pod_read_unaligned(&b))
     }
 
     /// Producer side of the response ring (daemon): push, and wake the client if it
     /// sleeps. False if full (cannot happen while the client keeps to `slots` in flight).
     pub fn push_response(&self, d: &ResponseDesc) -> bool {
-        let ok = push(self, 1, &self.header().resp_tail, &self.header().resp_head, bytemuck::bytes_of(d));
+        let ok = push(
+            self,
+            1,
+            &self.header().resp_tail,
+            &self.header().resp_head,
+            bytemuck::bytes_of(d),
+        );
         if ok && self.header().client_sleeping.value.load(Ordering::SeqCst) != 0 {
             self.header().client_wake.value.fetch_add(1, Ordering::SeqCst);
             let _ = futex::wake(&self.header().client_wake.value, futex::Flags::empty(), 1);
@@ -262,7 +270,8 @@ impl Region {
 
     /// Consumer side of the response ring (client).
     pub fn pop_response(&self) -> Option<ResponseDesc> {
-        pop(self, 1, &self.header().resp_tail, &self.header().resp_head).map(|b| bytemuck::pod_read_unaligned(&b))
+        pop(self, 1, &self.header().resp_tail, &self.header().resp_head)
+            .map(|b| bytemuck::pod_read_unaligned(&b))
     }
 
     /// Client: wait for a response, spinning `spins` times before sleeping, for at most
@@ -289,7 +298,10 @@ impl Region {
                 return None;
             }
             let nap = left.min(Duration::from_millis(100));
-            let ts = rustix::time::Timespec { tv_sec: nap.as_secs() as i64, tv_nsec: i64::from(nap.subsec_nanos()) };
+            let ts = rustix::time::Timespec {
+                tv_sec: nap.as_secs() as i64,
+                tv_nsec: i64::from(nap.subsec_nanos()),
+            };
             let _ = futex::wait(&h.client_wake.value, futex::Flags::empty(), seen, Some(&ts));
             h.client_sleeping.value.store(0, Ordering::SeqCst);
         }
@@ -391,7 +403,10 @@ impl Doorbell {
         let seen = b.word.value.load(Ordering::SeqCst);
         b.sleeping.value.store(1, Ordering::SeqCst);
         if !has_work() {
-            let ts = rustix::time::Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: i64::from(timeout.subsec_nanos()) };
+            let ts = rustix::time::Timespec {
+                tv_sec: timeout.as_secs() as i64,
+                tv_nsec: i64::from(timeout.subsec_nanos()),
+            };
             let _ = futex::wait(&b.word.value, futex::Flags::empty(), seen, Some(&ts));
         }
         b.sleeping.value.store(0, Ordering::SeqCst);
@@ -429,7 +444,8 @@ mod tests {
         let f = memfd("ring-wake");
         let a = Region::create(&f, 8, 64).unwrap();
         let b = Region::map(&f).unwrap();
-        let t = std::thread::spawn(move || b.wait_response(10, Duration::from_secs(10)).map(|r| r.seq));
+        let t =
+            std::thread::spawn(move || b.wait_response(10, Duration::from_secs(10)).map(|r| r.seq));
         std::thread::sleep(Duration::from_millis(20));
         assert!(a.push_response(&ResponseDesc { seq: 42, ..Default::default() }));
         assert_eq!(t.join().unwrap(), Some(42));

@@ -107,9 +107,17 @@ impl DaemonArgs {
 pub fn run_daemon(a: DaemonArgs) -> Result<()> {
     let cfg = a.config()?;
     let daemon = Daemon::start(&cfg)?;
-    eprintln!("tesserad listening on {} ({:?}, {} GPUs); SIGTERM or Ctrl-C drains and stops", cfg.socket.display(), cfg.policy, cfg.gpus);
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
-        .context("installing signal handlers")?;
+    eprintln!(
+        "tesserad listening on {} ({:?}, {} GPUs); SIGTERM or Ctrl-C drains and stops",
+        cfg.socket.display(),
+        cfg.policy,
+        cfg.gpus
+    );
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .context("installing signal handlers")?;
     if let Some(sig) = signals.forever().next() {
         eprintln!("signal {sig}: draining");
     }
@@ -133,7 +141,8 @@ fn mib(b: u64) -> String {
 
 pub fn run_status(a: StatusArgs) -> Result<()> {
     let socket = a.socket.unwrap_or_else(|| DaemonConfig::default().socket);
-    let mut client = Client::connect_control(&socket).with_context(|| format!("no tesserad at {}", socket.display()))?;
+    let mut client = Client::connect_control(&socket)
+        .with_context(|| format!("no tesserad at {}", socket.display()))?;
     let s = client.status()?;
     let mut out = std::io::stdout().lock();
     use std::io::Write;
@@ -141,8 +150,16 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
         return Ok(());
     }
-    writeln!(out, "tesserad: policy {}, executor {}, up {:.0} s", s.policy, s.executor, s.uptime_s)?;
-    writeln!(out, "{:<4} {:<12} {:<14} {:>20} {:>6}", "GPU", "pool", "busy", "memory used/total", "util")?;
+    writeln!(
+        out,
+        "tesserad: policy {}, executor {}, up {:.0} s",
+        s.policy, s.executor, s.uptime_s
+    )?;
+    writeln!(
+        out,
+        "{:<4} {:<12} {:<14} {:>20} {:>6}",
+        "GPU", "pool", "busy", "memory used/total", "util"
+    )?;
     for g in &s.gpus {
         writeln!(
             out,
@@ -154,7 +171,11 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             100.0 * g.utilization
         )?;
     }
-    writeln!(out, "\n{:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}", "tenant", "pid", "class", "queued", "done", "failed", "SLA met", "memory")?;
+    writeln!(
+        out,
+        "\n{:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
+        "tenant", "pid", "class", "queued", "done", "failed", "SLA met", "memory"
+    )?;
     for t in &s.tenants {
         let class = match t.class {
             tessera_client::proto::TenantClass::UserFacing => format!("uf {}ms", t.sla_ms),
@@ -174,6 +195,10 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
         )?;
     }
     let t = &s.totals;
-    writeln!(out, "\nsince start: {} user-facing done ({} within SLA), {} batch done, {} failed, {} cancelled, {} resets", t.uf_done, t.uf_met, t.batch_done, t.failed, t.cancelled, t.resets)?;
+    writeln!(
+        out,
+        "\nsince start: {} user-facing done ({} within SLA), {} batch done, {} failed, {} cancelled, {} resets",
+        t.uf_done, t.uf_met, t.batch_done, t.failed, t.cancelled, t.resets
+    )?;
     Ok(())
 }

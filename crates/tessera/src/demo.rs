@@ -57,7 +57,11 @@ pub struct DemoClientArgs {
 
 const GPUS: usize = 4;
 const SLA_MS: u64 = 200;
-const POLICIES: [(PolicyName, &str); 3] = [(PolicyName::RoundRobin, "round-robin"), (PolicyName::Priority, "priority"), (PolicyName::Flexy, "flexy (K=1)")];
+const POLICIES: [(PolicyName, &str); 3] = [
+    (PolicyName::RoundRobin, "round-robin"),
+    (PolicyName::Priority, "priority"),
+    (PolicyName::Flexy, "flexy (K=1)"),
+];
 
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
@@ -73,14 +77,33 @@ pub fn run_client(a: DemoClientArgs) -> Result<()> {
         std::thread::sleep(wait);
     }
     let mut c = Client::connect(&a.socket)?;
-    let class = if job.tenant.class.is_user_facing() { TenantClass::UserFacing } else { TenantClass::Batch };
-    let t = c.register(TenantOptions { class, sla: Duration::from_millis(SLA_MS), weight: 1, priority: 0, memory: 0 })?;
+    let class = if job.tenant.class.is_user_facing() {
+        TenantClass::UserFacing
+    } else {
+        TenantClass::Batch
+    };
+    let t = c.register(TenantOptions {
+        class,
+        sla: Duration::from_millis(SLA_MS),
+        weight: 1,
+        priority: 0,
+        memory: 0,
+    })?;
     let mut next = 0;
     let mut outstanding = 0;
     let mut failed = 0;
     while next < job.tasks.len() || outstanding > 0 {
         while outstanding < job.window.max(1) && next < job.tasks.len() {
-            c.submit(t, &TaskRequest { kernel: job.kernel, cost: job.tasks[next].to_duration(), memory: 64 << 20, input: vec![], output_len: 0 })?;
+            c.submit(
+                t,
+                &TaskRequest {
+                    kernel: job.kernel,
+                    cost: job.tasks[next].to_duration(),
+                    memory: 64 << 20,
+                    input: vec![],
+                    output_len: 0,
+                },
+            )?;
             next += 1;
             outstanding += 1;
         }
@@ -107,24 +130,39 @@ struct Row {
     wall_s: f64,
 }
 
-fn spawn_client(socket: &Path, workload: &Path, job: usize, speedup: f64, epoch_ms: u64) -> Result<Child> {
+fn spawn_client(
+    socket: &Path,
+    workload: &Path,
+    job: usize,
+    speedup: f64,
+    epoch_ms: u64,
+) -> Result<Child> {
     Command::new(std::env::current_exe()?)
         .arg("demo-client")
         .arg("--socket")
         .arg(socket)
         .arg("--workload")
         .arg(workload)
-        .args(["--job", &job.to_string(), "--speedup", &speedup.to_string(), "--epoch-ms", &epoch_ms.to_string()])
+        .args([
+            "--job",
+            &job.to_string(),
+            "--speedup",
+            &speedup.to_string(),
+            "--epoch-ms",
+            &epoch_ms.to_string(),
+        ])
         .stdout(Stdio::null())
         .spawn()
         .context("spawning a client process")
 }
 
 pub fn run(a: DemoArgs) -> Result<()> {
-    if !(a.speedup > 0.0) || a.jobs == 0 {
+    if a.speedup.is_nan() || a.speedup <= 0.0 || a.jobs == 0 {
         bail!("--speedup must be positive and --jobs at least 1");
     }
-    let dir = a.dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("tessera-demo-{}", std::process::id())));
+    let dir = a.dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("tessera-demo-{}", std::process::id()))
+    });
     std::fs::create_dir_all(&dir)?;
     let sla = Nanos::from_millis(SLA_MS);
     let mut w = generate(&FlexyWorkloadParams {
@@ -171,7 +209,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let daemon = Daemon::start(&cfg)?;
         let wall_start = Instant::now();
         let epoch = now_ms() + 200;
-        let mut children: Vec<Child> = (0..w.jobs.len()).map(|j| spawn_client(&cfg.socket, &workload_path, j, a.speedup, epoch)).collect::<Result<_>>()?;
+        let mut children: Vec<Child> = (0..w.jobs.len())
+            .map(|j| spawn_client(&cfg.socket, &workload_path, j, a.speedup, epoch))
+            .collect::<Result<_>>()?;
         let mut control = Client::connect_control(&cfg.socket)?;
         let mut failures = 0;
         let mut last_print = Instant::now();
@@ -188,9 +228,22 @@ pub fn run(a: DemoArgs) -> Result<()> {
             if last_print.elapsed() > Duration::from_millis(500) || alive == 0 {
                 let s = control.status()?;
                 let t = &s.totals;
-                let sla = if t.uf_done > 0 { 100.0 * t.uf_met as f64 / t.uf_done as f64 } else { 100.0 };
+                let sla =
+                    if t.uf_done > 0 { 100.0 * t.uf_met as f64 / t.uf_done as f64 } else { 100.0 };
                 let util = s.gpus.iter().map(|g| g.utilization).sum::<f64>() / s.gpus.len() as f64;
-                let pools: String = s.gpus.iter().map(|g| if g.pool == "user_facing" { 'U' } else if g.pool == "batch" { 'B' } else { '.' }).collect();
+                let pools: String = s
+                    .gpus
+                    .iter()
+                    .map(|g| {
+                        if g.pool == "user_facing" {
+                            'U'
+                        } else if g.pool == "batch" {
+                            'B'
+                        } else {
+                            '.'
+                        }
+                    })
+                    .collect();
                 eprint!(
                     "\r  {label:<12} {:>5.1} s  clients {alive:>3}  user-facing {:>5} done, {sla:>5.1}% in SLA  batch {:>4}  util {:>4.1}%  pools [{pools}]   ",
                     wall_start.elapsed().as_secs_f64(),
@@ -231,10 +284,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
     }
     let _ = std::fs::remove_dir_all(&dir);
 
-    println!("\n{:<13} {:>18} {:>18} {:>22} {:>8}", "policy", "SLA met (daemon/sim)", "GPU util (d/s)", "batch tasks/min (d/s)", "agree");
+    println!(
+        "\n{:<13} {:>18} {:>18} {:>22} {:>8}",
+        "policy", "SLA met (daemon/sim)", "GPU util (d/s)", "batch tasks/min (d/s)", "agree"
+    );
     let mut disagreements = 0;
     for r in &rows {
-        let agree = (100.0 * (r.sla_met - r.sim_sla_met)).abs() <= a.tolerance && (100.0 * (r.utilization - r.sim_utilization)).abs() <= a.tolerance;
+        let agree = (100.0 * (r.sla_met - r.sim_sla_met)).abs() <= a.tolerance
+            && (100.0 * (r.utilization - r.sim_utilization)).abs() <= a.tolerance;
         disagreements += usize::from(!agree);
         println!(
             "{:<13} {:>9.1}% /{:>5.1}% {:>9.1}% /{:>5.1}% {:>13.1} /{:>6.1} {:>8}",
@@ -248,7 +305,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
             if agree { "yes" } else { "NO" }
         );
     }
-    println!("(emulated time; each policy took {:.0} s of wall time)", rows.iter().map(|r| r.wall_s).fold(0.0, f64::max));
+    println!(
+        "(emulated time; each policy took {:.0} s of wall time)",
+        rows.iter().map(|r| r.wall_s).fold(0.0, f64::max)
+    );
     if disagreements == 0 {
         println!("daemon and simulator agree within {} points on every policy", a.tolerance);
     } else {
@@ -264,6 +324,11 @@ pub fn run(a: DemoArgs) -> Result<()> {
 fn simulate(w: &Workload, cfg: &DaemonConfig) -> Result<tessera_sim::RunMetrics> {
     let gpus = GpuSpec::uniform(GPUS, Bytes::mib(cfg.gpu_memory_mib));
     let policy = cfg.policy_config().build(&gpus)?;
-    let opts = SimOptions { gpus, perf: PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 }, keep_latencies: false, event_budget: 50_000_000 };
+    let opts = SimOptions {
+        gpus,
+        perf: PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 },
+        keep_latencies: false,
+        event_budget: 50_000_000,
+    };
     Ok(Simulation::new(w, policy, opts).run()?)
 }

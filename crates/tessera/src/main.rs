@@ -1,5 +1,9 @@
 //! The `tessera` command line. Thin: parses arguments, calls the library crates,
-//! prints. Everything it computes lives in `tessera-sim` / `tessera-core`.
+//! prints. Everything it computes lives in the library crates.
+
+#![forbid(unsafe_code)]
+// A command line prints its results; the workspace lint is meant for the libraries.
+#![allow(clippy::print_stdout)]
 
 mod bench;
 mod daemon;

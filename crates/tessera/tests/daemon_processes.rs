@@ -11,14 +11,25 @@ fn tessera() -> Command {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let p =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_file(&p);
     p
 }
 
 fn start_daemon(socket: &PathBuf, ledger: &PathBuf, extra: &[&str]) -> Child {
     let child = tessera()
-        .args(["daemon", "--emulate", "--speedup", "10", "--gpus", "2", "--policy", "flexy", "--socket"])
+        .args([
+            "daemon",
+            "--emulate",
+            "--speedup",
+            "10",
+            "--gpus",
+            "2",
+            "--policy",
+            "flexy",
+            "--socket",
+        ])
         .arg(socket)
         .arg("--ledger")
         .arg(ledger)
@@ -35,7 +46,11 @@ fn start_daemon(socket: &PathBuf, ledger: &PathBuf, extra: &[&str]) -> Child {
 }
 
 fn sigterm(child: &Child) {
-    rustix::process::kill_process(rustix::process::Pid::from_child(child), rustix::process::Signal::TERM).unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
 }
 
 /// A client process killed with SIGKILL in the middle of a stream of tasks leaves no
@@ -79,8 +94,18 @@ fn a_client_killed_mid_stream_leaves_nothing_behind() {
     }
     // and the daemon serves the next client
     let mut c = Client::connect(&socket).unwrap();
-    let tenant = c.register(TenantOptions { class: TenantClass::Batch, sla: Duration::ZERO, weight: 1, priority: 0, memory: 0 }).unwrap();
-    let h = c.submit(tenant, &TaskRequest { cost: Duration::from_millis(10), ..Default::default() }).unwrap();
+    let tenant = c
+        .register(TenantOptions {
+            class: TenantClass::Batch,
+            sla: Duration::ZERO,
+            weight: 1,
+            priority: 0,
+            memory: 0,
+        })
+        .unwrap();
+    let h = c
+        .submit(tenant, &TaskRequest { cost: Duration::from_millis(10), ..Default::default() })
+        .unwrap();
     assert_eq!(c.wait(h, Duration::from_secs(10)).unwrap().outcome, Outcome::Done);
     sigterm(&daemon);
     assert!(daemon.wait().unwrap().success());
@@ -93,21 +118,49 @@ fn a_client_killed_mid_stream_leaves_nothing_behind() {
 fn sigterm_drains_and_a_second_daemon_is_refused() {
     let (socket, ledger) = (tmp("term.sock"), tmp("term-ledger"));
     let mut daemon = start_daemon(&socket, &ledger, &[]);
-    let second = tessera().args(["daemon", "--socket"]).arg(&socket).arg("--ledger").arg(&ledger).output().unwrap();
+    let second = tessera()
+        .args(["daemon", "--socket"])
+        .arg(&socket)
+        .arg("--ledger")
+        .arg(&ledger)
+        .output()
+        .unwrap();
     assert!(!second.status.success());
-    assert!(String::from_utf8_lossy(&second.stderr).contains("already running"), "{}", String::from_utf8_lossy(&second.stderr));
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("already running"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
 
     let mut c = Client::connect(&socket).unwrap();
-    let tenant = c.register(TenantOptions { class: TenantClass::Batch, sla: Duration::ZERO, weight: 1, priority: 0, memory: 0 }).unwrap();
+    let tenant = c
+        .register(TenantOptions {
+            class: TenantClass::Batch,
+            sla: Duration::ZERO,
+            weight: 1,
+            priority: 0,
+            memory: 0,
+        })
+        .unwrap();
     let handles: Vec<u64> = (0..6)
-        .map(|_| c.submit(tenant, &TaskRequest { cost: Duration::from_millis(2000), ..Default::default() }).unwrap())
+        .map(|_| {
+            c.submit(
+                tenant,
+                &TaskRequest { cost: Duration::from_millis(2000), ..Default::default() },
+            )
+            .unwrap()
+        })
         .collect();
     std::thread::sleep(Duration::from_millis(50));
     sigterm(&daemon);
-    let outcomes: Vec<Outcome> = handles.iter().map(|h| c.wait(*h, Duration::from_secs(20)).unwrap().outcome).collect();
+    let outcomes: Vec<Outcome> =
+        handles.iter().map(|h| c.wait(*h, Duration::from_secs(20)).unwrap().outcome).collect();
     assert!(daemon.wait().unwrap().success());
     let done = outcomes.iter().filter(|o| **o == Outcome::Done).count();
-    let shut = outcomes.iter().filter(|o| **o == Outcome::Cancelled(tessera_client::region::reason::SHUTDOWN)).count();
+    let shut = outcomes
+        .iter()
+        .filter(|o| **o == Outcome::Cancelled(tessera_client::region::reason::SHUTDOWN))
+        .count();
     assert_eq!(done + shut, 6, "every task ended: {outcomes:?}");
     assert!(done >= 1 && shut >= 1, "{outcomes:?}");
     assert!(!socket.exists(), "socket removed");
@@ -115,7 +168,10 @@ fn sigterm_drains_and_a_second_daemon_is_refused() {
 
 #[test]
 fn the_demo_runs_and_compares_with_the_simulator() {
-    let out = tessera().args(["demo", "--jobs", "6", "--speedup", "20", "--tolerance", "100"]).output().unwrap();
+    let out = tessera()
+        .args(["demo", "--jobs", "6", "--speedup", "20", "--tolerance", "100"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     for policy in ["round-robin", "priority", "flexy (K=1)"] {

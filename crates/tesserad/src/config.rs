@@ -68,7 +68,8 @@ pub struct DaemonConfig {
 
 impl Default for DaemonConfig {
     fn default() -> Self {
-        let runtime = std::env::var_os("XDG_RUNTIME_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+        let runtime =
+            std::env::var_os("XDG_RUNTIME_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
         DaemonConfig {
             socket: runtime.join("tesserad.sock"),
             ledger: PathBuf::from("/dev/shm/tessera-ledger"),
@@ -112,8 +113,10 @@ pub enum ConfigError {
 impl DaemonConfig {
     /// Read a TOML file.
     pub fn from_file(path: &std::path::Path) -> Result<DaemonConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        toml::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
     }
 
     /// Check ranges.
@@ -123,15 +126,18 @@ impl DaemonConfig {
             return bad(format!("gpus must be 1..=16, got {}", self.gpus));
         }
         if !self.ring_slots.is_power_of_two() || self.ring_slots > 4096 {
-            return bad(format!("ring_slots must be a power of two up to 4096, got {}", self.ring_slots));
+            return bad(format!(
+                "ring_slots must be a power of two up to 4096, got {}",
+                self.ring_slots
+            ));
         }
         if self.slot_bytes == 0 || self.slot_bytes > 1 << 24 {
             return bad(format!("slot_bytes must be 1..=16 MiB, got {}", self.slot_bytes));
         }
-        if let ExecutorKind::Emulated { speedup } = self.executor {
-            if !(speedup > 0.0 && speedup <= 1000.0) {
-                return bad(format!("speedup must be in (0, 1000], got {speedup}"));
-            }
+        if let ExecutorKind::Emulated { speedup } = self.executor
+            && !(speedup > 0.0 && speedup <= 1000.0)
+        {
+            return bad(format!("speedup must be in (0, 1000], got {speedup}"));
         }
         if self.sla_ms == 0 {
             return bad("sla_ms must be positive".into());
@@ -146,8 +152,12 @@ impl DaemonConfig {
         match self.policy {
             PolicyName::RoundRobin => PolicyConfig::RoundRobin,
             PolicyName::Priority => PolicyConfig::Priority { reserve: self.reserve, reset },
-            PolicyName::Flexy => PolicyConfig::Flexy { reserve: self.reserve, reset, sla, history: 10 },
-            PolicyName::FlexyPid => PolicyConfig::FlexyPid { sla, history: 10, gains: PidGains::default() },
+            PolicyName::Flexy => {
+                PolicyConfig::Flexy { reserve: self.reserve, reset, sla, history: 10 }
+            }
+            PolicyName::FlexyPid => {
+                PolicyConfig::FlexyPid { sla, history: 10, gains: PidGains::default() }
+            }
         }
     }
 }
@@ -158,7 +168,10 @@ mod tests {
 
     #[test]
     fn toml_is_parsed_and_unknown_keys_are_rejected() {
-        let c: DaemonConfig = toml::from_str("gpus = 2\npolicy = \"priority\"\n[executor]\nkind = \"emulated\"\nspeedup = 4.0\n").unwrap();
+        let c: DaemonConfig = toml::from_str(
+            "gpus = 2\npolicy = \"priority\"\n[executor]\nkind = \"emulated\"\nspeedup = 4.0\n",
+        )
+        .unwrap();
         assert_eq!(c.gpus, 2);
         assert_eq!(c.policy, PolicyName::Priority);
         assert_eq!(c.executor, ExecutorKind::Emulated { speedup: 4.0 });

@@ -9,11 +9,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
-use tessera_client::proto::{ErrorCode, GpuReport, Reply, StatusReport, TenantClass, TenantReport, Totals};
+use tessera_client::proto::{
+    ErrorCode, GpuReport, Reply, StatusReport, TenantClass, TenantReport, Totals,
+};
 use tessera_client::region::{Doorbell, Region, RequestDesc, ResponseDesc, op, reason, status};
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::ExecutionFailure;
-use tessera_core::{Action, Bytes, Event, GpuId, Nanos, Placement, Policy, ServiceClass, TaskId, TaskSpec, TenantId, TenantSpec};
+use tessera_core::{
+    Action, Bytes, Event, GpuId, Nanos, Placement, Policy, ServiceClass, TaskId, TaskSpec,
+    TenantId, TenantSpec,
+};
 use tessera_ledger::{Ledger, Wait};
 
 /// A client connection's id.
@@ -184,7 +189,10 @@ pub struct Core {
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Core").field("policy", &self.policy.label()).field("tasks", &self.tasks.len()).finish()
+        f.debug_struct("Core")
+            .field("policy", &self.policy.label())
+            .field("tasks", &self.tasks.len())
+            .finish()
     }
 }
 
@@ -218,7 +226,14 @@ impl Core {
             by_seq: BTreeMap::new(),
             gpus: gpu_memory
                 .iter()
-                .map(|m| GpuRt { running: None, busy_since: None, busy_total: Duration::ZERO, resetting: false, memory: m.0, pool: "shared" })
+                .map(|m| GpuRt {
+                    running: None,
+                    busy_since: None,
+                    busy_total: Duration::ZERO,
+                    resetting: false,
+                    memory: m.0,
+                    pool: "shared",
+                })
                 .collect(),
             internal: VecDeque::new(),
             next_task: 0,
@@ -244,13 +259,16 @@ impl Core {
                 worked = true;
             }
             worked |= self.poll_rings();
-            if let (Some(t), Some(period)) = (next_tick, tick) {
-                if self.clock.now() >= t {
-                    self.deliver(Event::Tick);
-                    next_tick = Some(self.clock.now() + period);
-                }
+            if let (Some(t), Some(period)) = (next_tick, tick)
+                && self.clock.now() >= t
+            {
+                self.deliver(Event::Tick);
+                next_tick = Some(self.clock.now() + period);
             }
-            if self.draining && self.tasks.values().all(|t| t.started.is_none()) && self.gpus.iter().all(|g| !g.resetting) {
+            if self.draining
+                && self.tasks.values().all(|t| t.started.is_none())
+                && self.gpus.iter().all(|g| !g.resetting)
+            {
                 // nothing runs; anything still queued was cancelled by TenantLeft
                 break;
             }
@@ -263,9 +281,12 @@ impl Core {
                 std::hint::spin_loop();
                 continue;
             }
-            let timeout = next_tick.map_or(Duration::from_millis(100), |t| self.clock.wall(t - self.clock.now()).min(Duration::from_millis(100)));
+            let timeout = next_tick.map_or(Duration::from_millis(100), |t| {
+                self.clock.wall(t - self.clock.now()).min(Duration::from_millis(100))
+            });
             let pending = self.mailbox.pending.clone();
-            let conns: Vec<Arc<Region>> = self.conns.values().filter(|c| c.alive).map(|c| c.region.clone()).collect();
+            let conns: Vec<Arc<Region>> =
+                self.conns.values().filter(|c| c.alive).map(|c| c.region.clone()).collect();
             self.mailbox.bell.sleep(timeout.max(Duration::from_micros(100)), || {
                 pending.load(Ordering::SeqCst) > 0 || conns.iter().any(|r| r.has_requests())
             });
@@ -277,7 +298,8 @@ impl Core {
 
     fn poll_rings(&mut self) -> bool {
         let mut worked = false;
-        let ids: Vec<ConnId> = self.conns.iter().filter(|(_, c)| c.alive).map(|(id, _)| *id).collect();
+        let ids: Vec<ConnId> =
+            self.conns.iter().filter(|(_, c)| c.alive).map(|(id, _)| *id).collect();
         for conn in ids {
             let region = self.conns[&conn].region.clone();
             // bounded per connection per pass, so one busy client cannot starve others
@@ -291,21 +313,35 @@ impl Core {
     }
 
     fn respond(&self, conn: ConnId, r: ResponseDesc) {
-        if let Some(c) = self.conns.get(&conn).filter(|c| c.alive) {
-            if !c.region.push_response(&r) {
-                tracing::warn!(conn, "response ring full; client exceeded its slots");
-            }
+        if let Some(c) = self.conns.get(&conn).filter(|c| c.alive)
+            && !c.region.push_response(&r)
+        {
+            tracing::warn!(conn, "response ring full; client exceeded its slots");
         }
     }
 
     fn reject(&self, conn: ConnId, seq: u64, why: u32) {
-        self.respond(conn, ResponseDesc { seq, status: status::FAILED, reason: why, gpu: u32::MAX, ..Default::default() });
+        self.respond(
+            conn,
+            ResponseDesc {
+                seq,
+                status: status::FAILED,
+                reason: why,
+                gpu: u32::MAX,
+                ..Default::default()
+            },
+        );
     }
 
     fn request(&mut self, conn: ConnId, region: &Region, d: RequestDesc) {
         match d.op {
             op::ECHO => {
-                let _ = region.push_response(&ResponseDesc { seq: d.seq, status: status::ECHO, gpu: u32::MAX, ..Default::default() });
+                let _ = region.push_response(&ResponseDesc {
+                    seq: d.seq,
+                    status: status::ECHO,
+                    gpu: u32::MAX,
+                    ..Default::default()
+                });
             }
             op::CANCEL => {
                 if let Some(task) = self.by_seq.get(&(conn, d.seq)).copied() {
@@ -316,7 +352,16 @@ impl Core {
                 let tenant = TenantId(d.tenant);
                 let owned = self.tenants.get(&tenant).is_some_and(|t| t.conn == conn && t.open);
                 if self.draining {
-                    return self.respond(conn, ResponseDesc { seq: d.seq, status: status::CANCELLED, reason: reason::SHUTDOWN, gpu: u32::MAX, ..Default::default() });
+                    return self.respond(
+                        conn,
+                        ResponseDesc {
+                            seq: d.seq,
+                            status: status::CANCELLED,
+                            reason: reason::SHUTDOWN,
+                            gpu: u32::MAX,
+                            ..Default::default()
+                        },
+                    );
                 }
                 if !owned {
                     return self.reject(conn, d.seq, reason::UNKNOWN_TENANT);
@@ -350,7 +395,12 @@ impl Core {
                 if let Some(t) = self.tenants.get_mut(&tenant) {
                     t.queued += 1;
                 }
-                self.deliver(Event::TaskSubmitted(TaskSpec { id, tenant, kernel: d.kernel, memory: Bytes(d.memory) }));
+                self.deliver(Event::TaskSubmitted(TaskSpec {
+                    id,
+                    tenant,
+                    kernel: d.kernel,
+                    memory: Bytes(d.memory),
+                }));
             }
             _ => self.reject(conn, d.seq, reason::BAD_REQUEST),
         }
@@ -377,7 +427,9 @@ impl Core {
                 let (st, code) = match why {
                     _ if self.draining => (status::CANCELLED, reason::SHUTDOWN),
                     TaskEndReason::TenantLeft => (status::CANCELLED, reason::TENANT_CLOSED),
-                    TaskEndReason::CancelledByClient => (status::CANCELLED, reason::CANCELLED_BY_CLIENT),
+                    TaskEndReason::CancelledByClient => {
+                        (status::CANCELLED, reason::CANCELLED_BY_CLIENT)
+                    }
                     TaskEndReason::Shutdown => (status::CANCELLED, reason::SHUTDOWN),
                     TaskEndReason::UnknownTenant => (status::FAILED, reason::UNKNOWN_TENANT),
                     TaskEndReason::Unschedulable(_) => (status::FAILED, reason::UNSCHEDULABLE),
@@ -391,7 +443,16 @@ impl Core {
                     t.not_done += 1;
                     t.queued = t.queued.saturating_sub(1);
                 }
-                self.respond(info.conn, ResponseDesc { seq: info.seq, status: st, reason: code, gpu: u32::MAX, ..Default::default() });
+                self.respond(
+                    info.conn,
+                    ResponseDesc {
+                        seq: info.seq,
+                        status: st,
+                        reason: code,
+                        gpu: u32::MAX,
+                        ..Default::default()
+                    },
+                );
             }
             Action::ResetGpu { gpu, killed } => {
                 let Some(g) = self.gpus.get_mut(gpu.0 as usize) else { return };
@@ -401,15 +462,15 @@ impl Core {
                 g.running = None;
                 g.resetting = true;
                 self.totals.resets += 1;
-                if let Some(task) = killed {
-                    if let Some(info) = self.tasks.get_mut(&task) {
-                        info.started = None;
-                        let memory = info.memory;
-                        if let Some(t) = self.tenants.get_mut(&info.tenant) {
-                            t.queued += 1;
-                        }
-                        self.release_memory(gpu, memory);
+                if let Some(task) = killed
+                    && let Some(info) = self.tasks.get_mut(&task)
+                {
+                    info.started = None;
+                    let memory = info.memory;
+                    if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                        t.queued += 1;
                     }
+                    self.release_memory(gpu, memory);
                 }
                 self.exec.send(gpu, Command::Reset);
             }
@@ -425,17 +486,18 @@ impl Core {
                     }
                 }
             }
-            other => tracing::warn!(?other, "action not supported by this daemon's executors; ignored"),
+            other => {
+                tracing::warn!(?other, "action not supported by this daemon's executors; ignored")
+            }
         }
     }
 
     fn release_memory(&mut self, gpu: GpuId, memory: u64) {
-        if memory > 0 {
-            if let Some(l) = &self.ledger {
-                if let Err(e) = l.post_free(gpu.0, memory) {
-                    tracing::error!(error = %e, "ledger post-free failed");
-                }
-            }
+        if memory > 0
+            && let Some(l) = &self.ledger
+            && let Err(e) = l.post_free(gpu.0, memory)
+        {
+            tracing::error!(error = %e, "ledger post-free failed");
         }
     }
 
@@ -443,31 +505,34 @@ impl Core {
         let Some(info) = self.tasks.get_mut(&task) else { return };
         // memory for the task is admitted through the ledger, which other processes on
         // the node share; if it is not free the task fails with a reason
-        if info.memory > 0 {
-            if let Some(l) = &self.ledger {
-                if let Err(e) = l.pre_alloc(gpu.0, info.memory, Wait::NoWait) {
-                    tracing::info!(%task, error = %e, "no GPU memory for task");
-                    let failure = Event::TaskFinished {
-                        task,
-                        placement: Placement::whole(gpu),
-                        ran_for: Nanos::ZERO,
-                        result: Err(ExecutionFailure { reason: e.to_string() }),
-                    };
-                    // the policy marked the GPU busy; tell it the task failed at once
-                    self.gpus[gpu.0 as usize].running = Some(task);
-                    info.started = Some((gpu, self.clock.now()));
-                    let info = self.tasks.remove(&task).expect("present");
-                    self.finish_bookkeeping(gpu, &info, false, reason::NO_MEMORY, 0);
-                    self.internal.push_back(failure);
-                    return;
-                }
-            }
+        if info.memory > 0
+            && let Some(l) = &self.ledger
+            && let Err(e) = l.pre_alloc(gpu.0, info.memory, Wait::NoWait)
+        {
+            tracing::info!(%task, error = %e, "no GPU memory for task");
+            let failure = Event::TaskFinished {
+                task,
+                placement: Placement::whole(gpu),
+                ran_for: Nanos::ZERO,
+                result: Err(ExecutionFailure { reason: e.to_string() }),
+            };
+            // the policy marked the GPU busy; tell it the task failed at once
+            self.gpus[gpu.0 as usize].running = Some(task);
+            info.started = Some((gpu, self.clock.now()));
+            let info = self.tasks.remove(&task).expect("present");
+            self.finish_bookkeeping(gpu, &info, false, reason::NO_MEMORY, 0);
+            self.internal.push_back(failure);
+            return;
         }
         info.started = Some((gpu, self.clock.now()));
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
             t.queued = t.queued.saturating_sub(1);
         }
-        let data = self.conns.get(&info.conn).filter(|c| c.alive).map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
+        let data = self
+            .conns
+            .get(&info.conn)
+            .filter(|c| c.alive)
+            .map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
         let g = &mut self.gpus[gpu.0 as usize];
         g.running = Some(task);
         g.busy_since = Some(Instant::now());
@@ -489,7 +554,14 @@ impl Core {
     }
 
     /// Stats, client answer and ledger release for a task that stopped on `gpu`.
-    fn finish_bookkeeping(&mut self, gpu: GpuId, info: &TaskInfo, ok: bool, why: u32, out_len: u32) {
+    fn finish_bookkeeping(
+        &mut self,
+        gpu: GpuId,
+        info: &TaskInfo,
+        ok: bool,
+        why: u32,
+        out_len: u32,
+    ) {
         let g = &mut self.gpus[gpu.0 as usize];
         g.running = None;
         if let Some(since) = g.busy_since.take() {
@@ -546,13 +618,20 @@ impl Core {
     fn handle(&mut self, m: Msg) {
         match m {
             Msg::Connected { conn, region, pid, uid } => {
-                self.conns.insert(conn, Conn { region, pid, uid, alive: true, tenants: BTreeSet::new(), tasks: 0 });
+                self.conns.insert(
+                    conn,
+                    Conn { region, pid, uid, alive: true, tenants: BTreeSet::new(), tasks: 0 },
+                );
             }
             Msg::Control { conn, pid, uid, request, reply } => {
                 let _ = reply.send(self.control(conn, pid, uid, request));
             }
             Msg::Disconnected { conn } => {
-                let tenants: Vec<TenantId> = self.conns.get(&conn).map(|c| c.tenants.iter().copied().collect()).unwrap_or_default();
+                let tenants: Vec<TenantId> = self
+                    .conns
+                    .get(&conn)
+                    .map(|c| c.tenants.iter().copied().collect())
+                    .unwrap_or_default();
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.alive = false;
                 }
@@ -567,7 +646,12 @@ impl Core {
                 }
                 let Some(info) = self.tasks.remove(&task) else { return };
                 self.finish_bookkeeping(gpu, &info, true, reason::NONE, out_len);
-                self.deliver(Event::TaskFinished { task, placement: Placement::whole(gpu), ran_for, result: Ok(()) });
+                self.deliver(Event::TaskFinished {
+                    task,
+                    placement: Placement::whole(gpu),
+                    ran_for,
+                    result: Ok(()),
+                });
             }
             Msg::ResetDone { gpu } => {
                 if let Some(g) = self.gpus.get_mut(gpu.0 as usize) {
@@ -576,9 +660,12 @@ impl Core {
                 self.deliver(Event::GpuResetDone { gpu });
             }
             Msg::Shutdown => {
-                tracing::info!("draining: admitting nothing new, cancelling queued tasks, finishing running ones");
+                tracing::info!(
+                    "draining: admitting nothing new, cancelling queued tasks, finishing running ones"
+                );
                 self.draining = true;
-                let open: Vec<TenantId> = self.tenants.iter().filter(|(_, t)| t.open).map(|(id, _)| *id).collect();
+                let open: Vec<TenantId> =
+                    self.tenants.iter().filter(|(_, t)| t.open).map(|(id, _)| *id).collect();
                 for t in open {
                     self.close_tenant(t);
                 }
@@ -587,20 +674,28 @@ impl Core {
     }
 
     fn close_tenant(&mut self, tenant: TenantId) {
-        if let Some(t) = self.tenants.get_mut(&tenant) {
-            if t.open {
-                t.open = false;
-                self.deliver(Event::TenantLeft { tenant });
-            }
+        if let Some(t) = self.tenants.get_mut(&tenant)
+            && t.open
+        {
+            t.open = false;
+            self.deliver(Event::TenantLeft { tenant });
         }
         self.gc_tenant(tenant);
     }
 
-    fn control(&mut self, conn: ConnId, _pid: u32, _uid: u32, request: tessera_client::proto::Request) -> Reply {
+    fn control(
+        &mut self,
+        conn: ConnId,
+        _pid: u32,
+        _uid: u32,
+        request: tessera_client::proto::Request,
+    ) -> Reply {
         use tessera_client::proto::Request;
         let err = |code, message: String| Reply::Error { code, message };
         match request {
-            Request::Hello { .. } | Request::Ping => err(ErrorCode::BadRequest, "handled by the connection".into()),
+            Request::Hello { .. } | Request::Ping => {
+                err(ErrorCode::BadRequest, "handled by the connection".into())
+            }
             Request::Status => Reply::Status(self.status()),
             Request::Register { class, sla_ms, weight, priority, memory } => {
                 if self.draining {
@@ -610,26 +705,48 @@ impl Core {
                     return err(ErrorCode::BadRequest, "send hello before registering".into());
                 }
                 let class = match class {
-                    TenantClass::UserFacing if sla_ms == 0 => return err(ErrorCode::BadRequest, "a user-facing tenant needs sla_ms > 0".into()),
-                    TenantClass::UserFacing => ServiceClass::UserFacing { sla: Nanos::from_millis(sla_ms) },
+                    TenantClass::UserFacing if sla_ms == 0 => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "a user-facing tenant needs sla_ms > 0".into(),
+                        );
+                    }
+                    TenantClass::UserFacing => {
+                        ServiceClass::UserFacing { sla: Nanos::from_millis(sla_ms) }
+                    }
                     TenantClass::Batch => ServiceClass::Batch,
                 };
                 if self.gpus.iter().all(|g| memory > g.memory) {
-                    return err(ErrorCode::NoCapacity, format!("{memory} bytes exceed every GPU's memory"));
+                    return err(
+                        ErrorCode::NoCapacity,
+                        format!("{memory} bytes exceed every GPU's memory"),
+                    );
                 }
                 let id = TenantId(self.next_tenant);
                 self.next_tenant += 1;
-                self.tenants.insert(id, TenantInfo { conn, class, open: true, queued: 0, done: 0, met: 0, not_done: 0 });
+                self.tenants.insert(
+                    id,
+                    TenantInfo { conn, class, open: true, queued: 0, done: 0, met: 0, not_done: 0 },
+                );
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tenants.insert(id);
                 }
-                self.deliver(Event::TenantRegistered(TenantSpec { id, class, weight: weight.max(1), priority, memory: Bytes(memory) }));
+                self.deliver(Event::TenantRegistered(TenantSpec {
+                    id,
+                    class,
+                    weight: weight.max(1),
+                    priority,
+                    memory: Bytes(memory),
+                }));
                 Reply::Registered { tenant: id.0 }
             }
             Request::Close { tenant } => {
                 let id = TenantId(tenant);
                 if !self.tenants.get(&id).is_some_and(|t| t.conn == conn && t.open) {
-                    return err(ErrorCode::UnknownTenant, format!("tenant {tenant} is not one of this connection's"));
+                    return err(
+                        ErrorCode::UnknownTenant,
+                        format!("tenant {tenant} is not one of this connection's"),
+                    );
                 }
                 self.close_tenant(id);
                 Reply::Closed { tenant }
@@ -656,11 +773,20 @@ impl Core {
                         busy: if g.resetting {
                             "resetting".into()
                         } else {
-                            g.running.and_then(|t| self.tasks.get(&t)).map_or("idle".into(), |t| format!("tenant {}", t.tenant.0))
+                            g.running
+                                .and_then(|t| self.tasks.get(&t))
+                                .map_or("idle".into(), |t| format!("tenant {}", t.tenant.0))
                         },
-                        memory_used: used.as_ref().and_then(|s| s.gpus.get(i)).map_or(0, |s| s.used),
+                        memory_used: used
+                            .as_ref()
+                            .and_then(|s| s.gpus.get(i))
+                            .map_or(0, |s| s.used),
                         memory_total: g.memory,
-                        utilization: if uptime.is_zero() { 0.0 } else { busy.as_secs_f64() / uptime.as_secs_f64() },
+                        utilization: if uptime.is_zero() {
+                            0.0
+                        } else {
+                            busy.as_secs_f64() / uptime.as_secs_f64()
+                        },
                     }
                 })
                 .collect(),
@@ -674,7 +800,11 @@ impl Core {
                         tenant: id.0,
                         pid: c.map_or(0, |c| c.pid),
                         uid: c.map_or(0, |c| c.uid),
-                        class: if t.class.is_user_facing() { TenantClass::UserFacing } else { TenantClass::Batch },
+                        class: if t.class.is_user_facing() {
+                            TenantClass::UserFacing
+                        } else {
+                            TenantClass::Batch
+                        },
                         sla_ms: match t.class {
                             ServiceClass::UserFacing { sla } => sla.0 / 1_000_000,
                             ServiceClass::Batch => 0,
@@ -682,7 +812,8 @@ impl Core {
                         queued: t.queued,
                         done: t.done,
                         not_done: t.not_done,
-                        sla_met: (t.class.is_user_facing() && t.done > 0).then(|| t.met as f64 / t.done as f64),
+                        sla_met: (t.class.is_user_facing() && t.done > 0)
+                            .then(|| t.met as f64 / t.done as f64),
                         memory_held: self
                             .tasks
                             .values()

@@ -12,13 +12,17 @@ type CuResult = i32;
 pub fn device_memory() -> Result<Vec<u64>, String> {
     // SAFETY: loading the system's CUDA driver library runs its initialisers, which is
     // what every CUDA program does; we keep the library alive while calling into it.
-    let lib = unsafe { Library::new("libcuda.so.1") }.map_err(|e| format!("no CUDA driver (libcuda.so.1): {e}"))?;
+    let lib = unsafe { Library::new("libcuda.so.1") }
+        .map_err(|e| format!("no CUDA driver (libcuda.so.1): {e}"))?;
     // SAFETY: the symbols have these C signatures in every CUDA driver since 3.2
     // (cuDeviceTotalMem_v2); we call them only while `lib` is alive.
     unsafe {
-        let init: Symbol<unsafe extern "C" fn(u32) -> CuResult> = lib.get(b"cuInit\0").map_err(|e| e.to_string())?;
-        let count: Symbol<unsafe extern "C" fn(*mut i32) -> CuResult> = lib.get(b"cuDeviceGetCount\0").map_err(|e| e.to_string())?;
-        let get: Symbol<unsafe extern "C" fn(*mut i32, i32) -> CuResult> = lib.get(b"cuDeviceGet\0").map_err(|e| e.to_string())?;
+        let init: Symbol<unsafe extern "C" fn(u32) -> CuResult> =
+            lib.get(b"cuInit\0").map_err(|e| e.to_string())?;
+        let count: Symbol<unsafe extern "C" fn(*mut i32) -> CuResult> =
+            lib.get(b"cuDeviceGetCount\0").map_err(|e| e.to_string())?;
+        let get: Symbol<unsafe extern "C" fn(*mut i32, i32) -> CuResult> =
+            lib.get(b"cuDeviceGet\0").map_err(|e| e.to_string())?;
         let total: Symbol<unsafe extern "C" fn(*mut usize, i32) -> CuResult> =
             lib.get(b"cuDeviceTotalMem_v2\0").map_err(|e| e.to_string())?;
         let r = init(0);

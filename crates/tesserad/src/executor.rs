@@ -136,7 +136,11 @@ fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: PerfModel, speedup: f64, 
                     // length (so that clients can check the data path end to end).
                     Some((region, seq, in_len, out_len)) if out_len > 0 => {
                         let input = region.read_data(seq, in_len as usize);
-                        let output: Vec<u8> = if input.is_empty() { vec![0; out_len as usize] } else { input.iter().copied().cycle().take(out_len as usize).collect() };
+                        let output: Vec<u8> = if input.is_empty() {
+                            vec![0; out_len as usize]
+                        } else {
+                            input.iter().copied().cycle().take(out_len as usize).collect()
+                        };
                         region.write_data(seq, &output);
                         out_len
                     }

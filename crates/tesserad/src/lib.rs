@@ -37,7 +37,9 @@ use tessera_sim::perf::PerfModel;
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     /// Another daemon holds the socket.
-    #[error("another tesserad is already running on {socket} ({holder}); stop it or choose another --socket")]
+    #[error(
+        "another tesserad is already running on {socket} ({holder}); stop it or choose another --socket"
+    )]
     AlreadyRunning {
         /// Socket path.
         socket: PathBuf,
@@ -107,14 +109,19 @@ impl Daemon {
             .map_err(io(format!("opening {}", lock_path.display())))?;
         if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
             let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
-            return Err(DaemonError::AlreadyRunning { socket: cfg.socket.clone(), holder: holder.trim().to_string() });
+            return Err(DaemonError::AlreadyRunning {
+                socket: cfg.socket.clone(),
+                holder: holder.trim().to_string(),
+            });
         }
         lock.set_len(0).map_err(io("writing the lock file"))?;
         let _ = writeln!(lock, "pid {}", std::process::id());
         // we hold the lock, so a socket file left here is stale
         let _ = std::fs::remove_file(&cfg.socket);
-        let listener = UnixListener::bind(&cfg.socket).map_err(io(format!("binding {}", cfg.socket.display())))?;
-        std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600)).map_err(io("restricting the socket to its owner"))?;
+        let listener = UnixListener::bind(&cfg.socket)
+            .map_err(io(format!("binding {}", cfg.socket.display())))?;
+        std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(io("restricting the socket to its owner"))?;
 
         let gpus = GpuSpec::uniform(cfg.gpus, Bytes::mib(cfg.gpu_memory_mib));
         let policy = cfg.policy_config().build(&gpus)?;
@@ -124,8 +131,14 @@ impl Daemon {
             policy: Default::default(),
             priority: 0,
         })?;
-        let bell_file = File::from(rustix::fs::memfd_create("tessera-doorbell", rustix::fs::MemfdFlags::CLOEXEC).map_err(|e| io("doorbell")(e.into()))?);
-        let bell = Arc::new(Doorbell::map(&bell_file, true).map_err(|e| io("doorbell")(std::io::Error::other(e)))?);
+        let bell_file = File::from(
+            rustix::fs::memfd_create("tessera-doorbell", rustix::fs::MemfdFlags::CLOEXEC)
+                .map_err(|e| io("doorbell")(e.into()))?,
+        );
+        let bell = Arc::new(
+            Doorbell::map(&bell_file, true)
+                .map_err(|e| io("doorbell")(std::io::Error::other(e)))?,
+        );
         let (mailbox, rx) = Mailbox::new(bell);
         let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 };
         let exec = executor::Emulated::start(cfg.gpus, perf, speedup, mailbox.clone());
@@ -140,12 +153,24 @@ impl Daemon {
             format!("emulated x{speedup}"),
             cfg.slot_bytes,
         );
-        let core = std::thread::Builder::new().name("core".into()).spawn(move || core.run()).map_err(io("spawning the core"))?;
+        let core = std::thread::Builder::new()
+            .name("core".into())
+            .spawn(move || core.run())
+            .map_err(io("spawning the core"))?;
         let server = Arc::new(Server::new(mailbox, bell_file, cfg.ring_slots, cfg.slot_bytes));
         let s = server.clone();
-        let accept = std::thread::Builder::new().name("accept".into()).spawn(move || s.accept_loop(listener)).map_err(io("spawning the accept loop"))?;
+        let accept = std::thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || s.accept_loop(listener))
+            .map_err(io("spawning the accept loop"))?;
         tracing::info!(socket = %cfg.socket.display(), policy = ?cfg.policy, gpus = cfg.gpus, speedup, "tesserad started");
-        Ok(Daemon { server, socket: cfg.socket.clone(), core: Some(core), accept: Some(accept), _lock: lock })
+        Ok(Daemon {
+            server,
+            socket: cfg.socket.clone(),
+            core: Some(core),
+            accept: Some(accept),
+            _lock: lock,
+        })
     }
 
     /// The control socket.

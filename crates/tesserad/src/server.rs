@@ -28,7 +28,14 @@ pub struct Server {
 
 impl Server {
     pub(crate) fn new(mailbox: Mailbox, bell_file: File, slots: u32, slot_bytes: u32) -> Server {
-        Server { mailbox, bell_file, slots, slot_bytes, stopping: AtomicBool::new(false), next_conn: AtomicU64::new(1) }
+        Server {
+            mailbox,
+            bell_file,
+            slots,
+            slot_bytes,
+            stopping: AtomicBool::new(false),
+            next_conn: AtomicU64::new(1),
+        }
     }
 
     /// Accept until told to stop.
@@ -41,7 +48,10 @@ impl Server {
                 Ok(s) => {
                     let me = self.clone();
                     let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
-                    if let Err(e) = std::thread::Builder::new().name(format!("conn{conn}")).spawn(move || me.serve(conn, s)) {
+                    if let Err(e) = std::thread::Builder::new()
+                        .name(format!("conn{conn}"))
+                        .spawn(move || me.serve(conn, s))
+                    {
                         tracing::error!(error = %e, "cannot spawn a connection thread");
                     }
                 }
@@ -66,7 +76,10 @@ impl Server {
                 Err(FrameError::Closed) => break,
                 Err(e) => {
                     tracing::info!(conn, pid, error = %e, "bad message; closing the connection");
-                    let _ = proto::write_frame(&mut stream, &Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() });
+                    let _ = proto::write_frame(
+                        &mut stream,
+                        &Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() },
+                    );
                     break;
                 }
             };
@@ -74,15 +87,25 @@ impl Server {
                 Request::Hello { protocol } if protocol != PROTOCOL => {
                     let _ = proto::write_frame(
                         &mut stream,
-                        &Reply::Error { code: ErrorCode::UnsupportedVersion, message: format!("daemon speaks protocol {PROTOCOL}, client {protocol}") },
+                        &Reply::Error {
+                            code: ErrorCode::UnsupportedVersion,
+                            message: format!(
+                                "daemon speaks protocol {PROTOCOL}, client {protocol}"
+                            ),
+                        },
                     );
                     break;
                 }
                 Request::Ping => Reply::Pong,
-                Request::Hello { .. } if hello_done => Reply::Error { code: ErrorCode::BadRequest, message: "hello sent twice".into() },
+                Request::Hello { .. } if hello_done => {
+                    Reply::Error { code: ErrorCode::BadRequest, message: "hello sent twice".into() }
+                }
                 Request::Hello { .. } => {
                     if self.stopping.load(Ordering::SeqCst) {
-                        Reply::Error { code: ErrorCode::ShuttingDown, message: "the daemon is shutting down".into() }
+                        Reply::Error {
+                            code: ErrorCode::ShuttingDown,
+                            message: "the daemon is shutting down".into(),
+                        }
                     } else {
                         match self.open_rings(conn, pid, uid, &stream) {
                             Ok(()) => {
@@ -91,7 +114,10 @@ impl Server {
                             }
                             Err(e) => {
                                 tracing::error!(conn, error = %e, "cannot set up shared memory for a client");
-                                Reply::Error { code: ErrorCode::NoCapacity, message: format!("shared memory: {e}") }
+                                Reply::Error {
+                                    code: ErrorCode::NoCapacity,
+                                    message: format!("shared memory: {e}"),
+                                }
                             }
                         }
                     }
@@ -101,7 +127,10 @@ impl Server {
                     self.mailbox.send(Msg::Control { conn, pid, uid, request, reply: tx });
                     match rx.recv() {
                         Ok(r) => r,
-                        Err(_) => Reply::Error { code: ErrorCode::ShuttingDown, message: "the daemon stopped".into() },
+                        Err(_) => Reply::Error {
+                            code: ErrorCode::ShuttingDown,
+                            message: "the daemon stopped".into(),
+                        },
                     }
                 }
             };
@@ -113,12 +142,23 @@ impl Server {
         tracing::debug!(conn, pid, "client disconnected");
     }
 
-    fn open_rings(&self, conn: ConnId, pid: u32, uid: u32, stream: &UnixStream) -> std::io::Result<()> {
-        let fd = rustix::fs::memfd_create(format!("tessera-client-{conn}"), rustix::fs::MemfdFlags::CLOEXEC)?;
+    fn open_rings(
+        &self,
+        conn: ConnId,
+        pid: u32,
+        uid: u32,
+        stream: &UnixStream,
+    ) -> std::io::Result<()> {
+        let fd = rustix::fs::memfd_create(
+            format!("tessera-client-{conn}"),
+            rustix::fs::MemfdFlags::CLOEXEC,
+        )?;
         let file = File::from(fd);
-        let region = Region::create(&file, self.slots, self.slot_bytes).map_err(std::io::Error::other)?;
+        let region =
+            Region::create(&file, self.slots, self.slot_bytes).map_err(std::io::Error::other)?;
         self.mailbox.send(Msg::Connected { conn, region: Arc::new(region), pid, uid });
-        let welcome = Reply::Welcome { protocol: PROTOCOL, slots: self.slots, slot_bytes: self.slot_bytes };
+        let welcome =
+            Reply::Welcome { protocol: PROTOCOL, slots: self.slots, slot_bytes: self.slot_bytes };
         let body = serde_json::to_vec(&welcome).map_err(std::io::Error::other)?;
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(&body);
@@ -126,7 +166,8 @@ impl Server {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
         let mut cmsg = SendAncillaryBuffer::new(&mut space);
         cmsg.push(SendAncillaryMessage::ScmRights(&fds));
-        let mut sent = rustix::net::sendmsg(stream, &[IoSlice::new(&frame)], &mut cmsg, SendFlags::NOSIGNAL)?;
+        let mut sent =
+            rustix::net::sendmsg(stream, &[IoSlice::new(&frame)], &mut cmsg, SendFlags::NOSIGNAL)?;
         while sent < frame.len() {
             sent += rustix::net::send(stream, &frame[sent..], SendFlags::NOSIGNAL)?;
         }

@@ -32,7 +32,13 @@ fn config(policy: PolicyName) -> DaemonConfig {
 }
 
 fn uf() -> TenantOptions {
-    TenantOptions { class: TenantClass::UserFacing, sla: Duration::from_millis(200), weight: 1, priority: 0, memory: 0 }
+    TenantOptions {
+        class: TenantClass::UserFacing,
+        sla: Duration::from_millis(200),
+        weight: 1,
+        priority: 0,
+        memory: 0,
+    }
 }
 
 fn batch() -> TenantOptions {
@@ -40,7 +46,13 @@ fn batch() -> TenantOptions {
 }
 
 fn task(ms: u64) -> TaskRequest {
-    TaskRequest { kernel: 1, cost: Duration::from_millis(ms), memory: 1 << 20, input: b"abc".to_vec(), output_len: 7 }
+    TaskRequest {
+        kernel: 1,
+        cost: Duration::from_millis(ms),
+        memory: 1 << 20,
+        input: b"abc".to_vec(),
+        output_len: 7,
+    }
 }
 
 const LONG: Duration = Duration::from_secs(20);
@@ -75,7 +87,10 @@ fn a_client_cannot_touch_another_clients_tenant() {
     let h = b.submit(ta, &task(10)).unwrap();
     let r = b.wait(h, LONG).unwrap();
     assert_eq!(r.outcome, Outcome::Failed(reason::UNKNOWN_TENANT));
-    assert!(matches!(b.close(ta), Err(ClientError::Refused { code: ErrorCode::UnknownTenant, .. })));
+    assert!(matches!(
+        b.close(ta),
+        Err(ClientError::Refused { code: ErrorCode::UnknownTenant, .. })
+    ));
     // a's tenant is unharmed
     let h = a.submit(ta, &task(10)).unwrap();
     assert_eq!(a.wait(h, LONG).unwrap().outcome, Outcome::Done);
@@ -112,10 +127,10 @@ fn bad_messages_are_refused_and_others_are_still_served() {
     let t = good.register(uf()).unwrap();
     let attacks: Vec<Vec<u8>> = vec![
         b"\x05\x00\x00\x00garbage-that-is-not-json".to_vec(),
-        b"\x10\x00\x00\x00{\"type\":\"he".to_vec(),           // truncated, then EOF
-        (u32::MAX).to_le_bytes().to_vec(),                       // oversized
+        b"\x10\x00\x00\x00{\"type\":\"he".to_vec(), // truncated, then EOF
+        (u32::MAX).to_le_bytes().to_vec(),          // oversized
         b"\x0b\x00\x00\x00{\"type\":42}".to_vec(),
-        vec![0xff; 3],                                           // not even a length
+        vec![0xff; 3], // not even a length
     ];
     for bytes in attacks {
         let mut s = UnixStream::connect(d.socket()).unwrap();
@@ -128,9 +143,15 @@ fn bad_messages_are_refused_and_others_are_still_served() {
     assert_eq!(good.wait(h, LONG).unwrap().outcome, Outcome::Done);
     // a registration before hello is refused, typed
     let mut control = Client::connect_control(d.socket()).unwrap();
-    assert!(matches!(control.register(batch()), Err(ClientError::Refused { code: ErrorCode::BadRequest, .. })));
+    assert!(matches!(
+        control.register(batch()),
+        Err(ClientError::Refused { code: ErrorCode::BadRequest, .. })
+    ));
     // an impossible memory request is refused, typed
-    assert!(matches!(good.register(TenantOptions { memory: u64::MAX, ..batch() }), Err(ClientError::Refused { code: ErrorCode::NoCapacity, .. })));
+    assert!(matches!(
+        good.register(TenantOptions { memory: u64::MAX, ..batch() }),
+        Err(ClientError::Refused { code: ErrorCode::NoCapacity, .. })
+    ));
 }
 
 #[test]
@@ -143,7 +164,12 @@ fn a_second_daemon_on_the_same_socket_refuses_to_start() {
 
 #[test]
 fn many_concurrent_clients_are_served() {
-    let d = Daemon::start(&DaemonConfig { gpus: 4, executor: ExecutorKind::Emulated { speedup: 50.0 }, ..config(PolicyName::Flexy) }).unwrap();
+    let d = Daemon::start(&DaemonConfig {
+        gpus: 4,
+        executor: ExecutorKind::Emulated { speedup: 50.0 },
+        ..config(PolicyName::Flexy)
+    })
+    .unwrap();
     let socket = d.socket().to_path_buf();
     let clients: Vec<_> = (0..256)
         .map(|i| {
@@ -152,7 +178,11 @@ fn many_concurrent_clients_are_served() {
                 let mut c = Client::connect(&socket).unwrap();
                 let t = c.register(if i % 2 == 0 { uf() } else { batch() }).unwrap();
                 let hs: Vec<u64> = (0..2).map(|_| c.submit(t, &task(5)).unwrap()).collect();
-                hs.into_iter().all(|h| c.wait(h, Duration::from_secs(60)).map(|x| x.outcome == Outcome::Done).unwrap_or(false))
+                hs.into_iter().all(|h| {
+                    c.wait(h, Duration::from_secs(60))
+                        .map(|x| x.outcome == Outcome::Done)
+                        .unwrap_or(false)
+                })
             })
         })
         .collect();

@@ -57,10 +57,15 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
     let mut rows: Vec<(&str, u64, u64)> = Vec::new();
     eprintln!("transport bench: {} round trips each ...", a.iterations);
     let mut x = 0u64;
-    rows.push(("inproc", time(a.iterations, || {
-        x = echo_inproc(x + 1);
-        Ok(())
-    })?.0, 0));
+    rows.push((
+        "inproc",
+        time(a.iterations, || {
+            x = echo_inproc(x + 1);
+            Ok(())
+        })?
+        .0,
+        0,
+    ));
     let (p50, p99) = time(a.iterations, || {
         x = echo_inproc(x + 1);
         Ok(())
@@ -74,7 +79,13 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
     rows.push(("shm", p50, p99));
     let (p50, p99) = time(a.iterations, || Ok(c.ping()?))?;
     rows.push(("socket", p50, p99));
-    let tenant = c.register(TenantOptions { class: TenantClass::Batch, sla: Duration::ZERO, weight: 1, priority: 0, memory: 0 })?;
+    let tenant = c.register(TenantOptions {
+        class: TenantClass::Batch,
+        sla: Duration::ZERO,
+        weight: 1,
+        priority: 0,
+        memory: 0,
+    })?;
     let empty = TaskRequest::default();
     let (p50, p99) = time(a.iterations.min(5_000), || {
         let h = c.submit(tenant, &empty)?;
@@ -83,14 +94,23 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
     })?;
     rows.push(("task", p50, p99));
 
-    eprintln!("transport bench: {} clients submitting empty tasks for {} s ...", a.clients, a.seconds);
+    eprintln!(
+        "transport bench: {} clients submitting empty tasks for {} s ...",
+        a.clients, a.seconds
+    );
     let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
     let workers: Vec<_> = (0..a.clients)
         .map(|_| {
             let socket = cfg.socket.clone();
             std::thread::spawn(move || -> Result<u64> {
                 let mut c = Client::connect(&socket)?;
-                let t = c.register(TenantOptions { class: TenantClass::Batch, sla: Duration::ZERO, weight: 1, priority: 0, memory: 0 })?;
+                let t = c.register(TenantOptions {
+                    class: TenantClass::Batch,
+                    sla: Duration::ZERO,
+                    weight: 1,
+                    priority: 0,
+                    memory: 0,
+                })?;
                 let mut done = 0;
                 while Instant::now() < deadline {
                     let h = c.submit(t, &TaskRequest::default())?;
@@ -118,15 +138,30 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
         for (t, p50, p99) in &rows {
             writeln!(out, "{}", serde_json::json!({"transport": t, "p50_ns": p50, "p99_ns": p99}))?;
         }
-        writeln!(out, "{}", serde_json::json!({"transport": "task", "clients": a.clients, "tasks_per_s": per_s}))?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"transport": "task", "clients": a.clients, "tasks_per_s": per_s})
+        )?;
         return Ok(());
     }
     let get = |name: &str| rows.iter().find(|r| r.0 == name).map_or(1, |r| r.1.max(1));
     writeln!(out, "round trips (p50 / p99), empty message or empty task")?;
     for (t, p50, p99) in &rows {
-        writeln!(out, "{t:<8} {:>10.2} us {:>10.2} us", *p50 as f64 / 1000.0, *p99 as f64 / 1000.0)?;
+        writeln!(
+            out,
+            "{t:<8} {:>10.2} us {:>10.2} us",
+            *p50 as f64 / 1000.0,
+            *p99 as f64 / 1000.0
+        )?;
     }
-    writeln!(out, "\nsocket / shm echo: {:.1}x   task / shm echo: {:.1}x   shm echo / in-process call: {:.0}x", get("socket") as f64 / get("shm") as f64, get("task") as f64 / get("shm") as f64, get("shm") as f64 / get("inproc") as f64)?;
+    writeln!(
+        out,
+        "\nsocket / shm echo: {:.1}x   task / shm echo: {:.1}x   shm echo / in-process call: {:.0}x",
+        get("socket") as f64 / get("shm") as f64,
+        get("task") as f64 / get("shm") as f64,
+        get("shm") as f64 / get("inproc") as f64
+    )?;
     writeln!(out, "{} clients, empty tasks, closed loop: {:.0} tasks/s", a.clients, per_s)?;
     Ok(())
 }
