@@ -23,6 +23,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tessera_core::policy::PidGains;
 use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
 
+/// The policies of Figure 5, in the paper's order, and the PID variant.
+const FIG5_POLICIES: [&str; 8] = [
+    "RoundRobin",
+    "P-MinRes0",
+    "P-MinRes1",
+    "P-Reset",
+    "F-MinRes0",
+    "F-MinRes1",
+    "F-Reset",
+    "F-PID",
+];
+
 /// Version tag of `results.json`; bump on any change to its shape.
 pub const SCHEMA: &str = "tessera.sim.flexy/1";
 
@@ -485,19 +497,10 @@ fn compare_mode(r: &FlexyResults, mode: &str) -> Vec<Comparison> {
     let mut out = Vec::new();
 
     if has("w1") && sla == 200 {
-        let at70: Vec<(String, Option<f64>)> = [
-            "RoundRobin",
-            "P-MinRes0",
-            "P-MinRes1",
-            "P-Reset",
-            "F-MinRes0",
-            "F-MinRes1",
-            "F-Reset",
-            "F-PID",
-        ]
-        .iter()
-        .map(|p| (p.to_string(), sla_met_at_utilization(&curve("w1", p, sla), 0.70)))
-        .collect();
+        let at70: Vec<(String, Option<f64>)> = FIG5_POLICIES
+            .iter()
+            .map(|p| (p.to_string(), sla_met_at_utilization(&curve("w1", p, sla), 0.70)))
+            .collect();
         let get = |p: &str| at70.iter().find(|(n, _)| n == p).and_then(|(_, v)| *v);
         out.push(Comparison {
             submission: mode.into(),
@@ -734,16 +737,7 @@ fn draw_figures(
     dir: &Path,
 ) -> Result<(), ExperimentError> {
     let sla = results.config.sla_ms;
-    let fig5 = [
-        "RoundRobin",
-        "P-MinRes0",
-        "P-MinRes1",
-        "P-Reset",
-        "F-MinRes0",
-        "F-MinRes1",
-        "F-Reset",
-        "F-PID",
-    ];
+    let fig5 = FIG5_POLICIES;
     let fig6 = ["F-MinRes0", "F-MinRes1", "F-MinRes2", "F-MinRes3"];
     let panel = |mix: Mix, policies: &[&str], fig: &str| Panel {
         title: format!(
