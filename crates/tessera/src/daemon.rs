@@ -152,8 +152,11 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
     }
     writeln!(
         out,
-        "tesserad: policy {}, executor {}, up {:.0} s",
-        s.policy, s.executor, s.uptime_s
+        "tesserad: policy {}, executor {}, up {:.0} s, {} tasks queued",
+        s.policy,
+        s.executor,
+        s.uptime_s,
+        s.tenants.iter().map(|t| t.queued).sum::<u64>()
     )?;
     writeln!(
         out,
