@@ -23,7 +23,7 @@ use rustix::fs::{FlockOperation, flock};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -80,6 +80,9 @@ pub struct Daemon {
     socket: PathBuf,
     core: Option<JoinHandle<()>>,
     accept: Option<JoinHandle<()>>,
+    /// A second handle on the listening socket, to shut it down and so wake the accept
+    /// loop even if someone removed the socket file.
+    listener: UnixListener,
     _lock: File,
 }
 
@@ -157,6 +160,7 @@ impl Daemon {
             .name("core".into())
             .spawn(move || core.run())
             .map_err(io("spawning the core"))?;
+        let listener_handle = listener.try_clone().map_err(io("cloning the listening socket"))?;
         let server = Arc::new(Server::new(mailbox, bell_file, cfg.ring_slots, cfg.slot_bytes));
         let s = server.clone();
         let accept = std::thread::Builder::new()
@@ -169,6 +173,7 @@ impl Daemon {
             socket: cfg.socket.clone(),
             core: Some(core),
             accept: Some(accept),
+            listener: listener_handle,
             _lock: lock,
         })
     }
@@ -189,7 +194,8 @@ impl Daemon {
             return;
         }
         self.server.mailbox.send(Msg::Shutdown);
-        let _ = UnixStream::connect(&self.socket); // wake the accept loop
+        // wake the accept loop: accept() on a socket shut down returns an error
+        let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::Both);
         if let Some(a) = self.accept.take() {
             let _ = a.join();
         }

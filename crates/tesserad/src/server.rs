@@ -55,7 +55,12 @@ impl Server {
                         tracing::error!(error = %e, "cannot spawn a connection thread");
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
+                Err(_) if self.stopping.load(Ordering::SeqCst) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    // a persistent error (e.g. out of descriptors) must not spin a core
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
             }
         }
     }

@@ -234,3 +234,15 @@ fn shutdown_drains_cancels_queued_work_and_removes_the_socket() {
     assert_eq!(outcomes.iter().filter(|o| **o == Outcome::Cancelled(reason::SHUTDOWN)).count(), 3);
     assert!(!socket.exists());
 }
+
+#[test]
+fn shutdown_completes_even_if_the_socket_file_was_removed() {
+    let d = Daemon::start(&config(PolicyName::Flexy)).unwrap();
+    std::fs::remove_file(d.socket()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        d.shutdown();
+        let _ = tx.send(());
+    });
+    assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok(), "shutdown hung");
+}
