@@ -63,6 +63,11 @@ typedef enum TesseraStatus {
    A bug in the library (it panicked); the call had no effect on the ledger's books.
    */
   TESSERA_INTERNAL = 12,
+  /*
+   `tessera_shutdown` while other threads are inside calls: nothing was released;
+   call it again once they have returned.
+   */
+  TESSERA_BUSY = 13,
 } TesseraStatus;
 
 #ifdef __cplusplus

@@ -48,6 +48,9 @@ pub enum TesseraStatus {
     TesseraBadArgument = 11,
     /// A bug in the library (it panicked); the call had no effect on the ledger's books.
     TesseraInternal = 12,
+    /// `tessera_shutdown` while other threads are inside calls: nothing was released;
+    /// call it again once they have returned.
+    TesseraBusy = 13,
 }
 
 impl From<&LedgerError> for TesseraStatus {
@@ -62,6 +65,7 @@ impl From<&LedgerError> for TesseraStatus {
             LedgerError::NoGpus(_) => TesseraStatus::TesseraNoGpus,
             LedgerError::Incompatible { .. } => TesseraStatus::TesseraIncompatible,
             LedgerError::Io { .. } => TesseraStatus::TesseraIo,
+            LedgerError::UsedAfterFork => TesseraStatus::TesseraBadArgument,
         }
     }
 }
@@ -232,14 +236,19 @@ pub extern "C" fn tessera_post_free(gpu: u32, bytes: u64) -> TesseraStatus {
 #[unsafe(no_mangle)]
 pub extern "C" fn tessera_shutdown() -> TesseraStatus {
     guarded(|| {
-        let taken = LEDGER.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match taken {
-            None => TesseraStatus::TesseraNotInitialised,
-            Some(arc) => match Arc::try_unwrap(arc) {
-                Ok(l) => status_of(l.shutdown()),
-                // another thread is inside a call; the handle closes when it returns
-                Err(_) => TesseraStatus::TesseraOk,
-            },
+        let mut slot = LEDGER.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(arc) = slot.take() else { return TesseraStatus::TesseraNotInitialised };
+        match Arc::try_unwrap(arc) {
+            Ok(l) => {
+                drop(slot);
+                status_of(l.shutdown())
+            }
+            // another thread is inside a call (perhaps waiting for memory): releasing now
+            // would free what it is about to be granted, so refuse and keep the handle
+            Err(arc) => {
+                *slot = Some(arc);
+                TesseraStatus::TesseraBusy
+            }
         }
     })
 }
@@ -261,6 +270,7 @@ pub extern "C" fn tessera_strerror(status: i32) -> *const c_char {
         10 => c"I/O error on the ledger files",
         11 => c"bad argument",
         12 => c"internal error",
+        13 => c"other threads are inside tessera calls; shut down after they return",
         _ => c"unknown status",
     };
     s.as_ptr()
@@ -269,6 +279,34 @@ pub extern "C" fn tessera_strerror(status: i32) -> *const c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The only test in this binary that touches the process-wide handle.
+    #[test]
+    fn shutdown_refuses_while_another_thread_waits_for_memory() {
+        let path = std::env::temp_dir().join(format!("tessera-ffi-busy-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        let gpus = [1000u64];
+        // SAFETY: valid C string and one readable u64.
+        assert_eq!(
+            unsafe { tessera_init_with(cpath.as_ptr(), gpus.as_ptr(), 1, 0, 0) },
+            TesseraStatus::TesseraOk
+        );
+        assert_eq!(tessera_pre_alloc(0, 900, 0), TesseraStatus::TesseraOk);
+        let waiter = std::thread::spawn(|| tessera_pre_alloc(0, 500, 10_000));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(tessera_shutdown(), TesseraStatus::TesseraBusy, "a thread is waiting");
+        assert_eq!(tessera_post_free(0, 900), TesseraStatus::TesseraOk);
+        assert_eq!(waiter.join().unwrap(), TesseraStatus::TesseraOk);
+        assert_eq!(
+            tessera_post_free(0, 500),
+            TesseraStatus::TesseraOk,
+            "the grant survived the refused shutdown"
+        );
+        assert_eq!(tessera_shutdown(), TesseraStatus::TesseraOk);
+        assert_eq!(tessera_pre_alloc(0, 1, 0), TesseraStatus::TesseraNotInitialised);
+        let _ = std::fs::remove_file(&path);
+    }
 
     #[test]
     fn byte_sizes_parse() {

@@ -121,6 +121,9 @@ pub enum LedgerError {
         /// Version found.
         found: u32,
     },
+    /// The handle was opened by the parent of this (forked) process.
+    #[error("this ledger handle was opened before fork(); open a new one in the child")]
+    UsedAfterFork,
     /// An I/O error on the ledger's files.
     #[error("{what} {path}: {source}")]
     Io {
@@ -272,14 +275,15 @@ impl Locked<'_> {
         Ok(self.state.holders[i].bytes)
     }
 
-    /// The sanity check (schedGPU §3): release what dead processes hold and drop their
-    /// waiting requests. Returns whether anything was released.
+    /// The sanity check (schedGPU §3): release what dead processes hold, drop their
+    /// waiting requests and their record files. Returns whether the ledger changed (the
+    /// caller commits and runs the notification policy).
     fn sweep(&mut self) -> bool {
         let mut alive: BTreeMap<ProcessId, bool> = BTreeMap::new();
         let mut is_alive = |pid, start_time| {
             *alive.entry(ProcessId { pid, start_time }).or_insert_with_key(|id| id.is_alive())
         };
-        let mut released = false;
+        let mut changed = false;
         for h in self.state.holders.iter_mut().filter(|h| h.in_use != 0) {
             if !is_alive(h.pid, h.start_time) {
                 tracing::info!(
@@ -289,16 +293,22 @@ impl Locked<'_> {
                     "released memory of a dead process"
                 );
                 self.state.gpus[h.gpu as usize].used -= h.bytes;
+                let _ = std::fs::remove_file(records::file_for(
+                    &self.ledger.records_dir,
+                    ProcessId { pid: h.pid, start_time: h.start_time },
+                    h.handle,
+                ));
                 *h = HolderRow::default();
-                released = true;
+                changed = true;
             }
         }
         for w in self.state.waiters.iter_mut().filter(|w| w.in_use != 0) {
             if !is_alive(w.pid, w.start_time) {
                 *w = WaiterRow::default();
+                changed = true;
             }
         }
-        released
+        changed
     }
 
     /// Grant memory on `gpu` to waiters as the notification policy decides. Returns
@@ -373,15 +383,19 @@ impl Ledger {
         let me = ProcessId::current().map_err(|e| io("identifying this process for", e))?;
         let records_dir = records::dir_for(&cfg.path);
         let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
-        let record = ClientRecord::open(&records_dir, me, handle)
-            .map_err(|e| io("creating the client record beside", e))?;
         let (primary, pcrc, backup, bcrc) = map.load();
         let fresh = primary.magic == [0; 8] && backup.magic == [0; 8];
         let (gpus, policy) = if fresh {
             (resolve_gpus(&cfg.gpus)?, cfg.policy)
         } else {
-            for (s, crc) in [(&primary, pcrc), (&backup, bcrc)] {
-                if s.crc() == crc && s.magic == MAGIC && s.version != VERSION {
+            let sound = |s: &State, crc: u32| s.crc() == crc && s.is_consistent();
+            if !sound(&primary, pcrc) && !sound(&backup, bcrc) {
+                // a file of another layout version has another size, so its checksum
+                // cannot match ours: refuse on the version field alone, never overwrite
+                if let Some(s) = [&primary, &backup]
+                    .into_iter()
+                    .find(|s| s.magic == MAGIC && s.version != VERSION)
+                {
                     return Err(LedgerError::Incompatible {
                         path: cfg.path.clone(),
                         found: s.version,
@@ -400,6 +414,9 @@ impl Ledger {
                 None => (resolve_gpus(&cfg.gpus)?, cfg.policy),
             }
         };
+        // created only once nothing can fail, so that a refused open leaves no file
+        let record = ClientRecord::open(&records_dir, me, handle)
+            .map_err(|e| io("creating the client record beside", e))?;
         let ledger = Ledger {
             path: cfg.path.clone(),
             file,
@@ -449,6 +466,10 @@ impl Ledger {
             return backup;
         }
         let mut state = fresh_state(&self.gpus, self.policy);
+        // tickets still held by waiting threads must not be handed out again
+        state.next_seq = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1 << 40, |d| d.as_nanos() as u64);
         let mut clients = 0;
         let mut dropped = 0u64;
         for (id, held) in records::live_records(&self.records_dir) {
@@ -488,6 +509,11 @@ impl Ledger {
     }
 
     fn locked(&self) -> Result<Locked<'_>, LedgerError> {
+        // a forked child shares our open file description (so our flock would not exclude
+        // it) and would act under our identity: it must open its own handle
+        if std::process::id() != self.me.pid {
+            return Err(LedgerError::UsedAfterFork);
+        }
         let record = self.local.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         lock_file(&self.file).map_err(|source| LedgerError::Io {
             what: "locking",
@@ -507,8 +533,9 @@ impl Ledger {
     /// Pre-allocation (schedGPU's `preCudaMalloc`): reserve `bytes` on `gpu` before
     /// allocating them, waiting as `wait` says when they are not free.
     pub fn pre_alloc(&self, gpu: u32, bytes: u64, wait: Wait) -> Result<(), LedgerError> {
+        // a timeout too long to represent is as good as forever
         let deadline = match wait {
-            Wait::Timeout(t) => Some(Instant::now() + t),
+            Wait::Timeout(t) => Instant::now().checked_add(t),
             _ => None,
         };
         let mut l = self.locked()?;
@@ -569,6 +596,8 @@ impl Ledger {
                             && w.seq == seq
                             && w.pid == self.me.pid
                             && w.handle == self.handle
+                            && w.gpu == gpu
+                            && w.bytes == bytes
                     });
                     match mine {
                         Some(i) if l.state.waiters[i].granted != 0 => {
@@ -590,7 +619,13 @@ impl Ledger {
                             }
                             if deadline.is_some_and(|d| Instant::now() >= d) {
                                 l.state.waiters[i] = WaiterRow::default();
+                                // leaving the queue may unblock those behind (FIFO)
+                                let woke = l.notify(gpu);
                                 l.commit();
+                                drop(l);
+                                if woke {
+                                    self.wake_all();
+                                }
                                 return Err(LedgerError::TimedOut { gpu, requested: bytes });
                             }
                         }
@@ -666,6 +701,7 @@ impl Ledger {
             }
             l.state.gpus[gpu as usize].used -= bytes;
         }
+        l.sweep(); // never grant to a dead waiter
         let woke = l.notify(gpu);
         l.commit();
         l.record.set(gpu as usize, held - bytes);

@@ -36,10 +36,20 @@ impl ProcessId {
 
     /// Whether this process still runs: its pid exists, is not a zombie, and started at
     /// the recorded time.
+    ///
+    /// When `/proc` cannot tell (mounted with `hidepid`, or the process is in another pid
+    /// namespace), `kill(pid, 0)` decides: a process that exists but is not ours counts
+    /// as alive, since releasing a live process's memory would let the GPU be
+    /// over-committed, while keeping a dead one's only delays others.
     pub fn is_alive(&self) -> bool {
         match stat(self.pid) {
             Some((state, start)) => start == self.start_time && state != 'Z' && state != 'X',
-            None => false,
+            None => match i32::try_from(self.pid).ok().and_then(rustix::process::Pid::from_raw) {
+                None => false,
+                Some(pid) => {
+                    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+                }
+            },
         }
     }
 }

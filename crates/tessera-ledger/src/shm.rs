@@ -13,7 +13,7 @@ use crate::layout::{REGION_SIZE, Region, State};
 use memmap2::MmapMut;
 use std::fs::File;
 use std::ptr::addr_of_mut;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering, compiler_fence};
 
 /// The ledger file, mapped shared.
 #[derive(Debug)]
@@ -67,12 +67,16 @@ impl Mapping {
         let r = self.region();
         // SAFETY: as in `load`: valid aligned pointers into the mapping, exclusive access
         // under the file lock; writing Pod values.
+        // The fences keep the compiler from reordering the four writes: a process killed
+        // between them must leave at least one copy whose checksum matches.
         unsafe {
             std::ptr::write(addr_of_mut!((*r).primary), *state);
             std::ptr::write(addr_of_mut!((*r).primary_crc), crc);
+            compiler_fence(Ordering::SeqCst);
             std::ptr::write(addr_of_mut!((*r).backup), *state);
             std::ptr::write(addr_of_mut!((*r).backup_crc), crc);
         }
+        compiler_fence(Ordering::SeqCst);
     }
 
     /// Write only the primary copy (tests use this to simulate a torn write).

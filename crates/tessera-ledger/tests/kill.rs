@@ -10,6 +10,7 @@ use tessera_core::Bytes;
 use tessera_ledger::{GpuSource, Ledger, LedgerConfig, NotificationPolicy, Wait};
 
 const CHILD_ENV: &str = "TESSERA_LEDGER_KILL_TEST_CHILD";
+const WAITER_ENV: &str = "TESSERA_LEDGER_KILL_TEST_WAITER";
 const CAPS: [u64; 2] = [1000, 600];
 
 fn config(path: PathBuf) -> LedgerConfig {
@@ -111,4 +112,43 @@ fn clients_killed_at_random_points_leave_a_sound_ledger() {
     assert!(kills >= 46);
     // and the ledger still works
     observer.pre_alloc(0, CAPS[0], Wait::NoWait).unwrap();
+}
+
+/// Not a test on its own: a child that waits forever for memory.
+#[test]
+fn child_waiter() {
+    let Ok(path) = std::env::var(WAITER_ENV) else { return };
+    let cfg = LedgerConfig { policy: NotificationPolicy::Fifo, ..config(PathBuf::from(path)) };
+    let ledger = Ledger::open(&cfg).expect("child opens the ledger");
+    let _ = ledger.pre_alloc(0, 200, Wait::Forever);
+    std::thread::sleep(Duration::from_secs(3600));
+}
+
+/// A waiter killed while queued must not keep blocking requests that fit (FIFO lets
+/// nobody pass a waiter, so a dead one left in the queue would block everyone).
+#[test]
+fn a_dead_waiter_does_not_block_the_queue() {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ledger-dead-waiter-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let cfg = LedgerConfig { policy: NotificationPolicy::Fifo, ..config(path.clone()) };
+    let holder = Ledger::open(&cfg).unwrap();
+    holder.pre_alloc(0, 900, Wait::NoWait).unwrap();
+    let mut waiter = Command::new(std::env::current_exe().unwrap())
+        .args(["child_waiter", "--exact", "--nocapture", "--test-threads=1"])
+        .env(WAITER_ENV, &path)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while holder.status().unwrap().gpus[0].waiting == 0 {
+        assert!(t.elapsed() < Duration::from_secs(20), "the child never queued");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let other = Ledger::open(&cfg).unwrap();
+    assert!(other.pre_alloc(0, 50, Wait::NoWait).is_err(), "FIFO: a live waiter is not passed");
+    waiter.kill().unwrap();
+    waiter.wait().unwrap();
+    other.pre_alloc(0, 50, Wait::NoWait).expect("the dead waiter was swept and no longer blocks");
+    assert_eq!(holder.status().unwrap().gpus[0].waiting, 0);
 }

@@ -320,3 +320,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_file_of_another_layout_version_is_refused_whatever_its_size() {
+    let path = fresh_path("v2");
+    // what a future layout might look like: our magic, version 2, another size
+    let mut bytes = vec![0u8; 100_000];
+    for base in [16usize, 16 + std::mem::size_of::<tessera_ledger::layout::State>()] {
+        bytes[base..base + 8].copy_from_slice(&tessera_ledger::layout::MAGIC);
+        bytes[base + 8..base + 12].copy_from_slice(&2u32.to_le_bytes());
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Ledger::open(&config(&path, &[1000], NotificationPolicy::Fifo)).unwrap_err();
+    assert!(matches!(err, LedgerError::Incompatible { found: 2, .. }), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "left untouched");
+}
