@@ -287,11 +287,9 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         let gpus = [1000u64];
-        // SAFETY: valid C string and one readable u64.
-        assert_eq!(
-            unsafe { tessera_init_with(cpath.as_ptr(), gpus.as_ptr(), 1, 0, 0) },
-            TesseraStatus::TesseraOk
-        );
+        // SAFETY: a valid C string and one readable u64, both alive for the call.
+        let init = unsafe { tessera_init_with(cpath.as_ptr(), gpus.as_ptr(), 1, 0, 0) };
+        assert_eq!(init, TesseraStatus::TesseraOk);
         assert_eq!(tessera_pre_alloc(0, 900, 0), TesseraStatus::TesseraOk);
         let waiter = std::thread::spawn(|| tessera_pre_alloc(0, 500, 10_000));
         std::thread::sleep(std::time::Duration::from_millis(100));
