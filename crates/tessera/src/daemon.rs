@@ -35,9 +35,12 @@ pub struct DaemonArgs {
     /// Use emulated GPUs (the default).
     #[arg(long, conflicts_with = "cuda")]
     emulate: bool,
-    /// Use real GPUs through the CUDA driver.
+    /// Use real GPUs through the CUDA driver (never yet run on one: see the README).
     #[arg(long)]
     cuda: bool,
+    /// The CUDA driver library to load (default: libcuda.so.1 from the loader's path).
+    #[arg(long, requires = "cuda")]
+    cuda_library: Option<PathBuf>,
     /// Emulated time runs this many times faster than the wall clock.
     #[arg(long)]
     speedup: Option<f64>,
@@ -74,11 +77,11 @@ impl DaemonArgs {
             c.gpu_memory_mib = v;
         }
         if self.cuda {
-            c.executor = ExecutorKind::Cuda;
+            c.executor = ExecutorKind::Cuda { library: self.cuda_library.clone() };
         } else if self.emulate || self.speedup.is_some() {
             let current = match c.executor {
                 ExecutorKind::Emulated { speedup } => speedup,
-                ExecutorKind::Cuda => 1.0,
+                ExecutorKind::Cuda { .. } => 1.0,
             };
             c.executor = ExecutorKind::Emulated { speedup: self.speedup.unwrap_or(current) };
         }

@@ -7,7 +7,7 @@ use tessera_core::policy::PidGains;
 use tessera_core::{Nanos, PolicyConfig};
 
 /// Where tasks run.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum ExecutorKind {
     /// Emulated GPUs: the simulator's performance model in wall-clock time.
@@ -17,7 +17,11 @@ pub enum ExecutorKind {
         speedup: f64,
     },
     /// Real GPUs through the CUDA driver, loaded at run time.
-    Cuda,
+    Cuda {
+        /// The driver library; `libcuda.so.1` from the loader's path when absent.
+        #[serde(default)]
+        library: Option<PathBuf>,
+    },
 }
 
 fn one() -> f64 {

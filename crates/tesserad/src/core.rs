@@ -3,7 +3,7 @@
 //! policy events with the emulated clock's time, and carries out the policy's actions.
 //! When there is nothing to do it spins briefly, then sleeps on the doorbell futex.
 
-use crate::executor::{Command, Emulated};
+use crate::executor::{Command, Executor};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,6 +66,17 @@ pub enum Msg {
         ran_for: Nanos,
         /// Output bytes written.
         out_len: u32,
+    },
+    /// A GPU's executor failed a task.
+    Failed {
+        /// GPU.
+        gpu: GpuId,
+        /// Task.
+        task: TaskId,
+        /// How long it ran before failing.
+        ran_for: Nanos,
+        /// Why.
+        reason: String,
     },
     /// A GPU finished resetting.
     ResetDone {
@@ -170,7 +181,7 @@ pub struct Core {
     clock: Clock,
     rx: Receiver<Msg>,
     mailbox: Mailbox,
-    exec: Emulated,
+    exec: Executor,
     ledger: Option<Ledger>,
     conns: BTreeMap<ConnId, Conn>,
     tenants: BTreeMap<TenantId, TenantInfo>,
@@ -207,7 +218,7 @@ impl Core {
         clock: Clock,
         rx: Receiver<Msg>,
         mailbox: Mailbox,
-        exec: Emulated,
+        exec: Executor,
         ledger: Option<Ledger>,
         gpu_memory: &[Bytes],
         executor_name: String,
@@ -651,6 +662,20 @@ impl Core {
                     placement: Placement::whole(gpu),
                     ran_for,
                     result: Ok(()),
+                });
+            }
+            Msg::Failed { gpu, task, ran_for, reason: why } => {
+                if self.gpus.get(gpu.0 as usize).and_then(|g| g.running) != Some(task) {
+                    return;
+                }
+                let Some(info) = self.tasks.remove(&task) else { return };
+                self.release_memory(gpu, info.memory);
+                self.finish_bookkeeping(gpu, &info, false, reason::EXECUTOR, 0);
+                self.deliver(Event::TaskFinished {
+                    task,
+                    placement: Placement::whole(gpu),
+                    ran_for,
+                    result: Err(ExecutionFailure { reason: why }),
                 });
             }
             Msg::ResetDone { gpu } => {

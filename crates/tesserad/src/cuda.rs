@@ -1,53 +1,372 @@
-//! The CUDA driver API, loaded at run time so that tessera builds and runs on machines
-//! without it. Only device discovery is implemented (cuInit, cuDeviceGetCount,
-//! cuDeviceGet, cuDeviceTotalMem); it has only ever run on machines without a driver,
-//! where it reports that the library is missing.
+//! Real GPUs through the CUDA driver API, loaded at run time so that tessera builds and
+//! runs on machines without it.
+//!
+//! Each GPU thread retains the device's primary context, loads a small PTX module of
+//! two kernels, and runs each task as: allocate device memory, copy the input in,
+//! `tessera_spin` (busy for the task's cost, measured by `%globaltimer`),
+//! `tessera_echo` (the emulated kernel's output, computed on the device), synchronise,
+//! copy the output out, free. A reset is `cuDevicePrimaryCtxReset`, after which the
+//! context and module are set up again. Running named application kernels is future
+//! work; these two stand in for them.
+//!
+//! **Never run on a real GPU.** It is exercised only against a fake driver library
+//! that a test builds from C (`tests/fake_libcuda.c`), which checks the plumbing —
+//! symbols, argument passing, the order of calls — not the PTX.
 #![allow(unsafe_code)]
 
-use libloading::{Library, Symbol};
+use crate::core::{Mailbox, Msg};
+use crate::executor::Command;
+use libloading::Library;
+use std::ffi::{CString, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::Instant;
+use tessera_core::{GpuId, Nanos};
 
 type CuResult = i32;
+type CuDevice = i32;
+type CuContext = *mut c_void;
+type CuModule = *mut c_void;
+type CuFunction = *mut c_void;
+type CuDevicePtr = u64;
 
-/// Total memory of each CUDA device, or why the driver could not tell.
-pub fn device_memory() -> Result<Vec<u64>, String> {
-    // SAFETY: loading the system's CUDA driver library runs its initialisers, which is
-    // what every CUDA program does; we keep the library alive while calling into it.
-    let lib = unsafe { Library::new("libcuda.so.1") }
-        .map_err(|e| format!("no CUDA driver (libcuda.so.1): {e}"))?;
-    // SAFETY: the symbols have these C signatures in every CUDA driver since 3.2
-    // (cuDeviceTotalMem_v2); we call them only while `lib` is alive.
+/// The kernels, in PTX (ISA 6.0, sm_50 and later; `%globaltimer` counts nanoseconds).
+const PTX: &str = r#"
+.version 6.0
+.target sm_50
+.address_size 64
+
+.visible .entry tessera_spin(.param .u64 ns)
+{
+    .reg .u64 %rd<5>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [ns];
+    mov.u64 %rd2, %globaltimer;
+SPIN:
+    mov.u64 %rd3, %globaltimer;
+    sub.u64 %rd4, %rd3, %rd2;
+    setp.lt.u64 %p1, %rd4, %rd1;
+    @%p1 bra SPIN;
+    ret;
+}
+
+.visible .entry tessera_echo(.param .u64 in, .param .u32 in_len, .param .u64 out, .param .u32 out_len)
+{
+    .reg .u32 %r<8>;
+    .reg .u64 %rd<7>;
+    .reg .pred %p<3>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u32 %r1, [in_len];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r2, [out_len];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %ntid.x;
+    mad.lo.u32 %r3, %r4, %r5, %r3;
+    setp.ge.u32 %p1, %r3, %r2;
+    @%p1 bra DONE;
+    mov.u32 %r7, 0;
+    setp.eq.u32 %p2, %r1, 0;
+    @%p2 bra STORE;
+    rem.u32 %r6, %r3, %r1;
+    cvt.u64.u32 %rd3, %r6;
+    add.u64 %rd4, %rd1, %rd3;
+    ld.global.u8 %r7, [%rd4];
+STORE:
+    cvt.u64.u32 %rd5, %r3;
+    add.u64 %rd6, %rd2, %rd5;
+    st.global.u8 [%rd6], %r7;
+DONE:
+    ret;
+}
+"#;
+
+/// The driver entry points tessera uses.
+#[derive(Debug)]
+pub struct Driver {
+    _lib: Library,
+    path: PathBuf,
+    devices: Vec<(CuDevice, u64)>,
+    primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
+    primary_ctx_reset: unsafe extern "C" fn(CuDevice) -> CuResult,
+    ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
+    module_load_data: unsafe extern "C" fn(*mut CuModule, *const c_void) -> CuResult,
+    module_get_function: unsafe extern "C" fn(*mut CuFunction, CuModule, *const i8) -> CuResult,
+    mem_alloc: unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult,
+    mem_free: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
+    memcpy_htod: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult,
+    memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
+    #[allow(clippy::type_complexity)]
+    launch_kernel: unsafe extern "C" fn(
+        CuFunction,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        *mut c_void,
+        *mut *mut c_void,
+        *mut *mut c_void,
+    ) -> CuResult,
+    ctx_synchronize: unsafe extern "C" fn() -> CuResult,
+}
+
+// SAFETY: the function pointers are plain C entry points of the driver, which is
+// thread-safe (each thread sets its own current context before calling).
+unsafe impl Send for Driver {}
+// SAFETY: as above; the struct holds no interior state.
+unsafe impl Sync for Driver {}
+
+fn check(what: &str, r: CuResult) -> Result<(), String> {
+    if r == 0 { Ok(()) } else { Err(format!("{what} failed with CUDA error {r}")) }
+}
+
+impl Driver {
+    /// Load the driver from `library` (default `libcuda.so.1`), initialise it and list
+    /// the devices with their memory.
+    pub fn load(library: Option<&Path>) -> Result<Driver, String> {
+        let path = library.map_or_else(|| PathBuf::from("libcuda.so.1"), Path::to_path_buf);
+        // SAFETY: loading the CUDA driver runs its initialisers, as every CUDA program
+        // does; the library stays loaded as long as the Driver (and its pointers) live.
+        let lib = unsafe { Library::new(&path) }
+            .map_err(|e| format!("no CUDA driver ({}): {e}", path.display()))?;
+        macro_rules! sym {
+            ($name:literal) => {{
+                // SAFETY: each symbol has this C signature in every CUDA driver since
+                // 4.0 (the _v2 entry points); the pointer is used only while `lib` lives.
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                    .map_err(|e| format!("{}: {e}", $name))?
+            }};
+        }
+        let init: unsafe extern "C" fn(u32) -> CuResult = sym!("cuInit");
+        let count: unsafe extern "C" fn(*mut i32) -> CuResult = sym!("cuDeviceGetCount");
+        let get: unsafe extern "C" fn(*mut CuDevice, i32) -> CuResult = sym!("cuDeviceGet");
+        let total: unsafe extern "C" fn(*mut usize, CuDevice) -> CuResult =
+            sym!("cuDeviceTotalMem_v2");
+        let mut devices = Vec::new();
+        // SAFETY: plain calls with valid out-pointers to locals.
+        unsafe {
+            check("cuInit", init(0))?;
+            let mut n = 0;
+            check("cuDeviceGetCount", count(&mut n))?;
+            for i in 0..n {
+                let mut dev = 0;
+                check("cuDeviceGet", get(&mut dev, i))?;
+                let mut bytes = 0usize;
+                check("cuDeviceTotalMem", total(&mut bytes, dev))?;
+                devices.push((dev, bytes as u64));
+            }
+        }
+        if devices.is_empty() {
+            return Err("the CUDA driver reports no devices".into());
+        }
+        Ok(Driver {
+            primary_ctx_retain: sym!("cuDevicePrimaryCtxRetain"),
+            primary_ctx_reset: sym!("cuDevicePrimaryCtxReset_v2"),
+            ctx_set_current: sym!("cuCtxSetCurrent"),
+            module_load_data: sym!("cuModuleLoadData"),
+            module_get_function: sym!("cuModuleGetFunction"),
+            mem_alloc: sym!("cuMemAlloc_v2"),
+            mem_free: sym!("cuMemFree_v2"),
+            memcpy_htod: sym!("cuMemcpyHtoD_v2"),
+            memcpy_dtoh: sym!("cuMemcpyDtoH_v2"),
+            launch_kernel: sym!("cuLaunchKernel"),
+            ctx_synchronize: sym!("cuCtxSynchronize"),
+            devices,
+            path,
+            _lib: lib,
+        })
+    }
+
+    /// Devices found.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Each device's memory, bytes.
+    pub fn device_memory(&self) -> Vec<u64> {
+        self.devices.iter().map(|d| d.1).collect()
+    }
+
+    /// The library loaded.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// One device, set up for running tasks.
+struct Device {
+    spin: CuFunction,
+    echo: CuFunction,
+}
+
+fn setup(d: &Driver, dev: CuDevice) -> Result<Device, String> {
+    let mut ctx: CuContext = std::ptr::null_mut();
+    let mut module: CuModule = std::ptr::null_mut();
+    let (mut spin, mut echo): (CuFunction, CuFunction) =
+        (std::ptr::null_mut(), std::ptr::null_mut());
+    let ptx = CString::new(PTX).expect("no NUL in PTX");
+    let (spin_name, echo_name) =
+        (CString::new("tessera_spin").expect("name"), CString::new("tessera_echo").expect("name"));
+    // SAFETY: out-pointers to locals; the PTX and names are NUL-terminated and outlive
+    // the calls; the context is made current on this thread before module calls.
     unsafe {
-        let init: Symbol<unsafe extern "C" fn(u32) -> CuResult> =
-            lib.get(b"cuInit\0").map_err(|e| e.to_string())?;
-        let count: Symbol<unsafe extern "C" fn(*mut i32) -> CuResult> =
-            lib.get(b"cuDeviceGetCount\0").map_err(|e| e.to_string())?;
-        let get: Symbol<unsafe extern "C" fn(*mut i32, i32) -> CuResult> =
-            lib.get(b"cuDeviceGet\0").map_err(|e| e.to_string())?;
-        let total: Symbol<unsafe extern "C" fn(*mut usize, i32) -> CuResult> =
-            lib.get(b"cuDeviceTotalMem_v2\0").map_err(|e| e.to_string())?;
-        let r = init(0);
-        if r != 0 {
-            return Err(format!("cuInit failed with CUDA error {r}"));
+        check("cuDevicePrimaryCtxRetain", (d.primary_ctx_retain)(&mut ctx, dev))?;
+        check("cuCtxSetCurrent", (d.ctx_set_current)(ctx))?;
+        check("cuModuleLoadData", (d.module_load_data)(&mut module, ptx.as_ptr().cast()))?;
+        check(
+            "cuModuleGetFunction",
+            (d.module_get_function)(&mut spin, module, spin_name.as_ptr()),
+        )?;
+        check(
+            "cuModuleGetFunction",
+            (d.module_get_function)(&mut echo, module, echo_name.as_ptr()),
+        )?;
+    }
+    Ok(Device { spin, echo })
+}
+
+/// Run one task on the current device; returns the output bytes.
+fn run(
+    d: &Driver,
+    dev: &Device,
+    work: Nanos,
+    input: &[u8],
+    out_len: usize,
+) -> Result<Vec<u8>, String> {
+    let bytes = input.len().max(out_len).max(1);
+    let (mut din, mut dout): (CuDevicePtr, CuDevicePtr) = (0, 0);
+    let mut output = vec![0u8; out_len];
+    // SAFETY: device buffers are allocated before use and freed after; host pointers
+    // are valid for the lengths given; kernel parameters are pointers to locals that
+    // outlive the launch (the driver copies them at launch).
+    unsafe {
+        check("cuMemAlloc", (d.mem_alloc)(&mut din, bytes))?;
+        if let Err(e) = check("cuMemAlloc", (d.mem_alloc)(&mut dout, bytes)) {
+            (d.mem_free)(din);
+            return Err(e);
         }
-        let mut n = 0;
-        let r = count(&mut n);
-        if r != 0 {
-            return Err(format!("cuDeviceGetCount failed with CUDA error {r}"));
-        }
-        let mut out = Vec::new();
-        for i in 0..n {
-            let mut dev = 0;
-            let r = get(&mut dev, i);
-            if r != 0 {
-                return Err(format!("cuDeviceGet({i}) failed with CUDA error {r}"));
+        let result = (|| {
+            if !input.is_empty() {
+                check("cuMemcpyHtoD", (d.memcpy_htod)(din, input.as_ptr().cast(), input.len()))?;
             }
-            let mut bytes = 0usize;
-            let r = total(&mut bytes, dev);
-            if r != 0 {
-                return Err(format!("cuDeviceTotalMem({i}) failed with CUDA error {r}"));
+            let mut ns = work.0;
+            let mut spin_args = [(&mut ns as *mut u64).cast::<c_void>()];
+            check(
+                "cuLaunchKernel(spin)",
+                (d.launch_kernel)(
+                    dev.spin,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    std::ptr::null_mut(),
+                    spin_args.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                ),
+            )?;
+            if out_len > 0 {
+                let (mut a, mut b, mut c, mut e) = (din, input.len() as u32, dout, out_len as u32);
+                let mut echo_args = [
+                    (&mut a as *mut u64).cast::<c_void>(),
+                    (&mut b as *mut u32).cast::<c_void>(),
+                    (&mut c as *mut u64).cast::<c_void>(),
+                    (&mut e as *mut u32).cast::<c_void>(),
+                ];
+                let blocks = (out_len as u32).div_ceil(256);
+                check(
+                    "cuLaunchKernel(echo)",
+                    (d.launch_kernel)(
+                        dev.echo,
+                        blocks,
+                        1,
+                        1,
+                        256,
+                        1,
+                        1,
+                        0,
+                        std::ptr::null_mut(),
+                        echo_args.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    ),
+                )?;
             }
-            out.push(bytes as u64);
+            check("cuCtxSynchronize", (d.ctx_synchronize)())?;
+            if out_len > 0 {
+                check("cuMemcpyDtoH", (d.memcpy_dtoh)(output.as_mut_ptr().cast(), dout, out_len))?;
+            }
+            Ok::<(), String>(())
+        })();
+        (d.mem_free)(din);
+        (d.mem_free)(dout);
+        result?;
+    }
+    Ok(output)
+}
+
+/// The thread of one CUDA device: run tasks, reset on request, report to the core.
+pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: Mailbox) {
+    let dev_id = d.devices[gpu.0 as usize].0;
+    let mut device = match setup(&d, dev_id) {
+        Ok(x) => Some(x),
+        Err(e) => {
+            tracing::error!(%gpu, error = %e, "cannot set up the CUDA device; its tasks will fail");
+            None
         }
-        Ok(out)
+    };
+    while let Ok(cmd) = rx.recv() {
+        match cmd {
+            Command::Stop => return,
+            Command::Reset => {
+                // SAFETY: a plain call on a device index the driver listed.
+                let r = unsafe { (d.primary_ctx_reset)(dev_id) };
+                if let Err(e) = check("cuDevicePrimaryCtxReset", r) {
+                    tracing::error!(%gpu, error = %e, "reset failed");
+                }
+                device = setup(&d, dev_id)
+                    .map_err(|e| tracing::error!(%gpu, error = %e, "set-up after reset failed"))
+                    .ok();
+                mb.send(Msg::ResetDone { gpu });
+            }
+            Command::Run { task, work, data } => {
+                let started = Instant::now();
+                let (input, out_len) = match &data {
+                    Some((region, seq, in_len, out_len)) => {
+                        (region.read_data(*seq, *in_len as usize), *out_len as usize)
+                    }
+                    None => (Vec::new(), 0),
+                };
+                let result = match &device {
+                    Some(dev) => run(&d, dev, work, &input, out_len),
+                    None => Err("device not set up".into()),
+                };
+                let ran = Nanos::from(started.elapsed());
+                match result {
+                    Ok(output) => {
+                        if let Some((region, seq, _, _)) = &data {
+                            region.write_data(*seq, &output);
+                        }
+                        mb.send(Msg::Finished {
+                            gpu,
+                            task,
+                            ran_for: ran,
+                            out_len: output.len() as u32,
+                        });
+                    }
+                    Err(reason) => {
+                        tracing::warn!(%gpu, %task, %reason, "task failed on the GPU");
+                        mb.send(Msg::Failed { gpu, task, ran_for: ran, reason });
+                    }
+                }
+            }
+        }
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! - `emulated` (default, no GPU needed): the simulator's performance model in
 //!   wall-clock time, optionally sped up; honours resets.
-//! - `cuda`: detects real GPUs through the CUDA driver loaded at run time
-//!   (`libcuda.so.1`); see [`probe_cuda`]. Running kernels on it is not implemented yet.
+//! - `cuda`: real GPUs through the CUDA driver API loaded at run time (`libcuda.so.1`);
+//!   see `cuda.rs`. Only ever exercised against a fake driver library built by a test.
 
 use crate::core::{Mailbox, Msg};
 use std::sync::Arc;
@@ -32,32 +32,52 @@ pub enum Command {
     Stop,
 }
 
-/// The emulated executor's per-GPU threads.
+/// The executor's per-GPU threads, whichever back-end runs in them.
 #[derive(Debug)]
-pub struct Emulated {
+pub struct Executor {
     senders: Vec<Sender<Command>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-impl Emulated {
-    /// Start `gpus` GPU threads reporting to `mailbox`; emulated time runs `speedup`
-    /// times faster than the wall clock.
-    pub fn start(gpus: usize, perf: PerfModel, speedup: f64, mailbox: Mailbox) -> Emulated {
+impl Executor {
+    /// Start `gpus` emulated GPU threads reporting to `mailbox`; emulated time runs
+    /// `speedup` times faster than the wall clock.
+    pub fn emulated(gpus: usize, perf: PerfModel, speedup: f64, mailbox: Mailbox) -> Executor {
+        Executor::spawn(gpus, move |gpu, rx| {
+            let mb = mailbox.clone();
+            let perf = perf.clone();
+            Box::new(move || gpu_thread(gpu, rx, perf, speedup, mb))
+        })
+    }
+
+    /// Start one thread per CUDA device of `driver`.
+    pub fn cuda(driver: std::sync::Arc<crate::cuda::Driver>, mailbox: Mailbox) -> Executor {
+        let gpus = driver.device_count();
+        Executor::spawn(gpus, move |gpu, rx| {
+            let mb = mailbox.clone();
+            let driver = driver.clone();
+            Box::new(move || crate::cuda::gpu_thread(driver, gpu, rx, mb))
+        })
+    }
+
+    fn spawn(
+        gpus: usize,
+        body: impl Fn(GpuId, Receiver<Command>) -> Box<dyn FnOnce() + Send>,
+    ) -> Executor {
         let mut senders = Vec::new();
         let mut threads = Vec::new();
         for g in 0..gpus {
             let (tx, rx) = mpsc::channel();
-            let mb = mailbox.clone();
-            let perf = perf.clone();
+            let run = body(GpuId(g as u32), rx);
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("gpu{g}"))
-                    .spawn(move || gpu_thread(GpuId(g as u32), rx, perf, speedup, mb))
+                    .spawn(run)
                     .expect("spawn GPU thread"),
             );
             senders.push(tx);
         }
-        Emulated { senders, threads }
+        Executor { senders, threads }
     }
 
     /// Send a command to `gpu`'s thread.
@@ -136,12 +156,7 @@ fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: PerfModel, speedup: f64, 
                     // length (so that clients can check the data path end to end).
                     Some((region, seq, in_len, out_len)) if out_len > 0 => {
                         let input = region.read_data(seq, in_len as usize);
-                        let output: Vec<u8> = if input.is_empty() {
-                            vec![0; out_len as usize]
-                        } else {
-                            input.iter().copied().cycle().take(out_len as usize).collect()
-                        };
-                        region.write_data(seq, &output);
+                        region.write_data(seq, &echo_output(&input, out_len as usize));
                         out_len
                     }
                     _ => 0,
@@ -155,7 +170,13 @@ fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: PerfModel, speedup: f64, 
     }
 }
 
-/// What the CUDA driver reports: per device, its total memory in bytes.
-pub fn probe_cuda() -> Result<Vec<u64>, String> {
-    crate::cuda::device_memory()
+/// The emulated kernel's output: its input repeated to the output length (zeros for no
+/// input), so that clients can check the data path end to end. The CUDA back-end's
+/// kernel computes the same.
+pub(crate) fn echo_output(input: &[u8], out_len: usize) -> Vec<u8> {
+    if input.is_empty() {
+        vec![0; out_len]
+    } else {
+        input.iter().copied().cycle().take(out_len).collect()
+    }
 }

@@ -6,8 +6,9 @@
 //! - `server`: the control plane (Unix socket, `SO_PEERCRED`, one thread per client).
 //! - `core`: the core loop that owns the policy, polls the shared-memory rings and
 //!   carries out actions.
-//! - [`executor`]: emulated GPUs (one thread each); CUDA device discovery.
-//! - `cuda`: the CUDA driver loaded at run time (`unsafe`).
+//! - [`executor`]: one thread per GPU, emulated or CUDA.
+//! - `cuda`: the CUDA driver loaded at run time (`unsafe`); never run on a real GPU,
+//!   exercised against a fake driver library built by a test.
 #![deny(unsafe_code)]
 
 pub mod config;
@@ -91,16 +92,14 @@ impl Daemon {
     /// the ledger, start the executor and the core loop.
     pub fn start(cfg: &DaemonConfig) -> Result<Daemon, DaemonError> {
         cfg.validate()?;
-        let speedup = match cfg.executor {
-            ExecutorKind::Emulated { speedup } => speedup,
-            ExecutorKind::Cuda => {
-                let devices = executor::probe_cuda().map_err(DaemonError::Cuda)?;
-                return Err(DaemonError::Cuda(format!(
-                    "found {} device(s) ({:?} bytes), but running kernels through the driver is not implemented yet; use the emulated executor",
-                    devices.len(),
-                    devices
-                )));
-            }
+        // the CUDA driver, when chosen, decides the GPUs; it must load before anything
+        // else is set up, so that a machine without one gets a clear error at once
+        let (speedup, driver) = match &cfg.executor {
+            ExecutorKind::Emulated { speedup } => (*speedup, None),
+            ExecutorKind::Cuda { library } => (
+                1.0,
+                Some(Arc::new(cuda::Driver::load(library.as_deref()).map_err(DaemonError::Cuda)?)),
+            ),
         };
         let lock_path = cfg.socket.with_extension("lock");
         let mut lock = OpenOptions::new()
@@ -126,7 +125,15 @@ impl Daemon {
         std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io("restricting the socket to its owner"))?;
 
-        let gpus = GpuSpec::uniform(cfg.gpus, Bytes::mib(cfg.gpu_memory_mib));
+        let gpus = match &driver {
+            Some(d) => d
+                .device_memory()
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| GpuSpec { id: tessera_core::GpuId(i as u32), memory: Bytes(m) })
+                .collect(),
+            None => GpuSpec::uniform(cfg.gpus, Bytes::mib(cfg.gpu_memory_mib)),
+        };
         let policy = cfg.policy_config().build(&gpus)?;
         let ledger = Ledger::open(&LedgerConfig {
             path: cfg.ledger.clone(),
@@ -144,7 +151,16 @@ impl Daemon {
         );
         let (mailbox, rx) = Mailbox::new(bell);
         let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 };
-        let exec = executor::Emulated::start(cfg.gpus, perf, speedup, mailbox.clone());
+        let (exec, executor_name) = match &driver {
+            Some(d) => (
+                executor::Executor::cuda(d.clone(), mailbox.clone()),
+                format!("cuda ({} devices, {})", d.device_count(), d.path().display()),
+            ),
+            None => (
+                executor::Executor::emulated(cfg.gpus, perf, speedup, mailbox.clone()),
+                format!("emulated x{speedup}"),
+            ),
+        };
         let core = Core::new(
             policy,
             Clock::new(speedup),
@@ -153,7 +169,7 @@ impl Daemon {
             exec,
             Some(ledger),
             &gpus.iter().map(|g| g.memory).collect::<Vec<_>>(),
-            format!("emulated x{speedup}"),
+            executor_name,
             cfg.slot_bytes,
         );
         let core = std::thread::Builder::new()
@@ -167,7 +183,7 @@ impl Daemon {
             .name("accept".into())
             .spawn(move || s.accept_loop(listener))
             .map_err(io("spawning the accept loop"))?;
-        tracing::info!(socket = %cfg.socket.display(), policy = ?cfg.policy, gpus = cfg.gpus, speedup, "tesserad started");
+        tracing::info!(socket = %cfg.socket.display(), policy = ?cfg.policy, gpus = gpus.len(), speedup, "tesserad started");
         Ok(Daemon {
             server,
             socket: cfg.socket.clone(),
