@@ -234,14 +234,23 @@ impl Client {
         if input.len() > max as usize || d.out_len > max {
             return Err(ClientError::TooLarge { len: input.len().max(d.out_len as usize), max });
         }
-        let seq = self.next_seq;
+        // request `seq` owns data slot `seq % slots`; tasks finish out of order, so skip
+        // ahead to a sequence number whose slot no task in flight holds (one exists
+        // within `slots` steps, since fewer than `slots` are in flight)
+        let slot_busy = |seq: u64| {
+            self.in_flight.keys().any(|k| k % u64::from(slots) == seq % u64::from(slots))
+        };
+        let mut seq = self.next_seq;
+        while slot_busy(seq) {
+            seq += 1;
+        }
         d.seq = seq;
         region.write_data(seq, input);
         if !region.push_request(&d) {
             return Err(ClientError::TooManyInFlight(slots));
         }
         bell.ring();
-        self.next_seq += 1;
+        self.next_seq = seq + 1;
         self.in_flight.insert(seq, ());
         Ok(seq)
     }
@@ -311,7 +320,8 @@ impl Client {
         if let Some(c) = self.ready.pop_front() {
             return Ok(c);
         }
-        let r = self.rings()?.0.wait_response(SPINS, timeout).ok_or(ClientError::TimedOut)?;
+        let r =
+            self.rings()?.0.wait_response(SPINS, timeout).ok_or_else(|| self.why_no_response())?;
         Ok(self.completion(r))
     }
 
@@ -324,12 +334,22 @@ impl Client {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let r = self.rings()?.0.wait_response(SPINS, left).ok_or(ClientError::TimedOut)?;
+            let r =
+                self.rings()?.0.wait_response(SPINS, left).ok_or_else(|| self.why_no_response())?;
             let c = self.completion(r);
             if c.handle == handle {
                 return Ok(c);
             }
             self.ready.push_back(c);
+        }
+    }
+
+    fn why_no_response(&self) -> ClientError {
+        match &self.region {
+            Some((r, _)) if r.is_closed() => {
+                ClientError::Connect(std::io::Error::other("the daemon shut down"))
+            }
+            _ => ClientError::TimedOut,
         }
     }
 

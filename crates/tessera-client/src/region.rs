@@ -134,6 +134,8 @@ struct Header {
     resp_head: Index,
     client_sleeping: Index,
     client_wake: Index,
+    /// Set by the daemon when it stops: nothing more will be answered.
+    closed: Index,
 }
 
 const HEADER: usize = 512;
@@ -268,6 +270,19 @@ impl Region {
         ok
     }
 
+    /// Daemon: mark the region closed (the daemon stops) and wake the client.
+    pub fn mark_closed(&self) {
+        let h = self.header();
+        h.closed.value.store(1, Ordering::SeqCst);
+        h.client_wake.value.fetch_add(1, Ordering::SeqCst);
+        let _ = futex::wake(&h.client_wake.value, futex::Flags::empty(), i32::MAX as u32);
+    }
+
+    /// Whether the daemon closed the region.
+    pub fn is_closed(&self) -> bool {
+        self.header().closed.value.load(Ordering::SeqCst) != 0
+    }
+
     /// Consumer side of the response ring (client).
     pub fn pop_response(&self) -> Option<ResponseDesc> {
         pop(self, 1, &self.header().resp_tail, &self.header().resp_head)
@@ -293,9 +308,9 @@ impl Region {
                 return Some(r);
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || self.is_closed() {
                 h.client_sleeping.value.store(0, Ordering::SeqCst);
-                return None;
+                return self.pop_response();
             }
             let nap = left.min(Duration::from_millis(100));
             let ts = rustix::time::Timespec {

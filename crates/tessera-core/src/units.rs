@@ -22,12 +22,12 @@ impl Nanos {
 
     /// `ms` milliseconds.
     pub const fn from_millis(ms: u64) -> Nanos {
-        Nanos(ms * 1_000_000)
+        Nanos(ms.saturating_mul(1_000_000))
     }
 
     /// `s` seconds.
     pub const fn from_secs(s: u64) -> Nanos {
-        Nanos(s * 1_000_000_000)
+        Nanos(s.saturating_mul(1_000_000_000))
     }
 
     /// Seconds as a float, rounded to the nearest nanosecond; negative and NaN give zero.

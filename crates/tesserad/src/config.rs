@@ -68,6 +68,11 @@ pub struct DaemonConfig {
     pub ring_slots: u32,
     /// Data bytes per slot: the largest task input or output.
     pub slot_bytes: u32,
+    /// Longest task cost accepted, ms of emulated time; longer tasks fail at once.
+    pub max_task_ms: u64,
+    /// How long a drain waits for running tasks, ms of wall time, before resetting
+    /// their GPUs and ending them with reason `shutdown`.
+    pub drain_timeout_ms: u64,
 }
 
 impl Default for DaemonConfig {
@@ -86,6 +91,8 @@ impl Default for DaemonConfig {
             sla_ms: 200,
             ring_slots: 64,
             slot_bytes: 4096,
+            max_task_ms: 3_600_000,
+            drain_timeout_ms: 30_000,
         }
     }
 }

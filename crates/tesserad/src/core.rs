@@ -196,6 +196,8 @@ pub struct Core {
     started: Instant,
     executor_name: String,
     slot_bytes: u32,
+    limits: Limits,
+    drain_started: Option<Instant>,
 }
 
 impl std::fmt::Debug for Core {
@@ -205,6 +207,19 @@ impl std::fmt::Debug for Core {
             .field("tasks", &self.tasks.len())
             .finish()
     }
+}
+
+/// Limits the core enforces on what clients send.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Ring slots per client: the most tasks a client may have in flight.
+    pub slots: u32,
+    /// Data bytes per slot.
+    pub slot_bytes: u32,
+    /// Longest task cost accepted.
+    pub max_task: Nanos,
+    /// How long a drain waits for running tasks (wall time).
+    pub drain_timeout: Duration,
 }
 
 /// Spin this long without work before sleeping on the doorbell.
@@ -222,7 +237,7 @@ impl Core {
         ledger: Option<Ledger>,
         gpu_memory: &[Bytes],
         executor_name: String,
-        slot_bytes: u32,
+        limits: Limits,
     ) -> Core {
         Core {
             policy,
@@ -253,7 +268,9 @@ impl Core {
             draining: false,
             started: Instant::now(),
             executor_name,
-            slot_bytes,
+            slot_bytes: limits.slot_bytes,
+            limits,
+            drain_started: None,
         }
     }
 
@@ -283,6 +300,10 @@ impl Core {
                 // nothing runs; anything still queued was cancelled by TenantLeft
                 break;
             }
+            if self.drain_started.is_some_and(|t| t.elapsed() > self.limits.drain_timeout) {
+                self.abandon_running();
+                break;
+            }
             if worked {
                 idle_since = None;
                 continue;
@@ -303,8 +324,39 @@ impl Core {
             });
             idle_since = None;
         }
+        // answer what arrived during the last pass, then tell every client we are gone
+        self.poll_rings();
+        for c in self.conns.values() {
+            c.region.mark_closed();
+        }
         tracing::info!("core drained; stopping executors");
         self.exec.stop();
+    }
+
+    /// The drain timed out: reset the GPUs still running tasks and end those tasks with
+    /// reason `shutdown`, so that a task of any length cannot hold the daemon up.
+    fn abandon_running(&mut self) {
+        tracing::warn!("drain timed out: resetting GPUs that still run tasks");
+        for g in 0..self.gpus.len() {
+            let gpu = GpuId(g as u32);
+            let Some(task) = self.gpus[g].running.take() else { continue };
+            self.exec.send(gpu, Command::Reset);
+            if let Some(info) = self.tasks.remove(&task) {
+                self.release_memory(gpu, info.memory);
+                self.totals.cancelled += 1;
+                self.respond(
+                    info.conn,
+                    ResponseDesc {
+                        seq: info.seq,
+                        status: status::CANCELLED,
+                        reason: reason::SHUTDOWN,
+                        gpu: g as u32,
+                        ..Default::default()
+                    },
+                );
+                self.forget(&info);
+            }
+        }
     }
 
     fn poll_rings(&mut self) -> bool {
@@ -377,7 +429,15 @@ impl Core {
                 if !owned {
                     return self.reject(conn, d.seq, reason::UNKNOWN_TENANT);
                 }
-                if d.in_len > self.slot_bytes || d.out_len > self.slot_bytes {
+                if d.in_len > self.slot_bytes
+                    || d.out_len > self.slot_bytes
+                    || d.cost_ns > self.limits.max_task.0
+                {
+                    return self.reject(conn, d.seq, reason::BAD_REQUEST);
+                }
+                // the protocol allows `slots` tasks in flight; a client writing its
+                // ring directly must not grow the daemon's tables without bound
+                if self.conns.get(&conn).is_some_and(|c| c.tasks >= self.limits.slots as usize) {
                     return self.reject(conn, d.seq, reason::BAD_REQUEST);
                 }
                 if self.gpus.iter().all(|g| d.memory > g.memory) {
@@ -464,6 +524,7 @@ impl Core {
                         ..Default::default()
                     },
                 );
+                self.gc_tenant(info.tenant);
             }
             Action::ResetGpu { gpu, killed } => {
                 let Some(g) = self.gpus.get_mut(gpu.0 as usize) else { return };
@@ -513,7 +574,18 @@ impl Core {
     }
 
     fn dispatch(&mut self, task: TaskId, gpu: GpuId) {
-        let Some(info) = self.tasks.get_mut(&task) else { return };
+        let Some(info) = self.tasks.get_mut(&task) else {
+            // cannot happen with today's policies; if it did, the policy would keep the
+            // GPU busy forever, so tell it the task failed at once
+            tracing::error!(%task, %gpu, "policy dispatched a task the daemon does not know");
+            self.internal.push_back(Event::TaskFinished {
+                task,
+                placement: Placement::whole(gpu),
+                ran_for: Nanos::ZERO,
+                result: Err(ExecutionFailure { reason: "unknown task".into() }),
+            });
+            return;
+        };
         // memory for the task is admitted through the ledger, which other processes on
         // the node share; if it is not free the task fails with a reason
         if info.memory > 0
@@ -531,6 +603,9 @@ impl Core {
             self.gpus[gpu.0 as usize].running = Some(task);
             info.started = Some((gpu, self.clock.now()));
             let info = self.tasks.remove(&task).expect("present");
+            if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                t.queued = t.queued.saturating_sub(1);
+            }
             self.finish_bookkeeping(gpu, &info, false, reason::NO_MEMORY, 0);
             self.internal.push_back(failure);
             return;
@@ -598,7 +673,6 @@ impl Core {
                 }
             } else {
                 t.not_done += 1;
-                t.queued = t.queued.saturating_sub(1);
                 self.totals.failed += 1;
             }
         }
@@ -689,6 +763,7 @@ impl Core {
                     "draining: admitting nothing new, cancelling queued tasks, finishing running ones"
                 );
                 self.draining = true;
+                self.drain_started = Some(Instant::now());
                 let open: Vec<TenantId> =
                     self.tenants.iter().filter(|(_, t)| t.open).map(|(id, _)| *id).collect();
                 for t in open {
@@ -730,10 +805,10 @@ impl Core {
                     return err(ErrorCode::BadRequest, "send hello before registering".into());
                 }
                 let class = match class {
-                    TenantClass::UserFacing if sla_ms == 0 => {
+                    TenantClass::UserFacing if sla_ms == 0 || sla_ms > 86_400_000 => {
                         return err(
                             ErrorCode::BadRequest,
-                            "a user-facing tenant needs sla_ms > 0".into(),
+                            "a user-facing tenant needs 0 < sla_ms <= 86400000 (a day)".into(),
                         );
                     }
                     TenantClass::UserFacing => {

@@ -101,7 +101,11 @@ impl Daemon {
                 Some(Arc::new(cuda::Driver::load(library.as_deref()).map_err(DaemonError::Cuda)?)),
             ),
         };
-        let lock_path = cfg.socket.with_extension("lock");
+        let lock_path = {
+            let mut p = cfg.socket.clone().into_os_string();
+            p.push(".lock");
+            PathBuf::from(p)
+        };
         let mut lock = OpenOptions::new()
             .read(true)
             .write(true)
@@ -170,7 +174,12 @@ impl Daemon {
             Some(ledger),
             &gpus.iter().map(|g| g.memory).collect::<Vec<_>>(),
             executor_name,
-            cfg.slot_bytes,
+            core::Limits {
+                slots: cfg.ring_slots,
+                slot_bytes: cfg.slot_bytes,
+                max_task: Nanos::from_millis(cfg.max_task_ms),
+                drain_timeout: std::time::Duration::from_millis(cfg.drain_timeout_ms),
+            },
         );
         let core = std::thread::Builder::new()
             .name("core".into())
@@ -218,6 +227,7 @@ impl Daemon {
         if let Some(c) = self.core.take() {
             let _ = c.join();
         }
+        self.server.close_all();
         let _ = std::fs::remove_file(&self.socket);
         tracing::info!("tesserad stopped");
     }

@@ -15,6 +15,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tessera_client::proto::{self, ErrorCode, FrameError, PROTOCOL, Reply, Request};
 use tessera_client::region::Region;
 
+/// Forbid any later change of `file`'s size (and of its seals).
+pub(crate) fn seal_size(file: &File) -> std::io::Result<()> {
+    use rustix::fs::SealFlags;
+    rustix::fs::fcntl_add_seals(file, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    Ok(())
+}
+
 /// Shared by the accept loop and connection threads.
 #[derive(Debug)]
 pub struct Server {
@@ -24,6 +31,9 @@ pub struct Server {
     pub(crate) slot_bytes: u32,
     pub(crate) stopping: AtomicBool,
     next_conn: AtomicU64,
+    /// Every open connection, so that stopping can close them (their threads would
+    /// otherwise wait for the client forever).
+    streams: std::sync::Mutex<std::collections::BTreeMap<ConnId, UnixStream>>,
 }
 
 impl Server {
@@ -35,6 +45,7 @@ impl Server {
             slot_bytes,
             stopping: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
+            streams: Default::default(),
         }
     }
 
@@ -65,8 +76,24 @@ impl Server {
         }
     }
 
+    /// Close every client connection (at shutdown, after the core has drained).
+    pub(crate) fn close_all(&self) {
+        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        for s in streams.values() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
     fn serve(&self, conn: ConnId, mut stream: UnixStream) {
-        let (pid, uid) = match rustix::net::sockopt::socket_peercred(&stream) {
+        if let Ok(clone) = stream.try_clone() {
+            self.streams.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, clone);
+        }
+        self.serve_stream(conn, &mut stream);
+        self.streams.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn);
+    }
+
+    fn serve_stream(&self, conn: ConnId, stream: &mut UnixStream) {
+        let (pid, uid) = match rustix::net::sockopt::socket_peercred(&*stream) {
             Ok(c) => (c.pid.as_raw_nonzero().get() as u32, c.uid.as_raw()),
             Err(e) => {
                 tracing::warn!(error = %e, "no peer credentials; dropping connection");
@@ -76,13 +103,13 @@ impl Server {
         tracing::debug!(conn, pid, uid, "client connected");
         let mut hello_done = false;
         loop {
-            let request: Request = match proto::read_frame(&mut stream) {
+            let request: Request = match proto::read_frame(stream) {
                 Ok(r) => r,
                 Err(FrameError::Closed) => break,
                 Err(e) => {
                     tracing::info!(conn, pid, error = %e, "bad message; closing the connection");
                     let _ = proto::write_frame(
-                        &mut stream,
+                        stream,
                         &Reply::Error { code: ErrorCode::BadRequest, message: e.to_string() },
                     );
                     break;
@@ -91,7 +118,7 @@ impl Server {
             let reply = match request {
                 Request::Hello { protocol } if protocol != PROTOCOL => {
                     let _ = proto::write_frame(
-                        &mut stream,
+                        stream,
                         &Reply::Error {
                             code: ErrorCode::UnsupportedVersion,
                             message: format!(
@@ -112,7 +139,7 @@ impl Server {
                             message: "the daemon is shutting down".into(),
                         }
                     } else {
-                        match self.open_rings(conn, pid, uid, &stream) {
+                        match self.open_rings(conn, pid, uid, stream) {
                             Ok(()) => {
                                 hello_done = true;
                                 continue; // the welcome went out with the descriptors
@@ -139,7 +166,7 @@ impl Server {
                     }
                 }
             };
-            if proto::write_frame(&mut stream, &reply).is_err() {
+            if proto::write_frame(stream, &reply).is_err() {
                 break;
             }
         }
@@ -156,11 +183,14 @@ impl Server {
     ) -> std::io::Result<()> {
         let fd = rustix::fs::memfd_create(
             format!("tessera-client-{conn}"),
-            rustix::fs::MemfdFlags::CLOEXEC,
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
         )?;
         let file = File::from(fd);
         let region =
             Region::create(&file, self.slots, self.slot_bytes).map_err(std::io::Error::other)?;
+        // the client gets a writable descriptor: sealing the size means it cannot
+        // truncate the region under the daemon (which would fault the daemon)
+        seal_size(&file)?;
         self.mailbox.send(Msg::Connected { conn, region: Arc::new(region), pid, uid });
         let welcome =
             Reply::Welcome { protocol: PROTOCOL, slots: self.slots, slot_bytes: self.slot_bytes };

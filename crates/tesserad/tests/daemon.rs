@@ -246,3 +246,71 @@ fn shutdown_completes_even_if_the_socket_file_was_removed() {
     });
     assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok(), "shutdown hung");
 }
+
+#[test]
+fn a_long_task_keeps_its_data_slot_while_shorter_ones_come_and_go() {
+    let d =
+        Daemon::start(&DaemonConfig { ring_slots: 4, ..config(PolicyName::RoundRobin) }).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let t = c.register(batch()).unwrap();
+    let io = |tag: &str, ms: u64| TaskRequest {
+        kernel: 1,
+        cost: Duration::from_millis(ms),
+        memory: 0,
+        input: tag.as_bytes().to_vec(),
+        output_len: 4,
+    };
+    let long = c.submit(t, &io("LONG", 400)).unwrap();
+    for round in 0..3 {
+        let hs: Vec<u64> =
+            (0..3).map(|i| c.submit(t, &io(&format!("s{round}{i}_"), 5)).unwrap()).collect();
+        for h in hs {
+            assert_eq!(c.wait(h, LONG).unwrap().outcome, Outcome::Done);
+        }
+    }
+    let done = c.wait(long, LONG).unwrap();
+    assert_eq!(done.output, b"LONG", "its slot was not reused by later tasks");
+}
+
+#[test]
+fn limits_on_what_a_client_may_ask_are_enforced() {
+    let d =
+        Daemon::start(&DaemonConfig { max_task_ms: 1000, ..config(PolicyName::Flexy) }).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let t = c.register(batch()).unwrap();
+    let h = c.submit(t, &task(5000)).unwrap();
+    assert_eq!(
+        c.wait(h, LONG).unwrap().outcome,
+        Outcome::Failed(reason::BAD_REQUEST),
+        "a task longer than max_task_ms"
+    );
+    let huge_sla = TenantOptions { sla: Duration::from_secs(u64::MAX / 2000), ..uf() };
+    assert!(matches!(
+        c.register(huge_sla),
+        Err(ClientError::Refused { code: ErrorCode::BadRequest, .. })
+    ));
+}
+
+#[test]
+fn a_drain_does_not_wait_forever_for_a_long_task() {
+    let d = Daemon::start(&DaemonConfig {
+        drain_timeout_ms: 200,
+        executor: ExecutorKind::Emulated { speedup: 1.0 },
+        ..config(PolicyName::RoundRobin)
+    })
+    .unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let t = c.register(batch()).unwrap();
+    let h = c.submit(t, &task(600_000)).unwrap(); // ten minutes
+    std::thread::sleep(Duration::from_millis(50));
+    let started = std::time::Instant::now();
+    d.shutdown();
+    assert!(started.elapsed() < Duration::from_secs(10), "drain honoured its timeout");
+    assert_eq!(c.wait(h, LONG).unwrap().outcome, Outcome::Cancelled(reason::SHUTDOWN));
+    // the daemon is gone: a wait now fails at once instead of hanging
+    let h2 = c.submit(t, &task(1));
+    if let Ok(h2) = h2 {
+        let r = c.wait(h2, Duration::from_secs(30));
+        assert!(matches!(r, Err(ClientError::Connect(_))), "{r:?}");
+    }
+}
