@@ -158,7 +158,7 @@ impl Client {
                 "welcome without the two shared-memory descriptors".into(),
             ));
         };
-        c.region = Some((Region::map(&region)?, Doorbell::map(&bell, false)?));
+        c.region = Some((Region::map(&region)?, Doorbell::from_fd(bell.into())));
         Ok(c)
     }
 
@@ -249,7 +249,9 @@ impl Client {
         if !region.push_request(&d) {
             return Err(ClientError::TooManyInFlight(slots));
         }
-        bell.ring();
+        if region.daemon_sleeping() {
+            bell.ring();
+        }
         self.next_seq = seq + 1;
         self.in_flight.insert(seq, ());
         Ok(seq)
@@ -278,7 +280,9 @@ impl Client {
         if !region.push_request(&d) {
             return Err(ClientError::TooManyInFlight(region.slots()));
         }
-        bell.ring();
+        if region.daemon_sleeping() {
+            bell.ring();
+        }
         Ok(())
     }
 

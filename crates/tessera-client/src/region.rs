@@ -1,6 +1,6 @@
 //! The shared-memory data plane (FairGV §3.1, §4.1): per client, one region holding a
 //! request ring (client produces, daemon consumes), a response ring (daemon produces,
-//! client consumes) and a data area; and one daemon-wide doorbell page.
+//! client consumes) and a data area; and the daemon's doorbell (an eventfd).
 //!
 //! Each ring is single-producer single-consumer and lock-free: fixed-size descriptors
 //! in a power-of-two array, a tail index written only by the producer and a head index
@@ -10,6 +10,10 @@
 //! call only when that flag is set (the paper's hybrid spinning). The flag and index
 //! accesses are `SeqCst` so that a producer and a consumer going to sleep cannot both
 //! miss each other (the store-then-load pattern of Dekker's algorithm).
+//!
+//! Waking the daemon: it sleeps on an eventfd (the [`Doorbell`]); before sleeping it
+//! sets a flag in every client's region, and a client rings only if its own flag is
+//! set. Each client can thus only affect its own wake-ups.
 //!
 //! Data: request `seq` owns data slot `seq % slots` for its input and, once answered,
 //! its output; the client never has more than `slots` requests in flight.
@@ -125,9 +129,11 @@ struct Index {
 #[repr(C)]
 #[derive(Debug)]
 struct Header {
-    magic: u64,
-    slots: u32,
-    slot_bytes: u32,
+    // Atomics although written once: the client maps the region writable and may
+    // change anything at any time, so every field is read as shared memory.
+    magic: std::sync::atomic::AtomicU64,
+    slots: AtomicU32,
+    slot_bytes: AtomicU32,
     req_tail: Index,
     req_head: Index,
     resp_tail: Index,
@@ -136,9 +142,11 @@ struct Header {
     client_wake: Index,
     /// Set by the daemon when it stops: nothing more will be answered.
     closed: Index,
+    /// Set by the daemon while it sleeps: the client must ring the doorbell.
+    daemon_sleeping: Index,
 }
 
-const HEADER: usize = 512;
+const HEADER: usize = 1024;
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER);
 
 /// Bytes needed for a region of `slots` slots of `slot_bytes` each.
@@ -168,17 +176,25 @@ pub enum RegionError {
 impl Region {
     /// Map `file` (sized and initialised by [`Region::create`]) and check its header.
     pub fn map(file: &File) -> Result<Region, RegionError> {
-        // SAFETY: a memfd or file created by `create`, shared by exactly one client and
-        // the daemon; every access below respects the ring protocol (atomics for the
-        // indices and flags, each descriptor and data slot owned by one side at a time).
+        // SAFETY: a memfd created by `create`, shared by one client and the daemon, its
+        // size sealed by the daemon so that the mapping cannot shrink under us. The
+        // client may write anything at any time: the header is all atomics, indices are
+        // masked into range, descriptors are plain integers validated by the daemon, and
+        // data bytes are only ever copied, so a misbehaving client can corrupt only its
+        // own tasks' data.
         let map = unsafe { MmapMut::map_mut(file)? };
         if map.len() < HEADER {
             return Err(RegionError::Invalid("shorter than its header"));
         }
         let h = map.as_ptr() as *const Header;
-        // SAFETY: the mapping is page-aligned and at least HEADER bytes; magic, slots
-        // and slot_bytes are plain integers written once by `create` before sharing.
-        let (magic, slots, slot_bytes) = unsafe { ((*h).magic, (*h).slots, (*h).slot_bytes) };
+        // SAFETY: the mapping is page-aligned and at least HEADER bytes, so `h` points to
+        // a live Header made only of atomics, which tolerate concurrent writers.
+        let h = unsafe { &*h };
+        let (magic, slots, slot_bytes) = (
+            h.magic.load(Ordering::SeqCst),
+            h.slots.load(Ordering::SeqCst),
+            h.slot_bytes.load(Ordering::SeqCst),
+        );
         if magic != REGION_MAGIC {
             return Err(RegionError::Invalid("bad magic"));
         }
@@ -195,15 +211,13 @@ impl Region {
         }
         file.set_len(region_size(slots, slot_bytes) as u64)?;
         // SAFETY: as in `map`; nobody else has the file yet.
-        let mut map = unsafe { MmapMut::map_mut(file)? };
-        let h = map.as_mut_ptr() as *mut Header;
-        // SAFETY: page-aligned, large enough; the file is new (zeroed) and private to us.
-        unsafe {
-            (*h).magic = REGION_MAGIC;
-            (*h).slots = slots;
-            (*h).slot_bytes = slot_bytes;
-        }
-        Ok(Region { map, slots, slot_bytes })
+        let map = unsafe { MmapMut::map_mut(file)? };
+        let region = Region { map, slots, slot_bytes };
+        let h = region.header();
+        h.magic.store(REGION_MAGIC, Ordering::SeqCst);
+        h.slots.store(slots, Ordering::SeqCst);
+        h.slot_bytes.store(slot_bytes, Ordering::SeqCst);
+        Ok(region)
     }
 
     /// Ring slots.
@@ -217,8 +231,8 @@ impl Region {
     }
 
     fn header(&self) -> &Header {
-        // SAFETY: checked size and alignment at construction; Header's fields other
-        // than the three constants are atomics, safe to share.
+        // SAFETY: checked size and alignment at construction; Header holds only
+        // atomics, which may be shared with a concurrently writing process.
         unsafe { &*(self.map.as_ptr() as *const Header) }
     }
 
@@ -276,6 +290,18 @@ impl Region {
         h.closed.value.store(1, Ordering::SeqCst);
         h.client_wake.value.fetch_add(1, Ordering::SeqCst);
         let _ = futex::wake(&h.client_wake.value, futex::Flags::empty(), i32::MAX as u32);
+    }
+
+    /// Daemon: announce (or retract) that it is about to sleep. SeqCst, paired with
+    /// the client's tail store and flag load in [`Region::push_request`] then
+    /// [`Region::daemon_sleeping`].
+    pub fn set_daemon_sleeping(&self, sleeping: bool) {
+        self.header().daemon_sleeping.value.store(u32::from(sleeping), Ordering::SeqCst);
+    }
+
+    /// Client: whether the daemon sleeps (so that a new request needs the doorbell).
+    pub fn daemon_sleeping(&self) -> bool {
+        self.header().daemon_sleeping.value.load(Ordering::SeqCst) != 0
     }
 
     /// Whether the daemon closed the region.
@@ -367,64 +393,51 @@ fn pop(r: &Region, ring: usize, tail: &Index, head: &Index) -> Option<[u8; 64]> 
     Some(out)
 }
 
-/// The daemon's doorbell page: clients (and the daemon's own threads) ring it after
-/// publishing work, with a system call only if the daemon announced that it sleeps.
+/// How clients (and the daemon's own threads) wake a sleeping daemon: an eventfd. A
+/// client writes to it only when its own region says the daemon sleeps, so a busy
+/// daemon costs clients no system call; and a client can only ever cause spurious
+/// wake-ups, never suppress another client's.
 #[derive(Debug)]
 pub struct Doorbell {
-    map: MmapMut,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-struct Bell {
-    sleeping: Index,
-    word: Index,
+    fd: std::os::fd::OwnedFd,
 }
 
 impl Doorbell {
-    /// Map (and, if `init`, size) the doorbell file.
-    pub fn map(file: &File, init: bool) -> Result<Doorbell, RegionError> {
-        if init {
-            file.set_len(4096)?;
-        }
-        // SAFETY: a one-page file shared by the daemon and its clients; only the two
-        // atomics in it are ever accessed.
-        let map = unsafe { MmapMut::map_mut(file)? };
-        if map.len() < std::mem::size_of::<Bell>() {
-            return Err(RegionError::Invalid("doorbell too small"));
-        }
-        Ok(Doorbell { map })
+    /// A new doorbell (daemon).
+    pub fn new() -> std::io::Result<Doorbell> {
+        let fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?;
+        Ok(Doorbell { fd })
     }
 
-    fn bell(&self) -> &Bell {
-        // SAFETY: page-aligned mapping of at least size_of::<Bell>() bytes (checked);
-        // Bell holds only atomics.
-        unsafe { &*(self.map.as_ptr() as *const Bell) }
+    /// The doorbell received from the daemon (client).
+    pub fn from_fd(fd: std::os::fd::OwnedFd) -> Doorbell {
+        Doorbell { fd }
     }
 
-    /// After publishing work: wake the daemon if it sleeps.
+    /// Its descriptor, to pass to clients.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+
+    /// Wake the daemon.
     pub fn ring(&self) {
-        let b = self.bell();
-        if b.sleeping.value.load(Ordering::SeqCst) != 0 {
-            b.word.value.fetch_add(1, Ordering::SeqCst);
-            let _ = futex::wake(&b.word.value, futex::Flags::empty(), 1);
-        }
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
     }
 
-    /// Daemon: sleep until rung or `timeout`, unless `has_work` (checked after
-    /// announcing the sleep) says there is work.
-    pub fn sleep(&self, timeout: Duration, has_work: impl FnOnce() -> bool) {
-        let b = self.bell();
-        let seen = b.word.value.load(Ordering::SeqCst);
-        b.sleeping.value.store(1, Ordering::SeqCst);
-        if !has_work() {
-            let ts = rustix::time::Timespec {
-                tv_sec: timeout.as_secs() as i64,
-                tv_nsec: i64::from(timeout.subsec_nanos()),
-            };
-            let _ = futex::wait(&b.word.value, futex::Flags::empty(), seen, Some(&ts));
-        }
-        b.sleeping.value.store(0, Ordering::SeqCst);
+    /// Daemon: sleep until rung or `timeout`, then reset the bell.
+    pub fn wait(&self, timeout: Duration) {
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(&self.fd, rustix::event::PollFlags::IN)];
+        let _ = rustix::event::poll(&mut fds, Some(&ts));
+        let mut buf = [0u8; 8];
+        let _ = rustix::io::read(&self.fd, &mut buf);
     }
 }
 

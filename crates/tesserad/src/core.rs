@@ -94,13 +94,23 @@ pub struct Mailbox {
     tx: Sender<Msg>,
     pending: Arc<AtomicUsize>,
     bell: Arc<Doorbell>,
+    /// Private to the daemon: whether the core sleeps (clients see per-region copies).
+    sleeping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Mailbox {
     /// A mailbox and its receiving end.
     pub fn new(bell: Arc<Doorbell>) -> (Mailbox, Receiver<Msg>) {
         let (tx, rx) = std::sync::mpsc::channel();
-        (Mailbox { tx, pending: Arc::new(AtomicUsize::new(0)), bell }, rx)
+        (
+            Mailbox {
+                tx,
+                pending: Arc::new(AtomicUsize::new(0)),
+                bell,
+                sleeping: Default::default(),
+            },
+            rx,
+        )
     }
 
     /// Send and wake the core.
@@ -109,7 +119,9 @@ impl Mailbox {
         if self.tx.send(m).is_err() {
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }
-        self.bell.ring();
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.bell.ring();
+        }
     }
 }
 
@@ -319,9 +331,18 @@ impl Core {
             let pending = self.mailbox.pending.clone();
             let conns: Vec<Arc<Region>> =
                 self.conns.values().filter(|c| c.alive).map(|c| c.region.clone()).collect();
-            self.mailbox.bell.sleep(timeout.max(Duration::from_micros(100)), || {
-                pending.load(Ordering::SeqCst) > 0 || conns.iter().any(|r| r.has_requests())
-            });
+            let mb = &self.mailbox;
+            mb.sleeping.store(true, Ordering::SeqCst);
+            for r in &conns {
+                r.set_daemon_sleeping(true);
+            }
+            if pending.load(Ordering::SeqCst) == 0 && !conns.iter().any(|r| r.has_requests()) {
+                mb.bell.wait(timeout.max(Duration::from_micros(100)));
+            }
+            mb.sleeping.store(false, Ordering::SeqCst);
+            for r in &conns {
+                r.set_daemon_sleeping(false);
+            }
             idle_since = None;
         }
         // answer what arrived during the last pass, then tell every client we are gone

@@ -145,15 +145,8 @@ impl Daemon {
             policy: Default::default(),
             priority: 0,
         })?;
-        let bell_file = File::from(
-            rustix::fs::memfd_create("tessera-doorbell", rustix::fs::MemfdFlags::CLOEXEC)
-                .map_err(|e| io("doorbell")(e.into()))?,
-        );
-        let bell = Arc::new(
-            Doorbell::map(&bell_file, true)
-                .map_err(|e| io("doorbell")(std::io::Error::other(e)))?,
-        );
-        let (mailbox, rx) = Mailbox::new(bell);
+        let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
+        let (mailbox, rx) = Mailbox::new(bell.clone());
         let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 };
         let (exec, executor_name) = match &driver {
             Some(d) => (
@@ -186,7 +179,7 @@ impl Daemon {
             .spawn(move || core.run())
             .map_err(io("spawning the core"))?;
         let listener_handle = listener.try_clone().map_err(io("cloning the listening socket"))?;
-        let server = Arc::new(Server::new(mailbox, bell_file, cfg.ring_slots, cfg.slot_bytes));
+        let server = Arc::new(Server::new(mailbox, bell.clone(), cfg.ring_slots, cfg.slot_bytes));
         let s = server.clone();
         let accept = std::thread::Builder::new()
             .name("accept".into())

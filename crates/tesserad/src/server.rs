@@ -26,7 +26,7 @@ pub(crate) fn seal_size(file: &File) -> std::io::Result<()> {
 #[derive(Debug)]
 pub struct Server {
     pub(crate) mailbox: Mailbox,
-    pub(crate) bell_file: File,
+    pub(crate) bell: Arc<tessera_client::region::Doorbell>,
     pub(crate) slots: u32,
     pub(crate) slot_bytes: u32,
     pub(crate) stopping: AtomicBool,
@@ -37,10 +37,15 @@ pub struct Server {
 }
 
 impl Server {
-    pub(crate) fn new(mailbox: Mailbox, bell_file: File, slots: u32, slot_bytes: u32) -> Server {
+    pub(crate) fn new(
+        mailbox: Mailbox,
+        bell: Arc<tessera_client::region::Doorbell>,
+        slots: u32,
+        slot_bytes: u32,
+    ) -> Server {
         Server {
             mailbox,
-            bell_file,
+            bell,
             slots,
             slot_bytes,
             stopping: AtomicBool::new(false),
@@ -197,7 +202,7 @@ impl Server {
         let body = serde_json::to_vec(&welcome).map_err(std::io::Error::other)?;
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(&body);
-        let fds = [file.as_fd(), self.bell_file.as_fd()];
+        let fds = [file.as_fd(), self.bell.as_fd()];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
         let mut cmsg = SendAncillaryBuffer::new(&mut space);
         cmsg.push(SendAncillaryMessage::ScmRights(&fds));
