@@ -13,6 +13,34 @@ const CHILD_ENV: &str = "TESSERA_LEDGER_KILL_TEST_CHILD";
 const WAITER_ENV: &str = "TESSERA_LEDGER_KILL_TEST_WAITER";
 const CAPS: [u64; 2] = [1000, 600];
 
+/// A child must never outlive the test that spawned it (a failing assertion in the
+/// parent would otherwise leave it spinning): it exits when its parent is gone or after
+/// a minute, whichever comes first.
+fn exit_with_parent() {
+    let parent = rustix::process::getppid();
+    std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(50));
+            if rustix::process::getppid() != parent || start.elapsed() > Duration::from_secs(60) {
+                std::process::exit(0);
+            }
+        }
+    });
+}
+
+/// Children still running when the parent finishes (or panics) are killed.
+struct Reaper(Vec<Child>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn config(path: PathBuf) -> LedgerConfig {
     LedgerConfig {
         path,
@@ -27,6 +55,7 @@ fn config(path: PathBuf) -> LedgerConfig {
 #[test]
 fn child_process_loop() {
     let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    exit_with_parent();
     let ledger = Ledger::open(&config(PathBuf::from(path))).expect("child opens the ledger");
     let mut x = u64::from(std::process::id()) | 1;
     let mut next = move || {
@@ -75,7 +104,8 @@ fn clients_killed_at_random_points_leave_a_sound_ledger() {
         rng ^= rng << 17;
         rng % n
     };
-    let mut children: Vec<Child> = (0..6).map(|_| spawn_child(&path)).collect();
+    let mut reaper = Reaper((0..6).map(|_| spawn_child(&path)).collect());
+    let children = &mut reaper.0;
     let mut kills = 0;
     for _round in 0..40 {
         std::thread::sleep(Duration::from_millis(2 + rand(25)));
@@ -101,7 +131,7 @@ fn clients_killed_at_random_points_leave_a_sound_ledger() {
             );
         }
     }
-    for mut c in children {
+    for mut c in std::mem::take(children) {
         c.kill().unwrap();
         c.wait().unwrap();
         kills += 1;
@@ -118,6 +148,7 @@ fn clients_killed_at_random_points_leave_a_sound_ledger() {
 #[test]
 fn child_waiter() {
     let Ok(path) = std::env::var(WAITER_ENV) else { return };
+    exit_with_parent();
     let cfg = LedgerConfig { policy: NotificationPolicy::Fifo, ..config(PathBuf::from(path)) };
     let ledger = Ledger::open(&cfg).expect("child opens the ledger");
     let _ = ledger.pre_alloc(0, 200, Wait::Forever);
@@ -134,12 +165,14 @@ fn a_dead_waiter_does_not_block_the_queue() {
     let cfg = LedgerConfig { policy: NotificationPolicy::Fifo, ..config(path.clone()) };
     let holder = Ledger::open(&cfg).unwrap();
     holder.pre_alloc(0, 900, Wait::NoWait).unwrap();
-    let mut waiter = Command::new(std::env::current_exe().unwrap())
+    let mut reaper = Reaper(Vec::new());
+    let waiter = Command::new(std::env::current_exe().unwrap())
         .args(["child_waiter", "--exact", "--nocapture", "--test-threads=1"])
         .env(WAITER_ENV, &path)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    reaper.0.push(waiter);
     let t = std::time::Instant::now();
     while holder.status().unwrap().gpus[0].waiting == 0 {
         assert!(t.elapsed() < Duration::from_secs(20), "the child never queued");
@@ -147,6 +180,7 @@ fn a_dead_waiter_does_not_block_the_queue() {
     }
     let other = Ledger::open(&cfg).unwrap();
     assert!(other.pre_alloc(0, 50, Wait::NoWait).is_err(), "FIFO: a live waiter is not passed");
+    let mut waiter = reaper.0.pop().unwrap();
     waiter.kill().unwrap();
     waiter.wait().unwrap();
     other.pre_alloc(0, 50, Wait::NoWait).expect("the dead waiter was swept and no longer blocks");

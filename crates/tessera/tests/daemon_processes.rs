@@ -17,7 +17,17 @@ fn tmp(name: &str) -> PathBuf {
     p
 }
 
-fn start_daemon(socket: &PathBuf, ledger: &PathBuf, extra: &[&str]) -> Child {
+/// A daemon process killed when the test ends, however it ends.
+struct DaemonProcess(Child);
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_daemon(socket: &PathBuf, ledger: &PathBuf, extra: &[&str]) -> DaemonProcess {
     let child = tessera()
         .args([
             "daemon",
@@ -37,6 +47,7 @@ fn start_daemon(socket: &PathBuf, ledger: &PathBuf, extra: &[&str]) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let child = DaemonProcess(child);
     let t = Instant::now();
     while Client::connect_control(socket).is_err() {
         assert!(t.elapsed() < Duration::from_secs(20), "daemon did not come up");
@@ -45,9 +56,9 @@ fn start_daemon(socket: &PathBuf, ledger: &PathBuf, extra: &[&str]) -> Child {
     child
 }
 
-fn sigterm(child: &Child) {
+fn sigterm(child: &DaemonProcess) {
     rustix::process::kill_process(
-        rustix::process::Pid::from_child(child),
+        rustix::process::Pid::from_child(&child.0),
         rustix::process::Signal::TERM,
     )
     .unwrap();
@@ -108,7 +119,7 @@ fn a_client_killed_mid_stream_leaves_nothing_behind() {
         .unwrap();
     assert_eq!(c.wait(h, Duration::from_secs(10)).unwrap().outcome, Outcome::Done);
     sigterm(&daemon);
-    assert!(daemon.wait().unwrap().success());
+    assert!(daemon.0.wait().unwrap().success());
 }
 
 /// SIGTERM drains: queued tasks are cancelled with a reason, the running ones finish,
@@ -155,7 +166,7 @@ fn sigterm_drains_and_a_second_daemon_is_refused() {
     sigterm(&daemon);
     let outcomes: Vec<Outcome> =
         handles.iter().map(|h| c.wait(*h, Duration::from_secs(20)).unwrap().outcome).collect();
-    assert!(daemon.wait().unwrap().success());
+    assert!(daemon.0.wait().unwrap().success());
     let done = outcomes.iter().filter(|o| **o == Outcome::Done).count();
     let shut = outcomes
         .iter()

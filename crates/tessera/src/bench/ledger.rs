@@ -44,6 +44,16 @@ fn config(path: &Path) -> LedgerConfig {
 }
 
 fn contend(path: &Path) -> Result<()> {
+    // never outlive the benchmark that started us, even if it crashed
+    let parent = rustix::process::getppid();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            if rustix::process::getppid() != parent {
+                std::process::exit(0);
+            }
+        }
+    });
     let l = Ledger::open(&config(path))?;
     loop {
         if l.pre_alloc(0, 1 << 20, Wait::NoWait).is_ok() {
