@@ -4,9 +4,11 @@
 //! Each GPU thread retains the device's primary context, loads a small PTX module of
 //! two kernels, and runs each task as: allocate device memory, copy the input in,
 //! `tessera_spin` (busy for the task's cost, measured by `%globaltimer`),
-//! `tessera_echo` (the emulated kernel's output, computed on the device), synchronise,
-//! copy the output out, free. A reset is `cuDevicePrimaryCtxReset`, after which the
-//! context and module are set up again. Running named application kernels is future
+//! `tessera_echo` (the emulated kernel's output, computed on the device), poll the
+//! stream until done, copy the output out, free. A reset arriving meanwhile preempts
+//! the kernels: `cuDevicePrimaryCtxReset` destroys the context (and its memory), then
+//! the context and module are set up again, and the task neither completes nor
+//! writes output. Running named application kernels is future
 //! work; these two stand in for them.
 //!
 //! **Never run on a real GPU.** It is exercised only against a fake driver library
@@ -113,7 +115,7 @@ pub struct Driver {
         *mut *mut c_void,
         *mut *mut c_void,
     ) -> CuResult,
-    ctx_synchronize: unsafe extern "C" fn() -> CuResult,
+    stream_query: unsafe extern "C" fn(*mut c_void) -> CuResult,
 }
 
 // SAFETY: the function pointers are plain C entry points of the driver, which is
@@ -176,7 +178,7 @@ impl Driver {
             memcpy_htod: sym!("cuMemcpyHtoD_v2"),
             memcpy_dtoh: sym!("cuMemcpyDtoH_v2"),
             launch_kernel: sym!("cuLaunchKernel"),
-            ctx_synchronize: sym!("cuCtxSynchronize"),
+            stream_query: sym!("cuStreamQuery"),
             devices,
             path,
             _lib: lib,
@@ -231,14 +233,28 @@ fn setup(d: &Driver, dev: CuDevice) -> Result<Device, String> {
     Ok(Device { spin, echo })
 }
 
-/// Run one task on the current device; returns the output bytes.
+/// CUDA_ERROR_NOT_READY: work still pending on the stream.
+const NOT_READY: CuResult = 600;
+
+/// How a run ended.
+enum Ran {
+    /// Completed, with its output.
+    Done(Vec<u8>),
+    /// A command arrived while the kernels ran (a reset, to preempt them; or stop).
+    /// The device memory is left to the reset, which frees the whole context.
+    Interrupted(Command),
+}
+
+/// Run one task on the current device. While the kernels run, keep listening for a
+/// reset, which preempts them (the paper's reset-as-preemption).
 fn run(
     d: &Driver,
     dev: &Device,
+    rx: &Receiver<Command>,
     work: Nanos,
     input: &[u8],
     out_len: usize,
-) -> Result<Vec<u8>, String> {
+) -> Result<Ran, String> {
     let bytes = input.len().max(out_len).max(1);
     let (mut din, mut dout): (CuDevicePtr, CuDevicePtr) = (0, 0);
     let mut output = vec![0u8; out_len];
@@ -299,17 +315,35 @@ fn run(
                     ),
                 )?;
             }
-            check("cuCtxSynchronize", (d.ctx_synchronize)())?;
+            // wait for the default stream without blocking in the driver, so that a
+            // reset can preempt the kernels
+            loop {
+                match (d.stream_query)(std::ptr::null_mut()) {
+                    0 => break,
+                    NOT_READY => {}
+                    r => check("cuStreamQuery", r)?,
+                }
+                match rx.recv_timeout(std::time::Duration::from_micros(50)) {
+                    Ok(cmd) => return Ok(Some(cmd)),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        return Ok(Some(Command::Stop));
+                    }
+                }
+            }
             if out_len > 0 {
                 check("cuMemcpyDtoH", (d.memcpy_dtoh)(output.as_mut_ptr().cast(), dout, out_len))?;
             }
-            Ok::<(), String>(())
+            Ok::<Option<Command>, String>(None)
         })();
+        if let Ok(Some(cmd)) = result {
+            return Ok(Ran::Interrupted(cmd));
+        }
         (d.mem_free)(din);
         (d.mem_free)(dout);
         result?;
     }
-    Ok(output)
+    Ok(Ran::Done(output))
 }
 
 /// The thread of one CUDA device: run tasks, reset on request, report to the core.
@@ -322,7 +356,8 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
             None
         }
     };
-    while let Ok(cmd) = rx.recv() {
+    let mut next = rx.recv().ok();
+    while let Some(cmd) = next.take() {
         match cmd {
             Command::Stop => return,
             Command::Reset => {
@@ -345,12 +380,12 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
                     None => (Vec::new(), 0),
                 };
                 let result = match &device {
-                    Some(dev) => run(&d, dev, work, &input, out_len),
+                    Some(dev) => run(&d, dev, &rx, work, &input, out_len),
                     None => Err("device not set up".into()),
                 };
                 let ran = Nanos::from(started.elapsed());
                 match result {
-                    Ok(output) => {
+                    Ok(Ran::Done(output)) => {
                         if let Some((region, seq, _, _)) = &data {
                             region.write_data(*seq, &output);
                         }
@@ -361,12 +396,17 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
                             out_len: output.len() as u32,
                         });
                     }
+                    // preempted: no output, no completion; the reset runs next
+                    Ok(Ran::Interrupted(cmd)) => next = Some(cmd),
                     Err(reason) => {
                         tracing::warn!(%gpu, %task, %reason, "task failed on the GPU");
                         mb.send(Msg::Failed { gpu, task, ran_for: ran, reason });
                     }
                 }
             }
+        }
+        if next.is_none() {
+            next = rx.recv().ok();
         }
     }
 }
