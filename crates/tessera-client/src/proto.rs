@@ -7,8 +7,8 @@
 //!
 //! Session: the client sends [`Request::Hello`]; the daemon answers [`Reply::Welcome`]
 //! and, in the same `sendmsg`, passes two file descriptors (`SCM_RIGHTS`): the client's
-//! shared region (its request and response rings and data area) and the daemon's
-//! doorbell page. Then the client registers tenants and submits tasks through its
+//! shared region (its request and response rings and data area, size-sealed) and the
+//! daemon's doorbell (an eventfd). Then the client registers tenants and submits tasks through its
 //! rings. `Status` works without `Hello`. Everything a connection registered ends with
 //! it: when the client disconnects or dies, its queued tasks are cancelled and its
 //! tenants removed.
