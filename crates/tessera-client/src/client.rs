@@ -79,6 +79,24 @@ pub struct TenantOptions {
     pub memory: u64,
 }
 
+impl TenantOptions {
+    /// A batch tenant with weight 1, priority 0 and no declared memory.
+    pub fn batch() -> TenantOptions {
+        TenantOptions {
+            class: TenantClass::Batch,
+            sla: Duration::ZERO,
+            weight: 1,
+            priority: 0,
+            memory: 0,
+        }
+    }
+
+    /// A user-facing tenant with this SLA, weight 1, priority 0 and no declared memory.
+    pub fn user_facing(sla: Duration) -> TenantOptions {
+        TenantOptions { class: TenantClass::UserFacing, sla, ..TenantOptions::batch() }
+    }
+}
+
 /// A task to run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskRequest {

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tessera_client::proto::TenantClass;
 use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
 
 fn tessera() -> Command {
@@ -105,15 +104,7 @@ fn a_client_killed_mid_stream_leaves_nothing_behind() {
     }
     // and the daemon serves the next client
     let mut c = Client::connect(&socket).unwrap();
-    let tenant = c
-        .register(TenantOptions {
-            class: TenantClass::Batch,
-            sla: Duration::ZERO,
-            weight: 1,
-            priority: 0,
-            memory: 0,
-        })
-        .unwrap();
+    let tenant = c.register(TenantOptions::batch()).unwrap();
     let h = c
         .submit(tenant, &TaskRequest { cost: Duration::from_millis(10), ..Default::default() })
         .unwrap();
@@ -144,15 +135,7 @@ fn sigterm_drains_and_a_second_daemon_is_refused() {
     );
 
     let mut c = Client::connect(&socket).unwrap();
-    let tenant = c
-        .register(TenantOptions {
-            class: TenantClass::Batch,
-            sla: Duration::ZERO,
-            weight: 1,
-            priority: 0,
-            memory: 0,
-        })
-        .unwrap();
+    let tenant = c.register(TenantOptions::batch()).unwrap();
     let handles: Vec<u64> = (0..6)
         .map(|_| {
             c.submit(

@@ -32,13 +32,7 @@ fn config(policy: PolicyName) -> DaemonConfig {
 }
 
 fn uf() -> TenantOptions {
-    TenantOptions {
-        class: TenantClass::UserFacing,
-        sla: Duration::from_millis(200),
-        weight: 1,
-        priority: 0,
-        memory: 0,
-    }
+    TenantOptions::user_facing(Duration::from_millis(200))
 }
 
 fn batch() -> TenantOptions {

@@ -6,7 +6,6 @@ use anyhow::Result;
 use clap::Args;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use tessera_client::proto::TenantClass;
 use tessera_client::{Client, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
@@ -79,13 +78,7 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
     rows.push(("shm", p50, p99));
     let (p50, p99) = time(a.iterations, || Ok(c.ping()?))?;
     rows.push(("socket", p50, p99));
-    let tenant = c.register(TenantOptions {
-        class: TenantClass::Batch,
-        sla: Duration::ZERO,
-        weight: 1,
-        priority: 0,
-        memory: 0,
-    })?;
+    let tenant = c.register(TenantOptions::batch())?;
     let empty = TaskRequest::default();
     let (p50, p99) = time(a.iterations.min(5_000), || {
         let h = c.submit(tenant, &empty)?;
@@ -104,13 +97,7 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
             let socket = cfg.socket.clone();
             std::thread::spawn(move || -> Result<u64> {
                 let mut c = Client::connect(&socket)?;
-                let t = c.register(TenantOptions {
-                    class: TenantClass::Batch,
-                    sla: Duration::ZERO,
-                    weight: 1,
-                    priority: 0,
-                    memory: 0,
-                })?;
+                let t = c.register(TenantOptions::batch())?;
                 let mut done = 0;
                 while Instant::now() < deadline {
                     let h = c.submit(t, &TaskRequest::default())?;
