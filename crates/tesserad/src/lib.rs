@@ -181,10 +181,18 @@ impl Daemon {
         let listener_handle = listener.try_clone().map_err(io("cloning the listening socket"))?;
         let server = Arc::new(Server::new(mailbox, bell.clone(), cfg.ring_slots, cfg.slot_bytes));
         let s = server.clone();
-        let accept = std::thread::Builder::new()
+        let accept = match std::thread::Builder::new()
             .name("accept".into())
             .spawn(move || s.accept_loop(listener))
-            .map_err(io("spawning the accept loop"))?;
+        {
+            Ok(a) => a,
+            Err(e) => {
+                // the core and its GPU threads already run: stop them before failing
+                server.mailbox.send(Msg::Shutdown);
+                let _ = core.join();
+                return Err(io("spawning the accept loop")(e));
+            }
+        };
         tracing::info!(socket = %cfg.socket.display(), policy = ?cfg.policy, gpus = gpus.len(), speedup, "tesserad started");
         Ok(Daemon {
             server,
