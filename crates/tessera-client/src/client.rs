@@ -5,7 +5,7 @@ use crate::proto::{
 };
 use crate::region::{Doorbell, Region, RegionError, RequestDesc, ResponseDesc, op, reason, status};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
@@ -148,7 +148,10 @@ pub struct Client {
     stream: UnixStream,
     region: Option<(Region, Doorbell)>,
     next_seq: u64,
-    in_flight: BTreeMap<u64, ()>,
+    /// Per data slot: whether a request in flight holds it.
+    slot_busy: Vec<bool>,
+    /// Requests in flight.
+    in_flight: usize,
     ready: VecDeque<Completion>,
 }
 
@@ -176,7 +179,9 @@ impl Client {
                 "welcome without the two shared-memory descriptors".into(),
             ));
         };
-        c.region = Some((Region::map(&region)?, Doorbell::from_fd(bell.into())));
+        let region = Region::map(&region)?;
+        c.slot_busy = vec![false; region.slots() as usize];
+        c.region = Some((region, Doorbell::from_fd(bell.into())));
         Ok(c)
     }
 
@@ -187,7 +192,8 @@ impl Client {
             stream,
             region: None,
             next_seq: 0,
-            in_flight: BTreeMap::new(),
+            slot_busy: Vec::new(),
+            in_flight: 0,
             ready: VecDeque::new(),
         })
     }
@@ -245,7 +251,7 @@ impl Client {
     fn push(&mut self, mut d: RequestDesc, input: &[u8]) -> Result<u64, ClientError> {
         let (region, bell) = self.rings()?;
         let slots = region.slots();
-        if self.in_flight.len() as u32 >= slots {
+        if self.in_flight as u32 >= slots {
             return Err(ClientError::TooManyInFlight(slots));
         }
         let max = region.slot_bytes();
@@ -255,11 +261,9 @@ impl Client {
         // request `seq` owns data slot `seq % slots`; tasks finish out of order, so skip
         // ahead to a sequence number whose slot no task in flight holds (one exists
         // within `slots` steps, since fewer than `slots` are in flight)
-        let slot_busy = |seq: u64| {
-            self.in_flight.keys().any(|k| k % u64::from(slots) == seq % u64::from(slots))
-        };
+        let slot = |seq: u64| (seq % u64::from(slots)) as usize;
         let mut seq = self.next_seq;
-        while slot_busy(seq) {
+        while self.slot_busy[slot(seq)] {
             seq += 1;
         }
         d.seq = seq;
@@ -271,7 +275,8 @@ impl Client {
             bell.ring();
         }
         self.next_seq = seq + 1;
-        self.in_flight.insert(seq, ());
+        self.slot_busy[slot(seq)] = true;
+        self.in_flight += 1;
         Ok(seq)
     }
 
@@ -317,7 +322,11 @@ impl Client {
         } else {
             Vec::new()
         };
-        self.in_flight.remove(&r.seq);
+        let slot = (r.seq % self.slot_busy.len().max(1) as u64) as usize;
+        if self.slot_busy.get(slot).copied().unwrap_or(false) {
+            self.slot_busy[slot] = false;
+            self.in_flight -= 1;
+        }
         Completion {
             handle: r.seq,
             outcome: match r.status {
@@ -377,7 +386,7 @@ impl Client {
 
     /// Tasks submitted and not yet completed.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight
     }
 }
 

@@ -216,15 +216,19 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let mut failures = 0;
         let mut last_print = Instant::now();
         loop {
-            let mut alive = 0;
-            for c in &mut children {
-                match c.try_wait()? {
-                    None => alive += 1,
-                    Some(st) if !st.success() => failures += 1,
-                    Some(_) => {}
+            // keep the clients still running; count those that exited with an error
+            children.retain_mut(|c| match c.try_wait() {
+                Ok(None) => true,
+                Ok(Some(st)) => {
+                    failures += usize::from(!st.success());
+                    false
                 }
-            }
-            children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+                Err(_) => {
+                    failures += 1;
+                    false
+                }
+            });
+            let alive = children.len();
             if last_print.elapsed() > Duration::from_millis(500) || alive == 0 {
                 let s = control.status()?;
                 let t = &s.totals;

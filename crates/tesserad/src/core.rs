@@ -160,6 +160,8 @@ struct TenantInfo {
     conn: ConnId,
     class: ServiceClass,
     open: bool,
+    /// Tasks of this tenant the daemon still tracks (queued or running).
+    tasks: usize,
     queued: u64,
     done: u64,
     met: u64,
@@ -196,6 +198,9 @@ pub struct Core {
     exec: Executor,
     ledger: Option<Ledger>,
     conns: BTreeMap<ConnId, Conn>,
+    /// The regions of connected clients, for the polling loop (kept beside `conns` so
+    /// that spinning allocates nothing).
+    live: Vec<(ConnId, Arc<Region>)>,
     tenants: BTreeMap<TenantId, TenantInfo>,
     tasks: BTreeMap<TaskId, TaskInfo>,
     by_seq: BTreeMap<(ConnId, u64), TaskId>,
@@ -259,6 +264,7 @@ impl Core {
             exec,
             ledger,
             conns: BTreeMap::new(),
+            live: Vec::new(),
             tenants: BTreeMap::new(),
             tasks: BTreeMap::new(),
             by_seq: BTreeMap::new(),
@@ -328,19 +334,18 @@ impl Core {
             let timeout = next_tick.map_or(Duration::from_millis(100), |t| {
                 self.clock.wall(t - self.clock.now()).min(Duration::from_millis(100))
             });
-            let pending = self.mailbox.pending.clone();
-            let conns: Vec<Arc<Region>> =
-                self.conns.values().filter(|c| c.alive).map(|c| c.region.clone()).collect();
             let mb = &self.mailbox;
             mb.sleeping.store(true, Ordering::SeqCst);
-            for r in &conns {
+            for (_, r) in &self.live {
                 r.set_daemon_sleeping(true);
             }
-            if pending.load(Ordering::SeqCst) == 0 && !conns.iter().any(|r| r.has_requests()) {
+            if mb.pending.load(Ordering::SeqCst) == 0
+                && !self.live.iter().any(|(_, r)| r.has_requests())
+            {
                 mb.bell.wait(timeout.max(Duration::from_micros(100)));
             }
             mb.sleeping.store(false, Ordering::SeqCst);
-            for r in &conns {
+            for (_, r) in &self.live {
                 r.set_daemon_sleeping(false);
             }
             idle_since = None;
@@ -382,10 +387,15 @@ impl Core {
 
     fn poll_rings(&mut self) -> bool {
         let mut worked = false;
-        let ids: Vec<ConnId> =
-            self.conns.iter().filter(|(_, c)| c.alive).map(|(id, _)| *id).collect();
-        for conn in ids {
-            let region = self.conns[&conn].region.clone();
+        // by index: handling a request may change `live` (it never does today, but a
+        // bounds check is cheaper than a copy of the list on every spin of the loop)
+        let mut i = 0;
+        while let Some((conn, region)) = self.live.get(i) {
+            i += 1;
+            if !region.has_requests() {
+                continue;
+            }
+            let (conn, region) = (*conn, region.clone());
             // bounded per connection per pass, so one busy client cannot starve others
             for _ in 0..64 {
                 let Some(req) = region.pop_request() else { break };
@@ -486,6 +496,7 @@ impl Core {
                 }
                 if let Some(t) = self.tenants.get_mut(&tenant) {
                     t.queued += 1;
+                    t.tasks += 1;
                 }
                 self.deliver(Event::TaskSubmitted(TaskSpec {
                     id,
@@ -648,6 +659,9 @@ impl Core {
 
     fn forget(&mut self, info: &TaskInfo) {
         self.by_seq.remove(&(info.conn, info.seq));
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.tasks = t.tasks.saturating_sub(1);
+        }
         if let Some(c) = self.conns.get_mut(&info.conn) {
             c.tasks = c.tasks.saturating_sub(1);
         }
@@ -715,8 +729,7 @@ impl Core {
     }
 
     fn gc_tenant(&mut self, tenant: TenantId) {
-        let busy = self.tasks.values().any(|t| t.tenant == tenant);
-        if self.tenants.get(&tenant).is_some_and(|t| !t.open) && !busy {
+        if self.tenants.get(&tenant).is_some_and(|t| !t.open && t.tasks == 0) {
             self.tenants.remove(&tenant);
         }
     }
@@ -724,6 +737,7 @@ impl Core {
     fn handle(&mut self, m: Msg) {
         match m {
             Msg::Connected { conn, region, pid, uid } => {
+                self.live.push((conn, region.clone()));
                 self.conns.insert(
                     conn,
                     Conn { region, pid, uid, alive: true, tenants: BTreeSet::new(), tasks: 0 },
@@ -741,6 +755,7 @@ impl Core {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.alive = false;
                 }
+                self.live.retain(|(id, _)| *id != conn);
                 for t in tenants {
                     self.close_tenant(t);
                 }
@@ -847,7 +862,16 @@ impl Core {
                 self.next_tenant += 1;
                 self.tenants.insert(
                     id,
-                    TenantInfo { conn, class, open: true, queued: 0, done: 0, met: 0, not_done: 0 },
+                    TenantInfo {
+                        conn,
+                        class,
+                        open: true,
+                        tasks: 0,
+                        queued: 0,
+                        done: 0,
+                        met: 0,
+                        not_done: 0,
+                    },
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tenants.insert(id);

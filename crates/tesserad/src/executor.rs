@@ -6,7 +6,7 @@
 //! - `cuda`: real GPUs through the CUDA driver API loaded at run time (`libcuda.so.1`);
 //!   see `cuda.rs`. Only ever exercised against a fake driver library built by a test.
 
-use crate::core::{Mailbox, Msg};
+use crate::core::{Clock, Mailbox, Msg};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
@@ -41,12 +41,12 @@ pub struct Executor {
 
 impl Executor {
     /// Start `gpus` emulated GPU threads reporting to `mailbox`; emulated time runs
-    /// `speedup` times faster than the wall clock.
-    pub fn emulated(gpus: usize, perf: PerfModel, speedup: f64, mailbox: Mailbox) -> Executor {
+    /// as `clock` says (its speed-up over the wall clock).
+    pub fn emulated(gpus: usize, perf: PerfModel, clock: Clock, mailbox: Mailbox) -> Executor {
         Executor::spawn(gpus, move |gpu, rx| {
             let mb = mailbox.clone();
             let perf = perf.clone();
-            Box::new(move || gpu_thread(gpu, rx, perf, speedup, mb))
+            Box::new(move || gpu_thread(gpu, rx, perf, clock, mb))
         })
     }
 
@@ -98,10 +98,6 @@ impl Executor {
     }
 }
 
-fn wall(emulated: Nanos, speedup: f64) -> Duration {
-    Duration::from_nanos((emulated.0 as f64 / speedup) as u64)
-}
-
 /// Sleep until `deadline` unless a command arrives first. Sleeps coarsely, then spins
 /// the last stretch: timer slack would otherwise add a millisecond or more, which at a
 /// 10x speed-up is 10 ms of emulated time.
@@ -127,19 +123,19 @@ fn wait_until(rx: &Receiver<Command>, deadline: Instant) -> Option<Command> {
     }
 }
 
-fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: PerfModel, speedup: f64, mb: Mailbox) {
+fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: PerfModel, clock: Clock, mb: Mailbox) {
     let mut next = rx.recv().ok();
     while let Some(cmd) = next.take() {
         match cmd {
             Command::Stop => return,
             Command::Reset => {
-                std::thread::sleep(wall(perf.reset_latency, speedup));
+                std::thread::sleep(clock.wall(perf.reset_latency));
                 mb.send(Msg::ResetDone { gpu });
             }
             Command::Run { task, work, data } => {
                 let ran = perf.exec_time(work, tessera_core::Placement::whole(gpu));
                 let started = Instant::now();
-                match wait_until(&rx, started + wall(ran, speedup)) {
+                match wait_until(&rx, started + clock.wall(ran)) {
                     Some(Command::Reset) => {
                         // the running task is abandoned; its completion never happens
                         next = Some(Command::Reset);

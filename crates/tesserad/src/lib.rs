@@ -148,19 +148,20 @@ impl Daemon {
         let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
         let (mailbox, rx) = Mailbox::new(bell.clone());
         let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 };
+        let clock = Clock::new(speedup);
         let (exec, executor_name) = match &driver {
             Some(d) => (
                 executor::Executor::cuda(d.clone(), mailbox.clone()),
                 format!("cuda ({} devices, {})", d.device_count(), d.path().display()),
             ),
             None => (
-                executor::Executor::emulated(cfg.gpus, perf, speedup, mailbox.clone()),
+                executor::Executor::emulated(cfg.gpus, perf, clock, mailbox.clone()),
                 format!("emulated x{speedup}"),
             ),
         };
         let core = Core::new(
             policy,
-            Clock::new(speedup),
+            clock,
             rx,
             mailbox.clone(),
             exec,
