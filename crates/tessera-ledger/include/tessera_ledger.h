@@ -68,6 +68,26 @@ typedef enum TesseraStatus {
    call it again once they have returned.
    */
   TESSERA_BUSY = 13,
+  /*
+   This process was forked from the one that called `tessera_init`: the handle is
+   the parent's. Call `tessera_init` again in the child to open its own (the
+   parent's reservations stay the parent's).
+   */
+  TESSERA_FORKED = 14,
+  /*
+   The ledger file or its records directory is a symlink, belongs to another user
+   (or group) or is writable by others: refused, never trusted.
+   */
+  TESSERA_INSECURE = 15,
+  /*
+   The file at the ledger's path is not a ledger: refused, left untouched.
+   */
+  TESSERA_NOT_A_LEDGER = 16,
+  /*
+   The ledger is damaged and no live client has a record to repair it from; set
+   `TESSERA_GPU_MEMORY` to start it afresh.
+   */
+  TESSERA_UNREPAIRABLE = 17,
 } TesseraStatus;
 
 #ifdef __cplusplus

@@ -8,6 +8,8 @@
 //! `tessera_pre_alloc` does not block other threads' `tessera_post_free`.
 #![allow(unsafe_code)]
 
+use crate::access::{Access, resolve_group};
+use crate::layout::{DEFAULT_HOLDERS, DEFAULT_WAITERS};
 use crate::ledger::{DEFAULT_PATH, GpuSource, Ledger, LedgerConfig, LedgerError, Wait};
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -51,6 +53,18 @@ pub enum TesseraStatus {
     /// `tessera_shutdown` while other threads are inside calls: nothing was released;
     /// call it again once they have returned.
     TesseraBusy = 13,
+    /// This process was forked from the one that called `tessera_init`: the handle is
+    /// the parent's. Call `tessera_init` again in the child to open its own (the
+    /// parent's reservations stay the parent's).
+    TesseraForked = 14,
+    /// The ledger file or its records directory is a symlink, belongs to another user
+    /// (or group) or is writable by others: refused, never trusted.
+    TesseraInsecure = 15,
+    /// The file at the ledger's path is not a ledger: refused, left untouched.
+    TesseraNotALedger = 16,
+    /// The ledger is damaged and no live client has a record to repair it from; set
+    /// `TESSERA_GPU_MEMORY` to start it afresh.
+    TesseraUnrepairable = 17,
 }
 
 impl From<&LedgerError> for TesseraStatus {
@@ -61,11 +75,15 @@ impl From<&LedgerError> for TesseraStatus {
             LedgerError::ExceedsCapacity { .. } => TesseraStatus::TesseraExceedsCapacity,
             LedgerError::NoSuchGpu { .. } => TesseraStatus::TesseraNoSuchGpu,
             LedgerError::OverFree { .. } => TesseraStatus::TesseraOverFree,
-            LedgerError::TableFull(_) => TesseraStatus::TesseraTableFull,
+            LedgerError::TableFull { .. } => TesseraStatus::TesseraTableFull,
             LedgerError::NoGpus(_) => TesseraStatus::TesseraNoGpus,
             LedgerError::Incompatible { .. } => TesseraStatus::TesseraIncompatible,
             LedgerError::Io { .. } => TesseraStatus::TesseraIo,
-            LedgerError::UsedAfterFork => TesseraStatus::TesseraBadArgument,
+            LedgerError::UsedAfterFork => TesseraStatus::TesseraForked,
+            LedgerError::BadConfig(_) => TesseraStatus::TesseraBadArgument,
+            LedgerError::Insecure { .. } => TesseraStatus::TesseraInsecure,
+            LedgerError::NotALedger { .. } => TesseraStatus::TesseraNotALedger,
+            LedgerError::Unrepairable { .. } => TesseraStatus::TesseraUnrepairable,
         }
     }
 }
@@ -132,13 +150,33 @@ fn config_from_env() -> Result<LedgerConfig, TesseraStatus> {
         Ok(p) => p.trim().parse().map_err(|_| TesseraStatus::TesseraBadArgument)?,
         Err(_) => 0,
     };
-    Ok(LedgerConfig { path, gpus, policy, priority })
+    let access = match std::env::var("TESSERA_LEDGER_GROUP") {
+        Ok(g) => Access::Group(resolve_group(&g).ok_or(TesseraStatus::TesseraBadArgument)?),
+        Err(_) => Access::Owner,
+    };
+    let table = |var: &str, default: u32| match std::env::var(var) {
+        Ok(n) => n.trim().parse::<u32>().map_err(|_| TesseraStatus::TesseraBadArgument),
+        Err(_) => Ok(default),
+    };
+    Ok(LedgerConfig {
+        priority,
+        policy,
+        access,
+        max_holders: table("TESSERA_LEDGER_HOLDERS", DEFAULT_HOLDERS)?,
+        max_waiters: table("TESSERA_LEDGER_WAITERS", DEFAULT_WAITERS)?,
+        ..LedgerConfig::new(path, gpus)
+    })
 }
 
 fn install(cfg: &LedgerConfig) -> TesseraStatus {
     let mut slot = LEDGER.lock().unwrap_or_else(|p| p.into_inner());
-    if slot.is_some() {
-        return TesseraStatus::TesseraOk; // already initialised: init is idempotent
+    if let Some(l) = slot.as_ref() {
+        if l.opened_by_this_process() {
+            return TesseraStatus::TesseraOk; // already initialised: init is idempotent
+        }
+        // a forked child: the handle is the parent's; dropping it here touches nothing
+        // (the parent's reservations stay the parent's), then open the child's own
+        *slot = None;
     }
     match Ledger::open(cfg) {
         Ok(l) => {
@@ -202,7 +240,7 @@ pub unsafe extern "C" fn tessera_init_with(
         let Some(policy) = NotificationPolicy::ALL.get(policy as usize).copied() else {
             return TesseraStatus::TesseraBadArgument;
         };
-        install(&LedgerConfig { path, gpus, policy, priority })
+        install(&LedgerConfig { policy, priority, ..LedgerConfig::new(path, gpus) })
     })
 }
 
@@ -271,6 +309,10 @@ pub extern "C" fn tessera_strerror(status: i32) -> *const c_char {
         11 => c"bad argument",
         12 => c"internal error",
         13 => c"other threads are inside tessera calls; shut down after they return",
+        14 => c"handle opened before fork(): call tessera_init in the child",
+        15 => c"ledger file or directory is a symlink, foreign-owned or writable by others",
+        16 => c"the file at the ledger path is not a ledger",
+        17 => c"ledger damaged and nothing to repair it from: set TESSERA_GPU_MEMORY",
         _ => c"unknown status",
     };
     s.as_ptr()

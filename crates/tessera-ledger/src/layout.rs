@@ -1,25 +1,121 @@
-//! The ledger's layout in shared memory: plain `#[repr(C)]` integers only, so that any
-//! bit pattern is a valid value and a torn or corrupted file can be read safely and then
-//! rejected by its checksum.
+//! The ledger file's layout: plain `#[repr(C)]` integers only, so that any bit pattern
+//! is a valid value and a torn, zeroed, truncated or foreign file can be read safely and
+//! then rejected by its magic, sizes and checksums.
 //!
-//! The file holds a futex word, then two copies of [`State`] (primary and backup), each
-//! followed by its CRC-32. Every operation copies the primary out under the file lock,
-//! checks it, works on the copy, and writes it back to the primary and then to the
-//! backup, so that a process killed at any instruction leaves at least one good copy —
-//! or, if both are bad, the clients' own records to rebuild from.
+//! ```text
+//! offset 0            Header (magic, version, futex word, table capacities, CRC)
+//! offset PAGE         primary copy:  CopyHead { crc, len } + body
+//! offset PAGE + slot  backup copy:   CopyHead { crc, len } + body
+//! body = BodyHead (configuration, counters, GPU rows) + holder rows + waiter rows
+//! ```
+//!
+//! Only the rows in use are stored (the tables are kept dense), so an operation reads
+//! and writes bytes in proportion to the holders and waiters that exist, not to the
+//! tables' capacity. Every operation reads the primary under the file lock, checks it,
+//! works on an in-memory [`State`], and writes it back to the primary and then to the
+//! backup, so that a writer killed part-way leaves at least one good copy — or, if both
+//! are bad, the clients' own records to rebuild from (see `records`).
 
 use bytemuck::{Pod, Zeroable};
 
 /// Identifies a tessera ledger file.
 pub const MAGIC: [u8; 8] = *b"TSLEDGR\0";
-/// Layout version; a file of another version is refused, never reinterpreted.
-pub const VERSION: u32 = 1;
+/// Layout version; a file of another version is refused, never reinterpreted or
+/// rewritten.
+pub const VERSION: u32 = 2;
 /// GPUs one ledger can describe.
 pub const MAX_GPUS: usize = 16;
-/// (process, GPU) reservations one ledger can itemise.
-pub const MAX_HOLDERS: usize = 128;
-/// Requests that can wait at once.
-pub const MAX_WAITERS: usize = 64;
+/// Default capacity of the holder table ((client, GPU) reservations).
+pub const DEFAULT_HOLDERS: u32 = 4096;
+/// Default capacity of the waiter table (requests waiting at once).
+pub const DEFAULT_WAITERS: u32 = 4096;
+/// Largest capacity either table may be given at creation.
+pub const MAX_TABLE: u32 = 1 << 16;
+/// Size of the header page; the copies start here.
+pub const PAGE: u64 = 4096;
+/// Byte offset of the futex word in the file.
+pub const WAKE_OFFSET: u64 = std::mem::offset_of!(Header, wake) as u64;
+
+/// The first bytes of the file.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct Header {
+    /// [`MAGIC`].
+    pub magic: [u8; 8],
+    /// [`VERSION`].
+    pub version: u32,
+    /// Futex word: bumped (under the file lock) whenever memory is granted to waiters;
+    /// waiters sleep on it. Not covered by `crc`.
+    pub wake: u32,
+    /// Holder table capacity, fixed at creation.
+    pub max_holders: u32,
+    /// Waiter table capacity, fixed at creation.
+    pub max_waiters: u32,
+    /// CRC-32 of magic, version and the two capacities.
+    pub crc: u32,
+    /// Padding.
+    pub _pad: u32,
+}
+
+impl Header {
+    /// A header for a new ledger with these capacities.
+    pub fn new(max_holders: u32, max_waiters: u32) -> Header {
+        let mut h = Header { magic: MAGIC, version: VERSION, max_holders, max_waiters, ..Header::default() };
+        h.crc = h.expected_crc();
+        h
+    }
+
+    fn expected_crc(&self) -> u32 {
+        let mut c = crc32fast::Hasher::new();
+        c.update(&self.magic);
+        c.update(&self.version.to_le_bytes());
+        c.update(&self.max_holders.to_le_bytes());
+        c.update(&self.max_waiters.to_le_bytes());
+        c.finalize()
+    }
+
+    /// Magic, version, checksum and capacities all sound.
+    pub fn is_sound(&self) -> bool {
+        self.magic == MAGIC
+            && self.version == VERSION
+            && self.crc == self.expected_crc()
+            && capacities_valid(self.max_holders, self.max_waiters)
+    }
+
+    /// Bytes one copy may occupy, rounded up to whole pages.
+    pub fn slot_size(&self) -> u64 {
+        slot_size(self.max_holders, self.max_waiters)
+    }
+
+    /// Size of the whole file.
+    pub fn file_size(&self) -> u64 {
+        PAGE + 2 * self.slot_size()
+    }
+}
+
+/// Whether these table capacities are allowed.
+pub fn capacities_valid(max_holders: u32, max_waiters: u32) -> bool {
+    (1..=MAX_TABLE).contains(&max_holders) && (1..=MAX_TABLE).contains(&max_waiters)
+}
+
+/// Bytes one copy may occupy with these capacities, rounded up to whole pages.
+pub fn slot_size(max_holders: u32, max_waiters: u32) -> u64 {
+    let bytes = std::mem::size_of::<CopyHead>()
+        + std::mem::size_of::<BodyHead>()
+        + max_holders as usize * std::mem::size_of::<HolderRow>()
+        + max_waiters as usize * std::mem::size_of::<WaiterRow>();
+    (bytes as u64).div_ceil(PAGE) * PAGE
+}
+
+/// Precedes each copy.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct CopyHead {
+    /// CRC-32 of the body.
+    pub crc: u32,
+    /// Body length in bytes.
+    pub len: u32,
+}
 
 /// Total and granted memory of one GPU.
 #[repr(C)]
@@ -31,20 +127,43 @@ pub struct GpuRow {
     pub used: u64,
 }
 
-/// Memory one process holds on one GPU.
+/// The fixed part of a body.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BodyHead {
+    /// [`VERSION`] again, so a copy is never read as another version's.
+    pub version: u32,
+    /// GPUs in use (rows beyond are zero).
+    pub gpu_count: u32,
+    /// Notification policy (see `ledger::policy_code`).
+    pub policy: u32,
+    /// Holder rows that follow.
+    pub holders: u32,
+    /// Waiter rows that follow the holders.
+    pub waiters: u32,
+    /// Padding.
+    pub _pad: u32,
+    /// Next waiter ticket.
+    pub next_seq: u64,
+    /// Wall-clock nanoseconds of the last sanity check (liveness sweep).
+    pub last_sweep_ns: u64,
+    /// Wall-clock nanoseconds of the last clean-up of the records directory.
+    pub last_janitor_ns: u64,
+    /// Per GPU.
+    pub gpus: [GpuRow; MAX_GPUS],
+}
+
+/// Memory one client holds on one GPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct HolderRow {
-    /// Non-zero when the row is used.
-    pub in_use: u32,
+    /// The client (see `records`): its liveness is its record file's lock.
+    pub client: u64,
     /// GPU index.
     pub gpu: u32,
-    /// Holder's pid.
+    /// The holder's pid as the holder saw it — for people reading `status` only; it is
+    /// meaningless across pid namespaces and never used to judge liveness.
     pub pid: u32,
-    /// Which ledger handle of that process holds it (a process may open several).
-    pub handle: u32,
-    /// Holder's start time (clock ticks since boot), so a recycled pid is not taken for it.
-    pub start_time: u64,
     /// Bytes held.
     pub bytes: u64,
 }
@@ -53,100 +172,195 @@ pub struct HolderRow {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct WaiterRow {
-    /// Non-zero when the row is used.
-    pub in_use: u32,
+    /// The waiting client.
+    pub client: u64,
     /// GPU index.
     pub gpu: u32,
-    /// Waiter's pid.
+    /// Its pid as it saw it (informational).
     pub pid: u32,
-    /// Waiter's priority (higher first, for the priority policies).
-    pub priority: u32,
-    /// Waiter's start time.
-    pub start_time: u64,
     /// Bytes wanted.
     pub bytes: u64,
-    /// Arrival order.
+    /// Arrival order (its ticket).
     pub seq: u64,
+    /// Priority (higher first, for the priority policies).
+    pub priority: u32,
     /// Non-zero once a notifier granted it (and added the holder row for it).
     pub granted: u32,
-    /// Which ledger handle of that process waits.
-    pub handle: u32,
 }
 
-/// Everything the ledger knows; checksummed as a whole.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+/// Everything the ledger knows, in memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {
-    /// [`MAGIC`].
-    pub magic: [u8; 8],
-    /// [`VERSION`].
-    pub version: u32,
-    /// GPUs in use (rows beyond are zero).
-    pub gpu_count: u32,
-    /// Notification policy (see `policy_code`).
+    /// Holder table capacity.
+    pub max_holders: u32,
+    /// Waiter table capacity.
+    pub max_waiters: u32,
+    /// Notification policy code.
     pub policy: u32,
-    /// Padding.
-    pub _pad: u32,
-    /// Next waiter sequence number.
+    /// Next waiter ticket.
     pub next_seq: u64,
-    /// Per GPU.
-    pub gpus: [GpuRow; MAX_GPUS],
-    /// Per (process, GPU).
-    pub holders: [HolderRow; MAX_HOLDERS],
-    /// Waiting requests.
-    pub waiters: [WaiterRow; MAX_WAITERS],
+    /// See [`BodyHead::last_sweep_ns`].
+    pub last_sweep_ns: u64,
+    /// See [`BodyHead::last_janitor_ns`].
+    pub last_janitor_ns: u64,
+    /// One row per GPU.
+    pub gpus: Vec<GpuRow>,
+    /// Reservations, dense.
+    pub holders: Vec<HolderRow>,
+    /// Waiting requests, dense.
+    pub waiters: Vec<WaiterRow>,
 }
 
-impl Default for State {
-    fn default() -> Self {
-        Zeroable::zeroed()
-    }
+/// Why a copy was not accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyFault {
+    /// Short, checksum mismatch, or counts out of range.
+    Damaged,
+    /// Sound, but of another layout version.
+    OtherVersion(u32),
+    /// Sound bytes whose books do not add up.
+    Inconsistent,
 }
-
-/// The whole shared file.
-#[repr(C)]
-#[derive(Debug)]
-pub struct Region {
-    /// Futex word: bumped after memory is granted to waiters; waiters sleep on it.
-    /// Not checksummed (it changes without the lock).
-    pub wake: std::sync::atomic::AtomicU32,
-    /// Padding.
-    pub _pad: u32,
-    /// CRC-32 of `primary`.
-    pub primary_crc: u32,
-    /// CRC-32 of `backup`.
-    pub backup_crc: u32,
-    /// The state.
-    pub primary: State,
-    /// The state as of the last completed operation.
-    pub backup: State,
-}
-
-/// Size of the shared file in bytes.
-pub const REGION_SIZE: usize = std::mem::size_of::<Region>();
 
 impl State {
-    /// CRC-32 of the state's bytes (`Pod`: no implicit padding, every byte defined).
-    pub fn crc(&self) -> u32 {
-        crc32fast::hash(bytemuck::bytes_of(self))
+    /// A new, empty ledger.
+    pub fn fresh(gpus: &[u64], policy: u32, max_holders: u32, max_waiters: u32) -> State {
+        State {
+            max_holders,
+            max_waiters,
+            policy,
+            next_seq: 0,
+            last_sweep_ns: 0,
+            last_janitor_ns: 0,
+            gpus: gpus.iter().map(|&total| GpuRow { total, used: 0 }).collect(),
+            holders: Vec::new(),
+            waiters: Vec::new(),
+        }
     }
 
-    /// Magic, version and internal consistency (used = sum of holders, used <= total).
-    pub fn is_consistent(&self) -> bool {
-        if self.magic != MAGIC
-            || self.version != VERSION
-            || self.gpu_count as usize > MAX_GPUS
-            || self.gpu_count == 0
+    /// `CopyHead` followed by the body, ready to be written at a copy's offset.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut head = BodyHead {
+            version: VERSION,
+            gpu_count: self.gpus.len() as u32,
+            policy: self.policy,
+            holders: self.holders.len() as u32,
+            waiters: self.waiters.len() as u32,
+            _pad: 0,
+            next_seq: self.next_seq,
+            last_sweep_ns: self.last_sweep_ns,
+            last_janitor_ns: self.last_janitor_ns,
+            gpus: [GpuRow::default(); MAX_GPUS],
+        };
+        head.gpus[..self.gpus.len()].copy_from_slice(&self.gpus);
+        let body_len = std::mem::size_of::<BodyHead>()
+            + std::mem::size_of_val(self.holders.as_slice())
+            + std::mem::size_of_val(self.waiters.as_slice());
+        let mut out = Vec::with_capacity(std::mem::size_of::<CopyHead>() + body_len);
+        out.extend_from_slice(bytemuck::bytes_of(&CopyHead::default()));
+        out.extend_from_slice(bytemuck::bytes_of(&head));
+        out.extend_from_slice(bytemuck::cast_slice(&self.holders));
+        out.extend_from_slice(bytemuck::cast_slice(&self.waiters));
+        let body = &out[std::mem::size_of::<CopyHead>()..];
+        let copy = CopyHead { crc: crc32fast::hash(body), len: body.len() as u32 };
+        out[..std::mem::size_of::<CopyHead>()].copy_from_slice(bytemuck::bytes_of(&copy));
+        out
+    }
+
+    /// Decode a body (without its `CopyHead`) under `header`'s capacities, checking its
+    /// checksum, version, counts and books.
+    pub fn decode(header: &Header, crc: u32, body: &[u8]) -> Result<State, CopyFault> {
+        let head_len = std::mem::size_of::<BodyHead>();
+        if body.len() < head_len || crc32fast::hash(body) != crc {
+            return Err(CopyFault::Damaged);
+        }
+        let head: BodyHead = bytemuck::pod_read_unaligned(&body[..head_len]);
+        if head.version != VERSION {
+            return Err(CopyFault::OtherVersion(head.version));
+        }
+        let (hn, wn) = (head.holders as usize, head.waiters as usize);
+        let hs = hn * std::mem::size_of::<HolderRow>();
+        let ws = wn * std::mem::size_of::<WaiterRow>();
+        if head.holders > header.max_holders
+            || head.waiters > header.max_waiters
+            || body.len() != head_len + hs + ws
+            || head.gpu_count == 0
+            || head.gpu_count as usize > MAX_GPUS
         {
+            return Err(CopyFault::Damaged);
+        }
+        let rows = &body[head_len..];
+        let state = State {
+            max_holders: header.max_holders,
+            max_waiters: header.max_waiters,
+            policy: head.policy,
+            next_seq: head.next_seq,
+            last_sweep_ns: head.last_sweep_ns,
+            last_janitor_ns: head.last_janitor_ns,
+            gpus: head.gpus[..head.gpu_count as usize].to_vec(),
+            holders: (0..hn)
+                .map(|i| bytemuck::pod_read_unaligned(&rows[i * 24..i * 24 + 24]))
+                .collect(),
+            waiters: (0..wn)
+                .map(|i| bytemuck::pod_read_unaligned(&rows[hs + i * 40..hs + i * 40 + 40]))
+                .collect(),
+        };
+        if !state.is_consistent() {
+            return Err(CopyFault::Inconsistent);
+        }
+        Ok(state)
+    }
+
+    /// The books add up: per GPU, used = sum of its holders and used <= total; rows name
+    /// existing GPUs; no (client, GPU) pair is itemised twice.
+    pub fn is_consistent(&self) -> bool {
+        if self.gpus.is_empty() || self.gpus.len() > MAX_GPUS {
             return false;
         }
-        let mut sums = [0u64; MAX_GPUS];
-        for h in self.holders.iter().filter(|h| h.in_use != 0) {
-            if h.gpu >= self.gpu_count {
+        let mut sums = vec![0u64; self.gpus.len()];
+        let mut pairs = std::collections::HashSet::with_capacity(self.holders.len());
+        for h in &self.holders {
+            if h.gpu as usize >= self.gpus.len() || h.bytes == 0 || !pairs.insert((h.client, h.gpu)) {
                 return false;
             }
             sums[h.gpu as usize] = sums[h.gpu as usize].saturating_add(h.bytes);
         }
-        self.gpus.iter().zip(sums).all(|(g, s)| g.used == s && g.used <= g.total)
+        self.waiters.iter().all(|w| (w.gpu as usize) < self.gpus.len())
+            && self.gpus.iter().zip(sums).all(|(g, s)| g.used == s && g.used <= g.total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_sizes_match_the_decoder() {
+        assert_eq!(std::mem::size_of::<HolderRow>(), 24);
+        assert_eq!(std::mem::size_of::<WaiterRow>(), 40);
+        assert_eq!(WAKE_OFFSET % 4, 0, "the futex word is 4-byte aligned");
+    }
+
+    #[test]
+    fn a_state_round_trips_and_a_flipped_bit_is_caught() {
+        let header = Header::new(8, 8);
+        let mut s = State::fresh(&[1000, 500], 1, 8, 8);
+        s.holders.push(HolderRow { client: 7, gpu: 1, pid: 3, bytes: 200 });
+        s.gpus[1].used = 200;
+        s.waiters.push(WaiterRow { client: 9, gpu: 0, bytes: 10, seq: 4, ..Default::default() });
+        let bytes = s.encode();
+        let head: CopyHead = bytemuck::pod_read_unaligned(&bytes[..8]);
+        assert_eq!(State::decode(&header, head.crc, &bytes[8..]), Ok(s.clone()));
+        let mut bad = bytes.clone();
+        bad[40] ^= 1;
+        assert_eq!(State::decode(&header, head.crc, &bad[8..]), Err(CopyFault::Damaged));
+        // more rows than the header's capacity: refused even with a matching checksum
+        let small = Header::new(1, 1);
+        let mut many = s.clone();
+        many.holders.push(HolderRow { client: 8, gpu: 0, pid: 1, bytes: 1 });
+        many.gpus[0].used = 1;
+        let b = many.encode();
+        let h: CopyHead = bytemuck::pod_read_unaligned(&b[..8]);
+        assert_eq!(State::decode(&small, h.crc, &b[8..]), Err(CopyFault::Damaged));
     }
 }

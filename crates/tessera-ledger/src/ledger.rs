@@ -1,17 +1,27 @@
 //! The ledger's life cycle (schedGPU §4): init, pre-allocation, post-free, shutdown,
-//! with the sanity check, the integrity check and waiter notification.
+//! with the sanity check (release what dead clients hold), the integrity check (repair
+//! a damaged file from the live clients' records) and waiter notification.
+//!
+//! Invariants, kept under the ledger file's `flock`:
+//! - per GPU, granted bytes = the sum of its holder rows, and never above its capacity;
+//! - a holder or waiter row is removed only by its own client or once its client's
+//!   record lock is free (the client is gone, in whatever pid namespace it ran);
+//! - a file that is not a sound ledger is never reset while a live client has a record:
+//!   it is rebuilt from the records; a file that is not a ledger at all is refused;
+//! - the sanity check runs when memory or a table is short, when `status` asks, and at
+//!   most every [`RECHECK`] for waiters — never on the path of a request that fits.
 
-use crate::layout::{GpuRow, HolderRow, MAGIC, MAX_GPUS, State, VERSION, WaiterRow};
-use crate::process::ProcessId;
-use crate::records::{self, ClientRecord};
-use crate::shm::Mapping;
-use rustix::fs::{FlockOperation, flock};
+use crate::access::Access;
+use crate::file::{FileError, LedgerFile, Opened};
+use crate::layout::{
+    CopyFault, DEFAULT_HOLDERS, DEFAULT_WAITERS, GpuRow, Header, HolderRow, MAGIC, MAX_GPUS,
+    MAX_TABLE, PAGE, State, VERSION, WaiterRow, capacities_valid,
+};
+use crate::records::{self, ClientRecord, LedgerShape, LiveRecord, Liveness};
 use rustix::thread::futex;
-use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tessera_core::Bytes;
 use tessera_core::policies::memsafe::{
@@ -21,9 +31,15 @@ use tessera_core::policies::memsafe::{
 /// Default location: in tmpfs, so the ledger lives in memory.
 pub const DEFAULT_PATH: &str = "/dev/shm/tessera-ledger";
 
-/// A waiter re-checks the ledger at least this often even if nobody wakes it, so that a
-/// notifier killed mid-way or a holder that died silently cannot leave it asleep.
-const RECHECK: Duration = Duration::from_millis(50);
+/// A waiter re-checks the ledger at least this often even if nobody wakes it, and the
+/// waiters of a ledger together run the sanity check at most this often, so that a
+/// holder that died silently cannot leave them asleep for long, nor can many waiters
+/// burn a core checking.
+pub const RECHECK: Duration = Duration::from_millis(50);
+
+/// The records directory is cleaned of dead clients' records (those that held nothing
+/// are in no row, so no sanity check meets them) at most this often, by opens.
+const JANITOR_EVERY: Duration = Duration::from_secs(1);
 
 /// How a pre-allocation waits when memory is short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +72,28 @@ pub struct LedgerConfig {
     pub policy: NotificationPolicy,
     /// This client's priority, for the priority policies; higher first.
     pub priority: u8,
+    /// Who may use the ledger; checked on every open.
+    pub access: Access,
+    /// Holder table capacity ((client, GPU) reservations), used only when created.
+    pub max_holders: u32,
+    /// Waiter table capacity (requests waiting at once), used only when created.
+    pub max_waiters: u32,
+}
+
+impl LedgerConfig {
+    /// A private ledger at `path` with FIFO notification, priority 0 and the default
+    /// table capacities.
+    pub fn new(path: impl Into<PathBuf>, gpus: GpuSource) -> LedgerConfig {
+        LedgerConfig {
+            path: path.into(),
+            gpus,
+            policy: NotificationPolicy::Fifo,
+            priority: 0,
+            access: Access::Owner,
+            max_holders: DEFAULT_HOLDERS,
+            max_waiters: DEFAULT_WAITERS,
+        }
+    }
 }
 
 /// Errors a client can act on; each has a stable C error code (see `ffi`).
@@ -105,15 +143,25 @@ pub enum LedgerError {
         /// Bytes it tried to free.
         freed: u64,
     },
-    /// The ledger's tables are full (too many holders or waiters).
-    #[error("the ledger's {0} table is full")]
-    TableFull(&'static str),
+    /// A table is full of live rows (dead ones were swept first).
+    #[error(
+        "the ledger's {table} table is full ({capacity} live rows); create the ledger with a larger one"
+    )]
+    TableFull {
+        /// "holder" or "waiter".
+        table: &'static str,
+        /// Its capacity.
+        capacity: u32,
+    },
     /// The ledger could not be created: no GPU description.
     #[error("no GPUs to describe: {0}")]
     NoGpus(String),
+    /// A configuration value is out of range.
+    #[error("bad ledger configuration: {0}")]
+    BadConfig(String),
     /// The file belongs to another layout version.
     #[error(
-        "{path} holds an incompatible ledger (layout version {found}, this library reads {VERSION})"
+        "{path} holds an incompatible ledger (layout version {found}, this library reads {VERSION}); it was left untouched"
     )]
     Incompatible {
         /// The file.
@@ -121,8 +169,33 @@ pub enum LedgerError {
         /// Version found.
         found: u32,
     },
+    /// The file exists and is not a ledger, and no live client has a record of one.
+    #[error("{path} is not a tessera ledger (and no live client has a record of one); it was left untouched")]
+    NotALedger {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file or its records directory is not safe to use.
+    #[error("refusing {path}: it {reason}")]
+    Insecure {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The file is damaged, no live client has a record to rebuild it from, and this
+    /// opener gave no GPU description to start it afresh.
+    #[error("{path} is damaged and cannot be repaired: {reason}")]
+    Unrepairable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The handle was opened by the parent of this (forked) process.
-    #[error("this ledger handle was opened before fork(); open a new one in the child")]
+    #[error(
+        "this ledger handle was opened before fork(); open a new one in the child (C: call tessera_init again)"
+    )]
     UsedAfterFork,
     /// An I/O error on the ledger's files.
     #[error("{what} {path}: {source}")]
@@ -150,10 +223,10 @@ pub struct GpuStatus {
 /// One reservation in a [`LedgerStatus`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Holding {
-    /// The holder.
-    pub process: ProcessId,
-    /// Its ledger handle.
-    pub handle: u32,
+    /// The holding client's id.
+    pub client: u64,
+    /// Its pid as it saw it (in its own pid namespace).
+    pub pid: u32,
     /// GPU.
     pub gpu: u32,
     /// Bytes.
@@ -169,27 +242,36 @@ pub struct LedgerStatus {
     pub gpus: Vec<GpuStatus>,
     /// Itemised reservations.
     pub holdings: Vec<Holding>,
+    /// Holder table capacity.
+    pub max_holders: u32,
+    /// Waiter table capacity.
+    pub max_waiters: u32,
 }
 
-static NEXT_HANDLE: AtomicU32 = AtomicU32::new(1);
+/// This process's state of one handle, behind its mutex: `flock` does not exclude two
+/// threads using one open file, so the mutex serialises this process's threads.
+#[derive(Debug)]
+struct Local {
+    /// Shared with threads asleep on its futex word while it is swapped for a new file.
+    file: Arc<LedgerFile>,
+    header: Header,
+    liveness: Liveness,
+}
 
 /// A client's handle on the shared ledger. Operations lock the ledger file; a handle may
 /// be shared between threads.
 #[derive(Debug)]
 pub struct Ledger {
     path: PathBuf,
-    file: File,
-    map: Mapping,
-    me: ProcessId,
-    handle: u32,
-    priority: u8,
-    /// GPU capacities and policy, to rebuild the ledger if both copies are corrupt.
-    gpus: Vec<u64>,
-    policy: NotificationPolicy,
     records_dir: PathBuf,
-    /// Serialises this process's threads: `flock` does not exclude two threads using one
-    /// open file. Also holds this handle's client record.
-    local: Mutex<ClientRecord>,
+    access: Access,
+    /// The pid that opened the handle: a forked child must open its own.
+    pid: u32,
+    priority: u8,
+    /// The ledger's configuration, to rebuild it if no live record has one.
+    shape: LedgerShape,
+    record: ClientRecord,
+    local: Mutex<Local>,
     closed: bool,
 }
 
@@ -201,73 +283,139 @@ fn policy_from_code(c: u32) -> NotificationPolicy {
     NotificationPolicy::ALL.get(c as usize).copied().unwrap_or_default()
 }
 
-fn fresh_state(gpus: &[u64], policy: NotificationPolicy) -> State {
-    let mut s = State {
-        magic: MAGIC,
-        version: VERSION,
-        gpu_count: gpus.len() as u32,
-        policy: policy_code(policy),
-        ..State::default()
-    };
-    for (row, total) in s.gpus.iter_mut().zip(gpus) {
-        *row = GpuRow { total: *total, used: 0 };
-    }
-    s
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// What the caller of [`Ledger::locked`] finds.
+/// Whether the wall-clock stamp `then` is at least `every` ago (or in the future: the
+/// clock was set back).
+fn due(then: u64, every: Duration) -> bool {
+    now_ns().abs_diff(then) >= every.as_nanos() as u64
+}
+
+/// What the file at the path holds.
+enum Found {
+    Sound(Header, State),
+    OtherVersion(u32),
+    /// Zeroed, truncated, or a ledger whose header or both copies are damaged.
+    Damaged,
+    /// Bytes that are not a ledger's.
+    Foreign,
+}
+
+fn examine(f: &LedgerFile) -> Found {
+    let first = f.prefix(PAGE as usize);
+    // a layout-1 file began with its futex word and checksums, its magic at 16
+    if first.len() >= 28 && first[16..24] == MAGIC {
+        let v = u32::from_le_bytes(first[24..28].try_into().expect("4 bytes"));
+        if v != VERSION && v != 0 {
+            return Found::OtherVersion(v);
+        }
+    }
+    let Some(header) = f.header() else { return Found::Damaged };
+    if header.magic == MAGIC && header.version != VERSION {
+        return Found::OtherVersion(header.version);
+    }
+    if header.is_sound() {
+        let mut other = None;
+        for which in [0, 1] {
+            match f.read_copy(&header, which) {
+                Ok(state) => {
+                    if which == 1 {
+                        tracing::warn!("ledger primary copy damaged; restored from the backup");
+                    }
+                    return Found::Sound(header, state);
+                }
+                Err(CopyFault::OtherVersion(v)) => other = Some(v),
+                Err(_) => {}
+            }
+        }
+        return other.map_or(Found::Damaged, Found::OtherVersion);
+    }
+    if header.magic == MAGIC || first.iter().all(|&b| b == 0) {
+        Found::Damaged
+    } else {
+        Found::Foreign
+    }
+}
+
+/// A ledger rebuilt from the live clients' records.
+fn rebuild(shape: &LedgerShape, live: &[LiveRecord]) -> (State, u64) {
+    let mut state = State::fresh(&shape.gpus, shape.policy, shape.max_holders, shape.max_waiters);
+    // tickets still held by waiting threads must not be handed out again
+    state.next_seq = now_ns();
+    let mut dropped = 0u64;
+    for r in live {
+        for (gpu, &bytes) in r.body.held.iter().enumerate().take(shape.gpus.len()) {
+            if bytes == 0 {
+                continue;
+            }
+            let row = &mut state.gpus[gpu];
+            if row.used + bytes <= row.total && state.holders.len() < shape.max_holders as usize {
+                row.used += bytes;
+                state.holders.push(HolderRow {
+                    client: r.body.client,
+                    gpu: gpu as u32,
+                    pid: r.body.pid,
+                    bytes,
+                });
+            } else {
+                dropped += bytes;
+            }
+        }
+    }
+    (state, dropped)
+}
+
+/// What the caller of [`Ledger::locked`] finds: the state, with the file locked.
 struct Locked<'a> {
     ledger: &'a Ledger,
+    local: MutexGuard<'a, Local>,
     state: State,
-    record: MutexGuard<'a, ClientRecord>,
+    /// Memory was granted to waiters: wake them once the lock is released.
+    wake: bool,
 }
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        let _ = flock(&self.ledger.file, FlockOperation::Unlock);
+        self.local.file.unlock();
+        if self.wake {
+            let _ = futex::wake(self.local.file.wake_word(), futex::Flags::empty(), i32::MAX as u32);
+        }
     }
 }
 
 impl Locked<'_> {
-    fn commit(&self) {
-        self.ledger.map.store(&self.state);
-    }
-
-    fn holder_index(&self, gpu: u32, me: ProcessId, handle: u32) -> Option<usize> {
-        self.state.holders.iter().position(|h| {
-            h.in_use != 0
-                && h.gpu == gpu
-                && h.pid == me.pid
-                && h.start_time == me.start_time
-                && h.handle == handle
+    fn commit(&mut self) -> Result<(), LedgerError> {
+        if self.wake {
+            self.local.file.bump_wake();
+        }
+        let header = self.local.header;
+        self.local.file.write_state(&header, &self.state).map_err(|source| LedgerError::Io {
+            what: "writing",
+            path: self.ledger.path.clone(),
+            source,
         })
     }
 
-    fn add_holding(
-        &mut self,
-        gpu: u32,
-        id: ProcessId,
-        handle: u32,
-        bytes: u64,
-    ) -> Result<u64, LedgerError> {
-        let i = match self.holder_index(gpu, id, handle) {
+    fn holder_index(&self, gpu: u32, client: u64) -> Option<usize> {
+        self.state.holders.iter().position(|h| h.gpu == gpu && h.client == client)
+    }
+
+    fn add_holding(&mut self, gpu: u32, client: u64, pid: u32, bytes: u64) -> Result<u64, LedgerError> {
+        let i = match self.holder_index(gpu, client) {
             Some(i) => i,
             None => {
-                let i = self
-                    .state
-                    .holders
-                    .iter()
-                    .position(|h| h.in_use == 0)
-                    .ok_or(LedgerError::TableFull("holder"))?;
-                self.state.holders[i] = HolderRow {
-                    in_use: 1,
-                    gpu,
-                    pid: id.pid,
-                    handle,
-                    start_time: id.start_time,
-                    bytes: 0,
-                };
-                i
+                if self.state.holders.len() >= self.state.max_holders as usize {
+                    return Err(LedgerError::TableFull {
+                        table: "holder",
+                        capacity: self.state.max_holders,
+                    });
+                }
+                self.state.holders.push(HolderRow { client, gpu, pid, bytes: 0 });
+                self.state.holders.len() - 1
             }
         };
         self.state.holders[i].bytes += bytes;
@@ -275,52 +423,60 @@ impl Locked<'_> {
         Ok(self.state.holders[i].bytes)
     }
 
-    /// The sanity check (schedGPU §3): release what dead processes hold, drop their
-    /// waiting requests and their record files. Returns whether the ledger changed (the
-    /// caller commits and runs the notification policy).
+    /// The sanity check (schedGPU §3): release what dead clients hold, drop their
+    /// waiting requests and their records; then, if anything was released, let the
+    /// notification policy grant it on every GPU. Returns whether the ledger changed
+    /// (the caller commits).
     fn sweep(&mut self) -> bool {
-        let mut alive: BTreeMap<ProcessId, bool> = BTreeMap::new();
-        let mut is_alive = |pid, start_time| {
-            *alive.entry(ProcessId { pid, start_time }).or_insert_with_key(|id| id.is_alive())
-        };
-        let mut changed = false;
-        for h in self.state.holders.iter_mut().filter(|h| h.in_use != 0) {
-            if !is_alive(h.pid, h.start_time) {
-                tracing::info!(
-                    pid = h.pid,
-                    gpu = h.gpu,
-                    bytes = h.bytes,
-                    "released memory of a dead process"
-                );
-                self.state.gpus[h.gpu as usize].used -= h.bytes;
-                let _ = std::fs::remove_file(records::file_for(
-                    &self.ledger.records_dir,
-                    ProcessId { pid: h.pid, start_time: h.start_time },
-                    h.handle,
-                ));
-                *h = HolderRow::default();
-                changed = true;
+        let me = self.ledger.record.client;
+        let dir = self.ledger.records_dir.clone();
+        let mut verdict: HashMap<u64, bool> = HashMap::new();
+        let liveness = &mut self.local.liveness;
+        let mut alive = |id: u64| id == me || *verdict.entry(id).or_insert_with(|| liveness.is_alive(&dir, id));
+        let (holders, waiters) = (self.state.holders.len(), self.state.waiters.len());
+        let gpus = &mut self.state.gpus;
+        self.state.holders.retain(|h| {
+            let keep = alive(h.client);
+            if !keep {
+                tracing::info!(client = h.client, pid = h.pid, gpu = h.gpu, bytes = h.bytes, "released memory of a dead client");
+                gpus[h.gpu as usize].used -= h.bytes;
+            }
+            keep
+        });
+        self.state.waiters.retain(|w| alive(w.client));
+        for (&id, &live) in &verdict {
+            if !live {
+                let _ = std::fs::remove_file(dir.join(id.to_string()));
             }
         }
-        for w in self.state.waiters.iter_mut().filter(|w| w.in_use != 0) {
-            if !is_alive(w.pid, w.start_time) {
-                *w = WaiterRow::default();
-                changed = true;
-            }
+        let present: std::collections::HashSet<u64> = self
+            .state
+            .holders
+            .iter()
+            .map(|h| h.client)
+            .chain(self.state.waiters.iter().map(|w| w.client))
+            .collect();
+        self.local.liveness.retain(|id| present.contains(&id));
+        self.state.last_sweep_ns = now_ns();
+        let changed = holders != self.state.holders.len() || waiters != self.state.waiters.len();
+        if changed {
+            self.notify_all();
         }
         changed
     }
 
-    /// Grant memory on `gpu` to waiters as the notification policy decides. Returns
-    /// whether anyone was granted (and so must be woken).
-    fn notify(&mut self, gpu: u32) -> bool {
+    /// Grant memory on `gpu` to waiters as the notification policy decides.
+    fn notify(&mut self, gpu: u32) {
         let row = self.state.gpus[gpu as usize];
         let idx: Vec<usize> = (0..self.state.waiters.len())
             .filter(|&i| {
                 let w = &self.state.waiters[i];
-                w.in_use != 0 && w.granted == 0 && w.gpu == gpu
+                w.granted == 0 && w.gpu == gpu
             })
             .collect();
+        if idx.is_empty() {
+            return;
+        }
         let views: Vec<Waiter> = idx
             .iter()
             .map(|&i| {
@@ -329,119 +485,123 @@ impl Locked<'_> {
             })
             .collect();
         let policy = policy_from_code(self.state.policy);
-        let mut any = false;
         for k in select_grants(policy, Bytes(row.total - row.used), &views) {
             let w = self.state.waiters[idx[k]];
-            let id = ProcessId { pid: w.pid, start_time: w.start_time };
-            if self.add_holding(gpu, id, w.handle, w.bytes).is_ok() {
+            if self.add_holding(gpu, w.client, w.pid, w.bytes).is_ok() {
                 self.state.waiters[idx[k]].granted = 1;
-                any = true;
+                self.wake = true;
             }
         }
-        any
     }
 
-    fn notify_all(&mut self) -> bool {
-        let mut any = false;
-        for g in 0..self.state.gpu_count {
-            any |= self.notify(g);
+    fn notify_all(&mut self) {
+        for g in 0..self.state.gpus.len() as u32 {
+            self.notify(g);
         }
-        any
     }
 
     fn check_gpu(&self, gpu: u32) -> Result<GpuRow, LedgerError> {
-        if gpu >= self.state.gpu_count {
-            return Err(LedgerError::NoSuchGpu { gpu, count: self.state.gpu_count });
+        self.state.gpus.get(gpu as usize).copied().ok_or(LedgerError::NoSuchGpu {
+            gpu,
+            count: self.state.gpus.len() as u32,
+        })
+    }
+
+    fn status(&self) -> LedgerStatus {
+        let s = &self.state;
+        LedgerStatus {
+            policy: policy_from_code(s.policy),
+            gpus: (0..s.gpus.len())
+                .map(|g| GpuStatus {
+                    total: s.gpus[g].total,
+                    used: s.gpus[g].used,
+                    waiting: s.waiters.iter().filter(|w| w.granted == 0 && w.gpu as usize == g).count(),
+                })
+                .collect(),
+            holdings: s
+                .holders
+                .iter()
+                .map(|h| Holding { client: h.client, pid: h.pid, gpu: h.gpu, bytes: h.bytes })
+                .collect(),
+            max_holders: s.max_holders,
+            max_waiters: s.max_waiters,
         }
-        Ok(self.state.gpus[gpu as usize])
     }
 }
 
+/// Where a rebuild takes the ledger's configuration from when no live client has a
+/// record of it.
+type Fallback<'a> = &'a dyn Fn() -> Result<LedgerShape, LedgerError>;
+
 impl Ledger {
-    /// Init (schedGPU §4): map the ledger at `cfg.path`, creating it from `cfg.gpus` if it
-    /// does not exist, and check its integrity.
+    /// Init (schedGPU §4): open the ledger at `cfg.path` — creating it from `cfg` if
+    /// there is none, repairing it from the live clients' records if it is damaged —
+    /// and register this client.
     pub fn open(cfg: &LedgerConfig) -> Result<Ledger, LedgerError> {
-        let io = |what, source| LedgerError::Io { what, path: cfg.path.clone(), source };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&cfg.path)
-            .map_err(|e| io("opening", e))?;
-        lock_file(&file).map_err(|e| io("locking", e))?;
-        let opened = Self::open_locked(cfg, file);
-        if let Ok(ledger) = &opened {
-            let _ = flock(&ledger.file, FlockOperation::Unlock);
+        if !capacities_valid(cfg.max_holders, cfg.max_waiters) {
+            return Err(LedgerError::BadConfig(format!(
+                "table capacities must be 1..={MAX_TABLE}, got {} holders and {} waiters",
+                cfg.max_holders, cfg.max_waiters
+            )));
         }
-        opened
-    }
-
-    fn open_locked(cfg: &LedgerConfig, file: File) -> Result<Ledger, LedgerError> {
-        let io = |what, source| LedgerError::Io { what, path: cfg.path.clone(), source };
-        let map = Mapping::new(&file).map_err(|e| io("mapping", e))?;
-        let me = ProcessId::current().map_err(|e| io("identifying this process for", e))?;
+        let pid = std::process::id();
         let records_dir = records::dir_for(&cfg.path);
-        let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
-        let (primary, pcrc, backup, bcrc) = map.load();
-        let fresh = primary.magic == [0; 8] && backup.magic == [0; 8];
-        let (gpus, policy) = if fresh {
-            (resolve_gpus(&cfg.gpus)?, cfg.policy)
-        } else {
-            let sound = |s: &State, crc: u32| s.crc() == crc && s.is_consistent();
-            if !sound(&primary, pcrc) && !sound(&backup, bcrc) {
-                // a file of another layout version has another size, so its checksum
-                // cannot match ours: refuse on the version field alone, never overwrite
-                if let Some(s) = [&primary, &backup]
-                    .into_iter()
-                    .find(|s| s.magic == MAGIC && s.version != VERSION)
-                {
-                    return Err(LedgerError::Incompatible {
-                        path: cfg.path.clone(),
-                        found: s.version,
-                    });
+        let fallback = || -> Result<LedgerShape, LedgerError> {
+            Ok(LedgerShape {
+                gpus: resolve_gpus(&cfg.gpus)?,
+                policy: policy_code(cfg.policy),
+                max_holders: cfg.max_holders,
+                max_waiters: cfg.max_waiters,
+            })
+        };
+        let (file, header, mut state) = attach(&cfg.path, &records_dir, cfg.access, &fallback)?;
+        // from here the file is locked; every exit unlocks it
+        let result = (|| {
+            let shape = LedgerShape {
+                gpus: state.gpus.iter().map(|g| g.total).collect(),
+                policy: state.policy,
+                max_holders: header.max_holders,
+                max_waiters: header.max_waiters,
+            };
+            let io = |what, source| LedgerError::Io { what, path: records_dir.clone(), source };
+            records::ensure_dir(&records_dir, cfg.access).map_err(|e| dir_error(&records_dir, e))?;
+            if due(state.last_janitor_ns, JANITOR_EVERY) {
+                let scan = records::scan(&records_dir);
+                if scan.removed > 0 {
+                    tracing::debug!(removed = scan.removed, "removed dead clients' records");
                 }
+                state.last_janitor_ns = now_ns();
+                file.write_state(&header, &state).map_err(|e| io("writing", e))?;
             }
-            let good = [(&primary, pcrc), (&backup, bcrc)]
-                .into_iter()
-                .find(|(s, c)| s.crc() == *c && s.is_consistent());
-            match good {
-                Some((s, _)) => (
-                    s.gpus[..s.gpu_count as usize].iter().map(|g| g.total).collect(),
-                    policy_from_code(s.policy),
-                ),
-                // both copies bad: the GPU description must come from the config
-                None => (resolve_gpus(&cfg.gpus)?, cfg.policy),
-            }
-        };
-        // created only once nothing can fail, so that a refused open leaves no file
-        let record = ClientRecord::open(&records_dir, me, handle)
-            .map_err(|e| io("creating the client record beside", e))?;
-        let ledger = Ledger {
-            path: cfg.path.clone(),
-            file,
-            map,
-            me,
-            handle,
-            priority: cfg.priority,
-            gpus,
-            policy,
-            records_dir,
-            local: Mutex::new(record),
-            closed: false,
-        };
-        if fresh {
-            ledger.map.store(&fresh_state(&ledger.gpus, ledger.policy));
-            tracing::info!(path = %cfg.path.display(), gpus = ?ledger.gpus, policy = ?ledger.policy, "created ledger");
-        } else {
-            let _ = ledger.verified_state(); // the integrity check, repairing if needed
+            let record = ClientRecord::create(&records_dir, cfg.access, pid, &shape)
+                .map_err(|e| io("creating this client's record in", e))?;
+            Ok(Ledger {
+                path: cfg.path.clone(),
+                records_dir: records_dir.clone(),
+                access: cfg.access,
+                pid,
+                priority: cfg.priority,
+                shape,
+                record,
+                local: Mutex::new(Local { file: Arc::new(file), header, liveness: Liveness::default() }),
+                closed: false,
+            })
+        })();
+        match &result {
+            Ok(l) => l.local.lock().unwrap_or_else(|p| p.into_inner()).file.unlock(),
+            Err(_) => {} // the file (and its lock) is dropped with the error
         }
-        Ok(ledger)
+        result
     }
 
-    /// This handle's process identity.
-    pub fn process(&self) -> ProcessId {
-        self.me
+    /// Whether this process opened the handle (false in a forked child).
+    pub fn opened_by_this_process(&self) -> bool {
+        std::process::id() == self.pid
+    }
+
+    /// This handle's client id (its record's name).
+    pub fn client_id(&self) -> u64 {
+        self.record.client
     }
 
     /// The ledger file.
@@ -449,85 +609,55 @@ impl Ledger {
         &self.path
     }
 
-    /// The integrity check: the primary copy if sound; else the backup; else a ledger
-    /// rebuilt from the live clients' own records. Writes back whatever it repaired.
-    /// Call with the file lock held.
-    fn verified_state(&self) -> State {
-        let (primary, pcrc, backup, bcrc) = self.map.load();
-        if primary.crc() == pcrc && primary.is_consistent() {
-            if backup != primary || bcrc != pcrc {
-                self.map.store(&primary); // a writer died between the copies
-            }
-            return primary;
-        }
-        if backup.crc() == bcrc && backup.is_consistent() {
-            tracing::warn!(path = %self.path.display(), "ledger primary copy corrupt; restored from the backup");
-            self.map.store(&backup);
-            return backup;
-        }
-        let mut state = fresh_state(&self.gpus, self.policy);
-        // tickets still held by waiting threads must not be handed out again
-        state.next_seq = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1 << 40, |d| d.as_nanos() as u64);
-        let mut clients = 0;
-        let mut dropped = 0u64;
-        for (id, held) in records::live_records(&self.records_dir) {
-            clients += 1;
-            for (gpu, &bytes) in held.iter().enumerate().take(self.gpus.len()) {
-                let (pid_handle, bytes) = (id, bytes);
-                if bytes == 0 {
-                    continue;
-                }
-                let row = &mut state.gpus[gpu];
-                let slot = state.holders.iter().position(|h| h.in_use == 0);
-                match slot {
-                    Some(i) if row.used + bytes <= row.total => {
-                        row.used += bytes;
-                        state.holders[i] = HolderRow {
-                            in_use: 1,
-                            gpu: gpu as u32,
-                            pid: pid_handle.process.pid,
-                            handle: pid_handle.handle,
-                            start_time: pid_handle.process.start_time,
-                            bytes,
-                        };
-                    }
-                    _ => dropped += bytes,
-                }
-            }
-        }
-        tracing::error!(
-            path = %self.path.display(),
-            clients,
-            dropped_bytes = dropped,
-            "ledger and its backup are corrupt: rebuilt from the records of {clients} live clients; \
-             waiting requests were lost (their clients re-queue), and {dropped} recorded bytes could not be placed"
-        );
-        self.map.store(&state);
-        state
-    }
-
     fn locked(&self) -> Result<Locked<'_>, LedgerError> {
-        // a forked child shares our open file description (so our flock would not exclude
-        // it) and would act under our identity: it must open its own handle
-        if std::process::id() != self.me.pid {
+        // a forked child shares our record's lock and our open file (so our flock would
+        // not exclude it) and would act under our identity: it must open its own handle
+        if std::process::id() != self.pid {
             return Err(LedgerError::UsedAfterFork);
         }
-        let record = self.local.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        lock_file(&self.file).map_err(|source| LedgerError::Io {
+        let mut local = self.local.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        local.file.lock().map_err(|source| LedgerError::Io {
             what: "locking",
             path: self.path.clone(),
             source,
         })?;
-        let state = self.verified_state();
-        Ok(Locked { ledger: self, state, record })
-    }
-
-    fn wake_all(&self) {
-        let word = self.map.wake_word();
-        word.fetch_add(1, Ordering::SeqCst);
-        let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
+        if local.file.is_at(&self.path) {
+            let found = examine(&local.file);
+            let state = match found {
+                Found::Sound(header, state) => {
+                    local.header = header;
+                    Ok(state)
+                }
+                Found::OtherVersion(found) => {
+                    Err(LedgerError::Incompatible { path: self.path.clone(), found })
+                }
+                Found::Damaged | Found::Foreign => {
+                    // damaged under us: whatever it holds now, our and the other live
+                    // clients' records say what is held
+                    let fallback = || Ok(self.shape.clone());
+                    repair(&local.file, &self.path, &self.records_dir, &fallback).map(|(h, s)| {
+                        local.header = h;
+                        s
+                    })
+                }
+            };
+            return match state {
+                Ok(state) => Ok(Locked { ledger: self, local, state, wake: false }),
+                Err(e) => {
+                    local.file.unlock();
+                    Err(e)
+                }
+            };
+        }
+        // the file was unlinked or replaced: move to whatever is at the path now (made
+        // from the records, ours included, if nothing is)
+        local.file.unlock();
+        tracing::warn!(path = %self.path.display(), "the ledger file was removed or replaced; moving to the one at its path");
+        let fallback = || Ok(self.shape.clone());
+        let (file, header, state) = attach(&self.path, &self.records_dir, self.access, &fallback)?;
+        local.file = Arc::new(file);
+        local.header = header;
+        Ok(Locked { ledger: self, local, state, wake: false })
     }
 
     /// Pre-allocation (schedGPU's `preCudaMalloc`): reserve `bytes` on `gpu` before
@@ -541,91 +671,85 @@ impl Ledger {
         let mut l = self.locked()?;
         let row = l.check_gpu(gpu)?;
         if bytes > row.total {
-            return Err(LedgerError::ExceedsCapacity {
-                gpu,
-                requested: bytes,
-                capacity: row.total,
-            });
+            return Err(LedgerError::ExceedsCapacity { gpu, requested: bytes, capacity: row.total });
         }
+        let me = self.record.client;
         let mut ticket: Option<u64> = None; // our waiter row's seq, once queued
         loop {
             match ticket {
                 None => {
+                    // the sanity check runs only when memory or the table is short
+                    // (schedGPU), and then before refusing or queueing
+                    match self.try_admit(&mut l, gpu, bytes) {
+                        Ok(true) => return Ok(()),
+                        Ok(false) | Err(LedgerError::TableFull { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                    l.sweep();
+                    l.commit()?;
                     if self.try_admit(&mut l, gpu, bytes)? {
                         return Ok(());
-                    }
-                    // the sanity check, before waiting
-                    if l.sweep() {
-                        let woke = l.notify_all();
-                        l.commit();
-                        if woke {
-                            self.wake_all();
-                        }
-                        if self.try_admit(&mut l, gpu, bytes)? {
-                            return Ok(());
-                        }
                     }
                     if wait == Wait::NoWait {
                         return Err(LedgerError::NotAvailableNow { gpu, requested: bytes });
                     }
-                    let slot = l
-                        .state
-                        .waiters
-                        .iter()
-                        .position(|w| w.in_use == 0)
-                        .ok_or(LedgerError::TableFull("waiter"))?;
+                    if l.state.waiters.len() >= l.state.max_waiters as usize {
+                        return Err(LedgerError::TableFull {
+                            table: "waiter",
+                            capacity: l.state.max_waiters,
+                        });
+                    }
                     let seq = l.state.next_seq;
                     l.state.next_seq += 1;
-                    l.state.waiters[slot] = WaiterRow {
-                        in_use: 1,
+                    l.state.waiters.push(WaiterRow {
+                        client: me,
                         gpu,
-                        pid: self.me.pid,
-                        priority: u32::from(self.priority),
-                        start_time: self.me.start_time,
+                        pid: self.pid,
                         bytes,
                         seq,
+                        priority: u32::from(self.priority),
                         granted: 0,
-                        handle: self.handle,
-                    };
-                    l.commit();
+                    });
+                    l.commit()?;
                     ticket = Some(seq);
                 }
                 Some(seq) => {
                     let mine = l.state.waiters.iter().position(|w| {
-                        w.in_use != 0
-                            && w.seq == seq
-                            && w.pid == self.me.pid
-                            && w.handle == self.handle
-                            && w.gpu == gpu
-                            && w.bytes == bytes
+                        w.seq == seq && w.client == me && w.gpu == gpu && w.bytes == bytes
                     });
                     match mine {
                         Some(i) if l.state.waiters[i].granted != 0 => {
-                            l.state.waiters[i] = WaiterRow::default();
-                            let held = l
-                                .holder_index(gpu, self.me, self.handle)
-                                .map_or(0, |h| l.state.holders[h].bytes);
-                            l.commit();
-                            l.record.set(gpu as usize, held);
+                            l.state.waiters.remove(i);
+                            let held = l.holder_index(gpu, me).map_or(0, |h| l.state.holders[h].bytes);
+                            l.commit()?;
+                            self.record.set(gpu as usize, held);
                             return Ok(());
                         }
-                        Some(i) => {
-                            // still waiting: sanity check, then our own notification
-                            // pass, in case the process that should have woken us died
-                            if l.sweep() | l.notify_all() {
-                                l.commit();
-                                self.wake_all();
-                                continue; // re-examine our row under the same lock
+                        Some(_) => {
+                            // still waiting: our own notification pass, and the sanity
+                            // check if no waiter ran it lately, in case the process that
+                            // should have woken us died
+                            let swept = due(l.state.last_sweep_ns, RECHECK);
+                            if swept {
+                                l.sweep();
+                            }
+                            l.notify_all();
+                            if swept || l.wake {
+                                l.commit()?;
+                            }
+                            let granted = l
+                                .state
+                                .waiters
+                                .iter()
+                                .any(|w| w.seq == seq && w.client == me && w.granted != 0);
+                            if granted {
+                                continue; // take it under the same lock
                             }
                             if deadline.is_some_and(|d| Instant::now() >= d) {
-                                l.state.waiters[i] = WaiterRow::default();
+                                l.state.waiters.retain(|w| !(w.seq == seq && w.client == me));
                                 // leaving the queue may unblock those behind (FIFO)
-                                let woke = l.notify(gpu);
-                                l.commit();
-                                drop(l);
-                                if woke {
-                                    self.wake_all();
-                                }
+                                l.notify(gpu);
+                                l.commit()?;
                                 return Err(LedgerError::TimedOut { gpu, requested: bytes });
                             }
                         }
@@ -638,7 +762,8 @@ impl Ledger {
                 }
             }
             // sleep until woken, the deadline, or the periodic re-check
-            let seen = self.map.wake_word().load(Ordering::SeqCst);
+            let seen = l.local.file.wake_value();
+            let file = l.local.file.clone();
             drop(l);
             let mut nap = RECHECK;
             if let Some(d) = deadline {
@@ -648,7 +773,12 @@ impl Ledger {
                 tv_sec: nap.as_secs() as i64,
                 tv_nsec: i64::from(nap.subsec_nanos()),
             };
-            let _ = futex::wait(self.map.wake_word(), futex::Flags::empty(), seen, Some(&ts));
+            if let Err(rustix::io::Errno::FAULT) =
+                futex::wait(file.wake_word(), futex::Flags::empty(), seen, Some(&ts))
+            {
+                // the file was truncated under us; the next lock repairs it
+                std::thread::sleep(nap);
+            }
             l = self.locked()?;
         }
     }
@@ -661,25 +791,15 @@ impl Ledger {
             .state
             .waiters
             .iter()
-            .filter(|w| w.in_use != 0 && w.granted == 0 && w.gpu == gpu)
-            .map(|w| Waiter {
-                bytes: Bytes(w.bytes),
-                priority: w.priority.min(255) as u8,
-                seq: w.seq,
-            })
+            .filter(|w| w.granted == 0 && w.gpu == gpu)
+            .map(|w| Waiter { bytes: Bytes(w.bytes), priority: w.priority.min(255) as u8, seq: w.seq })
             .collect();
-        if !admits_immediately(
-            policy,
-            Bytes(row.total - row.used),
-            Bytes(bytes),
-            self.priority,
-            &waiting,
-        ) {
+        if !admits_immediately(policy, Bytes(row.total - row.used), Bytes(bytes), self.priority, &waiting) {
             return Ok(false);
         }
-        let held = l.add_holding(gpu, self.me, self.handle, bytes)?;
-        l.commit();
-        l.record.set(gpu as usize, held);
+        let held = l.add_holding(gpu, self.record.client, self.pid, bytes)?;
+        l.commit()?;
+        self.record.set(gpu as usize, held);
         Ok(true)
     }
 
@@ -689,7 +809,7 @@ impl Ledger {
     pub fn post_free(&self, gpu: u32, bytes: u64) -> Result<(), LedgerError> {
         let mut l = self.locked()?;
         l.check_gpu(gpu)?;
-        let i = l.holder_index(gpu, self.me, self.handle);
+        let i = l.holder_index(gpu, self.record.client);
         let held = i.map_or(0, |i| l.state.holders[i].bytes);
         if bytes > held {
             return Err(LedgerError::OverFree { gpu, held, freed: bytes });
@@ -697,127 +817,211 @@ impl Ledger {
         if let Some(i) = i {
             l.state.holders[i].bytes -= bytes;
             if l.state.holders[i].bytes == 0 {
-                l.state.holders[i] = HolderRow::default();
+                l.state.holders.swap_remove(i);
             }
             l.state.gpus[gpu as usize].used -= bytes;
         }
-        l.sweep(); // never grant to a dead waiter
-        let woke = l.notify(gpu);
-        l.commit();
-        l.record.set(gpu as usize, held - bytes);
-        drop(l);
-        if woke {
-            self.wake_all();
-        }
+        // no sanity check here: a grant to a waiter that died meanwhile is released by
+        // the next check, which runs as soon as anyone is short of memory
+        l.notify(gpu);
+        l.commit()?;
+        self.record.set(gpu as usize, held - bytes);
         Ok(())
     }
 
     /// The ledger as it stands, after a sanity check (so nothing is reported held by a
-    /// dead process).
+    /// dead client) and a clean-up of dead clients' records.
     pub fn status(&self) -> Result<LedgerStatus, LedgerError> {
         let mut l = self.locked()?;
-        if l.sweep() {
-            let woke = l.notify_all();
-            l.commit();
-            if woke {
-                self.wake_all();
-            }
+        l.sweep();
+        let scan = records::scan(&self.records_dir);
+        if scan.removed > 0 {
+            tracing::debug!(removed = scan.removed, "removed dead clients' records");
         }
-        let s = &l.state;
-        Ok(LedgerStatus {
-            policy: policy_from_code(s.policy),
-            gpus: (0..s.gpu_count as usize)
-                .map(|g| GpuStatus {
-                    total: s.gpus[g].total,
-                    used: s.gpus[g].used,
-                    waiting: s
-                        .waiters
-                        .iter()
-                        .filter(|w| w.in_use != 0 && w.granted == 0 && w.gpu as usize == g)
-                        .count(),
-                })
-                .collect(),
-            holdings: s
-                .holders
-                .iter()
-                .filter(|h| h.in_use != 0)
-                .map(|h| Holding {
-                    process: ProcessId { pid: h.pid, start_time: h.start_time },
-                    handle: h.handle,
-                    gpu: h.gpu,
-                    bytes: h.bytes,
-                })
-                .collect(),
-        })
+        l.state.last_janitor_ns = now_ns();
+        l.commit()?;
+        Ok(l.status())
     }
 
-    /// Shutdown (schedGPU §4): release whatever this handle still holds, run the sanity
-    /// check, notify waiters, and remove this handle's record. Dropping a handle does
-    /// the same, ignoring errors.
+    /// Shutdown (schedGPU §4): release whatever this handle still holds, notify
+    /// waiters, and remove this handle's record. Dropping a handle does the same,
+    /// ignoring errors.
     pub fn shutdown(mut self) -> Result<(), LedgerError> {
         self.closed = true;
         self.release_all()
     }
 
     fn release_all(&self) -> Result<(), LedgerError> {
+        let me = self.record.client;
         let mut l = self.locked()?;
-        for h in l.state.holders.iter_mut() {
-            if h.in_use != 0
-                && h.pid == self.me.pid
-                && h.start_time == self.me.start_time
-                && h.handle == self.handle
-            {
-                l.state.gpus[h.gpu as usize].used -= h.bytes;
-                *h = HolderRow::default();
+        let mut touched = vec![false; l.state.gpus.len()];
+        let gpus = &mut l.state.gpus;
+        l.state.holders.retain(|h| {
+            if h.client == me {
+                gpus[h.gpu as usize].used -= h.bytes;
+                touched[h.gpu as usize] = true;
             }
+            h.client != me
+        });
+        l.state.waiters.retain(|w| w.client != me);
+        for g in (0..touched.len()).filter(|&g| touched[g]) {
+            l.notify(g as u32);
         }
-        for w in l.state.waiters.iter_mut() {
-            if w.in_use != 0 && w.pid == self.me.pid && w.handle == self.handle {
-                *w = WaiterRow::default();
-            }
-        }
-        l.sweep();
-        let woke = l.notify_all();
-        l.commit();
+        l.commit()?;
         for g in 0..MAX_GPUS {
-            l.record.set(g, 0);
+            self.record.set(g, 0);
         }
-        drop(l);
-        if woke {
-            self.wake_all();
-        }
-        let _ = std::fs::remove_file(records::file_for(&self.records_dir, self.me, self.handle));
+        self.record.remove();
         Ok(())
     }
 
-    /// For tests: overwrite the primary copy with garbage-checksummed bytes, as a process
-    /// killed mid-write would leave it.
+    /// For tests: overwrite the primary copy's checksum, as a writer killed mid-write
+    /// would leave it.
     #[cfg(test)]
     pub(crate) fn tear_primary(&self) {
-        let l = self.locked().unwrap();
-        let mut s = l.state;
-        s.gpus[0].used ^= 0xdead;
-        self.map.store_primary_only(&s, 0);
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&self.path).unwrap();
+        f.write_all_at(&0xdead_beefu32.to_le_bytes(), PAGE).unwrap();
     }
 }
 
 impl Drop for Ledger {
     fn drop(&mut self) {
+        // in a forked child the handle is the parent's: leave its books alone
         if !self.closed
+            && std::process::id() == self.pid
             && let Err(e) = self.release_all()
         {
-            tracing::warn!(error = %e, "ledger shutdown on drop failed; the sanity check will release this process's memory when it exits");
+            tracing::warn!(error = %e, "ledger shutdown on drop failed; the sanity check will release this client's memory when it exits");
         }
     }
 }
 
-fn lock_file(file: &File) -> std::io::Result<()> {
-    loop {
-        match flock(file, FlockOperation::LockExclusive) {
-            Err(rustix::io::Errno::INTR) => continue,
-            other => return other.map_err(Into::into),
+fn dir_error(dir: &Path, e: records::DirError) -> LedgerError {
+    match e {
+        records::DirError::Io(source) => {
+            LedgerError::Io { what: "preparing the records directory", path: dir.to_path_buf(), source }
         }
+        records::DirError::Insecure(reason) => LedgerError::Insecure { path: dir.to_path_buf(), reason },
     }
+}
+
+fn file_error(path: &Path, e: FileError) -> LedgerError {
+    match e {
+        FileError::Io(what, source) => LedgerError::Io { what, path: path.to_path_buf(), source },
+        FileError::Insecure(reason) => LedgerError::Insecure { path: path.to_path_buf(), reason },
+    }
+}
+
+/// Open the ledger at `path` — creating it (from the live records, or `fallback`) if
+/// there is none, repairing it if it is damaged — and return it locked, with its state.
+fn attach(
+    path: &Path,
+    records_dir: &Path,
+    access: Access,
+    fallback: Fallback<'_>,
+) -> Result<(LedgerFile, Header, State), LedgerError> {
+    for _ in 0..16 {
+        let file = match LedgerFile::open(path, access).map_err(|e| file_error(path, e))? {
+            Opened::File(f) => f,
+            Opened::Missing => {
+                records::ensure_dir(records_dir, access).map_err(|e| dir_error(records_dir, e))?;
+                // a ledger unlinked under live clients is rebuilt from their records
+                let live = records::scan(records_dir).live;
+                let shape = live.first().map(|r| r.body.shape()).map_or_else(fallback, Ok)?;
+                let (state, dropped) = rebuild(&shape, &live);
+                let header = Header::new(shape.max_holders, shape.max_waiters);
+                if !live.is_empty() {
+                    tracing::warn!(path = %path.display(), clients = live.len(), dropped, "ledger file missing: recreated from the live clients' records");
+                }
+                let created = LedgerFile::create(path, access, &header, &state)
+                    .map_err(|e| file_error(path, e))?;
+                if created {
+                    tracing::info!(path = %path.display(), gpus = ?shape.gpus, "created ledger");
+                }
+                continue; // open what is there now (ours, or one that appeared first)
+            }
+        };
+        file.lock().map_err(|source| LedgerError::Io { what: "locking", path: path.into(), source })?;
+        if !file.is_at(path) {
+            file.unlock();
+            continue; // replaced between open and lock
+        }
+        let found = examine(&file);
+        let got = match found {
+            Found::Sound(header, state) => Ok((header, state)),
+            Found::OtherVersion(found) => Err(LedgerError::Incompatible { path: path.into(), found }),
+            Found::Foreign => {
+                // only a ledger's own damage may be repaired: with no live client's
+                // record of one, these bytes are someone else's file
+                let dir_ok = std::fs::symlink_metadata(records_dir)
+                    .is_ok_and(|m| !m.file_type().is_symlink() && access.refusal(&m, true).is_none());
+                if dir_ok && !records::scan(records_dir).live.is_empty() {
+                    repair(&file, path, records_dir, fallback)
+                } else {
+                    Err(LedgerError::NotALedger { path: path.into() })
+                }
+            }
+            Found::Damaged => {
+                records::ensure_dir(records_dir, access).map_err(|e| dir_error(records_dir, e))?;
+                repair(&file, path, records_dir, fallback)
+            }
+        };
+        return match got {
+            Ok((header, state)) => Ok((file, header, state)),
+            Err(e) => {
+                file.unlock();
+                Err(e)
+            }
+        };
+    }
+    Err(LedgerError::Io {
+        what: "opening",
+        path: path.into(),
+        source: std::io::Error::other("the ledger file keeps being replaced"),
+    })
+}
+
+/// The integrity check's last resort: rebuild a damaged ledger from the live clients'
+/// records (or, if none is alive, nothing is held and it starts afresh from `fallback`).
+/// Call with the file locked.
+fn repair(
+    file: &LedgerFile,
+    path: &Path,
+    records_dir: &Path,
+    fallback: Fallback<'_>,
+) -> Result<(Header, State), LedgerError> {
+    let live = records::scan(records_dir).live;
+    let shape = match live.first() {
+        Some(r) => r.body.shape(),
+        None => fallback().map_err(|e| LedgerError::Unrepairable {
+            path: path.into(),
+            reason: format!("no live client has a record of it, and {e}"),
+        })?,
+    };
+    let (state, dropped) = rebuild(&shape, &live);
+    let mut header = Header::new(shape.max_holders, shape.max_waiters);
+    header.wake = file.wake_value().wrapping_add(1);
+    let io = |source| LedgerError::Io { what: "repairing", path: path.into(), source };
+    file.write_state(&header, &state).map_err(io)?;
+    file.write_header(&header).map_err(io)?;
+    if file.len() < header.file_size() {
+        // a truncated file: restore its full length (and the futex word's page)
+        let f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
+        f.set_len(header.file_size()).map_err(io)?;
+    }
+    if live.is_empty() {
+        tracing::warn!(path = %path.display(), "ledger damaged and no live client held memory: started afresh");
+    } else {
+        tracing::error!(
+            path = %path.display(),
+            clients = live.len(),
+            dropped_bytes = dropped,
+            "ledger damaged: rebuilt from the records of {} live clients; waiting requests re-queue",
+            live.len()
+        );
+    }
+    Ok((header, state))
 }
 
 fn resolve_gpus(source: &GpuSource) -> Result<Vec<u64>, LedgerError> {
@@ -841,21 +1045,18 @@ mod tests {
     fn a_torn_primary_is_restored_from_the_backup() {
         let path = std::env::temp_dir().join(format!("tessera-ledger-torn-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let cfg = LedgerConfig {
-            path: path.clone(),
-            gpus: GpuSource::Explicit(vec![Bytes(1000)]),
-            policy: NotificationPolicy::Fifo,
-            priority: 0,
-        };
+        let cfg = LedgerConfig::new(&path, GpuSource::Explicit(vec![Bytes(1000)]));
         let a = Ledger::open(&cfg).unwrap();
         a.pre_alloc(0, 400, Wait::NoWait).unwrap();
         a.tear_primary();
         let s = a.status().unwrap();
         assert_eq!(s.gpus[0].used, 400, "the backup held the last completed operation");
-        let (p, pc, b, bc) = a.map.load();
-        assert_eq!((p, pc), (b, bc), "both copies repaired");
-        assert_eq!(p.crc(), pc);
+        let l = a.locked().unwrap();
+        let header = l.local.header;
+        assert_eq!(l.local.file.read_copy(&header, 0), l.local.file.read_copy(&header, 1), "both copies repaired");
+        drop(l);
         drop(a);
         let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_dir_all(records::dir_for(&path));
     }
 }

@@ -3,28 +3,29 @@
 //! so that none of them crashes out of memory — a request that does not fit waits (or
 //! fails at once, or after a timeout) instead.
 //!
-//! The ledger is a file in shared memory (`/dev/shm` by default) that every client maps,
-//! guarded by an advisory `flock` — never a process-shared mutex, whose holder could
-//! die with it locked: the kernel drops a dead process's file lock. It works with no
-//! daemon running (schedGPU's shared-memory approach); the daemon, when there is one,
-//! is just another client.
+//! The ledger is a file in shared memory (`/dev/shm` by default) that every client
+//! reads and writes under an advisory `flock` — never a process-shared mutex, whose
+//! holder could die with it locked: the kernel drops a dead process's file lock. It
+//! works with no daemon running (schedGPU's shared-memory approach); the daemon, when
+//! there is one, is just another client.
 //!
-//! Module map: [`layout`] (the versioned, checksummed shared layout), `shm` (the
-//! mapping; `unsafe`), [`process`] (pid + start time identity), `records` (each
-//! client's own record, for recovery), [`ledger`] (the life cycle), `nvml` (GPU
-//! discovery at run time), [`ffi`] (the C ABI; `unsafe`).
+//! Module map: [`layout`] (the versioned, checksummed layout), `file` (the ledger file:
+//! safe creation, `pread`/`pwrite`, the futex word; `unsafe`), [`access`] (who may use
+//! it, and the ownership checks), `records` (each client's own locked record: liveness
+//! and recovery), [`ledger`] (the life cycle), `nvml` (GPU discovery at run time),
+//! [`ffi`] (the C ABI; `unsafe`).
 #![deny(unsafe_code)]
 
+pub mod access;
 pub mod ffi;
+mod file;
 pub mod layout;
 pub mod ledger;
 mod nvml;
-pub mod process;
 mod records;
-mod shm;
 
+pub use access::Access;
 pub use ledger::{
     GpuSource, GpuStatus, Holding, Ledger, LedgerConfig, LedgerError, LedgerStatus, Wait,
 };
-pub use process::ProcessId;
 pub use tessera_core::policies::memsafe::NotificationPolicy;

@@ -1,15 +1,86 @@
-//! Each client's own record of what it holds, in a small file beside the ledger
-//! (`<ledger>.clients/<pid>-<start time>`). If both copies of the ledger are ever
-//! corrupt, the ledger is rebuilt from the records of the processes still alive
-//! (schedGPU's integrity check, extended: the paper re-initialised empty).
+//! Each client's own record, and how liveness is judged.
+//!
+//! A client (one ledger handle) is named by a random 64-bit id and owns a small file
+//! `<ledger>.clients/<id>` on which it holds an exclusive `flock` for its whole life.
+//! The kernel drops that lock when the last descriptor of it closes — when the process
+//! exits, however it exits — so "is this client alive" is "is its record still locked",
+//! which any process can ask with a non-blocking shared lock, whatever pid namespace
+//! either of them lives in. Pids are never used to judge liveness (a pid means nothing
+//! outside its namespace, and a container's pid 1 is every container's).
+//!
+//! The record also says what the client holds on each GPU and the ledger's
+//! configuration, so that a ledger file that is corrupt, zeroed, truncated or replaced is
+//! rebuilt from the live clients' records (schedGPU's integrity check, extended: the
+//! paper re-initialised empty, which would grant live clients' memory twice).
+//!
+//! A record is written by its owner only, under the ledger's file lock; others read it
+//! under the same lock. The descriptor is close-on-exec, so a program the client
+//! `exec`s does not keep it alive; a child it `fork`s does, until that child exits too —
+//! conservative: memory is kept, never granted twice.
 
+use crate::access::Access;
 use crate::layout::MAX_GPUS;
-use crate::process::ProcessId;
-use memmap2::MmapMut;
-use std::fs::{self, OpenOptions};
+use bytemuck::{Pod, Zeroable};
+use rustix::fs::{FlockOperation, flock};
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-const RECORD_SIZE: usize = MAX_GPUS * 8;
+const RECORD_MAGIC: [u8; 8] = *b"TSCLIENT";
+const RECORD_VERSION: u32 = 1;
+/// Prefix of a record being created (renamed to its id once locked and written).
+const NEW_PREFIX: &str = ".new-";
+
+/// A client record's contents.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub(crate) struct RecordBody {
+    magic: [u8; 8],
+    version: u32,
+    /// The client's pid as it saw it (informational).
+    pub(crate) pid: u32,
+    pub(crate) client: u64,
+    pub(crate) gpu_count: u32,
+    pub(crate) policy: u32,
+    pub(crate) max_holders: u32,
+    pub(crate) max_waiters: u32,
+    /// The ledger's GPU capacities.
+    pub(crate) gpus: [u64; MAX_GPUS],
+    /// Bytes this client holds, per GPU.
+    pub(crate) held: [u64; MAX_GPUS],
+}
+
+const HELD_OFFSET: u64 = std::mem::offset_of!(RecordBody, held) as u64;
+
+/// The ledger configuration every record carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LedgerShape {
+    pub(crate) gpus: Vec<u64>,
+    pub(crate) policy: u32,
+    pub(crate) max_holders: u32,
+    pub(crate) max_waiters: u32,
+}
+
+impl RecordBody {
+    pub(crate) fn shape(&self) -> LedgerShape {
+        LedgerShape {
+            gpus: self.gpus[..self.gpu_count as usize].to_vec(),
+            policy: self.policy,
+            max_holders: self.max_holders,
+            max_waiters: self.max_waiters,
+        }
+    }
+
+    fn is_valid(&self, client: u64) -> bool {
+        self.magic == RECORD_MAGIC
+            && self.version == RECORD_VERSION
+            && self.client == client
+            && (1..=MAX_GPUS as u32).contains(&self.gpu_count)
+            && crate::layout::capacities_valid(self.max_holders, self.max_waiters)
+    }
+}
 
 /// The directory of client records for the ledger at `ledger`.
 pub(crate) fn dir_for(ledger: &Path) -> PathBuf {
@@ -18,79 +89,243 @@ pub(crate) fn dir_for(ledger: &Path) -> PathBuf {
     ledger.with_file_name(name)
 }
 
-/// A client: a process and one of its ledger handles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct ClientId {
-    pub(crate) process: ProcessId,
-    pub(crate) handle: u32,
+/// Why the records directory cannot be used.
+#[derive(Debug)]
+pub(crate) enum DirError {
+    Io(io::Error),
+    Insecure(String),
 }
 
-/// The record file of handle `handle` of process `id`.
-pub(crate) fn file_for(dir: &Path, id: ProcessId, handle: u32) -> PathBuf {
-    dir.join(format!("{}-{}-{}", id.pid, id.start_time, handle))
+/// Create the records directory with `access`'s mode, or check the existing one.
+pub(crate) fn ensure_dir(dir: &Path, access: Access) -> Result<(), DirError> {
+    for _ in 0..2 {
+        match fs::symlink_metadata(dir) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(DirError::Insecure("is a symbolic link".into()));
+            }
+            Ok(meta) => return access.refusal(&meta, true).map_or(Ok(()), |r| Err(DirError::Insecure(r))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match fs::DirBuilder::new().mode(access.dir_mode() & 0o777).create(dir) {
+                    Ok(()) => {
+                        if let Some(gid) = access.gid() {
+                            std::os::unix::fs::chown(dir, None, Some(gid)).map_err(DirError::Io)?;
+                        }
+                        // exact mode whatever the umask (and the setgid bit)
+                        fs::set_permissions(dir, fs::Permissions::from_mode(access.dir_mode()))
+                            .map_err(DirError::Io)?;
+                        return Ok(());
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(DirError::Io(e)),
+                }
+            }
+            Err(e) => return Err(DirError::Io(e)),
+        }
+    }
+    Err(DirError::Io(io::Error::other("the records directory keeps changing")))
 }
 
-/// This process's record, mapped: per GPU, the bytes it holds.
+/// A random 64-bit id (never 0).
+pub(crate) fn random_id() -> u64 {
+    let mut buf = [0u8; 8];
+    // getrandom never fails on Linux >= 3.17 for 8 bytes; fall back to time and pid
+    if rustix::rand::getrandom(&mut buf, rustix::rand::GetRandomFlags::empty()).is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        buf = (t ^ (u64::from(std::process::id()) << 40)).to_le_bytes();
+    }
+    u64::from_le_bytes(buf).max(1)
+}
+
+fn open_flags() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32
+}
+
+/// Open `path` read-only without following a symlink.
+fn open_nofollow(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).custom_flags(open_flags()).open(path)
+}
+
+/// Non-blocking shared lock: Ok(true) if we got it (so nobody holds it exclusively: the
+/// owner is gone), Ok(false) if the owner holds it.
+fn owner_gone(file: &File) -> io::Result<bool> {
+    match flock(file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            let _ = flock(file, FlockOperation::Unlock);
+            Ok(true)
+        }
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// This client's record, locked for the client's life.
 #[derive(Debug)]
 pub(crate) struct ClientRecord {
-    map: MmapMut,
+    file: File,
+    path: PathBuf,
+    pub(crate) client: u64,
 }
 
 impl ClientRecord {
-    /// Open (or create) this process's record.
-    pub(crate) fn open(dir: &Path, id: ProcessId, handle: u32) -> std::io::Result<ClientRecord> {
-        fs::create_dir_all(dir)?;
-        let path = file_for(dir, id, handle);
-        let file =
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
-        if file.metadata()?.len() < RECORD_SIZE as u64 {
-            file.set_len(RECORD_SIZE as u64)?;
+    /// Create, lock and write a new record in `dir`. It appears under its final name
+    /// only once locked, so no one can see it unlocked and take its client for dead.
+    pub(crate) fn create(
+        dir: &Path,
+        access: Access,
+        pid: u32,
+        shape: &LedgerShape,
+    ) -> io::Result<ClientRecord> {
+        let client = random_id();
+        let tmp = dir.join(format!("{NEW_PREFIX}{client}"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(access.file_mode())
+            .custom_flags(open_flags())
+            .open(&tmp)?;
+        let made = (|| {
+            if let Some(gid) = access.gid() {
+                std::os::unix::fs::fchown(&file, None, Some(gid))?;
+            }
+            file.set_permissions(fs::Permissions::from_mode(access.file_mode()))?;
+            flock(&file, FlockOperation::NonBlockingLockExclusive)?;
+            let mut body = RecordBody {
+                magic: RECORD_MAGIC,
+                version: RECORD_VERSION,
+                pid,
+                client,
+                gpu_count: shape.gpus.len() as u32,
+                policy: shape.policy,
+                max_holders: shape.max_holders,
+                max_waiters: shape.max_waiters,
+                gpus: [0; MAX_GPUS],
+                held: [0; MAX_GPUS],
+            };
+            body.gpus[..shape.gpus.len()].copy_from_slice(&shape.gpus);
+            file.write_all_at(bytemuck::bytes_of(&body), 0)?;
+            let path = dir.join(client.to_string());
+            rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &tmp,
+                rustix::fs::CWD,
+                &path,
+                rustix::fs::RenameFlags::NOREPLACE,
+            )?;
+            Ok(path)
+        })();
+        match made {
+            Ok(path) => Ok(ClientRecord { file, path, client }),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
         }
-        let map = map(&file)?;
-        Ok(ClientRecord { map })
     }
 
-    /// Record that this process now holds `bytes` on `gpu`.
-    pub(crate) fn set(&mut self, gpu: usize, bytes: u64) {
-        self.map[gpu * 8..gpu * 8 + 8].copy_from_slice(&bytes.to_le_bytes());
+    /// Record that this client now holds `bytes` on `gpu`.
+    pub(crate) fn set(&self, gpu: usize, bytes: u64) {
+        if let Err(e) = self.file.write_all_at(&bytes.to_le_bytes(), HELD_OFFSET + gpu as u64 * 8) {
+            tracing::warn!(error = %e, path = %self.path.display(), "could not update this client's record");
+        }
+    }
+
+    /// Remove the record (the lock goes when the handle is dropped).
+    pub(crate) fn remove(&self) {
+        let _ = fs::remove_file(&self.path);
     }
 }
 
-#[allow(unsafe_code)]
-fn map(file: &fs::File) -> std::io::Result<MmapMut> {
-    // SAFETY: a regular file of RECORD_SIZE bytes private to this process by naming
-    // convention (pid + start time); others only read it during recovery, under the
-    // ledger lock, and any bytes they read are valid u64s.
-    unsafe { MmapMut::map_mut(file) }
+/// Answers "is client `id` alive" cheaply: one non-blocking `flock` on a descriptor
+/// kept open between checks.
+#[derive(Debug, Default)]
+pub(crate) struct Liveness {
+    open: HashMap<u64, File>,
 }
 
-/// The holdings of every live client with a record: (client, per-GPU bytes). Records
-/// of dead processes are deleted.
-pub(crate) fn live_records(dir: &Path) -> Vec<(ClientId, [u64; MAX_GPUS])> {
-    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-    let mut out = Vec::new();
+impl Liveness {
+    /// Whether client `id` (with a record in `dir`) is alive. A missing record means
+    /// dead (records are removed only by their owner at shutdown or by a sweep that
+    /// found them unlocked); a record that cannot be checked counts as alive, since
+    /// taking a live client for dead would grant its memory twice.
+    pub(crate) fn is_alive(&mut self, dir: &Path, id: u64) -> bool {
+        if !self.open.contains_key(&id) {
+            match open_nofollow(&dir.join(id.to_string())) {
+                Ok(f) => {
+                    self.open.insert(id, f);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
+                Err(e) => {
+                    tracing::warn!(client = id, error = %e, "cannot check a client's record; keeping it alive");
+                    return true;
+                }
+            }
+        }
+        match owner_gone(&self.open[&id]) {
+            Ok(gone) => !gone,
+            Err(e) => {
+                tracing::warn!(client = id, error = %e, "cannot lock-test a client's record; keeping it alive");
+                true
+            }
+        }
+    }
+
+    /// Close descriptors of clients not in `keep`.
+    pub(crate) fn retain(&mut self, keep: impl Fn(u64) -> bool) {
+        self.open.retain(|id, _| keep(*id));
+    }
+}
+
+/// A live client's record, read during recovery.
+#[derive(Clone, Debug)]
+pub(crate) struct LiveRecord {
+    pub(crate) body: RecordBody,
+}
+
+/// What a scan of the records directory found.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub(crate) live: Vec<LiveRecord>,
+    pub(crate) removed: usize,
+}
+
+/// Read every live client's record and remove the records of dead clients (including
+/// those that never held anything) and of creators killed before renaming theirs.
+pub(crate) fn scan(dir: &Path) -> Scan {
+    let mut out = Scan::default();
+    let Ok(entries) = fs::read_dir(dir) else { return out };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let mut parts = name.splitn(3, '-');
-        let (Some(Ok(pid)), Some(Ok(start_time)), Some(Ok(handle))) = (
-            parts.next().map(str::parse),
-            parts.next().map(str::parse),
-            parts.next().map(str::parse),
-        ) else {
-            continue;
+        let id = if let Some(rest) = name.strip_prefix(NEW_PREFIX) {
+            rest.parse::<u64>().ok().map(|_| None)
+        } else {
+            name.parse::<u64>().ok().map(Some)
         };
-        let id = ClientId { process: ProcessId { pid, start_time }, handle };
-        if !id.process.is_alive() {
-            let _ = fs::remove_file(entry.path());
-            continue;
+        let Some(id) = id else { continue }; // not ours: leave it
+        let Ok(file) = open_nofollow(&entry.path()) else { continue };
+        match owner_gone(&file) {
+            Ok(true) => {
+                if fs::remove_file(entry.path()).is_ok() {
+                    out.removed += 1;
+                }
+            }
+            Ok(false) => {
+                let Some(id) = id else { continue }; // being created right now
+                let mut buf = [0u8; std::mem::size_of::<RecordBody>()];
+                if file.read_exact_at(&mut buf, 0).is_ok() {
+                    let body: RecordBody = bytemuck::pod_read_unaligned(&buf);
+                    if body.is_valid(id) {
+                        out.live.push(LiveRecord { body });
+                    } else {
+                        tracing::warn!(client = id, "a live client's record is malformed; ignored");
+                    }
+                }
+            }
+            Err(_) => {}
         }
-        let Ok(bytes) = fs::read(entry.path()) else { continue };
-        let mut held = [0u64; MAX_GPUS];
-        for (g, chunk) in bytes.chunks_exact(8).take(MAX_GPUS).enumerate() {
-            held[g] = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
-        }
-        out.push((id, held));
     }
-    out.sort_by_key(|(id, _)| *id);
+    out.live.sort_by_key(|r| r.body.client);
     out
 }

@@ -79,12 +79,10 @@ fn the_c_example_runs_against_the_library() {
     );
 
     // the ledger it made is sound and empty
-    let l = tessera_ledger::Ledger::open(&tessera_ledger::LedgerConfig {
-        path: ledger,
-        gpus: tessera_ledger::GpuSource::Explicit(vec![]),
-        policy: Default::default(),
-        priority: 0,
-    })
+    let l = tessera_ledger::Ledger::open(&tessera_ledger::LedgerConfig::new(
+        ledger,
+        tessera_ledger::GpuSource::Explicit(vec![]),
+    ))
     .unwrap();
     let s = l.status().unwrap();
     assert_eq!(s.gpus.len(), 1);

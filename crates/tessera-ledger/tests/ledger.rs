@@ -23,10 +23,8 @@ fn fresh_path(tag: &str) -> PathBuf {
 
 fn config(path: &Path, gpus: &[u64], policy: NotificationPolicy) -> LedgerConfig {
     LedgerConfig {
-        path: path.to_path_buf(),
-        gpus: GpuSource::Explicit(gpus.iter().map(|b| Bytes(*b)).collect()),
         policy,
-        priority: 0,
+        ..LedgerConfig::new(path, GpuSource::Explicit(gpus.iter().map(|b| Bytes(*b)).collect()))
     }
 }
 
@@ -219,23 +217,44 @@ fn a_corrupted_file_is_recovered_from_the_clients_records() {
 fn an_incompatible_version_is_refused_not_overwritten() {
     let path = fresh_path("version");
     drop(open(&path, NotificationPolicy::Fifo));
-    let mut bytes = std::fs::read(&path).unwrap();
-    let before = bytes.clone();
-    // version field of both copies: after wake(4) pad(4) crc(4) crc(4) magic(8)
-    let state = std::mem::size_of::<tessera_ledger::layout::State>();
-    for base in [16, 16 + state] {
+    let good = std::fs::read(&path).unwrap();
+    // the header says version 99
+    let mut bytes = good.clone();
+    bytes[8..12].copy_from_slice(&99u32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Ledger::open(&config(&path, &[1000], NotificationPolicy::Fifo)).unwrap_err();
+    assert!(matches!(err, LedgerError::Incompatible { found: 99, .. }), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the library left it alone");
+
+    // a sound header whose copies (checksums fixed) say a newer version: an older
+    // client must not rewrite them
+    let mut bytes = good.clone();
+    let page = tessera_ledger::layout::PAGE as usize;
+    let slot = {
+        let h: tessera_ledger::layout::Header = bytemuck_read(&bytes[..24]);
+        h.slot_size() as usize
+    };
+    for base in [page, page + slot] {
+        let len = u32::from_le_bytes(bytes[base + 4..base + 8].try_into().unwrap()) as usize;
         bytes[base + 8..base + 12].copy_from_slice(&99u32.to_le_bytes());
-    }
-    // fix the checksums so the copies look sound, only of another version
-    for (crc_at, base) in [(8usize, 16usize), (12, 16 + state)] {
-        let crc = crc32fast_hash(&bytes[base..base + state]);
-        bytes[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+        let crc = crc32fast_hash(&bytes[base + 8..base + 8 + len]);
+        bytes[base..base + 4].copy_from_slice(&crc.to_le_bytes());
     }
     std::fs::write(&path, &bytes).unwrap();
     let err = Ledger::open(&config(&path, &[1000], NotificationPolicy::Fifo)).unwrap_err();
     assert!(matches!(err, LedgerError::Incompatible { found: 99, .. }), "{err}");
-    assert_ne!(std::fs::read(&path).unwrap(), before, "sanity: we did change it");
-    assert_eq!(std::fs::read(&path).unwrap(), bytes, "and the library left it alone");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the library left it alone");
+}
+
+fn bytemuck_read(b: &[u8]) -> tessera_ledger::layout::Header {
+    let mut h = tessera_ledger::layout::Header::default();
+    let words: Vec<u32> = b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    h.magic.copy_from_slice(&b[..8]);
+    h.version = words[2];
+    h.wake = words[3];
+    h.max_holders = words[4];
+    h.max_waiters = words[5];
+    h
 }
 
 fn crc32fast_hash(b: &[u8]) -> u32 {
@@ -323,15 +342,15 @@ proptest! {
 
 #[test]
 fn a_file_of_another_layout_version_is_refused_whatever_its_size() {
-    let path = fresh_path("v2");
-    // what a future layout might look like: our magic, version 2, another size
-    let mut bytes = vec![0u8; 100_000];
-    for base in [16usize, 16 + std::mem::size_of::<tessera_ledger::layout::State>()] {
-        bytes[base..base + 8].copy_from_slice(&tessera_ledger::layout::MAGIC);
-        bytes[base + 8..base + 12].copy_from_slice(&2u32.to_le_bytes());
+    // layout 1 (magic at byte 16, version at 24) and a future layout (magic first)
+    for (magic_at, version) in [(16usize, 1u32), (0, 3)] {
+        let path = fresh_path("other-layout");
+        let mut bytes = vec![0u8; 100_000];
+        bytes[magic_at..magic_at + 8].copy_from_slice(&tessera_ledger::layout::MAGIC);
+        bytes[magic_at + 8..magic_at + 12].copy_from_slice(&version.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let err = Ledger::open(&config(&path, &[1000], NotificationPolicy::Fifo)).unwrap_err();
+        assert!(matches!(err, LedgerError::Incompatible { found, .. } if found == version), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "left untouched");
     }
-    std::fs::write(&path, &bytes).unwrap();
-    let err = Ledger::open(&config(&path, &[1000], NotificationPolicy::Fifo)).unwrap_err();
-    assert!(matches!(err, LedgerError::Incompatible { found: 2, .. }), "{err}");
-    assert_eq!(std::fs::read(&path).unwrap(), bytes, "left untouched");
 }

@@ -3,6 +3,7 @@
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
+use tessera_ledger::access::{Access, resolve_group};
 use tessera_ledger::{GpuSource, Ledger, LedgerConfig};
 
 #[derive(Debug, Subcommand)]
@@ -17,6 +18,21 @@ pub struct StatusArgs {
     /// The ledger file.
     #[arg(long, env = "TESSERA_LEDGER", default_value = tessera_ledger::ledger::DEFAULT_PATH)]
     path: PathBuf,
+    /// The group a shared ledger belongs to (name or gid); without it the ledger must
+    /// be private to this user.
+    #[arg(long, env = "TESSERA_LEDGER_GROUP")]
+    group: Option<String>,
+}
+
+impl StatusArgs {
+    fn access(&self) -> Result<Access> {
+        Ok(match &self.group {
+            None => Access::Owner,
+            Some(g) => Access::Group(
+                resolve_group(g).ok_or_else(|| anyhow::anyhow!("no group named {g}"))?,
+            ),
+        })
+    }
 }
 
 pub fn run(cmd: LedgerCommand) -> Result<()> {
@@ -25,41 +41,37 @@ pub fn run(cmd: LedgerCommand) -> Result<()> {
     }
 }
 
-fn mib(b: u64) -> String {
-    format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
+/// Bytes with their exact count: rounding would hide a small leak.
+fn size(b: u64) -> String {
+    format!("{:.3} MiB ({b} B)", b as f64 / (1u64 << 20) as f64)
 }
 
 fn status(a: StatusArgs) -> Result<()> {
     if !a.path.is_file() {
         bail!("no ledger at {} (it is created by the first client's init)", a.path.display());
     }
-    let cfg = LedgerConfig {
-        path: a.path.clone(),
-        gpus: GpuSource::Explicit(vec![]),
-        policy: Default::default(),
-        priority: 0,
-    };
+    let cfg = LedgerConfig { access: a.access()?, ..LedgerConfig::new(&a.path, GpuSource::Explicit(vec![])) };
     let ledger = Ledger::open(&cfg)?;
     let s = ledger.status()?;
     let mut out = std::io::stdout().lock();
     use std::io::Write;
-    writeln!(out, "ledger {} (notification policy {})", a.path.display(), s.policy.label())?;
-    writeln!(out, "{:<5} {:>12} {:>12} {:>8}", "GPU", "used", "total", "waiting")?;
+    writeln!(
+        out,
+        "ledger {} (notification policy {}; tables: {} holders, {} waiters)",
+        a.path.display(),
+        s.policy.label(),
+        s.max_holders,
+        s.max_waiters
+    )?;
+    writeln!(out, "{:<5} {:>28} {:>28} {:>8}", "GPU", "used", "total", "waiting")?;
     for (g, gpu) in s.gpus.iter().enumerate() {
-        writeln!(out, "{g:<5} {:>12} {:>12} {:>8}", mib(gpu.used), mib(gpu.total), gpu.waiting)?;
+        writeln!(out, "{g:<5} {:>28} {:>28} {:>8}", size(gpu.used), size(gpu.total), gpu.waiting)?;
     }
-    let others: Vec<_> = s.holdings.iter().filter(|h| h.process != ledger.process()).collect();
+    let others: Vec<_> = s.holdings.iter().filter(|h| h.client != ledger.client_id()).collect();
     if !others.is_empty() {
-        writeln!(out, "\n{:<10} {:<7} {:<5} {:>12}", "pid", "handle", "GPU", "held")?;
+        writeln!(out, "\n{:<20} {:<10} {:<5} {:>28}", "client", "pid (own ns)", "GPU", "held")?;
         for h in others {
-            writeln!(
-                out,
-                "{:<10} {:<7} {:<5} {:>12}",
-                h.process.pid,
-                h.handle,
-                h.gpu,
-                mib(h.bytes)
-            )?;
+            writeln!(out, "{:<20} {:<10} {:<5} {:>28}", h.client, h.pid, h.gpu, size(h.bytes))?;
         }
     }
     Ok(())

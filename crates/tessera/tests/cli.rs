@@ -74,16 +74,14 @@ fn ledger_status_reports_a_ledger_and_refuses_a_missing_one() {
 
     let path = dir.join(format!("cli-ledger-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let ledger = tessera_ledger::Ledger::open(&tessera_ledger::LedgerConfig {
-        path: path.clone(),
-        gpus: tessera_ledger::GpuSource::Explicit(vec![tessera_core::Bytes::mib(4799)]),
-        policy: Default::default(),
-        priority: 0,
-    })
+    let ledger = tessera_ledger::Ledger::open(&tessera_ledger::LedgerConfig::new(
+        &path,
+        tessera_ledger::GpuSource::Explicit(vec![tessera_core::Bytes::mib(4799)]),
+    ))
     .unwrap();
     ledger.pre_alloc(0, 1 << 30, tessera_ledger::Wait::NoWait).unwrap();
     let out = tessera().args(["ledger", "status", "--path"]).arg(&path).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("1024 MiB") && text.contains("4799 MiB"), "{text}");
+    assert!(text.contains("1024.000 MiB (1073741824 B)") && text.contains("4799.000 MiB"), "{text}");
 }

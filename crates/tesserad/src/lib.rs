@@ -139,12 +139,10 @@ impl Daemon {
             None => GpuSpec::uniform(cfg.gpus, Bytes::mib(cfg.gpu_memory_mib)),
         };
         let policy = cfg.policy_config().build(&gpus)?;
-        let ledger = Ledger::open(&LedgerConfig {
-            path: cfg.ledger.clone(),
-            gpus: GpuSource::Explicit(gpus.iter().map(|g| g.memory).collect()),
-            policy: Default::default(),
-            priority: 0,
-        })?;
+        let ledger = Ledger::open(&LedgerConfig::new(
+            &cfg.ledger,
+            GpuSource::Explicit(gpus.iter().map(|g| g.memory).collect()),
+        ))?;
         let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
         let (mailbox, rx) = Mailbox::new(bell.clone());
         let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 };

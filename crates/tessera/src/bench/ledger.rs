@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use tessera_core::Bytes;
-use tessera_ledger::{GpuSource, Ledger, LedgerConfig, NotificationPolicy, Wait};
+use tessera_ledger::{GpuSource, Ledger, LedgerConfig, Wait};
 
 #[derive(Debug, Args)]
 pub struct LedgerBenchArgs {
@@ -35,12 +35,7 @@ pub struct LedgerBenchArgs {
 const PAPER_US: [(&str, f64); 2] = [("pre_allocation", 14.9), ("total", 584.9)];
 
 fn config(path: &Path) -> LedgerConfig {
-    LedgerConfig {
-        path: path.to_path_buf(),
-        gpus: GpuSource::Explicit(vec![Bytes::mib(4799)]),
-        policy: NotificationPolicy::Fifo,
-        priority: 0,
-    }
+    LedgerConfig::new(path, GpuSource::Explicit(vec![Bytes::mib(4799)]))
 }
 
 fn contend(path: &Path) -> Result<()> {

@@ -1,0 +1,229 @@
+//! The ledger file: opened without following symlinks and checked against the ledger's
+//! [`Access`]; created atomically (written under a temporary name, then renamed into
+//! place without replacing anything), so that no one ever sees a half-made ledger and a
+//! failed creation leaves nothing behind.
+//!
+//! The state is read and written with `pread`/`pwrite`, never through a mapping: a
+//! file truncated under a running client then reads short (and is repaired) instead of
+//! killing the client with `SIGBUS`. The only mapping is of the header page, and only
+//! its address is used — as the futex word waiters sleep on — never dereferenced by
+//! this process: the kernel answers `EFAULT` if that page is gone. This module holds
+//! the ledger's only `unsafe` outside the C ABI.
+#![allow(unsafe_code)]
+
+use crate::access::Access;
+use crate::layout::{CopyFault, CopyHead, Header, PAGE, State, WAKE_OFFSET};
+use memmap2::{MmapOptions, MmapRaw};
+use rustix::fs::{FlockOperation, flock};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::AtomicU32;
+
+/// What opening the path found.
+#[derive(Debug)]
+pub(crate) enum Opened {
+    File(LedgerFile),
+    Missing,
+}
+
+/// Why the file cannot be used.
+#[derive(Debug)]
+pub(crate) enum FileError {
+    Io(&'static str, io::Error),
+    Insecure(String),
+}
+
+/// The ledger file, open read-write.
+#[derive(Debug)]
+pub(crate) struct LedgerFile {
+    file: File,
+    dev: u64,
+    ino: u64,
+    wake: MmapRaw,
+}
+
+fn flags() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32
+}
+
+impl LedgerFile {
+    fn from_file(file: File, access: Access) -> Result<LedgerFile, FileError> {
+        let meta = file.metadata().map_err(|e| FileError::Io("inspecting", e))?;
+        if let Some(reason) = access.refusal(&meta, false) {
+            return Err(FileError::Insecure(reason));
+        }
+        let wake = MmapOptions::new()
+            .len(PAGE as usize)
+            .map_raw(&file)
+            .map_err(|e| FileError::Io("mapping", e))?;
+        Ok(LedgerFile { file, dev: meta.dev(), ino: meta.ino(), wake })
+    }
+
+    /// Open the ledger at `path` if there is one.
+    pub(crate) fn open(path: &Path, access: Access) -> Result<Opened, FileError> {
+        match OpenOptions::new().read(true).write(true).custom_flags(flags()).open(path) {
+            Ok(file) => Ok(Opened::File(Self::from_file(file, access)?)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Opened::Missing),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                Err(FileError::Insecure("is a symbolic link".into()))
+            }
+            Err(e) => Err(FileError::Io("opening", e)),
+        }
+    }
+
+    /// Create the ledger at `path` holding `header` and `state`, unless a file appeared
+    /// there first (then `Ok(false)`: open that one instead).
+    pub(crate) fn create(
+        path: &Path,
+        access: Access,
+        header: &Header,
+        state: &State,
+    ) -> Result<bool, FileError> {
+        let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        tmp_name.push(format!(".new-{}", crate::records::random_id()));
+        let tmp = path.with_file_name(tmp_name);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(access.file_mode())
+            .custom_flags(flags())
+            .open(&tmp)
+            .map_err(|e| FileError::Io("creating", e))?;
+        let made = (|| -> io::Result<bool> {
+            if let Some(gid) = access.gid() {
+                std::os::unix::fs::fchown(&file, None, Some(gid))?;
+            }
+            file.set_permissions(std::fs::Permissions::from_mode(access.file_mode()))?;
+            file.set_len(header.file_size())?;
+            write_state(&file, header, state)?;
+            file.write_all_at(bytemuck::bytes_of(header), 0)?;
+            match rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &tmp,
+                rustix::fs::CWD,
+                path,
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => Ok(true),
+                Err(rustix::io::Errno::EXIST) => Ok(false),
+                Err(e) => Err(e.into()),
+            }
+        })();
+        match made {
+            Ok(true) => Ok(true),
+            Ok(false) => {
+                let _ = std::fs::remove_file(&tmp);
+                Ok(false)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(FileError::Io("creating", e))
+            }
+        }
+    }
+
+    /// Take the exclusive file lock (blocking).
+    pub(crate) fn lock(&self) -> io::Result<()> {
+        loop {
+            match flock(&self.file, FlockOperation::LockExclusive) {
+                Err(rustix::io::Errno::INTR) => continue,
+                other => return other.map_err(Into::into),
+            }
+        }
+    }
+
+    /// Release the file lock.
+    pub(crate) fn unlock(&self) {
+        let _ = flock(&self.file, FlockOperation::Unlock);
+    }
+
+    /// Whether `path` still names this file (not unlinked, not replaced).
+    pub(crate) fn is_at(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+    }
+
+    /// File length.
+    pub(crate) fn len(&self) -> u64 {
+        self.file.metadata().map_or(0, |m| m.len())
+    }
+
+    /// The first `n` bytes (fewer if the file is shorter).
+    pub(crate) fn prefix(&self, n: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; n];
+        let mut got = 0;
+        while got < n {
+            match self.file.read_at(&mut buf[got..], got as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => got += k,
+            }
+        }
+        buf.truncate(got);
+        buf
+    }
+
+    /// The header, if the file is long enough to hold one.
+    pub(crate) fn header(&self) -> Option<Header> {
+        let bytes = self.prefix(std::mem::size_of::<Header>());
+        (bytes.len() == std::mem::size_of::<Header>()).then(|| bytemuck::pod_read_unaligned(&bytes))
+    }
+
+    /// Copy `which` (0 primary, 1 backup) under `header`'s layout.
+    pub(crate) fn read_copy(&self, header: &Header, which: u64) -> Result<State, CopyFault> {
+        let at = PAGE + which * header.slot_size();
+        let mut head = [0u8; std::mem::size_of::<CopyHead>()];
+        self.file.read_exact_at(&mut head, at).map_err(|_| CopyFault::Damaged)?;
+        let head: CopyHead = bytemuck::pod_read_unaligned(&head);
+        let room = header.slot_size() - std::mem::size_of::<CopyHead>() as u64;
+        if u64::from(head.len) > room {
+            return Err(CopyFault::Damaged);
+        }
+        let mut body = vec![0u8; head.len as usize];
+        self.file
+            .read_exact_at(&mut body, at + std::mem::size_of::<CopyHead>() as u64)
+            .map_err(|_| CopyFault::Damaged)?;
+        State::decode(header, head.crc, &body)
+    }
+
+    /// Write `state` to the primary and then the backup copy.
+    pub(crate) fn write_state(&self, header: &Header, state: &State) -> io::Result<()> {
+        write_state(&self.file, header, state)
+    }
+
+    /// Rewrite the header (after a repair), keeping the futex word's value.
+    pub(crate) fn write_header(&self, header: &Header) -> io::Result<()> {
+        self.file.write_all_at(bytemuck::bytes_of(header), 0)
+    }
+
+    /// The futex word's current value, read through the file.
+    pub(crate) fn wake_value(&self) -> u32 {
+        let mut b = [0u8; 4];
+        self.file.read_exact_at(&mut b, WAKE_OFFSET).map_or(0, |()| u32::from_le_bytes(b))
+    }
+
+    /// Bump the futex word (call with the file lock held, so increments do not race).
+    pub(crate) fn bump_wake(&self) {
+        let next = self.wake_value().wrapping_add(1);
+        let _ = self.file.write_all_at(&next.to_le_bytes(), WAKE_OFFSET);
+    }
+
+    /// The futex word's address, for `futex` calls only.
+    pub(crate) fn wake_word(&self) -> &AtomicU32 {
+        // SAFETY: the mapping is PAGE bytes long, page-aligned, and lives as long as
+        // `self`; WAKE_OFFSET is 4-byte aligned and inside it. The reference is only
+        // passed to the futex system call, never loaded or stored through by this
+        // process, so a page that vanished (file truncated by someone) cannot fault us:
+        // the kernel reports EFAULT instead. Other processes change the word only by
+        // pwrite, which the kernel's futex comparison sees through the shared page.
+        unsafe { &*(self.wake.as_ptr().add(WAKE_OFFSET as usize) as *const AtomicU32) }
+    }
+}
+
+fn write_state(file: &File, header: &Header, state: &State) -> io::Result<()> {
+    let bytes = state.encode();
+    debug_assert!(bytes.len() as u64 <= header.slot_size());
+    file.write_all_at(&bytes, PAGE)?;
+    file.write_all_at(&bytes, PAGE + header.slot_size())
+}
