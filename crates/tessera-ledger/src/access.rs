@@ -75,10 +75,15 @@ impl Access {
             }
             Access::Group(gid) => {
                 if meta.gid() != gid {
-                    return Some(format!("belongs to group {} and the ledger's group is {gid}", meta.gid()));
+                    return Some(format!(
+                        "belongs to group {} and the ledger's group is {gid}",
+                        meta.gid()
+                    ));
                 }
                 if mode & 0o002 != 0 {
-                    return Some(format!("is writable by users outside group {gid} (mode {mode:o})"));
+                    return Some(format!(
+                        "is writable by users outside group {gid} (mode {mode:o})"
+                    ));
                 }
             }
         }

@@ -60,7 +60,13 @@ pub struct Header {
 impl Header {
     /// A header for a new ledger with these capacities.
     pub fn new(max_holders: u32, max_waiters: u32) -> Header {
-        let mut h = Header { magic: MAGIC, version: VERSION, max_holders, max_waiters, ..Header::default() };
+        let mut h = Header {
+            magic: MAGIC,
+            version: VERSION,
+            max_holders,
+            max_waiters,
+            ..Header::default()
+        };
         h.crc = h.expected_crc();
         h
     }
@@ -320,7 +326,8 @@ impl State {
         let mut sums = vec![0u64; self.gpus.len()];
         let mut pairs = std::collections::HashSet::with_capacity(self.holders.len());
         for h in &self.holders {
-            if h.gpu as usize >= self.gpus.len() || h.bytes == 0 || !pairs.insert((h.client, h.gpu)) {
+            if h.gpu as usize >= self.gpus.len() || h.bytes == 0 || !pairs.insert((h.client, h.gpu))
+            {
                 return false;
             }
             sums[h.gpu as usize] = sums[h.gpu as usize].saturating_add(h.bytes);

@@ -170,7 +170,9 @@ pub enum LedgerError {
         found: u32,
     },
     /// The file exists and is not a ledger, and no live client has a record of one.
-    #[error("{path} is not a tessera ledger (and no live client has a record of one); it was left untouched")]
+    #[error(
+        "{path} is not a tessera ledger (and no live client has a record of one); it was left untouched"
+    )]
     NotALedger {
         /// The file.
         path: PathBuf,
@@ -382,7 +384,8 @@ impl Drop for Locked<'_> {
     fn drop(&mut self) {
         self.local.file.unlock();
         if self.wake {
-            let _ = futex::wake(self.local.file.wake_word(), futex::Flags::empty(), i32::MAX as u32);
+            let _ =
+                futex::wake(self.local.file.wake_word(), futex::Flags::empty(), i32::MAX as u32);
         }
     }
 }
@@ -404,7 +407,13 @@ impl Locked<'_> {
         self.state.holders.iter().position(|h| h.gpu == gpu && h.client == client)
     }
 
-    fn add_holding(&mut self, gpu: u32, client: u64, pid: u32, bytes: u64) -> Result<u64, LedgerError> {
+    fn add_holding(
+        &mut self,
+        gpu: u32,
+        client: u64,
+        pid: u32,
+        bytes: u64,
+    ) -> Result<u64, LedgerError> {
         let i = match self.holder_index(gpu, client) {
             Some(i) => i,
             None => {
@@ -432,13 +441,20 @@ impl Locked<'_> {
         let dir = self.ledger.records_dir.clone();
         let mut verdict: HashMap<u64, bool> = HashMap::new();
         let liveness = &mut self.local.liveness;
-        let mut alive = |id: u64| id == me || *verdict.entry(id).or_insert_with(|| liveness.is_alive(&dir, id));
+        let mut alive =
+            |id: u64| id == me || *verdict.entry(id).or_insert_with(|| liveness.is_alive(&dir, id));
         let (holders, waiters) = (self.state.holders.len(), self.state.waiters.len());
         let gpus = &mut self.state.gpus;
         self.state.holders.retain(|h| {
             let keep = alive(h.client);
             if !keep {
-                tracing::info!(client = h.client, pid = h.pid, gpu = h.gpu, bytes = h.bytes, "released memory of a dead client");
+                tracing::info!(
+                    client = h.client,
+                    pid = h.pid,
+                    gpu = h.gpu,
+                    bytes = h.bytes,
+                    "released memory of a dead client"
+                );
                 gpus[h.gpu as usize].used -= h.bytes;
             }
             keep
@@ -501,10 +517,11 @@ impl Locked<'_> {
     }
 
     fn check_gpu(&self, gpu: u32) -> Result<GpuRow, LedgerError> {
-        self.state.gpus.get(gpu as usize).copied().ok_or(LedgerError::NoSuchGpu {
-            gpu,
-            count: self.state.gpus.len() as u32,
-        })
+        self.state
+            .gpus
+            .get(gpu as usize)
+            .copied()
+            .ok_or(LedgerError::NoSuchGpu { gpu, count: self.state.gpus.len() as u32 })
     }
 
     fn status(&self) -> LedgerStatus {
@@ -515,7 +532,11 @@ impl Locked<'_> {
                 .map(|g| GpuStatus {
                     total: s.gpus[g].total,
                     used: s.gpus[g].used,
-                    waiting: s.waiters.iter().filter(|w| w.granted == 0 && w.gpu as usize == g).count(),
+                    waiting: s
+                        .waiters
+                        .iter()
+                        .filter(|w| w.granted == 0 && w.gpu as usize == g)
+                        .count(),
                 })
                 .collect(),
             holdings: s
@@ -564,7 +585,8 @@ impl Ledger {
                 max_waiters: header.max_waiters,
             };
             let io = |what, source| LedgerError::Io { what, path: records_dir.clone(), source };
-            records::ensure_dir(&records_dir, cfg.access).map_err(|e| dir_error(&records_dir, e))?;
+            records::ensure_dir(&records_dir, cfg.access)
+                .map_err(|e| dir_error(&records_dir, e))?;
             if due(state.last_janitor_ns, JANITOR_EVERY) {
                 let scan = records::scan(&records_dir);
                 if scan.removed > 0 {
@@ -583,13 +605,17 @@ impl Ledger {
                 priority: cfg.priority,
                 shape,
                 record,
-                local: Mutex::new(Local { file: Arc::new(file), header, liveness: Liveness::default() }),
+                local: Mutex::new(Local {
+                    file: Arc::new(file),
+                    header,
+                    liveness: Liveness::default(),
+                }),
                 closed: false,
             })
         })();
-        match &result {
-            Ok(l) => l.local.lock().unwrap_or_else(|p| p.into_inner()).file.unlock(),
-            Err(_) => {} // the file (and its lock) is dropped with the error
+        // on error the file (and its lock) is dropped with it
+        if let Ok(l) = &result {
+            l.local.lock().unwrap_or_else(|p| p.into_inner()).file.unlock();
         }
         result
     }
@@ -671,7 +697,11 @@ impl Ledger {
         let mut l = self.locked()?;
         let row = l.check_gpu(gpu)?;
         if bytes > row.total {
-            return Err(LedgerError::ExceedsCapacity { gpu, requested: bytes, capacity: row.total });
+            return Err(LedgerError::ExceedsCapacity {
+                gpu,
+                requested: bytes,
+                capacity: row.total,
+            });
         }
         let me = self.record.client;
         let mut ticket: Option<u64> = None; // our waiter row's seq, once queued
@@ -720,7 +750,8 @@ impl Ledger {
                     match mine {
                         Some(i) if l.state.waiters[i].granted != 0 => {
                             l.state.waiters.remove(i);
-                            let held = l.holder_index(gpu, me).map_or(0, |h| l.state.holders[h].bytes);
+                            let held =
+                                l.holder_index(gpu, me).map_or(0, |h| l.state.holders[h].bytes);
                             l.commit()?;
                             self.record.set(gpu as usize, held);
                             return Ok(());
@@ -792,9 +823,19 @@ impl Ledger {
             .waiters
             .iter()
             .filter(|w| w.granted == 0 && w.gpu == gpu)
-            .map(|w| Waiter { bytes: Bytes(w.bytes), priority: w.priority.min(255) as u8, seq: w.seq })
+            .map(|w| Waiter {
+                bytes: Bytes(w.bytes),
+                priority: w.priority.min(255) as u8,
+                seq: w.seq,
+            })
             .collect();
-        if !admits_immediately(policy, Bytes(row.total - row.used), Bytes(bytes), self.priority, &waiting) {
+        if !admits_immediately(
+            policy,
+            Bytes(row.total - row.used),
+            Bytes(bytes),
+            self.priority,
+            &waiting,
+        ) {
             return Ok(false);
         }
         let held = l.add_holding(gpu, self.record.client, self.pid, bytes)?;
@@ -899,10 +940,14 @@ impl Drop for Ledger {
 
 fn dir_error(dir: &Path, e: records::DirError) -> LedgerError {
     match e {
-        records::DirError::Io(source) => {
-            LedgerError::Io { what: "preparing the records directory", path: dir.to_path_buf(), source }
+        records::DirError::Io(source) => LedgerError::Io {
+            what: "preparing the records directory",
+            path: dir.to_path_buf(),
+            source,
+        },
+        records::DirError::Insecure(reason) => {
+            LedgerError::Insecure { path: dir.to_path_buf(), reason }
         }
-        records::DirError::Insecure(reason) => LedgerError::Insecure { path: dir.to_path_buf(), reason },
     }
 }
 
@@ -942,7 +987,11 @@ fn attach(
                 continue; // open what is there now (ours, or one that appeared first)
             }
         };
-        file.lock().map_err(|source| LedgerError::Io { what: "locking", path: path.into(), source })?;
+        file.lock().map_err(|source| LedgerError::Io {
+            what: "locking",
+            path: path.into(),
+            source,
+        })?;
         if !file.is_at(path) {
             file.unlock();
             continue; // replaced between open and lock
@@ -950,12 +999,15 @@ fn attach(
         let found = examine(&file);
         let got = match found {
             Found::Sound(header, state) => Ok((header, state)),
-            Found::OtherVersion(found) => Err(LedgerError::Incompatible { path: path.into(), found }),
+            Found::OtherVersion(found) => {
+                Err(LedgerError::Incompatible { path: path.into(), found })
+            }
             Found::Foreign => {
                 // only a ledger's own damage may be repaired: with no live client's
                 // record of one, these bytes are someone else's file
-                let dir_ok = std::fs::symlink_metadata(records_dir)
-                    .is_ok_and(|m| !m.file_type().is_symlink() && access.refusal(&m, true).is_none());
+                let dir_ok = std::fs::symlink_metadata(records_dir).is_ok_and(|m| {
+                    !m.file_type().is_symlink() && access.refusal(&m, true).is_none()
+                });
                 if dir_ok && !records::scan(records_dir).live.is_empty() {
                     repair(&file, path, records_dir, fallback)
                 } else {
@@ -1053,7 +1105,11 @@ mod tests {
         assert_eq!(s.gpus[0].used, 400, "the backup held the last completed operation");
         let l = a.locked().unwrap();
         let header = l.local.header;
-        assert_eq!(l.local.file.read_copy(&header, 0), l.local.file.read_copy(&header, 1), "both copies repaired");
+        assert_eq!(
+            l.local.file.read_copy(&header, 0),
+            l.local.file.read_copy(&header, 1),
+            "both copies repaired"
+        );
         drop(l);
         drop(a);
         let _ = std::fs::remove_file(&path);

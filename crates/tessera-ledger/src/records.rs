@@ -103,7 +103,9 @@ pub(crate) fn ensure_dir(dir: &Path, access: Access) -> Result<(), DirError> {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(DirError::Insecure("is a symbolic link".into()));
             }
-            Ok(meta) => return access.refusal(&meta, true).map_or(Ok(()), |r| Err(DirError::Insecure(r))),
+            Ok(meta) => {
+                return access.refusal(&meta, true).map_or(Ok(()), |r| Err(DirError::Insecure(r)));
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 match fs::DirBuilder::new().mode(access.dir_mode() & 0o777).create(dir) {
                     Ok(()) => {
@@ -238,12 +240,16 @@ impl ClientRecord {
     }
 }
 
-/// Answers "is client `id` alive" cheaply: one non-blocking `flock` on a descriptor
-/// kept open between checks.
+/// Answers "is client `id` alive": one non-blocking `flock` on its record, through a
+/// descriptor kept open between checks for up to [`CACHED`] clients (so a small node
+/// checks without `open`, and a handle never holds more than a few descriptors).
 #[derive(Debug, Default)]
 pub(crate) struct Liveness {
     open: HashMap<u64, File>,
 }
+
+/// Record descriptors one handle keeps open between sanity checks.
+const CACHED: usize = 16;
 
 impl Liveness {
     /// Whether client `id` (with a record in `dir`) is alive. A missing record means
@@ -251,19 +257,23 @@ impl Liveness {
     /// found them unlocked); a record that cannot be checked counts as alive, since
     /// taking a live client for dead would grant its memory twice.
     pub(crate) fn is_alive(&mut self, dir: &Path, id: u64) -> bool {
-        if !self.open.contains_key(&id) {
-            match open_nofollow(&dir.join(id.to_string())) {
+        let uncached;
+        let file = match self.open.get(&id) {
+            Some(f) => f,
+            None => match open_nofollow(&dir.join(id.to_string())) {
+                Ok(f) if self.open.len() < CACHED => self.open.entry(id).or_insert(f),
                 Ok(f) => {
-                    self.open.insert(id, f);
+                    uncached = f;
+                    &uncached
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
                 Err(e) => {
                     tracing::warn!(client = id, error = %e, "cannot check a client's record; keeping it alive");
                     return true;
                 }
-            }
-        }
-        match owner_gone(&self.open[&id]) {
+            },
+        };
+        match owner_gone(file) {
             Ok(gone) => !gone,
             Err(e) => {
                 tracing::warn!(client = id, error = %e, "cannot lock-test a client's record; keeping it alive");

@@ -36,18 +36,16 @@ fn library_dir() -> PathBuf {
     std::env::current_exe().unwrap().parent().unwrap().to_path_buf()
 }
 
-#[test]
-fn the_c_example_runs_against_the_library() {
+/// Compile `source` against the header and the library into the test's temp dir.
+fn build_c(source: &Path, name: &str) -> PathBuf {
     let lib = library_dir();
     assert!(lib.join("libtessera_ledger.so").is_file(), "cdylib not found in {}", lib.display());
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let exe = tmp.join("ledger_demo");
-    let source = crate_dir().join("../../examples/ledger_demo.c");
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+        .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(crate_dir().join("include"))
-        .arg(&source)
+        .arg(source)
         .arg("-L")
         .arg(&lib)
         .arg("-ltessera_ledger")
@@ -57,7 +55,31 @@ fn the_c_example_runs_against_the_library() {
         .output()
         .unwrap_or_else(|e| panic!("running the C compiler `{cc}`: {e}"));
     assert!(built.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&built.stderr));
+    exe
+}
 
+/// After fork the child gets TESSERA_FORKED (not a generic bad-argument status) and a
+/// documented way to re-open: tessera_init again.
+#[test]
+fn a_forked_child_is_told_and_can_reopen() {
+    let exe = build_c(&crate_dir().join("tests/fork.c"), "ledger_fork");
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let ledger = tmp.join(format!("c-fork-ledger-{}", std::process::id()));
+    let _ = std::fs::remove_file(&ledger);
+    let run = Command::new(&exe)
+        .env("TESSERA_LEDGER", &ledger)
+        .env("TESSERA_GPU_MEMORY", "1000")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "fork test failed ({:?}):\n{stdout}", run.status);
+    assert!(stdout.contains("fork: ok"), "{stdout}");
+}
+
+#[test]
+fn the_c_example_runs_against_the_library() {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let exe = build_c(&crate_dir().join("../../examples/ledger_demo.c"), "ledger_demo");
     let ledger = tmp.join(format!("c-demo-ledger-{}", std::process::id()));
     let _ = std::fs::remove_file(&ledger);
     let run = Command::new(&exe)

@@ -122,8 +122,7 @@ fn clients_killed_at_random_points_leave_a_sound_ledger() {
                 s.holdings.iter().filter(|h| h.gpu as usize == g).map(|h| h.bytes).sum();
             assert_eq!(itemised, gpu.used, "the books add up");
         }
-        let live: Vec<u32> =
-            children.iter().map(Child::id).chain([std::process::id()]).collect();
+        let live: Vec<u32> = children.iter().map(Child::id).chain([std::process::id()]).collect();
         for h in &s.holdings {
             assert!(
                 live.contains(&h.pid),

@@ -248,7 +248,8 @@ fn an_incompatible_version_is_refused_not_overwritten() {
 
 fn bytemuck_read(b: &[u8]) -> tessera_ledger::layout::Header {
     let mut h = tessera_ledger::layout::Header::default();
-    let words: Vec<u32> = b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let words: Vec<u32> =
+        b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
     h.magic.copy_from_slice(&b[..8]);
     h.version = words[2];
     h.wake = words[3];
@@ -350,7 +351,10 @@ fn a_file_of_another_layout_version_is_refused_whatever_its_size() {
         bytes[magic_at + 8..magic_at + 12].copy_from_slice(&version.to_le_bytes());
         std::fs::write(&path, &bytes).unwrap();
         let err = Ledger::open(&config(&path, &[1000], NotificationPolicy::Fifo)).unwrap_err();
-        assert!(matches!(err, LedgerError::Incompatible { found, .. } if found == version), "{err}");
+        assert!(
+            matches!(err, LedgerError::Incompatible { found, .. } if found == version),
+            "{err}"
+        );
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "left untouched");
     }
 }

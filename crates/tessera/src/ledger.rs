@@ -50,7 +50,10 @@ fn status(a: StatusArgs) -> Result<()> {
     if !a.path.is_file() {
         bail!("no ledger at {} (it is created by the first client's init)", a.path.display());
     }
-    let cfg = LedgerConfig { access: a.access()?, ..LedgerConfig::new(&a.path, GpuSource::Explicit(vec![])) };
+    let cfg = LedgerConfig {
+        access: a.access()?,
+        ..LedgerConfig::new(&a.path, GpuSource::Explicit(vec![]))
+    };
     let ledger = Ledger::open(&cfg)?;
     let s = ledger.status()?;
     let mut out = std::io::stdout().lock();

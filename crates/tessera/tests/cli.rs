@@ -83,5 +83,8 @@ fn ledger_status_reports_a_ledger_and_refuses_a_missing_one() {
     let out = tessera().args(["ledger", "status", "--path"]).arg(&path).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("1024.000 MiB (1073741824 B)") && text.contains("4799.000 MiB"), "{text}");
+    assert!(
+        text.contains("1024.000 MiB (1073741824 B)") && text.contains("4799.000 MiB"),
+        "{text}"
+    );
 }
