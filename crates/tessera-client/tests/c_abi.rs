@@ -63,7 +63,8 @@ fn the_c_example_runs_against_a_daemon() {
         ..Default::default()
     };
     let daemon = tesserad::Daemon::start(&cfg).unwrap();
-    let run = Command::new(&exe).arg(&cfg.socket).output().unwrap();
+    // cargo's LD_LIBRARY_PATH would win over the rpath and may hold an older build
+    let run = Command::new(&exe).env_remove("LD_LIBRARY_PATH").arg(&cfg.socket).output().unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success(),

@@ -12,7 +12,7 @@
 #![allow(unsafe_code)]
 
 use crate::access::Access;
-use crate::layout::{CopyFault, CopyHead, Header, PAGE, State, WAKE_OFFSET};
+use crate::layout::{COPIES, CopyFault, CopyHead, Header, PAGE, State, WAKE_OFFSET};
 use memmap2::{MmapOptions, MmapRaw};
 use rustix::fs::{FlockOperation, flock};
 use std::fs::{File, OpenOptions};
@@ -145,6 +145,42 @@ impl LedgerFile {
         std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
     }
 
+    /// Whether this file still has a name: unlinking it, or renaming another file over
+    /// it, drops its link count to 0. One `fstat`, cheaper than looking the path up.
+    pub(crate) fn is_linked(&self) -> bool {
+        rustix::fs::fstat(&self.file).is_ok_and(|st| st.st_nlink > 0)
+    }
+
+    /// Header and state in one `pread` of `guess` body bytes (a second one if the body
+    /// is longer): the state, or why it was not accepted (`None`: no sound header).
+    pub(crate) fn read_state(&self, guess: usize) -> Option<(Header, Result<State, CopyFault>)> {
+        let head_len = std::mem::size_of::<CopyHead>();
+        let want = COPIES as usize + head_len + guess;
+        let mut buf = vec![0u8; want];
+        let got = self.file.read_at(&mut buf, 0).ok()?;
+        if got < COPIES as usize + head_len {
+            return None;
+        }
+        let header: Header = bytemuck::pod_read_unaligned(&buf[..COPIES as usize]);
+        if !header.is_sound() {
+            return None;
+        }
+        let at = COPIES as usize;
+        let copy: CopyHead = bytemuck::pod_read_unaligned(&buf[at..at + head_len]);
+        let len = copy.len as usize;
+        if len as u64 > header.slot_size() - head_len as u64 {
+            return Some((header, Err(CopyFault::Damaged)));
+        }
+        let body_at = at + head_len;
+        if body_at + len > got {
+            buf.resize(body_at + len, 0);
+            if self.file.read_exact_at(&mut buf[got..], got as u64).is_err() {
+                return Some((header, Err(CopyFault::Damaged)));
+            }
+        }
+        Some((header, State::decode(&header, copy.crc, &buf[body_at..body_at + len])))
+    }
+
     /// File length.
     pub(crate) fn len(&self) -> u64 {
         self.file.metadata().map_or(0, |m| m.len())
@@ -170,24 +206,7 @@ impl LedgerFile {
         (bytes.len() == std::mem::size_of::<Header>()).then(|| bytemuck::pod_read_unaligned(&bytes))
     }
 
-    /// Copy `which` (0 primary, 1 backup) under `header`'s layout.
-    pub(crate) fn read_copy(&self, header: &Header, which: u64) -> Result<State, CopyFault> {
-        let at = PAGE + which * header.slot_size();
-        let mut head = [0u8; std::mem::size_of::<CopyHead>()];
-        self.file.read_exact_at(&mut head, at).map_err(|_| CopyFault::Damaged)?;
-        let head: CopyHead = bytemuck::pod_read_unaligned(&head);
-        let room = header.slot_size() - std::mem::size_of::<CopyHead>() as u64;
-        if u64::from(head.len) > room {
-            return Err(CopyFault::Damaged);
-        }
-        let mut body = vec![0u8; head.len as usize];
-        self.file
-            .read_exact_at(&mut body, at + std::mem::size_of::<CopyHead>() as u64)
-            .map_err(|_| CopyFault::Damaged)?;
-        State::decode(header, head.crc, &body)
-    }
-
-    /// Write `state` to the primary and then the backup copy.
+    /// Write `state` (one `pwrite`).
     pub(crate) fn write_state(&self, header: &Header, state: &State) -> io::Result<()> {
         write_state(&self.file, header, state)
     }
@@ -224,6 +243,5 @@ impl LedgerFile {
 fn write_state(file: &File, header: &Header, state: &State) -> io::Result<()> {
     let bytes = state.encode();
     debug_assert!(bytes.len() as u64 <= header.slot_size());
-    file.write_all_at(&bytes, PAGE)?;
-    file.write_all_at(&bytes, PAGE + header.slot_size())
+    file.write_all_at(&bytes, COPIES)
 }

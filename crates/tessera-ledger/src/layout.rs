@@ -3,18 +3,20 @@
 //! then rejected by its magic, sizes and checksums.
 //!
 //! ```text
-//! offset 0            Header (magic, version, futex word, table capacities, CRC)
-//! offset PAGE         primary copy:  CopyHead { crc, len } + body
-//! offset PAGE + slot  backup copy:   CopyHead { crc, len } + body
+//! offset 0        Header (magic, version, futex word, table capacities, CRC)
+//! offset COPIES   the state:  CopyHead { crc, len } + body
 //! body = BodyHead (configuration, counters, GPU rows) + holder rows + waiter rows
 //! ```
 //!
 //! Only the rows in use are stored (the tables are kept dense), so an operation reads
 //! and writes bytes in proportion to the holders and waiters that exist, not to the
-//! tables' capacity. Every operation reads the primary under the file lock, checks it,
-//! works on an in-memory [`State`], and writes it back to the primary and then to the
-//! backup, so that a writer killed part-way leaves at least one good copy — or, if both
-//! are bad, the clients' own records to rebuild from (see `records`).
+//! tables' capacity; the state follows the header directly, so one `pread` usually
+//! fetches both. Every operation reads the state under the file lock, checks it, works
+//! on an in-memory [`State`], and writes it back with one `pwrite`. A writer killed in
+//! the middle of a write leaves a checksum that does not match; what every client holds
+//! is then rebuilt from the clients' own records (see `records`), which are the truth
+//! the state summarises — so no second copy is kept (layout 1 kept one, and paid a
+//! write for it on every operation).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -31,8 +33,11 @@ pub const DEFAULT_HOLDERS: u32 = 4096;
 pub const DEFAULT_WAITERS: u32 = 4096;
 /// Largest capacity either table may be given at creation.
 pub const MAX_TABLE: u32 = 1 << 16;
-/// Size of the header page; the copies start here.
+/// The header page: mapped (for the futex word's address only); the file is never
+/// shorter.
 pub const PAGE: u64 = 4096;
+/// Where the state starts: right after the header.
+pub const COPIES: u64 = std::mem::size_of::<Header>() as u64;
 /// Byte offset of the futex word in the file.
 pub const WAKE_OFFSET: u64 = std::mem::offset_of!(Header, wake) as u64;
 
@@ -88,14 +93,14 @@ impl Header {
             && capacities_valid(self.max_holders, self.max_waiters)
     }
 
-    /// Bytes one copy may occupy, rounded up to whole pages.
+    /// Bytes the state may occupy.
     pub fn slot_size(&self) -> u64 {
         slot_size(self.max_holders, self.max_waiters)
     }
 
     /// Size of the whole file.
     pub fn file_size(&self) -> u64 {
-        PAGE + 2 * self.slot_size()
+        (COPIES + self.slot_size()).max(PAGE)
     }
 }
 
@@ -104,16 +109,15 @@ pub fn capacities_valid(max_holders: u32, max_waiters: u32) -> bool {
     (1..=MAX_TABLE).contains(&max_holders) && (1..=MAX_TABLE).contains(&max_waiters)
 }
 
-/// Bytes one copy may occupy with these capacities, rounded up to whole pages.
+/// Bytes one copy may occupy with these capacities.
 pub fn slot_size(max_holders: u32, max_waiters: u32) -> u64 {
-    let bytes = std::mem::size_of::<CopyHead>()
+    (std::mem::size_of::<CopyHead>()
         + std::mem::size_of::<BodyHead>()
         + max_holders as usize * std::mem::size_of::<HolderRow>()
-        + max_waiters as usize * std::mem::size_of::<WaiterRow>();
-    (bytes as u64).div_ceil(PAGE) * PAGE
+        + max_waiters as usize * std::mem::size_of::<WaiterRow>()) as u64
 }
 
-/// Precedes each copy.
+/// Precedes the state's body.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct CopyHead {
@@ -346,6 +350,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<HolderRow>(), 24);
         assert_eq!(std::mem::size_of::<WaiterRow>(), 40);
         assert_eq!(WAKE_OFFSET % 4, 0, "the futex word is 4-byte aligned");
+        assert_eq!(COPIES, 32);
     }
 
     #[test]

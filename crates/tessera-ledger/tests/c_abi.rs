@@ -67,6 +67,9 @@ fn a_forked_child_is_told_and_can_reopen() {
     let ledger = tmp.join(format!("c-fork-ledger-{}", std::process::id()));
     let _ = std::fs::remove_file(&ledger);
     let run = Command::new(&exe)
+        // cargo's LD_LIBRARY_PATH would win over the rpath and may hold an older build
+        // of the library (target/debug/ is not refreshed by every test build)
+        .env_remove("LD_LIBRARY_PATH")
         .env("TESSERA_LEDGER", &ledger)
         .env("TESSERA_GPU_MEMORY", "1000")
         .output()
@@ -83,6 +86,9 @@ fn the_c_example_runs_against_the_library() {
     let ledger = tmp.join(format!("c-demo-ledger-{}", std::process::id()));
     let _ = std::fs::remove_file(&ledger);
     let run = Command::new(&exe)
+        // cargo's LD_LIBRARY_PATH would win over the rpath and may hold an older build
+        // of the library (target/debug/ is not refreshed by every test build)
+        .env_remove("LD_LIBRARY_PATH")
         .env("TESSERA_LEDGER", &ledger)
         .env("TESSERA_GPU_MEMORY", "4799M")
         .output()

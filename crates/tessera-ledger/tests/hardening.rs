@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tessera_core::Bytes;
-use tessera_ledger::layout::{CopyHead, Header, PAGE, State};
+use tessera_ledger::layout::{COPIES, CopyHead, Header, State};
 use tessera_ledger::{
     Access, GpuSource, Ledger, LedgerConfig, LedgerError, NotificationPolicy, Wait,
 };
@@ -202,7 +202,7 @@ fn raw_state(path: &Path) -> State {
     for _ in 0..1000 {
         let bytes = std::fs::read(path).unwrap();
         let header: Header = bytemuck_header(&bytes);
-        let at = PAGE as usize;
+        let at = COPIES as usize;
         let crc = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
         let start = at + std::mem::size_of::<CopyHead>();

@@ -25,9 +25,16 @@ pub struct LedgerBenchArgs {
     /// Print one JSON object per stage and configuration.
     #[arg(long)]
     json: bool,
+    /// Live holder processes beside which the pre-allocation + post-free pair is timed
+    /// (each holds 1 MiB; 0 = the pair alone, the baseline of the ratios).
+    #[arg(long, value_delimiter = ',', default_values_t = [0usize, 1, 16, 128])]
+    holders: Vec<usize>,
     /// Internal: run as a contender on this ledger until killed.
     #[arg(long, hide = true)]
     contend_on: Option<PathBuf>,
+    /// Internal: hold 1 MiB on this ledger until killed.
+    #[arg(long, hide = true)]
+    hold_on: Option<PathBuf>,
 }
 
 /// schedGPU Figure 9, shared memory with file lock, in microseconds; the other
@@ -38,8 +45,8 @@ fn config(path: &Path) -> LedgerConfig {
     LedgerConfig::new(path, GpuSource::Explicit(vec![Bytes::mib(4799)]))
 }
 
-fn contend(path: &Path) -> Result<()> {
-    // never outlive the benchmark that started us, even if it crashed
+/// Never outlive the benchmark that started us, even if it crashed.
+fn exit_with_parent() {
     let parent = rustix::process::getppid();
     std::thread::spawn(move || {
         loop {
@@ -49,6 +56,10 @@ fn contend(path: &Path) -> Result<()> {
             }
         }
     });
+}
+
+fn contend(path: &Path) -> Result<()> {
+    exit_with_parent();
     let l = Ledger::open(&config(path))?;
     loop {
         if l.pre_alloc(0, 1 << 20, Wait::NoWait).is_ok() {
@@ -57,9 +68,23 @@ fn contend(path: &Path) -> Result<()> {
     }
 }
 
+fn hold(path: &Path) -> Result<()> {
+    exit_with_parent();
+    let l = Ledger::open(&config(path))?;
+    l.pre_alloc(0, 1 << 20, Wait::NoWait)?;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "held")?;
+    out.flush()?;
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
 struct Row {
     stage: &'static str,
     contenders: usize,
+    holders: usize,
     p50: u64,
     p99: u64,
 }
@@ -72,7 +97,7 @@ fn time_stages(
 ) -> Result<()> {
     let mut push = |stage, mut samples: Vec<u64>| {
         let (p50, p99) = percentiles(&mut samples);
-        rows.push(Row { stage, contenders, p50, p99 });
+        rows.push(Row { stage, contenders, holders: 0, p50, p99 });
     };
     // init and shutdown of a client of an existing ledger
     let (mut init, mut shut) = (Vec::new(), Vec::new());
@@ -133,6 +158,55 @@ fn time_stages(
     Ok(())
 }
 
+fn spawn_holder(path: &Path) -> Result<Child> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["bench", "ledger", "--hold-on"])
+        .arg(path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("spawning a holder")?;
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(child.stdout.take().context("holder stdout")?).read_line(&mut line)?;
+    anyhow::ensure!(line.trim() == "held", "a holder failed to hold: {:?}", child.wait());
+    Ok(child)
+}
+
+/// The pre-allocation + post-free pair, timed as one operation, beside each number of
+/// live holder processes (which the pair never checks: the sanity check runs only when
+/// memory is short).
+fn time_pair_by_holders(path: &Path, a: &LedgerBenchArgs, rows: &mut Vec<Row>) -> Result<()> {
+    let mut counts = a.holders.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    let mut holders: Vec<Child> = Vec::new();
+    let timed = (|| -> Result<()> {
+        let l = Ledger::open(&config(path))?;
+        for &n in &counts {
+            while holders.len() < n {
+                holders.push(spawn_holder(path)?);
+            }
+            eprintln!("ledger bench: pre-allocation + post-free beside {n} holders ...");
+            let mut pair = Vec::with_capacity(a.iterations);
+            for _ in 0..a.iterations {
+                let t = Instant::now();
+                l.pre_alloc(0, 1 << 20, Wait::Forever)?;
+                l.post_free(0, 1 << 20)?;
+                pair.push(t.elapsed().as_nanos() as u64);
+            }
+            let (p50, p99) = percentiles(&mut pair);
+            rows.push(Row { stage: "pair", contenders: 0, holders: n, p50, p99 });
+        }
+        l.shutdown()?;
+        Ok(())
+    })();
+    for c in &mut holders {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    timed
+}
+
 fn spawn_contender(path: &Path) -> Result<Child> {
     Command::new(std::env::current_exe()?)
         .args(["bench", "ledger", "--contend-on"])
@@ -145,6 +219,9 @@ fn spawn_contender(path: &Path) -> Result<Child> {
 pub fn run(a: LedgerBenchArgs) -> Result<()> {
     if let Some(path) = &a.contend_on {
         return contend(path);
+    }
+    if let Some(path) = &a.hold_on {
+        return hold(path);
     }
     let dir = std::env::temp_dir();
     let path = dir.join(format!("tessera-bench-ledger-{}", std::process::id()));
@@ -165,6 +242,7 @@ pub fn run(a: LedgerBenchArgs) -> Result<()> {
         }
         timed?;
     }
+    time_pair_by_holders(&path, &a, &mut rows)?;
     creator.shutdown()?;
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(
@@ -178,7 +256,7 @@ pub fn run(a: LedgerBenchArgs) -> Result<()> {
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({"stage": r.stage, "contenders": r.contenders, "p50_ns": r.p50, "p99_ns": r.p99})
+                serde_json::json!({"stage": r.stage, "contenders": r.contenders, "holders": r.holders, "p50_ns": r.p50, "p99_ns": r.p99})
             )?;
         }
         return Ok(());
@@ -189,7 +267,7 @@ pub fn run(a: LedgerBenchArgs) -> Result<()> {
         "{:<16} {:>11} {:>11} {:>14} {:>14} {:>10}",
         "stage", "p50", "p99", "p50 contended", "p99 contended", "paper"
     )?;
-    for r in rows.iter().filter(|r| r.contenders == 0) {
+    for r in rows.iter().filter(|r| r.contenders == 0 && r.stage != "pair") {
         let c = rows.iter().find(|x| x.stage == r.stage && x.contenders > 0);
         let paper = PAPER_US
             .iter()
@@ -206,6 +284,24 @@ pub fn run(a: LedgerBenchArgs) -> Result<()> {
             c.map_or("-".into(), |c| us(c.p99)),
             paper
         )?;
+    }
+    let pairs: Vec<&Row> = rows.iter().filter(|r| r.stage == "pair").collect();
+    if let Some(alone) = pairs.iter().find(|r| r.holders == 0) {
+        writeln!(
+            out,
+            "\npre-allocation + post-free pair (one timed operation) by live holder processes"
+        )?;
+        writeln!(out, "{:<10} {:>11} {:>11} {:>16}", "holders", "p50 us", "p99 us", "p50 / alone")?;
+        for r in &pairs {
+            writeln!(
+                out,
+                "{:<10} {:>11.1} {:>11.1} {:>16.2}",
+                r.holders,
+                r.p50 as f64 / 1000.0,
+                r.p99 as f64 / 1000.0,
+                r.p50 as f64 / alone.p50.max(1) as f64
+            )?;
+        }
     }
     if let (Some(pre), Some(total)) = (
         rows.iter().find(|r| r.stage == "pre_allocation" && r.contenders == 0),
