@@ -308,11 +308,13 @@ impl State {
             last_sweep_ns: head.last_sweep_ns,
             last_janitor_ns: head.last_janitor_ns,
             gpus: head.gpus[..head.gpu_count as usize].to_vec(),
-            holders: (0..hn)
-                .map(|i| bytemuck::pod_read_unaligned(&rows[i * 24..i * 24 + 24]))
+            holders: rows[..hs]
+                .chunks_exact(std::mem::size_of::<HolderRow>())
+                .map(bytemuck::pod_read_unaligned)
                 .collect(),
-            waiters: (0..wn)
-                .map(|i| bytemuck::pod_read_unaligned(&rows[hs + i * 40..hs + i * 40 + 40]))
+            waiters: rows[hs..hs + ws]
+                .chunks_exact(std::mem::size_of::<WaiterRow>())
+                .map(bytemuck::pod_read_unaligned)
                 .collect(),
         };
         if !state.is_consistent() {
@@ -322,16 +324,15 @@ impl State {
     }
 
     /// The books add up: per GPU, used = sum of its holders and used <= total; rows name
-    /// existing GPUs; no (client, GPU) pair is itemised twice.
+    /// existing GPUs and hold something. (A (client, GPU) pair itemised twice would
+    /// still add up; it is not checked, to keep this O(rows) without allocating.)
     pub fn is_consistent(&self) -> bool {
         if self.gpus.is_empty() || self.gpus.len() > MAX_GPUS {
             return false;
         }
-        let mut sums = vec![0u64; self.gpus.len()];
-        let mut pairs = std::collections::HashSet::with_capacity(self.holders.len());
+        let mut sums = [0u64; MAX_GPUS];
         for h in &self.holders {
-            if h.gpu as usize >= self.gpus.len() || h.bytes == 0 || !pairs.insert((h.client, h.gpu))
-            {
+            if h.gpu as usize >= self.gpus.len() || h.bytes == 0 {
                 return false;
             }
             sums[h.gpu as usize] = sums[h.gpu as usize].saturating_add(h.bytes);
