@@ -50,6 +50,9 @@ pub struct DaemonConfig {
     pub socket: PathBuf,
     /// GPU memory ledger path (shared with non-daemon clients).
     pub ledger: PathBuf,
+    /// The group (name or gid) a shared ledger belongs to; without it the ledger is
+    /// private to the daemon's user.
+    pub ledger_group: Option<String>,
     /// Emulated GPUs.
     pub gpus: usize,
     /// Memory of each emulated GPU, MiB.
@@ -82,6 +85,7 @@ impl Default for DaemonConfig {
         DaemonConfig {
             socket: runtime.join("tesserad.sock"),
             ledger: PathBuf::from("/dev/shm/tessera-ledger"),
+            ledger_group: None,
             gpus: 4,
             gpu_memory_mib: 4096,
             executor: ExecutorKind::Emulated { speedup: 1.0 },

@@ -56,6 +56,9 @@ pub enum DaemonError {
     /// The CUDA executor was chosen but is unusable.
     #[error("cuda executor: {0}")]
     Cuda(String),
+    /// `ledger_group` names no group.
+    #[error("ledger_group {0:?} is not a group name or gid")]
+    NoSuchGroup(String),
     /// The memory ledger could not be opened.
     #[error(transparent)]
     Ledger(#[from] tessera_ledger::LedgerError),
@@ -139,10 +142,20 @@ impl Daemon {
             None => GpuSpec::uniform(cfg.gpus, Bytes::mib(cfg.gpu_memory_mib)),
         };
         let policy = cfg.policy_config().build(&gpus)?;
-        let ledger = Ledger::open(&LedgerConfig::new(
-            &cfg.ledger,
-            GpuSource::Explicit(gpus.iter().map(|g| g.memory).collect()),
-        ))?;
+        let access = match &cfg.ledger_group {
+            None => tessera_ledger::Access::Owner,
+            Some(g) => tessera_ledger::Access::Group(
+                tessera_ledger::access::resolve_group(g)
+                    .ok_or_else(|| DaemonError::NoSuchGroup(g.clone()))?,
+            ),
+        };
+        let ledger = Ledger::open(&LedgerConfig {
+            access,
+            ..LedgerConfig::new(
+                &cfg.ledger,
+                GpuSource::Explicit(gpus.iter().map(|g| g.memory).collect()),
+            )
+        })?;
         let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
         let (mailbox, rx) = Mailbox::new(bell.clone());
         let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 };
