@@ -46,6 +46,10 @@ typedef enum TesseraClientStatus {
    A bug in the library (it panicked).
    */
   TESSERA_CLIENT_INTERNAL = 8,
+  /*
+   The daemon shut down or died; tasks in flight will not complete.
+   */
+  TESSERA_CLIENT_DAEMON_GONE = 9,
 } TesseraClientStatus;
 
 /*

@@ -47,6 +47,10 @@ pub enum ClientError {
     /// No completion within the timeout.
     #[error("timed out waiting for a completion")]
     TimedOut,
+    /// The daemon went away (it shut down, or died: its end of the connection
+    /// closed); what was in flight will not complete.
+    #[error("tesserad is gone: it shut down or died; tasks in flight will not complete")]
+    DaemonGone,
     /// The shared region was unusable.
     #[error(transparent)]
     Region(#[from] RegionError),
@@ -346,27 +350,52 @@ impl Client {
         }
     }
 
-    /// The next completion of any task, waiting up to `timeout`.
+    /// Whether the daemon's end of the connection has closed (it shut down or died):
+    /// a non-blocking peek that sees end-of-file or a reset.
+    pub fn daemon_gone(&self) -> bool {
+        let mut b = [0u8; 1];
+        match rustix::net::recv(
+            &self.stream,
+            &mut b,
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+        ) {
+            Ok((0, _)) => true,
+            Ok(_) | Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) => false,
+            Err(_) => true,
+        }
+    }
+
+    fn wait_response(&self, timeout: Duration) -> Result<ResponseDesc, ClientError> {
+        self.rings()?
+            .0
+            .wait_response(SPINS, timeout, &|| self.daemon_gone())
+            .ok_or_else(|| self.why_no_response())
+    }
+
+    /// The next completion of any task, waiting up to `timeout` (`Duration::MAX`: no
+    /// limit). If the daemon goes away meanwhile, fails with
+    /// [`ClientError::DaemonGone`] within about 100 ms.
     pub fn wait_any(&mut self, timeout: Duration) -> Result<Completion, ClientError> {
         if let Some(c) = self.ready.pop_front() {
             return Ok(c);
         }
-        let r =
-            self.rings()?.0.wait_response(SPINS, timeout).ok_or_else(|| self.why_no_response())?;
+        let r = self.wait_response(timeout)?;
         Ok(self.completion(r))
     }
 
-    /// The completion of `handle`, waiting up to `timeout`; other completions that
-    /// arrive meanwhile are kept for `wait_any`.
+    /// The completion of `handle`, waiting up to `timeout` (`Duration::MAX`: no
+    /// limit); other completions that arrive meanwhile are kept for `wait_any`. If the
+    /// daemon goes away meanwhile, fails with [`ClientError::DaemonGone`] within about
+    /// 100 ms.
     pub fn wait(&mut self, handle: u64, timeout: Duration) -> Result<Completion, ClientError> {
         if let Some(i) = self.ready.iter().position(|c| c.handle == handle) {
             return Ok(self.ready.remove(i).expect("index in range"));
         }
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let r =
-                self.rings()?.0.wait_response(SPINS, left).ok_or_else(|| self.why_no_response())?;
+            let left = deadline
+                .map_or(Duration::MAX, |d| d.saturating_duration_since(std::time::Instant::now()));
+            let r = self.wait_response(left)?;
             let c = self.completion(r);
             if c.handle == handle {
                 return Ok(c);
@@ -377,9 +406,8 @@ impl Client {
 
     fn why_no_response(&self) -> ClientError {
         match &self.region {
-            Some((r, _)) if r.is_closed() => {
-                ClientError::Connect(std::io::Error::other("the daemon shut down"))
-            }
+            Some((r, _)) if r.is_closed() => ClientError::DaemonGone,
+            _ if self.daemon_gone() => ClientError::DaemonGone,
             _ => ClientError::TimedOut,
         }
     }

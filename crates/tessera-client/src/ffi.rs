@@ -33,6 +33,8 @@ pub enum TesseraClientStatus {
     TesseraClientBadArgument = 7,
     /// A bug in the library (it panicked).
     TesseraClientInternal = 8,
+    /// The daemon shut down or died; tasks in flight will not complete.
+    TesseraClientDaemonGone = 9,
 }
 
 /// How a task ended (`TesseraCompletion::outcome`).
@@ -85,6 +87,7 @@ fn status_of(e: &ClientError) -> TesseraClientStatus {
         ClientError::TooManyInFlight(_) => TesseraClientStatus::TesseraClientTooManyInFlight,
         ClientError::TooLarge { .. } => TesseraClientStatus::TesseraClientTooLarge,
         ClientError::TimedOut => TesseraClientStatus::TesseraClientTimedOut,
+        ClientError::DaemonGone => TesseraClientStatus::TesseraClientDaemonGone,
     }
 }
 

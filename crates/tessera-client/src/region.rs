@@ -11,9 +11,11 @@
 //! accesses are `SeqCst` so that a producer and a consumer going to sleep cannot both
 //! miss each other (the store-then-load pattern of Dekker's algorithm).
 //!
-//! Waking the daemon: it sleeps on an eventfd (the [`Doorbell`]); before sleeping it
-//! sets a flag in every client's region, and a client rings only if its own flag is
-//! set. Each client can thus only affect its own wake-ups.
+//! Waking the daemon: each client has its own eventfd (its [`Doorbell`]), which the
+//! daemon watches edge-triggered and never reads; before sleeping the daemon sets a
+//! flag in every client's region, and a client rings only if its own flag is set. Each
+//! client can thus only affect its own wake-ups, and nothing it does to its eventfd can
+//! block the daemon.
 //!
 //! Data: request `seq` owns data slot `seq % slots` for its input and, once answered,
 //! its output; the client never has more than `slots` requests in flight.
@@ -316,8 +318,14 @@ impl Region {
     }
 
     /// Client: wait for a response, spinning `spins` times before sleeping, for at most
-    /// `timeout` in total.
-    pub fn wait_response(&self, spins: u32, timeout: Duration) -> Option<ResponseDesc> {
+    /// `timeout` in total (`Duration::MAX`: no limit). `gone` is asked at least every
+    /// 100 ms while asleep; when it says the daemon is gone the wait ends with `None`.
+    pub fn wait_response(
+        &self,
+        spins: u32,
+        timeout: Duration,
+        gone: &dyn Fn() -> bool,
+    ) -> Option<ResponseDesc> {
         for _ in 0..spins {
             if let Some(r) = self.pop_response() {
                 return Some(r);
@@ -325,7 +333,7 @@ impl Region {
             std::hint::spin_loop();
         }
         let h = self.header();
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
             let seen = h.client_wake.value.load(Ordering::SeqCst);
             h.client_sleeping.value.store(1, Ordering::SeqCst);
@@ -333,8 +341,9 @@ impl Region {
                 h.client_sleeping.value.store(0, Ordering::SeqCst);
                 return Some(r);
             }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() || self.is_closed() {
+            let left = deadline
+                .map_or(Duration::MAX, |d| d.saturating_duration_since(std::time::Instant::now()));
+            if left.is_zero() || self.is_closed() || gone() {
                 h.client_sleeping.value.store(0, Ordering::SeqCst);
                 return self.pop_response();
             }
@@ -428,7 +437,15 @@ impl Doorbell {
         let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
     }
 
-    /// Daemon: sleep until rung or `timeout`, then reset the bell.
+    /// Daemon: reset a doorbell no client holds (a non-blocking read; on a client's,
+    /// whose flags the client controls, it could block).
+    pub fn drain(&self) {
+        let mut buf = [0u8; 8];
+        let _ = rustix::io::read(&self.fd, &mut buf);
+    }
+
+    /// Sleep until rung or `timeout`, then reset the bell (only for a doorbell no one
+    /// else holds: see [`Doorbell::drain`]).
     pub fn wait(&self, timeout: Duration) {
         let ts = rustix::time::Timespec {
             tv_sec: timeout.as_secs() as i64,
@@ -472,8 +489,9 @@ mod tests {
         let f = memfd("ring-wake");
         let a = Region::create(&f, 8, 64).unwrap();
         let b = Region::map(&f).unwrap();
-        let t =
-            std::thread::spawn(move || b.wait_response(10, Duration::from_secs(10)).map(|r| r.seq));
+        let t = std::thread::spawn(move || {
+            b.wait_response(10, Duration::from_secs(10), &|| false).map(|r| r.seq)
+        });
         std::thread::sleep(Duration::from_millis(20));
         assert!(a.push_response(&ResponseDesc { seq: 42, ..Default::default() }));
         assert_eq!(t.join().unwrap(), Some(42));

@@ -179,3 +179,29 @@ fn status_without_a_daemon_says_so() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no tesserad at"));
 }
+
+/// After `kill -9` of the daemon a wait used to run out its whole timeout, or block
+/// forever without one; now it fails with a typed error within a bounded time.
+#[test]
+fn a_client_notices_a_dead_daemon() {
+    let (socket, ledger) = (tmp("dead.sock"), tmp("dead-ledger"));
+    let mut daemon = start_daemon(&socket, &ledger, &[]);
+    let mut c = Client::connect(&socket).unwrap();
+    let t = c.register(TenantOptions::batch()).unwrap();
+    let task = TaskRequest {
+        kernel: 1,
+        cost: Duration::from_secs(600), // it will not finish
+        memory: 0,
+        input: vec![],
+        output_len: 0,
+    };
+    let h = c.submit(t, &task).unwrap();
+    daemon.0.kill().unwrap(); // SIGKILL: no drain, no goodbye
+    daemon.0.wait().unwrap();
+    let started = Instant::now();
+    let r = c.wait(h, Duration::MAX);
+    assert!(matches!(r, Err(tessera_client::ClientError::DaemonGone)), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(60), "noticed, not timed out");
+    let r = c.wait_any(Duration::from_secs(3600));
+    assert!(matches!(r, Err(tessera_client::ClientError::DaemonGone)), "{r:?}");
+}

@@ -33,6 +33,8 @@ pub enum Msg {
         conn: ConnId,
         /// Its region.
         region: Arc<Region>,
+        /// Its own doorbell (the client has the other end of the same eventfd).
+        bell: Doorbell,
         /// Peer pid (SO_PEERCRED).
         pid: u32,
         /// Peer uid.
@@ -149,6 +151,15 @@ impl Clock {
 
 struct Conn {
     region: Arc<Region>,
+    /// This client's doorbell, watched edge-triggered and never read: the client
+    /// shares its open file (and so its O_NONBLOCK flag and its counter), so a read
+    /// could block the core on whatever the client did to it.
+    bell: Doorbell,
+    /// Rings in the current one-second window that found no request.
+    spurious: u32,
+    window: Instant,
+    /// A client ringing without requests is not listened to until then.
+    muted_until: Option<Instant>,
     pid: u32,
     uid: u32,
     alive: bool,
@@ -191,6 +202,9 @@ struct GpuRt {
 
 /// The core's state.
 pub struct Core {
+    /// Wakes the sleeping core: the mailbox's private doorbell (data 0) and every
+    /// client's own doorbell (data = its connection id).
+    epoll: std::os::fd::OwnedFd,
     policy: Box<dyn Policy>,
     clock: Clock,
     rx: Receiver<Msg>,
@@ -242,6 +256,22 @@ pub struct Limits {
 /// Spin this long without work before sleeping on the doorbell.
 const SPIN: Duration = Duration::from_micros(20);
 
+/// A client whose doorbell rings more often than this per second with nothing in its
+/// ring is muted for [`MUTE`]: its requests are still served, at the core's own pace.
+const SPURIOUS_PER_SECOND: u32 = 2_000;
+const MUTE: Duration = Duration::from_millis(100);
+
+fn listen(epoll: &std::os::fd::OwnedFd, bell: &Doorbell, data: u64, edge: bool) {
+    use rustix::event::epoll;
+    let mut flags = epoll::EventFlags::IN;
+    if edge {
+        flags |= epoll::EventFlags::ET;
+    }
+    if let Err(e) = epoll::add(epoll, bell.as_fd(), epoll::EventData::new_u64(data), flags) {
+        tracing::error!(error = %e, data, "cannot watch a doorbell");
+    }
+}
+
 impl Core {
     /// A core over `gpu_memory` (one entry per GPU).
     #[allow(clippy::too_many_arguments)]
@@ -256,7 +286,11 @@ impl Core {
         executor_name: String,
         limits: Limits,
     ) -> Core {
+        let epoll = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
+            .expect("epoll_create1 cannot fail on Linux but for lack of memory or descriptors");
+        listen(&epoll, &mailbox.bell, 0, false);
         Core {
+            epoll,
             policy,
             clock,
             rx,
@@ -342,8 +376,9 @@ impl Core {
             if mb.pending.load(Ordering::SeqCst) == 0
                 && !self.live.iter().any(|(_, r)| r.has_requests())
             {
-                mb.bell.wait(timeout.max(Duration::from_micros(100)));
+                self.sleep(timeout.max(Duration::from_micros(100)));
             }
+            let mb = &self.mailbox;
             mb.sleeping.store(false, Ordering::SeqCst);
             for (_, r) in &self.live {
                 r.set_daemon_sleeping(false);
@@ -357,6 +392,53 @@ impl Core {
         }
         tracing::info!("core drained; stopping executors");
         self.exec.stop();
+    }
+
+    /// Sleep on the doorbells until one rings or `timeout`. The core never reads a
+    /// client's doorbell (see [`Conn::bell`]); it reads only its private one, which no
+    /// client holds.
+    fn sleep(&mut self, timeout: Duration) {
+        use rustix::event::epoll;
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let mut events = [std::mem::MaybeUninit::<epoll::Event>::uninit(); 64];
+        let Ok((ready, _)) = epoll::wait(&self.epoll, &mut events, Some(&ts)) else { return };
+        let now = Instant::now();
+        for ev in ready.iter() {
+            let data = ev.data.u64();
+            if data == 0 {
+                self.mailbox.bell.drain();
+                continue;
+            }
+            let Some(c) = self.conns.get_mut(&data) else { continue };
+            if c.region.has_requests() {
+                continue;
+            }
+            if now.duration_since(c.window) > Duration::from_secs(1) {
+                c.window = now;
+                c.spurious = 0;
+            }
+            c.spurious += 1;
+            if c.spurious > SPURIOUS_PER_SECOND && c.muted_until.is_none() {
+                tracing::warn!(
+                    conn = data,
+                    pid = c.pid,
+                    "client rings its doorbell with nothing to do; muted for a while"
+                );
+                let _ = epoll::delete(&self.epoll, c.bell.as_fd());
+                c.muted_until = Some(now + MUTE);
+            }
+        }
+        for (&id, c) in self.conns.iter_mut() {
+            if c.alive && c.muted_until.is_some_and(|t| now >= t) {
+                c.muted_until = None;
+                c.spurious = 0;
+                c.window = now;
+                listen(&self.epoll, &c.bell, id, true);
+            }
+        }
     }
 
     /// The drain timed out: reset the GPUs still running tasks and end those tasks with
@@ -736,11 +818,23 @@ impl Core {
 
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Connected { conn, region, pid, uid } => {
+            Msg::Connected { conn, region, bell, pid, uid } => {
                 self.live.push((conn, region.clone()));
+                listen(&self.epoll, &bell, conn, true);
                 self.conns.insert(
                     conn,
-                    Conn { region, pid, uid, alive: true, tenants: BTreeSet::new(), tasks: 0 },
+                    Conn {
+                        region,
+                        bell,
+                        spurious: 0,
+                        window: Instant::now(),
+                        muted_until: None,
+                        pid,
+                        uid,
+                        alive: true,
+                        tenants: BTreeSet::new(),
+                        tasks: 0,
+                    },
                 );
             }
             Msg::Control { conn, pid, uid, request, reply } => {
@@ -754,6 +848,8 @@ impl Core {
                     .unwrap_or_default();
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.alive = false;
+                    // the client may keep the eventfd open; stop listening to it
+                    let _ = rustix::event::epoll::delete(&self.epoll, c.bell.as_fd());
                 }
                 self.live.retain(|(id, _)| *id != conn);
                 for t in tenants {

@@ -191,7 +191,7 @@ impl Daemon {
             .spawn(move || core.run())
             .map_err(io("spawning the core"))?;
         let listener_handle = listener.try_clone().map_err(io("cloning the listening socket"))?;
-        let server = Arc::new(Server::new(mailbox, bell.clone(), cfg.ring_slots, cfg.slot_bytes));
+        let server = Arc::new(Server::new(mailbox, cfg.ring_slots, cfg.slot_bytes));
         let s = server.clone();
         let accept = match std::thread::Builder::new()
             .name("accept".into())

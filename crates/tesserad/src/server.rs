@@ -26,7 +26,6 @@ pub(crate) fn seal_size(file: &File) -> std::io::Result<()> {
 #[derive(Debug)]
 pub struct Server {
     pub(crate) mailbox: Mailbox,
-    pub(crate) bell: Arc<tessera_client::region::Doorbell>,
     pub(crate) slots: u32,
     pub(crate) slot_bytes: u32,
     pub(crate) stopping: AtomicBool,
@@ -37,15 +36,9 @@ pub struct Server {
 }
 
 impl Server {
-    pub(crate) fn new(
-        mailbox: Mailbox,
-        bell: Arc<tessera_client::region::Doorbell>,
-        slots: u32,
-        slot_bytes: u32,
-    ) -> Server {
+    pub(crate) fn new(mailbox: Mailbox, slots: u32, slot_bytes: u32) -> Server {
         Server {
             mailbox,
-            bell,
             slots,
             slot_bytes,
             stopping: AtomicBool::new(false),
@@ -196,13 +189,15 @@ impl Server {
         // the client gets a writable descriptor: sealing the size means it cannot
         // truncate the region under the daemon (which would fault the daemon)
         seal_size(&file)?;
-        self.mailbox.send(Msg::Connected { conn, region: Arc::new(region), pid, uid });
+        // the client's own doorbell: whatever it does to it (clear O_NONBLOCK, drain or
+        // saturate the counter) touches no other client and never blocks the core
+        let bell = tessera_client::region::Doorbell::new()?;
+        let fds = [file.as_fd(), bell.as_fd()];
         let welcome =
             Reply::Welcome { protocol: PROTOCOL, slots: self.slots, slot_bytes: self.slot_bytes };
         let body = serde_json::to_vec(&welcome).map_err(std::io::Error::other)?;
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(&body);
-        let fds = [file.as_fd(), self.bell.as_fd()];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
         let mut cmsg = SendAncillaryBuffer::new(&mut space);
         cmsg.push(SendAncillaryMessage::ScmRights(&fds));
@@ -211,6 +206,7 @@ impl Server {
         while sent < frame.len() {
             sent += rustix::net::send(stream, &frame[sent..], SendFlags::NOSIGNAL)?;
         }
+        self.mailbox.send(Msg::Connected { conn, region: Arc::new(region), bell, pid, uid });
         Ok(())
     }
 }
