@@ -146,6 +146,18 @@ pub struct Completion {
     pub output: Vec<u8>,
 }
 
+/// Which tenants a status report lists (all of them, as far as this client may see,
+/// by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusFilter {
+    /// Only this tenant.
+    pub tenant: Option<u64>,
+    /// Only tenants of this uid.
+    pub uid: Option<u32>,
+    /// Only this GPU, and tenants with a task running on it.
+    pub gpu: Option<u32>,
+}
+
 /// A connection to `tesserad`. Not `Sync`: one thread drives it (open one per thread).
 #[derive(Debug)]
 pub struct Client {
@@ -238,9 +250,39 @@ impl Client {
         }
     }
 
-    /// The node's state.
+    /// The node's state with every tenant this client may see (all pages).
     pub fn status(&mut self) -> Result<StatusReport, ClientError> {
-        match self.call(&Request::Status)? {
+        self.status_where(StatusFilter::default())
+    }
+
+    /// The node's state with the tenants `filter` selects (all pages).
+    pub fn status_where(&mut self, filter: StatusFilter) -> Result<StatusReport, ClientError> {
+        let mut report = self.status_page(filter, 0)?;
+        // tenants come and go between pages: stop at an empty page whatever the total
+        while (report.tenants.len() as u64) < report.tenants_total {
+            let page = self.status_page(filter, report.tenants.len() as u64)?;
+            if page.tenants.is_empty() {
+                break;
+            }
+            report.tenants.extend(page.tenants);
+        }
+        Ok(report)
+    }
+
+    /// One page of the state, from the `offset`-th selected tenant.
+    pub fn status_page(
+        &mut self,
+        filter: StatusFilter,
+        offset: u64,
+    ) -> Result<StatusReport, ClientError> {
+        let req = Request::Status {
+            tenant: filter.tenant,
+            uid: filter.uid,
+            gpu: filter.gpu,
+            offset,
+            limit: 0,
+        };
+        match self.call(&req)? {
             Reply::Status(s) => Ok(s),
             other => Err(refused(other)),
         }

@@ -14,4 +14,6 @@ pub mod ffi;
 pub mod proto;
 pub mod region;
 
-pub use client::{Client, ClientError, Completion, Outcome, TaskRequest, TenantOptions};
+pub use client::{
+    Client, ClientError, Completion, Outcome, StatusFilter, TaskRequest, TenantOptions,
+};

@@ -9,7 +9,7 @@
 //! and, in the same `sendmsg`, passes two file descriptors (`SCM_RIGHTS`): the client's
 //! shared region (its request and response rings and data area, size-sealed) and the
 //! daemon's doorbell (an eventfd). Then the client registers tenants and submits tasks through its
-//! rings. `Status` works without `Hello`. Everything a connection registered ends with
+//! rings. `Status` works without `Hello` and answers in pages of [`STATUS_PAGE`] tenants. Everything a connection registered ends with
 //! it: when the client disconnects or dies, its queued tasks are cancelled and its
 //! tenants removed.
 
@@ -21,6 +21,9 @@ use std::io::{self, Read, Write};
 pub const PROTOCOL: u32 = 1;
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
+/// Most tenants one status reply lists (each takes about 200 bytes of JSON, so a page
+/// fits a frame with room to spare); [`Request::Status`] pages through the rest.
+pub const STATUS_PAGE: u32 = 200;
 
 /// What a tenant is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,8 +66,26 @@ pub enum Request {
         /// The tenant.
         tenant: u64,
     },
-    /// The node's state.
-    Status,
+    /// The node's state: the GPUs, and one page of the tenants this client may see
+    /// (root and the daemon's own user see all; others their own uid's), optionally
+    /// filtered.
+    Status {
+        /// Only this tenant.
+        #[serde(default)]
+        tenant: Option<u64>,
+        /// Only tenants of this uid.
+        #[serde(default)]
+        uid: Option<u32>,
+        /// Only this GPU, and tenants with a task running on it.
+        #[serde(default)]
+        gpu: Option<u32>,
+        /// Tenants to skip (paging).
+        #[serde(default)]
+        offset: u64,
+        /// Tenants in this page; 0 or more than [`STATUS_PAGE`] mean [`STATUS_PAGE`].
+        #[serde(default)]
+        limit: u32,
+    },
     /// Answered at once by the connection (transport benchmark).
     Ping,
 }
@@ -159,8 +180,11 @@ pub struct StatusReport {
     pub uptime_s: f64,
     /// Per GPU.
     pub gpus: Vec<GpuReport>,
-    /// Per tenant.
+    /// Per tenant: one page of those the query matches.
     pub tenants: Vec<TenantReport>,
+    /// Tenants the query matches, in all pages.
+    #[serde(default)]
+    pub tenants_total: u64,
     /// Counts since start.
     pub totals: Totals,
 }

@@ -12,7 +12,7 @@ use crate::event::Event;
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
 use crate::units::{Bytes, Nanos};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// How many recent durations per kernel predict a running task's completion time.
 const KERNEL_HISTORY: usize = 10;
@@ -81,6 +81,9 @@ pub struct FinishedTask {
 pub struct Board {
     gpus: Vec<(GpuSpec, GpuState)>,
     tenants: BTreeMap<TenantId, TenantQueue>,
+    /// Tenants with a non-empty queue: the queries a policy makes on every event walk
+    /// these, so their cost does not grow with idle tenants.
+    backlogged: BTreeSet<TenantId>,
     /// Where each live task is: in which tenant's queue, or running.
     task_tenant: BTreeMap<TaskId, TenantId>,
     kernel_time: BTreeMap<u32, WindowMean>,
@@ -102,6 +105,7 @@ impl Board {
         Board {
             gpus: gpus.iter().map(|g| (g.clone(), GpuState::Idle)).collect(),
             tenants: BTreeMap::new(),
+            backlogged: BTreeSet::new(),
             task_tenant: BTreeMap::new(),
             kernel_time: BTreeMap::new(),
             class_time: [WindowMean::new(KERNEL_HISTORY), WindowMean::new(KERNEL_HISTORY)],
@@ -222,6 +226,7 @@ impl Board {
         let seq = self.next_seq;
         self.next_seq += 1;
         tenant.queue.push_back(QueuedTask { spec: spec.clone(), submitted: now, seq });
+        self.backlogged.insert(spec.tenant);
         self.task_tenant.insert(spec.id, spec.tenant);
     }
 
@@ -230,6 +235,9 @@ impl Board {
         let Some(tenant) = self.tenants.get_mut(&tenant_id) else { return };
         if let Some(pos) = tenant.queue.iter().position(|q| q.spec.id == task) {
             tenant.queue.remove(pos);
+            if tenant.queue.is_empty() {
+                self.backlogged.remove(&tenant_id);
+            }
             self.task_tenant.remove(&task);
             out.push(Action::EndTask { task, reason: TaskEndReason::CancelledByClient });
         }
@@ -237,6 +245,7 @@ impl Board {
 
     fn tenant_left(&mut self, tenant_id: TenantId, out: &mut Vec<Action>) {
         let Some(tenant) = self.tenants.get_mut(&tenant_id) else { return };
+        self.backlogged.remove(&tenant_id);
         for queued in tenant.queue.drain(..) {
             self.task_tenant.remove(&queued.spec.id);
             out.push(Action::EndTask { task: queued.spec.id, reason: TaskEndReason::TenantLeft });
@@ -325,9 +334,22 @@ impl Board {
         }
     }
 
+    /// The tenants with queued tasks, in id order.
+    fn backlogged_tenants(&self) -> impl Iterator<Item = &TenantQueue> {
+        debug_assert!(
+            self.tenants.iter().all(|(id, t)| t.queue.is_empty() != self.backlogged.contains(id))
+                && self.backlogged.iter().all(|id| self.tenants.contains_key(id)),
+            "the backlog index is out of step with the queues"
+        );
+        self.backlogged.iter().filter_map(|id| self.tenants.get(id))
+    }
+
     /// Number of queued (not running) tasks of tenants matching `class_filter`.
     pub fn queued(&self, class_filter: impl Fn(ServiceClass) -> bool) -> usize {
-        self.tenants.values().filter(|t| class_filter(t.spec.class)).map(|t| t.queue.len()).sum()
+        self.backlogged_tenants()
+            .filter(|t| class_filter(t.spec.class))
+            .map(|t| t.queue.len())
+            .sum()
     }
 
     /// Number of running tasks of tenants matching `class_filter`.
@@ -343,8 +365,7 @@ impl Board {
         &self,
         class_filter: impl Fn(ServiceClass) -> bool,
     ) -> Option<Nanos> {
-        self.tenants
-            .values()
+        self.backlogged_tenants()
             .filter(|t| class_filter(t.spec.class))
             .filter_map(|t| t.queue.front())
             .map(|q| q.submitted)
@@ -354,8 +375,7 @@ impl Board {
     /// The tenant whose head-of-line task was submitted first, among tenants matching
     /// `class_filter` with a non-empty queue (first-come first-served across tenants).
     pub fn oldest_head(&self, class_filter: impl Fn(ServiceClass) -> bool) -> Option<TenantId> {
-        self.tenants
-            .values()
+        self.backlogged_tenants()
             .filter(|t| class_filter(t.spec.class))
             .filter_map(|t| t.queue.front().map(|q| (q.seq, t.spec.id)))
             .min()
@@ -365,14 +385,14 @@ impl Board {
     /// The next tenant after the round-robin cursor with a non-empty queue (Flexy
     /// §II-A), and advance the cursor to it.
     pub fn next_round_robin(&mut self) -> Option<TenantId> {
-        let after = |id: &TenantId| self.rr_cursor.is_none_or(|c| *id > c);
+        use std::ops::Bound::{Excluded, Unbounded};
+        let from = self.rr_cursor.map_or(Unbounded, Excluded);
         let next = self
-            .tenants
-            .values()
-            .filter(|t| !t.queue.is_empty())
-            .map(|t| t.spec.id)
-            .find(after)
-            .or_else(|| self.tenants.values().find(|t| !t.queue.is_empty()).map(|t| t.spec.id));
+            .backlogged
+            .range((from, Unbounded))
+            .next()
+            .or_else(|| self.backlogged.iter().next())
+            .copied();
         if next.is_some() {
             self.rr_cursor = next;
         }
@@ -388,6 +408,9 @@ impl Board {
         }
         let Some(t) = self.tenants.get_mut(&tenant) else { return };
         let Some(q) = t.queue.pop_front() else { return };
+        if t.queue.is_empty() {
+            self.backlogged.remove(&tenant);
+        }
         t.running += 1;
         let class = t.spec.class;
         out.push(Action::Dispatch { task: q.spec.id, placement: Placement::whole(gpu) });
@@ -423,11 +446,13 @@ impl Board {
                         }
                         return;
                     }
+                    let tenant = r.spec.tenant;
                     t.queue.push_front(QueuedTask {
                         spec: r.spec,
                         submitted: r.submitted,
                         seq: r.seq,
                     });
+                    self.backlogged.insert(tenant);
                 }
                 Some(id)
             }

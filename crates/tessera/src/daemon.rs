@@ -136,6 +136,15 @@ pub struct StatusArgs {
     /// Print the raw JSON report.
     #[arg(long)]
     json: bool,
+    /// Only this tenant.
+    #[arg(long)]
+    tenant: Option<u64>,
+    /// Only tenants of this uid.
+    #[arg(long)]
+    uid: Option<u32>,
+    /// Only this GPU, and the tenants running on it.
+    #[arg(long)]
+    gpu: Option<u32>,
 }
 
 fn mib(b: u64) -> String {
@@ -146,7 +155,11 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
     let socket = a.socket.unwrap_or_else(|| DaemonConfig::default().socket);
     let mut client = Client::connect_control(&socket)
         .with_context(|| format!("no tesserad at {}", socket.display()))?;
-    let s = client.status()?;
+    let s = client.status_where(tessera_client::StatusFilter {
+        tenant: a.tenant,
+        uid: a.uid,
+        gpu: a.gpu,
+    })?;
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     if a.json {
@@ -177,10 +190,11 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             100.0 * g.utilization
         )?;
     }
+    writeln!(out, "\n{} tenants (those this user may see; root sees all)", s.tenants.len())?;
     writeln!(
         out,
-        "\n{:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
-        "tenant", "pid", "class", "queued", "done", "failed", "SLA met", "memory"
+        "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
+        "tenant", "pid", "uid", "class", "queued", "done", "failed", "SLA met", "memory"
     )?;
     for t in &s.tenants {
         let class = match t.class {
@@ -189,9 +203,10 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
         };
         writeln!(
             out,
-            "{:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
+            "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
             t.tenant,
             t.pid,
+            t.uid,
             class,
             t.queued,
             t.done,

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 use tessera_client::proto::{
-    ErrorCode, GpuReport, Reply, StatusReport, TenantClass, TenantReport, Totals,
+    ErrorCode, GpuReport, Reply, STATUS_PAGE, StatusReport, TenantClass, TenantReport, Totals,
 };
 use tessera_client::region::{Doorbell, Region, RequestDesc, ResponseDesc, op, reason, status};
 use tessera_core::action::TaskEndReason;
@@ -202,6 +202,8 @@ struct GpuRt {
 
 /// The core's state.
 pub struct Core {
+    /// The daemon's effective uid: its clients of that uid see every tenant.
+    daemon_uid: u32,
     /// Wakes the sleeping core: the mailbox's private doorbell (data 0) and every
     /// client's own doorbell (data = its connection id).
     epoll: std::os::fd::OwnedFd,
@@ -290,6 +292,7 @@ impl Core {
             .expect("epoll_create1 cannot fail on Linux but for lack of memory or descriptors");
         listen(&epoll, &mailbox.bell, 0, false);
         Core {
+            daemon_uid: rustix::process::geteuid().as_raw(),
             epoll,
             policy,
             clock,
@@ -919,7 +922,7 @@ impl Core {
         &mut self,
         conn: ConnId,
         _pid: u32,
-        _uid: u32,
+        uid: u32,
         request: tessera_client::proto::Request,
     ) -> Reply {
         use tessera_client::proto::Request;
@@ -928,7 +931,9 @@ impl Core {
             Request::Hello { .. } | Request::Ping => {
                 err(ErrorCode::BadRequest, "handled by the connection".into())
             }
-            Request::Status => Reply::Status(self.status()),
+            Request::Status { tenant, uid: of_uid, gpu, offset, limit } => Reply::Status(
+                self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit }),
+            ),
             Request::Register { class, sla_ms, weight, priority, memory } => {
                 if self.draining {
                     return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
@@ -995,7 +1000,36 @@ impl Core {
         }
     }
 
-    fn status(&self) -> StatusReport {
+    /// The node's state as `viewer` may see it: root and the daemon's own user see
+    /// every tenant; others only their own uid's (and GPUs busy with others' tasks as
+    /// just "busy"). One page of the tenants `q` selects.
+    fn status(&self, viewer: u32, q: StatusQuery) -> StatusReport {
+        let sees_all = viewer == 0 || viewer == self.daemon_uid;
+        let uid_of = |t: &TenantInfo| self.conns.get(&t.conn).map_or(u32::MAX, |c| c.uid);
+        let visible = |t: &TenantInfo| sees_all || uid_of(t) == viewer;
+        // per-tenant memory and GPUs in one pass over the running tasks
+        let mut held: BTreeMap<TenantId, u64> = BTreeMap::new();
+        let mut on_gpu: BTreeSet<TenantId> = BTreeSet::new();
+        for g in &self.gpus {
+            if let Some(info) = g.running.and_then(|t| self.tasks.get(&t)) {
+                *held.entry(info.tenant).or_default() += info.memory;
+                if info.started.is_some_and(|(gpu, _)| Some(gpu.0) == q.gpu) {
+                    on_gpu.insert(info.tenant);
+                }
+            }
+        }
+        let selected = self.tenants.iter().filter(|(id, t)| {
+            t.open
+                && visible(t)
+                && q.tenant.is_none_or(|x| x == id.0)
+                && q.uid.is_none_or(|u| u == uid_of(t))
+                && (q.gpu.is_none() || on_gpu.contains(id))
+        });
+        let total = selected.clone().count() as u64;
+        let limit = match q.limit {
+            0 => STATUS_PAGE,
+            n => n.min(STATUS_PAGE),
+        };
         let uptime = self.started.elapsed();
         let used = self.ledger.as_ref().and_then(|l| l.status().ok());
         StatusReport {
@@ -1006,6 +1040,7 @@ impl Core {
                 .gpus
                 .iter()
                 .enumerate()
+                .filter(|(i, _)| q.gpu.is_none_or(|g| g as usize == *i))
                 .map(|(i, g)| {
                     let busy = g.busy_total + g.busy_since.map_or(Duration::ZERO, |s| s.elapsed());
                     GpuReport {
@@ -1014,9 +1049,13 @@ impl Core {
                         busy: if g.resetting {
                             "resetting".into()
                         } else {
-                            g.running
-                                .and_then(|t| self.tasks.get(&t))
-                                .map_or("idle".into(), |t| format!("tenant {}", t.tenant.0))
+                            match g.running.and_then(|t| self.tasks.get(&t)) {
+                                None => "idle".into(),
+                                Some(t) if self.tenants.get(&t.tenant).is_some_and(visible) => {
+                                    format!("tenant {}", t.tenant.0)
+                                }
+                                Some(_) => "busy".into(),
+                            }
                         },
                         memory_used: used
                             .as_ref()
@@ -1031,10 +1070,9 @@ impl Core {
                     }
                 })
                 .collect(),
-            tenants: self
-                .tenants
-                .iter()
-                .filter(|(_, t)| t.open)
+            tenants: selected
+                .skip(usize::try_from(q.offset).unwrap_or(usize::MAX))
+                .take(limit as usize)
                 .map(|(id, t)| {
                     let c = self.conns.get(&t.conn);
                     TenantReport {
@@ -1055,16 +1093,22 @@ impl Core {
                         not_done: t.not_done,
                         sla_met: (t.class.is_user_facing() && t.done > 0)
                             .then(|| t.met as f64 / t.done as f64),
-                        memory_held: self
-                            .tasks
-                            .values()
-                            .filter(|x| x.tenant == *id && x.started.is_some())
-                            .map(|x| x.memory)
-                            .sum(),
+                        memory_held: held.get(id).copied().unwrap_or(0),
                     }
                 })
                 .collect(),
+            tenants_total: total,
             totals: self.totals.clone(),
         }
     }
+}
+
+/// What a status request selects.
+#[derive(Clone, Copy, Debug)]
+struct StatusQuery {
+    tenant: Option<u64>,
+    uid: Option<u32>,
+    gpu: Option<u32>,
+    offset: u64,
+    limit: u32,
 }
