@@ -90,7 +90,7 @@ typedef struct TesseraCompletion {
   /*
    For failed or cancelled tasks: 1 bad request, 2 unknown tenant, 3 no GPU memory,
    4 executor error, 5 cancelled by the client, 6 tenant closed, 7 shutdown,
-   8 unschedulable.
+   8 unschedulable, 9 over the uid's quota.
    */
   uint32_t reason;
   /*

@@ -59,7 +59,7 @@ pub struct TesseraCompletion {
     pub outcome: u32,
     /// For failed or cancelled tasks: 1 bad request, 2 unknown tenant, 3 no GPU memory,
     /// 4 executor error, 5 cancelled by the client, 6 tenant closed, 7 shutdown,
-    /// 8 unschedulable.
+    /// 8 unschedulable, 9 over the uid's quota.
     pub reason: u32,
     /// Nanoseconds queued (daemon's emulated clock).
     pub queued_ns: u64,

@@ -108,6 +108,9 @@ pub enum ErrorCode {
     ShuttingDown,
     /// The client speaks another protocol version.
     UnsupportedVersion,
+    /// The operator's policy does not allow this (e.g. a user-facing tenant for a uid
+    /// not in `user_facing_uids`).
+    Forbidden,
 }
 
 /// One GPU in a status report.

@@ -73,6 +73,9 @@ pub mod reason {
     pub const SHUTDOWN: u32 = 7;
     /// It can never run here.
     pub const UNSCHEDULABLE: u32 = 8;
+    /// Its uid already has as many tasks, or as much declared GPU time, queued or
+    /// running as the operator allows (`max_tasks_per_uid`, `max_gpu_ms_per_uid`).
+    pub const QUOTA: u32 = 9;
 }
 
 /// A request descriptor (64 bytes).
@@ -255,6 +258,15 @@ impl Region {
     /// Producer side of the request ring (client): push a descriptor; false if full.
     pub fn push_request(&self, d: &RequestDesc) -> bool {
         push(self, 0, &self.header().req_tail, &self.header().req_head, bytemuck::bytes_of(d))
+    }
+
+    /// Daemon: whether the request ring's indices are possible (the client, which can
+    /// write them, has not put the tail more than a ring ahead of the head).
+    pub fn requests_sane(&self) -> bool {
+        let h = self.header();
+        let (head, tail) =
+            (h.req_head.value.load(Ordering::Relaxed), h.req_tail.value.load(Ordering::SeqCst));
+        tail.wrapping_sub(head) <= self.slots
     }
 
     /// Whether the request ring holds anything (daemon, before sleeping).

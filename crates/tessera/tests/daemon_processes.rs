@@ -190,7 +190,7 @@ fn a_client_notices_a_dead_daemon() {
     let t = c.register(TenantOptions::batch()).unwrap();
     let task = TaskRequest {
         kernel: 1,
-        cost: Duration::from_secs(600), // it will not finish
+        cost: Duration::from_secs(50), // under max_task_ms; it will not finish
         memory: 0,
         input: vec![],
         output_len: 0,

@@ -76,6 +76,34 @@ pub struct DaemonConfig {
     /// How long a drain waits for running tasks, ms of wall time, before resetting
     /// their GPUs and ending them with reason `shutdown`.
     pub drain_timeout_ms: u64,
+    /// Users (uids) that may register user-facing tenants, besides root and the
+    /// daemon's own user. Everyone else registers batch tenants only.
+    pub user_facing_uids: Vec<u32>,
+    /// Tasks one uid may have queued or running at once, over all its connections.
+    pub max_tasks_per_uid: u32,
+    /// Declared GPU time one uid may have queued or running at once, ms of emulated
+    /// time (the sum of its tasks' costs).
+    pub max_gpu_ms_per_uid: u64,
+    /// Open tenants per connection.
+    pub max_tenants_per_conn: u32,
+    /// Open tenants per uid.
+    pub max_tenants_per_uid: u32,
+    /// Connections per uid.
+    pub max_conns_per_uid: u32,
+    /// What becomes of the running tasks of a tenant whose client disconnected or
+    /// died: `cancel` (its GPU is reset; the default) or `finish`.
+    pub departed_running: Departed,
+}
+
+/// What becomes of a departed tenant's running tasks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Departed {
+    /// Reset the GPU and end the task as cancelled (nobody waits for its result).
+    #[default]
+    Cancel,
+    /// Let it finish; its result is dropped.
+    Finish,
 }
 
 impl Default for DaemonConfig {
@@ -95,8 +123,15 @@ impl Default for DaemonConfig {
             sla_ms: 200,
             ring_slots: 64,
             slot_bytes: 4096,
-            max_task_ms: 3_600_000,
+            max_task_ms: 60_000,
             drain_timeout_ms: 30_000,
+            user_facing_uids: Vec::new(),
+            max_tasks_per_uid: 1024,
+            max_gpu_ms_per_uid: 600_000,
+            max_tenants_per_conn: 64,
+            max_tenants_per_uid: 1024,
+            max_conns_per_uid: 256,
+            departed_running: Departed::Cancel,
         }
     }
 }
@@ -156,6 +191,18 @@ impl DaemonConfig {
         }
         if self.sla_ms == 0 {
             return bad("sla_ms must be positive".into());
+        }
+        for (name, v) in [
+            ("max_task_ms", self.max_task_ms),
+            ("max_tasks_per_uid", u64::from(self.max_tasks_per_uid)),
+            ("max_gpu_ms_per_uid", self.max_gpu_ms_per_uid),
+            ("max_tenants_per_conn", u64::from(self.max_tenants_per_conn)),
+            ("max_tenants_per_uid", u64::from(self.max_tenants_per_uid)),
+            ("max_conns_per_uid", u64::from(self.max_conns_per_uid)),
+        ] {
+            if v == 0 {
+                return bad(format!("{name} must be positive"));
+            }
         }
         Ok(())
     }

@@ -160,6 +160,8 @@ struct Conn {
     window: Instant,
     /// A client ringing without requests is not listened to until then.
     muted_until: Option<Instant>,
+    /// Its connection is being closed for breaking the ring protocol (logged once).
+    kicked: std::cell::Cell<bool>,
     pid: u32,
     uid: u32,
     alive: bool,
@@ -169,6 +171,7 @@ struct Conn {
 
 struct TenantInfo {
     conn: ConnId,
+    uid: u32,
     class: ServiceClass,
     open: bool,
     /// Tasks of this tenant the daemon still tracks (queued or running).
@@ -181,6 +184,7 @@ struct TenantInfo {
 
 struct TaskInfo {
     conn: ConnId,
+    uid: u32,
     seq: u64,
     tenant: TenantId,
     work: Nanos,
@@ -202,6 +206,8 @@ struct GpuRt {
 
 /// The core's state.
 pub struct Core {
+    /// To close a misbehaving client's connection.
+    connections: Arc<crate::server::Connections>,
     /// The daemon's effective uid: its clients of that uid see every tenant.
     daemon_uid: u32,
     /// Wakes the sleeping core: the mailbox's private doorbell (data 0) and every
@@ -231,6 +237,7 @@ pub struct Core {
     slot_bytes: u32,
     limits: Limits,
     drain_started: Option<Instant>,
+    uid_use: BTreeMap<u32, UidUse>,
 }
 
 impl std::fmt::Debug for Core {
@@ -243,7 +250,7 @@ impl std::fmt::Debug for Core {
 }
 
 /// Limits the core enforces on what clients send.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Limits {
     /// Ring slots per client: the most tasks a client may have in flight.
     pub slots: u32,
@@ -253,6 +260,26 @@ pub struct Limits {
     pub max_task: Nanos,
     /// How long a drain waits for running tasks (wall time).
     pub drain_timeout: Duration,
+    /// Who besides root and the daemon's user may register user-facing tenants.
+    pub user_facing_uids: Vec<u32>,
+    /// Tasks one uid may have queued or running.
+    pub max_tasks_per_uid: u32,
+    /// Declared GPU time one uid may have queued or running.
+    pub max_gpu_per_uid: Nanos,
+    /// Open tenants per connection.
+    pub max_tenants_per_conn: u32,
+    /// Open tenants per uid.
+    pub max_tenants_per_uid: u32,
+    /// What becomes of a departed tenant's running tasks.
+    pub departed_running: crate::config::Departed,
+}
+
+/// What one uid holds in the daemon, for its quotas.
+#[derive(Clone, Copy, Debug, Default)]
+struct UidUse {
+    tasks: u32,
+    gpu: Nanos,
+    tenants: u32,
 }
 
 /// Spin this long without work before sleeping on the doorbell.
@@ -278,6 +305,7 @@ impl Core {
     /// A core over `gpu_memory` (one entry per GPU).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        connections: Arc<crate::server::Connections>,
         policy: Box<dyn Policy>,
         clock: Clock,
         rx: Receiver<Msg>,
@@ -292,6 +320,7 @@ impl Core {
             .expect("epoll_create1 cannot fail on Linux but for lack of memory or descriptors");
         listen(&epoll, &mailbox.bell, 0, false);
         Core {
+            connections,
             daemon_uid: rustix::process::geteuid().as_raw(),
             epoll,
             policy,
@@ -326,6 +355,7 @@ impl Core {
             slot_bytes: limits.slot_bytes,
             limits,
             drain_started: None,
+            uid_use: BTreeMap::new(),
         }
     }
 
@@ -481,6 +511,10 @@ impl Core {
                 continue;
             }
             let (conn, region) = (*conn, region.clone());
+            if !region.requests_sane() || self.conns.get(&conn).is_some_and(|c| c.kicked.get()) {
+                self.kick(conn, "its request ring's indices are impossible");
+                continue;
+            }
             // bounded per connection per pass, so one busy client cannot starve others
             for _ in 0..64 {
                 let Some(req) = region.pop_request() else { break };
@@ -492,11 +526,30 @@ impl Core {
     }
 
     fn respond(&self, conn: ConnId, r: ResponseDesc) {
-        if let Some(c) = self.conns.get(&conn).filter(|c| c.alive)
+        if let Some(c) = self.conns.get(&conn).filter(|c| c.alive && !c.kicked.get())
             && !c.region.push_response(&r)
         {
-            tracing::warn!(conn, "response ring full; client exceeded its slots");
+            // the ring has room for every task the protocol allows in flight: a full
+            // one means the client broke the protocol (or its indices)
+            self.kick(conn, "its response ring is full or its indices are impossible");
         }
+    }
+
+    /// Close a client's connection for breaking the ring protocol; logged once, and
+    /// everything it registered ends as for any disconnect.
+    fn kick(&self, conn: ConnId, why: &str) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        if c.kicked.replace(true) {
+            return;
+        }
+        tracing::warn!(
+            conn,
+            pid = c.pid,
+            uid = c.uid,
+            why,
+            "disconnecting a client that broke the ring protocol"
+        );
+        self.connections.kick(conn);
     }
 
     fn reject(&self, conn: ConnId, seq: u64, why: u32) {
@@ -559,12 +612,22 @@ impl Core {
                 if self.gpus.iter().all(|g| d.memory > g.memory) {
                     return self.reject(conn, d.seq, reason::UNSCHEDULABLE);
                 }
+                let uid = self.conns.get(&conn).map_or(u32::MAX, |c| c.uid);
+                let usage = self.uid_use.entry(uid).or_default();
+                if usage.tasks >= self.limits.max_tasks_per_uid
+                    || usage.gpu + Nanos(d.cost_ns) > self.limits.max_gpu_per_uid
+                {
+                    return self.reject(conn, d.seq, reason::QUOTA);
+                }
+                usage.tasks += 1;
+                usage.gpu += Nanos(d.cost_ns);
                 let id = TaskId(self.next_task);
                 self.next_task += 1;
                 self.tasks.insert(
                     id,
                     TaskInfo {
                         conn,
+                        uid,
                         seq: d.seq,
                         tenant,
                         work: Nanos(d.cost_ns),
@@ -744,6 +807,10 @@ impl Core {
 
     fn forget(&mut self, info: &TaskInfo) {
         self.by_seq.remove(&(info.conn, info.seq));
+        if let Some(u) = self.uid_use.get_mut(&info.uid) {
+            u.tasks = u.tasks.saturating_sub(1);
+            u.gpu = Nanos(u.gpu.0.saturating_sub(info.work.0));
+        }
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
             t.tasks = t.tasks.saturating_sub(1);
         }
@@ -832,6 +899,7 @@ impl Core {
                         spurious: 0,
                         window: Instant::now(),
                         muted_until: None,
+                        kicked: std::cell::Cell::new(false),
                         pid,
                         uid,
                         alive: true,
@@ -857,6 +925,17 @@ impl Core {
                 self.live.retain(|(id, _)| *id != conn);
                 for t in tenants {
                     self.close_tenant(t);
+                }
+                if self.limits.departed_running == crate::config::Departed::Cancel {
+                    let running: Vec<TaskId> = self
+                        .tasks
+                        .iter()
+                        .filter(|(_, t)| t.conn == conn && t.started.is_some())
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for task in running {
+                        self.cancel_running(task);
+                    }
                 }
                 self.gc_conn(conn);
             }
@@ -908,11 +987,49 @@ impl Core {
         }
     }
 
+    /// End a running task whose client is gone: reset its GPU (the executor abandons
+    /// the task) and tell the policy it failed, so that the GPU is scheduled again.
+    fn cancel_running(&mut self, task: TaskId) {
+        let Some(info) = self.tasks.remove(&task) else { return };
+        let Some((gpu, started)) = info.started else { return };
+        let g = &mut self.gpus[gpu.0 as usize];
+        if g.running == Some(task) {
+            g.running = None;
+            if let Some(since) = g.busy_since.take() {
+                g.busy_total += since.elapsed();
+            }
+            g.resetting = true;
+            self.totals.resets += 1;
+            self.exec.send(gpu, Command::Reset);
+        }
+        self.release_memory(gpu, info.memory);
+        self.totals.cancelled += 1;
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.not_done += 1;
+        }
+        tracing::info!(%task, %gpu, "cancelled the running task of a departed client");
+        self.forget(&info);
+        self.gc_tenant(info.tenant);
+        let ran_for = self.clock.now() - started;
+        self.deliver(Event::TaskFinished {
+            task,
+            placement: Placement::whole(gpu),
+            ran_for,
+            result: Err(ExecutionFailure { reason: "its client left: cancelled".into() }),
+        });
+    }
+
     fn close_tenant(&mut self, tenant: TenantId) {
         if let Some(t) = self.tenants.get_mut(&tenant)
             && t.open
         {
             t.open = false;
+            if let Some(u) = self.uid_use.get_mut(&t.uid) {
+                u.tenants = u.tenants.saturating_sub(1);
+            }
+            if let Some(c) = self.conns.get_mut(&t.conn) {
+                c.tenants.remove(&tenant);
+            }
             self.deliver(Event::TenantLeft { tenant });
         }
         self.gc_tenant(tenant);
@@ -959,12 +1076,44 @@ impl Core {
                         format!("{memory} bytes exceed every GPU's memory"),
                     );
                 }
+                if class.is_user_facing()
+                    && uid != 0
+                    && uid != self.daemon_uid
+                    && !self.limits.user_facing_uids.contains(&uid)
+                {
+                    return err(
+                        ErrorCode::Forbidden,
+                        format!("uid {uid} may register batch tenants only (user_facing_uids)"),
+                    );
+                }
+                let open_here = self.conns.get(&conn).map_or(0, |c| c.tenants.len());
+                if open_here >= self.limits.max_tenants_per_conn as usize {
+                    return err(
+                        ErrorCode::NoCapacity,
+                        format!(
+                            "a connection may have {} open tenants (max_tenants_per_conn)",
+                            self.limits.max_tenants_per_conn
+                        ),
+                    );
+                }
+                let usage = self.uid_use.entry(uid).or_default();
+                if usage.tenants >= self.limits.max_tenants_per_uid {
+                    return err(
+                        ErrorCode::NoCapacity,
+                        format!(
+                            "uid {uid} has {} open tenants (max_tenants_per_uid)",
+                            usage.tenants
+                        ),
+                    );
+                }
+                usage.tenants += 1;
                 let id = TenantId(self.next_tenant);
                 self.next_tenant += 1;
                 self.tenants.insert(
                     id,
                     TenantInfo {
                         conn,
+                        uid,
                         class,
                         open: true,
                         tasks: 0,

@@ -56,6 +56,9 @@ pub enum DaemonError {
     /// The CUDA executor was chosen but is unusable.
     #[error("cuda executor: {0}")]
     Cuda(String),
+    /// A path the daemon would use holds something it must not touch.
+    #[error("refusing to start: {0}")]
+    Unsafe(String),
     /// `ledger_group` names no group.
     #[error("ledger_group {0:?} is not a group name or gid")]
     NoSuchGroup(String),
@@ -109,13 +112,31 @@ impl Daemon {
             p.push(".lock");
             PathBuf::from(p)
         };
-        let mut lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(io(format!("opening {}", lock_path.display())))?;
+        // never follow a symlink planted there (its target would be truncated below),
+        // and only ever use a regular file of our own
+        let mut lock = {
+            use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+            let lock = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&lock_path)
+                .map_err(io(format!(
+                    "opening {} (a symlink there is refused)",
+                    lock_path.display()
+                )))?;
+            let meta = lock.metadata().map_err(io("inspecting the lock file"))?;
+            if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
+                return Err(DaemonError::Unsafe(format!(
+                    "{} is not a regular file of this user",
+                    lock_path.display()
+                )));
+            }
+            lock
+        };
         if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
             let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
             return Err(DaemonError::AlreadyRunning {
@@ -125,8 +146,20 @@ impl Daemon {
         }
         lock.set_len(0).map_err(io("writing the lock file"))?;
         let _ = writeln!(lock, "pid {}", std::process::id());
-        // we hold the lock, so a socket file left here is stale
-        let _ = std::fs::remove_file(&cfg.socket);
+        // we hold the lock, so a socket left here is stale; anything else at that path
+        // is someone's file, not ours to delete
+        match std::fs::symlink_metadata(&cfg.socket) {
+            Ok(m) if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {
+                let _ = std::fs::remove_file(&cfg.socket);
+            }
+            Ok(_) => {
+                return Err(DaemonError::Unsafe(format!(
+                    "{} exists and is not a socket; remove it or choose another --socket",
+                    cfg.socket.display()
+                )));
+            }
+            Err(_) => {}
+        }
         let listener = UnixListener::bind(&cfg.socket)
             .map_err(io(format!("binding {}", cfg.socket.display())))?;
         std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600))
@@ -170,7 +203,9 @@ impl Daemon {
                 format!("emulated x{speedup}"),
             ),
         };
+        let connections = Arc::new(server::Connections::default());
         let core = Core::new(
+            connections.clone(),
             policy,
             clock,
             rx,
@@ -184,6 +219,12 @@ impl Daemon {
                 slot_bytes: cfg.slot_bytes,
                 max_task: Nanos::from_millis(cfg.max_task_ms),
                 drain_timeout: std::time::Duration::from_millis(cfg.drain_timeout_ms),
+                user_facing_uids: cfg.user_facing_uids.clone(),
+                max_tasks_per_uid: cfg.max_tasks_per_uid,
+                max_gpu_per_uid: Nanos::from_millis(cfg.max_gpu_ms_per_uid),
+                max_tenants_per_conn: cfg.max_tenants_per_conn,
+                max_tenants_per_uid: cfg.max_tenants_per_uid,
+                departed_running: cfg.departed_running,
             },
         );
         let core = std::thread::Builder::new()
@@ -191,7 +232,13 @@ impl Daemon {
             .spawn(move || core.run())
             .map_err(io("spawning the core"))?;
         let listener_handle = listener.try_clone().map_err(io("cloning the listening socket"))?;
-        let server = Arc::new(Server::new(mailbox, cfg.ring_slots, cfg.slot_bytes));
+        let server = Arc::new(Server::new(
+            mailbox,
+            cfg.ring_slots,
+            cfg.slot_bytes,
+            cfg.max_conns_per_uid,
+            connections,
+        ));
         let s = server.clone();
         let accept = match std::thread::Builder::new()
             .name("accept".into())

@@ -22,28 +22,67 @@ pub(crate) fn seal_size(file: &File) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Every open connection's socket, so that stopping — or the core, when a client
+/// misbehaves — can close it (its thread then sees the end and cleans up).
+#[derive(Debug, Default)]
+pub(crate) struct Connections(std::sync::Mutex<std::collections::BTreeMap<ConnId, UnixStream>>);
+
+impl Connections {
+    fn insert(&self, conn: ConnId, s: UnixStream) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, s);
+    }
+
+    fn remove(&self, conn: ConnId) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn);
+    }
+
+    /// Close one connection.
+    pub(crate) fn kick(&self, conn: ConnId) {
+        if let Some(s) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&conn) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn close_all(&self) {
+        for s in self.0.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
 /// Shared by the accept loop and connection threads.
 #[derive(Debug)]
 pub struct Server {
     pub(crate) mailbox: Mailbox,
     pub(crate) slots: u32,
     pub(crate) slot_bytes: u32,
+    max_conns_per_uid: u32,
+    /// Open connections per uid.
+    per_uid: std::sync::Mutex<std::collections::HashMap<u32, u32>>,
     pub(crate) stopping: AtomicBool,
     next_conn: AtomicU64,
     /// Every open connection, so that stopping can close them (their threads would
     /// otherwise wait for the client forever).
-    streams: std::sync::Mutex<std::collections::BTreeMap<ConnId, UnixStream>>,
+    streams: Arc<Connections>,
 }
 
 impl Server {
-    pub(crate) fn new(mailbox: Mailbox, slots: u32, slot_bytes: u32) -> Server {
+    pub(crate) fn new(
+        mailbox: Mailbox,
+        slots: u32,
+        slot_bytes: u32,
+        max_conns_per_uid: u32,
+        streams: Arc<Connections>,
+    ) -> Server {
         Server {
             mailbox,
             slots,
             slot_bytes,
+            max_conns_per_uid,
+            per_uid: Default::default(),
             stopping: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
-            streams: Default::default(),
+            streams,
         }
     }
 
@@ -76,18 +115,15 @@ impl Server {
 
     /// Close every client connection (at shutdown, after the core has drained).
     pub(crate) fn close_all(&self) {
-        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        for s in streams.values() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
+        self.streams.close_all();
     }
 
     fn serve(&self, conn: ConnId, mut stream: UnixStream) {
         if let Ok(clone) = stream.try_clone() {
-            self.streams.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, clone);
+            self.streams.insert(conn, clone);
         }
         self.serve_stream(conn, &mut stream);
-        self.streams.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn);
+        self.streams.remove(conn);
     }
 
     fn serve_stream(&self, conn: ConnId, stream: &mut UnixStream) {
@@ -99,6 +135,36 @@ impl Server {
             }
         };
         tracing::debug!(conn, pid, uid, "client connected");
+        {
+            let mut per_uid = self.per_uid.lock().unwrap_or_else(|p| p.into_inner());
+            let n = per_uid.entry(uid).or_default();
+            if *n >= self.max_conns_per_uid {
+                drop(per_uid);
+                let _ = proto::write_frame(
+                    stream,
+                    &Reply::Error {
+                        code: ErrorCode::NoCapacity,
+                        message: format!(
+                            "uid {uid} already has {} connections (max_conns_per_uid)",
+                            self.max_conns_per_uid
+                        ),
+                    },
+                );
+                return;
+            }
+            *n += 1;
+        }
+        self.serve_connection(conn, pid, uid, stream);
+        let mut per_uid = self.per_uid.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = per_uid.get_mut(&uid) {
+            *n -= 1;
+            if *n == 0 {
+                per_uid.remove(&uid);
+            }
+        }
+    }
+
+    fn serve_connection(&self, conn: ConnId, pid: u32, uid: u32, stream: &mut UnixStream) {
         let mut hello_done = false;
         loop {
             let request: Request = match proto::read_frame(stream) {

@@ -10,7 +10,7 @@ use tessera_client::proto::{ErrorCode, TenantClass};
 use tessera_client::region::reason;
 use tessera_client::{Client, ClientError, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
-use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
+use tesserad::config::{DaemonConfig, Departed, ExecutorKind, PolicyName};
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -188,7 +188,15 @@ fn many_concurrent_clients_are_served() {
 
 #[test]
 fn a_disconnected_client_leaves_nothing_behind() {
-    let d = Daemon::start(&config(PolicyName::Priority)).unwrap();
+    for departed in [Departed::Cancel, Departed::Finish] {
+        leaves_nothing_behind(departed);
+    }
+}
+
+fn leaves_nothing_behind(departed: Departed) {
+    let d =
+        Daemon::start(&DaemonConfig { departed_running: departed, ..config(PolicyName::Priority) })
+            .unwrap();
     {
         let mut c = Client::connect(d.socket()).unwrap();
         let t = c.register(batch()).unwrap();
@@ -207,9 +215,17 @@ fn a_disconnected_client_leaves_nothing_behind() {
         s = c.status().unwrap();
     }
     assert!(s.tenants.is_empty(), "{:?}", s.tenants);
-    // priority with K = 1 of 2 GPUs: one batch task ran (and finished), seven were queued
-    assert_eq!(s.totals.cancelled, 7, "queued tasks cancelled");
-    assert_eq!(s.totals.batch_done, 1, "the running task finished");
+    // priority with K = 1 of 2 GPUs: one batch task ran, seven were queued
+    match departed {
+        Departed::Cancel => {
+            assert_eq!(s.totals.cancelled, 8, "queued and running tasks cancelled");
+            assert_eq!((s.totals.batch_done, s.totals.resets), (0, 1), "its GPU was reset");
+        }
+        Departed::Finish => {
+            assert_eq!(s.totals.cancelled, 7, "queued tasks cancelled");
+            assert_eq!(s.totals.batch_done, 1, "the running task finished");
+        }
+    }
     assert!(s.gpus.iter().all(|g| g.memory_used == 0));
 }
 
@@ -289,6 +305,7 @@ fn limits_on_what_a_client_may_ask_are_enforced() {
 fn a_drain_does_not_wait_forever_for_a_long_task() {
     let d = Daemon::start(&DaemonConfig {
         drain_timeout_ms: 200,
+        max_task_ms: 3_600_000,
         executor: ExecutorKind::Emulated { speedup: 1.0 },
         ..config(PolicyName::RoundRobin)
     })

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tessera_client::proto::{self, PROTOCOL, Request, TenantClass};
-use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
+use tessera_client::region::reason;
+use tessera_client::{Client, ClientError, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
@@ -123,4 +124,162 @@ fn a_client_ringing_in_a_loop_does_not_stop_others() {
     }
     stop.store(true, Ordering::Relaxed);
     ringer.join().unwrap();
+}
+
+/// `tessera status` used to break at about 550 tenants (the reply outgrew the frame and
+/// the daemon closed the connection). Now it comes in pages, and can be filtered.
+#[test]
+fn status_lists_a_thousand_tenants_in_pages_and_filters() {
+    let d = Daemon::start(&config()).unwrap();
+    let mut clients: Vec<Client> = (0..16).map(|_| Client::connect(d.socket()).unwrap()).collect();
+    let mut ids = Vec::new();
+    for c in &mut clients {
+        for _ in 0..63 {
+            ids.push(c.register(batch()).unwrap());
+        }
+    }
+    let mut observer = Client::connect_control(d.socket()).unwrap();
+    let s = observer.status().unwrap();
+    assert_eq!((s.tenants.len(), s.tenants_total), (1008, 1008));
+    let page = observer.status_page(tessera_client::StatusFilter::default(), 1000).unwrap();
+    assert_eq!(page.tenants.len(), 8, "the last page");
+    let one = observer
+        .status_where(tessera_client::StatusFilter { tenant: Some(ids[500]), ..Default::default() })
+        .unwrap();
+    assert_eq!(one.tenants.len(), 1);
+    assert_eq!(one.tenants[0].tenant, ids[500]);
+    let gpu = observer
+        .status_where(tessera_client::StatusFilter { gpu: Some(1), ..Default::default() })
+        .unwrap();
+    assert_eq!((gpu.gpus.len(), gpu.gpus[0].gpu, gpu.tenants.len()), (1, 1, 0), "nothing runs");
+}
+
+/// Tenants per connection are capped (registrations used to be unbounded: 100,000 of
+/// them slowed every other client's events).
+#[test]
+fn tenants_per_connection_are_capped() {
+    let d = Daemon::start(&DaemonConfig { max_tenants_per_conn: 5, ..config() }).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let ids: Vec<u64> = (0..5).map(|_| c.register(batch()).unwrap()).collect();
+    let r = c.register(batch());
+    assert!(
+        matches!(
+            &r,
+            Err(ClientError::Refused { code: tessera_client::proto::ErrorCode::NoCapacity, .. })
+        ),
+        "{r:?}"
+    );
+    c.close(ids[0]).unwrap();
+    c.register(batch()).expect("closing one makes room");
+}
+
+/// A uid's tasks and declared GPU time in flight are capped.
+#[test]
+fn a_uid_cannot_hold_more_than_its_quota() {
+    let d = Daemon::start(&DaemonConfig {
+        max_tasks_per_uid: 3,
+        max_gpu_ms_per_uid: 10_000,
+        gpus: 1,
+        policy: PolicyName::RoundRobin,
+        ..config()
+    })
+    .unwrap();
+    let mut a = Client::connect(d.socket()).unwrap();
+    let mut b = Client::connect(d.socket()).unwrap(); // same uid, another connection
+    let (ta, tb) = (a.register(batch()).unwrap(), b.register(batch()).unwrap());
+    let h1 = a.submit(ta, &task(8_000)).unwrap();
+    let h2 = b.submit(tb, &task(3_000)).unwrap();
+    assert_eq!(b.wait(h2, LONG).unwrap().outcome, Outcome::Failed(reason::QUOTA), "GPU time");
+    let small: Vec<u64> = (0..2).map(|_| b.submit(tb, &task(1)).unwrap()).collect();
+    let h4 = a.submit(ta, &task(1)).unwrap();
+    assert_eq!(a.wait(h4, LONG).unwrap().outcome, Outcome::Failed(reason::QUOTA), "task count");
+    for h in small {
+        assert_eq!(b.wait(h, LONG).unwrap().outcome, Outcome::Done);
+    }
+    let _ = h1;
+}
+
+/// When a client leaves, its running tasks are cancelled and their GPU reset (by
+/// default), instead of holding the GPU for as long as they declared.
+#[test]
+fn a_departed_clients_running_task_frees_its_gpu() {
+    let d = Daemon::start(&DaemonConfig {
+        gpus: 1,
+        max_task_ms: 3_600_000,
+        max_gpu_ms_per_uid: 3_600_000,
+        executor: ExecutorKind::Emulated { speedup: 1.0 },
+        policy: PolicyName::RoundRobin,
+        ..config()
+    })
+    .unwrap();
+    let mut hog = Client::connect(d.socket()).unwrap();
+    let t = hog.register(batch()).unwrap();
+    hog.submit(t, &task(600_000)).unwrap(); // ten minutes on the only GPU
+    std::thread::sleep(Duration::from_millis(100));
+    drop(hog);
+    let mut victim = Client::connect(d.socket()).unwrap();
+    let v = victim.register(batch()).unwrap();
+    let h = victim.submit(v, &task(1)).unwrap();
+    assert_eq!(victim.wait(h, LONG).unwrap().outcome, Outcome::Done, "the GPU was freed");
+    let s = victim.status().unwrap();
+    assert_eq!(s.tenants.len(), 1, "the hog's tenant is gone: {:?}", s.tenants);
+    assert!(s.totals.resets >= 1);
+}
+
+/// A client that floods its request ring beyond its slots (so that the answers cannot
+/// fit its response ring) is disconnected once, instead of costing a log line per
+/// dropped answer; others go on.
+#[test]
+fn a_client_that_breaks_the_ring_protocol_is_disconnected() {
+    let d = Daemon::start(&config()).unwrap();
+    let (mut attacker, fds) = raw_hello(d.socket());
+    let mut fds = fds.into_iter();
+    let region =
+        tessera_client::region::Region::map(&std::fs::File::from(fds.next().unwrap())).unwrap();
+    let bell = tessera_client::region::Doorbell::from_fd(fds.next().unwrap());
+    let req = tessera_client::region::RequestDesc {
+        tenant: 999_999, // not ours: every request is answered with a rejection
+        op: tessera_client::region::op::SUBMIT,
+        ..Default::default()
+    };
+    let mut victim = Client::connect(d.socket()).unwrap();
+    let t = victim.register(batch()).unwrap();
+    for i in 0..region.slots() * 8 {
+        let _ =
+            region.push_request(&tessera_client::region::RequestDesc { seq: u64::from(i), ..req });
+        bell.ring();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    attacker.set_read_timeout(Some(LONG)).unwrap();
+    let mut b = [0u8; 16];
+    use std::io::Read;
+    assert_eq!(
+        attacker.read(&mut b).unwrap_or(0),
+        0,
+        "the daemon closed the attacker's connection"
+    );
+    let h = victim.submit(t, &task(1)).unwrap();
+    assert_eq!(victim.wait(h, LONG).unwrap().outcome, Outcome::Done);
+}
+
+/// A symlink at the lock path is not followed (its target used to be truncated) and a
+/// file at the socket path is not deleted.
+#[test]
+fn the_daemon_does_not_follow_or_delete_what_others_planted() {
+    let cfg = config();
+    let target = cfg.socket.with_extension("precious");
+    std::fs::write(&target, b"keep me").unwrap();
+    let mut lock = cfg.socket.clone().into_os_string();
+    lock.push(".lock");
+    let _ = std::fs::remove_file(&lock);
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    let r = Daemon::start(&cfg);
+    assert!(r.is_err(), "started through a symlinked lock file");
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
+    std::fs::remove_file(&lock).unwrap();
+
+    std::fs::write(&cfg.socket, b"not a socket").unwrap();
+    let r = Daemon::start(&cfg);
+    assert!(matches!(r, Err(tesserad::DaemonError::Unsafe(_))), "{r:?}");
+    assert_eq!(std::fs::read(&cfg.socket).unwrap(), b"not a socket");
 }
