@@ -205,3 +205,65 @@ fn a_client_notices_a_dead_daemon() {
     let r = c.wait_any(Duration::from_secs(3600));
     assert!(matches!(r, Err(tessera_client::ClientError::DaemonGone)), "{r:?}");
 }
+
+/// A thousand connected clients, with the daemon started under the common soft limit
+/// of 1,024 descriptors: it raises the limit, and serves them all from one control
+/// thread (it used to stop near 500 clients, with a thread per connection).
+#[test]
+fn a_thousand_clients_are_served_by_one_control_thread() {
+    // this process holds two descriptors per client too
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let hard = limit.maximum.unwrap_or(u64::MAX);
+    if hard < 4096 {
+        eprintln!("SKIPPED: the hard descriptor limit ({hard}) is below 4096");
+        return;
+    }
+    let _ = rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit { current: limit.maximum, ..limit },
+    );
+    let (socket, ledger) = (tmp("many.sock"), tmp("many-ledger"));
+    let config = tmp("many.toml");
+    std::fs::write(&config, "max_conns_per_uid = 1100\n").unwrap();
+    let child = Command::new("sh")
+        .args(["-c", "ulimit -Sn 1024 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_tessera"))
+        .args(["daemon", "--emulate", "--speedup", "10", "--gpus", "2", "--policy", "flexy"])
+        .arg("--config")
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--ledger")
+        .arg(&ledger)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let daemon = DaemonProcess(child);
+    let t = Instant::now();
+    while Client::connect_control(&socket).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(20), "daemon did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut clients: Vec<Client> = (0..1000)
+        .map(|i| Client::connect(&socket).unwrap_or_else(|e| panic!("client {i}: {e}")))
+        .collect();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.0.id())).unwrap();
+    let threads: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    // main, core, control, one per GPU, and the signal handler's: not one per client
+    assert!(threads < 16, "{threads} threads for 1,000 clients");
+    let last = clients.last_mut().unwrap();
+    let t = last.register(TenantOptions::batch()).unwrap();
+    let task = TaskRequest {
+        kernel: 1,
+        cost: Duration::from_millis(1),
+        memory: 0,
+        input: vec![],
+        output_len: 0,
+    };
+    let h = last.submit(t, &task).unwrap();
+    assert_eq!(last.wait(h, Duration::from_secs(20)).unwrap().outcome, Outcome::Done);
+}

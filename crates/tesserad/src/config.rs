@@ -93,6 +93,9 @@ pub struct DaemonConfig {
     /// What becomes of the running tasks of a tenant whose client disconnected or
     /// died: `cancel` (its GPU is reset; the default) or `finish`.
     pub departed_running: Departed,
+    /// A connection that has not opened rings (a status query, say) and has said
+    /// nothing for this long is closed, seconds.
+    pub idle_timeout_s: u64,
 }
 
 /// What becomes of a departed tenant's running tasks.
@@ -130,8 +133,9 @@ impl Default for DaemonConfig {
             max_gpu_ms_per_uid: 600_000,
             max_tenants_per_conn: 64,
             max_tenants_per_uid: 1024,
-            max_conns_per_uid: 256,
+            max_conns_per_uid: 1024,
             departed_running: Departed::Cancel,
+            idle_timeout_s: 60,
         }
     }
 }
@@ -199,6 +203,7 @@ impl DaemonConfig {
             ("max_tenants_per_conn", u64::from(self.max_tenants_per_conn)),
             ("max_tenants_per_uid", u64::from(self.max_tenants_per_uid)),
             ("max_conns_per_uid", u64::from(self.max_conns_per_uid)),
+            ("idle_timeout_s", self.idle_timeout_s),
         ] {
             if v == 0 {
                 return bad(format!("{name} must be positive"));

@@ -51,7 +51,7 @@ pub enum Msg {
         /// The request.
         request: tessera_client::proto::Request,
         /// Where to answer.
-        reply: Sender<Reply>,
+        reply: crate::server::ReplyTo,
     },
     /// The connection closed (or its process died).
     Disconnected {
@@ -909,7 +909,7 @@ impl Core {
                 );
             }
             Msg::Control { conn, pid, uid, request, reply } => {
-                let _ = reply.send(self.control(conn, pid, uid, request));
+                reply.send(self.control(conn, pid, uid, request));
             }
             Msg::Disconnected { conn } => {
                 let tenants: Vec<TenantId> = self

@@ -75,6 +75,21 @@ pub enum DaemonError {
     },
 }
 
+/// Every client holds two of the daemon's descriptors (its socket and its doorbell):
+/// raise the soft limit to the hard one, so that the common soft limit of 1,024 does
+/// not cap the daemon near 500 clients.
+fn raise_fd_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let raised = Rlimit { current: limit.maximum, ..limit };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => tracing::debug!(to = ?limit.maximum, "raised the descriptor limit"),
+            Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),
+        }
+    }
+}
+
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
     let what = what.into();
     move |source| DaemonError::Io { what, source }
@@ -98,6 +113,7 @@ impl Daemon {
     /// the ledger, start the executor and the core loop.
     pub fn start(cfg: &DaemonConfig) -> Result<Daemon, DaemonError> {
         cfg.validate()?;
+        raise_fd_limit();
         // the CUDA driver, when chosen, decides the GPUs; it must load before anything
         // else is set up, so that a machine without one gets a clear error at once
         let (speedup, driver) = match &cfg.executor {
@@ -232,24 +248,28 @@ impl Daemon {
             .spawn(move || core.run())
             .map_err(io("spawning the core"))?;
         let listener_handle = listener.try_clone().map_err(io("cloning the listening socket"))?;
-        let server = Arc::new(Server::new(
-            mailbox,
+        let built = Server::new(
+            mailbox.clone(),
             cfg.ring_slots,
             cfg.slot_bytes,
             cfg.max_conns_per_uid,
+            std::time::Duration::from_secs(cfg.idle_timeout_s),
             connections,
-        ));
-        let s = server.clone();
-        let accept = match std::thread::Builder::new()
-            .name("accept".into())
-            .spawn(move || s.accept_loop(listener))
-        {
-            Ok(a) => a,
+        );
+        let spawned = built.and_then(|(server, poll)| {
+            let s = server.clone();
+            std::thread::Builder::new()
+                .name("control".into())
+                .spawn(move || s.run(poll, listener))
+                .map(|handle| (server, handle))
+        });
+        let (server, accept) = match spawned {
+            Ok(x) => x,
             Err(e) => {
                 // the core and its GPU threads already run: stop them before failing
-                server.mailbox.send(Msg::Shutdown);
+                mailbox.send(Msg::Shutdown);
                 let _ = core.join();
-                return Err(io("spawning the accept loop")(e));
+                return Err(io("starting the control loop")(e));
             }
         };
         tracing::info!(socket = %cfg.socket.display(), policy = ?cfg.policy, gpus = gpus.len(), speedup, "tesserad started");
@@ -279,15 +299,16 @@ impl Daemon {
             return;
         }
         self.server.mailbox.send(Msg::Shutdown);
-        // wake the accept loop: accept() on a socket shut down returns an error
+        // no new connections; those open are served (refused new sessions) while the
+        // core drains, then closed
         let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::Both);
-        if let Some(a) = self.accept.take() {
-            let _ = a.join();
-        }
         if let Some(c) = self.core.take() {
             let _ = c.join();
         }
-        self.server.close_all();
+        self.server.exit();
+        if let Some(a) = self.accept.take() {
+            let _ = a.join();
+        }
         let _ = std::fs::remove_file(&self.socket);
         tracing::info!("tesserad stopped");
     }

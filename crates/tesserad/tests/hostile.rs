@@ -188,13 +188,20 @@ fn a_uid_cannot_hold_more_than_its_quota() {
     let mut b = Client::connect(d.socket()).unwrap(); // same uid, another connection
     let (ta, tb) = (a.register(batch()).unwrap(), b.register(batch()).unwrap());
     let h1 = a.submit(ta, &task(8_000)).unwrap();
+    // the core takes from each ring in its own order: let h1 be taken first
+    let t = std::time::Instant::now();
+    while a.status().unwrap().gpus[0].busy == "idle" {
+        assert!(t.elapsed() < LONG, "h1 never started");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let h2 = b.submit(tb, &task(3_000)).unwrap();
     assert_eq!(b.wait(h2, LONG).unwrap().outcome, Outcome::Failed(reason::QUOTA), "GPU time");
-    let small: Vec<u64> = (0..2).map(|_| b.submit(tb, &task(1)).unwrap()).collect();
+    // one connection from here on: its ring keeps the order (two rings need not)
+    let small: Vec<u64> = (0..2).map(|_| a.submit(ta, &task(1)).unwrap()).collect();
     let h4 = a.submit(ta, &task(1)).unwrap();
     assert_eq!(a.wait(h4, LONG).unwrap().outcome, Outcome::Failed(reason::QUOTA), "task count");
     for h in small {
-        assert_eq!(b.wait(h, LONG).unwrap().outcome, Outcome::Done);
+        assert_eq!(a.wait(h, LONG).unwrap().outcome, Outcome::Done);
     }
     let _ = h1;
 }
@@ -282,4 +289,31 @@ fn the_daemon_does_not_follow_or_delete_what_others_planted() {
     let r = Daemon::start(&cfg);
     assert!(matches!(r, Err(tesserad::DaemonError::Unsafe(_))), "{r:?}");
     assert_eq!(std::fs::read(&cfg.socket).unwrap(), b"not a socket");
+}
+
+/// Connections per uid are capped, and a control connection that says nothing is
+/// closed after the idle timeout (sessions with rings are not).
+#[test]
+fn connections_are_capped_per_uid_and_idle_ones_closed() {
+    let d = Daemon::start(&DaemonConfig { max_conns_per_uid: 3, idle_timeout_s: 1, ..config() })
+        .unwrap();
+    let mut session = Client::connect(d.socket()).unwrap();
+    let mut idle = UnixStream::connect(d.socket()).unwrap();
+    let _third = Client::connect_control(d.socket()).unwrap();
+    let r = Client::connect(d.socket());
+    assert!(
+        matches!(
+            &r,
+            Err(ClientError::Refused { code: tessera_client::proto::ErrorCode::NoCapacity, .. })
+        ),
+        "{r:?}"
+    );
+    idle.set_read_timeout(Some(LONG)).unwrap();
+    let mut b = [0u8; 4];
+    use std::io::Read;
+    assert_eq!(idle.read(&mut b).unwrap_or(99), 0, "the idle control connection was closed");
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = session.register(batch()).expect("the session survived its idleness");
+    let h = session.submit(t, &task(1)).unwrap();
+    assert_eq!(session.wait(h, LONG).unwrap().outcome, Outcome::Done);
 }
