@@ -21,9 +21,46 @@ pub struct TransportBenchArgs {
     /// Seconds of the throughput measurement.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Idle clients connected for the crowded measurement.
+    #[arg(long, default_value_t = 1000)]
+    crowd: usize,
+    /// Spinning processes started for the busy-cores measurement (default: one per
+    /// core).
+    #[arg(long)]
+    spinners: Option<usize>,
     /// One JSON object per measurement.
     #[arg(long)]
     json: bool,
+    /// Internal: spin until the parent exits.
+    #[arg(long, hide = true)]
+    spin: bool,
+}
+
+/// Burn a core until the benchmark that started us is gone.
+fn spin() -> Result<()> {
+    let parent = rustix::process::getppid();
+    let mut n = 0u64;
+    loop {
+        for _ in 0..1_000_000 {
+            n = black_box(n.wrapping_add(1));
+        }
+        if rustix::process::getppid() != parent {
+            return Ok(());
+        }
+    }
+}
+
+/// The same round trips, with a pause before each so that the daemon's core and the
+/// client have gone to sleep (the core spins 20 us, the client a few thousand polls).
+fn time_asleep(n: usize, mut f: impl FnMut() -> Result<()>) -> Result<(u64, u64)> {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        std::thread::sleep(Duration::from_millis(2));
+        let t = Instant::now();
+        f()?;
+        samples.push(t.elapsed().as_nanos() as u64);
+    }
+    Ok(percentiles(&mut samples))
 }
 
 #[inline(never)]
@@ -42,6 +79,9 @@ fn time(n: usize, mut f: impl FnMut() -> Result<()>) -> Result<(u64, u64)> {
 }
 
 pub fn run(a: TransportBenchArgs) -> Result<()> {
+    if a.spin {
+        return spin();
+    }
     let dir = std::env::temp_dir();
     let tag = std::process::id();
     let cfg = DaemonConfig {
@@ -78,6 +118,44 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
     rows.push(("shm", p50, p99));
     let (p50, p99) = time(a.iterations, || Ok(c.ping()?))?;
     rows.push(("socket", p50, p99));
+    let slow = (a.iterations / 20).max(100);
+    eprintln!("transport bench: {slow} round trips after both sides went to sleep ...");
+    let (p50, p99) = time_asleep(slow, || Ok(c.echo()?))?;
+    rows.push(("shm_asleep", p50, p99));
+    let (p50, p99) = time_asleep(slow, || Ok(c.ping()?))?;
+    rows.push(("socket_asleep", p50, p99));
+    let spinners = a.spinners.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+    });
+    eprintln!("transport bench: {slow} round trips with {spinners} processes spinning ...");
+    let mut busy: Vec<std::process::Child> = (0..spinners)
+        .map(|_| {
+            std::process::Command::new(std::env::current_exe()?)
+                .args(["bench", "transport", "--spin"])
+                .spawn()
+        })
+        .collect::<std::io::Result<_>>()?;
+    let measured = (|| -> Result<()> {
+        std::thread::sleep(Duration::from_millis(100));
+        let (p50, p99) = time(slow, || Ok(c.echo()?))?;
+        rows.push(("shm_busy", p50, p99));
+        let (p50, p99) = time(slow, || Ok(c.ping()?))?;
+        rows.push(("socket_busy", p50, p99));
+        Ok(())
+    })();
+    for b in &mut busy {
+        let _ = b.kill();
+        let _ = b.wait();
+    }
+    measured?;
+    eprintln!("transport bench: {} idle clients connected ...", a.crowd);
+    let crowd: Vec<Client> =
+        (0..a.crowd).map(|_| Client::connect(&cfg.socket)).collect::<Result<_, _>>()?;
+    let (p50, p99) = time(slow, || Ok(c.echo()?))?;
+    rows.push(("shm_crowded", p50, p99));
+    let (p50, p99) = time(slow, || Ok(c.ping()?))?;
+    rows.push(("socket_crowded", p50, p99));
+    drop(crowd);
     let tenant = c.register(TenantOptions::batch())?;
     let empty = TaskRequest::default();
     let (p50, p99) = time(a.iterations.min(5_000), || {
@@ -137,7 +215,7 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
     for (t, p50, p99) in &rows {
         writeln!(
             out,
-            "{t:<8} {:>10.2} us {:>10.2} us",
+            "{t:<16} {:>10.2} us {:>10.2} us",
             *p50 as f64 / 1000.0,
             *p99 as f64 / 1000.0
         )?;
@@ -150,5 +228,25 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
         get("shm") as f64 / get("inproc") as f64
     )?;
     writeln!(out, "{} clients, empty tasks, closed loop: {:.0} tasks/s", a.clients, per_s)?;
+    writeln!(
+        out,
+        "\nwhen hybrid spinning pays (p50, us): both awake | after both slept | {spinners} cores' worth of spinners | {} idle clients connected",
+        a.crowd
+    )?;
+    for kind in ["shm", "socket"] {
+        let p = |suffix: &str| {
+            let name =
+                if suffix.is_empty() { kind.to_string() } else { format!("{kind}_{suffix}") };
+            rows.iter().find(|r| r.0 == name).map_or(f64::NAN, |r| r.1 as f64 / 1000.0)
+        };
+        writeln!(
+            out,
+            "{kind:<8} {:>10.2} {:>16.2} {:>22.2} {:>22.2}",
+            p(""),
+            p("asleep"),
+            p("busy"),
+            p("crowded")
+        )?;
+    }
     Ok(())
 }
