@@ -802,7 +802,7 @@ impl Core {
         let g = &mut self.gpus[gpu.0 as usize];
         g.running = Some(task);
         g.busy_since = Some(Instant::now());
-        self.exec.send(gpu, Command::Run { task, work: info.work, data });
+        self.exec.send(gpu, Command::Run { task, work: info.work, data, memory: info.memory });
     }
 
     fn forget(&mut self, info: &TaskInfo) {

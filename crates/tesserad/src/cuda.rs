@@ -1,14 +1,17 @@
 //! Real GPUs through the CUDA driver API, loaded at run time so that tessera builds and
 //! runs on machines without it.
 //!
-//! Each GPU thread retains the device's primary context, loads a small PTX module of
-//! two kernels, and runs each task as: allocate device memory, copy the input in,
-//! `tessera_spin` (busy for the task's cost, measured by `%globaltimer`),
+//! Each GPU thread retains the device's primary context (and releases it when it stops
+//! or resets), loads a small PTX module of two kernels, and runs each task as: allocate
+//! the memory the task declared (admitted by the ledger) and its data buffers, copy the
+//! input in, `tessera_spin` (busy for the task's cost, measured by `%globaltimer`),
 //! `tessera_echo` (the emulated kernel's output, computed on the device), poll the
-//! stream until done, copy the output out, free. A reset arriving meanwhile preempts
-//! the kernels: `cuDevicePrimaryCtxReset` destroys the context (and its memory), then
-//! the context and module are set up again, and the task neither completes nor
-//! writes output. Running named application kernels is future
+//! stream until done, copy the output out, free (every free checked; a guard frees on
+//! every way out but a reset). A reset arriving meanwhile preempts the kernels:
+//! `cuDevicePrimaryCtxReset` destroys the context (and its memory), then the context
+//! and module are set up again, and the task neither completes nor writes output. A
+//! sticky error (a kernel fault: the context is unusable afterwards) fails the task
+//! and resets the context, so that later tasks run on a sound one. Running named application kernels is future
 //! work; these two stand in for them.
 //!
 //! **Never run on a real GPU.** It is exercised only against a fake driver library
@@ -94,6 +97,7 @@ pub struct Driver {
     devices: Vec<(CuDevice, u64)>,
     primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
     primary_ctx_reset: unsafe extern "C" fn(CuDevice) -> CuResult,
+    primary_ctx_release: unsafe extern "C" fn(CuDevice) -> CuResult,
     ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
     module_load_data: unsafe extern "C" fn(*mut CuModule, *const c_void) -> CuResult,
     module_get_function: unsafe extern "C" fn(*mut CuFunction, CuModule, *const i8) -> CuResult,
@@ -170,6 +174,7 @@ impl Driver {
         Ok(Driver {
             primary_ctx_retain: sym!("cuDevicePrimaryCtxRetain"),
             primary_ctx_reset: sym!("cuDevicePrimaryCtxReset_v2"),
+            primary_ctx_release: sym!("cuDevicePrimaryCtxRelease_v2"),
             ctx_set_current: sym!("cuCtxSetCurrent"),
             module_load_data: sym!("cuModuleLoadData"),
             module_get_function: sym!("cuModuleGetFunction"),
@@ -201,17 +206,28 @@ impl Driver {
     }
 }
 
-/// One device, set up for running tasks.
-struct Device {
+/// One device, set up for running tasks: its primary context retained (released on
+/// drop, so that resets and stops keep the driver's retain count balanced).
+struct Device<'a> {
+    d: &'a Driver,
+    dev: CuDevice,
     spin: CuFunction,
     echo: CuFunction,
 }
 
-fn setup(d: &Driver, dev: CuDevice) -> Result<Device, String> {
+impl Drop for Device<'_> {
+    fn drop(&mut self) {
+        // SAFETY: balances the retain in `setup` for a device index the driver listed.
+        let r = unsafe { (self.d.primary_ctx_release)(self.dev) };
+        if let Err(e) = check("cuDevicePrimaryCtxRelease", r) {
+            tracing::warn!(error = %e, "releasing the primary context failed");
+        }
+    }
+}
+
+fn setup(d: &Driver, dev: CuDevice) -> Result<Device<'_>, String> {
     let mut ctx: CuContext = std::ptr::null_mut();
     let mut module: CuModule = std::ptr::null_mut();
-    let (mut spin, mut echo): (CuFunction, CuFunction) =
-        (std::ptr::null_mut(), std::ptr::null_mut());
     let ptx = CString::new(PTX).expect("no NUL in PTX");
     let (spin_name, echo_name) =
         (CString::new("tessera_spin").expect("name"), CString::new("tessera_echo").expect("name"));
@@ -219,29 +235,80 @@ fn setup(d: &Driver, dev: CuDevice) -> Result<Device, String> {
     // the calls; the context is made current on this thread before module calls.
     unsafe {
         check("cuDevicePrimaryCtxRetain", (d.primary_ctx_retain)(&mut ctx, dev))?;
+        // retained: from here `device` releases it on any early return
+        let mut device = Device { d, dev, spin: std::ptr::null_mut(), echo: std::ptr::null_mut() };
         check("cuCtxSetCurrent", (d.ctx_set_current)(ctx))?;
         check("cuModuleLoadData", (d.module_load_data)(&mut module, ptx.as_ptr().cast()))?;
         check(
             "cuModuleGetFunction",
-            (d.module_get_function)(&mut spin, module, spin_name.as_ptr()),
+            (d.module_get_function)(&mut device.spin, module, spin_name.as_ptr()),
         )?;
         check(
             "cuModuleGetFunction",
-            (d.module_get_function)(&mut echo, module, echo_name.as_ptr()),
+            (d.module_get_function)(&mut device.echo, module, echo_name.as_ptr()),
         )?;
+        Ok(device)
     }
-    Ok(Device { spin, echo })
 }
 
 /// CUDA_ERROR_NOT_READY: work still pending on the stream.
 const NOT_READY: CuResult = 600;
+
+/// Errors after which the context cannot be used again until it is reset (CUDA's
+/// "sticky" errors: illegal address, launch timeout, hardware stack error, illegal
+/// instruction, misaligned address, invalid address space, invalid PC, launch failure,
+/// uncorrectable ECC, unknown).
+const STICKY: [CuResult; 10] = [700, 702, 714, 715, 716, 717, 718, 719, 214, 999];
+
+/// Why a run failed.
+struct Failure {
+    reason: String,
+    /// The context is broken and must be reset.
+    sticky: bool,
+}
+
+fn failure(what: &str, r: CuResult) -> Result<(), Failure> {
+    check(what, r).map_err(|reason| Failure { reason, sticky: STICKY.contains(&r) })
+}
+
+/// Device buffers of one run, freed on drop (every result checked) unless a reset is
+/// about to free the whole context.
+struct Buffers<'a> {
+    d: &'a Driver,
+    ptrs: Vec<CuDevicePtr>,
+    armed: bool,
+}
+
+impl Buffers<'_> {
+    fn alloc(&mut self, bytes: usize) -> Result<CuDevicePtr, Failure> {
+        let mut p: CuDevicePtr = 0;
+        // SAFETY: an out-pointer to a local; the context is current on this thread.
+        failure("cuMemAlloc", unsafe { (self.d.mem_alloc)(&mut p, bytes.max(1)) })?;
+        self.ptrs.push(p);
+        Ok(p)
+    }
+}
+
+impl Drop for Buffers<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        for p in self.ptrs.drain(..) {
+            // SAFETY: each pointer came from cuMemAlloc in this context and is freed once.
+            let r = unsafe { (self.d.mem_free)(p) };
+            if let Err(e) = check("cuMemFree", r) {
+                tracing::warn!(error = %e, "freeing device memory failed");
+            }
+        }
+    }
+}
 
 /// How a run ended.
 enum Ran {
     /// Completed, with its output.
     Done(Vec<u8>),
     /// A command arrived while the kernels ran (a reset, to preempt them; or stop).
-    /// The device memory is left to the reset, which frees the whole context.
     Interrupted(Command),
 }
 
@@ -249,31 +316,35 @@ enum Ran {
 /// reset, which preempts them (the paper's reset-as-preemption).
 fn run(
     d: &Driver,
-    dev: &Device,
+    dev: &Device<'_>,
     rx: &Receiver<Command>,
     work: Nanos,
+    memory: u64,
     input: &[u8],
     out_len: usize,
-) -> Result<Ran, String> {
+) -> Result<Ran, Failure> {
     let bytes = input.len().max(out_len).max(1);
-    let (mut din, mut dout): (CuDevicePtr, CuDevicePtr) = (0, 0);
     let mut output = vec![0u8; out_len];
-    // SAFETY: device buffers are allocated before use and freed after; host pointers
-    // are valid for the lengths given; kernel parameters are pointers to locals that
-    // outlive the launch (the driver copies them at launch).
-    unsafe {
-        check("cuMemAlloc", (d.mem_alloc)(&mut din, bytes))?;
-        if let Err(e) = check("cuMemAlloc", (d.mem_alloc)(&mut dout, bytes)) {
-            (d.mem_free)(din);
-            return Err(e);
-        }
-        let result = (|| {
+    let mut buffers = Buffers { d, ptrs: Vec::new(), armed: true };
+    let too_big =
+        |_| Failure { reason: format!("{memory} bytes do not fit this host"), sticky: false };
+    // the memory the task declared, held for its run as the application would
+    if memory > 0 {
+        buffers.alloc(usize::try_from(memory).map_err(too_big)?)?;
+    }
+    let din = buffers.alloc(bytes)?;
+    let dout = buffers.alloc(bytes)?;
+    // SAFETY: device buffers were allocated above and are freed by `buffers`; host
+    // pointers are valid for the lengths given; kernel parameters are pointers to
+    // locals that outlive the launch (the driver copies them at launch).
+    let result: Result<Option<Command>, Failure> = unsafe {
+        (|| {
             if !input.is_empty() {
-                check("cuMemcpyHtoD", (d.memcpy_htod)(din, input.as_ptr().cast(), input.len()))?;
+                failure("cuMemcpyHtoD", (d.memcpy_htod)(din, input.as_ptr().cast(), input.len()))?;
             }
             let mut ns = work.0;
             let mut spin_args = [(&mut ns as *mut u64).cast::<c_void>()];
-            check(
+            failure(
                 "cuLaunchKernel(spin)",
                 (d.launch_kernel)(
                     dev.spin,
@@ -298,7 +369,7 @@ fn run(
                     (&mut e as *mut u32).cast::<c_void>(),
                 ];
                 let blocks = (out_len as u32).div_ceil(256);
-                check(
+                failure(
                     "cuLaunchKernel(echo)",
                     (d.launch_kernel)(
                         dev.echo,
@@ -321,7 +392,7 @@ fn run(
                 match (d.stream_query)(std::ptr::null_mut()) {
                     0 => break,
                     NOT_READY => {}
-                    r => check("cuStreamQuery", r)?,
+                    r => failure("cuStreamQuery", r)?,
                 }
                 match rx.recv_timeout(std::time::Duration::from_micros(50)) {
                     Ok(cmd) => return Ok(Some(cmd)),
@@ -332,18 +403,42 @@ fn run(
                 }
             }
             if out_len > 0 {
-                check("cuMemcpyDtoH", (d.memcpy_dtoh)(output.as_mut_ptr().cast(), dout, out_len))?;
+                failure(
+                    "cuMemcpyDtoH",
+                    (d.memcpy_dtoh)(output.as_mut_ptr().cast(), dout, out_len),
+                )?;
             }
-            Ok::<Option<Command>, String>(None)
-        })();
-        if let Ok(Some(cmd)) = result {
-            return Ok(Ran::Interrupted(cmd));
+            Ok(None)
+        })()
+    };
+    match result {
+        // the reset frees the whole context (and the kernels may still use the buffers)
+        Ok(Some(Command::Reset)) => {
+            buffers.armed = false;
+            Ok(Ran::Interrupted(Command::Reset))
         }
-        (d.mem_free)(din);
-        (d.mem_free)(dout);
-        result?;
+        Ok(Some(cmd)) => Ok(Ran::Interrupted(cmd)),
+        Ok(None) => Ok(Ran::Done(output)),
+        Err(f) => {
+            // a broken context frees nothing; the reset that follows frees it all
+            buffers.armed = !f.sticky;
+            Err(f)
+        }
     }
-    Ok(Ran::Done(output))
+}
+
+/// Reset the device's primary context and set it up again.
+fn reset<'a>(d: &'a Driver, gpu: GpuId, dev_id: CuDevice, device: &mut Option<Device<'a>>) {
+    // release our retain before the reset so that set-up retains exactly once again
+    drop(device.take());
+    // SAFETY: a plain call on a device index the driver listed.
+    let r = unsafe { (d.primary_ctx_reset)(dev_id) };
+    if let Err(e) = check("cuDevicePrimaryCtxReset", r) {
+        tracing::error!(%gpu, error = %e, "reset failed");
+    }
+    *device = setup(d, dev_id)
+        .map_err(|e| tracing::error!(%gpu, error = %e, "set-up after reset failed"))
+        .ok();
 }
 
 /// The thread of one CUDA device: run tasks, reset on request, report to the core.
@@ -361,17 +456,10 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
         match cmd {
             Command::Stop => return,
             Command::Reset => {
-                // SAFETY: a plain call on a device index the driver listed.
-                let r = unsafe { (d.primary_ctx_reset)(dev_id) };
-                if let Err(e) = check("cuDevicePrimaryCtxReset", r) {
-                    tracing::error!(%gpu, error = %e, "reset failed");
-                }
-                device = setup(&d, dev_id)
-                    .map_err(|e| tracing::error!(%gpu, error = %e, "set-up after reset failed"))
-                    .ok();
+                reset(&d, gpu, dev_id, &mut device);
                 mb.send(Msg::ResetDone { gpu });
             }
-            Command::Run { task, work, data } => {
+            Command::Run { task, work, data, memory } => {
                 let started = Instant::now();
                 let (input, out_len) = match &data {
                     Some((region, seq, in_len, out_len)) => {
@@ -380,8 +468,8 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
                     None => (Vec::new(), 0),
                 };
                 let result = match &device {
-                    Some(dev) => run(&d, dev, &rx, work, &input, out_len),
-                    None => Err("device not set up".into()),
+                    Some(dev) => run(&d, dev, &rx, work, memory, &input, out_len),
+                    None => Err(Failure { reason: "device not set up".into(), sticky: false }),
                 };
                 let ran = Nanos::from(started.elapsed());
                 match result {
@@ -398,8 +486,13 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
                     }
                     // preempted: no output, no completion; the reset runs next
                     Ok(Ran::Interrupted(cmd)) => next = Some(cmd),
-                    Err(reason) => {
-                        tracing::warn!(%gpu, %task, %reason, "task failed on the GPU");
+                    Err(Failure { reason, sticky }) => {
+                        tracing::warn!(%gpu, %task, %reason, sticky, "task failed on the GPU");
+                        if sticky {
+                            // the context is unusable: later tasks would all fail
+                            tracing::error!(%gpu, "sticky CUDA error: resetting the context");
+                            reset(&d, gpu, dev_id, &mut device);
+                        }
                         mb.send(Msg::Failed { gpu, task, ran_for: ran, reason });
                     }
                 }

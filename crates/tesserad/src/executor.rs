@@ -23,6 +23,9 @@ pub enum Command {
         task: TaskId,
         /// Its work on the reference GPU (emulated time).
         work: Nanos,
+        /// Device memory it declared (admitted by the ledger), bytes; the CUDA executor
+        /// allocates it for the task's run.
+        memory: u64,
         /// Where its data lives, and its data slot.
         data: Option<(Arc<Region>, u64, u32, u32)>,
     },
@@ -132,7 +135,7 @@ fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: PerfModel, clock: Clock, 
                 std::thread::sleep(clock.wall(perf.reset_latency));
                 mb.send(Msg::ResetDone { gpu });
             }
-            Command::Run { task, work, data } => {
+            Command::Run { task, work, data, memory: _ } => {
                 let ran = perf.exec_time(work, tessera_core::Placement::whole(gpu));
                 let started = Instant::now();
                 match wait_until(&rx, started + clock.wall(ran)) {

@@ -6,13 +6,16 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 use tessera_client::proto::TenantClass;
+use tessera_client::region::reason;
 use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
-fn fake_driver() -> PathBuf {
+/// Build the fake driver as a library of its own for test `tag` (each path is loaded
+/// as a separate copy, with its own books).
+fn fake_driver(tag: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let lib = dir.join(format!("libcuda-fake-{}.so", std::process::id()));
+    let lib = dir.join(format!("libcuda-fake-{tag}-{}.so", std::process::id()));
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fake_libcuda.c");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
@@ -43,9 +46,112 @@ fn config(tag: &str, library: Option<PathBuf>) -> DaemonConfig {
     }
 }
 
+/// The fake driver's books: (primary-context retains, live allocations, peak bytes)
+/// per device.
+#[derive(Debug, PartialEq)]
+struct Books {
+    retains: [i64; 2],
+    live: [i64; 2],
+    peak_bytes: [i64; 2],
+}
+
+fn books(lib: &std::path::Path) -> Books {
+    let mut path = lib.as_os_str().to_owned();
+    path.push(".stats");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let row = |name: &str| -> [i64; 2] {
+        let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap();
+        let v: Vec<i64> = line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+        [v[0], v[1]]
+    };
+    Books { retains: row("retains"), live: row("live"), peak_bytes: row("peak_bytes") }
+}
+
+fn uf() -> TenantOptions {
+    TenantOptions {
+        class: TenantClass::UserFacing,
+        sla: Duration::from_millis(200),
+        weight: 1,
+        priority: 0,
+        memory: 0,
+    }
+}
+
+fn spin(ms: u64, memory: u64) -> TaskRequest {
+    TaskRequest {
+        kernel: 0,
+        cost: Duration::from_millis(ms),
+        memory,
+        input: vec![1],
+        output_len: 1,
+    }
+}
+
+/// A sticky error (a kernel fault) fails its task and resets the context, so that the
+/// GPU runs later tasks; before, every later task on that GPU failed.
+#[test]
+fn a_sticky_error_is_followed_by_a_context_reset() {
+    let lib = fake_driver("sticky");
+    let d =
+        Daemon::start(&DaemonConfig { gpus: 1, ..config("sticky", Some(lib.clone())) }).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let t = c.register(uf()).unwrap();
+    let bad = c.submit(t, &spin(777, 0)).unwrap(); // the fake faults on this one
+    assert_eq!(
+        c.wait(bad, Duration::from_secs(20)).unwrap().outcome,
+        Outcome::Failed(reason::EXECUTOR)
+    );
+    for _ in 0..6 {
+        let h = c.submit(t, &spin(1, 1 << 20)).unwrap();
+        assert_eq!(
+            c.wait(h, Duration::from_secs(20)).unwrap().outcome,
+            Outcome::Done,
+            "the GPU recovered"
+        );
+    }
+    drop(c);
+    d.shutdown();
+    let b = books(&lib);
+    assert_eq!((b.retains, b.live), ([0, 0], [0, 0]), "released and freed: {b:?}");
+}
+
+/// The memory a task declares is allocated on the device for its run; retains and
+/// allocations are balanced through resets (a departed client's running task is
+/// cancelled with one) and through the stop.
+#[test]
+fn declared_memory_is_allocated_and_the_books_balance_through_resets() {
+    let lib = fake_driver("books");
+    let d = Daemon::start(&config("books", Some(lib.clone()))).unwrap();
+    {
+        let mut hog = Client::connect(d.socket()).unwrap();
+        let t = hog.register(uf()).unwrap();
+        hog.submit(t, &spin(30_000, 512 << 20)).unwrap();
+        let t0 = std::time::Instant::now();
+        while books(&lib).peak_bytes.iter().all(|&b| b < 512 << 20) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the declared memory was never allocated"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    } // the hog leaves: its running task is cancelled and its GPU reset
+    let mut c = Client::connect(d.socket()).unwrap();
+    let t = c.register(uf()).unwrap();
+    for _ in 0..4 {
+        let h = c.submit(t, &spin(1, 1 << 20)).unwrap();
+        assert_eq!(c.wait(h, Duration::from_secs(20)).unwrap().outcome, Outcome::Done);
+    }
+    assert!(c.status().unwrap().totals.resets >= 1, "the hog's GPU was reset");
+    drop(c);
+    d.shutdown();
+    let b = books(&lib);
+    assert_eq!((b.retains, b.live), ([0, 0], [0, 0]), "released and freed: {b:?}");
+}
+
 #[test]
 fn tasks_run_through_the_cuda_executor_on_a_fake_driver() {
-    let d = Daemon::start(&config("ok", Some(fake_driver()))).unwrap();
+    let lib = fake_driver("ok");
+    let d = Daemon::start(&config("ok", Some(lib.clone()))).unwrap();
     let mut c = Client::connect(d.socket()).unwrap();
     let s = c.status().unwrap();
     assert!(s.executor.starts_with("cuda (2 devices"), "{}", s.executor);
@@ -90,6 +196,11 @@ fn tasks_run_through_the_cuda_executor_on_a_fake_driver() {
         );
         assert!(done.ran >= Duration::from_millis(5), "the spin kernel ran for the task's cost");
     }
+    drop(c);
+    d.shutdown();
+    let b = books(&lib);
+    assert_eq!((b.retains, b.live), ([0, 0], [0, 0]), "released and freed: {b:?}");
+    assert!(b.peak_bytes.iter().any(|&p| p >= 1 << 20), "the declared 1 MiB was allocated: {b:?}");
 }
 
 #[test]
