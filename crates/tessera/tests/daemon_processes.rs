@@ -268,3 +268,55 @@ fn a_thousand_clients_are_served_by_one_control_thread() {
     let h = last.submit(t, &task).unwrap();
     assert_eq!(last.wait(h, Duration::from_secs(20)).unwrap().outcome, Outcome::Done);
 }
+
+/// Another user (here uid 65534, on a socket opened to everyone) sees only its own
+/// tenants in status, and may register batch tenants but not user-facing ones unless
+/// the operator lists it in `user_facing_uids`.
+#[test]
+fn another_user_sees_only_its_own_and_registers_batch_only() {
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root to act as another user");
+        return;
+    }
+    let (socket, ledger) = (tmp("other.sock"), tmp("other-ledger"));
+    let _daemon = start_daemon(&socket, &ledger, &[]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut mine = Client::connect(&socket).unwrap();
+    mine.register(TenantOptions::batch()).unwrap();
+    mine.register(TenantOptions::batch()).unwrap();
+    assert_eq!(mine.status().unwrap().tenants.len(), 2, "root sees its tenants");
+    let as_nobody = |cmd: &mut Command| -> std::process::Output {
+        cmd.uid(65534).gid(65534).stderr(Stdio::piped()).output().unwrap()
+    };
+    let out = as_nobody(tessera().args(["status", "--json", "--socket"]).arg(&socket));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["tenants"].as_array().unwrap().len(), 0, "{report}");
+    let job = |class: &str| {
+        let path = tmp(&format!("other-{class}.json"));
+        let w = serde_json::json!({"kernels": [{"name": "k", "mean": 1_000_000u64}], "jobs": [{
+            "arrival": 0, "tenant": {"id": 0, "class": {"class": class, "sla": 200_000_000u64}, "weight": 1, "priority": 0, "memory": 0},
+            "kernel": 0, "tasks": vec![1_000_000u64; 2], "window": 1, "submission": "window"}]});
+        std::fs::write(&path, w.to_string()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        path
+    };
+    let client = |workload: &PathBuf| {
+        as_nobody(
+            tessera()
+                .arg("demo-client")
+                .arg("--socket")
+                .arg(&socket)
+                .arg("--workload")
+                .arg(workload)
+                .args(["--job", "0", "--speedup", "10", "--epoch-ms", "0"]),
+        )
+    };
+    let out = client(&job("batch"));
+    assert!(out.status.success(), "batch is allowed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = client(&job("user_facing"));
+    assert!(!out.status.success(), "user-facing is not");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Forbidden"), "{}", String::from_utf8_lossy(&out.stderr));
+}
