@@ -90,6 +90,10 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
         gpus: 4,
         executor: ExecutorKind::Emulated { speedup: 1.0 },
         policy: PolicyName::RoundRobin,
+        // the crowded measurements go beyond the default per-uid caps on purpose
+        max_tenants_per_conn: 1 << 20,
+        max_tenants_per_uid: 1 << 20,
+        max_conns_per_uid: 1 << 20,
         ..DaemonConfig::default()
     };
     let daemon = Daemon::start(&cfg)?;
@@ -164,6 +168,23 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
         Ok(())
     })?;
     rows.push(("task", p50, p99));
+    // registrations, and the same empty task beside many idle tenants: per-event work
+    // must not grow with tenants that have nothing queued
+    let idle_tenants = 10_000;
+    eprintln!("transport bench: registering {idle_tenants} idle tenants ...");
+    let mut holder = Client::connect(&cfg.socket)?;
+    let (p50, p99) = time(idle_tenants, || {
+        holder.register(TenantOptions::batch())?;
+        Ok(())
+    })?;
+    rows.push(("register", p50, p99));
+    let (p50, p99) = time(a.iterations.min(5_000), || {
+        let h = c.submit(tenant, &empty)?;
+        c.wait(h, Duration::from_secs(10))?;
+        Ok(())
+    })?;
+    rows.push(("task_10k_tenants", p50, p99));
+    drop(holder);
 
     eprintln!(
         "transport bench: {} clients submitting empty tasks for {} s ...",
@@ -222,10 +243,11 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
     }
     writeln!(
         out,
-        "\nsocket / shm echo: {:.1}x   task / shm echo: {:.1}x   shm echo / in-process call: {:.0}x",
+        "\nsocket / shm echo: {:.1}x   task / shm echo: {:.1}x   shm echo / in-process call: {:.0}x   task beside 10,000 idle tenants / task: {:.2}x",
         get("socket") as f64 / get("shm") as f64,
         get("task") as f64 / get("shm") as f64,
-        get("shm") as f64 / get("inproc") as f64
+        get("shm") as f64 / get("inproc") as f64,
+        get("task_10k_tenants") as f64 / get("task") as f64
     )?;
     writeln!(out, "{} clients, empty tasks, closed loop: {:.0} tasks/s", a.clients, per_s)?;
     writeln!(
