@@ -318,5 +318,9 @@ fn another_user_sees_only_its_own_and_registers_batch_only() {
     assert!(out.status.success(), "batch is allowed: {}", String::from_utf8_lossy(&out.stderr));
     let out = client(&job("user_facing"));
     assert!(!out.status.success(), "user-facing is not");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Forbidden"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Forbidden"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

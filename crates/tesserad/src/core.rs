@@ -287,8 +287,8 @@ const SPIN: Duration = Duration::from_micros(20);
 
 /// A client whose doorbell rings more often than this per second with nothing in its
 /// ring is muted for [`MUTE`]: its requests are still served, at the core's own pace.
-const SPURIOUS_PER_SECOND: u32 = 2_000;
-const MUTE: Duration = Duration::from_millis(100);
+const SPURIOUS_PER_SECOND: u32 = 200;
+const MUTE: Duration = Duration::from_millis(500);
 
 fn listen(epoll: &std::os::fd::OwnedFd, bell: &Doorbell, data: u64, edge: bool) {
     use rustix::event::epoll;
