@@ -1,8 +1,8 @@
 //! A small seeded Flexy experiment: its output is pinned (golden) and byte-identical
 //! across runs.
 
-use tessera_sim::experiments::flexy::{self, FlexyConfig};
-use tessera_sim::workload::Submission;
+use tessera_sim::experiments::claims::Verdict;
+use tessera_sim::experiments::flexy::{self, FlexyConfig, Mode};
 use tessera_sim::workloads::flexy::Mix;
 
 fn small() -> FlexyConfig {
@@ -10,9 +10,60 @@ fn small() -> FlexyConfig {
         mixes: vec![Mix::W1],
         loads: vec![0.5, 0.25],
         runs: 1,
-        submissions: vec![Submission::Window],
+        modes: vec![Mode::DEFAULTS[0]],
         ..FlexyConfig::default()
     }
+}
+
+/// Set every point of `policy` (main mode, W1, main SLA) to meet `sla_met`, and judge
+/// again.
+fn with_sla_met(r: &flexy::FlexyResults, policy: &str, sla_met: f64) -> flexy::FlexyResults {
+    let mut r = r.clone();
+    for p in r.points.iter_mut().filter(|p| p.policy == policy && p.sla_ms == r.config.sla_ms) {
+        p.sla_met = sla_met;
+    }
+    flexy::rejudge(&mut r);
+    r
+}
+
+fn verdict(r: &flexy::FlexyResults, id: &str) -> Verdict {
+    r.claims.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no claim {id}")).verdict
+}
+
+/// The headline verdict says no when the data contradicts the claim: the same run with
+/// F-MinRes1's results perturbed down, and with a wrong policy's results in its place.
+#[test]
+fn a_verdict_turns_to_no_when_the_data_contradicts_the_claim() {
+    let cfg = FlexyConfig { loads: vec![1.0, 0.5, 0.25, 0.125], ..small() };
+    let r = flexy::run(&cfg, &|_, _| {}).unwrap();
+    let good = with_sla_met(&r, "F-MinRes1", 0.99);
+    assert_eq!(verdict(&good, "w1-headline-98-at-70"), Verdict::Holds);
+    let bad = with_sla_met(&r, "F-MinRes1", 0.90);
+    assert_eq!(verdict(&bad, "w1-headline-98-at-70"), Verdict::DoesNotHold);
+    // a wrong policy: RoundRobin's points presented as F-MinRes1's
+    let mut wrong = r.clone();
+    let rr: Vec<flexy::Point> =
+        r.points.iter().filter(|p| p.policy == "RoundRobin").cloned().collect();
+    wrong.points.retain(|p| p.policy != "F-MinRes1");
+    wrong.points.extend(rr.into_iter().map(|p| flexy::Point { policy: "F-MinRes1".into(), ..p }));
+    flexy::rejudge(&mut wrong);
+    assert_eq!(verdict(&wrong, "w1-headline-98-at-70"), Verdict::DoesNotHold);
+}
+
+/// The report's prose follows the run's numbers: the same run with one curve changed
+/// reads differently where that curve is discussed.
+#[test]
+fn the_report_prose_changes_when_the_numbers_change() {
+    let cfg = FlexyConfig { loads: vec![4.0, 0.5, 0.25, 0.125], ..small() };
+    let r = flexy::run(&cfg, &|_, _| {}).unwrap();
+    let a = flexy::report(&with_sla_met(&r, "F-MinRes3", 0.995));
+    let b = flexy::report(&with_sla_met(&r, "F-MinRes3", 0.905));
+    assert_ne!(a, b);
+    let reading = |s: &str| s.split("## The paper's claims").next().unwrap().to_string();
+    assert!(reading(&a).contains("99.5%") && !reading(&a).contains("90.5%"), "{}", reading(&a));
+    assert!(reading(&b).contains("90.5%"), "{}", reading(&b));
+    assert!(reading(&a).contains("Only `uf1-window` reach"), "{}", reading(&a));
+    assert!(reading(&b).contains("No reading run here reaches both"), "{}", reading(&b));
 }
 
 #[test]
@@ -27,7 +78,7 @@ fn same_seed_gives_byte_identical_files() {
     let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flexy-determinism");
     let (a, b) = (base.join("a"), base.join("b"));
     let mut cfg = small();
-    cfg.submissions = vec![Submission::Window, Submission::Burst];
+    cfg.modes = Mode::DEFAULTS.to_vec();
     for dir in [&a, &b] {
         let _ = std::fs::remove_dir_all(dir);
         let results = flexy::run(&cfg, &|_, _| {}).unwrap();
@@ -36,7 +87,7 @@ fn same_seed_gives_byte_identical_files() {
     let mut names: Vec<_> =
         std::fs::read_dir(&a).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
-    assert!(names.len() >= 8, "results.json, report.md and 6 figures: {names:?}");
+    assert!(names.len() >= 11, "results.json, report.md and 9 figures: {names:?}");
     for name in names {
         let (x, y) = (std::fs::read(a.join(&name)).unwrap(), std::fs::read(b.join(&name)).unwrap());
         assert!(x == y, "{name:?} differs between two runs with the same seed");
@@ -57,7 +108,7 @@ fn bad_configurations_are_rejected_with_a_reason() {
         FlexyConfig { loads: vec![], ..small() },
         FlexyConfig { loads: vec![-1.0], ..small() },
         FlexyConfig { gpus: 1, ..small() },
-        FlexyConfig { submissions: vec![], ..small() },
+        FlexyConfig { modes: vec![], ..small() },
         FlexyConfig { pareto_shape: 0.5, ..small() },
     ] {
         let err = flexy::run(&cfg, &|_, _| {}).unwrap_err();

@@ -231,6 +231,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         pareto_shape: 2.5,
         task_cv: 0.05,
         submission: Submission::Window,
+        uf_outstanding: Default::default(),
         seed: a.seed,
     })?;
     w.jobs.truncate(a.jobs);

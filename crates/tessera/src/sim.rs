@@ -4,9 +4,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
-use tessera_sim::experiments::flexy::{self, FlexyConfig};
+use tessera_sim::experiments::claims::Verdict;
+use tessera_sim::experiments::flexy::{self, FlexyConfig, Mode};
 use tessera_sim::experiments::schedgpu;
-use tessera_sim::workload::Submission;
 use tessera_sim::workloads::flexy::Mix;
 
 #[derive(Debug, Subcommand)]
@@ -30,12 +30,6 @@ enum WorkloadArg {
     W2,
     W3,
     All,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
-enum SubmissionArg {
-    Window,
-    Burst,
 }
 
 #[derive(Debug, Args)]
@@ -73,10 +67,11 @@ pub struct FlexyArgs {
     /// Coefficient of variation of task times around Table I's means (assumed).
     #[arg(long, default_value_t = 0.05)]
     task_cv: f64,
-    /// Submission modes, comma-separated; the first drives figures 5-7, the others are
-    /// sensitivity runs (window: sliding window per job; burst: bursts of tasks).
-    #[arg(long, value_delimiter = ',', default_values = ["window", "burst"])]
-    submission: Vec<SubmissionArg>,
+    /// Readings of the workload, comma-separated; the first drives the main tables and
+    /// figures. `uf1` / `uf2n`: user-facing jobs keep one / up to 2N tasks outstanding;
+    /// `window` / `burst`: jobs submit as a sliding window / in bursts.
+    #[arg(long, value_delimiter = ',', default_values = ["uf1-window", "uf2n-window", "uf2n-burst"])]
+    modes: Vec<String>,
     /// Directory for results.json, fig5/6/7.svg and report.md.
     #[arg(long, default_value = "results/flexy")]
     out: PathBuf,
@@ -139,14 +134,17 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
         history: a.history,
         pareto_shape: a.pareto_shape,
         task_cv: a.task_cv,
-        submissions: a
-            .submission
+        modes: a
+            .modes
             .iter()
-            .map(|m| match m {
-                SubmissionArg::Window => Submission::Window,
-                SubmissionArg::Burst => Submission::Burst,
+            .map(|m| {
+                Mode::parse(m).with_context(|| {
+                    format!(
+                        "unknown mode {m:?}: use uf1-window, uf1-burst, uf2n-window or uf2n-burst"
+                    )
+                })
             })
-            .collect(),
+            .collect::<Result<_>>()?,
     };
     let bar = ProgressBar::new(0);
     bar.set_style(
@@ -173,17 +171,16 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
         results.records.len(),
         a.out.display()
     )?;
-    for c in &results.comparisons {
-        let verdict = match c.holds {
-            Some(true) => "holds",
-            Some(false) => "DOES NOT HOLD",
-            None => "",
+    let main = results.config.modes[0].label();
+    writeln!(out, "\nclaims under the main reading ({main}); report.md has every reading:")?;
+    for c in results.claims.iter().filter(|c| c.scope == main) {
+        let verdict = match c.verdict {
+            Verdict::Holds => "holds",
+            Verdict::DoesNotHold => "DOES NOT HOLD",
+            Verdict::NotMeasured => "not measured",
         };
-        writeln!(
-            out,
-            "\n[{} / {}] {verdict}\n  paper: {}\n  ours:  {}",
-            c.id, c.submission, c.paper, c.ours
-        )?;
+        let ours = c.ours.map_or("-".into(), |x| c.unit.show(x));
+        writeln!(out, "  [{verdict:>13}] {}: ours {ours} — {}", c.id, c.paper)?;
     }
     Ok(())
 }

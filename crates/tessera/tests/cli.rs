@@ -17,8 +17,11 @@ fn sim_flexy_writes_its_outputs() {
         .unwrap();
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
     let stdout = String::from_utf8_lossy(&status.stdout);
-    assert!(stdout.contains("paper:") && stdout.contains("ours:"), "{stdout}");
-    for f in ["results.json", "report.md", "fig5.svg", "fig6.svg", "fig7.svg", "fig5-burst.svg"] {
+    assert!(stdout.contains("claims under the main reading (uf1-window)"), "{stdout}");
+    assert!(stdout.contains("w1-headline-98-at-70: ours"), "{stdout}");
+    for f in
+        ["results.json", "report.md", "fig5.svg", "fig6.svg", "fig7.svg", "fig5-uf2n-burst.svg"]
+    {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
@@ -32,6 +35,7 @@ fn bad_arguments_fail_with_a_message() {
         &["sim", "flexy", "--pareto-shape", "1"],
         &["sim", "flexy", "--loads", "0"],
         &["sim", "flexy", "--workload", "w9"],
+        &["sim", "flexy", "--modes", "uf3-window"],
     ] {
         let out = tessera().args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");

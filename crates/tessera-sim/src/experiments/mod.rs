@@ -1,6 +1,7 @@
 //! One module per paper: each reproduces its evaluation and writes JSON, SVG and a
 //! Markdown report beside the paper's own numbers.
 
+pub mod claims;
 pub mod flexy;
 pub mod schedgpu;
 

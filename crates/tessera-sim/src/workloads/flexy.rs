@@ -135,6 +135,30 @@ impl Mix {
     }
 }
 
+/// How many tasks a user-facing job keeps outstanding (§III: "the number of
+/// outstanding tasks per job is derived from a uniform distribution, with a maximum
+/// value of 2 times the number of resources"). Batch jobs always follow §III.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UfOutstanding {
+    /// §III read literally: uniform in 1..=2N, like batch jobs.
+    #[default]
+    UpTo2N,
+    /// One at a time: a user-facing job (a client of an interactive service) submits
+    /// its next request when the previous one is answered.
+    One,
+}
+
+impl UfOutstanding {
+    /// Short name, as in mode labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            UfOutstanding::UpTo2N => "uf2n",
+            UfOutstanding::One => "uf1",
+        }
+    }
+}
+
 /// Generator parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FlexyWorkloadParams {
@@ -152,6 +176,9 @@ pub struct FlexyWorkloadParams {
     pub task_cv: f64,
     /// How jobs keep their tasks outstanding.
     pub submission: Submission,
+    /// How many tasks user-facing jobs keep outstanding.
+    #[serde(default)]
+    pub uf_outstanding: UfOutstanding,
     /// Seed of this workload instance.
     pub seed: u64,
 }
@@ -233,7 +260,9 @@ pub fn generate(p: &FlexyWorkloadParams) -> Result<Workload, WorkloadError> {
                 Nanos(((kernel_mean.0 as f64) * jitter.sample(&mut rng)).round().max(1.0) as u64)
             })
             .collect();
-        let window = rng.random_range(1..=2 * p.gpus);
+        // drawn for every job either way, so that both readings get the same jobs
+        let drawn = rng.random_range(1..=2 * p.gpus);
+        let window = if user_facing && p.uf_outstanding == UfOutstanding::One { 1 } else { drawn };
         let class =
             if user_facing { ServiceClass::UserFacing { sla: p.sla } } else { ServiceClass::Batch };
         jobs.push(Job {
@@ -261,6 +290,7 @@ mod tests {
             pareto_shape: 2.5,
             task_cv: 0.05,
             submission: Submission::Window,
+            uf_outstanding: Default::default(),
             seed,
         }
     }

@@ -40,6 +40,7 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
                 pareto_shape: 2.5,
                 task_cv: 0.05,
                 submission: Default::default(),
+                uf_outstanding: Default::default(),
                 seed,
             })
         })

@@ -1,0 +1,243 @@
+//! A paper's claims beside ours, shared by every experiment's report: each claim states
+//! what the paper says with its magnitude, how our number is judged against it (the
+//! test and its tolerance, chosen before looking at our number), our number, and the
+//! verdict — which says "no" whenever our data falls outside the tolerance.
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// How our number is judged against the paper's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Test {
+    /// Ours at least the paper's, less the tolerance.
+    AtLeast {
+        /// The paper's value.
+        paper: f64,
+        /// Allowed shortfall.
+        tolerance: f64,
+    },
+    /// Ours at most the paper's, plus the tolerance.
+    AtMost {
+        /// The paper's value.
+        paper: f64,
+        /// Allowed excess.
+        tolerance: f64,
+    },
+    /// Ours within the tolerance of the paper's, either way.
+    Near {
+        /// The paper's value.
+        paper: f64,
+        /// Allowed distance.
+        tolerance: f64,
+    },
+    /// A ratio at least the paper's divided by `factor`.
+    RatioAtLeast {
+        /// The paper's ratio.
+        paper: f64,
+        /// Allowed factor of shortfall.
+        factor: f64,
+    },
+}
+
+impl Test {
+    fn passes(self, ours: f64) -> bool {
+        match self {
+            Test::AtLeast { paper, tolerance } => ours >= paper - tolerance,
+            Test::AtMost { paper, tolerance } => ours <= paper + tolerance,
+            Test::Near { paper, tolerance } => (ours - paper).abs() <= tolerance,
+            Test::RatioAtLeast { paper, factor } => ours >= paper / factor,
+        }
+    }
+
+    fn describe(self, unit: Unit) -> String {
+        match self {
+            Test::AtLeast { paper, tolerance } => {
+                format!(
+                    ">= {} (paper {} less {})",
+                    unit.show(paper - tolerance),
+                    unit.show(paper),
+                    unit.span(tolerance)
+                )
+            }
+            Test::AtMost { paper, tolerance } => {
+                format!(
+                    "<= {} (paper {} plus {})",
+                    unit.show(paper + tolerance),
+                    unit.show(paper),
+                    unit.span(tolerance)
+                )
+            }
+            Test::Near { paper, tolerance } => {
+                format!("{} ± {}", unit.show(paper), unit.span(tolerance))
+            }
+            Test::RatioAtLeast { paper, factor } => {
+                format!(">= {:.1}x (paper {paper:.0}x within a factor {factor:.0})", paper / factor)
+            }
+        }
+    }
+}
+
+/// What a claim's numbers are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// A fraction shown as a percentage; tolerances in percentage points.
+    Percent,
+    /// A ratio.
+    Ratio,
+}
+
+impl Unit {
+    /// A value in this unit, for people.
+    pub fn show(self, x: f64) -> String {
+        match self {
+            Unit::Percent => format!("{:.1}%", 100.0 * x),
+            Unit::Ratio => format!("{x:.1}x"),
+        }
+    }
+
+    fn span(self, x: f64) -> String {
+        match self {
+            Unit::Percent => format!("{:.0} points", 100.0 * x),
+            Unit::Ratio => format!("{x:.1}"),
+        }
+    }
+}
+
+/// The verdict on one claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Our number passes the test.
+    Holds,
+    /// It does not.
+    DoesNotHold,
+    /// Our run did not produce the number (e.g. a curve never reaches the utilization).
+    NotMeasured,
+}
+
+impl Verdict {
+    /// For tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Holds => "yes",
+            Verdict::DoesNotHold => "**no**",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// One claim of a paper and what our run says of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    /// Short id.
+    pub id: String,
+    /// Which runs it was checked on (e.g. a submission mode).
+    pub scope: String,
+    /// Where the paper says it.
+    pub source: String,
+    /// What the paper says, with its magnitude.
+    pub paper: String,
+    /// How ours is judged.
+    pub test: Test,
+    /// Unit of the numbers.
+    pub unit: Unit,
+    /// Our number.
+    pub ours: Option<f64>,
+    /// The numbers behind ours.
+    pub detail: String,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+impl Claim {
+    /// A claim judged now: the verdict follows from `ours` and `test`.
+    // each argument is one field of the claim; a builder would only rename them
+    #[allow(clippy::too_many_arguments)]
+    pub fn judge(
+        id: &str,
+        scope: &str,
+        source: &str,
+        paper: &str,
+        test: Test,
+        unit: Unit,
+        ours: Option<f64>,
+        detail: String,
+    ) -> Claim {
+        let verdict = match ours {
+            Some(x) if x.is_finite() && test.passes(x) => Verdict::Holds,
+            Some(x) if x.is_finite() => Verdict::DoesNotHold,
+            _ => Verdict::NotMeasured,
+        };
+        Claim {
+            id: id.into(),
+            scope: scope.into(),
+            source: source.into(),
+            paper: paper.into(),
+            test,
+            unit,
+            ours,
+            detail,
+            verdict,
+        }
+    }
+}
+
+/// The claims as a Markdown table.
+pub fn table(claims: &[Claim]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| claim | runs | paper (where) | test | ours | holds |\n|---|---|---|---|---|---|"
+    );
+    for c in claims {
+        let ours = match c.ours {
+            Some(x) if x.is_finite() => c.unit.show(x),
+            _ => "—".into(),
+        };
+        let detail = if c.detail.is_empty() { String::new() } else { format!(" ({})", c.detail) };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} ({}) | {} | {}{} | {} |",
+            c.id,
+            c.scope,
+            c.paper,
+            c.source,
+            c.test.describe(c.unit),
+            ours,
+            detail,
+            c.verdict.label()
+        );
+    }
+    s
+}
+
+/// Counts of verdicts: (holds, does not hold, not measured).
+pub fn tally(claims: &[Claim]) -> (usize, usize, usize) {
+    claims.iter().fold((0, 0, 0), |(y, n, m), c| match c.verdict {
+        Verdict::Holds => (y + 1, n, m),
+        Verdict::DoesNotHold => (y, n + 1, m),
+        Verdict::NotMeasured => (y, n, m + 1),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_follow_the_test_and_can_say_no() {
+        let t = Test::AtLeast { paper: 0.98, tolerance: 0.03 };
+        let judge =
+            |x| Claim::judge("c", "s", "§", "p", t, Unit::Percent, x, String::new()).verdict;
+        assert_eq!(judge(Some(0.96)), Verdict::Holds);
+        assert_eq!(judge(Some(0.94)), Verdict::DoesNotHold);
+        assert_eq!(judge(None), Verdict::NotMeasured);
+        assert_eq!(judge(Some(f64::NAN)), Verdict::NotMeasured);
+        let r = Test::RatioAtLeast { paper: 10.0, factor: 2.0 };
+        assert!(r.passes(5.0) && !r.passes(4.9));
+        assert!(Test::Near { paper: 0.5, tolerance: 0.1 }.passes(0.41));
+        assert!(!Test::AtMost { paper: 0.4, tolerance: 0.1 }.passes(0.6));
+    }
+}

@@ -1,0 +1,535 @@
+//! `tessera sim flexy`: Flexy's evaluation (Figures 5, 6 and 7) in the simulator.
+//!
+//! For each Table II mix, each policy and each load factor f, `runs` workload
+//! instances are simulated on a 4-GPU node; each run gives one record (SLA met,
+//! utilization, resets, batch tasks and their longest wait, ...) and each
+//! (mix, policy, SLA, load) point the mean over runs. Figure 5 compares the policies,
+//! Figure 6 Flexy with K = 0..3, Figure 7 the reset policies at a 200 ms and a 1 s SLA.
+//! The report puts each of the paper's claims, with its magnitude, beside ours and
+//! judges it with a stated tolerance (`claims`, through the shared
+//! [`crate::experiments::claims`]); `report` writes the Markdown, every number in it
+//! from the run's data; `figures` draws the SVGs.
+//!
+//! Two readings of §III are run side by side (`Mode`): user-facing jobs keeping up to
+//! 2N tasks outstanding, as §III says of jobs in general, or one at a time; and jobs
+//! submitting as a sliding window or in bursts. The report says which the paper's
+//! numbers imply, from the run's own data.
+
+mod claims;
+mod figures;
+mod report;
+
+pub use report::report;
+
+use super::{ExperimentError, Progress};
+use crate::engine::{SimOptions, Simulation};
+use crate::metrics::RunMetrics;
+use crate::perf::{FLEXY_RESET_LATENCY, PerfModel};
+use crate::workload::Submission;
+use crate::workloads::flexy::{FlexyWorkloadParams, Mix, UfOutstanding, generate};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tessera_core::policy::PidGains;
+use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
+
+/// The policies of Figure 5, in the paper's order, and the PID variant.
+pub(crate) const FIG5_POLICIES: [&str; 8] = [
+    "RoundRobin",
+    "P-MinRes0",
+    "P-MinRes1",
+    "P-Reset",
+    "F-MinRes0",
+    "F-MinRes1",
+    "F-Reset",
+    "F-PID",
+];
+
+/// Version tag of `results.json`; bump on any change to its shape.
+pub const SCHEMA: &str = "tessera.sim.flexy/2";
+
+/// One reading of §III's workload: how jobs submit their outstanding tasks, and how
+/// many a user-facing job keeps outstanding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Mode {
+    /// Window or burst.
+    pub submission: Submission,
+    /// Up to 2N, or one.
+    pub uf_outstanding: UfOutstanding,
+}
+
+impl Mode {
+    /// The readings run by default; the first is the main one (see the report for why).
+    pub const DEFAULTS: [Mode; 3] = [
+        Mode { submission: Submission::Window, uf_outstanding: UfOutstanding::One },
+        Mode { submission: Submission::Window, uf_outstanding: UfOutstanding::UpTo2N },
+        Mode { submission: Submission::Burst, uf_outstanding: UfOutstanding::UpTo2N },
+    ];
+
+    /// `uf1-window`, `uf2n-burst`, ...
+    pub fn label(self) -> String {
+        format!("{}-{}", self.uf_outstanding.name(), self.submission.name())
+    }
+
+    /// The mode of a label.
+    pub fn parse(label: &str) -> Option<Mode> {
+        let (uf, sub) = label.split_once('-')?;
+        let uf_outstanding =
+            [UfOutstanding::One, UfOutstanding::UpTo2N].into_iter().find(|u| u.name() == uf)?;
+        let submission =
+            [Submission::Window, Submission::Burst].into_iter().find(|s| s.name() == sub)?;
+        Some(Mode { submission, uf_outstanding })
+    }
+}
+
+/// Everything the experiment is run with; recorded in `results.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlexyConfig {
+    /// Mixes to run.
+    pub mixes: Vec<Mix>,
+    /// Load factors f.
+    pub loads: Vec<f64>,
+    /// Runs (workload instances) per point.
+    pub runs: usize,
+    /// Base seed.
+    pub seed: u64,
+    /// User-facing SLA for Figures 5 and 6, milliseconds.
+    pub sla_ms: u64,
+    /// The longer SLA of Figure 7, milliseconds.
+    pub long_sla_ms: u64,
+    /// GPUs in the node.
+    pub gpus: usize,
+    /// Reset latency, milliseconds.
+    pub reset_ms: u64,
+    /// k: user-facing task times averaged for le.
+    pub history: usize,
+    /// Pareto shape of job durations.
+    pub pareto_shape: f64,
+    /// Coefficient of variation of task times.
+    pub task_cv: f64,
+    /// Readings of the workload to run; the first is the main one, the others are
+    /// reported beside it.
+    pub modes: Vec<Mode>,
+}
+
+impl Default for FlexyConfig {
+    fn default() -> Self {
+        FlexyConfig {
+            mixes: Mix::ALL.to_vec(),
+            // the paper's range, 0.125 (heaviest) to 4 (lightest), doubling
+            loads: vec![0.125, 0.25, 0.5, 1.0, 2.0, 4.0],
+            runs: 10, // "each data point ... is the average of 10 runs" (§III)
+            seed: 1,
+            sla_ms: 200,
+            long_sla_ms: 1000,
+            gpus: 4,
+            reset_ms: FLEXY_RESET_LATENCY.0 / 1_000_000,
+            history: 10,
+            pareto_shape: 2.5,
+            task_cv: 0.05,
+            modes: Mode::DEFAULTS.to_vec(),
+        }
+    }
+}
+
+/// One run: one workload instance under one policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// `w1`, `w2` or `w3`.
+    pub workload: String,
+    /// The reading of the workload ([`Mode::label`]).
+    pub mode: String,
+    /// Policy label.
+    pub policy: String,
+    /// SLA of this run, milliseconds.
+    pub sla_ms: u64,
+    /// Load factor f.
+    pub load: f64,
+    /// Run index (workload instance).
+    pub run: usize,
+    /// What was measured.
+    #[serde(flatten)]
+    pub metrics: RunMetrics,
+}
+
+/// The mean over runs of one (workload, policy, SLA, load).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// `w1`, `w2` or `w3`.
+    pub workload: String,
+    /// The reading of the workload ([`Mode::label`]).
+    pub mode: String,
+    /// Policy label.
+    pub policy: String,
+    /// SLA, milliseconds.
+    pub sla_ms: u64,
+    /// Load factor f.
+    pub load: f64,
+    /// Runs averaged.
+    pub runs: usize,
+    /// Mean fraction of user-facing tasks meeting the SLA.
+    pub sla_met: f64,
+    /// Mean utilization.
+    pub utilization: f64,
+    /// Mean resets per run.
+    pub resets: f64,
+    /// Mean batch tasks completed per run.
+    pub batch_done: f64,
+    /// Longest batch wait over the runs, seconds.
+    pub batch_max_wait_s: f64,
+    /// Mean time-weighted user-facing pool size.
+    pub mean_user_pool: f64,
+    /// Mean time-weighted K.
+    pub mean_k: f64,
+}
+
+/// A latency distribution of user-facing tasks, pooled over loads and runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyCdf {
+    /// Workload.
+    pub workload: String,
+    /// The reading of the workload ([`Mode::label`]).
+    pub mode: String,
+    /// Policy label.
+    pub policy: String,
+    /// SLA, milliseconds.
+    pub sla_ms: u64,
+    /// (latency in seconds, fraction of tasks at or below it), at log-spaced latencies.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Everything the experiment produced; serialised as `results.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlexyResults {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The configuration.
+    pub config: FlexyConfig,
+    /// One per run.
+    pub records: Vec<Record>,
+    /// Means per point.
+    pub points: Vec<Point>,
+    /// Figure 7's distributions.
+    pub latency_cdfs: Vec<LatencyCdf>,
+    /// The paper's claims beside ours, with verdicts.
+    pub claims: Vec<super::claims::Claim>,
+}
+
+struct Trial {
+    mode: Mode,
+    mix: Mix,
+    policy: PolicyConfig,
+    sla: Nanos,
+    load: f64,
+    run: usize,
+    keep_latencies: bool,
+}
+
+fn policies(cfg: &FlexyConfig, sla: Nanos) -> Vec<PolicyConfig> {
+    let reset = Some(Nanos::from_millis(cfg.reset_ms));
+    let flexy = |reserve, reset| PolicyConfig::Flexy { reserve, reset, sla, history: cfg.history };
+    let mut list = vec![
+        PolicyConfig::RoundRobin,
+        PolicyConfig::Priority { reserve: 0, reset: None },
+        PolicyConfig::Priority { reserve: 1, reset: None },
+        PolicyConfig::Priority { reserve: 0, reset },
+        flexy(0, None),
+        flexy(1, None),
+        flexy(0, reset),
+        PolicyConfig::FlexyPid { sla, history: cfg.history, gains: PidGains::default() },
+    ];
+    // Figure 6: K = 2 and 3 (K = 0 and 1 are above), where the node has room.
+    list.extend((2..cfg.gpus.min(4)).map(|k| flexy(k, None)));
+    list
+}
+
+fn is_reset_policy(label: &str) -> bool {
+    label.ends_with("Reset")
+}
+
+/// Seed of workload instance `run` of `mix`: the same at every load and for every
+/// policy (common random numbers).
+fn instance_seed(base: u64, mix: Mix, run: usize) -> u64 {
+    base.wrapping_mul(1_000_003).wrapping_add((mix as u64) << 32).wrapping_add(run as u64)
+}
+
+fn validate(cfg: &FlexyConfig) -> Result<(), ExperimentError> {
+    let bad = |m: &str| Err(ExperimentError::Config(m.to_string()));
+    if cfg.mixes.is_empty() {
+        return bad("no workload selected");
+    }
+    if cfg.loads.is_empty() || cfg.loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
+        return bad("loads must be a non-empty list of positive numbers");
+    }
+    if cfg.runs == 0 {
+        return bad("runs must be at least 1");
+    }
+    if cfg.gpus < 2 {
+        return bad("Flexy's figures need at least 2 GPUs (K=1 reserves one)");
+    }
+    if cfg.sla_ms == 0 || cfg.long_sla_ms == 0 {
+        return bad("SLAs must be positive");
+    }
+    if cfg.history == 0 {
+        return bad("history k must be at least 1");
+    }
+    if cfg.modes.is_empty() || cfg.modes.iter().enumerate().any(|(i, m)| cfg.modes[..i].contains(m))
+    {
+        return bad("modes must be a non-empty list without repeats");
+    }
+    Ok(())
+}
+
+/// Run the whole experiment. `progress` is told of each finished run.
+pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, ExperimentError> {
+    validate(cfg)?;
+    let sla = Nanos::from_millis(cfg.sla_ms);
+    let long_sla = Nanos::from_millis(cfg.long_sla_ms);
+    let mut trials = Vec::new();
+    for (&mode, &mix) in cfg.modes.iter().flat_map(|s| cfg.mixes.iter().map(move |m| (s, m))) {
+        let mut sets = vec![(sla, policies(cfg, sla))];
+        if long_sla != sla {
+            let reset_only = policies(cfg, long_sla)
+                .into_iter()
+                .filter(|p| is_reset_policy(&p.label()))
+                .collect();
+            sets.push((long_sla, reset_only));
+        }
+        for (sla, list) in sets {
+            for policy in list {
+                for &load in &cfg.loads {
+                    for run in 0..cfg.runs {
+                        let keep_latencies = is_reset_policy(&policy.label());
+                        trials.push(Trial {
+                            mode,
+                            mix,
+                            policy: policy.clone(),
+                            sla,
+                            load,
+                            run,
+                            keep_latencies,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let gpus = GpuSpec::uniform(cfg.gpus, Bytes::gib(4)); // Quadro P1000: 4 GB
+    let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms), speed: 1.0 };
+    let done = AtomicUsize::new(0);
+    let total = trials.len();
+    let outcomes: Vec<Result<Record, ExperimentError>> = trials
+        .par_iter()
+        .map(|t| {
+            let workload = generate(&FlexyWorkloadParams {
+                mix: t.mix,
+                load: t.load,
+                gpus: cfg.gpus,
+                sla: t.sla,
+                pareto_shape: cfg.pareto_shape,
+                task_cv: cfg.task_cv,
+                submission: t.mode.submission,
+                uf_outstanding: t.mode.uf_outstanding,
+                seed: instance_seed(cfg.seed, t.mix, t.run),
+            })?;
+            let policy = t.policy.build(&gpus)?;
+            let opts = SimOptions {
+                gpus: gpus.clone(),
+                perf: perf.clone(),
+                keep_latencies: t.keep_latencies,
+                event_budget: 50_000_000,
+            };
+            let metrics = Simulation::new(&workload, policy, opts).run().map_err(|source| {
+                ExperimentError::Sim {
+                    trial: format!(
+                        "{} {} f={} run {}",
+                        t.mix.name(),
+                        t.policy.label(),
+                        t.load,
+                        t.run
+                    ),
+                    source,
+                }
+            })?;
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+            Ok(Record {
+                workload: t.mix.name().into(),
+                mode: t.mode.label(),
+                policy: t.policy.label(),
+                sla_ms: t.sla.0 / 1_000_000,
+                load: t.load,
+                run: t.run,
+                metrics,
+            })
+        })
+        .collect();
+    let mut records = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let points = aggregate(&records);
+    let latency_cdfs = cdfs(&records);
+    for r in &mut records {
+        r.metrics.uf_latencies_s.clear(); // summarised in the CDFs; too bulky per run
+    }
+    let mut results = FlexyResults {
+        schema: SCHEMA.into(),
+        config: cfg.clone(),
+        records,
+        points,
+        latency_cdfs,
+        claims: vec![],
+    };
+    results.claims = claims::claims(&results);
+    Ok(results)
+}
+
+fn aggregate(records: &[Record]) -> Vec<Point> {
+    let mut points: Vec<Point> = Vec::new();
+    // records are grouped: consecutive runs of one point are adjacent
+    for chunk in records.chunk_by(|a, b| {
+        a.mode == b.mode
+            && a.workload == b.workload
+            && a.policy == b.policy
+            && a.sla_ms == b.sla_ms
+            && a.load == b.load
+    }) {
+        let n = chunk.len() as f64;
+        let mean =
+            |f: &dyn Fn(&RunMetrics) -> f64| chunk.iter().map(|r| f(&r.metrics)).sum::<f64>() / n;
+        let first = &chunk[0];
+        points.push(Point {
+            workload: first.workload.clone(),
+            mode: first.mode.clone(),
+            policy: first.policy.clone(),
+            sla_ms: first.sla_ms,
+            load: first.load,
+            runs: chunk.len(),
+            sla_met: mean(&|m| m.sla_met),
+            utilization: mean(&|m| m.utilization),
+            resets: mean(&|m| m.resets as f64),
+            batch_done: mean(&|m| m.batch_done as f64),
+            batch_max_wait_s: chunk.iter().map(|r| r.metrics.batch_max_wait_s).fold(0.0, f64::max),
+            mean_user_pool: mean(&|m| m.mean_user_pool),
+            mean_k: mean(&|m| m.mean_k),
+        });
+    }
+    points
+}
+
+fn cdfs(records: &[Record]) -> Vec<LatencyCdf> {
+    let mut out: Vec<LatencyCdf> = Vec::new();
+    let mut sorted: Vec<&Record> =
+        records.iter().filter(|r| !r.metrics.uf_latencies_s.is_empty()).collect();
+    sorted.sort_by(|a, b| {
+        (&a.mode, &a.workload, &a.policy, a.sla_ms).cmp(&(
+            &b.mode,
+            &b.workload,
+            &b.policy,
+            b.sla_ms,
+        ))
+    });
+    for group in sorted.chunk_by(|a, b| {
+        a.mode == b.mode && a.workload == b.workload && a.policy == b.policy && a.sla_ms == b.sla_ms
+    }) {
+        let mut lat: Vec<f64> =
+            group.iter().flat_map(|r| r.metrics.uf_latencies_s.iter().copied()).collect();
+        lat.sort_by(f64::total_cmp);
+        // 10 ms .. 100 s, 10 points per decade
+        let points = (0..=40)
+            .map(|i| {
+                let x = 10f64.powf(-2.0 + i as f64 / 10.0);
+                let below = lat.partition_point(|l| *l <= x);
+                (x, below as f64 / lat.len() as f64)
+            })
+            .collect();
+        out.push(LatencyCdf {
+            workload: group[0].workload.clone(),
+            mode: group[0].mode.clone(),
+            policy: group[0].policy.clone(),
+            sla_ms: group[0].sla_ms,
+            points,
+        });
+    }
+    out
+}
+
+/// Points of one curve, lightest load first.
+pub(crate) fn curve<'a>(
+    r: &'a FlexyResults,
+    mode: &str,
+    workload: &str,
+    policy: &str,
+    sla_ms: u64,
+) -> Vec<&'a Point> {
+    let mut c: Vec<&Point> = r
+        .points
+        .iter()
+        .filter(|p| {
+            p.mode == mode && p.workload == workload && p.policy == policy && p.sla_ms == sla_ms
+        })
+        .collect();
+    c.sort_by(|a, b| b.load.total_cmp(&a.load));
+    c
+}
+
+/// SLA met at utilization `u`, interpolated linearly between the two load points
+/// whose utilizations bracket it; `None` when the curve does not reach `u`.
+pub(crate) fn sla_met_at_utilization(curve: &[&Point], u: f64) -> Option<f64> {
+    curve.windows(2).find_map(|w| {
+        let (a, b) = (w[0], w[1]);
+        let (lo, hi) = if a.utilization <= b.utilization { (a, b) } else { (b, a) };
+        if lo.utilization <= u && u <= hi.utilization {
+            let span = hi.utilization - lo.utilization;
+            let t = if span > 0.0 { (u - lo.utilization) / span } else { 0.0 };
+            Some(lo.sla_met + t * (hi.sla_met - lo.sla_met))
+        } else {
+            None
+        }
+    })
+}
+
+/// The utilization at which a curve meets `sla` of user-facing tasks, interpolated
+/// between the bracketing load points (the highest such utilization); `None` if it
+/// never crosses it.
+pub(crate) fn utilization_at_sla_met(curve: &[&Point], sla: f64) -> Option<f64> {
+    curve
+        .windows(2)
+        .filter_map(|w| {
+            let (a, b) = (w[0], w[1]);
+            let (lo, hi) = if a.sla_met <= b.sla_met { (a, b) } else { (b, a) };
+            if lo.sla_met <= sla && sla <= hi.sla_met {
+                let span = hi.sla_met - lo.sla_met;
+                let t = if span > 0.0 { (sla - lo.sla_met) / span } else { 0.0 };
+                Some(lo.utilization + t * (hi.utilization - lo.utilization))
+            } else {
+                None
+            }
+        })
+        .fold(None, |best: Option<f64>, u| Some(best.map_or(u, |b| b.max(u))))
+}
+
+/// Judge the paper's claims again from `results.points` and `results.records` (after
+/// they were edited, say: the report's verdicts and prose follow the data).
+pub fn rejudge(results: &mut FlexyResults) {
+    results.claims = claims::claims(results);
+}
+
+/// Write `results.json`, `fig5.svg`, `fig6.svg`, `fig7.svg` and `report.md` into `dir`.
+pub fn write_outputs(results: &FlexyResults, dir: &Path) -> Result<(), ExperimentError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ExperimentError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let json = serde_json::to_string_pretty(results)
+        .map_err(|e| ExperimentError::Config(e.to_string()))?;
+    let p = dir.join("results.json");
+    std::fs::write(&p, json + "\n").map_err(io(&p))?;
+
+    for (i, mode) in results.config.modes.iter().enumerate() {
+        let suffix = if i == 0 { String::new() } else { format!("-{}", mode.label()) };
+        figures::draw(results, &mode.label(), &suffix, dir)?;
+    }
+    let p = dir.join("report.md");
+    std::fs::write(&p, report(results)).map_err(io(&p))?;
+    Ok(())
+}
