@@ -1,0 +1,24 @@
+//! The performance model of a shared GPU, used by the simulator and (in real time) by
+//! the daemon's emulated executor. Pure: no clock, no I/O — time comes in as an
+//! argument, in nanoseconds, and data files come in as strings.
+//!
+//! Module map:
+//! - [`occupancy`]: how much of a GPU a kernel would occupy alone (its demand), by the
+//!   occupancy arithmetic of NVIDIA's occupancy calculator (DCUDA §3.2).
+//! - [`sharing`]: the work running on one GPU — exclusive, co-running with processor
+//!   sharing (all slow in proportion once their summed demand passes capacity), or
+//!   time-sliced contexts — with finish times kept by a virtual clock per GPU.
+//! - [`partition`]: spatial partitions (MPS shares): latency profiles L(batch, share)
+//!   and the linear interference model of gpu-lets §4.4, both loaded from data.
+//! - [`migration`]: what moving a tenant's context between GPUs costs.
+//! - [`power`]: power states and energy.
+//!
+//! Status: the model and its property tests; the simulator engine, the core's
+//! vocabulary and the daemon's executor do not use it yet (issue 10's items 2-4).
+#![forbid(unsafe_code)]
+
+pub mod migration;
+pub mod occupancy;
+pub mod partition;
+pub mod power;
+pub mod sharing;

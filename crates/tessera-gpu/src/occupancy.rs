@@ -1,0 +1,158 @@
+//! A kernel's demand: the share of a GPU's streaming multiprocessors it would occupy
+//! alone (DCUDA §3.2 measures an application's demand this way; the arithmetic is that
+//! of NVIDIA's CUDA occupancy calculator).
+//!
+//! Per SM, the resident blocks of a kernel are limited by four resources:
+//!
+//! ```text
+//! by_threads   = floor(max_threads_per_sm / round_up(threads_per_block, warp_size))
+//! by_registers = floor(registers_per_sm / (round_up(regs_per_thread * warp_size, reg_granularity) * warps_per_block))
+//! by_shared    = floor(shared_per_sm / round_up(shared_per_block, shared_granularity))   (no limit if 0)
+//! by_blocks    = max_blocks_per_sm
+//! blocks_per_sm = min(by_threads, by_registers, by_shared, by_blocks)
+//! occupancy     = blocks_per_sm * warps_per_block / max_warps_per_sm
+//! demand        = min(1, grid_blocks / (blocks_per_sm * sms))
+//! ```
+//!
+//! `demand` is the fraction of the GPU's block slots the kernel's grid fills: a grid
+//! smaller than one wave leaves SMs idle for others to use, which is what lets
+//! co-running kernels share a GPU without slowing each other.
+
+use serde::{Deserialize, Serialize};
+
+/// The per-SM limits of a GPU (from NVIDIA's tables for its compute capability).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmLimits {
+    /// Streaming multiprocessors.
+    pub sms: u32,
+    /// Threads per warp.
+    pub warp_size: u32,
+    /// Resident threads per SM.
+    pub max_threads_per_sm: u32,
+    /// Resident blocks per SM.
+    pub max_blocks_per_sm: u32,
+    /// 32-bit registers per SM.
+    pub registers_per_sm: u32,
+    /// Registers are allocated per warp in multiples of this.
+    pub register_granularity: u32,
+    /// Shared memory per SM, bytes.
+    pub shared_per_sm: u32,
+    /// Shared memory is allocated per block in multiples of this, bytes.
+    pub shared_granularity: u32,
+}
+
+impl SmLimits {
+    /// Tesla V100 (compute capability 7.0), from NVIDIA's CUDA occupancy calculator
+    /// and the V100 whitepaper: 80 SMs, 2048 threads, 32 blocks, 64 K registers and up
+    /// to 96 KiB of shared memory per SM.
+    pub const V100: SmLimits = SmLimits {
+        sms: 80,
+        warp_size: 32,
+        max_threads_per_sm: 2048,
+        max_blocks_per_sm: 32,
+        registers_per_sm: 65_536,
+        register_granularity: 256,
+        shared_per_sm: 98_304,
+        shared_granularity: 256,
+    };
+}
+
+/// A kernel launch's shape and per-thread resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// Blocks in the grid.
+    pub grid_blocks: u64,
+    /// Threads per block.
+    pub threads_per_block: u32,
+    /// Registers per thread.
+    pub registers_per_thread: u32,
+    /// Shared memory per block, bytes (static plus dynamic).
+    pub shared_per_block: u32,
+}
+
+/// What the arithmetic gives for one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Occupancy {
+    /// Resident blocks per SM (0: the launch cannot run on this GPU).
+    pub blocks_per_sm: u32,
+    /// Resident warps over the SM's maximum (0..=1).
+    pub occupancy: f64,
+    /// Share of the GPU's block slots the grid fills (0..=1).
+    pub demand: f64,
+}
+
+fn round_up(x: u32, to: u32) -> u32 {
+    x.div_ceil(to.max(1)) * to.max(1)
+}
+
+/// The occupancy arithmetic (see the module docs).
+pub fn occupancy(l: &Launch, gpu: &SmLimits) -> Occupancy {
+    let none = Occupancy { blocks_per_sm: 0, occupancy: 0.0, demand: 0.0 };
+    if l.threads_per_block == 0 || l.grid_blocks == 0 {
+        return none;
+    }
+    let warps_per_block = l.threads_per_block.div_ceil(gpu.warp_size);
+    let by_threads = gpu.max_threads_per_sm / (warps_per_block * gpu.warp_size);
+    let regs_per_warp =
+        round_up(l.registers_per_thread.max(1) * gpu.warp_size, gpu.register_granularity);
+    let by_registers = gpu.registers_per_sm / (regs_per_warp * warps_per_block);
+    let by_shared = if l.shared_per_block == 0 {
+        u32::MAX
+    } else {
+        gpu.shared_per_sm / round_up(l.shared_per_block, gpu.shared_granularity)
+    };
+    let blocks_per_sm = by_threads.min(by_registers).min(by_shared).min(gpu.max_blocks_per_sm);
+    if blocks_per_sm == 0 {
+        return none;
+    }
+    let max_warps = gpu.max_threads_per_sm / gpu.warp_size;
+    let slots = u64::from(blocks_per_sm) * u64::from(gpu.sms);
+    Occupancy {
+        blocks_per_sm,
+        occupancy: f64::from(blocks_per_sm * warps_per_block) / f64::from(max_warps),
+        demand: (l.grid_blocks as f64 / slots as f64).min(1.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(grid: u64, threads: u32, regs: u32, shared: u32) -> Launch {
+        Launch {
+            grid_blocks: grid,
+            threads_per_block: threads,
+            registers_per_thread: regs,
+            shared_per_block: shared,
+        }
+    }
+
+    /// Worked by hand from the formulas above, V100 limits.
+    #[test]
+    fn hand_computed_cases() {
+        let v = SmLimits::V100;
+        // 256 threads, 32 regs, no shared: threads allow 2048/256 = 8; registers:
+        // 32*32 = 1024 per warp (already a multiple of 256), 8 warps -> 8192 per block,
+        // 65536/8192 = 8; blocks limit 32 -> 8 blocks, 64 warps = full occupancy.
+        let o = occupancy(&launch(640, 256, 32, 0), &v);
+        assert_eq!(o.blocks_per_sm, 8);
+        assert_eq!(o.occupancy, 1.0);
+        // 640 blocks fill 640 of 8*80 = 640 slots
+        assert_eq!(o.demand, 1.0);
+        // the same kernel with 64 blocks fills a tenth of the GPU
+        assert!((occupancy(&launch(64, 256, 32, 0), &v).demand - 0.1).abs() < 1e-12);
+        // 64 registers: 2048 per warp, 8 warps -> 16384 per block -> 4 blocks, half
+        let o = occupancy(&launch(80, 256, 64, 0), &v);
+        assert_eq!((o.blocks_per_sm, o.occupancy), (4, 0.5));
+        assert!((o.demand - 80.0 / 320.0).abs() < 1e-12);
+        // 40 KiB shared per block: 98304 / 40960 = 2 blocks
+        let o = occupancy(&launch(1000, 128, 16, 40 * 1024), &v);
+        assert_eq!(o.blocks_per_sm, 2);
+        assert_eq!(o.occupancy, 8.0 / 64.0);
+        assert_eq!(o.demand, 1.0, "more blocks than slots: the whole GPU");
+        // tiny blocks hit the 32-blocks limit: 32 threads -> 2048/32 = 64 by threads
+        assert_eq!(occupancy(&launch(1, 32, 8, 0), &v).blocks_per_sm, 32);
+        // a block that cannot fit: 1024 threads * 255 registers
+        assert_eq!(occupancy(&launch(1, 1024, 255, 0), &v).blocks_per_sm, 0);
+    }
+}
