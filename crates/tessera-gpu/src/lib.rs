@@ -13,8 +13,9 @@
 //! - [`migration`]: what moving a tenant's context between GPUs costs.
 //! - [`power`]: power states and energy.
 //!
-//! Status: the model and its property tests; the simulator engine, the core's
-//! vocabulary and the daemon's executor do not use it yet (issue 10's items 2-4).
+//! Status: the simulator's task engine runs its GPUs on [`sharing::SharedGpu`] in
+//! exclusive mode; the core's vocabulary, shared dispatch and the daemon's executor do
+//! not use the rest yet (issue 10's items 2-4).
 #![forbid(unsafe_code)]
 
 pub mod migration;

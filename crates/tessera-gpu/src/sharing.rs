@@ -18,9 +18,11 @@
 //! In every mode all pieces progress at one common rate r(t), so one **virtual clock**
 //! per GPU, V, advancing at r(t), says how much full-speed work each piece has done
 //! since it started: a piece started at virtual time V0 with work w finishes when V
-//! reaches V0 + w, whatever happens to the rate meanwhile. Pieces are kept ordered by
-//! that finishing virtual time, so a start, an end or a change of demand costs
-//! O(log n), never a rescan of every piece.
+//! reaches V0 + w, whatever happens to the rate meanwhile. Pieces are kept in a vector
+//! sorted by that finishing virtual time (a GPU holds a handful of pieces, where a
+//! sorted vector beats a tree and allocates nothing per piece): a start is a binary
+//! search and a short shift, the next finish is the first element, and a change of
+//! rate touches no piece at all.
 //!
 //! Invariants (checked by the property tests): time never goes backwards; a piece
 //! alone finishes after exactly its work; while the GPU is over-subscribed the
@@ -31,7 +33,6 @@
 //! repeats work.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
 
 /// Nanoseconds.
 pub type Ns = u64;
@@ -88,6 +89,7 @@ pub enum SharingError {
 /// A running piece.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Running {
+    id: PieceId,
     /// Virtual time at which it finishes.
     finish_v: f64,
     /// Virtual time at which it started (for the work it has done).
@@ -95,18 +97,11 @@ struct Running {
     demand: f64,
 }
 
-/// f64 with a total order, for the finishing set.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Key(f64);
-impl Eq for Key {}
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Key {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
+impl Running {
+    /// Finishing order: virtual finish time, then id (so that ties do not depend on
+    /// the order of starts).
+    fn order(&self, other: &Running) -> std::cmp::Ordering {
+        self.finish_v.total_cmp(&other.finish_v).then(self.id.cmp(&other.id))
     }
 }
 
@@ -133,8 +128,8 @@ pub struct SharedGpu {
     v: f64,
     demand_sum: f64,
     paused: bool,
-    running: HashMap<PieceId, Running>,
-    by_finish: BTreeSet<(Key, PieceId)>,
+    /// Sorted by [`Running::order`].
+    running: Vec<Running>,
     usage: Usage,
 }
 
@@ -148,8 +143,7 @@ impl SharedGpu {
             v: 0.0,
             demand_sum: 0.0,
             paused: false,
-            running: HashMap::new(),
-            by_finish: BTreeSet::new(),
+            running: Vec::new(),
             usage: Usage::default(),
         }
     }
@@ -198,7 +192,7 @@ impl SharedGpu {
     /// The share of the GPU a piece holds now (its demand times the common rate, or for
     /// time slicing its share of turns).
     pub fn share_of(&self, id: PieceId) -> Option<f64> {
-        let r = self.running.get(&id)?;
+        let r = self.find(id)?;
         Some(match self.sharing {
             Sharing::TimeSliced { .. } => self.rate(),
             _ => r.demand * self.rate(),
@@ -219,7 +213,7 @@ impl SharedGpu {
             let used = match self.sharing {
                 Sharing::TimeSliced { .. } => {
                     // each context holds the GPU in turn: its demand while it runs
-                    self.running.values().map(|p| p.demand).sum::<f64>() * r
+                    self.running.iter().map(|p| p.demand).sum::<f64>() * r
                 }
                 _ => self.demand_sum * r,
             };
@@ -228,6 +222,10 @@ impl SharedGpu {
         }
         self.now = now;
         Ok(())
+    }
+
+    fn find(&self, id: PieceId) -> Option<&Running> {
+        self.running.iter().find(|r| r.id == id)
     }
 
     fn check_demand(demand: f64) -> Result<(), SharingError> {
@@ -247,18 +245,18 @@ impl SharedGpu {
         demand: f64,
     ) -> Result<(), SharingError> {
         Self::check_demand(demand)?;
-        if self.running.contains_key(&id) {
+        if self.find(id).is_some() {
             return Err(SharingError::Duplicate(id));
         }
         if self.sharing == Sharing::Exclusive
-            && let Some(other) = self.running.keys().next()
+            && let Some(other) = self.running.first()
         {
-            return Err(SharingError::Occupied(*other));
+            return Err(SharingError::Occupied(other.id));
         }
         self.advance(now)?;
-        let finish_v = self.v + work as f64;
-        self.running.insert(id, Running { finish_v, start_v: self.v, demand });
-        self.by_finish.insert((Key(finish_v), id));
+        let piece = Running { id, finish_v: self.v + work as f64, start_v: self.v, demand };
+        let at = self.running.partition_point(|r| r.order(&piece).is_lt());
+        self.running.insert(at, piece);
         self.demand_sum += demand;
         Ok(())
     }
@@ -267,8 +265,8 @@ impl SharedGpu {
     /// the work it still had to do, ns at full speed.
     pub fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, SharingError> {
         self.advance(now)?;
-        let r = self.running.remove(&id).ok_or(SharingError::Unknown(id))?;
-        self.by_finish.remove(&(Key(r.finish_v), id));
+        let i = self.running.iter().position(|r| r.id == id).ok_or(SharingError::Unknown(id))?;
+        let r = self.running.remove(i);
         self.demand_sum -= r.demand;
         if self.running.is_empty() {
             self.demand_sum = 0.0; // no rounding residue survives an empty GPU
@@ -278,14 +276,14 @@ impl SharedGpu {
 
     /// Full-speed work a piece has done so far.
     pub fn done(&self, id: PieceId) -> Option<f64> {
-        self.running.get(&id).map(|r| self.v - r.start_v)
+        self.find(id).map(|r| self.v - r.start_v)
     }
 
     /// Change a piece's demand at `now` (its kernel changed).
     pub fn set_demand(&mut self, now: Ns, id: PieceId, demand: f64) -> Result<(), SharingError> {
         Self::check_demand(demand)?;
         self.advance(now)?;
-        let r = self.running.get_mut(&id).ok_or(SharingError::Unknown(id))?;
+        let r = self.running.iter_mut().find(|r| r.id == id).ok_or(SharingError::Unknown(id))?;
         self.demand_sum += demand - r.demand;
         r.demand = demand;
         Ok(())
@@ -305,7 +303,8 @@ impl SharedGpu {
         if r <= 0.0 {
             return None;
         }
-        let &(Key(finish_v), id) = self.by_finish.first()?;
+        let first = self.running.first()?;
+        let (finish_v, id) = (first.finish_v, first.id);
         let exact = (finish_v - self.v) / r;
         // whole nanoseconds, rounded up so that the piece is done by then; the small
         // allowance keeps float noise on an exact value from adding a nanosecond
@@ -318,20 +317,31 @@ impl SharedGpu {
     pub fn take_finished(&mut self, now: Ns) -> Result<Vec<PieceId>, SharingError> {
         self.advance(now)?;
         let mut out = Vec::new();
-        while let Some(&(Key(finish_v), id)) = self.by_finish.first() {
-            if finish_v > self.v + FINISH_TOLERANCE {
-                break;
-            }
-            self.by_finish.pop_first();
-            if let Some(r) = self.running.remove(&id) {
-                self.demand_sum -= r.demand;
-            }
-            out.push(id);
+        let due = self.running.partition_point(|r| r.finish_v <= self.v + FINISH_TOLERANCE);
+        for r in self.running.drain(..due) {
+            self.demand_sum -= r.demand;
+            out.push(r.id);
         }
         if self.running.is_empty() {
             self.demand_sum = 0.0;
         }
         Ok(out)
+    }
+
+    /// Move to `now` and take the first piece finished by then, if any — the
+    /// allocation-free form of [`SharedGpu::take_finished`] for callers that handle
+    /// one finish at a time.
+    pub fn pop_finished(&mut self, now: Ns) -> Result<Option<PieceId>, SharingError> {
+        self.advance(now)?;
+        match self.running.first() {
+            Some(r) if r.finish_v <= self.v + FINISH_TOLERANCE => {
+                let r = self.running.remove(0);
+                self.demand_sum =
+                    if self.running.is_empty() { 0.0 } else { self.demand_sum - r.demand };
+                Ok(Some(r.id))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Run until nothing is left (or `limit`), returning (piece, finish time) in order.

@@ -15,6 +15,7 @@ use std::collections::BinaryHeap;
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::Event;
 use tessera_core::{Action, GpuId, GpuSpec, Nanos, Placement, Policy, TaskId, TaskSpec, TenantId};
+use tessera_gpu::sharing::{SharedGpu, Sharing};
 
 /// A run could not complete: the policy broke an invariant, or work was lost.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -51,12 +52,28 @@ enum SimEvent {
     Tick,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct GpuSim {
+    /// The shared-GPU model (`tessera-gpu`), exclusive here: it decides when the
+    /// running task finishes, so that exclusive use is the one-piece case of the same
+    /// model the sharing policies will use, not a second code path.
+    model: SharedGpu,
     running: Option<(TaskId, Nanos)>,
     resetting: bool,
     generation: u64,
     busy: Nanos,
+}
+
+impl Default for GpuSim {
+    fn default() -> Self {
+        GpuSim {
+            model: SharedGpu::new(Sharing::Exclusive),
+            running: None,
+            resetting: false,
+            generation: 0,
+            busy: Nanos::ZERO,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -269,6 +286,15 @@ impl<'w> Simulation<'w> {
         }
         let Some((running, started)) = g.running.take() else { return Ok(()) };
         debug_assert_eq!(running, task);
+        match g.model.pop_finished(self.now.0) {
+            Ok(Some(id)) if id == task.0 && g.model.is_empty() => {}
+            other => {
+                return Err(self.violation(format!(
+                    "{task} ended on {gpu} but the GPU model finished {other:?}"
+                )));
+            }
+        }
+        let g = &mut self.gpus[gpu.0 as usize];
         let ran_for = self.now - started;
         g.busy += ran_for;
         self.end_task(task, TaskEnd::Done)?;
@@ -346,10 +372,21 @@ impl<'w> Simulation<'w> {
                 if self.gpus.iter().any(|g| g.running.is_some_and(|(t, _)| t == task)) {
                     return Err(self.violation(format!("{task} dispatched while running")));
                 }
-                let finish = self.now + self.opts.perf.exec_time(record.work, placement);
-                self.tasks[task.0 as usize].last_start = Some(self.now);
+                let exec = self.opts.perf.exec_time(record.work, placement);
+                let now = self.now;
+                self.tasks[task.0 as usize].last_start = Some(now);
                 let g = &mut self.gpus[gpu.0 as usize];
-                g.running = Some((task, self.now));
+                let started =
+                    g.model.start(now.0, task.0, exec.0, 1.0).map(|()| g.model.next_finish());
+                let finish = match started {
+                    Ok(Some((at, _))) => Nanos(at),
+                    Ok(None) => {
+                        return Err(self.violation(format!("{task} on {gpu} makes no progress")));
+                    }
+                    Err(e) => return Err(self.violation(format!("{task} on {gpu}: {e}"))),
+                };
+                let g = &mut self.gpus[gpu.0 as usize];
+                g.running = Some((task, now));
                 let generation = g.generation;
                 self.schedule(finish, SimEvent::TaskEnds { gpu, task, generation });
             }
@@ -380,6 +417,8 @@ impl<'w> Simulation<'w> {
                         .violation(format!("{gpu} reset killing {killed:?} but {running:?} ran")));
                 }
                 if let Some((task, started)) = running {
+                    // the killed task's remaining work is dropped (it is re-issued whole)
+                    let _ = g.model.remove(now.0, task.0);
                     // NVSMI counts the killed task's run as busy time, as the paper measured.
                     g.busy += now - started;
                     self.tasks[task.0 as usize].kills += 1;
