@@ -14,8 +14,8 @@
 //! - [`power`]: power states and energy.
 //!
 //! Status: the simulator's task engine runs its GPUs on [`sharing::SharedGpu`] in
-//! exclusive mode; the core's vocabulary, shared dispatch and the daemon's executor do
-//! not use the rest yet (issue 10's items 2-4).
+//! exclusive mode and the daemon's emulated executor in processor-sharing mode; the
+//! core's vocabulary and shared dispatch do not use the rest yet (issue 10's item 2).
 #![forbid(unsafe_code)]
 
 pub mod migration;

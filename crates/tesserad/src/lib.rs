@@ -32,7 +32,6 @@ use std::thread::JoinHandle;
 use tessera_client::region::Doorbell;
 use tessera_core::{Bytes, GpuSpec, Nanos};
 use tessera_ledger::{GpuSource, Ledger, LedgerConfig};
-use tessera_sim::perf::PerfModel;
 
 /// The daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -207,7 +206,10 @@ impl Daemon {
         })?;
         let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
         let (mailbox, rx) = Mailbox::new(bell.clone());
-        let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 };
+        let perf = executor::EmulatedGpu {
+            reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)),
+            speed: 1.0,
+        };
         let clock = Clock::new(speedup);
         let (exec, executor_name) = match &driver {
             Some(d) => (
