@@ -35,9 +35,13 @@ pub enum MemoryDenial {
     TenantLeft,
 }
 
-/// Something a policy wants done. Drivers execute actions in the order given.
+/// Something a policy wants done. Drivers execute actions in the order given; one
+/// they cannot carry out they answer with [`crate::Event::ActionRefused`], never by
+/// dropping it. `#[non_exhaustive]`, so that every driver has that refusal path for
+/// actions added later.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "action")]
+#[non_exhaustive]
 pub enum Action {
     /// Run `task` at `placement`. The placement must be free (a task is dispatched at
     /// most once at a time; a GPU or partition runs one task at a time unless the

@@ -208,6 +208,7 @@ impl Board {
             Event::DemandSampled { .. }
             | Event::MigrationDone { .. }
             | Event::RepartitionDone { .. }
+            | Event::ActionRefused { .. }
             | Event::Tick => {}
         }
         None

@@ -1,9 +1,14 @@
 //! Events: what a driver tells a policy has happened.
 //!
-//! The set covers all five papers, so that adding a policy never reshapes the
-//! interface: task life cycle (every paper), measured task times (Flexy's estimator,
-//! FairGV's accounting), memory requests (schedGPU), demand samples and migration
-//! completion (DCUDA), repartition completion (gpu-lets), resets (Flexy).
+//! What is here serves the papers built so far — task life cycle, measured task times
+//! (Flexy's estimator), memory requests (schedGPU), resets (Flexy) — plus first
+//! placeholders for DCUDA (demand samples, migration completion) and gpu-lets
+//! (repartition completion). It does **not** yet cover everything the remaining papers
+//! need (batch dispatch, sampled-accounting flags, memory usage samples, failed
+//! migrations or repartitions, power acknowledgements); those come with the
+//! shared-execution work, before those papers. A driver that cannot carry out an
+//! action tells the policy with [`Event::ActionRefused`]; it never drops it silently.
+//! The enum is `#[non_exhaustive]`: drivers must handle events they do not know.
 
 use crate::ids::{GpuId, MemRequestId, TaskId, TenantId};
 use crate::model::{Placement, TaskSpec, TenantSpec};
@@ -32,6 +37,7 @@ pub struct ExecutionFailure {
 /// Something that happened, reported to a policy together with the current time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "event")]
+#[non_exhaustive]
 pub enum Event {
     /// A tenant registered and may now submit tasks.
     TenantRegistered(TenantSpec),
@@ -106,6 +112,15 @@ pub enum Event {
     RepartitionDone {
         /// The GPU.
         gpu: GpuId,
+    },
+    /// The driver cannot carry out an action the policy asked for (its model or its
+    /// executor does not support it); nothing was done.
+    ActionRefused {
+        /// The action, as the driver received it (for logs and for the policy to
+        /// recognise).
+        action: String,
+        /// Why.
+        reason: String,
     },
     /// Periodic wake-up, at the interval the policy asked for.
     Tick,

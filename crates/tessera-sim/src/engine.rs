@@ -439,14 +439,14 @@ impl<'w> Simulation<'w> {
                 }
                 self.pool_user_facing = user_facing.len();
             }
-            other @ (Action::GrantMemory { .. }
-            | Action::DenyMemory { .. }
-            | Action::Migrate { .. }
-            | Action::Repartition { .. }
-            | Action::SetGpuPowered { .. }) => {
-                return Err(
-                    self.violation(format!("{other:?} is not modelled by this time-sharing node"))
-                );
+            // a typed refusal the policy hears about, never a silent drop (memory is
+            // admitted by the phase engine, not this one)
+            other => {
+                let refusal = Event::ActionRefused {
+                    action: format!("{other:?}"),
+                    reason: "not modelled by this engine (exclusive GPUs, no memory book)".into(),
+                };
+                self.deliver(refusal)?;
             }
         }
         Ok(())

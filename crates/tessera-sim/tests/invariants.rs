@@ -157,6 +157,32 @@ impl Policy for EndsTwice {
     }
 }
 
+/// Asks for a migration (which this engine does not model) before dispatching each
+/// task, and ends the task with a reason once the refusal arrives.
+#[derive(Debug, Default)]
+struct WantsMigration {
+    pending: Vec<tessera_core::TaskId>,
+}
+impl Policy for WantsMigration {
+    fn label(&self) -> String {
+        "wants-migration".into()
+    }
+    fn on_event(&mut self, _: Nanos, e: &Event, out: &mut Vec<Action>) {
+        match e {
+            Event::TaskSubmitted(t) => {
+                self.pending.push(t.id);
+                out.push(Action::Migrate { tenant: t.tenant, from: GpuId(0), to: GpuId(0) });
+            }
+            Event::ActionRefused { action, .. } if action.contains("Migrate") => {
+                for task in self.pending.drain(..) {
+                    out.push(Action::EndTask { task, reason: TaskEndReason::Shutdown });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn run_with(
     policy: Box<dyn Policy>,
     w: &Workload,
@@ -206,4 +232,12 @@ fn a_single_gpu_runs_tasks_back_to_back() {
     assert!((m.utilization - 1.0).abs() < 1e-9);
     assert!((m.makespan_s - 0.3).abs() < 1e-9);
     assert!((m.batch_max_wait_s - 0.2).abs() < 1e-9);
+}
+
+/// An action the engine does not model is refused with an event the policy hears,
+/// not dropped and not a crash: here every task ends (cancelled) on the refusal.
+#[test]
+fn an_unsupported_action_is_refused_to_the_policy() {
+    let m = run_with(Box::new(WantsMigration::default()), &one_job_workload(3, 3), 1).unwrap();
+    assert_eq!(m.not_completed, 3, "the policy heard each refusal and ended its task");
 }

@@ -739,7 +739,12 @@ impl Core {
                 }
             }
             other => {
-                tracing::warn!(?other, "action not supported by this daemon's executors; ignored")
+                tracing::warn!(?other, "action not supported by this daemon's executors; refused");
+                // the policy hears of it (queued behind the actions being applied)
+                self.internal.push_back(Event::ActionRefused {
+                    action: format!("{other:?}"),
+                    reason: "not supported by this daemon's executors".into(),
+                });
             }
         }
     }
