@@ -54,14 +54,17 @@ static int dev_of_current(void) { return current == &ctx_token[1] ? 1 : 0; }
 static void write_stats(void) {
     Dl_info info;
     if (!dladdr((void *)cuInitStats, &info) || !info.dli_fname) return;
-    char path[4096];
+    /* written aside and renamed into place, so that a reader never sees half a file */
+    char path[4096], tmp[4200];
     snprintf(path, sizeof path, "%s.stats", info.dli_fname);
-    FILE *f = fopen(path, "w");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
     if (!f) return;
     fprintf(f, "retains %d %d\nlive %ld %ld\nlive_bytes %llu %llu\npeak_bytes %llu %llu\n", retains[0], retains[1],
             live[0], live[1], (unsigned long long)live_bytes[0], (unsigned long long)live_bytes[1],
             (unsigned long long)peak_bytes[0], (unsigned long long)peak_bytes[1]);
     fclose(f);
+    rename(tmp, path);
 }
 
 int cuInitStats(void) { return OK; }
