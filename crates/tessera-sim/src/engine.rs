@@ -175,8 +175,10 @@ impl<'w> Simulation<'w> {
         if let Some(period) = self.policy.tick_interval() {
             self.schedule(start + period, SimEvent::Tick);
         }
+        let mut queued_sum: u64 = 0;
         while let Some(Reverse((at, _, event))) = self.queue.pop() {
             self.events += 1;
+            queued_sum += self.queue.len() as u64 + 1;
             if self.events > self.opts.event_budget {
                 return Err(SimError::EventBudget(self.opts.event_budget));
             }
@@ -214,6 +216,7 @@ impl<'w> Simulation<'w> {
             return Err(SimError::Stalled { policy: self.policy.label(), unfinished });
         }
         let span = self.now - start;
+        let mean_queue_len = queued_sum as f64 / self.events.max(1) as f64;
         Ok(RunMetrics::from_records(
             &self.tasks,
             self.gpus.iter().map(|g| g.busy).collect(),
@@ -224,6 +227,7 @@ impl<'w> Simulation<'w> {
             ratio(self.k_weighted, span),
             self.opts.keep_latencies,
         ))
+        .map(|m| RunMetrics { mean_queue_len, ..m })
     }
 
     fn work_remains(&self) -> bool {

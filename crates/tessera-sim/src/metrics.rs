@@ -64,6 +64,10 @@ pub struct RunMetrics {
     pub mean_k: f64,
     /// Events the engine processed.
     pub events: u64,
+    /// Mean length of the engine's event queue when an event was taken from it, for
+    /// a like-for-like floor in `tessera bench sim` (not part of the results files).
+    #[serde(skip)]
+    pub mean_queue_len: f64,
     /// Each completed user-facing task's latency in seconds, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub uf_latencies_s: Vec<f64>,
@@ -144,6 +148,7 @@ impl RunMetrics {
             mean_user_pool,
             mean_k,
             events,
+            mean_queue_len: 0.0,
             uf_latencies_s: latencies,
         }
     }
