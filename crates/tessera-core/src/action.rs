@@ -52,6 +52,14 @@ pub enum Action {
         /// Where.
         placement: Placement,
     },
+    /// Run several queued requests of one model as one execution at `placement`
+    /// (gpu-lets' and Nexus's batching); each ends with its own `TaskFinished`.
+    DispatchBatch {
+        /// The tasks, in the order their inputs are batched.
+        tasks: Vec<TaskId>,
+        /// Where.
+        placement: Placement,
+    },
     /// End a task that never ran (or was killed) without completing it.
     EndTask {
         /// The task.

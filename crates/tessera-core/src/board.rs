@@ -163,7 +163,7 @@ impl Board {
             Event::TenantLeft { tenant } => self.tenant_left(*tenant, out),
             Event::TaskSubmitted(spec) => self.submit(now, spec, out),
             Event::TaskCancelRequested { task } => self.cancel(*task, out),
-            Event::TaskFinished { task, placement, ran_for, result } => {
+            Event::TaskFinished { task, placement, ran_for, result, .. } => {
                 return self.finished(now, *task, *placement, *ran_for, result.is_ok());
             }
             Event::GpuResetDone { gpu } => {
@@ -209,6 +209,10 @@ impl Board {
             | Event::MigrationDone { .. }
             | Event::RepartitionDone { .. }
             | Event::ActionRefused { .. }
+            | Event::MemorySampled { .. }
+            | Event::MigrationFailed { .. }
+            | Event::RepartitionFailed { .. }
+            | Event::GpuPowerChanged { .. }
             | Event::Tick => {}
         }
         None

@@ -1,16 +1,22 @@
 //! Events: what a driver tells a policy has happened.
 //!
-//! What is here serves the papers built so far — task life cycle, measured task times
-//! (Flexy's estimator), memory requests (schedGPU), resets (Flexy) — plus first
-//! placeholders for DCUDA (demand samples, migration completion) and gpu-lets
-//! (repartition completion). It does **not** yet cover everything the remaining papers
-//! need (batch dispatch, sampled-accounting flags, memory usage samples, failed
-//! migrations or repartitions, power acknowledgements); those come with the
-//! shared-execution work, before those papers. A driver that cannot carry out an
-//! action tells the policy with [`Event::ActionRefused`]; it never drops it silently.
-//! The enum is `#[non_exhaustive]`: drivers must handle events they do not know.
+//! The papers built so far use the task life cycle, measured task times (Flexy's
+//! estimator), memory requests (schedGPU) and resets (Flexy). For the others the
+//! vocabulary has: demand and memory samples, migration success or failure (DCUDA),
+//! repartition success or failure (gpu-lets), power-state acknowledgements (DCUDA's
+//! energy compaction), whether a task's time was measured or inferred (FairGV's
+//! sampled accounting), and — on the action side — batched dispatch (gpu-lets).
+//! No driver produces the new ones yet, and the core's board still runs one task
+//! per GPU; several tasks per GPU or partition come with the shared-execution work.
+//! A driver that cannot carry out an action tells the policy with
+//! [`Event::ActionRefused`]; it never drops it silently. The enum is
+//! `#[non_exhaustive]`: drivers must handle events they do not know.
 
 use crate::ids::{GpuId, MemRequestId, TaskId, TenantId};
+
+fn yes() -> bool {
+    true
+}
 use crate::model::{Placement, TaskSpec, TenantSpec};
 use crate::units::{Bytes, Nanos, PerMille};
 use serde::{Deserialize, Serialize};
@@ -62,6 +68,10 @@ pub enum Event {
         placement: Placement,
         /// How long it ran, measured by the driver (the accounting signal).
         ran_for: Nanos,
+        /// Whether `ran_for` was measured (synchronised after the task) or inferred
+        /// (FairGV §3.3's sampled accounting measures only some requests of a slice).
+        #[serde(default = "yes")]
+        measured: bool,
         /// `Ok` when it completed, `Err` when its executor failed it.
         result: Result<(), ExecutionFailure>,
     },
@@ -113,6 +123,36 @@ pub enum Event {
         /// The GPU.
         gpu: GpuId,
     },
+    /// A tenant's device memory in use, sampled (DCUDA's monitor, beside demand).
+    MemorySampled {
+        /// The tenant.
+        tenant: TenantId,
+        /// The GPU.
+        gpu: GpuId,
+        /// Bytes in use.
+        bytes: Bytes,
+    },
+    /// A migration the policy asked for failed; the tenant stays where it was.
+    MigrationFailed {
+        /// The tenant.
+        tenant: TenantId,
+        /// Why.
+        reason: String,
+    },
+    /// A repartition the policy asked for failed; the old partitions remain.
+    RepartitionFailed {
+        /// The GPU.
+        gpu: GpuId,
+        /// Why.
+        reason: String,
+    },
+    /// A power-state change the policy asked for took effect.
+    GpuPowerChanged {
+        /// The GPU.
+        gpu: GpuId,
+        /// Its state now.
+        powered: bool,
+    },
     /// The driver cannot carry out an action the policy asked for (its model or its
     /// executor does not support it); nothing was done.
     ActionRefused {
@@ -124,4 +164,26 @@ pub enum Event {
     },
     /// Periodic wake-up, at the interval the policy asked for.
     Tick,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Messages written before the vocabulary grew still read, with the defaults
+    /// meaning what they meant then: a measured time, a plain task of one request.
+    #[test]
+    fn older_messages_read_with_their_old_meaning() {
+        let e: Event = serde_json::from_str(
+            r#"{"event":"task_finished","task":3,"placement":{"gpu":1,"partition":null},"ran_for":5,"result":{"Ok":null}}"#,
+        )
+        .unwrap();
+        assert!(matches!(e, Event::TaskFinished { measured: true, .. }), "{e:?}");
+        let t: TaskSpec =
+            serde_json::from_str(r#"{"id":1,"tenant":2,"kernel":0,"memory":0}"#).unwrap();
+        assert_eq!((t.batch, t.launch), (1, None));
+        let e = Event::MigrationFailed { tenant: TenantId(4), reason: "no memory".into() };
+        let back: Event = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+    }
 }

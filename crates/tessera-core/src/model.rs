@@ -1,7 +1,7 @@
 //! The model: GPUs, tenants and tasks as the scheduling core sees them.
 
 use crate::ids::{GpuId, PartitionId, TaskId, TenantId};
-use crate::units::{Bytes, Nanos};
+use crate::units::{Bytes, Nanos, PerMille};
 use serde::{Deserialize, Serialize};
 
 /// One GPU of the node.
@@ -75,6 +75,28 @@ pub struct TaskSpec {
     pub kernel: u32,
     /// Device memory the task needs while it runs.
     pub memory: Bytes,
+    /// What a scheduler may know of its kernel before running it, when the driver
+    /// knows (the interposer sees launches; the emulated demo does not).
+    #[serde(default)]
+    pub launch: Option<LaunchInfo>,
+    /// Inference requests this task carries (1 for a plain task).
+    #[serde(default = "one")]
+    pub batch: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A kernel launch's shape and what it asks of a GPU (DCUDA §3.2's inputs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchInfo {
+    /// Blocks in the grid.
+    pub grid_blocks: u64,
+    /// Threads per block.
+    pub threads_per_block: u32,
+    /// The share of the GPU it would occupy alone, from the occupancy arithmetic.
+    pub demand: PerMille,
 }
 
 /// Where a task runs: a whole GPU, or one spatial partition of it.

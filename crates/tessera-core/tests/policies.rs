@@ -48,6 +48,8 @@ impl Harness {
         let out = self.send(
             now,
             Event::TaskSubmitted(TaskSpec {
+                launch: None,
+                batch: 1,
                 id,
                 tenant: TenantId(tenant),
                 kernel,
@@ -64,6 +66,7 @@ impl Harness {
                 task,
                 placement: Placement::whole(GpuId(gpu)),
                 ran_for,
+                measured: true,
                 result: Ok(()),
             },
         )

@@ -275,6 +275,8 @@ impl<'w> Simulation<'w> {
         });
         self.tasks_open += 1;
         let spec = TaskSpec {
+            launch: None,
+            batch: 1,
             id,
             tenant: job.tenant.id,
             kernel: job.kernel,
@@ -307,6 +309,7 @@ impl<'w> Simulation<'w> {
             task,
             placement: Placement::whole(gpu),
             ran_for,
+            measured: true,
             result: Ok(()),
         })?;
         let spec = &self.workload.jobs[job];

@@ -647,6 +647,8 @@ impl Core {
                     t.tasks += 1;
                 }
                 self.deliver(Event::TaskSubmitted(TaskSpec {
+                    launch: None,
+                    batch: 1,
                     id,
                     tenant,
                     kernel: d.kernel,
@@ -767,6 +769,7 @@ impl Core {
                 task,
                 placement: Placement::whole(gpu),
                 ran_for: Nanos::ZERO,
+                measured: true,
                 result: Err(ExecutionFailure { reason: "unknown task".into() }),
             });
             return;
@@ -782,6 +785,7 @@ impl Core {
                 task,
                 placement: Placement::whole(gpu),
                 ran_for: Nanos::ZERO,
+                measured: true,
                 result: Err(ExecutionFailure { reason: e.to_string() }),
             };
             // the policy marked the GPU busy; tell it the task failed at once
@@ -954,6 +958,7 @@ impl Core {
                     task,
                     placement: Placement::whole(gpu),
                     ran_for,
+                    measured: true,
                     result: Ok(()),
                 });
             }
@@ -968,6 +973,7 @@ impl Core {
                     task,
                     placement: Placement::whole(gpu),
                     ran_for,
+                    measured: true,
                     result: Err(ExecutionFailure { reason: why }),
                 });
             }
@@ -1020,6 +1026,7 @@ impl Core {
             task,
             placement: Placement::whole(gpu),
             ran_for,
+            measured: true,
             result: Err(ExecutionFailure { reason: "its client left: cancelled".into() }),
         });
     }
