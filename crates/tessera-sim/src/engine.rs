@@ -15,7 +15,8 @@ use std::collections::BinaryHeap;
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::Event;
 use tessera_core::{Action, GpuId, GpuSpec, Nanos, Placement, Policy, TaskId, TaskSpec, TenantId};
-use tessera_gpu::sharing::{SharedGpu, Sharing};
+use tessera_gpu::sharing::SharedGpu;
+pub use tessera_gpu::sharing::Sharing;
 
 /// A run could not complete: the policy broke an invariant, or work was lost.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -58,17 +59,18 @@ struct GpuSim {
     /// running task finishes, so that exclusive use is the one-piece case of the same
     /// model the sharing policies will use, not a second code path.
     model: SharedGpu,
-    running: Option<(TaskId, Nanos)>,
+    /// Running tasks and when each started (at most one when exclusive).
+    running: Vec<(TaskId, Nanos)>,
     resetting: bool,
     generation: u64,
     busy: Nanos,
 }
 
-impl Default for GpuSim {
-    fn default() -> Self {
+impl GpuSim {
+    fn new(sharing: Sharing) -> GpuSim {
         GpuSim {
-            model: SharedGpu::new(Sharing::Exclusive),
-            running: None,
+            model: SharedGpu::new(sharing),
+            running: Vec::new(),
             resetting: false,
             generation: 0,
             busy: Nanos::ZERO,
@@ -99,6 +101,10 @@ pub struct SimOptions {
     pub keep_latencies: bool,
     /// Abort after this many events.
     pub event_budget: u64,
+    /// How a GPU's running tasks share it: `Exclusive` (one at a time, Flexy's
+    /// testbed; a dispatch to a busy GPU is a policy violation) or a sharing mode of
+    /// `tessera-gpu`, under which tasks dispatched to a busy GPU co-run.
+    pub sharing: Sharing,
 }
 
 /// One simulation run in progress.
@@ -130,7 +136,7 @@ impl<'w> Simulation<'w> {
         policy: Box<dyn Policy>,
         opts: SimOptions,
     ) -> Simulation<'w> {
-        let gpus = vec![GpuSim::default(); opts.gpus.len()];
+        let gpus = vec![GpuSim::new(opts.sharing); opts.gpus.len()];
         Simulation {
             opts,
             workload,
@@ -219,7 +225,15 @@ impl<'w> Simulation<'w> {
         let mean_queue_len = queued_sum as f64 / self.events.max(1) as f64;
         Ok(RunMetrics::from_records(
             &self.tasks,
-            self.gpus.iter().map(|g| g.busy).collect(),
+            // exclusive: the runs' own durations, as the paper's NVSMI measured; shared:
+            // time with anything running (NVSMI's busy fraction; the runs overlap)
+            self.gpus
+                .iter()
+                .map(|g| match self.opts.sharing {
+                    Sharing::Exclusive => g.busy,
+                    _ => Nanos(g.model.usage().busy_ns.round() as u64),
+                })
+                .collect(),
             span,
             self.resets,
             self.events,
@@ -288,21 +302,61 @@ impl<'w> Simulation<'w> {
     fn task_ends(&mut self, gpu: GpuId, task: TaskId, generation: u64) -> Result<(), SimError> {
         let g = &mut self.gpus[gpu.0 as usize];
         if g.generation != generation {
-            return Ok(()); // killed by a reset; the completion never happens
+            // killed by a reset, or (sharing) superseded by a later prediction
+            return Ok(());
         }
-        let Some((running, started)) = g.running.take() else { return Ok(()) };
-        debug_assert_eq!(running, task);
-        match g.model.pop_finished(self.now.0) {
-            Ok(Some(id)) if id == task.0 && g.model.is_empty() => {}
-            other => {
-                return Err(self.violation(format!(
-                    "{task} ended on {gpu} but the GPU model finished {other:?}"
-                )));
+        let exclusive = self.opts.sharing == Sharing::Exclusive;
+        let mut done = Vec::new();
+        let mut failed = None;
+        loop {
+            match g.model.pop_finished(self.now.0) {
+                Ok(Some(id)) => done.push(id),
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
         }
+        if let Some(e) = failed {
+            return Err(self.violation(format!("{gpu}: {e}")));
+        }
+        if done.is_empty() || (exclusive && (done != [task.0] || !g.model.is_empty())) {
+            return Err(self
+                .violation(format!("{task} ended on {gpu} but the GPU model finished {done:?}")));
+        }
+        // several may end at one instant when shared; each is reported in id order
+        for id in done {
+            let task = TaskId(id);
+            let g = &mut self.gpus[gpu.0 as usize];
+            let Some(i) = g.running.iter().position(|(t, _)| *t == task) else {
+                return Err(self.violation(format!("{task} finished on {gpu} but was not running")));
+            };
+            let (_, started) = g.running.remove(i);
+            let ran_for = self.now - started;
+            g.busy += ran_for;
+            self.task_done(gpu, task, ran_for)?;
+        }
+        if !exclusive {
+            // the remaining tasks' finishes moved: predict again
+            self.predict_next(gpu)?;
+        }
+        Ok(())
+    }
+
+    /// Schedule the next finish on `gpu` from its model, superseding any earlier
+    /// prediction.
+    fn predict_next(&mut self, gpu: GpuId) -> Result<(), SimError> {
         let g = &mut self.gpus[gpu.0 as usize];
-        let ran_for = self.now - started;
-        g.busy += ran_for;
+        g.generation += 1;
+        let generation = g.generation;
+        if let Some((at, id)) = g.model.next_finish() {
+            self.schedule(Nanos(at), SimEvent::TaskEnds { gpu, task: TaskId(id), generation });
+        }
+        Ok(())
+    }
+
+    fn task_done(&mut self, gpu: GpuId, task: TaskId, ran_for: Nanos) -> Result<(), SimError> {
         self.end_task(task, TaskEnd::Done)?;
         let job = self.tasks[task.0 as usize].job;
         self.deliver(Event::TaskFinished {
@@ -366,7 +420,8 @@ impl<'w> Simulation<'w> {
                 let Some(g) = self.gpus.get(gpu.0 as usize) else {
                     return Err(self.violation(format!("dispatch to unknown {gpu}")));
                 };
-                if g.running.is_some() || g.resetting {
+                let exclusive = self.opts.sharing == Sharing::Exclusive;
+                if (exclusive && !g.running.is_empty()) || g.resetting {
                     return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
                 }
                 let record = self
@@ -376,29 +431,24 @@ impl<'w> Simulation<'w> {
                 if record.end.is_some() {
                     return Err(self.violation(format!("{task} dispatched after it ended")));
                 }
-                if self.gpus.iter().any(|g| g.running.is_some_and(|(t, _)| t == task)) {
+                if self.gpus.iter().any(|g| g.running.iter().any(|(t, _)| *t == task)) {
                     return Err(self.violation(format!("{task} dispatched while running")));
                 }
                 let exec = self.opts.perf.exec_time(record.work, placement);
                 let now = self.now;
                 self.tasks[task.0 as usize].last_start = Some(now);
+                // workloads carry no launch shape yet: each task asks for the whole GPU,
+                // so co-running tasks share it equally
+                let demand = 1.0;
                 let g = &mut self.gpus[gpu.0 as usize];
-                let started =
-                    g.model.start(now.0, task.0, exec.0, 1.0).map(|()| g.model.next_finish());
-                let finish = match started {
-                    Ok(Some((at, _))) => Nanos(at),
-                    Ok(None) => {
-                        return Err(self.violation(format!("{task} on {gpu} makes no progress")));
-                    }
-                    Err(e) => return Err(self.violation(format!("{task} on {gpu}: {e}"))),
-                };
-                let g = &mut self.gpus[gpu.0 as usize];
-                g.running = Some((task, now));
-                let generation = g.generation;
-                self.schedule(finish, SimEvent::TaskEnds { gpu, task, generation });
+                if let Err(e) = g.model.start(now.0, task.0, exec.0, demand) {
+                    return Err(self.violation(format!("{task} on {gpu}: {e}")));
+                }
+                g.running.push((task, now));
+                self.predict_next(gpu)?;
             }
             Action::EndTask { task, reason } => {
-                if self.gpus.iter().any(|g| g.running.is_some_and(|(t, _)| t == task)) {
+                if self.gpus.iter().any(|g| g.running.iter().any(|(t, _)| *t == task)) {
                     return Err(self.violation(format!("{task} ended while running")));
                 }
                 let end = match reason {
@@ -418,12 +468,14 @@ impl<'w> Simulation<'w> {
                 if g.resetting {
                     return Err(self.violation(format!("{gpu} reset while resetting")));
                 }
-                let running = g.running.take();
-                if running.map(|(t, _)| t) != killed {
+                let running = std::mem::take(&mut g.running);
+                // a reset kills everything on the GPU; the policy names the task it
+                // knows of (the only one, when exclusive)
+                if running.first().map(|(t, _)| *t) != killed {
                     return Err(self
                         .violation(format!("{gpu} reset killing {killed:?} but {running:?} ran")));
                 }
-                if let Some((task, started)) = running {
+                for (task, started) in running {
                     // the killed task's remaining work is dropped (it is re-issued whole)
                     let _ = g.model.remove(now.0, task.0);
                     // NVSMI counts the killed task's run as busy time, as the paper measured.

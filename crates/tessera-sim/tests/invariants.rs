@@ -73,6 +73,7 @@ fn options(gpus: usize, reset_ms: u64) -> SimOptions {
         perf: PerfModel { reset_latency: Nanos::from_millis(reset_ms), speed: 1.0 },
         keep_latencies: false,
         event_budget: 10_000_000,
+        sharing: tessera_sim::engine::Sharing::Exclusive,
     }
 }
 
@@ -240,4 +241,31 @@ fn a_single_gpu_runs_tasks_back_to_back() {
 fn an_unsupported_action_is_refused_to_the_policy() {
     let m = run_with(Box::new(WantsMigration::default()), &one_job_workload(3, 3), 1).unwrap();
     assert_eq!(m.not_completed, 3, "the policy heard each refusal and ended its task");
+}
+
+/// Under processor sharing, tasks dispatched to a busy GPU co-run and their finishes
+/// move as others start and end: three tasks of 100 ms started together on one GPU,
+/// each asking for the whole of it, all end at 300 ms; a fourth arriving later is
+/// slowed only while it overlaps.
+#[test]
+fn shared_gpus_co_run_tasks_as_the_model_says() {
+    let shared = |w: &Workload| {
+        let opts =
+            SimOptions { sharing: tessera_sim::engine::Sharing::Processor, ..options(1, 1000) };
+        Simulation::new(w, Box::new(EverythingOnGpu0), opts).run().unwrap()
+    };
+    let m = shared(&one_job_workload(3, 3));
+    assert_eq!(m.not_completed, 0);
+    assert!((m.makespan_s - 0.3).abs() < 1e-9, "{}", m.makespan_s);
+    assert!((m.utilization - 1.0).abs() < 1e-9, "busy all along: {}", m.utilization);
+    // a second job's 100 ms task arrives at 250 ms and shares the GPU from then on;
+    // work is conserved: 400 ms of work on one GPU that is never idle ends at 400 ms
+    let w =
+        workload(vec![(0, false, 0, vec![100; 3], 3, false), (250, false, 0, vec![100], 1, false)]);
+    let m = shared(&w);
+    assert_eq!(m.not_completed, 0);
+    assert!((m.makespan_s - 0.4).abs() < 1e-9, "{}", m.makespan_s);
+    // and the same dispatches on an exclusive GPU are a policy violation
+    let err = run_with(Box::new(EverythingOnGpu0), &one_job_workload(3, 3), 1).unwrap_err();
+    assert!(matches!(err, SimError::PolicyViolation { .. }), "{err}");
 }

@@ -453,6 +453,7 @@ fn simulate(w: &Workload, cfg: &DaemonConfig) -> Result<tessera_sim::RunMetrics>
         perf: PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 },
         keep_latencies: true,
         event_budget: 50_000_000,
+        sharing: tessera_sim::engine::Sharing::Exclusive,
     };
     Ok(Simulation::new(w, policy, opts).run()?)
 }

@@ -57,6 +57,7 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
                 perf: PerfModel::default(),
                 keep_latencies: false,
                 event_budget: u64::MAX,
+                sharing: tessera_sim::engine::Sharing::Exclusive,
             };
             let m = Simulation::new(w, policy.build(&gpus)?, opts).run()?;
             events += m.events;

@@ -339,6 +339,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 perf: perf.clone(),
                 keep_latencies: t.keep_latencies,
                 event_budget: 50_000_000,
+                sharing: crate::engine::Sharing::Exclusive,
             };
             let metrics = Simulation::new(&workload, policy, opts).run().map_err(|source| {
                 ExperimentError::Sim {
