@@ -429,7 +429,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
             } else {
                 wrong_agree += usize::from(agree);
             }
-            if d < nearest.0 {
+            // a tie with its own policy's simulation counts as its own
+            if d < nearest.0 || (d == nearest.0 && j == i) {
                 nearest = (d, j);
             }
             print!(" {:>9.3} (<={:.3}) {:>3}", d, crit, if agree { "yes" } else { "NO" });
