@@ -346,6 +346,7 @@ mod tests {
         assert_eq!(tessera_shutdown(), TesseraStatus::TesseraOk);
         assert_eq!(tessera_pre_alloc(0, 1, 0), TesseraStatus::TesseraNotInitialised);
         let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_dir_all(crate::records::dir_for(&path));
     }
 
     #[test]

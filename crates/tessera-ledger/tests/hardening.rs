@@ -22,9 +22,19 @@ use tessera_ledger::{
 const CHILD_ENV: &str = "TESSERA_HARDENING_CHILD";
 static N: AtomicU32 = AtomicU32::new(0);
 
+/// A directory removed when the test ends (bound before the ledgers and children that
+/// use it, so dropped after them).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A fresh ledger path in its own directory under /tmp (world-traversable, so that
-/// another uid can try it).
-fn fresh_path(tag: &str) -> PathBuf {
+/// another uid can try it), and the guard that removes the directory.
+fn fresh_path(tag: &str) -> (PathBuf, Scratch) {
     let dir = std::env::temp_dir().join(format!(
         "tessera-hardening-{}-{}",
         std::process::id(),
@@ -33,7 +43,7 @@ fn fresh_path(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir.join(format!("ledger-{tag}"))
+    (dir.join(format!("ledger-{tag}")), Scratch(dir))
 }
 
 fn config(path: &Path, gpus: &[u64]) -> LedgerConfig {
@@ -171,7 +181,7 @@ fn holders_in_other_pid_namespaces_are_judged_by_their_lock() {
     if !namespaces_work() {
         return;
     }
-    let path = fresh_path("ns");
+    let (path, _path_dir) = fresh_path("ns");
     let host = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
     let mut kids = Reaper(Vec::new());
     let boxed = kids.spawn(CONTAINER, "hold", &path, 0, 600);
@@ -224,7 +234,7 @@ fn bytemuck_header(b: &[u8]) -> Header {
 /// A zeroed file is rebuilt from the live clients' records, not reset empty.
 #[test]
 fn a_zeroed_ledger_is_rebuilt_from_the_live_clients() {
-    let path = fresh_path("zeroed");
+    let (path, _path_dir) = fresh_path("zeroed");
     let a = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
     a.pre_alloc(0, 600, Wait::NoWait).unwrap();
     a.pre_alloc(1, 100, Wait::NoWait).unwrap();
@@ -245,7 +255,7 @@ fn a_zeroed_ledger_is_rebuilt_from_the_live_clients() {
 /// next call repairs it — and a waiter asleep on the futex word survives too.
 #[test]
 fn a_truncated_ledger_neither_faults_its_clients_nor_loses_their_memory() {
-    let path = fresh_path("truncated");
+    let (path, _path_dir) = fresh_path("truncated");
     let a = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
     a.pre_alloc(0, 900, Wait::NoWait).unwrap();
     let p2 = path.clone();
@@ -269,7 +279,7 @@ fn a_truncated_ledger_neither_faults_its_clients_nor_loses_their_memory() {
 /// whole GPU.
 #[test]
 fn an_unlinked_ledger_does_not_split_its_clients() {
-    let path = fresh_path("unlinked");
+    let (path, _path_dir) = fresh_path("unlinked");
     let a = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
     a.pre_alloc(0, 600, Wait::NoWait).unwrap();
     std::fs::remove_file(&path).unwrap();
@@ -288,7 +298,7 @@ fn an_unlinked_ledger_does_not_split_its_clients() {
 /// are repaired.
 #[test]
 fn a_file_that_is_not_a_ledger_is_refused_and_left_alone() {
-    let path = fresh_path("foreign");
+    let (path, _path_dir) = fresh_path("foreign");
     let text = b"this is somebody's notes file, not a ledger\n".repeat(200);
     std::fs::write(&path, &text).unwrap();
     let err = Ledger::open(&config(&path, &[1000])).unwrap_err();
@@ -297,7 +307,7 @@ fn a_file_that_is_not_a_ledger_is_refused_and_left_alone() {
     assert!(!records_dir(&path).exists(), "nothing created beside it");
 
     // replaced under a live client: repaired from its record
-    let path = fresh_path("replaced");
+    let (path, _path_dir) = fresh_path("replaced");
     let a = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
     a.pre_alloc(1, 700, Wait::NoWait).unwrap();
     let tmp = path.with_extension("tmp");
@@ -311,7 +321,7 @@ fn a_file_that_is_not_a_ledger_is_refused_and_left_alone() {
 /// it from is refused with a clear error.
 #[test]
 fn a_failed_init_leaves_nothing_and_an_unrepairable_file_says_so() {
-    let path = fresh_path("failed");
+    let (path, _path_dir) = fresh_path("failed");
     let err = Ledger::open(&LedgerConfig::new(&path, GpuSource::Explicit(vec![]))).unwrap_err();
     assert!(matches!(err, LedgerError::NoGpus(_)), "{err}");
     assert!(!path.exists(), "no zero-filled file left behind");
@@ -332,7 +342,7 @@ fn a_failed_init_leaves_nothing_and_an_unrepairable_file_says_so() {
 /// what the ledger creates only its owner can read or write — tried by another uid.
 #[test]
 fn squatted_and_foreign_files_are_refused_and_created_files_are_private() {
-    let path = fresh_path("squat");
+    let (path, _path_dir) = fresh_path("squat");
     let target = path.with_extension("target");
     std::fs::write(&target, b"precious").unwrap();
     std::os::unix::fs::symlink(&target, &path).unwrap();
@@ -355,7 +365,7 @@ fn squatted_and_foreign_files_are_refused_and_created_files_are_private() {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
 
     // a records directory planted as a symlink
-    let other = fresh_path("squat-dir");
+    let (other, _other_dir) = fresh_path("squat-dir");
     let elsewhere = other.with_extension("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, records_dir(&other)).unwrap();
@@ -366,7 +376,7 @@ fn squatted_and_foreign_files_are_refused_and_created_files_are_private() {
     let a = Ledger::open(&config(&path, &[1000])).unwrap();
     a.pre_alloc(0, 10, Wait::NoWait).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
-    let fresh = fresh_path("modes");
+    let (fresh, _fresh_dir) = fresh_path("modes");
     let b = Ledger::open(&config(&fresh, &[1000])).unwrap();
     assert_eq!(mode(&fresh), 0o600);
     assert_eq!(mode(&records_dir(&fresh)), 0o700);
@@ -406,7 +416,7 @@ use std::os::unix::process::CommandExt;
 #[test]
 fn a_group_ledger_is_made_for_its_group() {
     let gid = rustix::process::getegid().as_raw();
-    let path = fresh_path("group");
+    let (path, _path_dir) = fresh_path("group");
     let cfg = LedgerConfig { access: Access::Group(gid), ..config(&path, &[1000]) };
     let a = Ledger::open(&cfg).unwrap();
     let meta = std::fs::metadata(&path).unwrap();
@@ -421,7 +431,7 @@ fn a_group_ledger_is_made_for_its_group() {
 /// Dead rows are swept before a table is declared full; tables hold thousands.
 #[test]
 fn a_table_full_of_dead_rows_serves_live_requests() {
-    let path = fresh_path("dead-rows");
+    let (path, _path_dir) = fresh_path("dead-rows");
     let cfg = LedgerConfig { max_holders: 8, max_waiters: 4, ..config(&path, &[1000, 1000]) };
     let observer = Ledger::open(&cfg).unwrap();
     let mut kids = Reaper(Vec::new());
@@ -460,7 +470,7 @@ fn the_default_tables_hold_hundreds_of_live_holders_and_waiters() {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     let raised = rustix::process::Rlimit { current: limit.maximum, ..limit };
     let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, raised);
-    let path = fresh_path("many");
+    let (path, _path_dir) = fresh_path("many");
     let handles: Vec<Ledger> = (0..300)
         .map(|_| {
             let l = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
@@ -498,7 +508,7 @@ fn the_default_tables_hold_hundreds_of_live_holders_and_waiters() {
 /// waiting for memory that is free (MMU serves every waiter that fits).
 #[test]
 fn memory_released_by_a_sweep_reaches_waiters_on_every_gpu() {
-    let path = fresh_path("cross-gpu");
+    let (path, _path_dir) = fresh_path("cross-gpu");
     let cfg = config(&path, &[1000, 1000]);
     let c = Ledger::open(&cfg).unwrap();
     let mut kids = Reaper(Vec::new());
@@ -533,7 +543,7 @@ fn memory_released_by_a_sweep_reaches_waiters_on_every_gpu() {
 /// records must still go (20,000 kills used to leave 4,131).
 #[test]
 fn records_of_idle_clients_that_died_are_removed() {
-    let path = fresh_path("idle-records");
+    let (path, _path_dir) = fresh_path("idle-records");
     let observer = Ledger::open(&config(&path, &[1000])).unwrap();
     let mut kids = Reaper(Vec::new());
     for _ in 0..12 {

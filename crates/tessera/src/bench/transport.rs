@@ -216,6 +216,9 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
     drop(c);
     daemon.shutdown();
     let _ = std::fs::remove_file(&cfg.ledger);
+    let mut lock = cfg.socket.clone().into_os_string();
+    lock.push(".lock");
+    let _ = std::fs::remove_file(lock);
     let _ = std::fs::remove_dir_all(dir.join(format!("tessera-bench-ledger-{tag}.clients")));
 
     let mut out = std::io::stdout().lock();
