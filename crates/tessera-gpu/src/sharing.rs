@@ -315,15 +315,9 @@ impl SharedGpu {
     /// Move to `now` and take every piece finished by then, in finishing order (ties by
     /// id, so that the order of events at one instant does not matter).
     pub fn take_finished(&mut self, now: Ns) -> Result<Vec<PieceId>, SharingError> {
-        self.advance(now)?;
         let mut out = Vec::new();
-        let due = self.running.partition_point(|r| r.finish_v <= self.v + FINISH_TOLERANCE);
-        for r in self.running.drain(..due) {
-            self.demand_sum -= r.demand;
-            out.push(r.id);
-        }
-        if self.running.is_empty() {
-            self.demand_sum = 0.0;
+        while let Some(id) = self.pop_finished(now)? {
+            out.push(id);
         }
         Ok(out)
     }

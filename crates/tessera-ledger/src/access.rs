@@ -10,9 +10,16 @@
 //! [`LedgerError::Insecure`](crate::LedgerError::Insecure), so that a file another user
 //! created first (in world-writable `/dev/shm`) is never trusted.
 
-use std::fs::Metadata;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+/// Open flags for every file of a ledger: never through a symlink, never inherited by
+/// a program the client `exec`s.
+pub(crate) fn open_flags() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32
+}
 
 /// Who may use a ledger.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,6 +53,50 @@ impl Access {
         match self {
             Access::Owner => None,
             Access::Group(g) => Some(g),
+        }
+    }
+
+    /// Make a file appear whole or not at all: create `tmp` exclusively with this
+    /// access's mode and group (whatever the umask), let `fill` write it, then rename
+    /// it to `path` unless something is there already. `Ok(None)`: `path` existed. The
+    /// temporary file never outlives a failure or a lost race.
+    pub(crate) fn create_atomically(
+        self,
+        tmp: &Path,
+        path: &Path,
+        fill: impl FnOnce(&File) -> io::Result<()>,
+    ) -> io::Result<Option<File>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(self.file_mode())
+            .custom_flags(open_flags())
+            .open(tmp)?;
+        let made = (|| {
+            if let Some(gid) = self.gid() {
+                std::os::unix::fs::fchown(&file, None, Some(gid))?;
+            }
+            file.set_permissions(std::fs::Permissions::from_mode(self.file_mode()))?;
+            fill(&file)?;
+            match rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                tmp,
+                rustix::fs::CWD,
+                path,
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => Ok(true),
+                Err(rustix::io::Errno::EXIST) => Ok(false),
+                Err(e) => Err(io::Error::from(e)),
+            }
+        })();
+        match made {
+            Ok(true) => Ok(Some(file)),
+            other => {
+                let _ = std::fs::remove_file(tmp);
+                other.map(|_| None)
+            }
         }
     }
 

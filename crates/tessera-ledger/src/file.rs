@@ -17,7 +17,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use rustix::fs::{FlockOperation, flock};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::AtomicU32;
 
@@ -44,10 +44,6 @@ pub(crate) struct LedgerFile {
     wake: MmapRaw,
 }
 
-fn flags() -> i32 {
-    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32
-}
-
 impl LedgerFile {
     fn from_file(file: File, access: Access) -> Result<LedgerFile, FileError> {
         let meta = file.metadata().map_err(|e| FileError::Io("inspecting", e))?;
@@ -63,7 +59,12 @@ impl LedgerFile {
 
     /// Open the ledger at `path` if there is one.
     pub(crate) fn open(path: &Path, access: Access) -> Result<Opened, FileError> {
-        match OpenOptions::new().read(true).write(true).custom_flags(flags()).open(path) {
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(crate::access::open_flags())
+            .open(path)
+        {
             Ok(file) => Ok(Opened::File(Self::from_file(file, access)?)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Opened::Missing),
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
@@ -83,46 +84,14 @@ impl LedgerFile {
     ) -> Result<bool, FileError> {
         let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
         tmp_name.push(format!(".new-{}", crate::records::random_id()));
-        let tmp = path.with_file_name(tmp_name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(access.file_mode())
-            .custom_flags(flags())
-            .open(&tmp)
+        let created = access
+            .create_atomically(&path.with_file_name(tmp_name), path, |file| {
+                file.set_len(header.file_size())?;
+                write_state(file, header, state)?;
+                file.write_all_at(bytemuck::bytes_of(header), 0)
+            })
             .map_err(|e| FileError::Io("creating", e))?;
-        let made = (|| -> io::Result<bool> {
-            if let Some(gid) = access.gid() {
-                std::os::unix::fs::fchown(&file, None, Some(gid))?;
-            }
-            file.set_permissions(std::fs::Permissions::from_mode(access.file_mode()))?;
-            file.set_len(header.file_size())?;
-            write_state(&file, header, state)?;
-            file.write_all_at(bytemuck::bytes_of(header), 0)?;
-            match rustix::fs::renameat_with(
-                rustix::fs::CWD,
-                &tmp,
-                rustix::fs::CWD,
-                path,
-                rustix::fs::RenameFlags::NOREPLACE,
-            ) {
-                Ok(()) => Ok(true),
-                Err(rustix::io::Errno::EXIST) => Ok(false),
-                Err(e) => Err(e.into()),
-            }
-        })();
-        match made {
-            Ok(true) => Ok(true),
-            Ok(false) => {
-                let _ = std::fs::remove_file(&tmp);
-                Ok(false)
-            }
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                Err(FileError::Io("creating", e))
-            }
-        }
+        Ok(created.is_some())
     }
 
     /// Take the exclusive file lock (blocking).

@@ -659,7 +659,8 @@ impl Ledger {
                     // damaged under us: whatever it holds now, our and the other live
                     // clients' records say what is held
                     let fallback = || Ok(self.shape.clone());
-                    repair(&local.file, &self.path, &self.records_dir, &fallback).map(|(h, s)| {
+                    let live = records::scan(&self.records_dir).live;
+                    repair(&local.file, &self.path, live, &fallback).map(|(h, s)| {
                         local.header = h;
                         s
                     })
@@ -1006,15 +1007,16 @@ fn attach(
                 let dir_ok = std::fs::symlink_metadata(records_dir).is_ok_and(|m| {
                     !m.file_type().is_symlink() && access.refusal(&m, true).is_none()
                 });
-                if dir_ok && !records::scan(records_dir).live.is_empty() {
-                    repair(&file, path, records_dir, fallback)
+                let live = if dir_ok { records::scan(records_dir).live } else { Vec::new() };
+                if !live.is_empty() {
+                    repair(&file, path, live, fallback)
                 } else {
                     Err(LedgerError::NotALedger { path: path.into() })
                 }
             }
             Found::Damaged => {
                 records::ensure_dir(records_dir, access).map_err(|e| dir_error(records_dir, e))?;
-                repair(&file, path, records_dir, fallback)
+                repair(&file, path, records::scan(records_dir).live, fallback)
             }
         };
         return match got {
@@ -1038,10 +1040,9 @@ fn attach(
 fn repair(
     file: &LedgerFile,
     path: &Path,
-    records_dir: &Path,
+    live: Vec<LiveRecord>,
     fallback: Fallback<'_>,
 ) -> Result<(Header, State), LedgerError> {
-    let live = records::scan(records_dir).live;
     let shape = match live.first() {
         Some(r) => r.body.shape(),
         None => fallback().map_err(|e| LedgerError::Unrepairable {

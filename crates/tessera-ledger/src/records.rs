@@ -140,13 +140,9 @@ pub(crate) fn random_id() -> u64 {
     u64::from_le_bytes(buf).max(1)
 }
 
-fn open_flags() -> i32 {
-    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32
-}
-
 /// Open `path` read-only without following a symlink.
 fn open_nofollow(path: &Path) -> io::Result<File> {
-    OpenOptions::new().read(true).custom_flags(open_flags()).open(path)
+    OpenOptions::new().read(true).custom_flags(crate::access::open_flags()).open(path)
 }
 
 /// Non-blocking shared lock: Ok(true) if we got it (so nobody holds it exclusively: the
@@ -180,51 +176,32 @@ impl ClientRecord {
         shape: &LedgerShape,
     ) -> io::Result<ClientRecord> {
         let client = random_id();
-        let tmp = dir.join(format!("{NEW_PREFIX}{client}"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(access.file_mode())
-            .custom_flags(open_flags())
-            .open(&tmp)?;
-        let made = (|| {
-            if let Some(gid) = access.gid() {
-                std::os::unix::fs::fchown(&file, None, Some(gid))?;
-            }
-            file.set_permissions(fs::Permissions::from_mode(access.file_mode()))?;
-            flock(&file, FlockOperation::NonBlockingLockExclusive)?;
-            let mut body = RecordBody {
-                magic: RECORD_MAGIC,
-                version: RECORD_VERSION,
-                pid,
-                client,
-                gpu_count: shape.gpus.len() as u32,
-                policy: shape.policy,
-                max_holders: shape.max_holders,
-                max_waiters: shape.max_waiters,
-                gpus: [0; MAX_GPUS],
-                held: [0; MAX_GPUS],
-            };
-            body.gpus[..shape.gpus.len()].copy_from_slice(&shape.gpus);
-            file.write_all_at(bytemuck::bytes_of(&body), 0)?;
-            let path = dir.join(client.to_string());
-            rustix::fs::renameat_with(
-                rustix::fs::CWD,
-                &tmp,
-                rustix::fs::CWD,
-                &path,
-                rustix::fs::RenameFlags::NOREPLACE,
-            )?;
-            Ok(path)
-        })();
-        match made {
-            Ok(path) => Ok(ClientRecord { file, path, client }),
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                Err(e)
-            }
-        }
+        let path = dir.join(client.to_string());
+        let body = RecordBody {
+            magic: RECORD_MAGIC,
+            version: RECORD_VERSION,
+            pid,
+            client,
+            gpu_count: shape.gpus.len() as u32,
+            policy: shape.policy,
+            max_holders: shape.max_holders,
+            max_waiters: shape.max_waiters,
+            gpus: std::array::from_fn(|g| shape.gpus.get(g).copied().unwrap_or(0)),
+            held: [0; MAX_GPUS],
+        };
+        // locked before it appears under its name, so nobody takes its client for dead
+        let file = access.create_atomically(
+            &dir.join(format!("{NEW_PREFIX}{client}")),
+            &path,
+            |file| {
+                flock(file, FlockOperation::NonBlockingLockExclusive)?;
+                file.write_all_at(bytemuck::bytes_of(&body), 0)
+            },
+        )?;
+        // a random 64-bit id already taken is as good as impossible; say so if it happens
+        let file =
+            file.ok_or_else(|| io::Error::new(io::ErrorKind::AlreadyExists, "client id taken"))?;
+        Ok(ClientRecord { file, path, client })
     }
 
     /// Record that this client now holds `bytes` on `gpu`.

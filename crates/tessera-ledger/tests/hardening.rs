@@ -10,7 +10,7 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tessera_core::Bytes;
@@ -59,17 +59,9 @@ fn records_dir(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Children still running when the test finishes (or panics) are killed.
-struct Reaper(Vec<Child>);
+mod common;
 
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+use common::Reaper;
 
 impl Reaper {
     /// Start a child doing `mode` on `path` (optionally under `prefix`, e.g. `unshare`),

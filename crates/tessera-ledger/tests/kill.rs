@@ -29,17 +29,9 @@ fn exit_with_parent() {
     });
 }
 
-/// Children still running when the parent finishes (or panics) are killed.
-struct Reaper(Vec<Child>);
+mod common;
 
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+use common::Reaper;
 
 fn config(path: PathBuf) -> LedgerConfig {
     LedgerConfig {

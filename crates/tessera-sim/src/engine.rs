@@ -306,54 +306,54 @@ impl<'w> Simulation<'w> {
             return Ok(());
         }
         let exclusive = self.opts.sharing == Sharing::Exclusive;
-        let mut done = Vec::new();
-        let mut failed = None;
+        // every piece due now, one at a time (no allocation on this hot path); several
+        // may end at one instant when shared, taken in the model's order
+        let mut ended = 0;
         loop {
-            match g.model.pop_finished(self.now.0) {
-                Ok(Some(id)) => done.push(id),
-                Ok(None) => break,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        if let Some(e) = failed {
-            return Err(self.violation(format!("{gpu}: {e}")));
-        }
-        if done.is_empty() || (exclusive && (done != [task.0] || !g.model.is_empty())) {
-            return Err(self
-                .violation(format!("{task} ended on {gpu} but the GPU model finished {done:?}")));
-        }
-        // several may end at one instant when shared; each is reported in id order
-        for id in done {
-            let task = TaskId(id);
             let g = &mut self.gpus[gpu.0 as usize];
-            let Some(i) = g.running.iter().position(|(t, _)| *t == task) else {
-                return Err(self.violation(format!("{task} finished on {gpu} but was not running")));
+            let id = match g.model.pop_finished(self.now.0) {
+                Ok(Some(id)) => id,
+                Ok(None) => break,
+                Err(e) => return Err(self.violation(format!("{gpu}: {e}"))),
+            };
+            if exclusive && (id != task.0 || !g.model.is_empty()) {
+                return Err(self.violation(format!(
+                    "{task} ended on {gpu} but the GPU model finished task {id}"
+                )));
+            }
+            let finished = TaskId(id);
+            let Some(i) = g.running.iter().position(|(t, _)| *t == finished) else {
+                return Err(
+                    self.violation(format!("{finished} finished on {gpu} but was not running"))
+                );
             };
             let (_, started) = g.running.remove(i);
             let ran_for = self.now - started;
             g.busy += ran_for;
-            self.task_done(gpu, task, ran_for)?;
+            ended += 1;
+            self.task_done(gpu, finished, ran_for)?;
+        }
+        if ended == 0 {
+            return Err(
+                self.violation(format!("{task} ended on {gpu} but the GPU model had nothing due"))
+            );
         }
         if !exclusive {
             // the remaining tasks' finishes moved: predict again
-            self.predict_next(gpu)?;
+            self.predict_next(gpu);
         }
         Ok(())
     }
 
     /// Schedule the next finish on `gpu` from its model, superseding any earlier
     /// prediction.
-    fn predict_next(&mut self, gpu: GpuId) -> Result<(), SimError> {
+    fn predict_next(&mut self, gpu: GpuId) {
         let g = &mut self.gpus[gpu.0 as usize];
         g.generation += 1;
         let generation = g.generation;
         if let Some((at, id)) = g.model.next_finish() {
             self.schedule(Nanos(at), SimEvent::TaskEnds { gpu, task: TaskId(id), generation });
         }
-        Ok(())
     }
 
     fn task_done(&mut self, gpu: GpuId, task: TaskId, ran_for: Nanos) -> Result<(), SimError> {
@@ -445,7 +445,7 @@ impl<'w> Simulation<'w> {
                     return Err(self.violation(format!("{task} on {gpu}: {e}")));
                 }
                 g.running.push((task, now));
-                self.predict_next(gpu)?;
+                self.predict_next(gpu);
             }
             Action::EndTask { task, reason } => {
                 if self.gpus.iter().any(|g| g.running.iter().any(|(t, _)| *t == task)) {

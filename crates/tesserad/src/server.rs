@@ -185,7 +185,9 @@ impl Server {
                 match ev.token() {
                     LISTENER => state.accept(&listener),
                     WAKER => state.replies(&rx),
-                    Token(t) => state.ready(t as ConnId, ev.is_readable(), ev.is_writable()),
+                    // a writable event needs nothing of its own: `ready` always
+                    // flushes what is pending
+                    Token(t) => state.ready(t as ConnId, ev.is_readable()),
                 }
             }
             if last_sweep.elapsed() >= Duration::from_secs(1) {
@@ -282,7 +284,7 @@ impl Loop<'_> {
             tracing::debug!(conn, pid, uid, "client connected");
             self.conns.insert(conn, c);
             // it may have written already
-            self.ready(conn, true, false);
+            self.ready(conn, true);
         }
     }
 
@@ -292,12 +294,12 @@ impl Loop<'_> {
             c.awaiting = false;
             c.outbuf.extend_from_slice(&frame(&reply));
             // frames that waited behind this request, and data left unread meanwhile
-            self.ready(conn, true, true);
+            self.ready(conn, true);
         }
     }
 
     /// Read what there is, handle complete frames, write what is pending.
-    fn ready(&mut self, conn: ConnId, readable: bool, writable: bool) {
+    fn ready(&mut self, conn: ConnId, readable: bool) {
         let Some(c) = self.conns.get_mut(&conn) else { return };
         let mut eof = false;
         if readable && !c.closing {
@@ -321,7 +323,6 @@ impl Loop<'_> {
         }
         self.handle_frames(conn);
         let Some(c) = self.conns.get_mut(&conn) else { return };
-        let _ = writable;
         if !c.outbuf.is_empty() {
             match c.stream.write(&c.outbuf) {
                 Ok(n) => {

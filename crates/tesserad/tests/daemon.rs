@@ -3,8 +3,6 @@
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tessera_client::proto::{ErrorCode, TenantClass};
 use tessera_client::region::reason;
@@ -12,24 +10,9 @@ use tessera_client::{Client, ClientError, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, Departed, ExecutorKind, PolicyName};
 
-static N: AtomicU32 = AtomicU32::new(0);
+mod common;
 
-fn config(policy: PolicyName) -> DaemonConfig {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let tag = format!("{}-{n}", std::process::id());
-    let ledger = dir.join(format!("ledger-{tag}"));
-    let _ = std::fs::remove_file(&ledger);
-    DaemonConfig {
-        socket: dir.join(format!("d-{tag}.sock")),
-        ledger,
-        gpus: 2,
-        executor: ExecutorKind::Emulated { speedup: 10.0 },
-        policy,
-        reserve: 1,
-        ..DaemonConfig::default()
-    }
-}
+use common::config;
 
 fn uf() -> TenantOptions {
     TenantOptions::user_facing(Duration::from_millis(200))

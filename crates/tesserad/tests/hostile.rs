@@ -6,8 +6,7 @@ use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tessera_client::proto::{self, PROTOCOL, Request, TenantClass};
 use tessera_client::region::reason;
@@ -15,22 +14,10 @@ use tessera_client::{Client, ClientError, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
-static N: AtomicU32 = AtomicU32::new(0);
+mod common;
 
 fn config() -> DaemonConfig {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let tag = format!("hostile-{}-{n}", std::process::id());
-    let ledger = dir.join(format!("ledger-{tag}"));
-    let _ = std::fs::remove_file(&ledger);
-    DaemonConfig {
-        socket: dir.join(format!("d-{tag}.sock")),
-        ledger,
-        gpus: 2,
-        executor: ExecutorKind::Emulated { speedup: 10.0 },
-        policy: PolicyName::Flexy,
-        ..DaemonConfig::default()
-    }
+    common::config(PolicyName::Flexy)
 }
 
 fn batch() -> TenantOptions {

@@ -261,49 +261,34 @@ fn claims_for(r: &FlexyResults, mode: &str) -> Vec<Claim> {
             format!("MinRes1 minus Reset at f={lightest} (means of P and F)"),
         );
     }
-    if has("w2") && sla == 200 {
-        for (p, paper) in [("MinRes1", 0.77), ("MinRes0", 0.65)] {
-            let v = all(&[
-                at_util("w2", &format!("P-{p}"), 0.60),
-                at_util("w2", &format!("F-{p}"), 0.60),
-            ]);
-            claim(
-                &format!("w2-{}-at-60", p.to_lowercase()),
-                "§IV-B",
-                &format!(
-                    "W2, 60% utilization: P- and F-{p} meet the SLA for {:.0}%",
-                    100.0 * paper
-                ),
-                Test::Near { paper, tolerance: SLA_LEVEL },
-                Unit::Percent,
-                v.as_ref().and_then(|v| mean(v)),
-                v.map_or("not reached".into(), |v| {
-                    format!("P {}, F {} (mean judged)", pct(v[0]), pct(v[1]))
-                }),
-            );
+    // W2 and W3: both families of one reservation at one utilization (§IV-B, §IV-C)
+    let levels = [
+        ("w2", "§IV-B", 0.60, "MinRes1", 0.77, SLA_LEVEL),
+        ("w2", "§IV-B", 0.60, "MinRes0", 0.65, SLA_LEVEL),
+        ("w3", "§IV-C", 0.57, "MinRes1", 0.97, SLA_BOUND),
+        ("w3", "§IV-C", 0.57, "MinRes0", 0.95, SLA_BOUND),
+    ];
+    for (w, source, util, p, paper, tolerance) in levels {
+        if !has(w) || sla != 200 {
+            continue;
         }
-    }
-    if has("w3") && sla == 200 {
-        for (p, paper) in [("MinRes1", 0.97), ("MinRes0", 0.95)] {
-            let v = all(&[
-                at_util("w3", &format!("P-{p}"), 0.57),
-                at_util("w3", &format!("F-{p}"), 0.57),
-            ]);
-            claim(
-                &format!("w3-{}-at-57", p.to_lowercase()),
-                "§IV-C",
-                &format!(
-                    "W3, 57% utilization: P- and F-{p} meet the SLA for {:.0}%",
-                    100.0 * paper
-                ),
-                Test::Near { paper, tolerance: SLA_BOUND },
-                Unit::Percent,
-                v.as_ref().and_then(|v| mean(v)),
-                v.map_or("not reached".into(), |v| {
-                    format!("P {}, F {} (mean judged)", pct(v[0]), pct(v[1]))
-                }),
-            );
-        }
+        let v = all(&[at_util(w, &format!("P-{p}"), util), at_util(w, &format!("F-{p}"), util)]);
+        claim(
+            &format!("{w}-{}-at-{:.0}", p.to_lowercase(), 100.0 * util),
+            source,
+            &format!(
+                "{}, {:.0}% utilization: P- and F-{p} meet the SLA for {:.0}%",
+                w.to_uppercase(),
+                100.0 * util,
+                100.0 * paper
+            ),
+            Test::Near { paper, tolerance },
+            Unit::Percent,
+            v.as_ref().and_then(|v| mean(v)),
+            v.map_or("not reached".into(), |v| {
+                format!("P {}, F {} (mean judged)", pct(v[0]), pct(v[1]))
+            }),
+        );
     }
     // resets: Flexy packs user-facing tasks and resets far less than priority
     let ratio = |w: &str, load: Option<f64>| -> (Option<f64>, String) {

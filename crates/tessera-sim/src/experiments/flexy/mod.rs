@@ -475,16 +475,24 @@ pub(crate) fn curve<'a>(
 /// SLA met at utilization `u`, interpolated linearly between the two load points
 /// whose utilizations bracket it; `None` when the curve does not reach `u`.
 pub(crate) fn sla_met_at_utilization(curve: &[&Point], u: f64) -> Option<f64> {
-    curve.windows(2).find_map(|w| {
-        let (a, b) = (w[0], w[1]);
-        let (lo, hi) = if a.utilization <= b.utilization { (a, b) } else { (b, a) };
-        if lo.utilization <= u && u <= hi.utilization {
-            let span = hi.utilization - lo.utilization;
-            let t = if span > 0.0 { (u - lo.utilization) / span } else { 0.0 };
-            Some(lo.sla_met + t * (hi.sla_met - lo.sla_met))
-        } else {
-            None
-        }
+    crossings(curve, |p| p.utilization, |p| p.sla_met, u).next()
+}
+
+/// For each pair of neighbouring points whose `x` brackets `at`, `y` interpolated
+/// linearly at `at`.
+fn crossings<'a>(
+    curve: &'a [&Point],
+    x: impl Fn(&Point) -> f64 + 'a,
+    y: impl Fn(&Point) -> f64 + 'a,
+    at: f64,
+) -> impl Iterator<Item = f64> + 'a {
+    curve.windows(2).filter_map(move |w| {
+        let (lo, hi) = if x(w[0]) <= x(w[1]) { (w[0], w[1]) } else { (w[1], w[0]) };
+        (x(lo) <= at && at <= x(hi)).then(|| {
+            let span = x(hi) - x(lo);
+            let t = if span > 0.0 { (at - x(lo)) / span } else { 0.0 };
+            y(lo) + t * (y(hi) - y(lo))
+        })
     })
 }
 
@@ -492,20 +500,7 @@ pub(crate) fn sla_met_at_utilization(curve: &[&Point], u: f64) -> Option<f64> {
 /// between the bracketing load points (the highest such utilization); `None` if it
 /// never crosses it.
 pub(crate) fn utilization_at_sla_met(curve: &[&Point], sla: f64) -> Option<f64> {
-    curve
-        .windows(2)
-        .filter_map(|w| {
-            let (a, b) = (w[0], w[1]);
-            let (lo, hi) = if a.sla_met <= b.sla_met { (a, b) } else { (b, a) };
-            if lo.sla_met <= sla && sla <= hi.sla_met {
-                let span = hi.sla_met - lo.sla_met;
-                let t = if span > 0.0 { (sla - lo.sla_met) / span } else { 0.0 };
-                Some(lo.utilization + t * (hi.utilization - lo.utilization))
-            } else {
-                None
-            }
-        })
-        .fold(None, |best: Option<f64>, u| Some(best.map_or(u, |b| b.max(u))))
+    crossings(curve, |p| p.sla_met, |p| p.utilization, sla).reduce(f64::max)
 }
 
 /// Judge the paper's claims again from `results.points` and `results.records` (after
