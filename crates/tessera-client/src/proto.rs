@@ -120,14 +120,28 @@ pub struct GpuReport {
     pub gpu: u32,
     /// `user_facing`, `batch`, or `shared` when the policy has no pools.
     pub pool: String,
-    /// What it runs: `idle`, `resetting`, or the task's tenant.
+    /// What it runs: `idle`, `resetting`, the task's tenant, `busy` (another uid's
+    /// task) or `N tasks` when several co-run.
     pub busy: String,
+    /// The tasks running on it and the share of the GPU each holds now.
+    #[serde(default)]
+    pub running: Vec<RunningReport>,
     /// Memory granted on it (ledger), bytes.
     pub memory_used: u64,
     /// Its capacity, bytes.
     pub memory_total: u64,
     /// Fraction of time busy since the daemon started.
     pub utilization: f64,
+}
+
+/// A task running on a GPU, in a status report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunningReport {
+    /// Its tenant, or `None` when it belongs to another uid than the viewer's.
+    pub tenant: Option<u64>,
+    /// The share of the GPU it holds now (0-1: its demand times the rate the
+    /// shared-GPU model gives it), when the executor models shares (the emulated one).
+    pub share: Option<f64>,
 }
 
 /// One tenant in a status report.

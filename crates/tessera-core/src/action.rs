@@ -43,9 +43,9 @@ pub enum MemoryDenial {
 #[serde(rename_all = "snake_case", tag = "action")]
 #[non_exhaustive]
 pub enum Action {
-    /// Run `task` at `placement`. The placement must be free (a task is dispatched at
-    /// most once at a time; a GPU or partition runs one task at a time unless the
-    /// driver's model says it co-runs apps).
+    /// Run `task` at `placement`. A task is dispatched at most once at a time; a GPU
+    /// or partition that already runs tasks co-runs this one only if the driver shares
+    /// GPUs (an exclusive driver treats it as a policy error).
     Dispatch {
         /// The task.
         task: TaskId,
@@ -72,8 +72,8 @@ pub enum Action {
     ResetGpu {
         /// The GPU.
         gpu: GpuId,
-        /// The task that was running and is now killed, if any.
-        killed: Option<TaskId>,
+        /// The tasks that were running and are now killed (all of them).
+        killed: Vec<TaskId>,
     },
     /// Grant a memory request.
     GrantMemory {

@@ -11,7 +11,7 @@ use crate::estimate::WindowMean;
 use crate::event::Event;
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
-use crate::units::{Bytes, Nanos};
+use crate::units::{Bytes, Nanos, PerMille};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// How many recent durations per kernel predict a running task's completion time.
@@ -37,21 +37,96 @@ pub struct RunningTask {
     pub submitted: Nanos,
     /// When it started on this GPU.
     pub started: Nanos,
+    /// Where it runs (after a migration, where it moved to).
+    pub placement: Placement,
     seq: u64,
 }
 
-/// What a GPU is doing, as far as the policy knows.
+impl RunningTask {
+    /// The share of a GPU it asks for, per mille: its launch's occupancy-derived demand
+    /// when the driver knows it, else the whole GPU.
+    pub fn demand(&self) -> PerMille {
+        self.spec.launch.map_or(PerMille(1000), |l| l.demand)
+    }
+}
+
+/// A power state change asked for and not yet acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PowerChange {
+    Down,
+    Up,
+}
+
+/// What a GPU is doing, as far as the policy knows: the tasks running on it (several
+/// when the board co-locates, see [`Board::with_colocation`]), whether it is resetting
+/// or powered down, and its spatial partitions.
 #[derive(Clone, Debug)]
-pub enum GpuState {
-    /// Free to take a task.
-    Idle,
-    /// Running one task.
-    Running(RunningTask),
-    /// Resetting; expected back at `until`.
-    Resetting {
-        /// Expected end of the reset.
-        until: Nanos,
-    },
+pub struct GpuState {
+    running: Vec<RunningTask>,
+    resetting_until: Option<Nanos>,
+    powered: bool,
+    power_change: Option<PowerChange>,
+    partitions: Vec<PerMille>,
+    pending_partitions: Option<Vec<PerMille>>,
+}
+
+impl GpuState {
+    fn new() -> GpuState {
+        GpuState {
+            running: Vec::new(),
+            resetting_until: None,
+            powered: true,
+            power_change: None,
+            partitions: Vec::new(),
+            pending_partitions: None,
+        }
+    }
+
+    /// The tasks running on it, in dispatch order.
+    pub fn running(&self) -> &[RunningTask] {
+        &self.running
+    }
+
+    /// Able to take work: powered, no power change under way, not resetting.
+    pub fn is_available(&self) -> bool {
+        self.powered && self.power_change.is_none() && self.resetting_until.is_none()
+    }
+
+    /// Available and running nothing.
+    pub fn is_idle(&self) -> bool {
+        self.is_available() && self.running.is_empty()
+    }
+
+    /// When its reset is expected to end, if it is resetting.
+    pub fn resetting_until(&self) -> Option<Nanos> {
+        self.resetting_until
+    }
+
+    /// Powered (a power-down asked for counts as down at once; a power-up counts only
+    /// once acknowledged).
+    pub fn is_powered(&self) -> bool {
+        self.powered && self.power_change != Some(PowerChange::Down)
+    }
+
+    /// Its spatial partitions' shares (empty: not partitioned).
+    pub fn partitions(&self) -> &[PerMille] {
+        &self.partitions
+    }
+
+    /// Whether a repartition was asked for and is not done yet.
+    pub fn is_repartitioning(&self) -> bool {
+        self.pending_partitions.is_some()
+    }
+
+    /// Summed demand of its running tasks, per mille of the GPU (may exceed 1000).
+    pub fn demand(&self) -> u32 {
+        self.running.iter().map(|r| u32::from(r.demand().0)).sum()
+    }
+
+    /// Tasks running at `placement`.
+    pub fn running_at(&self, placement: Placement) -> usize {
+        self.running.iter().filter(|r| r.placement == placement).count()
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -80,6 +155,11 @@ pub struct FinishedTask {
 #[derive(Clone, Debug)]
 pub struct Board {
     gpus: Vec<(GpuSpec, GpuState)>,
+    /// How many tasks may run at one placement (a whole GPU or one partition) at
+    /// once: 1 for the exclusive policies of Flexy and schedGPU.
+    colocation: usize,
+    /// Migrations under way: tenant -> (from, to).
+    migrating: BTreeMap<TenantId, (GpuId, GpuId)>,
     tenants: BTreeMap<TenantId, TenantQueue>,
     /// Tenants with a non-empty queue: the queries a policy makes on every event walk
     /// these, so their cost does not grow with idle tenants.
@@ -100,10 +180,19 @@ fn class_index(class: ServiceClass) -> usize {
 }
 
 impl Board {
-    /// A board for these GPUs, all idle, with no tenants.
+    /// A board for these GPUs, all idle, with no tenants, that runs one task at a time
+    /// per GPU or partition.
     pub fn new(gpus: &[GpuSpec]) -> Board {
+        Board::with_colocation(gpus, 1)
+    }
+
+    /// A board that lets up to `per_placement` tasks run at once on one GPU or
+    /// partition (the driver's model decides how they share it).
+    pub fn with_colocation(gpus: &[GpuSpec], per_placement: usize) -> Board {
         Board {
-            gpus: gpus.iter().map(|g| (g.clone(), GpuState::Idle)).collect(),
+            gpus: gpus.iter().map(|g| (g.clone(), GpuState::new())).collect(),
+            colocation: per_placement.max(1),
+            migrating: BTreeMap::new(),
             tenants: BTreeMap::new(),
             backlogged: BTreeSet::new(),
             task_tenant: BTreeMap::new(),
@@ -133,13 +222,42 @@ impl Board {
         &self.gpus[gpu.0 as usize].1
     }
 
-    /// Idle GPUs, in id order.
+    /// How many tasks may run at once on one GPU or partition.
+    pub fn colocation(&self) -> usize {
+        self.colocation
+    }
+
+    /// Idle GPUs (available, running nothing), in id order.
     pub fn idle_gpus(&self) -> Vec<GpuId> {
+        self.gpus.iter().filter(|(_, s)| s.is_idle()).map(|(spec, _)| spec.id).collect()
+    }
+
+    /// Whether `placement` can take one more task now.
+    pub fn has_room(&self, placement: Placement) -> bool {
+        let Some((_, state)) = self.gpus.get(placement.gpu.0 as usize) else { return false };
+        let partition_ok = match placement.partition {
+            None => state.partitions.is_empty(),
+            Some(p) => (p.0 as usize) < state.partitions.len(),
+        };
+        partition_ok && state.is_available() && state.running_at(placement) < self.colocation
+    }
+
+    /// Where this tenant's tasks run now (the GPU of its running tasks), if anywhere.
+    pub fn tenant_gpus(&self, tenant: TenantId) -> impl Iterator<Item = GpuId> + '_ {
         self.gpus
             .iter()
-            .filter(|(_, s)| matches!(s, GpuState::Idle))
+            .filter(move |(_, s)| s.running.iter().any(|r| r.spec.tenant == tenant))
             .map(|(spec, _)| spec.id)
-            .collect()
+    }
+
+    /// The tenant's declared memory and what it holds per GPU.
+    pub fn tenant_spec(&self, tenant: TenantId) -> Option<&TenantSpec> {
+        self.tenants.get(&tenant).map(|t| &t.spec)
+    }
+
+    /// Whether a migration of `tenant` is under way.
+    pub fn is_migrating(&self, tenant: TenantId) -> bool {
+        self.migrating.contains_key(&tenant)
     }
 
     /// Apply an event to the books. Emits the actions that follow from bookkeeping
@@ -167,12 +285,33 @@ impl Board {
                 return self.finished(now, *task, *placement, *ran_for, result.is_ok());
             }
             Event::GpuResetDone { gpu } => {
-                if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize)
-                    && matches!(state, GpuState::Resetting { .. })
-                {
-                    *state = GpuState::Idle;
+                if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) {
+                    state.resetting_until = None;
                 }
             }
+            Event::MigrationDone { tenant, .. } => {
+                self.migrating.remove(tenant);
+            }
+            Event::MigrationFailed { tenant, .. } => self.migration_undone(*tenant),
+            Event::RepartitionDone { gpu } => {
+                if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize)
+                    && let Some(shares) = state.pending_partitions.take()
+                {
+                    state.partitions = shares;
+                }
+            }
+            Event::RepartitionFailed { gpu, .. } => {
+                if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) {
+                    state.pending_partitions = None;
+                }
+            }
+            Event::GpuPowerChanged { gpu, powered } => {
+                if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) {
+                    state.powered = *powered;
+                    state.power_change = None;
+                }
+            }
+            Event::ActionRefused { action, .. } => self.refused(action),
             Event::MemoryRequested { request, tenant, gpu, bytes, wait: _ } => {
                 // Time-sharing policies admit memory first-come first-served without a
                 // wait queue: grant if it fits now, else refuse. The schedGPU policies
@@ -205,15 +344,7 @@ impl Board {
                     self.memory_used[gpu.0 as usize].0 -= freed;
                 }
             }
-            Event::DemandSampled { .. }
-            | Event::MigrationDone { .. }
-            | Event::RepartitionDone { .. }
-            | Event::ActionRefused { .. }
-            | Event::MemorySampled { .. }
-            | Event::MigrationFailed { .. }
-            | Event::RepartitionFailed { .. }
-            | Event::GpuPowerChanged { .. }
-            | Event::Tick => {}
+            Event::DemandSampled { .. } | Event::MemorySampled { .. } | Event::Tick => {}
         }
         None
     }
@@ -280,14 +411,10 @@ impl Board {
         completed: bool,
     ) -> Option<FinishedTask> {
         let (_, state) = self.gpus.get_mut(placement.gpu.0 as usize)?;
-        // A finish for a task that is not the one running there is stale (its GPU was
-        // reset under it); the reset already re-queued the task.
-        let GpuState::Running(running) = state else { return None };
-        if running.spec.id != task {
-            return None;
-        }
-        let running = running.clone();
-        *state = GpuState::Idle;
+        // A finish for a task that does not run there is stale (its GPU was reset under
+        // it); the reset already re-queued the task.
+        let i = state.running.iter().position(|r| r.spec.id == task)?;
+        let running = state.running.remove(i);
         self.task_tenant.remove(&task);
         if completed {
             self.kernel_time
@@ -328,15 +455,28 @@ impl Board {
         (d > Nanos::ZERO).then_some(task.started + d)
     }
 
-    /// When `gpu` is expected to be free: now if idle, the predicted end of its task
-    /// (never in the past; [`Nanos::MAX`] while nothing is known of its kernel or
-    /// class, so that a GPU known to free soon is preferred), or the end of its reset.
+    /// When `gpu` is expected to have room for a task: now if it has room, the
+    /// earliest predicted end of its tasks (never in the past; [`Nanos::MAX`] while
+    /// nothing is known of their kernels or classes, so that a GPU known to free soon
+    /// is preferred), the end of its reset, or never while powered down.
     pub fn expected_free_at(&self, gpu: GpuId, now: Nanos) -> Nanos {
-        match self.state(gpu) {
-            GpuState::Idle => now,
-            GpuState::Running(r) => self.predicted_end(r).unwrap_or(Nanos::MAX).max(now),
-            GpuState::Resetting { until } => (*until).max(now),
+        let state = self.state(gpu);
+        if let Some(until) = state.resetting_until {
+            return until.max(now);
         }
+        if !state.is_available() {
+            return Nanos::MAX;
+        }
+        if state.running.len() < self.colocation {
+            return now;
+        }
+        state
+            .running
+            .iter()
+            .map(|r| self.predicted_end(r).unwrap_or(Nanos::MAX))
+            .min()
+            .unwrap_or(now)
+            .max(now)
     }
 
     /// The tenants with queued tasks, in id order.
@@ -359,10 +499,7 @@ impl Board {
 
     /// Number of running tasks of tenants matching `class_filter`.
     pub fn running(&self, class_filter: impl Fn(ServiceClass) -> bool) -> usize {
-        self.gpus
-            .iter()
-            .filter(|(_, s)| matches!(s, GpuState::Running(r) if class_filter(r.class)))
-            .count()
+        self.gpus.iter().flat_map(|(_, s)| &s.running).filter(|r| class_filter(r.class)).count()
     }
 
     /// Submission time of the oldest queued task matching `class_filter`.
@@ -404,11 +541,23 @@ impl Board {
         next
     }
 
-    /// Dispatch `tenant`'s head-of-line task to idle `gpu`. Does nothing if the GPU is
-    /// not idle or the queue is empty (callers choose both from the board, so neither
-    /// happens; the check keeps the invariant local).
+    /// Dispatch `tenant`'s head-of-line task to the whole of `gpu`. Does nothing if the
+    /// GPU has no room or the queue is empty (callers choose both from the board, so
+    /// neither happens; the check keeps the invariant local).
     pub fn dispatch(&mut self, now: Nanos, gpu: GpuId, tenant: TenantId, out: &mut Vec<Action>) {
-        if !matches!(self.state(gpu), GpuState::Idle) {
+        self.dispatch_at(now, Placement::whole(gpu), tenant, out);
+    }
+
+    /// Dispatch `tenant`'s head-of-line task to `placement` (a whole GPU, or one of its
+    /// partitions), if it has room.
+    pub fn dispatch_at(
+        &mut self,
+        now: Nanos,
+        placement: Placement,
+        tenant: TenantId,
+        out: &mut Vec<Action>,
+    ) {
+        if !self.has_room(placement) {
             return;
         }
         let Some(t) = self.tenants.get_mut(&tenant) else { return };
@@ -418,52 +567,152 @@ impl Board {
         }
         t.running += 1;
         let class = t.spec.class;
-        out.push(Action::Dispatch { task: q.spec.id, placement: Placement::whole(gpu) });
-        self.gpus[gpu.0 as usize].1 = GpuState::Running(RunningTask {
+        out.push(Action::Dispatch { task: q.spec.id, placement });
+        self.gpus[placement.gpu.0 as usize].1.running.push(RunningTask {
             spec: q.spec,
             class,
             submitted: q.submitted,
             started: now,
+            placement,
             seq: q.seq,
         });
     }
 
-    /// Reset `gpu`: its running task (if any) goes back to the head of its tenant's
-    /// queue, keeping its submission time and order, and the GPU is unavailable until
+    /// Reset `gpu`: its running tasks go back to the heads of their tenants' queues,
+    /// keeping their submission times and order, and the GPU is unavailable until
     /// [`Event::GpuResetDone`] (expected after `latency`).
     pub fn reset(&mut self, now: Nanos, gpu: GpuId, latency: Nanos, out: &mut Vec<Action>) {
-        let state = std::mem::replace(
-            &mut self.gpus[gpu.0 as usize].1,
-            GpuState::Resetting { until: now + latency },
-        );
-        let killed = match state {
-            GpuState::Running(r) => {
-                let id = r.spec.id;
-                if let Some(t) = self.tenants.get_mut(&r.spec.tenant) {
-                    t.running -= 1;
-                    if t.leaving {
-                        // Its tenant is gone: the killed task cannot be re-issued.
-                        self.task_tenant.remove(&id);
-                        out.push(Action::ResetGpu { gpu, killed: Some(id) });
-                        out.push(Action::EndTask { task: id, reason: TaskEndReason::TenantLeft });
-                        if t.running == 0 {
-                            self.tenants.remove(&r.spec.tenant);
-                        }
-                        return;
-                    }
-                    let tenant = r.spec.tenant;
-                    t.queue.push_front(QueuedTask {
-                        spec: r.spec,
-                        submitted: r.submitted,
-                        seq: r.seq,
-                    });
-                    self.backlogged.insert(tenant);
-                }
-                Some(id)
-            }
-            GpuState::Idle | GpuState::Resetting { .. } => None,
-        };
+        let state = &mut self.gpus[gpu.0 as usize].1;
+        let mut killed_tasks = std::mem::take(&mut state.running);
+        state.resetting_until = Some(now + latency);
+        let killed: Vec<TaskId> = killed_tasks.iter().map(|r| r.spec.id).collect();
         out.push(Action::ResetGpu { gpu, killed });
+        // newest first, so that pushing each to the front leaves them in submission order
+        killed_tasks.sort_by_key(|r| std::cmp::Reverse(r.seq));
+        for r in killed_tasks {
+            let id = r.spec.id;
+            let tenant_id = r.spec.tenant;
+            let Some(t) = self.tenants.get_mut(&tenant_id) else { continue };
+            t.running -= 1;
+            if t.leaving {
+                // Its tenant is gone: the killed task cannot be re-issued.
+                self.task_tenant.remove(&id);
+                out.push(Action::EndTask { task: id, reason: TaskEndReason::TenantLeft });
+                if t.running == 0 {
+                    self.tenants.remove(&tenant_id);
+                }
+                continue;
+            }
+            t.queue.push_front(QueuedTask { spec: r.spec, submitted: r.submitted, seq: r.seq });
+            self.backlogged.insert(tenant_id);
+        }
+    }
+
+    /// Move `tenant` from `from` to `to` (DCUDA's migration): its running tasks there
+    /// continue on `to` (the driver pauses them while the context and memory move) and
+    /// its memory reservations on `from` move with it. Refused (returns false, emits
+    /// nothing) when the tenant is already moving, `to` is not available, or its memory
+    /// would not fit there.
+    pub fn migrate(
+        &mut self,
+        tenant: TenantId,
+        from: GpuId,
+        to: GpuId,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let (Some((_, _)), Some((to_spec, to_state))) =
+            (self.gpus.get(from.0 as usize), self.gpus.get(to.0 as usize))
+        else {
+            return false;
+        };
+        let held = self.memory_held.get(&(tenant, from)).copied().unwrap_or(Bytes(0));
+        if from == to
+            || self.migrating.contains_key(&tenant)
+            || !to_state.is_available()
+            || self.memory_used[to.0 as usize].0 + held.0 > to_spec.memory.0
+        {
+            return false;
+        }
+        self.move_tenant(tenant, from, to);
+        self.migrating.insert(tenant, (from, to));
+        out.push(Action::Migrate { tenant, from, to });
+        true
+    }
+
+    fn move_tenant(&mut self, tenant: TenantId, from: GpuId, to: GpuId) {
+        let source = &mut self.gpus[from.0 as usize].1.running;
+        let (moving, staying): (Vec<_>, Vec<_>) =
+            source.drain(..).partition(|r| r.spec.tenant == tenant);
+        *source = staying;
+        self.gpus[to.0 as usize].1.running.extend(moving.into_iter().map(|mut r| {
+            r.placement = Placement::whole(to);
+            r
+        }));
+        if let Some(bytes) = self.memory_held.remove(&(tenant, from)) {
+            self.memory_used[from.0 as usize].0 -= bytes.0;
+            self.memory_used[to.0 as usize].0 += bytes.0;
+            self.memory_held.entry((tenant, to)).or_default().0 += bytes.0;
+        }
+    }
+
+    fn migration_undone(&mut self, tenant: TenantId) {
+        if let Some((from, to)) = self.migrating.remove(&tenant) {
+            self.move_tenant(tenant, to, from);
+        }
+    }
+
+    /// Ask for `gpu` to be split into partitions of these shares (gpu-lets); the new
+    /// partitions are usable after [`Event::RepartitionDone`], the old ones serve
+    /// meanwhile. Refused (returns false) when the shares sum above 1000, one is zero,
+    /// or a repartition is already under way.
+    pub fn repartition(
+        &mut self,
+        gpu: GpuId,
+        shares: Vec<PerMille>,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) else { return false };
+        let sum: u32 = shares.iter().map(|s| u32::from(s.0)).sum();
+        if sum > 1000 || shares.iter().any(|s| s.0 == 0) || state.pending_partitions.is_some() {
+            return false;
+        }
+        state.pending_partitions = Some(shares.clone());
+        out.push(Action::Repartition { gpu, shares });
+        true
+    }
+
+    /// Power `gpu` down (only when it runs nothing) or up (DCUDA's energy compaction).
+    /// It takes no work from the moment a power-down is asked until a power-up is
+    /// acknowledged. Returns false when refused.
+    pub fn set_powered(&mut self, gpu: GpuId, powered: bool, out: &mut Vec<Action>) -> bool {
+        let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) else { return false };
+        if state.power_change.is_some()
+            || state.powered == powered
+            || (!powered && !state.running.is_empty())
+        {
+            return false;
+        }
+        state.power_change = Some(if powered { PowerChange::Up } else { PowerChange::Down });
+        out.push(Action::SetGpuPowered { gpu, powered });
+        true
+    }
+
+    /// Undo the books of an action the driver refused.
+    fn refused(&mut self, action: &Action) {
+        match action {
+            Action::Migrate { tenant, .. } => self.migration_undone(*tenant),
+            Action::Repartition { gpu, .. } => {
+                if let Some((_, s)) = self.gpus.get_mut(gpu.0 as usize) {
+                    s.pending_partitions = None;
+                }
+            }
+            Action::SetGpuPowered { gpu, .. } => {
+                if let Some((_, s)) = self.gpus.get_mut(gpu.0 as usize) {
+                    s.power_change = None;
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Emit [`Action::SetPools`] if the user-facing pool differs from the last one

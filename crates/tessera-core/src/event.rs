@@ -6,9 +6,10 @@
 //! repartition success or failure (gpu-lets), power-state acknowledgements (DCUDA's
 //! energy compaction), whether a task's time was measured or inferred (FairGV's
 //! sampled accounting), and — on the action side — batched dispatch (gpu-lets).
-//! No driver produces the new ones yet, and the core's board still runs one task
-//! per GPU; several tasks per GPU or partition come with the shared-execution work.
-//! A driver that cannot carry out an action tells the policy with
+//! The simulator's engine carries out migrations, repartitions and power changes
+//! and answers with the events here; demand and memory samples, inferred times and
+//! batched dispatch have no producer yet (the DCUDA, FairGV and gpu-lets issues add
+//! them). A driver that cannot carry out an action tells the policy with
 //! [`Event::ActionRefused`]; it never drops it silently. The enum is
 //! `#[non_exhaustive]`: drivers must handle events they do not know.
 
@@ -156,9 +157,8 @@ pub enum Event {
     /// The driver cannot carry out an action the policy asked for (its model or its
     /// executor does not support it); nothing was done.
     ActionRefused {
-        /// The action, as the driver received it (for logs and for the policy to
-        /// recognise).
-        action: String,
+        /// The action, as the policy asked for it (so that its books can be undone).
+        action: Box<crate::action::Action>,
         /// Why.
         reason: String,
     },

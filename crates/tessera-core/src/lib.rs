@@ -8,13 +8,16 @@
 //! Module map:
 //! - [`units`], [`ids`], [`model`]: the vocabulary (time, memory, compute share, GPUs,
 //!   tenants, tasks, placements).
-//! - [`event`], [`action`]: the whole interface between drivers and policies. They can
-//!   already express what all five papers need (partitions, memory admission, resets,
-//!   migration, repartitioning), even where no policy uses a variant yet.
+//! - [`event`], [`action`]: the whole interface between drivers and policies:
+//!   dispatch to GPUs and partitions (single or batched), memory admission, resets,
+//!   migration, repartitioning and power states, with their acknowledgements,
+//!   failures and a typed refusal for what a driver does not support.
 //! - [`policy`]: the [`Policy`] trait and the [`PolicyConfig`] that builds one by name.
 //! - [`estimate`]: moving averages used to predict task durations.
-//! - [`board`]: the bookkeeping every time-sharing policy needs (per-GPU state,
-//!   per-tenant FIFO queues), so that a policy module holds only its decisions.
+//! - [`board`]: the bookkeeping every policy needs (per-GPU state with the tasks
+//!   running there — one, or several when the policy co-locates —, partitions, power,
+//!   migrations under way, per-tenant FIFO queues), so that a policy module holds only
+//!   its decisions.
 //! - [`policies`]: one module per policy family, each cited to its paper.
 #![forbid(unsafe_code)]
 

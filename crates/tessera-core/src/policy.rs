@@ -4,7 +4,7 @@ use crate::action::Action;
 use crate::event::Event;
 use crate::model::GpuSpec;
 use crate::policies::memsafe::NotificationPolicy;
-use crate::policies::{flexy, memsafe, pid, priority, round_robin};
+use crate::policies::{flexy, least_loaded, memsafe, pid, priority, round_robin};
 use crate::units::Nanos;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -50,6 +50,9 @@ pub enum PolicyError {
     /// An SLA of zero cannot be met and would divide by zero in Flexy's estimate.
     #[error("the SLA must be positive")]
     ZeroSla,
+    /// A co-locating policy that may run no task on a GPU would run nothing.
+    #[error("tasks per GPU must be at least 1")]
+    NoColocation,
 }
 
 /// Gains of the PID controller that adapts Flexy's K at run time.
@@ -117,6 +120,13 @@ pub enum PolicyConfig {
         /// Which waiters are served when memory is freed.
         notification: NotificationPolicy,
     },
+    /// First-come first-served, each task to the least-loaded GPU, up to `per_gpu`
+    /// co-running tasks per GPU (DCUDA §5's least-loaded baseline; needs a driver that
+    /// shares GPUs when `per_gpu` > 1).
+    LeastLoaded {
+        /// Tasks that may run at once on one GPU.
+        per_gpu: usize,
+    },
 }
 
 impl PolicyConfig {
@@ -130,6 +140,7 @@ impl PolicyConfig {
             PolicyConfig::Flexy { reserve, reset: None, .. } => format!("F-MinRes{reserve}"),
             PolicyConfig::FlexyPid { .. } => "F-PID".into(),
             PolicyConfig::MemSafe { notification } => format!("schedGPU {}", notification.label()),
+            PolicyConfig::LeastLoaded { per_gpu } => format!("LeastLoaded{per_gpu}"),
         }
     }
 
@@ -172,6 +183,12 @@ impl PolicyConfig {
             }
             PolicyConfig::MemSafe { notification } => {
                 Box::new(memsafe::MemSafe::new(gpus, *notification))
+            }
+            PolicyConfig::LeastLoaded { per_gpu } => {
+                if *per_gpu == 0 {
+                    return Err(PolicyError::NoColocation);
+                }
+                Box::new(least_loaded::LeastLoaded::new(gpus, *per_gpu))
             }
         })
     }

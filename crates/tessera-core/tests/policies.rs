@@ -154,7 +154,7 @@ fn priority_reset_kills_one_batch_task_per_uncovered_user_facing_task() {
     let (_, a) = h.submit(ms(100), 2, UF_KERNEL);
     assert_eq!(
         a.iter().find(|x| matches!(x, Action::ResetGpu { .. })),
-        Some(&Action::ResetGpu { gpu: GpuId(0), killed: Some(batch[0]) })
+        Some(&Action::ResetGpu { gpu: GpuId(0), killed: vec![batch[0]] })
     );
     let (_, a) = h.submit(ms(101), 2, UF_KERNEL);
     assert_eq!(resets(&a), vec![1]);

@@ -15,6 +15,11 @@
 //!   fluid limit of round-robin slicing: it gets throughput right and ignores where in
 //!   its turn a short piece arrives.
 //!
+//! A model may stand for a spatial partition rather than a whole GPU
+//! ([`SharedGpu::with_capacity`]): its capacity is the partition's share, and a piece
+//! demanding more than that runs below full speed even alone. Time slicing inside a
+//! partition uses the pieces' mean demand for that bound (one common rate).
+//!
 //! In every mode all pieces progress at one common rate r(t), so one **virtual clock**
 //! per GPU, V, advancing at r(t), says how much full-speed work each piece has done
 //! since it started: a piece started at virtual time V0 with work w finishes when V
@@ -136,9 +141,16 @@ pub struct SharedGpu {
 impl SharedGpu {
     /// An idle GPU of capacity 1 (the whole GPU) at time 0.
     pub fn new(sharing: Sharing) -> SharedGpu {
+        SharedGpu::with_capacity(sharing, 1.0)
+    }
+
+    /// An idle spatial partition holding `capacity` of a GPU (0 < capacity <= 1; an
+    /// MPS active-thread share): a piece demanding more than the partition holds runs
+    /// at capacity / demand of its full speed, even alone.
+    pub fn with_capacity(sharing: Sharing, capacity: f64) -> SharedGpu {
         SharedGpu {
             sharing,
-            capacity: 1.0,
+            capacity: capacity.clamp(f64::MIN_POSITIVE, 1.0),
             now: 0,
             v: 0.0,
             demand_sum: 0.0,
@@ -146,6 +158,27 @@ impl SharedGpu {
             running: Vec::new(),
             usage: Usage::default(),
         }
+    }
+
+    /// The share of a whole GPU this model holds (1 unless it is a partition).
+    pub fn capacity(&self) -> f64 {
+        self.capacity
+    }
+
+    /// How the pieces share it.
+    pub fn sharing(&self) -> Sharing {
+        self.sharing
+    }
+
+    /// Whether progress is stopped (reset, migration away, power-down).
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The running pieces and the share of the whole GPU each holds now, in finishing
+    /// order (for status displays).
+    pub fn shares(&self) -> impl Iterator<Item = (PieceId, f64)> + '_ {
+        self.running.iter().map(|r| (r.id, self.share_of_piece(r)))
     }
 
     /// The model's time.
@@ -174,7 +207,7 @@ impl SharedGpu {
             return 0.0;
         }
         match self.sharing {
-            Sharing::Exclusive => 1.0,
+            Sharing::Exclusive => (self.capacity / self.demand_sum).min(1.0),
             Sharing::Processor => {
                 if self.demand_sum <= self.capacity {
                     1.0
@@ -184,7 +217,8 @@ impl SharedGpu {
             }
             Sharing::TimeSliced { slice, switch } => {
                 let n = self.running.len() as f64;
-                if n <= 1.0 { 1.0 } else { slice as f64 / (n * (slice + switch) as f64) }
+                let alone = (self.capacity / self.demand_sum * n).min(1.0);
+                if n <= 1.0 { alone } else { alone * slice as f64 / (n * (slice + switch) as f64) }
             }
         }
     }
@@ -192,11 +226,15 @@ impl SharedGpu {
     /// The share of the GPU a piece holds now (its demand times the common rate, or for
     /// time slicing its share of turns).
     pub fn share_of(&self, id: PieceId) -> Option<f64> {
-        let r = self.find(id)?;
-        Some(match self.sharing {
-            Sharing::TimeSliced { .. } => self.rate(),
+        self.find(id).map(|r| self.share_of_piece(r))
+    }
+
+    fn share_of_piece(&self, r: &Running) -> f64 {
+        match self.sharing {
+            // a context holds the GPU (up to its demand) for its turns
+            Sharing::TimeSliced { .. } => r.demand.min(self.capacity) * self.rate(),
             _ => r.demand * self.rate(),
-        })
+        }
     }
 
     /// Move the model to `now`, integrating usage. Pieces whose finish passes are not

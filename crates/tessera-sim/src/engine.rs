@@ -7,14 +7,18 @@
 //! completion before it can submit again, so a freed GPU may already have been given
 //! to another tenant (this is what makes Flexy's minimum reservation matter).
 
-use crate::metrics::{RunMetrics, TaskEnd, TaskRecord};
+use crate::metrics::{GpuMeasures, RunMetrics, TaskEnd, TaskRecord};
 use crate::perf::PerfModel;
 use crate::workload::{Submission, Workload};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::Event;
-use tessera_core::{Action, GpuId, GpuSpec, Nanos, Placement, Policy, TaskId, TaskSpec, TenantId};
+use tessera_core::{
+    Action, GpuId, GpuSpec, Nanos, PartitionId, PerMille, Placement, Policy, TaskId, TaskSpec,
+    TenantId,
+};
+use tessera_gpu::power::EnergyMeter;
 use tessera_gpu::sharing::SharedGpu;
 pub use tessera_gpu::sharing::Sharing;
 
@@ -48,34 +52,84 @@ pub enum SimError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum SimEvent {
     JobArrives(usize),
-    TaskEnds { gpu: GpuId, task: TaskId, generation: u64 },
+    TaskEnds { slot: usize, task: TaskId, generation: u64 },
     ResetEnds(GpuId),
+    MigrationArrives(usize),
+    RepartitionEnds(GpuId),
+    PowerChanged { gpu: GpuId, powered: bool },
     Tick,
+}
+
+/// One place work runs: a whole GPU, or one spatial partition of it. Each runs the
+/// shared-GPU model of `tessera-gpu` (exclusive in Flexy's and schedGPU's
+/// experiments), which decides when its pieces finish: exclusive use is the
+/// one-piece case of the same model, not a second code path.
+#[derive(Clone, Debug)]
+struct Slot {
+    placement: Placement,
+    model: SharedGpu,
+    /// Running tasks and when each started (at most one when exclusive).
+    running: Vec<(TaskId, Nanos)>,
+    /// Bumped whenever the next finish is predicted again; older predictions are stale.
+    generation: u64,
+}
+
+impl Slot {
+    fn new(placement: Placement, sharing: Sharing, capacity: f64) -> Slot {
+        Slot {
+            placement,
+            model: SharedGpu::with_capacity(sharing, capacity),
+            running: Vec::new(),
+            generation: 0,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 struct GpuSim {
-    /// The shared-GPU model (`tessera-gpu`), exclusive here: it decides when the
-    /// running task finishes, so that exclusive use is the one-piece case of the same
-    /// model the sharing policies will use, not a second code path.
-    model: SharedGpu,
-    /// Running tasks and when each started (at most one when exclusive).
-    running: Vec<(TaskId, Nanos)>,
+    /// The slot of the whole GPU (dispatchable while the GPU is not partitioned).
+    whole: usize,
+    /// The slots of its current partitions, in partition order.
+    partitions: Vec<usize>,
+    /// Slots that take no more work but may still run some (the old partitions after
+    /// a repartition, or the whole GPU once partitioned).
+    retiring: Vec<usize>,
+    repartitioning: bool,
     resetting: bool,
-    generation: u64,
+    powered: bool,
+    power_pending: bool,
+    /// Migrations under way towards this GPU (it may not be reset, repartitioned or
+    /// powered down meanwhile).
+    incoming: usize,
+    /// Tasks running on any of its slots.
+    active: usize,
+    active_since: Nanos,
+    /// Time with at least one task running (NVSMI's busy time).
+    busy_union: Nanos,
+    /// Summed duration of the runs on it, killed ones included (how the Flexy paper's
+    /// NVSMI figures count an exclusive GPU; equal to `busy_union` when exclusive).
     busy: Nanos,
+    /// Tenants (job indices) with tasks running here, and how many.
+    resident: Vec<(usize, u32)>,
+    energy: EnergyMeter,
 }
 
-impl GpuSim {
-    fn new(sharing: Sharing) -> GpuSim {
-        GpuSim {
-            model: SharedGpu::new(sharing),
-            running: Vec::new(),
-            resetting: false,
-            generation: 0,
-            busy: Nanos::ZERO,
-        }
-    }
+/// A tenant's tasks on their way between GPUs.
+#[derive(Clone, Debug)]
+struct MigrationSim {
+    job: usize,
+    to: GpuId,
+    /// (task, full-speed work it still has, when it started).
+    tasks: Vec<(TaskId, u64, Nanos)>,
+}
+
+/// Where a task is, as the engine knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Location {
+    Waiting,
+    Running(usize),
+    Migrating,
+    Ended,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -101,10 +155,14 @@ pub struct SimOptions {
     pub keep_latencies: bool,
     /// Abort after this many events.
     pub event_budget: u64,
-    /// How a GPU's running tasks share it: `Exclusive` (one at a time, Flexy's
-    /// testbed; a dispatch to a busy GPU is a policy violation) or a sharing mode of
-    /// `tessera-gpu`, under which tasks dispatched to a busy GPU co-run.
+    /// How a GPU's (or partition's) running tasks share it: `Exclusive` (one at a
+    /// time, Flexy's testbed; a dispatch to a busy GPU is a policy violation) or a
+    /// sharing mode of `tessera-gpu`, under which tasks dispatched to a busy GPU co-run.
     pub sharing: Sharing,
+    /// Report per-GPU measurements (NVSMI busy and SM-weighted utilization, mean
+    /// co-location, energy, migrations, repartitions) in [`RunMetrics::gpus`]. Off
+    /// for the Flexy and schedGPU experiments, whose results files predate them.
+    pub measure_gpus: bool,
 }
 
 /// One simulation run in progress.
@@ -116,17 +174,32 @@ pub struct Simulation<'w> {
     now: Nanos,
     seq: u64,
     queue: BinaryHeap<Reverse<(Nanos, u64, SimEvent)>>,
+    slots: Vec<Slot>,
     gpus: Vec<GpuSim>,
+    migrations: Vec<Option<MigrationSim>>,
+    /// Repartitions under way: the GPU and its new shares.
+    pending_shares: Vec<(GpuId, Vec<PerMille>)>,
     jobs: Vec<JobSim>,
     tasks: Vec<TaskRecord>,
+    location: Vec<Location>,
     actions: Vec<Action>,
     pool_user_facing: usize,
     pool_weighted: u128,
     k_weighted: u128,
     last_sample: Nanos,
-    resets: u64,
+    counts: GpuCounts,
     events: u64,
     tasks_open: usize,
+}
+
+/// Counts of what the engine carried out.
+#[derive(Clone, Copy, Debug, Default)]
+struct GpuCounts {
+    resets: u64,
+    migrations: u64,
+    migrations_failed: u64,
+    repartitions: u64,
+    power_changes: u64,
 }
 
 impl<'w> Simulation<'w> {
@@ -136,25 +209,51 @@ impl<'w> Simulation<'w> {
         policy: Box<dyn Policy>,
         opts: SimOptions,
     ) -> Simulation<'w> {
-        let gpus = vec![GpuSim::new(opts.sharing); opts.gpus.len()];
+        let slots: Vec<Slot> = opts
+            .gpus
+            .iter()
+            .map(|g| Slot::new(Placement::whole(g.id), opts.sharing, 1.0))
+            .collect();
+        let gpus = (0..opts.gpus.len())
+            .map(|i| GpuSim {
+                whole: i,
+                partitions: Vec::new(),
+                retiring: Vec::new(),
+                repartitioning: false,
+                resetting: false,
+                powered: true,
+                power_pending: false,
+                incoming: 0,
+                active: 0,
+                active_since: Nanos::ZERO,
+                busy_union: Nanos::ZERO,
+                busy: Nanos::ZERO,
+                resident: Vec::new(),
+                energy: EnergyMeter::new(opts.perf.power, 0),
+            })
+            .collect();
         Simulation {
-            opts,
             workload,
             policy,
             now: Nanos::ZERO,
             seq: 0,
             queue: BinaryHeap::new(),
+            slots,
             gpus,
+            migrations: Vec::new(),
+            pending_shares: Vec::new(),
             jobs: vec![JobSim::default(); workload.jobs.len()],
             tasks: Vec::with_capacity(workload.task_count()),
+            location: Vec::with_capacity(workload.task_count()),
             actions: Vec::new(),
             pool_user_facing: 0,
             pool_weighted: 0,
             k_weighted: 0,
             last_sample: Nanos::ZERO,
-            resets: 0,
+            counts: GpuCounts::default(),
             events: 0,
             tasks_open: 0,
+            opts,
         }
     }
 
@@ -178,6 +277,9 @@ impl<'w> Simulation<'w> {
         }
         let start = self.workload.jobs.iter().map(|j| j.arrival).min().unwrap_or(Nanos::ZERO);
         self.last_sample = start;
+        for g in &mut self.gpus {
+            g.energy = EnergyMeter::new(self.opts.perf.power, start.0);
+        }
         if let Some(period) = self.policy.tick_interval() {
             self.schedule(start + period, SimEvent::Tick);
         }
@@ -192,12 +294,22 @@ impl<'w> Simulation<'w> {
             self.now = at;
             match event {
                 SimEvent::JobArrives(i) => self.job_arrives(i)?,
-                SimEvent::TaskEnds { gpu, task, generation } => {
-                    self.task_ends(gpu, task, generation)?
+                SimEvent::TaskEnds { slot, task, generation } => {
+                    self.task_ends(slot, task, generation)?
                 }
                 SimEvent::ResetEnds(gpu) => {
                     self.gpus[gpu.0 as usize].resetting = false;
                     self.deliver(Event::GpuResetDone { gpu })?;
+                }
+                SimEvent::MigrationArrives(i) => self.migration_arrives(i)?,
+                SimEvent::RepartitionEnds(gpu) => self.repartition_ends(gpu)?,
+                SimEvent::PowerChanged { gpu, powered } => {
+                    let now = self.now;
+                    let g = &mut self.gpus[gpu.0 as usize];
+                    g.powered = powered;
+                    g.power_pending = false;
+                    g.energy.set(now.0, powered, 0);
+                    self.deliver(Event::GpuPowerChanged { gpu, powered })?;
                 }
                 SimEvent::Tick => {
                     // Ticks keep coming only while work remains, so the run can end.
@@ -223,25 +335,52 @@ impl<'w> Simulation<'w> {
         }
         let span = self.now - start;
         let mean_queue_len = queued_sum as f64 / self.events.max(1) as f64;
+        let measures = self.opts.measure_gpus.then(|| self.gpu_measures(span));
+        let exclusive = self.opts.sharing == Sharing::Exclusive;
         Ok(RunMetrics::from_records(
             &self.tasks,
             // exclusive: the runs' own durations, as the paper's NVSMI measured; shared:
             // time with anything running (NVSMI's busy fraction; the runs overlap)
-            self.gpus
-                .iter()
-                .map(|g| match self.opts.sharing {
-                    Sharing::Exclusive => g.busy,
-                    _ => Nanos(g.model.usage().busy_ns.round() as u64),
-                })
-                .collect(),
+            self.gpus.iter().map(|g| if exclusive { g.busy } else { g.busy_union }).collect(),
             span,
-            self.resets,
+            self.counts.resets,
             self.events,
             ratio(self.pool_weighted, span),
             ratio(self.k_weighted, span),
             self.opts.keep_latencies,
         ))
-        .map(|m| RunMetrics { mean_queue_len, ..m })
+        .map(|m| RunMetrics { mean_queue_len, gpus: measures, ..m })
+    }
+
+    /// Per-GPU measurements at the end of the run (`now`), over `span`.
+    fn gpu_measures(&mut self, span: Nanos) -> GpuMeasures {
+        let now = self.now;
+        let span_ns = span.0.max(1) as f64;
+        let mut m = GpuMeasures {
+            busy: Vec::new(),
+            sm_weighted: Vec::new(),
+            mean_running: Vec::new(),
+            energy_j: Vec::new(),
+            migrations: self.counts.migrations,
+            migrations_failed: self.counts.migrations_failed,
+            repartitions: self.counts.repartitions,
+            power_changes: self.counts.power_changes,
+        };
+        for (i, g) in self.gpus.iter_mut().enumerate() {
+            let mut sm = 0.0;
+            let mut pieces = 0.0;
+            for slot in self.slots.iter_mut().filter(|s| s.placement.gpu.0 as usize == i) {
+                // every slot's clock is at or before the end; the usage is integrated
+                let _ = slot.model.advance(now.0.max(slot.model.now()));
+                sm += slot.model.usage().sm_busy_ns;
+                pieces += slot.model.usage().piece_ns;
+            }
+            m.busy.push(g.busy_union.0 as f64 / span_ns);
+            m.sm_weighted.push(sm / span_ns);
+            m.mean_running.push(pieces / span_ns);
+            m.energy_j.push(g.energy.joules(now.0));
+        }
+        m
     }
 
     fn work_remains(&self) -> bool {
@@ -287,6 +426,7 @@ impl<'w> Simulation<'w> {
             kills: 0,
             end: None,
         });
+        self.location.push(Location::Waiting);
         self.tasks_open += 1;
         let spec = TaskSpec {
             launch: None,
@@ -299,39 +439,42 @@ impl<'w> Simulation<'w> {
         self.deliver(Event::TaskSubmitted(spec))
     }
 
-    fn task_ends(&mut self, gpu: GpuId, task: TaskId, generation: u64) -> Result<(), SimError> {
-        let g = &mut self.gpus[gpu.0 as usize];
-        if g.generation != generation {
-            // killed by a reset, or (sharing) superseded by a later prediction
+    fn task_ends(&mut self, slot: usize, task: TaskId, generation: u64) -> Result<(), SimError> {
+        if self.slots[slot].generation != generation {
+            // killed by a reset or a migration, or (sharing) superseded by a later
+            // prediction
             return Ok(());
         }
         let exclusive = self.opts.sharing == Sharing::Exclusive;
+        let gpu = self.slots[slot].placement.gpu;
         // every piece due now, one at a time (no allocation on this hot path); several
         // may end at one instant when shared, taken in the model's order
         let mut ended = 0;
         loop {
-            let g = &mut self.gpus[gpu.0 as usize];
-            let id = match g.model.pop_finished(self.now.0) {
+            let s = &mut self.slots[slot];
+            let id = match s.model.pop_finished(self.now.0) {
                 Ok(Some(id)) => id,
                 Ok(None) => break,
                 Err(e) => return Err(self.violation(format!("{gpu}: {e}"))),
             };
-            if exclusive && (id != task.0 || !g.model.is_empty()) {
+            if exclusive && (id != task.0 || !s.model.is_empty()) {
                 return Err(self.violation(format!(
                     "{task} ended on {gpu} but the GPU model finished task {id}"
                 )));
             }
             let finished = TaskId(id);
-            let Some(i) = g.running.iter().position(|(t, _)| *t == finished) else {
+            let Some(i) = s.running.iter().position(|(t, _)| *t == finished) else {
                 return Err(
                     self.violation(format!("{finished} finished on {gpu} but was not running"))
                 );
             };
-            let (_, started) = g.running.remove(i);
+            let (_, started) = s.running.remove(i);
+            let placement = s.placement;
             let ran_for = self.now - started;
-            g.busy += ran_for;
+            self.gpus[gpu.0 as usize].busy += ran_for;
+            self.left_gpu(gpu, finished);
             ended += 1;
-            self.task_done(gpu, finished, ran_for)?;
+            self.task_done(placement, finished, ran_for)?;
         }
         if ended == 0 {
             return Err(
@@ -340,28 +483,84 @@ impl<'w> Simulation<'w> {
         }
         if !exclusive {
             // the remaining tasks' finishes moved: predict again
-            self.predict_next(gpu);
+            self.predict_next(slot);
         }
         Ok(())
     }
 
-    /// Schedule the next finish on `gpu` from its model, superseding any earlier
+    /// Schedule the next finish in `slot` from its model, superseding any earlier
     /// prediction.
-    fn predict_next(&mut self, gpu: GpuId) {
-        let g = &mut self.gpus[gpu.0 as usize];
-        g.generation += 1;
-        let generation = g.generation;
-        if let Some((at, id)) = g.model.next_finish() {
-            self.schedule(Nanos(at), SimEvent::TaskEnds { gpu, task: TaskId(id), generation });
+    fn predict_next(&mut self, slot: usize) {
+        let s = &mut self.slots[slot];
+        s.generation += 1;
+        let generation = s.generation;
+        if let Some((at, id)) = s.model.next_finish() {
+            self.schedule(Nanos(at), SimEvent::TaskEnds { slot, task: TaskId(id), generation });
         }
     }
 
-    fn task_done(&mut self, gpu: GpuId, task: TaskId, ran_for: Nanos) -> Result<(), SimError> {
+    /// `task` started running on `gpu`: its books (residency, busy time, energy).
+    fn joined_gpu(&mut self, gpu: GpuId, task: TaskId, slot: usize) {
+        let now = self.now;
+        let job = self.tasks[task.0 as usize].job;
+        self.location[task.0 as usize] = Location::Running(slot);
+        let g = &mut self.gpus[gpu.0 as usize];
+        if g.active == 0 {
+            g.active_since = now;
+        }
+        g.active += 1;
+        match g.resident.iter_mut().find(|(j, _)| *j == job) {
+            Some((_, n)) => *n += 1,
+            None => {
+                g.resident.push((job, 1));
+                g.energy.set(now.0, g.powered, g.resident.len());
+            }
+        }
+    }
+
+    /// `task` stopped running on `gpu` (finished, killed or moving away).
+    fn left_gpu(&mut self, gpu: GpuId, task: TaskId) {
+        let now = self.now;
+        let job = self.tasks[task.0 as usize].job;
+        self.location[task.0 as usize] = Location::Waiting;
+        let g = &mut self.gpus[gpu.0 as usize];
+        g.active -= 1;
+        if g.active == 0 {
+            g.busy_union += now - g.active_since;
+        }
+        if let Some(i) = g.resident.iter().position(|(j, _)| *j == job) {
+            g.resident[i].1 -= 1;
+            if g.resident[i].1 == 0 {
+                g.resident.swap_remove(i);
+                g.energy.set(now.0, g.powered, g.resident.len());
+            }
+        }
+    }
+
+    /// Declared memory of the tenants resident on `gpu`, plus `extra_job`'s if it is
+    /// not resident yet.
+    fn resident_memory(&self, gpu: GpuId, extra_job: usize) -> u64 {
+        let g = &self.gpus[gpu.0 as usize];
+        let mem = |j: usize| self.workload.jobs[j].tenant.memory.0;
+        let resident: u64 = g.resident.iter().map(|(j, _)| mem(*j)).sum();
+        if g.resident.iter().any(|(j, _)| *j == extra_job) {
+            resident
+        } else {
+            resident + mem(extra_job)
+        }
+    }
+
+    fn task_done(
+        &mut self,
+        placement: Placement,
+        task: TaskId,
+        ran_for: Nanos,
+    ) -> Result<(), SimError> {
         self.end_task(task, TaskEnd::Done)?;
         let job = self.tasks[task.0 as usize].job;
         self.deliver(Event::TaskFinished {
             task,
-            placement: Placement::whole(gpu),
+            placement,
             ran_for,
             measured: true,
             result: Ok(()),
@@ -388,6 +587,7 @@ impl<'w> Simulation<'w> {
         }
         let record = &mut self.tasks[task.0 as usize];
         record.end = Some((now, end));
+        self.location[task.0 as usize] = Location::Ended;
         self.jobs[record.job].ended += 1;
         self.tasks_open -= 1;
         Ok(())
@@ -413,42 +613,20 @@ impl<'w> Simulation<'w> {
         Ok(())
     }
 
+    fn gpu(&self, gpu: GpuId, what: &str) -> Result<&GpuSim, SimError> {
+        self.gpus
+            .get(gpu.0 as usize)
+            .ok_or_else(|| self.violation(format!("{what} on unknown {gpu}")))
+    }
+
     fn apply(&mut self, action: Action) -> Result<(), SimError> {
         match action {
-            Action::Dispatch { task, placement } => {
-                let gpu = placement.gpu;
-                let Some(g) = self.gpus.get(gpu.0 as usize) else {
-                    return Err(self.violation(format!("dispatch to unknown {gpu}")));
-                };
-                let exclusive = self.opts.sharing == Sharing::Exclusive;
-                if (exclusive && !g.running.is_empty()) || g.resetting {
-                    return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
-                }
-                let record = self
-                    .tasks
-                    .get(task.0 as usize)
-                    .ok_or_else(|| self.violation(format!("dispatch of unknown {task}")))?;
-                if record.end.is_some() {
-                    return Err(self.violation(format!("{task} dispatched after it ended")));
-                }
-                if self.gpus.iter().any(|g| g.running.iter().any(|(t, _)| *t == task)) {
-                    return Err(self.violation(format!("{task} dispatched while running")));
-                }
-                let exec = self.opts.perf.exec_time(record.work, placement);
-                let now = self.now;
-                self.tasks[task.0 as usize].last_start = Some(now);
-                // workloads carry no launch shape yet: each task asks for the whole GPU,
-                // so co-running tasks share it equally
-                let demand = 1.0;
-                let g = &mut self.gpus[gpu.0 as usize];
-                if let Err(e) = g.model.start(now.0, task.0, exec.0, demand) {
-                    return Err(self.violation(format!("{task} on {gpu}: {e}")));
-                }
-                g.running.push((task, now));
-                self.predict_next(gpu);
-            }
+            Action::Dispatch { task, placement } => self.dispatch(task, placement)?,
             Action::EndTask { task, reason } => {
-                if self.gpus.iter().any(|g| g.running.iter().any(|(t, _)| *t == task)) {
+                if matches!(
+                    self.location.get(task.0 as usize),
+                    Some(Location::Running(_) | Location::Migrating)
+                ) {
                     return Err(self.violation(format!("{task} ended while running")));
                 }
                 let end = match reason {
@@ -459,34 +637,7 @@ impl<'w> Simulation<'w> {
                 let job = self.tasks[task.0 as usize].job;
                 self.maybe_job_done(job)?;
             }
-            Action::ResetGpu { gpu, killed } => {
-                let now = self.now;
-                let reset_latency = self.opts.perf.reset_latency;
-                let Some(g) = self.gpus.get_mut(gpu.0 as usize) else {
-                    return Err(self.violation(format!("reset of unknown {gpu}")));
-                };
-                if g.resetting {
-                    return Err(self.violation(format!("{gpu} reset while resetting")));
-                }
-                let running = std::mem::take(&mut g.running);
-                // a reset kills everything on the GPU; the policy names the task it
-                // knows of (the only one, when exclusive)
-                if running.first().map(|(t, _)| *t) != killed {
-                    return Err(self
-                        .violation(format!("{gpu} reset killing {killed:?} but {running:?} ran")));
-                }
-                for (task, started) in running {
-                    // the killed task's remaining work is dropped (it is re-issued whole)
-                    let _ = g.model.remove(now.0, task.0);
-                    // NVSMI counts the killed task's run as busy time, as the paper measured.
-                    g.busy += now - started;
-                    self.tasks[task.0 as usize].kills += 1;
-                }
-                g.generation += 1;
-                g.resetting = true;
-                self.resets += 1;
-                self.schedule(now + reset_latency, SimEvent::ResetEnds(gpu));
-            }
+            Action::ResetGpu { gpu, killed } => self.reset(gpu, killed)?,
             Action::SetPools { user_facing, batch } => {
                 let mut all: Vec<GpuId> = user_facing.iter().chain(&batch).copied().collect();
                 all.sort_unstable();
@@ -498,16 +649,284 @@ impl<'w> Simulation<'w> {
                 }
                 self.pool_user_facing = user_facing.len();
             }
-            // a typed refusal the policy hears about, never a silent drop (memory is
-            // admitted by the phase engine, not this one)
+            Action::Migrate { tenant, from, to } => self.migrate(tenant, from, to)?,
+            Action::Repartition { gpu, shares } => self.repartition(gpu, shares)?,
+            Action::SetGpuPowered { gpu, powered } => self.set_powered(gpu, powered)?,
+            // a typed refusal the policy hears about, never a silent drop: memory is
+            // admitted by the phase engine, and batched execution needs gpu-lets'
+            // latency profiles (not wired into this engine yet)
             other => {
                 let refusal = Event::ActionRefused {
-                    action: format!("{other:?}"),
-                    reason: "not modelled by this engine (exclusive GPUs, no memory book)".into(),
+                    action: Box::new(other),
+                    reason: "not modelled by this engine (no memory book, no batched execution)"
+                        .into(),
                 };
                 self.deliver(refusal)?;
             }
         }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, task: TaskId, placement: Placement) -> Result<(), SimError> {
+        let gpu = placement.gpu;
+        let g = self.gpu(gpu, "dispatch")?;
+        if g.resetting {
+            return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
+        }
+        if !g.powered || g.power_pending {
+            return Err(self.violation(format!("{task} dispatched to powered-down {gpu}")));
+        }
+        let slot = match placement.partition {
+            None if g.partitions.is_empty() => g.whole,
+            None => {
+                return Err(
+                    self.violation(format!("{task} dispatched to the whole of partitioned {gpu}"))
+                );
+            }
+            Some(p) => *g.partitions.get(p.0 as usize).ok_or_else(|| {
+                self.violation(format!("{task} dispatched to missing partition {p} of {gpu}"))
+            })?,
+        };
+        let exclusive = self.opts.sharing == Sharing::Exclusive;
+        if exclusive && !self.slots[slot].running.is_empty() {
+            return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
+        }
+        match self.location.get(task.0 as usize) {
+            None => return Err(self.violation(format!("dispatch of unknown {task}"))),
+            Some(Location::Ended) => {
+                return Err(self.violation(format!("{task} dispatched after it ended")));
+            }
+            Some(Location::Running(_) | Location::Migrating) => {
+                return Err(self.violation(format!("{task} dispatched while running")));
+            }
+            Some(Location::Waiting) => {}
+        }
+        let record = &self.tasks[task.0 as usize];
+        let job = record.job;
+        let resident = self.resident_memory(gpu, job);
+        if resident > self.opts.gpus[gpu.0 as usize].memory.0 {
+            return Err(self.violation(format!(
+                "{task} on {gpu}: resident tenants would declare {resident} bytes, above its memory"
+            )));
+        }
+        let exec = self.opts.perf.exec_time(record.work, placement);
+        let now = self.now;
+        self.tasks[task.0 as usize].last_start = Some(now);
+        // workloads carry no launch shape yet: each task asks for the whole GPU, so
+        // co-running tasks share it equally
+        let demand = 1.0;
+        let s = &mut self.slots[slot];
+        if let Err(e) = s.model.start(now.0, task.0, exec.0, demand) {
+            return Err(self.violation(format!("{task} on {gpu}: {e}")));
+        }
+        s.running.push((task, now));
+        self.joined_gpu(gpu, task, slot);
+        self.predict_next(slot);
+        Ok(())
+    }
+
+    /// The slots of `gpu` that may run work: its whole slot, partitions and retiring ones.
+    fn gpu_slots(&self, gpu: GpuId) -> Vec<usize> {
+        let g = &self.gpus[gpu.0 as usize];
+        let mut slots: Vec<usize> = std::iter::once(g.whole)
+            .chain(g.partitions.iter().copied())
+            .chain(g.retiring.iter().copied())
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
+        slots
+    }
+
+    fn reset(&mut self, gpu: GpuId, mut killed: Vec<TaskId>) -> Result<(), SimError> {
+        let now = self.now;
+        let reset_latency = self.opts.perf.reset_latency;
+        let g = self.gpu(gpu, "reset")?;
+        if g.resetting {
+            return Err(self.violation(format!("{gpu} reset while resetting")));
+        }
+        if g.incoming > 0 || !g.powered || g.power_pending || g.repartitioning {
+            return Err(self.violation(format!(
+                "{gpu} reset while migrating in, powered down or repartitioning"
+            )));
+        }
+        // a reset kills everything on the GPU; the policy must name all of it
+        let slots = self.gpu_slots(gpu);
+        let mut running: Vec<TaskId> =
+            slots.iter().flat_map(|s| self.slots[*s].running.iter().map(|(t, _)| *t)).collect();
+        running.sort_unstable();
+        killed.sort_unstable();
+        if running != killed {
+            return Err(
+                self.violation(format!("{gpu} reset killing {killed:?} but {running:?} ran"))
+            );
+        }
+        for slot in slots {
+            let runs = std::mem::take(&mut self.slots[slot].running);
+            for (task, started) in runs {
+                // the killed task's remaining work is dropped (it is re-issued whole)
+                let _ = self.slots[slot].model.remove(now.0, task.0);
+                // NVSMI counts the killed task's run as busy time, as the paper measured.
+                self.gpus[gpu.0 as usize].busy += now - started;
+                self.tasks[task.0 as usize].kills += 1;
+                self.left_gpu(gpu, task);
+            }
+            self.slots[slot].generation += 1;
+        }
+        self.gpus[gpu.0 as usize].resetting = true;
+        self.counts.resets += 1;
+        self.schedule(now + reset_latency, SimEvent::ResetEnds(gpu));
+        Ok(())
+    }
+
+    /// Move a tenant's running tasks from `from` to `to`: they stop progressing, their
+    /// remaining work is carried over exactly, and they resume on `to` after the
+    /// migration's pause and the copy of the tenant's declared memory.
+    fn migrate(&mut self, tenant: TenantId, from: GpuId, to: GpuId) -> Result<(), SimError> {
+        let now = self.now;
+        self.gpu(from, "migration")?;
+        let target = self.gpu(to, "migration")?;
+        if from == to || target.resetting || !target.powered || target.power_pending {
+            return Err(self.violation(format!("migration of {tenant} to unavailable {to}")));
+        }
+        if !target.partitions.is_empty() || target.repartitioning {
+            return Err(self.violation(format!("migration of {tenant} to partitioned {to}")));
+        }
+        let Some(job) = self.workload.jobs.iter().position(|j| j.tenant.id == tenant) else {
+            return Err(self.violation(format!("migration of unknown {tenant}")));
+        };
+        if self.resident_memory(to, job) > self.opts.gpus[to.0 as usize].memory.0 {
+            self.counts.migrations_failed += 1;
+            return self.deliver(Event::MigrationFailed {
+                tenant,
+                reason: format!("{to} has no room for the tenant's declared memory"),
+            });
+        }
+        let mut moving = Vec::new();
+        for slot in self.gpu_slots(from) {
+            let ids: Vec<(TaskId, Nanos)> = self.slots[slot]
+                .running
+                .iter()
+                .filter(|(t, _)| self.tasks[t.0 as usize].job == job)
+                .copied()
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            for (task, started) in ids {
+                let left = self.slots[slot]
+                    .model
+                    .remove(now.0, task.0)
+                    .map_err(|e| self.violation(format!("{task} leaving {from}: {e}")))?;
+                self.slots[slot].running.retain(|(t, _)| *t != task);
+                self.gpus[from.0 as usize].busy += now - started;
+                self.left_gpu(from, task);
+                self.location[task.0 as usize] = Location::Migrating;
+                moving.push((task, left, started));
+            }
+            self.predict_next(slot);
+        }
+        let bytes = self.workload.jobs[job].tenant.memory.0;
+        let arrive = now + Nanos(self.opts.perf.migration.duration(bytes));
+        self.gpus[to.0 as usize].incoming += 1;
+        self.counts.migrations += 1;
+        self.migrations.push(Some(MigrationSim { job, to, tasks: moving }));
+        self.schedule(arrive, SimEvent::MigrationArrives(self.migrations.len() - 1));
+        Ok(())
+    }
+
+    fn migration_arrives(&mut self, i: usize) -> Result<(), SimError> {
+        let Some(m) = self.migrations[i].take() else { return Ok(()) };
+        let now = self.now;
+        let to = m.to;
+        self.gpus[to.0 as usize].incoming -= 1;
+        let slot = self.gpus[to.0 as usize].whole;
+        let exclusive = self.opts.sharing == Sharing::Exclusive;
+        for (task, left, _) in m.tasks {
+            if exclusive && !self.slots[slot].running.is_empty() {
+                return Err(self.violation(format!("{task} migrated onto busy {to}")));
+            }
+            self.slots[slot]
+                .model
+                .start(now.0, task.0, left.max(1), 1.0)
+                .map_err(|e| self.violation(format!("{task} arriving on {to}: {e}")))?;
+            // its time on the GPU counts from its arrival (`ran_for` is the run here)
+            self.slots[slot].running.push((task, now));
+            self.joined_gpu(to, task, slot);
+        }
+        self.predict_next(slot);
+        let tenant = self.workload.jobs[m.job].tenant.id;
+        self.deliver(Event::MigrationDone { tenant, to })
+    }
+
+    fn repartition(&mut self, gpu: GpuId, shares: Vec<PerMille>) -> Result<(), SimError> {
+        let g = self.gpu(gpu, "repartition")?;
+        let sum: u32 = shares.iter().map(|s| u32::from(s.0)).sum();
+        if sum > 1000 || shares.iter().any(|s| s.0 == 0) {
+            return Err(
+                self.violation(format!("{gpu} partitions {shares:?} sum to {sum} per mille"))
+            );
+        }
+        if g.repartitioning || g.resetting || !g.powered || g.power_pending || g.incoming > 0 {
+            return Err(
+                self.violation(format!("{gpu} repartitioned while busy with another change"))
+            );
+        }
+        self.gpus[gpu.0 as usize].repartitioning = true;
+        self.counts.repartitions += 1;
+        let at = self.now + self.opts.perf.repartition_latency;
+        self.pending_shares.push((gpu, shares));
+        self.schedule(at, SimEvent::RepartitionEnds(gpu));
+        Ok(())
+    }
+
+    fn repartition_ends(&mut self, gpu: GpuId) -> Result<(), SimError> {
+        let Some(i) = self.pending_shares.iter().position(|(g, _)| *g == gpu) else {
+            return Ok(());
+        };
+        let (_, shares) = self.pending_shares.swap_remove(i);
+        let sharing = self.opts.sharing;
+        let g = &mut self.gpus[gpu.0 as usize];
+        g.repartitioning = false;
+        // the old partitions (or the whole GPU) finish what they run, and take nothing new
+        let old: Vec<usize> =
+            if g.partitions.is_empty() { vec![g.whole] } else { std::mem::take(&mut g.partitions) };
+        g.retiring.retain(|s| !old.contains(s));
+        g.retiring.extend(old);
+        if shares.is_empty() {
+            let whole = g.whole;
+            g.retiring.retain(|s| *s != whole);
+        }
+        for (p, share) in shares.iter().enumerate() {
+            let placement = Placement { gpu, partition: Some(PartitionId(p as u32)) };
+            self.slots.push(Slot::new(placement, sharing, f64::from(share.0) / 1000.0));
+            let id = self.slots.len() - 1;
+            self.gpus[gpu.0 as usize].partitions.push(id);
+        }
+        let slots = &self.slots;
+        self.gpus[gpu.0 as usize].retiring.retain(|s| !slots[*s].running.is_empty());
+        self.deliver(Event::RepartitionDone { gpu })
+    }
+
+    fn set_powered(&mut self, gpu: GpuId, powered: bool) -> Result<(), SimError> {
+        let now = self.now;
+        let g = self.gpu(gpu, "power change")?;
+        if g.power_pending || g.powered == powered {
+            return Err(self.violation(format!(
+                "{gpu} power change to {powered} while already so or changing"
+            )));
+        }
+        if !powered && (g.active > 0 || g.resetting || g.incoming > 0 || g.repartitioning) {
+            return Err(self.violation(format!("{gpu} powered down while in use")));
+        }
+        let g = &mut self.gpus[gpu.0 as usize];
+        g.power_pending = true;
+        if !powered {
+            // it stops drawing at once; powering up draws from the acknowledgement
+            g.powered = false;
+            g.energy.set(now.0, false, 0);
+        }
+        self.counts.power_changes += 1;
+        self.schedule(now + self.opts.perf.power_latency, SimEvent::PowerChanged { gpu, powered });
         Ok(())
     }
 }

@@ -71,6 +71,42 @@ pub struct RunMetrics {
     /// Each completed user-facing task's latency in seconds, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub uf_latencies_s: Vec<f64>,
+    /// Per-GPU measurements, when the run asked for them
+    /// ([`crate::engine::SimOptions::measure_gpus`]).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpus: Option<GpuMeasures>,
+}
+
+/// What each GPU did over a run. Two utilizations, because they differ a lot under
+/// sharing: `busy` is NVSMI's "utilization" (the fraction of time anything ran, however
+/// little of the GPU it used); `sm_weighted` is DCUDA's (the SM share in use,
+/// integrated: a GPU running one task that occupies a quarter of its SMs is 100% busy
+/// but 25% SM-weighted). Under exclusive use with whole-GPU tasks they are equal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuMeasures {
+    /// NVSMI's busy fraction, per GPU, 0-1.
+    pub busy: Vec<f64>,
+    /// SM-share-weighted utilization (DCUDA §3.2), per GPU, 0-1.
+    pub sm_weighted: Vec<f64>,
+    /// Time-weighted mean number of tasks running, per GPU.
+    pub mean_running: Vec<f64>,
+    /// Energy, joules, per GPU (by the performance model's power model).
+    pub energy_j: Vec<f64>,
+    /// Migrations started.
+    pub migrations: u64,
+    /// Migrations refused for lack of room on the target.
+    pub migrations_failed: u64,
+    /// Repartitions started.
+    pub repartitions: u64,
+    /// Power-state changes started.
+    pub power_changes: u64,
+}
+
+impl GpuMeasures {
+    /// Energy of the whole node, joules.
+    pub fn total_energy_j(&self) -> f64 {
+        self.energy_j.iter().sum()
+    }
 }
 
 impl RunMetrics {
@@ -150,6 +186,7 @@ impl RunMetrics {
             events,
             mean_queue_len: 0.0,
             uf_latencies_s: latencies,
+            gpus: None,
         }
     }
 }

@@ -9,8 +9,17 @@
 //! - a reset makes the GPU unavailable for `reset_latency` (Flexy §II-C3: "resetting
 //!   and reusing a GPU introduces approximately one second of idle time").
 
+//!
+//! For shared GPUs (see `tessera-gpu`): repartitioning takes `repartition_latency`
+//! (gpu-lets §5: 10-15 s), a migration pauses the tenant's work for its
+//! [`MigrationCost`], a power change takes `power_latency` to be acknowledged, and
+//! energy follows the [`PowerModel`].
+
 use serde::{Deserialize, Serialize};
 use tessera_core::{Nanos, Placement};
+use tessera_gpu::migration::MigrationCost;
+use tessera_gpu::partition::REPARTITION_NS;
+use tessera_gpu::power::PowerModel;
 
 /// Flexy §II-C3: ~1 s measured for a reset and re-initialisation of a Quadro P1000.
 pub const FLEXY_RESET_LATENCY: Nanos = Nanos::from_secs(1);
@@ -22,11 +31,28 @@ pub struct PerfModel {
     pub reset_latency: Nanos,
     /// Relative speed of every GPU against the reference GPU the work was measured on.
     pub speed: f64,
+    /// Time from a repartition request to the new partitions being usable (the old
+    /// ones keep serving meanwhile).
+    pub repartition_latency: Nanos,
+    /// What moving a tenant between GPUs costs.
+    pub migration: MigrationCost,
+    /// Time from a power-state request to its acknowledgement (an assumption: no paper
+    /// measured it; zero means at once).
+    pub power_latency: Nanos,
+    /// Power draw by state, for energy.
+    pub power: PowerModel,
 }
 
 impl Default for PerfModel {
     fn default() -> Self {
-        PerfModel { reset_latency: FLEXY_RESET_LATENCY, speed: 1.0 }
+        PerfModel {
+            reset_latency: FLEXY_RESET_LATENCY,
+            speed: 1.0,
+            repartition_latency: Nanos(REPARTITION_NS),
+            migration: MigrationCost::PCIE3,
+            power_latency: Nanos::ZERO,
+            power: PowerModel::DCUDA_SHAPE,
+        }
     }
 }
 

@@ -70,7 +70,8 @@ fn workload(jobs: Vec<(u64, bool, u32, Vec<u64>, usize, bool)>) -> Workload {
 fn options(gpus: usize, reset_ms: u64) -> SimOptions {
     SimOptions {
         gpus: GpuSpec::uniform(gpus, Bytes::gib(4)),
-        perf: PerfModel { reset_latency: Nanos::from_millis(reset_ms), speed: 1.0 },
+        perf: PerfModel { reset_latency: Nanos::from_millis(reset_ms), ..PerfModel::default() },
+        measure_gpus: false,
         keep_latencies: false,
         event_budget: 10_000_000,
         sharing: tessera_sim::engine::Sharing::Exclusive,
@@ -158,23 +159,28 @@ impl Policy for EndsTwice {
     }
 }
 
-/// Asks for a migration (which this engine does not model) before dispatching each
-/// task, and ends the task with a reason once the refusal arrives.
+/// Asks for batched execution (which this engine does not model) of each task, and
+/// ends the task with a reason once the refusal arrives.
 #[derive(Debug, Default)]
-struct WantsMigration {
+struct WantsBatch {
     pending: Vec<tessera_core::TaskId>,
 }
-impl Policy for WantsMigration {
+impl Policy for WantsBatch {
     fn label(&self) -> String {
-        "wants-migration".into()
+        "wants-batch".into()
     }
     fn on_event(&mut self, _: Nanos, e: &Event, out: &mut Vec<Action>) {
         match e {
             Event::TaskSubmitted(t) => {
                 self.pending.push(t.id);
-                out.push(Action::Migrate { tenant: t.tenant, from: GpuId(0), to: GpuId(0) });
+                out.push(Action::DispatchBatch {
+                    tasks: vec![t.id],
+                    placement: Placement::whole(GpuId(0)),
+                });
             }
-            Event::ActionRefused { action, .. } if action.contains("Migrate") => {
+            Event::ActionRefused { action, .. }
+                if matches!(**action, Action::DispatchBatch { .. }) =>
+            {
                 for task in self.pending.drain(..) {
                     out.push(Action::EndTask { task, reason: TaskEndReason::Shutdown });
                 }
@@ -239,7 +245,7 @@ fn a_single_gpu_runs_tasks_back_to_back() {
 /// not dropped and not a crash: here every task ends (cancelled) on the refusal.
 #[test]
 fn an_unsupported_action_is_refused_to_the_policy() {
-    let m = run_with(Box::new(WantsMigration::default()), &one_job_workload(3, 3), 1).unwrap();
+    let m = run_with(Box::new(WantsBatch::default()), &one_job_workload(3, 3), 1).unwrap();
     assert_eq!(m.not_completed, 3, "the policy heard each refusal and ended its task");
 }
 

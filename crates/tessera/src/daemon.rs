@@ -13,6 +13,7 @@ enum PolicyArg {
     Priority,
     Flexy,
     FlexyPid,
+    LeastLoaded,
 }
 
 #[derive(Debug, Args)]
@@ -50,6 +51,9 @@ pub struct DaemonArgs {
     /// Minimum reservation K.
     #[arg(long)]
     reserve: Option<usize>,
+    /// Tasks that may co-run on one GPU (least-loaded).
+    #[arg(long)]
+    tasks_per_gpu: Option<usize>,
     /// GPU reset latency in ms (0: no resets).
     #[arg(long)]
     reset_ms: Option<u64>,
@@ -91,7 +95,11 @@ impl DaemonArgs {
                 PolicyArg::Priority => PolicyName::Priority,
                 PolicyArg::Flexy => PolicyName::Flexy,
                 PolicyArg::FlexyPid => PolicyName::FlexyPid,
+                PolicyArg::LeastLoaded => PolicyName::LeastLoaded,
             };
+        }
+        if let Some(v) = self.tasks_per_gpu {
+            c.tasks_per_gpu = v;
         }
         if let Some(v) = self.reserve {
             c.reserve = v;
@@ -189,6 +197,18 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             format!("{} / {}", mib(g.memory_used), mib(g.memory_total)),
             100.0 * g.utilization
         )?;
+        // co-running tasks and the share of the GPU each holds now
+        if g.running.len() > 1 {
+            let shares: Vec<String> = g
+                .running
+                .iter()
+                .map(|r| {
+                    let who = r.tenant.map_or("busy".to_string(), |t| format!("tenant {t}"));
+                    r.share.map_or(who.clone(), |x| format!("{who} {:.0}%", 100.0 * x))
+                })
+                .collect();
+            writeln!(out, "     sharing: {}", shares.join(", "))?;
+        }
     }
     writeln!(out, "\n{} tenants (those this user may see; root sees all)", s.tenants.len())?;
     writeln!(

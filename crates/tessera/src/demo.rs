@@ -451,10 +451,19 @@ fn simulate(w: &Workload, cfg: &DaemonConfig) -> Result<tessera_sim::RunMetrics>
     let policy = cfg.policy_config().build(&gpus)?;
     let opts = SimOptions {
         gpus,
-        perf: PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)), speed: 1.0 },
+        perf: PerfModel {
+            reset_latency: Nanos::from_millis(cfg.reset_ms.max(1)),
+            ..PerfModel::default()
+        },
         keep_latencies: true,
         event_budget: 50_000_000,
-        sharing: tessera_sim::engine::Sharing::Exclusive,
+        // the daemon's emulated GPUs co-run what a co-locating policy places together
+        sharing: if cfg.policy == tesserad::config::PolicyName::LeastLoaded {
+            tessera_sim::engine::Sharing::Processor
+        } else {
+            tessera_sim::engine::Sharing::Exclusive
+        },
+        measure_gpus: false,
     };
     Ok(Simulation::new(w, policy, opts).run()?)
 }

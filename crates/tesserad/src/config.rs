@@ -40,6 +40,9 @@ pub enum PolicyName {
     Flexy,
     /// Flexy with K from a PID controller.
     FlexyPid,
+    /// Co-location: each task to the least-loaded GPU, up to `tasks_per_gpu` at once
+    /// (DCUDA §5's least-loaded baseline; emulated executor only).
+    LeastLoaded,
 }
 
 /// The daemon's configuration.
@@ -63,6 +66,8 @@ pub struct DaemonConfig {
     pub policy: PolicyName,
     /// Minimum reservation K (priority, flexy).
     pub reserve: usize,
+    /// Tasks that may co-run on one GPU (least-loaded).
+    pub tasks_per_gpu: usize,
     /// GPU reset latency, ms; 0 disables resets.
     pub reset_ms: u64,
     /// The common user-facing SLA the policy plans for, ms.
@@ -122,6 +127,7 @@ impl Default for DaemonConfig {
             executor: ExecutorKind::Emulated { speedup: 1.0 },
             policy: PolicyName::Flexy,
             reserve: 1,
+            tasks_per_gpu: 4,
             reset_ms: 0,
             sla_ms: 200,
             ring_slots: 64,
@@ -196,6 +202,17 @@ impl DaemonConfig {
         if self.sla_ms == 0 {
             return bad("sla_ms must be positive".into());
         }
+        if self.tasks_per_gpu == 0 || self.tasks_per_gpu > 64 {
+            return bad(format!("tasks_per_gpu must be 1..=64, got {}", self.tasks_per_gpu));
+        }
+        if self.policy == PolicyName::LeastLoaded
+            && self.tasks_per_gpu > 1
+            && matches!(self.executor, ExecutorKind::Cuda { .. })
+        {
+            return bad("the cuda executor runs one task per GPU at a time: co-location \
+                 (least-loaded with tasks_per_gpu > 1) needs the emulated executor"
+                .into());
+        }
         for (name, v) in [
             ("max_task_ms", self.max_task_ms),
             ("max_tasks_per_uid", u64::from(self.max_tasks_per_uid)),
@@ -225,6 +242,7 @@ impl DaemonConfig {
             PolicyName::FlexyPid => {
                 PolicyConfig::FlexyPid { sla, history: 10, gains: PidGains::default() }
             }
+            PolicyName::LeastLoaded => PolicyConfig::LeastLoaded { per_gpu: self.tasks_per_gpu },
         }
     }
 }

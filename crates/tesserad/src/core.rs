@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 use tessera_client::proto::{
-    ErrorCode, GpuReport, Reply, STATUS_PAGE, StatusReport, TenantClass, TenantReport, Totals,
+    ErrorCode, GpuReport, Reply, RunningReport, STATUS_PAGE, StatusReport, TenantClass,
+    TenantReport, Totals,
 };
 use tessera_client::region::{Doorbell, Region, RequestDesc, ResponseDesc, op, reason, status};
 use tessera_core::action::TaskEndReason;
@@ -196,7 +197,9 @@ struct TaskInfo {
 }
 
 struct GpuRt {
-    running: Option<TaskId>,
+    /// Tasks running on it (several when the policy co-locates), in dispatch order.
+    running: Vec<TaskId>,
+    /// Since when anything has run on it (NVSMI's busy time).
     busy_since: Option<Instant>,
     busy_total: Duration,
     resetting: bool,
@@ -337,7 +340,7 @@ impl Core {
             gpus: gpu_memory
                 .iter()
                 .map(|m| GpuRt {
-                    running: None,
+                    running: Vec::new(),
                     busy_since: None,
                     busy_total: Duration::ZERO,
                     resetting: false,
@@ -480,9 +483,13 @@ impl Core {
         tracing::warn!("drain timed out: resetting GPUs that still run tasks");
         for g in 0..self.gpus.len() {
             let gpu = GpuId(g as u32);
-            let Some(task) = self.gpus[g].running.take() else { continue };
+            let running = std::mem::take(&mut self.gpus[g].running);
+            if running.is_empty() {
+                continue;
+            }
             self.exec.send(gpu, Command::Reset);
-            if let Some(info) = self.tasks.remove(&task) {
+            for task in running {
+                let Some(info) = self.tasks.remove(&task) else { continue };
                 self.release_memory(gpu, info.memory);
                 self.totals.cancelled += 1;
                 self.respond(
@@ -713,12 +720,13 @@ impl Core {
                 if let Some(since) = g.busy_since.take() {
                     g.busy_total += since.elapsed();
                 }
-                g.running = None;
+                g.running.clear();
                 g.resetting = true;
                 self.totals.resets += 1;
-                if let Some(task) = killed
-                    && let Some(info) = self.tasks.get_mut(&task)
-                {
+                // the policy re-queued the killed tasks (or ended those of departed
+                // tenants, answered through EndTask)
+                for task in killed {
+                    let Some(info) = self.tasks.get_mut(&task) else { continue };
                     info.started = None;
                     let memory = info.memory;
                     if let Some(t) = self.tenants.get_mut(&info.tenant) {
@@ -744,7 +752,7 @@ impl Core {
                 tracing::warn!(?other, "action not supported by this daemon's executors; refused");
                 // the policy hears of it (queued behind the actions being applied)
                 self.internal.push_back(Event::ActionRefused {
-                    action: format!("{other:?}"),
+                    action: Box::new(other),
                     reason: "not supported by this daemon's executors".into(),
                 });
             }
@@ -788,14 +796,14 @@ impl Core {
                 measured: true,
                 result: Err(ExecutionFailure { reason: e.to_string() }),
             };
-            // the policy marked the GPU busy; tell it the task failed at once
-            self.gpus[gpu.0 as usize].running = Some(task);
+            // the policy counts the task as running there; tell it the task failed at once
+            self.gpus[gpu.0 as usize].running.push(task);
             info.started = Some((gpu, self.clock.now()));
             let info = self.tasks.remove(&task).expect("present");
             if let Some(t) = self.tenants.get_mut(&info.tenant) {
                 t.queued = t.queued.saturating_sub(1);
             }
-            self.finish_bookkeeping(gpu, &info, false, reason::NO_MEMORY, 0);
+            self.finish_bookkeeping(gpu, task, &info, false, reason::NO_MEMORY, 0);
             self.internal.push_back(failure);
             return;
         }
@@ -809,8 +817,8 @@ impl Core {
             .filter(|c| c.alive)
             .map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
         let g = &mut self.gpus[gpu.0 as usize];
-        g.running = Some(task);
-        g.busy_since = Some(Instant::now());
+        g.running.push(task);
+        g.busy_since.get_or_insert_with(Instant::now);
         self.exec.send(gpu, Command::Run { task, work: info.work, data, memory: info.memory });
     }
 
@@ -839,16 +847,13 @@ impl Core {
     fn finish_bookkeeping(
         &mut self,
         gpu: GpuId,
+        task: TaskId,
         info: &TaskInfo,
         ok: bool,
         why: u32,
         out_len: u32,
     ) {
-        let g = &mut self.gpus[gpu.0 as usize];
-        g.running = None;
-        if let Some(since) = g.busy_since.take() {
-            g.busy_total += since.elapsed();
-        }
+        self.left_gpu(gpu, task);
         let now = self.clock.now();
         let (started_at, ran) = info.started.map_or((now, Nanos::ZERO), |(_, s)| (s, now - s));
         if ok {
@@ -887,6 +892,17 @@ impl Core {
         );
         self.forget(info);
         self.gc_tenant(info.tenant);
+    }
+
+    /// `task` no longer runs on `gpu`; the GPU's busy time stops when nothing does.
+    fn left_gpu(&mut self, gpu: GpuId, task: TaskId) {
+        let Some(g) = self.gpus.get_mut(gpu.0 as usize) else { return };
+        g.running.retain(|t| *t != task);
+        if g.running.is_empty()
+            && let Some(since) = g.busy_since.take()
+        {
+            g.busy_total += since.elapsed();
+        }
     }
 
     fn gc_tenant(&mut self, tenant: TenantId) {
@@ -949,11 +965,11 @@ impl Core {
                 self.gc_conn(conn);
             }
             Msg::Finished { gpu, task, ran_for, out_len } => {
-                if self.gpus.get(gpu.0 as usize).and_then(|g| g.running) != Some(task) {
+                if !self.runs_on(gpu, task) {
                     return; // stale: the GPU was reset under it
                 }
                 let Some(info) = self.tasks.remove(&task) else { return };
-                self.finish_bookkeeping(gpu, &info, true, reason::NONE, out_len);
+                self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, out_len);
                 self.deliver(Event::TaskFinished {
                     task,
                     placement: Placement::whole(gpu),
@@ -963,12 +979,12 @@ impl Core {
                 });
             }
             Msg::Failed { gpu, task, ran_for, reason: why } => {
-                if self.gpus.get(gpu.0 as usize).and_then(|g| g.running) != Some(task) {
+                if !self.runs_on(gpu, task) {
                     return;
                 }
                 let Some(info) = self.tasks.remove(&task) else { return };
                 self.release_memory(gpu, info.memory);
-                self.finish_bookkeeping(gpu, &info, false, reason::EXECUTOR, 0);
+                self.finish_bookkeeping(gpu, task, &info, false, reason::EXECUTOR, 0);
                 self.deliver(Event::TaskFinished {
                     task,
                     placement: Placement::whole(gpu),
@@ -998,20 +1014,27 @@ impl Core {
         }
     }
 
-    /// End a running task whose client is gone: reset its GPU (the executor abandons
-    /// the task) and tell the policy it failed, so that the GPU is scheduled again.
+    fn runs_on(&self, gpu: GpuId, task: TaskId) -> bool {
+        self.gpus.get(gpu.0 as usize).is_some_and(|g| g.running.contains(&task))
+    }
+
+    /// End a running task whose client is gone and tell the policy it failed, so that
+    /// its place is scheduled again. Alone on its GPU it is abandoned by a reset (the
+    /// only way to stop a running kernel); beside co-located tasks, which a reset would
+    /// kill too, the executor drops it alone.
     fn cancel_running(&mut self, task: TaskId) {
         let Some(info) = self.tasks.remove(&task) else { return };
         let Some((gpu, started)) = info.started else { return };
-        let g = &mut self.gpus[gpu.0 as usize];
-        if g.running == Some(task) {
-            g.running = None;
-            if let Some(since) = g.busy_since.take() {
-                g.busy_total += since.elapsed();
+        if self.runs_on(gpu, task) {
+            let alone = self.gpus[gpu.0 as usize].running.len() == 1;
+            self.left_gpu(gpu, task);
+            if alone {
+                self.gpus[gpu.0 as usize].resetting = true;
+                self.totals.resets += 1;
+                self.exec.send(gpu, Command::Reset);
+            } else {
+                self.exec.send(gpu, Command::Cancel { task });
             }
-            g.resetting = true;
-            self.totals.resets += 1;
-            self.exec.send(gpu, Command::Reset);
         }
         self.release_memory(gpu, info.memory);
         self.totals.cancelled += 1;
@@ -1172,7 +1195,7 @@ impl Core {
         let mut held: BTreeMap<TenantId, u64> = BTreeMap::new();
         let mut on_gpu: BTreeSet<TenantId> = BTreeSet::new();
         for g in &self.gpus {
-            if let Some(info) = g.running.and_then(|t| self.tasks.get(&t)) {
+            for info in g.running.iter().filter_map(|t| self.tasks.get(t)) {
                 *held.entry(info.tenant).or_default() += info.memory;
                 if info.started.is_some_and(|(gpu, _)| Some(gpu.0) == q.gpu) {
                     on_gpu.insert(info.tenant);
@@ -1204,20 +1227,38 @@ impl Core {
                 .filter(|(i, _)| q.gpu.is_none_or(|g| g as usize == *i))
                 .map(|(i, g)| {
                     let busy = g.busy_total + g.busy_since.map_or(Duration::ZERO, |s| s.elapsed());
+                    let shares = self.exec.shares(GpuId(i as u32));
+                    let running: Vec<RunningReport> = g
+                        .running
+                        .iter()
+                        .filter_map(|t| self.tasks.get(t).map(|info| (t, info)))
+                        .map(|(t, info)| RunningReport {
+                            // another uid's tenant is shown only as "busy" work
+                            tenant: self
+                                .tenants
+                                .get(&info.tenant)
+                                .is_some_and(visible)
+                                .then_some(info.tenant.0),
+                            share: shares
+                                .as_ref()
+                                .and_then(|s| s.iter().find(|(id, _)| id == t))
+                                .map(|(_, share)| *share),
+                        })
+                        .collect();
                     GpuReport {
                         gpu: i as u32,
                         pool: g.pool.into(),
                         busy: if g.resetting {
                             "resetting".into()
                         } else {
-                            match g.running.and_then(|t| self.tasks.get(&t)) {
-                                None => "idle".into(),
-                                Some(t) if self.tenants.get(&t.tenant).is_some_and(visible) => {
-                                    format!("tenant {}", t.tenant.0)
-                                }
-                                Some(_) => "busy".into(),
+                            match running.as_slice() {
+                                [] => "idle".into(),
+                                [RunningReport { tenant: Some(t), .. }] => format!("tenant {t}"),
+                                [_] => "busy".into(),
+                                many => format!("{} tasks", many.len()),
                             }
                         },
+                        running,
                         memory_used: used
                             .as_ref()
                             .and_then(|s| s.gpus.get(i))

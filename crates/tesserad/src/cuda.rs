@@ -455,6 +455,10 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
     while let Some(cmd) = next.take() {
         match cmd {
             Command::Stop => return,
+            // this executor runs one task at a time (the daemon refuses co-locating
+            // policies with it), so a cancelled task is the one it was running, which
+            // the interruption already abandoned
+            Command::Cancel { .. } => {}
             Command::Reset => {
                 reset(&d, gpu, dev_id, &mut device);
                 mb.send(Msg::ResetDone { gpu });

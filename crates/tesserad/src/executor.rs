@@ -8,8 +8,8 @@
 //!   see `cuda.rs`. Only ever exercised against a fake driver library built by a test.
 
 use crate::core::{Clock, Mailbox, Msg};
-use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_client::region::Region;
 use tessera_core::{GpuId, Nanos, TaskId};
@@ -46,8 +46,14 @@ pub enum Command {
         /// Where its data lives, and its data slot.
         data: Option<(Arc<Region>, u64, u32, u32)>,
     },
-    /// Reset: abandon the running task; unavailable for the reset latency.
+    /// Reset: abandon the running tasks; unavailable for the reset latency.
     Reset,
+    /// Drop one running task (its client left) without touching the others; no
+    /// report follows.
+    Cancel {
+        /// The task.
+        task: TaskId,
+    },
     /// Stop the thread.
     Stop,
 }
@@ -57,16 +63,35 @@ pub enum Command {
 pub struct Executor {
     senders: Vec<Sender<Command>>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// Per GPU, the running tasks and the share of the GPU each holds, as the emulated
+    /// GPUs' model says (`None` for executors that do not model shares).
+    shares: Option<SharesBoard>,
 }
+
+/// Where an emulated GPU publishes its tasks' shares for status reports.
+type SharesBoard = Arc<Vec<Mutex<Vec<(TaskId, f64)>>>>;
 
 impl Executor {
     /// Start `gpus` emulated GPU threads reporting to `mailbox`; emulated time runs
     /// as `clock` says (its speed-up over the wall clock).
     pub fn emulated(gpus: usize, perf: EmulatedGpu, clock: Clock, mailbox: Mailbox) -> Executor {
-        Executor::spawn(gpus, move |gpu, rx| {
+        let shares: SharesBoard = Arc::new((0..gpus).map(|_| Mutex::new(Vec::new())).collect());
+        let board = shares.clone();
+        let mut exec = Executor::spawn(gpus, move |gpu, rx| {
             let mb = mailbox.clone();
-            Box::new(move || gpu_thread(gpu, rx, perf, clock, mb))
-        })
+            let board = board.clone();
+            Box::new(move || gpu_thread(gpu, rx, perf, clock, mb, board))
+        });
+        exec.shares = Some(shares);
+        exec
+    }
+
+    /// The running tasks of `gpu` and the share each holds now, if this executor
+    /// models shares.
+    pub fn shares(&self, gpu: GpuId) -> Option<Vec<(TaskId, f64)>> {
+        let board = self.shares.as_ref()?;
+        let slot = board.get(gpu.0 as usize)?;
+        Some(slot.lock().map(|s| s.clone()).unwrap_or_default())
     }
 
     /// Start one thread per CUDA device of `driver`.
@@ -96,7 +121,7 @@ impl Executor {
             );
             senders.push(tx);
         }
-        Executor { senders, threads }
+        Executor { senders, threads, shares: None }
     }
 
     /// Send a command to `gpu`'s thread.
@@ -150,10 +175,26 @@ struct Emulated {
 
 /// One emulated GPU: a `SharedGpu` whose time is the emulated clock. It sleeps until the
 /// model's next finish or a command, whichever comes first.
-fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: EmulatedGpu, clock: Clock, mb: Mailbox) {
+fn gpu_thread(
+    gpu: GpuId,
+    rx: Receiver<Command>,
+    perf: EmulatedGpu,
+    clock: Clock,
+    mb: Mailbox,
+    shares: SharesBoard,
+) {
     let mut model = SharedGpu::new(Sharing::Processor);
     let mut tasks: std::collections::HashMap<u64, Emulated> = std::collections::HashMap::new();
+    let publish = |model: &SharedGpu| {
+        if let Some(slot) = shares.get(gpu.0 as usize)
+            && let Ok(mut s) = slot.lock()
+        {
+            s.clear();
+            s.extend(model.shares().map(|(id, share)| (TaskId(id), share)));
+        }
+    };
     loop {
+        publish(&model);
         let due = model.next_finish().map(|(at, _)| at);
         let cmd = match due {
             None => match rx.recv() {
@@ -169,11 +210,17 @@ fn gpu_thread(gpu: GpuId, rx: Receiver<Command>, perf: EmulatedGpu, clock: Clock
         let now = clock.now().0.max(model.now());
         match cmd {
             Some(Command::Stop) => return,
+            Some(Command::Cancel { task }) => {
+                if tasks.remove(&task.0).is_some() {
+                    let _ = model.remove(now, task.0);
+                }
+            }
             Some(Command::Reset) => {
                 // every running task is abandoned; their completions never happen
                 for id in tasks.drain().map(|(id, _)| id) {
                     let _ = model.remove(now, id);
                 }
+                publish(&model);
                 std::thread::sleep(clock.wall(perf.reset_latency));
                 mb.send(Msg::ResetDone { gpu });
             }

@@ -27,7 +27,7 @@
 
 use super::{resettable_batch_gpus, user_facing_capable};
 use crate::action::Action;
-use crate::board::{Board, GpuState};
+use crate::board::Board;
 use crate::estimate::WindowMean;
 use crate::event::Event;
 use crate::ids::GpuId;
@@ -114,7 +114,7 @@ impl Flexy {
             .board
             .gpu_ids()
             .map(|g| {
-                let busy = !matches!(self.board.state(g), GpuState::Idle);
+                let busy = !self.board.state(g).is_idle();
                 (self.board.expected_free_at(g, now), busy, !self.in_user_pool[g.0 as usize], g)
             })
             .collect();

@@ -5,14 +5,16 @@
 //! - [`flexy`]: Flexy §II-C, Algorithm 1, with minimum reservation and reset.
 //! - [`pid`]: Flexy with K adapted by a PID controller (Flexy §II-C2, future work).
 //! - [`memsafe`]: schedGPU's memory admission with four notification policies.
+//! - [`least_loaded`]: co-location on the least-loaded GPU (DCUDA §5's baseline).
 
 pub mod flexy;
+pub mod least_loaded;
 pub mod memsafe;
 pub mod pid;
 pub mod priority;
 pub mod round_robin;
 
-use crate::board::{Board, GpuState};
+use crate::board::Board;
 use crate::ids::GpuId;
 use crate::units::Nanos;
 
@@ -29,12 +31,17 @@ pub(crate) fn resettable_batch_gpus(
     let mut candidates: Vec<(Nanos, GpuId)> = board
         .gpu_ids()
         .filter(|g| among(*g))
-        .filter_map(|g| match board.state(g) {
-            GpuState::Running(r) if !r.class.is_user_facing() => {
-                let remaining = board.predicted_end(r).map_or(Nanos::MAX, |end| end - now);
-                (remaining > latency).then_some((remaining, g))
+        .filter_map(|g| {
+            // exclusive boards: the one task; co-located: the batch task ending last
+            let batch: Vec<_> = board.state(g).running().iter().collect();
+            if batch.is_empty() || batch.iter().any(|r| r.class.is_user_facing()) {
+                return None;
             }
-            _ => None,
+            let remaining = batch
+                .iter()
+                .map(|r| board.predicted_end(r).map_or(Nanos::MAX, |end| end - now))
+                .max()?;
+            (remaining > latency).then_some((remaining, g))
         })
         .collect();
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -47,9 +54,11 @@ pub(crate) fn user_facing_capable(board: &Board, among: impl Fn(GpuId) -> bool) 
     board
         .gpu_ids()
         .filter(|g| among(*g))
-        .filter(|g| match board.state(*g) {
-            GpuState::Idle | GpuState::Resetting { .. } => true,
-            GpuState::Running(r) => r.class.is_user_facing(),
+        .filter(|g| {
+            let state = board.state(*g);
+            state.is_powered()
+                && (state.resetting_until().is_some()
+                    || state.running().iter().all(|r| r.class.is_user_facing()))
         })
         .count()
 }

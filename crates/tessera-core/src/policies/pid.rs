@@ -85,8 +85,13 @@ impl Policy for FlexyPid {
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         if let Event::TaskFinished { task, placement, .. } = event {
             // Latency of a finishing user-facing task, read before Flexy forgets it.
-            if let crate::board::GpuState::Running(r) = self.flexy.board().state(placement.gpu)
-                && r.spec.id == *task
+            if let Some(r) = self
+                .flexy
+                .board()
+                .state(placement.gpu)
+                .running()
+                .iter()
+                .find(|r| r.spec.id == *task)
                 && r.class.is_user_facing()
             {
                 self.worst_in_period = self.worst_in_period.max(now - r.submitted);

@@ -58,6 +58,7 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
                 keep_latencies: false,
                 event_budget: u64::MAX,
                 sharing: tessera_sim::engine::Sharing::Exclusive,
+                measure_gpus: false,
             };
             let m = Simulation::new(w, policy.build(&gpus)?, opts).run()?;
             events += m.events;

@@ -316,7 +316,8 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
         }
     }
     let gpus = GpuSpec::uniform(cfg.gpus, Bytes::gib(4)); // Quadro P1000: 4 GB
-    let perf = PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms), speed: 1.0 };
+    let perf =
+        PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms), ..PerfModel::default() };
     let done = AtomicUsize::new(0);
     let total = trials.len();
     let outcomes: Vec<Result<Record, ExperimentError>> = trials
@@ -340,6 +341,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 keep_latencies: t.keep_latencies,
                 event_budget: 50_000_000,
                 sharing: crate::engine::Sharing::Exclusive,
+                measure_gpus: false,
             };
             let metrics = Simulation::new(&workload, policy, opts).run().map_err(|source| {
                 ExperimentError::Sim {

@@ -1,0 +1,51 @@
+//! Least-loaded co-location: tasks are taken first-come first-served across tenants
+//! and each goes to the available GPU with the least summed demand, up to `per_gpu`
+//! tasks at once on one GPU; the driver's model decides how co-running tasks share it.
+//!
+//! This is DCUDA's least-loaded placement baseline (§5: "a new application is placed
+//! on the GPU with the least load"), applied per task rather than per application, and
+//! the simplest policy that puts several tenants' work on one GPU at the same moment.
+//! DCUDA's own monitor, balancer and migration come with its issue, on this board.
+
+use crate::action::Action;
+use crate::board::Board;
+use crate::event::Event;
+use crate::model::GpuSpec;
+use crate::policy::Policy;
+use crate::units::Nanos;
+
+/// The least-loaded co-locating policy.
+#[derive(Debug)]
+pub struct LeastLoaded {
+    board: Board,
+}
+
+impl LeastLoaded {
+    /// Least-loaded over `gpus`, up to `per_gpu` co-running tasks per GPU.
+    pub fn new(gpus: &[GpuSpec], per_gpu: usize) -> LeastLoaded {
+        LeastLoaded { board: Board::with_colocation(gpus, per_gpu) }
+    }
+}
+
+impl Policy for LeastLoaded {
+    fn label(&self) -> String {
+        format!("LeastLoaded{}", self.board.colocation())
+    }
+
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        self.board.observe(now, event, actions);
+        while let Some(tenant) = self.board.oldest_head(|_| true) {
+            // least summed demand, then fewest tasks, then lowest id
+            let target = self
+                .board
+                .gpu_ids()
+                .filter(|g| self.board.has_room(crate::model::Placement::whole(*g)))
+                .min_by_key(|g| {
+                    let s = self.board.state(*g);
+                    (s.demand(), s.running().len(), *g)
+                });
+            let Some(gpu) = target else { break };
+            self.board.dispatch(now, gpu, tenant, actions);
+        }
+    }
+}
