@@ -433,6 +433,21 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_runs_work_at_its_share() {
+        // half a GPU: a whole-GPU piece takes twice its work, a small one its work
+        let mut p = SharedGpu::with_capacity(Sharing::Processor, 0.5);
+        p.start(0, 1, 1_000, 1.0).unwrap();
+        assert_eq!(p.drain(u64::MAX).unwrap(), vec![(1, 2_000)]);
+        p.start(2_000, 2, 1_000, 0.4).unwrap();
+        assert_eq!(p.drain(u64::MAX).unwrap(), vec![(2, 3_000)]);
+        // exclusive partition, likewise; and the share a piece holds is capped by it
+        let mut e = SharedGpu::with_capacity(Sharing::Exclusive, 0.25);
+        e.start(0, 3, 1_000, 1.0).unwrap();
+        assert_eq!(e.share_of(3), Some(0.25));
+        assert_eq!(e.drain(u64::MAX).unwrap(), vec![(3, 4_000)]);
+    }
+
+    #[test]
     fn a_paused_gpu_makes_no_progress_and_time_cannot_go_back() {
         let mut g = SharedGpu::new(Sharing::Processor);
         g.start(0, 1, 1_000, 1.0).unwrap();

@@ -30,7 +30,7 @@ fn job_strategy() -> impl Strategy<Value = (u64, bool, u32, Vec<u64>, usize, boo
 
 fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
     let k = 0..gpus;
-    (0usize..7, k, 0u64..2_000, 1usize..12).prop_map(|(which, k, reset_ms, history)| {
+    (0usize..8, k, 0u64..2_000, 1usize..12).prop_map(|(which, k, reset_ms, history)| {
         let reset = Some(Nanos::from_millis(reset_ms));
         match which {
             0 => PolicyConfig::RoundRobin,
@@ -39,7 +39,9 @@ fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
             3 => PolicyConfig::Flexy { reserve: k, reset: None, sla: SLA, history },
             4 => PolicyConfig::Flexy { reserve: 0, reset, sla: SLA, history },
             5 => PolicyConfig::FlexyPid { sla: SLA, history, gains: PidGains::default() },
-            _ => PolicyConfig::MemSafe { notification: NotificationPolicy::ALL[history % 4] },
+            6 => PolicyConfig::MemSafe { notification: NotificationPolicy::ALL[history % 4] },
+            // one task per GPU: the exclusive engine must accept it
+            _ => PolicyConfig::LeastLoaded { per_gpu: 1 },
         }
     })
 }
