@@ -72,7 +72,7 @@ pub enum Action {
     ResetGpu {
         /// The GPU.
         gpu: GpuId,
-        /// The tasks that were running and are now killed (all of them).
+        /// The tasks that were running and are now killed (all of them, oldest first).
         killed: Vec<TaskId>,
     },
     /// Grant a memory request.

@@ -63,6 +63,9 @@ enum PowerChange {
 #[derive(Clone, Debug)]
 pub struct GpuState {
     running: Vec<RunningTask>,
+    /// Cache of [`GpuState::is_available`] (asked on every event by every policy),
+    /// refreshed by [`GpuState::refresh`] whenever what it derives from changes.
+    available: bool,
     resetting_until: Option<Nanos>,
     powered: bool,
     power_change: Option<PowerChange>,
@@ -74,6 +77,7 @@ impl GpuState {
     fn new() -> GpuState {
         GpuState {
             running: Vec::new(),
+            available: true,
             resetting_until: None,
             powered: true,
             power_change: None,
@@ -82,14 +86,19 @@ impl GpuState {
         }
     }
 
-    /// The tasks running on it, in dispatch order.
+    /// The tasks running on it (in no particular order).
     pub fn running(&self) -> &[RunningTask] {
         &self.running
     }
 
     /// Able to take work: powered, no power change under way, not resetting.
     pub fn is_available(&self) -> bool {
-        self.powered && self.power_change.is_none() && self.resetting_until.is_none()
+        self.available
+    }
+
+    fn refresh(&mut self) {
+        self.available =
+            self.powered && self.power_change.is_none() && self.resetting_until.is_none();
     }
 
     /// Available and running nothing.
@@ -287,6 +296,7 @@ impl Board {
             Event::GpuResetDone { gpu } => {
                 if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) {
                     state.resetting_until = None;
+                    state.refresh();
                 }
             }
             Event::MigrationDone { tenant, .. } => {
@@ -309,6 +319,7 @@ impl Board {
                 if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) {
                     state.powered = *powered;
                     state.power_change = None;
+                    state.refresh();
                 }
             }
             Event::ActionRefused { action, .. } => self.refused(action),
@@ -414,7 +425,7 @@ impl Board {
         // A finish for a task that does not run there is stale (its GPU was reset under
         // it); the reset already re-queued the task.
         let i = state.running.iter().position(|r| r.spec.id == task)?;
-        let running = state.running.remove(i);
+        let running = state.running.swap_remove(i);
         self.task_tenant.remove(&task);
         if completed {
             self.kernel_time
@@ -461,22 +472,21 @@ impl Board {
     /// is preferred), the end of its reset, or never while powered down.
     pub fn expected_free_at(&self, gpu: GpuId, now: Nanos) -> Nanos {
         let state = self.state(gpu);
+        if state.available && state.running.len() < self.colocation {
+            return now;
+        }
         if let Some(until) = state.resetting_until {
             return until.max(now);
         }
-        if !state.is_available() {
+        if !state.available {
             return Nanos::MAX;
         }
-        if state.running.len() < self.colocation {
-            return now;
+        let end = |r: &RunningTask| self.predicted_end(r).unwrap_or(Nanos::MAX);
+        match state.running.as_slice() {
+            // the exclusive case, without the iterator
+            [only] => end(only).max(now),
+            many => many.iter().map(end).min().unwrap_or(now).max(now),
         }
-        state
-            .running
-            .iter()
-            .map(|r| self.predicted_end(r).unwrap_or(Nanos::MAX))
-            .min()
-            .unwrap_or(now)
-            .max(now)
     }
 
     /// The tenants with queued tasks, in id order.
@@ -499,7 +509,10 @@ impl Board {
 
     /// Number of running tasks of tenants matching `class_filter`.
     pub fn running(&self, class_filter: impl Fn(ServiceClass) -> bool) -> usize {
-        self.gpus.iter().flat_map(|(_, s)| &s.running).filter(|r| class_filter(r.class)).count()
+        self.gpus
+            .iter()
+            .map(|(_, s)| s.running.iter().filter(|r| class_filter(r.class)).count())
+            .sum()
     }
 
     /// Submission time of the oldest queued task matching `class_filter`.
@@ -585,11 +598,12 @@ impl Board {
         let state = &mut self.gpus[gpu.0 as usize].1;
         let mut killed_tasks = std::mem::take(&mut state.running);
         state.resetting_until = Some(now + latency);
+        state.refresh();
+        killed_tasks.sort_by_key(|r| r.seq);
         let killed: Vec<TaskId> = killed_tasks.iter().map(|r| r.spec.id).collect();
         out.push(Action::ResetGpu { gpu, killed });
         // newest first, so that pushing each to the front leaves them in submission order
-        killed_tasks.sort_by_key(|r| std::cmp::Reverse(r.seq));
-        for r in killed_tasks {
+        for r in killed_tasks.into_iter().rev() {
             let id = r.spec.id;
             let tenant_id = r.spec.tenant;
             let Some(t) = self.tenants.get_mut(&tenant_id) else { continue };
@@ -694,6 +708,7 @@ impl Board {
             return false;
         }
         state.power_change = Some(if powered { PowerChange::Up } else { PowerChange::Down });
+        state.refresh();
         out.push(Action::SetGpuPowered { gpu, powered });
         true
     }
@@ -710,6 +725,7 @@ impl Board {
             Action::SetGpuPowered { gpu, .. } => {
                 if let Some((_, s)) = self.gpus.get_mut(gpu.0 as usize) {
                     s.power_change = None;
+                    s.refresh();
                 }
             }
             _ => {}

@@ -367,7 +367,12 @@ impl SharedGpu {
         self.advance(now)?;
         match self.running.first() {
             Some(r) if r.finish_v <= self.v + FINISH_TOLERANCE => {
-                let r = self.running.remove(0);
+                // the exclusive case (one piece) without shifting
+                let r = if self.running.len() == 1 {
+                    self.running.pop().expect("one piece")
+                } else {
+                    self.running.remove(0)
+                };
                 self.demand_sum =
                     if self.running.is_empty() { 0.0 } else { self.demand_sum - r.demand };
                 Ok(Some(r.id))

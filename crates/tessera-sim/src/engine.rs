@@ -52,7 +52,8 @@ pub enum SimError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum SimEvent {
     JobArrives(usize),
-    TaskEnds { slot: usize, task: TaskId, generation: u64 },
+    // slot as u32 keeps the queue's entries at 40 bytes, as before slots existed
+    TaskEnds { slot: u32, task: TaskId, generation: u64 },
     ResetEnds(GpuId),
     MigrationArrives(usize),
     RepartitionEnds(GpuId),
@@ -111,6 +112,8 @@ struct GpuSim {
     busy: Nanos,
     /// Tenants (job indices) with tasks running here, and how many.
     resident: Vec<(usize, u32)>,
+    /// Their summed declared memory.
+    resident_bytes: u64,
     energy: EnergyMeter,
 }
 
@@ -190,6 +193,10 @@ pub struct Simulation<'w> {
     counts: GpuCounts,
     events: u64,
     tasks_open: usize,
+    /// Whether to keep per-GPU tenant residency (for the memory invariant and
+    /// energy): only when some tenant declares memory or measurements were asked for,
+    /// so that the exclusive path pays nothing for it.
+    track_residency: bool,
 }
 
 /// Counts of what the engine carried out.
@@ -229,6 +236,7 @@ impl<'w> Simulation<'w> {
                 busy_union: Nanos::ZERO,
                 busy: Nanos::ZERO,
                 resident: Vec::new(),
+                resident_bytes: 0,
                 energy: EnergyMeter::new(opts.perf.power, 0),
             })
             .collect();
@@ -253,6 +261,8 @@ impl<'w> Simulation<'w> {
             counts: GpuCounts::default(),
             events: 0,
             tasks_open: 0,
+            track_residency: opts.measure_gpus
+                || workload.jobs.iter().any(|j| j.tenant.memory.0 > 0),
             opts,
         }
     }
@@ -295,7 +305,7 @@ impl<'w> Simulation<'w> {
             match event {
                 SimEvent::JobArrives(i) => self.job_arrives(i)?,
                 SimEvent::TaskEnds { slot, task, generation } => {
-                    self.task_ends(slot, task, generation)?
+                    self.task_ends(slot as usize, task, generation)?
                 }
                 SimEvent::ResetEnds(gpu) => {
                     self.gpus[gpu.0 as usize].resetting = false;
@@ -468,7 +478,7 @@ impl<'w> Simulation<'w> {
                     self.violation(format!("{finished} finished on {gpu} but was not running"))
                 );
             };
-            let (_, started) = s.running.remove(i);
+            let (_, started) = s.running.swap_remove(i);
             let placement = s.placement;
             let ran_for = self.now - started;
             self.gpus[gpu.0 as usize].busy += ran_for;
@@ -495,44 +505,63 @@ impl<'w> Simulation<'w> {
         s.generation += 1;
         let generation = s.generation;
         if let Some((at, id)) = s.model.next_finish() {
+            let slot = slot as u32;
             self.schedule(Nanos(at), SimEvent::TaskEnds { slot, task: TaskId(id), generation });
         }
     }
 
     /// `task` started running on `gpu`: its books (residency, busy time, energy).
+    #[inline]
     fn joined_gpu(&mut self, gpu: GpuId, task: TaskId, slot: usize) {
         let now = self.now;
         let job = self.tasks[task.0 as usize].job;
+        let bytes = self.workload.jobs[job].tenant.memory.0;
+        let metered = self.opts.measure_gpus;
         self.location[task.0 as usize] = Location::Running(slot);
         let g = &mut self.gpus[gpu.0 as usize];
         if g.active == 0 {
             g.active_since = now;
         }
         g.active += 1;
+        if !self.track_residency {
+            return;
+        }
         match g.resident.iter_mut().find(|(j, _)| *j == job) {
             Some((_, n)) => *n += 1,
             None => {
                 g.resident.push((job, 1));
-                g.energy.set(now.0, g.powered, g.resident.len());
+                g.resident_bytes += bytes;
+                if metered {
+                    g.energy.set(now.0, g.powered, g.resident.len());
+                }
             }
         }
     }
 
     /// `task` stopped running on `gpu` (finished, killed or moving away).
+    #[inline]
     fn left_gpu(&mut self, gpu: GpuId, task: TaskId) {
         let now = self.now;
         let job = self.tasks[task.0 as usize].job;
+        let bytes = self.workload.jobs[job].tenant.memory.0;
+        let metered = self.opts.measure_gpus;
         self.location[task.0 as usize] = Location::Waiting;
         let g = &mut self.gpus[gpu.0 as usize];
         g.active -= 1;
         if g.active == 0 {
             g.busy_union += now - g.active_since;
         }
+        if !self.track_residency {
+            return;
+        }
         if let Some(i) = g.resident.iter().position(|(j, _)| *j == job) {
             g.resident[i].1 -= 1;
             if g.resident[i].1 == 0 {
                 g.resident.swap_remove(i);
-                g.energy.set(now.0, g.powered, g.resident.len());
+                g.resident_bytes -= bytes;
+                if metered {
+                    g.energy.set(now.0, g.powered, g.resident.len());
+                }
             }
         }
     }
@@ -541,12 +570,11 @@ impl<'w> Simulation<'w> {
     /// not resident yet.
     fn resident_memory(&self, gpu: GpuId, extra_job: usize) -> u64 {
         let g = &self.gpus[gpu.0 as usize];
-        let mem = |j: usize| self.workload.jobs[j].tenant.memory.0;
-        let resident: u64 = g.resident.iter().map(|(j, _)| mem(*j)).sum();
-        if g.resident.iter().any(|(j, _)| *j == extra_job) {
-            resident
+        let extra = self.workload.jobs[extra_job].tenant.memory.0;
+        if extra == 0 || g.resident.iter().any(|(j, _)| *j == extra_job) {
+            g.resident_bytes
         } else {
-            resident + mem(extra_job)
+            g.resident_bytes + extra
         }
     }
 
@@ -703,7 +731,7 @@ impl<'w> Simulation<'w> {
         }
         let record = &self.tasks[task.0 as usize];
         let job = record.job;
-        let resident = self.resident_memory(gpu, job);
+        let resident = if self.track_residency { self.resident_memory(gpu, job) } else { 0 };
         if resident > self.opts.gpus[gpu.0 as usize].memory.0 {
             return Err(self.violation(format!(
                 "{task} on {gpu}: resident tenants would declare {resident} bytes, above its memory"

@@ -51,8 +51,11 @@ fn bench_sim_prints_ratios() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 5);
-    assert!(lines.iter().skip(1).all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
+    // four Flexy policies on the exclusive path, the co-location workload both ways
+    assert_eq!(lines.len(), 6);
+    assert!(lines.iter().all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
+    let paths: Vec<&str> = lines.iter().filter_map(|l| l["path"].as_str()).collect();
+    assert_eq!(paths.iter().filter(|p| **p == "shared").count(), 1, "{paths:?}");
 }
 
 #[test]

@@ -1,4 +1,5 @@
 //! Workload generators, one module per paper.
 
+pub mod colocated;
 pub mod flexy;
 pub mod schedgpu;

@@ -1,4 +1,6 @@
-//! `tessera bench sim`: simulator speed against the bare event-queue floor.
+//! `tessera bench sim`: simulator speed against the bare event-queue floor, on the
+//! exclusive path (Flexy's workload and policies) and on shared GPUs (eight co-running
+//! tasks per GPU) side by side.
 
 use anyhow::Result;
 use clap::Args;
@@ -7,8 +9,10 @@ use std::collections::BinaryHeap;
 use std::hint::black_box;
 use std::time::Instant;
 use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
-use tessera_sim::engine::{SimOptions, Simulation};
+use tessera_sim::Workload;
+use tessera_sim::engine::{Sharing, SimOptions, Simulation};
 use tessera_sim::perf::PerfModel;
+use tessera_sim::workloads::colocated::{self, ColocatedParams};
 use tessera_sim::workloads::flexy::{FlexyWorkloadParams, Mix, generate};
 
 #[derive(Debug, Args)]
@@ -21,6 +25,66 @@ pub struct SimBenchArgs {
     json: bool,
 }
 
+/// One measured configuration.
+struct Row {
+    workload: &'static str,
+    path: &'static str,
+    policy: String,
+    events: u64,
+    events_per_s: f64,
+    queue_len: usize,
+}
+
+/// Run every workload under `policy` with `sharing`; events, events/s and the
+/// engine's mean queue length.
+fn measure(
+    workloads: &[Workload],
+    gpus: &[GpuSpec],
+    policy: &PolicyConfig,
+    sharing: Sharing,
+) -> Result<(u64, f64, usize)> {
+    let start = Instant::now();
+    let mut events = 0u64;
+    let mut queue_len_sum = 0.0;
+    for w in workloads {
+        let opts = SimOptions {
+            gpus: gpus.to_vec(),
+            perf: PerfModel::default(),
+            keep_latencies: false,
+            event_budget: u64::MAX,
+            sharing,
+            measure_gpus: false,
+        };
+        let m = Simulation::new(w, policy.build(gpus)?, opts).run()?;
+        events += m.events;
+        queue_len_sum += m.mean_queue_len;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let queue_len = ((queue_len_sum / workloads.len().max(1) as f64).round() as usize).max(1);
+    Ok((events, events as f64 / secs, queue_len))
+}
+
+/// The floor: `events` through a bare binary heap (push + pop) held at `len` entries —
+/// the least any discrete-event engine with a queue that long must do per event.
+fn heap_floor(events: u64, len: usize) -> f64 {
+    let start = Instant::now();
+    let mut heap = BinaryHeap::new();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for i in 0..events {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        heap.push(Reverse((x % 1_000_000_000, i)));
+        if heap.len() > len {
+            black_box(heap.pop());
+        }
+    }
+    while let Some(e) = heap.pop() {
+        black_box(e);
+    }
+    events as f64 / start.elapsed().as_secs_f64()
+}
+
 pub fn run(a: SimBenchArgs) -> Result<()> {
     let gpus = GpuSpec::uniform(4, Bytes::gib(4));
     let sla = Nanos::from_millis(200);
@@ -30,7 +94,7 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
         PolicyConfig::Flexy { reserve: 1, reset: None, sla, history: 10 },
         PolicyConfig::FlexyPid { sla, history: 10, gains: Default::default() },
     ];
-    let workloads: Vec<_> = (0..a.runs)
+    let flexy: Vec<_> = (0..a.runs)
         .map(|seed| {
             generate(&FlexyWorkloadParams {
                 mix: Mix::W2,
@@ -45,85 +109,82 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
             })
         })
         .collect::<Result<_, _>>()?;
+    // the co-location stress case: 8 jobs per GPU, each always with a task out
+    let colocated: Vec<_> = (0..a.runs)
+        .map(|seed| {
+            colocated::generate(&ColocatedParams {
+                gpus: 4,
+                per_gpu: 8,
+                tasks_per_job: 2_000,
+                mean: Nanos::from_millis(50),
+                seed,
+            })
+        })
+        .collect();
+    let progress = indicatif::ProgressBar::new((policies.len() + 2) as u64);
     let mut rows = Vec::new();
-    let mut total_events = 0u64;
-    let (mut queue_len_sum, mut queue_len_runs) = (0.0f64, 0usize);
+    let mut push = |workload, path, policy: &PolicyConfig, r: (u64, f64, usize)| {
+        rows.push(Row {
+            workload,
+            path,
+            policy: policy.label(),
+            events: r.0,
+            events_per_s: r.1,
+            queue_len: r.2,
+        });
+    };
     for policy in &policies {
-        let start = Instant::now();
-        let mut events = 0u64;
-        for w in &workloads {
-            let opts = SimOptions {
-                gpus: gpus.clone(),
-                perf: PerfModel::default(),
-                keep_latencies: false,
-                event_budget: u64::MAX,
-                sharing: tessera_sim::engine::Sharing::Exclusive,
-                measure_gpus: false,
-            };
-            let m = Simulation::new(w, policy.build(&gpus)?, opts).run()?;
-            events += m.events;
-            queue_len_sum += m.mean_queue_len;
-            queue_len_runs += 1;
-        }
-        let secs = start.elapsed().as_secs_f64();
-        total_events += events;
-        rows.push((policy.label(), events, events as f64 / secs));
+        push("flexy-w2", "exclusive", policy, measure(&flexy, &gpus, policy, Sharing::Exclusive)?);
+        progress.inc(1);
     }
-    // Floor: the same number of events through a bare binary heap (push + pop), the
-    // least any discrete-event engine must do per event, kept at the mean length the
-    // engine's own queue had, so that the comparison is like for like.
-    let per_policy = total_events / policies.len() as u64;
-    let floor_len = ((queue_len_sum / queue_len_runs.max(1) as f64).round() as usize).max(1);
-    let start = Instant::now();
-    let mut heap = BinaryHeap::new();
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    for i in 0..per_policy {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        heap.push(Reverse((x % 1_000_000_000, i)));
-        if heap.len() > floor_len {
-            black_box(heap.pop());
-        }
-    }
-    while let Some(e) = heap.pop() {
-        black_box(e);
-    }
-    let floor = per_policy as f64 / start.elapsed().as_secs_f64();
+    // the same co-location workload both ways: one task per GPU on exclusive GPUs, and
+    // eight co-running per GPU under processor sharing
+    let one = PolicyConfig::LeastLoaded { per_gpu: 1 };
+    push("colocated", "exclusive", &one, measure(&colocated, &gpus, &one, Sharing::Exclusive)?);
+    progress.inc(1);
+    let eight = PolicyConfig::LeastLoaded { per_gpu: 8 };
+    push("colocated", "shared", &eight, measure(&colocated, &gpus, &eight, Sharing::Processor)?);
+    progress.finish_and_clear();
 
+    let floors: Vec<f64> = rows.iter().map(|r| heap_floor(r.events, r.queue_len)).collect();
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     if a.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({"measurement": "event_queue_floor", "events": per_policy, "events_per_s": floor, "queue_len": floor_len})
-        )?;
-        for (label, events, eps) in &rows {
+        for (r, floor) in rows.iter().zip(&floors) {
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({"measurement": "simulator", "policy": label, "events": events, "events_per_s": eps, "ratio_to_floor": eps / floor})
+                serde_json::json!({"measurement": "simulator", "workload": r.workload, "path": r.path, "policy": r.policy, "events": r.events, "events_per_s": r.events_per_s, "queue_len": r.queue_len, "floor_events_per_s": floor, "ratio_to_floor": r.events_per_s / floor})
             )?;
         }
     } else {
         writeln!(
             out,
-            "simulator speed, W2 at f=0.25 on 4 GPUs, {} workload instances per policy",
+            "simulator speed on 4 GPUs, {} workload instances per row: Flexy W2 at f=0.25, and a co-location workload (8 jobs per GPU, 2000 tasks each)",
             a.runs
         )?;
         writeln!(
             out,
-            "{:<14} {:>12} {:>16} {:>16}",
-            "policy", "events", "events/s", "x event-queue floor"
+            "{:<10} {:<10} {:<14} {:>11} {:>12} {:>6} {:>12} {:>8}",
+            "workload", "path", "policy", "events", "events/s", "queue", "heap floor/s", "x floor"
         )?;
-        for (label, events, eps) in &rows {
-            writeln!(out, "{label:<14} {events:>12} {eps:>16.0} {:>16.3}", eps / floor)?;
+        for (r, floor) in rows.iter().zip(&floors) {
+            writeln!(
+                out,
+                "{:<10} {:<10} {:<14} {:>11} {:>12.0} {:>6} {:>12.0} {:>8.3}",
+                r.workload,
+                r.path,
+                r.policy,
+                r.events,
+                r.events_per_s,
+                r.queue_len,
+                floor,
+                r.events_per_s / floor
+            )?;
         }
-        writeln!(out, "{:<14} {:>12} {:>16.0} {:>16.3}", "heap floor", per_policy, floor, 1.0)?;
         writeln!(
             out,
-            "(the floor's heap is held at {floor_len} entries, the engine's mean queue length)"
+            "(each row's floor is a bare binary heap held at that row's mean engine queue length, over the same number of events)"
         )?;
     }
     Ok(())
