@@ -142,6 +142,8 @@ impl GpuState {
 struct TenantQueue {
     spec: TenantSpec,
     queue: VecDeque<QueuedTask>,
+    /// The submission order of its head-of-line task as indexed in [`Board::heads`].
+    head: Option<u64>,
     /// The tenant left while some of its tasks were running.
     leaving: bool,
     running: usize,
@@ -170,11 +172,15 @@ pub struct Board {
     /// Migrations under way: tenant -> (from, to).
     migrating: BTreeMap<TenantId, (GpuId, GpuId)>,
     tenants: BTreeMap<TenantId, TenantQueue>,
-    /// Tenants with a non-empty queue: the queries a policy makes on every event walk
-    /// these, so their cost does not grow with idle tenants.
+    /// Tenants with a non-empty queue, in id order (round-robin walks these).
     backlogged: BTreeSet<TenantId>,
-    /// Where each live task is: in which tenant's queue, or running.
-    task_tenant: BTreeMap<TaskId, TenantId>,
+    /// Per class (batch, user-facing), each backlogged tenant's head-of-line task as
+    /// (submission order, tenant): the oldest head is the first entry, so the queries
+    /// policies make on every event cost a tree look-up, not a walk of the tenants.
+    heads: [BTreeSet<(u64, TenantId)>; 2],
+    /// Per class, tasks queued and tasks running.
+    queued_count: [usize; 2],
+    running_count: [usize; 2],
     kernel_time: BTreeMap<u32, WindowMean>,
     class_time: [WindowMean; 2],
     next_seq: u64,
@@ -186,6 +192,33 @@ pub struct Board {
 
 fn class_index(class: ServiceClass) -> usize {
     usize::from(class.is_user_facing())
+}
+
+/// Which tenants a board query is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Classes {
+    /// Every tenant.
+    All,
+    /// User-facing tenants.
+    UserFacing,
+    /// Batch tenants.
+    Batch,
+}
+
+impl Classes {
+    /// User-facing if `user_facing`, else batch.
+    pub fn of(user_facing: bool) -> Classes {
+        if user_facing { Classes::UserFacing } else { Classes::Batch }
+    }
+
+    /// The class indices (batch 0, user-facing 1) this selects.
+    fn indices(self) -> &'static [usize] {
+        match self {
+            Classes::All => &[0, 1],
+            Classes::UserFacing => &[1],
+            Classes::Batch => &[0],
+        }
+    }
 }
 
 impl Board {
@@ -204,7 +237,9 @@ impl Board {
             migrating: BTreeMap::new(),
             tenants: BTreeMap::new(),
             backlogged: BTreeSet::new(),
-            task_tenant: BTreeMap::new(),
+            heads: [BTreeSet::new(), BTreeSet::new()],
+            queued_count: [0; 2],
+            running_count: [0; 2],
             kernel_time: BTreeMap::new(),
             class_time: [WindowMean::new(KERNEL_HISTORY), WindowMean::new(KERNEL_HISTORY)],
             next_seq: 0,
@@ -283,6 +318,7 @@ impl Board {
                 self.tenants.entry(spec.id).or_insert_with(|| TenantQueue {
                     spec: spec.clone(),
                     queue: VecDeque::new(),
+                    head: None,
                     leaving: false,
                     running: 0,
                 });
@@ -365,36 +401,64 @@ impl Board {
             out.push(Action::EndTask { task: spec.id, reason: TaskEndReason::UnknownTenant });
             return;
         };
-        if self.task_tenant.contains_key(&spec.id) {
-            // Drivers allocate task ids; a duplicate is a driver bug, not client input.
-            debug_assert!(false, "task {} submitted twice", spec.id);
-            return;
-        }
         let seq = self.next_seq;
         self.next_seq += 1;
         tenant.queue.push_back(QueuedTask { spec: spec.clone(), submitted: now, seq });
-        self.backlogged.insert(spec.tenant);
-        self.task_tenant.insert(spec.id, spec.tenant);
+        let first = tenant.queue.len() == 1;
+        self.queued_count[class_index(tenant.spec.class)] += 1;
+        if first {
+            self.reindex(spec.tenant);
+        }
+    }
+
+    /// Bring the head-of-line index and the backlog up to date with `tenant_id`'s
+    /// queue, after its front changed.
+    fn reindex(&mut self, tenant_id: TenantId) {
+        let Some(t) = self.tenants.get_mut(&tenant_id) else { return };
+        let heads = &mut self.heads[class_index(t.spec.class)];
+        let was_backlogged = t.head.is_some();
+        if let Some(seq) = t.head.take() {
+            heads.remove(&(seq, tenant_id));
+        }
+        match t.queue.front() {
+            Some(front) => {
+                t.head = Some(front.seq);
+                heads.insert((front.seq, tenant_id));
+                if !was_backlogged {
+                    self.backlogged.insert(tenant_id);
+                }
+            }
+            None if was_backlogged => {
+                self.backlogged.remove(&tenant_id);
+            }
+            None => {}
+        }
     }
 
     fn cancel(&mut self, task: TaskId, out: &mut Vec<Action>) {
-        let Some(tenant_id) = self.task_tenant.get(&task).copied() else { return };
+        // Cancellations are rare: a walk of the queues costs less overall than an index
+        // of every task kept up to date on every submission and completion.
+        let found = self.backlogged.iter().find_map(|id| {
+            let pos = self.tenants.get(id)?.queue.iter().position(|q| q.spec.id == task)?;
+            Some((*id, pos))
+        });
+        let Some((tenant_id, pos)) = found else { return };
         let Some(tenant) = self.tenants.get_mut(&tenant_id) else { return };
-        if let Some(pos) = tenant.queue.iter().position(|q| q.spec.id == task) {
-            tenant.queue.remove(pos);
-            if tenant.queue.is_empty() {
-                self.backlogged.remove(&tenant_id);
-            }
-            self.task_tenant.remove(&task);
-            out.push(Action::EndTask { task, reason: TaskEndReason::CancelledByClient });
+        tenant.queue.remove(pos);
+        self.queued_count[class_index(tenant.spec.class)] -= 1;
+        if pos == 0 {
+            self.reindex(tenant_id);
         }
+        out.push(Action::EndTask { task, reason: TaskEndReason::CancelledByClient });
     }
 
     fn tenant_left(&mut self, tenant_id: TenantId, out: &mut Vec<Action>) {
         let Some(tenant) = self.tenants.get_mut(&tenant_id) else { return };
-        self.backlogged.remove(&tenant_id);
-        for queued in tenant.queue.drain(..) {
-            self.task_tenant.remove(&queued.spec.id);
+        self.queued_count[class_index(tenant.spec.class)] -= tenant.queue.len();
+        let drained: Vec<QueuedTask> = tenant.queue.drain(..).collect();
+        self.reindex(tenant_id);
+        let Some(tenant) = self.tenants.get_mut(&tenant_id) else { return };
+        for queued in drained {
             out.push(Action::EndTask { task: queued.spec.id, reason: TaskEndReason::TenantLeft });
         }
         if tenant.running == 0 {
@@ -426,7 +490,7 @@ impl Board {
         // it); the reset already re-queued the task.
         let i = state.running.iter().position(|r| r.spec.id == task)?;
         let running = state.running.swap_remove(i);
-        self.task_tenant.remove(&task);
+        self.running_count[class_index(running.class)] -= 1;
         if completed {
             self.kernel_time
                 .entry(running.spec.kernel)
@@ -489,52 +553,53 @@ impl Board {
         }
     }
 
-    /// The tenants with queued tasks, in id order.
-    fn backlogged_tenants(&self) -> impl Iterator<Item = &TenantQueue> {
-        debug_assert!(
-            self.tenants.iter().all(|(id, t)| t.queue.is_empty() != self.backlogged.contains(id))
-                && self.backlogged.iter().all(|id| self.tenants.contains_key(id)),
-            "the backlog index is out of step with the queues"
-        );
-        self.backlogged.iter().filter_map(|id| self.tenants.get(id))
+    /// Number of queued (not running) tasks of tenants in `classes`.
+    pub fn queued(&self, classes: Classes) -> usize {
+        classes.indices().iter().map(|&c| self.queued_count[c]).sum()
     }
 
-    /// Number of queued (not running) tasks of tenants matching `class_filter`.
-    pub fn queued(&self, class_filter: impl Fn(ServiceClass) -> bool) -> usize {
-        self.backlogged_tenants()
-            .filter(|t| class_filter(t.spec.class))
-            .map(|t| t.queue.len())
-            .sum()
+    /// Number of running tasks of tenants in `classes`.
+    pub fn running(&self, classes: Classes) -> usize {
+        classes.indices().iter().map(|&c| self.running_count[c]).sum()
     }
 
-    /// Number of running tasks of tenants matching `class_filter`.
-    pub fn running(&self, class_filter: impl Fn(ServiceClass) -> bool) -> usize {
-        self.gpus
-            .iter()
-            .map(|(_, s)| s.running.iter().filter(|r| class_filter(r.class)).count())
-            .sum()
+    /// Submission time of the oldest queued task of tenants in `classes` (the head with
+    /// the lowest submission order: orders and times rise together, and a task re-queued
+    /// after a reset keeps both).
+    pub fn oldest_queued_since(&self, classes: Classes) -> Option<Nanos> {
+        let tenant = self.oldest_head(classes)?;
+        self.tenants.get(&tenant)?.queue.front().map(|q| q.submitted)
     }
 
-    /// Submission time of the oldest queued task matching `class_filter`.
-    pub fn oldest_queued_since(
-        &self,
-        class_filter: impl Fn(ServiceClass) -> bool,
-    ) -> Option<Nanos> {
-        self.backlogged_tenants()
-            .filter(|t| class_filter(t.spec.class))
-            .filter_map(|t| t.queue.front())
-            .map(|q| q.submitted)
-            .min()
+    /// The tenant whose head-of-line task was submitted first, among tenants in
+    /// `classes` with a non-empty queue (first-come first-served across tenants).
+    pub fn oldest_head(&self, classes: Classes) -> Option<TenantId> {
+        self.debug_check();
+        classes.indices().iter().filter_map(|&c| self.heads[c].first()).min().map(|(_, id)| *id)
     }
 
-    /// The tenant whose head-of-line task was submitted first, among tenants matching
-    /// `class_filter` with a non-empty queue (first-come first-served across tenants).
-    pub fn oldest_head(&self, class_filter: impl Fn(ServiceClass) -> bool) -> Option<TenantId> {
-        self.backlogged_tenants()
-            .filter(|t| class_filter(t.spec.class))
-            .filter_map(|t| t.queue.front().map(|q| (q.seq, t.spec.id)))
-            .min()
-            .map(|(_, id)| id)
+    /// In debug builds, check the indexes against the queues they summarise.
+    fn debug_check(&self) {
+        if cfg!(debug_assertions) {
+            let mut queued = [0; 2];
+            for (id, t) in &self.tenants {
+                let c = class_index(t.spec.class);
+                queued[c] += t.queue.len();
+                assert_eq!(t.queue.is_empty(), !self.backlogged.contains(id), "backlog of {id}");
+                assert_eq!(t.head, t.queue.front().map(|q| q.seq), "head of {id}");
+                if let Some(seq) = t.head {
+                    assert!(self.heads[c].contains(&(seq, *id)), "head index of {id}");
+                }
+            }
+            assert_eq!(queued, self.queued_count, "queued counts");
+            let mut running = [0; 2];
+            for (_, g) in &self.gpus {
+                for r in &g.running {
+                    running[class_index(r.class)] += 1;
+                }
+            }
+            assert_eq!(running, self.running_count, "running counts");
+        }
     }
 
     /// The next tenant after the round-robin cursor with a non-empty queue (Flexy
@@ -575,11 +640,11 @@ impl Board {
         }
         let Some(t) = self.tenants.get_mut(&tenant) else { return };
         let Some(q) = t.queue.pop_front() else { return };
-        if t.queue.is_empty() {
-            self.backlogged.remove(&tenant);
-        }
         t.running += 1;
         let class = t.spec.class;
+        self.queued_count[class_index(class)] -= 1;
+        self.running_count[class_index(class)] += 1;
+        self.reindex(tenant);
         out.push(Action::Dispatch { task: q.spec.id, placement });
         self.gpus[placement.gpu.0 as usize].1.running.push(RunningTask {
             spec: q.spec,
@@ -606,11 +671,11 @@ impl Board {
         for r in killed_tasks.into_iter().rev() {
             let id = r.spec.id;
             let tenant_id = r.spec.tenant;
+            self.running_count[class_index(r.class)] -= 1;
             let Some(t) = self.tenants.get_mut(&tenant_id) else { continue };
             t.running -= 1;
             if t.leaving {
                 // Its tenant is gone: the killed task cannot be re-issued.
-                self.task_tenant.remove(&id);
                 out.push(Action::EndTask { task: id, reason: TaskEndReason::TenantLeft });
                 if t.running == 0 {
                     self.tenants.remove(&tenant_id);
@@ -618,7 +683,8 @@ impl Board {
                 continue;
             }
             t.queue.push_front(QueuedTask { spec: r.spec, submitted: r.submitted, seq: r.seq });
-            self.backlogged.insert(tenant_id);
+            self.queued_count[class_index(t.spec.class)] += 1;
+            self.reindex(tenant_id);
         }
     }
 
@@ -800,7 +866,7 @@ mod tests {
         }
         assert_eq!(out.len(), 2, "{out:?}");
         assert!(!b.has_room(Placement::whole(GpuId(0))));
-        assert_eq!(b.running(|_| true), 2);
+        assert_eq!(b.running(Classes::All), 2);
         assert_eq!(b.state(GpuId(0)).demand(), 2000);
         assert!(finish(&mut b, 1, 0).is_some());
         assert!(finish(&mut b, 1, 0).is_none(), "a second finish of one task is stale");
@@ -829,8 +895,8 @@ mod tests {
                 killed: vec![TaskId(10), TaskId(11), TaskId(12)]
             }]
         );
-        assert_eq!(b.queued(|_| true), 3);
-        assert_eq!(b.oldest_head(|_| true), Some(TenantId(1)));
+        assert_eq!(b.queued(Classes::All), 3);
+        assert_eq!(b.oldest_head(Classes::All), Some(TenantId(1)));
         assert!(!b.state(GpuId(0)).is_available());
         b.observe(Nanos(101), &Event::GpuResetDone { gpu: GpuId(0) }, &mut out);
         out.clear();

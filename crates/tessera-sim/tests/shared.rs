@@ -109,7 +109,7 @@ impl Policy for Scripted {
                 let n = self.board.state(gpu0).partitions().len();
                 for p in 0..n {
                     let at = Placement { gpu: gpu0, partition: Some(PartitionId(p as u32)) };
-                    if let Some(t) = self.board.oldest_head(|_| true) {
+                    if let Some(t) = self.board.oldest_head(tessera_core::board::Classes::All) {
                         self.board.dispatch_at(now, at, t, out);
                     }
                 }
@@ -128,7 +128,7 @@ impl Policy for Scripted {
             }
             return;
         }
-        while let Some(t) = self.board.oldest_head(|_| true) {
+        while let Some(t) = self.board.oldest_head(tessera_core::board::Classes::All) {
             let before = out.len();
             self.board.dispatch(now, gpu0, t, out);
             if out.len() == before {

@@ -336,7 +336,9 @@ fn two_co_located_tenants_finish_when_the_model_says() {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let g = loop {
         let g = a.status().unwrap().gpus.remove(0);
-        if g.running.len() == 2 || std::time::Instant::now() > deadline {
+        // the core's books and the GPU thread's model meet a moment apart: wait for both
+        let both = g.running.len() == 2 && g.running.iter().all(|r| r.share.is_some());
+        if both || std::time::Instant::now() > deadline {
             break g;
         }
         std::thread::sleep(Duration::from_millis(1));

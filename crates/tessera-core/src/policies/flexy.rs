@@ -27,11 +27,11 @@
 
 use super::{resettable_batch_gpus, user_facing_capable};
 use crate::action::Action;
-use crate::board::Board;
+use crate::board::{Board, Classes};
 use crate::estimate::WindowMean;
 use crate::event::Event;
 use crate::ids::GpuId;
-use crate::model::{GpuSpec, ServiceClass};
+use crate::model::GpuSpec;
 use crate::policy::Policy;
 use crate::units::Nanos;
 
@@ -102,8 +102,7 @@ impl Flexy {
 
     /// Algorithm 1: recompute U and the pools.
     fn repartition(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        let q = self.board.queued(ServiceClass::is_user_facing)
-            + self.board.running(ServiceClass::is_user_facing);
+        let q = self.board.queued(Classes::UserFacing) + self.board.running(Classes::UserFacing);
         let le = self.le.mean().unwrap_or(self.params.sla);
         let n = self.board.gpu_count();
         let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
@@ -131,7 +130,7 @@ impl Flexy {
     fn dispatch_idle(&mut self, now: Nanos, actions: &mut Vec<Action>) {
         for gpu in self.board.idle_gpus() {
             let user_facing = self.in_user_pool[gpu.0 as usize];
-            if let Some(tenant) = self.board.oldest_head(|c| c.is_user_facing() == user_facing) {
+            if let Some(tenant) = self.board.oldest_head(Classes::of(user_facing)) {
                 self.board.dispatch(now, gpu, tenant, actions);
             }
         }
@@ -142,7 +141,7 @@ impl Flexy {
     /// pool GPUs can serve user-facing work (never more than there are waiting tasks).
     /// Packing keeps U small, which is why Flexy resets less than priority.
     fn reset_if_needed(&mut self, now: Nanos, latency: Nanos, actions: &mut Vec<Action>) {
-        let waiting = self.board.queued(ServiceClass::is_user_facing);
+        let waiting = self.board.queued(Classes::UserFacing);
         let in_pool = self.in_user_pool.clone();
         let capable = user_facing_capable(&self.board, |g| in_pool[g.0 as usize]);
         let missing = self.pool_size.min(waiting).saturating_sub(capable);

@@ -8,7 +8,7 @@
 //! DCUDA's own monitor, balancer and migration come with its issue, on this board.
 
 use crate::action::Action;
-use crate::board::Board;
+use crate::board::{Board, Classes};
 use crate::event::Event;
 use crate::model::GpuSpec;
 use crate::policy::Policy;
@@ -34,7 +34,7 @@ impl Policy for LeastLoaded {
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         self.board.observe(now, event, actions);
-        while let Some(tenant) = self.board.oldest_head(|_| true) {
+        while let Some(tenant) = self.board.oldest_head(Classes::All) {
             // least summed demand, then fewest tasks, then lowest id
             let target = self
                 .board

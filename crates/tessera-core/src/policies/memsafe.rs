@@ -28,7 +28,7 @@
 //! waiter; MMU lets any request that fits through.
 
 use crate::action::{Action, MemoryDenial};
-use crate::board::Board;
+use crate::board::{Board, Classes};
 use crate::event::{Event, MemoryWait};
 use crate::ids::{GpuId, MemRequestId, TenantId};
 use crate::model::GpuSpec;
@@ -354,7 +354,7 @@ impl Policy for MemSafe {
         }
         self.board.observe(now, event, actions);
         for gpu in self.board.idle_gpus() {
-            if let Some(tenant) = self.board.oldest_head(|_| true) {
+            if let Some(tenant) = self.board.oldest_head(Classes::All) {
                 self.board.dispatch(now, gpu, tenant, actions);
             }
         }

@@ -22,8 +22,9 @@
 //! gaps of a bursty period, so the next burst of that period finds GPUs reserved.
 
 use crate::action::Action;
+use crate::board::Classes;
 use crate::event::Event;
-use crate::model::{GpuSpec, ServiceClass};
+use crate::model::GpuSpec;
 use crate::policies::flexy::{Flexy, FlexyParams};
 use crate::policy::{PidGains, Policy};
 use crate::units::Nanos;
@@ -59,7 +60,7 @@ impl FlexyPid {
         let waiting = self
             .flexy
             .board()
-            .oldest_queued_since(ServiceClass::is_user_facing)
+            .oldest_queued_since(Classes::UserFacing)
             .map_or(Nanos::ZERO, |since| now - since);
         let worst = self.worst_in_period.max(waiting);
         self.worst_in_period = Nanos::ZERO;

@@ -12,10 +12,10 @@
 
 use super::{resettable_batch_gpus, user_facing_capable};
 use crate::action::Action;
-use crate::board::Board;
+use crate::board::{Board, Classes};
 use crate::event::Event;
 use crate::ids::GpuId;
-use crate::model::{GpuSpec, ServiceClass};
+use crate::model::GpuSpec;
 use crate::policy::Policy;
 use crate::units::Nanos;
 
@@ -53,12 +53,8 @@ impl Policy for Priority {
         self.board.announce_pools(reserved, actions);
 
         for gpu in self.board.idle_gpus() {
-            let tenant = self.board.oldest_head(ServiceClass::is_user_facing).or_else(|| {
-                if self.reserved(gpu) {
-                    None
-                } else {
-                    self.board.oldest_head(|c| !c.is_user_facing())
-                }
+            let tenant = self.board.oldest_head(Classes::UserFacing).or_else(|| {
+                if self.reserved(gpu) { None } else { self.board.oldest_head(Classes::Batch) }
             });
             if let Some(tenant) = tenant {
                 self.board.dispatch(now, gpu, tenant, actions);
@@ -69,7 +65,7 @@ impl Policy for Priority {
         // §II-D and §IV together: when user-facing tasks wait and the GPUs are busy with
         // batch work, kill as many batch tasks as there are waiting user-facing tasks
         // that no idle, resetting or user-facing GPU will take.
-        let waiting = self.board.queued(ServiceClass::is_user_facing);
+        let waiting = self.board.queued(Classes::UserFacing);
         let uncovered = waiting.saturating_sub(user_facing_capable(&self.board, |_| true));
         if uncovered == 0 {
             return;

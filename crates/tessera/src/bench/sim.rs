@@ -121,6 +121,9 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
             })
         })
         .collect();
+    // one unmeasured run first, so that the first row does not pay for a cold process
+    // (page faults, allocator growth)
+    measure(&flexy[..1], &gpus, &policies[0], Sharing::Exclusive)?;
     let progress = indicatif::ProgressBar::new((policies.len() + 2) as u64);
     let mut rows = Vec::new();
     let mut push = |workload, path, policy: &PolicyConfig, r: (u64, f64, usize)| {
