@@ -317,3 +317,39 @@ proptest! {
         }
     }
 }
+
+/// One workload, three ways of sharing: exclusive use (one task per GPU), MPS-style
+/// processor sharing and time-sliced contexts (four per GPU). With tasks that each
+/// want the whole GPU, processor sharing does the same work in the same time as
+/// exclusive use; time slicing pays a context switch per turn, so it ends later by
+/// about (slice + switch) / slice while contexts overlap — and never earlier.
+#[test]
+fn exclusive_mps_and_time_slicing_compare_on_one_workload() {
+    let w = tessera_sim::workloads::colocated::generate(
+        &tessera_sim::workloads::colocated::ColocatedParams {
+            gpus: 2,
+            per_gpu: 4,
+            tasks_per_job: 50,
+            mean: Nanos::from_millis(20),
+            seed: 7,
+        },
+    );
+    let run_as = |sharing, per_gpu| {
+        let opts = SimOptions { sharing, ..options(2) };
+        let policy = PolicyConfig::LeastLoaded { per_gpu }.build(&opts.gpus).unwrap();
+        run(&w, policy, opts).unwrap()
+    };
+    use tessera_sim::engine::Sharing;
+    let exclusive = run_as(Sharing::Exclusive, 1);
+    let mps = run_as(Sharing::Processor, 4);
+    let sliced = run_as(Sharing::TimeSliced { slice: 2 * MS, switch: MS / 5 }, 4);
+    for m in [&exclusive, &mps, &sliced] {
+        assert_eq!(m.batch_done, w.task_count());
+    }
+    // the same total work: GPU busy time is the same whichever way it is shared
+    let busy = |m: &RunMetrics| m.gpus.as_ref().unwrap().busy.iter().sum::<f64>() * m.makespan_s;
+    assert!((busy(&exclusive) - busy(&mps)).abs() < 1e-6, "{} {}", busy(&exclusive), busy(&mps));
+    let ratio = sliced.makespan_s / mps.makespan_s;
+    assert!(ratio > 1.0 && ratio <= 1.1 + 1e-9, "time slicing / MPS makespan {ratio}");
+    assert!(ratio > 1.05, "switches cost about 10% while contexts overlap: {ratio}");
+}
