@@ -39,6 +39,9 @@ pub struct RunningTask {
     pub started: Nanos,
     /// Where it runs (after a migration, where it moved to).
     pub placement: Placement,
+    /// For a request dispatched in a batch, the batch's first task (the execution it
+    /// belongs to); `None` for a task run alone.
+    pub batch_lead: Option<TaskId>,
     seq: u64,
 }
 
@@ -132,9 +135,12 @@ impl GpuState {
         self.running.iter().map(|r| u32::from(r.demand().0)).sum()
     }
 
-    /// Tasks running at `placement`.
+    /// Executions running at `placement` (a batch counts once).
     pub fn running_at(&self, placement: Placement) -> usize {
-        self.running.iter().filter(|r| r.placement == placement).count()
+        self.running
+            .iter()
+            .filter(|r| r.placement == placement && r.batch_lead.is_none_or(|l| l == r.spec.id))
+            .count()
     }
 }
 
@@ -358,7 +364,7 @@ impl Board {
                     state.refresh();
                 }
             }
-            Event::ActionRefused { action, .. } => self.refused(action),
+            Event::ActionRefused { action, .. } => self.refused(action, out),
             Event::MemoryRequested { request, tenant, gpu, bytes, wait: _ } => {
                 // Time-sharing policies admit memory first-come first-served without a
                 // wait queue: grant if it fits now, else refuse. The schedGPU policies
@@ -652,8 +658,53 @@ impl Board {
             submitted: q.submitted,
             started: now,
             placement,
+            batch_lead: None,
             seq: q.seq,
         });
+    }
+
+    /// Dispatch up to `max` of `tenant`'s queued requests, head first, as one batched
+    /// execution at `placement` (gpu-lets' and Nexus's batching: one tenant serves one
+    /// model). Returns how many were batched (0 if the placement has no room or the
+    /// queue is empty).
+    pub fn dispatch_batch(
+        &mut self,
+        now: Nanos,
+        placement: Placement,
+        tenant: TenantId,
+        max: usize,
+        out: &mut Vec<Action>,
+    ) -> usize {
+        if max == 0 || !self.has_room(placement) {
+            return 0;
+        }
+        let Some(t) = self.tenants.get_mut(&tenant) else { return 0 };
+        let n = max.min(t.queue.len());
+        if n == 0 {
+            return 0;
+        }
+        let batch: Vec<QueuedTask> = t.queue.drain(..n).collect();
+        t.running += n;
+        let class = t.spec.class;
+        self.queued_count[class_index(class)] -= n;
+        self.running_count[class_index(class)] += n;
+        self.reindex(tenant);
+        let lead = batch[0].spec.id;
+        out.push(Action::DispatchBatch {
+            tasks: batch.iter().map(|q| q.spec.id).collect(),
+            placement,
+        });
+        let running = &mut self.gpus[placement.gpu.0 as usize].1.running;
+        running.extend(batch.into_iter().map(|q| RunningTask {
+            spec: q.spec,
+            class,
+            submitted: q.submitted,
+            started: now,
+            placement,
+            batch_lead: Some(lead),
+            seq: q.seq,
+        }));
+        n
     }
 
     /// Reset `gpu`: its running tasks go back to the heads of their tenants' queues,
@@ -667,8 +718,15 @@ impl Board {
         killed_tasks.sort_by_key(|r| r.seq);
         let killed: Vec<TaskId> = killed_tasks.iter().map(|r| r.spec.id).collect();
         out.push(Action::ResetGpu { gpu, killed });
+        self.requeue(killed_tasks, out);
+    }
+
+    /// Put tasks that stopped running without completing back at the heads of their
+    /// tenants' queues (`stopped` sorted oldest first), keeping their submission times
+    /// and order; those of departed tenants end instead.
+    fn requeue(&mut self, stopped: Vec<RunningTask>, out: &mut Vec<Action>) {
         // newest first, so that pushing each to the front leaves them in submission order
-        for r in killed_tasks.into_iter().rev() {
+        for r in stopped.into_iter().rev() {
             let id = r.spec.id;
             let tenant_id = r.spec.tenant;
             self.running_count[class_index(r.class)] -= 1;
@@ -780,7 +838,7 @@ impl Board {
     }
 
     /// Undo the books of an action the driver refused.
-    fn refused(&mut self, action: &Action) {
+    fn refused(&mut self, action: &Action, out: &mut Vec<Action>) {
         match action {
             Action::Migrate { tenant, .. } => self.migration_undone(*tenant),
             Action::Repartition { gpu, .. } => {
@@ -794,8 +852,24 @@ impl Board {
                     s.refresh();
                 }
             }
+            Action::Dispatch { task, placement } => {
+                self.undo_dispatch(placement.gpu, std::slice::from_ref(task), out)
+            }
+            Action::DispatchBatch { tasks, placement } => {
+                self.undo_dispatch(placement.gpu, tasks, out)
+            }
             _ => {}
         }
+    }
+
+    /// A dispatch the driver refused: the tasks never ran; back to their queues.
+    fn undo_dispatch(&mut self, gpu: GpuId, tasks: &[TaskId], out: &mut Vec<Action>) {
+        let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) else { return };
+        let (mut stopped, staying): (Vec<_>, Vec<_>) =
+            state.running.drain(..).partition(|r| tasks.contains(&r.spec.id));
+        state.running = staying;
+        stopped.sort_by_key(|r| r.seq);
+        self.requeue(stopped, out);
     }
 
     /// Emit [`Action::SetPools`] if the user-facing pool differs from the last one
@@ -948,6 +1022,33 @@ mod tests {
         b.observe(Nanos(3), &Event::MigrationDone { tenant: TenantId(1), to: GpuId(1) }, &mut out);
         assert!(finish(&mut b, 1, 0).is_none(), "not on its old GPU any more");
         assert!(finish(&mut b, 1, 1).is_some());
+    }
+
+    #[test]
+    fn a_batch_counts_once_and_a_refused_dispatch_goes_back_to_the_queue() {
+        let mut b = board(1, 1);
+        tenant(&mut b, 1);
+        for t in 0..3 {
+            submit(&mut b, t, 1);
+        }
+        let mut out = Vec::new();
+        let at = Placement::whole(GpuId(0));
+        assert_eq!(b.dispatch_batch(Nanos::ZERO, at, TenantId(1), 2, &mut out), 2);
+        assert_eq!(
+            out,
+            vec![Action::DispatchBatch { tasks: vec![TaskId(0), TaskId(1)], placement: at }]
+        );
+        assert_eq!(b.state(GpuId(0)).running_at(at), 1, "one execution");
+        assert!(!b.has_room(at));
+        assert_eq!((b.running(Classes::All), b.queued(Classes::All)), (2, 1));
+        // the driver refuses it: both requests are queued again, ahead of the third
+        let refused =
+            Event::ActionRefused { action: Box::new(out[0].clone()), reason: "no".into() };
+        out.clear();
+        b.observe(Nanos(1), &refused, &mut out);
+        assert_eq!((b.running(Classes::All), b.queued(Classes::All)), (0, 3));
+        b.dispatch(Nanos(1), GpuId(0), TenantId(1), &mut out);
+        assert!(matches!(out[0], Action::Dispatch { task: TaskId(0), .. }), "{out:?}");
     }
 
     #[test]

@@ -6,10 +6,9 @@
 //! repartition success or failure (gpu-lets), power-state acknowledgements (DCUDA's
 //! energy compaction), whether a task's time was measured or inferred (FairGV's
 //! sampled accounting), and — on the action side — batched dispatch (gpu-lets).
-//! The simulator's engine carries out migrations, repartitions and power changes
-//! and answers with the events here; demand and memory samples, inferred times and
-//! batched dispatch have no producer yet (the DCUDA, FairGV and gpu-lets issues add
-//! them). A driver that cannot carry out an action tells the policy with
+//! The simulator's engine carries out batched dispatch, migrations, repartitions
+//! and power changes and answers with the events here; demand and memory samples and
+//! inferred times have no producer yet (the DCUDA and FairGV issues add them). A driver that cannot carry out an action tells the policy with
 //! [`Event::ActionRefused`]; it never drops it silently. The enum is
 //! `#[non_exhaustive]`: drivers must handle events they do not know.
 

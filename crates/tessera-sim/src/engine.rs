@@ -11,7 +11,7 @@ use crate::metrics::{GpuMeasures, RunMetrics, TaskEnd, TaskRecord};
 use crate::perf::PerfModel;
 use crate::workload::{Submission, Workload};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::Event;
 use tessera_core::{
@@ -182,6 +182,9 @@ pub struct Simulation<'w> {
     migrations: Vec<Option<MigrationSim>>,
     /// Repartitions under way: the GPU and its new shares.
     pending_shares: Vec<(GpuId, Vec<PerMille>)>,
+    /// Batched executions running: the first task, which names the execution in its
+    /// slot, and every request in it.
+    batches: BTreeMap<TaskId, Vec<TaskId>>,
     jobs: Vec<JobSim>,
     tasks: Vec<TaskRecord>,
     location: Vec<Location>,
@@ -250,6 +253,7 @@ impl<'w> Simulation<'w> {
             gpus,
             migrations: Vec::new(),
             pending_shares: Vec::new(),
+            batches: BTreeMap::new(),
             jobs: vec![JobSim::default(); workload.jobs.len()],
             tasks: Vec::with_capacity(workload.task_count()),
             location: Vec::with_capacity(workload.task_count()),
@@ -482,9 +486,23 @@ impl<'w> Simulation<'w> {
             let placement = s.placement;
             let ran_for = self.now - started;
             self.gpus[gpu.0 as usize].busy += ran_for;
-            self.left_gpu(gpu, finished);
             ended += 1;
-            self.task_done(placement, finished, ran_for)?;
+            let batch = if self.batches.is_empty() { None } else { self.batches.remove(&finished) };
+            match batch {
+                // every request of a batch completes with its execution
+                Some(members) => {
+                    for m in &members {
+                        self.left_gpu(gpu, *m);
+                    }
+                    for m in members {
+                        self.task_done(placement, m, ran_for)?;
+                    }
+                }
+                None => {
+                    self.left_gpu(gpu, finished);
+                    self.task_done(placement, finished, ran_for)?;
+                }
+            }
         }
         if ended == 0 {
             return Err(
@@ -649,7 +667,8 @@ impl<'w> Simulation<'w> {
 
     fn apply(&mut self, action: Action) -> Result<(), SimError> {
         match action {
-            Action::Dispatch { task, placement } => self.dispatch(task, placement)?,
+            Action::Dispatch { task, placement } => self.dispatch(&[task], placement)?,
+            Action::DispatchBatch { tasks, placement } => self.dispatch(&tasks, placement)?,
             Action::EndTask { task, reason } => {
                 if matches!(
                     self.location.get(task.0 as usize),
@@ -681,12 +700,11 @@ impl<'w> Simulation<'w> {
             Action::Repartition { gpu, shares } => self.repartition(gpu, shares)?,
             Action::SetGpuPowered { gpu, powered } => self.set_powered(gpu, powered)?,
             // a typed refusal the policy hears about, never a silent drop: memory is
-            // admitted by the phase engine, and batched execution needs gpu-lets'
-            // latency profiles (not wired into this engine yet)
+            // admitted by the phase engine
             other => {
                 let refusal = Event::ActionRefused {
                     action: Box::new(other),
-                    reason: "not modelled by this engine (no memory book, no batched execution)"
+                    reason: "not modelled by this engine (memory is admitted by the phase engine)"
                         .into(),
                 };
                 self.deliver(refusal)?;
@@ -695,8 +713,13 @@ impl<'w> Simulation<'w> {
         Ok(())
     }
 
-    fn dispatch(&mut self, task: TaskId, placement: Placement) -> Result<(), SimError> {
+    /// Start one execution at `placement`: a task alone, or a batch of requests
+    /// (`tasks[0]` names the execution; all must be one tenant's).
+    fn dispatch(&mut self, tasks: &[TaskId], placement: Placement) -> Result<(), SimError> {
         let gpu = placement.gpu;
+        let Some(&task) = tasks.first() else {
+            return Err(self.violation(format!("an empty batch dispatched to {gpu}")));
+        };
         let g = self.gpu(gpu, "dispatch")?;
         if g.resetting {
             return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
@@ -719,27 +742,41 @@ impl<'w> Simulation<'w> {
         if exclusive && !self.slots[slot].running.is_empty() {
             return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
         }
-        match self.location.get(task.0 as usize) {
+        let job = match self.tasks.get(task.0 as usize) {
+            Some(r) => r.job,
             None => return Err(self.violation(format!("dispatch of unknown {task}"))),
-            Some(Location::Ended) => {
-                return Err(self.violation(format!("{task} dispatched after it ended")));
+        };
+        let mut work = Nanos::ZERO;
+        for (i, t) in tasks.iter().enumerate() {
+            match self.location.get(t.0 as usize) {
+                None => return Err(self.violation(format!("dispatch of unknown {t}"))),
+                Some(Location::Ended) => {
+                    return Err(self.violation(format!("{t} dispatched after it ended")));
+                }
+                Some(Location::Running(_) | Location::Migrating) => {
+                    return Err(self.violation(format!("{t} dispatched while running")));
+                }
+                Some(Location::Waiting) if tasks[..i].contains(t) => {
+                    return Err(self.violation(format!("{t} twice in one batch")));
+                }
+                Some(Location::Waiting) => {}
             }
-            Some(Location::Running(_) | Location::Migrating) => {
-                return Err(self.violation(format!("{task} dispatched while running")));
+            let record = &self.tasks[t.0 as usize];
+            if record.job != job {
+                return Err(self.violation(format!("a batch on {gpu} mixes tenants' requests")));
             }
-            Some(Location::Waiting) => {}
+            work += record.work;
         }
-        let record = &self.tasks[task.0 as usize];
-        let job = record.job;
         let resident = if self.track_residency { self.resident_memory(gpu, job) } else { 0 };
         if resident > self.opts.gpus[gpu.0 as usize].memory.0 {
             return Err(self.violation(format!(
                 "{task} on {gpu}: resident tenants would declare {resident} bytes, above its memory"
             )));
         }
-        let exec = self.opts.perf.exec_time(record.work, placement);
+        // a batch costs the sum of its requests' work: no batching gain without a latency
+        // profile (gpu-lets' profiles L(batch, share) give it)
+        let exec = self.opts.perf.exec_time(work, placement);
         let now = self.now;
-        self.tasks[task.0 as usize].last_start = Some(now);
         // workloads carry no launch shape yet: each task asks for the whole GPU, so
         // co-running tasks share it equally
         let demand = 1.0;
@@ -748,9 +785,20 @@ impl<'w> Simulation<'w> {
             return Err(self.violation(format!("{task} on {gpu}: {e}")));
         }
         s.running.push((task, now));
-        self.joined_gpu(gpu, task, slot);
+        if tasks.len() > 1 {
+            self.batches.insert(task, tasks.to_vec());
+        }
+        for t in tasks {
+            self.tasks[t.0 as usize].last_start = Some(now);
+            self.joined_gpu(gpu, *t, slot);
+        }
         self.predict_next(slot);
         Ok(())
+    }
+
+    /// The tasks of the execution `lead` names: itself alone, or its batch.
+    fn members(&self, lead: TaskId) -> Vec<TaskId> {
+        self.batches.get(&lead).cloned().unwrap_or_else(|| vec![lead])
     }
 
     /// The slots of `gpu` that may run work: its whole slot, partitions and retiring ones.
@@ -779,8 +827,10 @@ impl<'w> Simulation<'w> {
         }
         // a reset kills everything on the GPU; the policy must name all of it
         let slots = self.gpu_slots(gpu);
-        let mut running: Vec<TaskId> =
-            slots.iter().flat_map(|s| self.slots[*s].running.iter().map(|(t, _)| *t)).collect();
+        let mut running: Vec<TaskId> = slots
+            .iter()
+            .flat_map(|s| self.slots[*s].running.iter().flat_map(|(t, _)| self.members(*t)))
+            .collect();
         running.sort_unstable();
         killed.sort_unstable();
         if running != killed {
@@ -790,13 +840,16 @@ impl<'w> Simulation<'w> {
         }
         for slot in slots {
             let runs = std::mem::take(&mut self.slots[slot].running);
-            for (task, started) in runs {
-                // the killed task's remaining work is dropped (it is re-issued whole)
-                let _ = self.slots[slot].model.remove(now.0, task.0);
+            for (lead, started) in runs {
+                // the killed execution's remaining work is dropped (it is re-issued whole)
+                let _ = self.slots[slot].model.remove(now.0, lead.0);
                 // NVSMI counts the killed task's run as busy time, as the paper measured.
                 self.gpus[gpu.0 as usize].busy += now - started;
-                self.tasks[task.0 as usize].kills += 1;
-                self.left_gpu(gpu, task);
+                for task in self.members(lead) {
+                    self.tasks[task.0 as usize].kills += 1;
+                    self.left_gpu(gpu, task);
+                }
+                self.batches.remove(&lead);
             }
             self.slots[slot].generation += 1;
         }
@@ -847,8 +900,10 @@ impl<'w> Simulation<'w> {
                     .map_err(|e| self.violation(format!("{task} leaving {from}: {e}")))?;
                 self.slots[slot].running.retain(|(t, _)| *t != task);
                 self.gpus[from.0 as usize].busy += now - started;
-                self.left_gpu(from, task);
-                self.location[task.0 as usize] = Location::Migrating;
+                for member in self.members(task) {
+                    self.left_gpu(from, member);
+                    self.location[member.0 as usize] = Location::Migrating;
+                }
                 moving.push((task, left, started));
             }
             self.predict_next(slot);
@@ -879,7 +934,9 @@ impl<'w> Simulation<'w> {
                 .map_err(|e| self.violation(format!("{task} arriving on {to}: {e}")))?;
             // its time on the GPU counts from its arrival (`ran_for` is the run here)
             self.slots[slot].running.push((task, now));
-            self.joined_gpu(to, task, slot);
+            for member in self.members(task) {
+                self.joined_gpu(to, member, slot);
+            }
         }
         self.predict_next(slot);
         let tenant = self.workload.jobs[m.job].tenant.id;

@@ -161,27 +161,24 @@ impl Policy for EndsTwice {
     }
 }
 
-/// Asks for batched execution (which this engine does not model) of each task, and
-/// ends the task with a reason once the refusal arrives.
+/// Grants memory for each task (which this engine does not model: the phase engine
+/// admits memory), and ends the task with a reason once the refusal arrives.
 #[derive(Debug, Default)]
-struct WantsBatch {
+struct WantsMemory {
     pending: Vec<tessera_core::TaskId>,
 }
-impl Policy for WantsBatch {
+impl Policy for WantsMemory {
     fn label(&self) -> String {
-        "wants-batch".into()
+        "wants-memory".into()
     }
     fn on_event(&mut self, _: Nanos, e: &Event, out: &mut Vec<Action>) {
         match e {
             Event::TaskSubmitted(t) => {
                 self.pending.push(t.id);
-                out.push(Action::DispatchBatch {
-                    tasks: vec![t.id],
-                    placement: Placement::whole(GpuId(0)),
-                });
+                out.push(Action::GrantMemory { request: tessera_core::MemRequestId(t.id.0) });
             }
             Event::ActionRefused { action, .. }
-                if matches!(**action, Action::DispatchBatch { .. }) =>
+                if matches!(**action, Action::GrantMemory { .. }) =>
             {
                 for task in self.pending.drain(..) {
                     out.push(Action::EndTask { task, reason: TaskEndReason::Shutdown });
@@ -247,7 +244,7 @@ fn a_single_gpu_runs_tasks_back_to_back() {
 /// not dropped and not a crash: here every task ends (cancelled) on the refusal.
 #[test]
 fn an_unsupported_action_is_refused_to_the_policy() {
-    let m = run_with(Box::new(WantsBatch::default()), &one_job_workload(3, 3), 1).unwrap();
+    let m = run_with(Box::new(WantsMemory::default()), &one_job_workload(3, 3), 1).unwrap();
     assert_eq!(m.not_completed, 3, "the policy heard each refusal and ended its task");
 }
 

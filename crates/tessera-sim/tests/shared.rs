@@ -353,3 +353,37 @@ fn exclusive_mps_and_time_slicing_compare_on_one_workload() {
     assert!(ratio > 1.0 && ratio <= 1.1 + 1e-9, "time slicing / MPS makespan {ratio}");
     assert!(ratio > 1.05, "switches cost about 10% while contexts overlap: {ratio}");
 }
+
+/// Requests of one tenant dispatched as one batched execution: it counts once against
+/// the placement (an exclusive GPU takes it), costs the sum of its requests' work
+/// without a latency profile, and every request completes with it.
+#[test]
+fn a_batch_runs_as_one_execution_and_all_its_requests_complete_together() {
+    #[derive(Debug)]
+    struct Batcher {
+        board: Board,
+    }
+    impl Policy for Batcher {
+        fn label(&self) -> String {
+            "batcher".into()
+        }
+        fn on_event(&mut self, now: Nanos, e: &Event, out: &mut Vec<Action>) {
+            self.board.observe(now, e, out);
+            // wait until all four requests are queued, then batch them
+            if self.board.queued(tessera_core::board::Classes::All) == 4 {
+                let n =
+                    self.board.dispatch_batch(now, Placement::whole(GpuId(0)), TenantId(0), 8, out);
+                assert_eq!(n, 4);
+            }
+        }
+    }
+    let w = workload(&[(0, vec![10, 20, 30, 40], 4, 0)]);
+    let specs = GpuSpec::uniform(1, Bytes::gib(1));
+    let opts = SimOptions { sharing: tessera_sim::engine::Sharing::Exclusive, ..options(1) };
+    let m = run(&w, Box::new(Batcher { board: Board::new(&specs) }), opts).unwrap();
+    assert_eq!(m.batch_done, 4);
+    assert!((m.makespan_s - 0.1).abs() < 1e-9, "{}", m.makespan_s);
+    let g = m.gpus.unwrap();
+    assert!((g.busy[0] - 1.0).abs() < 1e-9);
+    assert!((g.mean_running[0] - 1.0).abs() < 1e-9, "one execution: {:?}", g.mean_running);
+}
