@@ -14,6 +14,10 @@
 //! and resets the context, so that later tasks run on a sound one. Running named application kernels is future
 //! work; these two stand in for them.
 //!
+//! The driver's entry points come from `tessera-cuda`, typed as NVIDIA's headers
+//! declare them (checked at compile time against bindings generated from `cuda.h`), not
+//! from hand-written declarations.
+//!
 //! **Never run on a real GPU.** It is exercised only against a fake driver library
 //! that a test builds from C (`tests/fake_libcuda.c`), which checks the plumbing —
 //! symbols, argument passing, the order of calls — not the PTX.
@@ -21,20 +25,25 @@
 
 use crate::core::{Mailbox, Msg};
 use crate::executor::Command;
-use libloading::Library;
 use std::ffi::{CString, c_void};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 use tessera_core::{GpuId, Nanos};
+use tessera_cuda::sys::{CUcontext, CUdevice, CUdeviceptr, CUfunction, CUmodule};
+use tessera_cuda::{CuResult, DriverLibrary, status};
 
-type CuResult = i32;
-type CuDevice = i32;
-type CuContext = *mut c_void;
-type CuModule = *mut c_void;
-type CuFunction = *mut c_void;
-type CuDevicePtr = u64;
+/// Call a driver entry point of `d` that `Driver::load` checked is present; were it
+/// absent after all, the call answers `CUDA_ERROR_NOT_FOUND` instead of panicking.
+macro_rules! call {
+    ($d:expr, $name:ident ( $($arg:expr),* $(,)? )) => {
+        match $d.lib.api().$name {
+            Some(f) => f($($arg),*),
+            None => status::NOT_FOUND,
+        }
+    };
+}
 
 /// The kernels, in PTX (ISA 6.0, sm_50 and later; `%globaltimer` counts nanoseconds).
 const PTX: &str = r#"
@@ -89,105 +98,70 @@ DONE:
 }
 "#;
 
-/// The driver entry points tessera uses.
+/// The driver, as the executor uses it: its entry points (typed from NVIDIA's headers,
+/// see `tessera-cuda`) and the devices it reported.
 #[derive(Debug)]
 pub struct Driver {
-    _lib: Library,
-    path: PathBuf,
-    devices: Vec<(CuDevice, u64)>,
-    primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
-    primary_ctx_reset: unsafe extern "C" fn(CuDevice) -> CuResult,
-    primary_ctx_release: unsafe extern "C" fn(CuDevice) -> CuResult,
-    ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
-    module_load_data: unsafe extern "C" fn(*mut CuModule, *const c_void) -> CuResult,
-    module_get_function: unsafe extern "C" fn(*mut CuFunction, CuModule, *const i8) -> CuResult,
-    mem_alloc: unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult,
-    mem_free: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
-    memcpy_htod: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult,
-    memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
-    #[allow(clippy::type_complexity)]
-    launch_kernel: unsafe extern "C" fn(
-        CuFunction,
-        u32,
-        u32,
-        u32,
-        u32,
-        u32,
-        u32,
-        u32,
-        *mut c_void,
-        *mut *mut c_void,
-        *mut *mut c_void,
-    ) -> CuResult,
-    stream_query: unsafe extern "C" fn(*mut c_void) -> CuResult,
+    lib: DriverLibrary,
+    devices: Vec<(CUdevice, u64)>,
 }
 
-// SAFETY: the function pointers are plain C entry points of the driver, which is
-// thread-safe (each thread sets its own current context before calling).
+// SAFETY: the table holds plain C entry points of the driver, which is thread-safe
+// (each thread sets its own current context before calling).
 unsafe impl Send for Driver {}
 // SAFETY: as above; the struct holds no interior state.
 unsafe impl Sync for Driver {}
 
 fn check(what: &str, r: CuResult) -> Result<(), String> {
-    if r == 0 { Ok(()) } else { Err(format!("{what} failed with CUDA error {r}")) }
+    if r == status::SUCCESS { Ok(()) } else { Err(format!("{what} failed with CUDA error {r}")) }
 }
 
 impl Driver {
-    /// Load the driver from `library` (default `libcuda.so.1`), initialise it and list
-    /// the devices with their memory.
+    /// Load the driver from `library` (default `libcuda.so.1`), check it has every
+    /// entry point the executor calls, initialise it and list the devices with their
+    /// memory.
     pub fn load(library: Option<&Path>) -> Result<Driver, String> {
-        let path = library.map_or_else(|| PathBuf::from("libcuda.so.1"), Path::to_path_buf);
-        // SAFETY: loading the CUDA driver runs its initialisers, as every CUDA program
-        // does; the library stays loaded as long as the Driver (and its pointers) live.
-        let lib = unsafe { Library::new(&path) }
-            .map_err(|e| format!("no CUDA driver ({}): {e}", path.display()))?;
-        macro_rules! sym {
-            ($name:literal) => {{
-                // SAFETY: each symbol has this C signature in every CUDA driver since
-                // 4.0 (the _v2 entry points); the pointer is used only while `lib` lives.
-                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
-                    .map_err(|e| format!("{}: {e}", $name))?
-            }};
+        let lib = DriverLibrary::open(library).map_err(|e| e.to_string())?;
+        let api = lib.api();
+        for (present, name) in [
+            (api.cuInit.is_some(), "cuInit"),
+            (api.cuDeviceGetCount.is_some(), "cuDeviceGetCount"),
+            (api.cuDeviceGet.is_some(), "cuDeviceGet"),
+            (api.cuDeviceTotalMem_v2.is_some(), "cuDeviceTotalMem_v2"),
+            (api.cuDevicePrimaryCtxRetain.is_some(), "cuDevicePrimaryCtxRetain"),
+            (api.cuDevicePrimaryCtxReset_v2.is_some(), "cuDevicePrimaryCtxReset_v2"),
+            (api.cuDevicePrimaryCtxRelease_v2.is_some(), "cuDevicePrimaryCtxRelease_v2"),
+            (api.cuCtxSetCurrent.is_some(), "cuCtxSetCurrent"),
+            (api.cuModuleLoadData.is_some(), "cuModuleLoadData"),
+            (api.cuModuleGetFunction.is_some(), "cuModuleGetFunction"),
+            (api.cuMemAlloc_v2.is_some(), "cuMemAlloc_v2"),
+            (api.cuMemFree_v2.is_some(), "cuMemFree_v2"),
+            (api.cuMemcpyHtoD_v2.is_some(), "cuMemcpyHtoD_v2"),
+            (api.cuMemcpyDtoH_v2.is_some(), "cuMemcpyDtoH_v2"),
+            (api.cuLaunchKernel.is_some(), "cuLaunchKernel"),
+            (api.cuStreamQuery.is_some(), "cuStreamQuery"),
+        ] {
+            lib.require(present, name).map_err(|e| e.to_string())?;
         }
-        let init: unsafe extern "C" fn(u32) -> CuResult = sym!("cuInit");
-        let count: unsafe extern "C" fn(*mut i32) -> CuResult = sym!("cuDeviceGetCount");
-        let get: unsafe extern "C" fn(*mut CuDevice, i32) -> CuResult = sym!("cuDeviceGet");
-        let total: unsafe extern "C" fn(*mut usize, CuDevice) -> CuResult =
-            sym!("cuDeviceTotalMem_v2");
+        let d = Driver { lib, devices: Vec::new() };
         let mut devices = Vec::new();
         // SAFETY: plain calls with valid out-pointers to locals.
         unsafe {
-            check("cuInit", init(0))?;
+            check("cuInit", call!(d, cuInit(0)))?;
             let mut n = 0;
-            check("cuDeviceGetCount", count(&mut n))?;
+            check("cuDeviceGetCount", call!(d, cuDeviceGetCount(&mut n)))?;
             for i in 0..n {
                 let mut dev = 0;
-                check("cuDeviceGet", get(&mut dev, i))?;
+                check("cuDeviceGet", call!(d, cuDeviceGet(&mut dev, i)))?;
                 let mut bytes = 0usize;
-                check("cuDeviceTotalMem", total(&mut bytes, dev))?;
+                check("cuDeviceTotalMem", call!(d, cuDeviceTotalMem_v2(&mut bytes, dev)))?;
                 devices.push((dev, bytes as u64));
             }
         }
         if devices.is_empty() {
             return Err("the CUDA driver reports no devices".into());
         }
-        Ok(Driver {
-            primary_ctx_retain: sym!("cuDevicePrimaryCtxRetain"),
-            primary_ctx_reset: sym!("cuDevicePrimaryCtxReset_v2"),
-            primary_ctx_release: sym!("cuDevicePrimaryCtxRelease_v2"),
-            ctx_set_current: sym!("cuCtxSetCurrent"),
-            module_load_data: sym!("cuModuleLoadData"),
-            module_get_function: sym!("cuModuleGetFunction"),
-            mem_alloc: sym!("cuMemAlloc_v2"),
-            mem_free: sym!("cuMemFree_v2"),
-            memcpy_htod: sym!("cuMemcpyHtoD_v2"),
-            memcpy_dtoh: sym!("cuMemcpyDtoH_v2"),
-            launch_kernel: sym!("cuLaunchKernel"),
-            stream_query: sym!("cuStreamQuery"),
-            devices,
-            path,
-            _lib: lib,
-        })
+        Ok(Driver { devices, ..d })
     }
 
     /// Devices found.
@@ -202,7 +176,7 @@ impl Driver {
 
     /// The library loaded.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.lib.path()
     }
 }
 
@@ -210,55 +184,46 @@ impl Driver {
 /// drop, so that resets and stops keep the driver's retain count balanced).
 struct Device<'a> {
     d: &'a Driver,
-    dev: CuDevice,
-    spin: CuFunction,
-    echo: CuFunction,
+    dev: CUdevice,
+    spin: CUfunction,
+    echo: CUfunction,
 }
 
 impl Drop for Device<'_> {
     fn drop(&mut self) {
         // SAFETY: balances the retain in `setup` for a device index the driver listed.
-        let r = unsafe { (self.d.primary_ctx_release)(self.dev) };
+        let r = unsafe { call!(self.d, cuDevicePrimaryCtxRelease_v2(self.dev)) };
         if let Err(e) = check("cuDevicePrimaryCtxRelease", r) {
             tracing::warn!(error = %e, "releasing the primary context failed");
         }
     }
 }
 
-fn setup(d: &Driver, dev: CuDevice) -> Result<Device<'_>, String> {
-    let mut ctx: CuContext = std::ptr::null_mut();
-    let mut module: CuModule = std::ptr::null_mut();
+fn setup(d: &Driver, dev: CUdevice) -> Result<Device<'_>, String> {
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    let mut module: CUmodule = std::ptr::null_mut();
     let ptx = CString::new(PTX).expect("no NUL in PTX");
     let (spin_name, echo_name) =
         (CString::new("tessera_spin").expect("name"), CString::new("tessera_echo").expect("name"));
     // SAFETY: out-pointers to locals; the PTX and names are NUL-terminated and outlive
     // the calls; the context is made current on this thread before module calls.
     unsafe {
-        check("cuDevicePrimaryCtxRetain", (d.primary_ctx_retain)(&mut ctx, dev))?;
+        check("cuDevicePrimaryCtxRetain", call!(d, cuDevicePrimaryCtxRetain(&mut ctx, dev)))?;
         // retained: from here `device` releases it on any early return
         let mut device = Device { d, dev, spin: std::ptr::null_mut(), echo: std::ptr::null_mut() };
-        check("cuCtxSetCurrent", (d.ctx_set_current)(ctx))?;
-        check("cuModuleLoadData", (d.module_load_data)(&mut module, ptx.as_ptr().cast()))?;
+        check("cuCtxSetCurrent", call!(d, cuCtxSetCurrent(ctx)))?;
+        check("cuModuleLoadData", call!(d, cuModuleLoadData(&mut module, ptx.as_ptr().cast())))?;
         check(
             "cuModuleGetFunction",
-            (d.module_get_function)(&mut device.spin, module, spin_name.as_ptr()),
+            call!(d, cuModuleGetFunction(&mut device.spin, module, spin_name.as_ptr())),
         )?;
         check(
             "cuModuleGetFunction",
-            (d.module_get_function)(&mut device.echo, module, echo_name.as_ptr()),
+            call!(d, cuModuleGetFunction(&mut device.echo, module, echo_name.as_ptr())),
         )?;
         Ok(device)
     }
 }
-
-/// CUDA_ERROR_NOT_READY: work still pending on the stream.
-const NOT_READY: CuResult = 600;
-
-/// Errors after which the context cannot be used again until it is reset (CUDA's
-/// "sticky" errors: illegal address, launch timeout, hardware stack error, illegal
-/// instruction, misaligned address, invalid address space, invalid PC, launch failure,
-/// uncorrectable ECC, unknown).
-const STICKY: [CuResult; 10] = [700, 702, 714, 715, 716, 717, 718, 719, 214, 999];
 
 /// Why a run failed.
 struct Failure {
@@ -268,22 +233,22 @@ struct Failure {
 }
 
 fn failure(what: &str, r: CuResult) -> Result<(), Failure> {
-    check(what, r).map_err(|reason| Failure { reason, sticky: STICKY.contains(&r) })
+    check(what, r).map_err(|reason| Failure { reason, sticky: status::STICKY.contains(&r) })
 }
 
 /// Device buffers of one run, freed on drop (every result checked) unless a reset is
 /// about to free the whole context.
 struct Buffers<'a> {
     d: &'a Driver,
-    ptrs: Vec<CuDevicePtr>,
+    ptrs: Vec<CUdeviceptr>,
     armed: bool,
 }
 
 impl Buffers<'_> {
-    fn alloc(&mut self, bytes: usize) -> Result<CuDevicePtr, Failure> {
-        let mut p: CuDevicePtr = 0;
+    fn alloc(&mut self, bytes: usize) -> Result<CUdeviceptr, Failure> {
+        let mut p: CUdeviceptr = 0;
         // SAFETY: an out-pointer to a local; the context is current on this thread.
-        failure("cuMemAlloc", unsafe { (self.d.mem_alloc)(&mut p, bytes.max(1)) })?;
+        failure("cuMemAlloc", unsafe { call!(self.d, cuMemAlloc_v2(&mut p, bytes.max(1))) })?;
         self.ptrs.push(p);
         Ok(p)
     }
@@ -296,7 +261,7 @@ impl Drop for Buffers<'_> {
         }
         for p in self.ptrs.drain(..) {
             // SAFETY: each pointer came from cuMemAlloc in this context and is freed once.
-            let r = unsafe { (self.d.mem_free)(p) };
+            let r = unsafe { call!(self.d, cuMemFree_v2(p)) };
             if let Err(e) = check("cuMemFree", r) {
                 tracing::warn!(error = %e, "freeing device memory failed");
             }
@@ -340,24 +305,30 @@ fn run(
     let result: Result<Option<Command>, Failure> = unsafe {
         (|| {
             if !input.is_empty() {
-                failure("cuMemcpyHtoD", (d.memcpy_htod)(din, input.as_ptr().cast(), input.len()))?;
+                failure(
+                    "cuMemcpyHtoD",
+                    call!(d, cuMemcpyHtoD_v2(din, input.as_ptr().cast(), input.len())),
+                )?;
             }
             let mut ns = work.0;
             let mut spin_args = [(&mut ns as *mut u64).cast::<c_void>()];
             failure(
                 "cuLaunchKernel(spin)",
-                (d.launch_kernel)(
-                    dev.spin,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    0,
-                    std::ptr::null_mut(),
-                    spin_args.as_mut_ptr(),
-                    std::ptr::null_mut(),
+                call!(
+                    d,
+                    cuLaunchKernel(
+                        dev.spin,
+                        1,
+                        1,
+                        1,
+                        1,
+                        1,
+                        1,
+                        0,
+                        std::ptr::null_mut(),
+                        spin_args.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
                 ),
             )?;
             if out_len > 0 {
@@ -371,27 +342,30 @@ fn run(
                 let blocks = (out_len as u32).div_ceil(256);
                 failure(
                     "cuLaunchKernel(echo)",
-                    (d.launch_kernel)(
-                        dev.echo,
-                        blocks,
-                        1,
-                        1,
-                        256,
-                        1,
-                        1,
-                        0,
-                        std::ptr::null_mut(),
-                        echo_args.as_mut_ptr(),
-                        std::ptr::null_mut(),
+                    call!(
+                        d,
+                        cuLaunchKernel(
+                            dev.echo,
+                            blocks,
+                            1,
+                            1,
+                            256,
+                            1,
+                            1,
+                            0,
+                            std::ptr::null_mut(),
+                            echo_args.as_mut_ptr(),
+                            std::ptr::null_mut(),
+                        )
                     ),
                 )?;
             }
             // wait for the default stream without blocking in the driver, so that a
             // reset can preempt the kernels
             loop {
-                match (d.stream_query)(std::ptr::null_mut()) {
-                    0 => break,
-                    NOT_READY => {}
+                match call!(d, cuStreamQuery(std::ptr::null_mut())) {
+                    status::SUCCESS => break,
+                    status::NOT_READY => {}
                     r => failure("cuStreamQuery", r)?,
                 }
                 match rx.recv_timeout(std::time::Duration::from_micros(50)) {
@@ -405,7 +379,7 @@ fn run(
             if out_len > 0 {
                 failure(
                     "cuMemcpyDtoH",
-                    (d.memcpy_dtoh)(output.as_mut_ptr().cast(), dout, out_len),
+                    call!(d, cuMemcpyDtoH_v2(output.as_mut_ptr().cast(), dout, out_len)),
                 )?;
             }
             Ok(None)
@@ -428,11 +402,11 @@ fn run(
 }
 
 /// Reset the device's primary context and set it up again.
-fn reset<'a>(d: &'a Driver, gpu: GpuId, dev_id: CuDevice, device: &mut Option<Device<'a>>) {
+fn reset<'a>(d: &'a Driver, gpu: GpuId, dev_id: CUdevice, device: &mut Option<Device<'a>>) {
     // release our retain before the reset so that set-up retains exactly once again
     drop(device.take());
     // SAFETY: a plain call on a device index the driver listed.
-    let r = unsafe { (d.primary_ctx_reset)(dev_id) };
+    let r = unsafe { call!(d, cuDevicePrimaryCtxReset_v2(dev_id)) };
     if let Err(e) = check("cuDevicePrimaryCtxReset", r) {
         tracing::error!(%gpu, error = %e, "reset failed");
     }
