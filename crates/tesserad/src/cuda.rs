@@ -46,7 +46,7 @@ macro_rules! call {
 }
 
 /// The kernels, in PTX (ISA 6.0, sm_50 and later; `%globaltimer` counts nanoseconds).
-const PTX: &str = r#"
+pub const BUILTIN_PTX: &str = r#"
 .version 6.0
 .target sm_50
 .address_size 64
@@ -202,7 +202,7 @@ impl Drop for Device<'_> {
 fn setup(d: &Driver, dev: CUdevice) -> Result<Device<'_>, String> {
     let mut ctx: CUcontext = std::ptr::null_mut();
     let mut module: CUmodule = std::ptr::null_mut();
-    let ptx = CString::new(PTX).expect("no NUL in PTX");
+    let ptx = CString::new(BUILTIN_PTX).expect("no NUL in PTX");
     let (spin_name, echo_name) =
         (CString::new("tessera_spin").expect("name"), CString::new("tessera_echo").expect("name"));
     // SAFETY: out-pointers to locals; the PTX and names are NUL-terminated and outlive

@@ -14,6 +14,9 @@
 pub mod config;
 mod core;
 mod cuda;
+/// The CUDA executor's built-in kernels, in PTX (exported for the test that assembles
+/// them with NVIDIA's `ptxas`).
+pub use cuda::BUILTIN_PTX;
 pub mod executor;
 mod server;
 

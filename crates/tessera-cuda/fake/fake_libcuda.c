@@ -1,0 +1,396 @@
+/*
+ * A fake CUDA driver library for tessera's tests: the entry points tesserad's CUDA
+ * executor uses and those the interposer governs, with the GPU replaced by host
+ * memory and host loops. Compiled against NVIDIA's real cuda.h (CUDA 12.9, fetched by
+ * scripts/fetch-nvidia-artifacts.sh) with __CUDA_API_VERSION_INTERNAL, as NVIDIA builds
+ * its driver: every definition below must match the header's prototype, or it does not
+ * compile. It checks what a real driver would reject (not initialised, no current
+ * context, unknown kernel, grid too small for the output) but says nothing about
+ * whether PTX runs on a real device.
+ *
+ * Books a real driver keeps and a test cannot see are written to
+ * "<this library>.stats" after every change: primary-context retains per device, live
+ * allocations and their peak (a reset frees a device's allocations). Every call is
+ * appended to "<this library>.log" when FAKE_CUDA_LOG=1.
+ *
+ * Knobs: FAKE_CUDA_DEVICES (default 2; device d has d+1 GiB); FAKE_CUDA_FAIL=oom makes
+ * every allocation fail with CUDA_ERROR_OUT_OF_MEMORY, =launch every launch with
+ * CUDA_ERROR_LAUNCH_FAILED. A spin kernel asked to run exactly 777 ms faults
+ * (CUDA_ERROR_LAUNCH_FAILED, sticky: every later call on that device fails until its
+ * primary context is reset). Kernels: "tessera_spin" (busy for its u64 nanoseconds
+ * parameter, asynchronously), "tessera_echo" (copies its input to its output), and any
+ * other ".entry" of a loaded module, which does nothing.
+ */
+#define _GNU_SOURCE
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_DEVICES 8
+#define MAX_ALLOCS 4096
+
+static int initialised;
+static int ctx_token[MAX_DEVICES];
+static __thread CUcontext current;
+static char spin_fn, echo_fn, noop_fn;
+
+static pthread_mutex_t books = PTHREAD_MUTEX_INITIALIZER;
+static int retains[MAX_DEVICES];
+static int broken[MAX_DEVICES];
+static long live[MAX_DEVICES];
+static uint64_t live_bytes[MAX_DEVICES], peak_bytes[MAX_DEVICES];
+static struct { void *p; int dev; size_t n; } allocs[MAX_ALLOCS];
+static uint64_t busy_until[MAX_DEVICES]; /* the spin kernel "runs" until then (CLOCK_MONOTONIC ns) */
+
+int cuInitStats(void) { return 0; }
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+static int devices(void) {
+    const char *e = getenv("FAKE_CUDA_DEVICES");
+    int n = e ? atoi(e) : 2;
+    return n < 0 ? 0 : n > MAX_DEVICES ? MAX_DEVICES : n;
+}
+static uint64_t device_bytes(int d) { return (uint64_t)(d + 1) << 30; }
+static int fail(const char *what) {
+    const char *e = getenv("FAKE_CUDA_FAIL");
+    return e && !strcmp(e, what);
+}
+static int dev_of_current(void) {
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (current == (CUcontext)&ctx_token[d]) return d;
+    return 0;
+}
+static const char *self_path(void) {
+    static char path[4096];
+    Dl_info info;
+    if (!path[0] && dladdr((void *)cuInitStats, &info) && info.dli_fname)
+        snprintf(path, sizeof path, "%s", info.dli_fname);
+    return path;
+}
+static void log_call(const char *fmt, ...) {
+    const char *e = getenv("FAKE_CUDA_LOG");
+    if (!e || strcmp(e, "1")) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s.log", self_path());
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+}
+static void write_stats(void) {
+    /* written aside and renamed into place, so that a reader never sees half a file */
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s.stats", self_path());
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "retains %d %d\nlive %ld %ld\nlive_bytes %llu %llu\npeak_bytes %llu %llu\n", retains[0], retains[1],
+            live[0], live[1], (unsigned long long)live_bytes[0], (unsigned long long)live_bytes[1],
+            (unsigned long long)peak_bytes[0], (unsigned long long)peak_bytes[1]);
+    fclose(f);
+    rename(tmp, path);
+}
+#define NEED_INIT() do { if (!initialised) return CUDA_ERROR_NOT_INITIALIZED; } while (0)
+#define NEED_CTX() do { NEED_INIT(); if (!current) return CUDA_ERROR_INVALID_CONTEXT; \
+    if (broken[dev_of_current()]) return CUDA_ERROR_LAUNCH_FAILED; } while (0)
+
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+    (void)Flags;
+    initialised = 1;
+    pthread_mutex_lock(&books); write_stats(); pthread_mutex_unlock(&books);
+    log_call("cuInit");
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDriverGetVersion(int *driverVersion) {
+    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = 12090;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetCount(int *count) { NEED_INIT(); *count = devices(); return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
+    NEED_INIT();
+    if (ordinal < 0 || ordinal >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
+    NEED_INIT();
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "Fake GPU %d", dev);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+    NEED_INIT();
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    memset(uuid->bytes, 0, sizeof uuid->bytes);
+    uuid->bytes[0] = (char)0xfa; uuid->bytes[15] = (char)dev;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+    NEED_INIT();
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    NEED_INIT();
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = (size_t)device_bytes(dev);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    NEED_INIT();
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&books); retains[dev]++; write_stats(); pthread_mutex_unlock(&books);
+    *pctx = (CUcontext)&ctx_token[dev];
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&books);
+    CUresult r = retains[dev] > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (retains[dev] > 0) retains[dev]--;
+    write_stats();
+    pthread_mutex_unlock(&books);
+    return r;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&books);
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (allocs[i].p && allocs[i].dev == dev) { free(allocs[i].p); allocs[i].p = 0; }
+    live[dev] = 0; live_bytes[dev] = 0; broken[dev] = 0; busy_until[dev] = 0;
+    write_stats();
+    pthread_mutex_unlock(&books);
+    current = 0;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) { NEED_INIT(); current = ctx; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *device) {
+    NEED_INIT();
+    if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = dev_of_current();
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
+    NEED_CTX();
+    if (!strstr(image, ".entry")) return CUDA_ERROR_INVALID_PTX;
+    *module = (CUmodule)image;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+    NEED_CTX();
+    char entry[300];
+    snprintf(entry, sizeof entry, ".entry %s", name);
+    if (!strstr((const char *)hmod, entry)) return CUDA_ERROR_NOT_FOUND;
+    if (!strcmp(name, "tessera_spin")) *hfunc = (CUfunction)&spin_fn;
+    else if (!strcmp(name, "tessera_echo")) *hfunc = (CUfunction)&echo_fn;
+    else *hfunc = (CUfunction)&noop_fn;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
+    NEED_INIT();
+    (void)hfunc;
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; return CUDA_SUCCESS;
+    default: *pi = 0; return CUDA_SUCCESS;
+    }
+}
+
+static CUresult alloc(CUdeviceptr *dptr, size_t n, const char *what) {
+    NEED_CTX();
+    int d = dev_of_current();
+    pthread_mutex_lock(&books);
+    CUresult r = CUDA_SUCCESS;
+    if (fail("oom") || live_bytes[d] + n > device_bytes(d)) r = CUDA_ERROR_OUT_OF_MEMORY;
+    int slot = -1;
+    for (int i = 0; r == CUDA_SUCCESS && i < MAX_ALLOCS; i++) if (!allocs[i].p) { slot = i; break; }
+    if (r == CUDA_SUCCESS && slot < 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    /* untouched pages cost the host nothing: the declared memory is never written */
+    void *q = r == CUDA_SUCCESS ? malloc(n ? n : 1) : 0;
+    if (r == CUDA_SUCCESS && !q) r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        allocs[slot].p = q; allocs[slot].dev = d; allocs[slot].n = n;
+        live[d]++; live_bytes[d] += n;
+        if (live_bytes[d] > peak_bytes[d]) peak_bytes[d] = live_bytes[d];
+        *dptr = (CUdeviceptr)(uintptr_t)q;
+        write_stats();
+    }
+    pthread_mutex_unlock(&books);
+    log_call("%s %zu -> %d", what, n, (int)r);
+    return r;
+}
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { return alloc(dptr, bytesize, "cuMemAlloc_v2"); }
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    (void)flags;
+    return alloc(dptr, bytesize, "cuMemAllocManaged");
+}
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                    unsigned int ElementSizeBytes) {
+    (void)ElementSizeBytes;
+    size_t pitch = (WidthInBytes + 511) / 512 * 512;
+    *pPitch = pitch;
+    return alloc(dptr, pitch * Height, "cuMemAllocPitch_v2");
+}
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+    pthread_mutex_lock(&books);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (allocs[i].p && allocs[i].p == (void *)(uintptr_t)dptr) {
+            if (broken[allocs[i].dev]) { r = CUDA_ERROR_LAUNCH_FAILED; break; }
+            live[allocs[i].dev]--; live_bytes[allocs[i].dev] -= allocs[i].n;
+            free(allocs[i].p); allocs[i].p = 0; r = CUDA_SUCCESS;
+            break;
+        }
+    write_stats();
+    pthread_mutex_unlock(&books);
+    log_call("cuMemFree_v2 -> %d", (int)r);
+    return r;
+}
+CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    NEED_CTX();
+    int d = dev_of_current();
+    pthread_mutex_lock(&books);
+    *total = (size_t)device_bytes(d);
+    *free_bytes = (size_t)(device_bytes(d) - live_bytes[d]);
+    pthread_mutex_unlock(&books);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+    NEED_CTX();
+    memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+    NEED_CTX();
+    memcpy(dstHost, (void *)(uintptr_t)srcDevice, ByteCount);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
+    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)hStream; (void)extra;
+    NEED_CTX();
+    log_call("cuLaunchKernel %u %u", gridDimX, blockDimX);
+    if (fail("launch")) return CUDA_ERROR_LAUNCH_FAILED;
+    if (f == (CUfunction)&spin_fn) {
+        uint64_t ns = *(uint64_t *)kernelParams[0];
+        if (ns == 777000000u) { broken[dev_of_current()] = 1; return CUDA_SUCCESS; } /* faults on the device */
+        /* asynchronous, as on a GPU: the stream is busy until the spin ends */
+        uint64_t start = now_ns();
+        if (busy_until[dev_of_current()] > start) start = busy_until[dev_of_current()];
+        busy_until[dev_of_current()] = start + ns;
+        return CUDA_SUCCESS;
+    }
+    if (f == (CUfunction)&echo_fn) {
+        const uint8_t *in = (const uint8_t *)(uintptr_t) * (uint64_t *)kernelParams[0];
+        uint32_t in_len = *(uint32_t *)kernelParams[1];
+        uint8_t *out = (uint8_t *)(uintptr_t) * (uint64_t *)kernelParams[2];
+        uint32_t out_len = *(uint32_t *)kernelParams[3];
+        if ((uint64_t)gridDimX * blockDimX < out_len) return CUDA_ERROR_INVALID_VALUE;
+        for (uint32_t i = 0; i < out_len; i++) out[i] = in_len ? in[i % in_len] : 0;
+        return CUDA_SUCCESS;
+    }
+    if (f == (CUfunction)&noop_fn) return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* the echo kernel completes inside cuLaunchKernel; the spin kernel keeps the stream busy */
+CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
+    (void)hStream;
+    NEED_CTX();
+    return now_ns() < busy_until[dev_of_current()] ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+    (void)hStream;
+    NEED_CTX();
+    uint64_t until = busy_until[dev_of_current()];
+    while (now_ns() < until) {
+        struct timespec t = {0, 100000};
+        nanosleep(&t, 0);
+    }
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxSynchronize(void) { return cuStreamSynchronize(0); }
+
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
+    static char text[64];
+    snprintf(text, sizeof text, "fake CUDA error %d", (int)error);
+    *pStr = text;
+    return CUDA_SUCCESS;
+}
+
+/* Private tables (an integrity check among them) that NVIDIA's runtime demands: a fake
+ * has none, and the runtime then stops with its own error. */
+CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId) {
+    (void)pExportTableId;
+    *ppExportTable = 0;
+    log_call("cuGetExportTable");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* The entry points by name, for cuGetProcAddress (no dlsym: a preloaded interposer
+ * may hook that). */
+#define E(name) { #name, (void *)name }
+static const struct { const char *name; void *fn; } entries[] = {
+    E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceGetName),
+    E(cuDeviceGetUuid), E(cuDeviceGetUuid_v2), E(cuDeviceGetPCIBusId), E(cuDeviceTotalMem_v2),
+    E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset_v2),
+    E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuModuleLoadData), E(cuModuleGetFunction), E(cuFuncGetAttribute),
+    E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
+    E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
+    E(cuCtxSynchronize), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+};
+static void *lookup(const char *name) {
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
+        if (!strcmp(entries[i].name, name)) return entries[i].fn;
+    return 0;
+}
+
+/* The versioned look-up of CUDA >= 11.3: a newer variant (_v3, _v2) when the caller's
+ * version allows it, the per-thread-stream variant (_ptsz, _ptds) when asked for. */
+CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult *symbolStatus) {
+    NEED_INIT();
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    char name[256];
+    void *found = 0;
+    const char *suffixes[] = {"_v3", "_v2", ""};
+    for (int i = 0; !found && i < 3; i++) {
+        if (cudaVersion < 3020 && i < 2) continue;
+        if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+            snprintf(name, sizeof name, "%s%s_ptsz", symbol, suffixes[i]);
+            found = lookup(name);
+            if (found) break;
+        }
+        snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]);
+        found = lookup(name);
+    }
+    *pfn = found;
+    if (symbolStatus) *symbolStatus = found ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    log_call("cuGetProcAddress %s %d %llu -> %s", symbol, cudaVersion, (unsigned long long)flags, found ? "found" : "none");
+    return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, 0);
+}

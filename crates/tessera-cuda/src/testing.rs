@@ -1,0 +1,53 @@
+//! Test support, shared by the test suites that need NVIDIA's artefacts or the fake
+//! driver: fetching the artefacts (`scripts/fetch-nvidia-artifacts.sh`) and building
+//! the fake driver (`fake/fake_libcuda.c`) against the real `cuda.h`. Only meaningful
+//! inside the source tree (paths are the crate's own).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The directory holding `include/cuda.h`, `lib/libcudart.so.12` and `bin/ptxas`,
+/// fetched from PyPI into the cache when missing. An error (no network, no Python)
+/// says why, for a test to print as its reason to skip.
+pub fn nvidia_artifacts() -> Result<PathBuf, String> {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-nvidia-artifacts.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if dir.join("include/cuda.h").is_file() {
+        Ok(dir)
+    } else {
+        Err(format!("{} has no include/cuda.h", dir.display()))
+    }
+}
+
+/// Build the fake driver into `out` (a `.so` path) against the real `cuda.h` of
+/// `artifacts`; each path is a separate copy with its own books when loaded.
+pub fn build_fake_driver(artifacts: &Path, out: &Path) -> Result<PathBuf, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fake/fake_libcuda.c");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(artifacts.join("include"))
+        .arg("-o")
+        .arg(out)
+        .arg(&src)
+        .arg("-lpthread")
+        .output()
+        .map_err(|e| format!("cannot run {cc}: {e}"))?;
+    if built.status.success() {
+        Ok(out.to_path_buf())
+    } else {
+        Err(format!("building the fake driver:\n{}", String::from_utf8_lossy(&built.stderr)))
+    }
+}
