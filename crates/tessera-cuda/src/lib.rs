@@ -1,26 +1,26 @@
-//! The CUDA driver API as tessera uses it, for the daemon's CUDA executor and the
-//! interposer: every entry point typed as NVIDIA's `cuda.h` declares it, and resolved at
-//! run time, so that tessera builds and runs where no driver is installed.
+//! `libtessera_cuda.so`: loaded with `LD_PRELOAD`, it makes an unmodified CUDA program a
+//! tesserad tenant. On `cuInit` the process registers a tenant (its settings from the
+//! environment: see [`config`]); from then on its device memory is admitted by the
+//! shared ledger — an allocation reserves first (waiting, failing at once or after a
+//! timeout, as the tenant's settings say) and returns `CUDA_ERROR_OUT_OF_MEMORY` only
+//! when the ledger or the tenant's limit refuses — and `cuMemGetInfo` reports the
+//! tenant's own share.
 //!
-//! The parameter types come from `cudarc`'s `driver::sys`, bindings generated from the
-//! CUDA 12.9 headers: [`driver_api!`] declares each entry point once and checks, at
-//! compile time, that its parameters are exactly those of the generated binding — a
-//! hand-written signature that drifts from the header does not compile. Results are
-//! kept as raw `u32` codes ([`CuResult`]) rather than the generated enum, because a
-//! driver newer than the headers may return a code the enum does not have.
+//! It catches the driver entry points however a program reaches them: direct calls
+//! (its exports), `dlsym` on a `dlopen`ed driver (it exports `dlsym`) and
+//! `cuGetProcAddress` (all versions and per-thread-stream variants). Calls it does not
+//! govern reach the real driver untouched.
 //!
-//! Module map:
-//! - [`api`] (`unsafe`: function pointers from a library): the entry points and their
-//!   resolution from any symbol look-up.
-//! - [`library`] (`unsafe`: `dlopen`): opening a driver library by path.
-//! - [`testing`]: for tests, NVIDIA's published artefacts (`cuda.h`, `libcudart.so.12`,
-//!   `ptxas`, fetched from PyPI) and a fake driver built against that `cuda.h`.
-#![deny(unsafe_op_in_unsafe_fn)]
+//! Status: memory is governed (`cuMemAlloc`, managed and pitched allocations, frees,
+//! `cuMemGetInfo`); kernel launches, device placement, stream-ordered and
+//! virtual-memory allocations and arrays pass through ungoverned for now (see the
+//! README). Only ever run against a fake driver.
+//!
+//! Module map: [`config`] (the environment), `real` (`unsafe`: the real driver and
+//! the loader's `dlsym`), `state` (the tenant, its ledger and allocation book),
+//! `hooks` (`unsafe`: the exports).
 
-pub mod api;
-pub mod library;
-pub mod testing;
-
-pub use api::{CuResult, DriverApi, status};
-pub use cudarc::driver::sys;
-pub use library::{DriverLibrary, LibraryError};
+pub mod config;
+mod hooks;
+mod real;
+mod state;

@@ -28,4 +28,5 @@ pub use access::Access;
 pub use ledger::{
     GpuSource, GpuStatus, Holding, Ledger, LedgerConfig, LedgerError, LedgerStatus, Wait,
 };
+pub use tessera_core::Bytes;
 pub use tessera_core::policies::memsafe::NotificationPolicy;

@@ -14,7 +14,7 @@
 //! and resets the context, so that later tasks run on a sound one. Running named application kernels is future
 //! work; these two stand in for them.
 //!
-//! The driver's entry points come from `tessera-cuda`, typed as NVIDIA's headers
+//! The driver's entry points come from `tessera-driver`, typed as NVIDIA's headers
 //! declare them (checked at compile time against bindings generated from `cuda.h`), not
 //! from hand-written declarations.
 //!
@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 use tessera_core::{GpuId, Nanos};
-use tessera_cuda::sys::{CUcontext, CUdevice, CUdeviceptr, CUfunction, CUmodule};
-use tessera_cuda::{CuResult, DriverLibrary, status};
+use tessera_driver::sys::{CUcontext, CUdevice, CUdeviceptr, CUfunction, CUmodule};
+use tessera_driver::{CuResult, DriverLibrary, status};
 
 /// Call a driver entry point of `d` that `Driver::load` checked is present; were it
 /// absent after all, the call answers `CUDA_ERROR_NOT_FOUND` instead of panicking.
@@ -99,7 +99,7 @@ DONE:
 "#;
 
 /// The driver, as the executor uses it: its entry points (typed from NVIDIA's headers,
-/// see `tessera-cuda`) and the devices it reported.
+/// see `tessera-driver`) and the devices it reported.
 #[derive(Debug)]
 pub struct Driver {
     lib: DriverLibrary,

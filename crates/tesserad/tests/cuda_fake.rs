@@ -10,12 +10,12 @@ use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
-/// Build the fake driver (`tessera-cuda/fake/fake_libcuda.c`, compiled against
+/// Build the fake driver (`tessera-driver/fake/fake_libcuda.c`, compiled against
 /// NVIDIA's real `cuda.h`) as a library of its own for test `tag` (each path is loaded
 /// as a separate copy, with its own books); `None`, with the reason printed, where
 /// NVIDIA's header cannot be fetched — the test then skips.
 fn fake_driver(tag: &str) -> Option<PathBuf> {
-    let artifacts = match tessera_cuda::testing::nvidia_artifacts() {
+    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
         Ok(dir) => dir,
         Err(why) => {
             eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
@@ -24,7 +24,7 @@ fn fake_driver(tag: &str) -> Option<PathBuf> {
     };
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let lib = dir.join(format!("libcuda-fake-{tag}-{}.so", std::process::id()));
-    Some(tessera_cuda::testing::build_fake_driver(&artifacts, &lib).unwrap())
+    Some(tessera_driver::testing::build_fake_driver(&artifacts, &lib).unwrap())
 }
 
 fn config(tag: &str, library: Option<PathBuf>) -> DaemonConfig {
@@ -209,7 +209,7 @@ fn cuda_without_a_driver_fails_clearly() {
 /// Hopper (sm_70, sm_80, sm_90): the fake driver cannot say whether it is valid PTX.
 #[test]
 fn the_builtin_ptx_assembles_for_sm_70_80_90() {
-    let artifacts = match tessera_cuda::testing::nvidia_artifacts() {
+    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
         Ok(dir) => dir,
         Err(why) => {
             eprintln!("SKIPPED: NVIDIA's ptxas is not available: {why}");

@@ -37,7 +37,9 @@ pub fn build_fake_driver(artifacts: &Path, out: &Path) -> Result<PathBuf, String
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fake/fake_libcuda.c");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
-        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-I"])
+        // -Bsymbolic: the driver's references to its own functions bind inside it, as
+        // NVIDIA's driver does, so that a preloaded interposer does not capture them
+        .args(["-shared", "-fPIC", "-Wl,-Bsymbolic", "-O1", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(artifacts.join("include"))
         .arg("-o")
         .arg(out)

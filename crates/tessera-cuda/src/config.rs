@@ -1,0 +1,218 @@
+//! The tenant's settings, from the environment (set by `tessera run` or by hand).
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `TESSERA_SOCKET` | tesserad's socket | `$XDG_RUNTIME_DIR/tesserad.sock`, else `/tmp/tesserad.sock` |
+//! | `TESSERA_LEDGER` | the GPU memory ledger | `/dev/shm/tessera-ledger` |
+//! | `TESSERA_CLASS` | `user-facing` or `batch` | `batch` |
+//! | `TESSERA_SLA_MS` | the user-facing SLA, ms | 200 |
+//! | `TESSERA_WEIGHT` | weight for fair sharing | 1 |
+//! | `TESSERA_PRIORITY` | priority (0-255) | 0 |
+//! | `TESSERA_MEMORY` | the tenant's memory limit (`4GiB`, `512MiB`, bytes) | none: the GPU's |
+//! | `TESSERA_MEMORY_WAIT` | when memory is short: `forever`, `none`, or a wait in ms | `forever` |
+//! | `TESSERA_ON_NO_DAEMON` | `fail` (cuInit errors) or `passthrough` (unmanaged, warned) | `fail` |
+//! | `TESSERA_CUDA_DRIVER` | the real driver library | `libcuda.so.1` |
+//! | `TESSERA_CUDA_LOG` | a file to log governed calls and look-ups to | none |
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A setting is unusable.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{variable}={value:?}: {expected}")]
+pub struct ConfigError {
+    /// The variable.
+    pub variable: &'static str,
+    /// What it held.
+    pub value: String,
+    /// What it should hold.
+    pub expected: &'static str,
+}
+
+/// The tenant's class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Latency-critical, with an SLA.
+    UserFacing,
+    /// Throughput.
+    Batch,
+}
+
+/// How an allocation waits when the ledger has no room now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryWait {
+    /// Until granted (schedGPU's behaviour: a neighbour's free lets it go on).
+    Forever,
+    /// Fail at once with `CUDA_ERROR_OUT_OF_MEMORY`.
+    NoWait,
+    /// Up to this long.
+    Timeout(Duration),
+}
+
+/// Without a daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnNoDaemon {
+    /// `cuInit` fails.
+    Fail,
+    /// Run unmanaged (no tenant, no ledger), with a warning.
+    Passthrough,
+}
+
+/// Everything the environment says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// tesserad's socket.
+    pub socket: PathBuf,
+    /// The ledger file.
+    pub ledger: PathBuf,
+    /// Class.
+    pub class: Class,
+    /// SLA (user-facing).
+    pub sla: Duration,
+    /// Weight.
+    pub weight: u32,
+    /// Priority.
+    pub priority: u8,
+    /// Memory limit, bytes.
+    pub memory: Option<u64>,
+    /// How allocations wait.
+    pub wait: MemoryWait,
+    /// Without a daemon.
+    pub on_no_daemon: OnNoDaemon,
+    /// The real driver.
+    pub driver: PathBuf,
+    /// Log file.
+    pub log: Option<PathBuf>,
+}
+
+/// Parse a byte size: a number with an optional `KiB`, `MiB`, `GiB`, `TiB` (or `K`,
+/// `M`, `G`, `T`) suffix, powers of 1024.
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1u64 << shift)
+}
+
+impl Config {
+    /// Read the settings with `get` (the environment, or a map in tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        fn bad(variable: &'static str, value: &str, expected: &'static str) -> ConfigError {
+            ConfigError { variable, value: value.into(), expected }
+        }
+        let runtime = get("XDG_RUNTIME_DIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+        let class = match get("TESSERA_CLASS").as_deref() {
+            None | Some("batch") => Class::Batch,
+            Some("user-facing" | "user_facing") => Class::UserFacing,
+            Some(v) => return Err(bad("TESSERA_CLASS", v, "user-facing or batch")),
+        };
+        let sla_ms = match get("TESSERA_SLA_MS") {
+            None => 200,
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|ms| *ms > 0)
+                .ok_or_else(|| bad("TESSERA_SLA_MS", &v, "a positive number of ms"))?,
+        };
+        let weight = match get("TESSERA_WEIGHT") {
+            None => 1,
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|w| *w > 0)
+                .ok_or_else(|| bad("TESSERA_WEIGHT", &v, "a positive integer"))?,
+        };
+        let priority = match get("TESSERA_PRIORITY") {
+            None => 0,
+            Some(v) => v.parse::<u8>().map_err(|_| bad("TESSERA_PRIORITY", &v, "0 to 255"))?,
+        };
+        let memory = match get("TESSERA_MEMORY") {
+            None => None,
+            Some(v) => Some(
+                parse_bytes(&v)
+                    .filter(|b| *b > 0)
+                    .ok_or_else(|| bad("TESSERA_MEMORY", &v, "a size such as 4GiB or 512MiB"))?,
+            ),
+        };
+        let wait = match get("TESSERA_MEMORY_WAIT").as_deref() {
+            None | Some("forever") => MemoryWait::Forever,
+            Some("none") => MemoryWait::NoWait,
+            Some(v) => MemoryWait::Timeout(Duration::from_millis(
+                v.parse::<u64>()
+                    .map_err(|_| bad("TESSERA_MEMORY_WAIT", v, "forever, none or a wait in ms"))?,
+            )),
+        };
+        let on_no_daemon = match get("TESSERA_ON_NO_DAEMON").as_deref() {
+            None | Some("fail") => OnNoDaemon::Fail,
+            Some("passthrough") => OnNoDaemon::Passthrough,
+            Some(v) => return Err(bad("TESSERA_ON_NO_DAEMON", v, "fail or passthrough")),
+        };
+        Ok(Config {
+            socket: get("TESSERA_SOCKET")
+                .map_or_else(|| runtime.join("tesserad.sock"), PathBuf::from),
+            ledger: get("TESSERA_LEDGER")
+                .map_or_else(|| PathBuf::from("/dev/shm/tessera-ledger"), PathBuf::from),
+            class,
+            sla: Duration::from_millis(sla_ms),
+            weight,
+            priority,
+            memory,
+            wait,
+            on_no_daemon,
+            driver: get("TESSERA_CUDA_DRIVER")
+                .map_or_else(|| PathBuf::from("libcuda.so.1"), PathBuf::from),
+            log: get("TESSERA_CUDA_LOG").map(PathBuf::from),
+        })
+    }
+
+    /// Read the settings from the process's environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_lookup(|k| std::env::var(k).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn with(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let m: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_and_values_are_read_and_bad_values_named() {
+        let c = with(&[]).unwrap();
+        assert_eq!(
+            (c.class, c.weight, c.memory, c.wait),
+            (Class::Batch, 1, None, MemoryWait::Forever)
+        );
+        let c = with(&[
+            ("TESSERA_CLASS", "user-facing"),
+            ("TESSERA_SLA_MS", "50"),
+            ("TESSERA_MEMORY", "512MiB"),
+            ("TESSERA_MEMORY_WAIT", "250"),
+        ])
+        .unwrap();
+        assert_eq!(c.class, Class::UserFacing);
+        assert_eq!(c.memory, Some(512 << 20));
+        assert_eq!(c.wait, MemoryWait::Timeout(Duration::from_millis(250)));
+        let e = with(&[("TESSERA_MEMORY", "lots")]).unwrap_err();
+        assert_eq!(e.variable, "TESSERA_MEMORY");
+        assert!(with(&[("TESSERA_ON_NO_DAEMON", "maybe")]).is_err());
+        assert!(with(&[("TESSERA_WEIGHT", "0")]).is_err());
+        assert_eq!(parse_bytes("4GiB"), Some(4 << 30));
+        assert_eq!(parse_bytes("18446744073709551615T"), None, "overflow is refused");
+    }
+}

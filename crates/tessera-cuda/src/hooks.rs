@@ -1,0 +1,327 @@
+//! The exported entry points: the driver calls tessera governs, `cuGetProcAddress`
+//! (which hands out these hooks for the governed names, whatever version or
+//! per-thread-stream variant is asked for), and `dlsym` (which does the same for a
+//! `dlsym` on the driver's handle). Everything else reaches the real driver untouched:
+//! directly for programs linked with it, through the real `dlsym` and
+//! `cuGetProcAddress` otherwise.
+//!
+//! Every hook catches panics (a panic must not unwind into C) and answers
+//! `CUDA_ERROR_UNKNOWN` if one happens. The exports are left out of this crate's own
+//! unit-test binary, whose look-ups they would otherwise interpose.
+#![allow(unsafe_code)]
+// the unit-test binary does not export the hooks (see above), so nothing calls them there
+#![cfg_attr(test, allow(dead_code))]
+// the hooks carry the driver's own names
+#![allow(non_snake_case)]
+
+use crate::state::{complain, state};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use tessera_driver::sys::{CUdevice, CUdeviceptr, CUdriverProcAddressQueryResult, cuuint64_t};
+use tessera_driver::{CuResult, DriverApi, status};
+
+/// The hooks as a driver table: each must have exactly the signature of the entry point
+/// it stands for, which the compiler checks against the bindings generated from
+/// `cuda.h` (`tessera-driver`). Never called.
+#[allow(dead_code)]
+fn hooks_have_the_drivers_signatures() -> DriverApi {
+    DriverApi {
+        cuInit: Some(cuInit),
+        cuMemAlloc_v2: Some(cuMemAlloc_v2),
+        cuMemAllocManaged: Some(cuMemAllocManaged),
+        cuMemAllocPitch_v2: Some(cuMemAllocPitch_v2),
+        cuMemFree_v2: Some(cuMemFree_v2),
+        cuMemGetInfo_v2: Some(cuMemGetInfo_v2),
+        cuGetProcAddress_v2: Some(cuGetProcAddress_v2),
+        ..DriverApi::default()
+    }
+}
+
+/// Run a hook body; a panic becomes `CUDA_ERROR_UNKNOWN` and one line on stderr.
+fn guarded(name: &str, body: impl FnOnce() -> CuResult) -> CuResult {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(_) => {
+            complain(&format!("internal error in {name}; the call failed"));
+            status::UNKNOWN
+        }
+    }
+}
+
+/// Call the real driver's `$name` with `$args`, or answer why it cannot be.
+macro_rules! real {
+    ($name:ident ( $($arg:expr),* )) => {
+        match &state().real {
+            Ok(d) => match d.api.$name {
+                // SAFETY: the driver's own entry point, with the caller's arguments.
+                Some(f) => unsafe { f($($arg),*) },
+                None => status::NOT_FOUND,
+            },
+            Err(why) => {
+                complain(why);
+                status::NOT_INITIALIZED
+            }
+        }
+    };
+}
+
+/// The device of the calling thread's current context, as the real driver says.
+fn current_gpu() -> Result<u32, CuResult> {
+    let mut dev: CUdevice = 0;
+    match real!(cuCtxGetDevice(&mut dev)) {
+        status::SUCCESS => u32::try_from(dev).map_err(|_| status::INVALID_DEVICE),
+        e => Err(e),
+    }
+}
+
+/// An allocation through the ledger: reserve, allocate for real, record (or undo).
+fn governed_alloc(
+    dptr: *mut CUdeviceptr,
+    bytes: u64,
+    alloc: impl FnOnce() -> CuResult,
+) -> CuResult {
+    let st = state();
+    let Some(tenant) = st.tenant() else { return alloc() };
+    if dptr.is_null() {
+        return status::INVALID_VALUE;
+    }
+    let gpu = match current_gpu() {
+        Ok(g) => g,
+        Err(e) => return e,
+    };
+    if let Err(e) = tenant.reserve(gpu, bytes) {
+        st.log(format_args!("alloc {bytes} on {gpu} -> refused {e}"));
+        return e;
+    }
+    let r = alloc();
+    if r == status::SUCCESS {
+        // SAFETY: checked non-null above; the driver wrote it on success.
+        let ptr = unsafe { *dptr };
+        tenant.record(ptr, gpu, bytes);
+    } else {
+        tenant.unreserve(gpu, bytes);
+    }
+    st.log(format_args!("alloc {bytes} on {gpu} -> {r}"));
+    r
+}
+
+/// `cuInit`: initialise the real driver, then become a tenant (once).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuInit(flags: c_uint) -> CuResult {
+    guarded("cuInit", || {
+        let r = real!(cuInit(flags));
+        if r != status::SUCCESS {
+            return r;
+        }
+        let st = state();
+        let Ok(_once) = st.init_lock.lock() else { return status::UNKNOWN };
+        if st.mode.get().is_some() {
+            return status::SUCCESS;
+        }
+        // the ledger is sized from the devices when this process creates it
+        let mut n: c_int = 0;
+        let mut devices = Vec::new();
+        if real!(cuDeviceGetCount(&mut n)) == status::SUCCESS {
+            for i in 0..n {
+                let mut dev: CUdevice = 0;
+                let mut bytes = 0usize;
+                if real!(cuDeviceGet(&mut dev, i)) == status::SUCCESS
+                    && real!(cuDeviceTotalMem_v2(&mut bytes, dev)) == status::SUCCESS
+                {
+                    devices.push(bytes as u64);
+                }
+            }
+        }
+        match st.become_tenant(devices) {
+            Ok(()) => status::SUCCESS,
+            Err(e) => e,
+        }
+    })
+}
+
+/// `cuMemAlloc_v2`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> CuResult {
+    guarded("cuMemAlloc", || {
+        governed_alloc(dptr, bytes as u64, || real!(cuMemAlloc_v2(dptr, bytes)))
+    })
+}
+
+/// `cuMemAllocManaged`: reserved on the current device (where it is first placed).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemAllocManaged(
+    dptr: *mut CUdeviceptr,
+    bytes: usize,
+    flags: c_uint,
+) -> CuResult {
+    guarded("cuMemAllocManaged", || {
+        governed_alloc(dptr, bytes as u64, || real!(cuMemAllocManaged(dptr, bytes, flags)))
+    })
+}
+
+/// `cuMemAllocPitch_v2`: reserved as width rounded up to a 512-byte pitch (the
+/// driver's pitch is known only after the call, and never exceeds that for the
+/// alignments CUDA uses) times height.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemAllocPitch_v2(
+    dptr: *mut CUdeviceptr,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    element: c_uint,
+) -> CuResult {
+    guarded("cuMemAllocPitch", || {
+        let bytes = (width.div_ceil(512) * 512) as u64 * height as u64;
+        governed_alloc(dptr, bytes, || {
+            real!(cuMemAllocPitch_v2(dptr, pitch, width, height, element))
+        })
+    })
+}
+
+/// `cuMemFree_v2`: free for real, then return the reservation.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CuResult {
+    guarded("cuMemFree", || {
+        let r = real!(cuMemFree_v2(dptr));
+        if r == status::SUCCESS
+            && let Some(t) = state().tenant()
+        {
+            t.release(dptr);
+        }
+        r
+    })
+}
+
+/// `cuMemGetInfo_v2`: the tenant's own share — its limit and use, or the GPU's
+/// capacity and what the ledger has not granted — never more than the real free.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult {
+    guarded("cuMemGetInfo", || {
+        let r = real!(cuMemGetInfo_v2(free, total));
+        if r != status::SUCCESS || free.is_null() || total.is_null() {
+            return r;
+        }
+        let Some(t) = state().tenant() else { return r };
+        let Ok(gpu) = current_gpu() else { return r };
+        if let Some((f, tot)) = t.memory_info(gpu) {
+            // SAFETY: both checked non-null; the real call just wrote them.
+            unsafe {
+                *free = (*free).min(f as usize);
+                *total = (*total).min(tot as usize);
+            }
+        }
+        r
+    })
+}
+
+/// The hook for the exact driver symbol `name` (a governed entry point), if any.
+fn hook_for(name: &[u8]) -> Option<*mut c_void> {
+    Some(match name {
+        b"cuInit" => cuInit as *mut c_void,
+        b"cuMemAlloc_v2" => cuMemAlloc_v2 as *mut c_void,
+        b"cuMemAllocManaged" => cuMemAllocManaged as *mut c_void,
+        b"cuMemAllocPitch_v2" => cuMemAllocPitch_v2 as *mut c_void,
+        b"cuMemFree_v2" => cuMemFree_v2 as *mut c_void,
+        b"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *mut c_void,
+        b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
+        b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *mut c_void,
+        _ => return None,
+    })
+}
+
+/// The driver symbols a `cuGetProcAddress` answer for `symbol` may be: the name itself
+/// and its versioned and per-thread-stream variants.
+const VARIANTS: [&str; 6] = ["", "_v2", "_v3", "_ptsz", "_v2_ptsz", "_ptds"];
+
+/// Replace the real driver's answer `found` for `symbol` by the hook of the variant it
+/// is, when that variant is governed.
+fn substitute(symbol: &CStr, found: *mut c_void, version: c_int, flags: cuuint64_t) -> *mut c_void {
+    let st = state();
+    let Ok(real) = &st.real else { return found };
+    let base = symbol.to_bytes();
+    for suffix in VARIANTS {
+        let mut name = base.to_vec();
+        name.extend_from_slice(suffix.as_bytes());
+        let Ok(cname) = std::ffi::CString::new(name.clone()) else { continue };
+        if real.symbol(&cname) == found {
+            let answer = hook_for(&name);
+            st.log(format_args!(
+                "getproc {} {version} {flags} -> {}",
+                symbol.to_string_lossy(),
+                match answer {
+                    Some(_) => format!("hook {}", String::from_utf8_lossy(&name)),
+                    None => "real".into(),
+                }
+            ));
+            return answer.unwrap_or(found);
+        }
+    }
+    st.log(format_args!(
+        "getproc {} {version} {flags} -> real (unknown variant)",
+        symbol.to_string_lossy()
+    ));
+    found
+}
+
+/// `cuGetProcAddress_v2` (CUDA 12): the real answer, with governed entry points
+/// replaced by their hooks.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: cuuint64_t,
+    symbol_status: *mut CUdriverProcAddressQueryResult,
+) -> CuResult {
+    guarded("cuGetProcAddress", || {
+        let r = real!(cuGetProcAddress_v2(symbol, pfn, version, flags, symbol_status));
+        if r == status::SUCCESS && !symbol.is_null() && !pfn.is_null() {
+            // SAFETY: NUL-terminated by the caller's contract; pfn written by the driver.
+            unsafe {
+                let name = CStr::from_ptr(symbol);
+                *pfn = substitute(name, *pfn, version, flags);
+            }
+        }
+        r
+    })
+}
+
+/// `cuGetProcAddress` (CUDA 11.3-11.8's signature, still exported).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: cuuint64_t,
+) -> CuResult {
+    cuGetProcAddress_v2(symbol, pfn, version, flags, std::ptr::null_mut())
+}
+
+/// `dlsym`: the loader's answer, except that a governed driver entry point is answered
+/// with its hook (what the CUDA runtime and frameworks do: `dlopen("libcuda.so.1")`
+/// then `dlsym` on the handle).
+///
+/// # Safety
+/// As the loader's `dlsym`: `name` must be NUL-terminated.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    let Some(real_dlsym) = crate::real::real_dlsym() else { return std::ptr::null_mut() };
+    // SAFETY: forwarded with the caller's arguments.
+    let found = unsafe { real_dlsym(handle, name) };
+    if found.is_null() || name.is_null() {
+        return found;
+    }
+    // SAFETY: NUL-terminated by the caller's contract.
+    let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+    // only driver names; everything else (the Rust runtime's own look-ups among them)
+    // goes straight through without touching the state
+    if !bytes.starts_with(b"cu") {
+        return found;
+    }
+    match hook_for(bytes) {
+        Some(hook) => {
+            state().log(format_args!("dlsym {} -> hook", String::from_utf8_lossy(bytes)));
+            hook
+        }
+        None => found,
+    }
+}

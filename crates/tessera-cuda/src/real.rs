@@ -1,0 +1,76 @@
+//! The real driver, reached without going through this library's own hooks: the
+//! loader's `dlsym` (found with `dlvsym(RTLD_NEXT, ...)`, since this library exports a
+//! `dlsym` of its own), and the driver opened privately by path.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString, c_void};
+use std::path::Path;
+use std::sync::OnceLock;
+use tessera_driver::DriverApi;
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const libc::c_char) -> *mut c_void;
+
+/// The loader's own `dlsym`.
+pub fn real_dlsym() -> Option<DlsymFn> {
+    static REAL: OnceLock<Option<usize>> = OnceLock::new();
+    let addr = *REAL.get_or_init(|| {
+        // glibc 2.34 and later export dlsym from libc at GLIBC_2.34; older ones from
+        // libdl at GLIBC_2.2.5 (x86_64), still present as a compatibility version
+        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5"] {
+            // SAFETY: dlvsym with RTLD_NEXT and NUL-terminated strings; it only looks up.
+            let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+            if !p.is_null() {
+                return Some(p as usize);
+            }
+        }
+        None
+    });
+    // SAFETY: the address is the loader's dlsym, whose C signature is DlsymFn.
+    addr.map(|a| unsafe { std::mem::transmute::<usize, DlsymFn>(a) })
+}
+
+/// The real driver: its handle, its entry points, and any symbol by name.
+#[derive(Debug)]
+pub struct RealDriver {
+    handle: usize,
+    /// The entry points tessera governs or calls, typed from `cuda.h`.
+    pub api: DriverApi,
+}
+
+impl RealDriver {
+    /// Open the driver at `path` privately (`RTLD_LOCAL`), so that its symbols are
+    /// looked up in it and not in this library.
+    pub fn open(path: &Path) -> Result<RealDriver, String> {
+        let dlsym = real_dlsym().ok_or("the loader's dlsym cannot be found")?;
+        let c = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| format!("{} has a NUL byte", path.display()))?;
+        // SAFETY: dlopen of the CUDA driver runs its initialisers, as any CUDA program
+        // does; the handle is never closed (the process uses the driver to its end).
+        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            // SAFETY: dlerror returns null or a NUL-terminated message.
+            let why = unsafe {
+                let e = libc::dlerror();
+                if e.is_null() {
+                    "unknown".into()
+                } else {
+                    CStr::from_ptr(e).to_string_lossy().into_owned()
+                }
+            };
+            return Err(format!("cannot load the CUDA driver {}: {why}", path.display()));
+        }
+        // SAFETY: each answer is null or the driver's own symbol of that name; the
+        // handle is never closed.
+        let api = unsafe { DriverApi::resolve(|name| dlsym(handle, name.as_ptr())) };
+        Ok(RealDriver { handle: handle as usize, api })
+    }
+
+    /// The driver's own symbol `name`, or null.
+    pub fn symbol(&self, name: &CStr) -> *mut c_void {
+        match real_dlsym() {
+            // SAFETY: the handle is open for the process's life; look-up only.
+            Some(dlsym) => unsafe { dlsym(self.handle as *mut c_void, name.as_ptr()) },
+            None => std::ptr::null_mut(),
+        }
+    }
+}

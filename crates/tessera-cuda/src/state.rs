@@ -1,0 +1,251 @@
+//! What the interposer knows: the settings, the real driver, and — once `cuInit` has
+//! made the process a tenant — its connection to tesserad, the ledger and the book of
+//! its allocations.
+
+use crate::config::{Class, Config, MemoryWait, OnNoDaemon};
+use crate::real::RealDriver;
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+use tessera_client::proto::TenantClass;
+use tessera_client::{Client, TenantOptions};
+use tessera_driver::{CuResult, status};
+use tessera_ledger::{GpuSource, Ledger, LedgerConfig, LedgerError, Wait};
+
+/// The process's interposer state, built on first use.
+pub struct State {
+    /// The settings, or why they are unusable.
+    pub config: Result<Config, String>,
+    /// The real driver, or why it cannot be loaded.
+    pub real: Result<RealDriver, String>,
+    /// Set by the first successful `cuInit`.
+    pub mode: OnceLock<Mode>,
+    /// Serialises the first `cuInit` (registration happens once).
+    pub init_lock: Mutex<()>,
+    log: Mutex<Option<std::fs::File>>,
+}
+
+/// Managed (a tenant) or not.
+pub enum Mode {
+    /// A tenant of tesserad, its memory admitted by the ledger.
+    Managed(Box<Tenant>),
+    /// Without a daemon, as `TESSERA_ON_NO_DAEMON=passthrough` allows.
+    Unmanaged,
+}
+
+/// The process as a tenant.
+pub struct Tenant {
+    /// Its connection, kept open for the process's life (closing it ends the tenant).
+    _client: Mutex<Client>,
+    /// The shared memory ledger.
+    pub ledger: Ledger,
+    /// Its limit, bytes.
+    pub limit: Option<u64>,
+    wait: Wait,
+    book: Mutex<Book>,
+}
+
+#[derive(Default)]
+struct Book {
+    used: u64,
+    /// Device pointer -> (GPU, bytes reserved).
+    allocations: HashMap<u64, (u32, u64)>,
+}
+
+static STATE: OnceLock<State> = OnceLock::new();
+
+/// The state, built on first use.
+pub fn state() -> &'static State {
+    STATE.get_or_init(|| {
+        let config = Config::from_env().map_err(|e| e.to_string());
+        let driver = config
+            .as_ref()
+            .map(|c| c.driver.clone())
+            .unwrap_or_else(|_| std::path::PathBuf::from("libcuda.so.1"));
+        let log = config
+            .as_ref()
+            .ok()
+            .and_then(|c| c.log.as_ref())
+            .and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+        State {
+            config,
+            real: RealDriver::open(&driver),
+            mode: OnceLock::new(),
+            init_lock: Mutex::new(()),
+            log: Mutex::new(log),
+        }
+    })
+}
+
+/// One line on stderr, prefixed, for what the application must be told.
+pub fn complain(message: &str) {
+    let _ = writeln!(std::io::stderr(), "tessera: {message}");
+}
+
+impl State {
+    /// Append a line to the log file, if one was asked for.
+    pub fn log(&self, line: std::fmt::Arguments<'_>) {
+        if let Ok(mut guard) = self.log.lock()
+            && let Some(f) = guard.as_mut()
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+
+    /// The tenant, if `cuInit` made the process one.
+    pub fn tenant(&self) -> Option<&Tenant> {
+        match self.mode.get() {
+            Some(Mode::Managed(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Become a tenant (after the real `cuInit` succeeded); `devices` are the GPUs'
+    /// capacities, for a ledger this process creates.
+    pub fn become_tenant(&self, devices: Vec<u64>) -> Result<(), CuResult> {
+        if self.mode.get().is_some() {
+            return Ok(());
+        }
+        let config = match &self.config {
+            Ok(c) => c,
+            Err(e) => {
+                complain(&format!("bad setting: {e}"));
+                return Err(status::INVALID_VALUE);
+            }
+        };
+        let options = TenantOptions {
+            class: match config.class {
+                Class::UserFacing => TenantClass::UserFacing,
+                Class::Batch => TenantClass::Batch,
+            },
+            sla: config.sla,
+            weight: config.weight,
+            priority: config.priority,
+            memory: config.memory.unwrap_or(0),
+        };
+        let registered = Client::connect(&config.socket).and_then(|mut c| {
+            let id = c.register(options)?;
+            Ok((c, id))
+        });
+        let (client, id) = match (registered, config.on_no_daemon) {
+            (Ok(x), _) => x,
+            (Err(e), OnNoDaemon::Passthrough) => {
+                complain(&format!(
+                    "no tesserad at {} ({e}): running unmanaged (TESSERA_ON_NO_DAEMON=passthrough)",
+                    config.socket.display()
+                ));
+                let _ = self.mode.set(Mode::Unmanaged);
+                return Ok(());
+            }
+            (Err(e), OnNoDaemon::Fail) => {
+                complain(&format!(
+                    "no tesserad at {} ({e}); start it, set TESSERA_SOCKET, or set TESSERA_ON_NO_DAEMON=passthrough to run unmanaged",
+                    config.socket.display()
+                ));
+                return Err(SYSTEM_NOT_READY);
+            }
+        };
+        let ledger = Ledger::open(&LedgerConfig {
+            priority: config.priority,
+            ..LedgerConfig::new(
+                &config.ledger,
+                GpuSource::Explicit(devices.into_iter().map(tessera_ledger::Bytes).collect()),
+            )
+        })
+        .map_err(|e| {
+            complain(&format!("the memory ledger {} cannot be used: {e}", config.ledger.display()));
+            SYSTEM_NOT_READY
+        })?;
+        let wait = match config.wait {
+            MemoryWait::Forever => Wait::Forever,
+            MemoryWait::NoWait => Wait::NoWait,
+            MemoryWait::Timeout(d) => Wait::Timeout(d),
+        };
+        self.log(format_args!("tenant {id}"));
+        let _ = self.mode.set(Mode::Managed(Box::new(Tenant {
+            _client: Mutex::new(client),
+            ledger,
+            limit: config.memory,
+            wait,
+            book: Mutex::new(Book::default()),
+        })));
+        Ok(())
+    }
+}
+
+/// `CUDA_ERROR_SYSTEM_NOT_READY`: what `cuInit` answers when the process cannot become
+/// a tenant (no daemon, no ledger).
+pub const SYSTEM_NOT_READY: CuResult =
+    tessera_driver::sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY as CuResult;
+
+impl Tenant {
+    /// Reserve `bytes` on `gpu` before the real allocation: within the tenant's limit,
+    /// then in the ledger (waiting as the settings say). `Err` is the CUDA error the
+    /// application gets.
+    pub fn reserve(&self, gpu: u32, bytes: u64) -> Result<(), CuResult> {
+        {
+            let mut book = self.book.lock().map_err(|_| status::UNKNOWN)?;
+            if self.limit.is_some_and(|limit| book.used.saturating_add(bytes) > limit) {
+                return Err(status::OUT_OF_MEMORY);
+            }
+            book.used += bytes;
+        }
+        match self.ledger.pre_alloc(gpu, bytes, self.wait) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if let Ok(mut book) = self.book.lock() {
+                    book.used -= bytes;
+                }
+                match e {
+                    LedgerError::NotAvailableNow { .. }
+                    | LedgerError::TimedOut { .. }
+                    | LedgerError::ExceedsCapacity { .. } => {}
+                    other => complain(&format!("the memory ledger refused an allocation: {other}")),
+                }
+                Err(status::OUT_OF_MEMORY)
+            }
+        }
+    }
+
+    /// The real allocation did not happen: undo [`Tenant::reserve`].
+    pub fn unreserve(&self, gpu: u32, bytes: u64) {
+        if let Ok(mut book) = self.book.lock() {
+            book.used -= bytes;
+        }
+        let _ = self.ledger.post_free(gpu, bytes);
+    }
+
+    /// The real allocation at `ptr` succeeded.
+    pub fn record(&self, ptr: u64, gpu: u32, bytes: u64) {
+        if let Ok(mut book) = self.book.lock() {
+            book.allocations.insert(ptr, (gpu, bytes));
+        }
+    }
+
+    /// `ptr` was freed: return its reservation. Unknown pointers (not allocated through
+    /// the interposer) change nothing.
+    pub fn release(&self, ptr: u64) {
+        let freed = self.book.lock().ok().and_then(|mut b| {
+            let (gpu, bytes) = b.allocations.remove(&ptr)?;
+            b.used -= bytes;
+            Some((gpu, bytes))
+        });
+        if let Some((gpu, bytes)) = freed {
+            let _ = self.ledger.post_free(gpu, bytes);
+        }
+    }
+
+    /// (free, total) as the tenant should see them on `gpu`: its limit and its use
+    /// when it has a limit, else the GPU's capacity and what the ledger has not granted.
+    pub fn memory_info(&self, gpu: u32) -> Option<(u64, u64)> {
+        let used = self.book.lock().ok()?.used;
+        match self.limit {
+            Some(limit) => Some((limit.saturating_sub(used), limit)),
+            None => {
+                let s = self.ledger.status().ok()?;
+                let g = s.gpus.get(gpu as usize)?;
+                Some((g.total.saturating_sub(g.used), g.total))
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+/*
+ * An unmodified CUDA driver-API program, as the tests run it under the interposer: it
+ * opens the driver the way the CUDA runtime does (dlopen("libcuda.so.1"), then dlsym,
+ * or cuGetProcAddress for the allocation), and knows nothing of tessera.
+ *
+ * usage: driver_app alloc MIB HOLD_MS   allocate, hold, free
+ *        driver_app getproc MIB          allocate through cuGetProcAddress("cuMemAlloc")
+ *        driver_app meminfo MIB          print cuMemGetInfo before and after allocating
+ * Prints one line per step ("init", "allocated", "freed", "meminfo FREE TOTAL") and
+ * "error STEP CODE" on a failure, exiting 2.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void *driver;
+static void *sym(const char *name) {
+    void *p = dlsym(driver, name);
+    if (!p) { printf("error dlsym:%s 0\n", name); exit(2); }
+    return p;
+}
+#define CHECK(step, call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { printf("error %s %d\n", step, (int)r_); exit(2); } } while (0)
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, 0, _IONBF, 0);
+    if (argc < 3) { fprintf(stderr, "usage: driver_app alloc|getproc|meminfo MIB [HOLD_MS]\n"); return 64; }
+    size_t bytes = (size_t)atol(argv[2]) << 20;
+    driver = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!driver) { printf("error dlopen 0\n"); return 2; }
+    CUresult (*init)(unsigned) = sym("cuInit");
+    CUresult (*get)(CUdevice *, int) = sym("cuDeviceGet");
+    CUresult (*retain)(CUcontext *, CUdevice) = sym("cuDevicePrimaryCtxRetain");
+    CUresult (*set_current)(CUcontext) = sym("cuCtxSetCurrent");
+    CUresult (*alloc)(CUdeviceptr *, size_t) = sym("cuMemAlloc_v2");
+    CUresult (*release)(CUdeviceptr) = sym("cuMemFree_v2");
+    CUresult (*info)(size_t *, size_t *) = sym("cuMemGetInfo_v2");
+    CUresult (*getproc)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        sym("cuGetProcAddress_v2");
+
+    CHECK("init", init(0));
+    printf("init\n");
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK("device", get(&dev, 0));
+    CHECK("context", retain(&ctx, dev));
+    CHECK("current", set_current(ctx));
+    if (!strcmp(argv[1], "getproc")) {
+        void *fn = 0;
+        CUdriverProcAddressQueryResult found;
+        CHECK("getproc", getproc("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+        alloc = (CUresult (*)(CUdeviceptr *, size_t))fn;
+    }
+    size_t free_bytes, total;
+    if (!strcmp(argv[1], "meminfo")) {
+        CHECK("meminfo", info(&free_bytes, &total));
+        printf("meminfo %zu %zu\n", free_bytes, total);
+    }
+    CUdeviceptr p;
+    CHECK("alloc", alloc(&p, bytes));
+    printf("allocated\n");
+    if (!strcmp(argv[1], "meminfo")) {
+        CHECK("meminfo", info(&free_bytes, &total));
+        printf("meminfo %zu %zu\n", free_bytes, total);
+    }
+    long hold_ms = argc > 3 ? atol(argv[3]) : 0;
+    struct timespec t = {hold_ms / 1000, (hold_ms % 1000) * 1000000L};
+    nanosleep(&t, 0);
+    CHECK("free", release(p));
+    printf("freed\n");
+    return 0;
+}

@@ -1,0 +1,208 @@
+//! Unmodified CUDA programs (`driver_app.c`, the driver API reached through `dlopen` +
+//! `dlsym` and `cuGetProcAddress`, as the CUDA runtime reaches it) under
+//! `LD_PRELOAD=libtessera_cuda.so`, beside a tesserad, on the fake driver compiled
+//! against NVIDIA's `cuda.h`. Skipped, with the reason, where that header cannot be
+//! fetched.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tesserad::Daemon;
+use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
+
+struct Setup {
+    dir: PathBuf,
+    app: PathBuf,
+    preload: PathBuf,
+    daemon: Option<Daemon>,
+    socket: PathBuf,
+    ledger: PathBuf,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(d) = self.daemon.take() {
+            d.shutdown();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A fake driver installed as `libcuda.so.1` in a directory of its own, the program
+/// built, and a daemon with two emulated 1 GiB GPUs (the fake's GPU 0 has 1 GiB too).
+fn setup(tag: &str) -> Option<Setup> {
+    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
+        Ok(dir) => dir,
+        Err(why) => {
+            eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
+            return None;
+        }
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("interposer-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    tessera_driver::testing::build_fake_driver(&artifacts, &dir.join("libcuda.so.1")).unwrap();
+    let app = dir.join("driver_app");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-I"])
+        .arg(artifacts.join("include"))
+        .arg("-o")
+        .arg(&app)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/driver_app.c"))
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let preload = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");
+    assert!(preload.is_file(), "{} not built", preload.display());
+    let socket = dir.join("d.sock");
+    let ledger = dir.join("ledger");
+    let daemon = Daemon::start(&DaemonConfig {
+        socket: socket.clone(),
+        ledger: ledger.clone(),
+        gpus: 2,
+        gpu_memory_mib: 1024,
+        executor: ExecutorKind::Emulated { speedup: 10.0 },
+        policy: PolicyName::RoundRobin,
+        ..DaemonConfig::default()
+    })
+    .unwrap();
+    Some(Setup { dir, app, preload, daemon: Some(daemon), socket, ledger })
+}
+
+impl Setup {
+    /// The program under the interposer, as a tenant with `env` settings.
+    fn app(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = Command::new(&self.app);
+        c.args(args)
+            .env("LD_PRELOAD", &self.preload)
+            .env("LD_LIBRARY_PATH", &self.dir)
+            .env("TESSERA_SOCKET", &self.socket)
+            .env("TESSERA_LEDGER", &self.ledger)
+            .env("TESSERA_CUDA_LOG", self.dir.join("interposer.log"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("interposer.log")).unwrap_or_default()
+    }
+}
+
+/// Read `child`'s stdout until a line starting with `want`; every line read, with when.
+fn wait_for(child: &mut Child, want: &str) -> Vec<(Instant, String)> {
+    let out = child.stdout.as_mut().unwrap();
+    let mut lines = Vec::new();
+    let mut reader = BufReader::new(out);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("no {want:?} line; read {lines:?}");
+        }
+        let line = line.trim().to_string();
+        let done = line.starts_with(want);
+        lines.push((Instant::now(), line));
+        if done {
+            return lines;
+        }
+    }
+}
+
+fn run(mut c: Command) -> (i32, String, String) {
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Two tenants whose memory does not fit on the GPU together: the second allocation
+/// waits in the ledger and completes once the first tenant frees, instead of failing.
+#[test]
+fn a_tenant_waits_for_memory_a_neighbour_frees() {
+    let Some(s) = setup("wait") else { return };
+    let mut a = s.app(&["alloc", "700", "800"], &[]).spawn().unwrap();
+    wait_for(&mut a, "allocated");
+    let started = Instant::now();
+    let mut b = s.app(&["alloc", "700", "0"], &[]).spawn().unwrap();
+    let b_lines = wait_for(&mut b, "allocated");
+    let a_lines = wait_for(&mut a, "freed");
+    let (a_freed, b_allocated) = (a_lines.last().unwrap().0, b_lines.last().unwrap().0);
+    assert!(b_allocated >= a_freed - Duration::from_millis(50), "b allocated before a freed");
+    assert!(started.elapsed() >= Duration::from_millis(500), "b waited for a's hold");
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+}
+
+/// A tenant over its limit gets CUDA_ERROR_OUT_OF_MEMORY (2), and `cuMemGetInfo`
+/// shows a tenant its own share: its limit as the total, less what it holds as free.
+#[test]
+fn the_limit_is_enforced_and_reported() {
+    let Some(s) = setup("limit") else { return };
+    let (code, out, _) = run(s.app(&["alloc", "300", "0"], &[("TESSERA_MEMORY", "256MiB")]));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("error alloc 2"), "{out}");
+    let (code, out, err) = run(s.app(&["meminfo", "100"], &[("TESSERA_MEMORY", "512MiB")]));
+    assert_eq!(code, 0, "{out}{err}");
+    let infos: Vec<&str> = out.lines().filter(|l| l.starts_with("meminfo")).collect();
+    assert_eq!(infos, vec!["meminfo 536870912 536870912", "meminfo 432013312 536870912"], "{out}");
+}
+
+/// The allocation reached through `cuGetProcAddress("cuMemAlloc", 12000, ...)` is the
+/// interposer's hook for `cuMemAlloc_v2`, so it is governed too.
+#[test]
+fn entry_points_from_cu_get_proc_address_are_governed() {
+    let Some(s) = setup("getproc") else { return };
+    let (code, out, _) = run(s.app(&["getproc", "300"], &[("TESSERA_MEMORY", "256MiB")]));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("error alloc 2"), "{out}");
+    let log = s.log();
+    assert!(log.contains("getproc cuMemAlloc 12000 0 -> hook cuMemAlloc_v2"), "{log}");
+    assert!(log.contains("dlsym cuMemAlloc_v2 -> hook"), "{log}");
+}
+
+/// A tenant killed with SIGKILL while it holds memory frees its share: the ledger sees
+/// its record's lock go, and a waiting neighbour gets the memory.
+#[test]
+fn a_killed_tenant_frees_its_share() {
+    let Some(s) = setup("kill") else { return };
+    let mut a = s.app(&["alloc", "700", "60000"], &[]).spawn().unwrap();
+    wait_for(&mut a, "allocated");
+    let mut b = s.app(&["alloc", "700", "0"], &[]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    a.kill().unwrap();
+    let _ = a.wait();
+    wait_for(&mut b, "freed");
+    assert!(b.wait().unwrap().success());
+}
+
+/// Without a daemon, `cuInit` fails with CUDA_ERROR_SYSTEM_NOT_READY (802) and one
+/// line on stderr — or runs unmanaged with a warning when the settings say so; a bad
+/// setting gets CUDA_ERROR_INVALID_VALUE (1) and a line naming it.
+#[test]
+fn no_daemon_and_bad_settings_get_a_cuda_error_and_one_line() {
+    let Some(s) = setup("nodaemon") else { return };
+    let gone = s.dir.join("nobody.sock");
+    let gone = gone.to_str().unwrap();
+    let (code, out, err) = run(s.app(&["alloc", "1", "0"], &[("TESSERA_SOCKET", gone)]));
+    assert_eq!((code, out.trim()), (2, "error init 802"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no tesserad") && err.contains("TESSERA_ON_NO_DAEMON"), "{err}");
+    let (code, out, err) = run(s.app(
+        &["alloc", "1", "0"],
+        &[("TESSERA_SOCKET", gone), ("TESSERA_ON_NO_DAEMON", "passthrough")],
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("running unmanaged"), "{err}");
+    let (code, out, err) = run(s.app(&["alloc", "1", "0"], &[("TESSERA_MEMORY", "lots")]));
+    assert_eq!((code, out.trim()), (2, "error init 1"), "{err}");
+    assert!(err.contains("TESSERA_MEMORY"), "{err}");
+}

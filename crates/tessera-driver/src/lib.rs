@@ -1,0 +1,26 @@
+//! The CUDA driver API as tessera uses it, for the daemon's CUDA executor and the
+//! interposer: every entry point typed as NVIDIA's `cuda.h` declares it, and resolved at
+//! run time, so that tessera builds and runs where no driver is installed.
+//!
+//! The parameter types come from `cudarc`'s `driver::sys`, bindings generated from the
+//! CUDA 12.9 headers: [`driver_api!`] declares each entry point once and checks, at
+//! compile time, that its parameters are exactly those of the generated binding — a
+//! hand-written signature that drifts from the header does not compile. Results are
+//! kept as raw `u32` codes ([`CuResult`]) rather than the generated enum, because a
+//! driver newer than the headers may return a code the enum does not have.
+//!
+//! Module map:
+//! - [`api`] (`unsafe`: function pointers from a library): the entry points and their
+//!   resolution from any symbol look-up.
+//! - [`library`] (`unsafe`: `dlopen`): opening a driver library by path.
+//! - [`testing`]: for tests, NVIDIA's published artefacts (`cuda.h`, `libcudart.so.12`,
+//!   `ptxas`, fetched from PyPI) and a fake driver built against that `cuda.h`.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod api;
+pub mod library;
+pub mod testing;
+
+pub use api::{CuResult, DriverApi, status};
+pub use cudarc::driver::sys;
+pub use library::{DriverLibrary, LibraryError};
