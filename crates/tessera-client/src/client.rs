@@ -221,15 +221,26 @@ impl Client {
 
     /// Register a tenant owned by this connection.
     pub fn register(&mut self, o: TenantOptions) -> Result<u64, ClientError> {
+        self.register_placed(o, 0).map(|(tenant, _)| tenant)
+    }
+
+    /// Register a tenant and have the daemon place it on `gpus` GPUs (the least loaded);
+    /// returns the tenant and the GPUs chosen.
+    pub fn register_placed(
+        &mut self,
+        o: TenantOptions,
+        gpus: u32,
+    ) -> Result<(u64, Vec<u32>), ClientError> {
         let req = Request::Register {
             class: o.class,
             sla_ms: o.sla.as_millis() as u64,
             weight: o.weight,
             priority: o.priority,
             memory: o.memory,
+            gpus,
         };
         match self.call(&req)? {
-            Reply::Registered { tenant } => Ok(tenant),
+            Reply::Registered { tenant, gpus } => Ok((tenant, gpus)),
             other => Err(refused(other)),
         }
     }

@@ -60,6 +60,10 @@ pub enum Request {
         /// GPU memory the tenant expects to use, bytes.
         #[serde(default)]
         memory: u64,
+        /// How many GPUs to place the tenant on (0: none; the interposer asks, so that
+        /// the program sees only the GPUs the daemon chose).
+        #[serde(default)]
+        gpus: u32,
     },
     /// Close one of this connection's tenants: its queued tasks are cancelled.
     Close {
@@ -223,6 +227,10 @@ pub enum Reply {
     Registered {
         /// Its id, for ring requests.
         tenant: u64,
+        /// The GPUs it was placed on (as many as asked for, at most all), least loaded
+        /// first.
+        #[serde(default)]
+        gpus: Vec<u32>,
     },
     /// A tenant was closed.
     Closed {
@@ -307,6 +315,7 @@ mod tests {
             weight: 2,
             priority: 1,
             memory: 5,
+            gpus: 1,
         };
         write_frame(&mut buf, &msg).unwrap();
         assert_eq!(read_frame::<Request>(&mut buf.as_slice()).unwrap(), msg);
@@ -321,7 +330,8 @@ mod tests {
                 sla_ms: 0,
                 weight: 1,
                 priority: 0,
-                memory: 0
+                memory: 0,
+                gpus: 0
             }
         );
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();

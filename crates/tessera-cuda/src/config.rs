@@ -8,6 +8,7 @@
 //! | `TESSERA_SLA_MS` | the user-facing SLA, ms | 200 |
 //! | `TESSERA_WEIGHT` | weight for fair sharing | 1 |
 //! | `TESSERA_PRIORITY` | priority (0-255) | 0 |
+//! | `TESSERA_GPUS` | how many GPUs the daemon places the tenant on (the program sees only those) | 1 |
 //! | `TESSERA_MEMORY` | the tenant's memory limit (`4GiB`, `512MiB`, bytes) | none: the GPU's |
 //! | `TESSERA_MEMORY_WAIT` | when memory is short: `forever`, `none`, or a wait in ms | `forever` |
 //! | `TESSERA_ON_NO_DAEMON` | `fail` (cuInit errors) or `passthrough` (unmanaged, warned) | `fail` |
@@ -73,6 +74,8 @@ pub struct Config {
     pub weight: u32,
     /// Priority.
     pub priority: u8,
+    /// GPUs to be placed on.
+    pub gpus: u32,
     /// Memory limit, bytes.
     pub memory: Option<u64>,
     /// How allocations wait.
@@ -135,6 +138,14 @@ impl Config {
             None => 0,
             Some(v) => v.parse::<u8>().map_err(|_| bad("TESSERA_PRIORITY", &v, "0 to 255"))?,
         };
+        let gpus = match get("TESSERA_GPUS") {
+            None => 1,
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=64).contains(n))
+                .ok_or_else(|| bad("TESSERA_GPUS", &v, "1 to 64"))?,
+        };
         let memory = match get("TESSERA_MEMORY") {
             None => None,
             Some(v) => Some(
@@ -165,6 +176,7 @@ impl Config {
             sla: Duration::from_millis(sla_ms),
             weight,
             priority,
+            gpus,
             memory,
             wait,
             on_no_daemon,

@@ -26,6 +26,8 @@ use tessera_driver::{CuResult, DriverApi, status};
 fn hooks_have_the_drivers_signatures() -> DriverApi {
     DriverApi {
         cuInit: Some(cuInit),
+        cuDeviceGetCount: Some(cuDeviceGetCount),
+        cuDeviceGet: Some(cuDeviceGet),
         cuMemAlloc_v2: Some(cuMemAlloc_v2),
         cuMemAllocManaged: Some(cuMemAllocManaged),
         cuMemAllocPitch_v2: Some(cuMemAllocPitch_v2),
@@ -138,6 +140,35 @@ pub extern "C" fn cuInit(flags: c_uint) -> CuResult {
     })
 }
 
+/// `cuDeviceGetCount`: the GPUs the daemon placed the tenant on.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CuResult {
+    guarded("cuDeviceGetCount", || {
+        let r = real!(cuDeviceGetCount(count));
+        if r == status::SUCCESS
+            && !count.is_null()
+            && let Some(t) = state().tenant()
+        {
+            // SAFETY: checked non-null; the real call just wrote it.
+            unsafe { *count = t.placed.len() as c_int };
+        }
+        r
+    })
+}
+
+/// `cuDeviceGet`: the program's ordinal i is the i-th GPU it was placed on (the handle
+/// is the real device's, so names, UUIDs and PCI ids stay consistent).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CuResult {
+    guarded("cuDeviceGet", || match state().tenant() {
+        Some(t) => match usize::try_from(ordinal).ok().and_then(|i| t.placed.get(i)) {
+            Some(real) => real!(cuDeviceGet(device, *real)),
+            None => status::INVALID_DEVICE,
+        },
+        None => real!(cuDeviceGet(device, ordinal)),
+    })
+}
+
 /// `cuMemAlloc_v2`.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> CuResult {
@@ -217,6 +248,8 @@ pub extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResu
 fn hook_for(name: &[u8]) -> Option<*mut c_void> {
     Some(match name {
         b"cuInit" => cuInit as *mut c_void,
+        b"cuDeviceGetCount" => cuDeviceGetCount as *mut c_void,
+        b"cuDeviceGet" => cuDeviceGet as *mut c_void,
         b"cuMemAlloc_v2" => cuMemAlloc_v2 as *mut c_void,
         b"cuMemAllocManaged" => cuMemAllocManaged as *mut c_void,
         b"cuMemAllocPitch_v2" => cuMemAllocPitch_v2 as *mut c_void,

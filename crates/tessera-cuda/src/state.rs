@@ -41,6 +41,8 @@ pub struct Tenant {
     pub ledger: Ledger,
     /// Its limit, bytes.
     pub limit: Option<u64>,
+    /// The real device ordinals it was placed on; the program's ordinal i is `placed[i]`.
+    pub placed: Vec<i32>,
     wait: Wait,
     book: Mutex<Book>,
 }
@@ -103,6 +105,7 @@ impl State {
     /// Become a tenant (after the real `cuInit` succeeded); `devices` are the GPUs'
     /// capacities, for a ledger this process creates.
     pub fn become_tenant(&self, devices: Vec<u64>) -> Result<(), CuResult> {
+        let device_count = devices.len();
         if self.mode.get().is_some() {
             return Ok(());
         }
@@ -124,10 +127,10 @@ impl State {
             memory: config.memory.unwrap_or(0),
         };
         let registered = Client::connect(&config.socket).and_then(|mut c| {
-            let id = c.register(options)?;
-            Ok((c, id))
+            let (id, gpus) = c.register_placed(options, config.gpus)?;
+            Ok((c, id, gpus))
         });
-        let (client, id) = match (registered, config.on_no_daemon) {
+        let (client, id, gpus) = match (registered, config.on_no_daemon) {
             (Ok(x), _) => x,
             (Err(e), OnNoDaemon::Passthrough) => {
                 complain(&format!(
@@ -161,11 +164,23 @@ impl State {
             MemoryWait::NoWait => Wait::NoWait,
             MemoryWait::Timeout(d) => Wait::Timeout(d),
         };
-        self.log(format_args!("tenant {id}"));
+        // the daemon's GPUs are the driver's (NVML or the same enumeration); a GPU the
+        // driver does not have is left out rather than handed to the program
+        let placed: Vec<i32> = gpus
+            .into_iter()
+            .filter(|g| (*g as usize) < device_count)
+            .filter_map(|g| i32::try_from(g).ok())
+            .collect();
+        if placed.is_empty() {
+            complain("tesserad placed this program on no GPU the driver has");
+            return Err(status::NO_DEVICE);
+        }
+        self.log(format_args!("tenant {id} on {placed:?}"));
         let _ = self.mode.set(Mode::Managed(Box::new(Tenant {
             _client: Mutex::new(client),
             ledger,
             limit: config.memory,
+            placed,
             wait,
             book: Mutex::new(Book::default()),
         })));

@@ -6,7 +6,8 @@
  * usage: driver_app alloc MIB HOLD_MS   allocate, hold, free
  *        driver_app getproc MIB          allocate through cuGetProcAddress("cuMemAlloc")
  *        driver_app meminfo MIB          print cuMemGetInfo before and after allocating
- * Prints one line per step ("init", "allocated", "freed", "meminfo FREE TOTAL") and
+ * Prints one line per step ("init", "devices N", "device HANDLE", "allocated", "freed",
+ * "meminfo FREE TOTAL") and
  * "error STEP CODE" on a failure, exiting 2.
  */
 #include <cuda.h>
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
     if (!driver) { printf("error dlopen 0\n"); return 2; }
     CUresult (*init)(unsigned) = sym("cuInit");
     CUresult (*get)(CUdevice *, int) = sym("cuDeviceGet");
+    CUresult (*count)(int *) = sym("cuDeviceGetCount");
     CUresult (*retain)(CUcontext *, CUdevice) = sym("cuDevicePrimaryCtxRetain");
     CUresult (*set_current)(CUcontext) = sym("cuCtxSetCurrent");
     CUresult (*alloc)(CUdeviceptr *, size_t) = sym("cuMemAlloc_v2");
@@ -44,7 +46,11 @@ int main(int argc, char **argv) {
     printf("init\n");
     CUdevice dev;
     CUcontext ctx;
+    int n;
+    CHECK("count", count(&n));
+    printf("devices %d\n", n);
     CHECK("device", get(&dev, 0));
+    printf("device %d\n", (int)dev);
     CHECK("context", retain(&ctx, dev));
     CHECK("current", set_current(ctx));
     if (!strcmp(argv[1], "getproc")) {

@@ -29,9 +29,9 @@ impl Drop for Setup {
     }
 }
 
-/// A fake driver installed as `libcuda.so.1` in a directory of its own, the program
-/// built, and a daemon with two emulated 1 GiB GPUs (the fake's GPU 0 has 1 GiB too).
-fn setup(tag: &str) -> Option<Setup> {
+/// A fake driver installed as `libcuda.so.1` in a directory of its own (two devices,
+/// of 1 and 2 GiB), the program built, and a daemon with `gpus` emulated 1 GiB GPUs.
+fn setup(tag: &str, gpus: usize) -> Option<Setup> {
     let artifacts = match tessera_driver::testing::nvidia_artifacts() {
         Ok(dir) => dir,
         Err(why) => {
@@ -63,7 +63,7 @@ fn setup(tag: &str) -> Option<Setup> {
     let daemon = Daemon::start(&DaemonConfig {
         socket: socket.clone(),
         ledger: ledger.clone(),
-        gpus: 2,
+        gpus,
         gpu_memory_mib: 1024,
         executor: ExecutorKind::Emulated { speedup: 10.0 },
         policy: PolicyName::RoundRobin,
@@ -128,7 +128,7 @@ fn run(mut c: Command) -> (i32, String, String) {
 /// waits in the ledger and completes once the first tenant frees, instead of failing.
 #[test]
 fn a_tenant_waits_for_memory_a_neighbour_frees() {
-    let Some(s) = setup("wait") else { return };
+    let Some(s) = setup("wait", 1) else { return };
     let mut a = s.app(&["alloc", "700", "800"], &[]).spawn().unwrap();
     wait_for(&mut a, "allocated");
     let started = Instant::now();
@@ -146,7 +146,7 @@ fn a_tenant_waits_for_memory_a_neighbour_frees() {
 /// shows a tenant its own share: its limit as the total, less what it holds as free.
 #[test]
 fn the_limit_is_enforced_and_reported() {
-    let Some(s) = setup("limit") else { return };
+    let Some(s) = setup("limit", 2) else { return };
     let (code, out, _) = run(s.app(&["alloc", "300", "0"], &[("TESSERA_MEMORY", "256MiB")]));
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("error alloc 2"), "{out}");
@@ -160,7 +160,7 @@ fn the_limit_is_enforced_and_reported() {
 /// interposer's hook for `cuMemAlloc_v2`, so it is governed too.
 #[test]
 fn entry_points_from_cu_get_proc_address_are_governed() {
-    let Some(s) = setup("getproc") else { return };
+    let Some(s) = setup("getproc", 2) else { return };
     let (code, out, _) = run(s.app(&["getproc", "300"], &[("TESSERA_MEMORY", "256MiB")]));
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("error alloc 2"), "{out}");
@@ -173,7 +173,7 @@ fn entry_points_from_cu_get_proc_address_are_governed() {
 /// its record's lock go, and a waiting neighbour gets the memory.
 #[test]
 fn a_killed_tenant_frees_its_share() {
-    let Some(s) = setup("kill") else { return };
+    let Some(s) = setup("kill", 1) else { return };
     let mut a = s.app(&["alloc", "700", "60000"], &[]).spawn().unwrap();
     wait_for(&mut a, "allocated");
     let mut b = s.app(&["alloc", "700", "0"], &[]).spawn().unwrap();
@@ -189,7 +189,7 @@ fn a_killed_tenant_frees_its_share() {
 /// setting gets CUDA_ERROR_INVALID_VALUE (1) and a line naming it.
 #[test]
 fn no_daemon_and_bad_settings_get_a_cuda_error_and_one_line() {
-    let Some(s) = setup("nodaemon") else { return };
+    let Some(s) = setup("nodaemon", 2) else { return };
     let gone = s.dir.join("nobody.sock");
     let gone = gone.to_str().unwrap();
     let (code, out, err) = run(s.app(&["alloc", "1", "0"], &[("TESSERA_SOCKET", gone)]));
@@ -205,4 +205,25 @@ fn no_daemon_and_bad_settings_get_a_cuda_error_and_one_line() {
     let (code, out, err) = run(s.app(&["alloc", "1", "0"], &[("TESSERA_MEMORY", "lots")]));
     assert_eq!((code, out.trim()), (2, "error init 1"), "{err}");
     assert!(err.contains("TESSERA_MEMORY"), "{err}");
+}
+
+/// The program sees only the GPU the daemon placed it on: the first tenant on GPU 0,
+/// the second, while the first holds it, on GPU 1 — each seeing one device, whose
+/// handle is the real one.
+#[test]
+fn a_program_sees_only_the_gpus_it_was_placed_on() {
+    let Some(s) = setup("placement", 2) else { return };
+    let mut a = s.app(&["alloc", "1", "400"], &[]).spawn().unwrap();
+    let a_lines = wait_for(&mut a, "allocated");
+    let (code, out, err) = run(s.app(&["alloc", "1", "0"], &[]));
+    assert_eq!(code, 0, "{out}{err}");
+    let seen = |lines: Vec<String>| -> (String, String) {
+        let find = |p: &str| lines.iter().find(|l| l.starts_with(p)).cloned().unwrap_or_default();
+        (find("devices"), find("device "))
+    };
+    let a_seen = seen(a_lines.into_iter().map(|(_, l)| l).collect());
+    let b_seen = seen(out.lines().map(String::from).collect());
+    assert_eq!(a_seen, ("devices 1".into(), "device 0".into()));
+    assert_eq!(b_seen, ("devices 1".into(), "device 1".into()));
+    assert!(a.wait().unwrap().success());
 }

@@ -9,6 +9,7 @@ mod bench;
 mod daemon;
 mod demo;
 mod ledger;
+mod run;
 mod sim;
 
 use anyhow::Result;
@@ -43,6 +44,9 @@ enum Command {
     /// Inspect the GPU memory ledger shared by co-located processes.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
+    /// Start an unmodified CUDA program as a tenant (its memory admitted by the
+    /// ledger, placed by the daemon): `tessera run --memory 4GiB -- ./app args`.
+    Run(run::RunArgs),
 }
 
 fn main() -> Result<()> {
@@ -61,5 +65,6 @@ fn main() -> Result<()> {
         Command::Demo(a) => demo::run(a),
         Command::DemoClient(a) => demo::run_client(a),
         Command::Status(a) => daemon::run_status(a),
+        Command::Run(a) => run::run(a),
     }
 }

@@ -181,6 +181,8 @@ struct TenantInfo {
     done: u64,
     met: u64,
     not_done: u64,
+    /// The GPUs it was placed on (interposed programs see only these).
+    placed: Vec<u32>,
 }
 
 struct TaskInfo {
@@ -205,6 +207,8 @@ struct GpuRt {
     resetting: bool,
     memory: u64,
     pool: &'static str,
+    /// Open tenants placed on it.
+    placed: usize,
 }
 
 /// The core's state.
@@ -346,6 +350,7 @@ impl Core {
                     resetting: false,
                     memory: m.0,
                     pool: "shared",
+                    placed: 0,
                 })
                 .collect(),
             internal: VecDeque::new(),
@@ -905,6 +910,24 @@ impl Core {
         }
     }
 
+    /// Choose `n` GPUs (at most all) for a new tenant: the least loaded — fewest open
+    /// tenants placed there, then fewest running tasks, then lowest index — and count
+    /// it there.
+    fn place(&mut self, n: usize) -> Vec<u32> {
+        let mut order: Vec<(usize, usize, u32)> = self
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.placed, g.running.len(), i as u32))
+            .collect();
+        order.sort_unstable();
+        let chosen: Vec<u32> = order.into_iter().take(n).map(|(_, _, i)| i).collect();
+        for g in &chosen {
+            self.gpus[*g as usize].placed += 1;
+        }
+        chosen
+    }
+
     fn gc_tenant(&mut self, tenant: TenantId) {
         if self.tenants.get(&tenant).is_some_and(|t| !t.open && t.tasks == 0) {
             self.tenants.remove(&tenant);
@@ -1059,6 +1082,11 @@ impl Core {
             && t.open
         {
             t.open = false;
+            for g in std::mem::take(&mut t.placed) {
+                if let Some(rt) = self.gpus.get_mut(g as usize) {
+                    rt.placed = rt.placed.saturating_sub(1);
+                }
+            }
             if let Some(u) = self.uid_use.get_mut(&t.uid) {
                 u.tenants = u.tenants.saturating_sub(1);
             }
@@ -1086,7 +1114,7 @@ impl Core {
             Request::Status { tenant, uid: of_uid, gpu, offset, limit } => Reply::Status(
                 self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit }),
             ),
-            Request::Register { class, sla_ms, weight, priority, memory } => {
+            Request::Register { class, sla_ms, weight, priority, memory, gpus } => {
                 if self.draining {
                     return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
                 }
@@ -1144,6 +1172,7 @@ impl Core {
                 usage.tenants += 1;
                 let id = TenantId(self.next_tenant);
                 self.next_tenant += 1;
+                let placed = self.place(gpus as usize);
                 self.tenants.insert(
                     id,
                     TenantInfo {
@@ -1156,6 +1185,7 @@ impl Core {
                         done: 0,
                         met: 0,
                         not_done: 0,
+                        placed: placed.clone(),
                     },
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
@@ -1168,7 +1198,7 @@ impl Core {
                     priority,
                     memory: Bytes(memory),
                 }));
-                Reply::Registered { tenant: id.0 }
+                Reply::Registered { tenant: id.0, gpus: placed }
             }
             Request::Close { tenant } => {
                 let id = TenantId(tenant);
