@@ -162,7 +162,7 @@ pub struct StatusFilter {
 #[derive(Debug)]
 pub struct Client {
     stream: UnixStream,
-    region: Option<(Region, Doorbell)>,
+    region: Option<(std::sync::Arc<Region>, Doorbell)>,
     next_seq: u64,
     /// Per data slot: whether a request in flight holds it.
     slot_busy: Vec<bool>,
@@ -197,7 +197,7 @@ impl Client {
         };
         let region = Region::map(&region)?;
         c.slot_busy = vec![false; region.slots() as usize];
-        c.region = Some((region, Doorbell::from_fd(bell.into())));
+        c.region = Some((std::sync::Arc::new(region), Doorbell::from_fd(bell.into())));
         Ok(c)
     }
 
@@ -299,7 +299,7 @@ impl Client {
         }
     }
 
-    fn rings(&self) -> Result<&(Region, Doorbell), ClientError> {
+    fn rings(&self) -> Result<&(std::sync::Arc<Region>, Doorbell), ClientError> {
         self.region
             .as_ref()
             .ok_or_else(|| ClientError::Protocol("control-only connection has no rings".into()))
@@ -351,6 +351,24 @@ impl Client {
             ..Default::default()
         };
         self.push(d, &t.input)
+    }
+
+    /// Ask for a slice of `cost` of a GPU (the interposer's launch gate); returns its
+    /// handle. While the daemon has it dispatched, [`Client::granted`] names the GPU;
+    /// it completes when the slice ends.
+    pub fn submit_slice(&mut self, tenant: u64, cost: Duration) -> Result<u64, ClientError> {
+        let d = RequestDesc {
+            tenant,
+            cost_ns: cost.as_nanos() as u64,
+            op: op::SLICE,
+            ..Default::default()
+        };
+        self.push(d, &[])
+    }
+
+    /// The shared region, for lock-free reads of the grant word by other threads.
+    pub fn region(&self) -> Option<std::sync::Arc<Region>> {
+        self.region.as_ref().map(|(r, _)| r.clone())
     }
 
     /// Ask the daemon to cancel a queued task (a running one finishes).

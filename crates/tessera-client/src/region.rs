@@ -39,6 +39,10 @@ pub mod op {
     pub const CANCEL: u32 = 1;
     /// Answer at once without scheduling (transport benchmark).
     pub const ECHO: u32 = 2;
+    /// Ask for a time slice of the GPU (the interposer's launch gate): scheduled like a
+    /// task of `cost_ns`, but the daemon runs nothing for it; while it is dispatched
+    /// the region's grant word names the GPU, and the client's own kernels may run.
+    pub const SLICE: u32 = 3;
 }
 
 /// Response statuses.
@@ -149,6 +153,9 @@ struct Header {
     closed: Index,
     /// Set by the daemon while it sleeps: the client must ring the doorbell.
     daemon_sleeping: Index,
+    /// The launch gate: 0 while the client holds no slice of a GPU, else that GPU's
+    /// index + 1. Written by the daemon (and woken by futex), read by the client.
+    grant: Index,
 }
 
 const HEADER: usize = 1024;
@@ -316,6 +323,39 @@ impl Region {
     /// Client: whether the daemon sleeps (so that a new request needs the doorbell).
     pub fn daemon_sleeping(&self) -> bool {
         self.header().daemon_sleeping.value.load(Ordering::SeqCst) != 0
+    }
+
+    /// Daemon: grant the client a slice of `gpu`, or (`None`) end its slice, and wake
+    /// threads waiting for a grant.
+    pub fn set_grant(&self, gpu: Option<u32>) {
+        let h = self.header();
+        h.grant.value.store(gpu.map_or(0, |g| g.saturating_add(1)), Ordering::SeqCst);
+        let _ = futex::wake(&h.grant.value, futex::Flags::empty(), i32::MAX as u32);
+    }
+
+    /// Client: the GPU of the slice it holds now, if any (one atomic load: the launch
+    /// gate's fast path).
+    #[inline]
+    pub fn granted(&self) -> Option<u32> {
+        match self.header().grant.value.load(Ordering::Acquire) {
+            0 => None,
+            g => Some(g - 1),
+        }
+    }
+
+    /// Client: wait up to `timeout` for a grant (futex on the grant word); whether one
+    /// is held on return.
+    pub fn wait_grant(&self, timeout: Duration) -> bool {
+        let h = self.header();
+        if h.grant.value.load(Ordering::Acquire) != 0 {
+            return true;
+        }
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let _ = futex::wait(&h.grant.value, futex::Flags::empty(), 0, Some(&ts));
+        h.grant.value.load(Ordering::Acquire) != 0
     }
 
     /// Whether the daemon closed the region.

@@ -11,6 +11,7 @@
 //! | `TESSERA_GPUS` | how many GPUs the daemon places the tenant on (the program sees only those) | 1 |
 //! | `TESSERA_MEMORY` | the tenant's memory limit (`4GiB`, `512MiB`, bytes) | none: the GPU's |
 //! | `TESSERA_MEMORY_WAIT` | when memory is short: `forever`, `none`, or a wait in ms | `forever` |
+//! | `TESSERA_SLICE_MS` | the launch gate's slice: how long the GPU is the tenant's once the daemon's policy grants it | 30 (FairGV's slice for preemptive GPUs) |
 //! | `TESSERA_ON_NO_DAEMON` | `fail` (cuInit errors) or `passthrough` (unmanaged, warned) | `fail` |
 //! | `TESSERA_CUDA_DRIVER` | the real driver library | `libcuda.so.1` |
 //! | `TESSERA_CUDA_LOG` | a file to log governed calls and look-ups to | none |
@@ -80,6 +81,8 @@ pub struct Config {
     pub memory: Option<u64>,
     /// How allocations wait.
     pub wait: MemoryWait,
+    /// The launch gate's slice.
+    pub slice: Duration,
     /// Without a daemon.
     pub on_no_daemon: OnNoDaemon,
     /// The real driver.
@@ -162,6 +165,14 @@ impl Config {
                     .map_err(|_| bad("TESSERA_MEMORY_WAIT", v, "forever, none or a wait in ms"))?,
             )),
         };
+        let slice_ms = match get("TESSERA_SLICE_MS") {
+            None => 30,
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|ms| (1..=10_000).contains(ms))
+                .ok_or_else(|| bad("TESSERA_SLICE_MS", &v, "1 to 10000 ms"))?,
+        };
         let on_no_daemon = match get("TESSERA_ON_NO_DAEMON").as_deref() {
             None | Some("fail") => OnNoDaemon::Fail,
             Some("passthrough") => OnNoDaemon::Passthrough,
@@ -179,6 +190,7 @@ impl Config {
             gpus,
             memory,
             wait,
+            slice: Duration::from_millis(slice_ms),
             on_no_daemon,
             driver: get("TESSERA_CUDA_DRIVER")
                 .map_or_else(|| PathBuf::from("libcuda.so.1"), PathBuf::from),

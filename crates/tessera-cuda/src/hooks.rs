@@ -16,7 +16,11 @@
 
 use crate::state::{complain, state};
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
-use tessera_driver::sys::{CUdevice, CUdeviceptr, CUdriverProcAddressQueryResult, cuuint64_t};
+use std::sync::OnceLock;
+use tessera_driver::sys::{
+    CUdevice, CUdeviceptr, CUdriverProcAddressQueryResult, CUfunction, CUgraphExec, CUlaunchConfig,
+    CUstream, cuuint64_t,
+};
 use tessera_driver::{CuResult, DriverApi, status};
 
 /// The hooks as a driver table: each must have exactly the signature of the entry point
@@ -34,6 +38,10 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuMemFree_v2: Some(cuMemFree_v2),
         cuMemGetInfo_v2: Some(cuMemGetInfo_v2),
         cuGetProcAddress_v2: Some(cuGetProcAddress_v2),
+        cuLaunchKernel: Some(cuLaunchKernel),
+        cuLaunchKernelEx: Some(cuLaunchKernelEx),
+        cuLaunchCooperativeKernel: Some(cuLaunchCooperativeKernel),
+        cuGraphLaunch: Some(cuGraphLaunch),
         ..DriverApi::default()
     }
 }
@@ -244,6 +252,69 @@ pub extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResu
     })
 }
 
+/// Hold the launch gate (a tenant's launches wait for the slice the policy grants).
+#[inline]
+fn gate() -> Result<(), CuResult> {
+    match state().tenant() {
+        Some(t) => t.acquire(),
+        None => Ok(()),
+    }
+}
+
+/// A gated launch entry point and its per-thread-default-stream variant (`_ptsz`),
+/// each passing through to the real driver's symbol of the same name once the gate
+/// is held.
+macro_rules! gated_launch {
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* )) => {
+        #[doc = concat!("`", stringify!($plain), "`, behind the launch gate.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
+            guarded(stringify!($plain), || {
+                if let Err(e) = gate() {
+                    return e;
+                }
+                real!($plain($($arg),*))
+            })
+        }
+
+        #[doc = concat!("`", stringify!($ptsz), "`, behind the launch gate.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $ptsz($($arg: $ty),*) -> CuResult {
+            type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
+            static REAL: OnceLock<Option<usize>> = OnceLock::new();
+            guarded(stringify!($ptsz), || {
+                if let Err(e) = gate() {
+                    return e;
+                }
+                let real = *REAL.get_or_init(|| {
+                    let name = std::ffi::CString::new(stringify!($ptsz)).ok()?;
+                    let p = state().real.as_ref().ok()?.symbol(&name);
+                    (!p.is_null()).then_some(p as usize)
+                });
+                match real {
+                    // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
+                    // point's C signature; the caller's arguments.
+                    Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
+                    None => status::NOT_FOUND,
+                }
+            })
+        }
+    };
+}
+
+gated_launch!(cuLaunchKernel, cuLaunchKernel_ptsz, (
+    f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+    shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void
+));
+gated_launch!(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, (
+    config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void
+));
+gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
+    f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+    shared: c_uint, stream: CUstream, params: *mut *mut c_void
+));
+gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream));
+
 /// The hook for the exact driver symbol `name` (a governed entry point), if any.
 fn hook_for(name: &[u8]) -> Option<*mut c_void> {
     Some(match name {
@@ -256,6 +327,14 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuMemFree_v2" => cuMemFree_v2 as *mut c_void,
         b"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
+        b"cuLaunchKernel" => cuLaunchKernel as *mut c_void,
+        b"cuLaunchKernel_ptsz" => cuLaunchKernel_ptsz as *mut c_void,
+        b"cuLaunchKernelEx" => cuLaunchKernelEx as *mut c_void,
+        b"cuLaunchKernelEx_ptsz" => cuLaunchKernelEx_ptsz as *mut c_void,
+        b"cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel as *mut c_void,
+        b"cuLaunchCooperativeKernel_ptsz" => cuLaunchCooperativeKernel_ptsz as *mut c_void,
+        b"cuGraphLaunch" => cuGraphLaunch as *mut c_void,
+        b"cuGraphLaunch_ptsz" => cuGraphLaunch_ptsz as *mut c_void,
         b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *mut c_void,
         _ => return None,
     })

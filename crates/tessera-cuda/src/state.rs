@@ -6,8 +6,11 @@ use crate::config::{Class, Config, MemoryWait, OnNoDaemon};
 use crate::real::RealDriver;
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tessera_client::ClientError;
 use tessera_client::proto::TenantClass;
+use tessera_client::region::Region;
 use tessera_client::{Client, TenantOptions};
 use tessera_driver::{CuResult, status};
 use tessera_ledger::{GpuSource, Ledger, LedgerConfig, LedgerError, Wait};
@@ -36,7 +39,15 @@ pub enum Mode {
 /// The process as a tenant.
 pub struct Tenant {
     /// Its connection, kept open for the process's life (closing it ends the tenant).
-    _client: Mutex<Client>,
+    client: Mutex<Client>,
+    /// Its id at tesserad.
+    id: u64,
+    /// The shared region: its grant word is the launch gate's fast path.
+    region: Arc<Region>,
+    /// The slice a launch asks for.
+    slice: Duration,
+    /// The handle of the slice request outstanding, if any.
+    outstanding: Mutex<Option<u64>>,
     /// The shared memory ledger.
     pub ledger: Ledger,
     /// Its limit, bytes.
@@ -175,9 +186,17 @@ impl State {
             complain("tesserad placed this program on no GPU the driver has");
             return Err(status::NO_DEVICE);
         }
+        let Some(region) = client.region() else {
+            complain("tesserad gave no shared region");
+            return Err(SYSTEM_NOT_READY);
+        };
         self.log(format_args!("tenant {id} on {placed:?}"));
         let _ = self.mode.set(Mode::Managed(Box::new(Tenant {
-            _client: Mutex::new(client),
+            client: Mutex::new(client),
+            id,
+            region,
+            slice: config.slice,
+            outstanding: Mutex::new(None),
             ledger,
             limit: config.memory,
             placed,
@@ -194,6 +213,61 @@ pub const SYSTEM_NOT_READY: CuResult =
     tessera_driver::sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY as CuResult;
 
 impl Tenant {
+    /// The launch gate: return once the tenant holds a slice of a GPU. Inside a slice
+    /// this is one atomic load; outside, it asks the daemon for a slice (one
+    /// outstanding request per process) and waits — futex on the grant word — until
+    /// the policy grants one. `Err` if the daemon went away.
+    #[inline]
+    pub fn acquire(&self) -> Result<(), CuResult> {
+        if self.region.granted().is_some() {
+            return Ok(());
+        }
+        self.acquire_slow()
+    }
+
+    #[cold]
+    fn acquire_slow(&self) -> Result<(), CuResult> {
+        loop {
+            self.request_slice()?;
+            if self.region.wait_grant(Duration::from_millis(100)) {
+                return Ok(());
+            }
+            if self.region.is_closed() {
+                complain("tesserad went away: kernel launches fail from now on");
+                return Err(SYSTEM_NOT_READY);
+            }
+        }
+    }
+
+    /// Make sure a slice request is outstanding: the previous one's completion (its
+    /// slice ended) is collected, and a new one submitted if none is pending.
+    fn request_slice(&self) -> Result<(), CuResult> {
+        let mut client = self.client.lock().map_err(|_| status::UNKNOWN)?;
+        let mut outstanding = self.outstanding.lock().map_err(|_| status::UNKNOWN)?;
+        if let Some(h) = *outstanding {
+            match client.wait(h, Duration::ZERO) {
+                Ok(_) => *outstanding = None,
+                Err(ClientError::TimedOut) => {}
+                Err(e) => {
+                    complain(&format!(
+                        "tesserad went away ({e}): kernel launches fail from now on"
+                    ));
+                    return Err(SYSTEM_NOT_READY);
+                }
+            }
+        }
+        if outstanding.is_none() {
+            match client.submit_slice(self.id, self.slice) {
+                Ok(h) => *outstanding = Some(h),
+                Err(e) => {
+                    complain(&format!("tesserad refused a slice ({e}): the launch fails"));
+                    return Err(SYSTEM_NOT_READY);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reserve `bytes` on `gpu` before the real allocation: within the tenant's limit,
     /// then in the ledger (waiting as the settings say). `Err` is the CUDA error the
     /// application gets.

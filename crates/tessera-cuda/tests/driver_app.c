@@ -6,6 +6,9 @@
  * usage: driver_app alloc MIB HOLD_MS   allocate, hold, free
  *        driver_app getproc MIB          allocate through cuGetProcAddress("cuMemAlloc")
  *        driver_app meminfo MIB          print cuMemGetInfo before and after allocating
+ *        driver_app launch N MS          N launches of a kernel busy for MS ms, each
+ *                                        synchronised; "launch T" after each launch
+ *                                        returns (T: CLOCK_MONOTONIC ns)
  * Prints one line per step ("init", "devices N", "device HANDLE", "allocated", "freed",
  * "meminfo FREE TOTAL") and
  * "error STEP CODE" on a failure, exiting 2.
@@ -41,6 +44,11 @@ int main(int argc, char **argv) {
     CUresult (*info)(size_t *, size_t *) = sym("cuMemGetInfo_v2");
     CUresult (*getproc)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
         sym("cuGetProcAddress_v2");
+    CUresult (*load)(CUmodule *, const void *) = sym("cuModuleLoadData");
+    CUresult (*function)(CUfunction *, CUmodule, const char *) = sym("cuModuleGetFunction");
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                       void **, void **) = sym("cuLaunchKernel");
+    CUresult (*sync)(CUstream) = sym("cuStreamSynchronize");
 
     CHECK("init", init(0));
     printf("init\n");
@@ -53,6 +61,26 @@ int main(int argc, char **argv) {
     printf("device %d\n", (int)dev);
     CHECK("context", retain(&ctx, dev));
     CHECK("current", set_current(ctx));
+    if (!strcmp(argv[1], "launch")) {
+        static const char ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"
+                                  ".visible .entry tessera_spin(.param .u64 ns)\n{\n    ret;\n}\n";
+        CUmodule module;
+        CUfunction spin;
+        CHECK("module", load(&module, ptx));
+        CHECK("function", function(&spin, module, "tessera_spin"));
+        long n = atol(argv[2]);
+        unsigned long long ns = (unsigned long long)atol(argc > 3 ? argv[3] : "1") * 1000000ull;
+        for (long i = 0; i < n; i++) {
+            void *params[] = {&ns};
+            CHECK("launch", launch(spin, 1, 1, 1, 1, 1, 1, 0, 0, params, 0));
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            printf("launch %lld\n", (long long)now.tv_sec * 1000000000ll + now.tv_nsec);
+            CHECK("sync", sync(0));
+        }
+        printf("done\n");
+        return 0;
+    }
     if (!strcmp(argv[1], "getproc")) {
         void *fn = 0;
         CUdriverProcAddressQueryResult found;

@@ -32,6 +32,12 @@ impl Drop for Setup {
 /// A fake driver installed as `libcuda.so.1` in a directory of its own (two devices,
 /// of 1 and 2 GiB), the program built, and a daemon with `gpus` emulated 1 GiB GPUs.
 fn setup(tag: &str, gpus: usize) -> Option<Setup> {
+    setup_with(tag, gpus, 10.0)
+}
+
+/// As [`setup`], with the daemon's emulated time at `speedup` (1.0 when slices must
+/// last their wall-clock length).
+fn setup_with(tag: &str, gpus: usize, speedup: f64) -> Option<Setup> {
     let artifacts = match tessera_driver::testing::nvidia_artifacts() {
         Ok(dir) => dir,
         Err(why) => {
@@ -65,7 +71,7 @@ fn setup(tag: &str, gpus: usize) -> Option<Setup> {
         ledger: ledger.clone(),
         gpus,
         gpu_memory_mib: 1024,
-        executor: ExecutorKind::Emulated { speedup: 10.0 },
+        executor: ExecutorKind::Emulated { speedup },
         policy: PolicyName::RoundRobin,
         ..DaemonConfig::default()
     })
@@ -226,4 +232,59 @@ fn a_program_sees_only_the_gpus_it_was_placed_on() {
     assert_eq!(a_seen, ("devices 1".into(), "device 0".into()));
     assert_eq!(b_seen, ("devices 1".into(), "device 1".into()));
     assert!(a.wait().unwrap().success());
+}
+
+/// Launch times ("launch T" lines) of a finished run.
+fn launches(out: &str) -> Vec<u64> {
+    out.lines().filter_map(|l| l.strip_prefix("launch ")).filter_map(|t| t.parse().ok()).collect()
+}
+
+/// How often the launching program changes, over the two programs' launches in time
+/// order.
+fn switches(a: &[u64], b: &[u64]) -> usize {
+    let mut all: Vec<(u64, u8)> =
+        a.iter().map(|t| (*t, 0)).chain(b.iter().map(|t| (*t, 1))).collect();
+    all.sort_unstable();
+    all.windows(2).filter(|w| w[0].1 != w[1].1).count()
+}
+
+/// Two tenants' kernel launches go through the launch gate in the slices the daemon's
+/// policy grants (one GPU, one slice at a time): each program launches in long runs,
+/// switching a few times, where without the interposer the same two programs
+/// interleave their launches all along.
+#[test]
+fn two_tenants_launch_in_alternating_slices() {
+    let Some(s) = setup_with("gate", 1, 1.0) else { return };
+    let both = |preload: bool| {
+        let spawn = || {
+            let mut c = s.app(&["launch", "20", "5"], &[("TESSERA_SLICE_MS", "100")]);
+            if !preload {
+                c.env_remove("LD_PRELOAD");
+            }
+            c.spawn().unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        for o in [&a, &b] {
+            assert!(
+                o.status.success(),
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let (la, lb) = (
+            launches(&String::from_utf8_lossy(&a.stdout)),
+            launches(&String::from_utf8_lossy(&b.stdout)),
+        );
+        assert_eq!((la.len(), lb.len()), (20, 20));
+        switches(&la, &lb)
+    };
+    let free = both(false);
+    let gated = both(true);
+    eprintln!("launch hand-overs: {free} ungated, {gated} gated");
+    // 200 ms of work in 100 ms slices: a handful of hand-overs; ungated, the two
+    // 5 ms-per-launch programs alternate about every launch
+    assert!(gated <= 6, "{gated} switches under the gate");
+    assert!(free >= 3 * gated.max(2), "{free} switches ungated, {gated} gated");
 }

@@ -196,6 +196,9 @@ struct TaskInfo {
     out_len: u32,
     submitted: Nanos,
     started: Option<(GpuId, Nanos)>,
+    /// A launch-gate slice: nothing runs for it; while dispatched, the client's grant
+    /// word names the GPU.
+    slice: bool,
 }
 
 struct GpuRt {
@@ -495,6 +498,7 @@ impl Core {
             self.exec.send(gpu, Command::Reset);
             for task in running {
                 let Some(info) = self.tasks.remove(&task) else { continue };
+                self.close_gate(&info);
                 self.release_memory(gpu, info.memory);
                 self.totals.cancelled += 1;
                 self.respond(
@@ -592,7 +596,8 @@ impl Core {
                     self.deliver(Event::TaskCancelRequested { task });
                 }
             }
-            op::SUBMIT => {
+            op::SUBMIT | op::SLICE => {
+                let slice = d.op == op::SLICE;
                 let tenant = TenantId(d.tenant);
                 let owned = self.tenants.get(&tenant).is_some_and(|t| t.conn == conn && t.open);
                 if self.draining {
@@ -613,6 +618,7 @@ impl Core {
                 if d.in_len > self.slot_bytes
                     || d.out_len > self.slot_bytes
                     || d.cost_ns > self.limits.max_task.0
+                    || (slice && (d.in_len, d.out_len, d.memory) != (0, 0, 0))
                 {
                     return self.reject(conn, d.seq, reason::BAD_REQUEST);
                 }
@@ -648,6 +654,7 @@ impl Core {
                         out_len: d.out_len,
                         submitted: self.clock.now(),
                         started: None,
+                        slice,
                     },
                 );
                 self.by_seq.insert((conn, d.seq), id);
@@ -731,6 +738,9 @@ impl Core {
                 // the policy re-queued the killed tasks (or ended those of departed
                 // tenants, answered through EndTask)
                 for task in killed {
+                    if let Some(info) = self.tasks.get(&task) {
+                        self.close_gate(info);
+                    }
                     let Some(info) = self.tasks.get_mut(&task) else { continue };
                     info.started = None;
                     let memory = info.memory;
@@ -816,15 +826,27 @@ impl Core {
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
             t.queued = t.queued.saturating_sub(1);
         }
-        let data = self
-            .conns
-            .get(&info.conn)
-            .filter(|c| c.alive)
-            .map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
+        let conn = self.conns.get(&info.conn).filter(|c| c.alive);
+        let data = conn.map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
+        let hold = info.slice;
+        if hold && let Some(c) = conn {
+            // the launch gate opens: the client's own kernels may run on this GPU
+            c.region.set_grant(Some(gpu.0));
+        }
         let g = &mut self.gpus[gpu.0 as usize];
         g.running.push(task);
         g.busy_since.get_or_insert_with(Instant::now);
-        self.exec.send(gpu, Command::Run { task, work: info.work, data, memory: info.memory });
+        self.exec
+            .send(gpu, Command::Run { task, work: info.work, data, memory: info.memory, hold });
+    }
+
+    /// A slice that stopped being dispatched closes its client's launch gate.
+    fn close_gate(&self, info: &TaskInfo) {
+        if info.slice
+            && let Some(c) = self.conns.get(&info.conn)
+        {
+            c.region.set_grant(None);
+        }
     }
 
     fn forget(&mut self, info: &TaskInfo) {
@@ -859,6 +881,7 @@ impl Core {
         out_len: u32,
     ) {
         self.left_gpu(gpu, task);
+        self.close_gate(info);
         let now = self.clock.now();
         let (started_at, ran) = info.started.map_or((now, Nanos::ZERO), |(_, s)| (s, now - s));
         if ok {
@@ -1048,6 +1071,7 @@ impl Core {
     fn cancel_running(&mut self, task: TaskId) {
         let Some(info) = self.tasks.remove(&task) else { return };
         let Some((gpu, started)) = info.started else { return };
+        self.close_gate(&info);
         if self.runs_on(gpu, task) {
             let alone = self.gpus[gpu.0 as usize].running.len() == 1;
             self.left_gpu(gpu, task);

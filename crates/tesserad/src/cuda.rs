@@ -437,7 +437,33 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
                 reset(&d, gpu, dev_id, &mut device);
                 mb.send(Msg::ResetDone { gpu });
             }
-            Command::Run { task, work, data, memory } => {
+            Command::Run { task, work, hold: true, .. } => {
+                // a launch-gate slice: the client's own kernels use the GPU; wait out the
+                // slice, still answering commands (a reset ends it at once)
+                let started = Instant::now();
+                let until = started + std::time::Duration::from_nanos(work.0);
+                loop {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        mb.send(Msg::Finished {
+                            gpu,
+                            task,
+                            ran_for: Nanos::from(started.elapsed()),
+                            out_len: 0,
+                        });
+                        break;
+                    }
+                    match rx.recv_timeout(left) {
+                        Ok(cmd) => {
+                            next = Some(cmd);
+                            break;
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            }
+            Command::Run { task, work, data, memory, hold: false } => {
                 let started = Instant::now();
                 let (input, out_len) = match &data {
                     Some((region, seq, in_len, out_len)) => {

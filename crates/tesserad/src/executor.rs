@@ -45,6 +45,10 @@ pub enum Command {
         memory: u64,
         /// Where its data lives, and its data slot.
         data: Option<(Arc<Region>, u64, u32, u32)>,
+        /// A launch-gate slice: hold the GPU for `work` and run nothing (the client's
+        /// own kernels run meanwhile). The emulated GPU models it as work, so that
+        /// sharing is accounted; the CUDA executor only waits.
+        hold: bool,
     },
     /// Reset: abandon the running tasks; unavailable for the reset latency.
     Reset,
@@ -224,7 +228,7 @@ fn gpu_thread(
                 std::thread::sleep(clock.wall(perf.reset_latency));
                 mb.send(Msg::ResetDone { gpu });
             }
-            Some(Command::Run { task, work, data, memory: _ }) => {
+            Some(Command::Run { task, work, data, memory: _, hold: _ }) => {
                 if let Err(e) = model.start(now, task.0, perf.exec_time(work), 1.0) {
                     tracing::error!(%gpu, %task, error = %e, "cannot start a task on the emulated GPU");
                     mb.send(Msg::Failed { gpu, task, ran_for: Nanos::ZERO, reason: e.to_string() });
@@ -285,7 +289,10 @@ mod tests {
         // queue both behind a reset, so that the GPU thread starts them back to back
         exec.send(gpu, Command::Reset);
         for t in [1, 2] {
-            exec.send(gpu, Command::Run { task: TaskId(t), work: w, memory: 0, data: None });
+            exec.send(
+                gpu,
+                Command::Run { task: TaskId(t), work: w, memory: 0, data: None, hold: false },
+            );
         }
         let mut prediction = SharedGpu::new(Sharing::Processor);
         prediction.start(0, 1, w.0, 1.0).unwrap();
