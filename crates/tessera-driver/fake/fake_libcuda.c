@@ -10,7 +10,8 @@
  *
  * Books a real driver keeps and a test cannot see are written to
  * "<this library>.stats" after every change: primary-context retains per device, live
- * allocations and their peak (a reset frees a device's allocations). Every call is
+ * allocations and their peak (a reset frees a device's allocations), unless
+ * FAKE_CUDA_STATS=0. Every call is
  * appended to "<this library>.log" when FAKE_CUDA_LOG=1.
  *
  * Knobs: FAKE_CUDA_DEVICES (default 2; device d has d+1 GiB); FAKE_CUDA_FAIL=oom makes
@@ -93,6 +94,8 @@ static void log_call(const char *fmt, ...) {
     fclose(f);
 }
 static void write_stats(void) {
+    const char *e = getenv("FAKE_CUDA_STATS");
+    if (e && !strcmp(e, "0")) return; /* benchmarks: the books' file costs a write */
     /* written aside and renamed into place, so that a reader never sees half a file */
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s.stats", self_path());

@@ -61,7 +61,7 @@ pub struct RunArgs {
 
 /// The interposer beside the running `tessera` binary (both are built into the same
 /// target directory by `cargo build --release`).
-fn default_preload() -> Option<PathBuf> {
+pub(crate) fn default_preload() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
     [dir.join("libtessera_cuda.so"), dir.join("deps/libtessera_cuda.so")]

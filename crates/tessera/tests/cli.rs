@@ -95,3 +95,33 @@ fn ledger_status_reports_a_ledger_and_refuses_a_missing_one() {
         "{text}"
     );
 }
+
+/// `bench interposer --json`: one object per measured call, with its percentiles (on
+/// the fake driver; skipped where NVIDIA's cuda.h or the interposer is not available).
+#[test]
+fn bench_interposer_prints_percentiles() {
+    if let Err(why) = tessera_driver::testing::nvidia_artifacts() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let preload = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");
+    if !preload.is_file() {
+        eprintln!("SKIPPED: {} is not built (run the workspace's tests)", preload.display());
+        return;
+    }
+    let out = tessera()
+        .args(["bench", "interposer", "--batches", "50", "--switches", "5", "--json", "--preload"])
+        .arg(&preload)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    for l in &lines {
+        let (p50, p99) = (l["p50_ns"].as_f64().unwrap(), l["p99_ns"].as_f64().unwrap());
+        assert!(p50 > 0.0 && p99 >= p50, "{l}");
+    }
+}

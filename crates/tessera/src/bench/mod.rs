@@ -1,6 +1,7 @@
 //! `tessera bench ...`: speed measured as ratios against a baseline run in the same
 //! command, so that the figures mean something on a shared, noisy machine.
 
+mod interposer;
 mod ledger;
 mod sim;
 mod transport;
@@ -17,6 +18,9 @@ pub enum BenchCommand {
     /// The daemon's data plane: shared-memory rings against a Unix socket and a direct
     /// call, the full path of an empty task, and throughput with many clients.
     Transport(transport::TransportBenchArgs),
+    /// The CUDA interposer's cost: a governed launch inside its slice against a direct
+    /// call, allocations through the ledger, a launch waiting for a slice switch.
+    Interposer(interposer::InterposerBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -24,6 +28,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Sim(a) => sim::run(a),
         BenchCommand::Ledger(a) => ledger::run(a),
         BenchCommand::Transport(a) => transport::run(a),
+        BenchCommand::Interposer(a) => interposer::run(a),
     }
 }
 
