@@ -117,20 +117,17 @@ pub fn run(a: InterposerBenchArgs) -> Result<()> {
             ..DaemonConfig::default()
         })?;
         let batches = a.batches.to_string();
-        let mut rows = Vec::new();
         // a slice far longer than the run, so that every measured launch is inside it
-        rows.push(b.measure(&["launch", "direct cuLaunchKernel", &batches], false, 10_000)?);
-        rows.push(b.measure(
-            &["launch", "cuLaunchKernel in a granted slice", &batches],
-            true,
-            10_000,
-        )?);
-        rows.push(b.measure(&["alloc", "direct cuMemAlloc+cuMemFree", &batches], false, 10_000)?);
-        rows.push(b.measure(
-            &["alloc", "cuMemAlloc+cuMemFree through the ledger", &batches],
-            true,
-            10_000,
-        )?);
+        let calls = [
+            ("launch", "direct cuLaunchKernel", false),
+            ("launch", "cuLaunchKernel in a granted slice", true),
+            ("alloc", "direct cuMemAlloc+cuMemFree", false),
+            ("alloc", "cuMemAlloc+cuMemFree through the ledger", true),
+        ];
+        let mut rows = calls
+            .iter()
+            .map(|(mode, label, preload)| b.measure(&[mode, label, &batches], *preload, 10_000))
+            .collect::<Result<Vec<_>>>()?;
         // another tenant keeps asking for 5 ms slices; each measured launch comes after
         // its own 5 ms slice has ended, so it waits for the other's to end
         let mut rival = b.command(&["spin", "2"], true, 5).spawn()?;
