@@ -6,14 +6,14 @@
 #
 # usage: scripts/fetch-nvidia-artifacts.sh [CACHE_DIR]
 #   CACHE_DIR defaults to $TESSERA_NVIDIA_CACHE, else ~/.cache/tessera/nvidia-cu12.9
-# Prints the cache directory, which then holds include/cuda.h, lib/libcudart.so.12 and
-# bin/ptxas. Safe to run concurrently (a lock) and again (does nothing when complete).
+# Prints the cache directory, which then holds include/ (cuda.h, cuda_runtime_api.h and
+# what it includes), lib/libcudart.so.12 and bin/ptxas. Safe to run concurrently (a lock) and again (does nothing when complete).
 set -euo pipefail
 cache="${1:-${TESSERA_NVIDIA_CACHE:-$HOME/.cache/tessera/nvidia-cu12.9}}"
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
-if [ ! -f "$cache/.complete" ]; then
+if [ ! -f "$cache/.complete-2" ]; then
   # the versions cudarc's cuda-12090 bindings were generated for
   python3 -m pip download --quiet --no-deps --only-binary=:all: \
     --platform manylinux2014_x86_64 --python-version 3.11 \
@@ -24,6 +24,8 @@ import pathlib, sys, zipfile, stat
 cache = pathlib.Path(sys.argv[1])
 wanted = {
     "nvidia/cuda_runtime/include/": "include/",
+    # crt/host_defines.h and friends, which cuda_runtime_api.h includes
+    "nvidia/cuda_nvcc/include/": "include/",
     "nvidia/cuda_runtime/lib/libcudart.so.12": "lib/libcudart.so.12",
     "nvidia/cuda_nvcc/bin/ptxas": "bin/ptxas",
 }
@@ -37,11 +39,11 @@ for wheel in (cache / "wheels").glob("*.whl"):
                     out.write_bytes(z.read(name))
                     if dst == "bin/ptxas":
                         out.chmod(out.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-for need in ["include/cuda.h", "lib/libcudart.so.12", "bin/ptxas"]:
+for need in ["include/cuda.h", "include/crt/host_defines.h", "lib/libcudart.so.12", "bin/ptxas"]:
     if not (cache / need).is_file():
         sys.exit(f"{need} not found in the wheels")
 PY
   rm -rf "$cache/wheels"
-  touch "$cache/.complete"
+  touch "$cache/.complete-2"
 fi
 echo "$cache"

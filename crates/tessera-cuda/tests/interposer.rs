@@ -82,7 +82,12 @@ fn setup_with(tag: &str, gpus: usize, speedup: f64) -> Option<Setup> {
 impl Setup {
     /// The program under the interposer, as a tenant with `env` settings.
     fn app(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut c = Command::new(&self.app);
+        self.app_at(&self.app, args, env)
+    }
+
+    /// Another program, likewise.
+    fn app_at(&self, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = Command::new(program);
         c.args(args)
             .env("LD_PRELOAD", &self.preload)
             .env("LD_LIBRARY_PATH", &self.dir)
@@ -287,4 +292,56 @@ fn two_tenants_launch_in_alternating_slices() {
     // 5 ms-per-launch programs alternate about every launch
     assert!(gated <= 6, "{gated} switches under the gate");
     assert!(free >= 3 * gated.max(2), "{free} switches ungated, {gated} gated");
+}
+
+/// NVIDIA's real CUDA runtime as a client: every governed entry point it looks up
+/// through `cuGetProcAddress` (with versions, and again with the per-thread-stream
+/// flag) is answered with the interposer's hook of the variant the driver has, and the
+/// program then ends with the runtime's own error — on a fake driver the runtime cannot
+/// get its private tables — never a crash.
+#[test]
+fn the_real_cuda_runtime_gets_the_hooks_and_fails_cleanly() {
+    let Some(s) = setup("runtime", 1) else { return };
+    let artifacts = tessera_driver::testing::nvidia_artifacts().unwrap();
+    let exe = s.dir.join("runtime_app");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .arg("-I")
+        .arg(artifacts.join("include"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/runtime_app.c"))
+        .arg(artifacts.join("lib/libcudart.so.12"))
+        .arg(format!("-Wl,-rpath,{}", artifacts.join("lib").display()))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let out = s.app_at(&exe, &[], &[]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "the program's own error path: {stdout}");
+    assert!(stdout.starts_with("cudaMalloc ") && !stdout.starts_with("cudaMalloc 0 "), "{stdout}");
+    let log = s.log();
+    let governed = [
+        "cuInit",
+        "cuDeviceGet",
+        "cuDeviceGetCount",
+        "cuMemAlloc",
+        "cuMemAllocManaged",
+        "cuMemAllocPitch",
+        "cuMemFree",
+        "cuMemGetInfo",
+        "cuLaunchKernel",
+    ];
+    let mut answered = std::collections::BTreeSet::new();
+    for line in log.lines().filter_map(|l| l.strip_prefix("getproc ")) {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        if governed.contains(&name) {
+            assert!(line.contains("-> hook"), "a governed entry point answered unhooked: {line}");
+            answered.insert(name.to_string());
+        }
+    }
+    let want: std::collections::BTreeSet<String> = governed.iter().map(|n| n.to_string()).collect();
+    assert_eq!(answered, want, "the runtime looked up every governed entry point:\n{log}");
+    assert!(log.contains("getproc cuMemAlloc 3020 0 -> hook cuMemAlloc_v2"), "{log}");
+    assert!(log.contains("getproc cuLaunchKernel 7000 2 -> hook cuLaunchKernel_ptsz"), "{log}");
 }

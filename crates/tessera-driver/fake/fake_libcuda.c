@@ -336,6 +336,17 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
 }
 CUresult CUDAAPI cuCtxSynchronize(void) { return cuStreamSynchronize(0); }
 
+/* The per-thread-default-stream variants (what cuGetProcAddress answers for
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM); one device stream here, so the same. */
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                     unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                     unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
+    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                          kernelParams, extra);
+}
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
+
 CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
     static char text[64];
     snprintf(text, sizeof text, "fake CUDA error %d", (int)error);
@@ -362,7 +373,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuModuleLoadData), E(cuModuleGetFunction), E(cuFuncGetAttribute),
     E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
     E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
-    E(cuCtxSynchronize), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+    E(cuCtxSynchronize), E(cuLaunchKernel_ptsz), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
 };
 static void *lookup(const char *name) {
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
@@ -374,7 +385,7 @@ static void *lookup(const char *name) {
  * version allows it, the per-thread-stream variant (_ptsz, _ptds) when asked for. */
 CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                      CUdriverProcAddressQueryResult *symbolStatus) {
-    NEED_INIT();
+    /* answers before cuInit, as the real driver does (the runtime looks up cuInit so) */
     if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
     char name[256];
     void *found = 0;
