@@ -8,10 +8,11 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use tessera_client::ClientError;
 use tessera_client::proto::TenantClass;
 use tessera_client::region::Region;
+use tessera_client::region::reason;
 use tessera_client::{Client, TenantOptions};
+use tessera_client::{ClientError, Outcome};
 use tessera_driver::{CuResult, status};
 use tessera_ledger::{GpuSource, Ledger, LedgerConfig, LedgerError, Wait};
 
@@ -94,6 +95,16 @@ pub fn state() -> &'static State {
 pub fn complain(message: &str) {
     let _ = writeln!(std::io::stderr(), "tessera: {message}");
 }
+
+/// [`complain`], once per process: for conditions every later call would repeat.
+fn complain_once(flag: &std::sync::atomic::AtomicBool, message: &str) {
+    if !flag.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        complain(message);
+    }
+}
+
+/// Whether the daemon's departure was reported.
+static GONE_REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl State {
     /// Append a line to the log file, if one was asked for.
@@ -233,7 +244,10 @@ impl Tenant {
                 return Ok(());
             }
             if self.region.is_closed() {
-                complain("tesserad went away: kernel launches fail from now on");
+                complain_once(
+                    &GONE_REPORTED,
+                    "tesserad went away: kernel launches fail from now on",
+                );
                 return Err(SYSTEM_NOT_READY);
             }
         }
@@ -244,25 +258,28 @@ impl Tenant {
     fn request_slice(&self) -> Result<(), CuResult> {
         let mut client = self.client.lock().map_err(|_| status::UNKNOWN)?;
         let mut outstanding = self.outstanding.lock().map_err(|_| status::UNKNOWN)?;
+        let gone = |why: &str| {
+            complain_once(
+                &GONE_REPORTED,
+                &format!("tesserad went away ({why}): kernel launches fail from now on"),
+            );
+            SYSTEM_NOT_READY
+        };
         if let Some(h) = *outstanding {
             match client.wait(h, Duration::ZERO) {
+                // the slice ended (done), or the daemon gives no more
+                Ok(c) if c.outcome == Outcome::Cancelled(reason::SHUTDOWN) => {
+                    return Err(gone("it is shutting down"));
+                }
                 Ok(_) => *outstanding = None,
                 Err(ClientError::TimedOut) => {}
-                Err(e) => {
-                    complain(&format!(
-                        "tesserad went away ({e}): kernel launches fail from now on"
-                    ));
-                    return Err(SYSTEM_NOT_READY);
-                }
+                Err(e) => return Err(gone(&e.to_string())),
             }
         }
         if outstanding.is_none() {
             match client.submit_slice(self.id, self.slice) {
                 Ok(h) => *outstanding = Some(h),
-                Err(e) => {
-                    complain(&format!("tesserad refused a slice ({e}): the launch fails"));
-                    return Err(SYSTEM_NOT_READY);
-                }
+                Err(e) => return Err(gone(&e.to_string())),
             }
         }
         Ok(())

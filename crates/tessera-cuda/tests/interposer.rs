@@ -345,3 +345,23 @@ fn the_real_cuda_runtime_gets_the_hooks_and_fails_cleanly() {
     assert!(log.contains("getproc cuMemAlloc 3020 0 -> hook cuMemAlloc_v2"), "{log}");
     assert!(log.contains("getproc cuLaunchKernel 7000 2 -> hook cuLaunchKernel_ptsz"), "{log}");
 }
+
+/// The daemon going away while a program launches kernels: the next launch that needs
+/// a slice fails with CUDA_ERROR_SYSTEM_NOT_READY (802) and one line on stderr; the
+/// program ends on its own error path.
+#[test]
+fn a_daemon_that_goes_away_fails_launches_with_one_line() {
+    let Some(mut s) = setup_with("gone", 1, 1.0) else { return };
+    let mut app = s.app(&["launch", "100000", "1"], &[("TESSERA_SLICE_MS", "5")]).spawn().unwrap();
+    for _ in 0..5 {
+        wait_for(&mut app, "launch");
+    }
+    s.daemon.take().unwrap().shutdown();
+    let out = app.wait_with_output().unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(stdout.trim_end().ends_with("error launch 802"), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("tesserad went away"), "{stderr}");
+}
