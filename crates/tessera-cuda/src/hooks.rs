@@ -14,12 +14,14 @@
 // the hooks carry the driver's own names
 #![allow(non_snake_case)]
 
-use crate::state::{complain, state};
+use crate::state::{Allocation, complain, state};
+use std::ffi::c_ulonglong;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use tessera_driver::sys::{
-    CUdevice, CUdeviceptr, CUdriverProcAddressQueryResult, CUfunction, CUgraphExec, CUlaunchConfig,
-    CUstream, cuuint64_t,
+    CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUarray, CUdevice, CUdeviceptr,
+    CUdriverProcAddressQueryResult, CUfunction, CUgraphExec, CUlaunchConfig, CUmemAllocationProp,
+    CUmemGenericAllocationHandle, CUmemLocationType, CUmemoryPool, CUstream, cuuint64_t,
 };
 use tessera_driver::{CuResult, DriverApi, status};
 
@@ -36,6 +38,14 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuMemAllocManaged: Some(cuMemAllocManaged),
         cuMemAllocPitch_v2: Some(cuMemAllocPitch_v2),
         cuMemFree_v2: Some(cuMemFree_v2),
+        cuMemAllocAsync: Some(cuMemAllocAsync),
+        cuMemAllocFromPoolAsync: Some(cuMemAllocFromPoolAsync),
+        cuMemFreeAsync: Some(cuMemFreeAsync),
+        cuMemCreate: Some(cuMemCreate),
+        cuMemRelease: Some(cuMemRelease),
+        cuArrayCreate_v2: Some(cuArrayCreate_v2),
+        cuArray3DCreate_v2: Some(cuArray3DCreate_v2),
+        cuArrayDestroy: Some(cuArrayDestroy),
         cuMemGetInfo_v2: Some(cuMemGetInfo_v2),
         cuGetProcAddress_v2: Some(cuGetProcAddress_v2),
         cuLaunchKernel: Some(cuLaunchKernel),
@@ -89,12 +99,26 @@ fn governed_alloc(
     bytes: u64,
     alloc: impl FnOnce() -> CuResult,
 ) -> CuResult {
+    if dptr.is_null() {
+        return if state().tenant().is_some() { status::INVALID_VALUE } else { alloc() };
+    }
+    governed(None, bytes, alloc, || {
+        // SAFETY: checked non-null above; the driver wrote it on success.
+        Allocation::Pointer(unsafe { *dptr })
+    })
+}
+
+/// Reserve `bytes` on `gpu` (the current context's device when `None`), run the real
+/// `alloc`, and record what `made` names on success (or undo the reservation).
+fn governed(
+    gpu: Option<u32>,
+    bytes: u64,
+    alloc: impl FnOnce() -> CuResult,
+    made: impl FnOnce() -> Allocation,
+) -> CuResult {
     let st = state();
     let Some(tenant) = st.tenant() else { return alloc() };
-    if dptr.is_null() {
-        return status::INVALID_VALUE;
-    }
-    let gpu = match current_gpu() {
+    let gpu = match gpu.map_or_else(current_gpu, Ok) {
         Ok(g) => g,
         Err(e) => return e,
     };
@@ -104,9 +128,7 @@ fn governed_alloc(
     }
     let r = alloc();
     if r == status::SUCCESS {
-        // SAFETY: checked non-null above; the driver wrote it on success.
-        let ptr = unsafe { *dptr };
-        tenant.record(ptr, gpu, bytes);
+        tenant.record(made(), gpu, bytes);
     } else {
         tenant.unreserve(gpu, bytes);
     }
@@ -224,7 +246,233 @@ pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CuResult {
         if r == status::SUCCESS
             && let Some(t) = state().tenant()
         {
-            t.release(dptr);
+            t.release(Allocation::Pointer(dptr));
+        }
+        r
+    })
+}
+
+/// A stream-ordered allocation entry point and its per-thread-stream variant. The
+/// reservation is made when the call is made (the memory may come from the stream's
+/// pool later, but never more of it).
+macro_rules! stream_alloc {
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $dptr:ident, $bytes:ident) => {
+        #[doc = concat!("`", stringify!($plain), "`, through the ledger.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
+            guarded(stringify!($plain), || {
+                governed_alloc($dptr, $bytes as u64, || real!($plain($($arg),*)))
+            })
+        }
+
+        #[doc = concat!("`", stringify!($ptsz), "`, through the ledger.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $ptsz($($arg: $ty),*) -> CuResult {
+            type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
+            static REAL: OnceLock<Option<usize>> = OnceLock::new();
+            guarded(stringify!($ptsz), || {
+                let real = variant(&REAL, stringify!($ptsz));
+                governed_alloc($dptr, $bytes as u64, || match real {
+                    // SAFETY: the driver's own variant, with the plain entry point's C
+                    // signature; the caller's arguments.
+                    Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
+                    None => status::NOT_FOUND,
+                })
+            })
+        }
+    };
+}
+
+/// A stream-ordered free and its per-thread-stream variant: the reservation returns
+/// when the call is made (the pool may keep the memory; see the README).
+macro_rules! stream_free {
+    ($plain:ident, $ptsz:ident) => {
+        #[doc = concat!("`", stringify!($plain), "`: returns the reservation.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $plain(dptr: CUdeviceptr, stream: CUstream) -> CuResult {
+            guarded(stringify!($plain), || {
+                let r = real!($plain(dptr, stream));
+                if r == status::SUCCESS
+                    && let Some(t) = state().tenant()
+                {
+                    t.release(Allocation::Pointer(dptr));
+                }
+                r
+            })
+        }
+
+        #[doc = concat!("`", stringify!($ptsz), "`: returns the reservation.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $ptsz(dptr: CUdeviceptr, stream: CUstream) -> CuResult {
+            type Real = unsafe extern "C" fn(CUdeviceptr, CUstream) -> CuResult;
+            static REAL: OnceLock<Option<usize>> = OnceLock::new();
+            guarded(stringify!($ptsz), || {
+                let r = match variant(&REAL, stringify!($ptsz)) {
+                    // SAFETY: as for the allocation variants.
+                    Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)(dptr, stream) },
+                    None => status::NOT_FOUND,
+                };
+                if r == status::SUCCESS
+                    && let Some(t) = state().tenant()
+                {
+                    t.release(Allocation::Pointer(dptr));
+                }
+                r
+            })
+        }
+    };
+}
+
+/// The real driver's symbol `name` (a variant outside [`DriverApi`]), cached in `slot`.
+fn variant(slot: &OnceLock<Option<usize>>, name: &str) -> Option<usize> {
+    *slot.get_or_init(|| {
+        let name = std::ffi::CString::new(name).ok()?;
+        let p = state().real.as_ref().ok()?.symbol(&name);
+        (!p.is_null()).then_some(p as usize)
+    })
+}
+
+stream_alloc!(cuMemAllocAsync, cuMemAllocAsync_ptsz,
+    (dptr: *mut CUdeviceptr, bytes: usize, stream: CUstream), dptr, bytes);
+stream_alloc!(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz,
+    (dptr: *mut CUdeviceptr, bytes: usize, pool: CUmemoryPool, stream: CUstream), dptr, bytes);
+stream_free!(cuMemFreeAsync, cuMemFreeAsync_ptsz);
+
+/// `cuMemCreate`: a physical allocation, reserved on the device its properties name
+/// (the current context's device otherwise).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemCreate(
+    handle: *mut CUmemGenericAllocationHandle,
+    size: usize,
+    prop: *const CUmemAllocationProp,
+    flags: c_ulonglong,
+) -> CuResult {
+    guarded("cuMemCreate", || {
+        if handle.is_null() {
+            return real!(cuMemCreate(handle, size, prop, flags));
+        }
+        // read as plain integers: the program's bytes need not be valid enum values
+        let gpu = (!prop.is_null())
+            .then(|| {
+                // SAFETY: non-null, pointing to the caller's CUmemAllocationProp.
+                unsafe {
+                    let location = std::ptr::addr_of!((*prop).location);
+                    let kind = std::ptr::addr_of!((*location).type_).cast::<u32>().read_unaligned();
+                    let id = std::ptr::addr_of!((*location).id).read_unaligned();
+                    (kind == CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE as u32)
+                        .then(|| u32::try_from(id).ok())
+                        .flatten()
+                }
+            })
+            .flatten();
+        governed(
+            gpu,
+            size as u64,
+            || real!(cuMemCreate(handle, size, prop, flags)),
+            || {
+                // SAFETY: checked non-null; the driver wrote it on success.
+                Allocation::Handle(unsafe { *handle })
+            },
+        )
+    })
+}
+
+/// `cuMemRelease`: returns the reservation.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CuResult {
+    guarded("cuMemRelease", || {
+        let r = real!(cuMemRelease(handle));
+        if r == status::SUCCESS
+            && let Some(t) = state().tenant()
+        {
+            t.release(Allocation::Handle(handle));
+        }
+        r
+    })
+}
+
+/// Bytes per element of an array format (`CUarray_format`, read raw); unknown and
+/// block-compressed formats count as 16, the largest element a format has.
+fn element_bytes(format: u32) -> u64 {
+    match format {
+        0x01 | 0x08 => 1,        // (un)signed int8
+        0x02 | 0x09 | 0x10 => 2, // (un)signed int16, half
+        0x03 | 0x0a | 0x20 => 4, // (un)signed int32, float
+        _ => 16,
+    }
+}
+
+/// `cuArrayCreate_v2`: width x height x element x channels, reserved on the current
+/// context's device.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuArrayCreate_v2(
+    array: *mut CUarray,
+    desc: *const CUDA_ARRAY_DESCRIPTOR,
+) -> CuResult {
+    guarded("cuArrayCreate", || {
+        if array.is_null() || desc.is_null() {
+            return real!(cuArrayCreate_v2(array, desc));
+        }
+        // SAFETY: non-null, pointing to the caller's descriptor; fields read as integers.
+        let bytes = unsafe {
+            let w = std::ptr::addr_of!((*desc).Width).read_unaligned() as u64;
+            let h = std::ptr::addr_of!((*desc).Height).read_unaligned().max(1) as u64;
+            let f = std::ptr::addr_of!((*desc).Format).cast::<u32>().read_unaligned();
+            let c = u64::from(std::ptr::addr_of!((*desc).NumChannels).read_unaligned());
+            w.saturating_mul(h).saturating_mul(element_bytes(f)).saturating_mul(c)
+        };
+        governed(
+            None,
+            bytes,
+            || real!(cuArrayCreate_v2(array, desc)),
+            || {
+                // SAFETY: checked non-null; the driver wrote it on success.
+                Allocation::Array(unsafe { *array } as u64)
+            },
+        )
+    })
+}
+
+/// `cuArray3DCreate_v2`: likewise, times depth.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuArray3DCreate_v2(
+    array: *mut CUarray,
+    desc: *const CUDA_ARRAY3D_DESCRIPTOR,
+) -> CuResult {
+    guarded("cuArray3DCreate", || {
+        if array.is_null() || desc.is_null() {
+            return real!(cuArray3DCreate_v2(array, desc));
+        }
+        // SAFETY: as for cuArrayCreate_v2.
+        let bytes = unsafe {
+            let w = std::ptr::addr_of!((*desc).Width).read_unaligned() as u64;
+            let h = std::ptr::addr_of!((*desc).Height).read_unaligned().max(1) as u64;
+            let d = std::ptr::addr_of!((*desc).Depth).read_unaligned().max(1) as u64;
+            let f = std::ptr::addr_of!((*desc).Format).cast::<u32>().read_unaligned();
+            let c = u64::from(std::ptr::addr_of!((*desc).NumChannels).read_unaligned());
+            w.saturating_mul(h).saturating_mul(d).saturating_mul(element_bytes(f)).saturating_mul(c)
+        };
+        governed(
+            None,
+            bytes,
+            || real!(cuArray3DCreate_v2(array, desc)),
+            || {
+                // SAFETY: checked non-null; the driver wrote it on success.
+                Allocation::Array(unsafe { *array } as u64)
+            },
+        )
+    })
+}
+
+/// `cuArrayDestroy`: returns the reservation.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuArrayDestroy(array: CUarray) -> CuResult {
+    guarded("cuArrayDestroy", || {
+        let r = real!(cuArrayDestroy(array));
+        if r == status::SUCCESS
+            && let Some(t) = state().tenant()
+        {
+            t.release(Allocation::Array(array as u64));
         }
         r
     })
@@ -286,12 +534,7 @@ macro_rules! gated_launch {
                 if let Err(e) = gate() {
                     return e;
                 }
-                let real = *REAL.get_or_init(|| {
-                    let name = std::ffi::CString::new(stringify!($ptsz)).ok()?;
-                    let p = state().real.as_ref().ok()?.symbol(&name);
-                    (!p.is_null()).then_some(p as usize)
-                });
-                match real {
+                match variant(&REAL, stringify!($ptsz)) {
                     // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
                     // point's C signature; the caller's arguments.
                     Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
@@ -325,6 +568,17 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuMemAllocManaged" => cuMemAllocManaged as *mut c_void,
         b"cuMemAllocPitch_v2" => cuMemAllocPitch_v2 as *mut c_void,
         b"cuMemFree_v2" => cuMemFree_v2 as *mut c_void,
+        b"cuMemAllocAsync" => cuMemAllocAsync as *mut c_void,
+        b"cuMemAllocAsync_ptsz" => cuMemAllocAsync_ptsz as *mut c_void,
+        b"cuMemAllocFromPoolAsync" => cuMemAllocFromPoolAsync as *mut c_void,
+        b"cuMemAllocFromPoolAsync_ptsz" => cuMemAllocFromPoolAsync_ptsz as *mut c_void,
+        b"cuMemFreeAsync" => cuMemFreeAsync as *mut c_void,
+        b"cuMemFreeAsync_ptsz" => cuMemFreeAsync_ptsz as *mut c_void,
+        b"cuMemCreate" => cuMemCreate as *mut c_void,
+        b"cuMemRelease" => cuMemRelease as *mut c_void,
+        b"cuArrayCreate_v2" => cuArrayCreate_v2 as *mut c_void,
+        b"cuArray3DCreate_v2" => cuArray3DCreate_v2 as *mut c_void,
+        b"cuArrayDestroy" => cuArrayDestroy as *mut c_void,
         b"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
         b"cuLaunchKernel" => cuLaunchKernel as *mut c_void,

@@ -11,10 +11,10 @@
 //! `cuGetProcAddress` (all versions and per-thread-stream variants). Calls it does not
 //! govern reach the real driver untouched.
 //!
-//! Status: memory is governed (`cuMemAlloc`, managed and pitched allocations, frees,
-//! `cuMemGetInfo`); kernel launches, device placement, stream-ordered and
-//! virtual-memory allocations and arrays pass through ungoverned for now (see the
-//! README). Only ever run against a fake driver.
+//! Governed: `cuInit` (the tenant), device count and handles (the daemon's placement),
+//! every allocation entry point and its free (the ledger), `cuMemGetInfo` (the
+//! tenant's share), and kernel launches (the launch gate: slices the daemon's policy
+//! grants). Only ever run against a fake driver and NVIDIA's real runtime on it.
 //!
 //! Module map: [`config`] (the environment), `real` (`unsafe`: the real driver and
 //! the loader's `dlsym`), `state` (the tenant, its ledger and allocation book),

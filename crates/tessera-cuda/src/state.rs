@@ -62,8 +62,20 @@ pub struct Tenant {
 #[derive(Default)]
 struct Book {
     used: u64,
-    /// Device pointer -> (GPU, bytes reserved).
-    allocations: HashMap<u64, (u32, u64)>,
+    /// What was allocated -> (GPU, bytes reserved).
+    allocations: HashMap<Allocation, (u32, u64)>,
+}
+
+/// What an allocation is known by: device pointers, virtual-memory handles and arrays
+/// are separate name spaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Allocation {
+    /// A device pointer (`cuMemAlloc*`, freed by `cuMemFree*`).
+    Pointer(u64),
+    /// A physical allocation handle (`cuMemCreate`, released by `cuMemRelease`).
+    Handle(u64),
+    /// An array (`cuArrayCreate`, `cuArray3DCreate`, destroyed by `cuArrayDestroy`).
+    Array(u64),
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -321,18 +333,18 @@ impl Tenant {
         let _ = self.ledger.post_free(gpu, bytes);
     }
 
-    /// The real allocation at `ptr` succeeded.
-    pub fn record(&self, ptr: u64, gpu: u32, bytes: u64) {
+    /// The real allocation `what` succeeded.
+    pub fn record(&self, what: Allocation, gpu: u32, bytes: u64) {
         if let Ok(mut book) = self.book.lock() {
-            book.allocations.insert(ptr, (gpu, bytes));
+            book.allocations.insert(what, (gpu, bytes));
         }
     }
 
-    /// `ptr` was freed: return its reservation. Unknown pointers (not allocated through
-    /// the interposer) change nothing.
-    pub fn release(&self, ptr: u64) {
+    /// `what` was freed: return its reservation. Allocations the interposer did not
+    /// make change nothing.
+    pub fn release(&self, what: Allocation) {
         let freed = self.book.lock().ok().and_then(|mut b| {
-            let (gpu, bytes) = b.allocations.remove(&ptr)?;
+            let (gpu, bytes) = b.allocations.remove(&what)?;
             b.used -= bytes;
             Some((gpu, bytes))
         });

@@ -6,6 +6,10 @@
  * usage: driver_app alloc MIB HOLD_MS   allocate, hold, free
  *        driver_app getproc MIB          allocate through cuGetProcAddress("cuMemAlloc")
  *        driver_app meminfo MIB          print cuMemGetInfo before and after allocating
+ *        driver_app async|vmm|array MIB HOLD_MS
+ *                                        the same as alloc, through cuMemAllocAsync /
+ *                                        cuMemFreeAsync, cuMemCreate / cuMemRelease, or
+ *                                        cuArrayCreate / cuArrayDestroy (float, 1 channel)
  *        driver_app launch N MS          N launches of a kernel busy for MS ms, each
  *                                        synchronised; "launch T" after each launch
  *                                        returns (T: CLOCK_MONOTONIC ns)
@@ -92,8 +96,31 @@ int main(int argc, char **argv) {
         CHECK("meminfo", info(&free_bytes, &total));
         printf("meminfo %zu %zu\n", free_bytes, total);
     }
+    /* ROUNDS=n allocates and frees n times in a row (a free must return the memory) */
+    int rounds = getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 1;
+    for (int round = 0; round < rounds; round++) {
     CUdeviceptr p;
-    CHECK("alloc", alloc(&p, bytes));
+    CUmemGenericAllocationHandle handle = 0;
+    CUarray array = 0;
+    if (!strcmp(argv[1], "async")) {
+        CUresult (*alloc_async)(CUdeviceptr *, size_t, CUstream) = sym("cuMemAllocAsync");
+        CHECK("alloc", alloc_async(&p, bytes, 0));
+    } else if (!strcmp(argv[1], "vmm")) {
+        CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long) =
+            sym("cuMemCreate");
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = (int)dev;
+        CHECK("alloc", create(&handle, bytes, &prop, 0));
+    } else if (!strcmp(argv[1], "array")) {
+        CUresult (*create)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *) = sym("cuArrayCreate_v2");
+        CUDA_ARRAY_DESCRIPTOR d = {bytes / 4 / 256, 256, CU_AD_FORMAT_FLOAT, 1};
+        CHECK("alloc", create(&array, &d));
+    } else {
+        CHECK("alloc", alloc(&p, bytes));
+    }
     printf("allocated\n");
     if (!strcmp(argv[1], "meminfo")) {
         CHECK("meminfo", info(&free_bytes, &total));
@@ -102,7 +129,19 @@ int main(int argc, char **argv) {
     long hold_ms = argc > 3 ? atol(argv[3]) : 0;
     struct timespec t = {hold_ms / 1000, (hold_ms % 1000) * 1000000L};
     nanosleep(&t, 0);
-    CHECK("free", release(p));
+    if (!strcmp(argv[1], "async")) {
+        CUresult (*free_async)(CUdeviceptr, CUstream) = sym("cuMemFreeAsync");
+        CHECK("free", free_async(p, 0));
+    } else if (!strcmp(argv[1], "vmm")) {
+        CUresult (*release_handle)(CUmemGenericAllocationHandle) = sym("cuMemRelease");
+        CHECK("free", release_handle(handle));
+    } else if (!strcmp(argv[1], "array")) {
+        CUresult (*destroy)(CUarray) = sym("cuArrayDestroy");
+        CHECK("free", destroy(array));
+    } else {
+        CHECK("free", release(p));
+    }
     printf("freed\n");
+    }
     return 0;
 }

@@ -294,7 +294,8 @@ fn two_tenants_launch_in_alternating_slices() {
     assert!(free >= 3 * gated.max(2), "{free} switches ungated, {gated} gated");
 }
 
-/// NVIDIA's real CUDA runtime as a client: every governed entry point it looks up
+/// NVIDIA's real CUDA runtime as a client: every governed entry point it looks up (all
+/// but the virtual-memory calls, which the runtime does not use)
 /// through `cuGetProcAddress` (with versions, and again with the per-thread-stream
 /// flag) is answered with the interposer's hook of the variant the driver has, and the
 /// program then ends with the runtime's own error — on a fake driver the runtime cannot
@@ -330,7 +331,16 @@ fn the_real_cuda_runtime_gets_the_hooks_and_fails_cleanly() {
         "cuMemAllocPitch",
         "cuMemFree",
         "cuMemGetInfo",
+        "cuMemAllocAsync",
+        "cuMemAllocFromPoolAsync",
+        "cuMemFreeAsync",
+        "cuArrayCreate",
+        "cuArray3DCreate",
+        "cuArrayDestroy",
         "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuGraphLaunch",
     ];
     let mut answered = std::collections::BTreeSet::new();
     for line in log.lines().filter_map(|l| l.strip_prefix("getproc ")) {
@@ -364,4 +374,30 @@ fn a_daemon_that_goes_away_fails_launches_with_one_line() {
     assert!(stdout.trim_end().ends_with("error launch 802"), "{stdout}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("tesserad went away"), "{stderr}");
+}
+
+/// Stream-ordered allocations, virtual-memory handles and arrays go through the ledger
+/// too: within the tenant's limit they are made and returned (twice in a row in one
+/// process, which fits the limit only if the first was returned), beyond it they fail
+/// with CUDA_ERROR_OUT_OF_MEMORY.
+#[test]
+fn every_allocation_entry_point_is_governed() {
+    let Some(s) = setup("kinds", 1) else { return };
+    let limit = [("TESSERA_MEMORY", "256MiB")];
+    for mode in ["alloc", "async", "vmm", "array"] {
+        let (code, out, err) = run(s.app(&[mode, "200", "0"], &[limit[0], ("ROUNDS", "2")]));
+        assert_eq!(code, 0, "{mode}: {out}{err}");
+        assert_eq!(out.matches("freed").count(), 2, "{mode}: {out}");
+        let (code, out, _) = run(s.app(&[mode, "300", "0"], &limit));
+        assert_eq!(code, 2, "{mode}: {out}");
+        assert!(out.contains("error alloc 2"), "{mode}: {out}");
+    }
+    let log = s.log();
+    for what in [
+        "dlsym cuMemAllocAsync -> hook",
+        "dlsym cuMemCreate -> hook",
+        "dlsym cuArrayCreate_v2 -> hook",
+    ] {
+        assert!(log.contains(what), "{what}:\n{log}");
+    }
 }

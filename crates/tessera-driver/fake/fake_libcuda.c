@@ -254,6 +254,57 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     *pPitch = pitch;
     return alloc(dptr, pitch * Height, "cuMemAllocPitch_v2");
 }
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    (void)hStream;
+    return alloc(dptr, bytesize, "cuMemAllocAsync");
+}
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    return cuMemAllocAsync(dptr, bytesize, hStream);
+}
+CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+    (void)pool; (void)hStream;
+    return alloc(dptr, bytesize, "cuMemAllocFromPoolAsync");
+}
+/* virtual-memory allocations: the handle is the host block's address */
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                             unsigned long long flags) {
+    (void)prop; (void)flags;
+    CUdeviceptr p;
+    CUresult r = alloc(&p, size, "cuMemCreate");
+    if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)p;
+    return r;
+}
+/* arrays: the handle is the host block's address */
+static size_t element_bytes(CUarray_format f) {
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
+    default: return 4;
+    }
+}
+CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d) {
+    CUdeviceptr p;
+    size_t n = d->Width * (d->Height ? d->Height : 1) * element_bytes(d->Format) * d->NumChannels;
+    CUresult r = alloc(&p, n, "cuArrayCreate_v2");
+    if (r == CUDA_SUCCESS) *pHandle = (CUarray)(uintptr_t)p;
+    return r;
+}
+CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+    CUdeviceptr p;
+    size_t n = d->Width * (d->Height ? d->Height : 1) * (d->Depth ? d->Depth : 1) * element_bytes(d->Format) *
+               d->NumChannels;
+    CUresult r = alloc(&p, n, "cuArray3DCreate_v2");
+    if (r == CUDA_SUCCESS) *pHandle = (CUarray)(uintptr_t)p;
+    return r;
+}
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr);
+CUresult CUDAAPI cuArrayDestroy(CUarray hArray) { return cuMemFree_v2((CUdeviceptr)(uintptr_t)hArray); }
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) { return cuMemFree_v2((CUdeviceptr)handle); }
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+    (void)hStream;
+    return cuMemFree_v2(dptr);
+}
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return cuMemFreeAsync(dptr, hStream); }
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
     pthread_mutex_lock(&books);
     CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -344,6 +395,36 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
     return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
                           kernelParams, extra);
 }
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) {
+    if (!config) return CUDA_ERROR_INVALID_VALUE;
+    return cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX, config->blockDimY,
+                          config->blockDimZ, config->sharedMemBytes, config->hStream, kernelParams, extra);
+}
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) {
+    return cuLaunchKernelEx(config, f, kernelParams, extra);
+}
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                           unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                           unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                           void **kernelParams) {
+    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                          kernelParams, 0);
+}
+CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                                unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                                unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                                void **kernelParams) {
+    return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                     sharedMemBytes, hStream, kernelParams);
+}
+/* graphs are not built by the fake: launching any executable graph does nothing */
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+    (void)hStream;
+    NEED_CTX();
+    log_call("cuGraphLaunch");
+    return hGraphExec ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { return cuGraphLaunch(hGraphExec, hStream); }
 CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
 
@@ -372,8 +453,11 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset_v2),
     E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuModuleLoadData), E(cuModuleGetFunction), E(cuFuncGetAttribute),
     E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
+    E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz),
+    E(cuMemCreate), E(cuMemRelease), E(cuArrayCreate_v2), E(cuArray3DCreate_v2), E(cuArrayDestroy),
     E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
-    E(cuCtxSynchronize), E(cuLaunchKernel_ptsz), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+    E(cuCtxSynchronize), E(cuLaunchKernel_ptsz), E(cuLaunchKernelEx), E(cuLaunchKernelEx_ptsz),
+    E(cuLaunchCooperativeKernel), E(cuLaunchCooperativeKernel_ptsz), E(cuGraphLaunch), E(cuGraphLaunch_ptsz), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
 };
 static void *lookup(const char *name) {
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)

@@ -148,6 +148,12 @@ driver_api! {
     fn cuMemCreate(handle: *mut CUmemGenericAllocationHandle, size: usize, prop: *const CUmemAllocationProp, flags: c_ulonglong);
     /// `cuMemRelease`.
     fn cuMemRelease(handle: CUmemGenericAllocationHandle);
+    /// `cuArrayCreate_v2`.
+    fn cuArrayCreate_v2(array: *mut CUarray, desc: *const CUDA_ARRAY_DESCRIPTOR);
+    /// `cuArray3DCreate_v2`.
+    fn cuArray3DCreate_v2(array: *mut CUarray, desc: *const CUDA_ARRAY3D_DESCRIPTOR);
+    /// `cuArrayDestroy`.
+    fn cuArrayDestroy(array: CUarray);
     /// `cuMemGetInfo_v2`.
     fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize);
     /// `cuMemcpyHtoD_v2`.
