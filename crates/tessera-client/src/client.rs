@@ -356,11 +356,20 @@ impl Client {
     /// Ask for a slice of `cost` of a GPU (the interposer's launch gate); returns its
     /// handle. While the daemon has it dispatched, [`Client::granted`] names the GPU;
     /// it completes when the slice ends.
-    pub fn submit_slice(&mut self, tenant: u64, cost: Duration) -> Result<u64, ClientError> {
+    /// `launch` describes the tenant's latest kernel launch, for the daemon's monitor.
+    pub fn submit_slice(
+        &mut self,
+        tenant: u64,
+        cost: Duration,
+        launch: Option<crate::region::LaunchFacts>,
+    ) -> Result<u64, ClientError> {
+        let launch = launch.unwrap_or_default();
         let d = RequestDesc {
             tenant,
             cost_ns: cost.as_nanos() as u64,
             op: op::SLICE,
+            launch_grid: launch.grid_blocks,
+            launch_block: launch.pack(),
             ..Default::default()
         };
         self.push(d, &[])

@@ -171,6 +171,10 @@ pub struct TenantReport {
     pub sla_met: Option<f64>,
     /// Memory the tenant holds now, bytes.
     pub memory_held: u64,
+    /// Its latest kernel's demand (share of the GPU's block slots it fills alone, 0-1,
+    /// by the occupancy arithmetic), when its program runs under the interposer.
+    #[serde(default)]
+    pub demand: Option<f64>,
 }
 
 /// Counts since the daemon started, over all tenants past and present.

@@ -102,8 +102,47 @@ pub struct RequestDesc {
     pub in_len: u32,
     /// Output bytes wanted in the data slot.
     pub out_len: u32,
-    /// Reserved.
-    pub _reserved: [u64; 2],
+    /// For a slice request: blocks in the grid of the tenant's latest kernel launch
+    /// (0: unknown). See [`LaunchFacts`].
+    pub launch_grid: u64,
+    /// For a slice request: that launch's block and resources, packed by
+    /// [`LaunchFacts::pack`].
+    pub launch_block: u64,
+}
+
+/// What the interposer saw of a kernel launch, for the daemon's monitor (DCUDA §3.2's
+/// inputs): grid and block size, and the kernel's per-thread registers and shared
+/// memory per block (static, from `cuFuncGetAttribute`, plus dynamic).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchFacts {
+    /// Blocks in the grid.
+    pub grid_blocks: u64,
+    /// Threads per block (at most 65535 on the wire; CUDA allows 1024).
+    pub threads_per_block: u32,
+    /// Registers per thread (at most 65535 on the wire; CUDA allows 255).
+    pub registers_per_thread: u32,
+    /// Shared memory per block, bytes.
+    pub shared_per_block: u32,
+}
+
+impl LaunchFacts {
+    /// `launch_block`: threads in bits 0-15, registers in 16-31, shared bytes in 32-63.
+    pub fn pack(&self) -> u64 {
+        u64::from(self.threads_per_block.min(0xffff))
+            | u64::from(self.registers_per_thread.min(0xffff)) << 16
+            | u64::from(self.shared_per_block) << 32
+    }
+
+    /// From a request's two fields; `None` when no launch is described.
+    pub fn unpack(grid: u64, block: u64) -> Option<LaunchFacts> {
+        let threads = (block & 0xffff) as u32;
+        (grid > 0 && threads > 0).then_some(LaunchFacts {
+            grid_blocks: grid,
+            threads_per_block: threads,
+            registers_per_thread: ((block >> 16) & 0xffff) as u32,
+            shared_per_block: (block >> 32) as u32,
+        })
+    }
 }
 
 /// A response descriptor (64 bytes).

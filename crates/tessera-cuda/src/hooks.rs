@@ -500,25 +500,71 @@ pub extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResu
     })
 }
 
-/// Hold the launch gate (a tenant's launches wait for the slice the policy grants).
+/// A launch's shape: (function, grid blocks, threads per block, dynamic shared bytes).
+type Shape = (u64, u64, u32, u32);
+
+/// Note the launch's shape and hold the launch gate (a tenant's launches wait for the
+/// slice the policy grants).
 #[inline]
-fn gate() -> Result<(), CuResult> {
+fn gate(shape: Option<Shape>) -> Result<(), CuResult> {
     match state().tenant() {
-        Some(t) => t.acquire(),
+        Some(t) => {
+            if let Some((f, grid, threads, shared)) = shape {
+                t.note_launch(f, grid, threads, shared);
+            }
+            t.acquire()
+        }
         None => Ok(()),
     }
+}
+
+/// The shape of a launch given by its dimensions.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn dims(
+    f: CUfunction,
+    gx: c_uint,
+    gy: c_uint,
+    gz: c_uint,
+    bx: c_uint,
+    by: c_uint,
+    bz: c_uint,
+    shared: c_uint,
+) -> Option<Shape> {
+    let grid = u64::from(gx) * u64::from(gy) * u64::from(gz);
+    Some((f as u64, grid, bx.saturating_mul(by).saturating_mul(bz), shared))
+}
+
+/// The shape of a `cuLaunchKernelEx` launch (its configuration read as integers).
+#[inline]
+fn config_shape(f: CUfunction, config: *const CUlaunchConfig) -> Option<Shape> {
+    if config.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, the caller's launch configuration; plain integer fields.
+    let c = unsafe { &*config };
+    dims(
+        f,
+        c.gridDimX,
+        c.gridDimY,
+        c.gridDimZ,
+        c.blockDimX,
+        c.blockDimY,
+        c.blockDimZ,
+        c.sharedMemBytes,
+    )
 }
 
 /// A gated launch entry point and its per-thread-default-stream variant (`_ptsz`),
 /// each passing through to the real driver's symbol of the same name once the gate
 /// is held.
 macro_rules! gated_launch {
-    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* )) => {
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr) => {
         #[doc = concat!("`", stringify!($plain), "`, behind the launch gate.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
             guarded(stringify!($plain), || {
-                if let Err(e) = gate() {
+                if let Err(e) = gate($shape) {
                     return e;
                 }
                 real!($plain($($arg),*))
@@ -531,7 +577,7 @@ macro_rules! gated_launch {
             type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
             static REAL: OnceLock<Option<usize>> = OnceLock::new();
             guarded(stringify!($ptsz), || {
-                if let Err(e) = gate() {
+                if let Err(e) = gate($shape) {
                     return e;
                 }
                 match variant(&REAL, stringify!($ptsz)) {
@@ -548,15 +594,16 @@ macro_rules! gated_launch {
 gated_launch!(cuLaunchKernel, cuLaunchKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void
-));
+), dims(f, gx, gy, gz, bx, by, bz, shared));
 gated_launch!(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, (
     config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void
-));
+), config_shape(f, config));
 gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void
-));
-gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream));
+), dims(f, gx, gy, gz, bx, by, bz, shared));
+// a graph's kernels are not visible here: no shape
+gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream), None);
 
 /// The hook for the exact driver symbol `name` (a governed entry point), if any.
 fn hook_for(name: &[u8]) -> Option<*mut c_void> {

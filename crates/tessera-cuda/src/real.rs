@@ -74,3 +74,19 @@ impl RealDriver {
         }
     }
 }
+
+/// A kernel's registers per thread and static shared memory per block, asked of the
+/// real driver ((0, 0) if it cannot say).
+pub fn function_resources(function: u64) -> (u32, u32) {
+    use tessera_driver::sys::CUfunction_attribute as A;
+    let Ok(real) = &crate::state::state().real else { return (0, 0) };
+    let Some(get) = real.api.cuFuncGetAttribute else { return (0, 0) };
+    let ask = |attribute: A| {
+        let mut v: std::ffi::c_int = 0;
+        // SAFETY: the driver's entry point with a valid attribute, an out-pointer to a
+        // local, and a function handle the program launched.
+        let r = unsafe { get(&mut v, attribute, function as tessera_driver::sys::CUfunction) };
+        if r == tessera_driver::status::SUCCESS { u32::try_from(v).unwrap_or(0) } else { 0 }
+    };
+    (ask(A::CU_FUNC_ATTRIBUTE_NUM_REGS), ask(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))
+}

@@ -6,11 +6,12 @@ use crate::config::{Class, Config, MemoryWait, OnNoDaemon};
 use crate::real::RealDriver;
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tessera_client::proto::TenantClass;
 use tessera_client::region::Region;
-use tessera_client::region::reason;
+use tessera_client::region::{LaunchFacts, reason};
 use tessera_client::{Client, TenantOptions};
 use tessera_client::{ClientError, Outcome};
 use tessera_driver::{CuResult, status};
@@ -49,6 +50,12 @@ pub struct Tenant {
     slice: Duration,
     /// The handle of the slice request outstanding, if any.
     outstanding: Mutex<Option<u64>>,
+    /// The latest kernel launch: function, grid blocks, threads | dynamic shared << 32
+    /// (relaxed stores on the launch path; read when a slice is asked for).
+    last_launch: [AtomicU64; 3],
+    /// Per function: (registers per thread, static shared bytes), asked of the driver
+    /// once per distinct function.
+    functions: Mutex<HashMap<u64, (u32, u32)>>,
     /// The shared memory ledger.
     pub ledger: Ledger,
     /// Its limit, bytes.
@@ -220,6 +227,8 @@ impl State {
             region,
             slice: config.slice,
             outstanding: Mutex::new(None),
+            last_launch: Default::default(),
+            functions: Mutex::new(HashMap::new()),
             ledger,
             limit: config.memory,
             placed,
@@ -236,6 +245,36 @@ pub const SYSTEM_NOT_READY: CuResult =
     tessera_driver::sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY as CuResult;
 
 impl Tenant {
+    /// Note a launch's shape for the daemon's monitor (three relaxed stores).
+    #[inline]
+    pub fn note_launch(&self, function: u64, grid_blocks: u64, threads: u32, dynamic_shared: u32) {
+        self.last_launch[0].store(function, Ordering::Relaxed);
+        self.last_launch[1].store(grid_blocks, Ordering::Relaxed);
+        self.last_launch[2]
+            .store(u64::from(threads) | u64::from(dynamic_shared) << 32, Ordering::Relaxed);
+    }
+
+    /// The latest launch's facts, with the function's registers and static shared
+    /// memory (asked of the driver once per function).
+    fn launch_facts(&self) -> Option<LaunchFacts> {
+        let function = self.last_launch[0].load(Ordering::Relaxed);
+        let grid_blocks = self.last_launch[1].load(Ordering::Relaxed);
+        let block = self.last_launch[2].load(Ordering::Relaxed);
+        if function == 0 || grid_blocks == 0 {
+            return None;
+        }
+        let (registers, static_shared) = {
+            let mut cache = self.functions.lock().ok()?;
+            *cache.entry(function).or_insert_with(|| crate::real::function_resources(function))
+        };
+        Some(LaunchFacts {
+            grid_blocks,
+            threads_per_block: (block & 0xffff_ffff) as u32,
+            registers_per_thread: registers,
+            shared_per_block: static_shared.saturating_add((block >> 32) as u32),
+        })
+    }
+
     /// The launch gate: return once the tenant holds a slice of a GPU. Inside a slice
     /// this is one atomic load; outside, it asks the daemon for a slice (one
     /// outstanding request per process) and waits — futex on the grant word — until
@@ -289,7 +328,7 @@ impl Tenant {
             }
         }
         if outstanding.is_none() {
-            match client.submit_slice(self.id, self.slice) {
+            match client.submit_slice(self.id, self.slice, self.launch_facts()) {
                 Ok(h) => *outstanding = Some(h),
                 Err(e) => return Err(gone(&e.to_string())),
             }

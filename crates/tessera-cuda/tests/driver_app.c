@@ -10,7 +10,9 @@
  *                                        the same as alloc, through cuMemAllocAsync /
  *                                        cuMemFreeAsync, cuMemCreate / cuMemRelease, or
  *                                        cuArrayCreate / cuArrayDestroy (float, 1 channel)
- *        driver_app launch N MS          N launches of a kernel busy for MS ms, each
+ *        driver_app launch N MS [GRID BLOCK]
+ *                                        N launches of a kernel busy for MS ms (GRID
+ *                                        blocks of BLOCK threads; default 1 x 1), each
  *                                        synchronised; "launch T" after each launch
  *                                        returns (T: CLOCK_MONOTONIC ns)
  * Prints one line per step ("init", "devices N", "device HANDLE", "allocated", "freed",
@@ -74,9 +76,10 @@ int main(int argc, char **argv) {
         CHECK("function", function(&spin, module, "tessera_spin"));
         long n = atol(argv[2]);
         unsigned long long ns = (unsigned long long)atol(argc > 3 ? argv[3] : "1") * 1000000ull;
+        unsigned grid = argc > 4 ? (unsigned)atol(argv[4]) : 1, block = argc > 5 ? (unsigned)atol(argv[5]) : 1;
         for (long i = 0; i < n; i++) {
             void *params[] = {&ns};
-            CHECK("launch", launch(spin, 1, 1, 1, 1, 1, 1, 0, 0, params, 0));
+            CHECK("launch", launch(spin, grid, 1, 1, block, 1, 1, 0, 0, params, 0));
             struct timespec now;
             clock_gettime(CLOCK_MONOTONIC, &now);
             printf("launch %lld\n", (long long)now.tv_sec * 1000000000ll + now.tv_nsec);

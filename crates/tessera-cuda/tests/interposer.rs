@@ -401,3 +401,43 @@ fn every_allocation_entry_point_is_governed() {
         assert!(log.contains(what), "{what}:\n{log}");
     }
 }
+
+/// Each slice request carries the tenant's latest launch — grid, block, and the
+/// kernel's registers (asked of the driver once per function) — and the daemon turns
+/// it into the kernel's demand by the occupancy arithmetic, shown in `status`.
+#[test]
+fn launch_shapes_reach_the_daemon_as_demand() {
+    use tessera_gpu::occupancy::{Launch, SmLimits, occupancy};
+    let Some(s) = setup_with("shape", 1, 1.0) else { return };
+    // 320 blocks of 256 threads, 32 registers (what the fake driver reports): half of a
+    // V100's block slots
+    let mut app = s
+        .app(&["launch", "3000", "1", "320", "256"], &[("TESSERA_SLICE_MS", "5")])
+        .spawn()
+        .unwrap();
+    wait_for(&mut app, "launch");
+    let want = occupancy(
+        &Launch {
+            grid_blocks: 320,
+            threads_per_block: 256,
+            registers_per_thread: 32,
+            shared_per_block: 0,
+        },
+        &SmLimits::V100,
+    )
+    .demand;
+    let mut client = tessera_client::Client::connect_control(&s.socket).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let seen = loop {
+        let status = client.status().unwrap();
+        if let Some(d) = status.tenants.iter().find_map(|t| t.demand) {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "no demand in {status:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = app.kill();
+    let _ = app.wait();
+    assert!((seen - want).abs() < 1e-3, "daemon says {seen}, the arithmetic {want}");
+    assert!((want - 0.5).abs() < 1e-9, "{want}");
+}

@@ -130,6 +130,8 @@ driver_api! {
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
     /// `cuModuleGetFunction`.
     fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char);
+    /// `cuFuncGetAttribute`.
+    fn cuFuncGetAttribute(value: *mut c_int, attribute: CUfunction_attribute, f: CUfunction);
     /// `cuMemAlloc_v2`.
     fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize);
     /// `cuMemAllocPitch_v2`.

@@ -213,8 +213,8 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
     writeln!(out, "\n{} tenants (those this user may see; root sees all)", s.tenants.len())?;
     writeln!(
         out,
-        "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
-        "tenant", "pid", "uid", "class", "queued", "done", "failed", "SLA met", "memory"
+        "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10} {:>7}",
+        "tenant", "pid", "uid", "class", "queued", "done", "failed", "SLA met", "memory", "demand"
     )?;
     for t in &s.tenants {
         let class = match t.class {
@@ -223,7 +223,7 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
         };
         writeln!(
             out,
-            "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
+            "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10} {:>7}",
             t.tenant,
             t.pid,
             t.uid,
@@ -232,7 +232,9 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             t.done,
             t.not_done,
             t.sla_met.map_or("-".into(), |m| format!("{:.1}%", 100.0 * m)),
-            mib(t.memory_held)
+            mib(t.memory_held),
+            // the latest kernel's share of the GPU, for programs under the interposer
+            t.demand.map_or("-".into(), |d| format!("{:.0}%", 100.0 * d))
         )?;
     }
     let t = &s.totals;

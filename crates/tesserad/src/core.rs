@@ -13,13 +13,17 @@ use tessera_client::proto::{
     ErrorCode, GpuReport, Reply, RunningReport, STATUS_PAGE, StatusReport, TenantClass,
     TenantReport, Totals,
 };
-use tessera_client::region::{Doorbell, Region, RequestDesc, ResponseDesc, op, reason, status};
+use tessera_client::region::{
+    Doorbell, LaunchFacts, Region, RequestDesc, ResponseDesc, op, reason, status,
+};
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::ExecutionFailure;
+use tessera_core::model::LaunchInfo;
 use tessera_core::{
-    Action, Bytes, Event, GpuId, Nanos, Placement, Policy, ServiceClass, TaskId, TaskSpec,
-    TenantId, TenantSpec,
+    Action, Bytes, Event, GpuId, Nanos, PerMille, Placement, Policy, ServiceClass, TaskId,
+    TaskSpec, TenantId, TenantSpec,
 };
+use tessera_gpu::occupancy;
 use tessera_ledger::{Ledger, Wait};
 
 /// A client connection's id.
@@ -183,6 +187,8 @@ struct TenantInfo {
     not_done: u64,
     /// The GPUs it was placed on (interposed programs see only these).
     placed: Vec<u32>,
+    /// Its latest kernel's demand, from the interposer's launch facts.
+    demand: Option<f64>,
 }
 
 struct TaskInfo {
@@ -665,8 +671,33 @@ impl Core {
                     t.queued += 1;
                     t.tasks += 1;
                 }
+                // a slice carries its tenant's latest launch: its demand by the occupancy
+                // arithmetic (DCUDA §3.2), on V100 limits until GPUs are described
+                let launch = if slice {
+                    LaunchFacts::unpack(d.launch_grid, d.launch_block).map(|f| {
+                        let o = occupancy::occupancy(
+                            &occupancy::Launch {
+                                grid_blocks: f.grid_blocks,
+                                threads_per_block: f.threads_per_block,
+                                registers_per_thread: f.registers_per_thread,
+                                shared_per_block: f.shared_per_block,
+                            },
+                            &occupancy::SmLimits::V100,
+                        );
+                        LaunchInfo {
+                            grid_blocks: f.grid_blocks,
+                            threads_per_block: f.threads_per_block,
+                            demand: PerMille((o.demand * 1000.0).round() as u16),
+                        }
+                    })
+                } else {
+                    None
+                };
+                if let (Some(l), Some(t)) = (launch, self.tenants.get_mut(&tenant)) {
+                    t.demand = Some(f64::from(l.demand.0) / 1000.0);
+                }
                 self.deliver(Event::TaskSubmitted(TaskSpec {
-                    launch: None,
+                    launch,
                     batch: 1,
                     id,
                     tenant,
@@ -1210,6 +1241,7 @@ impl Core {
                         met: 0,
                         not_done: 0,
                         placed: placed.clone(),
+                        demand: None,
                     },
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
@@ -1350,6 +1382,7 @@ impl Core {
                         sla_met: (t.class.is_user_facing() && t.done > 0)
                             .then(|| t.met as f64 / t.done as f64),
                         memory_held: held.get(id).copied().unwrap_or(0),
+                        demand: t.demand,
                     }
                 })
                 .collect(),
