@@ -375,6 +375,33 @@ impl Client {
         self.push(d, &[])
     }
 
+    /// End the running slice `handle` early, reporting the GPU time used and whether
+    /// it was measured throughout (else partly inferred); no system call unless the
+    /// daemon sleeps.
+    pub fn release_slice(
+        &mut self,
+        handle: u64,
+        used: Duration,
+        measured: bool,
+    ) -> Result<(), ClientError> {
+        let (region, bell) = self.rings()?;
+        region.drop_grant();
+        let d = RequestDesc {
+            seq: handle,
+            op: op::RELEASE,
+            cost_ns: used.as_nanos() as u64,
+            kernel: u32::from(measured),
+            ..Default::default()
+        };
+        if !region.push_request(&d) {
+            return Err(ClientError::TooManyInFlight(region.slots()));
+        }
+        if region.daemon_sleeping() {
+            bell.ring();
+        }
+        Ok(())
+    }
+
     /// The shared region, for lock-free reads of the grant word by other threads.
     pub fn region(&self) -> Option<std::sync::Arc<Region>> {
         self.region.as_ref().map(|(r, _)| r.clone())

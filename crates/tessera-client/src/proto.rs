@@ -175,6 +175,11 @@ pub struct TenantReport {
     /// by the occupancy arithmetic), when its program runs under the interposer.
     #[serde(default)]
     pub demand: Option<f64>,
+    /// GPU time charged to it so far, ms of the daemon's time: its tasks' run times,
+    /// and for programs under the interposer the GPU time their launch gate accounted
+    /// in each slice (not the time they held it).
+    #[serde(default)]
+    pub gpu_ms: f64,
 }
 
 /// Counts since the daemon started, over all tenants past and present.

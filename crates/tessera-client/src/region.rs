@@ -43,6 +43,11 @@ pub mod op {
     /// task of `cost_ns`, but the daemon runs nothing for it; while it is dispatched
     /// the region's grant word names the GPU, and the client's own kernels may run.
     pub const SLICE: u32 = 3;
+    /// End the client's running slice (`seq` names its request) before its time: the
+    /// client used what it needed (FairGV §3.3's collaborative release). `cost_ns` is
+    /// the GPU time it accounted; `kernel` is 1 when every launch was measured, 0 when
+    /// some were inferred. No response of its own: the slice request completes.
+    pub const RELEASE: u32 = 4;
 }
 
 /// Response statuses.
@@ -195,6 +200,18 @@ struct Header {
     /// The launch gate: 0 while the client holds no slice of a GPU, else that GPU's
     /// index + 1. Written by the daemon (and woken by futex), read by the client.
     grant: Index,
+    /// The launch gate's accounting of the current slice, written by the client after
+    /// each launch: GPU time used, ns (measured for the first launches, inferred after),
+    /// and whether any of it was inferred. Read by the daemon when the slice ends.
+    slice_used: Wide,
+    slice_inferred: Index,
+}
+
+/// A 64-bit word on its own cache line.
+#[repr(C, align(64))]
+#[derive(Debug)]
+struct Wide {
+    value: std::sync::atomic::AtomicU64,
 }
 
 const HEADER: usize = 1024;
@@ -370,6 +387,32 @@ impl Region {
         let h = self.header();
         h.grant.value.store(gpu.map_or(0, |g| g.saturating_add(1)), Ordering::SeqCst);
         let _ = futex::wake(&h.grant.value, futex::Flags::empty(), i32::MAX as u32);
+    }
+
+    /// Client: the GPU time its current slice has used so far, and whether any of it
+    /// was inferred rather than measured (a relaxed store: the daemon reads it only
+    /// when the slice ends).
+    #[inline]
+    pub fn set_slice_used(&self, used_ns: u64, inferred: bool) {
+        let h = self.header();
+        h.slice_used.value.store(used_ns, Ordering::Relaxed);
+        h.slice_inferred.value.store(u32::from(inferred), Ordering::Relaxed);
+    }
+
+    /// Daemon: what the client says its slice used (ns, and whether partly inferred);
+    /// client-written, so only a claim, which the daemon bounds by the slice's time.
+    pub fn slice_used(&self) -> (u64, bool) {
+        let h = self.header();
+        (
+            h.slice_used.value.load(Ordering::SeqCst),
+            h.slice_inferred.value.load(Ordering::SeqCst) != 0,
+        )
+    }
+
+    /// Client: give up the grant at once (before telling the daemon its slice ended),
+    /// so that no launch slips through in between.
+    pub fn drop_grant(&self) {
+        self.header().grant.value.store(0, Ordering::SeqCst);
     }
 
     /// Client: the GPU of the slice it holds now, if any (one atomic load: the launch

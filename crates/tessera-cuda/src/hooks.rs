@@ -518,6 +518,17 @@ fn gate(shape: Option<Shape>) -> Result<(), CuResult> {
     }
 }
 
+/// Account a launch that went through (see `Tenant::after_launch`); pass its result on.
+#[inline]
+fn accounted(r: CuResult) -> CuResult {
+    if r == status::SUCCESS
+        && let Some(t) = state().tenant()
+    {
+        t.after_launch();
+    }
+    r
+}
+
 /// The shape of a launch given by its dimensions.
 #[allow(clippy::too_many_arguments)]
 #[inline]
@@ -567,7 +578,7 @@ macro_rules! gated_launch {
                 if let Err(e) = gate($shape) {
                     return e;
                 }
-                real!($plain($($arg),*))
+                accounted(real!($plain($($arg),*)))
             })
         }
 
@@ -580,12 +591,12 @@ macro_rules! gated_launch {
                 if let Err(e) = gate($shape) {
                     return e;
                 }
-                match variant(&REAL, stringify!($ptsz)) {
+                accounted(match variant(&REAL, stringify!($ptsz)) {
                     // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
                     // point's C signature; the caller's arguments.
                     Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
                     None => status::NOT_FOUND,
-                }
+                })
             })
         }
     };

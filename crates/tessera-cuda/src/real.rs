@@ -90,3 +90,15 @@ pub fn function_resources(function: u64) -> (u32, u32) {
     };
     (ask(A::CU_FUNC_ATTRIBUTE_NUM_REGS), ask(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))
 }
+
+/// Wait for the calling thread's context to finish its work (`cuCtxSynchronize`),
+/// for the launch gate's measurements; errors are left for the program's own next
+/// call to see.
+pub fn synchronize() {
+    if let Ok(real) = &crate::state::state().real
+        && let Some(sync) = real.api.cuCtxSynchronize
+    {
+        // SAFETY: the driver's entry point, no arguments.
+        let _ = unsafe { sync() };
+    }
+}

@@ -56,6 +56,11 @@ pub struct Tenant {
     /// Per function: (registers per thread, static shared bytes), asked of the driver
     /// once per distinct function.
     functions: Mutex<HashMap<u64, (u32, u32)>>,
+    /// The current slice's accounting (FairGV §3.3): launches so far, GPU time
+    /// accounted (ns), and the time measured for the first [`MEASURED_LAUNCHES`].
+    launches: AtomicU64,
+    accounted_ns: AtomicU64,
+    measured_ns: AtomicU64,
     /// The shared memory ledger.
     pub ledger: Ledger,
     /// Its limit, bytes.
@@ -229,6 +234,9 @@ impl State {
             outstanding: Mutex::new(None),
             last_launch: Default::default(),
             functions: Mutex::new(HashMap::new()),
+            launches: AtomicU64::new(0),
+            accounted_ns: AtomicU64::new(0),
+            measured_ns: AtomicU64::new(0),
             ledger,
             limit: config.memory,
             placed,
@@ -238,6 +246,10 @@ impl State {
         Ok(())
     }
 }
+
+/// Launches of a slice measured by synchronising after them (FairGV §3.3: "only for
+/// the first 5 requests of a slice"); the rest are inferred from their mean.
+pub const MEASURED_LAUNCHES: u64 = 5;
 
 /// `CUDA_ERROR_SYSTEM_NOT_READY`: what `cuInit` answers when the process cannot become
 /// a tenant (no daemon, no ledger).
@@ -273,6 +285,46 @@ impl Tenant {
             registers_per_thread: registers,
             shared_per_block: static_shared.saturating_add((block >> 32) as u32),
         })
+    }
+
+    /// Account a launch that went through (FairGV §3.3's collaborative accounting):
+    /// the first [`MEASURED_LAUNCHES`] of a slice are measured by synchronising after
+    /// them; later ones are counted at the measured mean. Once the slice's time is
+    /// used, synchronise after the last launch and give the slice back, reporting the
+    /// time — so the policy accounts what the tenant really used, not what it held.
+    #[inline]
+    pub fn after_launch(&self) {
+        let n = self.launches.fetch_add(1, Ordering::Relaxed);
+        let add = if n < MEASURED_LAUNCHES {
+            let t0 = std::time::Instant::now();
+            crate::real::synchronize();
+            let dt = t0.elapsed().as_nanos() as u64;
+            self.measured_ns.fetch_add(dt, Ordering::Relaxed);
+            dt
+        } else {
+            self.measured_ns.load(Ordering::Relaxed) / MEASURED_LAUNCHES
+        };
+        let used = self.accounted_ns.fetch_add(add, Ordering::Relaxed) + add;
+        // what the daemon charges when the slice ends, if it is not given back first
+        self.region.set_slice_used(used, n >= MEASURED_LAUNCHES);
+        if used >= self.slice.as_nanos() as u64 {
+            self.give_back(used, n < MEASURED_LAUNCHES);
+        }
+    }
+
+    #[cold]
+    fn give_back(&self, used: u64, measured: bool) {
+        crate::real::synchronize();
+        let (Ok(mut client), Ok(outstanding)) = (self.client.lock(), self.outstanding.lock())
+        else {
+            return;
+        };
+        if let Some(h) = *outstanding
+            && self.region.granted().is_some()
+        {
+            // a failure here means the daemon is gone, which the next launch reports
+            let _ = client.release_slice(h, Duration::from_nanos(used), measured);
+        }
     }
 
     /// The launch gate: return once the tenant holds a slice of a GPU. Inside a slice
@@ -329,7 +381,14 @@ impl Tenant {
         }
         if outstanding.is_none() {
             match client.submit_slice(self.id, self.slice, self.launch_facts()) {
-                Ok(h) => *outstanding = Some(h),
+                Ok(h) => {
+                    // a new slice: its accounting starts from nothing
+                    self.launches.store(0, Ordering::Relaxed);
+                    self.accounted_ns.store(0, Ordering::Relaxed);
+                    self.measured_ns.store(0, Ordering::Relaxed);
+                    self.region.set_slice_used(0, false);
+                    *outstanding = Some(h)
+                }
                 Err(e) => return Err(gone(&e.to_string())),
             }
         }

@@ -14,7 +14,9 @@
  *                                        N launches of a kernel busy for MS ms (GRID
  *                                        blocks of BLOCK threads; default 1 x 1), each
  *                                        synchronised; "launch T" after each launch
- *                                        returns (T: CLOCK_MONOTONIC ns)
+ *                                        returns (T: CLOCK_MONOTONIC ns); GAP_MS=g
+ *                                        sleeps g ms (CPU work) after each, HOLD_MS=h
+ *                                        stays h ms after printing "done"
  * Prints one line per step ("init", "devices N", "device HANDLE", "allocated", "freed",
  * "meminfo FREE TOTAL") and
  * "error STEP CODE" on a failure, exiting 2.
@@ -84,8 +86,14 @@ int main(int argc, char **argv) {
             clock_gettime(CLOCK_MONOTONIC, &now);
             printf("launch %lld\n", (long long)now.tv_sec * 1000000000ll + now.tv_nsec);
             CHECK("sync", sync(0));
+            long gap = getenv("GAP_MS") ? atol(getenv("GAP_MS")) : 0;
+            struct timespec g = {gap / 1000, (gap % 1000) * 1000000L};
+            if (gap) nanosleep(&g, 0);
         }
         printf("done\n");
+        long hold = getenv("HOLD_MS") ? atol(getenv("HOLD_MS")) : 0;
+        struct timespec h = {hold / 1000, (hold % 1000) * 1000000L};
+        if (hold) nanosleep(&h, 0);
         return 0;
     }
     if (!strcmp(argv[1], "getproc")) {

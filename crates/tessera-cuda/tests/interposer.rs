@@ -441,3 +441,31 @@ fn launch_shapes_reach_the_daemon_as_demand() {
     assert!((seen - want).abs() < 1e-3, "daemon says {seen}, the arithmetic {want}");
     assert!((want - 0.5).abs() < 1e-9, "{want}");
 }
+
+/// A slice is charged what the tenant's launch gate accounted — its kernels' time,
+/// measured for the first launches of a slice and inferred after — not the time it
+/// held the slice: a program running 1 ms kernels between 9 ms of CPU work holds its
+/// slices for about 200 ms but is charged about 20.
+#[test]
+fn slices_are_charged_the_gpu_time_used_not_held() {
+    let Some(s) = setup_with("account", 1, 1.0) else { return };
+    let started = Instant::now();
+    let mut app = s
+        .app(
+            &["launch", "20", "1"],
+            &[("TESSERA_SLICE_MS", "30"), ("GAP_MS", "9"), ("HOLD_MS", "5000")],
+        )
+        .spawn()
+        .unwrap();
+    wait_for(&mut app, "done");
+    let held = started.elapsed();
+    // the last slice ends by its time; wait for the daemon to charge it
+    std::thread::sleep(Duration::from_millis(100));
+    let mut client = tessera_client::Client::connect_control(&s.socket).unwrap();
+    let charged = client.status().unwrap().tenants[0].gpu_ms;
+    let _ = app.kill();
+    let _ = app.wait();
+    eprintln!("charged {charged:.1} ms over {:.0} ms", held.as_secs_f64() * 1e3);
+    assert!(charged >= 15.0, "20 kernels of 1 ms: {charged} ms");
+    assert!(charged < 0.4 * held.as_secs_f64() * 1e3, "{charged} ms charged over {held:?}");
+}

@@ -172,6 +172,8 @@ driver_api! {
     fn cuGraphLaunch(graph: CUgraphExec, stream: CUstream);
     /// `cuStreamQuery`.
     fn cuStreamQuery(stream: CUstream);
+    /// `cuCtxSynchronize`.
+    fn cuCtxSynchronize();
     /// `cuStreamSynchronize`.
     fn cuStreamSynchronize(stream: CUstream);
     /// `cuGetProcAddress_v2`.

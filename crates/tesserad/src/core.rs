@@ -152,6 +152,10 @@ impl Clock {
     pub fn wall(&self, span: Nanos) -> Duration {
         Duration::from_nanos((span.0 as f64 / self.speedup) as u64)
     }
+    /// Emulated span of a wall duration.
+    pub fn emulated(&self, wall: Duration) -> Nanos {
+        Nanos((wall.as_nanos() as f64 * self.speedup) as u64)
+    }
 }
 
 struct Conn {
@@ -189,6 +193,9 @@ struct TenantInfo {
     placed: Vec<u32>,
     /// Its latest kernel's demand, from the interposer's launch facts.
     demand: Option<f64>,
+    /// GPU time charged to it: its completed tasks' run times, and its slices' time as
+    /// its launch gate accounted it.
+    gpu_time: Nanos,
 }
 
 struct TaskInfo {
@@ -601,6 +608,33 @@ impl Core {
                 if let Some(task) = self.by_seq.get(&(conn, d.seq)).copied() {
                     self.deliver(Event::TaskCancelRequested { task });
                 }
+            }
+            op::RELEASE => {
+                // a running slice of this connection ends early; anything else (a task,
+                // a queued or unknown slice) is ignored, as a late release would be
+                let Some(task) = self.by_seq.get(&(conn, d.seq)).copied() else { return };
+                let Some(info) = self.tasks.get(&task) else { return };
+                let Some((gpu, started)) = info.started else { return };
+                if !info.slice || !self.runs_on(gpu, task) {
+                    return;
+                }
+                self.exec.send(gpu, Command::Cancel { task });
+                let Some(info) = self.tasks.remove(&task) else { return };
+                self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, 0);
+                // the accounting the client reports (its wall time), bounded by the
+                // slice's own time
+                let held = self.clock.now() - started;
+                let used = self.clock.emulated(Duration::from_nanos(d.cost_ns)).min(held);
+                if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                    t.gpu_time += used;
+                }
+                self.deliver(Event::TaskFinished {
+                    task,
+                    placement: Placement::whole(gpu),
+                    ran_for: used,
+                    measured: d.kernel == 1,
+                    result: Ok(()),
+                });
             }
             op::SUBMIT | op::SLICE => {
                 let slice = d.op == op::SLICE;
@@ -1046,12 +1080,24 @@ impl Core {
                     return; // stale: the GPU was reset under it
                 }
                 let Some(info) = self.tasks.remove(&task) else { return };
+                // a slice is charged what the client's launch gate accounted (measured,
+                // or partly inferred), never more than the slice it held
+                let (ran_for, measured) = match self.conns.get(&info.conn) {
+                    Some(c) if info.slice => {
+                        let (used, inferred) = c.region.slice_used();
+                        (self.clock.emulated(Duration::from_nanos(used)).min(ran_for), !inferred)
+                    }
+                    _ => (ran_for, true),
+                };
                 self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, out_len);
+                if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                    t.gpu_time += ran_for;
+                }
                 self.deliver(Event::TaskFinished {
                     task,
                     placement: Placement::whole(gpu),
                     ran_for,
-                    measured: true,
+                    measured,
                     result: Ok(()),
                 });
             }
@@ -1242,6 +1288,7 @@ impl Core {
                         not_done: 0,
                         placed: placed.clone(),
                         demand: None,
+                        gpu_time: Nanos::ZERO,
                     },
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
@@ -1383,6 +1430,7 @@ impl Core {
                             .then(|| t.met as f64 / t.done as f64),
                         memory_held: held.get(id).copied().unwrap_or(0),
                         demand: t.demand,
+                        gpu_ms: t.gpu_time.as_secs_f64() * 1e3,
                     }
                 })
                 .collect(),
