@@ -469,3 +469,17 @@ fn slices_are_charged_the_gpu_time_used_not_held() {
     assert!(charged >= 15.0, "20 kernels of 1 ms: {charged} ms");
     assert!(charged < 0.4 * held.as_secs_f64() * 1e3, "{charged} ms charged over {held:?}");
 }
+
+/// The driver's own failures reach the program untouched through the interposer: a
+/// launch that fails (the fake's knob) returns CUDA_ERROR_LAUNCH_FAILED (719), and an
+/// allocation the driver refuses after the ledger granted it returns
+/// CUDA_ERROR_OUT_OF_MEMORY, with the reservation undone (logged).
+#[test]
+fn driver_failures_pass_through() {
+    let Some(s) = setup("failures", 1) else { return };
+    let (code, out, _) = run(s.app(&["launch", "1", "1"], &[("FAKE_CUDA_FAIL", "launch")]));
+    assert_eq!((code, out.lines().last()), (2, Some("error launch 719")), "{out}");
+    let (code, out, _) = run(s.app(&["alloc", "100", "0"], &[("FAKE_CUDA_FAIL", "oom")]));
+    assert_eq!((code, out.lines().last()), (2, Some("error alloc 2")), "{out}");
+    assert!(s.log().contains("alloc 104857600 on 0 -> 2"), "{}", s.log());
+}
