@@ -123,6 +123,55 @@ impl Profiles {
     }
 }
 
+/// One measurement of two models co-running in two partitions of a V100 (the
+/// `interference` line of `v100-igniter/gpulet.config.jsonl`): the first model at
+/// `part1` percent, the second at `100 - part1`, each with its batch and measured
+/// latency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Colocation {
+    /// First model.
+    pub m1: String,
+    /// Second model.
+    pub m2: String,
+    /// First model's batch.
+    pub b1: u32,
+    /// Second model's batch.
+    pub b2: u32,
+    /// First model's partition, percent (the second has the rest).
+    pub part1: u32,
+    /// First model's latency co-running, ms.
+    pub lat1_ms: f64,
+    /// Second model's latency co-running, ms.
+    pub lat2_ms: f64,
+}
+
+/// Read the co-location measurements of the V100 file (its `interference` line's
+/// `latency` rows `[m1, m2, b1, b2, part1, lat1_ms, lat2_ms]`).
+pub fn colocations_from_v100_jsonl(text: &str) -> Result<Vec<Colocation>, PartitionError> {
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| l.contains("\"interference\"")) {
+        let err = |message: String| PartitionError::Parse { line: i + 1, message };
+        let obj: BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(line).map_err(|e| err(e.to_string()))?;
+        let Some(rows) = obj.get("interference").and_then(|v| v.get("latency")) else { continue };
+        type Row = (String, String, u32, u32, u32, f64, f64);
+        let rows: Vec<Row> =
+            serde_json::from_value(rows.clone()).map_err(|e| err(format!("rows: {e}")))?;
+        return Ok(rows
+            .into_iter()
+            .map(|(m1, m2, b1, b2, part1, lat1_ms, lat2_ms)| Colocation {
+                m1,
+                m2,
+                b1,
+                b2,
+                part1,
+                lat1_ms,
+                lat2_ms,
+            })
+            .collect());
+    }
+    Err(PartitionError::Parse { line: 0, message: "no interference measurements".into() })
+}
+
 /// gpu-lets §4.4's interference model: the latency of a model co-running with another
 /// is its solo latency times `c1*l2_1 + c2*l2_2 + c3*dram_1 + c4*dram_2 + c5`, with
 /// the two partitions' L2 and DRAM utilizations (fractions). The factor is taken as at
@@ -214,6 +263,18 @@ mod tests {
         assert_eq!(i.factor((0.0, 0.0), (0.0, 0.0)), 1.0, "never below 1");
         assert!(i.factor((0.5, 0.5), (0.9, 0.2)) > 1.0);
         assert!(Interference::from_csv("h\n1,2,3\n").is_err());
+    }
+
+    #[test]
+    fn the_co_location_measurements_load() {
+        let rows = colocations_from_v100_jsonl(&data("v100-igniter/gpulet.config.jsonl")).unwrap();
+        assert_eq!(rows.len(), 750);
+        assert_eq!(
+            (rows[0].m1.as_str(), rows[0].m2.as_str(), rows[0].part1),
+            ("alexnet", "resnet50", 20)
+        );
+        assert!((rows[0].lat1_ms - 2.7610640856844304).abs() < 1e-12);
+        assert!(colocations_from_v100_jsonl("{}").is_err());
     }
 
     #[test]

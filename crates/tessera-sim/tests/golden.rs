@@ -147,3 +147,20 @@ fn schedgpu_policies_keep_table_3s_order() {
     assert!(makespan("Priority MMU") <= makespan("Priority FIFO"));
     assert!(seq.makespan_s > 4.0 * makespan("FIFO"));
 }
+
+/// gpu-lets' interference model: the same seed gives the same results, the fit's error
+/// quantiles are ordered, and the claims are judged from them.
+#[test]
+fn gpulets_interference_is_deterministic_and_judged() {
+    use tessera_sim::experiments::gpulets::{GpuletsConfig, run};
+    let a = run(&GpuletsConfig { seed: 1 }).unwrap();
+    let b = run(&GpuletsConfig { seed: 1 }).unwrap();
+    assert_eq!(a, b);
+    assert_eq!((a.rows, a.split.0 + a.split.1), (750, a.samples));
+    let e = &a.fitted_errors;
+    assert!(e.p50 <= e.p75 && e.p75 <= e.p90 && e.p90 <= e.p95 && e.p95 <= e.p99, "{e:?}");
+    assert_eq!(a.claims.len(), 2);
+    assert_eq!(a.comparisons[0].ours, Some(e.p90));
+    let other = run(&GpuletsConfig { seed: 2 }).unwrap();
+    assert_ne!(other.fitted, a.fitted, "the split follows the seed");
+}

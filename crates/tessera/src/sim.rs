@@ -15,6 +15,19 @@ pub enum SimCommand {
     Flexy(FlexyArgs),
     /// schedGPU (memory-safe co-scheduling): Table 3, Figure 11, Table 2.
     Schedgpu(SchedGpuArgs),
+    /// gpu-lets (partitioned inference serving): so far the interference model of §4.4
+    /// beside Figure 9.
+    Gpulets(GpuletsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GpuletsArgs {
+    /// Directory for results.json and report.md.
+    #[arg(long, default_value = "results/gpulets")]
+    out: PathBuf,
+    /// Seed of the 70/30 train/validation split.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -81,7 +94,29 @@ pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
         SimCommand::Flexy(args) => run_flexy(args),
         SimCommand::Schedgpu(args) => run_schedgpu(args),
+        SimCommand::Gpulets(args) => run_gpulets(args),
     }
+}
+
+fn run_gpulets(a: GpuletsArgs) -> Result<()> {
+    use tessera_sim::experiments::gpulets;
+    let r = gpulets::run_and_write(&gpulets::GpuletsConfig { seed: a.seed }, &a.out)?;
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    writeln!(out, "wrote results.json and report.md to {}", a.out.display())?;
+    writeln!(
+        out,
+        "interference model on {} V100 samples ({} train / {} validation): 90% within {:.2}% (paper 10.26%), 95% within {:.2}% (paper 13.98%)",
+        r.samples,
+        r.split.0,
+        r.split.1,
+        100.0 * r.fitted_errors.p90,
+        100.0 * r.fitted_errors.p95
+    )?;
+    for c in &r.claims {
+        writeln!(out, "  {:<10} {}", c.id, c.verdict.label())?;
+    }
+    Ok(())
 }
 
 fn run_schedgpu(a: SchedGpuArgs) -> Result<()> {

@@ -3,6 +3,7 @@
 
 pub mod claims;
 pub mod flexy;
+pub mod gpulets;
 pub mod schedgpu;
 
 use std::path::PathBuf;
