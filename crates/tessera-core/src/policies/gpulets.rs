@@ -3,9 +3,14 @@
 //! sizing steps, as pure functions of a model's latency profile L(batch, partition).
 //!
 //! Built so far: the largest batch meeting an SLO (line 27), the rate a gpu-let of a
-//! size can serve, MINREQUIREDPARTITION (line 10) and MAXEFFICIENTPARTITION (line 9:
-//! the knee of rate against partition size, by maximum curvature). FINDBESTFIT with
-//! split, merge and revert, the baselines and the policy around them come next.
+//! size can serve, MINREQUIREDPARTITION (line 10), MAXEFFICIENTPARTITION (line 9: the
+//! knee of rate against partition size, by maximum curvature), and the whole of
+//! ELASTICPARTITIONING with FINDBESTFIT (best fit over free gpu-lets ascending, split
+//! of a whole GPU into ideal + remainder, the SLO check with interference, merge into
+//! an allocated gpu-let by temporal sharing with the split reverted). One reading is
+//! ours: the interference check is made both ways (see [`elastic_partitioning`]).
+//! The baselines (squishy bin packing, guided self-tuning, ideal), rate tracking and
+//! the serving simulation come next.
 
 /// A model's profiled latency: L(batch, partition %) in ms, `None` where not profiled.
 pub trait LatencyProfile {
@@ -166,10 +171,403 @@ mod tests {
         assert_eq!(knee(&[]), None);
     }
 
+    fn opts(gpus: usize) -> Options {
+        Options { gpus, sizes: SIZES.to_vec(), batches: BATCHES.to_vec() }
+    }
+
+    /// One model at a modest rate gets one gpu-let of its ideal size, split from GPU 0;
+    /// the rest of GPU 0 stays free for others.
+    #[test]
+    fn one_model_gets_its_ideal_gpulet_split_from_a_gpu() {
+        // saturating at 50%: the knee is 50; 300 req/s within 40 ms needs 40%
+        // (at 40%: b=8 in 22.5 ms -> 355 req/s), so the ideal size is min(50, 40) = 40
+        let t = Table(|b, p| Some(f64::from(1 + b) * 100.0 / f64::from(p.min(50))));
+        let models = [Model { rate: 300.0, slo_ms: 40.0, profile: &t }];
+        let s = elastic_partitioning(&models, &opts(2), &NoInterference).unwrap();
+        assert_eq!(
+            s,
+            vec![Gpulet {
+                gpu: 0,
+                size: 40,
+                served: vec![Served { model: 0, batch: 8, rate: 300.0 }]
+            }]
+        );
+    }
+
+    /// A second small model shares the first's gpu-let in time (a duty cycle fits both),
+    /// and the split made for it is reverted: one gpu-let serves both.
+    #[test]
+    fn a_small_second_model_is_merged_by_temporal_sharing() {
+        let t = linear();
+        let models = [
+            Model { rate: 100.0, slo_ms: 100.0, profile: &t },
+            Model { rate: 50.0, slo_ms: 100.0, profile: &t },
+        ];
+        let s = elastic_partitioning(&models, &opts(2), &NoInterference).unwrap();
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(s[0].served.iter().map(|x| x.model).collect::<Vec<_>>(), vec![0, 1]);
+        let total: f64 = s[0].served.iter().map(|x| x.rate).sum();
+        assert!((total - 150.0).abs() < 1e-9);
+    }
+
+    /// A rate no number of the GPUs given can serve is reported, with what is left.
+    #[test]
+    fn an_impossible_rate_is_not_schedulable() {
+        let t = linear();
+        // a whole GPU serves at most 941 req/s within 33 ms (b=32 takes 33 ms)
+        let models = [Model { rate: 2500.0, slo_ms: 33.0, profile: &t }];
+        let err = elastic_partitioning(&models, &opts(2), &NoInterference).unwrap_err();
+        assert!(matches!(err, ScheduleError::NotSchedulable { model: 0, .. }), "{err}");
+        assert!(elastic_partitioning(&models, &opts(3), &NoInterference).is_ok());
+    }
+
     #[test]
     fn the_max_efficient_partition_of_a_saturating_model() {
         // a model that stops speeding up past 50% of the GPU (memory bound): the knee
         let t = Table(|b, p| Some(f64::from(1 + b) * 100.0 / f64::from(p.min(50))));
         assert_eq!(max_efficient_partition(&t, &BATCHES, &SIZES, 40.0), Some(50));
+    }
+}
+
+/// A model to serve: its request rate, SLO and profile.
+#[derive(Clone, Copy)]
+pub struct Model<'a> {
+    /// Requests per second.
+    pub rate: f64,
+    /// Latency target, ms.
+    pub slo_ms: f64,
+    /// L(batch, partition).
+    pub profile: &'a dyn LatencyProfile,
+}
+
+impl std::fmt::Debug for Model<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model").field("rate", &self.rate).field("slo_ms", &self.slo_ms).finish()
+    }
+}
+
+/// gpu-lets §4.4's interference: the factor (>= 1) by which a model's latency grows
+/// beside a co-running partition.
+pub trait InterferenceModel {
+    /// Factor for `own` = (model, batch, size %) beside `other`.
+    fn factor(&self, own: (usize, u32, u32), other: (usize, u32, u32)) -> f64;
+}
+
+/// No interference (the `gpulet` variant of the paper, against `gpulet+int`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoInterference;
+
+impl InterferenceModel for NoInterference {
+    fn factor(&self, _: (usize, u32, u32), _: (usize, u32, u32)) -> f64 {
+        1.0
+    }
+}
+
+/// A model's share of a gpu-let.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Served {
+    /// Index into the models given.
+    pub model: usize,
+    /// Its batch size there.
+    pub batch: u32,
+    /// The rate it serves there, req/s.
+    pub rate: f64,
+}
+
+/// A gpu-let: a partition of a GPU and the models it serves (several when they share
+/// it in time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gpulet {
+    /// The GPU.
+    pub gpu: usize,
+    /// Its size, percent of the GPU.
+    pub size: u32,
+    /// What it serves (empty while free).
+    pub served: Vec<Served>,
+}
+
+/// Why no schedule was found.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    /// A model's rate cannot be covered with the GPUs given.
+    #[error("model {model} is not schedulable: {unassigned:.1} req/s left without a gpu-let")]
+    NotSchedulable {
+        /// The model.
+        model: usize,
+        /// Its rate still unassigned.
+        unassigned: f64,
+    },
+}
+
+/// The sizes and batches the scheduler may use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// GPUs of the server.
+    pub gpus: usize,
+    /// Partition sizes, percent, ascending (the paper: 20, 40, 50, 60, 80, 100).
+    pub sizes: Vec<u32>,
+    /// Profiled batch sizes, ascending.
+    pub batches: Vec<u32>,
+}
+
+/// Algorithm 1, ELASTICPARTITIONING: models by rate descending; for each, gpu-lets of
+/// the ideal size (the smaller of the knee and the size its remaining rate needs) found
+/// by best fit, split from a whole GPU when needed, merged into an allocated gpu-let
+/// when they can share it in time (reverting the split), until its rate is covered.
+pub fn elastic_partitioning(
+    models: &[Model<'_>],
+    opts: &Options,
+    interference: &dyn InterferenceModel,
+) -> Result<Vec<Gpulet>, ScheduleError> {
+    let mut remain: Vec<Gpulet> =
+        (0..opts.gpus).map(|gpu| Gpulet { gpu, size: 100, served: Vec::new() }).collect();
+    let mut alloc: Vec<Gpulet> = Vec::new();
+    let mut order: Vec<usize> = (0..models.len()).collect();
+    order.sort_by(|a, b| models[*b].rate.total_cmp(&models[*a].rate).then(a.cmp(b)));
+    for m in order {
+        let model = &models[m];
+        let mut assigned = 0.0;
+        // every gpu-let found serves some rate, so the loop ends; the bound guards it
+        for _ in 0..(opts.gpus * 2 + 2) {
+            let left = model.rate - assigned;
+            if left <= 1e-9 {
+                break;
+            }
+            let p_eff =
+                max_efficient_partition(model.profile, &opts.batches, &opts.sizes, model.slo_ms)
+                    .unwrap_or(100);
+            let p_req = min_required_partition(
+                model.profile,
+                &opts.batches,
+                &opts.sizes,
+                left,
+                model.slo_ms,
+            )
+            .unwrap_or(100);
+            let p_ideal = p_eff.min(p_req);
+            let Some(served) = find_best_fit(
+                m,
+                models,
+                left,
+                p_ideal,
+                opts,
+                interference,
+                &mut remain,
+                &mut alloc,
+            ) else {
+                break;
+            };
+            assigned += served;
+        }
+        if model.rate - assigned > 1e-9 {
+            return Err(ScheduleError::NotSchedulable {
+                model: m,
+                unassigned: model.rate - assigned,
+            });
+        }
+    }
+    alloc.sort_by_key(|g| (g.gpu, std::cmp::Reverse(g.size)));
+    Ok(alloc)
+}
+
+/// The allocated gpu-let sharing a GPU with `gpu`'s gpu-let of `size`, as a neighbour
+/// for the interference factor (its first model, batch and size).
+fn neighbour(alloc: &[Gpulet], gpu: usize, size: u32) -> Option<(usize, u32, u32)> {
+    alloc
+        .iter()
+        .find(|g| g.gpu == gpu && g.size + size <= 100 && !g.served.is_empty())
+        .map(|g| (g.served[0].model, g.served[0].batch, g.size))
+}
+
+/// FINDBESTFIT (lines 20-40): returns the rate it assigned to model `m`, or `None` when
+/// no gpu-let can take it.
+#[allow(clippy::too_many_arguments)]
+fn find_best_fit(
+    m: usize,
+    models: &[Model<'_>],
+    left: f64,
+    p_ideal: u32,
+    opts: &Options,
+    interference: &dyn InterferenceModel,
+    remain: &mut Vec<Gpulet>,
+    alloc: &mut Vec<Gpulet>,
+) -> Option<f64> {
+    let model = &models[m];
+    remain.sort_by_key(|g| (g.size, g.gpu));
+    let mut chosen: Option<(Gpulet, Option<Gpulet>, u32, f64)> = None; // (gpulet, split remainder, batch, rate)
+    for i in 0..remain.len() {
+        if remain[i].size < p_ideal {
+            continue;
+        }
+        let (candidate, remainder) = if remain[i].size == 100 && p_ideal < 100 {
+            let g = &remain[i];
+            (
+                Gpulet { gpu: g.gpu, size: p_ideal, served: Vec::new() },
+                Some(Gpulet { gpu: g.gpu, size: 100 - p_ideal, served: Vec::new() }),
+            )
+        } else {
+            (remain[i].clone(), None)
+        };
+        let Some((b, l)) = max_batch(model.profile, &opts.batches, candidate.size, model.slo_ms)
+        else {
+            continue;
+        };
+        let f = neighbour(alloc, candidate.gpu, candidate.size)
+            .map_or(1.0, |n| interference.factor((m, b, candidate.size), n));
+        // "check with interference" both ways: the neighbour's models must still meet
+        // their SLOs beside this one (Algorithm 1 states only the new side; checking one
+        // side lets a later placement break an earlier model's SLO)
+        let neighbour_ok = alloc
+            .iter()
+            .filter(|g| g.gpu == candidate.gpu && g.size + candidate.size <= 100)
+            .flat_map(|g| g.served.iter().map(move |s| (g.size, s)))
+            .all(|(size, s)| {
+                let own = &models[s.model];
+                own.profile.latency_ms(s.batch, size).is_some_and(|ln| {
+                    ln * interference.factor((s.model, s.batch, size), (m, b, candidate.size))
+                        <= own.slo_ms
+                })
+            });
+        if l * f <= model.slo_ms && neighbour_ok {
+            let rate = (f64::from(b) * 1000.0 / (l * f)).min(left);
+            remain.remove(i);
+            chosen = Some((candidate, remainder, b, rate));
+            break;
+        }
+    }
+    let (mut gpulet, remainder, batch, rate) = chosen?;
+    // lines 33-39: share an allocated gpu-let in time when the duty cycle allows, and
+    // give the new one back (reverting its split)
+    for a in alloc.iter_mut() {
+        let mut trial = a.served.clone();
+        trial.push(Served { model: m, batch, rate: left });
+        if let Some(batches) = duty_cycle_batches(&trial, models, a.size, &opts.batches) {
+            for (s, b) in a.served.iter_mut().zip(&batches) {
+                s.batch = *b;
+            }
+            a.served.push(Served { model: m, batch: *batches.last()?, rate: left });
+            remain.push(match remainder {
+                Some(_) => Gpulet { gpu: gpulet.gpu, size: 100, served: Vec::new() },
+                None => gpulet,
+            });
+            return Some(left);
+        }
+    }
+    if let Some(r) = remainder {
+        remain.push(r);
+    }
+    gpulet.served.push(Served { model: m, batch, rate });
+    alloc.push(gpulet);
+    Some(rate)
+}
+
+/// Temporal sharing of a gpu-let of `size` by `served` (Nexus's duty cycle, which
+/// gpu-lets reuses): a cycle of `d` ms in which each model runs one batch of the
+/// requests that arrived in the cycle; feasible when the batches fit in the cycle and
+/// each request's wait plus its batch's run meets its SLO. Returns each model's batch
+/// for the longest feasible whole-millisecond cycle, or `None`.
+pub fn duty_cycle_batches(
+    served: &[Served],
+    models: &[Model<'_>],
+    size: u32,
+    batches: &[u32],
+) -> Option<Vec<u32>> {
+    let min_slo = served.iter().map(|s| models[s.model].slo_ms).fold(f64::INFINITY, f64::min);
+    let mut d = min_slo.floor();
+    while d >= 1.0 {
+        let plan: Option<Vec<(u32, f64)>> = served
+            .iter()
+            .map(|s| {
+                let need = (s.rate * d / 1000.0).ceil().max(1.0) as u32;
+                let b = *batches.iter().find(|&&b| b >= need)?;
+                Some((b, models[s.model].profile.latency_ms(b, size)?))
+            })
+            .collect();
+        if let Some(plan) = plan {
+            let busy: f64 = plan.iter().map(|(_, l)| l).sum();
+            let slo_ok =
+                served.iter().zip(&plan).all(|(s, (_, l))| d + l <= models[s.model].slo_ms);
+            if busy <= d && slo_ok {
+                return Some(plan.into_iter().map(|(b, _)| b).collect());
+            }
+        }
+        d -= 1.0;
+    }
+    None
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    struct Linear {
+        base: f64,
+        per: f64,
+        saturate: u32,
+    }
+    impl LatencyProfile for Linear {
+        fn latency_ms(&self, b: u32, p: u32) -> Option<f64> {
+            Some((self.base + self.per * f64::from(b)) * 100.0 / f64::from(p.min(self.saturate)))
+        }
+    }
+
+    /// A factor growing with the neighbour's size: more of the GPU next door, more
+    /// contention.
+    struct BySize;
+    impl InterferenceModel for BySize {
+        fn factor(&self, _: (usize, u32, u32), other: (usize, u32, u32)) -> f64 {
+            1.0 + f64::from(other.2) / 500.0
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// Whatever schedule is returned never gives a GPU more than 100%, covers every
+        /// model's rate, and meets every SLO by its own prediction — interference
+        /// included for gpu-lets a model has alone, the duty cycle for shared ones.
+        #[test]
+        fn schedules_fit_the_gpus_and_meet_the_slos(
+            specs in prop::collection::vec((0.5f64..5.0, 0.1f64..3.0, 20u32..=100, 20.0f64..150.0, 1.0f64..800.0), 1..6),
+            gpus in 1usize..5,
+            with_interference in any::<bool>(),
+        ) {
+            let profiles: Vec<Linear> =
+                specs.iter().map(|(base, per, sat, _, _)| Linear { base: *base, per: *per, saturate: *sat }).collect();
+            let models: Vec<Model<'_>> = specs
+                .iter()
+                .zip(&profiles)
+                .map(|((_, _, _, slo, rate), p)| Model { rate: *rate, slo_ms: *slo, profile: p })
+                .collect();
+            let opts = Options { gpus, sizes: vec![20, 40, 50, 60, 80, 100], batches: vec![1, 2, 4, 8, 16, 32] };
+            let intf: &dyn InterferenceModel = if with_interference { &BySize } else { &NoInterference };
+            let Ok(schedule) = elastic_partitioning(&models, &opts, intf) else { return Ok(()) };
+            for g in 0..gpus {
+                let used: u32 = schedule.iter().filter(|x| x.gpu == g).map(|x| x.size).sum();
+                prop_assert!(used <= 100, "GPU {} at {}%: {:?}", g, used, schedule);
+            }
+            for (i, m) in models.iter().enumerate() {
+                let served: f64 = schedule.iter().flat_map(|g| &g.served).filter(|s| s.model == i).map(|s| s.rate).sum();
+                prop_assert!((served - m.rate).abs() < 1e-6, "model {} served {} of {}", i, served, m.rate);
+            }
+            for g in &schedule {
+                match g.served.as_slice() {
+                    [one] => {
+                        let l = models[one.model].profile.latency_ms(one.batch, g.size).unwrap();
+                        let f = neighbour(&schedule, g.gpu, g.size)
+                            .filter(|n| !(n.2 == g.size && n.0 == one.model))
+                            .map_or(1.0, |n| intf.factor((one.model, one.batch, g.size), n));
+                        prop_assert!(l * f <= models[one.model].slo_ms + 1e-9,
+                            "model {} at {} ms x {} over its SLO {}: {:?}", one.model, l, f, models[one.model].slo_ms, schedule);
+                        // its rate is within what its batch serves
+                        prop_assert!(one.rate <= f64::from(one.batch) * 1000.0 / l + 1e-6);
+                    }
+                    many => {
+                        prop_assert!(duty_cycle_batches(many, &models, g.size, &opts.batches).is_some());
+                    }
+                }
+            }
+        }
     }
 }
