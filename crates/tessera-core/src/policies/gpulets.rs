@@ -221,6 +221,25 @@ mod tests {
         assert!(elastic_partitioning(&models, &opts(3), &NoInterference).is_ok());
     }
 
+    /// Squishy bin packing: a model filling more than a GPU gets whole GPUs at its
+    /// batch, its residue shares a GPU with another's by a duty cycle; too many whole
+    /// GPUs are not schedulable.
+    #[test]
+    fn squishy_bin_packing_fills_whole_gpus_then_packs_residues() {
+        let t = linear();
+        // SLO 66 ms: largest b with L(b) <= 33 ms at 100% is 32 (33 ms): 969.7 req/s a GPU
+        let big = Model { rate: 1500.0, slo_ms: 66.0, profile: &t };
+        let small = Model { rate: 50.0, slo_ms: 66.0, profile: &t };
+        let s = squishy_bin_packing(&[big, small], &BATCHES, 100, 3).unwrap();
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert_eq!((s[0].served.len(), s[0].served[0].batch), (1, 32));
+        assert_eq!(s[1].served.iter().map(|x| x.model).collect::<Vec<_>>(), vec![0, 1]);
+        let served: f64 =
+            s.iter().flat_map(|g| &g.served).filter(|x| x.model == 0).map(|x| x.rate).sum();
+        assert!((served - 1500.0).abs() < 1e-6);
+        assert!(squishy_bin_packing(&[Model { rate: 3000.0, ..big }], &BATCHES, 100, 3).is_err());
+    }
+
     #[test]
     fn the_max_efficient_partition_of_a_saturating_model() {
         // a model that stops speeding up past 50% of the GPU (memory bound): the knee
@@ -570,4 +589,75 @@ mod properties {
             }
         }
     }
+}
+
+/// Nexus's squishy bin packing (gpu-lets §3.1's baseline) over `bins` bins of `size`
+/// percent each (whole GPUs, or fixed gpu-lets): each model runs at the largest batch
+/// whose run, doubled (a request may wait for the batch before its own), fits its SLO;
+/// a model whose rate fills bins at that batch gets whole bins, and the residues are
+/// packed first-fit, largest occupancy first, into bins whose duty cycle still fits.
+pub fn squishy_bin_packing(
+    models: &[Model<'_>],
+    batches: &[u32],
+    size: u32,
+    bins: usize,
+) -> Result<Vec<Gpulet>, ScheduleError> {
+    let mut out: Vec<Gpulet> = Vec::new();
+    let mut residues: Vec<(f64, Served)> = Vec::new();
+    for (m, model) in models.iter().enumerate() {
+        if model.rate <= 0.0 {
+            continue;
+        }
+        let Some((b, l)) = max_batch(model.profile, batches, size, model.slo_ms / 2.0) else {
+            return Err(ScheduleError::NotSchedulable { model: m, unassigned: model.rate });
+        };
+        let full = f64::from(b) * 1000.0 / l;
+        let whole = (model.rate / full).floor() as usize;
+        for _ in 0..whole {
+            out.push(Gpulet {
+                gpu: out.len(),
+                size,
+                served: vec![Served { model: m, batch: b, rate: full }],
+            });
+        }
+        let residue = model.rate - whole as f64 * full;
+        if residue > 1e-9 {
+            residues.push((residue / full, Served { model: m, batch: b, rate: residue }));
+        }
+    }
+    if out.len() > bins {
+        let m = out.last().map_or(0, |g| g.served[0].model);
+        return Err(ScheduleError::NotSchedulable { model: m, unassigned: 0.0 });
+    }
+    residues.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.model.cmp(&b.1.model)));
+    for (_, r) in residues {
+        let fits = out
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.served.iter().all(|s| s.model != r.model))
+            .find_map(|(i, g)| {
+                let mut trial = g.served.clone();
+                trial.push(r);
+                duty_cycle_batches(&trial, models, size, batches).map(|bs| (i, bs))
+            });
+        match fits {
+            Some((i, bs)) => {
+                let g = &mut out[i];
+                g.served.push(r);
+                for (s, b) in g.served.iter_mut().zip(bs) {
+                    s.batch = b;
+                }
+            }
+            None if out.len() < bins => {
+                let batch = duty_cycle_batches(&[r], models, size, batches)
+                    .and_then(|b| b.first().copied())
+                    .ok_or(ScheduleError::NotSchedulable { model: r.model, unassigned: r.rate })?;
+                out.push(Gpulet { gpu: out.len(), size, served: vec![Served { batch, ..r }] });
+            }
+            None => {
+                return Err(ScheduleError::NotSchedulable { model: r.model, unassigned: r.rate });
+            }
+        }
+    }
+    Ok(out)
 }
