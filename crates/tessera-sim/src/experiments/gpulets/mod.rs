@@ -7,6 +7,7 @@
 //! simulation and Figures 4 and 10-16 are not built yet; the report says so.
 
 pub mod interference;
+pub mod schedulability;
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Test, Unit};
@@ -79,6 +80,8 @@ pub struct GpuletsResults {
     pub authors_2080ti: [f64; 5],
     /// Their errors on the same (V100) validation share.
     pub authors_errors: ErrorQuantiles,
+    /// Schedulability of the rate scenarios (Figures 4 and 15).
+    pub schedulability: schedulability::Schedulability,
     /// The claims, judged.
     pub claims: Vec<Claim>,
     /// The claims as (id, paper, ours, holds).
@@ -102,6 +105,16 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         .ok_or_else(|| ExperimentError::Config("the interference fit is degenerate".into()))?;
     let fitted_errors = quantiles(&interference::errors(&fitted, &validation));
     let authors_errors = quantiles(&interference::errors(&authors, &validation));
+    let sched = schedulability::run(&profiles, fitted, 4);
+    // of the scenarios whole-GPU squishy bin packing cannot schedule, the share that
+    // evenly split gpu-lets make schedulable ("most", Figure 4)
+    let rescued = if sched.scenarios > sched.sbp {
+        Some(
+            sched.sbp_split.saturating_sub(sched.sbp) as f64 / (sched.scenarios - sched.sbp) as f64,
+        )
+    } else {
+        None
+    };
     // tolerances fixed before reading our numbers: 5 points of error on each quantile
     let claims = vec![
         Claim::judge(
@@ -124,6 +137,29 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
             Some(fitted_errors.p95),
             format!("our 95th-percentile error over {} validation samples", validation.len()),
         ),
+        Claim::judge(
+            "fig4",
+            "V100 models, 4 GPUs",
+            "§3.1, Figure 4",
+            "GPU partitioning (two even gpu-lets per GPU) makes most scenarios that squishy bin packing cannot schedule schedulable",
+            Test::AtLeast { paper: 0.5, tolerance: 0.0 },
+            Unit::Percent,
+            rescued,
+            format!(
+                "SBP schedules {} of {}, SBP on split gpu-lets {}",
+                sched.sbp, sched.scenarios, sched.sbp_split
+            ),
+        ),
+        Claim::judge(
+            "fig15",
+            "V100 models, 4 GPUs",
+            "§5, Figure 15",
+            "gpulet+int schedules only 18 of 1,023 scenarios (1.8%) fewer than the ideal scheduler",
+            Test::AtMost { paper: 0.018, tolerance: 0.02 },
+            Unit::Percent,
+            None,
+            "the ideal scheduler is not built yet".into(),
+        ),
     ];
     let comparisons = claims
         .iter()
@@ -145,6 +181,7 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         fitted_errors,
         authors_2080ti: authors.c,
         authors_errors,
+        schedulability: sched,
         claims,
         comparisons,
     })
@@ -170,8 +207,10 @@ pub fn report(r: &GpuletsResults) -> String {
     };
     format!(
         "# gpu-lets: reproduction so far\n\n\
-         Only §4.4's interference model is reproduced yet; the schedulers, the serving \
-         simulation and Figures 4 and 10-16 are not built (issue 12 is in progress).\n\n\
+         Reproduced so far: §4.4's interference model, and the schedulability of the rate \
+         scenarios under squishy bin packing and elastic partitioning (Figures 4 and 15, \
+         without the ideal scheduler). The ideal scheduler, guided self-tuning, the serving \
+         simulation and Figures 10-14 and 16 are not built (issue 12 is in progress).\n\n\
          ## Interference model (Figure 9)\n\n\
          The paper fits `factor = c1*l2_own + c2*l2_other + c3*dram_own + c4*dram_other + c5` \
          by least squares on its RTX 2080 Ti co-location measurements, 70% for training and 30% \
@@ -191,6 +230,18 @@ pub fn report(r: &GpuletsResults) -> String {
          data differ: ours are V100 measurements of {models} models served with TensorRT in MPS \
          partitions, the paper's its own model set on an RTX 2080 Ti. That difference is the \
          likely cause, but without the paper's measurements we cannot test it.\n\n\
+         ## Schedulability (Figures 4 and 15)\n\n\
+         Every scenario of rates 0, 200, 400 or 600 req/s per model, all zero excepted, on 4 \
+         GPUs: {scenarios} scenarios for the {nmodels} V100 models (the paper's five models give \
+         1,023). SLOs by the paper's rule, twice the latency at batch 32 on a whole GPU: {slos}. \
+         The V100 file has no whole-GPU latency above batch 1; it is derived from 80% by batch \
+         1's ratio of 100% to 80%.\n\n\
+         | scheduler | schedulable |\n|---|---|\n\
+         | squishy bin packing, whole GPUs | {sbp} |\n\
+         | squishy bin packing, two 50% gpu-lets per GPU | {sbp_split} |\n\
+         | elastic partitioning (gpulet) | {gpulet} |\n\
+         | elastic partitioning with interference (gpulet+int) | {gpulet_int} |\n\n\
+         The ideal scheduler is not built yet, so Figure 15's comparison is not measured.\n\n\
          ## Claims\n\n{table}\n{yes} hold, {no} do not, {unmeasured} not measured.\n",
         rows = r.rows,
         samples = r.samples,
@@ -205,6 +256,20 @@ pub fn report(r: &GpuletsResults) -> String {
         cmp90 = if r.fitted_errors.p90 < 0.1026 { "below" } else { "above" },
         our90 = pct(r.fitted_errors.p90),
         models = r.models,
+        scenarios = r.schedulability.scenarios,
+        nmodels = r.schedulability.models.len(),
+        slos = r
+            .schedulability
+            .models
+            .iter()
+            .zip(&r.schedulability.slo_ms)
+            .map(|(m, s)| format!("{m} {s:.1} ms"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        sbp = r.schedulability.sbp,
+        sbp_split = r.schedulability.sbp_split,
+        gpulet = r.schedulability.gpulet,
+        gpulet_int = r.schedulability.gpulet_int,
     )
 }
 
