@@ -52,12 +52,21 @@ pub enum SimError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum SimEvent {
     JobArrives(usize),
+    /// The next task of an open-loop job is submitted.
+    NextArrival(usize),
     // slot as u32 keeps the queue's entries at 40 bytes, as before slots existed
-    TaskEnds { slot: u32, task: TaskId, generation: u64 },
+    TaskEnds {
+        slot: u32,
+        task: TaskId,
+        generation: u64,
+    },
     ResetEnds(GpuId),
     MigrationArrives(usize),
     RepartitionEnds(GpuId),
-    PowerChanged { gpu: GpuId, powered: bool },
+    PowerChanged {
+        gpu: GpuId,
+        powered: bool,
+    },
     Tick,
 }
 
@@ -308,6 +317,7 @@ impl<'w> Simulation<'w> {
             self.now = at;
             match event {
                 SimEvent::JobArrives(i) => self.job_arrives(i)?,
+                SimEvent::NextArrival(i) => self.open_arrival(i)?,
                 SimEvent::TaskEnds { slot, task, generation } => {
                     self.task_ends(slot as usize, task, generation)?
                 }
@@ -413,11 +423,30 @@ impl<'w> Simulation<'w> {
     fn job_arrives(&mut self, i: usize) -> Result<(), SimError> {
         let job = &self.workload.jobs[i];
         self.deliver(Event::TenantRegistered(job.tenant.clone()))?;
-        for _ in 0..job.window.max(1) {
-            self.submit_next(i)?;
+        if job.submission == Submission::Open {
+            if !job.tasks.is_empty() {
+                // its first request at its arrival, the next when its time comes
+                self.open_arrival(i)?;
+            }
+        } else {
+            for _ in 0..job.window.max(1) {
+                self.submit_next(i)?;
+            }
         }
         if job.tasks.is_empty() {
             self.deliver(Event::TenantLeft { tenant: job.tenant.id })?;
+        }
+        Ok(())
+    }
+
+    /// Submit an open-loop job's next request and schedule the one after it.
+    fn open_arrival(&mut self, i: usize) -> Result<(), SimError> {
+        self.submit_next(i)?;
+        let job = &self.workload.jobs[i];
+        let next = self.jobs[i].next_task;
+        if next < job.tasks.len() {
+            let at = job.arrivals.get(next).copied().unwrap_or(self.now).max(self.now);
+            self.schedule(at, SimEvent::NextArrival(i));
         }
         Ok(())
     }
@@ -619,7 +648,7 @@ impl<'w> Simulation<'w> {
                     self.submit_next(job)?;
                 }
             }
-            Submission::Burst => {}
+            Submission::Burst | Submission::Open => {}
         }
         self.maybe_job_done(job)
     }
@@ -773,13 +802,29 @@ impl<'w> Simulation<'w> {
                 "{task} on {gpu}: resident tenants would declare {resident} bytes, above its memory"
             )));
         }
-        // a batch costs the sum of its requests' work: no batching gain without a latency
-        // profile (gpu-lets' profiles L(batch, share) give it)
-        let exec = self.opts.perf.exec_time(work, placement);
+        let kernel = self.workload.jobs[job].kernel;
+        let (exec, demand) = match self.opts.perf.profiles.get(&kernel) {
+            // a profiled kernel: its measured latency at the partition's size, times the
+            // interference of what runs beside it; it fills its partition
+            Some(profile) => {
+                let capacity = self.slots[slot].model.capacity();
+                let percent = (capacity * 100.0).round() as u32;
+                let Some((batch, latency)) = profile.batch_latency(tasks.len() as u32, percent)
+                else {
+                    return Err(self.violation(format!(
+                        "no profile of kernel {kernel} for a batch of {} at {percent}%",
+                        tasks.len()
+                    )));
+                };
+                let factor = self.neighbour_factor(gpu, slot, profile, batch, percent);
+                let ns = (latency.0 as f64 * factor / self.opts.perf.speed).round() as u64;
+                (Nanos(ns.max(1)), capacity)
+            }
+            // a batch costs the sum of its requests' work; workloads carry no launch
+            // shape, so each task asks for the whole GPU and co-running tasks share it
+            None => (self.opts.perf.exec_time(work, placement), 1.0),
+        };
         let now = self.now;
-        // workloads carry no launch shape yet: each task asks for the whole GPU, so
-        // co-running tasks share it equally
-        let demand = 1.0;
         let s = &mut self.slots[slot];
         if let Err(e) = s.model.start(now.0, task.0, exec.0, demand) {
             return Err(self.violation(format!("{task} on {gpu}: {e}")));
@@ -794,6 +839,35 @@ impl<'w> Simulation<'w> {
         }
         self.predict_next(slot);
         Ok(())
+    }
+
+    /// The interference factor for a batch of a profiled kernel starting in `slot` of
+    /// `gpu`, from what runs in the GPU's other slots (gpu-lets §4.4; 1 without
+    /// coefficients or neighbours).
+    fn neighbour_factor(
+        &self,
+        gpu: GpuId,
+        slot: usize,
+        profile: &crate::perf::KernelProfile,
+        batch: u32,
+        percent: u32,
+    ) -> f64 {
+        let Some(model) = self.opts.perf.interference else { return 1.0 };
+        let Some(own) = profile.utilization.get(&(batch, percent)) else { return 1.0 };
+        self.gpu_slots(gpu)
+            .into_iter()
+            .filter(|s| *s != slot)
+            .filter_map(|s| {
+                let (lead, _) = self.slots[s].running.first()?;
+                let job = self.tasks[lead.0 as usize].job;
+                let other = self.opts.perf.profiles.get(&self.workload.jobs[job].kernel)?;
+                let p = (self.slots[s].model.capacity() * 100.0).round() as u32;
+                let b = self.members(*lead).len() as u32;
+                let (ob, _) = other.batch_latency(b, p)?;
+                other.utilization.get(&(ob, p)).copied()
+            })
+            .map(|o| model.factor(*own, o))
+            .fold(1.0, f64::max)
     }
 
     /// The tasks of the execution `lead` names: itself alone, or its batch.

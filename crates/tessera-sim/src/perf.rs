@@ -16,8 +16,10 @@
 //! energy follows the [`PowerModel`].
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use tessera_core::{Nanos, Placement};
 use tessera_gpu::migration::MigrationCost;
+use tessera_gpu::partition::Interference;
 use tessera_gpu::partition::REPARTITION_NS;
 use tessera_gpu::power::PowerModel;
 
@@ -41,6 +43,37 @@ pub struct PerfModel {
     pub power_latency: Nanos,
     /// Power draw by state, for energy.
     pub power: PowerModel,
+    /// Measured latency profiles by kernel (gpu-lets' L(batch, partition)): a batch of
+    /// a profiled kernel runs for the latency of the smallest profiled batch at least as
+    /// large, at its partition's size, times the interference of what runs in the GPU's
+    /// other partition when it starts (fixed for the batch); other kernels' batches cost
+    /// the sum of their requests' work. Not part of any results file.
+    #[serde(skip)]
+    pub profiles: BTreeMap<u32, KernelProfile>,
+    /// gpu-lets §4.4's interference coefficients for profiled kernels (none: no
+    /// interference).
+    #[serde(skip)]
+    pub interference: Option<Interference>,
+}
+
+/// One kernel's measured profile, by (batch, partition %).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelProfile {
+    /// Latency of one batch.
+    pub latency: BTreeMap<(u32, u32), Nanos>,
+    /// (L2, DRAM) utilization, fractions.
+    pub utilization: BTreeMap<(u32, u32), (f64, f64)>,
+}
+
+impl KernelProfile {
+    /// The smallest profiled batch of at least `batch` at `percent`, with its latency.
+    pub fn batch_latency(&self, batch: u32, percent: u32) -> Option<(u32, Nanos)> {
+        self.latency
+            .iter()
+            .filter(|((b, p), _)| *b >= batch && *p == percent)
+            .map(|((b, _), l)| (*b, *l))
+            .min_by_key(|(b, _)| *b)
+    }
 }
 
 impl Default for PerfModel {
@@ -52,6 +85,8 @@ impl Default for PerfModel {
             migration: MigrationCost::PCIE3,
             power_latency: Nanos::ZERO,
             power: PowerModel::DCUDA_SHAPE,
+            profiles: BTreeMap::new(),
+            interference: None,
         }
     }
 }

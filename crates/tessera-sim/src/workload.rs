@@ -28,6 +28,10 @@ pub struct Job {
     pub window: usize,
     /// How the job refills its window.
     pub submission: Submission,
+    /// For [`Submission::Open`]: when each task is submitted (absolute, ascending; the
+    /// first at `arrival`). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arrivals: Vec<Nanos>,
 }
 
 /// How a job keeps tasks outstanding.
@@ -39,6 +43,9 @@ pub enum Submission {
     Window,
     /// Bursts: submit `window` tasks together, wait until all have ended, repeat.
     Burst,
+    /// Open loop: each task is submitted at its time in [`Job::arrivals`], whatever
+    /// is outstanding (requests of an inference service).
+    Open,
 }
 
 impl Submission {
@@ -47,6 +54,7 @@ impl Submission {
         match self {
             Submission::Window => "window",
             Submission::Burst => "burst",
+            Submission::Open => "open",
         }
     }
 }

@@ -159,7 +159,7 @@ fn gpulets_interference_is_deterministic_and_judged() {
     assert_eq!((a.rows, a.split.0 + a.split.1), (750, a.samples));
     let e = &a.fitted_errors;
     assert!(e.p50 <= e.p75 && e.p75 <= e.p90 && e.p90 <= e.p95 && e.p95 <= e.p99, "{e:?}");
-    assert_eq!(a.claims.len(), 4);
+    assert_eq!(a.claims.len(), 5);
     let s = &a.schedulability;
     assert_eq!(s.scenarios, 255, "4 models, 4 rates each, all zero excepted");
     assert!(s.gpulet_int <= s.scenarios && s.sbp <= s.scenarios);

@@ -63,6 +63,7 @@ fn workload(jobs: Vec<(u64, bool, u32, Vec<u64>, usize, bool)>) -> Workload {
             tasks: tasks.into_iter().map(Nanos::from_millis).collect(),
             window,
             submission: if burst { Submission::Burst } else { Submission::Window },
+            arrivals: Vec::new(),
         })
         .collect();
     jobs.sort_by_key(|j| j.arrival);

@@ -33,6 +33,7 @@ fn workload(jobs: &[(u64, Vec<u64>, usize, u64)]) -> Workload {
             tasks: tasks.iter().map(|t| Nanos::from_millis(*t)).collect(),
             window: *window,
             submission: Submission::Window,
+            arrivals: Vec::new(),
         })
         .collect();
     Workload { kernels: vec![Kernel { name: "k".into(), mean: Nanos::from_millis(10) }], jobs }

@@ -172,7 +172,7 @@ mod tests {
     }
 
     fn opts(gpus: usize) -> Options {
-        Options { gpus, sizes: SIZES.to_vec(), batches: BATCHES.to_vec() }
+        Options { gpus, sizes: SIZES.to_vec(), batches: BATCHES.to_vec(), batch_budget: 1.0 }
     }
 
     /// One model at a modest rate gets one gpu-let of its ideal size, split from GPU 0;
@@ -327,6 +327,17 @@ pub struct Options {
     pub sizes: Vec<u32>,
     /// Profiled batch sizes, ascending.
     pub batches: Vec<u32>,
+    /// The share of a model's SLO a batch's latency may take (Algorithm 1 line 27 as
+    /// written: 1, the whole SLO). Below 1 leaves room for waiting on the batch in
+    /// progress — an experiment's diagnostic, not the paper's algorithm.
+    pub batch_budget: f64,
+}
+
+impl Options {
+    /// The latency a batch may take under `slo_ms`.
+    pub fn budget(&self, slo_ms: f64) -> f64 {
+        slo_ms * self.batch_budget
+    }
 }
 
 /// Algorithm 1, ELASTICPARTITIONING: models by rate descending; for each, gpu-lets of
@@ -352,15 +363,19 @@ pub fn elastic_partitioning(
             if left <= 1e-9 {
                 break;
             }
-            let p_eff =
-                max_efficient_partition(model.profile, &opts.batches, &opts.sizes, model.slo_ms)
-                    .unwrap_or(100);
+            let p_eff = max_efficient_partition(
+                model.profile,
+                &opts.batches,
+                &opts.sizes,
+                opts.budget(model.slo_ms),
+            )
+            .unwrap_or(100);
             let p_req = min_required_partition(
                 model.profile,
                 &opts.batches,
                 &opts.sizes,
                 left,
-                model.slo_ms,
+                opts.budget(model.slo_ms),
             )
             .unwrap_or(100);
             let p_ideal = p_eff.min(p_req);
@@ -427,7 +442,8 @@ fn find_best_fit(
         } else {
             (remain[i].clone(), None)
         };
-        let Some((b, l)) = max_batch(model.profile, &opts.batches, candidate.size, model.slo_ms)
+        let Some((b, l)) =
+            max_batch(model.profile, &opts.batches, candidate.size, opts.budget(model.slo_ms))
         else {
             continue;
         };
@@ -444,10 +460,10 @@ fn find_best_fit(
                 let own = &models[s.model];
                 own.profile.latency_ms(s.batch, size).is_some_and(|ln| {
                     ln * interference.factor((s.model, s.batch, size), (m, b, candidate.size))
-                        <= own.slo_ms
+                        <= opts.budget(own.slo_ms)
                 })
             });
-        if l * f <= model.slo_ms && neighbour_ok {
+        if l * f <= opts.budget(model.slo_ms) && neighbour_ok {
             let rate = (f64::from(b) * 1000.0 / (l * f)).min(left);
             remain.remove(i);
             chosen = Some((candidate, remainder, b, rate));
@@ -559,7 +575,7 @@ mod properties {
                 .zip(&profiles)
                 .map(|((_, _, _, slo, rate), p)| Model { rate: *rate, slo_ms: *slo, profile: p })
                 .collect();
-            let opts = Options { gpus, sizes: vec![20, 40, 50, 60, 80, 100], batches: vec![1, 2, 4, 8, 16, 32] };
+            let opts = Options { gpus, sizes: vec![20, 40, 50, 60, 80, 100], batches: vec![1, 2, 4, 8, 16, 32], batch_budget: 1.0 };
             let intf: &dyn InterferenceModel = if with_interference { &BySize } else { &NoInterference };
             let Ok(schedule) = elastic_partitioning(&models, &opts, intf) else { return Ok(()) };
             for g in 0..gpus {
@@ -660,4 +676,95 @@ pub fn squishy_bin_packing(
         }
     }
     Ok(out)
+}
+
+use crate::action::Action;
+use crate::board::Board;
+use crate::event::Event;
+use crate::ids::{GpuId, PartitionId, TenantId};
+use crate::model::{GpuSpec, Placement};
+use crate::units::{Nanos, PerMille};
+
+/// One gpu-let being served.
+#[derive(Clone, Debug)]
+struct ServingLet {
+    placement: Placement,
+    /// (tenant, batch) of each model it serves, taking turns.
+    models: Vec<(TenantId, u32)>,
+    next: usize,
+}
+
+/// Serves a fixed gpu-lets schedule: partitions each GPU as the schedule lays it out
+/// (a GPU with one whole gpu-let stays unpartitioned), then, whenever a gpu-let is
+/// free, dispatches a batch of up to the scheduled size of its next model's queued
+/// requests (models sharing a gpu-let in time take turns). Requests are the tenants'
+/// tasks; model `i` of the schedule is `tenants[i]`. Rate tracking and periodic
+/// rescheduling come with the adaptive experiment.
+#[derive(Debug)]
+pub struct GpuletServing {
+    board: Board,
+    layout: Vec<(GpuId, Vec<PerMille>)>,
+    lets: Vec<ServingLet>,
+    started: bool,
+}
+
+impl GpuletServing {
+    /// Serve `schedule` on `gpus`.
+    pub fn new(gpus: &[GpuSpec], schedule: &[Gpulet], tenants: &[TenantId]) -> GpuletServing {
+        let mut layout = Vec::new();
+        let mut lets = Vec::new();
+        for g in 0..gpus.len() {
+            let mut here: Vec<&Gpulet> = schedule.iter().filter(|x| x.gpu == g).collect();
+            here.sort_by_key(|x| std::cmp::Reverse(x.size));
+            let whole = matches!(here.as_slice(), [one] if one.size == 100);
+            if !whole && !here.is_empty() {
+                let shares = here.iter().map(|x| PerMille((x.size * 10) as u16)).collect();
+                layout.push((GpuId(g as u32), shares));
+            }
+            for (i, x) in here.iter().enumerate() {
+                let placement = if whole {
+                    Placement::whole(GpuId(g as u32))
+                } else {
+                    Placement { gpu: GpuId(g as u32), partition: Some(PartitionId(i as u32)) }
+                };
+                let models = x
+                    .served
+                    .iter()
+                    .filter_map(|s| tenants.get(s.model).map(|t| (*t, s.batch)))
+                    .collect();
+                lets.push(ServingLet { placement, models, next: 0 });
+            }
+        }
+        GpuletServing { board: Board::new(gpus), layout, lets, started: false }
+    }
+}
+
+impl crate::policy::Policy for GpuletServing {
+    fn label(&self) -> String {
+        "gpulet-serving".into()
+    }
+
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        self.board.observe(now, event, actions);
+        if !self.started {
+            self.started = true;
+            for (gpu, shares) in &self.layout {
+                self.board.repartition(*gpu, shares.clone(), actions);
+            }
+        }
+        for l in &mut self.lets {
+            if !self.board.has_room(l.placement) {
+                continue;
+            }
+            let n = l.models.len();
+            for k in 0..n {
+                let (tenant, batch) = l.models[(l.next + k) % n];
+                if self.board.dispatch_batch(now, l.placement, tenant, batch as usize, actions) > 0
+                {
+                    l.next = (l.next + k + 1) % n;
+                    break;
+                }
+            }
+        }
+    }
 }

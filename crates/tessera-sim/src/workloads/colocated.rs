@@ -41,6 +41,7 @@ pub fn generate(p: &ColocatedParams) -> Workload {
                 .collect(),
             window: 1,
             submission: Submission::Window,
+            arrivals: Vec::new(),
         })
         .collect();
     Workload { kernels: vec![Kernel { name: "colocated".into(), mean: p.mean }], jobs }

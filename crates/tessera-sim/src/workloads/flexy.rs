@@ -272,6 +272,7 @@ pub fn generate(p: &FlexyWorkloadParams) -> Result<Workload, WorkloadError> {
             tasks,
             window,
             submission: p.submission,
+            arrivals: Vec::new(),
         });
     }
     Ok(Workload { kernels, jobs })

@@ -8,6 +8,7 @@
 
 pub mod interference;
 pub mod schedulability;
+pub mod serving;
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Test, Unit};
@@ -17,7 +18,8 @@ use tessera_gpu::partition::{Interference, Profiles, colocations_from_v100_jsonl
 
 /// The measured V100 profiles and co-locations (copied from `../shared/data`, cited in
 /// `data/README.md`), built into the binary so the experiment runs anywhere.
-const V100: &str = include_str!("../../../../../data/profiles/v100-igniter/gpulet.config.jsonl");
+pub(crate) const V100: &str =
+    include_str!("../../../../../data/profiles/v100-igniter/gpulet.config.jsonl");
 /// The gpu-lets authors' fitted coefficients for their RTX 2080 Ti.
 const AUTHORS_2080TI: &str =
     include_str!("../../../../../data/profiles/gpulets-2080ti/INT_MODEL_CONSTANT.CSV");
@@ -42,6 +44,23 @@ pub struct ErrorQuantiles {
     pub p95: f64,
     /// 99th.
     pub p99: f64,
+}
+
+/// One scenario served with each scheduler's schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServingRow {
+    /// Rates, req/s, by model.
+    pub rates: Vec<f64>,
+    /// gpulet's schedule served: SLO violation (0-1), if it scheduled the scenario.
+    pub gpulet: Option<f64>,
+    /// gpulet+int's, likewise.
+    pub gpulet_int: Option<f64>,
+    /// Diagnostic, not the paper's algorithm: gpulet+int with each batch's latency
+    /// limited to half its SLO, leaving the other half for the wait on the batch in
+    /// progress.
+    pub gpulet_int_half_budget: Option<f64>,
+    /// Requests served in the gpulet+int run.
+    pub requests: usize,
 }
 
 /// A claim as `results.json` lists it for comparison.
@@ -82,6 +101,8 @@ pub struct GpuletsResults {
     pub authors_errors: ErrorQuantiles,
     /// Schedulability of the rate scenarios (Figures 4 and 15).
     pub schedulability: schedulability::Schedulability,
+    /// Serving the heaviest schedulable scenarios (Figure 13's measure).
+    pub serving: Vec<ServingRow>,
     /// The claims, judged.
     pub claims: Vec<Claim>,
     /// The claims as (id, paper, ours, holds).
@@ -106,6 +127,7 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
     let fitted_errors = quantiles(&interference::errors(&fitted, &validation));
     let authors_errors = quantiles(&interference::errors(&authors, &validation));
     let sched = schedulability::run(&profiles, fitted, 4);
+    let serving = serve_heaviest(&profiles, fitted, cfg.seed)?;
     // of the scenarios whole-GPU squishy bin packing cannot schedule, the share that
     // evenly split gpu-lets make schedulable ("most", Figure 4)
     let rescued = if sched.scenarios > sched.sbp {
@@ -151,6 +173,16 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
             ),
         ),
         Claim::judge(
+            "fig13",
+            "V100 models, 4 GPUs, 5 heaviest schedulable scenarios, 30 s each",
+            "§5, Figure 13",
+            "gpulet+int keeps SLO violations at or below 1% at every rate it calls schedulable",
+            Test::AtMost { paper: 0.01, tolerance: 0.0 },
+            Unit::Percent,
+            serving.iter().filter_map(|r| r.gpulet_int).reduce(f64::max),
+            format!("the worst of {} served scenarios", serving.len()),
+        ),
+        Claim::judge(
             "fig15",
             "V100 models, 4 GPUs",
             "§5, Figure 15",
@@ -182,9 +214,84 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         authors_2080ti: authors.c,
         authors_errors,
         schedulability: sched,
+        serving,
         claims,
         comparisons,
     })
+}
+
+/// Serve, for 30 s each, the five scenarios with the highest total rate that
+/// gpulet+int schedules and the five heaviest its half-budget diagnostic schedules,
+/// with each scheduler's schedule where it has one.
+fn serve_heaviest(
+    profiles: &Profiles,
+    fitted: Interference,
+    seed: u64,
+) -> Result<Vec<ServingRow>, ExperimentError> {
+    use tessera_core::policies::gpulets::{Model, NoInterference, Options, elastic_partitioning};
+    let v100: Vec<schedulability::V100Model<'_>> =
+        profiles.models.values().map(schedulability::V100Model).collect();
+    let fitted_model = schedulability::FittedInterference {
+        model: fitted,
+        profiles: profiles.models.values().map(schedulability::V100Model).collect(),
+    };
+    let slo = schedulability::slos(&v100);
+    let n = v100.len();
+    let opts = Options {
+        gpus: 4,
+        sizes: schedulability::SIZES.to_vec(),
+        batches: schedulability::BATCHES.to_vec(),
+        batch_budget: 1.0,
+    };
+    // the diagnostic: the same scheduler leaving half of each SLO for the wait on the
+    // batch in progress
+    let half = Options { batch_budget: 0.5, ..opts.clone() };
+    let node = serving::Node { models: &v100, slo_ms: &slo, interference: Some(fitted), gpus: 4 };
+    let mut candidates: Vec<Vec<f64>> = (1..schedulability::RATES.len().pow(n as u32))
+        .map(|c| schedulability::scenario(c, n))
+        .collect();
+    candidates.sort_by(|a, b| b.iter().sum::<f64>().total_cmp(&a.iter().sum::<f64>()));
+    let mut rows = Vec::new();
+    // the five heaviest scenarios gpulet+int schedules, then the five heaviest the
+    // half-budget diagnostic schedules (so that it is compared where both schedule)
+    let (mut literal_rows, mut half_rows) = (0, 0);
+    for rates in candidates {
+        if literal_rows == 5 && half_rows == 5 {
+            break;
+        }
+        let models: Vec<Model<'_>> =
+            (0..n).map(|i| Model { rate: rates[i], slo_ms: slo[i], profile: &v100[i] }).collect();
+        let Ok(with_int) = elastic_partitioning(&models, &opts, &fitted_model) else { continue };
+        let half_ok = elastic_partitioning(&models, &half, &fitted_model).is_ok();
+        let wanted = literal_rows < 5 || (half_ok && half_rows < 5);
+        if !wanted {
+            continue;
+        }
+        literal_rows += usize::from(literal_rows < 5);
+        half_rows += usize::from(half_ok && half_rows < 5);
+        let run = |schedule: &[tessera_core::policies::gpulets::Gpulet]| {
+            serving::serve(&node, &rates, schedule, 30.0, seed).map_err(|source| {
+                ExperimentError::Sim { trial: format!("serving {rates:?}"), source }
+            })
+        };
+        let served = run(&with_int)?;
+        let without = match elastic_partitioning(&models, &opts, &NoInterference) {
+            Ok(s) => Some(run(&s)?.violation),
+            Err(_) => None,
+        };
+        let halved = match elastic_partitioning(&models, &half, &fitted_model) {
+            Ok(s) => Some(run(&s)?.violation),
+            Err(_) => None,
+        };
+        rows.push(ServingRow {
+            rates,
+            gpulet: without,
+            gpulet_int: Some(served.violation),
+            gpulet_int_half_budget: halved,
+            requests: served.requests,
+        });
+    }
+    Ok(rows)
 }
 
 fn pct(x: f64) -> String {
@@ -242,6 +349,25 @@ pub fn report(r: &GpuletsResults) -> String {
          | elastic partitioning (gpulet) | {gpulet} |\n\
          | elastic partitioning with interference (gpulet+int) | {gpulet_int} |\n\n\
          The ideal scheduler is not built yet, so Figure 15's comparison is not measured.\n\n\
+         ## Serving (Figure 13's measure)\n\n\
+         The five scenarios of highest total rate that gpulet+int schedules (and the five \
+         heaviest the diagnostic in the last column schedules), each served for \
+         30 s of Poisson requests on the engine: the layout is partitioned as the schedule says, \
+         each model's requests are batched at its scheduled size onto its gpu-lets, and a batch \
+         runs for its measured latency at its partition's size times the fitted interference of \
+         what runs beside it. A request answered after its SLO is a violation.\n\n\
+         | rates (req/s) | gpulet | gpulet+int | requests | diagnostic: gpulet+int, batches within half the SLO |\n|---|---|---|---|---|\n{serving_rows}\n\
+         Violations under gpulet+int range from {v_lo} to {v_hi}, against the paper's 1% at \
+         most: this does not reproduce. We suspected Algorithm 1 as written — line 27 takes the \
+         largest batch whose latency fits the whole SLO, so a request arriving while a batch \
+         runs may wait for it and then for its own. The last column tests that (it is not the \
+         paper's algorithm): the same scheduler limiting each batch to half its SLO. Where both \
+         schedule a scenario ({both} scenarios), the diagnostic is lower in {lower} and its \
+         violations range from {d_lo} to {d_hi}, so the suspicion does not explain the whole \
+         difference; the cause is not established. Other candidates we have not ruled out: \
+         our serving policy's simple dispatch (a free gpu-let takes a batch of whatever has \
+         queued, not the scheduled batch after the duty cycle), alexnet's tight SLO on the V100 \
+         profiles, and the derived whole-GPU latencies.\n\n\
          ## Claims\n\n{table}\n{yes} hold, {no} do not, {unmeasured} not measured.\n",
         rows = r.rows,
         samples = r.samples,
@@ -266,6 +392,38 @@ pub fn report(r: &GpuletsResults) -> String {
             .map(|(m, s)| format!("{m} {s:.1} ms"))
             .collect::<Vec<_>>()
             .join(", "),
+        v_lo = pct(r.serving.iter().filter_map(|x| x.gpulet_int).fold(f64::INFINITY, f64::min)),
+        v_hi = pct(r.serving.iter().filter_map(|x| x.gpulet_int).fold(0.0, f64::max)),
+        both = r.serving.iter().filter(|x| x.gpulet_int_half_budget.is_some()).count(),
+        lower = r
+            .serving
+            .iter()
+            .filter(
+                |x| matches!((x.gpulet_int, x.gpulet_int_half_budget), (Some(a), Some(b)) if b < a)
+            )
+            .count(),
+        d_lo = pct(r
+            .serving
+            .iter()
+            .filter_map(|x| x.gpulet_int_half_budget)
+            .fold(f64::INFINITY, f64::min)),
+        d_hi = pct(r.serving.iter().filter_map(|x| x.gpulet_int_half_budget).fold(0.0, f64::max)),
+        serving_rows = r
+            .serving
+            .iter()
+            .map(|x| {
+                let v = |o: Option<f64>| o.map_or("not schedulable".into(), pct);
+                format!(
+                    "| {} | {} | {} | {} | {} |",
+                    x.rates.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(", "),
+                    v(x.gpulet),
+                    v(x.gpulet_int),
+                    x.requests,
+                    v(x.gpulet_int_half_budget)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
         sbp = r.schedulability.sbp,
         sbp_split = r.schedulability.sbp_split,
         gpulet = r.schedulability.gpulet,

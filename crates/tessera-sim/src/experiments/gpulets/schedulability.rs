@@ -91,17 +91,35 @@ pub struct Schedulability {
     pub gpulet_int: usize,
 }
 
+/// Scenario `code` (1 ..= 4^n - 1) of `n` models: model i's rate is digit i of `code`
+/// in base 4, mapped through [`RATES`].
+pub fn scenario(code: usize, n: usize) -> Vec<f64> {
+    let mut c = code;
+    (0..n)
+        .map(|_| {
+            let r = RATES[c % RATES.len()];
+            c /= RATES.len();
+            r
+        })
+        .collect()
+}
+
+/// SLOs by the paper's rule: twice the latency at batch 32 on a whole GPU.
+pub fn slos(models: &[V100Model<'_>]) -> Vec<f64> {
+    models.iter().map(|m| 2.0 * m.latency_ms(32, 100).unwrap_or(f64::NAN)).collect()
+}
+
 /// Run every scenario on `gpus` GPUs.
 pub fn run(profiles: &Profiles, interference: Interference, gpus: usize) -> Schedulability {
     let names: Vec<String> = profiles.models.keys().cloned().collect();
     let v100: Vec<V100Model<'_>> = profiles.models.values().map(V100Model).collect();
-    let slo: Vec<f64> =
-        v100.iter().map(|m| 2.0 * m.latency_ms(32, 100).unwrap_or(f64::NAN)).collect();
+    let slo = slos(&v100);
     let fitted = FittedInterference {
         model: interference,
         profiles: profiles.models.values().map(V100Model).collect(),
     };
-    let opts = Options { gpus, sizes: SIZES.to_vec(), batches: BATCHES.to_vec() };
+    let opts =
+        Options { gpus, sizes: SIZES.to_vec(), batches: BATCHES.to_vec(), batch_budget: 1.0 };
     let n = names.len();
     let mut out = Schedulability {
         models: names,
@@ -113,14 +131,9 @@ pub fn run(profiles: &Profiles, interference: Interference, gpus: usize) -> Sche
         gpulet_int: 0,
     };
     for code in 1..RATES.len().pow(n as u32) {
-        let mut c = code;
-        let models: Vec<Model<'_>> = (0..n)
-            .map(|i| {
-                let rate = RATES[c % RATES.len()];
-                c /= RATES.len();
-                Model { rate, slo_ms: slo[i], profile: &v100[i] }
-            })
-            .collect();
+        let rates = scenario(code, n);
+        let models: Vec<Model<'_>> =
+            (0..n).map(|i| Model { rate: rates[i], slo_ms: slo[i], profile: &v100[i] }).collect();
         out.scenarios += 1;
         out.sbp += usize::from(squishy_bin_packing(&models, &BATCHES, 100, gpus).is_ok());
         out.sbp_split += usize::from(squishy_bin_packing(&models, &BATCHES, 50, 2 * gpus).is_ok());

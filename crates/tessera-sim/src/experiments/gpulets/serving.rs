@@ -1,0 +1,161 @@
+//! Serving a gpu-lets schedule in the simulator (gpu-lets §5, Figure 13's measure):
+//! Poisson requests per model, batched per model at the scheduled size onto the
+//! scheduled partitions by [`GpuletServing`], each batch running for its measured
+//! latency at its partition's size times the interference of what runs beside it; a
+//! request answered after its SLO counts as a violation. The engine is the shared-GPU
+//! one: partitions are made by repartitioning (before the first request, the layout
+//! being prepared ahead as the paper's reorganizer does), batches by batched dispatch.
+
+use super::schedulability::{BATCHES, SIZES, V100Model};
+use crate::engine::{Sharing, SimOptions, Simulation};
+use crate::perf::{KernelProfile, PerfModel};
+use crate::workload::{Job, Kernel, Submission, Workload};
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+use tessera_core::policies::gpulets::{Gpulet, GpuletServing, LatencyProfile};
+use tessera_core::{Bytes, GpuSpec, Nanos, ServiceClass, TenantId, TenantSpec};
+use tessera_gpu::partition::Interference;
+
+/// What serving one scenario measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Served {
+    /// Requests answered.
+    pub requests: usize,
+    /// Fraction answered after their SLO, 0-1.
+    pub violation: f64,
+}
+
+/// A measured profile as the engine takes it, for `sizes` and `batches`.
+pub fn kernel_profile(model: &V100Model<'_>) -> KernelProfile {
+    let mut k = KernelProfile::default();
+    for &p in &SIZES {
+        for &b in &BATCHES {
+            if let Some(l) = model.latency_ms(b, p) {
+                k.latency.insert((b, p), Nanos((l * 1e6).round() as u64));
+            }
+            if let Some(u) = model.utilization(b, p) {
+                k.utilization.insert((b, p), u);
+            }
+        }
+    }
+    k
+}
+
+/// The node and models a schedule is served on.
+#[derive(Debug)]
+pub struct Node<'a> {
+    /// The models' profiles.
+    pub models: &'a [V100Model<'a>],
+    /// Their SLOs, ms.
+    pub slo_ms: &'a [f64],
+    /// The interference the engine applies (none: no interference).
+    pub interference: Option<Interference>,
+    /// GPUs.
+    pub gpus: usize,
+}
+
+/// Serve `schedule` on `node` for models at these `rates` (req/s) for `seconds`.
+pub fn serve(
+    node: &Node<'_>,
+    rates: &[f64],
+    schedule: &[Gpulet],
+    seconds: f64,
+    seed: u64,
+) -> Result<Served, crate::engine::SimError> {
+    let Node { models, slo_ms, interference, gpus } = *node;
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let mut jobs = Vec::new();
+    for (i, &rate) in rates.iter().enumerate() {
+        if rate <= 0.0 {
+            continue;
+        }
+        let exp = Exp::new(rate).expect("a positive rate");
+        let mut t = 0.0;
+        let mut arrivals = Vec::new();
+        loop {
+            t += exp.sample(&mut rng);
+            if t >= seconds {
+                break;
+            }
+            arrivals.push(Nanos((t * 1e9) as u64));
+        }
+        if arrivals.is_empty() {
+            continue;
+        }
+        jobs.push(Job {
+            arrival: arrivals[0],
+            tenant: TenantSpec::new(
+                TenantId(i as u64),
+                ServiceClass::UserFacing { sla: Nanos((slo_ms[i] * 1e6) as u64) },
+            ),
+            kernel: i as u32,
+            tasks: vec![Nanos(1); arrivals.len()],
+            window: 1,
+            submission: Submission::Open,
+            arrivals,
+        });
+    }
+    jobs.sort_by_key(|j| j.arrival);
+    let workload = Workload {
+        kernels: (0..models.len())
+            .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1) })
+            .collect(),
+        jobs,
+    };
+    let specs = GpuSpec::uniform(gpus, Bytes::gib(16));
+    let tenants: Vec<TenantId> = (0..models.len()).map(|i| TenantId(i as u64)).collect();
+    let policy = Box::new(GpuletServing::new(&specs, schedule, &tenants));
+    let perf = PerfModel {
+        repartition_latency: Nanos::ZERO,
+        profiles: models.iter().enumerate().map(|(i, m)| (i as u32, kernel_profile(m))).collect(),
+        interference,
+        ..PerfModel::default()
+    };
+    let opts = SimOptions {
+        gpus: specs,
+        perf,
+        keep_latencies: false,
+        event_budget: u64::MAX,
+        sharing: Sharing::Processor,
+        measure_gpus: false,
+    };
+    let m = Simulation::new(&workload, policy, opts).run()?;
+    Ok(Served { requests: m.uf_tasks, violation: 1.0 - m.sla_met })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::policies::gpulets::{Model, NoInterference, Options, elastic_partitioning};
+    use tessera_gpu::partition::Profiles;
+
+    /// A light load served on its own schedule meets its SLO almost always; the same
+    /// model far above what its schedule was made for violates it: the measure moves
+    /// with the load it measures.
+    #[test]
+    fn serving_measures_slo_violations_that_follow_the_load() {
+        let profiles = Profiles::from_v100_jsonl(super::super::V100).unwrap();
+        let v100: Vec<V100Model<'_>> = profiles.models.values().map(V100Model).collect();
+        let slo = super::super::schedulability::slos(&v100);
+        let opts = Options {
+            gpus: 2,
+            sizes: SIZES.to_vec(),
+            batches: BATCHES.to_vec(),
+            batch_budget: 1.0,
+        };
+        // resnet50 alone at 100 req/s
+        let rates = [0.0, 100.0, 0.0, 0.0];
+        let models: Vec<Model<'_>> =
+            (0..4).map(|i| Model { rate: rates[i], slo_ms: slo[i], profile: &v100[i] }).collect();
+        let schedule = elastic_partitioning(&models, &opts, &NoInterference).unwrap();
+        let node = Node { models: &v100, slo_ms: &slo, interference: None, gpus: 2 };
+        let light = serve(&node, &rates, &schedule, 20.0, 1).unwrap();
+        assert!(light.requests > 1500, "{light:?}");
+        assert!(light.violation < 0.01, "{light:?}");
+        // the same schedule at ten times the rate it was made for
+        let heavy = serve(&node, &[0.0, 1000.0, 0.0, 0.0], &schedule, 5.0, 1).unwrap();
+        assert!(heavy.violation > 0.5, "{heavy:?}");
+    }
+}
