@@ -159,10 +159,13 @@ fn gpulets_interference_is_deterministic_and_judged() {
     assert_eq!((a.rows, a.split.0 + a.split.1), (750, a.samples));
     let e = &a.fitted_errors;
     assert!(e.p50 <= e.p75 && e.p75 <= e.p90 && e.p90 <= e.p95 && e.p95 <= e.p99, "{e:?}");
-    assert_eq!(a.claims.len(), 5);
-    let s = &a.schedulability;
-    assert_eq!(s.scenarios, 255, "4 models, 4 rates each, all zero excepted");
-    assert!(s.gpulet_int <= s.scenarios && s.sbp <= s.scenarios);
+    assert_eq!(a.claims.len(), 2 + 3 * 2);
+    let (paper, v100) = (&a.sets[0].schedulability, &a.sets[1].schedulability);
+    assert_eq!(paper.scenarios, 1023, "the paper's five models, 4 rates each, all zero excepted");
+    assert_eq!(v100.scenarios, 255, "the four V100 models");
+    for s in [paper, v100] {
+        assert!(s.gpulet_int <= s.scenarios && s.sbp <= s.scenarios);
+    }
     assert_eq!(a.comparisons[0].ours, Some(e.p90));
     let other = run(&GpuletsConfig { seed: 2 }).unwrap();
     assert_ne!(other.fitted, a.fitted, "the split follows the seed");

@@ -6,7 +6,8 @@
 //! one: partitions are made by repartitioning (before the first request, the layout
 //! being prepared ahead as the paper's reorganizer does), batches by batched dispatch.
 
-use super::schedulability::{BATCHES, SIZES, V100Model};
+use super::profiles::{ProfileSet, Profiled};
+use super::schedulability::{BATCHES, SIZES};
 use crate::engine::{Sharing, SimOptions, Simulation};
 use crate::perf::{KernelProfile, PerfModel};
 use crate::workload::{Job, Kernel, Submission, Workload};
@@ -14,9 +15,8 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
-use tessera_core::policies::gpulets::{Gpulet, GpuletServing, LatencyProfile};
+use tessera_core::policies::gpulets::{Gpulet, GpuletServing};
 use tessera_core::{Bytes, GpuSpec, Nanos, ServiceClass, TenantId, TenantSpec};
-use tessera_gpu::partition::Interference;
 
 /// What serving one scenario measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,7 +28,7 @@ pub struct Served {
 }
 
 /// A measured profile as the engine takes it, for `sizes` and `batches`.
-pub fn kernel_profile(model: &V100Model<'_>) -> KernelProfile {
+pub fn kernel_profile(model: &dyn Profiled) -> KernelProfile {
     let mut k = KernelProfile::default();
     for &p in &SIZES {
         for &b in &BATCHES {
@@ -46,12 +46,10 @@ pub fn kernel_profile(model: &V100Model<'_>) -> KernelProfile {
 /// The node and models a schedule is served on.
 #[derive(Debug)]
 pub struct Node<'a> {
-    /// The models' profiles.
-    pub models: &'a [V100Model<'a>],
-    /// Their SLOs, ms.
-    pub slo_ms: &'a [f64],
-    /// The interference the engine applies (none: no interference).
-    pub interference: Option<Interference>,
+    /// The models, their profiles, SLOs and interference.
+    pub set: &'a ProfileSet<'a>,
+    /// Whether the engine applies the set's interference.
+    pub interference: bool,
     /// GPUs.
     pub gpus: usize,
 }
@@ -64,7 +62,8 @@ pub fn serve(
     seconds: f64,
     seed: u64,
 ) -> Result<Served, crate::engine::SimError> {
-    let Node { models, slo_ms, interference, gpus } = *node;
+    let (set, gpus) = (node.set, node.gpus);
+    let slo_ms = &set.slo_ms;
     let mut rng = Pcg64::seed_from_u64(seed);
     let mut jobs = Vec::new();
     for (i, &rate) in rates.iter().enumerate() {
@@ -99,18 +98,23 @@ pub fn serve(
     }
     jobs.sort_by_key(|j| j.arrival);
     let workload = Workload {
-        kernels: (0..models.len())
+        kernels: (0..set.models.len())
             .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1) })
             .collect(),
         jobs,
     };
     let specs = GpuSpec::uniform(gpus, Bytes::gib(16));
-    let tenants: Vec<TenantId> = (0..models.len()).map(|i| TenantId(i as u64)).collect();
+    let tenants: Vec<TenantId> = (0..set.models.len()).map(|i| TenantId(i as u64)).collect();
     let policy = Box::new(GpuletServing::new(&specs, schedule, &tenants));
     let perf = PerfModel {
         repartition_latency: Nanos::ZERO,
-        profiles: models.iter().enumerate().map(|(i, m)| (i as u32, kernel_profile(m))).collect(),
-        interference,
+        profiles: set
+            .profiles
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i as u32, kernel_profile(m.as_ref())))
+            .collect(),
+        interference: node.interference.then_some(set.interference),
         ..PerfModel::default()
     };
     let opts = SimOptions {
@@ -128,8 +132,9 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_core::policies::gpulets::{Model, NoInterference, Options, elastic_partitioning};
-    use tessera_gpu::partition::Profiles;
+    use crate::experiments::gpulets::schedulability::set_models;
+    use tessera_core::policies::gpulets::{NoInterference, Options, elastic_partitioning};
+    use tessera_gpu::partition::{Interference, Profiles};
 
     /// A light load served on its own schedule meets its SLO almost always; the same
     /// model far above what its schedule was made for violates it: the measure moves
@@ -137,8 +142,8 @@ mod tests {
     #[test]
     fn serving_measures_slo_violations_that_follow_the_load() {
         let profiles = Profiles::from_v100_jsonl(super::super::V100).unwrap();
-        let v100: Vec<V100Model<'_>> = profiles.models.values().map(V100Model).collect();
-        let slo = super::super::schedulability::slos(&v100);
+        let set =
+            super::super::profiles::v100(&profiles, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
         let opts = Options {
             gpus: 2,
             sizes: SIZES.to_vec(),
@@ -147,10 +152,9 @@ mod tests {
         };
         // resnet50 alone at 100 req/s
         let rates = [0.0, 100.0, 0.0, 0.0];
-        let models: Vec<Model<'_>> =
-            (0..4).map(|i| Model { rate: rates[i], slo_ms: slo[i], profile: &v100[i] }).collect();
-        let schedule = elastic_partitioning(&models, &opts, &NoInterference).unwrap();
-        let node = Node { models: &v100, slo_ms: &slo, interference: None, gpus: 2 };
+        let schedule =
+            elastic_partitioning(&set_models(&set, &rates), &opts, &NoInterference).unwrap();
+        let node = Node { set: &set, interference: false, gpus: 2 };
         let light = serve(&node, &rates, &schedule, 20.0, 1).unwrap();
         assert!(light.requests > 1500, "{light:?}");
         assert!(light.violation < 0.01, "{light:?}");

@@ -1,0 +1,183 @@
+//! The two profile sets gpu-lets is reproduced on, as the core's scheduler and the
+//! engine take them.
+//!
+//! - `v100` — the measured V100 + TensorRT MPS profiles (`data/profiles/v100-igniter`)
+//!   as they are: alexnet, resnet50, ssd, vgg19. Measured: latency and L2/DRAM
+//!   utilization at 20-80% for batches 1-32 (10% and 100% at batch 1). Derived: the
+//!   whole-GPU latency above batch 1, from 80% by batch 1's ratio of 100% to 80%, and
+//!   whole-GPU utilization taken as 80%'s. Interference: our fit on the V100
+//!   co-locations.
+//! - `paper` — the paper's five models (Table 4) on its own GPU, the RTX 2080 Ti.
+//!   Measured (the authors' artifact, `gpulets-2080ti/UTIL.CSV`): how the average kernel
+//!   duration grows with the batch at the whole GPU, and L2/DRAM utilization. Derived:
+//!   the whole-GPU latency, that growth scaled so that batch 32 takes half the model's
+//!   Table 4 SLO (the paper set its SLOs at twice that latency); partitions, by the
+//!   shape of the most similar V100 model's curve (lenet by alexnet, googlenet and
+//!   resnet50 by resnet50, ssd-mobilenet by ssd, vgg16 by vgg19); utilization the same
+//!   at every partition size. Interference: the authors' 2080 Ti coefficients. Not
+//!   included: the input-batching costs of the artifact.
+
+use super::schedulability::{BATCHES, SIZES};
+use tessera_core::policies::gpulets::{InterferenceModel, LatencyProfile};
+use tessera_gpu::partition::{Interference, ModelProfile, Profiles};
+
+/// A profile the scheduler and the engine can use: latency and utilization.
+pub trait Profiled: LatencyProfile + std::fmt::Debug + Sync {
+    /// (L2, DRAM) utilization, fractions, at (batch, percent).
+    fn utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)>;
+}
+
+/// A V100 model's L(batch, partition %), with the derived full-GPU points.
+#[derive(Debug)]
+pub struct V100Model<'a>(pub &'a ModelProfile);
+
+impl Profiled for V100Model<'_> {
+    fn utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)> {
+        self.0
+            .utilization(batch, percent * 10)
+            .or_else(|| (percent == 100).then(|| self.0.utilization(batch, 800)).flatten())
+    }
+}
+
+impl LatencyProfile for V100Model<'_> {
+    fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
+        self.0.latency_ms(batch, percent * 10).or_else(|| {
+            (percent == 100).then(|| {
+                let ratio = self.0.latency_ms(1, 1000)? / self.0.latency_ms(1, 800)?;
+                Some(self.0.latency_ms(batch, 800)? * ratio)
+            })?
+        })
+    }
+}
+
+/// One of the paper's models: whole-GPU latency by batch, partitions by a V100 shape.
+#[derive(Debug)]
+pub struct PaperModel<'a> {
+    /// Whole-GPU latency by batch, ms.
+    pub full_ms: std::collections::BTreeMap<u32, f64>,
+    /// (L2, DRAM) by batch, fractions.
+    pub util: std::collections::BTreeMap<u32, (f64, f64)>,
+    /// The V100 model whose curve gives the partitions' shape.
+    pub shape: V100Model<'a>,
+}
+
+impl LatencyProfile for PaperModel<'_> {
+    fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
+        let full = self.full_ms.get(&batch)?;
+        Some(full * self.shape.latency_ms(batch, percent)? / self.shape.latency_ms(batch, 100)?)
+    }
+}
+
+impl Profiled for PaperModel<'_> {
+    fn utilization(&self, batch: u32, _percent: u32) -> Option<(f64, f64)> {
+        self.util.get(&batch).copied()
+    }
+}
+
+/// A set of models to schedule: names, profiles, SLOs and the interference model.
+#[derive(Debug)]
+pub struct ProfileSet<'a> {
+    /// `v100` or `paper`.
+    pub name: &'static str,
+    /// Model names.
+    pub models: Vec<String>,
+    /// Their profiles.
+    pub profiles: Vec<Box<dyn Profiled + 'a>>,
+    /// Their SLOs, ms.
+    pub slo_ms: Vec<f64>,
+    /// §4.4's coefficients for this GPU.
+    pub interference: Interference,
+}
+
+impl InterferenceModel for ProfileSet<'_> {
+    fn factor(&self, own: (usize, u32, u32), other: (usize, u32, u32)) -> f64 {
+        let u = |(m, b, p): (usize, u32, u32)| self.profiles.get(m)?.utilization(b, p);
+        match (u(own), u(other)) {
+            (Some(a), Some(b)) => self.interference.factor(a, b),
+            // a point the profiles lack: no interference, as the `gpulet` variant assumes
+            _ => 1.0,
+        }
+    }
+}
+
+/// The `v100` set, SLOs by the paper's rule (twice the whole-GPU latency at batch 32).
+pub fn v100<'a>(profiles: &'a Profiles, fitted: Interference) -> ProfileSet<'a> {
+    let models: Vec<String> = profiles.models.keys().cloned().collect();
+    let boxed: Vec<Box<dyn Profiled + 'a>> = profiles
+        .models
+        .values()
+        .map(|m| Box::new(V100Model(m)) as Box<dyn Profiled + 'a>)
+        .collect();
+    let slo_ms = boxed.iter().map(|p| 2.0 * p.latency_ms(32, 100).unwrap_or(f64::NAN)).collect();
+    ProfileSet { name: "v100", models, profiles: boxed, slo_ms, interference: fitted }
+}
+
+/// The paper's models with their Table 4 SLOs, ms, and the V100 model giving each its
+/// partition shape.
+pub const PAPER_MODELS: [(&str, f64, &str); 5] = [
+    ("googlenet", 44.0, "resnet50"),
+    ("lenet", 5.0, "alexnet"),
+    ("resnet50", 95.0, "resnet50"),
+    ("ssd-mobilenetv1", 136.0, "ssd"),
+    ("vgg16", 130.0, "vgg19"),
+];
+
+/// Why the artifact's table is unusable.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("UTIL.CSV line {line}: {message}")]
+pub struct UtilError {
+    /// 1-based line.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The `paper` set from `UTIL.CSV` (see the module docs).
+pub fn paper<'a>(
+    util_csv: &str,
+    v100: &'a Profiles,
+    authors: Interference,
+) -> Result<ProfileSet<'a>, UtilError> {
+    type Rows = std::collections::BTreeMap<u32, (f64, f64, f64)>; // batch -> (duration, l2, dram)
+    let mut table: std::collections::BTreeMap<String, Rows> = Default::default();
+    for (i, line) in util_csv.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
+        let bad = |message: String| UtilError { line: i + 1, message };
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() < 6 {
+            return Err(bad(format!("{} fields", f.len())));
+        }
+        let num = |k: usize| f[k].parse::<f64>().map_err(|e| bad(format!("field {k}: {e}")));
+        let batch = f[1].parse::<u32>().map_err(|e| bad(format!("batch: {e}")))?;
+        table
+            .entry(f[0].to_string())
+            .or_default()
+            .insert(batch, (num(2)?, num(4)? / 100.0, num(5)? / 100.0));
+    }
+    let mut set = ProfileSet {
+        name: "paper",
+        models: Vec::new(),
+        profiles: Vec::new(),
+        slo_ms: Vec::new(),
+        interference: authors,
+    };
+    for (name, slo, shape) in PAPER_MODELS {
+        let rows = table.get(name).ok_or(UtilError { line: 0, message: format!("no {name}") })?;
+        let at32 =
+            rows.get(&32).ok_or(UtilError { line: 0, message: format!("{name}: no batch 32") })?.0;
+        let shape = V100Model(
+            v100.models
+                .get(shape)
+                .ok_or(UtilError { line: 0, message: format!("no V100 {shape}") })?,
+        );
+        let full_ms = BATCHES
+            .iter()
+            .filter_map(|b| rows.get(b).map(|r| (*b, r.0 / at32 * slo / 2.0)))
+            .collect();
+        let util = BATCHES.iter().filter_map(|b| rows.get(b).map(|r| (*b, (r.1, r.2)))).collect();
+        set.models.push(name.to_string());
+        set.profiles.push(Box::new(PaperModel { full_ms, util, shape }));
+        set.slo_ms.push(slo);
+    }
+    debug_assert!(SIZES.contains(&100));
+    Ok(set)
+}
