@@ -172,7 +172,13 @@ mod tests {
     }
 
     fn opts(gpus: usize) -> Options {
-        Options { gpus, sizes: SIZES.to_vec(), batches: BATCHES.to_vec(), batch_budget: 1.0 }
+        Options {
+            gpus,
+            sizes: SIZES.to_vec(),
+            batches: BATCHES.to_vec(),
+            batch_budget: 1.0,
+            max_load: 1.0,
+        }
     }
 
     /// One model at a modest rate gets one gpu-let of its ideal size, split from GPU 0;
@@ -331,6 +337,10 @@ pub struct Options {
     /// written: 1, the whole SLO). Below 1 leaves room for waiting on the batch in
     /// progress — an experiment's diagnostic, not the paper's algorithm.
     pub batch_budget: f64,
+    /// The share of a gpu-let's throughput (batch over latency) a model may be given
+    /// (Algorithm 1 as written: 1, all of it). Below 1 leaves headroom for bursts of
+    /// random arrivals — an experiment's diagnostic, not the paper's algorithm.
+    pub max_load: f64,
 }
 
 impl Options {
@@ -464,7 +474,7 @@ fn find_best_fit(
                 })
             });
         if l * f <= opts.budget(model.slo_ms) && neighbour_ok {
-            let rate = (f64::from(b) * 1000.0 / (l * f)).min(left);
+            let rate = (f64::from(b) * 1000.0 / (l * f) * opts.max_load).min(left);
             remain.remove(i);
             chosen = Some((candidate, remainder, b, rate));
             break;
@@ -575,7 +585,7 @@ mod properties {
                 .zip(&profiles)
                 .map(|((_, _, _, slo, rate), p)| Model { rate: *rate, slo_ms: *slo, profile: p })
                 .collect();
-            let opts = Options { gpus, sizes: vec![20, 40, 50, 60, 80, 100], batches: vec![1, 2, 4, 8, 16, 32], batch_budget: 1.0 };
+            let opts = Options { gpus, sizes: vec![20, 40, 50, 60, 80, 100], batches: vec![1, 2, 4, 8, 16, 32], batch_budget: 1.0, max_load: 1.0 };
             let intf: &dyn InterferenceModel = if with_interference { &BySize } else { &NoInterference };
             let Ok(schedule) = elastic_partitioning(&models, &opts, intf) else { return Ok(()) };
             for g in 0..gpus {

@@ -53,8 +53,13 @@ pub fn scenario(code: usize, n: usize) -> Vec<f64> {
 
 /// Run every scenario of `set` on `gpus` GPUs.
 pub fn run(set: &ProfileSet<'_>, gpus: usize) -> Schedulability {
-    let opts =
-        Options { gpus, sizes: SIZES.to_vec(), batches: BATCHES.to_vec(), batch_budget: 1.0 };
+    let opts = Options {
+        gpus,
+        sizes: SIZES.to_vec(),
+        batches: BATCHES.to_vec(),
+        batch_budget: 1.0,
+        max_load: 1.0,
+    };
     let n = set.models.len();
     let mut out = Schedulability {
         models: set.models.clone(),

@@ -149,6 +149,7 @@ mod tests {
             sizes: SIZES.to_vec(),
             batches: BATCHES.to_vec(),
             batch_budget: 1.0,
+            max_load: 1.0,
         };
         // resnet50 alone at 100 req/s
         let rates = [0.0, 100.0, 0.0, 0.0];
