@@ -608,6 +608,13 @@ impl Board {
         }
     }
 
+    /// How many tasks `tenant` has queued, and when its oldest was submitted.
+    pub fn queue_of(&self, tenant: TenantId) -> (usize, Option<Nanos>) {
+        self.tenants
+            .get(&tenant)
+            .map_or((0, None), |t| (t.queue.len(), t.queue.front().map(|q| q.submitted)))
+    }
+
     /// The next tenant after the round-robin cursor with a non-empty queue (Flexy
     /// §II-A), and advance the cursor to it.
     pub fn next_round_robin(&mut self) -> Option<TenantId> {

@@ -699,17 +699,20 @@ use crate::units::{Nanos, PerMille};
 #[derive(Clone, Debug)]
 struct ServingLet {
     placement: Placement,
-    /// (tenant, batch) of each model it serves, taking turns.
-    models: Vec<(TenantId, u32)>,
+    /// (tenant, batch, longest a request may wait for its batch to fill) of each model
+    /// it serves, taking turns.
+    models: Vec<(TenantId, u32, Nanos)>,
     next: usize,
 }
 
 /// Serves a fixed gpu-lets schedule: partitions each GPU as the schedule lays it out
 /// (a GPU with one whole gpu-let stays unpartitioned), then, whenever a gpu-let is
-/// free, dispatches a batch of up to the scheduled size of its next model's queued
-/// requests (models sharing a gpu-let in time take turns). Requests are the tenants'
-/// tasks; model `i` of the schedule is `tenants[i]`. Rate tracking and periodic
-/// rescheduling come with the adaptive experiment.
+/// free, dispatches its next model's batch (models sharing a gpu-let in time take
+/// turns) once the batch is full — the scheduled size — or its oldest request has
+/// waited as long as it can and still meet its SLO after the batch runs (the batch
+/// then goes with what has arrived). Requests are the tenants' tasks; model `i` of the
+/// schedule is `tenants[i]`. Rate tracking and periodic rescheduling come with the
+/// adaptive experiment.
 #[derive(Debug)]
 pub struct GpuletServing {
     board: Board,
@@ -719,8 +722,13 @@ pub struct GpuletServing {
 }
 
 impl GpuletServing {
-    /// Serve `schedule` on `gpus`.
-    pub fn new(gpus: &[GpuSpec], schedule: &[Gpulet], tenants: &[TenantId]) -> GpuletServing {
+    /// Serve `schedule` of `models` on `gpus`.
+    pub fn new(
+        gpus: &[GpuSpec],
+        schedule: &[Gpulet],
+        models: &[Model<'_>],
+        tenants: &[TenantId],
+    ) -> GpuletServing {
         let mut layout = Vec::new();
         let mut lets = Vec::new();
         for g in 0..gpus.len() {
@@ -737,12 +745,17 @@ impl GpuletServing {
                 } else {
                     Placement { gpu: GpuId(g as u32), partition: Some(PartitionId(i as u32)) }
                 };
-                let models = x
+                let served = x
                     .served
                     .iter()
-                    .filter_map(|s| tenants.get(s.model).map(|t| (*t, s.batch)))
+                    .filter_map(|s| {
+                        let m = models.get(s.model)?;
+                        let run = m.profile.latency_ms(s.batch, x.size)?;
+                        let wait = ((m.slo_ms - run).max(0.0) * 1e6) as u64;
+                        Some((*tenants.get(s.model)?, s.batch, Nanos(wait)))
+                    })
                     .collect();
-                lets.push(ServingLet { placement, models, next: 0 });
+                lets.push(ServingLet { placement, models: served, next: 0 });
             }
         }
         GpuletServing { board: Board::new(gpus), layout, lets, started: false }
@@ -752,6 +765,11 @@ impl GpuletServing {
 impl crate::policy::Policy for GpuletServing {
     fn label(&self) -> String {
         "gpulet-serving".into()
+    }
+
+    fn tick_interval(&self) -> Option<Nanos> {
+        // a batch whose oldest request can wait no longer goes at the next tick
+        Some(Nanos::from_millis(1))
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
@@ -768,8 +786,12 @@ impl crate::policy::Policy for GpuletServing {
             }
             let n = l.models.len();
             for k in 0..n {
-                let (tenant, batch) = l.models[(l.next + k) % n];
-                if self.board.dispatch_batch(now, l.placement, tenant, batch as usize, actions) > 0
+                let (tenant, batch, max_wait) = l.models[(l.next + k) % n];
+                let (queued, oldest) = self.board.queue_of(tenant);
+                let due = oldest.is_some_and(|t| now - t >= max_wait);
+                if (queued >= batch as usize || due)
+                    && self.board.dispatch_batch(now, l.placement, tenant, batch as usize, actions)
+                        > 0
                 {
                     l.next = (l.next + k + 1) % n;
                     break;

@@ -458,9 +458,10 @@ pub fn report(r: &GpuletsResults) -> String {
          paper's algorithm): the same scheduler limiting each batch to half its SLO, and \
          loading each gpu-let to at most 80% of its throughput. Read them in the tables above; \
          the cause is not established until one of them brings violations to the paper's \
-         level on every scenario it schedules. Other candidates we have not ruled out: our \
-         serving policy's simple dispatch (a free gpu-let takes a batch of whatever has queued, \
-         not the scheduled batch after the duty cycle), tight SLOs (lenet 5 ms, alexnet on the \
+         level on every scenario it schedules. Other candidates we have not ruled out: the \
+         scheduler's assumption of regularly spaced arrivals (Nexus's, which gpu-lets reuses) \
+         against Poisson arrivals, which at a gpu-let's near-full load queue for longer than a \
+         tight SLO leaves, tight SLOs (lenet 5 ms, alexnet on the \
          V100) and the derived latencies.\n\n\
          ## Claims\n\n{table}\n{yes} hold, {no} do not, {unmeasured} not measured.\n",
         rows = r.rows,

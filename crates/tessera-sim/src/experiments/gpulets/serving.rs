@@ -105,7 +105,8 @@ pub fn serve(
     };
     let specs = GpuSpec::uniform(gpus, Bytes::gib(16));
     let tenants: Vec<TenantId> = (0..set.models.len()).map(|i| TenantId(i as u64)).collect();
-    let policy = Box::new(GpuletServing::new(&specs, schedule, &tenants));
+    let models = super::schedulability::set_models(set, rates);
+    let policy = Box::new(GpuletServing::new(&specs, schedule, &models, &tenants));
     let perf = PerfModel {
         repartition_latency: Nanos::ZERO,
         profiles: set
