@@ -9,8 +9,10 @@
 //! of a whole GPU into ideal + remainder, the SLO check with interference, merge into
 //! an allocated gpu-let by temporal sharing with the split reverted). One reading is
 //! ours: the interference check is made both ways (see [`elastic_partitioning`]).
-//! The baselines (squishy bin packing, guided self-tuning, ideal), rate tracking and
-//! the serving simulation come next.
+//! Also: squishy bin packing (Nexus, the baseline), [`GpuletServing`] (serving a fixed
+//! schedule: partitions, duty-cycle batching), and rate tracking by EWMA with the
+//! reschedule trigger ([`RateTracker`], [`needs_reschedule`]). Guided self-tuning, the
+//! ideal scheduler and a policy that reschedules every period come next.
 
 /// A model's profiled latency: L(batch, partition %) in ms, `None` where not profiled.
 pub trait LatencyProfile {
@@ -798,5 +800,123 @@ impl crate::policy::Policy for GpuletServing {
                 }
             }
         }
+    }
+}
+
+/// Request-rate tracking by exponentially weighted moving average (gpu-lets §4.3: "The
+/// incoming request rates of each model are tracked with an exponentially-weighted
+/// moving average"): arrivals are counted per window, and each window's rate is folded
+/// in with weight `alpha`.
+#[derive(Clone, Debug)]
+pub struct RateTracker {
+    alpha: f64,
+    window: Nanos,
+    window_start: Nanos,
+    counts: Vec<u64>,
+    rates: Vec<Option<f64>>,
+}
+
+impl RateTracker {
+    /// Track `models` rates over windows of `window`, folding each in with `alpha`.
+    pub fn new(models: usize, alpha: f64, window: Nanos) -> RateTracker {
+        RateTracker {
+            alpha: alpha.clamp(0.0, 1.0),
+            window: window.max(Nanos(1)),
+            window_start: Nanos::ZERO,
+            counts: vec![0; models],
+            rates: vec![None; models],
+        }
+    }
+
+    /// Close every window that ended by `now`, folding its rate into the averages (an
+    /// empty window counts as a rate of 0).
+    fn roll(&mut self, now: Nanos) {
+        while now >= self.window_start + self.window {
+            let secs = self.window.as_secs_f64();
+            for (count, rate) in self.counts.iter_mut().zip(&mut self.rates) {
+                let seen = *count as f64 / secs;
+                *rate = Some(match *rate {
+                    None => seen,
+                    Some(r) => self.alpha * seen + (1.0 - self.alpha) * r,
+                });
+                *count = 0;
+            }
+            self.window_start += self.window;
+        }
+    }
+
+    /// A request of `model` arrived at `now`.
+    pub fn arrival(&mut self, model: usize, now: Nanos) {
+        self.roll(now);
+        if let Some(c) = self.counts.get_mut(model) {
+            *c += 1;
+        }
+    }
+
+    /// The tracked rates (req/s) as of `now`; 0 for a model with no closed window yet.
+    pub fn rates(&mut self, now: Nanos) -> Vec<f64> {
+        self.roll(now);
+        self.rates.iter().map(|r| r.unwrap_or(0.0)).collect()
+    }
+}
+
+/// Whether a schedule should be reorganized at the tracked `rates` (gpu-lets §4.3:
+/// rescheduling "if the current schedules produce SLO violations or the assigned
+/// resource is being underutilized"): a model's rate is above what the schedule gives
+/// it (SLO at risk), or every model's rate is below `idle` times what it is given and
+/// the schedule uses more than it needs (resources idle).
+pub fn needs_reschedule(schedule: &[Gpulet], rates: &[f64], idle: f64) -> bool {
+    let given = |m: usize| -> f64 {
+        schedule.iter().flat_map(|g| &g.served).filter(|s| s.model == m).map(|s| s.rate).sum()
+    };
+    let at_risk = rates.iter().enumerate().any(|(m, r)| *r > given(m) * (1.0 + 1e-9));
+    let idle_everywhere =
+        !schedule.is_empty() && rates.iter().enumerate().all(|(m, r)| *r < idle * given(m));
+    at_risk || idle_everywhere
+}
+
+#[cfg(test)]
+mod tracking_tests {
+    use super::*;
+
+    /// Table-driven: a steady rate is learnt at once, a change is followed by the EWMA,
+    /// and an empty window pulls the average down.
+    #[test]
+    fn the_ewma_follows_the_arrivals() {
+        let mut t = RateTracker::new(2, 0.5, Nanos::from_secs(1));
+        // 10 arrivals of model 0 in the first second
+        for i in 0..10 {
+            t.arrival(0, Nanos::from_millis(i * 100));
+        }
+        assert_eq!(t.rates(Nanos::from_millis(999)), vec![0.0, 0.0], "no window closed yet");
+        assert_eq!(t.rates(Nanos::from_secs(1)), vec![10.0, 0.0]);
+        // 30 in the second: 0.5 * 30 + 0.5 * 10 = 20
+        for i in 0..30 {
+            t.arrival(0, Nanos::from_secs(1) + Nanos::from_millis(i * 30));
+        }
+        assert_eq!(t.rates(Nanos::from_secs(2)), vec![20.0, 0.0]);
+        // an empty third second: 10
+        assert_eq!(t.rates(Nanos::from_secs(3)), vec![10.0, 0.0]);
+    }
+
+    #[test]
+    fn rescheduling_is_asked_for_at_risk_or_idle() {
+        let schedule = vec![Gpulet {
+            gpu: 0,
+            size: 50,
+            served: vec![
+                Served { model: 0, batch: 8, rate: 100.0 },
+                Served { model: 1, batch: 4, rate: 50.0 },
+            ],
+        }];
+        for (rates, idle, want) in [
+            (vec![100.0, 50.0], 0.5, false), // exactly as scheduled
+            (vec![120.0, 50.0], 0.5, true),  // model 0 above what it is given
+            (vec![40.0, 20.0], 0.5, true),   // both below half of what they are given
+            (vec![40.0, 40.0], 0.5, false),  // model 1 still uses most of its share
+        ] {
+            assert_eq!(needs_reschedule(&schedule, &rates, idle), want, "{rates:?}");
+        }
+        assert!(!needs_reschedule(&[], &[0.0], 0.5));
     }
 }
