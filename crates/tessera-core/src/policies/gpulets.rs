@@ -11,8 +11,9 @@
 //! ours: the interference check is made both ways (see [`elastic_partitioning`]).
 //! Also: squishy bin packing (Nexus, the baseline), [`GpuletServing`] (serving a fixed
 //! schedule: partitions, duty-cycle batching), and rate tracking by EWMA with the
-//! reschedule trigger ([`RateTracker`], [`needs_reschedule`]). Guided self-tuning, the
-//! ideal scheduler and a policy that reschedules every period come next.
+//! reschedule trigger ([`RateTracker`], [`needs_reschedule`]), and the ideal scheduler
+//! ([`ideal`], a pruned search of every partitioning and assignment). Guided self-tuning
+//! and a policy that reschedules every period come next.
 
 /// A model's profiled latency: L(batch, partition %) in ms, `None` where not profiled.
 pub trait LatencyProfile {
@@ -276,7 +277,8 @@ impl std::fmt::Debug for Model<'_> {
 /// gpu-lets §4.4's interference: the factor (>= 1) by which a model's latency grows
 /// beside a co-running partition.
 pub trait InterferenceModel {
-    /// Factor for `own` = (model, batch, size %) beside `other`.
+    /// Factor for `own` = (model, batch, size %) beside `other`; at least 1 (a
+    /// neighbour never speeds a model up — [`ideal`]'s pruning relies on it).
     fn factor(&self, own: (usize, u32, u32), other: (usize, u32, u32)) -> f64;
 }
 
@@ -918,5 +920,265 @@ mod tracking_tests {
             assert_eq!(needs_reschedule(&schedule, &rates, idle), want, "{rates:?}");
         }
         assert!(!needs_reschedule(&[], &[0.0], 0.5));
+    }
+}
+
+/// The partitionings a GPU may take in the ideal scheduler's search (gpu-lets §5: "4
+/// GPUs which can be partitioned into 4 cases"): whole, or two gpu-lets.
+pub const GPU_LAYOUTS: [&[u32]; 4] = [&[100], &[50, 50], &[40, 60], &[20, 80]];
+
+/// What a gpu-let of `size` serves of `model` beside `neighbour` (model, size), req/s:
+/// its largest batch whose latency, times the interference of the neighbour running
+/// its own largest batch, fits the SLO.
+fn capacity(
+    models: &[Model<'_>],
+    batches: &[u32],
+    interference: &dyn InterferenceModel,
+    model: usize,
+    size: u32,
+    neighbour: Option<(usize, u32)>,
+) -> f64 {
+    let m = &models[model];
+    let other = neighbour.and_then(|(n, s)| {
+        max_batch(models[n].profile, batches, s, models[n].slo_ms).map(|(b, _)| (n, b, s))
+    });
+    batches
+        .iter()
+        .filter_map(|&b| {
+            let l = m.profile.latency_ms(b, size)?;
+            let f = other.map_or(1.0, |o| interference.factor((model, b, size), o));
+            (l * f <= m.slo_ms).then(|| f64::from(b) * 1000.0 / (l * f))
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Whether owners (one model or none per gpu-let) cover every rate on `layout` (one
+/// partitioning index per GPU): the check the ideal scheduler's tests judge it by.
+#[cfg(test)]
+fn covers(
+    models: &[Model<'_>],
+    batches: &[u32],
+    interference: &dyn InterferenceModel,
+    layout: &[usize],
+    owners: &[Option<usize>],
+) -> bool {
+    let mut served = vec![0.0; models.len()];
+    let mut k = 0;
+    for &l in layout {
+        let sizes = GPU_LAYOUTS[l];
+        for (i, &size) in sizes.iter().enumerate() {
+            if let Some(m) = owners[k + i] {
+                let neighbour = (sizes.len() == 2)
+                    .then(|| owners[k + 1 - i].map(|n| (n, sizes[1 - i])))
+                    .flatten();
+                served[m] += capacity(models, batches, interference, m, size, neighbour);
+            }
+        }
+        k += sizes.len();
+    }
+    models.iter().zip(&served).all(|(m, s)| *s + 1e-9 >= m.rate)
+}
+
+/// The ideal scheduler of gpu-lets §5 as we read it: every combination of GPU
+/// partitionings ([`GPU_LAYOUTS`]; GPUs are identical, so each multiset once) and every
+/// assignment of one model or none to each gpu-let, searched depth-first a GPU at a time
+/// and pruned when a rate can no longer be covered, until one covers every rate with
+/// interference. Temporal sharing of a gpu-let is not searched. Returns the layout (one
+/// index per GPU) and the owners, or `None`.
+pub fn ideal(
+    models: &[Model<'_>],
+    gpus: usize,
+    batches: &[u32],
+    interference: &dyn InterferenceModel,
+) -> Option<(Vec<usize>, Vec<Option<usize>>)> {
+    fn layouts(gpus: usize, from: usize, prefix: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        if prefix.len() == gpus {
+            out.push(prefix.clone());
+            return;
+        }
+        for l in from..GPU_LAYOUTS.len() {
+            prefix.push(l);
+            layouts(gpus, l, prefix, out);
+            prefix.pop();
+        }
+    }
+    let mut all = Vec::new();
+    layouts(gpus, 0, &mut Vec::new(), &mut all);
+    // the most any one gpu-let can serve of each model (alone, at its best size): the
+    // bound that prunes assignments which cannot cover a rate any more. It holds because
+    // interference factors are at least 1 (see [`InterferenceModel`]).
+    let best: Vec<f64> = (0..models.len())
+        .map(|m| {
+            GPU_LAYOUTS
+                .iter()
+                .flat_map(|l| l.iter())
+                .map(|&s| capacity(models, batches, interference, m, s, None))
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    for layout in all {
+        let slots: usize = layout.iter().map(|l| GPU_LAYOUTS[*l].len()).sum();
+        let mut owners = vec![None; slots];
+        let mut served = vec![0.0; models.len()];
+        let search = Search { models, batches, interference, layout: &layout, best: &best };
+        if search.gpu(0, 0, &mut owners, &mut served) {
+            return Some((layout, owners));
+        }
+    }
+    None
+}
+
+/// The ideal scheduler's depth-first search over one layout, a GPU at a time.
+struct Search<'a, 'm> {
+    models: &'a [Model<'m>],
+    batches: &'a [u32],
+    interference: &'a dyn InterferenceModel,
+    layout: &'a [usize],
+    best: &'a [f64],
+}
+
+impl Search<'_, '_> {
+    /// Assign owners to GPU `g`'s gpu-lets (starting at slot `at`), then the rest.
+    fn gpu(&self, g: usize, at: usize, owners: &mut [Option<usize>], served: &mut [f64]) -> bool {
+        let left_slots = owners.len() - at;
+        // prune: a model whose rate the remaining gpu-lets cannot make up even at best
+        let hopeless = self
+            .models
+            .iter()
+            .zip(served.iter())
+            .zip(self.best)
+            .any(|((m, s), b)| *s + left_slots as f64 * b + 1e-9 < m.rate);
+        if hopeless {
+            return false;
+        }
+        if g == self.layout.len() {
+            return true;
+        }
+        let sizes = GPU_LAYOUTS[self.layout[g]];
+        // a model with no rate never gets a gpu-let; an unowned gpu-let is tried last
+        let choices: Vec<Option<usize>> = (0..self.models.len())
+            .filter(|m| self.models[*m].rate > 0.0)
+            .map(Some)
+            .chain([None])
+            .collect();
+        let combos = choices.len().pow(sizes.len() as u32);
+        for c in 0..combos {
+            let pick: Vec<Option<usize>> = (0..sizes.len())
+                .map(|i| choices[c / choices.len().pow(i as u32) % choices.len()])
+                .collect();
+            let gains: Vec<(usize, f64)> = pick
+                .iter()
+                .enumerate()
+                .filter_map(|(i, o)| {
+                    let m = (*o)?;
+                    let neighbour = (sizes.len() == 2)
+                        .then(|| pick[1 - i].map(|n| (n, sizes[1 - i])))
+                        .flatten();
+                    Some((
+                        m,
+                        capacity(
+                            self.models,
+                            self.batches,
+                            self.interference,
+                            m,
+                            sizes[i],
+                            neighbour,
+                        ),
+                    ))
+                })
+                .collect();
+            for (m, gain) in &gains {
+                served[*m] += gain;
+            }
+            owners[at..at + sizes.len()].copy_from_slice(&pick);
+            if self.gpu(g + 1, at + sizes.len(), owners, served) {
+                return true;
+            }
+            for (m, gain) in &gains {
+                served[*m] -= gain;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod ideal_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    struct Linear(f64, f64, u32);
+    impl LatencyProfile for Linear {
+        fn latency_ms(&self, b: u32, p: u32) -> Option<f64> {
+            Some((self.0 + self.1 * f64::from(b)) * 100.0 / f64::from(p.min(self.2)))
+        }
+    }
+
+    /// Interference growing with the neighbour's size and batch.
+    struct Neighbourly;
+    impl InterferenceModel for Neighbourly {
+        fn factor(&self, _: (usize, u32, u32), other: (usize, u32, u32)) -> f64 {
+            1.0 + f64::from(other.2) / 400.0 + f64::from(other.1) / 100.0
+        }
+    }
+
+    /// Brute force: every ordered combination of GPU partitionings and every owner of
+    /// every gpu-let, no pruning and no symmetry.
+    fn brute_force(
+        models: &[Model<'_>],
+        gpus: usize,
+        batches: &[u32],
+        interference: &dyn InterferenceModel,
+    ) -> bool {
+        let layouts = GPU_LAYOUTS.len().pow(gpus as u32);
+        (0..layouts).any(|code| {
+            let layout: Vec<usize> = (0..gpus)
+                .map(|g| code / GPU_LAYOUTS.len().pow(g as u32) % GPU_LAYOUTS.len())
+                .collect();
+            let slots: usize = layout.iter().map(|l| GPU_LAYOUTS[*l].len()).sum();
+            let choices = models.len() + 1;
+            (0..choices.pow(slots as u32)).any(|c| {
+                let owners: Vec<Option<usize>> = (0..slots)
+                    .map(|k| {
+                        let o = c / choices.pow(k as u32) % choices;
+                        (o < models.len()).then_some(o)
+                    })
+                    .collect();
+                covers(models, batches, interference, &layout, &owners)
+            })
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// On small cases (1-2 GPUs, 1-3 models) the ideal scheduler's pruned search
+        /// finds a schedule exactly when brute force does.
+        #[test]
+        fn the_ideal_scheduler_agrees_with_brute_force(
+            specs in prop::collection::vec((0.5f64..4.0, 0.1f64..2.0, 20u32..=100, 10.0f64..80.0, 0.0f64..1.2), 1..4),
+            gpus in 1usize..3,
+        ) {
+            let batches = [1, 2, 4, 8, 16, 32];
+            let profiles: Vec<Linear> = specs.iter().map(|s| Linear(s.0, s.1, s.2)).collect();
+            // rates as a share of what the model's GPUs could serve it alone, so that
+            // cases sit near the edge of schedulability, where pruning can go wrong
+            let models: Vec<Model<'_>> = specs
+                .iter()
+                .zip(&profiles)
+                .map(|(s, p)| {
+                    let whole = max_rate(p, &batches, 100, s.3);
+                    Model { rate: s.4 * whole * gpus as f64 / specs.len() as f64, slo_ms: s.3, profile: p }
+                })
+                .collect();
+            let interferences: [&dyn InterferenceModel; 2] = [&NoInterference, &Neighbourly];
+            for interference in interferences {
+                let found = ideal(&models, gpus, &batches, interference);
+                if let Some((layout, owners)) = &found {
+                    prop_assert!(covers(&models, &batches, interference, layout, owners));
+                }
+                prop_assert_eq!(found.is_some(), brute_force(&models, gpus, &batches, interference));
+            }
+        }
     }
 }
