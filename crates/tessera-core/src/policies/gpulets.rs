@@ -12,8 +12,9 @@
 //! Also: squishy bin packing (Nexus, the baseline), [`GpuletServing`] (serving a fixed
 //! schedule: partitions, duty-cycle batching), and rate tracking by EWMA with the
 //! reschedule trigger ([`RateTracker`], [`needs_reschedule`]), and the ideal scheduler
-//! ([`ideal`], a pruned search of every partitioning and assignment). Guided self-tuning
-//! and a policy that reschedules every period come next.
+//! ([`ideal`], a pruned search of every partitioning and assignment, and
+//! [`ideal_gpulets`] to serve its answer), and guided self-tuning (GSLICE's, the other
+//! baseline: [`guided_self_tuning`]). A policy that reschedules every period comes next.
 
 /// A model's profiled latency: L(batch, partition %) in ms, `None` where not profiled.
 pub trait LatencyProfile {
@@ -182,6 +183,37 @@ mod tests {
             batch_budget: 1.0,
             max_load: 1.0,
         }
+    }
+
+    /// Guided self-tuning on hand-computed cases. With latency (1+b)·100/p and a 34 ms
+    /// SLO a gpu-let serves: 20% 160 req/s (b=4), 40% 355.6 (b=8), 50% 470.6 (b=16),
+    /// 60% 564.7 (b=16), 80% 752.9 (b=16), 100% 969.7 (b=32).
+    #[test]
+    fn guided_self_tuning_gives_each_model_its_own_smallest_sufficient_gpulets() {
+        let t = linear();
+        let at = |rates: &[f64], gpus| {
+            let models: Vec<Model<'_>> =
+                rates.iter().map(|&rate| Model { rate, slo_ms: 34.0, profile: &t }).collect();
+            guided_self_tuning(&models, &opts(gpus)).map(|g| {
+                g.iter()
+                    .map(|x| {
+                        let s = &x.served[0];
+                        (x.gpu, x.size, s.model, s.batch, (s.rate * 10.0).round() / 10.0)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        // the smallest size that serves 500 req/s
+        assert_eq!(at(&[500.0], 1), Ok(vec![(0, 60, 0, 16, 500.0)]));
+        // two models fill one GPU, largest rate first
+        assert_eq!(at(&[300.0, 500.0], 1), Ok(vec![(0, 60, 1, 16, 500.0), (0, 40, 0, 8, 300.0)]));
+        // a third 40% gpu-let has room nowhere (two per GPU), and no sharing in time
+        assert_eq!(
+            at(&[300.0, 300.0, 300.0], 1),
+            Err(ScheduleError::NotSchedulable { model: 2, unassigned: 300.0 })
+        );
+        // above a whole GPU: a whole one, then the smallest for the rest (530.3 -> 60%)
+        assert_eq!(at(&[1500.0], 2), Ok(vec![(0, 100, 0, 32, 969.7), (1, 60, 0, 16, 530.3)]));
     }
 
     /// One model at a modest rate gets one gpu-let of its ideal size, split from GPU 0;
@@ -938,6 +970,18 @@ fn capacity(
     size: u32,
     neighbour: Option<(usize, u32)>,
 ) -> f64 {
+    best_batch(models, batches, interference, model, size, neighbour).map_or(0.0, |(_, r)| r)
+}
+
+/// The batch behind [`capacity`] and the rate it serves, or `None` if none fits.
+fn best_batch(
+    models: &[Model<'_>],
+    batches: &[u32],
+    interference: &dyn InterferenceModel,
+    model: usize,
+    size: u32,
+    neighbour: Option<(usize, u32)>,
+) -> Option<(u32, f64)> {
     let m = &models[model];
     let other = neighbour.and_then(|(n, s)| {
         max_batch(models[n].profile, batches, s, models[n].slo_ms).map(|(b, _)| (n, b, s))
@@ -947,9 +991,87 @@ fn capacity(
         .filter_map(|&b| {
             let l = m.profile.latency_ms(b, size)?;
             let f = other.map_or(1.0, |o| interference.factor((model, b, size), o));
-            (l * f <= m.slo_ms).then(|| f64::from(b) * 1000.0 / (l * f))
+            (l * f <= m.slo_ms).then(|| (b, f64::from(b) * 1000.0 / (l * f)))
         })
-        .fold(0.0, f64::max)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The ideal scheduler's answer as gpu-lets, to serve like any other schedule: each
+/// owned gpu-let at its best batch beside its neighbour, given as much of its model's
+/// rate as it serves until the rate is covered (a gpu-let left nothing to serve stays
+/// allocated, empty).
+pub fn ideal_gpulets(
+    models: &[Model<'_>],
+    batches: &[u32],
+    interference: &dyn InterferenceModel,
+    layout: &[usize],
+    owners: &[Option<usize>],
+) -> Vec<Gpulet> {
+    let mut left: Vec<f64> = models.iter().map(|m| m.rate).collect();
+    let mut out = Vec::new();
+    let mut k = 0;
+    for (gpu, &l) in layout.iter().enumerate() {
+        let sizes = GPU_LAYOUTS[l];
+        for (i, &size) in sizes.iter().enumerate() {
+            let mut gpulet = Gpulet { gpu, size, served: Vec::new() };
+            if let Some(m) = owners[k + i] {
+                let neighbour = (sizes.len() == 2)
+                    .then(|| owners[k + 1 - i].map(|n| (n, sizes[1 - i])))
+                    .flatten();
+                if let Some((batch, rate)) =
+                    best_batch(models, batches, interference, m, size, neighbour)
+                {
+                    let rate = rate.min(left[m]);
+                    if rate > 0.0 {
+                        left[m] -= rate;
+                        gpulet.served.push(Served { model: m, batch, rate });
+                    }
+                }
+            }
+            out.push(gpulet);
+        }
+        k += sizes.len();
+    }
+    out
+}
+
+/// Guided self-tuning (GSLICE's, given what the paper gave it, §6.1: the profiled batch
+/// latencies and each model's partition computed ahead): every model in gpu-lets of its
+/// own — no temporal sharing, no interference check — each the smallest size of
+/// `opts.sizes` that serves the rate still uncovered within the SLO (a whole GPU when
+/// none does), at its largest batch within the SLO; models by rate descending, each
+/// gpu-let placed first-fit on a GPU with room and fewer than two gpu-lets.
+pub fn guided_self_tuning(
+    models: &[Model<'_>],
+    opts: &Options,
+) -> Result<Vec<Gpulet>, ScheduleError> {
+    let mut out: Vec<Gpulet> = Vec::new();
+    let mut order: Vec<usize> = (0..models.len()).collect();
+    order.sort_by(|a, b| models[*b].rate.total_cmp(&models[*a].rate).then(a.cmp(b)));
+    for m in order {
+        let model = &models[m];
+        let budget = opts.budget(model.slo_ms);
+        let mut left = model.rate;
+        while left > 1e-9 {
+            let size =
+                min_required_partition(model.profile, &opts.batches, &opts.sizes, left, budget)
+                    .unwrap_or(100);
+            let placed = (0..opts.gpus).find(|g| {
+                let on: Vec<&Gpulet> = out.iter().filter(|x| x.gpu == *g).collect();
+                on.len() < 2 && on.iter().map(|x| x.size).sum::<u32>() + size <= 100
+            });
+            let (Some(gpu), Some((batch, latency))) =
+                (placed, max_batch(model.profile, &opts.batches, size, budget))
+            else {
+                return Err(ScheduleError::NotSchedulable { model: m, unassigned: left });
+            };
+            let rate = (f64::from(batch) * 1000.0 / latency * opts.max_load).min(left);
+            left -= rate;
+            out.push(Gpulet { gpu, size, served: vec![Served { model: m, batch, rate }] });
+        }
+    }
+    out.sort_by_key(|g| (g.gpu, std::cmp::Reverse(g.size)));
+    Ok(out)
 }
 
 /// Whether owners (one model or none per gpu-let) cover every rate on `layout` (one
@@ -980,11 +1102,17 @@ fn covers(
 }
 
 /// The ideal scheduler of gpu-lets §5 as we read it: every combination of GPU
-/// partitionings ([`GPU_LAYOUTS`]; GPUs are identical, so each multiset once) and every
-/// assignment of one model or none to each gpu-let, searched depth-first a GPU at a time
-/// and pruned when a rate can no longer be covered, until one covers every rate with
+/// partitionings ([`GPU_LAYOUTS`]) and every assignment of one model or none to each
+/// gpu-let, searched depth-first a GPU at a time until one covers every rate with
 /// interference. Temporal sharing of a gpu-let is not searched. Returns the layout (one
 /// index per GPU) and the owners, or `None`.
+///
+/// Exhaustive in what it finds, not in what it visits: GPUs are identical, so each
+/// multiset of partitionings is tried once and GPUs of the same partitioning take
+/// assignments in non-decreasing order; a branch is cut when the gpu-lets left could not
+/// make up the rates still uncovered even if each served its model at the best any
+/// gpu-let can (valid because interference factors are at least 1). The property test
+/// checks it against unpruned brute force.
 pub fn ideal(
     models: &[Model<'_>],
     gpus: usize,
@@ -1002,98 +1130,119 @@ pub fn ideal(
             prefix.pop();
         }
     }
-    let mut all = Vec::new();
-    layouts(gpus, 0, &mut Vec::new(), &mut all);
-    // the most any one gpu-let can serve of each model (alone, at its best size): the
-    // bound that prunes assignments which cannot cover a rate any more. It holds because
-    // interference factors are at least 1 (see [`InterferenceModel`]).
-    let best: Vec<f64> = (0..models.len())
+    let n = models.len();
+    // what each (partitioning, gpu-let, owner, neighbour) serves, computed once
+    let mut table = vec![0.0; GPU_LAYOUTS.len() * 2 * n * (n + 1)];
+    for (l, sizes) in GPU_LAYOUTS.iter().enumerate() {
+        for (i, &size) in sizes.iter().enumerate() {
+            for m in 0..n {
+                for nb in 0..=n {
+                    let neighbour = (sizes.len() == 2 && nb < n).then(|| (nb, sizes[1 - i]));
+                    table[Search::index(n, l, i, m, nb)] =
+                        capacity(models, batches, interference, m, size, neighbour);
+                }
+            }
+        }
+    }
+    let best: Vec<f64> = (0..n)
         .map(|m| {
-            GPU_LAYOUTS
-                .iter()
-                .flat_map(|l| l.iter())
-                .map(|&s| capacity(models, batches, interference, m, s, None))
+            (0..GPU_LAYOUTS.len())
+                .flat_map(|l| (0..GPU_LAYOUTS[l].len()).map(move |i| (l, i)))
+                .map(|(l, i)| table[Search::index(n, l, i, m, n)])
                 .fold(0.0, f64::max)
         })
         .collect();
-    for layout in all {
+    // a model with no rate never gets a gpu-let; an unowned gpu-let is tried last
+    let choices: Vec<Option<usize>> =
+        (0..n).filter(|m| models[*m].rate > 0.0).map(Some).chain([None]).collect();
+    let mut all = Vec::new();
+    layouts(gpus, 0, &mut Vec::new(), &mut all);
+    all.into_iter().find_map(|layout| {
         let slots: usize = layout.iter().map(|l| GPU_LAYOUTS[*l].len()).sum();
         let mut owners = vec![None; slots];
-        let mut served = vec![0.0; models.len()];
-        let search = Search { models, batches, interference, layout: &layout, best: &best };
-        if search.gpu(0, 0, &mut owners, &mut served) {
-            return Some((layout, owners));
-        }
-    }
-    None
+        let mut served = vec![0.0; n];
+        let search =
+            Search { models, layout: &layout, table: &table, best: &best, choices: &choices };
+        search.gpu(0, 0, 0, &mut owners, &mut served).then_some((layout, owners))
+    })
 }
 
 /// The ideal scheduler's depth-first search over one layout, a GPU at a time.
 struct Search<'a, 'm> {
     models: &'a [Model<'m>],
-    batches: &'a [u32],
-    interference: &'a dyn InterferenceModel,
     layout: &'a [usize],
+    /// What a gpu-let serves, by [`Search::index`].
+    table: &'a [f64],
+    /// The most any gpu-let serves of each model.
     best: &'a [f64],
+    /// What a gpu-let may be given.
+    choices: &'a [Option<usize>],
 }
 
 impl Search<'_, '_> {
-    /// Assign owners to GPU `g`'s gpu-lets (starting at slot `at`), then the rest.
-    fn gpu(&self, g: usize, at: usize, owners: &mut [Option<usize>], served: &mut [f64]) -> bool {
-        let left_slots = owners.len() - at;
-        // prune: a model whose rate the remaining gpu-lets cannot make up even at best
-        let hopeless = self
+    /// Where the table holds what gpu-let `i` of partitioning `l` serves of model `m`
+    /// beside model `nb` (`n` for none).
+    fn index(n: usize, l: usize, i: usize, m: usize, nb: usize) -> usize {
+        ((l * 2 + i) * n + m) * (n + 1) + nb
+    }
+
+    /// Assign owners to GPU `g`'s gpu-lets (starting at slot `at`; `from` is the first
+    /// assignment it may take), then the rest.
+    fn gpu(
+        &self,
+        g: usize,
+        at: usize,
+        from: usize,
+        owners: &mut [Option<usize>],
+        served: &mut [f64],
+    ) -> bool {
+        let n = self.models.len();
+        // the gpu-lets still needed, at best, to cover what is uncovered
+        let needed: f64 = self
             .models
             .iter()
             .zip(served.iter())
             .zip(self.best)
-            .any(|((m, s), b)| *s + left_slots as f64 * b + 1e-9 < m.rate);
-        if hopeless {
+            .map(|((m, s), b)| {
+                let deficit = m.rate - s;
+                if deficit <= 1e-9 {
+                    0.0
+                } else if *b <= 0.0 {
+                    f64::INFINITY
+                } else {
+                    deficit / b
+                }
+            })
+            .sum();
+        if needed > (owners.len() - at) as f64 + 1e-9 {
             return false;
         }
         if g == self.layout.len() {
             return true;
         }
-        let sizes = GPU_LAYOUTS[self.layout[g]];
-        // a model with no rate never gets a gpu-let; an unowned gpu-let is tried last
-        let choices: Vec<Option<usize>> = (0..self.models.len())
-            .filter(|m| self.models[*m].rate > 0.0)
-            .map(Some)
-            .chain([None])
-            .collect();
-        let combos = choices.len().pow(sizes.len() as u32);
-        for c in 0..combos {
-            let pick: Vec<Option<usize>> = (0..sizes.len())
-                .map(|i| choices[c / choices.len().pow(i as u32) % choices.len()])
-                .collect();
-            let gains: Vec<(usize, f64)> = pick
-                .iter()
-                .enumerate()
-                .filter_map(|(i, o)| {
-                    let m = (*o)?;
-                    let neighbour = (sizes.len() == 2)
-                        .then(|| pick[1 - i].map(|n| (n, sizes[1 - i])))
-                        .flatten();
-                    Some((
-                        m,
-                        capacity(
-                            self.models,
-                            self.batches,
-                            self.interference,
-                            m,
-                            sizes[i],
-                            neighbour,
-                        ),
-                    ))
-                })
-                .collect();
-            for (m, gain) in &gains {
-                served[*m] += gain;
+        let l = self.layout[g];
+        let width = GPU_LAYOUTS[l].len();
+        let k = self.choices.len();
+        for c in from..k.pow(width as u32) {
+            let pick = [self.choices[c % k], (width == 2).then(|| self.choices[c / k]).flatten()];
+            let mut gains = [(0, 0.0); 2];
+            for i in 0..width {
+                if let Some(m) = pick[i] {
+                    let nb = if width == 2 { pick[1 - i].unwrap_or(n) } else { n };
+                    gains[i] = (m, self.table[Self::index(n, l, i, m, nb)]);
+                    served[m] += gains[i].1;
+                }
             }
-            owners[at..at + sizes.len()].copy_from_slice(&pick);
-            if self.gpu(g + 1, at + sizes.len(), owners, served) {
+            owners[at..at + width].copy_from_slice(&pick[..width]);
+            // the next GPU, if partitioned alike, takes only assignments from this one on
+            let next_from = match self.layout.get(g + 1) {
+                Some(&next) if next == l => c,
+                _ => 0,
+            };
+            if self.gpu(g + 1, at + width, next_from, owners, served) {
                 return true;
             }
+            // (an unowned gpu-let's gain is 0 for model 0: subtracting it changes nothing)
             for (m, gain) in &gains {
                 served[*m] -= gain;
             }
@@ -1112,6 +1261,56 @@ mod ideal_tests {
         fn latency_ms(&self, b: u32, p: u32) -> Option<f64> {
             Some((self.0 + self.1 * f64::from(b)) * 100.0 / f64::from(p.min(self.2)))
         }
+    }
+
+    /// Small gpu-lets much slower than their share: latency grows with the square of
+    /// the GPU's inverse share.
+    struct Convex;
+    impl LatencyProfile for Convex {
+        fn latency_ms(&self, b: u32, p: u32) -> Option<f64> {
+            Some(f64::from(1 + b) * (100.0 / f64::from(p)).powi(2))
+        }
+    }
+
+    #[test]
+    fn hand_computed_cases() {
+        let batches = [1, 2, 4, 8, 16, 32];
+        // whole GPU, SLO 40 ms: b=32 takes 33 ms, 969.7 req/s; a 50% gpu-let: b=8 takes
+        // 36 ms, 222.2 req/s; 60%: b=8, 25 ms, 320; 80%: b=16, 26.6 ms, 602.4
+        let (p, slo) = (Convex, 40.0);
+        let whole = max_rate(&p, &batches, 100, slo);
+        assert!((whole - 32_000.0 / 33.0).abs() < 1e-9);
+        let cases: [(f64, usize, Option<(Vec<usize>, Vec<Option<usize>>)>); 4] = [
+            // a whole GPU's worth, on one GPU: whole (the first layout tried)
+            (900.0, 1, Some((vec![0], vec![Some(0)]))),
+            // nearly two: only two whole GPUs, both the model's (the same assignment on
+            // two alike GPUs, which symmetry breaking must still allow)
+            (1900.0, 2, Some((vec![0, 0], vec![Some(0), Some(0)]))),
+            // more than two GPUs serve
+            (1950.0, 2, None),
+            // above one GPU's worth: split, it serves less (20/80: 602.4 + nothing, as b=1
+            // takes 50 ms at 20%; 40/60: 128 + 320; 50/50: 2 x 222.2)
+            (1000.0, 1, None),
+        ];
+        for (rate, gpus, want) in cases {
+            let models = [Model { rate, slo_ms: slo, profile: &p }];
+            assert_eq!(ideal(&models, gpus, &batches, &NoInterference), want, "rate {rate}");
+        }
+    }
+
+    /// The ideal answer as gpu-lets covers each rate exactly, within each gpu-let's
+    /// capacity: two whole GPUs for 1,900 req/s of the convex model give 969.7 + 930.3.
+    #[test]
+    fn the_ideal_answer_as_gpulets_covers_the_rates() {
+        let batches = [1, 2, 4, 8, 16, 32];
+        let models = [Model { rate: 1900.0, slo_ms: 40.0, profile: &Convex }];
+        let (layout, owners) = ideal(&models, 2, &batches, &NoInterference).unwrap();
+        let g = ideal_gpulets(&models, &batches, &NoInterference, &layout, &owners);
+        let rates: Vec<(usize, u32, u32, f64)> = g
+            .iter()
+            .map(|x| (x.gpu, x.size, x.served[0].batch, (x.served[0].rate * 10.0).round() / 10.0))
+            .collect();
+        assert_eq!(rates, vec![(0, 100, 32, 969.7), (1, 100, 32, 930.3)]);
     }
 
     /// Interference growing with the neighbour's size and batch.
