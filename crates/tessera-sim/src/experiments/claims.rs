@@ -72,7 +72,12 @@ impl Test {
                 format!("{} ± {}", unit.show(paper), unit.span(tolerance))
             }
             Test::RatioAtLeast { paper, factor } => {
-                format!(">= {:.1}x (paper {paper:.0}x within a factor {factor:.0})", paper / factor)
+                format!(
+                    ">= {:.1}x (paper {}x within a factor {})",
+                    paper / factor,
+                    short(paper),
+                    short(factor)
+                )
             }
         }
     }
@@ -240,4 +245,10 @@ mod tests {
         assert!(Test::Near { paper: 0.5, tolerance: 0.1 }.passes(0.41));
         assert!(!Test::AtMost { paper: 0.4, tolerance: 0.1 }.passes(0.6));
     }
+}
+
+/// `x` with at most two decimals and no trailing zeros: 2, 2.5, 2.09.
+fn short(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

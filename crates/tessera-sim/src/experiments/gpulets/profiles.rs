@@ -14,8 +14,12 @@
 //!   Table 4 SLO (the paper set its SLOs at twice that latency); partitions, by the
 //!   shape of the most similar V100 model's curve (lenet by alexnet, googlenet and
 //!   resnet50 by resnet50, ssd-mobilenet by ssd, vgg16 by vgg19); utilization the same
-//!   at every partition size. Interference: the authors' 2080 Ti coefficients. Not
-//!   included: the input-batching costs of the artifact.
+//!   at every partition size. Interference: the authors' 2080 Ti coefficients.
+//!   Input batching: the artifact's measured cost of assembling a batch of each input
+//!   shape (`1_28_28.txt` and the like, read as ms) is added to every batch's latency,
+//!   and the kernel part scaled so that the two together take half the SLO at batch
+//!   32. It is charged as part of the batch's run on its gpu-let (serialised with the
+//!   gpu-let's batches): the paper does not say whether its frontend overlaps it.
 
 use super::schedulability::{BATCHES, SIZES};
 use tessera_core::policies::gpulets::{InterferenceModel, LatencyProfile};
@@ -59,12 +63,16 @@ pub struct PaperModel<'a> {
     pub util: std::collections::BTreeMap<u32, (f64, f64)>,
     /// The V100 model whose curve gives the partitions' shape.
     pub shape: V100Model<'a>,
+    /// Input-batching cost by batch, ms.
+    pub batching_ms: std::collections::BTreeMap<u32, f64>,
 }
 
 impl LatencyProfile for PaperModel<'_> {
     fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
         let full = self.full_ms.get(&batch)?;
-        Some(full * self.shape.latency_ms(batch, percent)? / self.shape.latency_ms(batch, 100)?)
+        let kernels =
+            full * self.shape.latency_ms(batch, percent)? / self.shape.latency_ms(batch, 100)?;
+        Some(kernels + self.batching_ms.get(&batch)?)
     }
 }
 
@@ -112,15 +120,67 @@ pub fn v100<'a>(profiles: &'a Profiles, fitted: Interference) -> ProfileSet<'a> 
     ProfileSet { name: "v100", models, profiles: boxed, slo_ms, interference: fitted }
 }
 
-/// The paper's models with their Table 4 SLOs, ms, and the V100 model giving each its
-/// partition shape.
-pub const PAPER_MODELS: [(&str, f64, &str); 5] = [
-    ("googlenet", 44.0, "resnet50"),
-    ("lenet", 5.0, "alexnet"),
-    ("resnet50", 95.0, "resnet50"),
-    ("ssd-mobilenetv1", 136.0, "ssd"),
-    ("vgg16", 130.0, "vgg19"),
+/// The paper's models with their Table 4 SLOs, ms, the V100 model giving each its
+/// partition shape, and its input shape (the artifact's batching-cost file).
+pub const PAPER_MODELS: [(&str, f64, &str, InputShape); 5] = [
+    ("googlenet", 44.0, "resnet50", InputShape::Imagenet),
+    ("lenet", 5.0, "alexnet", InputShape::Mnist),
+    ("resnet50", 95.0, "resnet50", InputShape::Imagenet),
+    ("ssd-mobilenetv1", 136.0, "ssd", InputShape::Camera),
+    ("vgg16", 130.0, "vgg19", InputShape::Imagenet),
 ];
+
+/// An input shape of the paper's models (Table 4), whose batching cost was measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputShape {
+    /// 1x28x28 (MNIST).
+    Mnist,
+    /// 3x224x224 (ImageNet).
+    Imagenet,
+    /// 3x300x300 (camera frames for SSD).
+    Camera,
+}
+
+/// The artifact's input-batching costs, as files' text.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchingCosts<'t> {
+    /// `1_28_28.txt`.
+    pub mnist: &'t str,
+    /// `3_224_224.txt`.
+    pub imagenet: &'t str,
+    /// `3_300_300.txt`.
+    pub camera: &'t str,
+}
+
+impl BatchingCosts<'_> {
+    /// Cost by batch, ms, for `shape`.
+    fn of(&self, shape: InputShape) -> Result<std::collections::BTreeMap<u32, f64>, UtilError> {
+        let text = match shape {
+            InputShape::Mnist => self.mnist,
+            InputShape::Imagenet => self.imagenet,
+            InputShape::Camera => self.camera,
+        };
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, line)| {
+                let bad = |message: String| UtilError { line: i + 1, message };
+                let mut f = line.split(',').map(str::trim);
+                let batch = f
+                    .next()
+                    .unwrap_or("")
+                    .parse::<u32>()
+                    .map_err(|e| bad(format!("batch: {e}")))?;
+                let cost =
+                    f.next().unwrap_or("").parse::<f64>().map_err(|e| bad(format!("cost: {e}")))?;
+                if !(cost.is_finite() && cost >= 0.0) {
+                    return Err(bad(format!("cost {cost}")));
+                }
+                Ok((batch, cost))
+            })
+            .collect()
+    }
+}
 
 /// Why the artifact's table is unusable.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -135,6 +195,7 @@ pub struct UtilError {
 /// The `paper` set from `UTIL.CSV` (see the module docs).
 pub fn paper<'a>(
     util_csv: &str,
+    batching: BatchingCosts<'_>,
     v100: &'a Profiles,
     authors: Interference,
 ) -> Result<ProfileSet<'a>, UtilError> {
@@ -160,7 +221,19 @@ pub fn paper<'a>(
         slo_ms: Vec::new(),
         interference: authors,
     };
-    for (name, slo, shape) in PAPER_MODELS {
+    for (name, slo, shape, input) in PAPER_MODELS {
+        let batching_ms = batching.of(input)?;
+        let at32_batching = *batching_ms
+            .get(&32)
+            .ok_or(UtilError { line: 0, message: format!("{input:?}: no batch 32 cost") })?;
+        if at32_batching >= slo / 2.0 {
+            return Err(UtilError {
+                line: 0,
+                message: format!(
+                    "{name}: batching 32 inputs takes {at32_batching} ms, half the SLO or more"
+                ),
+            });
+        }
         let rows = table.get(name).ok_or(UtilError { line: 0, message: format!("no {name}") })?;
         let at32 =
             rows.get(&32).ok_or(UtilError { line: 0, message: format!("{name}: no batch 32") })?.0;
@@ -171,11 +244,11 @@ pub fn paper<'a>(
         );
         let full_ms = BATCHES
             .iter()
-            .filter_map(|b| rows.get(b).map(|r| (*b, r.0 / at32 * slo / 2.0)))
+            .filter_map(|b| rows.get(b).map(|r| (*b, r.0 / at32 * (slo / 2.0 - at32_batching))))
             .collect();
         let util = BATCHES.iter().filter_map(|b| rows.get(b).map(|r| (*b, (r.1, r.2)))).collect();
         set.models.push(name.to_string());
-        set.profiles.push(Box::new(PaperModel { full_ms, util, shape }));
+        set.profiles.push(Box::new(PaperModel { full_ms, util, shape, batching_ms }));
         set.slo_ms.push(slo);
     }
     debug_assert!(SIZES.contains(&100));

@@ -46,8 +46,10 @@ pub fn kernel_profile(model: &dyn Profiled) -> KernelProfile {
 /// The node and models a schedule is served on.
 #[derive(Debug)]
 pub struct Node<'a> {
-    /// The models, their profiles, SLOs and interference.
+    /// The models, their profiles and interference.
     pub set: &'a ProfileSet<'a>,
+    /// Each model's SLO, ms (the set's own, or an application's).
+    pub slo_ms: &'a [f64],
     /// Whether the engine applies the set's interference.
     pub interference: bool,
     /// GPUs.
@@ -62,8 +64,7 @@ pub fn serve(
     seconds: f64,
     seed: u64,
 ) -> Result<Served, crate::engine::SimError> {
-    let (set, gpus) = (node.set, node.gpus);
-    let slo_ms = &set.slo_ms;
+    let (set, gpus, slo_ms) = (node.set, node.gpus, node.slo_ms);
     let mut rng = Pcg64::seed_from_u64(seed);
     let mut jobs = Vec::new();
     for (i, &rate) in rates.iter().enumerate() {
@@ -105,7 +106,11 @@ pub fn serve(
     };
     let specs = GpuSpec::uniform(gpus, Bytes::gib(16));
     let tenants: Vec<TenantId> = (0..set.models.len()).map(|i| TenantId(i as u64)).collect();
-    let models = super::schedulability::set_models(set, rates);
+    let models: Vec<_> = super::schedulability::set_models(set, rates)
+        .into_iter()
+        .zip(slo_ms)
+        .map(|(m, slo)| tessera_core::policies::gpulets::Model { slo_ms: *slo, ..m })
+        .collect();
     let policy = Box::new(GpuletServing::new(&specs, schedule, &models, &tenants));
     let perf = PerfModel {
         repartition_latency: Nanos::ZERO,
@@ -156,7 +161,7 @@ mod tests {
         let rates = [0.0, 100.0, 0.0, 0.0];
         let schedule =
             elastic_partitioning(&set_models(&set, &rates), &opts, &NoInterference).unwrap();
-        let node = Node { set: &set, interference: false, gpus: 2 };
+        let node = Node { set: &set, slo_ms: &set.slo_ms, interference: false, gpus: 2 };
         let light = serve(&node, &rates, &schedule, 20.0, 1).unwrap();
         assert!(light.requests > 1500, "{light:?}");
         assert!(light.violation < 0.01, "{light:?}");
