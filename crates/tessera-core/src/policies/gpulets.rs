@@ -1101,6 +1101,10 @@ fn covers(
     models.iter().zip(&served).all(|(m, s)| *s + 1e-9 >= m.rate)
 }
 
+/// The ideal scheduler's answer: a partitioning index ([`GPU_LAYOUTS`]) per GPU, and the
+/// model owning each gpu-let in order (none for an idle one).
+pub type IdealAnswer = (Vec<usize>, Vec<Option<usize>>);
+
 /// The ideal scheduler of gpu-lets §5 as we read it: every combination of GPU
 /// partitionings ([`GPU_LAYOUTS`]) and every assignment of one model or none to each
 /// gpu-let, searched depth-first a GPU at a time until one covers every rate with
@@ -1118,7 +1122,7 @@ pub fn ideal(
     gpus: usize,
     batches: &[u32],
     interference: &dyn InterferenceModel,
-) -> Option<(Vec<usize>, Vec<Option<usize>>)> {
+) -> Option<IdealAnswer> {
     fn layouts(gpus: usize, from: usize, prefix: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
         if prefix.len() == gpus {
             out.push(prefix.clone());
@@ -1280,7 +1284,7 @@ mod ideal_tests {
         let (p, slo) = (Convex, 40.0);
         let whole = max_rate(&p, &batches, 100, slo);
         assert!((whole - 32_000.0 / 33.0).abs() < 1e-9);
-        let cases: [(f64, usize, Option<(Vec<usize>, Vec<Option<usize>>)>); 4] = [
+        let cases: [(f64, usize, Option<IdealAnswer>); 4] = [
             // a whole GPU's worth, on one GPU: whole (the first layout tried)
             (900.0, 1, Some((vec![0], vec![Some(0)]))),
             // nearly two: only two whole GPUs, both the model's (the same assignment on

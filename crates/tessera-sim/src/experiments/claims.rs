@@ -227,6 +227,12 @@ pub fn tally(claims: &[Claim]) -> (usize, usize, usize) {
     })
 }
 
+/// `x` with at most two decimals and no trailing zeros: 2, 2.5, 2.09.
+fn short(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,10 +251,4 @@ mod tests {
         assert!(Test::Near { paper: 0.5, tolerance: 0.1 }.passes(0.41));
         assert!(!Test::AtMost { paper: 0.4, tolerance: 0.1 }.passes(0.6));
     }
-}
-
-/// `x` with at most two decimals and no trailing zeros: 2, 2.5, 2.09.
-fn short(x: f64) -> String {
-    let s = format!("{x:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
