@@ -741,40 +741,30 @@ struct ServingLet {
     next: usize,
 }
 
-/// Serves a fixed gpu-lets schedule: partitions each GPU as the schedule lays it out
-/// (a GPU with one whole gpu-let stays unpartitioned), then, whenever a gpu-let is
-/// free, dispatches its next model's batch (models sharing a gpu-let in time take
-/// turns) once the batch is full — the scheduled size — or its oldest request has
-/// waited as long as it can and still meet its SLO after the batch runs (the batch
-/// then goes with what has arrived). Requests are the tenants' tasks; model `i` of the
-/// schedule is `tenants[i]`. Rate tracking and periodic rescheduling come with the
-/// adaptive experiment.
-#[derive(Debug)]
-pub struct GpuletServing {
-    board: Board,
-    layout: Vec<(GpuId, Vec<PerMille>)>,
-    lets: Vec<ServingLet>,
-    started: bool,
+/// What serving a schedule means on each GPU: its partition layout (`None`: whole,
+/// unpartitioned) and the gpu-lets to serve on it, with each model's batch and longest
+/// wait. Built from a schedule by [`ServingPlan::new`].
+#[derive(Clone, Debug, Default)]
+pub struct ServingPlan {
+    gpus: Vec<(Option<Vec<PerMille>>, Vec<ServingLet>)>,
 }
 
-impl GpuletServing {
-    /// Serve `schedule` of `models` on `gpus`.
+impl ServingPlan {
+    /// The plan for `schedule` of `models` on `gpus` GPUs; model `i` is `tenants[i]`.
     pub fn new(
-        gpus: &[GpuSpec],
+        gpus: usize,
         schedule: &[Gpulet],
         models: &[Model<'_>],
         tenants: &[TenantId],
-    ) -> GpuletServing {
-        let mut layout = Vec::new();
-        let mut lets = Vec::new();
-        for g in 0..gpus.len() {
+    ) -> ServingPlan {
+        let mut out = Vec::new();
+        for g in 0..gpus {
             let mut here: Vec<&Gpulet> = schedule.iter().filter(|x| x.gpu == g).collect();
             here.sort_by_key(|x| std::cmp::Reverse(x.size));
-            let whole = matches!(here.as_slice(), [one] if one.size == 100);
-            if !whole && !here.is_empty() {
-                let shares = here.iter().map(|x| PerMille((x.size * 10) as u16)).collect();
-                layout.push((GpuId(g as u32), shares));
-            }
+            let whole = here.is_empty() || matches!(here.as_slice(), [one] if one.size == 100);
+            let layout = (!whole)
+                .then(|| here.iter().map(|x| PerMille((x.size * 10) as u16)).collect::<Vec<_>>());
+            let mut lets = Vec::new();
             for (i, x) in here.iter().enumerate() {
                 let placement = if whole {
                     Placement::whole(GpuId(g as u32))
@@ -793,8 +783,92 @@ impl GpuletServing {
                     .collect();
                 lets.push(ServingLet { placement, models: served, next: 0 });
             }
+            out.push((layout, lets));
         }
-        GpuletServing { board: Board::new(gpus), layout, lets, started: false }
+        ServingPlan { gpus: out }
+    }
+}
+
+/// Serves a gpu-lets schedule: partitions each GPU as the schedule lays it out (a GPU
+/// with one whole gpu-let stays unpartitioned), then, whenever a gpu-let is free,
+/// dispatches its next model's batch (models sharing a gpu-let in time take turns) once
+/// the batch is full — the scheduled size — or its oldest request has waited as long as
+/// it can and still meet its SLO after the batch runs (the batch then goes with what has
+/// arrived). Requests are the tenants' tasks. A new plan ([`GpuletServing::replan`])
+/// takes over GPU by GPU: at once where the layout is unchanged; where it changes, the
+/// old gpu-lets keep serving until the repartition is done (the reorganization happens
+/// in the background, as gpu-lets' does), then the new ones take over.
+#[derive(Debug)]
+pub struct GpuletServing {
+    board: Board,
+    /// Per GPU: the layout in force (`None`: whole) and the gpu-lets served now.
+    current: Vec<(Option<Vec<PerMille>>, Vec<ServingLet>)>,
+    /// Per GPU: a layout and gpu-lets waiting for its repartition, and whether the
+    /// repartition has been asked for.
+    waiting: Vec<Option<(Option<Vec<PerMille>>, Vec<ServingLet>, bool)>>,
+    /// A plan not yet applied (applied on the next event).
+    plan: Option<ServingPlan>,
+}
+
+impl GpuletServing {
+    /// Serve `schedule` of `models` on `gpus`.
+    pub fn new(
+        gpus: &[GpuSpec],
+        schedule: &[Gpulet],
+        models: &[Model<'_>],
+        tenants: &[TenantId],
+    ) -> GpuletServing {
+        GpuletServing {
+            board: Board::new(gpus),
+            current: vec![(None, Vec::new()); gpus.len()],
+            waiting: vec![None; gpus.len()],
+            plan: Some(ServingPlan::new(gpus.len(), schedule, models, tenants)),
+        }
+    }
+
+    /// Serve `plan` from the next event on, GPU by GPU as described above.
+    pub fn replan(&mut self, plan: ServingPlan) {
+        self.plan = Some(plan);
+    }
+
+    /// The gpu-lets in force: (GPU, size %, models served).
+    pub fn layout(&self) -> Vec<(GpuId, u32, Vec<TenantId>)> {
+        self.current
+            .iter()
+            .enumerate()
+            .flat_map(|(g, (layout, lets))| {
+                lets.iter().enumerate().map(move |(i, l)| {
+                    let size = layout
+                        .as_ref()
+                        .and_then(|s| s.get(i))
+                        .map_or(100, |p| u32::from(p.0) / 10);
+                    (GpuId(g as u32), size, l.models.iter().map(|m| m.0).collect())
+                })
+            })
+            .collect()
+    }
+
+    /// Apply a pending plan and ask for the repartitions still to ask. A plan waits
+    /// while a repartition is in flight, so that every GPU's layout in force is known.
+    fn take_plan(&mut self, actions: &mut Vec<Action>) {
+        let in_flight = self.waiting.iter().any(|w| matches!(w, Some((_, _, true))));
+        if !in_flight && let Some(plan) = self.plan.take() {
+            for (g, (layout, lets)) in plan.gpus.into_iter().enumerate() {
+                let Some(cur) = self.current.get_mut(g) else { continue };
+                if cur.0 == layout {
+                    cur.1 = lets;
+                    self.waiting[g] = None;
+                } else {
+                    self.waiting[g] = Some((layout, lets, false));
+                }
+            }
+        }
+        for (g, w) in self.waiting.iter_mut().enumerate() {
+            if let Some((layout, _, asked @ false)) = w {
+                let shares = layout.clone().unwrap_or_default();
+                *asked = self.board.repartition(GpuId(g as u32), shares, actions);
+            }
+        }
     }
 }
 
@@ -810,13 +884,15 @@ impl crate::policy::Policy for GpuletServing {
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         self.board.observe(now, event, actions);
-        if !self.started {
-            self.started = true;
-            for (gpu, shares) in &self.layout {
-                self.board.repartition(*gpu, shares.clone(), actions);
-            }
+        if let Event::RepartitionDone { gpu } = event
+            && let Some(slot) = self.waiting.get_mut(gpu.0 as usize)
+            && matches!(slot, Some((_, _, true)))
+            && let Some((layout, lets, _)) = slot.take()
+        {
+            self.current[gpu.0 as usize] = (layout, lets);
         }
-        for l in &mut self.lets {
+        self.take_plan(actions);
+        for l in self.current.iter_mut().flat_map(|(_, lets)| lets.iter_mut()) {
             if !self.board.has_room(l.placement) {
                 continue;
             }
