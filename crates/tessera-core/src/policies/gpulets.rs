@@ -746,8 +746,11 @@ struct ServingLet {
 /// wait. Built from a schedule by [`ServingPlan::new`].
 #[derive(Clone, Debug, Default)]
 pub struct ServingPlan {
-    gpus: Vec<(Option<Vec<PerMille>>, Vec<ServingLet>)>,
+    gpus: Vec<GpuPlan>,
 }
+
+/// One GPU's part of a plan: its layout (`None`: whole) and its gpu-lets.
+type GpuPlan = (Option<Vec<PerMille>>, Vec<ServingLet>);
 
 impl ServingPlan {
     /// The plan for `schedule` of `models` on `gpus` GPUs; model `i` is `tenants[i]`.
@@ -802,7 +805,7 @@ impl ServingPlan {
 pub struct GpuletServing {
     board: Board,
     /// Per GPU: the layout in force (`None`: whole) and the gpu-lets served now.
-    current: Vec<(Option<Vec<PerMille>>, Vec<ServingLet>)>,
+    current: Vec<GpuPlan>,
     /// Per GPU: a layout and gpu-lets waiting for its repartition, and whether the
     /// repartition has been asked for.
     waiting: Vec<Option<(Option<Vec<PerMille>>, Vec<ServingLet>, bool)>>,
@@ -838,10 +841,8 @@ impl GpuletServing {
             .enumerate()
             .flat_map(|(g, (layout, lets))| {
                 lets.iter().enumerate().map(move |(i, l)| {
-                    let size = layout
-                        .as_ref()
-                        .and_then(|s| s.get(i))
-                        .map_or(100, |p| u32::from(p.0) / 10);
+                    let size =
+                        layout.as_ref().and_then(|s| s.get(i)).map_or(100, |p| u32::from(p.0) / 10);
                     (GpuId(g as u32), size, l.models.iter().map(|m| m.0).collect())
                 })
             })
@@ -910,6 +911,118 @@ impl crate::policy::Policy for GpuletServing {
                 }
             }
         }
+    }
+}
+
+/// Makes a new schedule for tracked rates (req/s per model), or `None` when they are not
+/// schedulable; returns the schedule and the plan to serve it.
+pub type Rescheduler = Box<dyn FnMut(&[f64]) -> Option<(Vec<Gpulet>, ServingPlan)> + Send>;
+
+/// gpu-lets with rate tracking and periodic rescheduling (§4.3, Algorithm 1 line 1):
+/// every request's arrival is counted by a [`RateTracker`]; every `period` the tracked
+/// rates are checked with [`needs_reschedule`] against what the schedule in force gives
+/// each model, and when it is at risk or idle, `reschedule` makes a new schedule, which
+/// [`GpuletServing`] takes over in the background. A new schedule that cannot be made
+/// (rates not schedulable) leaves the old one serving, counted in
+/// [`AdaptiveGpulets::refused`].
+pub struct AdaptiveGpulets {
+    serving: GpuletServing,
+    schedule: Vec<Gpulet>,
+    tracker: RateTracker,
+    tenants: Vec<TenantId>,
+    period: Nanos,
+    next_check: Nanos,
+    idle: f64,
+    reschedule: Rescheduler,
+    /// (when, sum of gpu-let sizes of the new schedule, %) of every reorganization.
+    pub reorganizations: Vec<(Nanos, u32)>,
+    /// Checks that wanted a new schedule and could not make one.
+    pub refused: u64,
+}
+
+impl std::fmt::Debug for AdaptiveGpulets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdaptiveGpulets")
+            .field("schedule", &self.schedule)
+            .field("period", &self.period)
+            .field("reorganizations", &self.reorganizations.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AdaptiveGpulets {
+    /// Serve `first` (made for the rates expected at the start) on `gpus`, then track the
+    /// rates of models `tenants[i]` (EWMA with `alpha` over 1 s windows) and check every
+    /// `period`; `idle` is [`needs_reschedule`]'s share below which resources count as
+    /// idle.
+    pub fn new(
+        gpus: &[GpuSpec],
+        first: (Vec<Gpulet>, ServingPlan),
+        tenants: Vec<TenantId>,
+        period: Nanos,
+        alpha: f64,
+        idle: f64,
+        reschedule: Rescheduler,
+    ) -> AdaptiveGpulets {
+        let (schedule, plan) = first;
+        let mut serving = GpuletServing {
+            board: Board::new(gpus),
+            current: vec![(None, Vec::new()); gpus.len()],
+            waiting: vec![None; gpus.len()],
+            plan: None,
+        };
+        serving.replan(plan);
+        AdaptiveGpulets {
+            serving,
+            schedule,
+            tracker: RateTracker::new(tenants.len(), alpha, Nanos::from_secs(1)),
+            tenants,
+            period,
+            next_check: period,
+            idle,
+            reschedule,
+            reorganizations: Vec::new(),
+            refused: 0,
+        }
+    }
+
+    /// The schedule in force (or being put in force).
+    pub fn schedule(&self) -> &[Gpulet] {
+        &self.schedule
+    }
+}
+
+impl crate::policy::Policy for AdaptiveGpulets {
+    fn label(&self) -> String {
+        "gpulets-adaptive".into()
+    }
+
+    fn tick_interval(&self) -> Option<Nanos> {
+        Some(Nanos::from_millis(1))
+    }
+
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        if let Event::TaskSubmitted(t) = event
+            && let Some(m) = self.tenants.iter().position(|x| *x == t.tenant)
+        {
+            self.tracker.arrival(m, now);
+        }
+        if now >= self.next_check {
+            self.next_check = now + self.period;
+            let rates = self.tracker.rates(now);
+            if needs_reschedule(&self.schedule, &rates, self.idle) {
+                match (self.reschedule)(&rates) {
+                    Some((schedule, plan)) => {
+                        let size = schedule.iter().map(|g| g.size).sum();
+                        self.reorganizations.push((now, size));
+                        self.schedule = schedule;
+                        self.serving.replan(plan);
+                    }
+                    None => self.refused += 1,
+                }
+            }
+        }
+        crate::policy::Policy::on_event(&mut self.serving, now, event, actions);
     }
 }
 
@@ -988,6 +1101,83 @@ pub fn needs_reschedule(schedule: &[Gpulet], rates: &[f64], idle: f64) -> bool {
 #[cfg(test)]
 mod tracking_tests {
     use super::*;
+
+    /// The adaptive policy reschedules when the tracked rate passes what the schedule
+    /// gives, and the new layout is asked for as a repartition; at a rate within the
+    /// schedule it does nothing.
+    #[test]
+    fn the_adaptive_policy_reschedules_when_the_rate_outgrows_the_schedule() {
+        use crate::model::TaskSpec;
+        use crate::units::Bytes;
+        use crate::policy::Policy;
+        use std::sync::{Arc, Mutex};
+        let gpus = GpuSpec::uniform(1, crate::Bytes::gib(16));
+        let tenant = TenantId(7);
+        let gpulet =
+            |size, rate| Gpulet { gpu: 0, size, served: vec![Served { model: 0, batch: 8, rate }] };
+        let plan = move |g: &[Gpulet]| {
+            struct Flat;
+            impl LatencyProfile for Flat {
+                fn latency_ms(&self, _: u32, _: u32) -> Option<f64> {
+                    Some(10.0)
+                }
+            }
+            let models = [Model { rate: 0.0, slo_ms: 50.0, profile: &Flat }];
+            ServingPlan::new(1, g, &models, &[tenant])
+        };
+        let asked = Arc::new(Mutex::new(Vec::<f64>::new()));
+        let seen = asked.clone();
+        let first = vec![gpulet(100, 100.0)];
+        let mut p = AdaptiveGpulets::new(
+            &gpus,
+            (first.clone(), plan(&first)),
+            vec![tenant],
+            Nanos::from_secs(20),
+            1.0,
+            0.0,
+            Box::new(move |rates: &[f64]| {
+                seen.lock().unwrap().push(rates[0]);
+                let next = vec![gpulet(50, rates[0]), Gpulet { gpu: 0, size: 50, served: vec![] }];
+                let planned = plan(&next);
+                Some((next, planned))
+            }),
+        );
+        let mut actions = Vec::new();
+        let mut id = 0;
+        let mut submit_for = |p: &mut AdaptiveGpulets, from: u64, secs: u64, per_s: u64| {
+            for k in 0..secs * per_s {
+                id += 1;
+                let spec = TaskSpec {
+                    id: crate::TaskId(id),
+                    tenant,
+                    kernel: 0,
+                    memory: Bytes(0),
+                    launch: None,
+                    batch: 1,
+                };
+                let at = Nanos::from_secs(from) + Nanos(k * 1_000_000_000 / per_s);
+                p.on_event(at, &Event::TaskSubmitted(spec), &mut Vec::new());
+            }
+        };
+        // 80 req/s for 20 s: within the 100 the schedule gives
+        submit_for(&mut p, 0, 20, 80);
+        p.on_event(Nanos::from_secs(20), &Event::Tick, &mut actions);
+        assert!(asked.lock().unwrap().is_empty(), "no reschedule at a rate within the schedule");
+        assert!(p.reorganizations.is_empty());
+        // 150 req/s for the next 20 s: above it
+        submit_for(&mut p, 20, 20, 150);
+        actions.clear();
+        p.on_event(Nanos::from_secs(40), &Event::Tick, &mut actions);
+        assert_eq!(asked.lock().unwrap().as_slice(), &[150.0]);
+        assert_eq!(p.reorganizations, vec![(Nanos::from_secs(40), 100)]);
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::Repartition { shares, .. } if shares.len() == 2)),
+            "{actions:?}"
+        );
+        assert_eq!(p.schedule()[0].size, 50);
+    }
 
     /// Table-driven: a steady rate is learnt at once, a change is followed by the EWMA,
     /// and an empty window pulls the average down.
