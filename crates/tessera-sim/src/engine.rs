@@ -175,6 +175,9 @@ pub struct SimOptions {
     /// co-location, energy, migrations, repartitions) in [`RunMetrics::gpus`]. Off
     /// for the Flexy and schedGPU experiments, whose results files predate them.
     pub measure_gpus: bool,
+    /// Count user-facing tasks and those that met their SLA per window of this length,
+    /// by submission time ([`crate::metrics::RunMetrics::sla_windows`]).
+    pub sla_window: Option<Nanos>,
 }
 
 /// One simulation run in progress.
@@ -373,7 +376,12 @@ impl<'w> Simulation<'w> {
             ratio(self.k_weighted, span),
             self.opts.keep_latencies,
         ))
-        .map(|m| RunMetrics { mean_queue_len, gpus: measures, ..m })
+        .map(|m| RunMetrics {
+            mean_queue_len,
+            gpus: measures,
+            sla_windows: self.opts.sla_window.map(|w| self.sla_windows(w)).unwrap_or_default(),
+            ..m
+        })
     }
 
     /// Per-GPU measurements at the end of the run (`now`), over `span`.
@@ -1015,6 +1023,26 @@ impl<'w> Simulation<'w> {
         self.predict_next(slot);
         let tenant = self.workload.jobs[m.job].tenant.id;
         self.deliver(Event::MigrationDone { tenant, to })
+    }
+
+    /// User-facing tasks done, and those that met their SLA, per `window` of
+    /// submission time.
+    fn sla_windows(&self, window: Nanos) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for t in &self.tasks {
+            let (tessera_core::ServiceClass::UserFacing { sla }, Some((end, TaskEnd::Done))) =
+                (t.class, &t.end)
+            else {
+                continue;
+            };
+            let w = (t.submitted.0 / window.0.max(1)) as usize;
+            if out.len() <= w {
+                out.resize(w + 1, (0, 0));
+            }
+            out[w].0 += 1;
+            out[w].1 += u64::from(*end - t.submitted <= sla);
+        }
+        out
     }
 
     fn repartition(&mut self, gpu: GpuId, shares: Vec<PerMille>) -> Result<(), SimError> {

@@ -75,6 +75,11 @@ pub struct RunMetrics {
     /// ([`crate::engine::SimOptions::measure_gpus`]).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub gpus: Option<GpuMeasures>,
+    /// Per window of submission time, when the run asked for them
+    /// ([`crate::engine::SimOptions::sla_window`]): user-facing tasks done, and those
+    /// that met their SLA.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub sla_windows: Vec<(u64, u64)>,
 }
 
 /// What each GPU did over a run. Two utilizations, because they differ a lot under
@@ -171,6 +176,7 @@ impl RunMetrics {
             })
             .sum();
         RunMetrics {
+            sla_windows: Vec::new(),
             uf_tasks,
             sla_met: if uf_tasks == 0 { 1.0 } else { uf_met as f64 / uf_tasks as f64 },
             utilization: if gpu_time > 0.0 { busy_total as f64 / gpu_time } else { 0.0 },

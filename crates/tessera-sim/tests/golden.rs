@@ -173,7 +173,14 @@ fn gpulets_interference_is_deterministic_and_judged() {
     assert_eq!((a.rows, a.split.0 + a.split.1), (750, a.samples));
     let e = &a.fitted_errors;
     assert!(e.p50 <= e.p75 && e.p75 <= e.p90 && e.p90 <= e.p95 && e.p95 <= e.p99, "{e:?}");
-    assert_eq!(a.claims.len(), 2 + 3 * 2 + 6);
+    assert_eq!(a.claims.len(), 2 + 3 * 2 + 6 + 1);
+    let f = &a.fluctuating;
+    assert_eq!(f.periods.len(), 90, "1,800 s in 20 s periods");
+    assert!(f.reorganizations > 0, "rates that rise and fall are rescheduled for");
+    assert_eq!(
+        f.requests,
+        f.periods.iter().map(|p| (p.offered_rps * 20.0).round() as u64).sum::<u64>()
+    );
     assert_eq!(a.throughput.len(), 5, "game, traffic and Table 5's three mixes");
     for t in &a.throughput {
         use tessera_sim::experiments::gpulets::throughput::Scheduler;

@@ -75,6 +75,7 @@ fn options(gpus: usize, reset_ms: u64) -> SimOptions {
         gpus: GpuSpec::uniform(gpus, Bytes::gib(4)),
         perf: PerfModel { reset_latency: Nanos::from_millis(reset_ms), ..PerfModel::default() },
         measure_gpus: false,
+        sla_window: None,
         keep_latencies: false,
         event_budget: 10_000_000,
         sharing: tessera_sim::engine::Sharing::Exclusive,

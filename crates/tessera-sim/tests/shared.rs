@@ -57,6 +57,7 @@ fn options(gpus: usize) -> SimOptions {
         event_budget: 10_000_000,
         sharing: tessera_sim::engine::Sharing::Processor,
         measure_gpus: true,
+        sla_window: None,
     }
 }
 

@@ -464,6 +464,7 @@ fn simulate(w: &Workload, cfg: &DaemonConfig) -> Result<tessera_sim::RunMetrics>
             tessera_sim::engine::Sharing::Exclusive
         },
         measure_gpus: false,
+        sla_window: None,
     };
     Ok(Simulation::new(w, policy, opts).run()?)
 }

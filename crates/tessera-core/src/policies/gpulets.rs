@@ -752,6 +752,9 @@ pub struct ServingPlan {
 /// One GPU's part of a plan: its layout (`None`: whole) and its gpu-lets.
 type GpuPlan = (Option<Vec<PerMille>>, Vec<ServingLet>);
 
+/// A GPU's part of a plan waiting for its repartition, and whether it was asked for.
+type Waiting = (Option<Vec<PerMille>>, Vec<ServingLet>, bool);
+
 impl ServingPlan {
     /// The plan for `schedule` of `models` on `gpus` GPUs; model `i` is `tenants[i]`.
     pub fn new(
@@ -808,7 +811,7 @@ pub struct GpuletServing {
     current: Vec<GpuPlan>,
     /// Per GPU: a layout and gpu-lets waiting for its repartition, and whether the
     /// repartition has been asked for.
-    waiting: Vec<Option<(Option<Vec<PerMille>>, Vec<ServingLet>, bool)>>,
+    waiting: Vec<Option<Waiting>>,
     /// A plan not yet applied (applied on the next event).
     plan: Option<ServingPlan>,
 }
@@ -914,9 +917,9 @@ impl crate::policy::Policy for GpuletServing {
     }
 }
 
-/// Makes a new schedule for tracked rates (req/s per model), or `None` when they are not
-/// schedulable; returns the schedule and the plan to serve it.
-pub type Rescheduler = Box<dyn FnMut(&[f64]) -> Option<(Vec<Gpulet>, ServingPlan)> + Send>;
+/// Makes a new schedule, at a time, for tracked rates (req/s per model), or `None` when
+/// they are not schedulable; returns the schedule and the plan to serve it.
+pub type Rescheduler = Box<dyn FnMut(Nanos, &[f64]) -> Option<(Vec<Gpulet>, ServingPlan)> + Send>;
 
 /// gpu-lets with rate tracking and periodic rescheduling (§4.3, Algorithm 1 line 1):
 /// every request's arrival is counted by a [`RateTracker`]; every `period` the tracked
@@ -931,6 +934,9 @@ pub struct AdaptiveGpulets {
     tracker: RateTracker,
     tenants: Vec<TenantId>,
     period: Nanos,
+    prepare: Nanos,
+    /// A new plan getting ready, and when it is.
+    staged: Option<(Nanos, ServingPlan)>,
     next_check: Nanos,
     idle: f64,
     reschedule: Rescheduler,
@@ -953,13 +959,19 @@ impl std::fmt::Debug for AdaptiveGpulets {
 impl AdaptiveGpulets {
     /// Serve `first` (made for the rates expected at the start) on `gpus`, then track the
     /// rates of models `tenants[i]` (EWMA with `alpha` over 1 s windows) and check every
-    /// `period`; `idle` is [`needs_reschedule`]'s share below which resources count as
-    /// idle.
+    /// `period` from `start` on (the first check at `start + period`); `idle` is
+    /// [`needs_reschedule`]'s share below which resources count as idle. A new schedule
+    /// takes `prepare` to get ready in the background (gpu-lets' 10-15 s of loading
+    /// models into the new gpu-lets' processes) while the old one serves; then it is
+    /// put in force.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpus: &[GpuSpec],
         first: (Vec<Gpulet>, ServingPlan),
         tenants: Vec<TenantId>,
+        start: Nanos,
         period: Nanos,
+        prepare: Nanos,
         alpha: f64,
         idle: f64,
         reschedule: Rescheduler,
@@ -978,7 +990,9 @@ impl AdaptiveGpulets {
             tracker: RateTracker::new(tenants.len(), alpha, Nanos::from_secs(1)),
             tenants,
             period,
-            next_check: period,
+            prepare,
+            staged: None,
+            next_check: start + period,
             idle,
             reschedule,
             reorganizations: Vec::new(),
@@ -1011,16 +1025,21 @@ impl crate::policy::Policy for AdaptiveGpulets {
             self.next_check = now + self.period;
             let rates = self.tracker.rates(now);
             if needs_reschedule(&self.schedule, &rates, self.idle) {
-                match (self.reschedule)(&rates) {
+                match (self.reschedule)(now, &rates) {
                     Some((schedule, plan)) => {
                         let size = schedule.iter().map(|g| g.size).sum();
                         self.reorganizations.push((now, size));
                         self.schedule = schedule;
-                        self.serving.replan(plan);
+                        self.staged = Some((now + self.prepare, plan));
                     }
                     None => self.refused += 1,
                 }
             }
+        }
+        if self.staged.as_ref().is_some_and(|(ready, _)| now >= *ready)
+            && let Some((_, plan)) = self.staged.take()
+        {
+            self.serving.replan(plan);
         }
         crate::policy::Policy::on_event(&mut self.serving, now, event, actions);
     }
@@ -1108,8 +1127,8 @@ mod tracking_tests {
     #[test]
     fn the_adaptive_policy_reschedules_when_the_rate_outgrows_the_schedule() {
         use crate::model::TaskSpec;
-        use crate::units::Bytes;
         use crate::policy::Policy;
+        use crate::units::Bytes;
         use std::sync::{Arc, Mutex};
         let gpus = GpuSpec::uniform(1, crate::Bytes::gib(16));
         let tenant = TenantId(7);
@@ -1132,10 +1151,12 @@ mod tracking_tests {
             &gpus,
             (first.clone(), plan(&first)),
             vec![tenant],
+            Nanos::ZERO,
             Nanos::from_secs(20),
+            Nanos::ZERO,
             1.0,
             0.0,
-            Box::new(move |rates: &[f64]| {
+            Box::new(move |_, rates: &[f64]| {
                 seen.lock().unwrap().push(rates[0]);
                 let next = vec![gpulet(50, rates[0]), Gpulet { gpu: 0, size: 50, served: vec![] }];
                 let planned = plan(&next);

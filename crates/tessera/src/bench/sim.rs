@@ -54,6 +54,7 @@ fn measure(
             event_budget: u64::MAX,
             sharing,
             measure_gpus: false,
+            sla_window: None,
         };
         let m = Simulation::new(w, policy.build(gpus)?, opts).run()?;
         events += m.events;

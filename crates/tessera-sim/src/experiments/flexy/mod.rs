@@ -342,6 +342,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 event_budget: 50_000_000,
                 sharing: crate::engine::Sharing::Exclusive,
                 measure_gpus: false,
+                sla_window: None,
             };
             let metrics = Simulation::new(&workload, policy, opts).run().map_err(|source| {
                 ExperimentError::Sim {

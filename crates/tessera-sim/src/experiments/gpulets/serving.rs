@@ -130,6 +130,7 @@ pub fn serve(
         event_budget: u64::MAX,
         sharing: Sharing::Processor,
         measure_gpus: false,
+        sla_window: None,
     };
     let m = Simulation::new(&workload, policy, opts).run()?;
     Ok(Served { requests: m.uf_tasks, violation: 1.0 - m.sla_met })
