@@ -65,6 +65,10 @@ pub struct Fluctuating {
     pub periods: Vec<Period>,
 }
 
+/// When a new schedule was made, and the sum of its gpu-let sizes (`None`: the rates
+/// were not schedulable).
+type Decision = (Nanos, Option<u32>);
+
 /// Model `m`'s rate at `t` s, given its peak factors and shift.
 fn rate_at(t: f64, peaks: (f64, f64), shift: f64) -> f64 {
     let bump = |a: f64, b: f64| {
@@ -161,7 +165,7 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
     let first_size: u32 = first.0.iter().map(|g| g.size).sum();
     let inner_tenants = tenants.clone();
     // (when, sum of gpu-let sizes) of each new schedule; None for a refused one
-    let decided: Arc<Mutex<Vec<(Nanos, Option<u32>)>>> = Arc::default();
+    let decided: Arc<Mutex<Vec<Decision>>> = Arc::default();
     let record = decided.clone();
     let reschedule = Box::new(move |now: Nanos, rates: &[f64]| {
         let set = paper(super::UTIL_2080TI, super::BATCHING_2080TI, &owned, authors).ok()?;
@@ -213,8 +217,8 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
         let start = Nanos::from_secs(i as u64 * PERIOD_S);
         let scheduled_size = decided
             .iter()
-            .filter(|(t, s)| *t <= start && s.is_some())
-            .last()
+            .rev()
+            .find(|(t, s)| *t <= start && s.is_some())
             .and_then(|(_, s)| *s)
             .unwrap_or(first_size);
         periods.push(Period {
