@@ -76,6 +76,23 @@ impl ModelProfile {
         let p = f64::from(share_permille) / 10.0;
         Some((Self::interpolate(&self.l2, batch, p)?, Self::interpolate(&self.dram, batch, p)?))
     }
+
+    /// L(batch, share) where measured; at the whole GPU where only batch 1 was measured
+    /// there (the V100 file), derived from 80% by batch 1's ratio of 100% to 80%.
+    pub fn latency_or_derived_ms(&self, batch: u32, share_permille: u32) -> Option<f64> {
+        self.latency_ms(batch, share_permille).or_else(|| {
+            (share_permille == 1000).then(|| {
+                let ratio = self.latency_ms(1, 1000)? / self.latency_ms(1, 800)?;
+                Some(self.latency_ms(batch, 800)? * ratio)
+            })?
+        })
+    }
+
+    /// Utilization where measured; at the whole GPU where not, 80%'s.
+    pub fn utilization_or_derived(&self, batch: u32, share_permille: u32) -> Option<(f64, f64)> {
+        self.utilization(batch, share_permille)
+            .or_else(|| (share_permille == 1000).then(|| self.utilization(batch, 800)).flatten())
+    }
 }
 
 /// Profiles of several models.

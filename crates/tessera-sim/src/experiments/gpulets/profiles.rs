@@ -37,20 +37,13 @@ pub struct V100Model<'a>(pub &'a ModelProfile);
 
 impl Profiled for V100Model<'_> {
     fn utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)> {
-        self.0
-            .utilization(batch, percent * 10)
-            .or_else(|| (percent == 100).then(|| self.0.utilization(batch, 800)).flatten())
+        self.0.utilization_or_derived(batch, percent * 10)
     }
 }
 
 impl LatencyProfile for V100Model<'_> {
     fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
-        self.0.latency_ms(batch, percent * 10).or_else(|| {
-            (percent == 100).then(|| {
-                let ratio = self.0.latency_ms(1, 1000)? / self.0.latency_ms(1, 800)?;
-                Some(self.0.latency_ms(batch, 800)? * ratio)
-            })?
-        })
+        self.0.latency_or_derived_ms(batch, percent * 10)
     }
 }
 
