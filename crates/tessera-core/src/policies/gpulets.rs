@@ -837,8 +837,8 @@ impl GpuletServing {
         self.plan = Some(plan);
     }
 
-    /// The gpu-lets in force: (GPU, size %, models served).
-    pub fn layout(&self) -> Vec<(GpuId, u32, Vec<TenantId>)> {
+    /// The gpu-lets in force: (GPU, size %, (model, batch) of each model served).
+    pub fn layout(&self) -> Vec<(GpuId, u32, Vec<(TenantId, u32)>)> {
         self.current
             .iter()
             .enumerate()
@@ -846,7 +846,7 @@ impl GpuletServing {
                 lets.iter().enumerate().map(move |(i, l)| {
                     let size =
                         layout.as_ref().and_then(|s| s.get(i)).map_or(100, |p| u32::from(p.0) / 10);
-                    (GpuId(g as u32), size, l.models.iter().map(|m| m.0).collect())
+                    (GpuId(g as u32), size, l.models.iter().map(|m| (m.0, m.1)).collect())
                 })
             })
             .collect()
@@ -917,9 +917,20 @@ impl crate::policy::Policy for GpuletServing {
     }
 }
 
-/// Makes a new schedule, at a time, for tracked rates (req/s per model), or `None` when
-/// they are not schedulable; returns the schedule and the plan to serve it.
-pub type Rescheduler = Box<dyn FnMut(Nanos, &[f64]) -> Option<(Vec<Gpulet>, ServingPlan)> + Send>;
+/// Makes a new schedule, at a time, for models (tenants, in the order the schedule's
+/// model indices follow) at tracked rates (req/s), or `None` when they are not
+/// schedulable; returns the schedule and the plan to serve it.
+pub type Rescheduler =
+    Box<dyn FnMut(Nanos, &[TenantId], &[f64]) -> Option<(Vec<Gpulet>, ServingPlan)> + Send>;
+
+/// What an adaptive gpu-lets policy last decided, for status reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServingReport {
+    /// Each model's tracked rate at the last check, req/s.
+    pub rates: Vec<(TenantId, f64)>,
+    /// The gpu-lets in force: GPU, size %, and (model, batch) of each model served.
+    pub gpulets: Vec<(GpuId, u32, Vec<(TenantId, u32)>)>,
+}
 
 /// gpu-lets with rate tracking and periodic rescheduling (§4.3, Algorithm 1 line 1):
 /// every request's arrival is counted by a [`RateTracker`]; every `period` the tracked
@@ -927,7 +938,10 @@ pub type Rescheduler = Box<dyn FnMut(Nanos, &[f64]) -> Option<(Vec<Gpulet>, Serv
 /// each model, and when it is at risk or idle, `reschedule` makes a new schedule, which
 /// [`GpuletServing`] takes over in the background. A new schedule that cannot be made
 /// (rates not schedulable) leaves the old one serving, counted in
-/// [`AdaptiveGpulets::refused`].
+/// [`AdaptiveGpulets::refused`]. Models may come and go: a user-facing tenant that
+/// registers becomes a model (checked every second until the schedule serves it, so
+/// that a new model does not wait a whole period), and one that leaves is dropped and
+/// rescheduled for at once.
 pub struct AdaptiveGpulets {
     serving: GpuletServing,
     schedule: Vec<Gpulet>,
@@ -940,6 +954,11 @@ pub struct AdaptiveGpulets {
     next_check: Nanos,
     idle: f64,
     reschedule: Rescheduler,
+    /// A model the schedule does not serve yet: check every second.
+    unserved: bool,
+    last_quick: Nanos,
+    /// Where status reports read what was decided.
+    report: Option<std::sync::Arc<std::sync::Mutex<ServingReport>>>,
     /// (when, sum of gpu-let sizes of the new schedule, %) of every reorganization.
     pub reorganizations: Vec<(Nanos, u32)>,
     /// Checks that wanted a new schedule and could not make one.
@@ -995,8 +1014,51 @@ impl AdaptiveGpulets {
             next_check: start + period,
             idle,
             reschedule,
+            unserved: false,
+            last_quick: Nanos::ZERO,
+            report: None,
             reorganizations: Vec::new(),
             refused: 0,
+        }
+    }
+
+    /// Publish what is decided into `report` (the daemon's status reads it).
+    pub fn with_report(mut self, report: std::sync::Arc<std::sync::Mutex<ServingReport>>) -> Self {
+        self.report = Some(report);
+        self
+    }
+
+    /// A model arrived or left: follow the tenant set.
+    fn follow_tenants(&mut self, now: Nanos, event: &Event) {
+        match event {
+            Event::TenantRegistered(spec)
+                if matches!(spec.class, crate::ServiceClass::UserFacing { .. })
+                    && !self.tenants.contains(&spec.id) =>
+            {
+                self.tenants.push(spec.id);
+                self.tracker.add_model();
+                self.unserved = true;
+            }
+            Event::TenantLeft { tenant } => {
+                if let Some(i) = self.tenants.iter().position(|t| t == tenant) {
+                    self.tenants.remove(i);
+                    self.tracker.remove_model(i);
+                    // the schedule's model indices are stale: make a new one now
+                    for g in &mut self.schedule {
+                        g.served.clear();
+                    }
+                    self.next_check = now;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn publish(&self, rates: &[f64]) {
+        let Some(report) = &self.report else { return };
+        if let Ok(mut r) = report.lock() {
+            r.rates = self.tenants.iter().copied().zip(rates.iter().copied()).collect();
+            r.gpulets = self.serving.layout();
         }
     }
 
@@ -1016,25 +1078,37 @@ impl crate::policy::Policy for AdaptiveGpulets {
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        self.follow_tenants(now, event);
         if let Event::TaskSubmitted(t) = event
             && let Some(m) = self.tenants.iter().position(|x| *x == t.tenant)
         {
             self.tracker.arrival(m, now);
         }
-        if now >= self.next_check {
-            self.next_check = now + self.period;
+        let quick = self.unserved && now >= self.last_quick + Nanos::from_secs(1);
+        if now >= self.next_check || quick {
+            if quick {
+                self.last_quick = now;
+            } else {
+                self.next_check = now + self.period;
+            }
             let rates = self.tracker.rates(now);
             if needs_reschedule(&self.schedule, &rates, self.idle) {
-                match (self.reschedule)(now, &rates) {
+                match (self.reschedule)(now, &self.tenants, &rates) {
                     Some((schedule, plan)) => {
                         let size = schedule.iter().map(|g| g.size).sum();
                         self.reorganizations.push((now, size));
+                        // served once every model with requests has a gpu-let
+                        self.unserved = rates.iter().enumerate().any(|(m, r)| {
+                            *r > 0.0
+                                && !schedule.iter().any(|g| g.served.iter().any(|s| s.model == m))
+                        });
                         self.schedule = schedule;
                         self.staged = Some((now + self.prepare, plan));
                     }
                     None => self.refused += 1,
                 }
             }
+            self.publish(&rates);
         }
         if self.staged.as_ref().is_some_and(|(ready, _)| now >= *ready)
             && let Some((_, plan)) = self.staged.take()
@@ -1042,6 +1116,14 @@ impl crate::policy::Policy for AdaptiveGpulets {
             self.serving.replan(plan);
         }
         crate::policy::Policy::on_event(&mut self.serving, now, event, actions);
+        if matches!(event, Event::RepartitionDone { .. }) {
+            let rates: Vec<f64> = self
+                .report
+                .as_ref()
+                .and_then(|r| r.lock().ok().map(|r| r.rates.iter().map(|x| x.1).collect()))
+                .unwrap_or_default();
+            self.publish(&rates);
+        }
     }
 }
 
@@ -1084,6 +1166,20 @@ impl RateTracker {
                 *count = 0;
             }
             self.window_start += self.window;
+        }
+    }
+
+    /// Track one more model (last in order), from no rate.
+    pub fn add_model(&mut self) {
+        self.counts.push(0);
+        self.rates.push(None);
+    }
+
+    /// Stop tracking model `i` (later models move up one).
+    pub fn remove_model(&mut self, i: usize) {
+        if i < self.counts.len() {
+            self.counts.remove(i);
+            self.rates.remove(i);
         }
     }
 
@@ -1156,7 +1252,7 @@ mod tracking_tests {
             Nanos::ZERO,
             1.0,
             0.0,
-            Box::new(move |_, rates: &[f64]| {
+            Box::new(move |_, _: &[TenantId], rates: &[f64]| {
                 seen.lock().unwrap().push(rates[0]);
                 let next = vec![gpulet(50, rates[0]), Gpulet { gpu: 0, size: 50, served: vec![] }];
                 let planned = plan(&next);

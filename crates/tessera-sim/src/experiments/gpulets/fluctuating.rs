@@ -167,7 +167,8 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
     // (when, sum of gpu-let sizes) of each new schedule; None for a refused one
     let decided: Arc<Mutex<Vec<Decision>>> = Arc::default();
     let record = decided.clone();
-    let reschedule = Box::new(move |now: Nanos, rates: &[f64]| {
+    // models never come or go here, so the tenants are always `inner_tenants`
+    let reschedule = Box::new(move |now: Nanos, _: &[TenantId], rates: &[f64]| {
         let set = paper(super::UTIL_2080TI, super::BATCHING_2080TI, &owned, authors).ok()?;
         let out = plan_for(&set, rates, &inner_tenants);
         let size = out.as_ref().map(|(s, _)| s.iter().map(|g| g.size).sum());
