@@ -838,7 +838,7 @@ impl GpuletServing {
     }
 
     /// The gpu-lets in force: (GPU, size %, (model, batch) of each model served).
-    pub fn layout(&self) -> Vec<(GpuId, u32, Vec<(TenantId, u32)>)> {
+    pub fn layout(&self) -> Vec<GpuletInForce> {
         self.current
             .iter()
             .enumerate()
@@ -928,9 +928,12 @@ pub type Rescheduler =
 pub struct ServingReport {
     /// Each model's tracked rate at the last check, req/s.
     pub rates: Vec<(TenantId, f64)>,
-    /// The gpu-lets in force: GPU, size %, and (model, batch) of each model served.
-    pub gpulets: Vec<(GpuId, u32, Vec<(TenantId, u32)>)>,
+    /// The gpu-lets in force.
+    pub gpulets: Vec<GpuletInForce>,
 }
+
+/// A gpu-let in force: its GPU, size %, and (model, batch) of each model it serves.
+pub type GpuletInForce = (GpuId, u32, Vec<(TenantId, u32)>);
 
 /// gpu-lets with rate tracking and periodic rescheduling (§4.3, Algorithm 1 line 1):
 /// every request's arrival is counted by a [`RateTracker`]; every `period` the tracked
