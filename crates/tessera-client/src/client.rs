@@ -182,8 +182,11 @@ impl Client {
     /// Connect to the daemon at `socket` and open the shared rings.
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
         let mut c = Client::connect_control(socket)?;
-        proto::write_frame(&mut c.stream, &Request::Hello { protocol: PROTOCOL })
-            .map_err(ClientError::Connect)?;
+        if let Err(e) = proto::write_frame(&mut c.stream, &Request::Hello { protocol: PROTOCOL }) {
+            // a daemon that refuses the connection (too many for this uid, shutting
+            // down) answers and closes before reading: its answer says why
+            return Err(c.refusal_after(e));
+        }
         let (reply, fds) = recv_with_fds(&c.stream)?;
         match reply {
             Reply::Welcome { protocol, .. } if protocol == PROTOCOL => {}
@@ -215,8 +218,23 @@ impl Client {
     }
 
     fn call(&mut self, req: &Request) -> Result<Reply, ClientError> {
-        proto::write_frame(&mut self.stream, req).map_err(ClientError::Connect)?;
+        if let Err(e) = proto::write_frame(&mut self.stream, req) {
+            return Err(self.refusal_after(e));
+        }
         Ok(proto::read_frame(&mut self.stream)?)
+    }
+
+    /// A write failed: if the daemon left an answer before closing, that answer (its
+    /// refusal) is the error; otherwise the write's.
+    fn refusal_after(&mut self, write: std::io::Error) -> ClientError {
+        // never wait long for an answer that may not come
+        let _ = self.stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let answer = proto::read_frame::<Reply>(&mut self.stream);
+        let _ = self.stream.set_read_timeout(None);
+        match answer {
+            Ok(reply) => refused(reply),
+            Err(_) => ClientError::Connect(write),
+        }
     }
 
     /// Register a tenant owned by this connection.
@@ -238,9 +256,33 @@ impl Client {
             priority: o.priority,
             memory: o.memory,
             gpus,
+            model: None,
         };
         match self.call(&req)? {
             Reply::Registered { tenant, gpus } => Ok((tenant, gpus)),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// Register a tenant serving an inference model (`profile` by name) with SLO `slo`,
+    /// on a daemon running `policy = "gpulets"`: each task it submits is one request.
+    pub fn register_model(
+        &mut self,
+        name: &str,
+        profile: &str,
+        slo: Duration,
+    ) -> Result<u64, ClientError> {
+        let req = Request::Register {
+            class: TenantClass::UserFacing,
+            sla_ms: slo.as_millis() as u64,
+            weight: 1,
+            priority: 0,
+            memory: 0,
+            gpus: 0,
+            model: Some(crate::proto::ModelSpec { name: name.into(), profile: profile.into() }),
+        };
+        match self.call(&req)? {
+            Reply::Registered { tenant, .. } => Ok(tenant),
             other => Err(refused(other)),
         }
     }

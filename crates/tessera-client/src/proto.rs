@@ -64,6 +64,12 @@ pub enum Request {
         /// the program sees only the GPUs the daemon chose).
         #[serde(default)]
         gpus: u32,
+        /// An inference model this tenant serves (daemons with `policy = "gpulets"`
+        /// only): each task is one request, batched and run on the gpu-lets the
+        /// daemon's scheduler gives the model. `class` must be user-facing and `sla_ms`
+        /// is the model's SLO.
+        #[serde(default)]
+        model: Option<ModelSpec>,
     },
     /// Close one of this connection's tenants: its queued tasks are cancelled.
     Close {
@@ -96,6 +102,39 @@ pub enum Request {
 
 fn one() -> u32 {
     1
+}
+
+/// An inference model a tenant serves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// The model's name, for status.
+    pub name: String,
+    /// Its latency profile, by name (the daemon lists the ones it knows when it refuses
+    /// an unknown one).
+    pub profile: String,
+}
+
+/// What an inference-serving daemon's scheduler decided since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServingSummary {
+    /// New schedules made.
+    pub reorganizations: u64,
+    /// Checks whose rates were not schedulable.
+    pub refused: u64,
+}
+
+/// An inference model's state, in a status report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelReport {
+    /// Name.
+    pub name: String,
+    /// Profile.
+    pub profile: String,
+    /// Request rate the scheduler last tracked, req/s (none before its first check).
+    pub rate: Option<f64>,
+    /// The gpu-lets serving it: GPU, size (% of the GPU), batch.
+    pub gpulets: Vec<(u32, u32, u32)>,
 }
 
 /// Errors a client can act on; stable names on the wire.
@@ -136,6 +175,9 @@ pub struct GpuReport {
     pub memory_total: u64,
     /// Fraction of time busy since the daemon started.
     pub utilization: f64,
+    /// Its partitions' sizes, % of the GPU (empty: whole, unpartitioned).
+    #[serde(default)]
+    pub partitions: Vec<u32>,
 }
 
 /// A task running on a GPU, in a status report.
@@ -180,6 +222,9 @@ pub struct TenantReport {
     /// in each slice (not the time they held it).
     #[serde(default)]
     pub gpu_ms: f64,
+    /// The inference model it serves, if any.
+    #[serde(default)]
+    pub model: Option<ModelReport>,
 }
 
 /// Counts since the daemon started, over all tenants past and present.
@@ -215,6 +260,10 @@ pub struct StatusReport {
     /// Tenants the query matches, in all pages.
     #[serde(default)]
     pub tenants_total: u64,
+    /// Inference serving (`policy = "gpulets"`): new schedules made, and checks that
+    /// found the tracked rates not schedulable (the schedule in force kept serving).
+    #[serde(default)]
+    pub serving: Option<ServingSummary>,
     /// Counts since start.
     pub totals: Totals,
 }
@@ -325,6 +374,7 @@ mod tests {
             priority: 1,
             memory: 5,
             gpus: 1,
+            model: Some(ModelSpec { name: "r".into(), profile: "resnet50".into() }),
         };
         write_frame(&mut buf, &msg).unwrap();
         assert_eq!(read_frame::<Request>(&mut buf.as_slice()).unwrap(), msg);
@@ -340,7 +390,8 @@ mod tests {
                 weight: 1,
                 priority: 0,
                 memory: 0,
-                gpus: 0
+                gpus: 0,
+                model: None,
             }
         );
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();

@@ -197,6 +197,10 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             format!("{} / {}", mib(g.memory_used), mib(g.memory_total)),
             100.0 * g.utilization
         )?;
+        if !g.partitions.is_empty() {
+            let sizes: Vec<String> = g.partitions.iter().map(|p| format!("{p}%")).collect();
+            writeln!(out, "     partitions: {}", sizes.join(" + "))?;
+        }
         // co-running tasks and the share of the GPU each holds now
         if g.running.len() > 1 {
             let shares: Vec<String> = g
@@ -236,6 +240,38 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             // the latest kernel's share of the GPU, for programs under the interposer
             t.demand.map_or("-".into(), |d| format!("{:.0}%", 100.0 * d))
         )?;
+    }
+    let models: Vec<_> =
+        s.tenants.iter().filter_map(|t| t.model.as_ref().map(|m| (t, m))).collect();
+    if let Some(sv) = &s.serving {
+        writeln!(
+            out,
+            "\ninference serving: {} schedules made, {} checks found the rates not schedulable (the schedule in force kept serving)",
+            sv.reorganizations, sv.refused
+        )?;
+    }
+    if !models.is_empty() {
+        writeln!(out, "inference models")?;
+        writeln!(
+            out,
+            "{:<7} {:<16} {:<10} {:>8} {:>10} {:>8}  gpu-lets (GPU:size%/batch)",
+            "tenant", "model", "profile", "SLO", "rate", "SLO met"
+        )?;
+        for (t, m) in models {
+            let lets: Vec<String> =
+                m.gpulets.iter().map(|(g, size, b)| format!("{g}:{size}%/{b}")).collect();
+            writeln!(
+                out,
+                "{:<7} {:<16} {:<10} {:>6}ms {:>10} {:>8}  {}",
+                t.tenant,
+                m.name,
+                m.profile,
+                t.sla_ms,
+                m.rate.map_or("-".into(), |r| format!("{r:.1}/s")),
+                t.sla_met.map_or("-".into(), |x| format!("{:.1}%", 100.0 * x)),
+                if lets.is_empty() { "none yet".into() } else { lets.join(" ") }
+            )?;
+        }
     }
     let t = &s.totals;
     writeln!(

@@ -43,6 +43,50 @@ pub enum PolicyName {
     /// Co-location: each task to the least-loaded GPU, up to `tasks_per_gpu` at once
     /// (DCUDA §5's least-loaded baseline; emulated executor only).
     LeastLoaded,
+    /// Inference serving on gpu-lets (gpu-lets §4): tenants register models, tasks are
+    /// requests; see `[gpulets]` (emulated executor only).
+    Gpulets,
+}
+
+/// The `[gpulets]` section: inference serving.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpuletsConfig {
+    /// How often the scheduler checks the tracked rates, s (the paper's 20).
+    pub period_s: u64,
+    /// How long a new schedule takes to get ready before it is put in force, ms (the
+    /// paper's reorganization takes 10-15 s; the emulated executor needs none).
+    pub prepare_ms: u64,
+    /// Weight of each 1 s window's rate in the moving average (0-1].
+    pub ewma_alpha: f64,
+    /// Interference coefficients c1..c5 (gpu-lets §4.4); default: the authors'
+    /// published RTX 2080 Ti fit. `tessera sim gpulets` fits them on V100 data.
+    pub interference: Option<[f64; 5]>,
+    /// The share of a model's SLO one batch may take (0-1]. Algorithm 1 as written uses
+    /// 1 (the whole SLO), which leaves no time to wait for a batch to fill or for the
+    /// batch running before it: `tessera sim gpulets` measures 4-67% of requests late
+    /// that way. The default, 0.5, leaves half (Nexus's rule).
+    pub batch_budget: f64,
+    /// The share of a gpu-let's throughput a model may be given (0-1]; 1 as written,
+    /// which under Poisson arrivals queues without bound. Default 0.8.
+    pub max_load: f64,
+    /// A batch goes this long before its oldest request's last moment, ms of emulated
+    /// time: slack for the daemon's own timing (ticks, thread wake-ups). Default 2.
+    pub dispatch_guard_ms: u64,
+}
+
+impl Default for GpuletsConfig {
+    fn default() -> Self {
+        GpuletsConfig {
+            period_s: 20,
+            prepare_ms: 0,
+            ewma_alpha: 0.3,
+            interference: None,
+            batch_budget: 0.5,
+            max_load: 0.8,
+            dispatch_guard_ms: 2,
+        }
+    }
 }
 
 /// The daemon's configuration.
@@ -101,6 +145,8 @@ pub struct DaemonConfig {
     /// A connection that has not opened rings (a status query, say) and has said
     /// nothing for this long is closed, seconds.
     pub idle_timeout_s: u64,
+    /// Inference serving (`policy = "gpulets"`).
+    pub gpulets: GpuletsConfig,
 }
 
 /// What becomes of a departed tenant's running tasks.
@@ -142,6 +188,7 @@ impl Default for DaemonConfig {
             max_conns_per_uid: 1024,
             departed_running: Departed::Cancel,
             idle_timeout_s: 60,
+            gpulets: GpuletsConfig::default(),
         }
     }
 }
@@ -213,6 +260,28 @@ impl DaemonConfig {
                  (least-loaded with tasks_per_gpu > 1) needs the emulated executor"
                 .into());
         }
+        if self.policy == PolicyName::Gpulets {
+            if matches!(self.executor, ExecutorKind::Cuda { .. }) {
+                return bad(
+                    "gpulets serves on emulated partitions only: use the emulated executor".into(),
+                );
+            }
+            let g = &self.gpulets;
+            if g.period_s == 0 || g.period_s > 3600 {
+                return bad(format!("gpulets.period_s must be 1..=3600, got {}", g.period_s));
+            }
+            if !(g.ewma_alpha > 0.0 && g.ewma_alpha <= 1.0) {
+                return bad(format!("gpulets.ewma_alpha must be in (0, 1], got {}", g.ewma_alpha));
+            }
+            for (name, v) in [("batch_budget", g.batch_budget), ("max_load", g.max_load)] {
+                if !(v > 0.0 && v <= 1.0) {
+                    return bad(format!("gpulets.{name} must be in (0, 1], got {v}"));
+                }
+            }
+            if g.interference.is_some_and(|c| c.iter().any(|x| !x.is_finite())) {
+                return bad("gpulets.interference must be five finite numbers".into());
+            }
+        }
         for (name, v) in [
             ("max_task_ms", self.max_task_ms),
             ("max_tasks_per_uid", u64::from(self.max_tasks_per_uid)),
@@ -229,11 +298,12 @@ impl DaemonConfig {
         Ok(())
     }
 
-    /// The core policy configuration.
-    pub fn policy_config(&self) -> PolicyConfig {
+    /// The core policy configuration; `None` for `gpulets`, whose policy the daemon
+    /// builds around its model registry.
+    pub fn policy_config(&self) -> Option<PolicyConfig> {
         let sla = Nanos::from_millis(self.sla_ms);
         let reset = (self.reset_ms > 0).then(|| Nanos::from_millis(self.reset_ms));
-        match self.policy {
+        Some(match self.policy {
             PolicyName::RoundRobin => PolicyConfig::RoundRobin,
             PolicyName::Priority => PolicyConfig::Priority { reserve: self.reserve, reset },
             PolicyName::Flexy => {
@@ -243,7 +313,8 @@ impl DaemonConfig {
                 PolicyConfig::FlexyPid { sla, history: 10, gains: PidGains::default() }
             }
             PolicyName::LeastLoaded => PolicyConfig::LeastLoaded { per_gpu: self.tasks_per_gpu },
-        }
+            PolicyName::Gpulets => return None,
+        })
     }
 }
 

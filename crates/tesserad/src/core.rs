@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 use tessera_client::proto::{
-    ErrorCode, GpuReport, Reply, RunningReport, STATUS_PAGE, StatusReport, TenantClass,
-    TenantReport, Totals,
+    ErrorCode, GpuReport, ModelReport, Reply, RunningReport, STATUS_PAGE, ServingSummary,
+    StatusReport, TenantClass, TenantReport, Totals,
 };
 use tessera_client::region::{
     Doorbell, LaunchFacts, Region, RequestDesc, ResponseDesc, op, reason, status,
@@ -225,6 +225,21 @@ struct GpuRt {
     pool: &'static str,
     /// Open tenants placed on it.
     placed: usize,
+    /// Its partitions' shares (inference serving; empty: whole).
+    partitions: Vec<PerMille>,
+    /// Batches running on it (inference serving), for the interference they cause.
+    batches: Vec<RunningBatch>,
+}
+
+/// A batch of inference requests running on a GPU.
+#[derive(Clone, Copy, Debug)]
+struct RunningBatch {
+    partition: Option<u32>,
+    tenant: TenantId,
+    requests: u32,
+    share_permille: u32,
+    /// When the model says it ends (emulated time).
+    ends: Nanos,
 }
 
 /// The core's state.
@@ -261,6 +276,8 @@ pub struct Core {
     limits: Limits,
     drain_started: Option<Instant>,
     uid_use: BTreeMap<u32, UidUse>,
+    /// Inference serving (`policy = "gpulets"`).
+    inference: Option<crate::inference::Inference>,
 }
 
 impl std::fmt::Debug for Core {
@@ -367,6 +384,8 @@ impl Core {
                     memory: m.0,
                     pool: "shared",
                     placed: 0,
+                    partitions: Vec::new(),
+                    batches: Vec::new(),
                 })
                 .collect(),
             internal: VecDeque::new(),
@@ -380,7 +399,14 @@ impl Core {
             limits,
             drain_started: None,
             uid_use: BTreeMap::new(),
+            inference: None,
         }
+    }
+
+    /// Serve inference models with `inference` (the gpulets policy's state).
+    pub fn with_inference(mut self, inference: Option<crate::inference::Inference>) -> Core {
+        self.inference = inference;
+        self
     }
 
     /// Run until shut down and drained.
@@ -828,6 +854,17 @@ impl Core {
                     }
                 }
             }
+            Action::Repartition { gpu, shares } if self.inference.is_some() => {
+                // emulated partitions: a share of the GPU's demand, ready at once (see
+                // `inference`); batches already running finish where they are
+                if let Some(g) = self.gpus.get_mut(gpu.0 as usize) {
+                    g.partitions = shares;
+                    self.internal.push_back(Event::RepartitionDone { gpu });
+                }
+            }
+            Action::DispatchBatch { tasks, placement } if self.inference.is_some() => {
+                self.dispatch_batch(&tasks, placement);
+            }
             other => {
                 tracing::warn!(?other, "action not supported by this daemon's executors; refused");
                 // the policy hears of it (queued behind the actions being applied)
@@ -849,6 +886,52 @@ impl Core {
     }
 
     fn dispatch(&mut self, task: TaskId, gpu: GpuId) {
+        self.dispatch_as(task, gpu, None);
+    }
+
+    /// Run a batch of one model's requests in a partition: each request is sent as its
+    /// own task with the batch's run time and an equal part of the partition's share, so
+    /// that they finish together when the model says the batch does.
+    fn dispatch_batch(&mut self, tasks: &[TaskId], placement: Placement) {
+        let Some(inf) = &self.inference else { return };
+        let Some(lead) = tasks.first().and_then(|t| self.tasks.get(t)) else { return };
+        let tenant = lead.tenant;
+        let gpu = placement.gpu;
+        let Some(g) = self.gpus.get_mut(gpu.0 as usize) else { return };
+        let now = self.clock.now();
+        g.batches.retain(|b| b.ends > now);
+        let partition = placement.partition.map(|p| p.0);
+        let share =
+            partition.and_then(|p| g.partitions.get(p as usize)).map_or(1000, |s| u32::from(s.0));
+        let neighbour = g
+            .batches
+            .iter()
+            .find(|b| b.partition != partition)
+            .map(|b| (b.tenant, b.requests, b.share_permille));
+        let n = tasks.len() as u32;
+        let Some(run) = inf.batch_time(tenant, n, share, neighbour) else {
+            // a model whose profile lacks this point: the requests fail with the reason
+            for &task in tasks {
+                self.dispatch_as(task, gpu, Some((Nanos::ZERO, 0.0)));
+            }
+            return;
+        };
+        g.batches.push(RunningBatch {
+            partition,
+            tenant,
+            requests: n,
+            share_permille: share,
+            ends: now + run,
+        });
+        let demand = f64::from(share) / 1000.0 / f64::from(n.max(1));
+        for &task in tasks {
+            self.dispatch_as(task, gpu, Some((run, demand)));
+        }
+    }
+
+    /// Dispatch `task` to `gpu`, with its declared work and the whole GPU, or with
+    /// `batch`'s (work, demand).
+    fn dispatch_as(&mut self, task: TaskId, gpu: GpuId, batch: Option<(Nanos, f64)>) {
         let Some(info) = self.tasks.get_mut(&task) else {
             // cannot happen with today's policies; if it did, the policy would keep the
             // GPU busy forever, so tell it the task failed at once
@@ -901,8 +984,8 @@ impl Core {
         let g = &mut self.gpus[gpu.0 as usize];
         g.running.push(task);
         g.busy_since.get_or_insert_with(Instant::now);
-        self.exec
-            .send(gpu, Command::Run { task, work: info.work, data, memory: info.memory, hold });
+        let (work, demand) = batch.unwrap_or((info.work, 1.0));
+        self.exec.send(gpu, Command::Run { task, work, data, memory: info.memory, hold, demand });
     }
 
     /// A slice that stopped being dispatched closes its client's launch gate.
@@ -1019,6 +1102,9 @@ impl Core {
     fn gc_tenant(&mut self, tenant: TenantId) {
         if self.tenants.get(&tenant).is_some_and(|t| !t.open && t.tasks == 0) {
             self.tenants.remove(&tenant);
+            if let Some(inf) = &self.inference {
+                inf.forget(tenant);
+            }
         }
     }
 
@@ -1215,7 +1301,7 @@ impl Core {
             Request::Status { tenant, uid: of_uid, gpu, offset, limit } => Reply::Status(
                 self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit }),
             ),
-            Request::Register { class, sla_ms, weight, priority, memory, gpus } => {
+            Request::Register { class, sla_ms, weight, priority, memory, gpus, model } => {
                 if self.draining {
                     return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
                 }
@@ -1239,6 +1325,34 @@ impl Core {
                         ErrorCode::NoCapacity,
                         format!("{memory} bytes exceed every GPU's memory"),
                     );
+                }
+                match (&self.inference, &model) {
+                    (None, Some(_)) => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "this daemon serves no models (its policy is not gpulets)".into(),
+                        );
+                    }
+                    (Some(_), None) => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "this daemon serves inference models (policy gpulets): register \
+                             with a model"
+                                .into(),
+                        );
+                    }
+                    (Some(_), Some(_)) if !class.is_user_facing() => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "a model is user-facing: its sla_ms is its SLO".into(),
+                        );
+                    }
+                    (Some(inf), Some(m)) => {
+                        if let Err(e) = inf.check(&m.name, &m.profile, sla_ms as f64) {
+                            return err(ErrorCode::BadRequest, e.to_string());
+                        }
+                    }
+                    (None, None) => {}
                 }
                 if class.is_user_facing()
                     && uid != 0
@@ -1293,6 +1407,16 @@ impl Core {
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tenants.insert(id);
+                }
+                if let (Some(inf), Some(m)) = (&self.inference, model) {
+                    inf.admit(
+                        id,
+                        crate::inference::ServedModel {
+                            name: m.name,
+                            profile: m.profile,
+                            slo_ms: sla_ms as f64,
+                        },
+                    );
                 }
                 self.deliver(Event::TenantRegistered(TenantSpec {
                     id,
@@ -1402,6 +1526,7 @@ impl Core {
                         } else {
                             busy.as_secs_f64() / uptime.as_secs_f64()
                         },
+                        partitions: g.partitions.iter().map(|p| u32::from(p.0) / 10).collect(),
                     }
                 })
                 .collect(),
@@ -1431,10 +1556,22 @@ impl Core {
                         memory_held: held.get(id).copied().unwrap_or(0),
                         demand: t.demand,
                         gpu_ms: t.gpu_time.as_secs_f64() * 1e3,
+                        model: self.inference.as_ref().and_then(|inf| inf.model_of(*id)).map(|m| {
+                            ModelReport {
+                                name: m.model.name,
+                                profile: m.model.profile,
+                                rate: m.rate,
+                                gpulets: m.gpulets,
+                            }
+                        }),
                     }
                 })
                 .collect(),
             tenants_total: total,
+            serving: self.inference.as_ref().map(|i| {
+                let (reorganizations, refused) = i.decisions();
+                ServingSummary { reorganizations, refused }
+            }),
             totals: self.totals.clone(),
         }
     }

@@ -463,7 +463,8 @@ pub(crate) fn gpu_thread(d: Arc<Driver>, gpu: GpuId, rx: Receiver<Command>, mb: 
                     }
                 }
             }
-            Command::Run { task, work, data, memory, hold: false } => {
+            // a CUDA GPU runs one task at a time: `demand` is not used
+            Command::Run { task, work, data, memory, hold: false, .. } => {
                 let started = Instant::now();
                 let (input, out_len) = match &data {
                     Some((region, seq, in_len, out_len)) => {

@@ -49,6 +49,10 @@ pub enum Command {
         /// own kernels run meanwhile). The emulated GPU models it as work, so that
         /// sharing is accounted; the CUDA executor only waits.
         hold: bool,
+        /// The share of the GPU it occupies (1: all of it; a batch in a partition takes
+        /// its part of the partition's share). The emulated GPU's processor sharing
+        /// slows everything only when the shares running sum above 1.
+        demand: f64,
     },
     /// Reset: abandon the running tasks; unavailable for the reset latency.
     Reset,
@@ -228,8 +232,8 @@ fn gpu_thread(
                 std::thread::sleep(clock.wall(perf.reset_latency));
                 mb.send(Msg::ResetDone { gpu });
             }
-            Some(Command::Run { task, work, data, memory: _, hold: _ }) => {
-                if let Err(e) = model.start(now, task.0, perf.exec_time(work), 1.0) {
+            Some(Command::Run { task, work, data, memory: _, hold: _, demand }) => {
+                if let Err(e) = model.start(now, task.0, perf.exec_time(work), demand) {
                     tracing::error!(%gpu, %task, error = %e, "cannot start a task on the emulated GPU");
                     mb.send(Msg::Failed { gpu, task, ran_for: Nanos::ZERO, reason: e.to_string() });
                     continue;
@@ -291,7 +295,14 @@ mod tests {
         for t in [1, 2] {
             exec.send(
                 gpu,
-                Command::Run { task: TaskId(t), work: w, memory: 0, data: None, hold: false },
+                Command::Run {
+                    task: TaskId(t),
+                    work: w,
+                    memory: 0,
+                    data: None,
+                    hold: false,
+                    demand: 1.0,
+                },
             );
         }
         let mut prediction = SharedGpu::new(Sharing::Processor);

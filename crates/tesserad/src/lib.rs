@@ -9,6 +9,8 @@
 //! - [`executor`]: one thread per GPU, emulated or CUDA.
 //! - `cuda`: the CUDA driver loaded at run time (`unsafe`); never run on a real GPU,
 //!   exercised against a fake driver library built by a test.
+//! - [`inference`]: inference serving (`policy = "gpulets"`): the model registry, the
+//!   built-in profiles, batch run times on emulated partitions.
 #![deny(unsafe_code)]
 
 pub mod config;
@@ -18,6 +20,7 @@ mod cuda;
 /// them with NVIDIA's `ptxas`).
 pub use cuda::BUILTIN_PTX;
 pub mod executor;
+pub mod inference;
 mod server;
 
 use crate::core::{Clock, Core, Mailbox, Msg};
@@ -67,6 +70,9 @@ pub enum DaemonError {
     /// The memory ledger could not be opened.
     #[error(transparent)]
     Ledger(#[from] tessera_ledger::LedgerError),
+    /// Inference serving could not be set up.
+    #[error(transparent)]
+    Inference(#[from] inference::InferenceError),
     /// An I/O error at start-up.
     #[error("{what}: {source}")]
     Io {
@@ -192,7 +198,18 @@ impl Daemon {
                 .collect(),
             None => GpuSpec::uniform(cfg.gpus, Bytes::mib(cfg.gpu_memory_mib)),
         };
-        let policy = cfg.policy_config().build(&gpus)?;
+        let inference = (cfg.policy == config::PolicyName::Gpulets)
+            .then(|| inference::Inference::new(&cfg.gpulets))
+            .transpose()?;
+        let policy: Box<dyn tessera_core::Policy> = match (&inference, cfg.policy_config()) {
+            (Some(inf), _) => Box::new(inf.policy(&gpus, &cfg.gpulets)),
+            (None, Some(p)) => p.build(&gpus)?,
+            (None, None) => {
+                return Err(DaemonError::Config(config::ConfigError::Invalid(
+                    "the gpulets policy needs its inference state".into(),
+                )));
+            }
+        };
         let access = match &cfg.ledger_group {
             None => tessera_ledger::Access::Owner,
             Some(g) => tessera_ledger::Access::Group(
@@ -247,7 +264,8 @@ impl Daemon {
                 max_tenants_per_uid: cfg.max_tenants_per_uid,
                 departed_running: cfg.departed_running,
             },
-        );
+        )
+        .with_inference(inference);
         let core = std::thread::Builder::new()
             .name("core".into())
             .spawn(move || core.run())

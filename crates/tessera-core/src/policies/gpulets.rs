@@ -519,9 +519,13 @@ fn find_best_fit(
     let (mut gpulet, remainder, batch, rate) = chosen?;
     // lines 33-39: share an allocated gpu-let in time when the duty cycle allows, and
     // give the new one back (reverting its split)
-    for a in alloc.iter_mut() {
-        let mut trial = a.served.clone();
-        trial.push(Served { model: m, batch, rate: left });
+    // (not into a gpu-let already serving this model: two turns of one model in a duty
+    // cycle are one model's batching, which the batch size already decided; and the
+    // trial asks for the rate with the load headroom, as a gpu-let of its own would get)
+    for a in alloc.iter_mut().filter(|a| a.served.iter().all(|s| s.model != m)) {
+        let mut trial: Vec<Served> =
+            a.served.iter().map(|s| Served { rate: s.rate / opts.max_load, ..*s }).collect();
+        trial.push(Served { model: m, batch, rate: left / opts.max_load });
         if let Some(batches) = duty_cycle_batches(&trial, models, a.size, &opts.batches) {
             for (s, b) in a.served.iter_mut().zip(&batches) {
                 s.batch = *b;
@@ -793,6 +797,20 @@ impl ServingPlan {
         }
         ServingPlan { gpus: out }
     }
+
+    /// The same plan with every batch sent `guard` before its oldest request's last
+    /// moment: the slack a real-time executor needs (ticks, thread wake-ups), so that a
+    /// batch dispatched on time is not late by the time it runs.
+    pub fn with_guard(mut self, guard: Nanos) -> ServingPlan {
+        for (_, lets) in &mut self.gpus {
+            for l in lets {
+                for m in &mut l.models {
+                    m.2 = Nanos(m.2.0.saturating_sub(guard.0));
+                }
+            }
+        }
+        self
+    }
 }
 
 /// Serves a gpu-lets schedule: partitions each GPU as the schedule lays it out (a GPU
@@ -930,6 +948,10 @@ pub struct ServingReport {
     pub rates: Vec<(TenantId, f64)>,
     /// The gpu-lets in force.
     pub gpulets: Vec<GpuletInForce>,
+    /// New schedules made so far.
+    pub reorganizations: u64,
+    /// Checks that wanted a new schedule and found the rates not schedulable.
+    pub refused: u64,
 }
 
 /// A gpu-let in force: its GPU, size %, and (model, batch) of each model it serves.
@@ -960,6 +982,8 @@ pub struct AdaptiveGpulets {
     /// A model the schedule does not serve yet: check every second.
     unserved: bool,
     last_quick: Nanos,
+    /// The rates of the last check, by model.
+    last_rates: Vec<f64>,
     /// Where status reports read what was decided.
     report: Option<std::sync::Arc<std::sync::Mutex<ServingReport>>>,
     /// (when, sum of gpu-let sizes of the new schedule, %) of every reorganization.
@@ -1019,6 +1043,7 @@ impl AdaptiveGpulets {
             reschedule,
             unserved: false,
             last_quick: Nanos::ZERO,
+            last_rates: Vec::new(),
             report: None,
             reorganizations: Vec::new(),
             refused: 0,
@@ -1057,11 +1082,14 @@ impl AdaptiveGpulets {
         }
     }
 
-    fn publish(&self, rates: &[f64]) {
+    /// Publish the rates of the last check and the gpu-lets in force now.
+    fn publish(&self) {
         let Some(report) = &self.report else { return };
         if let Ok(mut r) = report.lock() {
-            r.rates = self.tenants.iter().copied().zip(rates.iter().copied()).collect();
+            r.rates = self.tenants.iter().copied().zip(self.last_rates.iter().copied()).collect();
             r.gpulets = self.serving.layout();
+            r.reorganizations = self.reorganizations.len() as u64;
+            r.refused = self.refused;
         }
     }
 
@@ -1111,21 +1139,19 @@ impl crate::policy::Policy for AdaptiveGpulets {
                     None => self.refused += 1,
                 }
             }
-            self.publish(&rates);
+            self.last_rates = rates;
+            self.publish();
         }
+        let mut changed = matches!(event, Event::RepartitionDone { .. });
         if self.staged.as_ref().is_some_and(|(ready, _)| now >= *ready)
             && let Some((_, plan)) = self.staged.take()
         {
             self.serving.replan(plan);
+            changed = true;
         }
         crate::policy::Policy::on_event(&mut self.serving, now, event, actions);
-        if matches!(event, Event::RepartitionDone { .. }) {
-            let rates: Vec<f64> = self
-                .report
-                .as_ref()
-                .and_then(|r| r.lock().ok().map(|r| r.rates.iter().map(|x| x.1).collect()))
-                .unwrap_or_default();
-            self.publish(&rates);
+        if changed {
+            self.publish();
         }
     }
 }
