@@ -14,6 +14,8 @@ enum PolicyArg {
     Flexy,
     FlexyPid,
     LeastLoaded,
+    /// Inference serving on gpu-lets (see `[gpulets]` in the README).
+    Gpulets,
 }
 
 #[derive(Debug, Args)]
@@ -96,6 +98,7 @@ impl DaemonArgs {
                 PolicyArg::Flexy => PolicyName::Flexy,
                 PolicyArg::FlexyPid => PolicyName::FlexyPid,
                 PolicyArg::LeastLoaded => PolicyName::LeastLoaded,
+                PolicyArg::Gpulets => PolicyName::Gpulets,
             };
         }
         if let Some(v) = self.tasks_per_gpu {
