@@ -961,9 +961,9 @@ pub type GpuletInForce = (GpuId, u32, Vec<(TenantId, u32)>);
 /// every request's arrival is counted by a [`RateTracker`]; every `period` the tracked
 /// rates are checked with [`needs_reschedule`] against what the schedule in force gives
 /// each model, and when it is at risk or idle, `reschedule` makes a new schedule, which
-/// [`GpuletServing`] takes over in the background. A new schedule that cannot be made
-/// (rates not schedulable) leaves the old one serving, counted in
-/// [`AdaptiveGpulets::refused`]. Models may come and go: a user-facing tenant that
+/// [`GpuletServing`] takes over in the background. Rates that are not schedulable are
+/// counted in [`AdaptiveGpulets::refused`], and the schedule made for the largest share
+/// of them that is (found by bisection) serves instead — the best the GPUs can do. Models may come and go: a user-facing tenant that
 /// registers becomes a model (checked every second until the schedule serves it, so
 /// that a new model does not wait a whole period), and one that leaves is dropped and
 /// rescheduled for at once.
@@ -1124,19 +1124,34 @@ impl crate::policy::Policy for AdaptiveGpulets {
             }
             let rates = self.tracker.rates(now);
             if needs_reschedule(&self.schedule, &rates, self.idle) {
-                match (self.reschedule)(now, &self.tenants, &rates) {
-                    Some((schedule, plan)) => {
-                        let size = schedule.iter().map(|g| g.size).sum();
-                        self.reorganizations.push((now, size));
-                        // served once every model with requests has a gpu-let
-                        self.unserved = rates.iter().enumerate().any(|(m, r)| {
-                            *r > 0.0
-                                && !schedule.iter().any(|g| g.served.iter().any(|s| s.model == m))
-                        });
-                        self.schedule = schedule;
-                        self.staged = Some((now + self.prepare, plan));
+                let made = (self.reschedule)(now, &self.tenants, &rates).or_else(|| {
+                    // not schedulable: count it, and serve the largest share of the
+                    // rates that is (bisection to 1/64), rather than keep a schedule made
+                    // for rates long past
+                    self.refused += 1;
+                    let (mut lo, mut hi, mut best) = (0.0, 1.0, None);
+                    for _ in 0..6 {
+                        let mid = (lo + hi) / 2.0;
+                        let scaled: Vec<f64> = rates.iter().map(|r| r * mid).collect();
+                        match (self.reschedule)(now, &self.tenants, &scaled) {
+                            Some(made) => {
+                                lo = mid;
+                                best = Some(made);
+                            }
+                            None => hi = mid,
+                        }
                     }
-                    None => self.refused += 1,
+                    best
+                });
+                if let Some((schedule, plan)) = made {
+                    let size = schedule.iter().map(|g| g.size).sum();
+                    self.reorganizations.push((now, size));
+                    // served once every model with requests has a gpu-let
+                    self.unserved = rates.iter().enumerate().any(|(m, r)| {
+                        *r > 0.0 && !schedule.iter().any(|g| g.served.iter().any(|s| s.model == m))
+                    });
+                    self.schedule = schedule;
+                    self.staged = Some((now + self.prepare, plan));
                 }
             }
             self.last_rates = rates;
@@ -1283,6 +1298,9 @@ mod tracking_tests {
             0.0,
             Box::new(move |_, _: &[TenantId], rates: &[f64]| {
                 seen.lock().unwrap().push(rates[0]);
+                if rates[0] >= 200.0 {
+                    return None; // more than the GPU can serve
+                }
                 let next = vec![gpulet(50, rates[0]), Gpulet { gpu: 0, size: 50, served: vec![] }];
                 let planned = plan(&next);
                 Some((next, planned))
@@ -1323,6 +1341,17 @@ mod tracking_tests {
             "{actions:?}"
         );
         assert_eq!(p.schedule()[0].size, 50);
+        // 300 req/s: not schedulable, so counted, and the largest schedulable share of
+        // it (bisection: 1/2, 3/4, 5/8, 11/16, 21/32, 43/64 of 300) serves instead
+        submit_for(&mut p, 40, 20, 300);
+        asked.lock().unwrap().clear();
+        p.on_event(Nanos::from_secs(60), &Event::Tick, &mut actions);
+        assert_eq!(p.refused, 1);
+        assert_eq!(
+            asked.lock().unwrap().as_slice(),
+            &[300.0, 150.0, 225.0, 187.5, 206.25, 196.875, 201.5625]
+        );
+        assert_eq!(p.schedule()[0].served[0].rate, 196.875);
     }
 
     /// Table-driven: a steady rate is learnt at once, a change is followed by the EWMA,

@@ -1,0 +1,178 @@
+//! Figures 9, 4/15, 12/16 and 14 as SVG, from the results (never from fixed numbers).
+
+use super::GpuletsResults;
+use super::throughput::Scheduler;
+use crate::experiments::ExperimentError;
+use crate::plot::{Panel, Series, draw_panels};
+use std::path::Path;
+
+/// Figure 9's two reference points (90% within 10.26%, 95% within 13.98%).
+const PAPER_FIG9: [(f64, f64); 2] = [(10.26, 90.0), (13.98, 95.0)];
+
+fn panel(title: String, x_label: String, y_label: &str, x: (f64, f64), y: (f64, f64)) -> Panel {
+    Panel {
+        title,
+        x_label,
+        y_label: y_label.into(),
+        x_range: x,
+        y_range: y,
+        log_x: false,
+        x_markers: vec![],
+        dots: true,
+        series: vec![],
+    }
+}
+
+/// Upper end of an axis holding `values`, with a little room.
+fn top(values: impl Iterator<Item = f64>) -> f64 {
+    values.filter(|v| v.is_finite()).fold(0.0, f64::max).max(1.0) * 1.1
+}
+
+/// `interference_cdf.svg`, `schedulability.svg`, `throughput.svg`, `fluctuating.svg`.
+pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError> {
+    // Figure 9: the validation error's CDF, ours and the authors' coefficients
+    let cdf = |name: &str, errors: &[f64]| Series {
+        name: name.into(),
+        points: errors
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (100.0 * e, (i + 1) as f64 * 100.0 / errors.len() as f64))
+            .collect(),
+    };
+    // wide enough for the paper's points, and for most of both CDFs
+    let x_max = top(r.fitted_errors.cdf.iter().map(|e| 100.0 * e)).clamp(16.0, 60.0);
+    let mut fig9 = panel(
+        "Fig. 9: interference model error (validation)".into(),
+        "|predicted - measured| / measured (%)".into(),
+        "cases at or below (%)",
+        (0.0, x_max),
+        (0.0, 100.0),
+    );
+    fig9.dots = false;
+    fig9.series = vec![
+        cdf("ours (V100 fit)", &r.fitted_errors.cdf),
+        cdf("authors' 2080 Ti coefficients", &r.authors_errors.cdf),
+        Series { name: "paper (Fig. 9)".into(), points: PAPER_FIG9.to_vec() },
+    ];
+    draw_panels(&dir.join("interference_cdf.svg"), &[fig9])?;
+
+    // Figures 4 and 15: schedulable scenarios per scheduler, one line per set
+    let labels = ["SBP", "SBP 50/50", "gpulet", "gpulet+int", "ideal"];
+    let mut sched = panel(
+        "Figs. 4, 15: schedulable scenarios".into(),
+        numbered(&labels),
+        "scenarios schedulable",
+        (0.0, labels.len() as f64 + 1.0),
+        (0.0, top(r.sets.iter().map(|s| s.schedulability.scenarios as f64))),
+    );
+    sched.series = r
+        .sets
+        .iter()
+        .map(|s| {
+            let c = &s.schedulability;
+            let counts = [c.sbp, c.sbp_split, c.gpulet, c.gpulet_int, c.ideal];
+            Series {
+                name: format!("{} set, of {}", s.set, c.scenarios),
+                points: counts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| ((i + 1) as f64, *n as f64))
+                    .collect(),
+            }
+        })
+        .collect();
+    draw_panels(&dir.join("schedulability.svg"), &[sched])?;
+
+    // Figures 12 and 16: maximum throughput per workload, and as a share of ideal
+    let mixes: Vec<&str> = r.throughput.iter().map(|m| m.mix.name.as_str()).collect();
+    let x = (0.0, mixes.len() as f64 + 1.0);
+    let mut fig12 = panel(
+        "Fig. 12: maximum throughput".into(),
+        numbered(&mixes),
+        "req/s",
+        x,
+        (0.0, top(r.throughput.iter().flat_map(|m| m.throughput.iter().copied()))),
+    );
+    fig12.series = Scheduler::ALL
+        .iter()
+        .map(|s| Series {
+            name: s.label().into(),
+            points: r
+                .throughput
+                .iter()
+                .enumerate()
+                .map(|(i, m)| ((i + 1) as f64, m.of(*s)))
+                .collect(),
+        })
+        .collect();
+    let mut fig16 = panel(
+        "Fig. 16: maximum rate as a share of ideal's".into(),
+        numbered(&mixes),
+        "% of ideal",
+        x,
+        (0.0, 120.0),
+    );
+    fig16.series = Scheduler::ALL
+        .iter()
+        .filter(|s| **s != Scheduler::Ideal)
+        .map(|s| Series {
+            name: s.label().into(),
+            points: r
+                .throughput
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.of(Scheduler::Ideal) > 0.0)
+                .map(|(i, m)| ((i + 1) as f64, 100.0 * m.of(*s) / m.of(Scheduler::Ideal)))
+                .collect(),
+        })
+        .collect();
+    draw_panels(&dir.join("throughput.svg"), &[fig12, fig16])?;
+
+    // Figure 14: offered rate and scheduled size per period; violations per period
+    let f = &r.fluctuating;
+    let end = f.periods.last().map_or(1.0, |p| p.start_s as f64 + 20.0);
+    let mut load = panel(
+        "Fig. 14: offered rate and scheduled gpu-lets".into(),
+        "time (s)".into(),
+        "req/s; summed gpu-let size (% of a GPU)",
+        (0.0, end),
+        (0.0, top(f.periods.iter().flat_map(|p| [p.offered_rps, f64::from(p.scheduled_size)]))),
+    );
+    load.dots = false;
+    load.series = vec![
+        Series {
+            name: "offered req/s".into(),
+            points: f.periods.iter().map(|p| (p.start_s as f64, p.offered_rps)).collect(),
+        },
+        Series {
+            name: "scheduled size".into(),
+            points: f
+                .periods
+                .iter()
+                .map(|p| (p.start_s as f64, f64::from(p.scheduled_size)))
+                .collect(),
+        },
+    ];
+    let mut late = panel(
+        format!(
+            "Fig. 14: SLO violations per period (paper 0.14% overall, ours {:.2}%)",
+            100.0 * f.violation
+        ),
+        "time (s)".into(),
+        "requests late (%)",
+        (0.0, end),
+        (0.0, 100.0),
+    );
+    late.dots = false;
+    late.series = vec![Series {
+        name: "gpulet+int, 20 s periods".into(),
+        points: f.periods.iter().map(|p| (p.start_s as f64, 100.0 * p.violation)).collect(),
+    }];
+    draw_panels(&dir.join("fluctuating.svg"), &[load, late])?;
+    Ok(())
+}
+
+/// `1 a, 2 b, ...` for an axis of categories.
+fn numbered(names: &[&str]) -> String {
+    names.iter().enumerate().map(|(i, n)| format!("{} {n}", i + 1)).collect::<Vec<_>>().join(", ")
+}
