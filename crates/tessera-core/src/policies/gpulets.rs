@@ -281,6 +281,21 @@ mod tests {
         assert!(squishy_bin_packing(&[Model { rate: 3000.0, ..big }], &BATCHES, 100, 3).is_err());
     }
 
+    /// A tight SLO: lenet's 5 ms with a 2.14 ms batch of 1 leaves feasible duty cycles
+    /// only in [2.14, 2.86] ms, which whole milliseconds miss; a 1.5 ms batch fits one.
+    #[test]
+    fn a_duty_cycle_is_found_under_a_tight_slo() {
+        let t = Table(|_, _| Some(2.14));
+        let m = [Model { rate: 200.0, slo_ms: 5.0, profile: &t }];
+        let alone = [Served { model: 0, batch: 1, rate: 200.0 }];
+        assert_eq!(duty_cycle_batches(&alone, &m, 50, &BATCHES), Some(vec![1]));
+        assert!(squishy_bin_packing(&m, &BATCHES, 50, 1).is_ok());
+        // a batch of 3.0 ms: d >= 3 and d + 3 <= 5 cannot both hold
+        let slow = Table(|_, _| Some(3.0));
+        let m = [Model { rate: 200.0, slo_ms: 5.0, profile: &slow }];
+        assert_eq!(duty_cycle_batches(&alone, &m, 50, &BATCHES), None);
+    }
+
     #[test]
     fn the_max_efficient_partition_of_a_saturating_model() {
         // a model that stops speeding up past 50% of the GPU (memory bound): the knee
@@ -550,7 +565,10 @@ fn find_best_fit(
 /// gpu-lets reuses): a cycle of `d` ms in which each model runs one batch of the
 /// requests that arrived in the cycle; feasible when the batches fit in the cycle and
 /// each request's wait plus its batch's run meets its SLO. Returns each model's batch
-/// for the longest feasible whole-millisecond cycle, or `None`.
+/// for the longest feasible cycle, or `None`. Cycles are tried from the tightest SLO
+/// down in steps of 1 ms, or of a hundredth of that SLO when it is under 100 ms: whole
+/// milliseconds alone miss every feasible cycle of a 5 ms SLO (lenet's) whose batch
+/// takes over 2 ms, since the window d ≥ L, d + L ≤ SLO is then under 1 ms wide.
 pub fn duty_cycle_batches(
     served: &[Served],
     models: &[Model<'_>],
@@ -558,8 +576,9 @@ pub fn duty_cycle_batches(
     batches: &[u32],
 ) -> Option<Vec<u32>> {
     let min_slo = served.iter().map(|s| models[s.model].slo_ms).fold(f64::INFINITY, f64::min);
-    let mut d = min_slo.floor();
-    while d >= 1.0 {
+    let step = (min_slo / 100.0).min(1.0);
+    let mut d = min_slo;
+    while d >= step {
         let plan: Option<Vec<(u32, f64)>> = served
             .iter()
             .map(|s| {
@@ -576,7 +595,7 @@ pub fn duty_cycle_batches(
                 return Some(plan.into_iter().map(|(b, _)| b).collect());
             }
         }
-        d -= 1.0;
+        d -= step;
     }
     None
 }

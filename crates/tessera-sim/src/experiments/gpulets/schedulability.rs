@@ -47,6 +47,10 @@ pub struct Schedulability {
     /// Scenarios gpulet+int schedules and the ideal scheduler does not (temporal
     /// sharing, which the ideal search leaves out).
     pub gpulet_int_not_ideal: usize,
+    /// Models that squishy bin packing on evenly split gpu-lets cannot serve even alone at
+    /// the lowest rate, with their latency at batch 1 on a 50% gpu-let (ms), when known:
+    /// every scenario with one of them fails on split gpu-lets.
+    pub split_unservable: Vec<(String, Option<f64>)>,
     /// Decision time per scenario, µs: squishy bin packing (whole GPUs).
     pub decision_us_sbp: DecisionTime,
     /// Decision time per scenario, µs: gpulet+int.
@@ -120,6 +124,7 @@ pub fn run(set: &ProfileSet<'_>, gpus: usize) -> Schedulability {
         ideal: 0,
         ideal_not_gpulet_int: 0,
         gpulet_int_not_ideal: 0,
+        split_unservable: Vec::new(),
         decision_us_sbp: DecisionTime::default(),
         decision_us_gpulet_int: DecisionTime::default(),
         decision_us_ideal: DecisionTime::default(),
@@ -142,6 +147,13 @@ pub fn run(set: &ProfileSet<'_>, gpus: usize) -> Schedulability {
         out.ideal += usize::from(best);
         out.ideal_not_gpulet_int += usize::from(best && !with_int);
         out.gpulet_int_not_ideal += usize::from(with_int && !best);
+    }
+    for m in 0..n {
+        let mut alone = vec![0.0; n];
+        alone[m] = RATES[1];
+        if squishy_bin_packing(&set_models(set, &alone), &BATCHES, 50, 2 * gpus).is_err() {
+            out.split_unservable.push((set.models[m].clone(), set.profiles[m].latency_ms(1, 50)));
+        }
     }
     out.decision_us_sbp = DecisionTime::of(t_sbp);
     out.decision_us_gpulet_int = DecisionTime::of(t_int);
