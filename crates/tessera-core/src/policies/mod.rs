@@ -6,8 +6,10 @@
 //! - [`pid`]: Flexy with K adapted by a PID controller (Flexy §II-C2, future work).
 //! - [`memsafe`]: schedGPU's memory admission with four notification policies.
 //! - [`least_loaded`]: co-location on the least-loaded GPU (DCUDA §5's baseline).
+//! - [`dcuda`]: DCUDA's placement, monitor, balancing, compaction and fair slicing.
 //! - [`gpulets`]: gpu-lets' elastic partitioning, its sizing steps so far (§4.3).
 
+pub mod dcuda;
 pub mod flexy;
 pub mod gpulets;
 pub mod least_loaded;

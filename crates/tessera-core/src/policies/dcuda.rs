@@ -1,0 +1,974 @@
+//! DCUDA (Guo, Li, Lui and Xu, "DCUDA: Dynamic GPU Scheduling with Live Migration
+//! Support", SoCC '19): applications are placed on a GPU when they arrive, a monitor
+//! measures what each one demands of its GPU's cores, and a scheduler migrates running
+//! applications between their kernels to balance the GPUs, compact light ones and keep
+//! co-runners fair.
+//!
+//! - Placement baselines (§2.3, §5): round-robin and least-loaded — a new application
+//!   goes to the next GPU in turn, or to the GPU whose monitored load is least. With
+//!   every step below switched off, [`Dcuda`] is exactly that static scheduling.
+//! - The monitor (§3.2, [`Monitor`]): a kernel's demand of GPU cores comes from its
+//!   occupancy, evaluated once per distinct kernel configuration (kernel, grid, block)
+//!   and cached; an application's demand is its kernels' demand weighted by the time
+//!   they ran in the sampling interval (100 ms); a GPU's utilization is the summed
+//!   demand of the applications placed on it over its capacity.
+//! - Step 1, load balancing with hysteresis (§3.3, [`balance`]): a GPU above
+//!   `thresh_over` (100%) is overloaded, below `thresh_under` (90%) underloaded, normal
+//!   between. For each overloaded / underloaded pair the heaviest application that does
+//!   not make the target overloaded moves, repeatedly, until the source is no longer
+//!   overloaded or nothing fits.
+//! - Step 2, energy awareness ([`compact`]): the two least-loaded GPUs in use are
+//!   merged onto one when one can hold both loads; repeated until no pair can be.
+//! - Step 3, fairness awareness ([`fairness_groups`], [`SliceRotation`]): on a GPU still
+//!   overloaded, applications are grouped so that each group's demand is close to the
+//!   capacity (it may exceed it slightly), and the groups take 100 ms slices in turn; a
+//!   group whose work overshoots its slice (kernels are not preempted) is charged the
+//!   overshoot in its next slice. The paper also raises the stream priority of
+//!   low-demand applications within a group; the processor-sharing model this policy
+//!   runs on has no priorities, so that part is not modelled (see ARCHITECTURE.md).
+//! - Migration (§3.4), between two tasks of an application and never inside one: its
+//!   waiting tasks stop being dispatched, its running task finishes on the source, then
+//!   [`Board::migrate`] moves its memory reservations and the driver moves its context
+//!   ([`Action::Migrate`]); on [`Event::MigrationDone`] its waiting tasks resume on the
+//!   target in their original order (the board's FIFO queue).
+
+use crate::action::Action;
+use crate::board::Board;
+use crate::event::Event;
+use crate::ids::{GpuId, TaskId, TenantId};
+use crate::model::{GpuSpec, TaskSpec};
+use crate::policy::Policy;
+use crate::units::Nanos;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// How a new application chooses its GPU (the static scheduling of §2.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InitialPlacement {
+    /// The next GPU in turn.
+    RoundRobin,
+    /// The GPU with the least monitored load (ties: fewest applications, lowest id).
+    LeastLoaded,
+}
+
+/// DCUDA's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DcudaParams {
+    /// Where new applications go.
+    pub placement: InitialPlacement,
+    /// Step 1: migrate from overloaded to underloaded GPUs.
+    pub balance: bool,
+    /// Step 2: compact the two least-loaded GPUs when one can hold both.
+    pub energy: bool,
+    /// Step 3: time slices for groups of applications on a GPU still overloaded.
+    pub fairness: bool,
+    /// Overloaded above this utilization (§4.1: 100%).
+    pub thresh_over: f64,
+    /// Underloaded below this utilization (§4.1: 90%).
+    pub thresh_under: f64,
+    /// The monitor's sampling interval and the scheduler's period (§4.1: 100 ms).
+    pub interval: Nanos,
+    /// A fairness time slice (§3.3: 100 ms).
+    pub slice: Nanos,
+    /// How far a fairness group's demand may exceed the capacity (the paper groups a
+    /// 100% and a 5% application together; "slightly" is not quantified: ours).
+    pub group_slack: f64,
+}
+
+impl DcudaParams {
+    /// DCUDA as evaluated (§4.1): least-loaded placement, all three steps, 100%/90%
+    /// thresholds, 100 ms sampling and slices.
+    pub const PAPER: DcudaParams = DcudaParams {
+        placement: InitialPlacement::LeastLoaded,
+        balance: true,
+        energy: true,
+        fairness: true,
+        thresh_over: 1.0,
+        thresh_under: 0.9,
+        interval: Nanos(100_000_000),
+        slice: Nanos(100_000_000),
+        group_slack: 0.1,
+    };
+
+    /// Static scheduling only (the baseline): `placement`, no migration, no slicing.
+    pub fn static_placement(placement: InitialPlacement) -> DcudaParams {
+        DcudaParams { placement, balance: false, energy: false, fairness: false, ..Self::PAPER }
+    }
+}
+
+/// A GPU's state under the hysteresis band.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadState {
+    /// Below `thresh_under`.
+    Underloaded,
+    /// Between the thresholds.
+    Normal,
+    /// Above `thresh_over`.
+    Overloaded,
+}
+
+/// Classify a utilization (fraction of capacity).
+pub fn classify(utilization: f64, thresh_over: f64, thresh_under: f64) -> LoadState {
+    if utilization > thresh_over {
+        LoadState::Overloaded
+    } else if utilization < thresh_under {
+        LoadState::Underloaded
+    } else {
+        LoadState::Normal
+    }
+}
+
+/// Why an application moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveReason {
+    /// Step 1: off an overloaded GPU.
+    Balance,
+    /// Step 2: compacting two light GPUs.
+    Energy,
+}
+
+/// One application to move.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Move {
+    /// The application.
+    pub tenant: TenantId,
+    /// From.
+    pub from: GpuId,
+    /// To.
+    pub to: GpuId,
+    /// Why.
+    pub reason: MoveReason,
+}
+
+/// The applications on each GPU with their demands (fractions of a GPU), as the
+/// scheduler's steps take them. GPUs are indexed by position.
+pub type Loads = Vec<Vec<(TenantId, f64)>>;
+
+fn utilization(apps: &[(TenantId, f64)]) -> f64 {
+    apps.iter().map(|(_, d)| d).sum()
+}
+
+/// Step 1 (§3.3): for every overloaded / underloaded pair (most overloaded source
+/// first, least loaded target first), move the heaviest application whose move does
+/// not make the target overloaded, repeatedly, until the source is not overloaded or
+/// none fits. `loads` is updated to the result.
+pub fn balance(loads: &mut Loads, thresh_over: f64, thresh_under: f64) -> Vec<Move> {
+    let mut moves = Vec::new();
+    let state = |apps: &[(TenantId, f64)]| classify(utilization(apps), thresh_over, thresh_under);
+    let mut sources: Vec<usize> =
+        (0..loads.len()).filter(|g| state(&loads[*g]) == LoadState::Overloaded).collect();
+    sources.sort_by(|a, b| utilization(&loads[*b]).total_cmp(&utilization(&loads[*a])));
+    for from in sources {
+        let mut targets: Vec<usize> =
+            (0..loads.len()).filter(|g| state(&loads[*g]) == LoadState::Underloaded).collect();
+        targets.sort_by(|a, b| utilization(&loads[*a]).total_cmp(&utilization(&loads[*b])));
+        for to in targets {
+            while state(&loads[from]) == LoadState::Overloaded {
+                let room = thresh_over - utilization(&loads[to]);
+                // the heaviest feasible application (ties: lowest id, for determinism)
+                let pick = loads[from]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, d))| *d > 0.0 && *d <= room + 1e-12)
+                    .max_by(|(_, a), (_, b)| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+                    .map(|(i, _)| i);
+                let Some(i) = pick else { break };
+                let app = loads[from].remove(i);
+                loads[to].push(app);
+                moves.push(Move {
+                    tenant: app.0,
+                    from: GpuId(from as u32),
+                    to: GpuId(to as u32),
+                    reason: MoveReason::Balance,
+                });
+            }
+        }
+    }
+    moves
+}
+
+/// Step 2 (§3.3): take the two least-loaded GPUs that hold applications; when one can
+/// hold both loads (summed utilization at most `capacity`), move the lighter GPU's
+/// applications onto the other; repeat until the two least-loaded cannot be merged.
+/// `loads` is updated to the result.
+pub fn compact(loads: &mut Loads, capacity: f64) -> Vec<Move> {
+    let mut moves = Vec::new();
+    loop {
+        let mut used: Vec<usize> = (0..loads.len()).filter(|g| !loads[*g].is_empty()).collect();
+        if used.len() < 2 {
+            break;
+        }
+        used.sort_by(|a, b| {
+            utilization(&loads[*a]).total_cmp(&utilization(&loads[*b])).then(a.cmp(b))
+        });
+        let (light, other) = (used[0], used[1]);
+        if utilization(&loads[light]) + utilization(&loads[other]) > capacity + 1e-12 {
+            break;
+        }
+        let apps = std::mem::take(&mut loads[light]);
+        for app in &apps {
+            moves.push(Move {
+                tenant: app.0,
+                from: GpuId(light as u32),
+                to: GpuId(other as u32),
+                reason: MoveReason::Energy,
+            });
+        }
+        loads[other].extend(apps);
+    }
+    moves
+}
+
+/// Step 3's grouping (§3.3): applications by demand, heaviest first, each into the
+/// first group it fits in with the group's demand at most `capacity * (1 + slack)`, else
+/// into a new group. Groups come out in creation order.
+pub fn fairness_groups(apps: &[(TenantId, f64)], capacity: f64, slack: f64) -> Vec<Vec<TenantId>> {
+    let mut sorted = apps.to_vec();
+    sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let limit = capacity * (1.0 + slack);
+    let mut groups: Vec<(f64, Vec<TenantId>)> = Vec::new();
+    for (tenant, demand) in sorted {
+        match groups.iter_mut().find(|(sum, _)| sum + demand <= limit + 1e-12) {
+            Some((sum, members)) => {
+                *sum += demand;
+                members.push(tenant);
+            }
+            None => groups.push((demand, vec![tenant])),
+        }
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
+}
+
+/// Groups taking slices in turn on one GPU, each charged what it overshot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SliceRotation {
+    groups: Vec<Vec<TenantId>>,
+    /// Overshoot owed by each group, charged against its next slice.
+    owed: Vec<Nanos>,
+    active: usize,
+    /// When the active group's slice ends.
+    ends: Nanos,
+    /// The previous group, until its last running task ends (its overshoot).
+    draining: Option<(usize, Nanos)>,
+}
+
+impl SliceRotation {
+    /// Start with the first group at `now`.
+    pub fn new(groups: Vec<Vec<TenantId>>, now: Nanos, slice: Nanos) -> SliceRotation {
+        let n = groups.len();
+        SliceRotation {
+            groups,
+            owed: vec![Nanos::ZERO; n],
+            active: 0,
+            ends: now + slice,
+            draining: None,
+        }
+    }
+
+    /// The groups.
+    pub fn groups(&self) -> &[Vec<TenantId>] {
+        &self.groups
+    }
+
+    /// Whether `tenant` may dispatch now.
+    pub fn admits(&self, tenant: TenantId) -> bool {
+        self.groups.get(self.active).is_some_and(|g| g.contains(&tenant))
+    }
+
+    /// The time left until the active slice ends.
+    pub fn slice_ends(&self) -> Nanos {
+        self.ends
+    }
+
+    /// Move to the next group whose slice, less what it owes, is positive; a group that
+    /// owes a whole slice or more pays it off by being skipped.
+    pub fn advance(&mut self, now: Nanos, slice: Nanos) {
+        self.draining = Some((self.active, now));
+        for _ in 0..=self.groups.len() {
+            self.active = (self.active + 1) % self.groups.len().max(1);
+            let owed = self.owed[self.active];
+            if owed < slice {
+                self.owed[self.active] = Nanos::ZERO;
+                self.ends = now + (slice - owed);
+                return;
+            }
+            self.owed[self.active] = owed - slice;
+        }
+        self.ends = now + slice;
+    }
+
+    /// The previous group's work is all done at `now`: charge its overshoot past the
+    /// end of its slice.
+    pub fn drained(&mut self, now: Nanos) {
+        if let Some((group, slice_end)) = self.draining.take() {
+            self.owed[group] = self.owed[group] + (now - slice_end);
+        }
+    }
+
+    /// The group still draining, if any.
+    pub fn draining(&self) -> Option<&[TenantId]> {
+        self.draining.map(|(g, _)| self.groups[g].as_slice())
+    }
+
+    /// What each group owes.
+    pub fn owed(&self) -> &[Nanos] {
+        &self.owed
+    }
+}
+
+/// DCUDA's monitor (§3.2).
+#[derive(Debug, Default)]
+pub struct Monitor {
+    /// Occupancy-derived demand per kernel configuration (kernel, grid, block).
+    cache: HashMap<(u32, u64, u32), f64>,
+    /// How many times a configuration was evaluated (once each, by the cache).
+    evaluations: u64,
+    /// Running tasks: tenant, when the current interval's accounting of it starts, demand.
+    running: HashMap<TaskId, (TenantId, Nanos, f64)>,
+    /// Demand-weighted running time of each tenant in the current interval, ns.
+    accrued: HashMap<TenantId, f64>,
+    /// Held time of each tenant in the current interval, ns, and holds still open.
+    held: HashMap<TenantId, f64>,
+    held_since: HashMap<TenantId, Nanos>,
+    /// Start of the current interval.
+    since: Nanos,
+    /// Each tenant's demand in the last complete interval (fraction of a GPU).
+    demand: BTreeMap<TenantId, f64>,
+}
+
+impl Monitor {
+    /// The demand of a task's kernel: its occupancy, from its launch shape, cached per
+    /// configuration. Without a launch shape the task counts as the whole GPU.
+    pub fn kernel_demand(&mut self, task: &TaskSpec) -> f64 {
+        let Some(launch) = task.launch else { return 1.0 };
+        let key = (task.kernel, launch.grid_blocks, launch.threads_per_block);
+        if let Some(d) = self.cache.get(&key) {
+            return *d;
+        }
+        self.evaluations += 1;
+        let d = (f64::from(launch.demand.0) / 1000.0).clamp(0.0, 1.0);
+        self.cache.insert(key, d);
+        d
+    }
+
+    /// Evaluations of distinct kernel configurations so far.
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations
+    }
+
+    /// A task started at `now`.
+    pub fn started(&mut self, task: &TaskSpec, now: Nanos) {
+        let d = self.kernel_demand(task);
+        self.running.insert(task.id, (task.tenant, now, d));
+    }
+
+    /// A task stopped at `now`.
+    pub fn stopped(&mut self, task: TaskId, now: Nanos) {
+        if let Some((tenant, from, d)) = self.running.remove(&task) {
+            *self.accrued.entry(tenant).or_default() += d * (now - from).0 as f64;
+        }
+    }
+
+    /// The scheduler holds `tenant`'s waiting work from `now` (a fairness slice of
+    /// another group, a migration): held time does not count as demanding nothing.
+    pub fn hold(&mut self, tenant: TenantId, now: Nanos) {
+        self.held_since.entry(tenant).or_insert(now);
+    }
+
+    /// The scheduler lets `tenant` dispatch again from `now`.
+    pub fn release(&mut self, tenant: TenantId, now: Nanos) {
+        if let Some(from) = self.held_since.remove(&tenant) {
+            *self.held.entry(tenant).or_default() += (now - from.max(self.since)).0 as f64;
+        }
+    }
+
+    /// Close the interval at `now`: each tenant's demand is its demand-weighted running
+    /// time over the part of the interval it was not held by the scheduler. A tenant
+    /// held for the whole interval keeps its last demand; one that ran nothing and was
+    /// not held demanded nothing.
+    pub fn sample(&mut self, now: Nanos) {
+        let len = (now - self.since).0 as f64;
+        if len <= 0.0 {
+            return;
+        }
+        for (tenant, from, d) in self.running.values_mut() {
+            *self.accrued.entry(*tenant).or_default() += *d * (now - *from).0 as f64;
+            *from = now;
+        }
+        for (tenant, from) in self.held_since.iter_mut() {
+            *self.held.entry(*tenant).or_default() += (now - (*from).max(self.since)).0 as f64;
+            *from = now;
+        }
+        let known: Vec<TenantId> = self.demand.keys().chain(self.accrued.keys()).copied().collect();
+        for tenant in known {
+            let held = self.held.get(&tenant).copied().unwrap_or(0.0);
+            let open = len - held;
+            if open <= len * 1e-3 {
+                continue; // held throughout: nothing learnt
+            }
+            let ran = self.accrued.get(&tenant).copied().unwrap_or(0.0);
+            self.demand.insert(tenant, (ran / open).min(1.0));
+        }
+        self.accrued.clear();
+        self.held.clear();
+        self.since = now;
+    }
+
+    /// A tenant's demand in the last interval, if sampled.
+    pub fn demand(&self, tenant: TenantId) -> Option<f64> {
+        self.demand.get(&tenant).copied()
+    }
+
+    /// Forget a tenant.
+    pub fn forget(&mut self, tenant: TenantId) {
+        self.demand.remove(&tenant);
+        self.accrued.remove(&tenant);
+        self.held.remove(&tenant);
+        self.held_since.remove(&tenant);
+        self.running.retain(|_, (t, _, _)| *t != tenant);
+    }
+}
+
+/// One migration as the report shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MigrationRecord {
+    /// When it was decided.
+    pub at: Nanos,
+    /// What moved, from where to where and why.
+    pub decided: Move,
+}
+
+/// What DCUDA publishes for status displays and experiments.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DcudaReport {
+    /// Each GPU's utilization at the last sample (summed demand over capacity).
+    pub utilization: Vec<f64>,
+    /// Each GPU's state at the last sample.
+    pub states: Vec<Option<LoadState>>,
+    /// Samples taken.
+    pub samples: u64,
+    /// Samples at which one GPU was overloaded while another was underloaded (§2.3's
+    /// load imbalance).
+    pub imbalanced_samples: u64,
+    /// Migrations decided, in all.
+    pub migrations: u64,
+    /// The most recent migrations (at most [`DcudaReport::RECENT`]).
+    pub recent: Vec<MigrationRecord>,
+    /// Kernel configurations evaluated by the monitor.
+    pub occupancy_evaluations: u64,
+    /// GPUs time-slicing groups now, with their group count.
+    pub slicing: Vec<(GpuId, usize)>,
+}
+
+impl DcudaReport {
+    /// How many recent migrations the report keeps.
+    pub const RECENT: usize = 16;
+}
+
+/// The DCUDA policy: static placement plus, as configured, the monitor-driven steps.
+#[derive(Debug)]
+pub struct Dcuda {
+    board: Board,
+    params: DcudaParams,
+    monitor: Monitor,
+    /// Each application's GPU.
+    home: BTreeMap<TenantId, GpuId>,
+    /// Applications decided to move, waiting for their running task to end.
+    moving: BTreeMap<TenantId, (GpuId, MoveReason)>,
+    /// Fairness slicing per GPU.
+    rotations: BTreeMap<GpuId, SliceRotation>,
+    next_rr: u32,
+    next_sample: Nanos,
+    report: DcudaReport,
+    shared: Option<Arc<Mutex<DcudaReport>>>,
+}
+
+impl Dcuda {
+    /// DCUDA over `gpus` with `params`; applications co-run on a GPU without limit.
+    pub fn new(gpus: &[GpuSpec], params: DcudaParams) -> Dcuda {
+        Dcuda {
+            board: Board::with_colocation(gpus, usize::MAX),
+            params,
+            monitor: Monitor::default(),
+            home: BTreeMap::new(),
+            moving: BTreeMap::new(),
+            rotations: BTreeMap::new(),
+            next_rr: 0,
+            next_sample: params.interval,
+            report: DcudaReport {
+                utilization: vec![0.0; gpus.len()],
+                states: vec![None; gpus.len()],
+                ..DcudaReport::default()
+            },
+            shared: None,
+        }
+    }
+
+    /// Publish the report to `to` after every sample.
+    pub fn with_report(mut self, to: Arc<Mutex<DcudaReport>>) -> Dcuda {
+        self.shared = Some(to);
+        self
+    }
+
+    /// The report as of the last sample.
+    pub fn report(&self) -> &DcudaReport {
+        &self.report
+    }
+
+    /// An application's GPU.
+    pub fn home(&self, tenant: TenantId) -> Option<GpuId> {
+        self.home.get(&tenant).copied()
+    }
+
+    fn gpu_count(&self) -> usize {
+        self.board.gpu_count()
+    }
+
+    /// Applications per GPU with their monitored demand (unsampled ones count 0), each
+    /// at the GPU it is moving to if a move is decided.
+    fn loads(&self) -> Loads {
+        let mut loads: Loads = vec![Vec::new(); self.gpu_count()];
+        for (tenant, gpu) in &self.home {
+            let at = self.moving.get(tenant).map_or(*gpu, |(to, _)| *to);
+            let d = self.monitor.demand(*tenant).unwrap_or(0.0);
+            if let Some(l) = loads.get_mut(at.0 as usize) {
+                l.push((*tenant, d));
+            }
+        }
+        loads
+    }
+
+    fn place(&mut self, tenant: TenantId) {
+        let n = self.gpu_count() as u32;
+        let usable = |g: &GpuId| self.board.state(*g).is_powered();
+        let gpu = match self.params.placement {
+            InitialPlacement::RoundRobin => {
+                let g = GpuId(self.next_rr % n);
+                self.next_rr = self.next_rr.wrapping_add(1);
+                g
+            }
+            InitialPlacement::LeastLoaded => {
+                let loads = self.loads();
+                self.board
+                    .gpu_ids()
+                    .filter(usable)
+                    .min_by(|a, b| {
+                        let (la, lb) = (&loads[a.0 as usize], &loads[b.0 as usize]);
+                        utilization(la)
+                            .total_cmp(&utilization(lb))
+                            .then(la.len().cmp(&lb.len()))
+                            .then(a.cmp(b))
+                    })
+                    .unwrap_or(GpuId(0))
+            }
+        };
+        self.home.insert(tenant, gpu);
+    }
+
+    /// The monitor's sample and the scheduler's three steps.
+    fn schedule(&mut self, now: Nanos) {
+        self.monitor.sample(now);
+        let (over, under) = (self.params.thresh_over, self.params.thresh_under);
+        let mut loads = self.loads();
+        let states: Vec<LoadState> =
+            loads.iter().map(|l| classify(utilization(l), over, under)).collect();
+        self.report.samples += 1;
+        if states.contains(&LoadState::Overloaded) && states.contains(&LoadState::Underloaded) {
+            self.report.imbalanced_samples += 1;
+        }
+        self.report.utilization = loads.iter().map(|l| utilization(l)).collect();
+        self.report.states = states.iter().map(|s| Some(*s)).collect();
+        // applications already moving, or not yet measured, are not candidates
+        let pinned: std::collections::BTreeSet<TenantId> = self
+            .home
+            .keys()
+            .filter(|t| self.moving.contains_key(t) || self.monitor.demand(**t).is_none())
+            .copied()
+            .collect();
+        let mut candidates: Loads = loads
+            .iter()
+            .map(|l| {
+                l.iter().map(|(t, d)| (*t, if pinned.contains(t) { 0.0 } else { *d })).collect()
+            })
+            .collect();
+        let mut moves = Vec::new();
+        if self.params.balance {
+            moves.extend(balance(&mut candidates, over, under));
+        }
+        if self.params.energy {
+            moves.extend(compact(&mut candidates, 1.0));
+        }
+        for m in moves {
+            if pinned.contains(&m.tenant) {
+                continue; // zero-demand stand-ins for pinned applications never move
+            }
+            self.decide(now, m);
+            // keep the loads in step for the fairness step
+            if let Some(pos) = loads[m.from.0 as usize].iter().position(|(t, _)| *t == m.tenant) {
+                let app = loads[m.from.0 as usize].remove(pos);
+                loads[m.to.0 as usize].push(app);
+            }
+        }
+        if self.params.fairness {
+            self.slice(now, &loads);
+        }
+        self.report.occupancy_evaluations = self.monitor.evaluations();
+        self.report.slicing = self.rotations.iter().map(|(g, r)| (*g, r.groups().len())).collect();
+        if let Some(shared) = &self.shared {
+            if let Ok(mut r) = shared.lock() {
+                r.clone_from(&self.report);
+            }
+        }
+    }
+
+    fn decide(&mut self, now: Nanos, m: Move) {
+        let Some(home) = self.home.get(&m.tenant).copied() else { return };
+        if home == m.to {
+            self.moving.remove(&m.tenant);
+            return;
+        }
+        self.moving.insert(m.tenant, (m.to, m.reason));
+        self.report.migrations += 1;
+        self.report.recent.push(MigrationRecord { at: now, decided: Move { from: home, ..m } });
+        if self.report.recent.len() > DcudaReport::RECENT {
+            self.report.recent.remove(0);
+        }
+    }
+
+    /// Step 3: groups and slices on GPUs still overloaded; none elsewhere.
+    fn slice(&mut self, now: Nanos, loads: &Loads) {
+        let (over, under) = (self.params.thresh_over, self.params.thresh_under);
+        for (g, apps) in loads.iter().enumerate() {
+            let gpu = GpuId(g as u32);
+            if classify(utilization(apps), over, under) != LoadState::Overloaded {
+                self.rotations.remove(&gpu);
+                continue;
+            }
+            let groups = fairness_groups(apps, 1.0, self.params.group_slack);
+            if groups.len() < 2 {
+                self.rotations.remove(&gpu);
+                continue;
+            }
+            let same = self.rotations.get(&gpu).is_some_and(|r| {
+                let mut a: Vec<_> = r.groups().iter().flatten().collect();
+                let mut b: Vec<_> = groups.iter().flatten().collect();
+                a.sort();
+                b.sort();
+                a == b
+            });
+            if !same {
+                self.rotations.insert(gpu, SliceRotation::new(groups, now, self.params.slice));
+            }
+        }
+    }
+
+    /// Rotate slices that ended, charge drained overshoots, start migrations whose
+    /// application is between tasks, and dispatch every application allowed to run.
+    fn run(&mut self, now: Nanos, actions: &mut Vec<Action>) {
+        let slice = self.params.slice;
+        for (gpu, rotation) in self.rotations.iter_mut() {
+            if now >= rotation.slice_ends() {
+                rotation.advance(now, slice);
+            }
+            if let Some(previous) = rotation.draining() {
+                let busy = self
+                    .board
+                    .state(*gpu)
+                    .running()
+                    .iter()
+                    .any(|r| previous.contains(&r.spec.tenant))
+                    && !rotation.admits_any(previous);
+                if !busy {
+                    rotation.drained(now);
+                }
+            }
+        }
+        let moving: Vec<(TenantId, GpuId)> =
+            self.moving.iter().map(|(t, (to, _))| (*t, *to)).collect();
+        for (tenant, to) in moving {
+            let Some(from) = self.home.get(&tenant).copied() else {
+                self.moving.remove(&tenant);
+                continue;
+            };
+            if self.board.is_migrating(tenant) || self.board.tenant_gpus(tenant).next().is_some() {
+                continue; // its running task finishes on the source first
+            }
+            if !self.board.migrate(tenant, from, to, actions) {
+                // refused (no room for its memory, target unavailable): it stays
+                self.moving.remove(&tenant);
+            }
+        }
+        let tenants: Vec<(TenantId, GpuId)> = self.home.iter().map(|(t, g)| (*t, *g)).collect();
+        for (tenant, gpu) in tenants {
+            let (queued, _) = self.board.queue_of(tenant);
+            if queued == 0 {
+                self.monitor.release(tenant, now);
+                continue;
+            }
+            let held = self.moving.contains_key(&tenant)
+                || self.board.is_migrating(tenant)
+                || self.rotations.get(&gpu).is_some_and(|r| !r.admits(tenant));
+            if held {
+                self.monitor.hold(tenant, now);
+                continue;
+            }
+            self.monitor.release(tenant, now);
+            for _ in 0..queued {
+                let before = actions.len();
+                self.board.dispatch(now, gpu, tenant, actions);
+                if actions.len() == before {
+                    break;
+                }
+                for a in &actions[before..] {
+                    if let Action::Dispatch { task, .. } = a {
+                        let spec = self
+                            .board
+                            .state(gpu)
+                            .running()
+                            .iter()
+                            .find(|r| r.spec.id == *task)
+                            .map(|r| r.spec.clone());
+                        if let Some(spec) = spec {
+                            self.monitor.started(&spec, now);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl SliceRotation {
+    /// Whether the active group includes any of `tenants`.
+    fn admits_any(&self, tenants: &[TenantId]) -> bool {
+        tenants.iter().any(|t| self.admits(*t))
+    }
+}
+
+impl Policy for Dcuda {
+    fn label(&self) -> String {
+        let p = &self.params;
+        let base = match p.placement {
+            InitialPlacement::RoundRobin => "RoundRobin",
+            InitialPlacement::LeastLoaded => "LeastLoaded",
+        };
+        if !(p.balance || p.energy || p.fairness) {
+            return base.into();
+        }
+        let mut steps = Vec::new();
+        if p.balance {
+            steps.push("balance");
+        }
+        if p.energy {
+            steps.push("energy");
+        }
+        if p.fairness {
+            steps.push("fairness");
+        }
+        format!("DCUDA({base}; {})", steps.join("+"))
+    }
+
+    fn tick_interval(&self) -> Option<Nanos> {
+        Some(self.params.interval)
+    }
+
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        match event {
+            Event::TenantRegistered(spec) => self.place(spec.id),
+            Event::TenantLeft { tenant, .. } => {
+                self.home.remove(tenant);
+                self.moving.remove(tenant);
+                self.monitor.forget(*tenant);
+            }
+            Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
+            Event::MigrationDone { tenant, to } => {
+                self.home.insert(*tenant, *to);
+                self.moving.remove(tenant);
+            }
+            Event::MigrationFailed { tenant, .. } => {
+                self.moving.remove(tenant);
+            }
+            Event::ActionRefused { action, .. } => {
+                if let Action::Migrate { tenant, .. } = action.as_ref() {
+                    self.moving.remove(tenant);
+                }
+            }
+            _ => {}
+        }
+        self.board.observe(now, event, actions);
+        if now >= self.next_sample {
+            self.schedule(now);
+            while self.next_sample <= now {
+                self.next_sample = self.next_sample + self.params.interval;
+            }
+        }
+        self.run(now, actions);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LaunchInfo;
+    use crate::units::{Bytes, PerMille};
+
+    fn t(i: u64) -> TenantId {
+        TenantId(i)
+    }
+
+    #[test]
+    fn the_hysteresis_band_classifies() {
+        for (u, want) in [
+            (0.0, LoadState::Underloaded),
+            (0.899, LoadState::Underloaded),
+            (0.9, LoadState::Normal),
+            (1.0, LoadState::Normal),
+            (1.001, LoadState::Overloaded),
+        ] {
+            assert_eq!(classify(u, 1.0, 0.9), want, "{u}");
+        }
+    }
+
+    /// Hand-computed: GPU 0 at 160% (0.7, 0.5, 0.4), GPU 1 at 30%, GPU 2 at 95% (normal).
+    /// 0.7 fits GPU 1 (0.3 + 0.7 = 1.0, not above 100%): it moves, and GPU 0 is at 90%,
+    /// no longer overloaded. GPU 2, normal, takes nothing.
+    #[test]
+    fn balancing_moves_the_heaviest_feasible_application() {
+        let mut loads = vec![
+            vec![(t(1), 0.7), (t(2), 0.5), (t(3), 0.4)],
+            vec![(t(4), 0.3)],
+            vec![(t(5), 0.95)],
+        ];
+        let moves = balance(&mut loads, 1.0, 0.9);
+        assert_eq!(
+            moves,
+            vec![Move { tenant: t(1), from: GpuId(0), to: GpuId(1), reason: MoveReason::Balance }]
+        );
+        // a source that stays overloaded: 0.8 does not fit the target's 0.3 of room, the
+        // next heaviest (0.3) does, then nothing else fits
+        let mut loads = vec![vec![(t(1), 0.8), (t(2), 0.3), (t(3), 0.2)], vec![(t(4), 0.7)]];
+        let moves = balance(&mut loads, 1.0, 0.9);
+        assert_eq!(moves.iter().map(|m| m.tenant).collect::<Vec<_>>(), vec![t(2)]);
+        assert!((utilization(&loads[0]) - 1.0).abs() < 1e-9);
+    }
+
+    /// Two light GPUs (20% and 30%) merge; a third at 60% cannot join them (110%).
+    #[test]
+    fn compaction_merges_the_two_least_loaded_while_one_can_hold_both() {
+        let mut loads = vec![vec![(t(1), 0.3)], vec![(t(2), 0.2)], vec![(t(3), 0.6)], vec![]];
+        let moves = compact(&mut loads, 1.0);
+        assert_eq!(
+            moves,
+            vec![Move { tenant: t(2), from: GpuId(1), to: GpuId(0), reason: MoveReason::Energy }]
+        );
+        assert!(loads[1].is_empty());
+        // 50% and 60% now: 110% does not fit, so it stops
+        assert_eq!(compact(&mut loads, 1.0), vec![]);
+    }
+
+    /// §3.3's example: a 100% and a 5% application make one group, not two.
+    #[test]
+    fn fairness_groups_fill_to_the_capacity_and_slightly_beyond() {
+        assert_eq!(fairness_groups(&[(t(1), 1.0), (t(2), 0.05)], 1.0, 0.1), vec![vec![t(1), t(2)]]);
+        // first fit, heaviest first, up to 110%: 0.6 + 0.5 = 1.1, then 0.6 + 0.3
+        let g = fairness_groups(&[(t(1), 0.6), (t(2), 0.6), (t(3), 0.5), (t(4), 0.3)], 1.0, 0.1);
+        assert_eq!(g, vec![vec![t(1), t(3)], vec![t(2), t(4)]]);
+    }
+
+    /// A group that overshoots its 100 ms slice by 30 ms gets 70 ms next time; one that
+    /// owes more than a slice is skipped once.
+    #[test]
+    fn an_overshooting_group_is_charged_in_its_next_slice() {
+        let ms = Nanos::from_millis;
+        let mut r = SliceRotation::new(vec![vec![t(1)], vec![t(2)]], Nanos::ZERO, ms(100));
+        assert!(r.admits(t(1)) && !r.admits(t(2)));
+        r.advance(ms(100), ms(100));
+        assert!(r.admits(t(2)));
+        r.drained(ms(130)); // group 0's last kernel ended 30 ms late
+        assert_eq!(r.owed(), &[ms(30), Nanos::ZERO]);
+        r.advance(ms(200), ms(100));
+        assert!(r.admits(t(1)));
+        assert_eq!(r.slice_ends(), ms(270));
+        r.drained(ms(200));
+        // group 0 overshoots by 250 ms: skipped on its next turn, 50 ms still owed
+        r.advance(ms(270), ms(100));
+        r.drained(ms(520));
+        r.advance(ms(620), ms(100));
+        assert!(r.admits(t(2)), "group 0 skipped");
+        assert_eq!(r.owed()[0], ms(150));
+    }
+
+    fn task(id: u64, tenant: u64, kernel: u32, grid: u64, demand: u16) -> TaskSpec {
+        TaskSpec {
+            id: TaskId(id),
+            tenant: t(tenant),
+            kernel,
+            memory: Bytes(0),
+            launch: Some(LaunchInfo {
+                grid_blocks: grid,
+                threads_per_block: 256,
+                demand: PerMille(demand),
+            }),
+            batch: 1,
+        }
+    }
+
+    /// Demand is evaluated once per kernel configuration, and weighted by running time:
+    /// a 40% kernel running half of a 100 ms interval is 20%; held time is not idle time.
+    #[test]
+    fn the_monitor_caches_per_configuration_and_weights_by_time() {
+        let ms = Nanos::from_millis;
+        let mut m = Monitor::default();
+        m.started(&task(1, 1, 0, 80, 400), ms(0));
+        m.stopped(TaskId(1), ms(50));
+        m.started(&task(2, 1, 0, 80, 400), ms(60));
+        m.stopped(TaskId(2), ms(60));
+        m.started(&task(3, 2, 0, 160, 800), ms(0));
+        m.sample(ms(100));
+        assert_eq!(m.evaluations(), 2, "two configurations of kernel 0");
+        assert!((m.demand(t(1)).unwrap() - 0.2).abs() < 1e-9);
+        assert!((m.demand(t(2)).unwrap() - 0.8).abs() < 1e-9);
+        // tenant 1 runs 40 ms, then is held for 50: its demand is 0.4 * 40 / 50
+        m.started(&task(4, 1, 0, 80, 400), ms(100));
+        m.stopped(TaskId(4), ms(140));
+        m.hold(t(1), ms(150));
+        m.sample(ms(200));
+        assert!((m.demand(t(1)).unwrap() - 0.4 * 40.0 / 50.0).abs() < 1e-9);
+        assert_eq!(m.evaluations(), 2);
+    }
+
+    /// The hysteresis band against ping-pong. GPU 0 holds a (50%), b (43% or 49%) and a
+    /// small s (6%); GPU 1 holds c, whose demand swings against b's (86% or 96%). When
+    /// b is high GPU 0 is overloaded (105%) and s moves to GPU 1; when c is high GPU 1
+    /// is overloaded (102%) and GPU 0 is at 93%. With DCUDA's band that 93% is normal, so
+    /// s stays: one migration in 100 rounds. With one threshold (under = over = 100%) it
+    /// is underloaded, so s goes back, every round.
+    #[test]
+    fn the_band_prevents_ping_pong() {
+        let run = |under: f64| {
+            let mut loads: Loads =
+                vec![vec![(t(1), 0.5), (t(2), 0.45), (t(3), 0.06)], vec![(t(4), 0.88)]];
+            let mut moves = 0;
+            for round in 0..100 {
+                let high = round % 2 == 0;
+                for apps in loads.iter_mut() {
+                    for (tenant, d) in apps.iter_mut() {
+                        match tenant.0 {
+                            2 => *d = if high { 0.49 } else { 0.43 },
+                            4 => *d = if high { 0.86 } else { 0.96 },
+                            _ => {}
+                        }
+                    }
+                }
+                moves += balance(&mut loads, 1.0, under).len();
+            }
+            moves
+        };
+        assert_eq!(run(0.9), 1);
+        assert_eq!(run(1.0), 100);
+    }
+}
