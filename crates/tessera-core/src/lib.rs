@@ -34,6 +34,6 @@ pub mod units;
 pub use action::Action;
 pub use event::Event;
 pub use ids::{GpuId, MemRequestId, PartitionId, TaskId, TenantId};
-pub use model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
+pub use model::{GpuSpec, LaunchInfo, Placement, ServiceClass, TaskSpec, TenantSpec};
 pub use policy::{Policy, PolicyConfig, PolicyError};
 pub use units::{Bytes, Nanos, PerMille};

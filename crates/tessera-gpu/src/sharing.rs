@@ -120,6 +120,10 @@ pub struct Usage {
     pub sm_busy_ns: f64,
     /// Integral of the number of running pieces (for mean co-location).
     pub piece_ns: f64,
+    /// Time with the summed demand over the capacity in [0, 50%), [50%, 100%] and above
+    /// 100% (DCUDA's Figures 2 and 10: low, high, overloaded), idle time included.
+    #[serde(default)]
+    pub load_ns: [f64; 3],
 }
 
 /// One GPU's running work.
@@ -245,6 +249,15 @@ impl SharedGpu {
         }
         let dt = (now - self.now) as f64;
         let r = self.rate();
+        let load = self.demand_sum / self.capacity;
+        let band = if load > 1.0 + 1e-9 {
+            2
+        } else if load >= 0.5 {
+            1
+        } else {
+            0
+        };
+        self.usage.load_ns[band] += dt;
         if r > 0.0 {
             self.v += r * dt;
             self.usage.busy_ns += dt;

@@ -124,6 +124,19 @@ struct GpuSim {
     /// Their summed declared memory.
     resident_bytes: u64,
     energy: EnergyMeter,
+    /// Integral of the resident tenants beyond the first, tenant-ns, up to
+    /// `resident_since`.
+    extra_app_ns: u128,
+    resident_since: Nanos,
+}
+
+impl GpuSim {
+    /// Integrate the residency up to `now`, before it changes.
+    fn settle_residency(&mut self, now: Nanos) {
+        let extra = self.resident.len().saturating_sub(1) as u128;
+        self.extra_app_ns += extra * u128::from((now - self.resident_since).0);
+        self.resident_since = now;
+    }
 }
 
 /// A tenant's tasks on their way between GPUs.
@@ -253,6 +266,8 @@ impl<'w> Simulation<'w> {
                 resident: Vec::new(),
                 resident_bytes: 0,
                 energy: EnergyMeter::new(opts.perf.power, 0),
+                extra_app_ns: 0,
+                resident_since: Nanos::ZERO,
             })
             .collect();
         Simulation {
@@ -393,6 +408,9 @@ impl<'w> Simulation<'w> {
             sm_weighted: Vec::new(),
             mean_running: Vec::new(),
             energy_j: Vec::new(),
+            load_bands: Vec::new(),
+            extra_app_s: Vec::new(),
+            job_end_s: self.job_ends(),
             migrations: self.counts.migrations,
             migrations_failed: self.counts.migrations_failed,
             repartitions: self.counts.repartitions,
@@ -411,8 +429,28 @@ impl<'w> Simulation<'w> {
             m.sm_weighted.push(sm / span_ns);
             m.mean_running.push(pieces / span_ns);
             m.energy_j.push(g.energy.joules(now.0));
+            let whole = self.slots[g.whole].model.usage();
+            m.load_bands.push(whole.load_ns.map(|ns| ns / span_ns));
+            g.settle_residency(now);
+            m.extra_app_s.push(g.extra_app_ns as f64 / 1e9);
         }
         m
+    }
+
+    /// When each job's last task ended, seconds.
+    fn job_ends(&self) -> Vec<Option<f64>> {
+        let mut ends: Vec<Option<Nanos>> = vec![None; self.workload.jobs.len()];
+        let mut open = vec![false; self.workload.jobs.len()];
+        for t in &self.tasks {
+            match t.end {
+                Some((e, _)) => ends[t.job] = Some(ends[t.job].map_or(e, |x| x.max(e))),
+                None => open[t.job] = true,
+            }
+        }
+        ends.iter()
+            .zip(open)
+            .map(|(e, o)| if o { None } else { e.map(|e| e.0 as f64 / 1e9) })
+            .collect()
     }
 
     fn work_remains(&self) -> bool {
@@ -480,7 +518,7 @@ impl<'w> Simulation<'w> {
         self.location.push(Location::Waiting);
         self.tasks_open += 1;
         let spec = TaskSpec {
-            launch: None,
+            launch: self.workload.kernels.get(job.kernel as usize).and_then(|k| k.launch),
             batch: 1,
             id,
             tenant: job.tenant.id,
@@ -584,6 +622,7 @@ impl<'w> Simulation<'w> {
         match g.resident.iter_mut().find(|(j, _)| *j == job) {
             Some((_, n)) => *n += 1,
             None => {
+                g.settle_residency(now);
                 g.resident.push((job, 1));
                 g.resident_bytes += bytes;
                 if metered {
@@ -612,6 +651,7 @@ impl<'w> Simulation<'w> {
         if let Some(i) = g.resident.iter().position(|(j, _)| *j == job) {
             g.resident[i].1 -= 1;
             if g.resident[i].1 == 0 {
+                g.settle_residency(now);
                 g.resident.swap_remove(i);
                 g.resident_bytes -= bytes;
                 if metered {
@@ -828,9 +868,15 @@ impl<'w> Simulation<'w> {
                 let ns = (latency.0 as f64 * factor / self.opts.perf.speed).round() as u64;
                 (Nanos(ns.max(1)), capacity)
             }
-            // a batch costs the sum of its requests' work; workloads carry no launch
-            // shape, so each task asks for the whole GPU and co-running tasks share it
-            None => (self.opts.perf.exec_time(work, placement), 1.0),
+            // a batch costs the sum of its requests' work; workloads rarely carry a
+            // launch shape, so each task asks for the whole GPU unless its kernel declares a
+            // demand (DCUDA's applications), and co-running tasks share it
+            None => {
+                let demand = self.workload.kernels.get(kernel as usize).and_then(|k| k.launch);
+                let demand =
+                    demand.map_or(1.0, |l| (f64::from(l.demand.0) / 1000.0).clamp(1e-3, 1.0));
+                (self.opts.perf.exec_time(work, placement), demand)
+            }
         };
         let now = self.now;
         let s = &mut self.slots[slot];

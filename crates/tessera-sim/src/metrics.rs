@@ -97,6 +97,17 @@ pub struct GpuMeasures {
     pub mean_running: Vec<f64>,
     /// Energy, joules, per GPU (by the performance model's power model).
     pub energy_j: Vec<f64>,
+    /// Share of the run each GPU's summed demand was below 50%, 50-100%, and above
+    /// 100% of its capacity (DCUDA's Figure 10).
+    #[serde(default)]
+    pub load_bands: Vec<[f64; 3]>,
+    /// Integral over the run of each GPU's applications beyond the first, app-seconds
+    /// (with busy time, what an energy model needs; see `tessera_gpu::power`).
+    #[serde(default)]
+    pub extra_app_s: Vec<f64>,
+    /// When each job's last task ended, seconds, per job (`None`: it did not end).
+    #[serde(default)]
+    pub job_end_s: Vec<Option<f64>>,
     /// Migrations started.
     pub migrations: u64,
     /// Migrations refused for lack of room on the target.

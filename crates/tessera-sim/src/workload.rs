@@ -2,7 +2,7 @@
 //! tasks with a bounded number outstanding (a closed loop per job, as in Flexy §III).
 
 use serde::{Deserialize, Serialize};
-use tessera_core::{Nanos, TenantSpec};
+use tessera_core::{LaunchInfo, Nanos, TenantSpec};
 
 /// A kernel of the workload's table (e.g. Flexy Table I).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -11,6 +11,12 @@ pub struct Kernel {
     pub name: String,
     /// Its average execution time on the reference GPU.
     pub mean: Nanos,
+    /// Its launch shape and the share of a GPU it occupies alone, when the workload
+    /// gives one (DCUDA's applications): tasks then co-run at that demand, and the
+    /// policy sees it as the interposer would show it. Without one a task asks for the
+    /// whole GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<LaunchInfo>,
 }
 
 /// One job: a tenant that arrives, submits its tasks, and leaves when all have ended.

@@ -48,7 +48,11 @@ fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
 
 fn workload(jobs: Vec<(u64, bool, u32, Vec<u64>, usize, bool)>) -> Workload {
     let kernels = (0..4)
-        .map(|k| Kernel { name: format!("k{k}"), mean: Nanos::from_millis(50 * (k + 1)) })
+        .map(|k| Kernel {
+            name: format!("k{k}"),
+            mean: Nanos::from_millis(50 * (k + 1)),
+            launch: None,
+        })
         .collect();
     let mut jobs: Vec<Job> = jobs
         .into_iter()

@@ -36,7 +36,10 @@ fn workload(jobs: &[(u64, Vec<u64>, usize, u64)]) -> Workload {
             arrivals: Vec::new(),
         })
         .collect();
-    Workload { kernels: vec![Kernel { name: "k".into(), mean: Nanos::from_millis(10) }], jobs }
+    Workload {
+        kernels: vec![Kernel { name: "k".into(), mean: Nanos::from_millis(10), launch: None }],
+        jobs,
+    }
 }
 
 fn options(gpus: usize) -> SimOptions {

@@ -15,9 +15,23 @@ pub enum SimCommand {
     Flexy(FlexyArgs),
     /// schedGPU (memory-safe co-scheduling): Table 3, Figure 11, Table 2.
     Schedgpu(SchedGpuArgs),
-    /// gpu-lets (partitioned inference serving): so far the interference model of §4.4
-    /// beside Figure 9.
+    /// gpu-lets (partitioned inference serving): Figures 4, 9 and 12-16.
     Gpulets(GpuletsArgs),
+    /// DCUDA (load balancing with live migration): Figures 2 and 10-14, Table 2.
+    Dcuda(DcudaArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DcudaArgs {
+    /// Directory for results.json, report.md and the figures.
+    #[arg(long, default_value = "results/dcuda")]
+    out: PathBuf,
+    /// Seed of the random arrival orders.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Arrival orders per load (the paper: 50).
+    #[arg(long, default_value_t = 50)]
+    orders: usize,
 }
 
 #[derive(Debug, Args)]
@@ -95,7 +109,37 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Flexy(args) => run_flexy(args),
         SimCommand::Schedgpu(args) => run_schedgpu(args),
         SimCommand::Gpulets(args) => run_gpulets(args),
+        SimCommand::Dcuda(args) => run_dcuda(args),
     }
+}
+
+fn run_dcuda(a: DcudaArgs) -> Result<()> {
+    use tessera_sim::experiments::dcuda;
+    if a.orders == 0 {
+        bail!("--orders must be at least 1");
+    }
+    let cfg = dcuda::DcudaConfig { orders: a.orders, ..dcuda::DcudaConfig::paper(a.seed) };
+    let r = dcuda::run_and_write(&cfg, &a.out)?;
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    writeln!(out, "wrote results.json, report.md and fig10-14.svg to {}", a.out.display())?;
+    for m in &r.summaries {
+        writeln!(
+            out,
+            "  {:<7} {:<13} utilization {:>5.1}%  overloaded {:>5.1}%  time/solo {:.2}  energy {:>6.0} J  migrations {:.1}",
+            m.load,
+            m.policy,
+            100.0 * m.utilization,
+            100.0 * m.overloaded,
+            m.mean_normalized,
+            m.energy_j,
+            m.migrations
+        )?;
+    }
+    for c in &r.claims {
+        writeln!(out, "  {:<22} {}", c.id, c.verdict.label())?;
+    }
+    Ok(())
 }
 
 fn run_gpulets(a: GpuletsArgs) -> Result<()> {

@@ -252,3 +252,29 @@ mod tests {
         assert!(!Test::AtMost { paper: 0.4, tolerance: 0.1 }.passes(0.6));
     }
 }
+
+/// A claim as `results.json` lists it for comparison.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The claim's id.
+    pub id: String,
+    /// What the paper says.
+    pub paper: String,
+    /// Our number.
+    pub ours: Option<f64>,
+    /// Whether it holds.
+    pub holds: bool,
+}
+
+/// The claims as `results.json`'s `comparisons`.
+pub fn comparisons(claims: &[Claim]) -> Vec<Comparison> {
+    claims
+        .iter()
+        .map(|c| Comparison {
+            id: c.id.clone(),
+            paper: c.paper.clone(),
+            ours: c.ours,
+            holds: c.verdict == Verdict::Holds,
+        })
+        .collect()
+}

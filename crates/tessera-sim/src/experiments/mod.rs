@@ -2,6 +2,7 @@
 //! Markdown report beside the paper's own numbers.
 
 pub mod claims;
+pub mod dcuda;
 pub mod flexy;
 pub mod gpulets;
 pub mod schedgpu;

@@ -44,5 +44,8 @@ pub fn generate(p: &ColocatedParams) -> Workload {
             arrivals: Vec::new(),
         })
         .collect();
-    Workload { kernels: vec![Kernel { name: "colocated".into(), mean: p.mean }], jobs }
+    Workload {
+        kernels: vec![Kernel { name: "colocated".into(), mean: p.mean, launch: None }],
+        jobs,
+    }
 }

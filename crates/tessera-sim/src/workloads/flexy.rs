@@ -204,7 +204,11 @@ pub enum WorkloadError {
 pub fn kernels() -> Vec<Kernel> {
     TABLE_I
         .iter()
-        .map(|(name, ms)| Kernel { name: (*name).to_string(), mean: Nanos::from_millis(*ms) })
+        .map(|(name, ms)| Kernel {
+            name: (*name).to_string(),
+            mean: Nanos::from_millis(*ms),
+            launch: None,
+        })
         .collect()
 }
 

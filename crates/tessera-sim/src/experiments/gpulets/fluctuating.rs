@@ -136,7 +136,9 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
     }
     jobs.sort_by_key(|j| j.arrival);
     let workload = Workload {
-        kernels: (0..n).map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1) }).collect(),
+        kernels: (0..n)
+            .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1), launch: None })
+            .collect(),
         jobs,
     };
     let tenants: Vec<TenantId> = (0..n).map(|i| TenantId(i as u64)).collect();

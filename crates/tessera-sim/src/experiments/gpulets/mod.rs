@@ -22,7 +22,7 @@ pub mod serving;
 pub mod throughput;
 
 use super::ExperimentError;
-use super::claims::{self, Claim, Test, Unit};
+use super::claims::{self, Claim, Comparison, Test, Unit};
 use profiles::ProfileSet;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -113,19 +113,6 @@ pub struct SetResults {
     pub schedulability: schedulability::Schedulability,
     /// Serving the heaviest schedulable scenarios (Figure 13's measure).
     pub serving: Vec<ServingRow>,
-}
-
-/// A claim as `results.json` lists it for comparison.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
-    /// The claim's id.
-    pub id: String,
-    /// What the paper says.
-    pub paper: String,
-    /// Our number.
-    pub ours: Option<f64>,
-    /// Whether it holds.
-    pub holds: bool,
 }
 
 /// Everything the run measured.
@@ -302,15 +289,7 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
             fluctuating.requests, fluctuating.reorganizations, fluctuating.refused
         ),
     ));
-    let comparisons = claims
-        .iter()
-        .map(|c| Comparison {
-            id: c.id.clone(),
-            paper: c.paper.clone(),
-            ours: c.ours,
-            holds: c.verdict == claims::Verdict::Holds,
-        })
-        .collect();
+    let comparisons = claims::comparisons(&claims);
     Ok(GpuletsResults {
         schema: "gpulets/1".into(),
         config: cfg.clone(),

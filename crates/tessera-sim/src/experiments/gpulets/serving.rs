@@ -100,7 +100,7 @@ pub fn serve(
     jobs.sort_by_key(|j| j.arrival);
     let workload = Workload {
         kernels: (0..set.models.len())
-            .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1) })
+            .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1), launch: None })
             .collect(),
         jobs,
     };
