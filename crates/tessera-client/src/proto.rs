@@ -178,6 +178,11 @@ pub struct GpuReport {
     /// Its partitions' sizes, % of the GPU (empty: whole, unpartitioned).
     #[serde(default)]
     pub partitions: Vec<u32>,
+    /// Under a balancer: the summed demand of the tenants placed on it (fraction of
+    /// the GPU) and its state (`underloaded`, `normal`, `overloaded`), as of the
+    /// balancer's last sample.
+    #[serde(default)]
+    pub load: Option<(f64, String)>,
 }
 
 /// A task running on a GPU, in a status report.
@@ -242,6 +247,9 @@ pub struct Totals {
     pub cancelled: u64,
     /// GPU resets.
     pub resets: u64,
+    /// Tenant migrations between GPUs (`balance = "dcuda"`).
+    #[serde(default)]
+    pub migrations: u64,
 }
 
 /// The node's state.
@@ -264,8 +272,35 @@ pub struct StatusReport {
     /// found the tracked rates not schedulable (the schedule in force kept serving).
     #[serde(default)]
     pub serving: Option<ServingSummary>,
+    /// The balancer (`balance = "dcuda"`): its recent migrations.
+    #[serde(default)]
+    pub balance: Option<BalanceSummary>,
     /// Counts since start.
     pub totals: Totals,
+}
+
+/// What a balancer decided.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BalanceSummary {
+    /// Migrations decided since start.
+    pub migrations: u64,
+    /// The most recent ones, oldest first.
+    pub recent: Vec<MigrationReport>,
+}
+
+/// One migration, in a status report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MigrationReport {
+    /// When it was decided, seconds since the daemon started.
+    pub at_s: f64,
+    /// The tenant, or `None` when it belongs to another uid than the viewer's.
+    pub tenant: Option<u64>,
+    /// From this GPU.
+    pub from: u32,
+    /// To this GPU.
+    pub to: u32,
+    /// `balance` (off an overloaded GPU) or `energy` (compaction).
+    pub reason: String,
 }
 
 /// A message from the daemon.

@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use tessera_client::Client;
 use tesserad::Daemon;
-use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
+use tesserad::config::{BalanceName, DaemonConfig, ExecutorKind, PolicyName};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum PolicyArg {
@@ -16,6 +16,14 @@ enum PolicyArg {
     LeastLoaded,
     /// Inference serving on gpu-lets (see `[gpulets]` in the README).
     Gpulets,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BalanceArg {
+    /// Tenants stay where the policy placed them.
+    None,
+    /// DCUDA: migrate tenants between their tasks to balance the GPUs (see `[dcuda]`).
+    Dcuda,
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +70,10 @@ pub struct DaemonArgs {
     /// User-facing SLA the policy plans for, ms.
     #[arg(long)]
     sla_ms: Option<u64>,
+    /// Balance tenants across GPUs after placing them (with `--policy least-loaded` or
+    /// `round-robin`, emulated GPUs).
+    #[arg(long, value_enum)]
+    balance: Option<BalanceArg>,
 }
 
 impl DaemonArgs {
@@ -103,6 +115,12 @@ impl DaemonArgs {
         }
         if let Some(v) = self.tasks_per_gpu {
             c.tasks_per_gpu = v;
+        }
+        if let Some(b) = self.balance {
+            c.balance = match b {
+                BalanceArg::None => BalanceName::None,
+                BalanceArg::Dcuda => BalanceName::Dcuda,
+            };
         }
         if let Some(v) = self.reserve {
             c.reserve = v;
@@ -200,6 +218,9 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             format!("{} / {}", mib(g.memory_used), mib(g.memory_total)),
             100.0 * g.utilization
         )?;
+        if let Some((u, state)) = &g.load {
+            writeln!(out, "     placed demand {:.0}% of the GPU: {state}", 100.0 * u)?;
+        }
         if !g.partitions.is_empty() {
             let sizes: Vec<String> = g.partitions.iter().map(|p| format!("{p}%")).collect();
             writeln!(out, "     partitions: {}", sizes.join(" + "))?;
@@ -276,11 +297,23 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             )?;
         }
     }
+    if let Some(b) = &s.balance {
+        writeln!(out, "\nbalancer (DCUDA): {} migrations decided; recent:", b.migrations)?;
+        for m in &b.recent {
+            let who =
+                m.tenant.map_or("another uid's tenant".to_string(), |t| format!("tenant {t}"));
+            writeln!(
+                out,
+                "  {:>8.1} s  {who}: GPU {} -> GPU {} ({})",
+                m.at_s, m.from, m.to, m.reason
+            )?;
+        }
+    }
     let t = &s.totals;
     writeln!(
         out,
-        "\nsince start: {} user-facing done ({} within SLA), {} batch done, {} failed, {} cancelled, {} resets",
-        t.uf_done, t.uf_met, t.batch_done, t.failed, t.cancelled, t.resets
+        "\nsince start: {} user-facing done ({} within SLA), {} batch done, {} failed, {} cancelled, {} resets, {} migrations",
+        t.uf_done, t.uf_met, t.batch_done, t.failed, t.cancelled, t.resets, t.migrations
     )?;
     Ok(())
 }

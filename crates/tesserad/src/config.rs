@@ -89,6 +89,54 @@ impl Default for GpuletsConfig {
     }
 }
 
+/// Dynamic balancing across GPUs on top of the placement policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BalanceName {
+    /// Tenants stay where the policy placed them.
+    #[default]
+    None,
+    /// DCUDA: each tenant placed on one GPU (by `policy`: least-loaded or round-robin),
+    /// its demand monitored, and tenants migrated between their tasks to balance the
+    /// GPUs, compact light ones and slice overloaded ones fairly (see `[dcuda]`).
+    Dcuda,
+}
+
+/// The `[dcuda]` section: DCUDA's balancer (`balance = "dcuda"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DcudaSection {
+    /// A GPU above this utilization (% of its capacity) is overloaded (the paper's 100).
+    pub thresh_over_pct: u32,
+    /// A GPU below this is underloaded (the paper's 90).
+    pub thresh_under_pct: u32,
+    /// The monitor's sampling interval and the balancer's period, ms (the paper's 100).
+    pub interval_ms: u64,
+    /// Compact the two least-loaded GPUs when one can hold both (energy awareness).
+    pub energy: bool,
+    /// Time-slice groups of tenants on a GPU still overloaded (fairness awareness).
+    pub fairness: bool,
+    /// A fairness slice, ms (the paper's 100).
+    pub slice_ms: u64,
+    /// The pause of a migration, ms (the paper: under 100; data then moves on demand
+    /// while the tenant runs).
+    pub pause_ms: u64,
+}
+
+impl Default for DcudaSection {
+    fn default() -> Self {
+        DcudaSection {
+            thresh_over_pct: 100,
+            thresh_under_pct: 90,
+            interval_ms: 100,
+            energy: true,
+            fairness: true,
+            slice_ms: 100,
+            pause_ms: 50,
+        }
+    }
+}
+
 /// The daemon's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -147,6 +195,10 @@ pub struct DaemonConfig {
     pub idle_timeout_s: u64,
     /// Inference serving (`policy = "gpulets"`).
     pub gpulets: GpuletsConfig,
+    /// Dynamic balancing across GPUs.
+    pub balance: BalanceName,
+    /// DCUDA's balancer settings (`balance = "dcuda"`).
+    pub dcuda: DcudaSection,
 }
 
 /// What becomes of a departed tenant's running tasks.
@@ -189,6 +241,8 @@ impl Default for DaemonConfig {
             departed_running: Departed::Cancel,
             idle_timeout_s: 60,
             gpulets: GpuletsConfig::default(),
+            balance: BalanceName::None,
+            dcuda: DcudaSection::default(),
         }
     }
 }
@@ -282,6 +336,36 @@ impl DaemonConfig {
                 return bad("gpulets.interference must be five finite numbers".into());
             }
         }
+        if self.balance == BalanceName::Dcuda {
+            if !matches!(self.policy, PolicyName::LeastLoaded | PolicyName::RoundRobin) {
+                return bad("balance = \"dcuda\" places tenants by policy = \"least-loaded\" \
+                     or \"round-robin\""
+                    .into());
+            }
+            if matches!(self.executor, ExecutorKind::Cuda { .. }) {
+                return bad("balance = \"dcuda\" migrates tenants between emulated GPUs only: \
+                     real programs move with the interposer's migration, not built yet"
+                    .into());
+            }
+            let d = &self.dcuda;
+            if d.thresh_under_pct == 0
+                || d.thresh_under_pct > d.thresh_over_pct
+                || d.thresh_over_pct > 400
+            {
+                return bad(format!(
+                    "dcuda thresholds must satisfy 0 < thresh_under_pct <= thresh_over_pct <= 400, got {} and {}",
+                    d.thresh_under_pct, d.thresh_over_pct
+                ));
+            }
+            for (name, v) in [("interval_ms", d.interval_ms), ("slice_ms", d.slice_ms)] {
+                if !(10..=60_000).contains(&v) {
+                    return bad(format!("dcuda.{name} must be 10..=60000, got {v}"));
+                }
+            }
+            if d.pause_ms > 10_000 {
+                return bad(format!("dcuda.pause_ms must be at most 10000, got {}", d.pause_ms));
+            }
+        }
         for (name, v) in [
             ("max_task_ms", self.max_task_ms),
             ("max_tasks_per_uid", u64::from(self.max_tasks_per_uid)),
@@ -296,6 +380,29 @@ impl DaemonConfig {
             }
         }
         Ok(())
+    }
+
+    /// DCUDA's parameters when `balance = "dcuda"`.
+    pub fn dcuda_params(&self) -> Option<tessera_core::policies::dcuda::DcudaParams> {
+        use tessera_core::policies::dcuda::{DcudaParams, InitialPlacement};
+        (self.balance == BalanceName::Dcuda).then(|| {
+            let d = &self.dcuda;
+            DcudaParams {
+                placement: if self.policy == PolicyName::RoundRobin {
+                    InitialPlacement::RoundRobin
+                } else {
+                    InitialPlacement::LeastLoaded
+                },
+                balance: true,
+                energy: d.energy,
+                fairness: d.fairness,
+                thresh_over: f64::from(d.thresh_over_pct) / 100.0,
+                thresh_under: f64::from(d.thresh_under_pct) / 100.0,
+                interval: Nanos::from_millis(d.interval_ms),
+                slice: Nanos::from_millis(d.slice_ms),
+                ..DcudaParams::PAPER
+            }
+        })
     }
 
     /// The core policy configuration; `None` for `gpulets`, whose policy the daemon

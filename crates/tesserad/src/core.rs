@@ -5,13 +5,13 @@
 
 use crate::executor::{Command, Executor};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_client::proto::{
-    ErrorCode, GpuReport, ModelReport, Reply, RunningReport, STATUS_PAGE, ServingSummary,
-    StatusReport, TenantClass, TenantReport, Totals,
+    BalanceSummary, ErrorCode, GpuReport, MigrationReport, ModelReport, Reply, RunningReport,
+    STATUS_PAGE, ServingSummary, StatusReport, TenantClass, TenantReport, Totals,
 };
 use tessera_client::region::{
     Doorbell, LaunchFacts, Region, RequestDesc, ResponseDesc, op, reason, status,
@@ -19,6 +19,7 @@ use tessera_client::region::{
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::ExecutionFailure;
 use tessera_core::model::LaunchInfo;
+use tessera_core::policies::dcuda::{DcudaReport, LoadState, MoveReason};
 use tessera_core::{
     Action, Bytes, Event, GpuId, Nanos, PerMille, Placement, Policy, ServiceClass, TaskId,
     TaskSpec, TenantId, TenantSpec,
@@ -147,6 +148,10 @@ impl Clock {
     /// Emulated now.
     pub fn now(&self) -> Nanos {
         Nanos((self.start.elapsed().as_nanos() as f64 * self.speedup) as u64)
+    }
+    /// Emulated time per wall time.
+    pub fn speedup(&self) -> f64 {
+        self.speedup
     }
     /// Wall duration of an emulated span.
     pub fn wall(&self, span: Nanos) -> Duration {
@@ -278,6 +283,11 @@ pub struct Core {
     uid_use: BTreeMap<u32, UidUse>,
     /// Inference serving (`policy = "gpulets"`).
     inference: Option<crate::inference::Inference>,
+    /// DCUDA's balancer (`balance = "dcuda"`): what it publishes, and its migrations'
+    /// pause.
+    balance: Option<(Arc<Mutex<DcudaReport>>, Nanos)>,
+    /// Migrations under way: when each tenant arrives on its new GPU.
+    arriving: Vec<(Nanos, TenantId, GpuId)>,
 }
 
 impl std::fmt::Debug for Core {
@@ -400,6 +410,8 @@ impl Core {
             drain_started: None,
             uid_use: BTreeMap::new(),
             inference: None,
+            balance: None,
+            arriving: Vec::new(),
         }
     }
 
@@ -407,6 +419,26 @@ impl Core {
     pub fn with_inference(mut self, inference: Option<crate::inference::Inference>) -> Core {
         self.inference = inference;
         self
+    }
+
+    /// Balance with DCUDA, whose policy publishes to `report`; a migration pauses its
+    /// tenant for `pause`.
+    pub fn with_balance(mut self, balance: Option<(Arc<Mutex<DcudaReport>>, Nanos)>) -> Core {
+        self.balance = balance;
+        self
+    }
+
+    /// Migrations whose pause is over arrive.
+    fn migrations_arrive(&mut self) -> bool {
+        let now = self.clock.now();
+        let (due, later): (Vec<_>, Vec<_>) =
+            self.arriving.drain(..).partition(|(at, _, _)| *at <= now);
+        self.arriving = later;
+        let any = !due.is_empty();
+        for (_, tenant, to) in due {
+            self.deliver(Event::MigrationDone { tenant, to });
+        }
+        any
     }
 
     /// Run until shut down and drained.
@@ -422,6 +454,7 @@ impl Core {
                 worked = true;
             }
             worked |= self.poll_rings();
+            worked |= self.migrations_arrive();
             if let (Some(t), Some(period)) = (next_tick, tick)
                 && self.clock.now() >= t
             {
@@ -448,8 +481,13 @@ impl Core {
                 std::hint::spin_loop();
                 continue;
             }
-            let timeout = next_tick.map_or(Duration::from_millis(100), |t| {
-                self.clock.wall(t - self.clock.now()).min(Duration::from_millis(100))
+            let next_arrival = self.arriving.iter().map(|(at, _, _)| *at).min();
+            let wake = match (next_tick, next_arrival) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = wake.map_or(Duration::from_millis(100), |t| {
+                self.clock.wall(t.saturating_sub(self.clock.now())).min(Duration::from_millis(100))
             });
             let mb = &self.mailbox;
             mb.sleeping.store(true, Ordering::SeqCst);
@@ -861,6 +899,16 @@ impl Core {
                     g.partitions = shares;
                     self.internal.push_back(Event::RepartitionDone { gpu });
                 }
+            }
+            Action::Migrate { tenant, from, to } if self.balance.is_some() => {
+                // DCUDA §3.4: the policy moves a tenant only between its tasks, so
+                // nothing of it runs on `from` and, its reservations being per task, it
+                // holds no memory there; the context moves in the pause, and its data
+                // would follow on demand while it runs on `to`
+                let pause = self.balance.as_ref().map_or(Nanos::ZERO, |(_, p)| *p);
+                tracing::info!(%tenant, %from, %to, "migrating");
+                self.totals.migrations += 1;
+                self.arriving.push((self.clock.now() + pause, tenant, to));
             }
             Action::DispatchBatch { tasks, placement } if self.inference.is_some() => {
                 self.dispatch_batch(&tasks, placement);
@@ -1473,6 +1521,13 @@ impl Core {
         };
         let uptime = self.started.elapsed();
         let used = self.ledger.as_ref().and_then(|l| l.status().ok());
+        let balance: Option<DcudaReport> =
+            self.balance.as_ref().and_then(|(r, _)| r.lock().ok().map(|r| r.clone()));
+        let state_name = |s: LoadState| match s {
+            LoadState::Underloaded => "underloaded",
+            LoadState::Normal => "normal",
+            LoadState::Overloaded => "overloaded",
+        };
         StatusReport {
             policy: self.policy.label(),
             executor: self.executor_name.clone(),
@@ -1527,6 +1582,11 @@ impl Core {
                             busy.as_secs_f64() / uptime.as_secs_f64()
                         },
                         partitions: g.partitions.iter().map(|p| u32::from(p.0) / 10).collect(),
+                        load: balance.as_ref().and_then(|b| {
+                            let u = b.utilization.get(i)?;
+                            let st = (*b.states.get(i)?)?;
+                            Some((*u, state_name(st).to_string()))
+                        }),
                     }
                 })
                 .collect(),
@@ -1571,6 +1631,27 @@ impl Core {
             serving: self.inference.as_ref().map(|i| {
                 let (reorganizations, refused) = i.decisions();
                 ServingSummary { reorganizations, refused }
+            }),
+            balance: balance.map(|b| BalanceSummary {
+                migrations: b.migrations,
+                recent: b
+                    .recent
+                    .iter()
+                    .map(|m| MigrationReport {
+                        at_s: m.at.0 as f64 / 1e9 / self.clock.speedup(),
+                        tenant: self
+                            .tenants
+                            .get(&m.decided.tenant)
+                            .is_some_and(visible)
+                            .then_some(m.decided.tenant.0),
+                        from: m.decided.from.0,
+                        to: m.decided.to.0,
+                        reason: match m.decided.reason {
+                            MoveReason::Balance => "balance".into(),
+                            MoveReason::Energy => "energy".into(),
+                        },
+                    })
+                    .collect(),
             }),
             totals: self.totals.clone(),
         }

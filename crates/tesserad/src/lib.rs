@@ -201,8 +201,23 @@ impl Daemon {
         let inference = (cfg.policy == config::PolicyName::Gpulets)
             .then(|| inference::Inference::new(&cfg.gpulets))
             .transpose()?;
+        let balance = cfg.dcuda_params().map(|p| {
+            (
+                p,
+                Arc::new(std::sync::Mutex::new(
+                    tessera_core::policies::dcuda::DcudaReport::default(),
+                )),
+            )
+        });
         let policy: Box<dyn tessera_core::Policy> = match (&inference, cfg.policy_config()) {
             (Some(inf), _) => Box::new(inf.policy(&gpus, &cfg.gpulets)),
+            (None, _) if balance.is_some() => {
+                let (params, report) = balance.as_ref().expect("checked");
+                Box::new(
+                    tessera_core::policies::dcuda::Dcuda::new(&gpus, *params)
+                        .with_report(report.clone()),
+                )
+            }
             (None, Some(p)) => p.build(&gpus)?,
             (None, None) => {
                 return Err(DaemonError::Config(config::ConfigError::Invalid(
@@ -265,7 +280,8 @@ impl Daemon {
                 departed_running: cfg.departed_running,
             },
         )
-        .with_inference(inference);
+        .with_inference(inference)
+        .with_balance(balance.map(|(_, r)| (r, Nanos::from_millis(cfg.dcuda.pause_ms))));
         let core = std::thread::Builder::new()
             .name("core".into())
             .spawn(move || core.run())
