@@ -19,8 +19,17 @@
  * CUDA_ERROR_LAUNCH_FAILED. A spin kernel asked to run exactly 777 ms faults
  * (CUDA_ERROR_LAUNCH_FAILED, sticky: every later call on that device fails until its
  * primary context is reset). Kernels: "tessera_spin" (busy for its u64 nanoseconds
- * parameter, asynchronously), "tessera_echo" (copies its input to its output), and any
- * other ".entry" of a loaded module, which does nothing.
+ * parameter, asynchronously), "tessera_echo" (copies its input to its output),
+ * "tessera_axpy" (y[i] = a * x[i] + y[i] for float a, float pointers x and y and a u32
+ * n), and any other ".entry" of a loaded module, which does nothing.
+ *
+ * Handles are per device, as on a real GPU: a module is loaded into the current
+ * context's device and a function belongs to it; launching a function of another
+ * device is CUDA_ERROR_INVALID_HANDLE. Memory from cuMemAlloc belongs to its device: a
+ * kernel on another device touching it gets CUDA_ERROR_ILLEGAL_ADDRESS. Managed memory
+ * (cuMemAllocManaged) has the same address everywhere and a resident device: a kernel
+ * touching it elsewhere moves it on demand (counted as a fault), cuMemPrefetchAsync
+ * moves it ahead (counted as prefetched bytes); both counts are in the stats file.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -40,14 +49,18 @@
 static int initialised;
 static int ctx_token[MAX_DEVICES];
 static __thread CUcontext current;
-static char spin_fn, echo_fn, noop_fn;
+/* functions per device and kind, so that a handle says which device it belongs to */
+enum kind { SPIN, ECHO, AXPY, NOOP, KINDS };
+static struct fn { int dev; int kind; } fns[MAX_DEVICES][KINDS];
+struct mod { int dev; const char *image; };
 
 static pthread_mutex_t books = PTHREAD_MUTEX_INITIALIZER;
 static int retains[MAX_DEVICES];
 static int broken[MAX_DEVICES];
 static long live[MAX_DEVICES];
 static uint64_t live_bytes[MAX_DEVICES], peak_bytes[MAX_DEVICES];
-static struct { void *p; int dev; size_t n; } allocs[MAX_ALLOCS];
+static struct { void *p; int dev; size_t n; int managed; int resident; } allocs[MAX_ALLOCS];
+static uint64_t faults[MAX_DEVICES], prefetched[MAX_DEVICES]; /* managed memory moved in, per device */
 static uint64_t busy_until[MAX_DEVICES]; /* the spin kernel "runs" until then (CLOCK_MONOTONIC ns) */
 
 int cuInitStats(void) { return 0; }
@@ -105,6 +118,8 @@ static void write_stats(void) {
     fprintf(f, "retains %d %d\nlive %ld %ld\nlive_bytes %llu %llu\npeak_bytes %llu %llu\n", retains[0], retains[1],
             live[0], live[1], (unsigned long long)live_bytes[0], (unsigned long long)live_bytes[1],
             (unsigned long long)peak_bytes[0], (unsigned long long)peak_bytes[1]);
+    fprintf(f, "faults %llu %llu\nprefetched %llu %llu\n", (unsigned long long)faults[0],
+            (unsigned long long)faults[1], (unsigned long long)prefetched[0], (unsigned long long)prefetched[1]);
     fclose(f);
     rename(tmp, path);
 }
@@ -195,18 +210,36 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device) {
 CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
     NEED_CTX();
     if (!strstr(image, ".entry")) return CUDA_ERROR_INVALID_PTX;
-    *module = (CUmodule)image;
+    struct mod *m = malloc(sizeof *m); /* modules are never unloaded here */
+    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    m->dev = dev_of_current();
+    m->image = image;
+    *module = (CUmodule)m;
+    log_call("cuModuleLoadData on %d", m->dev);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
     NEED_CTX();
+    const struct mod *m = (const struct mod *)hmod;
+    if (!m || m->dev != dev_of_current()) return CUDA_ERROR_INVALID_HANDLE;
     char entry[300];
     snprintf(entry, sizeof entry, ".entry %s", name);
-    if (!strstr((const char *)hmod, entry)) return CUDA_ERROR_NOT_FOUND;
-    if (!strcmp(name, "tessera_spin")) *hfunc = (CUfunction)&spin_fn;
-    else if (!strcmp(name, "tessera_echo")) *hfunc = (CUfunction)&echo_fn;
-    else *hfunc = (CUfunction)&noop_fn;
+    if (!strstr(m->image, entry)) return CUDA_ERROR_NOT_FOUND;
+    int kind = NOOP;
+    if (!strcmp(name, "tessera_spin")) kind = SPIN;
+    else if (!strcmp(name, "tessera_echo")) kind = ECHO;
+    else if (!strcmp(name, "tessera_axpy")) kind = AXPY;
+    struct fn *f = &fns[m->dev][kind];
+    f->dev = m->dev;
+    f->kind = kind;
+    *hfunc = (CUfunction)f;
     return CUDA_SUCCESS;
+}
+/* the function a handle names, if it is one of ours */
+static const struct fn *function(CUfunction h) {
+    const struct fn *f = (const struct fn *)h;
+    if (f < &fns[0][0] || f >= &fns[0][0] + MAX_DEVICES * KINDS) return 0;
+    return f;
 }
 CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
     NEED_INIT();
@@ -233,6 +266,7 @@ static CUresult alloc(CUdeviceptr *dptr, size_t n, const char *what) {
     if (r == CUDA_SUCCESS && !q) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         allocs[slot].p = q; allocs[slot].dev = d; allocs[slot].n = n;
+        allocs[slot].managed = !strcmp(what, "cuMemAllocManaged"); allocs[slot].resident = d;
         live[d]++; live_bytes[d] += n;
         if (live_bytes[d] > peak_bytes[d]) peak_bytes[d] = live_bytes[d];
         *dptr = (CUdeviceptr)(uintptr_t)q;
@@ -329,6 +363,52 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     pthread_mutex_unlock(&books);
     return CUDA_SUCCESS;
 }
+/* A kernel on the current device touches [p, p + n): device memory must be this
+ * device's; managed memory moves here on demand. */
+static CUresult touch(uint64_t p, size_t n) {
+    int d = dev_of_current();
+    CUresult r = CUDA_ERROR_ILLEGAL_ADDRESS;
+    pthread_mutex_lock(&books);
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        uint64_t a = (uint64_t)(uintptr_t)allocs[i].p;
+        if (!allocs[i].p || p < a || p + n > a + allocs[i].n) continue;
+        if (allocs[i].managed) {
+            if (allocs[i].resident != d) {
+                allocs[i].resident = d;
+                faults[d]++;
+                log_call("fault %zu bytes onto %d", allocs[i].n, d);
+            }
+            r = CUDA_SUCCESS;
+        } else {
+            r = allocs[i].dev == d ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
+        }
+        break;
+    }
+    write_stats();
+    pthread_mutex_unlock(&books);
+    return r;
+}
+CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream) {
+    (void)hStream;
+    NEED_INIT();
+    if (dstDevice < 0 || dstDevice >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&books);
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        uint64_t a = (uint64_t)(uintptr_t)allocs[i].p;
+        if (!allocs[i].p || devPtr < a || devPtr + count > a + allocs[i].n) continue;
+        if (allocs[i].managed) {
+            if (allocs[i].resident != dstDevice) prefetched[dstDevice] += allocs[i].n;
+            allocs[i].resident = dstDevice;
+            r = CUDA_SUCCESS;
+        }
+        break;
+    }
+    write_stats();
+    pthread_mutex_unlock(&books);
+    log_call("cuMemPrefetchAsync %zu to %d -> %d", count, (int)dstDevice, (int)r);
+    return r;
+}
 CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
     NEED_CTX();
     memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
@@ -345,9 +425,24 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
     (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)hStream; (void)extra;
     NEED_CTX();
-    log_call("cuLaunchKernel %u %u", gridDimX, blockDimX);
+    log_call("cuLaunchKernel %u %u on %d", gridDimX, blockDimX, dev_of_current());
     if (fail("launch")) return CUDA_ERROR_LAUNCH_FAILED;
-    if (f == (CUfunction)&spin_fn) {
+    const struct fn *fn = function(f);
+    if (!fn || fn->dev != dev_of_current()) return CUDA_ERROR_INVALID_HANDLE;
+    if (fn->kind == AXPY) {
+        float a = *(float *)kernelParams[0];
+        uint64_t xp = *(uint64_t *)kernelParams[1], yp = *(uint64_t *)kernelParams[2];
+        uint32_t n = *(uint32_t *)kernelParams[3];
+        if ((uint64_t)gridDimX * blockDimX < n) return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = touch(xp, (size_t)n * sizeof(float));
+        if (r == CUDA_SUCCESS) r = touch(yp, (size_t)n * sizeof(float));
+        if (r != CUDA_SUCCESS) return r;
+        const float *x = (const float *)(uintptr_t)xp;
+        float *y = (float *)(uintptr_t)yp;
+        for (uint32_t i = 0; i < n; i++) y[i] = a * x[i] + y[i];
+        return CUDA_SUCCESS;
+    }
+    if (fn->kind == SPIN) {
         uint64_t ns = *(uint64_t *)kernelParams[0];
         if (ns == 777000000u) { broken[dev_of_current()] = 1; return CUDA_SUCCESS; } /* faults on the device */
         /* asynchronous, as on a GPU: the stream is busy until the spin ends */
@@ -356,7 +451,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
         busy_until[dev_of_current()] = start + ns;
         return CUDA_SUCCESS;
     }
-    if (f == (CUfunction)&echo_fn) {
+    if (fn->kind == ECHO) {
         const uint8_t *in = (const uint8_t *)(uintptr_t) * (uint64_t *)kernelParams[0];
         uint32_t in_len = *(uint32_t *)kernelParams[1];
         uint8_t *out = (uint8_t *)(uintptr_t) * (uint64_t *)kernelParams[2];
@@ -365,8 +460,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
         for (uint32_t i = 0; i < out_len; i++) out[i] = in_len ? in[i % in_len] : 0;
         return CUDA_SUCCESS;
     }
-    if (f == (CUfunction)&noop_fn) return CUDA_SUCCESS;
-    return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS; /* any other entry does nothing */
 }
 
 /* the echo kernel completes inside cuLaunchKernel; the spin kernel keeps the stream busy */
@@ -455,7 +549,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
     E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz),
     E(cuMemCreate), E(cuMemRelease), E(cuArrayCreate_v2), E(cuArray3DCreate_v2), E(cuArrayDestroy),
-    E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
+    E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuMemPrefetchAsync), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
     E(cuCtxSynchronize), E(cuLaunchKernel_ptsz), E(cuLaunchKernelEx), E(cuLaunchKernelEx_ptsz),
     E(cuLaunchCooperativeKernel), E(cuLaunchCooperativeKernel_ptsz), E(cuGraphLaunch), E(cuGraphLaunch_ptsz), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
 };
