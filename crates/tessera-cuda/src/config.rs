@@ -15,6 +15,8 @@
 //! | `TESSERA_ON_NO_DAEMON` | `fail` (cuInit errors) or `passthrough` (unmanaged, warned) | `fail` |
 //! | `TESSERA_CUDA_DRIVER` | the real driver library | `libcuda.so.1` |
 //! | `TESSERA_CUDA_LOG` | a file to log governed calls and look-ups to | none |
+//! | `TESSERA_MIGRATION` | `1`: make the program movable between GPUs (DCUDA §3.4: device allocations become managed, contexts, PTX modules and functions get virtual handles) | off |
+//! | `TESSERA_MIGRATE_AT` | `K:D`: move to real device D after K launches (the migration order, until the daemon gives it; implies `TESSERA_MIGRATION=1`) | none |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -89,6 +91,10 @@ pub struct Config {
     pub driver: PathBuf,
     /// Log file.
     pub log: Option<PathBuf>,
+    /// Movable between GPUs (`TESSERA_MIGRATION`).
+    pub migration: bool,
+    /// Move to real device `.1` after `.0` launches (`TESSERA_MIGRATE_AT`).
+    pub migrate_at: Option<(u64, i32)>,
 }
 
 /// Parse a byte size: a number with an optional `KiB`, `MiB`, `GiB`, `TiB` (or `K`,
@@ -178,6 +184,24 @@ impl Config {
             Some("passthrough") => OnNoDaemon::Passthrough,
             Some(v) => return Err(bad("TESSERA_ON_NO_DAEMON", v, "fail or passthrough")),
         };
+        let migrate_at = match get("TESSERA_MIGRATE_AT") {
+            None => None,
+            Some(v) => {
+                let parsed = v.split_once(':').and_then(|(k, d)| {
+                    Some((k.trim().parse::<u64>().ok()?, d.trim().parse::<i32>().ok()?))
+                });
+                match parsed {
+                    Some((k, d)) if d >= 0 => Some((k, d)),
+                    _ => {
+                        return Err(bad(
+                            "TESSERA_MIGRATE_AT",
+                            &v,
+                            "LAUNCHES:DEVICE, e.g. 10:1 (a real device ordinal)",
+                        ));
+                    }
+                }
+            }
+        };
         Ok(Config {
             socket: get("TESSERA_SOCKET")
                 .map_or_else(|| runtime.join("tesserad.sock"), PathBuf::from),
@@ -195,6 +219,12 @@ impl Config {
             driver: get("TESSERA_CUDA_DRIVER")
                 .map_or_else(|| PathBuf::from("libcuda.so.1"), PathBuf::from),
             log: get("TESSERA_CUDA_LOG").map(PathBuf::from),
+            migration: match get("TESSERA_MIGRATION").as_deref() {
+                None | Some("0") => migrate_at.is_some(),
+                Some("1") => true,
+                Some(v) => return Err(bad("TESSERA_MIGRATION", v, "0 or 1")),
+            },
+            migrate_at,
         })
     }
 

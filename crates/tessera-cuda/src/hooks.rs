@@ -14,14 +14,16 @@
 // the hooks carry the driver's own names
 #![allow(non_snake_case)]
 
+use crate::migrate::migration;
 use crate::state::{Allocation, complain, state};
 use std::ffi::c_ulonglong;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use tessera_driver::sys::{
-    CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUarray, CUdevice, CUdeviceptr,
-    CUdriverProcAddressQueryResult, CUfunction, CUgraphExec, CUlaunchConfig, CUmemAllocationProp,
-    CUmemGenericAllocationHandle, CUmemLocationType, CUmemoryPool, CUstream, cuuint64_t,
+    CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUarray, CUcontext, CUdevice, CUdeviceptr,
+    CUdriverProcAddressQueryResult, CUfunction, CUfunction_attribute, CUgraphExec, CUlaunchConfig,
+    CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocationType, CUmemoryPool, CUmodule,
+    CUstream, cuuint64_t,
 };
 use tessera_driver::{CuResult, DriverApi, status};
 
@@ -52,6 +54,11 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuLaunchKernelEx: Some(cuLaunchKernelEx),
         cuLaunchCooperativeKernel: Some(cuLaunchCooperativeKernel),
         cuGraphLaunch: Some(cuGraphLaunch),
+        cuDevicePrimaryCtxRetain: Some(cuDevicePrimaryCtxRetain),
+        cuCtxSetCurrent: Some(cuCtxSetCurrent),
+        cuModuleLoadData: Some(cuModuleLoadData),
+        cuModuleGetFunction: Some(cuModuleGetFunction),
+        cuFuncGetAttribute: Some(cuFuncGetAttribute),
         ..DriverApi::default()
     }
 }
@@ -199,11 +206,63 @@ pub extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CuResult
     })
 }
 
-/// `cuMemAlloc_v2`.
+/// `cuMemAlloc_v2`; managed memory instead when the program may migrate (its address
+/// then stays valid on any GPU).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> CuResult {
     guarded("cuMemAlloc", || {
-        governed_alloc(dptr, bytes as u64, || real!(cuMemAlloc_v2(dptr, bytes)))
+        let m = migration();
+        if !m.enabled || dptr.is_null() {
+            return governed_alloc(dptr, bytes as u64, || real!(cuMemAlloc_v2(dptr, bytes)));
+        }
+        // CU_MEM_ATTACH_GLOBAL: reachable from any stream on any device
+        let r = governed_alloc(dptr, bytes as u64, || real!(cuMemAllocManaged(dptr, bytes, 1)));
+        if r == status::SUCCESS {
+            // SAFETY: checked non-null; the driver wrote it.
+            m.note_managed(unsafe { *dptr }, bytes);
+        }
+        r
+    })
+}
+
+/// `cuDevicePrimaryCtxRetain`: a virtual context when the program may migrate.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice) -> CuResult {
+    guarded("cuDevicePrimaryCtxRetain", || migration().retain(ctx, dev))
+}
+
+/// `cuCtxSetCurrent`: a virtual context stands for its current device's.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CuResult {
+    guarded("cuCtxSetCurrent", || migration().set_current(ctx))
+}
+
+/// `cuModuleLoadData`: a PTX module is kept, for loading on another GPU after a move.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult {
+    guarded("cuModuleLoadData", || migration().load(module, image))
+}
+
+/// `cuModuleGetFunction`: a virtual function for a virtual module.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuModuleGetFunction(
+    function: *mut CUfunction,
+    module: CUmodule,
+    name: *const c_char,
+) -> CuResult {
+    guarded("cuModuleGetFunction", || migration().function(function, module, name))
+}
+
+/// `cuFuncGetAttribute`: of the current device's function for a virtual one.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuFuncGetAttribute(
+    value: *mut c_int,
+    attribute: CUfunction_attribute,
+    f: CUfunction,
+) -> CuResult {
+    guarded("cuFuncGetAttribute", || match migration().real_function(f) {
+        Ok(f) => real!(cuFuncGetAttribute(value, attribute, f)),
+        Err(e) => e,
     })
 }
 
@@ -243,10 +302,11 @@ pub extern "C" fn cuMemAllocPitch_v2(
 pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CuResult {
     guarded("cuMemFree", || {
         let r = real!(cuMemFree_v2(dptr));
-        if r == status::SUCCESS
-            && let Some(t) = state().tenant()
-        {
-            t.release(Allocation::Pointer(dptr));
+        if r == status::SUCCESS {
+            migration().note_freed(dptr);
+            if let Some(t) = state().tenant() {
+                t.release(Allocation::Pointer(dptr));
+            }
         }
         r
     })
@@ -570,11 +630,17 @@ fn config_shape(f: CUfunction, config: *const CUlaunchConfig) -> Option<Shape> {
 /// each passing through to the real driver's symbol of the same name once the gate
 /// is held.
 macro_rules! gated_launch {
-    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr) => {
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)?) => {
         #[doc = concat!("`", stringify!($plain), "`, behind the launch gate.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
             guarded(stringify!($plain), || {
+                // a program that may migrate: a due move happens here, between launches,
+                // and its virtual function becomes the current device's real one
+                $( let $f = match migration().before_launch($f) {
+                    Ok(real) => real,
+                    Err(e) => return e,
+                }; )?
                 if let Err(e) = gate($shape) {
                     return e;
                 }
@@ -588,6 +654,10 @@ macro_rules! gated_launch {
             type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
             static REAL: OnceLock<Option<usize>> = OnceLock::new();
             guarded(stringify!($ptsz), || {
+                $( let $f = match migration().before_launch($f) {
+                    Ok(real) => real,
+                    Err(e) => return e,
+                }; )?
                 if let Err(e) = gate($shape) {
                     return e;
                 }
@@ -605,14 +675,14 @@ macro_rules! gated_launch {
 gated_launch!(cuLaunchKernel, cuLaunchKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void
-), dims(f, gx, gy, gz, bx, by, bz, shared));
+), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f);
 gated_launch!(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, (
     config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void
-), config_shape(f, config));
+), config_shape(f, config), migrating f);
 gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void
-), dims(f, gx, gy, gz, bx, by, bz, shared));
+), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f);
 // a graph's kernels are not visible here: no shape
 gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream), None);
 
@@ -648,6 +718,11 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuGraphLaunch" => cuGraphLaunch as *mut c_void,
         b"cuGraphLaunch_ptsz" => cuGraphLaunch_ptsz as *mut c_void,
         b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *mut c_void,
+        b"cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain as *mut c_void,
+        b"cuCtxSetCurrent" => cuCtxSetCurrent as *mut c_void,
+        b"cuModuleLoadData" => cuModuleLoadData as *mut c_void,
+        b"cuModuleGetFunction" => cuModuleGetFunction as *mut c_void,
+        b"cuFuncGetAttribute" => cuFuncGetAttribute as *mut c_void,
         _ => return None,
     })
 }

@@ -18,9 +18,11 @@
 //!
 //! Module map: [`config`] (the environment), `real` (`unsafe`: the real driver and
 //! the loader's `dlsym`), `state` (the tenant, its ledger and allocation book),
-//! `hooks` (`unsafe`: the exports).
+//! `hooks` (`unsafe`: the exports), `migrate` (`unsafe`: DCUDA's live migration of
+//! driver-API programs, `TESSERA_MIGRATION`).
 
 pub mod config;
 mod hooks;
+mod migrate;
 mod real;
 mod state;

@@ -451,6 +451,28 @@ impl Tenant {
         }
     }
 
+    /// Move every reservation held on `from` to `to` (a migration, DCUDA §3.4): the
+    /// target is reserved first, so that on a refusal nothing changes and the program
+    /// stays where it is; then the source is returned. The bytes moved, or the error.
+    pub fn move_reservations(&self, from: u32, to: u32) -> Result<u64, CuResult> {
+        let bytes: u64 = {
+            let book = self.book.lock().map_err(|_| status::UNKNOWN)?;
+            book.allocations.values().filter(|(g, _)| *g == from).map(|(_, b)| b).sum()
+        };
+        if bytes > 0 {
+            self.ledger.pre_alloc(to, bytes, Wait::NoWait).map_err(|_| status::OUT_OF_MEMORY)?;
+            let _ = self.ledger.post_free(from, bytes);
+        }
+        if let Ok(mut book) = self.book.lock() {
+            for (gpu, _) in book.allocations.values_mut() {
+                if *gpu == from {
+                    *gpu = to;
+                }
+            }
+        }
+        Ok(bytes)
+    }
+
     /// (free, total) as the tenant should see them on `gpu`: its limit and its use
     /// when it has a limit, else the GPU's capacity and what the ledger has not granted.
     pub fn memory_info(&self, gpu: u32) -> Option<(u64, u64)> {

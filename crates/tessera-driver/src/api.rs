@@ -22,6 +22,7 @@ pub mod status {
     pub const NO_DEVICE: CuResult = CUresult::CUDA_ERROR_NO_DEVICE as CuResult;
     /// `CUDA_ERROR_INVALID_DEVICE`.
     pub const INVALID_DEVICE: CuResult = CUresult::CUDA_ERROR_INVALID_DEVICE as CuResult;
+    pub const INVALID_CONTEXT: CuResult = CUresult::CUDA_ERROR_INVALID_CONTEXT as CuResult;
     /// `CUDA_ERROR_NOT_FOUND`.
     pub const NOT_FOUND: CuResult = CUresult::CUDA_ERROR_NOT_FOUND as CuResult;
     /// `CUDA_ERROR_NOT_READY`: work still pending.
@@ -138,6 +139,8 @@ driver_api! {
     fn cuMemAllocPitch_v2(dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, element: c_uint);
     /// `cuMemAllocManaged`.
     fn cuMemAllocManaged(dptr: *mut CUdeviceptr, bytes: usize, flags: c_uint);
+    /// `cuMemPrefetchAsync`.
+    fn cuMemPrefetchAsync(dptr: CUdeviceptr, count: usize, device: CUdevice, stream: CUstream);
     /// `cuMemAllocAsync`.
     fn cuMemAllocAsync(dptr: *mut CUdeviceptr, bytes: usize, stream: CUstream);
     /// `cuMemAllocFromPoolAsync`.

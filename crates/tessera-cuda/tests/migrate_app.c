@@ -1,0 +1,91 @@
+/*
+ * An unmodified CUDA driver-API program that computes something, for the migration
+ * test: it knows nothing of tessera. It makes y = 2 x + y, N times, over N_ELEMS
+ * floats (whole numbers, so the result is exact however the arithmetic is ordered),
+ * each launch synchronised, then checks the result on the host.
+ *
+ * usage: migrate_app N [N_ELEMS]
+ * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
+ * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
+ * failure, exiting 2.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void *driver;
+static void *sym(const char *name) {
+    void *p = dlsym(driver, name);
+    if (!p) { printf("error dlsym:%s 0\n", name); exit(2); }
+    return p;
+}
+#define CHECK(step, call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { printf("error %s %d\n", step, (int)r_); exit(2); } } while (0)
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, 0, _IONBF, 0);
+    if (argc < 2) { fprintf(stderr, "usage: migrate_app N [N_ELEMS]\n"); return 64; }
+    long launches = atol(argv[1]);
+    unsigned n = argc > 2 ? (unsigned)atol(argv[2]) : 4096;
+    driver = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!driver) { printf("error dlopen 0\n"); return 2; }
+    CUresult (*init)(unsigned) = sym("cuInit");
+    CUresult (*get)(CUdevice *, int) = sym("cuDeviceGet");
+    CUresult (*retain)(CUcontext *, CUdevice) = sym("cuDevicePrimaryCtxRetain");
+    CUresult (*set_current)(CUcontext) = sym("cuCtxSetCurrent");
+    CUresult (*ctx_device)(CUdevice *) = sym("cuCtxGetDevice");
+    CUresult (*alloc)(CUdeviceptr *, size_t) = sym("cuMemAlloc_v2");
+    CUresult (*release)(CUdeviceptr) = sym("cuMemFree_v2");
+    CUresult (*to_device)(CUdeviceptr, const void *, size_t) = sym("cuMemcpyHtoD_v2");
+    CUresult (*to_host)(void *, CUdeviceptr, size_t) = sym("cuMemcpyDtoH_v2");
+    CUresult (*load)(CUmodule *, const void *) = sym("cuModuleLoadData");
+    CUresult (*function)(CUfunction *, CUmodule, const char *) = sym("cuModuleGetFunction");
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                       void **, void **) = sym("cuLaunchKernel");
+    CUresult (*sync)(void) = sym("cuCtxSynchronize");
+
+    CHECK("init", init(0));
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK("device", get(&dev, 0));
+    CHECK("context", retain(&ctx, dev));
+    CHECK("current", set_current(ctx));
+    static const char ptx[] =
+        ".version 6.0\n.target sm_50\n.address_size 64\n"
+        ".visible .entry tessera_axpy(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)\n{\n    ret;\n}\n";
+    CUmodule module;
+    CUfunction axpy;
+    CHECK("module", load(&module, ptx));
+    CHECK("function", function(&axpy, module, "tessera_axpy"));
+    size_t bytes = (size_t)n * sizeof(float);
+    float *x = malloc(bytes), *y = malloc(bytes), *out = malloc(bytes);
+    if (!x || !y || !out) { printf("error malloc 0\n"); return 2; }
+    for (unsigned i = 0; i < n; i++) { x[i] = (float)(1 + i % 7); y[i] = (float)(i % 1000); }
+    CUdeviceptr dx, dy;
+    CHECK("alloc", alloc(&dx, bytes));
+    CHECK("alloc", alloc(&dy, bytes));
+    CHECK("copy", to_device(dx, x, bytes));
+    CHECK("copy", to_device(dy, y, bytes));
+    float a = 2.0f;
+    void *params[] = {&a, &dx, &dy, &n};
+    unsigned block = 256, grid = (n + block - 1) / block;
+    for (long i = 0; i < launches; i++) {
+        CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, 0, params, 0));
+        CHECK("sync", sync());
+        CUdevice now;
+        CHECK("ctxdevice", ctx_device(&now));
+        printf("launch %ld %d\n", i, (int)now);
+    }
+    CHECK("copy", to_host(out, dy, bytes));
+    double sum = 0;
+    for (unsigned i = 0; i < n; i++) {
+        float want = y[i] + (float)launches * a * x[i];
+        if (out[i] != want) { printf("result wrong %u %g %g\n", i, (double)out[i], (double)want); return 1; }
+        sum += out[i];
+    }
+    printf("result ok %.0f\n", sum);
+    CHECK("free", release(dx));
+    CHECK("free", release(dy));
+    printf("done\n");
+    return 0;
+}
