@@ -51,6 +51,14 @@ pub struct RunArgs {
     /// Without a daemon.
     #[arg(long, value_enum)]
     on_no_daemon: Option<OnNoDaemonArg>,
+    /// Make the program movable between GPUs (DCUDA's migration: managed memory and
+    /// virtual handles; driver-API programs with PTX modules; see docs/migration.md).
+    #[arg(long)]
+    migratable: bool,
+    /// Move the program to real GPU D after K kernel launches (`K:D`; implies
+    /// --migratable). A manual order, until the daemon's balancer gives it.
+    #[arg(long, value_name = "K:D")]
+    migrate_at: Option<String>,
     /// The interposer library (default: libtessera_cuda.so beside this program).
     #[arg(long)]
     preload: Option<PathBuf>,
@@ -112,6 +120,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     if let Some(s) = &a.socket {
         cmd.env("TESSERA_SOCKET", s);
+    }
+    if a.migratable || a.migrate_at.is_some() {
+        cmd.env("TESSERA_MIGRATION", "1");
+    }
+    if let Some(order) = &a.migrate_at {
+        cmd.env("TESSERA_MIGRATE_AT", order);
     }
     // only returns if the program could not be started
     let err = cmd.exec();
