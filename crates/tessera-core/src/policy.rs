@@ -31,6 +31,13 @@ pub trait Policy: Send + fmt::Debug {
     fn min_reservation(&self) -> usize {
         0
     }
+
+    /// The GPU this policy runs `tenant`'s work on, for policies that give each tenant
+    /// one (DCUDA's placement); drivers place the tenant's program there. `None`: the
+    /// policy places task by task.
+    fn home(&self, _tenant: crate::TenantId) -> Option<crate::GpuId> {
+        None
+    }
 }
 
 /// A policy configuration is invalid for this node.

@@ -637,13 +637,20 @@ macro_rules! gated_launch {
             guarded(stringify!($plain), || {
                 // a program that may migrate: a due move happens here, between launches,
                 // and its virtual function becomes the current device's real one
-                $( let $f = match migration().before_launch($f) {
+                $( let program_f = $f;
+                let $f = match migration().before_launch($f) {
                     Ok(real) => real,
                     Err(e) => return e,
                 }; )?
                 if let Err(e) = gate($shape) {
                     return e;
                 }
+                // the daemon granted the slice on another GPU (its balancer moved the
+                // tenant): a program that may migrate follows, between two launches
+                $( let $f = match migration().follow_grant(program_f, $f) {
+                    Ok(real) => real,
+                    Err(e) => return e,
+                }; )?
                 accounted(real!($plain($($arg),*)))
             })
         }
@@ -654,13 +661,18 @@ macro_rules! gated_launch {
             type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
             static REAL: OnceLock<Option<usize>> = OnceLock::new();
             guarded(stringify!($ptsz), || {
-                $( let $f = match migration().before_launch($f) {
+                $( let program_f = $f;
+                let $f = match migration().before_launch($f) {
                     Ok(real) => real,
                     Err(e) => return e,
                 }; )?
                 if let Err(e) = gate($shape) {
                     return e;
                 }
+                $( let $f = match migration().follow_grant(program_f, $f) {
+                    Ok(real) => real,
+                    Err(e) => return e,
+                }; )?
                 accounted(match variant(&REAL, stringify!($ptsz)) {
                     // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
                     // point's C signature; the caller's arguments.

@@ -13,8 +13,9 @@
 //!   is not prefetched moves on demand), and the launch goes on, on the target, and so
 //!   do the ones after it, in order.
 //!
-//! The order is `TESSERA_MIGRATE_AT=K:D` (after K launches, to real device D) until the
-//! daemon gives it. Not covered yet: streams other than the default one (a launch on
+//! The order comes from the daemon — a slice granted on another GPU than the one the
+//! program runs on (DCUDA's balancer moved its tenant) — or by hand,
+//! `TESSERA_MIGRATE_AT=K:D` (after K launches, to real device D). Not covered yet: streams other than the default one (a launch on
 //! another stream is passed through unmigrated), binary modules (cubin, fatbin: the
 //! image's size is unknown here, so such a program is not moved, with one line on
 //! stderr), several contexts per program, programs through the CUDA runtime
@@ -75,6 +76,8 @@ struct Books {
     pinned: Option<&'static str>,
     /// Moves done.
     moves: u32,
+    /// The last target a move to was refused (said once, not retried every launch).
+    refused: Option<i32>,
 }
 
 /// The migration state of the process.
@@ -247,12 +250,38 @@ impl Migration {
         self.real_function(f)
     }
 
+    /// After the launch gate: when the daemon granted the slice on another GPU than
+    /// the program runs on (its balancer moved the tenant), move there; `program_f` is
+    /// the program's handle, `current` the real function resolved before the gate.
+    pub fn follow_grant(
+        &self,
+        program_f: CUfunction,
+        current: CUfunction,
+    ) -> Result<CUfunction, CuResult> {
+        if !self.enabled {
+            return Ok(current);
+        }
+        let Some(gpu) = state().tenant().and_then(|t| t.granted()) else { return Ok(current) };
+        let Ok(to) = i32::try_from(gpu) else { return Ok(current) };
+        let here = self.books.lock().ok().and_then(|b| b.device);
+        if here.is_none() || here == Some(to) {
+            return Ok(current);
+        }
+        self.migrate(to);
+        self.real_function(program_f)
+    }
+
     /// Move the program to real device `to`, between two launches. Whatever stops it
     /// (pinned, a refusal) leaves it running where it is, with one line on stderr.
     fn migrate(&self, to: i32) {
         let st = state();
         let Ok(mut b) = self.books.lock() else { return };
         let Some(from) = b.device else { return };
+        if b.refused == Some(to) {
+            return;
+        }
+        // whatever stops the move below is said once for this target
+        b.refused = Some(to);
         if let Some(why) = b.pinned {
             complain(&format!("not migrating to GPU {to}: {why}"));
             return;
@@ -303,6 +332,7 @@ impl Migration {
         }
         b.device = Some(to);
         b.moves += 1;
+        b.refused = None;
         // data follows in the background; what is not prefetched moves on demand
         let mut prefetched = 0usize;
         for (ptr, bytes) in &b.managed {

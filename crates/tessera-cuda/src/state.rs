@@ -327,6 +327,11 @@ impl Tenant {
         }
     }
 
+    /// The GPU of the slice held now, if any.
+    pub fn granted(&self) -> Option<u32> {
+        self.region.granted()
+    }
+
     /// The launch gate: return once the tenant holds a slice of a GPU. Inside a slice
     /// this is one atomic load; outside, it asks the daemon for a slice (one
     /// outstanding request per process) and waits — futex on the grant word — until

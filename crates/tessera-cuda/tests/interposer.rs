@@ -38,6 +38,15 @@ fn setup(tag: &str, gpus: usize) -> Option<Setup> {
 /// As [`setup`], with the daemon's emulated time at `speedup` (1.0 when slices must
 /// last their wall-clock length).
 fn setup_with(tag: &str, gpus: usize, speedup: f64) -> Option<Setup> {
+    setup_config(tag, |c| {
+        c.gpus = gpus;
+        c.executor = ExecutorKind::Emulated { speedup };
+    })
+}
+
+/// As [`setup`], the daemon's configuration changed by `change` (2 GPUs at 10x unless
+/// it says otherwise).
+fn setup_config(tag: &str, change: impl FnOnce(&mut DaemonConfig)) -> Option<Setup> {
     let artifacts = match tessera_driver::testing::nvidia_artifacts() {
         Ok(dir) => dir,
         Err(why) => {
@@ -66,16 +75,17 @@ fn setup_with(tag: &str, gpus: usize, speedup: f64) -> Option<Setup> {
     assert!(preload.is_file(), "{} not built", preload.display());
     let socket = dir.join("d.sock");
     let ledger = dir.join("ledger");
-    let daemon = Daemon::start(&DaemonConfig {
+    let mut config = DaemonConfig {
         socket: socket.clone(),
         ledger: ledger.clone(),
-        gpus,
+        gpus: 2,
         gpu_memory_mib: 1024,
-        executor: ExecutorKind::Emulated { speedup },
+        executor: ExecutorKind::Emulated { speedup: 10.0 },
         policy: PolicyName::RoundRobin,
         ..DaemonConfig::default()
-    })
-    .unwrap();
+    };
+    change(&mut config);
+    let daemon = Daemon::start(&config).unwrap();
     Some(Setup { dir, app, preload, daemon: Some(daemon), socket, ledger })
 }
 
@@ -557,4 +567,46 @@ fn a_program_migrated_mid_run_computes_the_same_result() {
     let (code, out, err) = run(s.app_at(&app, &["2", elems], &[("TESSERA_MIGRATE_AT", "soon")]));
     assert_ne!(code, 0, "{out}");
     assert!(err.contains("TESSERA_MIGRATE_AT"), "{err}");
+}
+
+/// The daemon's balancer moves an unmodified program (DCUDA end to end): two
+/// migratable programs with GPU-filling kernels are placed on GPU 0 by round-robin
+/// placement (an idle tenant registered between them takes GPU 1), so GPU 0 is
+/// overloaded; DCUDA's balancer moves one tenant to GPU 1, its next slice is granted
+/// there, and its interposer follows between two launches. Both compute the right
+/// result.
+#[test]
+fn the_balancer_moves_a_running_program_to_another_gpu() {
+    let Some(s) = setup_config("balance", |c| {
+        c.balance = tesserad::config::BalanceName::Dcuda;
+    }) else {
+        return;
+    };
+    let app = build_migrate_app(&s);
+    // 2M floats: 8192 blocks of 256 threads, more than a GPU holds at once
+    let args = ["300", "2097152"];
+    let env = [("TESSERA_MIGRATION", "1")];
+    let mut a = s.app_at(&app, &args, &env).spawn().unwrap();
+    wait_for(&mut a, "launch 0");
+    let mut idle = tessera_client::Client::connect(&s.socket).unwrap();
+    idle.register(tessera_client::TenantOptions::batch()).unwrap();
+    let c = s.app_at(&app, &args, &env).spawn().unwrap();
+    let outputs: Vec<String> = [a, c]
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+        .collect();
+    for out in &outputs {
+        assert!(out.lines().any(|l| l.starts_with("result ok")), "{out}");
+    }
+    let moved: Vec<&String> =
+        outputs.iter().filter(|out| launch_devices(out).last() == Some(&1)).collect();
+    assert_eq!(moved.len(), 1, "one of the two programs moved to GPU 1: {outputs:?}");
+    let devices = launch_devices(moved[0]);
+    assert_eq!(devices[0], 0, "it started on GPU 0");
+    let log = s.log();
+    assert!(log.contains("migrated from GPU 0 to GPU 1"), "{log}");
 }

@@ -1473,6 +1473,21 @@ impl Core {
                     priority,
                     memory: Bytes(memory),
                 }));
+                // a policy that gives each tenant one GPU (DCUDA) places it: its
+                // program must run where the policy grants its slices
+                let placed = match (self.policy.home(id), placed.as_slice()) {
+                    (Some(home), [only]) if home.0 != *only => {
+                        self.gpus[*only as usize].placed -= 1;
+                        if let Some(g) = self.gpus.get_mut(home.0 as usize) {
+                            g.placed += 1;
+                        }
+                        if let Some(t) = self.tenants.get_mut(&id) {
+                            t.placed = vec![home.0];
+                        }
+                        vec![home.0]
+                    }
+                    _ => placed,
+                };
                 Reply::Registered { tenant: id.0, gpus: placed }
             }
             Request::Close { tenant } => {

@@ -795,6 +795,10 @@ impl Policy for Dcuda {
         Some(self.params.interval)
     }
 
+    fn home(&self, tenant: TenantId) -> Option<GpuId> {
+        Dcuda::home(self, tenant)
+    }
+
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         match event {
             Event::TenantRegistered(spec) => self.place(spec.id),
