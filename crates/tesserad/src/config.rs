@@ -121,6 +121,9 @@ pub struct DcudaSection {
     /// The pause of a migration, ms (the paper: under 100; data then moves on demand
     /// while the tenant runs).
     pub pause_ms: u64,
+    /// PCIe bandwidth for a migrated tenant's declared memory, GB/s: it adds to the
+    /// tenant's first task on the new GPU (PCIe 3.0 x16 moves about 12 in practice).
+    pub pcie_gb_per_s: f64,
 }
 
 impl Default for DcudaSection {
@@ -133,6 +136,7 @@ impl Default for DcudaSection {
             fairness: true,
             slice_ms: 100,
             pause_ms: 50,
+            pcie_gb_per_s: 12.0,
         }
     }
 }
@@ -364,6 +368,12 @@ impl DaemonConfig {
             }
             if d.pause_ms > 10_000 {
                 return bad(format!("dcuda.pause_ms must be at most 10000, got {}", d.pause_ms));
+            }
+            if !(d.pcie_gb_per_s > 0.0 && d.pcie_gb_per_s <= 1000.0) {
+                return bad(format!(
+                    "dcuda.pcie_gb_per_s must be in (0, 1000], got {}",
+                    d.pcie_gb_per_s
+                ));
             }
         }
         for (name, v) in [

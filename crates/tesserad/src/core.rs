@@ -201,6 +201,8 @@ struct TenantInfo {
     /// GPU time charged to it: its completed tasks' run times, and its slices' time as
     /// its launch gate accounted it.
     gpu_time: Nanos,
+    /// The device memory it declared at registration (what a migration moves).
+    declared: u64,
 }
 
 struct TaskInfo {
@@ -288,6 +290,11 @@ pub struct Core {
     balance: Option<(Arc<Mutex<DcudaReport>>, Nanos)>,
     /// Migrations under way: when each tenant arrives on its new GPU.
     arriving: Vec<(Nanos, TenantId, GpuId)>,
+    /// A migrated tenant's data still to come over PCIe: the time it adds to its first
+    /// task on the new GPU (moved on demand while that task runs).
+    transfer: BTreeMap<TenantId, Nanos>,
+    /// PCIe bandwidth for migrated data, bytes per second.
+    pcie_bytes_per_s: f64,
 }
 
 impl std::fmt::Debug for Core {
@@ -412,6 +419,8 @@ impl Core {
             inference: None,
             balance: None,
             arriving: Vec::new(),
+            transfer: BTreeMap::new(),
+            pcie_bytes_per_s: 12e9,
         }
     }
 
@@ -423,8 +432,13 @@ impl Core {
 
     /// Balance with DCUDA, whose policy publishes to `report`; a migration pauses its
     /// tenant for `pause`.
-    pub fn with_balance(mut self, balance: Option<(Arc<Mutex<DcudaReport>>, Nanos)>) -> Core {
+    pub fn with_balance(
+        mut self,
+        balance: Option<(Arc<Mutex<DcudaReport>>, Nanos)>,
+        pcie_bytes_per_s: f64,
+    ) -> Core {
         self.balance = balance;
+        self.pcie_bytes_per_s = pcie_bytes_per_s;
         self
     }
 
@@ -909,6 +923,11 @@ impl Core {
                 tracing::info!(%tenant, %from, %to, "migrating");
                 self.totals.migrations += 1;
                 self.arriving.push((self.clock.now() + pause, tenant, to));
+                let bytes = self.tenants.get(&tenant).map_or(0, |t| t.declared);
+                if bytes > 0 && self.pcie_bytes_per_s > 0.0 {
+                    let ns = (bytes as f64 / self.pcie_bytes_per_s * 1e9).ceil() as u64;
+                    self.transfer.insert(tenant, Nanos(ns));
+                }
             }
             Action::DispatchBatch { tasks, placement } if self.inference.is_some() => {
                 self.dispatch_batch(&tasks, placement);
@@ -1032,7 +1051,12 @@ impl Core {
         let g = &mut self.gpus[gpu.0 as usize];
         g.running.push(task);
         g.busy_since.get_or_insert_with(Instant::now);
-        let (work, demand) = batch.unwrap_or((info.work, 1.0));
+        let (mut work, demand) = batch.unwrap_or((info.work, 1.0));
+        // the first task after a migration waits on its data as it comes over PCIe (a
+        // slice's program moves its own data through the driver)
+        if !hold && let Some(extra) = self.transfer.remove(&info.tenant) {
+            work += extra;
+        }
         self.exec.send(gpu, Command::Run { task, work, data, memory: info.memory, hold, demand });
     }
 
@@ -1451,6 +1475,7 @@ impl Core {
                         placed: placed.clone(),
                         demand: None,
                         gpu_time: Nanos::ZERO,
+                        declared: memory,
                     },
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {

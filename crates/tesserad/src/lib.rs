@@ -281,7 +281,10 @@ impl Daemon {
             },
         )
         .with_inference(inference)
-        .with_balance(balance.map(|(_, r)| (r, Nanos::from_millis(cfg.dcuda.pause_ms))));
+        .with_balance(
+            balance.map(|(_, r)| (r, Nanos::from_millis(cfg.dcuda.pause_ms))),
+            cfg.dcuda.pcie_gb_per_s * 1e9,
+        );
         let core = std::thread::Builder::new()
             .name("core".into())
             .spawn(move || core.run())

@@ -22,7 +22,10 @@ fn the_balancer_moves_a_tenant_off_an_overloaded_gpu_and_every_task_completes_in
     let d = Daemon::start(&cfg).unwrap();
     let mut c = Client::connect(d.socket()).unwrap();
     // round-robin placement: tenants 1 and 5 share GPU 0; 2, 3, 4 and 6 stay idle
-    let tenants: Vec<u64> = (0..6).map(|_| c.register(TenantOptions::batch()).unwrap()).collect();
+    // each declares 600 MB: a move brings it over PCIe (12 GB/s: 50 ms) during the
+    // tenant's first task on its new GPU
+    let declared = TenantOptions { memory: 600_000_000, ..TenantOptions::batch() };
+    let tenants: Vec<u64> = (0..6).map(|_| c.register(declared).unwrap()).collect();
     let busy = [tenants[0], tenants[4]];
     let task = TaskRequest {
         kernel: 0,
@@ -39,12 +42,12 @@ fn the_balancer_moves_a_tenant_off_an_overloaded_gpu_and_every_task_completes_in
             owner.insert(h, (t, i));
         }
     }
-    let mut seen: BTreeMap<u64, Vec<(usize, Option<u32>)>> = BTreeMap::new();
+    let mut seen: BTreeMap<u64, Vec<(usize, Option<u32>, Duration)>> = BTreeMap::new();
     for _ in 0..2 * per_tenant {
         let done = c.wait_any(Duration::from_secs(60)).expect("every task ends");
         assert_eq!(done.outcome, Outcome::Done, "{done:?}");
         let (t, i) = owner[&done.handle];
-        seen.entry(t).or_default().push((i, done.gpu));
+        seen.entry(t).or_default().push((i, done.gpu, done.ran));
     }
     for (t, runs) in &seen {
         let order: Vec<usize> = runs.iter().map(|r| r.0).collect();
@@ -57,6 +60,15 @@ fn the_balancer_moves_a_tenant_off_an_overloaded_gpu_and_every_task_completes_in
         .map(|(t, _)| t)
         .collect();
     assert_eq!(moved.len(), 1, "exactly one busy tenant moved: {seen:?}");
+    // its first task on the new GPU ran for its work plus the data's 50 ms; before the
+    // move tasks ran slowed by their co-runner, after it at full speed
+    let runs = &seen[moved[0]];
+    let first = runs.iter().position(|r| r.1 != Some(0)).unwrap();
+    let (arrived, later) = (runs[first].2, runs.last().unwrap().2);
+    assert!(
+        arrived >= later + Duration::from_millis(45),
+        "{arrived:?} after the move, {later:?} later"
+    );
     let s = c.status().unwrap();
     assert!(s.totals.migrations >= 1, "{:?}", s.totals);
     let b = s.balance.expect("a balancing daemon reports its balancer");
