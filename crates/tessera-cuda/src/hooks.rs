@@ -59,6 +59,11 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuModuleLoadData: Some(cuModuleLoadData),
         cuModuleGetFunction: Some(cuModuleGetFunction),
         cuFuncGetAttribute: Some(cuFuncGetAttribute),
+        cuStreamCreate: Some(cuStreamCreate),
+        cuStreamCreateWithPriority: Some(cuStreamCreateWithPriority),
+        cuStreamDestroy_v2: Some(cuStreamDestroy_v2),
+        cuStreamSynchronize: Some(cuStreamSynchronize),
+        cuStreamQuery: Some(cuStreamQuery),
         ..DriverApi::default()
     }
 }
@@ -630,7 +635,7 @@ fn config_shape(f: CUfunction, config: *const CUlaunchConfig) -> Option<Shape> {
 /// each passing through to the real driver's symbol of the same name once the gate
 /// is held.
 macro_rules! gated_launch {
-    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)?) => {
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)?) => {
         #[doc = concat!("`", stringify!($plain), "`, behind the launch gate.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
@@ -650,6 +655,24 @@ macro_rules! gated_launch {
                 $( let $f = match migration().follow_grant(program_f, $f) {
                     Ok(real) => real,
                     Err(e) => return e,
+                }; )?
+                $( let $s = match migration().real_stream($s) {
+                    Ok(real) => real,
+                    Err(e) => return e,
+                }; )?
+                $( let translated;
+                let $c = if $c.is_null() {
+                    $c
+                } else {
+                    // SAFETY: non-null, the caller's launch configuration, copied
+                    // (plain fields and a pointer to its attributes, left as they are)
+                    let mut copy = unsafe { *$c };
+                    copy.hStream = match migration().real_stream(copy.hStream) {
+                        Ok(real) => real,
+                        Err(e) => return e,
+                    };
+                    translated = copy;
+                    &translated as *const CUlaunchConfig
                 }; )?
                 accounted(real!($plain($($arg),*)))
             })
@@ -673,6 +696,24 @@ macro_rules! gated_launch {
                     Ok(real) => real,
                     Err(e) => return e,
                 }; )?
+                $( let $s = match migration().real_stream($s) {
+                    Ok(real) => real,
+                    Err(e) => return e,
+                }; )?
+                $( let translated;
+                let $c = if $c.is_null() {
+                    $c
+                } else {
+                    // SAFETY: non-null, the caller's launch configuration, copied
+                    // (plain fields and a pointer to its attributes, left as they are)
+                    let mut copy = unsafe { *$c };
+                    copy.hStream = match migration().real_stream(copy.hStream) {
+                        Ok(real) => real,
+                        Err(e) => return e,
+                    };
+                    translated = copy;
+                    &translated as *const CUlaunchConfig
+                }; )?
                 accounted(match variant(&REAL, stringify!($ptsz)) {
                     // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
                     // point's C signature; the caller's arguments.
@@ -687,16 +728,74 @@ macro_rules! gated_launch {
 gated_launch!(cuLaunchKernel, cuLaunchKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void
-), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f);
+), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream);
 gated_launch!(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, (
     config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void
-), config_shape(f, config), migrating f);
+), config_shape(f, config), migrating f, configured config);
 gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void
-), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f);
+), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream);
 // a graph's kernels are not visible here: no shape
-gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream), None);
+gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream), None, on stream);
+
+/// A stream entry point and its `_ptsz` variant, with the program's stream handle
+/// standing for its stream on the current device (the same one before any move).
+macro_rules! stream_hook {
+    ($plain:ident, $ptsz:ident) => {
+        #[doc = concat!("`", stringify!($plain), "`, on the current device's stream.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $plain(stream: CUstream) -> CuResult {
+            guarded(stringify!($plain), || match migration().real_stream(stream) {
+                Ok(s) => real!($plain(s)),
+                Err(e) => e,
+            })
+        }
+
+        #[doc = concat!("`", stringify!($ptsz), "`, likewise.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $ptsz(stream: CUstream) -> CuResult {
+            type Real = unsafe extern "C" fn(CUstream) -> CuResult;
+            static REAL: OnceLock<Option<usize>> = OnceLock::new();
+            guarded(stringify!($ptsz), || match migration().real_stream(stream) {
+                Ok(s) => match variant(&REAL, stringify!($ptsz)) {
+                    // SAFETY: the driver's own `_ptsz` variant, with the plain entry
+                    // point's C signature.
+                    Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)(s) },
+                    None => status::NOT_FOUND,
+                },
+                Err(e) => e,
+            })
+        }
+    };
+}
+
+stream_hook!(cuStreamSynchronize, cuStreamSynchronize_ptsz);
+stream_hook!(cuStreamQuery, cuStreamQuery_ptsz);
+
+/// `cuStreamCreate`, remembered for a move.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CuResult {
+    guarded("cuStreamCreate", || migration().create_stream(stream, flags, None))
+}
+
+/// `cuStreamCreateWithPriority`, remembered for a move.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuStreamCreateWithPriority(
+    stream: *mut CUstream,
+    flags: c_uint,
+    priority: c_int,
+) -> CuResult {
+    guarded("cuStreamCreateWithPriority", || {
+        migration().create_stream(stream, flags, Some(priority))
+    })
+}
+
+/// `cuStreamDestroy_v2`: with its copies on other devices.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CuResult {
+    guarded("cuStreamDestroy", || migration().destroy_stream(stream))
+}
 
 /// The hook for the exact driver symbol `name` (a governed entry point), if any.
 fn hook_for(name: &[u8]) -> Option<*mut c_void> {
@@ -735,6 +834,13 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuModuleLoadData" => cuModuleLoadData as *mut c_void,
         b"cuModuleGetFunction" => cuModuleGetFunction as *mut c_void,
         b"cuFuncGetAttribute" => cuFuncGetAttribute as *mut c_void,
+        b"cuStreamCreate" => cuStreamCreate as *mut c_void,
+        b"cuStreamCreateWithPriority" => cuStreamCreateWithPriority as *mut c_void,
+        b"cuStreamDestroy_v2" => cuStreamDestroy_v2 as *mut c_void,
+        b"cuStreamSynchronize" => cuStreamSynchronize as *mut c_void,
+        b"cuStreamSynchronize_ptsz" => cuStreamSynchronize_ptsz as *mut c_void,
+        b"cuStreamQuery" => cuStreamQuery as *mut c_void,
+        b"cuStreamQuery_ptsz" => cuStreamQuery_ptsz as *mut c_void,
         _ => return None,
     })
 }

@@ -13,10 +13,16 @@
 //!   is not prefetched moves on demand), and the launch goes on, on the target, and so
 //!   do the ones after it, in order.
 //!
+//! Streams the program creates keep their handles: after a move a handle means a
+//! stream made on the new device with the same flags and priority, on first use (by a
+//! launch, `cuStreamSynchronize` or `cuStreamQuery`).
+//!
 //! The order comes from the daemon — a slice granted on another GPU than the one the
 //! program runs on (DCUDA's balancer moved its tenant) — or by hand,
-//! `TESSERA_MIGRATE_AT=K:D` (after K launches, to real device D). Not covered yet: streams other than the default one (a launch on
-//! another stream is passed through unmigrated), binary modules (cubin, fatbin: the
+//! `TESSERA_MIGRATE_AT=K:D` (after K launches, to real device D), which then replaces
+//! the daemon's. Not covered yet: other
+//! entry points that take a stream (async copies and memsets, events) after a move,
+//! binary modules (cubin, fatbin: the
 //! image's size is unknown here, so such a program is not moved, with one line on
 //! stderr), several contexts per program, programs through the CUDA runtime
 //! (`libcudart` loads kernels through library entry points), and library handles
@@ -25,9 +31,9 @@
 
 use crate::state::{complain, state};
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::{CStr, CString, c_char, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use std::sync::{Mutex, OnceLock};
-use tessera_driver::sys::{CUcontext, CUdevice, CUfunction, CUmodule};
+use tessera_driver::sys::{CUcontext, CUdevice, CUfunction, CUmodule, CUstream};
 use tessera_driver::{CuResult, status};
 
 /// Call the real driver's `$name`, or answer why it cannot be.
@@ -51,6 +57,15 @@ struct Module {
     real: HashMap<i32, usize>,
 }
 
+/// A stream the program created: how, where, and the real one per other device (the
+/// program keeps the handle of the one made on its first device).
+struct Stream {
+    flags: c_uint,
+    priority: Option<c_int>,
+    origin: i32,
+    real: HashMap<i32, usize>,
+}
+
 /// A function the program asked for: its module, its name, the real one per device.
 struct Function {
     module: usize,
@@ -68,6 +83,8 @@ struct Books {
     contexts: HashMap<i32, usize>,
     modules: HashMap<usize, Module>,
     functions: HashMap<usize, Function>,
+    /// Streams, by the handle the program holds.
+    streams: HashMap<usize, Stream>,
     /// Managed allocations: address -> bytes.
     managed: BTreeMap<u64, usize>,
     /// Launches seen.
@@ -258,7 +275,8 @@ impl Migration {
         program_f: CUfunction,
         current: CUfunction,
     ) -> Result<CUfunction, CuResult> {
-        if !self.enabled {
+        // an order given by hand replaces the daemon's (which does not know of it)
+        if !self.enabled || self.order.is_some() {
             return Ok(current);
         }
         let Some(gpu) = state().tenant().and_then(|t| t.granted()) else { return Ok(current) };
@@ -346,6 +364,78 @@ impl Migration {
             b.launches - 1,
             b.managed.len()
         ));
+    }
+
+    /// `cuStreamCreate` / `cuStreamCreateWithPriority`: a real stream, remembered so
+    /// that after a move the same handle means a stream on the new device.
+    pub fn create_stream(
+        &self,
+        out: *mut CUstream,
+        flags: c_uint,
+        priority: Option<c_int>,
+    ) -> CuResult {
+        let r = match priority {
+            Some(p) => real!(cuStreamCreateWithPriority(out, flags, p)),
+            None => real!(cuStreamCreate(out, flags)),
+        };
+        if !self.enabled || r != status::SUCCESS || out.is_null() {
+            return r;
+        }
+        if let Ok(mut b) = self.books.lock()
+            && let Some(origin) = b.device
+        {
+            // SAFETY: checked non-null; the driver wrote it.
+            let h = unsafe { *out } as usize;
+            b.streams.insert(h, Stream { flags, priority, origin, real: HashMap::new() });
+        }
+        r
+    }
+
+    /// `cuStreamDestroy`: every device's stream behind the handle.
+    pub fn destroy_stream(&self, h: CUstream) -> CuResult {
+        let others: Vec<usize> = match self.books.lock() {
+            Ok(mut b) => b
+                .streams
+                .remove(&(h as usize))
+                .map_or(Vec::new(), |s| s.real.into_values().collect()),
+            Err(_) => Vec::new(),
+        };
+        // ours on other devices are made current-context-free to destroy
+        for o in others {
+            let _ = real!(cuStreamDestroy_v2(o as CUstream));
+        }
+        real!(cuStreamDestroy_v2(h))
+    }
+
+    /// The stream `h` stands for on the current device: itself before any move (and
+    /// the default streams always); after a move, one made there with the same flags
+    /// and priority, on first use.
+    pub fn real_stream(&self, h: CUstream) -> Result<CUstream, CuResult> {
+        if !self.enabled || h.is_null() {
+            return Ok(h);
+        }
+        let Ok(mut b) = self.books.lock() else { return Err(status::UNKNOWN) };
+        let Some(dev) = b.device else { return Ok(h) };
+        let Some(s) = b.streams.get(&(h as usize)) else { return Ok(h) };
+        if s.origin == dev {
+            return Ok(h);
+        }
+        if let Some(r) = s.real.get(&dev) {
+            return Ok(*r as CUstream);
+        }
+        let (flags, priority) = (s.flags, s.priority);
+        let mut made: CUstream = std::ptr::null_mut();
+        let r = match priority {
+            Some(p) => real!(cuStreamCreateWithPriority(&mut made, flags, p)),
+            None => real!(cuStreamCreate(&mut made, flags)),
+        };
+        if r != status::SUCCESS {
+            return Err(r);
+        }
+        if let Some(s) = b.streams.get_mut(&(h as usize)) {
+            s.real.insert(dev, made as usize);
+        }
+        Ok(made)
     }
 
     /// A managed allocation the interposer made for a device allocation.

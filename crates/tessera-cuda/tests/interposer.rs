@@ -572,9 +572,9 @@ fn a_program_migrated_mid_run_computes_the_same_result() {
 /// The daemon's balancer moves an unmodified program (DCUDA end to end): two
 /// migratable programs with GPU-filling kernels are placed on GPU 0 by round-robin
 /// placement (an idle tenant registered between them takes GPU 1), so GPU 0 is
-/// overloaded; DCUDA's balancer moves one tenant to GPU 1, its next slice is granted
+/// overloaded; DCUDA's balancer moves a tenant to GPU 1, its next slice is granted
 /// there, and its interposer follows between two launches. Both compute the right
-/// result.
+/// result, however often they moved.
 #[test]
 fn the_balancer_moves_a_running_program_to_another_gpu() {
     let Some(s) = setup_config("balance", |c| {
@@ -586,9 +586,15 @@ fn the_balancer_moves_a_running_program_to_another_gpu() {
     // 2M floats: 8192 blocks of 256 threads, more than a GPU holds at once
     let args = ["300", "2097152"];
     let env = [("TESSERA_MIGRATION", "1")];
-    let mut a = s.app_at(&app, &args, &env).spawn().unwrap();
-    wait_for(&mut a, "launch 0");
+    let a = s.app_at(&app, &args, &env).spawn().unwrap();
+    // the idle tenant registers once the first program has (so round-robin puts it on
+    // GPU 1); the program's output is read whole at the end
     let mut idle = tessera_client::Client::connect(&s.socket).unwrap();
+    let start = Instant::now();
+    while idle.status().unwrap().tenants_total == 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "the first program never registered");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     idle.register(tessera_client::TenantOptions::batch()).unwrap();
     let c = s.app_at(&app, &args, &env).spawn().unwrap();
     let outputs: Vec<String> = [a, c]
@@ -602,11 +608,15 @@ fn the_balancer_moves_a_running_program_to_another_gpu() {
     for out in &outputs {
         assert!(out.lines().any(|l| l.starts_with("result ok")), "{out}");
     }
-    let moved: Vec<&String> =
-        outputs.iter().filter(|out| launch_devices(out).last() == Some(&1)).collect();
-    assert_eq!(moved.len(), 1, "one of the two programs moved to GPU 1: {outputs:?}");
-    let devices = launch_devices(moved[0]);
-    assert_eq!(devices[0], 0, "it started on GPU 0");
+    // both started on GPU 0; at least one ran on GPU 1 after a move (which one, and
+    // whether a later sample under CPU load moves one again, depends on timing)
+    for out in &outputs {
+        assert_eq!(launch_devices(out).first(), Some(&0), "{out}");
+    }
+    assert!(
+        outputs.iter().any(|out| launch_devices(out).contains(&1)),
+        "one of the two programs moved to GPU 1: {outputs:?}"
+    );
     let log = s.log();
     assert!(log.contains("migrated from GPU 0 to GPU 1"), "{log}");
 }

@@ -2,7 +2,8 @@
  * An unmodified CUDA driver-API program that computes something, for the migration
  * test: it knows nothing of tessera. It makes y = 2 x + y, N times, over N_ELEMS
  * floats (whole numbers, so the result is exact however the arithmetic is ordered),
- * each launch synchronised, then checks the result on the host.
+ * each launch on a stream of its own making and synchronised on it, then checks the
+ * result on the host.
  *
  * usage: migrate_app N [N_ELEMS]
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
@@ -42,7 +43,9 @@ int main(int argc, char **argv) {
     CUresult (*function)(CUfunction *, CUmodule, const char *) = sym("cuModuleGetFunction");
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                        void **, void **) = sym("cuLaunchKernel");
-    CUresult (*sync)(void) = sym("cuCtxSynchronize");
+    CUresult (*make_stream)(CUstream *, unsigned) = sym("cuStreamCreate");
+    CUresult (*drop_stream)(CUstream) = sym("cuStreamDestroy_v2");
+    CUresult (*sync)(CUstream) = sym("cuStreamSynchronize");
 
     CHECK("init", init(0));
     CUdevice dev;
@@ -66,12 +69,14 @@ int main(int argc, char **argv) {
     CHECK("alloc", alloc(&dy, bytes));
     CHECK("copy", to_device(dx, x, bytes));
     CHECK("copy", to_device(dy, y, bytes));
+    CUstream stream;
+    CHECK("stream", make_stream(&stream, 0));
     float a = 2.0f;
     void *params[] = {&a, &dx, &dy, &n};
     unsigned block = 256, grid = (n + block - 1) / block;
     for (long i = 0; i < launches; i++) {
-        CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, 0, params, 0));
-        CHECK("sync", sync());
+        CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, params, 0));
+        CHECK("sync", sync(stream));
         CUdevice now;
         CHECK("ctxdevice", ctx_device(&now));
         printf("launch %ld %d\n", i, (int)now);
@@ -84,6 +89,7 @@ int main(int argc, char **argv) {
         sum += out[i];
     }
     printf("result ok %.0f\n", sum);
+    CHECK("stream", drop_stream(stream));
     CHECK("free", release(dx));
     CHECK("free", release(dy));
     printf("done\n");

@@ -53,6 +53,14 @@ static __thread CUcontext current;
 enum kind { SPIN, ECHO, AXPY, NOOP, KINDS };
 static struct fn { int dev; int kind; } fns[MAX_DEVICES][KINDS];
 struct mod { int dev; const char *image; };
+/* streams belong to a device too; 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are the
+ * current context's */
+struct stream { int dev; int live; };
+static int stream_ok(CUstream h, int dev) {
+    if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return 1;
+    const struct stream *s = (const struct stream *)h;
+    return s->live && s->dev == dev;
+}
 
 static pthread_mutex_t books = PTHREAD_MUTEX_INITIALIZER;
 static int retains[MAX_DEVICES];
@@ -423,12 +431,12 @@ CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t By
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
-    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)hStream; (void)extra;
+    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)extra;
     NEED_CTX();
     log_call("cuLaunchKernel %u %u on %d", gridDimX, blockDimX, dev_of_current());
     if (fail("launch")) return CUDA_ERROR_LAUNCH_FAILED;
     const struct fn *fn = function(f);
-    if (!fn || fn->dev != dev_of_current()) return CUDA_ERROR_INVALID_HANDLE;
+    if (!fn || fn->dev != dev_of_current() || !stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
     if (fn->kind == AXPY) {
         float a = *(float *)kernelParams[0];
         uint64_t xp = *(uint64_t *)kernelParams[1], yp = *(uint64_t *)kernelParams[2];
@@ -463,6 +471,29 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
     return CUDA_SUCCESS; /* any other entry does nothing */
 }
 
+CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+    (void)Flags;
+    NEED_CTX();
+    struct stream *st = malloc(sizeof *st); /* freed never: a destroyed handle stays invalid */
+    if (!st) return CUDA_ERROR_OUT_OF_MEMORY;
+    st->dev = dev_of_current();
+    st->live = 1;
+    *phStream = (CUstream)st;
+    log_call("cuStreamCreate on %d", st->dev);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority) {
+    (void)priority;
+    return cuStreamCreate(phStream, flags);
+}
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
+    NEED_INIT();
+    if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
+    struct stream *st = (struct stream *)hStream;
+    if (!st->live) return CUDA_ERROR_INVALID_HANDLE;
+    st->live = 0;
+    return CUDA_SUCCESS;
+}
 /* the echo kernel completes inside cuLaunchKernel; the spin kernel keeps the stream busy */
 CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
     (void)hStream;
@@ -470,8 +501,8 @@ CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
     return now_ns() < busy_until[dev_of_current()] ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
-    (void)hStream;
     NEED_CTX();
+    if (!stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
     uint64_t until = busy_until[dev_of_current()];
     while (now_ns() < until) {
         struct timespec t = {0, 100000};
@@ -549,7 +580,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
     E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz),
     E(cuMemCreate), E(cuMemRelease), E(cuArrayCreate_v2), E(cuArray3DCreate_v2), E(cuArrayDestroy),
-    E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuMemPrefetchAsync), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
+    E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuMemPrefetchAsync), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
     E(cuCtxSynchronize), E(cuLaunchKernel_ptsz), E(cuLaunchKernelEx), E(cuLaunchKernelEx_ptsz),
     E(cuLaunchCooperativeKernel), E(cuLaunchCooperativeKernel_ptsz), E(cuGraphLaunch), E(cuGraphLaunch_ptsz), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
 };

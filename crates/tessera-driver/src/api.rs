@@ -177,6 +177,12 @@ driver_api! {
     fn cuStreamQuery(stream: CUstream);
     /// `cuCtxSynchronize`.
     fn cuCtxSynchronize();
+    /// `cuStreamCreate`.
+    fn cuStreamCreate(stream: *mut CUstream, flags: c_uint);
+    /// `cuStreamCreateWithPriority`.
+    fn cuStreamCreateWithPriority(stream: *mut CUstream, flags: c_uint, priority: c_int);
+    /// `cuStreamDestroy_v2`.
+    fn cuStreamDestroy_v2(stream: CUstream);
     /// `cuStreamSynchronize`.
     fn cuStreamSynchronize(stream: CUstream);
     /// `cuGetProcAddress_v2`.

@@ -124,6 +124,10 @@ pub struct DcudaSection {
     /// PCIe bandwidth for a migrated tenant's declared memory, GB/s: it adds to the
     /// tenant's first task on the new GPU (PCIe 3.0 x16 moves about 12 in practice).
     pub pcie_gb_per_s: f64,
+    /// A moved tenant stays at least this long, ms (not in the paper: against moves
+    /// back and forth when measured demand is noisy). Compaction, likewise, merges two
+    /// GPUs only below `thresh_under_pct` (the paper: up to 100%).
+    pub min_stay_ms: u64,
 }
 
 impl Default for DcudaSection {
@@ -137,6 +141,7 @@ impl Default for DcudaSection {
             slice_ms: 100,
             pause_ms: 50,
             pcie_gb_per_s: 12.0,
+            min_stay_ms: 1000,
         }
     }
 }
@@ -408,6 +413,8 @@ impl DaemonConfig {
                 fairness: d.fairness,
                 thresh_over: f64::from(d.thresh_over_pct) / 100.0,
                 thresh_under: f64::from(d.thresh_under_pct) / 100.0,
+                compact_to: f64::from(d.thresh_under_pct) / 100.0,
+                min_stay: Nanos::from_millis(d.min_stay_ms),
                 interval: Nanos::from_millis(d.interval_ms),
                 slice: Nanos::from_millis(d.slice_ms),
                 ..DcudaParams::PAPER

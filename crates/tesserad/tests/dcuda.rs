@@ -60,15 +60,12 @@ fn the_balancer_moves_a_tenant_off_an_overloaded_gpu_and_every_task_completes_in
         .map(|(t, _)| t)
         .collect();
     assert_eq!(moved.len(), 1, "exactly one busy tenant moved: {seen:?}");
-    // its first task on the new GPU ran for its work plus the data's 50 ms; before the
-    // move tasks ran slowed by their co-runner, after it at full speed
+    // its first task on the new GPU ran for its 100 ms of work plus the data's 50 ms
+    // (a run measures at least its work: a loaded machine only lengthens it)
     let runs = &seen[moved[0]];
     let first = runs.iter().position(|r| r.1 != Some(0)).unwrap();
-    let (arrived, later) = (runs[first].2, runs.last().unwrap().2);
-    assert!(
-        arrived >= later + Duration::from_millis(45),
-        "{arrived:?} after the move, {later:?} later"
-    );
+    let arrived = runs[first].2;
+    assert!(arrived >= Duration::from_millis(148), "{arrived:?} for the first task after the move");
     let s = c.status().unwrap();
     assert!(s.totals.migrations >= 1, "{:?}", s.totals);
     let b = s.balance.expect("a balancing daemon reports its balancer");

@@ -18,7 +18,10 @@
 //!   not make the target overloaded moves, repeatedly, until the source is no longer
 //!   overloaded or nothing fits.
 //! - Step 2, energy awareness ([`compact`]): the two least-loaded GPUs in use are
-//!   merged onto one when one can hold both loads; repeated until no pair can be.
+//!   merged onto one when one can hold both loads; repeated until no pair can be. The
+//!   daemon adds two safeguards of ours (`compact_to` at `thresh_under`, a `min_stay`
+//!   of 1 s after a move), because noisy demand measurements made steps 1 and 2 undo
+//!   each other under CPU load; the simulator runs the paper's rule.
 //! - Step 3, fairness awareness ([`fairness_groups`], [`SliceRotation`]): on a GPU still
 //!   overloaded, applications are grouped so that each group's demand is close to the
 //!   capacity (it may exceed it slightly), and the groups take 100 ms slices in turn; a
@@ -75,6 +78,14 @@ pub struct DcudaParams {
     /// How far a fairness group's demand may exceed the capacity (the paper groups a
     /// 100% and a 5% application together; "slightly" is not quantified: ours).
     pub group_slack: f64,
+    /// Step 2 merges two GPUs only when their summed load is at most this: 1.0 as the
+    /// paper says ("can be satisfied by one GPU"); the daemon uses `thresh_under`, which
+    /// keeps the merged GPU out of the band where noise in measured demand makes step 1
+    /// move an application straight back.
+    pub compact_to: f64,
+    /// An application that moved stays at least this long (0 in the paper; the daemon
+    /// uses 1 s, against flip-flops when measured demands are noisy).
+    pub min_stay: Nanos,
 }
 
 impl DcudaParams {
@@ -90,6 +101,8 @@ impl DcudaParams {
         interval: Nanos(100_000_000),
         slice: Nanos(100_000_000),
         group_slack: 0.1,
+        compact_to: 1.0,
+        min_stay: Nanos(0),
     };
 
     /// Static scheduling only (the baseline): `placement`, no migration, no slicing.
@@ -484,6 +497,8 @@ pub struct Dcuda {
     moving: BTreeMap<TenantId, (GpuId, MoveReason)>,
     /// Fairness slicing per GPU.
     rotations: BTreeMap<GpuId, SliceRotation>,
+    /// When each application last arrived on a GPU by a migration.
+    arrived: BTreeMap<TenantId, Nanos>,
     next_rr: u32,
     next_sample: Nanos,
     report: DcudaReport,
@@ -500,6 +515,7 @@ impl Dcuda {
             home: BTreeMap::new(),
             moving: BTreeMap::new(),
             rotations: BTreeMap::new(),
+            arrived: BTreeMap::new(),
             next_rr: 0,
             next_sample: params.interval,
             report: DcudaReport {
@@ -606,7 +622,11 @@ impl Dcuda {
         let pinned: std::collections::BTreeSet<TenantId> = self
             .home
             .keys()
-            .filter(|t| self.moving.contains_key(t) || self.monitor.demand(**t).is_none())
+            .filter(|t| {
+                self.moving.contains_key(t)
+                    || self.monitor.demand(**t).is_none()
+                    || self.arrived.get(t).is_some_and(|at| now < *at + self.params.min_stay)
+            })
             .copied()
             .collect();
         let mut candidates: Loads = loads
@@ -620,7 +640,7 @@ impl Dcuda {
             moves.extend(balance(&mut candidates, over, under));
         }
         if self.params.energy {
-            moves.extend(compact(&mut candidates, 1.0));
+            moves.extend(compact(&mut candidates, self.params.compact_to));
         }
         for m in moves {
             if pinned.contains(&m.tenant) {
@@ -805,12 +825,14 @@ impl Policy for Dcuda {
             Event::TenantLeft { tenant, .. } => {
                 self.home.remove(tenant);
                 self.moving.remove(tenant);
+                self.arrived.remove(tenant);
                 self.monitor.forget(*tenant);
             }
             Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
             Event::MigrationDone { tenant, to } => {
                 self.home.insert(*tenant, *to);
                 self.moving.remove(tenant);
+                self.arrived.insert(*tenant, now);
             }
             Event::MigrationFailed { tenant, .. } => {
                 self.moving.remove(tenant);

@@ -575,9 +575,9 @@ pub fn report(r: &DcudaResults) -> String {
          passes the GPU's capacity). Least-loaded: each application placed on the GPU with \
          the least monitored load when it arrives, never moved. `dcuda`: the same \
          placement, then every 100 ms the monitor's sample, load balancing with hysteresis \
-         (over 100%, under 90%), energy compaction and fair slicing of still-overloaded \
-         GPUs (100 ms slices); migrations between an application's tasks with a 100 ms \
-         pause, data moved on demand. `dcuda-no-slicing`: the same without the slicing \
+         (over 100%, under 90%), energy compaction (two GPUs merged when one can hold \
+         both) and fair slicing of still-overloaded GPUs (100 ms slices); migrations \
+         between an application's tasks with a 100 ms pause, data moved on demand. `dcuda-no-slicing`: the same without the slicing \
          step (a diagnostic, not the paper's system; claims are judged on `dcuda`). \
          Overloaded time counts the monitor's samples in which the demand of the \
          applications placed on a GPU exceeds its capacity (§4.3's definition), so that \
