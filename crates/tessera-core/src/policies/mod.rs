@@ -7,9 +7,11 @@
 //! - [`memsafe`]: schedGPU's memory admission with four notification policies.
 //! - [`least_loaded`]: co-location on the least-loaded GPU (DCUDA §5's baseline).
 //! - [`dcuda`]: DCUDA's placement, monitor, balancing, compaction and fair slicing.
+//! - [`fair`]: FairGV's fair queuing (start-time fair queuing by weight).
 //! - [`gpulets`]: gpu-lets' elastic partitioning, its sizing steps so far (§4.3).
 
 pub mod dcuda;
+pub mod fair;
 pub mod flexy;
 pub mod gpulets;
 pub mod least_loaded;
