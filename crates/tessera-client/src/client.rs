@@ -295,6 +295,14 @@ impl Client {
         }
     }
 
+    /// Change the weight of one of this connection's tenants (1..=1000).
+    pub fn set_weight(&mut self, tenant: u64, weight: u32) -> Result<(), ClientError> {
+        match self.call(&Request::SetWeight { tenant, weight })? {
+            Reply::WeightSet { .. } => Ok(()),
+            other => Err(refused(other)),
+        }
+    }
+
     /// A round trip over the control socket (transport benchmark).
     pub fn ping(&mut self) -> Result<(), ClientError> {
         match self.call(&Request::Ping)? {

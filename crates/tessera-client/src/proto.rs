@@ -76,6 +76,13 @@ pub enum Request {
         /// The tenant.
         tenant: u64,
     },
+    /// Change the weight of one of this connection's tenants (fair sharing).
+    SetWeight {
+        /// The tenant.
+        tenant: u64,
+        /// Its new weight, 1..=1000.
+        weight: u32,
+    },
     /// The node's state: the GPUs, and one page of the tenants this client may see
     /// (root and the daemon's own user see all; others their own uid's), optionally
     /// filtered.
@@ -230,6 +237,19 @@ pub struct TenantReport {
     /// The inference model it serves, if any.
     #[serde(default)]
     pub model: Option<ModelReport>,
+    /// Its weight for fair sharing.
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// Its weight over the summed weights of the tenants with work now (what fair
+    /// sharing entitles it to), when it has work.
+    #[serde(default)]
+    pub entitled_share: Option<f64>,
+    /// Its share of the GPU time the daemon charged over the last 10 s, when any was.
+    #[serde(default)]
+    pub received_share: Option<f64>,
+    /// Time its tasks spent queued, in all, ms.
+    #[serde(default)]
+    pub waiting_ms: f64,
 }
 
 /// Counts since the daemon started, over all tenants past and present.
@@ -329,6 +349,13 @@ pub enum Reply {
     Closed {
         /// Its id.
         tenant: u64,
+    },
+    /// A tenant's weight was changed.
+    WeightSet {
+        /// Its id.
+        tenant: u64,
+        /// Its weight now.
+        weight: u32,
     },
     /// The node's state.
     Status(StatusReport),

@@ -397,7 +397,10 @@ impl Board {
                     self.memory_used[gpu.0 as usize].0 -= freed;
                 }
             }
-            Event::DemandSampled { .. } | Event::MemorySampled { .. } | Event::Tick => {}
+            Event::DemandSampled { .. }
+            | Event::MemorySampled { .. }
+            | Event::TenantWeightChanged { .. }
+            | Event::Tick => {}
         }
         None
     }

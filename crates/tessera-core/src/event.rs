@@ -53,6 +53,13 @@ pub enum Event {
         /// The tenant.
         tenant: TenantId,
     },
+    /// A tenant's owner changed its weight (FairGV: weights changeable at run time).
+    TenantWeightChanged {
+        /// The tenant.
+        tenant: TenantId,
+        /// Its new weight (at least 1).
+        weight: u32,
+    },
     /// A task was submitted to its tenant's queue.
     TaskSubmitted(TaskSpec),
     /// The client withdrew a task. If it is still queued the policy cancels it.

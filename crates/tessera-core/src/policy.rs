@@ -4,7 +4,7 @@ use crate::action::Action;
 use crate::event::Event;
 use crate::model::GpuSpec;
 use crate::policies::memsafe::NotificationPolicy;
-use crate::policies::{flexy, least_loaded, memsafe, pid, priority, round_robin};
+use crate::policies::{fair, flexy, least_loaded, memsafe, pid, priority, round_robin};
 use crate::units::Nanos;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -134,6 +134,12 @@ pub enum PolicyConfig {
         /// Tasks that may run at once on one GPU.
         per_gpu: usize,
     },
+    /// FairGV's fair queuing by tenant weight (§3.2.1), one quantum per GPU at a time;
+    /// the GPU waits up to `spin` for the tenant whose turn it is (§3.2.2).
+    Fair {
+        /// The spin budget.
+        spin: Nanos,
+    },
 }
 
 impl PolicyConfig {
@@ -148,6 +154,7 @@ impl PolicyConfig {
             PolicyConfig::FlexyPid { .. } => "F-PID".into(),
             PolicyConfig::MemSafe { notification } => format!("schedGPU {}", notification.label()),
             PolicyConfig::LeastLoaded { per_gpu } => format!("LeastLoaded{per_gpu}"),
+            PolicyConfig::Fair { .. } => "FairGV".into(),
         }
     }
 
@@ -197,6 +204,7 @@ impl PolicyConfig {
                 }
                 Box::new(least_loaded::LeastLoaded::new(gpus, *per_gpu))
             }
+            PolicyConfig::Fair { spin } => Box::new(fair::FairQueuing::new(gpus).with_spin(*spin)),
         })
     }
 }

@@ -16,6 +16,8 @@ enum PolicyArg {
     LeastLoaded,
     /// Inference serving on gpu-lets (see `[gpulets]` in the README).
     Gpulets,
+    /// FairGV's fair queuing: GPU time in proportion to tenant weights.
+    Fair,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -111,6 +113,7 @@ impl DaemonArgs {
                 PolicyArg::FlexyPid => PolicyName::FlexyPid,
                 PolicyArg::LeastLoaded => PolicyName::LeastLoaded,
                 PolicyArg::Gpulets => PolicyName::Gpulets,
+                PolicyArg::Fair => PolicyName::Fair,
             };
         }
         if let Some(v) = self.tasks_per_gpu {
@@ -264,6 +267,29 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             // the latest kernel's share of the GPU, for programs under the interposer
             t.demand.map_or("-".into(), |d| format!("{:.0}%", 100.0 * d))
         )?;
+    }
+    if s.policy == "FairGV" && !s.tenants.is_empty() {
+        writeln!(
+            out,
+            "\nfair sharing (received: share of the GPU time charged over the last 10 s)"
+        )?;
+        writeln!(
+            out,
+            "{:<7} {:>6} {:>9} {:>9} {:>12}",
+            "tenant", "weight", "entitled", "received", "waited (ms)"
+        )?;
+        let share = |x: Option<f64>| x.map_or("-".into(), |v| format!("{:.1}%", 100.0 * v));
+        for t in &s.tenants {
+            writeln!(
+                out,
+                "{:<7} {:>6} {:>9} {:>9} {:>12.0}",
+                t.tenant,
+                t.weight,
+                share(t.entitled_share),
+                share(t.received_share),
+                t.waiting_ms
+            )?;
+        }
     }
     let models: Vec<_> =
         s.tenants.iter().filter_map(|t| t.model.as_ref().map(|m| (t, m))).collect();

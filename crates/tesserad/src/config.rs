@@ -46,6 +46,8 @@ pub enum PolicyName {
     /// Inference serving on gpu-lets (gpu-lets §4): tenants register models, tasks are
     /// requests; see `[gpulets]` (emulated executor only).
     Gpulets,
+    /// FairGV's fair queuing (§3.2.1): GPU time in proportion to tenant weights.
+    Fair,
 }
 
 /// The `[gpulets]` section: inference serving.
@@ -438,6 +440,8 @@ impl DaemonConfig {
             }
             PolicyName::LeastLoaded => PolicyConfig::LeastLoaded { per_gpu: self.tasks_per_gpu },
             PolicyName::Gpulets => return None,
+            // a client's next slice request follows its give-back within a millisecond
+            PolicyName::Fair => PolicyConfig::Fair { spin: Nanos::from_millis(2) },
         })
     }
 }

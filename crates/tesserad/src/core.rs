@@ -133,6 +133,9 @@ impl Mailbox {
     }
 }
 
+/// The window over which `status` reports each tenant's received share of GPU time.
+const SHARE_WINDOW: Nanos = Nanos(10_000_000_000);
+
 /// Emulated time: wall time since start times the speed-up.
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
@@ -203,6 +206,10 @@ struct TenantInfo {
     gpu_time: Nanos,
     /// The device memory it declared at registration (what a migration moves).
     declared: u64,
+    /// Its weight for fair sharing.
+    weight: u32,
+    /// Time its tasks waited in the queue, in all.
+    waiting: Nanos,
 }
 
 struct TaskInfo {
@@ -295,6 +302,8 @@ pub struct Core {
     transfer: BTreeMap<TenantId, Nanos>,
     /// PCIe bandwidth for migrated data, bytes per second.
     pcie_bytes_per_s: f64,
+    /// GPU time charged over the last [`SHARE_WINDOW`]: (when, tenant, how much).
+    charges: VecDeque<(Nanos, TenantId, Nanos)>,
 }
 
 impl std::fmt::Debug for Core {
@@ -421,6 +430,7 @@ impl Core {
             arriving: Vec::new(),
             transfer: BTreeMap::new(),
             pcie_bytes_per_s: 12e9,
+            charges: VecDeque::new(),
         }
     }
 
@@ -440,6 +450,16 @@ impl Core {
         self.balance = balance;
         self.pcie_bytes_per_s = pcie_bytes_per_s;
         self
+    }
+
+    /// Record GPU time charged to `tenant` now, for the received shares of `status`.
+    fn charge(&mut self, tenant: TenantId, ran: Nanos) {
+        let now = self.clock.now();
+        self.charges.push_back((now, tenant, ran));
+        while self.charges.front().is_some_and(|(at, _, _)| now.saturating_sub(*at) > SHARE_WINDOW)
+        {
+            self.charges.pop_front();
+        }
     }
 
     /// Migrations whose pause is over arrive.
@@ -706,6 +726,7 @@ impl Core {
                 if let Some(t) = self.tenants.get_mut(&info.tenant) {
                     t.gpu_time += used;
                 }
+                self.charge(info.tenant, used);
                 self.deliver(Event::TaskFinished {
                     task,
                     placement: Placement::whole(gpu),
@@ -1038,8 +1059,10 @@ impl Core {
             return;
         }
         info.started = Some((gpu, self.clock.now()));
+        let waited = self.clock.now().saturating_sub(info.submitted);
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
             t.queued = t.queued.saturating_sub(1);
+            t.waiting += waited;
         }
         let conn = self.conns.get(&info.conn).filter(|c| c.alive);
         let data = conn.map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
@@ -1251,6 +1274,7 @@ impl Core {
                 if let Some(t) = self.tenants.get_mut(&info.tenant) {
                     t.gpu_time += ran_for;
                 }
+                self.charge(info.tenant, ran_for);
                 self.deliver(Event::TaskFinished {
                     task,
                     placement: Placement::whole(gpu),
@@ -1476,6 +1500,8 @@ impl Core {
                         demand: None,
                         gpu_time: Nanos::ZERO,
                         declared: memory,
+                        weight: weight.max(1),
+                        waiting: Nanos::ZERO,
                     },
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
@@ -1514,6 +1540,26 @@ impl Core {
                     _ => placed,
                 };
                 Reply::Registered { tenant: id.0, gpus: placed }
+            }
+            Request::SetWeight { tenant, weight } => {
+                let id = TenantId(tenant);
+                if !self.tenants.get(&id).is_some_and(|t| t.conn == conn && t.open) {
+                    return err(
+                        ErrorCode::UnknownTenant,
+                        format!("tenant {tenant} is not one of this connection's"),
+                    );
+                }
+                if !(1..=1000).contains(&weight) {
+                    return err(
+                        ErrorCode::BadRequest,
+                        format!("weight must be 1..=1000, got {weight}"),
+                    );
+                }
+                if let Some(t) = self.tenants.get_mut(&id) {
+                    t.weight = weight;
+                }
+                self.deliver(Event::TenantWeightChanged { tenant: id, weight });
+                Reply::WeightSet { tenant, weight }
             }
             Request::Close { tenant } => {
                 let id = TenantId(tenant);
@@ -1561,6 +1607,26 @@ impl Core {
         };
         let uptime = self.started.elapsed();
         let used = self.ledger.as_ref().and_then(|l| l.status().ok());
+        // fair sharing: who has work now, and who was charged GPU time lately
+        let on_any: BTreeSet<TenantId> = self
+            .gpus
+            .iter()
+            .flat_map(|g| g.running.iter().filter_map(|t| self.tasks.get(t).map(|i| i.tenant)))
+            .collect();
+        let active_weight: u32 = self
+            .tenants
+            .iter()
+            .filter(|(id, t)| t.open && (t.queued > 0 || on_any.contains(id)))
+            .map(|(_, t)| t.weight)
+            .sum();
+        let now = self.clock.now();
+        let mut charged: BTreeMap<TenantId, u64> = BTreeMap::new();
+        for (at, tenant, ran) in &self.charges {
+            if now.saturating_sub(*at) <= SHARE_WINDOW {
+                *charged.entry(*tenant).or_default() += ran.0;
+            }
+        }
+        let charged_total: u64 = charged.values().sum();
         let balance: Option<DcudaReport> =
             self.balance.as_ref().and_then(|(r, _)| r.lock().ok().map(|r| r.clone()));
         let state_name = |s: LoadState| match s {
@@ -1656,6 +1722,13 @@ impl Core {
                         memory_held: held.get(id).copied().unwrap_or(0),
                         demand: t.demand,
                         gpu_ms: t.gpu_time.as_secs_f64() * 1e3,
+                        weight: t.weight,
+                        entitled_share: (t.queued > 0 || on_any.contains(id))
+                            .then(|| f64::from(t.weight) / f64::from(active_weight.max(1))),
+                        received_share: (charged_total > 0).then(|| {
+                            charged.get(id).map_or(0, |n| *n) as f64 / charged_total as f64
+                        }),
+                        waiting_ms: t.waiting.0 as f64 / 1e6,
                         model: self.inference.as_ref().and_then(|inf| inf.model_of(*id)).map(|m| {
                             ModelReport {
                                 name: m.model.name,

@@ -4,8 +4,10 @@
 //! (kept in an ordered set, not found by a scan); when its quantum ends after running
 //! L, F = S + L / w and S = F. The global virtual time V is the smallest start tag of
 //! the active tenants; a tenant that wakes from sleep starts at max(V, its F), so it
-//! cannot claim its idle period. A tenant with nothing queued is not active, so the
-//! GPU goes to the next one (work conserving, §3.2.2).
+//! cannot claim its idle period. A tenant with nothing queued yields the GPU to the
+//! next one (work conserving, §3.2.2) — after a spin budget when it is its turn
+//! ([`FairQueuing::with_spin`]), since a client with one request outstanding needs a
+//! moment to submit the next.
 //!
 //! A quantum is a dispatched task: a daemon client's task, or a launch-gate slice of an
 //! interposed program (6 ms on non-preemptive GPUs, 30 ms on preemptive ones, FairGV's
@@ -46,6 +48,9 @@ pub struct Tags {
     pub active: bool,
     /// Its quantum running now, if any.
     pub running: Option<TaskId>,
+    /// Until when the GPU waits for its next request after a quantum that left it
+    /// with nothing queued (the spin budget of §3.2.2), if it does.
+    pub lingering_until: Option<Nanos>,
 }
 
 /// FairGV's fair queuing over one or more GPUs (one quantum per GPU at a time).
@@ -59,6 +64,9 @@ pub struct FairQueuing {
     idle_v: VirtualTime,
     /// Service each tenant received, ns (for status and tests).
     service: BTreeMap<TenantId, u64>,
+    /// How long the GPU waits for a tenant whose turn it is to submit its next request
+    /// before yielding to the next (0: yield at once).
+    spin: Nanos,
 }
 
 impl FairQueuing {
@@ -70,7 +78,17 @@ impl FairQueuing {
             order: BTreeSet::new(),
             idle_v: 0,
             service: BTreeMap::new(),
+            spin: Nanos::ZERO,
         }
+    }
+
+    /// Wait up to `spin` for a tenant whose turn it is and whose queue ran dry (§3.2.2:
+    /// a client that submits one request at a time needs a moment to submit the next;
+    /// without this wait, the GPU would go to another tenant every time, and a tenant
+    /// could never receive more than every other quantum).
+    pub fn with_spin(mut self, spin: Nanos) -> FairQueuing {
+        self.spin = spin;
+        self
     }
 
     /// The global virtual time: the smallest start tag of the active tenants.
@@ -109,17 +127,42 @@ impl FairQueuing {
 
     /// `tenant`'s quantum ended after running `ran`: F = S + L / w, S = F; it stays
     /// active if it has more queued.
-    fn charge(&mut self, tenant: TenantId, ran: Nanos) {
+    fn charge(&mut self, now: Nanos, tenant: TenantId, ran: Nanos) {
         let backlogged = self.board.queue_of(tenant).0 > 0;
+        let spin = self.spin;
         let Some(t) = self.tags.get_mut(&tenant) else { return };
         self.order.remove(&(t.start, tenant));
         t.running = None;
         t.finish = t.start + (u128::from(ran.0) << SCALE) / u128::from(t.weight.max(1));
         t.start = t.finish;
         *self.service.entry(tenant).or_default() += ran.0;
-        if backlogged {
+        if backlogged || spin > Nanos::ZERO {
+            // still active; with nothing queued it lingers for the spin budget
+            t.lingering_until = (!backlogged).then_some(now + spin);
             self.order.insert((t.start, tenant));
         } else {
+            t.active = false;
+            if self.order.is_empty() {
+                self.idle_v = t.finish;
+            }
+        }
+    }
+
+    /// Tenants whose spin budget ran out without a request yield: inactive.
+    fn expire(&mut self, now: Nanos) {
+        let expired: Vec<TenantId> = self
+            .tags
+            .iter()
+            .filter(|(_, t)| t.lingering_until.is_some_and(|until| now >= until))
+            .map(|(id, _)| *id)
+            .collect();
+        for tenant in expired {
+            let Some(t) = self.tags.get_mut(&tenant) else { continue };
+            t.lingering_until = None;
+            if self.board.queue_of(tenant).0 > 0 {
+                continue;
+            }
+            self.order.remove(&(t.start, tenant));
             t.active = false;
             if self.order.is_empty() {
                 self.idle_v = t.finish;
@@ -130,12 +173,21 @@ impl FairQueuing {
     /// Give every free GPU to the active tenant with the smallest start tag that has
     /// a task queued and none running.
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
+        // a lingering tenant ahead in the order keeps one GPU waiting for it
+        let mut held: BTreeSet<TenantId> = BTreeSet::new();
         for gpu in self.board.idle_gpus() {
             let next = self.order.iter().map(|(_, t)| *t).find(|t| {
-                self.tags.get(t).is_some_and(|x| x.running.is_none())
-                    && self.board.queue_of(*t).0 > 0
+                let Some(x) = self.tags.get(t) else { return false };
+                if x.running.is_some() || held.contains(t) {
+                    return false;
+                }
+                self.board.queue_of(*t).0 > 0 || x.lingering_until.is_some_and(|u| now < u)
             });
             let Some(tenant) = next else { break };
+            if self.board.queue_of(tenant).0 == 0 {
+                held.insert(tenant); // this GPU waits for it
+                continue;
+            }
             let before = actions.len();
             self.board.dispatch(now, gpu, tenant, actions);
             let task = actions[before..].iter().find_map(|a| match a {
@@ -144,6 +196,7 @@ impl FairQueuing {
             });
             if let (Some(task), Some(t)) = (task, self.tags.get_mut(&tenant)) {
                 t.running = Some(task);
+                t.lingering_until = None;
             }
         }
     }
@@ -157,6 +210,11 @@ impl FairQueuing {
 impl Policy for FairQueuing {
     fn label(&self) -> String {
         "FairGV".into()
+    }
+
+    fn tick_interval(&self) -> Option<Nanos> {
+        // lingering ends on a tick when no other event comes first
+        (self.spin > Nanos::ZERO).then_some(self.spin)
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
@@ -178,6 +236,7 @@ impl Policy for FairQueuing {
                         finish: v,
                         active: false,
                         running: None,
+                        lingering_until: None,
                     },
                 );
             }
@@ -187,11 +246,13 @@ impl Policy for FairQueuing {
                 }
             }
             Event::TaskSubmitted(spec) => self.wake(spec.tenant),
+            Event::TenantWeightChanged { tenant, weight } => self.set_weight(*tenant, *weight),
             _ => {}
         }
         if let Some((tenant, ran)) = finished {
-            self.charge(tenant, ran);
+            self.charge(now, tenant, ran);
         }
+        self.expire(now);
         // a refused dispatch went back to its queue (the board re-queued it): its
         // tenant has no quantum running
         if let Event::ActionRefused { action, .. } = event
@@ -326,6 +387,50 @@ mod tests {
         assert_eq!(d.finish(), Some(TenantId(1)));
         assert_eq!(d.finish(), Some(TenantId(0)), "v1 runs next, once");
         assert_eq!(d.finish(), Some(TenantId(1)));
+    }
+
+    /// A client with one request at a time (tenant 0, weight 3) re-submits 0.1 ms
+    /// after each quantum; tenant 1 (weight 1) always has work. Yielding at once gives
+    /// tenant 1 the GPU every time tenant 0's queue is empty, so tenant 0 gets at most
+    /// every other quantum; with a 2 ms spin budget it gets its 3/4.
+    #[test]
+    fn a_spin_budget_lets_a_one_request_client_have_its_share() {
+        let ms = Nanos::from_millis;
+        let share = |spin: Nanos| {
+            let mut d = Driver::new(&[3, 1]);
+            d.p = std::mem::replace(&mut d.p, FairQueuing::new(&[])).with_spin(spin);
+            d.submit(1, ms(10));
+            d.submit(1, ms(10));
+            d.submit(0, ms(10));
+            for _ in 0..400 {
+                let Some((t, _)) = d.finish_run() else {
+                    // the GPU waits for tenant 0, whose request comes 0.1 ms later
+                    break;
+                };
+                if t == TenantId(1) {
+                    d.submit(1, ms(10));
+                } else {
+                    let at = d.now;
+                    d.now = at + Nanos(100_000);
+                    d.submit(0, ms(10));
+                }
+                if d.running.is_none() {
+                    // nothing dispatched: a tick ends the spin
+                    d.now += spin;
+                    let mut actions = Vec::new();
+                    d.p.on_event(d.now, &Event::Tick, &mut actions);
+                    d.apply(actions);
+                }
+            }
+            let s = d.p.service();
+            let a = s.get(&TenantId(0)).copied().unwrap_or(0) as f64;
+            let b = s.get(&TenantId(1)).copied().unwrap_or(0) as f64;
+            a / (a + b)
+        };
+        let at_once = share(Nanos::ZERO);
+        let spinning = share(ms(2));
+        assert!(at_once <= 0.51, "{at_once}");
+        assert!((spinning - 0.75).abs() < 0.02, "{spinning}");
     }
 
     proptest! {
