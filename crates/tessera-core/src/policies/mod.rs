@@ -7,9 +7,12 @@
 //! - [`memsafe`]: schedGPU's memory admission with four notification policies.
 //! - [`least_loaded`]: co-location on the least-loaded GPU (DCUDA §5's baseline).
 //! - [`dcuda`]: DCUDA's placement, monitor, balancing, compaction and fair slicing.
+//! - [`credit`]: FairGV's baselines (Xen's credit scheduler, Pegasus's coscheduling
+//!   condition) and its interactivity classification.
 //! - [`fair`]: FairGV's fair queuing (start-time fair queuing by weight).
 //! - [`gpulets`]: gpu-lets' elastic partitioning, its sizing steps so far (§4.3).
 
+pub mod credit;
 pub mod dcuda;
 pub mod fair;
 pub mod flexy;
