@@ -4,7 +4,7 @@ use crate::action::Action;
 use crate::event::Event;
 use crate::model::GpuSpec;
 use crate::policies::memsafe::NotificationPolicy;
-use crate::policies::{fair, flexy, least_loaded, memsafe, pid, priority, round_robin};
+use crate::policies::{credit, fair, flexy, least_loaded, memsafe, pid, priority, round_robin};
 use crate::units::Nanos;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -134,6 +134,8 @@ pub enum PolicyConfig {
         /// Tasks that may run at once on one GPU.
         per_gpu: usize,
     },
+    /// Xen's credit scheduler applied to GPUs (FairGV §5.3's Credit baseline).
+    Credit,
     /// FairGV's fair queuing by tenant weight (§3.2.1), one quantum per GPU at a time;
     /// the GPU waits up to `spin` for the tenant whose turn it is (§3.2.2).
     Fair {
@@ -155,6 +157,7 @@ impl PolicyConfig {
             PolicyConfig::MemSafe { notification } => format!("schedGPU {}", notification.label()),
             PolicyConfig::LeastLoaded { per_gpu } => format!("LeastLoaded{per_gpu}"),
             PolicyConfig::Fair { .. } => "FairGV".into(),
+            PolicyConfig::Credit => "Credit".into(),
         }
     }
 
@@ -205,6 +208,7 @@ impl PolicyConfig {
                 Box::new(least_loaded::LeastLoaded::new(gpus, *per_gpu))
             }
             PolicyConfig::Fair { spin } => Box::new(fair::FairQueuing::new(gpus).with_spin(*spin)),
+            PolicyConfig::Credit => Box::new(credit::Credit::new(gpus)),
         })
     }
 }

@@ -18,6 +18,8 @@ enum PolicyArg {
     Gpulets,
     /// FairGV's fair queuing: GPU time in proportion to tenant weights.
     Fair,
+    /// Xen's credit scheduler on GPUs (FairGV's baseline).
+    Credit,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -114,6 +116,7 @@ impl DaemonArgs {
                 PolicyArg::LeastLoaded => PolicyName::LeastLoaded,
                 PolicyArg::Gpulets => PolicyName::Gpulets,
                 PolicyArg::Fair => PolicyName::Fair,
+                PolicyArg::Credit => PolicyName::Credit,
             };
         }
         if let Some(v) = self.tasks_per_gpu {
@@ -268,7 +271,7 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             t.demand.map_or("-".into(), |d| format!("{:.0}%", 100.0 * d))
         )?;
     }
-    if s.policy == "FairGV" && !s.tenants.is_empty() {
+    if (s.policy == "FairGV" || s.policy == "Credit") && !s.tenants.is_empty() {
         writeln!(
             out,
             "\nfair sharing (received: share of the GPU time charged over the last 10 s)"

@@ -48,6 +48,8 @@ pub enum PolicyName {
     Gpulets,
     /// FairGV's fair queuing (§3.2.1): GPU time in proportion to tenant weights.
     Fair,
+    /// Xen's credit scheduler on GPUs (FairGV's baseline), for comparison.
+    Credit,
 }
 
 /// The `[gpulets]` section: inference serving.
@@ -442,6 +444,7 @@ impl DaemonConfig {
             PolicyName::Gpulets => return None,
             // a client's next slice request follows its give-back within a millisecond
             PolicyName::Fair => PolicyConfig::Fair { spin: Nanos::from_millis(2) },
+            PolicyName::Credit => PolicyConfig::Credit,
         })
     }
 }
