@@ -247,6 +247,30 @@ mod tests {
         assert!(!c.is_interactive(t, us(12_000)), "10 ms later the calls have aged out");
     }
 
+    /// Table 3's benchmarks (`data/fairgv/table3.csv`), each making its synchronous
+    /// calls evenly at its measured rate for 100 ms, are classified as the paper
+    /// classified them.
+    #[test]
+    fn table_3s_benchmarks_are_classified_as_in_the_paper() {
+        let table = include_str!("../../../../data/fairgv/table3.csv");
+        for (i, line) in
+            table.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).enumerate()
+        {
+            let f: Vec<&str> = line.split(',').collect();
+            let (name, interactive, per_10ms): (&str, bool, f64) =
+                (f[1], f[3] == "yes", f[7].parse().unwrap());
+            let mut c = Interactivity::default();
+            let t = TenantId(i as u64);
+            let gap = 10_000_000.0 / per_10ms;
+            let mut at = 0.0;
+            while at < 100e6 {
+                c.sync_call(t, Nanos(at as u64));
+                at += gap;
+            }
+            assert_eq!(c.is_interactive(t, Nanos(100_000_000)), interactive, "{name}");
+        }
+    }
+
     #[test]
     fn strict_coscheduling_needs_the_largest_credit() {
         assert!(strict_coscheduling_accepts(5, [3, 5, -2]));
