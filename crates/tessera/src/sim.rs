@@ -19,6 +19,15 @@ pub enum SimCommand {
     Gpulets(GpuletsArgs),
     /// DCUDA (load balancing with live migration): Figures 2 and 10-14, Table 2.
     Dcuda(DcudaArgs),
+    /// FairGV (weighted fair sharing): Figures 8 and 9 so far.
+    Fairgv(FairgvArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FairgvArgs {
+    /// Directory for results.json and report.md.
+    #[arg(long, default_value = "results/fairgv")]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -110,7 +119,27 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Schedgpu(args) => run_schedgpu(args),
         SimCommand::Gpulets(args) => run_gpulets(args),
         SimCommand::Dcuda(args) => run_dcuda(args),
+        SimCommand::Fairgv(args) => run_fairgv(args),
     }
+}
+
+fn run_fairgv(a: FairgvArgs) -> Result<()> {
+    use tessera_sim::experiments::fairgv;
+    let r = fairgv::run_and_write(&a.out)?;
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    writeln!(out, "wrote results.json and report.md to {}", a.out.display())?;
+    for x in &r.rows {
+        writeln!(
+            out,
+            "  {:<14} {:<5} {:<12} MMR {:.3}  overhead {:.3}",
+            x.setup, x.benchmark, x.scheduler, x.mmr, x.overhead
+        )?;
+    }
+    for c in &r.claims {
+        writeln!(out, "  {:<22} {}", c.id, c.verdict.label())?;
+    }
+    Ok(())
 }
 
 fn run_dcuda(a: DcudaArgs) -> Result<()> {

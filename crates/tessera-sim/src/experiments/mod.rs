@@ -3,6 +3,7 @@
 
 pub mod claims;
 pub mod dcuda;
+pub mod fairgv;
 pub mod flexy;
 pub mod gpulets;
 pub mod schedgpu;
