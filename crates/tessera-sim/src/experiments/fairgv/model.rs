@@ -525,6 +525,56 @@ mod tests {
         assert!((share - 0.75).abs() < 0.03, "{share} {out:?}");
     }
 
+    /// BS's shape: a kernel of 377 µs and a synchronous call after each.
+    fn bs() -> Benchmark {
+        bench(377.0, 26.318, 26.355)
+    }
+
+    /// An interactive VM's queue is empty at the end of each of its slices (it waits on
+    /// its own kernel); preempted there, it stays active and keeps its start tag, so
+    /// three VMs of weights 1:2:3 on one core get GPU time 1:2:3 (with the vGPU
+    /// counted as asleep at every slice end, the weight-3 one got what the weight-1
+    /// one got).
+    #[test]
+    fn an_interactive_vm_preempted_at_its_slice_end_keeps_its_weight() {
+        let vms: Vec<VmSetup> = (1..=3).map(|w| VmSetup { weight: w, core: 0 }).collect();
+        let out = run(&bs(), &vms, 1, Scheduler::FairGv, 300_000, Constants::DEFAULT);
+        let total: u64 = out.gpu_steps.iter().sum();
+        let share = out.gpu_steps[2] as f64 / total as f64;
+        assert!((share - 0.5).abs() < 0.05, "{share} {out:?}");
+    }
+
+    /// The GPU's spin budget is per gap, not per slice: an interactive vGPU whose
+    /// requests keep coming holds the GPU for its whole 6 ms slice (it used to yield
+    /// after 20 accumulated gaps, three times as many switches).
+    #[test]
+    fn an_interactive_vgpu_keeps_its_whole_slice() {
+        let vms = [VmSetup { weight: 1, core: 0 }, VmSetup { weight: 1, core: 1 }];
+        let steps = 300_000;
+        let out = run(&bs(), &vms, 2, Scheduler::FairGv, steps, Constants::DEFAULT);
+        let slices = steps / u64::from(Constants::DEFAULT.fairgv_slice);
+        let picks: u64 = out.picks.iter().sum();
+        assert!(picks <= slices * 12 / 10, "{picks} picks in {slices} slices' time");
+    }
+
+    /// Credit's 10 ms ticks debit the running vGPU whatever the kernel in progress:
+    /// two backlogged VMs of weights 1 and 3 get the GPU 1:3 (with the tick tied to
+    /// kernel boundaries it almost never ran, and they got about half each).
+    #[test]
+    fn credit_ticks_split_the_gpu_by_weight() {
+        let vms = [VmSetup { weight: 1, core: 0 }, VmSetup { weight: 3, core: 1 }];
+        let out = run(
+            &bench(207.0, 44.2, 0.03),
+            &vms,
+            2,
+            Scheduler::CreditPoll,
+            300_000,
+            Constants::DEFAULT,
+        );
+        let share = out.gpu_steps[1] as f64 / (out.gpu_steps[0] + out.gpu_steps[1]) as f64;
+        assert!((share - 0.75).abs() < 0.05, "{share} {out:?}");
+    }
+
     #[test]
     fn the_call_pattern_spreads_synchronous_calls() {
         let p = pattern(3.0, 1.0);
