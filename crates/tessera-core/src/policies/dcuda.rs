@@ -1016,6 +1016,31 @@ mod tests {
         assert_eq!(run(0.9), 1);
         assert_eq!(run(1.0), 100);
     }
+
+    /// The daemon's compaction limit: two applications whose demands wander around a
+    /// sum of 100% (0.47 or 0.51 each) are merged whenever the sum is at most 100% and
+    /// pulled apart by balancing when it is over — every other round with the paper's
+    /// limit; merging only below 90% leaves them apart.
+    #[test]
+    fn compacting_below_the_band_stops_merge_and_split_cycles() {
+        let run = |compact_to: f64| {
+            let mut loads: Loads = vec![vec![(t(1), 0.47)], vec![(t(2), 0.47)]];
+            let mut moves = 0;
+            for round in 0..100 {
+                let d = if round % 2 == 0 { 0.47 } else { 0.51 };
+                for apps in loads.iter_mut() {
+                    for (_, x) in apps.iter_mut() {
+                        *x = d;
+                    }
+                }
+                moves += balance(&mut loads, 1.0, 0.9).len();
+                moves += compact(&mut loads, compact_to).len();
+            }
+            moves
+        };
+        assert!(run(1.0) >= 50, "{}", run(1.0));
+        assert_eq!(run(0.9), 0);
+    }
 }
 
 #[cfg(test)]
