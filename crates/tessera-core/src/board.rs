@@ -638,8 +638,14 @@ impl Board {
     /// Dispatch `tenant`'s head-of-line task to the whole of `gpu`. Does nothing if the
     /// GPU has no room or the queue is empty (callers choose both from the board, so
     /// neither happens; the check keeps the invariant local).
-    pub fn dispatch(&mut self, now: Nanos, gpu: GpuId, tenant: TenantId, out: &mut Vec<Action>) {
-        self.dispatch_at(now, Placement::whole(gpu), tenant, out);
+    pub fn dispatch(
+        &mut self,
+        now: Nanos,
+        gpu: GpuId,
+        tenant: TenantId,
+        out: &mut Vec<Action>,
+    ) -> Option<TaskId> {
+        self.dispatch_at(now, Placement::whole(gpu), tenant, out)
     }
 
     /// Dispatch `tenant`'s head-of-line task to `placement` (a whole GPU, or one of its
@@ -650,12 +656,13 @@ impl Board {
         placement: Placement,
         tenant: TenantId,
         out: &mut Vec<Action>,
-    ) {
+    ) -> Option<TaskId> {
         if !self.has_room(placement) {
-            return;
+            return None;
         }
-        let Some(t) = self.tenants.get_mut(&tenant) else { return };
-        let Some(q) = t.queue.pop_front() else { return };
+        let t = self.tenants.get_mut(&tenant)?;
+        let q = t.queue.pop_front()?;
+        let task = q.spec.id;
         t.running += 1;
         let class = t.spec.class;
         self.queued_count[class_index(class)] -= 1;
@@ -671,6 +678,12 @@ impl Board {
             batch_lead: None,
             seq: q.seq,
         });
+        Some(task)
+    }
+
+    /// The task `task` running on `gpu`, if it runs there.
+    pub fn running_task(&self, gpu: GpuId, task: TaskId) -> Option<&RunningTask> {
+        self.gpus.get(gpu.0 as usize)?.1.running.iter().find(|r| r.spec.id == task)
     }
 
     /// Dispatch up to `max` of `tenant`'s queued requests, head first, as one batched

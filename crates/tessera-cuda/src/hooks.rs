@@ -79,23 +79,6 @@ fn guarded(name: &str, body: impl FnOnce() -> CuResult) -> CuResult {
     }
 }
 
-/// Call the real driver's `$name` with `$args`, or answer why it cannot be.
-macro_rules! real {
-    ($name:ident ( $($arg:expr),* )) => {
-        match &state().real {
-            Ok(d) => match d.api.$name {
-                // SAFETY: the driver's own entry point, with the caller's arguments.
-                Some(f) => unsafe { f($($arg),*) },
-                None => status::NOT_FOUND,
-            },
-            Err(why) => {
-                complain(why);
-                status::NOT_INITIALIZED
-            }
-        }
-    };
-}
-
 /// The device of the calling thread's current context, as the real driver says.
 fn current_gpu() -> Result<u32, CuResult> {
     let mut dev: CUdevice = 0;
@@ -631,6 +614,51 @@ fn config_shape(f: CUfunction, config: *const CUlaunchConfig) -> Option<Shape> {
     )
 }
 
+/// A copy of a launch configuration whose stream stands for the current device's (see
+/// `migrate`), or `None` for a null configuration.
+fn config_on_current_device(
+    config: *const CUlaunchConfig,
+) -> Result<Option<CUlaunchConfig>, CuResult> {
+    if config.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-null, the caller's launch configuration, copied (plain fields and a
+    // pointer to its attributes, left as they are)
+    let mut copy = unsafe { *config };
+    copy.hStream = migration().real_stream(copy.hStream)?;
+    Ok(Some(copy))
+}
+
+/// What every gated launch does before calling the driver: a due migration (between
+/// launches) and the program's function made the current device's; the gate held; a
+/// slice granted on another GPU followed; the stream or configuration translated.
+/// Rebinds the named arguments; returns the error from the hook's closure.
+macro_rules! launch_prelude {
+    ($shape:expr, $($f:ident)?, $($s:ident)?, $($c:ident)?) => {
+        $( let program_f = $f;
+        let $f = match migration().before_launch($f) {
+            Ok(real) => real,
+            Err(e) => return e,
+        }; )?
+        if let Err(e) = gate($shape) {
+            return e;
+        }
+        $( let $f = match migration().follow_grant(program_f, $f) {
+            Ok(real) => real,
+            Err(e) => return e,
+        }; )?
+        $( let $s = match migration().real_stream($s) {
+            Ok(real) => real,
+            Err(e) => return e,
+        }; )?
+        $( let translated = match config_on_current_device($c) {
+            Ok(copy) => copy,
+            Err(e) => return e,
+        };
+        let $c = translated.as_ref().map_or($c, |copy| copy as *const CUlaunchConfig); )?
+    };
+}
+
 /// A gated launch entry point and its per-thread-default-stream variant (`_ptsz`),
 /// each passing through to the real driver's symbol of the same name once the gate
 /// is held.
@@ -640,40 +668,7 @@ macro_rules! gated_launch {
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
             guarded(stringify!($plain), || {
-                // a program that may migrate: a due move happens here, between launches,
-                // and its virtual function becomes the current device's real one
-                $( let program_f = $f;
-                let $f = match migration().before_launch($f) {
-                    Ok(real) => real,
-                    Err(e) => return e,
-                }; )?
-                if let Err(e) = gate($shape) {
-                    return e;
-                }
-                // the daemon granted the slice on another GPU (its balancer moved the
-                // tenant): a program that may migrate follows, between two launches
-                $( let $f = match migration().follow_grant(program_f, $f) {
-                    Ok(real) => real,
-                    Err(e) => return e,
-                }; )?
-                $( let $s = match migration().real_stream($s) {
-                    Ok(real) => real,
-                    Err(e) => return e,
-                }; )?
-                $( let translated;
-                let $c = if $c.is_null() {
-                    $c
-                } else {
-                    // SAFETY: non-null, the caller's launch configuration, copied
-                    // (plain fields and a pointer to its attributes, left as they are)
-                    let mut copy = unsafe { *$c };
-                    copy.hStream = match migration().real_stream(copy.hStream) {
-                        Ok(real) => real,
-                        Err(e) => return e,
-                    };
-                    translated = copy;
-                    &translated as *const CUlaunchConfig
-                }; )?
+                launch_prelude!($shape, $($f)?, $($s)?, $($c)?);
                 accounted(real!($plain($($arg),*)))
             })
         }
@@ -684,36 +679,7 @@ macro_rules! gated_launch {
             type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
             static REAL: OnceLock<Option<usize>> = OnceLock::new();
             guarded(stringify!($ptsz), || {
-                $( let program_f = $f;
-                let $f = match migration().before_launch($f) {
-                    Ok(real) => real,
-                    Err(e) => return e,
-                }; )?
-                if let Err(e) = gate($shape) {
-                    return e;
-                }
-                $( let $f = match migration().follow_grant(program_f, $f) {
-                    Ok(real) => real,
-                    Err(e) => return e,
-                }; )?
-                $( let $s = match migration().real_stream($s) {
-                    Ok(real) => real,
-                    Err(e) => return e,
-                }; )?
-                $( let translated;
-                let $c = if $c.is_null() {
-                    $c
-                } else {
-                    // SAFETY: non-null, the caller's launch configuration, copied
-                    // (plain fields and a pointer to its attributes, left as they are)
-                    let mut copy = unsafe { *$c };
-                    copy.hStream = match migration().real_stream(copy.hStream) {
-                        Ok(real) => real,
-                        Err(e) => return e,
-                    };
-                    translated = copy;
-                    &translated as *const CUlaunchConfig
-                }; )?
+                launch_prelude!($shape, $($f)?, $($s)?, $($c)?);
                 accounted(match variant(&REAL, stringify!($ptsz)) {
                     // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
                     // point's C signature; the caller's arguments.

@@ -21,6 +21,25 @@
 //! `hooks` (`unsafe`: the exports), `migrate` (`unsafe`: DCUDA's live migration of
 //! driver-API programs, `TESSERA_MIGRATION`).
 
+/// Call the real driver's `$name` with `$args`, or answer why it cannot be (with one
+/// line on stderr). For the modules that call the driver (`hooks`, `migrate`).
+macro_rules! real {
+    ($name:ident ( $($arg:expr),* )) => {
+        match &$crate::state::state().real {
+            Ok(d) => match d.api.$name {
+                // SAFETY: the driver's own entry point, with the caller's arguments (the
+                // program's, or ones the calling module checked).
+                Some(f) => unsafe { f($($arg),*) },
+                None => tessera_driver::status::NOT_FOUND,
+            },
+            Err(why) => {
+                $crate::state::complain(why);
+                tessera_driver::status::NOT_INITIALIZED
+            }
+        }
+    };
+}
+
 pub mod config;
 mod hooks;
 mod migrate;

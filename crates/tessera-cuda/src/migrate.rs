@@ -36,21 +36,6 @@ use std::sync::{Mutex, OnceLock};
 use tessera_driver::sys::{CUcontext, CUdevice, CUfunction, CUmodule, CUstream};
 use tessera_driver::{CuResult, status};
 
-/// Call the real driver's `$name`, or answer why it cannot be.
-macro_rules! real {
-    ($name:ident ( $($arg:expr),* )) => {
-        match &state().real {
-            Ok(d) => match d.api.$name {
-                // SAFETY: the driver's own entry point, with arguments this module
-                // checked or the program gave.
-                Some(f) => unsafe { f($($arg),*) },
-                None => status::NOT_FOUND,
-            },
-            Err(_) => status::NOT_INITIALIZED,
-        }
-    };
-}
-
 /// A PTX module the program loaded: its image, and the real module per device.
 struct Module {
     image: CString,

@@ -35,6 +35,29 @@ pub struct Panel {
     pub series: Vec<Series>,
 }
 
+impl Panel {
+    /// An empty panel of dotted lines on linear axes, with no reference lines.
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+        x_range: (f64, f64),
+        y_range: (f64, f64),
+    ) -> Panel {
+        Panel {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            x_range,
+            y_range,
+            log_x: false,
+            x_markers: vec![],
+            dots: true,
+            series: vec![],
+        }
+    }
+}
+
 /// A figure could not be drawn.
 #[derive(Debug, thiserror::Error)]
 #[error("drawing {path}: {message}")]

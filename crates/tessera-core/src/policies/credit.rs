@@ -16,7 +16,7 @@
 use crate::action::Action;
 use crate::board::Board;
 use crate::event::Event;
-use crate::ids::{GpuId, TaskId, TenantId};
+use crate::ids::{TaskId, TenantId};
 use crate::model::GpuSpec;
 use crate::policy::Policy;
 use crate::units::Nanos;
@@ -96,20 +96,11 @@ impl Credit {
                 .or_else(|| self.queue.iter().position(ready));
             let Some(i) = pick else { break };
             let tenant = self.queue[i];
-            let before = actions.len();
-            self.board.dispatch(now, gpu, tenant, actions);
-            let task = actions[before..].iter().find_map(|a| match a {
-                Action::Dispatch { task, .. } => Some(*task),
-                _ => None,
-            });
+            let task = self.board.dispatch(now, gpu, tenant, actions);
             if let (Some(task), Some(a)) = (task, self.accounts.get_mut(&tenant)) {
                 a.running = Some(task);
             }
         }
-    }
-
-    fn owner(&self, gpu: GpuId, task: TaskId) -> Option<TenantId> {
-        self.board.state(gpu).running().iter().find(|r| r.spec.id == task).map(|r| r.spec.tenant)
     }
 }
 
@@ -125,7 +116,7 @@ impl Policy for Credit {
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         let finished = match event {
             Event::TaskFinished { task, placement, ran_for, .. } => {
-                self.owner(placement.gpu, *task).map(|t| (t, *ran_for))
+                self.board.running_task(placement.gpu, *task).map(|r| (r.spec.tenant, *ran_for))
             }
             _ => None,
         };
@@ -220,6 +211,7 @@ impl Interactivity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::GpuId;
     use crate::model::{Placement, ServiceClass, TaskSpec, TenantSpec};
     use crate::units::Bytes;
 

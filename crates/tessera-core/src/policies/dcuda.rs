@@ -760,21 +760,11 @@ impl Dcuda {
             }
             self.monitor.release(tenant, now);
             {
-                let before = actions.len();
-                self.board.dispatch(now, gpu, tenant, actions);
-                for a in &actions[before..] {
-                    if let Action::Dispatch { task, .. } = a {
-                        let spec = self
-                            .board
-                            .state(gpu)
-                            .running()
-                            .iter()
-                            .find(|r| r.spec.id == *task)
-                            .map(|r| r.spec.clone());
-                        if let Some(spec) = spec {
-                            self.monitor.started(&spec, now);
-                        }
-                    }
+                let task = self.board.dispatch(now, gpu, tenant, actions);
+                let spec =
+                    task.and_then(|t| self.board.running_task(gpu, t)).map(|r| r.spec.clone());
+                if let Some(spec) = spec {
+                    self.monitor.started(&spec, now);
                 }
             }
         }

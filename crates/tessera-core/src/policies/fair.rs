@@ -24,7 +24,7 @@
 use crate::action::Action;
 use crate::board::Board;
 use crate::event::Event;
-use crate::ids::{GpuId, TaskId, TenantId};
+use crate::ids::{TaskId, TenantId};
 use crate::model::GpuSpec;
 use crate::policy::Policy;
 use crate::units::Nanos;
@@ -189,22 +189,12 @@ impl FairQueuing {
                 held.insert(tenant); // this GPU waits for it
                 continue;
             }
-            let before = actions.len();
-            self.board.dispatch(now, gpu, tenant, actions);
-            let task = actions[before..].iter().find_map(|a| match a {
-                Action::Dispatch { task, .. } => Some(*task),
-                _ => None,
-            });
+            let task = self.board.dispatch(now, gpu, tenant, actions);
             if let (Some(task), Some(t)) = (task, self.tags.get_mut(&tenant)) {
                 t.running = Some(task);
                 t.lingering_until = None;
             }
         }
-    }
-
-    /// The tenant whose task `task` runs on `gpu`, before the board forgets it.
-    fn owner(&self, gpu: GpuId, task: TaskId) -> Option<TenantId> {
-        self.board.state(gpu).running().iter().find(|r| r.spec.id == task).map(|r| r.spec.tenant)
     }
 }
 
@@ -221,7 +211,7 @@ impl Policy for FairQueuing {
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         let finished = match event {
             Event::TaskFinished { task, placement, ran_for, .. } => {
-                self.owner(placement.gpu, *task).map(|t| (t, *ran_for))
+                self.board.running_task(placement.gpu, *task).map(|r| (r.spec.tenant, *ran_for))
             }
             _ => None,
         };
@@ -294,6 +284,7 @@ pub fn slice_kernel(grid_blocks: u64) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::GpuId;
     use crate::model::{Placement, ServiceClass, TaskSpec, TenantSpec};
     use crate::units::Bytes;
     use proptest::prelude::*;

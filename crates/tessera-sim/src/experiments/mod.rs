@@ -8,7 +8,7 @@ pub mod flexy;
 pub mod gpulets;
 pub mod schedgpu;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// An experiment could not run or write its outputs.
 #[derive(Debug, thiserror::Error)]
@@ -45,3 +45,24 @@ pub enum ExperimentError {
 
 /// Progress callback: called with (trials done, trials in all) from worker threads.
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
+
+/// Create `dir` and write an experiment's `results.json` (pretty, one trailing newline)
+/// and `report.md` into it.
+pub(crate) fn write_results(
+    dir: &Path,
+    results: &impl serde::Serialize,
+    report: &str,
+) -> Result<(), ExperimentError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ExperimentError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let json = serde_json::to_string_pretty(results)
+        .map_err(|e| ExperimentError::Config(e.to_string()))?;
+    let p = dir.join("results.json");
+    std::fs::write(&p, json + "\n").map_err(io(&p))?;
+    let p = dir.join("report.md");
+    std::fs::write(&p, report).map_err(io(&p))?;
+    Ok(())
+}

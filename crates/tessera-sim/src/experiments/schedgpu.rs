@@ -260,17 +260,7 @@ pub fn write_outputs(
     series: &[(String, PhaseRun)],
     dir: &Path,
 ) -> Result<(), ExperimentError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ExperimentError::Io { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let p = dir.join("results.json");
-    let json = serde_json::to_string_pretty(results)
-        .map_err(|e| ExperimentError::Config(e.to_string()))?;
-    std::fs::write(&p, json + "\n").map_err(io(&p))?;
-    let p = dir.join("report.md");
-    std::fs::write(&p, report(results)).map_err(io(&p))?;
+    super::write_results(dir, results, &report(results))?;
     let horizon = series.iter().map(|(_, r)| r.makespan_s).fold(0.0, f64::max);
     let step = |values: &[(f64, f64)]| -> Vec<(f64, f64)> {
         let mut out = Vec::with_capacity(values.len() * 2);

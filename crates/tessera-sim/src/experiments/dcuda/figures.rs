@@ -5,20 +5,6 @@ use crate::experiments::ExperimentError;
 use crate::plot::{Panel, Series, draw_panels};
 use std::path::Path;
 
-fn panel(title: &str, x_label: &str, y_label: &str, x: (f64, f64), y: (f64, f64)) -> Panel {
-    Panel {
-        title: title.into(),
-        x_label: x_label.into(),
-        y_label: y_label.into(),
-        x_range: x,
-        y_range: y,
-        log_x: false,
-        x_markers: vec![],
-        dots: true,
-        series: vec![],
-    }
-}
-
 /// Per order at medium load, one series per policy of `f` (scaled by `scale`).
 fn per_order(r: &DcudaResults, f: fn(&super::RunResult) -> f64, scale: f64) -> Vec<Series> {
     POLICIES
@@ -41,8 +27,8 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     // Figure 10: one order, each GPU's share of time per band
     let bands = |policy: &str| -> Panel {
         let run = r.runs_of(policy, "medium").find(|x| x.order == 0);
-        let mut p = panel(
-            &format!("Fig. 10: {policy}, order 0, medium load"),
+        let mut p = Panel::new(
+            format!("Fig. 10: {policy}, order 0, medium load"),
             "GPU",
             "% of the run",
             (-1.0, super::GPUS as f64),
@@ -65,9 +51,10 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     // Figure 11: utilization and overloaded time per order
     let util = per_order(r, |x| x.utilization, 100.0);
     let over = per_order(r, |x| x.overloaded, 100.0);
-    let mut a = panel("Fig. 11(a): GPU utilization", "arrival order", "%", orders, (0.0, 100.0));
+    let mut a =
+        Panel::new("Fig. 11(a): GPU utilization", "arrival order", "%", orders, (0.0, 100.0));
     a.series = util;
-    let mut b = panel(
+    let mut b = Panel::new(
         "Fig. 11(b): overloaded time",
         "arrival order",
         "% of the run",
@@ -78,7 +65,7 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     draw_panels(&dir.join("fig11.svg"), &[a, b])?;
     // Figure 12: mean run time over solo per order
     let exec = per_order(r, |x| x.mean_normalized, 1.0);
-    let mut e = panel(
+    let mut e = Panel::new(
         "Fig. 12: mean run time / solo",
         "arrival order",
         "normalized time",
@@ -88,11 +75,21 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     e.series = exec;
     draw_panels(&dir.join("fig12.svg"), &[e])?;
     // Figure 13: QoS share and Jain's index per order
-    let mut q =
-        panel("Fig. 13(a): apps within 20% of solo", "arrival order", "%", orders, (0.0, 100.0));
+    let mut q = Panel::new(
+        "Fig. 13(a): apps within 20% of solo",
+        "arrival order",
+        "%",
+        orders,
+        (0.0, 100.0),
+    );
     q.series = per_order(r, |x| x.qos, 100.0);
-    let mut j =
-        panel("Fig. 13(b): Jain's fairness index", "arrival order", "index", orders, (0.0, 1.05));
+    let mut j = Panel::new(
+        "Fig. 13(b): Jain's fairness index",
+        "arrival order",
+        "index",
+        orders,
+        (0.0, 1.05),
+    );
     j.series = per_order(r, |x| x.jain, 1.0);
     draw_panels(&dir.join("fig13.svg"), &[q, j])?;
     // Figure 14: the cut in mean run time per load (x: seconds between arrivals)
@@ -107,7 +104,7 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
         })
         .collect();
     let hi = cut.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.2;
-    let mut f = panel(
+    let mut f = Panel::new(
         "Fig. 14: run time cut by DCUDA",
         "seconds between arrivals",
         "% less than least-loaded",

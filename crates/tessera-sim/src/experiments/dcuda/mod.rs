@@ -724,16 +724,7 @@ fn differences(r: &DcudaResults) -> String {
 /// Run and write `results.json`, `report.md` and the figures to `out`.
 pub fn run_and_write(cfg: &DcudaConfig, out: &Path) -> Result<DcudaResults, ExperimentError> {
     let r = run(cfg)?;
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ExperimentError::Io { path, source }
-    };
-    std::fs::create_dir_all(out).map_err(io(out))?;
-    let json = serde_json::to_string_pretty(&r).expect("results serialise");
-    let p = out.join("results.json");
-    std::fs::write(&p, json + "\n").map_err(io(&p))?;
-    let p = out.join("report.md");
-    std::fs::write(&p, report(&r)).map_err(io(&p))?;
+    super::write_results(out, &r, &report(&r))?;
     figures::draw(&r, out)?;
     Ok(r)
 }

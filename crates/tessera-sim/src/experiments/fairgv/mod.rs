@@ -311,15 +311,6 @@ pub fn report(r: &FairgvResults) -> String {
 /// Run and write `results.json` and `report.md` to `out`.
 pub fn run_and_write(out: &Path) -> Result<FairgvResults, ExperimentError> {
     let r = run()?;
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ExperimentError::Io { path, source }
-    };
-    std::fs::create_dir_all(out).map_err(io(out))?;
-    let json = serde_json::to_string_pretty(&r).expect("results serialise");
-    let p = out.join("results.json");
-    std::fs::write(&p, json + "\n").map_err(io(&p))?;
-    let p = out.join("report.md");
-    std::fs::write(&p, report(&r)).map_err(io(&p))?;
+    super::write_results(out, &r, &report(&r))?;
     Ok(r)
 }

@@ -514,21 +514,10 @@ pub fn rejudge(results: &mut FlexyResults) {
 
 /// Write `results.json`, `fig5.svg`, `fig6.svg`, `fig7.svg` and `report.md` into `dir`.
 pub fn write_outputs(results: &FlexyResults, dir: &Path) -> Result<(), ExperimentError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ExperimentError::Io { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let json = serde_json::to_string_pretty(results)
-        .map_err(|e| ExperimentError::Config(e.to_string()))?;
-    let p = dir.join("results.json");
-    std::fs::write(&p, json + "\n").map_err(io(&p))?;
-
+    super::write_results(dir, results, &report(results))?;
     for (i, mode) in results.config.modes.iter().enumerate() {
         let suffix = if i == 0 { String::new() } else { format!("-{}", mode.label()) };
         figures::draw(results, &mode.label(), &suffix, dir)?;
     }
-    let p = dir.join("report.md");
-    std::fs::write(&p, report(results)).map_err(io(&p))?;
     Ok(())
 }

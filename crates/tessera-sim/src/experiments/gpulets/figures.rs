@@ -9,20 +9,6 @@ use std::path::Path;
 /// Figure 9's two reference points (90% within 10.26%, 95% within 13.98%).
 const PAPER_FIG9: [(f64, f64); 2] = [(10.26, 90.0), (13.98, 95.0)];
 
-fn panel(title: String, x_label: String, y_label: &str, x: (f64, f64), y: (f64, f64)) -> Panel {
-    Panel {
-        title,
-        x_label,
-        y_label: y_label.into(),
-        x_range: x,
-        y_range: y,
-        log_x: false,
-        x_markers: vec![],
-        dots: true,
-        series: vec![],
-    }
-}
-
 /// Upper end of an axis holding `values`, with a little room.
 fn top(values: impl Iterator<Item = f64>) -> f64 {
     values.filter(|v| v.is_finite()).fold(0.0, f64::max).max(1.0) * 1.1
@@ -41,9 +27,9 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     };
     // wide enough for the paper's points, and for most of both CDFs
     let x_max = top(r.fitted_errors.cdf.iter().map(|e| 100.0 * e)).clamp(16.0, 60.0);
-    let mut fig9 = panel(
-        "Fig. 9: interference model error (validation)".into(),
-        "|predicted - measured| / measured (%)".into(),
+    let mut fig9 = Panel::new(
+        "Fig. 9: interference model error (validation)",
+        "|predicted - measured| / measured (%)",
         "cases at or below (%)",
         (0.0, x_max),
         (0.0, 100.0),
@@ -58,8 +44,8 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
 
     // Figures 4 and 15: schedulable scenarios per scheduler, one line per set
     let labels = ["SBP", "SBP 50/50", "gpulet", "gpulet+int", "ideal"];
-    let mut sched = panel(
-        "Figs. 4, 15: schedulable scenarios".into(),
+    let mut sched = Panel::new(
+        "Figs. 4, 15: schedulable scenarios",
         numbered(&labels),
         "scenarios schedulable",
         (0.0, labels.len() as f64 + 1.0),
@@ -86,8 +72,8 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     // Figures 12 and 16: maximum throughput per workload, and as a share of ideal
     let mixes: Vec<&str> = r.throughput.iter().map(|m| m.mix.name.as_str()).collect();
     let x = (0.0, mixes.len() as f64 + 1.0);
-    let mut fig12 = panel(
-        "Fig. 12: maximum throughput".into(),
+    let mut fig12 = Panel::new(
+        "Fig. 12: maximum throughput",
         numbered(&mixes),
         "req/s",
         x,
@@ -105,8 +91,8 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
                 .collect(),
         })
         .collect();
-    let mut fig16 = panel(
-        "Fig. 16: maximum rate as a share of ideal's".into(),
+    let mut fig16 = Panel::new(
+        "Fig. 16: maximum rate as a share of ideal's",
         numbered(&mixes),
         "% of ideal",
         x,
@@ -131,9 +117,9 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     // Figure 14: offered rate and scheduled size per period; violations per period
     let f = &r.fluctuating;
     let end = f.periods.last().map_or(1.0, |p| p.start_s as f64 + 20.0);
-    let mut load = panel(
-        "Fig. 14: offered rate and scheduled gpu-lets".into(),
-        "time (s)".into(),
+    let mut load = Panel::new(
+        "Fig. 14: offered rate and scheduled gpu-lets",
+        "time (s)",
         "req/s; summed gpu-let size (% of a GPU)",
         (0.0, end),
         (0.0, top(f.periods.iter().flat_map(|p| [p.offered_rps, f64::from(p.scheduled_size)]))),
@@ -153,12 +139,12 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
                 .collect(),
         },
     ];
-    let mut late = panel(
+    let mut late = Panel::new(
         format!(
             "Fig. 14: SLO violations per period (paper 0.14% overall, ours {:.2}%)",
             100.0 * f.violation
         ),
-        "time (s)".into(),
+        "time (s)",
         "requests late (%)",
         (0.0, end),
         (0.0, 100.0),

@@ -12,20 +12,14 @@
 //! made for the base rates and in place from the first request.
 
 use super::profiles::{ProfileSet, paper};
-use super::schedulability::{BATCHES, SIZES};
-use super::serving::kernel_profile;
 use crate::engine::{Sharing, SimOptions, Simulation};
-use crate::perf::PerfModel;
-use crate::workload::{Job, Kernel, Submission, Workload};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
-use tessera_core::policies::gpulets::{
-    AdaptiveGpulets, Model, Options, ServingPlan, elastic_partitioning,
-};
-use tessera_core::{Bytes, GpuSpec, Nanos, ServiceClass, TenantId, TenantSpec};
+use tessera_core::policies::gpulets::{AdaptiveGpulets, ServingPlan, elastic_partitioning};
+use tessera_core::{Bytes, GpuSpec, Nanos, TenantId};
 use tessera_gpu::partition::{Interference, Profiles};
 
 /// Length of the run, s.
@@ -121,43 +115,14 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
         if arrivals.is_empty() {
             continue;
         }
-        jobs.push(Job {
-            arrival: arrivals[0],
-            tenant: TenantSpec::new(
-                TenantId(m as u64),
-                ServiceClass::UserFacing { sla: Nanos((set.slo_ms[m] * 1e6) as u64) },
-            ),
-            kernel: m as u32,
-            tasks: vec![Nanos(1); arrivals.len()],
-            window: 1,
-            submission: Submission::Open,
-            arrivals,
-        });
+        jobs.push(super::serving::request_job(m, set.slo_ms[m], arrivals));
     }
-    jobs.sort_by_key(|j| j.arrival);
-    let workload = Workload {
-        kernels: (0..n)
-            .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1), launch: None })
-            .collect(),
-        jobs,
-    };
+    let workload = super::serving::request_workload(n, jobs);
     let tenants: Vec<TenantId> = (0..n).map(|i| TenantId(i as u64)).collect();
     let specs = GpuSpec::uniform(GPUS, Bytes::gib(16));
     let plan_for = move |set: &ProfileSet<'_>, rates: &[f64], tenants: &[TenantId]| {
-        let models: Vec<Model<'_>> = set
-            .profiles
-            .iter()
-            .zip(&set.slo_ms)
-            .zip(rates)
-            .map(|((p, slo), r)| Model { rate: *r, slo_ms: *slo, profile: p.as_ref() })
-            .collect();
-        let opts = Options {
-            gpus: GPUS,
-            sizes: SIZES.to_vec(),
-            batches: BATCHES.to_vec(),
-            batch_budget: 1.0,
-            max_load: 1.0,
-        };
+        let models = super::schedulability::set_models(set, rates);
+        let opts = super::schedulability::paper_options(GPUS);
         let schedule = elastic_partitioning(&models, &opts, set).ok()?;
         let plan = ServingPlan::new(GPUS, &schedule, &models, tenants);
         Some((schedule, plan))
@@ -190,18 +155,8 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
         0.5,
         reschedule,
     );
-    let perf = PerfModel {
-        // the swap itself; the 15 s of preparation are the policy's
-        repartition_latency: Nanos::ZERO,
-        profiles: set
-            .profiles
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (i as u32, kernel_profile(m.as_ref())))
-            .collect(),
-        interference: Some(set.interference),
-        ..PerfModel::default()
-    };
+    // the swap itself takes no time; the 15 s of preparation are the policy's
+    let perf = super::serving::serving_perf(set, true);
     let opts = SimOptions {
         gpus: specs,
         perf,

@@ -465,13 +465,7 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
 /// with each scheduler's schedule where it has one.
 fn serve_heaviest(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<ServingRow>, ExperimentError> {
     let n = set.models.len();
-    let opts = Options {
-        gpus: 4,
-        sizes: schedulability::SIZES.to_vec(),
-        batches: schedulability::BATCHES.to_vec(),
-        batch_budget: 1.0,
-        max_load: 1.0,
-    };
+    let opts = schedulability::paper_options(4);
     // the diagnostic: the same scheduler leaving half of each SLO for the wait on the
     // batch in progress
     let half = Options { batch_budget: 0.5, ..opts.clone() };
@@ -915,16 +909,7 @@ pub fn report(r: &GpuletsResults) -> String {
 /// Run and write `results.json` and `report.md` into `out`.
 pub fn run_and_write(cfg: &GpuletsConfig, out: &Path) -> Result<GpuletsResults, ExperimentError> {
     let r = run(cfg)?;
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ExperimentError::Io { path, source }
-    };
-    std::fs::create_dir_all(out).map_err(io(out))?;
-    let json = serde_json::to_string_pretty(&r).expect("results serialise");
-    let p = out.join("results.json");
-    std::fs::write(&p, json + "\n").map_err(io(&p))?;
-    let p = out.join("report.md");
-    std::fs::write(&p, report(&r)).map_err(io(&p))?;
+    super::write_results(out, &r, &report(&r))?;
     figures::draw(&r, out)?;
     Ok(r)
 }

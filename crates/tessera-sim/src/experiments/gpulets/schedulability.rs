@@ -103,15 +103,21 @@ pub fn scenario(code: usize, n: usize) -> Vec<f64> {
         .collect()
 }
 
-/// Run every scenario of `set` on `gpus` GPUs.
-pub fn run(set: &ProfileSet<'_>, gpus: usize) -> Schedulability {
-    let opts = Options {
+/// Algorithm 1 as written, on `gpus` GPUs with the experiment's partition sizes and
+/// batches: batches within the whole SLO, gpu-lets loaded up to their throughput.
+pub fn paper_options(gpus: usize) -> Options {
+    Options {
         gpus,
         sizes: SIZES.to_vec(),
         batches: BATCHES.to_vec(),
         batch_budget: 1.0,
         max_load: 1.0,
-    };
+    }
+}
+
+/// Run every scenario of `set` on `gpus` GPUs.
+pub fn run(set: &ProfileSet<'_>, gpus: usize) -> Schedulability {
+    let opts = paper_options(gpus);
     let n = set.models.len();
     let mut out = Schedulability {
         models: set.models.clone(),

@@ -84,26 +84,9 @@ pub fn serve(
         if arrivals.is_empty() {
             continue;
         }
-        jobs.push(Job {
-            arrival: arrivals[0],
-            tenant: TenantSpec::new(
-                TenantId(i as u64),
-                ServiceClass::UserFacing { sla: Nanos((slo_ms[i] * 1e6) as u64) },
-            ),
-            kernel: i as u32,
-            tasks: vec![Nanos(1); arrivals.len()],
-            window: 1,
-            submission: Submission::Open,
-            arrivals,
-        });
+        jobs.push(request_job(i, slo_ms[i], arrivals));
     }
-    jobs.sort_by_key(|j| j.arrival);
-    let workload = Workload {
-        kernels: (0..set.models.len())
-            .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1), launch: None })
-            .collect(),
-        jobs,
-    };
+    let workload = request_workload(set.models.len(), jobs);
     let specs = GpuSpec::uniform(gpus, Bytes::gib(16));
     let tenants: Vec<TenantId> = (0..set.models.len()).map(|i| TenantId(i as u64)).collect();
     let models: Vec<_> = super::schedulability::set_models(set, rates)
@@ -112,17 +95,7 @@ pub fn serve(
         .map(|(m, slo)| tessera_core::policies::gpulets::Model { slo_ms: *slo, ..m })
         .collect();
     let policy = Box::new(GpuletServing::new(&specs, schedule, &models, &tenants));
-    let perf = PerfModel {
-        repartition_latency: Nanos::ZERO,
-        profiles: set
-            .profiles
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (i as u32, kernel_profile(m.as_ref())))
-            .collect(),
-        interference: node.interference.then_some(set.interference),
-        ..PerfModel::default()
-    };
+    let perf = serving_perf(set, node.interference);
     let opts = SimOptions {
         gpus: specs,
         perf,
@@ -136,11 +109,57 @@ pub fn serve(
     Ok(Served { requests: m.uf_tasks, violation: 1.0 - m.sla_met })
 }
 
+/// Model `model`'s requests as a job: a user-facing tenant with the model's SLO whose
+/// tasks (one per request, timed by the model's profile) arrive at `arrivals` (not
+/// empty, ascending).
+pub fn request_job(model: usize, slo_ms: f64, arrivals: Vec<Nanos>) -> Job {
+    Job {
+        arrival: arrivals[0],
+        tenant: TenantSpec::new(
+            TenantId(model as u64),
+            ServiceClass::UserFacing { sla: Nanos((slo_ms * 1e6) as u64) },
+        ),
+        kernel: model as u32,
+        tasks: vec![Nanos(1); arrivals.len()],
+        window: 1,
+        submission: Submission::Open,
+        arrivals,
+    }
+}
+
+/// The workload of `models` models' request jobs, in arrival order.
+pub fn request_workload(models: usize, mut jobs: Vec<Job>) -> Workload {
+    jobs.sort_by_key(|j| j.arrival);
+    Workload {
+        kernels: (0..models)
+            .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1), launch: None })
+            .collect(),
+        jobs,
+    }
+}
+
+/// The performance model that serves `set`: each model's profiled batch latency, the
+/// set's interference when `interference`, and repartitions taking no time (a policy
+/// that prepares layouts charges that itself).
+pub fn serving_perf(set: &ProfileSet<'_>, interference: bool) -> PerfModel {
+    PerfModel {
+        repartition_latency: Nanos::ZERO,
+        profiles: set
+            .profiles
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i as u32, kernel_profile(m.as_ref())))
+            .collect(),
+        interference: interference.then_some(set.interference),
+        ..PerfModel::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::experiments::gpulets::schedulability::set_models;
-    use tessera_core::policies::gpulets::{NoInterference, Options, elastic_partitioning};
+    use tessera_core::policies::gpulets::{NoInterference, elastic_partitioning};
     use tessera_gpu::partition::{Interference, Profiles};
 
     /// A light load served on its own schedule meets its SLO almost always; the same
@@ -151,13 +170,7 @@ mod tests {
         let profiles = Profiles::from_v100_jsonl(super::super::V100).unwrap();
         let set =
             super::super::profiles::v100(&profiles, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
-        let opts = Options {
-            gpus: 2,
-            sizes: SIZES.to_vec(),
-            batches: BATCHES.to_vec(),
-            batch_budget: 1.0,
-            max_load: 1.0,
-        };
+        let opts = super::super::schedulability::paper_options(2);
         // resnet50 alone at 100 req/s
         let rates = [0.0, 100.0, 0.0, 0.0];
         let schedule =

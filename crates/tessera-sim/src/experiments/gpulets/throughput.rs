@@ -18,11 +18,11 @@
 //! second phase's longest, VGG-16, 130 ms).
 
 use super::profiles::{PAPER_MODELS, ProfileSet};
-use super::schedulability::{BATCHES, SIZES};
+use super::schedulability::BATCHES;
 use serde::{Deserialize, Serialize};
 use tessera_core::policies::gpulets::{
-    Gpulet, Model, NoInterference, Options, elastic_partitioning, guided_self_tuning, ideal,
-    ideal_gpulets, squishy_bin_packing,
+    Gpulet, Model, NoInterference, elastic_partitioning, guided_self_tuning, ideal, ideal_gpulets,
+    squishy_bin_packing,
 };
 
 /// GPUs of the server.
@@ -131,13 +131,7 @@ impl Scheduler {
 
     /// Its schedule for `models`, or `None` when it calls them not schedulable.
     pub fn schedule(self, set: &ProfileSet<'_>, models: &[Model<'_>]) -> Option<Vec<Gpulet>> {
-        let opts = Options {
-            gpus: GPUS,
-            sizes: SIZES.to_vec(),
-            batches: BATCHES.to_vec(),
-            batch_budget: 1.0,
-            max_load: 1.0,
-        };
+        let opts = super::schedulability::paper_options(GPUS);
         match self {
             Scheduler::Sbp => squishy_bin_packing(models, &BATCHES, 100, GPUS).ok(),
             Scheduler::GuidedSelfTuning => guided_self_tuning(models, &opts).ok(),
