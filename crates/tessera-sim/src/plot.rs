@@ -85,8 +85,18 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             .build_cartesian_2d(panel.x_range.0..panel.x_range.1, panel.y_range.0..panel.y_range.1)
             .map_err(|e| err(&e))?;
         let log_x = panel.log_x;
-        let x_fmt =
-            move |v: &f64| if log_x { format!("{:.3}", 10f64.powf(*v)) } else { format!("{v:.0}") };
+        // log ticks fall between round numbers: three significant digits at most
+        let x_fmt = move |v: &f64| {
+            if !log_x {
+                return format!("{v:.0}");
+            }
+            let x = 10f64.powf(*v);
+            match x {
+                x if x >= 100.0 => format!("{x:.0}"),
+                x if x >= 1.0 => format!("{x:.1}"),
+                x => format!("{x:.3}"),
+            }
+        };
         chart
             .configure_mesh()
             .x_desc(panel.x_label.as_str())

@@ -1,0 +1,176 @@
+//! Kernel slicing's cost (§5.5.2, Table 4) on a wave model of the GPU: a kernel's
+//! thread blocks run in waves of at most `concurrent` blocks, each wave as long as
+//! one block (MM's blocks are alike), and a sub-kernel's last wave is not filled by
+//! the next sub-kernel's blocks (launches on one stream run one after another). So a
+//! kernel of `b` blocks takes ceil(b / concurrent) waves, and slicing costs the waves
+//! its sub-kernels leave part-empty.
+//!
+//! The model has one unknown, `concurrent` (the blocks the paper's GPU held at once
+//! for MM, which the paper does not give); it is fitted to the 600 × 600 rows of
+//! Table 4 by least squares and then predicts the 900 × 900 rows, which are not used
+//! for the fit.
+
+use super::ExperimentError;
+use serde::{Deserialize, Serialize};
+use tessera_core::policies::fair::slice_kernel;
+
+/// Table 4, as the paper measured it.
+pub const TABLE4: &str = include_str!("../../../../../data/fairgv/table4.csv");
+
+/// The grid the fit uses (600 × 600 blocks).
+pub const FIT_GRID: u64 = 360_000;
+
+/// One row of Table 4 beside the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlicingRow {
+    /// Thread blocks of the whole kernel.
+    pub grid_blocks: u64,
+    /// The unsliced kernel's run time, ms (the paper's).
+    pub kernel_ms: f64,
+    /// Sub-kernels.
+    pub sub_kernels: u64,
+    /// Blocks per sub-kernel, as the paper printed it.
+    pub blocks_per_sub_kernel: u64,
+    /// The paper's slowdown, %.
+    pub paper_pct: f64,
+    /// The model's, %.
+    pub ours_pct: f64,
+    /// Whether the row was used for the fit.
+    pub fitted: bool,
+}
+
+/// tessera's own slicing rule ([`slice_kernel`]: sub-kernels of at least 1,500
+/// blocks) applied to one grid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuleOutcome {
+    /// Thread blocks of the whole kernel.
+    pub grid_blocks: u64,
+    /// Sub-kernels the rule makes.
+    pub sub_kernels: u64,
+    /// The smallest sub-kernel, blocks.
+    pub min_blocks: u64,
+    /// The model's slowdown, %.
+    pub ours_pct: f64,
+    /// The longest sub-kernel, ms: how long another tenant waits at most.
+    pub longest_ms: f64,
+}
+
+/// What the slicing experiment found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlicingResults {
+    /// Blocks resident at once, fitted.
+    pub concurrent: u64,
+    /// Root mean square error of the fitted rows, percentage points.
+    pub fit_rmse_pct: f64,
+    /// Root mean square error of the predicted (900 × 900) rows, percentage points.
+    pub predict_rmse_pct: f64,
+    /// Every row.
+    pub rows: Vec<SlicingRow>,
+    /// tessera's rule on each grid.
+    pub rule: Vec<RuleOutcome>,
+}
+
+/// Slowdown in % of running `grid` blocks as `parts` sub-kernels (sizes as the core's
+/// even split makes them) with `concurrent` blocks per wave.
+pub fn slowdown_pct(grid: u64, parts: &[u64], concurrent: u64) -> f64 {
+    let waves = |b: u64| b.div_ceil(concurrent.max(1));
+    let whole = waves(grid) as f64;
+    let sliced: u64 = parts.iter().map(|b| waves(*b)).sum();
+    100.0 * (sliced as f64 / whole - 1.0)
+}
+
+/// `grid` split evenly into `n` sub-kernels.
+fn even(grid: u64, n: u64) -> Vec<u64> {
+    let n = n.clamp(1, grid.max(1));
+    (0..n).map(|i| grid / n + u64::from(i < grid % n)).collect()
+}
+
+/// One line of Table 4: grid blocks, kernel ms, sub-kernels, blocks each, slowdown %.
+type TableLine = (u64, f64, u64, u64, f64);
+
+fn table() -> Result<Vec<TableLine>, ExperimentError> {
+    let mut out = Vec::new();
+    for line in TABLE4.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let bad = || ExperimentError::Config(format!("table4.csv: bad line {line:?}"));
+        if f.len() != 5 {
+            return Err(bad());
+        }
+        out.push((
+            f[0].parse().map_err(|_| bad())?,
+            f[1].parse().map_err(|_| bad())?,
+            f[2].parse().map_err(|_| bad())?,
+            f[3].parse().map_err(|_| bad())?,
+            f[4].parse().map_err(|_| bad())?,
+        ));
+    }
+    Ok(out)
+}
+
+fn rmse(rows: &[SlicingRow]) -> f64 {
+    let n = rows.len().max(1) as f64;
+    (rows.iter().map(|r| (r.ours_pct - r.paper_pct).powi(2)).sum::<f64>() / n).sqrt()
+}
+
+/// Fit, predict, and apply tessera's rule.
+pub fn run() -> Result<SlicingResults, ExperimentError> {
+    let t = table()?;
+    let rows_for = |concurrent: u64| -> Vec<SlicingRow> {
+        t.iter()
+            .map(|(grid, ms, n, b, paper)| SlicingRow {
+                grid_blocks: *grid,
+                kernel_ms: *ms,
+                sub_kernels: *n,
+                blocks_per_sub_kernel: *b,
+                paper_pct: *paper,
+                ours_pct: slowdown_pct(*grid, &even(*grid, *n), concurrent),
+                fitted: *grid == FIT_GRID,
+            })
+            .collect()
+    };
+    let fit_error = |c: u64| {
+        let fitted: Vec<SlicingRow> = rows_for(c).into_iter().filter(|r| r.fitted).collect();
+        rmse(&fitted)
+    };
+    // every plausible count of resident blocks (a GPU of up to 80 SMs × 32 blocks)
+    let concurrent = (1..=2_560u64)
+        .min_by(|a, b| fit_error(*a).total_cmp(&fit_error(*b)).then(a.cmp(b)))
+        .unwrap_or(1);
+    let rows = rows_for(concurrent);
+    let (fitted, predicted): (Vec<SlicingRow>, Vec<SlicingRow>) =
+        rows.iter().cloned().partition(|r| r.fitted);
+    let mut rule = Vec::new();
+    let mut grids: Vec<(u64, f64)> = t.iter().map(|r| (r.0, r.1)).collect();
+    grids.dedup();
+    for (grid, ms) in grids {
+        let parts = slice_kernel(grid);
+        rule.push(RuleOutcome {
+            grid_blocks: grid,
+            sub_kernels: parts.len() as u64,
+            min_blocks: parts.iter().copied().min().unwrap_or(0),
+            ours_pct: slowdown_pct(grid, &parts, concurrent),
+            longest_ms: ms * parts.iter().copied().max().unwrap_or(0) as f64 / grid as f64,
+        });
+    }
+    Ok(SlicingResults {
+        concurrent,
+        fit_rmse_pct: rmse(&fitted),
+        predict_rmse_pct: rmse(&predicted),
+        rows,
+        rule,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hand-computed: 10 blocks, 4 at a time, whole = 3 waves; as 2 sub-kernels of 5,
+    /// 2 waves each = 4 waves, 33% slower; one sub-kernel costs nothing.
+    #[test]
+    fn part_empty_waves_cost_what_they_leave() {
+        assert!((slowdown_pct(10, &[5, 5], 4) - 100.0 / 3.0).abs() < 1e-9);
+        assert_eq!(slowdown_pct(10, &[10], 4), 0.0);
+        assert_eq!(even(10, 3), vec![4, 3, 3]);
+    }
+}
