@@ -81,6 +81,9 @@ pub struct TenantOptions {
     pub priority: u8,
     /// Expected GPU memory, bytes.
     pub memory: u64,
+    /// The Slurm job to register under (see `Request::Register`'s `job`); a job's
+    /// tenant gets the job's GPUs, weight, class and memory entitlement.
+    pub job: Option<u64>,
 }
 
 impl TenantOptions {
@@ -92,6 +95,7 @@ impl TenantOptions {
             weight: 1,
             priority: 0,
             memory: 0,
+            job: None,
         }
     }
 
@@ -257,6 +261,7 @@ impl Client {
             memory: o.memory,
             gpus,
             model: None,
+            job: o.job,
         };
         match self.call(&req)? {
             Reply::Registered { tenant, gpus } => Ok((tenant, gpus)),
@@ -280,6 +285,7 @@ impl Client {
             memory: 0,
             gpus: 0,
             model: Some(crate::proto::ModelSpec { name: name.into(), profile: profile.into() }),
+            job: None,
         };
         match self.call(&req)? {
             Reply::Registered { tenant, .. } => Ok(tenant),
@@ -299,6 +305,34 @@ impl Client {
     pub fn set_weight(&mut self, tenant: u64, weight: u32) -> Result<(), ClientError> {
         match self.call(&Request::SetWeight { tenant, weight })? {
             Reply::WeightSet { .. } => Ok(()),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// Tell the daemon a Slurm job started here (a Prolog, as root).
+    pub fn job_start(
+        &mut self,
+        grant: crate::proto::JobGrant,
+    ) -> Result<crate::proto::JobReport, ClientError> {
+        match self.call(&Request::JobStart(grant))? {
+            Reply::Job(r) => Ok(r),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// Tell the daemon a Slurm job ended (an Epilog, as root); returns the tenants it
+    /// closed.
+    pub fn job_end(&mut self, job: u64) -> Result<u32, ClientError> {
+        match self.call(&Request::JobEnd { job })? {
+            Reply::JobEnded { tenants_closed, .. } => Ok(tenants_closed),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// What the daemon gives a Slurm job (the job's user, root or the daemon's user).
+    pub fn job_info(&mut self, job: u64) -> Result<crate::proto::JobReport, ClientError> {
+        match self.call(&Request::JobInfo { job })? {
+            Reply::Job(r) => Ok(r),
             other => Err(refused(other)),
         }
     }

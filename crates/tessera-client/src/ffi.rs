@@ -160,6 +160,7 @@ pub unsafe extern "C" fn tessera_client_register(
             weight: 1,
             priority,
             memory,
+            job: None,
         };
         match c.inner.register(options) {
             Ok(t) => {

@@ -70,6 +70,27 @@ pub enum Request {
         /// is the model's SLO.
         #[serde(default)]
         model: Option<ModelSpec>,
+        /// The Slurm job this tenant belongs to (its processes get it from
+        /// `TESSERA_SLURM_JOB`, which the job's TaskProlog exports): the daemon checks
+        /// the peer's uid against the job's and gives the tenant the job's GPUs, weight,
+        /// class and memory entitlement instead of what this request asks.
+        #[serde(default)]
+        job: Option<u64>,
+    },
+    /// A Slurm job starts on this node (its Prolog, as root): root and the daemon's
+    /// user only.
+    JobStart(JobGrant),
+    /// A Slurm job ended (its Epilog, as root): every tenant of the job is closed, its
+    /// queued tasks cancelled and its reservations released. Root and the daemon's user.
+    JobEnd {
+        /// The job id.
+        job: u64,
+    },
+    /// What the daemon gives a Slurm job (its TaskProlog, as the job's user): the job's
+    /// uid, root and the daemon's user only.
+    JobInfo {
+        /// The job id.
+        job: u64,
     },
     /// Close one of this connection's tenants: its queued tasks are cancelled.
     Close {
@@ -202,6 +223,57 @@ pub struct RunningReport {
     pub share: Option<f64>,
 }
 
+/// What Slurm gave a job on this node, as its Prolog read it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobGrant {
+    /// The job id.
+    pub job: u64,
+    /// The job's user.
+    pub uid: u32,
+    /// Its GPUs, by Slurm's index on this node (`SLURM_JOB_GPUS`).
+    pub gpus: Vec<u32>,
+    /// Its shards on this node; 0 for a job of whole GPUs.
+    pub shards: u32,
+    /// Its partition.
+    #[serde(default)]
+    pub partition: String,
+    /// Its QOS.
+    #[serde(default)]
+    pub qos: String,
+    /// Its comment (`--comment`): `tessera:user-facing[:SLA_MS]` asks for a
+    /// user-facing tenant.
+    #[serde(default)]
+    pub comment: String,
+}
+
+/// A Slurm job as the daemon holds it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobReport {
+    /// The job id.
+    pub job: u64,
+    /// The job's user.
+    pub uid: u32,
+    /// Its GPUs.
+    pub gpus: Vec<u32>,
+    /// Its shards (whole GPUs count as every shard of each).
+    pub shards: u32,
+    /// The class its tenants get.
+    pub class: TenantClass,
+    /// Their SLA, ms (user-facing).
+    pub sla_ms: u64,
+    /// The weight its tenants get: its shards.
+    pub weight: u32,
+    /// GPU memory its shards entitle it to, bytes, all its tenants together.
+    pub memory_entitled: u64,
+    /// Memory its open tenants declared, bytes.
+    pub memory_declared: u64,
+    /// Its open tenants.
+    pub tenants: Vec<u64>,
+    /// Registrations waiting for memory (`over_entitlement = "wait"`).
+    pub waiting: u32,
+}
+
 /// One tenant in a status report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TenantReport {
@@ -250,6 +322,9 @@ pub struct TenantReport {
     /// Time its tasks spent queued, in all, ms.
     #[serde(default)]
     pub waiting_ms: f64,
+    /// The Slurm job it belongs to.
+    #[serde(default)]
+    pub job: Option<u64>,
 }
 
 /// Counts since the daemon started, over all tenants past and present.
@@ -295,6 +370,12 @@ pub struct StatusReport {
     /// The balancer (`balance = "dcuda"`): its recent migrations.
     #[serde(default)]
     pub balance: Option<BalanceSummary>,
+    /// The Slurm jobs this viewer may see (root and the daemon's user: all).
+    #[serde(default)]
+    pub jobs: Vec<JobReport>,
+    /// Shards per GPU the daemon's `[slurm]` settings advertise.
+    #[serde(default)]
+    pub slurm_shards_per_gpu: u32,
     /// Counts since start.
     pub totals: Totals,
 }
@@ -359,6 +440,15 @@ pub enum Reply {
     },
     /// The node's state.
     Status(StatusReport),
+    /// A Slurm job started, or its information.
+    Job(JobReport),
+    /// A Slurm job ended.
+    JobEnded {
+        /// The job id.
+        job: u64,
+        /// Tenants closed.
+        tenants_closed: u32,
+    },
     /// Answer to `Ping`.
     Pong,
     /// The request failed.

@@ -282,6 +282,14 @@ impl Board {
         self.gpus.iter().filter(|(_, s)| s.is_idle()).map(|(spec, _)| spec.id).collect()
     }
 
+    /// Whether `tenant`'s tasks may run on `gpu` (a tenant pinned to some GPUs, as a
+    /// Slurm job's is, runs only there).
+    pub fn may_run_on(&self, tenant: TenantId, gpu: GpuId) -> bool {
+        self.tenants
+            .get(&tenant)
+            .is_none_or(|t| t.spec.gpus.is_empty() || t.spec.gpus.contains(&gpu))
+    }
+
     /// Whether `placement` can take one more task now.
     pub fn has_room(&self, placement: Placement) -> bool {
         let Some((_, state)) = self.gpus.get(placement.gpu.0 as usize) else { return false };
@@ -657,7 +665,7 @@ impl Board {
         tenant: TenantId,
         out: &mut Vec<Action>,
     ) -> Option<TaskId> {
-        if !self.has_room(placement) {
+        if !self.has_room(placement) || !self.may_run_on(tenant, placement.gpu) {
             return None;
         }
         let t = self.tenants.get_mut(&tenant)?;

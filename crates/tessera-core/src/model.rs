@@ -53,12 +53,15 @@ pub struct TenantSpec {
     pub priority: u8,
     /// The GPU memory the tenant expects to hold (schedGPU, DCUDA's feasibility check).
     pub memory: Bytes,
+    /// The only GPUs its tasks may run on (a Slurm job's); empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::GpuId>,
 }
 
 impl TenantSpec {
     /// A tenant of `class` with weight 1, priority 0 and no declared memory.
     pub fn new(id: TenantId, class: ServiceClass) -> TenantSpec {
-        TenantSpec { id, class, weight: 1, priority: 0, memory: Bytes(0) }
+        TenantSpec { id, class, weight: 1, priority: 0, memory: Bytes(0), gpus: Vec::new() }
     }
 }
 

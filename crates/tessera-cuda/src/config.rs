@@ -17,6 +17,7 @@
 //! | `TESSERA_CUDA_LOG` | a file to log governed calls and look-ups to | none |
 //! | `TESSERA_MIGRATION` | `1`: make the program movable between GPUs (DCUDA §3.4: device allocations become managed, contexts, PTX modules and functions get virtual handles) | off |
 //! | `TESSERA_MIGRATE_AT` | `K:D`: move to real device D after K launches (the migration order, until the daemon gives it; implies `TESSERA_MIGRATION=1`) | none |
+//! | `TESSERA_SLURM_JOB` | the Slurm job to register under (exported by `tessera slurm task-prolog`): the daemon gives the tenant the job's GPUs, weight, class and memory | none |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -95,6 +96,8 @@ pub struct Config {
     pub migration: bool,
     /// Move to real device `.1` after `.0` launches (`TESSERA_MIGRATE_AT`).
     pub migrate_at: Option<(u64, i32)>,
+    /// The Slurm job to register under (`TESSERA_SLURM_JOB`).
+    pub slurm_job: Option<u64>,
 }
 
 /// Parse a byte size: a number with an optional `KiB`, `MiB`, `GiB`, `TiB` (or `K`,
@@ -184,6 +187,14 @@ impl Config {
             Some("passthrough") => OnNoDaemon::Passthrough,
             Some(v) => return Err(bad("TESSERA_ON_NO_DAEMON", v, "fail or passthrough")),
         };
+        let slurm_job = match get("TESSERA_SLURM_JOB") {
+            None => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| bad("TESSERA_SLURM_JOB", &v, "a Slurm job id"))?,
+            ),
+        };
         let migrate_at = match get("TESSERA_MIGRATE_AT") {
             None => None,
             Some(v) => {
@@ -225,6 +236,7 @@ impl Config {
                 Some(v) => return Err(bad("TESSERA_MIGRATION", v, "0 or 1")),
             },
             migrate_at,
+            slurm_job,
         })
     }
 

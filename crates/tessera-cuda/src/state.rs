@@ -171,6 +171,7 @@ impl State {
             weight: config.weight,
             priority: config.priority,
             memory: config.memory.unwrap_or(0),
+            job: config.slurm_job,
         };
         let registered = Client::connect(&config.socket).and_then(|mut c| {
             let (id, gpus) = c.register_placed(options, config.gpus)?;

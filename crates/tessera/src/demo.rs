@@ -95,6 +95,7 @@ pub fn run_client(a: DemoClientArgs) -> Result<()> {
         weight: 1,
         priority: 0,
         memory: 0,
+        job: None,
     })?;
     let mut next = 0;
     let mut outstanding = 0;

@@ -150,6 +150,53 @@ impl Default for DcudaSection {
     }
 }
 
+/// The `[slurm]` section: how Slurm jobs become tenants (see `tessera slurm` and
+/// docs/slurm.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlurmSection {
+    /// Shards each GPU is advertised as (gres.conf's `Name=shard Count=`): a job's
+    /// memory entitlement is its shards' part of its GPU's memory, its weight its shards.
+    pub shards_per_gpu: u32,
+    /// A job's tenant asking for more memory than the job has left of its entitlement:
+    /// `refuse` (an error at registration) or `wait` (registered once the job's other
+    /// tenants have freed enough).
+    pub over_entitlement: OverEntitlement,
+    /// Partitions whose jobs are user-facing.
+    pub user_facing_partitions: Vec<String>,
+    /// QOS whose jobs are user-facing.
+    pub user_facing_qos: Vec<String>,
+    /// A job may choose its class by its comment (`tessera:user-facing[:SLA_MS]`,
+    /// `tessera:batch`).
+    pub comment_class: bool,
+    /// The SLA of user-facing jobs that name none, ms.
+    pub sla_ms: u64,
+}
+
+/// What becomes of a registration over its job's memory entitlement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverEntitlement {
+    /// Refused at once.
+    #[default]
+    Refuse,
+    /// Answered when the job has room (or refused when the job ends).
+    Wait,
+}
+
+impl Default for SlurmSection {
+    fn default() -> Self {
+        SlurmSection {
+            shards_per_gpu: 8,
+            over_entitlement: OverEntitlement::Refuse,
+            user_facing_partitions: Vec::new(),
+            user_facing_qos: Vec::new(),
+            comment_class: true,
+            sla_ms: 200,
+        }
+    }
+}
+
 /// The daemon's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -212,6 +259,12 @@ pub struct DaemonConfig {
     pub balance: BalanceName,
     /// DCUDA's balancer settings (`balance = "dcuda"`).
     pub dcuda: DcudaSection,
+    /// The socket's permission bits: 0o600 (the default) admits the daemon's user only;
+    /// a node daemon serving every user (Slurm jobs) needs 0o666 — each request is
+    /// still checked against the peer's uid.
+    pub socket_mode: u32,
+    /// Slurm jobs.
+    pub slurm: SlurmSection,
 }
 
 /// What becomes of a departed tenant's running tasks.
@@ -256,6 +309,8 @@ impl Default for DaemonConfig {
             gpulets: GpuletsConfig::default(),
             balance: BalanceName::None,
             dcuda: DcudaSection::default(),
+            socket_mode: 0o600,
+            slurm: SlurmSection::default(),
         }
     }
 }
@@ -348,6 +403,21 @@ impl DaemonConfig {
             if g.interference.is_some_and(|c| c.iter().any(|x| !x.is_finite())) {
                 return bad("gpulets.interference must be five finite numbers".into());
             }
+        }
+        if self.socket_mode & !0o777 != 0 || self.socket_mode & 0o600 != 0o600 {
+            return bad(format!(
+                "socket_mode must be permission bits (at most 0o777) including 0o600, got {:#o}",
+                self.socket_mode
+            ));
+        }
+        if !(1..=1024).contains(&self.slurm.shards_per_gpu) {
+            return bad(format!(
+                "slurm.shards_per_gpu must be 1..=1024, got {}",
+                self.slurm.shards_per_gpu
+            ));
+        }
+        if !(1..=86_400_000).contains(&self.slurm.sla_ms) {
+            return bad(format!("slurm.sla_ms must be 1..=86400000, got {}", self.slurm.sla_ms));
         }
         if self.balance == BalanceName::Dcuda {
             if !matches!(self.policy, PolicyName::LeastLoaded | PolicyName::RoundRobin) {

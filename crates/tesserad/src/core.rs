@@ -206,6 +206,8 @@ struct TenantInfo {
     gpu_time: Nanos,
     /// The device memory it declared at registration (what a migration moves).
     declared: u64,
+    /// The Slurm job it belongs to.
+    job: Option<u64>,
     /// Its weight for fair sharing.
     weight: u32,
     /// Time its tasks waited in the queue, in all.
@@ -304,6 +306,10 @@ pub struct Core {
     pcie_bytes_per_s: f64,
     /// GPU time charged over the last [`SHARE_WINDOW`]: (when, tenant, how much).
     charges: VecDeque<(Nanos, TenantId, Nanos)>,
+    /// Slurm jobs running on this node.
+    jobs: BTreeMap<u64, crate::slurm::Job>,
+    /// Registrations waiting for their job's memory (`over_entitlement = "wait"`).
+    parked: Vec<Parked>,
 }
 
 impl std::fmt::Debug for Core {
@@ -338,6 +344,18 @@ pub struct Limits {
     pub max_tenants_per_uid: u32,
     /// What becomes of a departed tenant's running tasks.
     pub departed_running: crate::config::Departed,
+    /// How Slurm jobs become tenants.
+    pub slurm: crate::config::SlurmSection,
+}
+
+/// A registration waiting for room in its Slurm job's memory entitlement.
+struct Parked {
+    job: u64,
+    conn: ConnId,
+    pid: u32,
+    uid: u32,
+    request: tessera_client::proto::Request,
+    reply: crate::server::ReplyTo,
 }
 
 /// What one uid holds in the daemon, for its quotas.
@@ -431,6 +449,8 @@ impl Core {
             transfer: BTreeMap::new(),
             pcie_bytes_per_s: 12e9,
             charges: VecDeque::new(),
+            jobs: BTreeMap::new(),
+            parked: Vec::new(),
         }
     }
 
@@ -1226,7 +1246,12 @@ impl Core {
                 );
             }
             Msg::Control { conn, pid, uid, request, reply } => {
-                reply.send(self.control(conn, pid, uid, request));
+                if let Some(job) = self.must_wait(uid, &request) {
+                    tracing::info!(job, uid, "a registration waits for its job's memory");
+                    self.parked.push(Parked { job, conn, pid, uid, request, reply });
+                } else {
+                    reply.send(self.control(conn, pid, uid, request));
+                }
             }
             Msg::Disconnected { conn } => {
                 let tenants: Vec<TenantId> = self
@@ -1240,6 +1265,7 @@ impl Core {
                     let _ = rustix::event::epoll::delete(&self.epoll, c.bell.as_fd());
                 }
                 self.live.retain(|(id, _)| *id != conn);
+                self.parked.retain(|p| p.conn != conn);
                 for t in tenants {
                     self.close_tenant(t);
                 }
@@ -1309,6 +1335,8 @@ impl Core {
                     "draining: admitting nothing new, cancelling queued tasks, finishing running ones"
                 );
                 self.draining = true;
+                // registrations waiting for a job's memory are refused: no more come
+                self.retry_parked();
                 self.drain_started = Some(Instant::now());
                 let open: Vec<TenantId> =
                     self.tenants.iter().filter(|(_, t)| t.open).map(|(id, _)| *id).collect();
@@ -1376,9 +1404,55 @@ impl Core {
             if let Some(c) = self.conns.get_mut(&t.conn) {
                 c.tenants.remove(&tenant);
             }
+            let job = t.job;
             self.deliver(Event::TenantLeft { tenant });
+            if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
+                j.tenants.remove(&tenant);
+                self.retry_parked();
+            }
         }
         self.gc_tenant(tenant);
+    }
+
+    /// Memory the open tenants of job `job` declared.
+    fn job_declared(&self, job: u64) -> u64 {
+        self.jobs.get(&job).map_or(0, |j| {
+            j.tenants.iter().filter_map(|t| self.tenants.get(t)).map(|t| t.declared).sum()
+        })
+    }
+
+    /// A registration that must wait for room in its job's entitlement: one under a
+    /// job of this uid, over what the job has left but within the whole entitlement,
+    /// with `over_entitlement = "wait"`.
+    fn must_wait(&self, uid: u32, request: &tessera_client::proto::Request) -> Option<u64> {
+        let tessera_client::proto::Request::Register { job: Some(job), memory, .. } = request
+        else {
+            return None;
+        };
+        let j = self.jobs.get(job)?;
+        (self.limits.slurm.over_entitlement == crate::config::OverEntitlement::Wait
+            && j.grant.uid == uid
+            && *memory <= j.memory_entitled
+            && self.job_declared(*job).saturating_add(*memory) > j.memory_entitled)
+            .then_some(*job)
+    }
+
+    /// Answer the parked registrations that now fit (or whose job ended).
+    fn retry_parked(&mut self) {
+        for p in std::mem::take(&mut self.parked) {
+            if !self.conns.get(&p.conn).is_some_and(|c| c.alive) {
+                continue;
+            }
+            if !self.draining
+                && self.jobs.contains_key(&p.job)
+                && self.must_wait(p.uid, &p.request).is_some()
+            {
+                self.parked.push(p);
+                continue;
+            }
+            let reply = self.control(p.conn, p.pid, p.uid, p.request);
+            p.reply.send(reply);
+        }
     }
 
     fn control(
@@ -1397,13 +1471,48 @@ impl Core {
             Request::Status { tenant, uid: of_uid, gpu, offset, limit } => Reply::Status(
                 self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit }),
             ),
-            Request::Register { class, sla_ms, weight, priority, memory, gpus, model } => {
+            Request::Register { class, sla_ms, weight, priority, memory, gpus, model, job } => {
                 if self.draining {
                     return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
                 }
                 if !self.conns.contains_key(&conn) {
                     return err(ErrorCode::BadRequest, "send hello before registering".into());
                 }
+                // a Slurm job's tenant: the job's class, weight and GPUs, within its
+                // memory entitlement, for the job's own uid only
+                let (class, sla_ms, weight, job_gpus) = match job {
+                    None => (class, sla_ms, weight, None),
+                    Some(j) => {
+                        let Some(jb) = self.jobs.get(&j) else {
+                            return err(
+                                ErrorCode::UnknownTenant,
+                                format!(
+                                    "no Slurm job {j} on this node (its Prolog did not reach \
+                                     this daemon, or it ended)"
+                                ),
+                            );
+                        };
+                        if uid != jb.grant.uid {
+                            return err(
+                                ErrorCode::Forbidden,
+                                format!("Slurm job {j} belongs to uid {}, not {uid}", jb.grant.uid),
+                            );
+                        }
+                        let declared = self.job_declared(j);
+                        if declared.saturating_add(memory) > jb.memory_entitled {
+                            return err(
+                                ErrorCode::NoCapacity,
+                                format!(
+                                    "Slurm job {j}'s {} shard(s) entitle it to {} bytes of GPU \
+                                     memory; its tenants declared {declared}, this one asks \
+                                     {memory}",
+                                    jb.weight, jb.memory_entitled
+                                ),
+                            );
+                        }
+                        (jb.class, jb.sla_ms, jb.weight, Some(jb.grant.gpus.clone()))
+                    }
+                };
                 let class = match class {
                     TenantClass::UserFacing if sla_ms == 0 || sla_ms > 86_400_000 => {
                         return err(
@@ -1451,6 +1560,7 @@ impl Core {
                     (None, None) => {}
                 }
                 if class.is_user_facing()
+                    && job.is_none()
                     && uid != 0
                     && uid != self.daemon_uid
                     && !self.limits.user_facing_uids.contains(&uid)
@@ -1483,7 +1593,17 @@ impl Core {
                 usage.tenants += 1;
                 let id = TenantId(self.next_tenant);
                 self.next_tenant += 1;
-                let placed = self.place(gpus as usize);
+                let placed = match job_gpus {
+                    Some(gs) => {
+                        for g in &gs {
+                            if let Some(rt) = self.gpus.get_mut(*g as usize) {
+                                rt.placed += 1;
+                            }
+                        }
+                        gs
+                    }
+                    None => self.place(gpus as usize),
+                };
                 self.tenants.insert(
                     id,
                     TenantInfo {
@@ -1500,12 +1620,16 @@ impl Core {
                         demand: None,
                         gpu_time: Nanos::ZERO,
                         declared: memory,
+                        job,
                         weight: weight.max(1),
                         waiting: Nanos::ZERO,
                     },
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tenants.insert(id);
+                }
+                if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
+                    j.tenants.insert(id);
                 }
                 if let (Some(inf), Some(m)) = (&self.inference, model) {
                     inf.admit(
@@ -1523,10 +1647,17 @@ impl Core {
                     weight: weight.max(1),
                     priority,
                     memory: Bytes(memory),
+                    // a Slurm job's tenant runs only on the job's GPUs
+                    gpus: if job.is_some() {
+                        placed.iter().map(|g| GpuId(*g)).collect()
+                    } else {
+                        Vec::new()
+                    },
                 }));
                 // a policy that gives each tenant one GPU (DCUDA) places it: its
                 // program must run where the policy grants its slices
-                let placed = match (self.policy.home(id), placed.as_slice()) {
+                let home = if job.is_none() { self.policy.home(id) } else { None };
+                let placed = match (home, placed.as_slice()) {
                     (Some(home), [only]) if home.0 != *only => {
                         self.gpus[*only as usize].placed -= 1;
                         if let Some(g) = self.gpus.get_mut(home.0 as usize) {
@@ -1561,6 +1692,95 @@ impl Core {
                 self.deliver(Event::TenantWeightChanged { tenant: id, weight });
                 Reply::WeightSet { tenant, weight }
             }
+            Request::JobStart(grant) => {
+                if uid != 0 && uid != self.daemon_uid {
+                    return err(
+                        ErrorCode::Forbidden,
+                        format!("only root or the daemon's user start Slurm jobs, not uid {uid}"),
+                    );
+                }
+                if let Some(j) = self.jobs.get(&grant.job) {
+                    // a Prolog run twice reports the same grant: the same answer
+                    if j.grant == grant {
+                        return Reply::Job(j.report(self.job_declared(grant.job), 0));
+                    }
+                    let e = crate::slurm::SlurmError::Conflict(grant.job);
+                    return err(ErrorCode::BadRequest, e.to_string());
+                }
+                if self.jobs.len() >= crate::slurm::MAX_JOBS {
+                    let e = crate::slurm::SlurmError::TooMany(self.jobs.len());
+                    return err(ErrorCode::NoCapacity, e.to_string());
+                }
+                let memory: Vec<u64> = self.gpus.iter().map(|g| g.memory).collect();
+                match crate::slurm::Job::new(grant, &memory, &self.limits.slurm) {
+                    Ok(j) => {
+                        tracing::info!(
+                            job = j.grant.job,
+                            uid = j.grant.uid,
+                            gpus = ?j.grant.gpus,
+                            weight = j.weight,
+                            memory = j.memory_entitled,
+                            "a Slurm job started"
+                        );
+                        let report = j.report(0, 0);
+                        self.jobs.insert(j.grant.job, j);
+                        Reply::Job(report)
+                    }
+                    Err(e) => err(ErrorCode::BadRequest, e.to_string()),
+                }
+            }
+            Request::JobEnd { job } => {
+                if uid != 0 && uid != self.daemon_uid {
+                    return err(
+                        ErrorCode::Forbidden,
+                        format!("only root or the daemon's user end Slurm jobs, not uid {uid}"),
+                    );
+                }
+                // an Epilog may run for a job whose Prolog never reached us: nothing to do
+                // taken out first: closing its tenants must not let a parked
+                // registration into a job that is ending
+                let Some(j) = self.jobs.remove(&job) else {
+                    return Reply::JobEnded { job, tenants_closed: 0 };
+                };
+                let tenants: Vec<TenantId> = j.tenants.iter().copied().collect();
+                for t in &tenants {
+                    // its queued tasks end with TenantLeft (first: a running task
+                    // stopped first would let the next queued one start); its running
+                    // ones are stopped here and answered, their clients may be waiting
+                    let running: Vec<(TaskId, ConnId, u64)> = self
+                        .tasks
+                        .iter()
+                        .filter(|(_, x)| x.tenant == *t && x.started.is_some())
+                        .map(|(id, x)| (*id, x.conn, x.seq))
+                        .collect();
+                    self.close_tenant(*t);
+                    for (task, conn, seq) in running {
+                        self.cancel_running(task);
+                        self.respond(
+                            conn,
+                            ResponseDesc {
+                                seq,
+                                status: status::CANCELLED,
+                                reason: reason::TENANT_CLOSED,
+                                gpu: u32::MAX,
+                                ..Default::default()
+                            },
+                        );
+                    }
+                }
+                // registrations still waiting for this job's memory are refused
+                self.retry_parked();
+                tracing::info!(job, tenants = tenants.len(), "a Slurm job ended");
+                Reply::JobEnded { job, tenants_closed: tenants.len() as u32 }
+            }
+            Request::JobInfo { job } => match self.jobs.get(&job) {
+                Some(j) if uid == 0 || uid == self.daemon_uid || uid == j.grant.uid => {
+                    let waiting = self.parked.iter().filter(|p| p.job == job).count() as u32;
+                    Reply::Job(j.report(self.job_declared(job), waiting))
+                }
+                Some(_) => err(ErrorCode::Forbidden, format!("Slurm job {job} is not uid {uid}'s")),
+                None => err(ErrorCode::UnknownTenant, format!("no Slurm job {job} on this node")),
+            },
             Request::Close { tenant } => {
                 let id = TenantId(tenant);
                 if !self.tenants.get(&id).is_some_and(|t| t.conn == conn && t.open) {
@@ -1634,7 +1854,18 @@ impl Core {
             LoadState::Normal => "normal",
             LoadState::Overloaded => "overloaded",
         };
+        let jobs = self
+            .jobs
+            .values()
+            .filter(|j| sees_all || j.grant.uid == viewer)
+            .map(|j| {
+                let waiting = self.parked.iter().filter(|p| p.job == j.grant.job).count() as u32;
+                j.report(self.job_declared(j.grant.job), waiting)
+            })
+            .collect();
         StatusReport {
+            jobs,
+            slurm_shards_per_gpu: self.limits.slurm.shards_per_gpu,
             policy: self.policy.label(),
             executor: self.executor_name.clone(),
             uptime_s: uptime.as_secs_f64(),
@@ -1729,6 +1960,7 @@ impl Core {
                             charged.get(id).map_or(0, |n| *n) as f64 / charged_total as f64
                         }),
                         waiting_ms: t.waiting.0 as f64 / 1e6,
+                        job: t.job,
                         model: self.inference.as_ref().and_then(|inf| inf.model_of(*id)).map(|m| {
                             ModelReport {
                                 name: m.model.name,

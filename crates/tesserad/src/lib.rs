@@ -22,6 +22,7 @@ pub use cuda::BUILTIN_PTX;
 pub mod executor;
 pub mod inference;
 mod server;
+pub mod slurm;
 
 use crate::core::{Clock, Core, Mailbox, Msg};
 use crate::server::Server;
@@ -186,8 +187,8 @@ impl Daemon {
         }
         let listener = UnixListener::bind(&cfg.socket)
             .map_err(io(format!("binding {}", cfg.socket.display())))?;
-        std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o600))
-            .map_err(io("restricting the socket to its owner"))?;
+        std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(cfg.socket_mode))
+            .map_err(io("setting the socket's permissions (socket_mode)"))?;
 
         let gpus = match &driver {
             Some(d) => d
@@ -278,6 +279,7 @@ impl Daemon {
                 max_tenants_per_conn: cfg.max_tenants_per_conn,
                 max_tenants_per_uid: cfg.max_tenants_per_uid,
                 departed_running: cfg.departed_running,
+                slurm: cfg.slurm.clone(),
             },
         )
         .with_inference(inference)

@@ -69,6 +69,7 @@ fn uf() -> TenantOptions {
         weight: 1,
         priority: 0,
         memory: 0,
+        job: None,
     }
 }
 
@@ -162,6 +163,7 @@ fn tasks_run_through_the_cuda_executor_on_a_fake_driver() {
             weight: 1,
             priority: 0,
             memory: 0,
+            job: None,
         })
         .unwrap();
     let hs: Vec<u64> = (0..6)

@@ -179,12 +179,13 @@ impl FairQueuing {
         for gpu in self.board.idle_gpus() {
             let next = self.order.iter().map(|(_, t)| *t).find(|t| {
                 let Some(x) = self.tags.get(t) else { return false };
-                if x.running.is_some() || held.contains(t) {
+                if x.running.is_some() || held.contains(t) || !self.board.may_run_on(*t, gpu) {
                     return false;
                 }
                 self.board.queue_of(*t).0 > 0 || x.lingering_until.is_some_and(|u| now < u)
             });
-            let Some(tenant) = next else { break };
+            // none for this GPU; another GPU may still suit a pinned tenant
+            let Some(tenant) = next else { continue };
             if self.board.queue_of(tenant).0 == 0 {
                 held.insert(tenant); // this GPU waits for it
                 continue;

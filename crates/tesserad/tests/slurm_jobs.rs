@@ -1,0 +1,170 @@
+//! Slurm jobs in the daemon, without Slurm: what a Prolog reports becomes a job whose
+//! tenants get its GPUs, weight and class within its memory entitlement; only its uid
+//! registers under it; its end closes its tenants and cancels their tasks.
+
+mod common;
+
+use std::time::Duration;
+use tessera_client::proto::{ErrorCode, JobGrant, TenantClass};
+use tessera_client::{Client, ClientError, Outcome, TaskRequest, TenantOptions};
+use tesserad::Daemon;
+use tesserad::config::{DaemonConfig, OverEntitlement, PolicyName, SlurmSection};
+
+const MIB: u64 = 1 << 20;
+
+fn config() -> DaemonConfig {
+    common::config(PolicyName::Fair)
+}
+
+fn grant(job: u64, uid: u32, gpus: Vec<u32>, shards: u32) -> JobGrant {
+    JobGrant {
+        job,
+        uid,
+        gpus,
+        shards,
+        partition: "debug".into(),
+        qos: String::new(),
+        comment: String::new(),
+    }
+}
+
+fn under(job: u64, memory: u64) -> TenantOptions {
+    TenantOptions { job: Some(job), memory, ..TenantOptions::batch() }
+}
+
+fn code(e: ClientError) -> ErrorCode {
+    match e {
+        ClientError::Refused { code, .. } => code,
+        other => panic!("not a refusal: {other}"),
+    }
+}
+
+fn me() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+#[test]
+fn a_jobs_tenants_get_its_share_and_leave_with_it() {
+    let cfg = config();
+    let gpu_memory = cfg.gpu_memory_mib * MIB;
+    let d = Daemon::start(&cfg).unwrap();
+    let mut admin = Client::connect(d.socket()).unwrap();
+    let job = admin
+        .job_start(JobGrant {
+            comment: "tessera:user-facing:90".into(),
+            ..grant(11, me(), vec![1], 4)
+        })
+        .unwrap();
+    assert_eq!((job.weight, job.memory_entitled), (4, gpu_memory / 2));
+    assert_eq!((job.class, job.sla_ms), (TenantClass::UserFacing, 90));
+    // the same grant again (a Prolog retried) is the same job; another grant is refused
+    assert_eq!(
+        admin
+            .job_start(JobGrant {
+                comment: "tessera:user-facing:90".into(),
+                ..grant(11, me(), vec![1], 4)
+            })
+            .unwrap()
+            .job,
+        11
+    );
+    assert_eq!(
+        code(admin.job_start(grant(11, me(), vec![0], 4)).unwrap_err()),
+        ErrorCode::BadRequest
+    );
+    // bad grants name the problem
+    let e = admin.job_start(grant(12, me(), vec![5], 1)).unwrap_err();
+    assert!(e.to_string().contains("GPU 5 does not exist"), "{e}");
+
+    let mut c = Client::connect(d.socket()).unwrap();
+    let (t, gpus) = c.register_placed(under(11, gpu_memory / 4), 0).unwrap();
+    assert_eq!(gpus, vec![1], "the job's GPU");
+    let st = admin.status().unwrap();
+    let rep = st.tenants.iter().find(|x| x.tenant == t).unwrap();
+    assert_eq!(
+        (rep.job, rep.weight, rep.class, rep.sla_ms),
+        (Some(11), 4, TenantClass::UserFacing, 90)
+    );
+    assert_eq!(st.jobs.len(), 1);
+    assert_eq!(st.jobs[0].tenants, vec![t]);
+    assert_eq!(st.slurm_shards_per_gpu, 8);
+
+    // more than the job has left of its entitlement: refused, saying why
+    let e = c.register(under(11, gpu_memory / 4 + 1)).unwrap_err();
+    assert!(e.to_string().contains("entitle it to"), "{e}");
+    assert_eq!(code(e), ErrorCode::NoCapacity);
+    // another uid's job, and a job that is not here
+    admin.job_start(grant(13, me() + 4242, vec![0], 2)).unwrap();
+    assert_eq!(code(c.register(under(13, 0)).unwrap_err()), ErrorCode::Forbidden);
+    assert_eq!(code(c.register(under(99, 0)).unwrap_err()), ErrorCode::UnknownTenant);
+
+    // its tasks run on its GPU only
+    let short = TaskRequest {
+        kernel: 1,
+        cost: Duration::from_millis(20),
+        memory: 0,
+        input: vec![],
+        output_len: 0,
+    };
+    for _ in 0..4 {
+        let h = c.submit(t, &short).unwrap();
+        assert_eq!(c.wait(h, Duration::from_secs(5)).unwrap().gpu, Some(1));
+    }
+    // the job ends with a task queued behind a running one: both end, the tenant is gone
+    let long = TaskRequest { cost: Duration::from_secs(20), ..short };
+    let a = c.submit(t, &long).unwrap();
+    let b = c.submit(t, &long).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(admin.job_end(11).unwrap(), 1);
+    for h in [a, b] {
+        let done = c.wait(h, Duration::from_secs(5)).unwrap();
+        assert!(matches!(done.outcome, Outcome::Cancelled(_) | Outcome::Failed(_)), "{done:?}");
+    }
+    let st = admin.status().unwrap();
+    assert!(st.tenants.iter().all(|x| x.job != Some(11)), "{:?}", st.tenants);
+    assert!(st.jobs.iter().all(|j| j.job != 11));
+    assert_eq!(admin.job_end(11).unwrap(), 0, "ending twice is harmless");
+    assert_eq!(code(c.register(under(11, 0)).unwrap_err()), ErrorCode::UnknownTenant);
+}
+
+/// `over_entitlement = "wait"`: a registration over what the job has left is answered
+/// when a sibling closes, and refused if the job ends first.
+#[test]
+fn a_registration_over_the_entitlement_waits_for_room() {
+    let cfg = DaemonConfig {
+        slurm: SlurmSection { over_entitlement: OverEntitlement::Wait, ..SlurmSection::default() },
+        ..config()
+    };
+    let gpu_memory = cfg.gpu_memory_mib * MIB;
+    let d = Daemon::start(&cfg).unwrap();
+    let mut admin = Client::connect(d.socket()).unwrap();
+    let job = admin.job_start(grant(21, me(), vec![0], 2)).unwrap();
+    assert_eq!(job.memory_entitled, gpu_memory / 4);
+    let mut first = Client::connect(d.socket()).unwrap();
+    let t1 = first.register(under(21, job.memory_entitled)).unwrap();
+    let socket = d.socket().to_path_buf();
+    let waiter = std::thread::spawn(move || {
+        let mut second = Client::connect(&socket).unwrap();
+        let r = second.register(under(21, job.memory_entitled / 2));
+        (r.map_err(|e| e.to_string()), std::time::Instant::now(), second)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(admin.job_info(21).unwrap().waiting, 1);
+    let closed_at = std::time::Instant::now();
+    first.close(t1).unwrap();
+    let (r, answered_at, _second) = waiter.join().unwrap();
+    assert!(r.is_ok(), "{r:?}");
+    assert!(answered_at >= closed_at, "answered only once room was made");
+    // one that can never fit (more than the whole entitlement) is refused at once
+    let e = first.register(under(21, job.memory_entitled + 1)).unwrap_err();
+    assert_eq!(code(e), ErrorCode::NoCapacity);
+    // one waiting when the job ends is refused
+    let socket = d.socket().to_path_buf();
+    let waiter = std::thread::spawn(move || {
+        let mut third = Client::connect(&socket).unwrap();
+        third.register(under(21, job.memory_entitled)).map_err(code)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    admin.job_end(21).unwrap();
+    assert_eq!(waiter.join().unwrap(), Err(ErrorCode::UnknownTenant));
+}
