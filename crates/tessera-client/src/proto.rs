@@ -527,6 +527,7 @@ mod tests {
             memory: 5,
             gpus: 1,
             model: Some(ModelSpec { name: "r".into(), profile: "resnet50".into() }),
+            job: Some(17),
         };
         write_frame(&mut buf, &msg).unwrap();
         assert_eq!(read_frame::<Request>(&mut buf.as_slice()).unwrap(), msg);
@@ -544,6 +545,7 @@ mod tests {
                 memory: 0,
                 gpus: 0,
                 model: None,
+                job: None,
             }
         );
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
