@@ -11,6 +11,7 @@ mod demo;
 mod ledger;
 mod run;
 mod sim;
+mod slurm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -47,6 +48,10 @@ enum Command {
     /// Start an unmodified CUDA program as a tenant (its memory admitted by the
     /// ledger, placed by the daemon): `tessera run --memory 4GiB -- ./app args`.
     Run(run::RunArgs),
+    /// Slurm integration: the node's Prolog, Epilog and TaskProlog, gres.conf, a smoke
+    /// check (see docs/slurm.md).
+    #[command(subcommand)]
+    Slurm(slurm::SlurmCommand),
 }
 
 fn main() -> Result<()> {
@@ -66,5 +71,6 @@ fn main() -> Result<()> {
         Command::DemoClient(a) => demo::run_client(a),
         Command::Status(a) => daemon::run_status(a),
         Command::Run(a) => run::run(a),
+        Command::Slurm(cmd) => slurm::run(cmd),
     }
 }

@@ -244,3 +244,177 @@ mod tests {
         );
     }
 }
+
+/// What a Prolog reads from `scontrol -d show job <id>` (the Prolog's environment
+/// lacks the shard count, the QOS and the comment).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScontrolJob {
+    /// Shards on `node` (the sum of `shard:N` in its `GRES=` detail).
+    pub shards: u32,
+    /// The GPU indices of that detail (`IDX:`), for when `SLURM_JOB_GPUS` is empty.
+    pub gpus: Vec<u32>,
+    /// `Partition=`.
+    pub partition: String,
+    /// `QOS=`.
+    pub qos: String,
+    /// `Comment=` (up to the end of its line: a comment may hold spaces).
+    pub comment: String,
+}
+
+/// Read `scontrol -d show job` output for `node` (the detail line whose `Nodes=`
+/// names it; the first detail line when `node` is empty or none names it).
+pub fn parse_scontrol_job(text: &str, node: &str) -> ScontrolJob {
+    let field = |key: &str| -> String {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key).map(str::to_string))
+            .unwrap_or_default()
+    };
+    let comment = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("Comment="))
+        .map(|c| c.trim_end().to_string())
+        .unwrap_or_default();
+    let details: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Nodes=") && l.contains("GRES="))
+        .collect();
+    let mine = details
+        .iter()
+        .find(|l| {
+            !node.is_empty()
+                && l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("Nodes="))
+                    .is_some_and(|n| n.split(',').any(|x| x == node))
+        })
+        .or(details.first());
+    let gres = mine.and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("GRES=")));
+    let shards = gres.map(shards_in).unwrap_or(0);
+    let gpus = gres.map(indices_in).unwrap_or_default();
+    ScontrolJob {
+        shards,
+        gpus,
+        partition: field("Partition="),
+        qos: field("QOS="),
+        comment: if comment == "(null)" { String::new() } else { comment },
+    }
+}
+
+/// The shards in a GRES detail such as `gpu:1(IDX:0),shard:4(IDX:1)` or
+/// `shard:a100:2(IDX:0)`.
+fn shards_in(gres: &str) -> u32 {
+    // split at commas outside parentheses (IDX lists hold commas)
+    let mut depth = 0;
+    let mut items = Vec::new();
+    let mut start = 0;
+    for (i, c) in gres.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&gres[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&gres[start..]);
+    items
+        .iter()
+        .filter(|it| it.starts_with("shard:"))
+        .filter_map(|it| {
+            let head = it.split('(').next()?;
+            head.rsplit(':').next()?.parse::<u32>().ok()
+        })
+        .sum()
+}
+
+/// The device indices of a GRES detail: every `(IDX:...)` list, merged.
+fn indices_in(gres: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for part in gres.split("(IDX:").skip(1) {
+        if let Some(list) = part.split(')').next().and_then(parse_gpu_list) {
+            out.extend(list);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// A job's GPUs from `SLURM_JOB_GPUS` (or `SLURM_STEP_GPUS`): comma-separated indices,
+/// ranges allowed (`0,2-3`).
+pub fn parse_gpu_list(s: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?);
+                if b < a || b - a > 1024 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// `gres.conf` lines and the node's `Gres=` fragment for `gpus` GPUs of
+/// `shards_per_gpu` shards each, devices named by `device` with `{}` for the index.
+pub fn gres_conf(gpus: usize, shards_per_gpu: u32, device: &str) -> (String, String) {
+    let dev = |i: usize| device.replace("{}", &i.to_string());
+    let mut conf = String::from("AutoDetect=off\n");
+    for i in 0..gpus {
+        conf.push_str(&format!("Name=gpu File={}\n", dev(i)));
+    }
+    for i in 0..gpus {
+        conf.push_str(&format!("Name=shard Count={shards_per_gpu} File={}\n", dev(i)));
+    }
+    let node = format!("Gres=gpu:{gpus},shard:{}", gpus as u64 * u64::from(shards_per_gpu));
+    (conf, node)
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    /// As Slurm 22.05 prints it (trimmed).
+    const SHOW_JOB: &str = "JobId=12 JobName=wrap\n   UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A\n   Priority=1 Nice=0 Account=(null) QOS=normal\n   JobState=RUNNING Reason=None Dependency=(null)\n   Partition=debug AllocNode:Sid=localhost:12\n   NodeList=localhost\n   TRES=cpu=1,mem=1M,node=1,billing=1,gres/shard=4\n     Nodes=localhost CPU_IDs=0 Mem=0 GRES=shard:4(IDX:1)\n   Comment=tessera:user-facing:80 nightly run\n   TresPerNode=gres:shard:4\n";
+
+    #[test]
+    fn scontrol_output_gives_shards_partition_qos_and_comment() {
+        let j = parse_scontrol_job(SHOW_JOB, "localhost");
+        assert_eq!(j.shards, 4);
+        assert_eq!(j.gpus, vec![1]);
+        assert_eq!(indices_in("gpu:2(IDX:0,2),shard:1(IDX:3)"), vec![0, 2, 3]);
+        assert_eq!((j.partition.as_str(), j.qos.as_str()), ("debug", "normal"));
+        assert_eq!(j.comment, "tessera:user-facing:80 nightly run");
+        assert_eq!(parse_scontrol_job(SHOW_JOB, "").shards, 4, "first detail line");
+        assert_eq!(parse_scontrol_job("JobId=1 Partition=p", "n").shards, 0);
+    }
+
+    #[test]
+    fn gres_details_and_gpu_lists_parse() {
+        assert_eq!(shards_in("gpu:1(IDX:0),shard:4(IDX:1)"), 4);
+        assert_eq!(shards_in("shard:a100:2(IDX:0-1,3),shard:1(IDX:2)"), 3);
+        assert_eq!(shards_in("gpu:2(IDX:0,1)"), 0);
+        assert_eq!(parse_gpu_list("0,2-3,2"), Some(vec![0, 2, 3]));
+        assert_eq!(parse_gpu_list(""), Some(vec![]));
+        assert_eq!(parse_gpu_list("x"), None);
+        assert_eq!(parse_gpu_list("3-1"), None);
+    }
+
+    #[test]
+    fn gres_conf_lists_every_gpu_and_its_shards() {
+        let (conf, node) = gres_conf(2, 8, "/dev/nvidia{}");
+        assert_eq!(
+            conf,
+            "AutoDetect=off\nName=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia1\n\
+             Name=shard Count=8 File=/dev/nvidia0\nName=shard Count=8 File=/dev/nvidia1\n"
+        );
+        assert_eq!(node, "Gres=gpu:2,shard:16");
+    }
+}
