@@ -11,6 +11,8 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
         assert!(x.mmr > 0.0 && x.mmr <= 1.0 + 1e-9, "{x:?}");
         assert!(x.overhead > 0.0 && x.overhead.is_finite(), "{x:?}");
         assert!(x.normalized.iter().all(|v| v.is_finite() && *v > 0.0), "{x:?}");
+        assert_eq!(x.completion_s.len(), x.weights.len());
+        assert!(x.completion_s.iter().all(|v| v.is_finite() && *v > 0.0), "{x:?}");
     }
     assert_eq!(r.claims.len(), 12);
     assert_eq!(r.work_conserving.len(), 4 * 2);

@@ -90,6 +90,8 @@ pub struct Benchmark {
     pub async_per_10ms: f64,
     /// Synchronous calls per 10 ms.
     pub sync_per_10ms: f64,
+    /// Its run time alone in a VM, s (Table 3).
+    pub run_s: f64,
 }
 
 /// The model's constants (ours where the paper gives none).
@@ -669,7 +671,7 @@ mod tests {
     use super::*;
 
     fn bench(kernel_us: f64, a: f64, s: f64) -> Benchmark {
-        Benchmark { name: "t".into(), kernel_us, async_per_10ms: a, sync_per_10ms: s }
+        Benchmark { name: "t".into(), kernel_us, async_per_10ms: a, sync_per_10ms: s, run_s: 1.0 }
     }
 
     /// One VM alone on its core and the GPU completes its calls; a GPU-bound program
