@@ -485,6 +485,36 @@ fn slurm_jobs_become_tenants_and_leave_nothing_behind() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("Forbidden"), "another user: {err}");
+    // nor end it, nor forge a job of its own (the hooks are root's): the daemon refuses
+    let sock = c.socket.display().to_string();
+    let o = c.as_user(
+        USER_B,
+        "env",
+        &[&format!("SLURM_JOB_ID={held}"), &t, "slurm", "epilog", "--socket", &sock],
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Forbidden"), "{o:?}");
+    let o = c.as_user(
+        USER_B,
+        "env",
+        &[
+            "SLURM_JOB_ID=999999",
+            "SLURM_JOB_UID=0",
+            "SLURM_JOB_GPUS=0",
+            &t,
+            "slurm",
+            "prolog",
+            "--socket",
+            &sock,
+            "--scontrol",
+            "true",
+            "--scancel",
+            "true",
+        ],
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Forbidden"), "{o:?}");
+    let st = c.status();
+    assert!(st.tenants.iter().any(|x| x.job == Some(held)), "another user ended the job");
+    assert!(st.jobs.iter().all(|j| j.job != 999_999), "another user forged a job");
     let cancelled_at = Instant::now();
     let o = c.slurm_cmd("scancel").arg(held.to_string()).output().unwrap();
     assert!(o.status.success());
