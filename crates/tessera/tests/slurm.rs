@@ -263,8 +263,10 @@ fn start() -> Result<Cluster, String> {
     chmod(&base.join("bin"), 0o755);
     chmod(&tessera, 0o755);
     if !Path::new("/etc/munge/munge.key").exists() {
-        let key: Vec<u8> =
-            (0..128).map(|i| (i * 7 + 13) as u8 ^ (std::process::id() as u8)).collect();
+        // a real key: munged trusts whoever holds it
+        let mut key = vec![0u8; 128];
+        let mut random = std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?;
+        std::io::Read::read_exact(&mut random, &mut key).map_err(|e| e.to_string())?;
         std::fs::create_dir_all("/etc/munge").map_err(|e| e.to_string())?;
         std::fs::write("/etc/munge/munge.key", key).map_err(|e| e.to_string())?;
         let _ = sh("chown", &["-R", "munge:munge", "/etc/munge"]);
