@@ -1482,6 +1482,12 @@ impl Core {
                 // memory entitlement, for the job's own uid only
                 let (class, sla_ms, weight, job_gpus) = match job {
                     None => (class, sla_ms, weight, None),
+                    Some(_) if self.inference.is_some() => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "Slurm jobs are not served in the gpulets inference mode".into(),
+                        );
+                    }
                     Some(j) => {
                         let Some(jb) = self.jobs.get(&j) else {
                             return err(

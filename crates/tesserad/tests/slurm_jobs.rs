@@ -8,7 +8,7 @@ use std::time::Duration;
 use tessera_client::proto::{ErrorCode, JobGrant, TenantClass};
 use tessera_client::{Client, ClientError, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
-use tesserad::config::{DaemonConfig, OverEntitlement, PolicyName, SlurmSection};
+use tesserad::config::{BalanceName, DaemonConfig, OverEntitlement, PolicyName, SlurmSection};
 
 const MIB: u64 = 1 << 20;
 
@@ -167,4 +167,55 @@ fn a_registration_over_the_entitlement_waits_for_room() {
     std::thread::sleep(Duration::from_millis(300));
     admin.job_end(21).unwrap();
     assert_eq!(waiter.join().unwrap(), Err(ErrorCode::UnknownTenant));
+}
+
+/// Under every scheduling policy a job's tasks end, on the job's GPU only (a policy
+/// that ignored the pinning would leave them queued for ever, or loop).
+#[test]
+fn every_policy_runs_a_pinned_jobs_tasks_on_its_gpu() {
+    let mut configs: Vec<(String, DaemonConfig)> = [
+        PolicyName::RoundRobin,
+        PolicyName::Priority,
+        PolicyName::Flexy,
+        PolicyName::FlexyPid,
+        PolicyName::LeastLoaded,
+        PolicyName::Fair,
+        PolicyName::Credit,
+    ]
+    .into_iter()
+    .map(|p| (format!("{p:?}"), common::config(p)))
+    .collect();
+    configs.push((
+        "LeastLoaded with DCUDA".into(),
+        DaemonConfig { balance: BalanceName::Dcuda, ..common::config(PolicyName::LeastLoaded) },
+    ));
+    for (policy, cfg) in configs {
+        let d = Daemon::start(&cfg).unwrap();
+        let mut admin = Client::connect(d.socket()).unwrap();
+        admin.job_start(grant(31, me(), vec![1], 4)).unwrap();
+        let mut c = Client::connect(d.socket()).unwrap();
+        let t = c.register(under(31, 0)).unwrap();
+        // a tenant of no job beside it, to compete for the GPUs
+        let other = c.register(TenantOptions::batch()).unwrap();
+        let task = TaskRequest {
+            kernel: 1,
+            cost: Duration::from_millis(30),
+            memory: 0,
+            input: vec![],
+            output_len: 0,
+        };
+        let hs: Vec<(u64, bool)> = (0..6)
+            .flat_map(|_| {
+                [(c.submit(t, &task).unwrap(), true), (c.submit(other, &task).unwrap(), false)]
+            })
+            .collect();
+        for (h, pinned) in hs {
+            let done =
+                c.wait(h, Duration::from_secs(10)).unwrap_or_else(|e| panic!("{policy:?}: {e}"));
+            assert_eq!(done.outcome, Outcome::Done, "{policy:?}");
+            if pinned {
+                assert_eq!(done.gpu, Some(1), "{policy:?}");
+            }
+        }
+    }
 }

@@ -665,6 +665,14 @@ impl Dcuda {
 
     fn decide(&mut self, now: Nanos, m: Move) {
         let Some(home) = self.home.get(&m.tenant).copied() else { return };
+        // a pinned tenant moves only among its GPUs
+        if self
+            .board
+            .tenant_spec(m.tenant)
+            .is_some_and(|s| !s.gpus.is_empty() && !s.gpus.contains(&m.to))
+        {
+            return;
+        }
         if home == m.to {
             self.moving.remove(&m.tenant);
             return;
@@ -811,7 +819,13 @@ impl Policy for Dcuda {
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         match event {
-            Event::TenantRegistered(spec) => self.place(spec.id),
+            Event::TenantRegistered(spec) => {
+                self.place(spec.id);
+                // a tenant pinned to GPUs (a Slurm job's) lives on its first one
+                if let Some(g) = spec.gpus.first() {
+                    self.home.insert(spec.id, *g);
+                }
+            }
             Event::TenantLeft { tenant, .. } => {
                 self.home.remove(tenant);
                 self.moving.remove(tenant);

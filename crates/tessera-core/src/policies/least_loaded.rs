@@ -39,11 +39,16 @@ impl Policy for LeastLoaded {
             let target = self
                 .board
                 .gpu_ids()
-                .filter(|g| self.board.has_room(crate::model::Placement::whole(*g)))
+                .filter(|g| {
+                    self.board.has_room(crate::model::Placement::whole(*g))
+                        && self.board.may_run_on(tenant, *g)
+                })
                 .min_by_key(|g| {
                     let s = self.board.state(*g);
                     (s.demand(), s.running().len(), *g)
                 });
+            // none with room (for a pinned tenant: none of its GPUs): the oldest waits,
+            // and so, first come first served, do the others
             let Some(gpu) = target else { break };
             self.board.dispatch(now, gpu, tenant, actions);
         }
