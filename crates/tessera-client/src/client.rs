@@ -221,6 +221,13 @@ impl Client {
         })
     }
 
+    /// Give up on a control call (its write or its answer) after `limit`: for callers
+    /// that must not hang on a stuck daemon, such as Slurm's hooks.
+    pub fn set_timeout(&mut self, limit: Duration) -> Result<(), ClientError> {
+        self.stream.set_read_timeout(Some(limit)).map_err(ClientError::Connect)?;
+        self.stream.set_write_timeout(Some(limit)).map_err(ClientError::Connect)
+    }
+
     fn call(&mut self, req: &Request) -> Result<Reply, ClientError> {
         if let Err(e) = proto::write_frame(&mut self.stream, req) {
             return Err(self.refusal_after(e));

@@ -643,6 +643,22 @@ impl Board {
         next
     }
 
+    /// Like [`Board::next_round_robin`], among the tenants that may run on `gpu`.
+    pub fn next_round_robin_on(&mut self, gpu: GpuId) -> Option<TenantId> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let from = self.rr_cursor.map_or(Unbounded, Excluded);
+        let next = self
+            .backlogged
+            .range((from, Unbounded))
+            .chain(self.backlogged.iter())
+            .find(|t| self.may_run_on(**t, gpu))
+            .copied();
+        if next.is_some() {
+            self.rr_cursor = next;
+        }
+        next
+    }
+
     /// Dispatch `tenant`'s head-of-line task to the whole of `gpu`. Does nothing if the
     /// GPU has no room or the queue is empty (callers choose both from the board, so
     /// neither happens; the check keeps the invariant local).

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tessera_client::proto::JobGrant;
 use tessera_client::{Client, TaskRequest, TenantOptions};
 use tesserad::config::DaemonConfig;
@@ -99,7 +99,8 @@ pub struct SmokeArgs {
     /// Each task's emulated work, ms.
     #[arg(long, default_value_t = 50)]
     task_ms: u64,
-    /// GPU memory to declare, bytes (default: what the job is entitled to).
+    /// GPU memory to declare, bytes (default: `TESSERA_MEMORY`, which the TaskProlog
+    /// sets to this task's part of the job's entitlement).
     #[arg(long)]
     memory: Option<u64>,
     /// Stay registered this long after the tasks, ms.
@@ -126,32 +127,44 @@ fn job_id() -> Result<u64> {
 }
 
 /// Run `cmd args`, giving up after `limit` (Slurm commands retry for ever when a
-/// daemon is down).
+/// daemon is down). Its output is read while it runs, however long.
 fn run_with_timeout(cmd: &str, args: &[&str], limit: Duration) -> Result<String> {
-    let mut child = Command::new(cmd)
+    let child = Command::new(cmd)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("cannot run {cmd}"))?;
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            let out = child.wait_with_output()?;
-            if !status.success() {
-                bail!("{cmd} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-            }
-            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
+    let pid = rustix::process::Pid::from_child(&child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(limit) {
+        Ok(out) => out?,
+        Err(_) => {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             bail!("{cmd} {} did not answer within {limit:?}", args.join(" "));
         }
-        std::thread::sleep(Duration::from_millis(20));
+    };
+    if !out.status.success() {
+        bail!("{cmd} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// A control connection to tesserad that gives up after [`HOOK_TIMEOUT`].
+fn hook_client(socket: &std::path::Path) -> Result<Client> {
+    let mut c = Client::connect_control(socket)
+        .with_context(|| format!("no tesserad at {}", socket.display()))?;
+    c.set_timeout(HOOK_TIMEOUT)?;
+    Ok(c)
+}
+
+/// How long a hook waits for tesserad or a Slurm command: well inside Slurm's own
+/// Prolog timeout, which drains the node.
+const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What Slurm gave the job, from the Prolog's environment and scontrol.
 fn read_grant(a: &PrologArgs, job: u64) -> Result<JobGrant> {
@@ -163,11 +176,8 @@ fn read_grant(a: &PrologArgs, job: u64) -> Result<JobGrant> {
     let gpus_var = env("SLURM_JOB_GPUS").or_else(|| env("SLURM_STEP_GPUS")).unwrap_or_default();
     let gpus = parse_gpu_list(&gpus_var)
         .with_context(|| format!("SLURM_JOB_GPUS={gpus_var:?} is not a list of GPU indices"))?;
-    let text = run_with_timeout(
-        &a.scontrol,
-        &["-d", "show", "job", &job.to_string()],
-        Duration::from_secs(10),
-    )?;
+    let text =
+        run_with_timeout(&a.scontrol, &["-d", "show", "job", &job.to_string()], HOOK_TIMEOUT)?;
     let node = env("SLURMD_NODENAME").unwrap_or_default();
     let s = parse_scontrol_job(&text, &node);
     // Slurm leaves SLURM_JOB_GPUS empty when its GPU files are not device files; the
@@ -187,11 +197,10 @@ fn read_grant(a: &PrologArgs, job: u64) -> Result<JobGrant> {
 fn prolog(a: &PrologArgs) -> Result<()> {
     let job = job_id()?;
     let grant = read_grant(a, job);
-    let outcome = grant.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|g| {
-        let mut c = Client::connect_control(&socket(&a.hook))
-            .with_context(|| format!("no tesserad at {}", socket(&a.hook).display()))?;
-        Ok(c.job_start(g.clone())?)
-    });
+    let outcome = grant
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .and_then(|g| Ok(hook_client(&socket(&a.hook))?.job_start(g.clone())?));
     match outcome {
         Ok(r) => {
             eprintln!(
@@ -208,9 +217,7 @@ fn prolog(a: &PrologArgs) -> Result<()> {
             }
             eprintln!("tessera: cancelling job {job}: tesserad cannot protect it: {e:#}");
             // never fail the Prolog: that would drain the node
-            if let Err(c) =
-                run_with_timeout(&a.scancel, &[&job.to_string()], Duration::from_secs(10))
-            {
+            if let Err(c) = run_with_timeout(&a.scancel, &[&job.to_string()], HOOK_TIMEOUT) {
                 eprintln!("tessera: could not cancel job {job}: {c:#}");
             }
             Ok(())
@@ -220,9 +227,7 @@ fn prolog(a: &PrologArgs) -> Result<()> {
 
 fn epilog(a: &HookArgs) -> Result<()> {
     let job = job_id()?;
-    let ended = Client::connect_control(&socket(a))
-        .map_err(anyhow::Error::from)
-        .and_then(|mut c| Ok(c.job_end(job)?));
+    let ended = hook_client(&socket(a)).and_then(|mut c| Ok(c.job_end(job)?));
     match ended {
         Ok(n) => eprintln!("tessera: job {job} ended: {n} tenant(s) closed"),
         // the daemon gone means its state about the job is gone too
@@ -234,9 +239,7 @@ fn epilog(a: &HookArgs) -> Result<()> {
 fn task_prolog(a: &TaskPrologArgs) -> Result<()> {
     let job = job_id()?;
     let socket = socket(&a.hook);
-    let info = Client::connect_control(&socket)
-        .map_err(anyhow::Error::from)
-        .and_then(|mut c| Ok(c.job_info(job)?));
+    let info = hook_client(&socket).and_then(|mut c| Ok(c.job_info(job)?));
     let r = match info {
         Ok(r) => r,
         Err(e) => {
@@ -248,7 +251,13 @@ fn task_prolog(a: &TaskPrologArgs) -> Result<()> {
     println!("export TESSERA_SOCKET={}", socket.display());
     println!("export TESSERA_SLURM_JOB={job}");
     println!("export TESSERA_WEIGHT={}", r.weight);
-    println!("export TESSERA_MEMORY={}", r.memory_entitled);
+    // each of the step's tasks here gets its part, so that all of them fit (the
+    // entitlement is the whole job's)
+    let tasks_here = ["SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"]
+        .iter()
+        .find_map(|v| env(v).as_deref().and_then(tasks_on_this_node))
+        .unwrap_or(1);
+    println!("export TESSERA_MEMORY={}", r.memory_entitled / u64::from(tasks_here.max(1)));
     match r.class {
         tessera_client::proto::TenantClass::UserFacing => {
             println!("export TESSERA_CLASS=user-facing");
@@ -265,6 +274,11 @@ fn task_prolog(a: &TaskPrologArgs) -> Result<()> {
         println!("export LD_PRELOAD={list}");
     }
     Ok(())
+}
+
+/// The most tasks a `SLURM_*TASKS_PER_NODE` value gives a node: `2`, `2(x3)`, `3,1`.
+fn tasks_on_this_node(v: &str) -> Option<u32> {
+    v.split(',').filter_map(|p| p.split('(').next()?.trim().parse::<u32>().ok()).max()
 }
 
 fn gres(a: &GresConfArgs) -> Result<()> {
@@ -291,7 +305,10 @@ fn smoke(a: &SmokeArgs) -> Result<()> {
     let mut c =
         Client::connect(&socket).with_context(|| format!("no tesserad at {}", socket.display()))?;
     let info = c.job_info(job)?;
-    let memory = a.memory.unwrap_or(info.memory_entitled);
+    let memory = a
+        .memory
+        .or_else(|| env("TESSERA_MEMORY").and_then(|v| v.parse().ok()))
+        .unwrap_or(info.memory_entitled);
     let (tenant, gpus) = c
         .register_placed(TenantOptions { job: Some(job), memory, ..TenantOptions::batch() }, 0)
         .with_context(|| format!("registering as job {job}'s tenant"))?;
@@ -320,11 +337,20 @@ fn smoke(a: &SmokeArgs) -> Result<()> {
     Ok(())
 }
 
+/// A hook's error is logged, never its exit status: a Prolog or Epilog that fails
+/// drains the node.
+fn never_fail(hook: &str, r: Result<()>) -> Result<()> {
+    if let Err(e) = r {
+        eprintln!("tessera: slurm {hook}: {e:#}");
+    }
+    Ok(())
+}
+
 pub fn run(cmd: SlurmCommand) -> Result<()> {
     match cmd {
-        SlurmCommand::Prolog(a) => prolog(&a),
-        SlurmCommand::Epilog(a) => epilog(&a),
-        SlurmCommand::TaskProlog(a) => task_prolog(&a),
+        SlurmCommand::Prolog(a) => never_fail("prolog", prolog(&a)),
+        SlurmCommand::Epilog(a) => never_fail("epilog", epilog(&a)),
+        SlurmCommand::TaskProlog(a) => never_fail("task-prolog", task_prolog(&a)),
         SlurmCommand::GresConf(a) => gres(&a),
         SlurmCommand::Smoke(a) => smoke(&a),
     }

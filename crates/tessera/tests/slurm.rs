@@ -133,25 +133,20 @@ impl Cluster {
             .expect("runuser")
     }
 
-    /// Submit `script` as user A with `gres`; the job id.
+    /// Submit `script` as user A with `gres` (then any further sbatch options, space
+    /// separated); the job id.
     fn sbatch(&self, gres: &str, script: &str) -> u64 {
         let path = self.base.join(format!("job-{}.sh", rand_tag()));
         std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
         chmod(&path, 0o755);
-        let out_pattern = self.base.join("out/%j.out");
-        let o = self.as_user(
-            USER_A,
-            "sbatch",
-            &[
-                "--parsable",
-                &format!("--gres={gres}"),
-                "-t",
-                "5",
-                "-o",
-                &out_pattern.display().to_string(),
-                &path.display().to_string(),
-            ],
-        );
+        let out_pattern = self.base.join("out/%j.out").display().to_string();
+        let mut words = gres.split_whitespace();
+        let gres_arg = format!("--gres={}", words.next().unwrap());
+        let mut args = vec!["--parsable", &gres_arg, "-t", "5", "-o", &out_pattern];
+        args.extend(words);
+        let script_path = path.display().to_string();
+        args.push(&script_path);
+        let o = self.as_user(USER_A, "sbatch", &args);
         assert!(o.status.success(), "sbatch: {}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap()
     }
@@ -451,6 +446,14 @@ fn slurm_jobs_become_tenants_and_leave_nothing_behind() {
         c.wait_until(Duration::from_secs(2), |c| c.daemon_clean_of(j1) && c.daemon_clean_of(j2))
             .is_some()
     );
+
+    // a job of two tasks: each gets half the job's memory, so both register
+    let two =
+        c.sbatch("shard:4 -n 2", &format!("srun -n 2 {t} slurm smoke --tasks 3 --task-ms 20"));
+    assert!(c.wait_gone(two, Duration::from_secs(60)).is_some());
+    let out = c.output(two);
+    assert_eq!(out.matches("ran 3 tasks").count(), 2, "job {two}: {out}");
+    assert_eq!(out.matches(&format!("memory {}", entitled_4 / 2)).count(), 2, "job {two}: {out}");
 
     // 2. more memory than the shards entitle: refused, and the job says why
     let over = c.sbatch(

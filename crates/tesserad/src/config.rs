@@ -171,6 +171,10 @@ pub struct SlurmSection {
     pub comment_class: bool,
     /// The SLA of user-facing jobs that name none, ms.
     pub sla_ms: u64,
+    /// Only Slurm jobs' tenants may register (besides root, the daemon's user and
+    /// `user_facing_uids`): on a Slurm node, so that nobody uses GPUs Slurm did not give
+    /// them.
+    pub require_job: bool,
 }
 
 /// What becomes of a registration over its job's memory entitlement.
@@ -193,6 +197,7 @@ impl Default for SlurmSection {
             user_facing_qos: Vec::new(),
             comment_class: true,
             sla_ms: 200,
+            require_job: false,
         }
     }
 }
@@ -469,6 +474,22 @@ impl DaemonConfig {
             }
         }
         Ok(())
+    }
+
+    /// Why this daemon cannot take Slurm jobs, if it cannot: a job's tasks must stay on
+    /// the job's GPUs, which Flexy's and priority's pools and reservations would
+    /// starve, and gpu-lets serves models, not jobs.
+    pub fn slurm_refusal(&self) -> Option<String> {
+        match self.policy {
+            PolicyName::Fair
+            | PolicyName::Credit
+            | PolicyName::LeastLoaded
+            | PolicyName::RoundRobin => None,
+            other => Some(format!(
+                "this daemon's policy ({other:?}) cannot keep a Slurm job on its GPUs: run \
+                 tesserad with policy fair, credit, least-loaded or round-robin for Slurm jobs"
+            )),
+        }
     }
 
     /// DCUDA's parameters when `balance = "dcuda"`.

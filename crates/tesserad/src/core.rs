@@ -346,6 +346,9 @@ pub struct Limits {
     pub departed_running: crate::config::Departed,
     /// How Slurm jobs become tenants.
     pub slurm: crate::config::SlurmSection,
+    /// Why this daemon takes no Slurm jobs, if it does not (its policy cannot keep a
+    /// job's tasks on the job's GPUs).
+    pub slurm_refusal: Option<String>,
 }
 
 /// A registration waiting for room in its Slurm job's memory entitlement.
@@ -1246,7 +1249,7 @@ impl Core {
                 );
             }
             Msg::Control { conn, pid, uid, request, reply } => {
-                if let Some(job) = self.must_wait(uid, &request) {
+                if let Some(job) = self.must_wait(conn, uid, &request) {
                     tracing::info!(job, uid, "a registration waits for its job's memory");
                     self.parked.push(Parked { job, conn, pid, uid, request, reply });
                 } else {
@@ -1355,9 +1358,13 @@ impl Core {
     /// its place is scheduled again. Alone on its GPU it is abandoned by a reset (the
     /// only way to stop a running kernel); beside co-located tasks, which a reset would
     /// kill too, the executor drops it alone.
-    fn cancel_running(&mut self, task: TaskId) {
-        let Some(info) = self.tasks.remove(&task) else { return };
-        let Some((gpu, started)) = info.started else { return };
+    /// Stop a running task and end it as cancelled; whether it was running.
+    fn cancel_running(&mut self, task: TaskId) -> bool {
+        if self.tasks.get(&task).is_none_or(|t| t.started.is_none()) {
+            return false;
+        }
+        let Some(info) = self.tasks.remove(&task) else { return false };
+        let Some((gpu, started)) = info.started else { return false };
         self.close_gate(&info);
         if self.runs_on(gpu, task) {
             let alone = self.gpus[gpu.0 as usize].running.len() == 1;
@@ -1386,6 +1393,7 @@ impl Core {
             measured: true,
             result: Err(ExecutionFailure { reason: "its client left: cancelled".into() }),
         });
+        true
     }
 
     fn close_tenant(&mut self, tenant: TenantId) {
@@ -1424,12 +1432,24 @@ impl Core {
     /// A registration that must wait for room in its job's entitlement: one under a
     /// job of this uid, over what the job has left but within the whole entitlement,
     /// with `over_entitlement = "wait"`.
-    fn must_wait(&self, uid: u32, request: &tessera_client::proto::Request) -> Option<u64> {
+    fn must_wait(
+        &self,
+        conn: ConnId,
+        uid: u32,
+        request: &tessera_client::proto::Request,
+    ) -> Option<u64> {
+        if !self.conns.contains_key(&conn) {
+            return None; // no session: refused with a reason, never parked
+        }
         let tessera_client::proto::Request::Register { job: Some(job), memory, .. } = request
         else {
             return None;
         };
         let j = self.jobs.get(job)?;
+        // a registration that will be refused anyway is answered now
+        if self.draining {
+            return None;
+        }
         (self.limits.slurm.over_entitlement == crate::config::OverEntitlement::Wait
             && j.grant.uid == uid
             && *memory <= j.memory_entitled
@@ -1445,7 +1465,7 @@ impl Core {
             }
             if !self.draining
                 && self.jobs.contains_key(&p.job)
-                && self.must_wait(p.uid, &p.request).is_some()
+                && self.must_wait(p.conn, p.uid, &p.request).is_some()
             {
                 self.parked.push(p);
                 continue;
@@ -1481,6 +1501,18 @@ impl Core {
                 // a Slurm job's tenant: the job's class, weight and GPUs, within its
                 // memory entitlement, for the job's own uid only
                 let (class, sla_ms, weight, job_gpus) = match job {
+                    None if self.limits.slurm.require_job
+                        && uid != 0
+                        && uid != self.daemon_uid
+                        && !self.limits.user_facing_uids.contains(&uid) =>
+                    {
+                        return err(
+                            ErrorCode::Forbidden,
+                            "this node's GPUs are Slurm's: register under your job \
+                             (TESSERA_SLURM_JOB, set by the job's TaskProlog)"
+                                .into(),
+                        );
+                    }
                     None => (class, sla_ms, weight, None),
                     Some(_) if self.inference.is_some() => {
                         return err(
@@ -1692,6 +1724,12 @@ impl Core {
                         format!("weight must be 1..=1000, got {weight}"),
                     );
                 }
+                if let Some(j) = self.tenants.get(&id).and_then(|t| t.job) {
+                    return err(
+                        ErrorCode::Forbidden,
+                        format!("tenant {tenant}'s weight is Slurm job {j}'s shards"),
+                    );
+                }
                 if let Some(t) = self.tenants.get_mut(&id) {
                     t.weight = weight;
                 }
@@ -1705,13 +1743,21 @@ impl Core {
                         format!("only root or the daemon's user start Slurm jobs, not uid {uid}"),
                     );
                 }
+                if let Some(why) = &self.limits.slurm_refusal {
+                    return err(ErrorCode::BadRequest, why.clone());
+                }
                 if let Some(j) = self.jobs.get(&grant.job) {
                     // a Prolog run twice reports the same grant: the same answer
                     if j.grant == grant {
                         return Reply::Job(j.report(self.job_declared(grant.job), 0));
                     }
-                    let e = crate::slurm::SlurmError::Conflict(grant.job);
-                    return err(ErrorCode::BadRequest, e.to_string());
+                    // a job id reused (a requeued job) whose earlier run's Epilog never
+                    // reached us: replaced if nothing of it is open
+                    if !j.tenants.is_empty() {
+                        let e = crate::slurm::SlurmError::Conflict(grant.job);
+                        return err(ErrorCode::BadRequest, e.to_string());
+                    }
+                    self.jobs.remove(&grant.job);
                 }
                 if self.jobs.len() >= crate::slurm::MAX_JOBS {
                     let e = crate::slurm::SlurmError::TooMany(self.jobs.len());
@@ -1761,7 +1807,11 @@ impl Core {
                         .collect();
                     self.close_tenant(*t);
                     for (task, conn, seq) in running {
-                        self.cancel_running(task);
+                        // answered here only if it was still running (not ended or
+                        // requeued meanwhile): every task is answered once
+                        if !self.cancel_running(task) {
+                            continue;
+                        }
                         self.respond(
                             conn,
                             ResponseDesc {

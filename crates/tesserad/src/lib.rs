@@ -280,6 +280,7 @@ impl Daemon {
                 max_tenants_per_uid: cfg.max_tenants_per_uid,
                 departed_running: cfg.departed_running,
                 slurm: cfg.slurm.clone(),
+                slurm_refusal: cfg.slurm_refusal(),
             },
         )
         .with_inference(inference)

@@ -75,8 +75,15 @@ pub struct Job {
 impl Job {
     /// Check `grant` against this node (`gpu_memory`: each GPU's bytes) and the
     /// `[slurm]` settings, and make the job.
-    pub fn new(grant: JobGrant, gpu_memory: &[u64], s: &SlurmSection) -> Result<Job, SlurmError> {
+    pub fn new(
+        mut grant: JobGrant,
+        gpu_memory: &[u64],
+        s: &SlurmSection,
+    ) -> Result<Job, SlurmError> {
         let job = grant.job;
+        // each GPU once, whatever the list said
+        grant.gpus.sort_unstable();
+        grant.gpus.dedup();
         if grant.gpus.is_empty() {
             return Err(SlurmError::NoGpus(job));
         }
@@ -264,8 +271,13 @@ pub struct ScontrolJob {
 /// Read `scontrol -d show job` output for `node` (the detail line whose `Nodes=`
 /// names it; the first detail line when `node` is empty or none names it).
 pub fn parse_scontrol_job(text: &str, node: &str) -> ScontrolJob {
+    // never from the first line: it holds the job's name, which its user chooses
+    // (`-J "x QOS=interactive"`)
     let field = |key: &str| -> String {
-        text.split_whitespace()
+        text.lines()
+            .skip(1)
+            .filter(|l| !l.trim_start().starts_with("Comment="))
+            .flat_map(str::split_whitespace)
             .find_map(|w| w.strip_prefix(key).map(str::to_string))
             .unwrap_or_default()
     };
@@ -394,6 +406,12 @@ mod parse_tests {
         assert_eq!(j.comment, "tessera:user-facing:80 nightly run");
         assert_eq!(parse_scontrol_job(SHOW_JOB, "").shards, 4, "first detail line");
         assert_eq!(parse_scontrol_job("JobId=1 Partition=p", "n").shards, 0);
+        // a name or comment cannot pose as the QOS or partition
+        let spoof = SHOW_JOB
+            .replace("JobName=wrap", "JobName=x QOS=interactive Partition=serve")
+            .replace("Comment=tessera", "Comment=QOS=interactive tessera");
+        let j = parse_scontrol_job(&spoof, "localhost");
+        assert_eq!((j.qos.as_str(), j.partition.as_str()), ("normal", "debug"));
     }
 
     #[test]

@@ -68,10 +68,6 @@ fn a_jobs_tenants_get_its_share_and_leave_with_it() {
             .job,
         11
     );
-    assert_eq!(
-        code(admin.job_start(grant(11, me(), vec![0], 4)).unwrap_err()),
-        ErrorCode::BadRequest
-    );
     // bad grants name the problem
     let e = admin.job_start(grant(12, me(), vec![5], 1)).unwrap_err();
     assert!(e.to_string().contains("GPU 5 does not exist"), "{e}");
@@ -79,6 +75,10 @@ fn a_jobs_tenants_get_its_share_and_leave_with_it() {
     let mut c = Client::connect(d.socket()).unwrap();
     let (t, gpus) = c.register_placed(under(11, gpu_memory / 4), 0).unwrap();
     assert_eq!(gpus, vec![1], "the job's GPU");
+    // another grant for a job id with open tenants is refused (one without any, a
+    // requeued job whose Epilog never came, is replaced)
+    let e = admin.job_start(grant(11, me(), vec![0], 4)).unwrap_err();
+    assert_eq!(code(e), ErrorCode::BadRequest);
     let st = admin.status().unwrap();
     let rep = st.tenants.iter().find(|x| x.tenant == t).unwrap();
     assert_eq!(
@@ -169,22 +169,17 @@ fn a_registration_over_the_entitlement_waits_for_room() {
     assert_eq!(waiter.join().unwrap(), Err(ErrorCode::UnknownTenant));
 }
 
-/// Under every scheduling policy a job's tasks end, on the job's GPU only (a policy
-/// that ignored the pinning would leave them queued for ever, or loop).
+/// Under every policy that takes Slurm jobs, two jobs pinned to different GPUs — one
+/// of them user-facing — and a tenant of no job all see their tasks end, each job's on
+/// its GPU only (a policy that ignored the pinning looped for ever or left them
+/// queued); the other policies refuse jobs with the reason.
 #[test]
-fn every_policy_runs_a_pinned_jobs_tasks_on_its_gpu() {
-    let mut configs: Vec<(String, DaemonConfig)> = [
-        PolicyName::RoundRobin,
-        PolicyName::Priority,
-        PolicyName::Flexy,
-        PolicyName::FlexyPid,
-        PolicyName::LeastLoaded,
-        PolicyName::Fair,
-        PolicyName::Credit,
-    ]
-    .into_iter()
-    .map(|p| (format!("{p:?}"), common::config(p)))
-    .collect();
+fn every_policy_runs_pinned_jobs_on_their_gpus_or_refuses_them() {
+    let mut configs: Vec<(String, DaemonConfig)> =
+        [PolicyName::RoundRobin, PolicyName::LeastLoaded, PolicyName::Fair, PolicyName::Credit]
+            .into_iter()
+            .map(|p| (format!("{p:?}"), common::config(p)))
+            .collect();
     configs.push((
         "LeastLoaded with DCUDA".into(),
         DaemonConfig { balance: BalanceName::Dcuda, ..common::config(PolicyName::LeastLoaded) },
@@ -193,9 +188,16 @@ fn every_policy_runs_a_pinned_jobs_tasks_on_its_gpu() {
         let d = Daemon::start(&cfg).unwrap();
         let mut admin = Client::connect(d.socket()).unwrap();
         admin.job_start(grant(31, me(), vec![1], 4)).unwrap();
+        admin
+            .job_start(JobGrant {
+                comment: "tessera:user-facing:500".into(),
+                ..grant(32, me(), vec![0], 2)
+            })
+            .unwrap();
         let mut c = Client::connect(d.socket()).unwrap();
-        let t = c.register(under(31, 0)).unwrap();
-        // a tenant of no job beside it, to compete for the GPUs
+        let on1 = c.register(under(31, 0)).unwrap();
+        let on0 = c.register(under(32, 0)).unwrap();
+        // a tenant of no job beside them, to compete for the GPUs
         let other = c.register(TenantOptions::batch()).unwrap();
         let task = TaskRequest {
             kernel: 1,
@@ -204,18 +206,50 @@ fn every_policy_runs_a_pinned_jobs_tasks_on_its_gpu() {
             input: vec![],
             output_len: 0,
         };
-        let hs: Vec<(u64, bool)> = (0..6)
-            .flat_map(|_| {
-                [(c.submit(t, &task).unwrap(), true), (c.submit(other, &task).unwrap(), false)]
-            })
-            .collect();
-        for (h, pinned) in hs {
+        // the two jobs alone first: each GPU idle, each job's task fits only the other
+        // GPU than round-robin order would give it
+        let mut hs = vec![
+            (c.submit(on1, &task).unwrap(), Some(1)),
+            (c.submit(on0, &task).unwrap(), Some(0)),
+        ];
+        for _ in 0..5 {
+            for (t, gpu) in [(on1, Some(1)), (on0, Some(0)), (other, None)] {
+                hs.push((c.submit(t, &task).unwrap(), gpu));
+            }
+        }
+        for (h, gpu) in hs {
             let done =
-                c.wait(h, Duration::from_secs(10)).unwrap_or_else(|e| panic!("{policy:?}: {e}"));
-            assert_eq!(done.outcome, Outcome::Done, "{policy:?}");
-            if pinned {
-                assert_eq!(done.gpu, Some(1), "{policy:?}");
+                c.wait(h, Duration::from_secs(10)).unwrap_or_else(|e| panic!("{policy}: {e}"));
+            assert_eq!(done.outcome, Outcome::Done, "{policy}");
+            if gpu.is_some() {
+                assert_eq!(done.gpu, gpu, "{policy}");
             }
         }
     }
+    for policy in [PolicyName::Flexy, PolicyName::FlexyPid, PolicyName::Priority] {
+        let d = Daemon::start(&common::config(policy)).unwrap();
+        let e = Client::connect(d.socket()).unwrap().job_start(grant(41, me(), vec![0], 1));
+        let e = e.unwrap_err();
+        assert!(e.to_string().contains("cannot keep a Slurm job on its GPUs"), "{policy:?}: {e}");
+    }
+}
+
+/// A job's weight is its shards: its tenants cannot raise it; with `require_job`, a
+/// user's tenant outside any job is refused.
+#[test]
+fn a_jobs_weight_is_fixed_and_require_job_keeps_others_out() {
+    let cfg = DaemonConfig {
+        slurm: SlurmSection { require_job: true, ..SlurmSection::default() },
+        ..config()
+    };
+    let d = Daemon::start(&cfg).unwrap();
+    let mut admin = Client::connect(d.socket()).unwrap();
+    admin.job_start(grant(51, me(), vec![0], 2)).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let t = c.register(under(51, 0)).unwrap();
+    assert_eq!(code(c.set_weight(t, 1000).unwrap_err()), ErrorCode::Forbidden);
+    // root and the daemon's user may still register outside jobs (this test is one of
+    // them); the refusal of others is checked with a real second user in
+    // crates/tessera/tests/slurm.rs
+    assert!(c.register(TenantOptions::batch()).is_ok());
 }

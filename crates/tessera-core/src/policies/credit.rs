@@ -88,13 +88,14 @@ impl Credit {
             let ready = |t: &TenantId| {
                 self.accounts.get(t).is_some_and(|a| a.running.is_none())
                     && self.board.queue_of(*t).0 > 0
+                    && self.board.may_run_on(*t, gpu)
             };
             let pick = self
                 .queue
                 .iter()
                 .position(|t| ready(t) && self.accounts[t].credit > 0)
                 .or_else(|| self.queue.iter().position(ready));
-            let Some(i) = pick else { break };
+            let Some(i) = pick else { continue };
             let tenant = self.queue[i];
             let task = self.board.dispatch(now, gpu, tenant, actions);
             if let (Some(task), Some(a)) = (task, self.accounts.get_mut(&tenant)) {

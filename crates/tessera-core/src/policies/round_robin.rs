@@ -30,7 +30,8 @@ impl Policy for RoundRobin {
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         self.board.observe(now, event, actions);
         for gpu in self.board.idle_gpus() {
-            let Some(tenant) = self.board.next_round_robin() else { break };
+            // none for this GPU (tenants pinned elsewhere): the next GPU may suit one
+            let Some(tenant) = self.board.next_round_robin_on(gpu) else { continue };
             self.board.dispatch(now, gpu, tenant, actions);
         }
     }
