@@ -370,9 +370,13 @@ pub struct StatusReport {
     /// The balancer (`balance = "dcuda"`): its recent migrations.
     #[serde(default)]
     pub balance: Option<BalanceSummary>,
-    /// The Slurm jobs this viewer may see (root and the daemon's user: all).
+    /// The Slurm jobs this viewer may see (root and the daemon's user: all), at most
+    /// 64 (lowest job ids first).
     #[serde(default)]
     pub jobs: Vec<JobReport>,
+    /// How many Slurm jobs this viewer may see, all told.
+    #[serde(default)]
+    pub jobs_total: u64,
     /// Shards per GPU the daemon's `[slurm]` settings advertise.
     #[serde(default)]
     pub slurm_shards_per_gpu: u32,

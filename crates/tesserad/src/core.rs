@@ -351,6 +351,13 @@ pub struct Limits {
     pub slurm_refusal: Option<String>,
 }
 
+/// Slurm jobs listed in one status reply.
+const JOBS_IN_STATUS: usize = 64;
+
+/// Registrations one Slurm job may have waiting for its memory: bounds the work each
+/// retry does and what one job can make the daemon hold.
+const MAX_PARKED_PER_JOB: usize = 64;
+
 /// A registration waiting for room in its Slurm job's memory entitlement.
 struct Parked {
     job: u64,
@@ -1250,6 +1257,17 @@ impl Core {
             }
             Msg::Control { conn, pid, uid, request, reply } => {
                 if let Some(job) = self.must_wait(conn, uid, &request) {
+                    let waiting = self.parked.iter().filter(|p| p.job == job).count();
+                    if waiting >= MAX_PARKED_PER_JOB {
+                        reply.send(Reply::Error {
+                            code: ErrorCode::NoCapacity,
+                            message: format!(
+                                "Slurm job {job} already has {waiting} registrations waiting \
+                                 for its memory"
+                            ),
+                        });
+                        return;
+                    }
                     tracing::info!(job, uid, "a registration waits for its job's memory");
                     self.parked.push(Parked { job, conn, pid, uid, request, reply });
                 } else {
@@ -1807,6 +1825,10 @@ impl Core {
                         .collect();
                     self.close_tenant(*t);
                     for (task, conn, seq) in running {
+                        if !self.conns.get(&conn).is_some_and(|c| c.alive) {
+                            self.cancel_running(task);
+                            continue;
+                        }
                         // answered here only if it was still running (not ended or
                         // requeued meanwhile): every task is answered once
                         if !self.cancel_running(task) {
@@ -1823,6 +1845,21 @@ impl Core {
                             },
                         );
                     }
+                }
+                // tasks still running for tenants of the job that closed earlier (their
+                // clients left; `departed_running = "finish"` let them run on) stop too:
+                // nothing of a job outlives it
+                let leftovers: Vec<TaskId> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, x)| x.started.is_some())
+                    .filter(|(_, x)| {
+                        self.tenants.get(&x.tenant).is_some_and(|t| t.job == Some(job))
+                    })
+                    .map(|(id, _)| *id)
+                    .collect();
+                for task in leftovers {
+                    self.cancel_running(task);
                 }
                 // registrations still waiting for this job's memory are refused
                 self.retry_parked();
@@ -1910,10 +1947,12 @@ impl Core {
             LoadState::Normal => "normal",
             LoadState::Overloaded => "overloaded",
         };
-        let jobs = self
-            .jobs
-            .values()
-            .filter(|j| sees_all || j.grant.uid == viewer)
+        // at most a page of jobs (a status reply must fit one frame); `jobs_total` says
+        // how many there are
+        let visible_jobs = || self.jobs.values().filter(|j| sees_all || j.grant.uid == viewer);
+        let jobs_total = visible_jobs().count() as u64;
+        let jobs = visible_jobs()
+            .take(JOBS_IN_STATUS)
             .map(|j| {
                 let waiting = self.parked.iter().filter(|p| p.job == j.grant.job).count() as u32;
                 j.report(self.job_declared(j.grant.job), waiting)
@@ -1921,6 +1960,7 @@ impl Core {
             .collect();
         StatusReport {
             jobs,
+            jobs_total,
             slurm_shards_per_gpu: self.limits.slurm.shards_per_gpu,
             policy: self.policy.label(),
             executor: self.executor_name.clone(),

@@ -296,7 +296,7 @@ pub fn parse_scontrol_job(text: &str, node: &str) -> ScontrolJob {
             !node.is_empty()
                 && l.split_whitespace()
                     .find_map(|w| w.strip_prefix("Nodes="))
-                    .is_some_and(|n| n.split(',').any(|x| x == node))
+                    .is_some_and(|n| expand_hostlist(n).iter().any(|x| x == node))
         })
         .or(details.first());
     let gres = mine.and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("GRES=")));
@@ -311,26 +311,59 @@ pub fn parse_scontrol_job(text: &str, node: &str) -> ScontrolJob {
     }
 }
 
-/// The shards in a GRES detail such as `gpu:1(IDX:0),shard:4(IDX:1)` or
-/// `shard:a100:2(IDX:0)`.
-fn shards_in(gres: &str) -> u32 {
-    // split at commas outside parentheses (IDX lists hold commas)
-    let mut depth = 0;
+/// Slurm's hostlist notation expanded: `a,gpu[01-03,07]` is `a`, `gpu01`, `gpu02`,
+/// `gpu03`, `gpu07` (zero padding kept; one bracket per name, as Slurm prints them).
+pub fn expand_hostlist(list: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for item in split_top(list) {
+        let Some((prefix, rest)) = item.split_once('[') else {
+            out.push(item.to_string());
+            continue;
+        };
+        let Some((ranges, suffix)) = rest.split_once(']') else {
+            out.push(item.to_string());
+            continue;
+        };
+        for r in ranges.split(',') {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            let (Ok(x), Ok(y)) = (a.parse::<u64>(), b.parse::<u64>()) else { continue };
+            // a range that is not one is skipped, not expanded without bound
+            if y < x || y - x > 65_536 {
+                continue;
+            }
+            for n in x..=y {
+                out.push(format!("{prefix}{n:0width$}{suffix}", width = a.len()));
+            }
+        }
+    }
+    out
+}
+
+/// `s` split at commas outside brackets and parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut depth = 0i32;
     let mut items = Vec::new();
     let mut start = 0;
-    for (i, c) in gres.char_indices() {
+    for (i, c) in s.char_indices() {
         match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
             ',' if depth == 0 => {
-                items.push(&gres[start..i]);
+                items.push(&s[start..i]);
                 start = i + 1;
             }
             _ => {}
         }
     }
-    items.push(&gres[start..]);
+    items.push(&s[start..]);
     items
+}
+
+/// The shards in a GRES detail such as `gpu:1(IDX:0),shard:4(IDX:1)` or
+/// `shard:a100:2(IDX:0)`.
+fn shards_in(gres: &str) -> u32 {
+    // IDX lists hold commas
+    split_top(gres)
         .iter()
         .filter(|it| it.starts_with("shard:"))
         .filter_map(|it| {
@@ -412,6 +445,17 @@ mod parse_tests {
             .replace("Comment=tessera", "Comment=QOS=interactive tessera");
         let j = parse_scontrol_job(&spoof, "localhost");
         assert_eq!((j.qos.as_str(), j.partition.as_str()), ("normal", "debug"));
+    }
+
+    /// A multi-node job: each node takes its own detail line, named by a hostlist.
+    #[test]
+    fn a_node_finds_its_line_in_a_hostlist() {
+        assert_eq!(expand_hostlist("a,gpu[01-03,07]"), ["a", "gpu01", "gpu02", "gpu03", "gpu07"]);
+        assert_eq!(expand_hostlist("n[9-11]x"), ["n9x", "n10x", "n11x"]);
+        assert!(expand_hostlist("n[5-1]").is_empty());
+        let two = "JobId=3\n   QOS=normal\n     Nodes=gpu[01-02] CPU_IDs=0 Mem=0 GRES=shard:2(IDX:0)\n     Nodes=gpu03 CPU_IDs=0 Mem=0 GRES=shard:6(IDX:1)\n";
+        assert_eq!(parse_scontrol_job(two, "gpu02").shards, 2);
+        assert_eq!(parse_scontrol_job(two, "gpu03").gpus, vec![1]);
     }
 
     #[test]

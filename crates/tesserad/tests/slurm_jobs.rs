@@ -253,3 +253,70 @@ fn a_jobs_weight_is_fixed_and_require_job_keeps_others_out() {
     // crates/tessera/tests/slurm.rs
     assert!(c.register(TenantOptions::batch()).is_ok());
 }
+
+/// One job may park at most 64 registrations; the 65th is refused at once, and the
+/// job's end refuses the parked ones.
+#[test]
+fn a_job_parks_a_bounded_number_of_registrations() {
+    let cfg = DaemonConfig {
+        slurm: SlurmSection { over_entitlement: OverEntitlement::Wait, ..SlurmSection::default() },
+        max_conns_per_uid: 256,
+        ..config()
+    };
+    let d = Daemon::start(&cfg).unwrap();
+    let mut admin = Client::connect(d.socket()).unwrap();
+    let job = admin.job_start(grant(61, me(), vec![0], 1)).unwrap();
+    let mut holder = Client::connect(d.socket()).unwrap();
+    holder.register(under(61, job.memory_entitled)).unwrap();
+    let waiters: Vec<_> = (0..64)
+        .map(|_| {
+            let socket = d.socket().to_path_buf();
+            std::thread::spawn(move || {
+                Client::connect(&socket).unwrap().register(under(61, 1)).map_err(code)
+            })
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    while admin.job_info(61).unwrap().waiting < 64 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(admin.job_info(61).unwrap().waiting, 64);
+    let mut late = Client::connect(d.socket()).unwrap();
+    assert_eq!(code(late.register(under(61, 1)).unwrap_err()), ErrorCode::NoCapacity);
+    admin.job_end(61).unwrap();
+    for w in waiters {
+        assert_eq!(w.join().unwrap(), Err(ErrorCode::UnknownTenant));
+    }
+}
+
+/// With `departed_running = "finish"`, a task whose client left runs on; the job's
+/// end stops it too: nothing of a job outlives it.
+#[test]
+fn a_jobs_end_stops_tasks_its_departed_clients_left_running() {
+    let cfg = DaemonConfig { departed_running: tesserad::config::Departed::Finish, ..config() };
+    let d = Daemon::start(&cfg).unwrap();
+    let mut admin = Client::connect(d.socket()).unwrap();
+    admin.job_start(grant(71, me(), vec![1], 2)).unwrap();
+    {
+        let mut c = Client::connect(d.socket()).unwrap();
+        let t = c.register(under(71, 0)).unwrap();
+        let long = TaskRequest {
+            kernel: 1,
+            cost: Duration::from_secs(60),
+            memory: 0,
+            input: vec![],
+            output_len: 0,
+        };
+        c.submit(t, &long).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    } // the client leaves; its task runs on
+    let busy = |admin: &mut Client| !admin.status().unwrap().gpus[1].running.is_empty();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(busy(&mut admin), "the departed client's task runs on");
+    admin.job_end(71).unwrap();
+    let t = std::time::Instant::now();
+    while busy(&mut admin) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!busy(&mut admin), "the job's end stopped it");
+}
