@@ -326,6 +326,41 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             )?;
         }
     }
+    if !s.jobs.is_empty() {
+        writeln!(
+            out,
+            "\nSlurm jobs ({} of {}; {} shards per GPU)",
+            s.jobs.len(),
+            s.jobs_total,
+            s.slurm_shards_per_gpu
+        )?;
+        writeln!(
+            out,
+            "{:<9} {:<7} {:<8} {:>6} {:<12} {:>10} {:>10}  tenants (waiting)",
+            "job", "uid", "GPUs", "shards", "class", "entitled", "declared"
+        )?;
+        for j in &s.jobs {
+            let class = match j.class {
+                tessera_client::proto::TenantClass::UserFacing => format!("uf {}ms", j.sla_ms),
+                tessera_client::proto::TenantClass::Batch => "batch".into(),
+            };
+            let gpus: Vec<String> = j.gpus.iter().map(u32::to_string).collect();
+            let tenants: Vec<String> = j.tenants.iter().map(u64::to_string).collect();
+            writeln!(
+                out,
+                "{:<9} {:<7} {:<8} {:>6} {:<12} {:>10} {:>10}  {} ({})",
+                j.job,
+                j.uid,
+                gpus.join(","),
+                j.shards,
+                class,
+                mib(j.memory_entitled),
+                mib(j.memory_declared),
+                if tenants.is_empty() { "-".into() } else { tenants.join(",") },
+                j.waiting
+            )?;
+        }
+    }
     if let Some(b) = &s.balance {
         writeln!(out, "\nbalancer (DCUDA): {} migrations decided; recent:", b.migrations)?;
         for m in &b.recent {
