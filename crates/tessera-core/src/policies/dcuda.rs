@@ -646,8 +646,10 @@ impl Dcuda {
             if pinned.contains(&m.tenant) {
                 continue; // zero-demand stand-ins for pinned applications never move
             }
-            self.decide(now, m);
-            // keep the loads in step for the fairness step
+            // keep the loads in step for the fairness step, for moves decided
+            if !self.decide(now, m) {
+                continue;
+            }
             if let Some(pos) = loads[m.from.0 as usize].iter().position(|(t, _)| *t == m.tenant) {
                 let app = loads[m.from.0 as usize].remove(pos);
                 loads[m.to.0 as usize].push(app);
@@ -663,19 +665,20 @@ impl Dcuda {
         }
     }
 
-    fn decide(&mut self, now: Nanos, m: Move) {
-        let Some(home) = self.home.get(&m.tenant).copied() else { return };
+    /// Whether the move stands (a tenant pinned elsewhere does not move).
+    fn decide(&mut self, now: Nanos, m: Move) -> bool {
+        let Some(home) = self.home.get(&m.tenant).copied() else { return false };
         // a pinned tenant moves only among its GPUs
         if self
             .board
             .tenant_spec(m.tenant)
             .is_some_and(|s| !s.gpus.is_empty() && !s.gpus.contains(&m.to))
         {
-            return;
+            return false;
         }
         if home == m.to {
             self.moving.remove(&m.tenant);
-            return;
+            return true;
         }
         self.moving.insert(m.tenant, (m.to, m.reason));
         self.report.migrations += 1;
@@ -683,6 +686,7 @@ impl Dcuda {
         if self.report.recent.len() > DcudaReport::RECENT {
             self.report.recent.remove(0);
         }
+        true
     }
 
     /// Step 3: groups and slices on GPUs still overloaded; none elsewhere.
