@@ -168,6 +168,8 @@ struct Vm {
     waiting: bool,
     /// The wait is for room in its full ring, not for a reply.
     for_room: bool,
+    /// A synchronous call waits for its reply (counted when it returns).
+    sync_pending: bool,
     blocked: bool,
     spin_left: u32,
     /// Kernels queued on its vGPU, steps each.
@@ -296,6 +298,8 @@ fn wake(v: &mut [Vm], current: &mut [Option<usize>], i: usize, k: Constants) -> 
         .map(|j| v[j].vruntime)
         .fold(f64::INFINITY, f64::min);
     v[i].blocked = false;
+    // woken before its reply (coscheduled), it spins afresh rather than blocking at once
+    v[i].spin_left = k.spin_steps;
     if floor.is_finite() {
         v[i].vruntime = v[i].vruntime.max(floor - 300.0);
     }
@@ -334,6 +338,7 @@ pub fn run_mixed(
                 cpu_left: cpu_per_call,
                 waiting: false,
                 for_room: false,
+                sync_pending: false,
                 blocked: false,
                 spin_left: 0,
                 queue: VecDeque::new(),
@@ -360,6 +365,8 @@ pub fn run_mixed(
     // Credit: the online vGPU's wall time in its slice
     let mut slice_used: u32 = 0;
     let mut collab = Collaborative::default();
+    // FairGV's virtual time when no vGPU is active: the last pick's start tag
+    let mut last_vt = 0.0f64;
     // the device: (VM, steps left) in launch order; idle steps of a synchronisation
     let mut device: VecDeque<(usize, u32)> = VecDeque::new();
     let mut sync_idle: u32 = 0;
@@ -407,12 +414,18 @@ pub fn run_mixed(
             }
             if x.waiting {
                 if x.wait_over(k.ring) {
-                    x.waiting = false;
                     if x.for_room {
-                        // the call that found the ring full goes in now
+                        // the call that found the ring full goes in now; a round that
+                        // ends in a sleep still waits for its kernels first
                         x.for_room = false;
                         x.queue.push_back(x.kernel);
+                        x.waiting = x.then_sleep;
                         continue;
+                    }
+                    x.waiting = false;
+                    if x.sync_pending {
+                        x.sync_pending = false;
+                        x.calls += 1;
                     }
                     if x.then_sleep {
                         // the round's wait is over: sleep for the ratio's share
@@ -422,8 +435,6 @@ pub fn run_mixed(
                         x.sleep_until = step + sleep.round() as u64;
                         x.round_start = x.sleep_until;
                         x.blocked = true;
-                    } else {
-                        x.calls += 1;
                     }
                 } else if hybrid {
                     x.spin_left = x.spin_left.saturating_sub(1);
@@ -442,7 +453,12 @@ pub fn run_mixed(
                 if sync {
                     // stamped with the VM's own GPU time: the rate is per 10 ms of its
                     // vGPU running, which sharing the GPU does not dilute
-                    x.recent_sync.push_back(gpu_steps[c]);
+                    let now_gpu = gpu_steps[c];
+                    while x.recent_sync.front().is_some_and(|t| now_gpu - *t >= 1_000) {
+                        x.recent_sync.pop_front();
+                    }
+                    x.recent_sync.push_back(now_gpu);
+                    x.sync_pending = true;
                 }
                 x.waiting = true;
                 x.for_room = !sync;
@@ -453,16 +469,24 @@ pub fn run_mixed(
             }
             x.pc = (x.pc + 1) % x.pattern.len();
             x.cpu_left = x.cpu_per_call;
-            if x.pc == 0 && x.sleep_ratio > 0.0 && !x.waiting {
-                x.waiting = true;
+            // the round's end: wait for its kernels (after any wait under way), then sleep
+            if x.pc == 0 && x.sleep_ratio > 0.0 {
                 x.then_sleep = true;
-                x.spin_left = k.spin_steps;
+                if !x.waiting {
+                    x.waiting = true;
+                    x.spin_left = k.spin_steps;
+                }
             }
         }
         // --- blocked vCPUs whose reply came (or whose sleep ended) wake up
         for i in 0..v.len() {
             if v[i].blocked && v[i].wait_over(k.ring) && v[i].sleep_until <= step {
-                switches += u64::from(wake(&mut v, &mut current, i, k));
+                let switched = wake(&mut v, &mut current, i, k);
+                switches += u64::from(switched);
+                // Pegasus: a core switching to a vCPU with work asks for its vGPU
+                if switched && sched == Scheduler::Strict && !v[i].queue.is_empty() {
+                    cosched_request = Some(i);
+                }
             }
         }
         // --- Credit and Strict: credits every period by weight; as Xen's credit1 does,
@@ -580,7 +604,9 @@ pub fn run_mixed(
                 v[o].start = v[o].finish;
                 // a vGPU that used its slice is preempted, still active; one that gave
                 // the GPU up for lack of work (its spin ran out) blocks
-                if !collab.draining
+                // (and one whose VM sleeps, whatever ended its turn: asleep, it must not
+                // keep a stale start tag that holds virtual time back)
+                if (!collab.draining || v[o].sleep_until > step)
                     && v[o].queue.is_empty()
                     && sched != Scheduler::FairGvNonWorkConserving
                 {
@@ -596,9 +622,11 @@ pub fn run_mixed(
                 .filter(|i| v[*i].active)
                 .map(|i| v[i].start)
                 .fold(f64::INFINITY, f64::min);
+            // with none active, the virtual time the last pick left
+            let vt = if vt.is_finite() { vt } else { last_vt };
             for x in v.iter_mut() {
                 if !x.queue.is_empty() && !x.active {
-                    x.start = if vt.is_finite() { vt.max(x.finish) } else { x.finish };
+                    x.start = vt.max(x.finish);
                     x.active = true;
                 }
             }
@@ -610,6 +638,7 @@ pub fn run_mixed(
             if let Some(n) = next {
                 online = Some(n);
                 picks[n] += 1;
+                last_vt = v[n].start;
                 // GPU-centric coscheduling: an interactive vGPU's vCPU runs now
                 while v[n].recent_sync.front().is_some_and(|t| gpu_steps[n] - *t >= 1_000) {
                     v[n].recent_sync.pop_front();
@@ -801,6 +830,19 @@ mod tests {
         let busy = |sched| run_mixed(&vms, 2, sched, 300_000, Constants::DEFAULT).gpu_busy;
         let (wc, non_wc) = (busy(Scheduler::FairGv), busy(Scheduler::FairGvNonWorkConserving));
         assert!(wc > non_wc + 0.2, "work-conserving {wc}, not {non_wc}");
+    }
+
+    /// A program whose rounds end in a synchronous call sleeps too: BS asleep half its
+    /// time completes about half the calls (it never slept when the round's last call
+    /// was a wait).
+    #[test]
+    fn a_program_ending_its_rounds_with_a_wait_still_sleeps() {
+        let calls = |ratio| {
+            let vm = [spec(0, bs(), ratio)];
+            run_mixed(&vm, 1, Scheduler::FairGv, 200_000, Constants::DEFAULT).calls[0] as f64
+        };
+        let (awake, half) = (calls(0.0), calls(0.5));
+        assert!((half / awake - 0.5).abs() < 0.08, "{half} of {awake}");
     }
 
     #[test]
