@@ -627,23 +627,7 @@ impl Board {
     }
 
     /// The next tenant after the round-robin cursor with a non-empty queue (Flexy
-    /// §II-A), and advance the cursor to it.
-    pub fn next_round_robin(&mut self) -> Option<TenantId> {
-        use std::ops::Bound::{Excluded, Unbounded};
-        let from = self.rr_cursor.map_or(Unbounded, Excluded);
-        let next = self
-            .backlogged
-            .range((from, Unbounded))
-            .next()
-            .or_else(|| self.backlogged.iter().next())
-            .copied();
-        if next.is_some() {
-            self.rr_cursor = next;
-        }
-        next
-    }
-
-    /// Like [`Board::next_round_robin`], among the tenants that may run on `gpu`.
+    /// §II-A) that may run on `gpu`, and advance the cursor to it.
     pub fn next_round_robin_on(&mut self, gpu: GpuId) -> Option<TenantId> {
         use std::ops::Bound::{Excluded, Unbounded};
         let from = self.rr_cursor.map_or(Unbounded, Excluded);
@@ -703,6 +687,17 @@ impl Board {
             seq: q.seq,
         });
         Some(task)
+    }
+
+    /// For a `TaskFinished` event, before [`Board::observe`] forgets the task: whose it
+    /// was and how long it ran.
+    pub fn finishing(&self, event: &Event) -> Option<(TenantId, Nanos)> {
+        match event {
+            Event::TaskFinished { task, placement, ran_for, .. } => {
+                self.running_task(placement.gpu, *task).map(|r| (r.spec.tenant, *ran_for))
+            }
+            _ => None,
+        }
     }
 
     /// The task `task` running on `gpu`, if it runs there.

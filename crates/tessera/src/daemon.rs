@@ -182,6 +182,14 @@ pub struct StatusArgs {
     gpu: Option<u32>,
 }
 
+/// A tenant's (or job's) class for a status table: `uf 200ms` or `batch`.
+fn class_label(class: tessera_client::proto::TenantClass, sla_ms: u64) -> String {
+    match class {
+        tessera_client::proto::TenantClass::UserFacing => format!("uf {sla_ms}ms"),
+        tessera_client::proto::TenantClass::Batch => "batch".into(),
+    }
+}
+
 fn mib(b: u64) -> String {
     format!("{}MiB", b >> 20)
 }
@@ -251,10 +259,7 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
         "tenant", "pid", "uid", "class", "queued", "done", "failed", "SLA met", "memory", "demand"
     )?;
     for t in &s.tenants {
-        let class = match t.class {
-            tessera_client::proto::TenantClass::UserFacing => format!("uf {}ms", t.sla_ms),
-            tessera_client::proto::TenantClass::Batch => "batch".into(),
-        };
+        let class = class_label(t.class, t.sla_ms);
         writeln!(
             out,
             "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10} {:>7}",
@@ -340,10 +345,7 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             "job", "uid", "GPUs", "shards", "class", "entitled", "declared"
         )?;
         for j in &s.jobs {
-            let class = match j.class {
-                tessera_client::proto::TenantClass::UserFacing => format!("uf {}ms", j.sla_ms),
-                tessera_client::proto::TenantClass::Batch => "batch".into(),
-            };
+            let class = class_label(j.class, j.sla_ms);
             let gpus: Vec<String> = j.gpus.iter().map(u32::to_string).collect();
             let tenants: Vec<String> = j.tenants.iter().map(u64::to_string).collect();
             writeln!(

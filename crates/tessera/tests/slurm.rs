@@ -157,25 +157,11 @@ impl Cluster {
     }
 
     fn wait_state(&self, job: u64, want: &str, limit: Duration) -> bool {
-        let t = Instant::now();
-        while t.elapsed() < limit {
-            if self.state(job) == want {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
+        self.wait_until(limit, |c| c.state(job) == want).is_some()
     }
 
     fn wait_gone(&self, job: u64, limit: Duration) -> Option<Instant> {
-        let t = Instant::now();
-        while t.elapsed() < limit {
-            if self.state(job).is_empty() {
-                return Some(Instant::now());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
+        self.wait_until(limit, |c| c.state(job).is_empty())
     }
 
     fn output(&self, job: u64) -> String {

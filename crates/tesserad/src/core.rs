@@ -1257,7 +1257,7 @@ impl Core {
             }
             Msg::Control { conn, pid, uid, request, reply } => {
                 if let Some(job) = self.must_wait(conn, uid, &request) {
-                    let waiting = self.parked.iter().filter(|p| p.job == job).count();
+                    let waiting = self.parked_for(job);
                     if waiting >= MAX_PARKED_PER_JOB {
                         reply.send(Reply::Error {
                             code: ErrorCode::NoCapacity,
@@ -1438,6 +1438,11 @@ impl Core {
             }
         }
         self.gc_tenant(tenant);
+    }
+
+    /// Registrations parked for job `job`'s memory.
+    fn parked_for(&self, job: u64) -> usize {
+        self.parked.iter().filter(|p| p.job == job).count()
     }
 
     /// Memory the open tenants of job `job` declared.
@@ -1813,27 +1818,30 @@ impl Core {
                     return Reply::JobEnded { job, tenants_closed: 0 };
                 };
                 let tenants: Vec<TenantId> = j.tenants.iter().copied().collect();
+                // every task of the job still running: its open tenants', and those of
+                // tenants that closed earlier (their clients left; `departed_running =
+                // "finish"` let them run on) — nothing of a job outlives it
+                let running: Vec<(TaskId, ConnId, u64, bool)> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, x)| x.started.is_some())
+                    .filter(|(_, x)| {
+                        self.tenants.get(&x.tenant).is_some_and(|t| t.job == Some(job))
+                    })
+                    .map(|(id, x)| (*id, x.conn, x.seq, j.tenants.contains(&x.tenant)))
+                    .collect();
+                // queued tasks end with TenantLeft, first: a running task stopped first
+                // would let the next queued one start
                 for t in &tenants {
-                    // its queued tasks end with TenantLeft (first: a running task
-                    // stopped first would let the next queued one start); its running
-                    // ones are stopped here and answered, their clients may be waiting
-                    let running: Vec<(TaskId, ConnId, u64)> = self
-                        .tasks
-                        .iter()
-                        .filter(|(_, x)| x.tenant == *t && x.started.is_some())
-                        .map(|(id, x)| (*id, x.conn, x.seq))
-                        .collect();
                     self.close_tenant(*t);
-                    for (task, conn, seq) in running {
-                        if !self.conns.get(&conn).is_some_and(|c| c.alive) {
-                            self.cancel_running(task);
-                            continue;
-                        }
-                        // answered here only if it was still running (not ended or
-                        // requeued meanwhile): every task is answered once
-                        if !self.cancel_running(task) {
-                            continue;
-                        }
+                }
+                for (task, conn, seq, open) in running {
+                    // answered here only if it was still running (not ended or requeued
+                    // meanwhile) and an open tenant's client waits: every task once
+                    if self.cancel_running(task)
+                        && open
+                        && self.conns.get(&conn).is_some_and(|c| c.alive)
+                    {
                         self.respond(
                             conn,
                             ResponseDesc {
@@ -1846,21 +1854,6 @@ impl Core {
                         );
                     }
                 }
-                // tasks still running for tenants of the job that closed earlier (their
-                // clients left; `departed_running = "finish"` let them run on) stop too:
-                // nothing of a job outlives it
-                let leftovers: Vec<TaskId> = self
-                    .tasks
-                    .iter()
-                    .filter(|(_, x)| x.started.is_some())
-                    .filter(|(_, x)| {
-                        self.tenants.get(&x.tenant).is_some_and(|t| t.job == Some(job))
-                    })
-                    .map(|(id, _)| *id)
-                    .collect();
-                for task in leftovers {
-                    self.cancel_running(task);
-                }
                 // registrations still waiting for this job's memory are refused
                 self.retry_parked();
                 tracing::info!(job, tenants = tenants.len(), "a Slurm job ended");
@@ -1868,7 +1861,7 @@ impl Core {
             }
             Request::JobInfo { job } => match self.jobs.get(&job) {
                 Some(j) if uid == 0 || uid == self.daemon_uid || uid == j.grant.uid => {
-                    let waiting = self.parked.iter().filter(|p| p.job == job).count() as u32;
+                    let waiting = self.parked_for(job) as u32;
                     Reply::Job(j.report(self.job_declared(job), waiting))
                 }
                 Some(_) => err(ErrorCode::Forbidden, format!("Slurm job {job} is not uid {uid}'s")),
@@ -1954,7 +1947,7 @@ impl Core {
         let jobs = visible_jobs()
             .take(JOBS_IN_STATUS)
             .map(|j| {
-                let waiting = self.parked.iter().filter(|p| p.job == j.grant.job).count() as u32;
+                let waiting = self.parked_for(j.grant.job) as u32;
                 j.report(self.job_declared(j.grant.job), waiting)
             })
             .collect();

@@ -115,12 +115,7 @@ impl Policy for Credit {
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
-        let finished = match event {
-            Event::TaskFinished { task, placement, ran_for, .. } => {
-                self.board.running_task(placement.gpu, *task).map(|r| (r.spec.tenant, *ran_for))
-            }
-            _ => None,
-        };
+        let finished = self.board.finishing(event);
         self.board.observe(now, event, actions);
         match event {
             Event::TenantRegistered(spec) => {
