@@ -10,6 +10,9 @@
  *                                        the same as alloc, through cuMemAllocAsync /
  *                                        cuMemFreeAsync, cuMemCreate / cuMemRelease, or
  *                                        cuArrayCreate / cuArrayDestroy (float, 1 channel)
+ *        driver_app grow MIB MORE_MIB PAUSE_MS
+ *                                        allocate MIB, pause, allocate MORE_MIB more
+ *                                        ("grown"), free both
  *        driver_app launch N MS [GRID BLOCK]
  *                                        N launches of a kernel busy for MS ms (GRID
  *                                        blocks of BLOCK threads; default 1 x 1), each
@@ -94,6 +97,21 @@ int main(int argc, char **argv) {
         long hold = getenv("HOLD_MS") ? atol(getenv("HOLD_MS")) : 0;
         struct timespec h = {hold / 1000, (hold % 1000) * 1000000L};
         if (hold) nanosleep(&h, 0);
+        return 0;
+    }
+    if (!strcmp(argv[1], "grow")) {
+        CUdeviceptr first, second;
+        size_t more = argc > 3 ? (size_t)atol(argv[3]) << 20 : 0;
+        long pause = argc > 4 ? atol(argv[4]) : 0;
+        CHECK("alloc", alloc(&first, bytes));
+        printf("allocated\n");
+        struct timespec p = {pause / 1000, (pause % 1000) * 1000000L};
+        nanosleep(&p, 0);
+        CHECK("grow", alloc(&second, more));
+        printf("grown\n");
+        CHECK("free", release(second));
+        CHECK("free", release(first));
+        printf("freed\n");
         return 0;
     }
     if (!strcmp(argv[1], "getproc")) {

@@ -88,6 +88,11 @@ typedef enum TesseraStatus {
    `TESSERA_GPU_MEMORY` to start it afresh.
    */
   TESSERA_UNREPAIRABLE = 17,
+  /*
+   Waiting would deadlock: the memory is held by processes that wait for memory
+   this one holds. The request was not queued; free something and retry, or fail.
+   */
+  TESSERA_WOULD_DEADLOCK = 18,
 } TesseraStatus;
 
 #ifdef __cplusplus

@@ -65,6 +65,9 @@ pub enum TesseraStatus {
     /// The ledger is damaged and no live client has a record to repair it from; set
     /// `TESSERA_GPU_MEMORY` to start it afresh.
     TesseraUnrepairable = 17,
+    /// Waiting would deadlock: the memory is held by processes that wait for memory
+    /// this one holds. The request was not queued; free something and retry, or fail.
+    TesseraWouldDeadlock = 18,
 }
 
 impl From<&LedgerError> for TesseraStatus {
@@ -72,6 +75,7 @@ impl From<&LedgerError> for TesseraStatus {
         match e {
             LedgerError::NotAvailableNow { .. } => TesseraStatus::TesseraNotAvailable,
             LedgerError::TimedOut { .. } => TesseraStatus::TesseraTimedOut,
+            LedgerError::WouldDeadlock { .. } => TesseraStatus::TesseraWouldDeadlock,
             LedgerError::ExceedsCapacity { .. } => TesseraStatus::TesseraExceedsCapacity,
             LedgerError::NoSuchGpu { .. } => TesseraStatus::TesseraNoSuchGpu,
             LedgerError::OverFree { .. } => TesseraStatus::TesseraOverFree,

@@ -115,6 +115,20 @@ pub enum LedgerError {
         /// Bytes asked for.
         requested: u64,
     },
+    /// Waiting would never end: the memory this request needs is held by clients that
+    /// are themselves waiting for memory this client holds (see `deadlock`). The
+    /// request, the newest of the cycle, was not queued.
+    #[error(
+        "waiting for {requested} bytes on GPU {gpu} would deadlock: the memory is held by pid(s) {holders:?}, which wait for memory this process holds"
+    )]
+    WouldDeadlock {
+        /// GPU.
+        gpu: u32,
+        /// Bytes asked for.
+        requested: u64,
+        /// Pids (as they registered) of the other waiting holders on that GPU.
+        holders: Vec<u32>,
+    },
     /// More than the GPU's total memory: can never be granted.
     #[error("{requested} bytes exceed GPU {gpu}'s total memory of {capacity} bytes")]
     ExceedsCapacity {
@@ -721,6 +735,11 @@ impl Ledger {
                     }
                     if wait == Wait::NoWait {
                         return Err(LedgerError::NotAvailableNow { gpu, requested: bytes });
+                    }
+                    if let Some(holders) =
+                        crate::deadlock::would_deadlock(&l.state, me, gpu, bytes)
+                    {
+                        return Err(LedgerError::WouldDeadlock { gpu, requested: bytes, holders });
                     }
                     if l.state.waiters.len() >= l.state.max_waiters as usize {
                         return Err(LedgerError::TableFull {

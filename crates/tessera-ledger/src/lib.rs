@@ -12,11 +12,12 @@
 //! Module map: [`layout`] (the versioned, checksummed layout), `file` (the ledger file:
 //! safe creation, `pread`/`pwrite`, the futex word; `unsafe`), [`access`] (who may use
 //! it, and the ownership checks), `records` (each client's own locked record: liveness
-//! and recovery), [`ledger`] (the life cycle), `nvml` (GPU discovery at run time),
-//! [`ffi`] (the C ABI; `unsafe`).
+//! and recovery), `deadlock` (wait-for cycles, refused at once), [`ledger`] (the life
+//! cycle), `nvml` (GPU discovery at run time), [`ffi`] (the C ABI; `unsafe`).
 #![deny(unsafe_code)]
 
 pub mod access;
+mod deadlock;
 pub mod ffi;
 mod file;
 pub mod layout;

@@ -1,0 +1,167 @@
+//! The harness of the interposer's tests: a fake driver built against NVIDIA's
+//! `cuda.h`, the test programs, a daemon, and the program run under `LD_PRELOAD`.
+#![allow(dead_code)] // each test binary uses its own part of it
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tesserad::Daemon;
+use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
+
+pub struct Setup {
+    pub dir: PathBuf,
+    pub app: PathBuf,
+    pub preload: PathBuf,
+    pub daemon: Option<Daemon>,
+    pub socket: PathBuf,
+    pub ledger: PathBuf,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(d) = self.daemon.take() {
+            d.shutdown();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A fake driver installed as `libcuda.so.1` in a directory of its own (two devices,
+/// of 1 and 2 GiB), the program built, and a daemon with `gpus` emulated 1 GiB GPUs.
+pub fn setup(tag: &str, gpus: usize) -> Option<Setup> {
+    setup_with(tag, gpus, 10.0)
+}
+
+/// As [`setup`], with the daemon's emulated time at `speedup` (1.0 when slices must
+/// last their wall-clock length).
+pub fn setup_with(tag: &str, gpus: usize, speedup: f64) -> Option<Setup> {
+    setup_config(tag, |c| {
+        c.gpus = gpus;
+        c.executor = ExecutorKind::Emulated { speedup };
+    })
+}
+
+/// As [`setup`], the daemon's configuration changed by `change` (2 GPUs at 10x unless
+/// it says otherwise).
+pub fn setup_config(tag: &str, change: impl FnOnce(&mut DaemonConfig)) -> Option<Setup> {
+    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
+        Ok(dir) => dir,
+        Err(why) => {
+            eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
+            return None;
+        }
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("interposer-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    tessera_driver::testing::build_fake_driver(&artifacts, &dir.join("libcuda.so.1")).unwrap();
+    let app = dir.join("driver_app");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-I"])
+        .arg(artifacts.join("include"))
+        .arg("-o")
+        .arg(&app)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/driver_app.c"))
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let preload = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");
+    assert!(preload.is_file(), "{} not built", preload.display());
+    let socket = dir.join("d.sock");
+    let ledger = dir.join("ledger");
+    let mut config = DaemonConfig {
+        socket: socket.clone(),
+        ledger: ledger.clone(),
+        gpus: 2,
+        gpu_memory_mib: 1024,
+        executor: ExecutorKind::Emulated { speedup: 10.0 },
+        policy: PolicyName::RoundRobin,
+        ..DaemonConfig::default()
+    };
+    change(&mut config);
+    let daemon = Daemon::start(&config).unwrap();
+    Some(Setup { dir, app, preload, daemon: Some(daemon), socket, ledger })
+}
+
+impl Setup {
+    /// The program under the interposer, as a tenant with `env` settings.
+    pub fn app(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        self.app_at(&self.app, args, env)
+    }
+
+    /// Another program, likewise.
+    pub fn app_at(&self, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = Command::new(program);
+        c.args(args)
+            .env("LD_PRELOAD", &self.preload)
+            .env("LD_LIBRARY_PATH", &self.dir)
+            .env("TESSERA_SOCKET", &self.socket)
+            .env("TESSERA_LEDGER", &self.ledger)
+            .env("TESSERA_CUDA_LOG", self.dir.join("interposer.log"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("interposer.log")).unwrap_or_default()
+    }
+}
+
+/// Read `child`'s stdout until a line starting with `want`; every line read, with when.
+pub fn wait_for(child: &mut Child, want: &str) -> Vec<(Instant, String)> {
+    let out = child.stdout.as_mut().unwrap();
+    let mut lines = Vec::new();
+    let mut reader = BufReader::new(out);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("no {want:?} line; read {lines:?}");
+        }
+        let line = line.trim().to_string();
+        let done = line.starts_with(want);
+        lines.push((Instant::now(), line));
+        if done {
+            return lines;
+        }
+    }
+}
+
+pub fn run(mut c: Command) -> (i32, String, String) {
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A child process killed when the test ends, however it ends (a failing test must not
+/// leave a hung program behind).
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
