@@ -308,6 +308,38 @@ impl Client {
         }
     }
 
+    /// Reserve `bytes` on the node's GPU `gpu` for `tenant` (of this uid), waiting up to
+    /// `wait` when they do not fit now (`None`: for ever).
+    pub fn reserve(
+        &mut self,
+        tenant: u64,
+        gpu: u32,
+        bytes: u64,
+        wait: Option<Duration>,
+    ) -> Result<(), ClientError> {
+        let wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+        match self.call(&Request::Reserve { tenant, gpu, bytes, wait_ms })? {
+            Reply::Reserved { .. } => Ok(()),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// Return `bytes` reserved with [`Client::reserve`].
+    pub fn unreserve(&mut self, tenant: u64, gpu: u32, bytes: u64) -> Result<(), ClientError> {
+        match self.call(&Request::Unreserve { tenant, gpu, bytes })? {
+            Reply::Unreserved { .. } => Ok(()),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// (free, total) bytes `tenant` sees on GPU `gpu`.
+    pub fn memory_info(&mut self, tenant: u64, gpu: u32) -> Result<(u64, u64), ClientError> {
+        match self.call(&Request::MemoryInfo { tenant, gpu })? {
+            Reply::Memory { free, total } => Ok((free, total)),
+            other => Err(refused(other)),
+        }
+    }
+
     /// Change the weight of one of this connection's tenants (1..=1000).
     pub fn set_weight(&mut self, tenant: u64, weight: u32) -> Result<(), ClientError> {
         match self.call(&Request::SetWeight { tenant, weight })? {

@@ -124,6 +124,39 @@ pub enum Request {
         #[serde(default)]
         limit: u32,
     },
+    /// Reserve GPU memory for a tenant of this uid in the node's ledger (the
+    /// interposer's allocations): the daemon holds the reservation for the tenant, so
+    /// programs of every user share the node's one ledger without touching its file.
+    /// Answered `Reserved`, or `Error` with [`ErrorCode::NoMemory`] when it does not fit
+    /// (after waiting as asked), exceeds the tenant's limit, or would deadlock.
+    Reserve {
+        /// The tenant (of this connection's uid).
+        tenant: u64,
+        /// The node's GPU index.
+        gpu: u32,
+        /// Bytes.
+        bytes: u64,
+        /// How long to wait when it does not fit now: 0 not at all, none for ever.
+        #[serde(default)]
+        wait_ms: Option<u64>,
+    },
+    /// Return memory reserved with `Reserve` (after freeing it). Answered `Unreserved`.
+    Unreserve {
+        /// The tenant (of this connection's uid).
+        tenant: u64,
+        /// The node's GPU index.
+        gpu: u32,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// What a tenant may still reserve on a GPU: its limit less what it holds, or the
+    /// GPU's capacity less what the ledger granted. Answered `Memory`.
+    MemoryInfo {
+        /// The tenant (of this connection's uid).
+        tenant: u64,
+        /// The node's GPU index.
+        gpu: u32,
+    },
     /// Answered at once by the connection (transport benchmark).
     Ping,
 }
@@ -182,6 +215,10 @@ pub enum ErrorCode {
     /// The operator's policy does not allow this (e.g. a user-facing tenant for a uid
     /// not in `user_facing_uids`).
     Forbidden,
+    /// A memory reservation was refused: the GPU has no room (after the wait asked
+    /// for), the tenant's limit is reached, or waiting would deadlock. The message
+    /// says which.
+    NoMemory,
 }
 
 /// One GPU in a status report.
@@ -452,6 +489,27 @@ pub enum Reply {
         job: u64,
         /// Tenants closed.
         tenants_closed: u32,
+    },
+    /// Memory was reserved (`Reserve`).
+    Reserved {
+        /// The node's GPU index.
+        gpu: u32,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// Memory was returned (`Unreserve`).
+    Unreserved {
+        /// The node's GPU index.
+        gpu: u32,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// Answer to `MemoryInfo`: (free, total) as the tenant should see them.
+    Memory {
+        /// Bytes the tenant may still reserve there.
+        free: u64,
+        /// Its limit, or the GPU's capacity.
+        total: u64,
     },
     /// Answer to `Ping`.
     Pong,

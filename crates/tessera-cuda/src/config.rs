@@ -3,7 +3,6 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `TESSERA_SOCKET` | tesserad's socket | `$XDG_RUNTIME_DIR/tesserad.sock`, else `/tmp/tesserad.sock` |
-//! | `TESSERA_LEDGER` | the GPU memory ledger | `/dev/shm/tessera-ledger` |
 //! | `TESSERA_CLASS` | `user-facing` or `batch` | `batch` |
 //! | `TESSERA_SLA_MS` | the user-facing SLA, ms | 200 |
 //! | `TESSERA_WEIGHT` | weight for fair sharing | 1 |
@@ -68,8 +67,6 @@ pub enum OnNoDaemon {
 pub struct Config {
     /// tesserad's socket.
     pub socket: PathBuf,
-    /// The ledger file.
-    pub ledger: PathBuf,
     /// Class.
     pub class: Class,
     /// SLA (user-facing).
@@ -216,8 +213,6 @@ impl Config {
         Ok(Config {
             socket: get("TESSERA_SOCKET")
                 .map_or_else(|| runtime.join("tesserad.sock"), PathBuf::from),
-            ledger: get("TESSERA_LEDGER")
-                .map_or_else(|| PathBuf::from("/dev/shm/tessera-ledger"), PathBuf::from),
             class,
             sla: Duration::from_millis(sla_ms),
             weight,

@@ -144,21 +144,11 @@ pub extern "C" fn cuInit(flags: c_uint) -> CuResult {
         if st.mode.get().is_some() {
             return status::SUCCESS;
         }
-        // the ledger is sized from the devices when this process creates it
         let mut n: c_int = 0;
-        let mut devices = Vec::new();
-        if real!(cuDeviceGetCount(&mut n)) == status::SUCCESS {
-            for i in 0..n {
-                let mut dev: CUdevice = 0;
-                let mut bytes = 0usize;
-                if real!(cuDeviceGet(&mut dev, i)) == status::SUCCESS
-                    && real!(cuDeviceTotalMem_v2(&mut bytes, dev)) == status::SUCCESS
-                {
-                    devices.push(bytes as u64);
-                }
-            }
+        if real!(cuDeviceGetCount(&mut n)) != status::SUCCESS {
+            n = 0;
         }
-        match st.become_tenant(devices) {
+        match st.become_tenant(usize::try_from(n).unwrap_or(0)) {
             Ok(()) => status::SUCCESS,
             Err(e) => e,
         }

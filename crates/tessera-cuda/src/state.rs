@@ -9,13 +9,12 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use tessera_client::proto::TenantClass;
+use tessera_client::proto::{ErrorCode, TenantClass};
 use tessera_client::region::Region;
 use tessera_client::region::{LaunchFacts, reason};
 use tessera_client::{Client, TenantOptions};
 use tessera_client::{ClientError, Outcome};
 use tessera_driver::{CuResult, status};
-use tessera_ledger::{GpuSource, Ledger, LedgerConfig, LedgerError, Wait};
 
 /// The process's interposer state, built on first use.
 pub struct State {
@@ -61,13 +60,18 @@ pub struct Tenant {
     launches: AtomicU64,
     accounted_ns: AtomicU64,
     measured_ns: AtomicU64,
-    /// The shared memory ledger.
-    pub ledger: Ledger,
+    /// tesserad's socket, for the memory connection.
+    socket: std::path::PathBuf,
+    /// A second connection, for memory requests only (a reservation may wait for
+    /// memory, and must not hold up the launch gate's connection meanwhile); opened on
+    /// first use and again if the daemon closed it while idle.
+    memory: Mutex<Option<Client>>,
     /// Its limit, bytes.
     pub limit: Option<u64>,
     /// The real device ordinals it was placed on; the program's ordinal i is `placed[i]`.
     pub placed: Vec<i32>,
-    wait: Wait,
+    /// How long a reservation waits for memory (`None`: for ever).
+    wait: Option<Duration>,
     book: Mutex<Book>,
 }
 
@@ -148,10 +152,9 @@ impl State {
         }
     }
 
-    /// Become a tenant (after the real `cuInit` succeeded); `devices` are the GPUs'
-    /// capacities, for a ledger this process creates.
-    pub fn become_tenant(&self, devices: Vec<u64>) -> Result<(), CuResult> {
-        let device_count = devices.len();
+    /// Become a tenant (after the real `cuInit` succeeded); the driver has
+    /// `device_count` GPUs.
+    pub fn become_tenant(&self, device_count: usize) -> Result<(), CuResult> {
         if self.mode.get().is_some() {
             return Ok(());
         }
@@ -195,21 +198,13 @@ impl State {
                 return Err(SYSTEM_NOT_READY);
             }
         };
-        let ledger = Ledger::open(&LedgerConfig {
-            priority: config.priority,
-            ..LedgerConfig::new(
-                &config.ledger,
-                GpuSource::Explicit(devices.into_iter().map(tessera_ledger::Bytes).collect()),
-            )
-        })
-        .map_err(|e| {
-            complain(&format!("the memory ledger {} cannot be used: {e}", config.ledger.display()));
-            SYSTEM_NOT_READY
-        })?;
+        // memory is reserved in the node's ledger through the daemon, which holds it
+        // for this tenant: programs of every user share the one ledger, and none opens
+        // its file
         let wait = match config.wait {
-            MemoryWait::Forever => Wait::Forever,
-            MemoryWait::NoWait => Wait::NoWait,
-            MemoryWait::Timeout(d) => Wait::Timeout(d),
+            MemoryWait::Forever => None,
+            MemoryWait::NoWait => Some(Duration::ZERO),
+            MemoryWait::Timeout(d) => Some(d),
         };
         // the daemon's GPUs are the driver's (NVML or the same enumeration); a GPU the
         // driver does not have is left out rather than handed to the program
@@ -238,7 +233,8 @@ impl State {
             launches: AtomicU64::new(0),
             accounted_ns: AtomicU64::new(0),
             measured_ns: AtomicU64::new(0),
-            ledger,
+            socket: config.socket.clone(),
+            memory: Mutex::new(None),
             limit: config.memory,
             placed,
             wait,
@@ -401,9 +397,28 @@ impl Tenant {
         Ok(())
     }
 
+    /// A memory request on the memory connection, connecting (again) when needed: a
+    /// control connection the daemon closed while it was idle is opened anew once.
+    fn desk<R>(&self, call: impl Fn(&mut Client) -> Result<R, ClientError>) -> Result<R, ClientError> {
+        let mut conn = self.memory.lock().map_err(|_| ClientError::Protocol("poisoned".into()))?;
+        for attempt in 0..2 {
+            if conn.is_none() {
+                *conn = Some(Client::connect_control(&self.socket)?);
+            }
+            let Some(c) = conn.as_mut() else { continue };
+            match call(c) {
+                Err(ClientError::Connect(_) | ClientError::DaemonGone) if attempt == 0 => {
+                    *conn = None;
+                }
+                other => return other,
+            }
+        }
+        Err(ClientError::DaemonGone)
+    }
+
     /// Reserve `bytes` on `gpu` before the real allocation: within the tenant's limit,
-    /// then in the ledger (waiting as the settings say). `Err` is the CUDA error the
-    /// application gets.
+    /// then in the node's ledger through the daemon (waiting as the settings say).
+    /// `Err` is the CUDA error the application gets.
     pub fn reserve(&self, gpu: u32, bytes: u64) -> Result<(), CuResult> {
         {
             let mut book = self.book.lock().map_err(|_| status::UNKNOWN)?;
@@ -412,17 +427,21 @@ impl Tenant {
             }
             book.used += bytes;
         }
-        match self.ledger.pre_alloc(gpu, bytes, self.wait) {
+        match self.desk(|c| c.reserve(self.id, gpu, bytes, self.wait)) {
             Ok(()) => Ok(()),
             Err(e) => {
                 if let Ok(mut book) = self.book.lock() {
                     book.used -= bytes;
                 }
-                match e {
-                    LedgerError::NotAvailableNow { .. }
-                    | LedgerError::TimedOut { .. }
-                    | LedgerError::ExceedsCapacity { .. } => {}
-                    other => complain(&format!("the memory ledger refused an allocation: {other}")),
+                match &e {
+                    // not fitting is the answer the program expects; a deadlock is
+                    // not, so it is told why
+                    ClientError::Refused { code: ErrorCode::NoMemory, message }
+                        if !message.contains("deadlock") => {}
+                    ClientError::Refused { code: ErrorCode::NoMemory, message } => {
+                        complain(&format!("allocation refused: {message}"));
+                    }
+                    other => complain(&format!("the memory reservation failed: {other}")),
                 }
                 Err(status::OUT_OF_MEMORY)
             }
@@ -434,7 +453,15 @@ impl Tenant {
         if let Ok(mut book) = self.book.lock() {
             book.used -= bytes;
         }
-        let _ = self.ledger.post_free(gpu, bytes);
+        self.give_back_memory(gpu, bytes);
+    }
+
+    /// Return a reservation to the daemon; a failure (the daemon is gone, and with it
+    /// every reservation) is logged only.
+    fn give_back_memory(&self, gpu: u32, bytes: u64) {
+        if let Err(e) = self.desk(|c| c.unreserve(self.id, gpu, bytes)) {
+            state().log(format_args!("unreserve {bytes} on {gpu} failed: {e}"));
+        }
     }
 
     /// The real allocation `what` succeeded.
@@ -453,7 +480,7 @@ impl Tenant {
             Some((gpu, bytes))
         });
         if let Some((gpu, bytes)) = freed {
-            let _ = self.ledger.post_free(gpu, bytes);
+            self.give_back_memory(gpu, bytes);
         }
     }
 
@@ -466,8 +493,9 @@ impl Tenant {
             book.allocations.values().filter(|(g, _)| *g == from).map(|(_, b)| b).sum()
         };
         if bytes > 0 {
-            self.ledger.pre_alloc(to, bytes, Wait::NoWait).map_err(|_| status::OUT_OF_MEMORY)?;
-            let _ = self.ledger.post_free(from, bytes);
+            self.desk(|c| c.reserve(self.id, to, bytes, Some(Duration::ZERO)))
+                .map_err(|_| status::OUT_OF_MEMORY)?;
+            self.give_back_memory(from, bytes);
         }
         if let Ok(mut book) = self.book.lock() {
             for (gpu, _) in book.allocations.values_mut() {
@@ -485,11 +513,7 @@ impl Tenant {
         let used = self.book.lock().ok()?.used;
         match self.limit {
             Some(limit) => Some((limit.saturating_sub(used), limit)),
-            None => {
-                let s = self.ledger.status().ok()?;
-                let g = s.gpus.get(gpu as usize)?;
-                Some((g.total.saturating_sub(g.used), g.total))
-            }
+            None => self.desk(|c| c.memory_info(self.id, gpu)).ok(),
         }
     }
 }

@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use tesserad::config::{ExecutorKind, PolicyName};
 

@@ -55,3 +55,86 @@ fn memory_waits_that_would_deadlock_fail_the_newest_request() {
     assert_eq!(lines.len(), 1, "one line says why: {b_err}");
     assert_eq!(a_code, 0, "A gets its memory once B is gone");
 }
+
+/// Whether this test runs as root (it can then run programs as another uid).
+fn root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// `command` run as uid and gid 65534 (nobody), with no supplementary groups.
+fn as_nobody(s: &Setup, args: &[&str]) -> std::process::Command {
+    let mut all = vec!["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let app = s.app.to_string_lossy().into_owned();
+    all.push(&app);
+    all.extend_from_slice(args);
+    s.app_at(std::path::Path::new("setpriv"), &all, &[])
+}
+
+/// A raw control request `json` sent by uid 65534 to the daemon; the reply's JSON.
+fn nobody_asks(s: &Setup, json: &str) -> String {
+    let script = r#"
+import json, socket, struct, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+body = sys.argv[2].encode(); c.sendall(struct.pack('<I', len(body)) + body)
+n = struct.unpack('<I', c.recv(4))[0]; reply = b''
+while len(reply) < n: reply += c.recv(n - len(reply))
+print(reply.decode())
+"#;
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script])
+        .arg(&s.socket)
+        .arg(json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Programs of two users under one node daemon share one GPU's memory through the one
+/// ledger: root's program holds 700 of 1,024 MiB, and the unprivileged user's 700 MiB
+/// waits for root's free instead of failing (before: the second user's `cuInit` failed,
+/// the ledger file being the first user's, mode 0600). Neither user can touch the
+/// other's reservations: a reservation or release for root's tenant sent by uid 65534
+/// is refused.
+#[test]
+fn programs_of_two_users_share_one_ledger_through_the_daemon() {
+    if !root() {
+        eprintln!("SKIPPED: running programs as another uid needs root");
+        return;
+    }
+    let Some(s) = setup_config("users", |c| {
+        c.gpus = 1;
+        c.socket_mode = 0o666;
+    }) else {
+        return;
+    };
+    let mut a = Reaped(s.app(&["alloc", "700", "1000"], &[]).spawn().unwrap());
+    wait_for(&mut a, "allocated");
+    // root's tenant is the only one: find it, then try to change it as uid 65534
+    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
+    let tenant = control.status().unwrap().tenants[0].tenant;
+    for request in [
+        format!(r#"{{"type":"unreserve","tenant":{tenant},"gpu":0,"bytes":734003200}}"#),
+        format!(r#"{{"type":"reserve","tenant":{tenant},"gpu":0,"bytes":1048576,"wait_ms":0}}"#),
+        format!(r#"{{"type":"memory_info","tenant":{tenant},"gpu":0}}"#),
+    ] {
+        let reply = nobody_asks(&s, &request);
+        assert!(reply.contains("forbidden"), "{request} -> {reply}");
+    }
+    let started = std::time::Instant::now();
+    let mut b = Reaped(as_nobody(&s, &["alloc", "700", "0"]).spawn().unwrap());
+    let b_lines = wait_for(&mut b, "allocated");
+    let a_lines = wait_for(&mut a, "freed");
+    let (a_freed, b_allocated) = (a_lines.last().unwrap().0, b_lines.last().unwrap().0);
+    assert!(b_allocated >= a_freed - Duration::from_millis(50), "b allocated before a freed");
+    assert!(started.elapsed() >= Duration::from_millis(400), "b waited for a's hold");
+    assert_eq!(finish_within(&mut a, Duration::from_secs(10), "root's program"), 0);
+    assert_eq!(finish_within(&mut b, Duration::from_secs(10), "nobody's program"), 0);
+}

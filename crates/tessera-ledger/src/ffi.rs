@@ -74,7 +74,9 @@ impl From<&LedgerError> for TesseraStatus {
     fn from(e: &LedgerError) -> Self {
         match e {
             LedgerError::NotAvailableNow { .. } => TesseraStatus::TesseraNotAvailable,
-            LedgerError::TimedOut { .. } => TesseraStatus::TesseraTimedOut,
+            LedgerError::TimedOut { .. } | LedgerError::Cancelled { .. } => {
+                TesseraStatus::TesseraTimedOut
+            }
             LedgerError::WouldDeadlock { .. } => TesseraStatus::TesseraWouldDeadlock,
             LedgerError::ExceedsCapacity { .. } => TesseraStatus::TesseraExceedsCapacity,
             LedgerError::NoSuchGpu { .. } => TesseraStatus::TesseraNoSuchGpu,

@@ -21,6 +21,7 @@ use crate::records::{self, ClientRecord, LedgerShape, LiveRecord, Liveness};
 use rustix::thread::futex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tessera_core::Bytes;
@@ -110,6 +111,14 @@ pub enum LedgerError {
     /// The request waited its whole timeout.
     #[error("timed out waiting for {requested} bytes on GPU {gpu}")]
     TimedOut {
+        /// GPU.
+        gpu: u32,
+        /// Bytes asked for.
+        requested: u64,
+    },
+    /// The waiting request was given up by its caller (`pre_alloc_unless`).
+    #[error("the wait for {requested} bytes on GPU {gpu} was given up")]
+    Cancelled {
         /// GPU.
         gpu: u32,
         /// Bytes asked for.
@@ -702,6 +711,19 @@ impl Ledger {
     /// Pre-allocation (schedGPU's `preCudaMalloc`): reserve `bytes` on `gpu` before
     /// allocating them, waiting as `wait` says when they are not free.
     pub fn pre_alloc(&self, gpu: u32, bytes: u64, wait: Wait) -> Result<(), LedgerError> {
+        self.pre_alloc_unless(gpu, bytes, wait, &AtomicBool::new(false))
+    }
+
+    /// [`Ledger::pre_alloc`] that gives up, leaving the queue, with
+    /// [`LedgerError::Cancelled`] once `cancel` is set (seen within [`RECHECK`]): for a
+    /// daemon waiting on behalf of a program that may go away meanwhile.
+    pub fn pre_alloc_unless(
+        &self,
+        gpu: u32,
+        bytes: u64,
+        wait: Wait,
+        cancel: &AtomicBool,
+    ) -> Result<(), LedgerError> {
         // a timeout too long to represent is as good as forever
         let deadline = match wait {
             Wait::Timeout(t) => Instant::now().checked_add(t),
@@ -794,12 +816,17 @@ impl Ledger {
                             if granted {
                                 continue; // take it under the same lock
                             }
-                            if deadline.is_some_and(|d| Instant::now() >= d) {
+                            let cancelled = cancel.load(Ordering::Relaxed);
+                            if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
                                 l.state.waiters.retain(|w| !(w.seq == seq && w.client == me));
                                 // leaving the queue may unblock those behind (FIFO)
                                 l.notify(gpu);
                                 l.commit()?;
-                                return Err(LedgerError::TimedOut { gpu, requested: bytes });
+                                return Err(if cancelled {
+                                    LedgerError::Cancelled { gpu, requested: bytes }
+                                } else {
+                                    LedgerError::TimedOut { gpu, requested: bytes }
+                                });
                             }
                         }
                         None => {

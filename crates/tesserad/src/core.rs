@@ -273,6 +273,8 @@ pub struct Core {
     mailbox: Mailbox,
     exec: Executor,
     ledger: Option<Ledger>,
+    /// Tenants' memory reservations made through the daemon (see `memory`).
+    desk: Option<Arc<crate::memory::MemoryDesk>>,
     conns: BTreeMap<ConnId, Conn>,
     /// The regions of connected clients, for the polling loop (kept beside `conns` so
     /// that spinning allocates nothing).
@@ -423,6 +425,7 @@ impl Core {
             mailbox,
             exec,
             ledger,
+            desk: None,
             conns: BTreeMap::new(),
             live: Vec::new(),
             tenants: BTreeMap::new(),
@@ -465,6 +468,12 @@ impl Core {
     }
 
     /// Serve inference models with `inference` (the gpulets policy's state).
+    /// Tell `desk` of tenants as they register and close (their memory reservations).
+    pub fn with_memory_desk(mut self, desk: Arc<crate::memory::MemoryDesk>) -> Core {
+        self.desk = Some(desk);
+        self
+    }
+
     pub fn with_inference(mut self, inference: Option<crate::inference::Inference>) -> Core {
         self.inference = inference;
         self
@@ -1419,6 +1428,9 @@ impl Core {
             && t.open
         {
             t.open = false;
+            if let Some(desk) = &self.desk {
+                desk.close(tenant.0);
+            }
             for g in std::mem::take(&mut t.placed) {
                 if let Some(rt) = self.gpus.get_mut(g as usize) {
                     rt.placed = rt.placed.saturating_sub(1);
@@ -1508,7 +1520,11 @@ impl Core {
         use tessera_client::proto::Request;
         let err = |code, message: String| Reply::Error { code, message };
         match request {
-            Request::Hello { .. } | Request::Ping => {
+            Request::Hello { .. }
+            | Request::Ping
+            | Request::Reserve { .. }
+            | Request::Unreserve { .. }
+            | Request::MemoryInfo { .. } => {
                 err(ErrorCode::BadRequest, "handled by the connection".into())
             }
             Request::Status { tenant, uid: of_uid, gpu, offset, limit } => Reply::Status(
@@ -1688,6 +1704,9 @@ impl Core {
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tenants.insert(id);
+                }
+                if let Some(desk) = &self.desk {
+                    desk.open(id.0, uid, memory);
                 }
                 if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
                     j.tenants.insert(id);

@@ -21,6 +21,7 @@ mod cuda;
 pub use cuda::BUILTIN_PTX;
 pub mod executor;
 pub mod inference;
+pub mod memory;
 mod server;
 pub mod slurm;
 
@@ -233,13 +234,15 @@ impl Daemon {
                     .ok_or_else(|| DaemonError::NoSuchGroup(g.clone()))?,
             ),
         };
-        let ledger = Ledger::open(&LedgerConfig {
+        let ledger_config = LedgerConfig {
             access,
             ..LedgerConfig::new(
                 &cfg.ledger,
                 GpuSource::Explicit(gpus.iter().map(|g| g.memory).collect()),
             )
-        })?;
+        };
+        let ledger = Ledger::open(&ledger_config)?;
+        let desk = Arc::new(memory::MemoryDesk::new(ledger_config));
         let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
         let (mailbox, rx) = Mailbox::new(bell.clone());
         let perf = executor::EmulatedGpu {
@@ -284,6 +287,7 @@ impl Daemon {
             },
         )
         .with_inference(inference)
+        .with_memory_desk(desk.clone())
         .with_balance(
             balance.map(|(_, r)| (r, Nanos::from_millis(cfg.dcuda.pause_ms))),
             cfg.dcuda.pcie_gb_per_s * 1e9,
@@ -300,6 +304,7 @@ impl Daemon {
             cfg.max_conns_per_uid,
             std::time::Duration::from_secs(cfg.idle_timeout_s),
             connections,
+            desk,
         );
         let spawned = built.and_then(|(server, poll)| {
             let s = server.clone();

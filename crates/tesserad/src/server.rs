@@ -10,6 +10,7 @@
 //! connection is with the core at a time, so answers keep the order of requests.
 
 use crate::core::{ConnId, Mailbox, Msg};
+use crate::memory::MemoryDesk;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
@@ -94,6 +95,8 @@ pub struct Server {
     exit: AtomicBool,
     waker: Arc<Waker>,
     streams: Arc<Connections>,
+    /// Memory requests go here, never to the core (they take the ledger's lock).
+    desk: Arc<MemoryDesk>,
 }
 
 /// One connection, as the loop sees it.
@@ -121,6 +124,7 @@ impl Server {
         max_conns_per_uid: u32,
         idle_timeout: Duration,
         streams: Arc<Connections>,
+        desk: Arc<MemoryDesk>,
     ) -> std::io::Result<(Arc<Server>, Poll)> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -134,6 +138,7 @@ impl Server {
             exit: AtomicBool::new(false),
             waker,
             streams,
+            desk,
         };
         Ok((Arc::new(server), poll))
     }
@@ -423,6 +428,14 @@ impl Loop<'_> {
                 } else {
                     error(ErrorCode::BadRequest, "hello while earlier replies are unread")
                 }
+            }
+            request @ (Request::Reserve { .. }
+            | Request::Unreserve { .. }
+            | Request::MemoryInfo { .. }) => {
+                c.awaiting = true;
+                let reply = ReplyTo { conn, tx: self.tx.clone(), waker: server.waker.clone() };
+                server.desk.submit(c.uid, request, reply);
+                return;
             }
             request => {
                 c.awaiting = true;

@@ -1,0 +1,229 @@
+//! The memory desk: interposed programs reserve GPU memory in the node's ledger through
+//! the daemon (`Reserve`, `Unreserve`, `MemoryInfo` on the control socket), so that the
+//! programs of every user on the node share one ledger without any of them opening its
+//! file. Each tenant gets a ledger handle of its own (a client of the ledger, with its
+//! own record), opened by the daemon when the tenant first reserves: the ledger's books,
+//! its FIFO queue and its deadlock detection see one client per program, and closing
+//! the tenant (its program exited or was killed, its Slurm job ended) releases what it
+//! held. A tenant's reservations can be changed only through a connection of the
+//! tenant's own uid, and never beyond what it holds or its declared limit.
+//!
+//! Ledger operations take the ledger file's lock and may wait for memory, so none runs
+//! on the control loop or the core: each request runs on a thread of its own, at most
+//! [`MAX_IN_FLIGHT`] at once (beyond that a request is refused with `NoCapacity`).
+
+use crate::server::ReplyTo;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tessera_client::proto::{ErrorCode, Reply, Request};
+use tessera_ledger::{Ledger, LedgerConfig, LedgerError, Wait};
+
+/// Memory requests being carried out at once (each on a thread; most wait for memory).
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// The desk, shared by the control loop (requests), the core (tenants come and go) and
+/// the threads carrying requests out.
+#[derive(Debug)]
+pub struct MemoryDesk {
+    /// How to open a tenant's handle on the node's ledger.
+    ledger: LedgerConfig,
+    tenants: Mutex<HashMap<u64, Arc<TenantMemory>>>,
+    in_flight: AtomicUsize,
+}
+
+/// One tenant's memory, as the desk keeps it.
+#[derive(Debug)]
+struct TenantMemory {
+    uid: u32,
+    /// Its declared memory, when it declared one: reservations never exceed it.
+    limit: Option<u64>,
+    /// Its ledger handle, opened on first use (`Err`: why it cannot be).
+    handle: OnceLock<Result<Ledger, String>>,
+    /// Bytes held through the desk, per GPU.
+    held: Mutex<HashMap<u32, u64>>,
+    /// Set when the tenant closes: its waits give up, and what it is granted after that
+    /// is returned at once.
+    closed: AtomicBool,
+}
+
+impl TenantMemory {
+    fn ledger(&self, config: &LedgerConfig) -> Result<&Ledger, String> {
+        self.handle
+            .get_or_init(|| Ledger::open(config).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn held_total(&self) -> u64 {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).values().sum()
+    }
+}
+
+fn refused(code: ErrorCode, message: impl Into<String>) -> Reply {
+    Reply::Error { code, message: message.into() }
+}
+
+impl MemoryDesk {
+    /// A desk reserving in the ledger `ledger` describes (the daemon's own).
+    pub fn new(ledger: LedgerConfig) -> MemoryDesk {
+        MemoryDesk { ledger, tenants: Mutex::new(HashMap::new()), in_flight: AtomicUsize::new(0) }
+    }
+
+    fn tenants(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<TenantMemory>>> {
+        self.tenants.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A tenant of `uid` was registered, with `declared` bytes (0: no limit).
+    pub fn open(&self, tenant: u64, uid: u32, declared: u64) {
+        self.tenants().insert(
+            tenant,
+            Arc::new(TenantMemory {
+                uid,
+                limit: (declared > 0).then_some(declared),
+                handle: OnceLock::new(),
+                held: Mutex::new(HashMap::new()),
+                closed: AtomicBool::new(false),
+            }),
+        );
+    }
+
+    /// A tenant closed: its waits give up and its handle, once no request uses it, is
+    /// dropped — which releases everything it held in the ledger.
+    pub fn close(&self, tenant: u64) {
+        if let Some(t) = self.tenants().remove(&tenant) {
+            t.closed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes the desk holds for `tenant` (all GPUs), for status.
+    pub fn held(&self, tenant: u64) -> u64 {
+        self.tenants().get(&tenant).map_or(0, |t| t.held_total())
+    }
+
+    /// Carry out a memory request of a connection of `uid`, answering `reply` from a
+    /// thread of its own.
+    pub fn submit(self: &Arc<Self>, uid: u32, request: Request, reply: ReplyTo) {
+        if self.in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_IN_FLIGHT {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            reply.send(refused(
+                ErrorCode::NoCapacity,
+                format!("{MAX_IN_FLIGHT} memory requests are being served; try again"),
+            ));
+            return;
+        }
+        let desk = self.clone();
+        let spawned = std::thread::Builder::new().name("memory".into()).spawn(move || {
+            let answer = desk.carry_out(uid, request);
+            desk.in_flight.fetch_sub(1, Ordering::Relaxed);
+            reply.send(answer);
+        });
+        if let Err(e) = spawned {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "cannot start a thread for a memory request");
+        }
+    }
+
+    /// The tenant, if it is open and of `uid`.
+    fn tenant_of(&self, uid: u32, tenant: u64) -> Result<Arc<TenantMemory>, Reply> {
+        match self.tenants().get(&tenant) {
+            Some(t) if t.uid == uid => Ok(t.clone()),
+            Some(_) => Err(refused(
+                ErrorCode::Forbidden,
+                format!("tenant {tenant} belongs to another user"),
+            )),
+            None => Err(refused(ErrorCode::UnknownTenant, format!("no open tenant {tenant}"))),
+        }
+    }
+
+    fn carry_out(&self, uid: u32, request: Request) -> Reply {
+        let (tenant, t) = match &request {
+            Request::Reserve { tenant, .. }
+            | Request::Unreserve { tenant, .. }
+            | Request::MemoryInfo { tenant, .. } => match self.tenant_of(uid, *tenant) {
+                Ok(t) => (*tenant, t),
+                Err(reply) => return reply,
+            },
+            _ => return refused(ErrorCode::BadRequest, "not a memory request"),
+        };
+        let ledger = match t.ledger(&self.ledger) {
+            Ok(l) => l,
+            Err(why) => {
+                tracing::error!(tenant, error = %why, "cannot open the ledger for a tenant");
+                return refused(ErrorCode::NoCapacity, format!("the node's ledger: {why}"));
+            }
+        };
+        match request {
+            Request::Reserve { gpu, bytes, wait_ms, .. } => {
+                if let Some(limit) = t.limit
+                    && t.held_total().saturating_add(bytes) > limit
+                {
+                    return refused(
+                        ErrorCode::NoMemory,
+                        format!(
+                            "{bytes} bytes more would exceed tenant {tenant}'s limit of {limit} bytes"
+                        ),
+                    );
+                }
+                let wait = match wait_ms {
+                    None => Wait::Forever,
+                    Some(0) => Wait::NoWait,
+                    Some(ms) => Wait::Timeout(Duration::from_millis(ms)),
+                };
+                match ledger.pre_alloc_unless(gpu, bytes, wait, &t.closed) {
+                    Ok(()) => {
+                        *t.held.lock().unwrap_or_else(|p| p.into_inner()).entry(gpu).or_default() +=
+                            bytes;
+                        Reply::Reserved { gpu, bytes }
+                    }
+                    Err(e @ LedgerError::NoSuchGpu { .. }) => {
+                        refused(ErrorCode::BadRequest, e.to_string())
+                    }
+                    Err(
+                        e @ (LedgerError::NotAvailableNow { .. }
+                        | LedgerError::TimedOut { .. }
+                        | LedgerError::ExceedsCapacity { .. }
+                        | LedgerError::WouldDeadlock { .. }
+                        | LedgerError::Cancelled { .. }),
+                    ) => refused(ErrorCode::NoMemory, e.to_string()),
+                    Err(e) => {
+                        tracing::error!(tenant, error = %e, "the ledger failed a reservation");
+                        refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}"))
+                    }
+                }
+            }
+            Request::Unreserve { gpu, bytes, .. } => {
+                let mut held = t.held.lock().unwrap_or_else(|p| p.into_inner());
+                let has = held.get(&gpu).copied().unwrap_or(0);
+                if bytes > has {
+                    return refused(
+                        ErrorCode::BadRequest,
+                        format!("tenant {tenant} holds {has} bytes on GPU {gpu}, not {bytes}"),
+                    );
+                }
+                match ledger.post_free(gpu, bytes) {
+                    Ok(()) => {
+                        held.insert(gpu, has - bytes);
+                        Reply::Unreserved { gpu, bytes }
+                    }
+                    Err(e) => {
+                        tracing::error!(tenant, error = %e, "the ledger failed a release");
+                        refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}"))
+                    }
+                }
+            }
+            Request::MemoryInfo { gpu, .. } => match t.limit {
+                Some(limit) => Reply::Memory { free: limit.saturating_sub(t.held_total()), total: limit },
+                None => match ledger.status() {
+                    Ok(s) => match s.gpus.get(gpu as usize) {
+                        Some(g) => Reply::Memory { free: g.total.saturating_sub(g.used), total: g.total },
+                        None => refused(ErrorCode::BadRequest, format!("no GPU {gpu}")),
+                    },
+                    Err(e) => refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}")),
+                },
+            },
+            _ => refused(ErrorCode::BadRequest, "not a memory request"),
+        }
+    }
+}
