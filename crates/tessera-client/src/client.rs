@@ -208,6 +208,12 @@ impl Client {
         Ok(c)
     }
 
+    /// The connection's socket descriptor (for a library that must close its copy in a
+    /// forked child).
+    pub fn socket_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.stream)
+    }
+
     /// Connect for control messages only (status, no rings).
     pub fn connect_control(socket: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(socket).map_err(ClientError::Connect)?;

@@ -102,3 +102,45 @@ pub fn synchronize() {
         let _ = unsafe { sync() };
     }
 }
+
+/// How many `fork()`s separate this process from the one that loaded the library (0 in
+/// that process); bumped in each child by the `pthread_atfork` handler.
+static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The socket of the tenant of this process, which a forked child must not keep open
+/// (the daemon ends a tenant when its connection closes).
+static TENANT_SOCKET: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Runs in a forked child, before `fork()` returns there: only async-signal-safe work.
+extern "C" fn in_forked_child() {
+    use std::sync::atomic::Ordering;
+    FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
+    let fd = TENANT_SOCKET.swap(-1, Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: close(2) is async-signal-safe; the descriptor is the child's copy of
+        // the parent's tenant socket, which nothing in the child uses again (its own
+        // tenant gets its own connection).
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// [`FORK_GENERATION`]: 0 in the process that loaded the library.
+#[inline]
+pub fn fork_generation() -> u64 {
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `socket` is the current tenant's connection: a forked child closes its copy at once,
+/// so that the parent's tenant ends when the parent does. The fork handler is installed
+/// on the first call.
+pub fn watch_fork(socket: std::os::fd::RawFd) {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    TENANT_SOCKET.store(socket, std::sync::atomic::Ordering::SeqCst);
+    INSTALLED.call_once(|| {
+        // SAFETY: registers a handler that only does async-signal-safe work.
+        let r = unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
+        if r != 0 {
+            crate::state::complain("cannot watch for fork(): a forked child may disturb its parent's tenant");
+        }
+    });
+}

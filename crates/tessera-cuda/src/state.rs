@@ -26,6 +26,11 @@ pub struct State {
     pub mode: OnceLock<Mode>,
     /// Serialises the first `cuInit` (registration happens once).
     pub init_lock: Mutex<()>,
+    /// The driver's GPUs, as the first `cuInit` found them (for a forked child's
+    /// registration).
+    device_count: std::sync::atomic::AtomicUsize,
+    /// A forked child's own mode, with the fork generation it belongs to.
+    forked: Mutex<Option<(u64, &'static Mode)>>,
     log: Mutex<Option<std::fs::File>>,
 }
 
@@ -114,6 +119,8 @@ pub fn state() -> &'static State {
             real: RealDriver::open(&driver),
             mode: OnceLock::new(),
             init_lock: Mutex::new(()),
+            device_count: std::sync::atomic::AtomicUsize::new(0),
+            forked: Mutex::new(None),
             log: Mutex::new(log),
         }
     })
@@ -144,12 +151,46 @@ impl State {
         }
     }
 
-    /// The tenant, if `cuInit` made the process one.
+    /// The tenant, if `cuInit` made the process one. In a child forked from a tenant,
+    /// the child's own tenant, registered on its first call here: a child never uses
+    /// its parent's connection or ring.
+    #[inline]
     pub fn tenant(&self) -> Option<&Tenant> {
-        match self.mode.get() {
+        let generation = crate::real::fork_generation();
+        let mode = if generation == 0 { self.mode.get() } else { self.forked_mode(generation) };
+        match mode {
             Some(Mode::Managed(t)) => Some(t),
             _ => None,
         }
+    }
+
+    /// The mode of a forked child (fork generation `generation`): unmanaged if its
+    /// parent was, else a tenant of its own, registered now if not yet.
+    #[cold]
+    fn forked_mode(&self, generation: u64) -> Option<&Mode> {
+        static UNMANAGED: Mode = Mode::Unmanaged;
+        let parent = self.mode.get()?;
+        if !matches!(parent, Mode::Managed(_)) {
+            return Some(parent);
+        }
+        let mut slot = self.forked.lock().ok()?;
+        if let Some((g, mode)) = *slot
+            && g == generation
+        {
+            return Some(mode);
+        }
+        let mode: &'static Mode = match self.register(self.device_count.load(Ordering::Relaxed)) {
+            Ok(Mode::Managed(t)) => {
+                self.log(format_args!("forked: tenant {} on {:?}", t.id, t.placed));
+                Box::leak(Box::new(Mode::Managed(t)))
+            }
+            Ok(Mode::Unmanaged) | Err(_) => {
+                complain("this forked process could not become a tenant of its own; its CUDA calls run unmanaged");
+                &UNMANAGED
+            }
+        };
+        *slot = Some((generation, mode));
+        Some(mode)
     }
 
     /// Become a tenant (after the real `cuInit` succeeded); the driver has
@@ -158,6 +199,15 @@ impl State {
         if self.mode.get().is_some() {
             return Ok(());
         }
+        self.device_count.store(device_count, Ordering::Relaxed);
+        let mode = self.register(device_count)?;
+        let _ = self.mode.set(mode);
+        Ok(())
+    }
+
+    /// Register with the daemon: the tenant (or, without a daemon and with
+    /// passthrough allowed, unmanaged).
+    fn register(&self, device_count: usize) -> Result<Mode, CuResult> {
         let config = match &self.config {
             Ok(c) => c,
             Err(e) => {
@@ -187,8 +237,7 @@ impl State {
                     "no tesserad at {} ({e}): running unmanaged (TESSERA_ON_NO_DAEMON=passthrough)",
                     config.socket.display()
                 ));
-                let _ = self.mode.set(Mode::Unmanaged);
-                return Ok(());
+                return Ok(Mode::Unmanaged);
             }
             (Err(e), OnNoDaemon::Fail) => {
                 complain(&format!(
@@ -222,7 +271,8 @@ impl State {
             return Err(SYSTEM_NOT_READY);
         };
         self.log(format_args!("tenant {id} on {placed:?}"));
-        let _ = self.mode.set(Mode::Managed(Box::new(Tenant {
+        crate::real::watch_fork(client.socket_fd());
+        Ok(Mode::Managed(Box::new(Tenant {
             client: Mutex::new(client),
             id,
             region,
@@ -239,8 +289,7 @@ impl State {
             placed,
             wait,
             book: Mutex::new(Book::default()),
-        })));
-        Ok(())
+        })))
     }
 }
 

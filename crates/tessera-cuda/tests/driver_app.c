@@ -19,7 +19,11 @@
  *                                        synchronised; "launch T" after each launch
  *                                        returns (T: CLOCK_MONOTONIC ns); GAP_MS=g
  *                                        sleeps g ms (CPU work) after each, HOLD_MS=h
- *                                        stays h ms after printing "done"
+ *                                        stays h ms after printing "done"; FORK=1
+ *                                        forks after the first launch, and parent
+ *                                        and child both make the remaining launches
+ *                                        (the parent waits for the child; "child
+ *                                        STATUS")
  * Prints one line per step ("init", "devices N", "device HANDLE", "allocated", "freed",
  * "meminfo FREE TOTAL") and
  * "error STEP CODE" on a failure, exiting 2.
@@ -30,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void *driver;
 static void *sym(const char *name) {
@@ -82,7 +88,12 @@ int main(int argc, char **argv) {
         long n = atol(argv[2]);
         unsigned long long ns = (unsigned long long)atol(argc > 3 ? argv[3] : "1") * 1000000ull;
         unsigned grid = argc > 4 ? (unsigned)atol(argv[4]) : 1, block = argc > 5 ? (unsigned)atol(argv[5]) : 1;
+        pid_t child = -1;
         for (long i = 0; i < n; i++) {
+            if (i == 1 && getenv("FORK") && atoi(getenv("FORK"))) {
+                child = fork();
+                if (child < 0) { printf("error fork 0\n"); return 2; }
+            }
             void *params[] = {&ns};
             CHECK("launch", launch(spin, grid, 1, 1, block, 1, 1, 0, 0, params, 0));
             struct timespec now;
@@ -92,6 +103,12 @@ int main(int argc, char **argv) {
             long gap = getenv("GAP_MS") ? atol(getenv("GAP_MS")) : 0;
             struct timespec g = {gap / 1000, (gap % 1000) * 1000000L};
             if (gap) nanosleep(&g, 0);
+        }
+        if (child == 0) return 0;
+        if (child > 0) {
+            int status = 0;
+            waitpid(child, &status, 0);
+            printf("child %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         }
         printf("done\n");
         long hold = getenv("HOLD_MS") ? atol(getenv("HOLD_MS")) : 0;

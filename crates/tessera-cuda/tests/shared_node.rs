@@ -138,3 +138,30 @@ fn programs_of_two_users_share_one_ledger_through_the_daemon() {
     assert_eq!(finish_within(&mut a, Duration::from_secs(10), "root's program"), 0);
     assert_eq!(finish_within(&mut b, Duration::from_secs(10), "nobody's program"), 0);
 }
+
+/// A program that forks after its first launch, parent and child both launching on:
+/// the child becomes a tenant of its own (a connection and a shared region of its own)
+/// on its first governed call after the fork, and never reads the parent's ring —
+/// before, the child took the parent's slice responses and the parent's next launch
+/// never returned.
+#[test]
+fn a_forked_child_becomes_its_own_tenant() {
+    let Some(s) = setup("fork", 1) else { return };
+    for run in 0..3 {
+        let mut app = Reaped(s.app(&["launch", "12", "2"], &[("FORK", "1")]).spawn().unwrap());
+        let code = finish_within(&mut app, Duration::from_secs(30), "the forking program");
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(app.stdout.as_mut().unwrap(), &mut out);
+        assert_eq!(code, 0, "run {run}: {out}{}", stderr_of(&mut app));
+        assert!(out.contains("child 0"), "run {run}: the child finished its launches: {out}");
+        assert_eq!(out.lines().filter(|l| l.starts_with("launch ")).count(), 23, "run {run}: {out}");
+    }
+    // six processes, six tenants: each child registered anew
+    let tenants: std::collections::BTreeSet<String> = s
+        .log()
+        .lines()
+        .filter(|l| l.starts_with("tenant "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(tenants.len(), 6, "{}", s.log());
+}
