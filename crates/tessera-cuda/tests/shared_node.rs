@@ -165,3 +165,27 @@ fn a_forked_child_becomes_its_own_tenant() {
         .collect();
     assert_eq!(tenants.len(), 6, "{}", s.log());
 }
+
+/// A program that exits while holding a slice of the launch gate (three 1 ms launches
+/// in a 30 ms slice, then `exit`) ends its slice as done: no task cancelled, no GPU
+/// reset (before: every normal exit counted one of each, and under `--cuda` reset the
+/// device's primary context).
+#[test]
+fn a_program_exiting_inside_its_slice_is_not_a_failure() {
+    let Some(s) = setup_with("exit", 1, 1.0) else { return };
+    for _ in 0..3 {
+        let (code, out, err) = run(s.app(&["launch", "3", "1"], &[]));
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let totals = loop {
+        let t = control.status().unwrap().totals;
+        if t.batch_done + t.cancelled >= 3 || Instant::now() >= deadline {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!((totals.cancelled, totals.resets, totals.failed), (0, 0, 0), "{totals:?}");
+    assert_eq!(totals.batch_done, 3, "each program's one slice ended as done: {totals:?}");
+}

@@ -750,29 +750,7 @@ impl Core {
                 // a running slice of this connection ends early; anything else (a task,
                 // a queued or unknown slice) is ignored, as a late release would be
                 let Some(task) = self.by_seq.get(&(conn, d.seq)).copied() else { return };
-                let Some(info) = self.tasks.get(&task) else { return };
-                let Some((gpu, started)) = info.started else { return };
-                if !info.slice || !self.runs_on(gpu, task) {
-                    return;
-                }
-                self.exec.send(gpu, Command::Cancel { task });
-                let Some(info) = self.tasks.remove(&task) else { return };
-                self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, 0);
-                // the accounting the client reports (its wall time), bounded by the
-                // slice's own time
-                let held = self.clock.now() - started;
-                let used = self.clock.emulated(Duration::from_nanos(d.cost_ns)).min(held);
-                if let Some(t) = self.tenants.get_mut(&info.tenant) {
-                    t.gpu_time += used;
-                }
-                self.charge(info.tenant, used);
-                self.deliver(Event::TaskFinished {
-                    task,
-                    placement: Placement::whole(gpu),
-                    ran_for: used,
-                    measured: d.kernel == 1,
-                    result: Ok(()),
-                });
+                self.end_slice_early(task, Duration::from_nanos(d.cost_ns), d.kernel == 1);
             }
             op::SUBMIT | op::SLICE => {
                 let slice = d.op == op::SLICE;
@@ -1296,6 +1274,22 @@ impl Core {
                 }
                 self.live.retain(|(id, _)| *id != conn);
                 self.parked.retain(|p| p.conn != conn);
+                // a program that exits while holding a slice of the launch gate is not
+                // a failure: its slice ends as done, charged what its gate accounted
+                let slices: Vec<TaskId> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| t.conn == conn && t.slice && t.started.is_some())
+                    .map(|(id, _)| *id)
+                    .collect();
+                if !slices.is_empty()
+                    && let Some(c) = self.conns.get(&conn)
+                {
+                    let (used, inferred) = c.region.slice_used();
+                    for task in slices {
+                        self.end_slice_early(task, Duration::from_nanos(used), !inferred);
+                    }
+                }
                 for t in tenants {
                     self.close_tenant(t);
                 }
@@ -1375,6 +1369,35 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// A running slice ends before its time (its program gave it back, or exited while
+    /// holding it): done, charged `used` as the program's launch gate accounted it
+    /// (`measured`, or partly inferred), never more than it held. Nothing runs for a
+    /// slice, so nothing is reset. Whether `task` was such a slice.
+    fn end_slice_early(&mut self, task: TaskId, used: Duration, measured: bool) -> bool {
+        let Some(info) = self.tasks.get(&task) else { return false };
+        let Some((gpu, started)) = info.started else { return false };
+        if !info.slice || !self.runs_on(gpu, task) {
+            return false;
+        }
+        self.exec.send(gpu, Command::Cancel { task });
+        let Some(info) = self.tasks.remove(&task) else { return false };
+        self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, 0);
+        let held = self.clock.now() - started;
+        let used = self.clock.emulated(used).min(held);
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.gpu_time += used;
+        }
+        self.charge(info.tenant, used);
+        self.deliver(Event::TaskFinished {
+            task,
+            placement: Placement::whole(gpu),
+            ran_for: used,
+            measured,
+            result: Ok(()),
+        });
+        true
     }
 
     fn runs_on(&self, gpu: GpuId, task: TaskId) -> bool {
