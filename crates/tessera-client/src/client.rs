@@ -330,6 +330,20 @@ impl Client {
         }
     }
 
+    /// Reserve the memory a context of `tenant` takes on GPU `gpu` (once per GPU).
+    pub fn reserve_context(
+        &mut self,
+        tenant: u64,
+        gpu: u32,
+        wait: Option<Duration>,
+    ) -> Result<u64, ClientError> {
+        let wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+        match self.call(&Request::ReserveContext { tenant, gpu, wait_ms })? {
+            Reply::Reserved { bytes, .. } => Ok(bytes),
+            other => Err(refused(other)),
+        }
+    }
+
     /// Return `bytes` reserved with [`Client::reserve`].
     pub fn unreserve(&mut self, tenant: u64, gpu: u32, bytes: u64) -> Result<(), ClientError> {
         match self.call(&Request::Unreserve { tenant, gpu, bytes })? {

@@ -149,6 +149,18 @@ pub enum Request {
         /// Bytes.
         bytes: u64,
     },
+    /// Reserve the memory a program's context takes on a GPU (the daemon's
+    /// `context_mib`), once per tenant and GPU, outside the tenant's declared memory;
+    /// again for the same GPU it does nothing. Answered `Reserved`.
+    ReserveContext {
+        /// The tenant (of this connection's uid).
+        tenant: u64,
+        /// The node's GPU index.
+        gpu: u32,
+        /// How long to wait when it does not fit now: 0 not at all, none for ever.
+        #[serde(default)]
+        wait_ms: Option<u64>,
+    },
     /// What a tenant may still reserve on a GPU: its limit less what it holds, or the
     /// GPU's capacity less what the ledger granted. Answered `Memory`.
     MemoryInfo {

@@ -117,7 +117,7 @@ fn governed(
         Ok(g) => g,
         Err(e) => return e,
     };
-    if let Err(e) = tenant.reserve(gpu, bytes) {
+    if let Err(e) = tenant.reserve_context(gpu).and_then(|()| tenant.reserve(gpu, bytes)) {
         st.log(format_args!("alloc {bytes} on {gpu} -> refused {e}"));
         return e;
     }
@@ -206,7 +206,17 @@ pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> CuResul
 /// `cuDevicePrimaryCtxRetain`: a virtual context when the program may migrate.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice) -> CuResult {
-    guarded("cuDevicePrimaryCtxRetain", || migration().retain(ctx, dev))
+    guarded("cuDevicePrimaryCtxRetain", || {
+        let r = migration().retain(ctx, dev);
+        if r == status::SUCCESS
+            && let Some(t) = state().tenant()
+            && let Ok(gpu) = u32::try_from(dev)
+            && let Err(e) = t.reserve_context(gpu)
+        {
+            return e;
+        }
+        r
+    })
 }
 
 /// `cuCtxSetCurrent`: a virtual context stands for its current device's.

@@ -77,6 +77,8 @@ pub struct Tenant {
     pub placed: Vec<i32>,
     /// How long a reservation waits for memory (`None`: for ever).
     wait: Option<Duration>,
+    /// GPUs whose context memory the daemon reserved for this process.
+    contexts: Mutex<std::collections::HashSet<u32>>,
     book: Mutex<Book>,
 }
 
@@ -285,6 +287,7 @@ impl State {
             measured_ns: AtomicU64::new(0),
             socket: config.socket.clone(),
             memory: Mutex::new(None),
+            contexts: Mutex::new(std::collections::HashSet::new()),
             limit: config.memory,
             placed,
             wait,
@@ -492,6 +495,27 @@ impl Tenant {
                     }
                     other => complain(&format!("the memory reservation failed: {other}")),
                 }
+                Err(status::OUT_OF_MEMORY)
+            }
+        }
+    }
+
+    /// Make sure the memory this process's context takes on `gpu` is reserved (once per
+    /// GPU; the daemon says how much): a real context takes a few hundred MiB before
+    /// the first allocation, which admission must not promise to anyone else.
+    pub fn reserve_context(&self, gpu: u32) -> Result<(), CuResult> {
+        let mut contexts = self.contexts.lock().map_err(|_| status::UNKNOWN)?;
+        if contexts.contains(&gpu) {
+            return Ok(());
+        }
+        match self.desk(|c| c.reserve_context(self.id, gpu, self.wait)) {
+            Ok(bytes) => {
+                state().log(format_args!("context on {gpu}: {bytes} reserved"));
+                contexts.insert(gpu);
+                Ok(())
+            }
+            Err(e) => {
+                complain(&format!("the memory for a context on GPU {gpu} was refused: {e}"));
                 Err(status::OUT_OF_MEMORY)
             }
         }

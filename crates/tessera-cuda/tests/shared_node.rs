@@ -189,3 +189,28 @@ fn a_program_exiting_inside_its_slice_is_not_a_failure() {
     assert_eq!((totals.cancelled, totals.resets, totals.failed), (0, 0, 0), "{totals:?}");
     assert_eq!(totals.batch_done, 3, "each program's one slice ended as done: {totals:?}");
 }
+
+/// A context costs memory: with the daemon's `context_mib = 200`, a program on a
+/// 1,024 MiB GPU can allocate 800 MiB but not 900 (its context's 200 MiB are reserved
+/// when it retains the context, before its first allocation; without that, both
+/// fit and the GPU would be promised memory contexts took). The context's memory is
+/// outside the tenant's declared limit.
+#[test]
+fn each_context_is_reserved_its_memory() {
+    let Some(s) = setup_config("context", |c| {
+        c.gpus = 1;
+        c.context_mib = Some(200);
+    }) else {
+        return;
+    };
+    let no_wait = [("TESSERA_MEMORY_WAIT", "none")];
+    let (code, out, err) = run(s.app(&["alloc", "800", "0"], &no_wait));
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run(s.app(&["alloc", "900", "0"], &no_wait));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("error alloc 2"), "{out}");
+    let (code, out, err) =
+        run(s.app(&["alloc", "500", "0"], &[("TESSERA_MEMORY_WAIT", "none"), ("TESSERA_MEMORY", "512MiB")]));
+    assert_eq!(code, 0, "the context is not charged to the limit: {out}{err}");
+    assert!(s.log().contains("context on 0: 209715200 reserved"), "{}", s.log());
+}

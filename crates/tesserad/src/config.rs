@@ -270,6 +270,11 @@ pub struct DaemonConfig {
     pub socket_mode: u32,
     /// Slurm jobs.
     pub slurm: SlurmSection,
+    /// GPU memory a program's context takes on each GPU it uses, before its first
+    /// allocation (CUDA's context: code, stacks, heaps; a few hundred MiB on real
+    /// GPUs), reserved for each tenant on each GPU it uses, MiB. Unset: 300 with the
+    /// cuda executor, 0 with emulated GPUs.
+    pub context_mib: Option<u64>,
 }
 
 /// What becomes of a departed tenant's running tasks.
@@ -281,6 +286,17 @@ pub enum Departed {
     Cancel,
     /// Let it finish; its result is dropped.
     Finish,
+}
+
+impl DaemonConfig {
+    /// Bytes a program's context is reserved on each GPU it uses (`context_mib`).
+    pub fn context_bytes(&self) -> u64 {
+        let default = match self.executor {
+            ExecutorKind::Cuda { .. } => 300,
+            ExecutorKind::Emulated { .. } => 0,
+        };
+        self.context_mib.unwrap_or(default).saturating_mul(1 << 20)
+    }
 }
 
 impl Default for DaemonConfig {
@@ -316,6 +332,7 @@ impl Default for DaemonConfig {
             dcuda: DcudaSection::default(),
             socket_mode: 0o600,
             slurm: SlurmSection::default(),
+            context_mib: None,
         }
     }
 }

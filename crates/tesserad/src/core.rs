@@ -1546,6 +1546,7 @@ impl Core {
             Request::Hello { .. }
             | Request::Ping
             | Request::Reserve { .. }
+            | Request::ReserveContext { .. }
             | Request::Unreserve { .. }
             | Request::MemoryInfo { .. } => {
                 err(ErrorCode::BadRequest, "handled by the connection".into())

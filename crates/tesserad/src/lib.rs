@@ -242,7 +242,7 @@ impl Daemon {
             )
         };
         let ledger = Ledger::open(&ledger_config)?;
-        let desk = Arc::new(memory::MemoryDesk::new(ledger_config));
+        let desk = Arc::new(memory::MemoryDesk::new(ledger_config, cfg.context_bytes()));
         let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
         let (mailbox, rx) = Mailbox::new(bell.clone());
         let perf = executor::EmulatedGpu {

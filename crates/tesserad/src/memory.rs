@@ -31,6 +31,8 @@ pub struct MemoryDesk {
     ledger: LedgerConfig,
     tenants: Mutex<HashMap<u64, Arc<TenantMemory>>>,
     in_flight: AtomicUsize,
+    /// Bytes a program's context takes on each GPU it uses.
+    context_bytes: u64,
 }
 
 /// One tenant's memory, as the desk keeps it.
@@ -41,8 +43,10 @@ struct TenantMemory {
     limit: Option<u64>,
     /// Its ledger handle, opened on first use (`Err`: why it cannot be).
     handle: OnceLock<Result<Ledger, String>>,
-    /// Bytes held through the desk, per GPU.
+    /// Bytes held through the desk for allocations, per GPU.
     held: Mutex<HashMap<u32, u64>>,
+    /// GPUs whose context memory is reserved (beside `held`, outside the limit).
+    contexts: Mutex<std::collections::HashSet<u32>>,
     /// Set when the tenant closes: its waits give up, and what it is granted after that
     /// is returned at once.
     closed: AtomicBool,
@@ -61,14 +65,44 @@ impl TenantMemory {
     }
 }
 
+/// A request's `wait_ms` as a ledger wait.
+fn wait_of(wait_ms: Option<u64>) -> Wait {
+    match wait_ms {
+        None => Wait::Forever,
+        Some(0) => Wait::NoWait,
+        Some(ms) => Wait::Timeout(Duration::from_millis(ms)),
+    }
+}
+
+/// The answer to a reservation the ledger refused.
+fn ledger_refusal(tenant: u64, e: LedgerError) -> Reply {
+    match e {
+        LedgerError::NoSuchGpu { .. } => refused(ErrorCode::BadRequest, e.to_string()),
+        LedgerError::NotAvailableNow { .. }
+        | LedgerError::TimedOut { .. }
+        | LedgerError::ExceedsCapacity { .. }
+        | LedgerError::WouldDeadlock { .. }
+        | LedgerError::Cancelled { .. } => refused(ErrorCode::NoMemory, e.to_string()),
+        e => {
+            tracing::error!(tenant, error = %e, "the ledger failed a reservation");
+            refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}"))
+        }
+    }
+}
+
 fn refused(code: ErrorCode, message: impl Into<String>) -> Reply {
     Reply::Error { code, message: message.into() }
 }
 
 impl MemoryDesk {
     /// A desk reserving in the ledger `ledger` describes (the daemon's own).
-    pub fn new(ledger: LedgerConfig) -> MemoryDesk {
-        MemoryDesk { ledger, tenants: Mutex::new(HashMap::new()), in_flight: AtomicUsize::new(0) }
+    pub fn new(ledger: LedgerConfig, context_bytes: u64) -> MemoryDesk {
+        MemoryDesk {
+            ledger,
+            tenants: Mutex::new(HashMap::new()),
+            in_flight: AtomicUsize::new(0),
+            context_bytes,
+        }
     }
 
     fn tenants(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<TenantMemory>>> {
@@ -84,6 +118,7 @@ impl MemoryDesk {
                 limit: (declared > 0).then_some(declared),
                 handle: OnceLock::new(),
                 held: Mutex::new(HashMap::new()),
+                contexts: Mutex::new(std::collections::HashSet::new()),
                 closed: AtomicBool::new(false),
             }),
         );
@@ -140,6 +175,7 @@ impl MemoryDesk {
     fn carry_out(&self, uid: u32, request: Request) -> Reply {
         let (tenant, t) = match &request {
             Request::Reserve { tenant, .. }
+            | Request::ReserveContext { tenant, .. }
             | Request::Unreserve { tenant, .. }
             | Request::MemoryInfo { tenant, .. } => match self.tenant_of(uid, *tenant) {
                 Ok(t) => (*tenant, t),
@@ -166,31 +202,29 @@ impl MemoryDesk {
                         ),
                     );
                 }
-                let wait = match wait_ms {
-                    None => Wait::Forever,
-                    Some(0) => Wait::NoWait,
-                    Some(ms) => Wait::Timeout(Duration::from_millis(ms)),
-                };
-                match ledger.pre_alloc_unless(gpu, bytes, wait, &t.closed) {
+                match ledger.pre_alloc_unless(gpu, bytes, wait_of(wait_ms), &t.closed) {
                     Ok(()) => {
                         *t.held.lock().unwrap_or_else(|p| p.into_inner()).entry(gpu).or_default() +=
                             bytes;
                         Reply::Reserved { gpu, bytes }
                     }
-                    Err(e @ LedgerError::NoSuchGpu { .. }) => {
-                        refused(ErrorCode::BadRequest, e.to_string())
+                    Err(e) => ledger_refusal(tenant, e),
+                }
+            }
+            Request::ReserveContext { gpu, wait_ms, .. } => {
+                // one at a time per tenant, so that two threads' first allocations on
+                // a GPU reserve its context once
+                let mut contexts = t.contexts.lock().unwrap_or_else(|p| p.into_inner());
+                let bytes = self.context_bytes;
+                if contexts.contains(&gpu) || bytes == 0 {
+                    return Reply::Reserved { gpu, bytes: 0 };
+                }
+                match ledger.pre_alloc_unless(gpu, bytes, wait_of(wait_ms), &t.closed) {
+                    Ok(()) => {
+                        contexts.insert(gpu);
+                        Reply::Reserved { gpu, bytes }
                     }
-                    Err(
-                        e @ (LedgerError::NotAvailableNow { .. }
-                        | LedgerError::TimedOut { .. }
-                        | LedgerError::ExceedsCapacity { .. }
-                        | LedgerError::WouldDeadlock { .. }
-                        | LedgerError::Cancelled { .. }),
-                    ) => refused(ErrorCode::NoMemory, e.to_string()),
-                    Err(e) => {
-                        tracing::error!(tenant, error = %e, "the ledger failed a reservation");
-                        refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}"))
-                    }
+                    Err(e) => ledger_refusal(tenant, e),
                 }
             }
             Request::Unreserve { gpu, bytes, .. } => {

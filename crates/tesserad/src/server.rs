@@ -430,6 +430,7 @@ impl Loop<'_> {
                 }
             }
             request @ (Request::Reserve { .. }
+            | Request::ReserveContext { .. }
             | Request::Unreserve { .. }
             | Request::MemoryInfo { .. }) => {
                 c.awaiting = true;
