@@ -14,7 +14,8 @@
  * FAKE_CUDA_STATS=0. Every call is
  * appended to "<this library>.log" when FAKE_CUDA_LOG=1.
  *
- * Knobs: FAKE_CUDA_DEVICES (default 2; device d has d+1 GiB); FAKE_CUDA_FAIL=oom makes
+ * Knobs: FAKE_CUDA_DEVICES (default 2; device d has d+1 GiB, or FAKE_CUDA_DEVICE_MIB
+ * each); FAKE_CUDA_FAIL=oom makes
  * every allocation fail with CUDA_ERROR_OUT_OF_MEMORY, =launch every launch with
  * CUDA_ERROR_LAUNCH_FAILED. A spin kernel asked to run exactly 777 ms faults
  * (CUDA_ERROR_LAUNCH_FAILED, sticky: every later call on that device fails until its
@@ -83,7 +84,11 @@ static int devices(void) {
     int n = e ? atoi(e) : 2;
     return n < 0 ? 0 : n > MAX_DEVICES ? MAX_DEVICES : n;
 }
-static uint64_t device_bytes(int d) { return (uint64_t)(d + 1) << 30; }
+static uint64_t device_bytes(int d) {
+    const char *e = getenv("FAKE_CUDA_DEVICE_MIB");
+    long mib = e ? atol(e) : 0;
+    return mib > 0 ? (uint64_t)mib << 20 : (uint64_t)(d + 1) << 30;
+}
 static int fail(const char *what) {
     const char *e = getenv("FAKE_CUDA_FAIL");
     return e && !strcmp(e, what);

@@ -1,0 +1,93 @@
+//! The README's command for trying tessera without a GPU
+//! (`scripts/try-without-gpu.sh`): a real C program (`examples/cuda_axpy.c`) under
+//! `tessera run` beside a daemon, on the fake driver, with the daemon's GPUs matching
+//! the driver's. Skipped, with the reason, where NVIDIA's header cannot be fetched or
+//! the interposer is not built.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[test]
+fn the_readmes_try_command_runs_a_c_program_under_tessera() {
+    if let Err(why) = tessera_driver::testing::nvidia_artifacts() {
+        eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
+        return;
+    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap().to_path_buf();
+    if !bin.join("libtessera_cuda.so").is_file() {
+        eprintln!("SKIPPED: {} has no libtessera_cuda.so (run the workspace's tests)", bin.display());
+        return;
+    }
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("try-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/try-without-gpu.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("TESSERA_BIN_DIR", &bin)
+        .env("TESSERA_TRY_DIR", &dir)
+        .env("FAKE_CUDA_DEVICES", "3")
+        .env("FAKE_CUDA_DEVICE_MIB", "2048")
+        .output()
+        .unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("a daemon on 3 emulated GPUs of 2048 MiB"), "{stderr}");
+    assert!(stderr.contains("FAKE driver (a stand-in that runs no real kernels)"), "{stderr}");
+    // the program sees the one GPU it was placed on and its 1 GiB share, and computes
+    assert!(stdout.contains("1 device(s) visible"), "{stdout}");
+    assert!(stdout.contains("1024 MiB free of 1024 MiB"), "{stdout}");
+    assert!(stdout.contains(": correct"), "{stdout}");
+}
+
+/// The example's PTX is real: NVIDIA's `ptxas` assembles it for sm_70.
+#[test]
+fn the_examples_ptx_assembles_with_nvidias_ptxas() {
+    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
+        Ok(a) => a,
+        Err(why) => {
+            eprintln!("SKIPPED: NVIDIA's artefacts are not available: {why}");
+            return;
+        }
+    };
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("axpy-ptx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cuda_axpy.c");
+    let ptx = ptx_of(&std::fs::read_to_string(example).unwrap());
+    assert!(ptx.starts_with(".version") && ptx.contains(".entry tessera_axpy"), "{ptx}");
+    std::fs::write(dir.join("axpy.ptx"), &ptx).unwrap();
+    let assembled = Command::new(artifacts.join("bin/ptxas"))
+        .args(["-arch=sm_70", "-o"])
+        .arg(dir.join("axpy.cubin"))
+        .arg(dir.join("axpy.ptx"))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(assembled.status.success(), "{}", String::from_utf8_lossy(&assembled.stderr));
+}
+
+/// The `axpy_ptx` string of the example's C source: its literals up to the statement's
+/// end joined, escapes read (`\n` is the only one it uses).
+fn ptx_of(source: &str) -> String {
+    let start = source.find("axpy_ptx[] =").expect("the example defines axpy_ptx");
+    let mut ptx = String::new();
+    let mut literal = false;
+    let mut chars = source[start..].chars();
+    while let Some(c) = chars.next() {
+        match (literal, c) {
+            (false, '"') | (true, '"') => literal = !literal,
+            (true, '\\') => match chars.next() {
+                Some('n') => ptx.push('\n'),
+                Some(other) => ptx.push(other),
+                None => {}
+            },
+            (true, c) => ptx.push(c),
+            (false, ';') => break,
+            (false, _) => {}
+        }
+    }
+    ptx
+}
