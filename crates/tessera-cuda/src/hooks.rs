@@ -21,7 +21,8 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use tessera_driver::sys::{
     CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUarray, CUcontext, CUdevice, CUdeviceptr,
-    CUdriverProcAddressQueryResult, CUfunction, CUfunction_attribute, CUgraphExec, CUlaunchConfig,
+    CUdriverProcAddressQueryResult, CUfunction, CUfunction_attribute, CUgraph, CUgraphEdgeData, CUgraphExec, CUgraphNode,
+    CUlaunchConfig, CUstreamCaptureMode,
     CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocationType, CUmemoryPool, CUmodule,
     CUstream, cuuint64_t,
 };
@@ -64,6 +65,9 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuStreamDestroy_v2: Some(cuStreamDestroy_v2),
         cuStreamSynchronize: Some(cuStreamSynchronize),
         cuStreamQuery: Some(cuStreamQuery),
+        cuStreamBeginCapture_v2: Some(cuStreamBeginCapture_v2),
+        cuStreamBeginCaptureToGraph: Some(cuStreamBeginCaptureToGraph),
+        cuStreamEndCapture: Some(cuStreamEndCapture),
         ..DriverApi::default()
     }
 }
@@ -634,18 +638,25 @@ fn config_on_current_device(
 /// slice granted on another GPU followed; the stream or configuration translated.
 /// Rebinds the named arguments; returns the error from the hook's closure.
 macro_rules! launch_prelude {
-    ($shape:expr, $($f:ident)?, $($s:ident)?, $($c:ident)?) => {
+    ($recorded:ident; $shape:expr, $($f:ident)?, $($s:ident)?, $($c:ident)?) => {
+        // a launch into a capturing stream is recorded into a graph, not run: no slice
+        // is needed for it, and it must not be measured (see `capture`)
+        let $recorded = false $( || capture::recording($s) )? $( || capture::config_recording($c) )?;
         $( let program_f = $f;
         let $f = match migration().before_launch($f) {
             Ok(real) => real,
             Err(e) => return e,
         }; )?
-        if let Err(e) = gate($shape) {
+        if !$recorded && let Err(e) = gate($shape) {
             return e;
         }
-        $( let $f = match migration().follow_grant(program_f, $f) {
-            Ok(real) => real,
-            Err(e) => return e,
+        $( let $f = if $recorded {
+            $f
+        } else {
+            match migration().follow_grant(program_f, $f) {
+                Ok(real) => real,
+                Err(e) => return e,
+            }
         }; )?
         $( let $s = match migration().real_stream($s) {
             Ok(real) => real,
@@ -668,8 +679,9 @@ macro_rules! gated_launch {
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
             guarded(stringify!($plain), || {
-                launch_prelude!($shape, $($f)?, $($s)?, $($c)?);
-                accounted(real!($plain($($arg),*)))
+                launch_prelude!(recorded; $shape, $($f)?, $($s)?, $($c)?);
+                let r = real!($plain($($arg),*));
+                if recorded { r } else { accounted(r) }
             })
         }
 
@@ -679,13 +691,14 @@ macro_rules! gated_launch {
             type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
             static REAL: OnceLock<Option<usize>> = OnceLock::new();
             guarded(stringify!($ptsz), || {
-                launch_prelude!($shape, $($f)?, $($s)?, $($c)?);
-                accounted(match variant(&REAL, stringify!($ptsz)) {
+                launch_prelude!(recorded; $shape, $($f)?, $($s)?, $($c)?);
+                let r = match variant(&REAL, stringify!($ptsz)) {
                     // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
                     // point's C signature; the caller's arguments.
                     Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
                     None => status::NOT_FOUND,
-                })
+                };
+                if recorded { r } else { accounted(r) }
             })
         }
     };
@@ -704,6 +717,127 @@ gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
 ), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream);
 // a graph's kernels are not visible here: no shape
 gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream), None, on stream);
+
+/// Stream capture (CUDA graphs): which streams capture now, so that launches into them
+/// are recorded without the launch gate, and the gate never synchronises while any
+/// capture is open — a synchronisation during a capture in global or thread-local mode
+/// is "potentially unsafe" and invalidates it (CUDA programming guide, stream capture).
+pub(crate) mod capture {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tessera_driver::sys::CUstreamCaptureStatus;
+
+    /// Captures open in this process (the fast path's one load).
+    static OPEN: AtomicUsize = AtomicUsize::new(0);
+    /// The (real) streams capturing.
+    static STREAMS: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+
+    /// Whether any capture is open.
+    #[inline]
+    pub fn open() -> bool {
+        OPEN.load(Ordering::Relaxed) > 0
+    }
+
+    /// Whether a launch on the program's `stream` is recorded into a capture.
+    #[inline]
+    pub fn recording(stream: CUstream) -> bool {
+        open() && is_capturing(migration().real_stream(stream).unwrap_or(stream))
+    }
+
+    /// Whether a `cuLaunchKernelEx` launch is recorded into a capture.
+    #[inline]
+    pub fn config_recording(config: *const CUlaunchConfig) -> bool {
+        // SAFETY: non-null, the caller's launch configuration; a plain field read.
+        open() && !config.is_null() && recording(unsafe { (*config).hStream })
+    }
+
+    fn is_capturing(stream: CUstream) -> bool {
+        let mut status = CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        real!(cuStreamIsCapturing(stream, &mut status)) == status::SUCCESS
+            && status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+    }
+
+    fn update(change: impl FnOnce(&mut BTreeSet<usize>)) {
+        let mut streams = STREAMS.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut streams);
+        OPEN.store(streams.len(), Ordering::Relaxed);
+    }
+
+    /// A capture began on the real `stream`.
+    pub fn began(stream: CUstream) {
+        state().log(format_args!("capture began on {:#x}", stream as usize));
+        update(|s| {
+            s.insert(stream as usize);
+        });
+    }
+
+    /// A capture on the real `stream` may have ended (`cuStreamEndCapture` was called,
+    /// whatever it answered): ask the driver.
+    pub fn maybe_ended(stream: CUstream) {
+        if !is_capturing(stream) {
+            state().log(format_args!("capture ended on {:#x}", stream as usize));
+            update(|s| {
+                s.remove(&(stream as usize));
+            });
+        }
+    }
+}
+
+/// `cuStreamBeginCapture_v2`: noted, so that launches into the stream are recorded
+/// without the gate.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuStreamBeginCapture_v2(stream: CUstream, mode: CUstreamCaptureMode) -> CuResult {
+    guarded("cuStreamBeginCapture", || {
+        let s = match migration().real_stream(stream) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let r = real!(cuStreamBeginCapture_v2(s, mode));
+        if r == status::SUCCESS {
+            capture::began(s);
+        }
+        r
+    })
+}
+
+/// `cuStreamBeginCaptureToGraph`: as `cuStreamBeginCapture_v2`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuStreamBeginCaptureToGraph(
+    stream: CUstream,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    edges: *const CUgraphEdgeData,
+    count: usize,
+    mode: CUstreamCaptureMode,
+) -> CuResult {
+    guarded("cuStreamBeginCaptureToGraph", || {
+        let s = match migration().real_stream(stream) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let r = real!(cuStreamBeginCaptureToGraph(s, graph, dependencies, edges, count, mode));
+        if r == status::SUCCESS {
+            capture::began(s);
+        }
+        r
+    })
+}
+
+/// `cuStreamEndCapture`: the capture is over unless the driver says otherwise.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph) -> CuResult {
+    guarded("cuStreamEndCapture", || {
+        let s = match migration().real_stream(stream) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let r = real!(cuStreamEndCapture(s, graph));
+        capture::maybe_ended(s);
+        r
+    })
+}
 
 /// A stream entry point and its `_ptsz` variant, with the program's stream handle
 /// standing for its stream on the current device (the same one before any move).
@@ -807,6 +941,9 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuStreamSynchronize_ptsz" => cuStreamSynchronize_ptsz as *mut c_void,
         b"cuStreamQuery" => cuStreamQuery as *mut c_void,
         b"cuStreamQuery_ptsz" => cuStreamQuery_ptsz as *mut c_void,
+        b"cuStreamBeginCapture_v2" => cuStreamBeginCapture_v2 as *mut c_void,
+        b"cuStreamBeginCaptureToGraph" => cuStreamBeginCaptureToGraph as *mut c_void,
+        b"cuStreamEndCapture" => cuStreamEndCapture as *mut c_void,
         _ => return None,
     })
 }

@@ -95,6 +95,10 @@ pub fn function_resources(function: u64) -> (u32, u32) {
 /// for the launch gate's measurements; errors are left for the program's own next
 /// call to see.
 pub fn synchronize() {
+    // a synchronisation would invalidate an open stream capture
+    if crate::hooks::capture::open() {
+        return;
+    }
     if let Ok(real) = &crate::state::state().real
         && let Some(sync) = real.api.cuCtxSynchronize
     {

@@ -13,6 +13,12 @@
  *        driver_app grow MIB MORE_MIB PAUSE_MS
  *                                        allocate MIB, pause, allocate MORE_MIB more
  *                                        ("grown"), free both
+ *        driver_app capture N MS [MODE]  capture N launches of a kernel busy for MS ms
+ *                                        on a stream (MODE: 0 global, the default; 1
+ *                                        thread-local; 2 relaxed), end the capture
+ *                                        ("captured"), then launch the graph twice and
+ *                                        synchronise ("replayed"); SYNC_IN_CAPTURE=1
+ *                                        calls cuCtxSynchronize after the first launch
  *        driver_app launch N MS [GRID BLOCK]
  *                                        N launches of a kernel busy for MS ms (GRID
  *                                        blocks of BLOCK threads; default 1 x 1), each
@@ -78,6 +84,44 @@ int main(int argc, char **argv) {
     printf("device %d\n", (int)dev);
     CHECK("context", retain(&ctx, dev));
     CHECK("current", set_current(ctx));
+    if (!strcmp(argv[1], "capture")) {
+        static const char ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"
+                                  ".visible .entry tessera_spin(.param .u64 ns)\n{\n    ret;\n}\n";
+        CUresult (*make_stream)(CUstream *, unsigned) = sym("cuStreamCreate");
+        CUresult (*begin)(CUstream, CUstreamCaptureMode) = sym("cuStreamBeginCapture_v2");
+        CUresult (*end)(CUstream, CUgraph *) = sym("cuStreamEndCapture");
+        CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long) = sym("cuGraphInstantiateWithFlags");
+        CUresult (*graph_launch)(CUgraphExec, CUstream) = sym("cuGraphLaunch");
+        CUmodule module;
+        CUfunction spin;
+        CUstream stream;
+        CHECK("module", load(&module, ptx));
+        CHECK("function", function(&spin, module, "tessera_spin"));
+        CHECK("stream", make_stream(&stream, 0));
+        long n = atol(argv[2]);
+        unsigned long long ns = (unsigned long long)atol(argc > 3 ? argv[3] : "1") * 1000000ull;
+        int mode = argc > 4 ? atoi(argv[4]) : 0;
+        CHECK("begincapture", begin(stream, (CUstreamCaptureMode)mode));
+        for (long i = 0; i < n; i++) {
+            void *params[] = {&ns};
+            CHECK("launch", launch(spin, 1, 1, 1, 1, 1, 1, 0, stream, params, 0));
+            if (i == 0 && getenv("SYNC_IN_CAPTURE")) {
+                /* what a naive accounting would do: synchronise the context */
+                CUresult (*ctx_sync)(void) = sym("cuCtxSynchronize");
+                printf("ctxsync %d\n", (int)ctx_sync());
+            }
+        }
+        CUgraph graph;
+        CUgraphExec exec;
+        CHECK("endcapture", end(stream, &graph));
+        printf("captured\n");
+        CHECK("instantiate", instantiate(&exec, graph, 0));
+        CHECK("graphlaunch", graph_launch(exec, stream));
+        CHECK("graphlaunch", graph_launch(exec, stream));
+        CHECK("sync", sync(stream));
+        printf("replayed\n");
+        return 0;
+    }
     if (!strcmp(argv[1], "launch")) {
         static const char ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"
                                   ".visible .entry tessera_spin(.param .u64 ns)\n{\n    ret;\n}\n";

@@ -214,3 +214,42 @@ fn each_context_is_reserved_its_memory() {
     assert_eq!(code, 0, "the context is not charged to the limit: {out}{err}");
     assert!(s.log().contains("context on 0: 209715200 reserved"), "{}", s.log());
 }
+
+/// CUDA graphs survive the launch gate's accounting: launches into a capturing stream
+/// (global, thread-local and relaxed capture modes) are recorded, not run, so the gate
+/// neither holds them for a slice nor synchronises to measure them — a synchronisation
+/// during a global or thread-local capture invalidates it, and the program's
+/// `cuStreamEndCapture` failed with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901). The
+/// graph's launches are gated and accounted like any launch.
+#[test]
+fn stream_capture_is_not_invalidated_by_the_gate() {
+    let Some(s) = setup("capture", 1) else { return };
+    // the fake models the rule the test relies on: without the interposer, a
+    // synchronisation inside a global or thread-local capture invalidates it
+    for (mode, invalidated) in [("0", true), ("1", true), ("2", false)] {
+        let out = std::process::Command::new(&s.app)
+            .args(["capture", "3", "1", mode])
+            .env("LD_LIBRARY_PATH", &s.dir)
+            .env("SYNC_IN_CAPTURE", "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&out.stdout);
+        // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, at the next launch into the capture
+        let failed = out.lines().any(|l| l.starts_with("error ") && l.ends_with(" 901"));
+        assert_eq!(failed, invalidated, "mode {mode}: {out}");
+    }
+    for mode in ["0", "1", "2"] {
+        let (code, out, err) = run(s.app(&["capture", "3", "1", mode], &[]));
+        assert_eq!(code, 0, "mode {mode}: {out}{err}");
+        assert!(out.contains("captured") && out.contains("replayed"), "mode {mode}: {out}");
+    }
+    let log = s.log();
+    assert!(log.contains("capture ended"), "the interposer saw the captures end: {log}");
+    // the graphs' launches took slices of the gate (one per program, ended at its exit)
+    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while control.status().unwrap().totals.batch_done < 3 {
+        assert!(Instant::now() < deadline, "{:?}", control.status().unwrap().totals);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

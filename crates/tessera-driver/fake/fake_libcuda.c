@@ -31,6 +31,14 @@
  * (cuMemAllocManaged) has the same address everywhere and a resident device: a kernel
  * touching it elsewhere moves it on demand (counted as a fault), cuMemPrefetchAsync
  * moves it ahead (counted as prefetched bytes); both counts are in the stats file.
+ *
+ * Stream capture follows the rules the CUDA programming guide documents: a launch into
+ * a capturing stream is recorded, not run; cuStreamSynchronize or cuStreamQuery of a
+ * capturing stream, and "potentially unsafe" calls (cuCtxSynchronize here) made while
+ * this thread has a capture not in relaxed mode or any thread one in global mode, fail
+ * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate those captures, whose
+ * cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. A graph
+ * replays what its capture recorded (the spin kernels' time) when launched.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -56,7 +64,19 @@ static struct fn { int dev; int kind; } fns[MAX_DEVICES][KINDS];
 struct mod { int dev; const char *image; };
 /* streams belong to a device too; 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are the
  * current context's */
-struct stream { int dev; int live; };
+struct stream {
+    int dev, live;
+    /* stream capture: capturing (a CUstreamCaptureStatus), its mode and thread, and
+     * what it recorded (launches, spin time) */
+    int capture, mode;
+    pthread_t owner;
+    long launches;
+    uint64_t spin_ns;
+};
+/* captures in progress: in global mode (any thread), and of this thread not relaxed */
+static int global_captures;
+static __thread int my_strict_captures;
+struct graph { long launches; uint64_t spin_ns; };
 static int stream_ok(CUstream h, int dev) {
     if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return 1;
     const struct stream *s = (const struct stream *)h;
@@ -433,6 +453,32 @@ CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t By
     return CUDA_SUCCESS;
 }
 
+/* the stream if it is a created one in capture (active or invalidated) */
+static struct stream *capturing(CUstream h) {
+    if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return 0;
+    struct stream *s = (struct stream *)h;
+    return s->capture != CU_STREAM_CAPTURE_STATUS_NONE ? s : 0;
+}
+/* every stream in capture, for invalidation (created streams are never freed) */
+#define MAX_STREAMS 1024
+static struct stream *streams[MAX_STREAMS];
+static int stream_count;
+/* a potentially unsafe call while captures forbid it: those captures are invalidated */
+static int unsafe_during_capture(void) {
+    if (!my_strict_captures && !global_captures) return 0;
+    pthread_mutex_lock(&books);
+    for (int i = 0; i < stream_count; i++) {
+        struct stream *s = streams[i];
+        if (s->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE) continue;
+        int mine = pthread_equal(s->owner, pthread_self());
+        if (s->mode == CU_STREAM_CAPTURE_MODE_GLOBAL || (mine && s->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+            s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    }
+    pthread_mutex_unlock(&books);
+    log_call("unsafe call during stream capture: captures invalidated");
+    return 1;
+}
+
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
@@ -442,6 +488,13 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
     if (fail("launch")) return CUDA_ERROR_LAUNCH_FAILED;
     const struct fn *fn = function(f);
     if (!fn || fn->dev != dev_of_current() || !stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    struct stream *cs = capturing(hStream);
+    if (cs) {
+        if (cs->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        cs->launches++;
+        if (fn->kind == SPIN) cs->spin_ns += *(uint64_t *)kernelParams[0];
+        return CUDA_SUCCESS;
+    }
     if (fn->kind == AXPY) {
         float a = *(float *)kernelParams[0];
         uint64_t xp = *(uint64_t *)kernelParams[1], yp = *(uint64_t *)kernelParams[2];
@@ -481,8 +534,12 @@ CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
     NEED_CTX();
     struct stream *st = malloc(sizeof *st); /* freed never: a destroyed handle stays invalid */
     if (!st) return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(st, 0, sizeof *st);
     st->dev = dev_of_current();
     st->live = 1;
+    pthread_mutex_lock(&books);
+    if (stream_count < MAX_STREAMS) streams[stream_count++] = st;
+    pthread_mutex_unlock(&books);
     *phStream = (CUstream)st;
     log_call("cuStreamCreate on %d", st->dev);
     return CUDA_SUCCESS;
@@ -501,13 +558,22 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
 }
 /* the echo kernel completes inside cuLaunchKernel; the spin kernel keeps the stream busy */
 CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
-    (void)hStream;
     NEED_CTX();
+    struct stream *cs = capturing(hStream);
+    if (cs) {
+        cs->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     return now_ns() < busy_until[dev_of_current()] ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
     NEED_CTX();
     if (!stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    struct stream *cs = capturing(hStream);
+    if (cs) {
+        cs->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     uint64_t until = busy_until[dev_of_current()];
     while (now_ns() < until) {
         struct timespec t = {0, 100000};
@@ -515,7 +581,79 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
     }
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuCtxSynchronize(void) { return cuStreamSynchronize(0); }
+CUresult CUDAAPI cuCtxSynchronize(void) {
+    NEED_CTX();
+    if (unsafe_during_capture()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return cuStreamSynchronize(0);
+}
+
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+    NEED_CTX();
+    if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot be captured */
+    struct stream *s = (struct stream *)hStream;
+    if (!s->live || s->dev != dev_of_current()) return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
+    if (mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+    s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    s->mode = (int)mode;
+    s->owner = pthread_self();
+    s->launches = 0;
+    s->spin_ns = 0;
+    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) __atomic_add_fetch(&global_captures, 1, __ATOMIC_SEQ_CST);
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) my_strict_captures++;
+    log_call("cuStreamBeginCapture mode %d", (int)mode);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream) {
+    return cuStreamBeginCapture_v2(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+    NEED_CTX();
+    struct stream *s = capturing(hStream);
+    if (!s) return CUDA_ERROR_ILLEGAL_STATE;
+    if (!pthread_equal(s->owner, pthread_self()) && s->mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    int invalidated = s->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (s->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) __atomic_sub_fetch(&global_captures, 1, __ATOMIC_SEQ_CST);
+    if (s->mode != CU_STREAM_CAPTURE_MODE_RELAXED) my_strict_captures--;
+    log_call("cuStreamEndCapture: %ld launches%s", s->launches, invalidated ? ", invalidated" : "");
+    if (invalidated) {
+        if (phGraph) *phGraph = 0;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
+    struct graph *g = malloc(sizeof *g);
+    if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->launches = s->launches;
+    g->spin_ns = s->spin_ns;
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) { return cuStreamEndCapture(hStream, phGraph); }
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    NEED_CTX();
+    if (!captureStatus) return CUDA_ERROR_INVALID_VALUE;
+    struct stream *s = capturing(hStream);
+    *captureStatus = s ? (CUstreamCaptureStatus)s->capture : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    return cuStreamIsCapturing(hStream, captureStatus);
+}
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+    (void)flags;
+    NEED_CTX();
+    if (!phGraphExec || !hGraph) return CUDA_ERROR_INVALID_VALUE;
+    struct graph *e = malloc(sizeof *e);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    *e = *(const struct graph *)hGraph;
+    *phGraphExec = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) { free(hGraph); return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) { free(hGraphExec); return CUDA_SUCCESS; }
 
 /* The per-thread-default-stream variants (what cuGetProcAddress answers for
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM); one device stream here, so the same. */
@@ -547,12 +685,17 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
     return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                                      sharedMemBytes, hStream, kernelParams);
 }
-/* graphs are not built by the fake: launching any executable graph does nothing */
+/* an executable graph replays its capture: the stream is busy for its spin time */
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-    (void)hStream;
     NEED_CTX();
-    log_call("cuGraphLaunch");
-    return hGraphExec ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!hGraphExec) return CUDA_ERROR_INVALID_VALUE;
+    if (!stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    const struct graph *g = (const struct graph *)hGraphExec;
+    log_call("cuGraphLaunch: %ld launches", g->launches);
+    uint64_t start = now_ns();
+    if (busy_until[dev_of_current()] > start) start = busy_until[dev_of_current()];
+    busy_until[dev_of_current()] = start + g->spin_ns;
+    return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { return cuGraphLaunch(hGraphExec, hStream); }
 CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
@@ -587,7 +730,10 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuMemCreate), E(cuMemRelease), E(cuArrayCreate_v2), E(cuArray3DCreate_v2), E(cuArrayDestroy),
     E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuMemPrefetchAsync), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
     E(cuCtxSynchronize), E(cuLaunchKernel_ptsz), E(cuLaunchKernelEx), E(cuLaunchKernelEx_ptsz),
-    E(cuLaunchCooperativeKernel), E(cuLaunchCooperativeKernel_ptsz), E(cuGraphLaunch), E(cuGraphLaunch_ptsz), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+    E(cuLaunchCooperativeKernel), E(cuLaunchCooperativeKernel_ptsz), E(cuGraphLaunch), E(cuGraphLaunch_ptsz),
+    E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_ptsz), E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz),
+    E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz), E(cuGraphInstantiateWithFlags), E(cuGraphDestroy),
+    E(cuGraphExecDestroy), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
 };
 static void *lookup(const char *name) {
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)

@@ -175,6 +175,14 @@ driver_api! {
     fn cuGraphLaunch(graph: CUgraphExec, stream: CUstream);
     /// `cuStreamQuery`.
     fn cuStreamQuery(stream: CUstream);
+    /// `cuStreamBeginCapture_v2`.
+    fn cuStreamBeginCapture_v2(stream: CUstream, mode: CUstreamCaptureMode);
+    /// `cuStreamBeginCaptureToGraph`.
+    fn cuStreamBeginCaptureToGraph(stream: CUstream, graph: CUgraph, dependencies: *const CUgraphNode, edges: *const CUgraphEdgeData, count: usize, mode: CUstreamCaptureMode);
+    /// `cuStreamEndCapture`.
+    fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph);
+    /// `cuStreamIsCapturing`.
+    fn cuStreamIsCapturing(stream: CUstream, status: *mut CUstreamCaptureStatus);
     /// `cuCtxSynchronize`.
     fn cuCtxSynchronize();
     /// `cuStreamCreate`.
