@@ -315,16 +315,18 @@ impl Client {
     }
 
     /// Reserve `bytes` on the node's GPU `gpu` for `tenant` (of this uid), waiting up to
-    /// `wait` when they do not fit now (`None`: for ever).
+    /// `wait` when they do not fit now (`None`: for ever). A `lease` (memory beyond what
+    /// is needed now) is granted only if it fits at once.
     pub fn reserve(
         &mut self,
         tenant: u64,
         gpu: u32,
         bytes: u64,
         wait: Option<Duration>,
+        lease: bool,
     ) -> Result<(), ClientError> {
         let wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
-        match self.call(&Request::Reserve { tenant, gpu, bytes, wait_ms })? {
+        match self.call(&Request::Reserve { tenant, gpu, bytes, wait_ms, lease })? {
             Reply::Reserved { .. } => Ok(()),
             other => Err(refused(other)),
         }

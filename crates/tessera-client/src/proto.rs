@@ -139,6 +139,10 @@ pub enum Request {
         /// How long to wait when it does not fit now: 0 not at all, none for ever.
         #[serde(default)]
         wait_ms: Option<u64>,
+        /// A lease beyond what an allocation needs now: granted only if it fits at once,
+        /// never by taking back other clients' unused leases.
+        #[serde(default)]
+        lease: bool,
     },
     /// Return memory reserved with `Reserve` (after freeing it). Answered `Unreserved`.
     Unreserve {

@@ -205,7 +205,14 @@ struct Header {
     /// and whether any of it was inferred. Read by the daemon when the slice ends.
     slice_used: Wide,
     slice_inferred: Index,
+    /// Memory leases: per GPU, bytes the daemon reserved for this client that it has
+    /// not allocated yet. The client takes from and adds to them without a system call;
+    /// the daemon takes them back whole (a swap to 0) when someone else needs memory.
+    lease_unused: [std::sync::atomic::AtomicU64; LEASE_GPUS],
 }
+
+/// GPUs a region keeps memory leases for (the ledger's most GPUs).
+pub const LEASE_GPUS: usize = 16;
 
 /// A 64-bit word on its own cache line.
 #[repr(C, align(64))]
@@ -407,6 +414,43 @@ impl Region {
             h.slice_used.value.load(Ordering::SeqCst),
             h.slice_inferred.value.load(Ordering::SeqCst) != 0,
         )
+    }
+
+    fn lease(&self, gpu: u32) -> Option<&std::sync::atomic::AtomicU64> {
+        self.header().lease_unused.get(gpu as usize)
+    }
+
+    /// Bytes of `gpu`'s lease not allocated yet.
+    pub fn lease_unused(&self, gpu: u32) -> u64 {
+        self.lease(gpu).map_or(0, |l| l.load(Ordering::SeqCst))
+    }
+
+    /// Client: take `bytes` from `gpu`'s lease, if it holds that many (the allocation
+    /// fast path: one compare-and-swap).
+    #[inline]
+    pub fn lease_take(&self, gpu: u32, bytes: u64) -> bool {
+        let Some(l) = self.lease(gpu) else { return false };
+        l.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(bytes)).is_ok()
+    }
+
+    /// Client: return `bytes` to `gpu`'s lease, keeping at most `keep` unused; what is
+    /// beyond `keep` is taken out and returned, for the client to give back.
+    #[inline]
+    pub fn lease_return(&self, gpu: u32, bytes: u64, keep: u64) -> u64 {
+        let Some(l) = self.lease(gpu) else { return bytes };
+        let mut excess = 0;
+        let _ = l.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+            let total = v.saturating_add(bytes);
+            excess = total.saturating_sub(keep);
+            Some(total.min(keep))
+        });
+        excess
+    }
+
+    /// Take all of `gpu`'s unused lease: the daemon, to return it to the ledger; the
+    /// client, to use it towards an allocation larger than what is left.
+    pub fn lease_reclaim(&self, gpu: u32) -> u64 {
+        self.lease(gpu).map_or(0, |l| l.swap(0, Ordering::SeqCst))
     }
 
     /// Client: give up the grant at once (before telling the daemon its slice ended),

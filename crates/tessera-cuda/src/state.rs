@@ -77,8 +77,10 @@ pub struct Tenant {
     pub placed: Vec<i32>,
     /// How long a reservation waits for memory (`None`: for ever).
     wait: Option<Duration>,
-    /// GPUs whose context memory the daemon reserved for this process.
+    /// GPUs whose context memory the daemon reserved for this process (the set, and
+    /// the same as bits for the allocation path's one load).
     contexts: Mutex<std::collections::HashSet<u32>>,
+    contexts_done: AtomicU64,
     book: Mutex<Book>,
 }
 
@@ -288,6 +290,7 @@ impl State {
             socket: config.socket.clone(),
             memory: Mutex::new(None),
             contexts: Mutex::new(std::collections::HashSet::new()),
+            contexts_done: AtomicU64::new(0),
             limit: config.memory,
             placed,
             wait,
@@ -295,6 +298,12 @@ impl State {
         })))
     }
 }
+
+/// Memory leased from the daemon beyond what an allocation needs, and the most a
+/// process keeps unused on a GPU: allocations within it need no request to the daemon.
+/// The daemon takes unused leases back whenever a reservation through it does not fit
+/// at once, so this much per process and GPU is the most memory idle in leases.
+pub const LEASE_CHUNK: u64 = 64 << 20;
 
 /// Launches of a slice measured by synchronising after them (FairGV §3.3: "only for
 /// the first 5 requests of a slice"); the rest are inferred from their mean.
@@ -481,9 +490,36 @@ impl Tenant {
             }
             book.used += bytes;
         }
-        match self.desk(|c| c.reserve(self.id, gpu, bytes, self.wait)) {
+        // the fast path: from this process's lease on the GPU, without asking anyone
+        if self.region.lease_take(gpu, bytes) {
+            return Ok(());
+        }
+        // what is left of the lease counts towards it; the rest is asked of the daemon:
+        // with one more chunk of lease if that fits at once (within the limit), else
+        // exactly what is missing, waiting as the settings say
+        let have = self.region.lease_reclaim(gpu);
+        if have >= bytes {
+            // another thread returned memory meanwhile
+            self.return_to_lease(gpu, have - bytes);
+            return Ok(());
+        }
+        let missing = bytes - have;
+        let room = self.limit.map_or(u64::MAX, |limit| {
+            limit.saturating_sub(self.book.lock().map_or(limit, |b| b.used))
+        });
+        let chunk = LEASE_CHUNK.min(room);
+        if chunk > 0
+            && self
+                .desk(|c| c.reserve(self.id, gpu, missing + chunk, Some(Duration::ZERO), true))
+                .is_ok()
+        {
+            self.return_to_lease(gpu, chunk);
+            return Ok(());
+        }
+        match self.desk(|c| c.reserve(self.id, gpu, missing, self.wait, false)) {
             Ok(()) => Ok(()),
             Err(e) => {
+                self.return_to_lease(gpu, have);
                 if let Ok(mut book) = self.book.lock() {
                     book.used -= bytes;
                 }
@@ -505,7 +541,16 @@ impl Tenant {
     /// Make sure the memory this process's context takes on `gpu` is reserved (once per
     /// GPU; the daemon says how much): a real context takes a few hundred MiB before
     /// the first allocation, which admission must not promise to anyone else.
+    #[inline]
     pub fn reserve_context(&self, gpu: u32) -> Result<(), CuResult> {
+        if gpu < 64 && self.contexts_done.load(Ordering::Relaxed) & (1 << gpu) != 0 {
+            return Ok(());
+        }
+        self.reserve_context_slow(gpu)
+    }
+
+    #[cold]
+    fn reserve_context_slow(&self, gpu: u32) -> Result<(), CuResult> {
         let mut contexts = self.contexts.lock().map_err(|_| status::UNKNOWN)?;
         if contexts.contains(&gpu) {
             return Ok(());
@@ -514,6 +559,9 @@ impl Tenant {
             Ok(bytes) => {
                 state().log(format_args!("context on {gpu}: {bytes} reserved"));
                 contexts.insert(gpu);
+                if gpu < 64 {
+                    self.contexts_done.fetch_or(1 << gpu, Ordering::Relaxed);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -528,7 +576,16 @@ impl Tenant {
         if let Ok(mut book) = self.book.lock() {
             book.used -= bytes;
         }
-        self.give_back_memory(gpu, bytes);
+        self.return_to_lease(gpu, bytes);
+    }
+
+    /// Memory no longer allocated goes back to the GPU's lease; beyond one chunk
+    /// unused, it goes back to the daemon.
+    fn return_to_lease(&self, gpu: u32, bytes: u64) {
+        let excess = self.region.lease_return(gpu, bytes, LEASE_CHUNK);
+        if excess > 0 {
+            self.give_back_memory(gpu, excess);
+        }
     }
 
     /// Return a reservation to the daemon; a failure (the daemon is gone, and with it
@@ -555,7 +612,7 @@ impl Tenant {
             Some((gpu, bytes))
         });
         if let Some((gpu, bytes)) = freed {
-            self.give_back_memory(gpu, bytes);
+            self.return_to_lease(gpu, bytes);
         }
     }
 
@@ -568,7 +625,7 @@ impl Tenant {
             book.allocations.values().filter(|(g, _)| *g == from).map(|(_, b)| b).sum()
         };
         if bytes > 0 {
-            self.desk(|c| c.reserve(self.id, to, bytes, Some(Duration::ZERO)))
+            self.desk(|c| c.reserve(self.id, to, bytes, Some(Duration::ZERO), false))
                 .map_err(|_| status::OUT_OF_MEMORY)?;
             self.give_back_memory(from, bytes);
         }
@@ -588,7 +645,11 @@ impl Tenant {
         let used = self.book.lock().ok()?.used;
         match self.limit {
             Some(limit) => Some((limit.saturating_sub(used), limit)),
-            None => self.desk(|c| c.memory_info(self.id, gpu)).ok(),
+            // what the ledger has not granted, and this process's own unused lease
+            None => self
+                .desk(|c| c.memory_info(self.id, gpu))
+                .ok()
+                .map(|(free, total)| ((free + self.region.lease_unused(gpu)).min(total), total)),
         }
     }
 }

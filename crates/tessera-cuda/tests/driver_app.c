@@ -233,5 +233,9 @@ int main(int argc, char **argv) {
     }
     printf("freed\n");
     }
+    /* AFTER_MS=m: stay m ms after the last free (an idle process) */
+    long after = getenv("AFTER_MS") ? atol(getenv("AFTER_MS")) : 0;
+    struct timespec a = {after / 1000, (after % 1000) * 1000000L};
+    if (after) nanosleep(&a, 0);
     return 0;
 }

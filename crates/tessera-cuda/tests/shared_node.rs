@@ -253,3 +253,19 @@ fn stream_capture_is_not_invalidated_by_the_gate() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Allocations are served from a lease (a chunk reserved beyond what the first
+/// allocation needed), and a lease never keeps memory from anyone: an idle program
+/// holding 64 MiB of unused lease on a 1,024 MiB GPU does not stop another program's
+/// 1,000 MiB allocation, made without waiting — the daemon takes the unused lease
+/// back before refusing.
+#[test]
+fn a_waiter_is_never_refused_for_memory_in_a_lease() {
+    let Some(s) = setup("lease", 1) else { return };
+    let mut idle = Reaped(s.app(&["alloc", "100", "0"], &[("AFTER_MS", "5000")]).spawn().unwrap());
+    wait_for(&mut idle, "freed");
+    let (code, out, err) = run(s.app(&["alloc", "1000", "0"], &[("TESSERA_MEMORY_WAIT", "none")]));
+    assert_eq!(code, 0, "{out}{err}");
+    // the idle program, asked nothing, still runs
+    assert!(idle.try_wait().unwrap().is_none());
+}

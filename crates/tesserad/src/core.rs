@@ -1730,7 +1730,8 @@ impl Core {
                     c.tenants.insert(id);
                 }
                 if let Some(desk) = &self.desk {
-                    desk.open(id.0, uid, memory);
+                    let region = self.conns.get(&conn).map(|c| c.region.clone());
+                    desk.open(id.0, uid, memory, region);
                 }
                 if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
                     j.tenants.insert(id);

@@ -8,6 +8,12 @@
 //! held. A tenant's reservations can be changed only through a connection of the
 //! tenant's own uid, and never beyond what it holds or its declared limit.
 //!
+//! Programs lease memory in chunks and allocate from their leases without asking (the
+//! unused part of a lease is a word per GPU in the program's shared region). Before a
+//! reservation that does not fit at once waits or is refused, the desk takes back every
+//! tenant's unused lease on that GPU and returns it to the ledger, so that a waiter is
+//! never refused, nor kept waiting, for memory that sits unused in a lease.
+//!
 //! Ledger operations take the ledger file's lock and may wait for memory, so none runs
 //! on the control loop or the core: each request runs on a thread of its own, at most
 //! [`MAX_IN_FLIGHT`] at once (beyond that a request is refused with `NoCapacity`).
@@ -18,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tessera_client::proto::{ErrorCode, Reply, Request};
+use tessera_client::region::Region;
 use tessera_ledger::{Ledger, LedgerConfig, LedgerError, Wait};
 
 /// Memory requests being carried out at once (each on a thread; most wait for memory).
@@ -39,6 +46,8 @@ pub struct MemoryDesk {
 #[derive(Debug)]
 struct TenantMemory {
     uid: u32,
+    /// Its shared region, whose lease words it allocates from.
+    region: Option<Arc<Region>>,
     /// Its declared memory, when it declared one: reservations never exceed it.
     limit: Option<u64>,
     /// Its ledger handle, opened on first use (`Err`: why it cannot be).
@@ -109,12 +118,14 @@ impl MemoryDesk {
         self.tenants.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A tenant of `uid` was registered, with `declared` bytes (0: no limit).
-    pub fn open(&self, tenant: u64, uid: u32, declared: u64) {
+    /// A tenant of `uid` was registered, with `declared` bytes (0: no limit), its
+    /// connection's shared region `region` holding its leases.
+    pub fn open(&self, tenant: u64, uid: u32, declared: u64, region: Option<Arc<Region>>) {
         self.tenants().insert(
             tenant,
             Arc::new(TenantMemory {
                 uid,
+                region,
                 limit: (declared > 0).then_some(declared),
                 handle: OnceLock::new(),
                 held: Mutex::new(HashMap::new()),
@@ -160,6 +171,27 @@ impl MemoryDesk {
         }
     }
 
+    /// Take back every tenant's unused lease on `gpu` and return it to the ledger (what a
+    /// region's word claims is bounded by what the tenant holds there).
+    fn reclaim_leases(&self, gpu: u32) {
+        let tenants: Vec<(u64, Arc<TenantMemory>)> =
+            self.tenants().iter().map(|(id, t)| (*id, t.clone())).collect();
+        for (id, t) in tenants {
+            let Some(region) = &t.region else { continue };
+            if region.lease_unused(gpu) == 0 {
+                continue;
+            }
+            let Ok(ledger) = t.ledger(&self.ledger) else { continue };
+            let mut held = t.held.lock().unwrap_or_else(|p| p.into_inner());
+            let has = held.get(&gpu).copied().unwrap_or(0);
+            let back = region.lease_reclaim(gpu).min(has);
+            if back > 0 && ledger.post_free(gpu, back).is_ok() {
+                held.insert(gpu, has - back);
+                tracing::debug!(tenant = id, gpu, bytes = back, "took back an unused lease");
+            }
+        }
+    }
+
     /// The tenant, if it is open and of `uid`.
     fn tenant_of(&self, uid: u32, tenant: u64) -> Result<Arc<TenantMemory>, Reply> {
         match self.tenants().get(&tenant) {
@@ -191,7 +223,7 @@ impl MemoryDesk {
             }
         };
         match request {
-            Request::Reserve { gpu, bytes, wait_ms, .. } => {
+            Request::Reserve { gpu, bytes, wait_ms, lease, .. } => {
                 if let Some(limit) = t.limit
                     && t.held_total().saturating_add(bytes) > limit
                 {
@@ -202,7 +234,14 @@ impl MemoryDesk {
                         ),
                     );
                 }
-                match ledger.pre_alloc_unless(gpu, bytes, wait_of(wait_ms), &t.closed) {
+                let mut granted = ledger.pre_alloc(gpu, bytes, Wait::NoWait);
+                if matches!(granted, Err(LedgerError::NotAvailableNow { .. })) && !lease {
+                    // memory unused in leases goes back to the ledger before anyone waits
+                    // or is refused for it
+                    self.reclaim_leases(gpu);
+                    granted = ledger.pre_alloc_unless(gpu, bytes, wait_of(wait_ms), &t.closed);
+                }
+                match granted {
                     Ok(()) => {
                         *t.held.lock().unwrap_or_else(|p| p.into_inner()).entry(gpu).or_default() +=
                             bytes;

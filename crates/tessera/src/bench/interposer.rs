@@ -122,7 +122,7 @@ pub fn run(a: InterposerBenchArgs) -> Result<()> {
             ("launch", "direct cuLaunchKernel", false),
             ("launch", "cuLaunchKernel in a granted slice", true),
             ("alloc", "direct cuMemAlloc+cuMemFree", false),
-            ("alloc", "cuMemAlloc+cuMemFree through the ledger", true),
+            ("alloc", "cuMemAlloc+cuMemFree through the interposer (lease)", true),
         ];
         let mut rows = calls
             .iter()
@@ -152,10 +152,21 @@ pub fn run(a: InterposerBenchArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     let p50 = |r: &serde_json::Value| r["p50_ns"].as_f64().unwrap_or(f64::NAN);
+    // the allocation pair against the direct one, measured in this same run
+    let alloc_ratio = p50(&rows[3]) / p50(&rows[2]);
     if a.json {
         for r in &rows {
             writeln!(out, "{r}")?;
         }
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({
+                "call": "allocation pair through the interposer over direct (p50 ratio)",
+                "ratio": alloc_ratio,
+                "target": 3.0,
+            })
+        )?;
     } else {
         writeln!(
             out,
@@ -175,6 +186,10 @@ pub fn run(a: InterposerBenchArgs) -> Result<()> {
             out,
             "governed launch inside its slice adds {:.1} ns at p50 over the direct call (target: <= 100 ns)",
             p50(&rows[1]) - p50(&rows[0])
+        )?;
+        writeln!(
+            out,
+            "an allocation pair through the interposer costs {alloc_ratio:.2}x the direct one at p50 (target: <= 3x)"
         )?;
     }
     Ok(())
