@@ -20,11 +20,12 @@ use std::ffi::c_ulonglong;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use tessera_driver::sys::{
-    CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUarray, CUcontext, CUdevice, CUdeviceptr,
-    CUdriverProcAddressQueryResult, CUfunction, CUfunction_attribute, CUgraph, CUgraphEdgeData, CUgraphExec, CUgraphNode,
-    CUlaunchConfig, CUstreamCaptureMode,
-    CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocationType, CUmemoryPool, CUmodule,
-    CUstream, cuuint64_t,
+    CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUDA_LAUNCH_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS,
+    CUarray, CUcontext, CUdevice, CUdeviceptr, CUdriverProcAddressQueryResult, CUfunction,
+    CUfunction_attribute, CUgraph, CUgraphEdgeData, CUgraphExec, CUgraphNode, CUgraphNodeParams,
+    CUgraphNodeType, CUlaunchConfig, CUmemAllocationProp, CUmemGenericAllocationHandle,
+    CUmemLocationType, CUmemoryPool, CUmipmappedArray, CUmodule, CUstream, CUstreamCaptureMode,
+    cuuint64_t,
 };
 use tessera_driver::{CuResult, DriverApi, status};
 
@@ -68,6 +69,17 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuStreamBeginCapture_v2: Some(cuStreamBeginCapture_v2),
         cuStreamBeginCaptureToGraph: Some(cuStreamBeginCaptureToGraph),
         cuStreamEndCapture: Some(cuStreamEndCapture),
+        cuLaunch: Some(cuLaunch),
+        cuLaunchGrid: Some(cuLaunchGrid),
+        cuLaunchGridAsync: Some(cuLaunchGridAsync),
+        cuLaunchCooperativeKernelMultiDevice: Some(cuLaunchCooperativeKernelMultiDevice),
+        cuMipmappedArrayCreate: Some(cuMipmappedArrayCreate),
+        cuMipmappedArrayDestroy: Some(cuMipmappedArrayDestroy),
+        cuGraphAddMemAllocNode: Some(cuGraphAddMemAllocNode),
+        cuGraphAddNode: Some(cuGraphAddNode),
+        cuGraphAddNode_v2: Some(cuGraphAddNode_v2),
+        cuDeviceGetByPCIBusId: Some(cuDeviceGetByPCIBusId),
+        cuDeviceTotalMem_v2: Some(cuDeviceTotalMem_v2),
         ..DriverApi::default()
     }
 }
@@ -552,6 +564,280 @@ pub extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResu
     })
 }
 
+/// `cuMipmappedArrayCreate`: every level (width, height and — unless layered — depth
+/// halved per level, at least 1) times element size and channels, reserved on the
+/// current context's device.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMipmappedArrayCreate(
+    array: *mut CUmipmappedArray,
+    desc: *const CUDA_ARRAY3D_DESCRIPTOR,
+    levels: c_uint,
+) -> CuResult {
+    guarded("cuMipmappedArrayCreate", || {
+        if array.is_null() || desc.is_null() {
+            return real!(cuMipmappedArrayCreate(array, desc, levels));
+        }
+        // SAFETY: non-null, the caller's descriptor; fields read as integers.
+        let (w, h, d, f, c, flags) = unsafe {
+            (
+                std::ptr::addr_of!((*desc).Width).read_unaligned() as u64,
+                std::ptr::addr_of!((*desc).Height).read_unaligned() as u64,
+                std::ptr::addr_of!((*desc).Depth).read_unaligned() as u64,
+                std::ptr::addr_of!((*desc).Format).cast::<u32>().read_unaligned(),
+                u64::from(std::ptr::addr_of!((*desc).NumChannels).read_unaligned()),
+                std::ptr::addr_of!((*desc).Flags).read_unaligned(),
+            )
+        };
+        let layered = flags & 0x01 != 0; // CUDA_ARRAY3D_LAYERED: depth counts layers
+        let bytes = (0..levels.clamp(1, 64)).fold(0u64, |sum, l| {
+            let level = (w >> l)
+                .max(1)
+                .saturating_mul((h >> l).max(1))
+                .saturating_mul(if layered { d.max(1) } else { (d >> l).max(1) });
+            sum.saturating_add(level.saturating_mul(element_bytes(f)).saturating_mul(c))
+        });
+        governed(
+            None,
+            bytes,
+            || real!(cuMipmappedArrayCreate(array, desc, levels)),
+            || {
+                // SAFETY: checked non-null; the driver wrote it on success.
+                Allocation::Mipmapped(unsafe { *array } as u64)
+            },
+        )
+    })
+}
+
+/// `cuMipmappedArrayDestroy`: returns the reservation.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMipmappedArrayDestroy(array: CUmipmappedArray) -> CuResult {
+    guarded("cuMipmappedArrayDestroy", || {
+        let r = real!(cuMipmappedArrayDestroy(array));
+        if r == status::SUCCESS
+            && let Some(t) = state().tenant()
+        {
+            t.release(Allocation::Mipmapped(array as u64));
+        }
+        r
+    })
+}
+
+/// `CUDA_ERROR_NOT_SUPPORTED`: what an entry point the interposer cannot govern answers.
+const NOT_SUPPORTED: CuResult = tessera_driver::sys::CUresult::CUDA_ERROR_NOT_SUPPORTED as CuResult;
+
+/// Refuse an entry point that would take device memory past the ledger (a tenant
+/// only; unmanaged processes pass through), with one line saying why.
+fn refuse_ungoverned(name: &str, why: &str) -> CuResult {
+    complain(&format!("{name} is refused: {why}"));
+    NOT_SUPPORTED
+}
+
+/// `cuGraphAddMemAllocNode`: refused for tenants — a graph's memory node allocates when
+/// the graph runs, from a pool the ledger cannot see.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuGraphAddMemAllocNode(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    count: usize,
+    params: *mut CUDA_MEM_ALLOC_NODE_PARAMS,
+) -> CuResult {
+    guarded("cuGraphAddMemAllocNode", || match state().tenant() {
+        Some(_) => refuse_ungoverned(
+            "cuGraphAddMemAllocNode",
+            "graph memory nodes allocate outside tessera's memory ledger (allocate before capture instead)",
+        ),
+        None => real!(cuGraphAddMemAllocNode(node, graph, dependencies, count, params)),
+    })
+}
+
+/// Whether graph node parameters describe a memory allocation node (read as an
+/// integer: the program's bytes need not be a valid enum value).
+fn is_mem_alloc_node(params: *const CUgraphNodeParams) -> bool {
+    // SAFETY: non-null checked; the node type is the struct's first field.
+    !params.is_null()
+        && unsafe { std::ptr::addr_of!((*params).type_).cast::<u32>().read_unaligned() }
+            == CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_ALLOC as u32
+}
+
+/// `cuGraphAddNode`: memory allocation nodes refused for tenants, as
+/// `cuGraphAddMemAllocNode`; every other node passes.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuGraphAddNode(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    count: usize,
+    params: *mut CUgraphNodeParams,
+) -> CuResult {
+    guarded("cuGraphAddNode", || {
+        if state().tenant().is_some() && is_mem_alloc_node(params) {
+            return refuse_ungoverned(
+                "cuGraphAddNode (memory allocation node)",
+                "graph memory nodes allocate outside tessera's memory ledger",
+            );
+        }
+        real!(cuGraphAddNode(node, graph, dependencies, count, params))
+    })
+}
+
+/// `cuGraphAddNode_v2`: as `cuGraphAddNode`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuGraphAddNode_v2(
+    node: *mut CUgraphNode,
+    graph: CUgraph,
+    dependencies: *const CUgraphNode,
+    edges: *const CUgraphEdgeData,
+    count: usize,
+    params: *mut CUgraphNodeParams,
+) -> CuResult {
+    guarded("cuGraphAddNode_v2", || {
+        if state().tenant().is_some() && is_mem_alloc_node(params) {
+            return refuse_ungoverned(
+                "cuGraphAddNode (memory allocation node)",
+                "graph memory nodes allocate outside tessera's memory ledger",
+            );
+        }
+        real!(cuGraphAddNode_v2(node, graph, dependencies, edges, count, params))
+    })
+}
+
+/// The legacy (CUDA 3.1, 32-bit) ABI's device pointer, `CUdeviceptr_v1`.
+type DevicePtrV1 = c_uint;
+
+/// Legacy `cuMemAlloc` (32-bit pointer and size; reached by `dlsym("cuMemAlloc")` or
+/// `cuGetProcAddress` with a version below 3020): through the ledger like
+/// `cuMemAlloc_v2`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemAlloc(dptr: *mut DevicePtrV1, bytes: c_uint) -> CuResult {
+    type Real = unsafe extern "C" fn(*mut DevicePtrV1, c_uint) -> CuResult;
+    static REAL: OnceLock<Option<usize>> = OnceLock::new();
+    guarded("cuMemAlloc (legacy)", || {
+        let real = variant(&REAL, "cuMemAlloc");
+        let call = || match real {
+            // SAFETY: the driver's own legacy entry point, whose C signature is Real.
+            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)(dptr, bytes) },
+            None => status::NOT_FOUND,
+        };
+        if dptr.is_null() {
+            return if state().tenant().is_some() { status::INVALID_VALUE } else { call() };
+        }
+        governed(None, u64::from(bytes), call, || {
+            // SAFETY: checked non-null; the driver wrote it on success.
+            Allocation::Pointer(u64::from(unsafe { *dptr }))
+        })
+    })
+}
+
+/// Legacy `cuMemFree`: returns the reservation.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemFree(dptr: DevicePtrV1) -> CuResult {
+    type Real = unsafe extern "C" fn(DevicePtrV1) -> CuResult;
+    static REAL: OnceLock<Option<usize>> = OnceLock::new();
+    guarded("cuMemFree (legacy)", || {
+        let r = match variant(&REAL, "cuMemFree") {
+            // SAFETY: the driver's own legacy entry point, whose C signature is Real.
+            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)(dptr) },
+            None => status::NOT_FOUND,
+        };
+        if r == status::SUCCESS
+            && let Some(t) = state().tenant()
+        {
+            t.release(Allocation::Pointer(u64::from(dptr)));
+        }
+        r
+    })
+}
+
+/// A legacy allocation entry point the interposer does not govern: refused for tenants
+/// (the 32-bit ABI of CUDA 3.1; no program built since uses it), passed through
+/// otherwise.
+macro_rules! refused_legacy_alloc {
+    ($name:ident, ( $($arg:ident : $ty:ty),* )) => {
+        #[doc = concat!("Legacy `", stringify!($name), "`: refused for tenants.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $name($($arg: $ty),*) -> CuResult {
+            type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
+            static REAL: OnceLock<Option<usize>> = OnceLock::new();
+            guarded(stringify!($name), || {
+                if state().tenant().is_some() {
+                    return refuse_ungoverned(
+                        concat!(stringify!($name), " (the 32-bit legacy ABI)"),
+                        "use the current entry point (a program built against cuda.h since CUDA 3.2 does)",
+                    );
+                }
+                match variant(&REAL, stringify!($name)) {
+                    // SAFETY: the driver's own legacy entry point, with its C signature.
+                    Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
+                    None => status::NOT_FOUND,
+                }
+            })
+        }
+    };
+}
+
+refused_legacy_alloc!(cuMemAllocPitch, (dptr: *mut DevicePtrV1, pitch: *mut c_uint, width: c_uint, height: c_uint, element: c_uint));
+refused_legacy_alloc!(cuArrayCreate, (array: *mut CUarray, desc: *const c_void));
+refused_legacy_alloc!(cuArray3DCreate, (array: *mut CUarray, desc: *const c_void));
+
+/// `cuDeviceGetByPCIBusId`: only a GPU the tenant was placed on (the others are hidden
+/// from it, as from `cuDeviceGet`).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuDeviceGetByPCIBusId(device: *mut CUdevice, bus_id: *const c_char) -> CuResult {
+    guarded("cuDeviceGetByPCIBusId", || {
+        let r = real!(cuDeviceGetByPCIBusId(device, bus_id));
+        if r == status::SUCCESS
+            && !device.is_null()
+            && let Some(t) = state().tenant()
+        {
+            // SAFETY: checked non-null; the real call just wrote it.
+            if !t.placed.contains(&unsafe { *device }) {
+                return status::INVALID_DEVICE;
+            }
+        }
+        r
+    })
+}
+
+/// `cuDeviceTotalMem_v2`: the tenant's limit, when it has one below the GPU's memory
+/// (the same total `cuMemGetInfo` reports).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, device: CUdevice) -> CuResult {
+    guarded("cuDeviceTotalMem", || {
+        let r = real!(cuDeviceTotalMem_v2(bytes, device));
+        if r == status::SUCCESS
+            && !bytes.is_null()
+            && let Some(limit) = state().tenant().and_then(|t| t.limit)
+        {
+            // SAFETY: checked non-null; the real call just wrote it.
+            unsafe { *bytes = (*bytes).min(usize::try_from(limit).unwrap_or(usize::MAX)) };
+        }
+        r
+    })
+}
+
+/// Legacy `cuDeviceTotalMem` (a 32-bit size): likewise.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuDeviceTotalMem(bytes: *mut c_uint, device: CUdevice) -> CuResult {
+    type Real = unsafe extern "C" fn(*mut c_uint, CUdevice) -> CuResult;
+    static REAL: OnceLock<Option<usize>> = OnceLock::new();
+    guarded("cuDeviceTotalMem (legacy)", || {
+        let r = match variant(&REAL, "cuDeviceTotalMem") {
+            // SAFETY: the driver's own legacy entry point, whose C signature is Real.
+            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)(bytes, device) },
+            None => status::NOT_FOUND,
+        };
+        if r == status::SUCCESS
+            && !bytes.is_null()
+            && let Some(limit) = state().tenant().and_then(|t| t.limit)
+        {
+            // SAFETY: checked non-null; the real call just wrote it.
+            unsafe { *bytes = (*bytes).min(u32::try_from(limit).unwrap_or(u32::MAX)) };
+        }
+        r
+    })
+}
+
 /// A launch's shape: (function, grid blocks, threads per block, dynamic shared bytes).
 type Shape = (u64, u64, u32, u32);
 
@@ -673,8 +959,8 @@ macro_rules! launch_prelude {
 /// A gated launch entry point and its per-thread-default-stream variant (`_ptsz`),
 /// each passing through to the real driver's symbol of the same name once the gate
 /// is held.
-macro_rules! gated_launch {
-    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)?) => {
+macro_rules! gated_launch_plain {
+    ($plain:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)?) => {
         #[doc = concat!("`", stringify!($plain), "`, behind the launch gate.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
@@ -684,6 +970,12 @@ macro_rules! gated_launch {
                 if recorded { r } else { accounted(r) }
             })
         }
+    };
+}
+
+macro_rules! gated_launch {
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)?) => {
+        gated_launch_plain!($plain, ( $($arg : $ty),* ), $shape $(, migrating $f)? $(, on $s)? $(, configured $c)?);
 
         #[doc = concat!("`", stringify!($ptsz), "`, behind the launch gate.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -717,6 +1009,14 @@ gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
 ), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream);
 // a graph's kernels are not visible here: no shape
 gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream), None, on stream);
+// the legacy launches (block shape set by cuFuncSetBlockShape, not seen here) and the
+// deprecated multi-device launch, gated like the others
+gated_launch_plain!(cuLaunch, (f: CUfunction), None, migrating f);
+gated_launch_plain!(cuLaunchGrid, (f: CUfunction, width: c_int, height: c_int), None, migrating f);
+gated_launch_plain!(cuLaunchGridAsync, (f: CUfunction, width: c_int, height: c_int, stream: CUstream),
+    None, migrating f, on stream);
+gated_launch_plain!(cuLaunchCooperativeKernelMultiDevice,
+    (params: *mut CUDA_LAUNCH_PARAMS, devices: c_uint, flags: c_uint), None);
 
 /// Stream capture (CUDA graphs): which streams capture now, so that launches into them
 /// are recorded without the launch gate, and the gate never synchronises while any
@@ -944,6 +1244,25 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuStreamBeginCapture_v2" => cuStreamBeginCapture_v2 as *mut c_void,
         b"cuStreamBeginCaptureToGraph" => cuStreamBeginCaptureToGraph as *mut c_void,
         b"cuStreamEndCapture" => cuStreamEndCapture as *mut c_void,
+        b"cuLaunch" => cuLaunch as *mut c_void,
+        b"cuLaunchGrid" => cuLaunchGrid as *mut c_void,
+        b"cuLaunchGridAsync" => cuLaunchGridAsync as *mut c_void,
+        b"cuLaunchCooperativeKernelMultiDevice" => {
+            cuLaunchCooperativeKernelMultiDevice as *mut c_void
+        }
+        b"cuMipmappedArrayCreate" => cuMipmappedArrayCreate as *mut c_void,
+        b"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *mut c_void,
+        b"cuGraphAddMemAllocNode" => cuGraphAddMemAllocNode as *mut c_void,
+        b"cuGraphAddNode" => cuGraphAddNode as *mut c_void,
+        b"cuGraphAddNode_v2" => cuGraphAddNode_v2 as *mut c_void,
+        b"cuMemAlloc" => cuMemAlloc as *mut c_void,
+        b"cuMemFree" => cuMemFree as *mut c_void,
+        b"cuMemAllocPitch" => cuMemAllocPitch as *mut c_void,
+        b"cuArrayCreate" => cuArrayCreate as *mut c_void,
+        b"cuArray3DCreate" => cuArray3DCreate as *mut c_void,
+        b"cuDeviceGetByPCIBusId" => cuDeviceGetByPCIBusId as *mut c_void,
+        b"cuDeviceTotalMem_v2" => cuDeviceTotalMem_v2 as *mut c_void,
+        b"cuDeviceTotalMem" => cuDeviceTotalMem as *mut c_void,
         _ => return None,
     })
 }

@@ -144,7 +144,9 @@ pub fn watch_fork(socket: std::os::fd::RawFd) {
         // SAFETY: registers a handler that only does async-signal-safe work.
         let r = unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
         if r != 0 {
-            crate::state::complain("cannot watch for fork(): a forked child may disturb its parent's tenant");
+            crate::state::complain(
+                "cannot watch for fork(): a forked child may disturb its parent's tenant",
+            );
         }
     });
 }

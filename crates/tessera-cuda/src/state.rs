@@ -101,6 +101,9 @@ pub enum Allocation {
     Handle(u64),
     /// An array (`cuArrayCreate`, `cuArray3DCreate`, destroyed by `cuArrayDestroy`).
     Array(u64),
+    /// A mipmapped array (`cuMipmappedArrayCreate`, destroyed by
+    /// `cuMipmappedArrayDestroy`).
+    Mipmapped(u64),
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -189,7 +192,9 @@ impl State {
                 Box::leak(Box::new(Mode::Managed(t)))
             }
             Ok(Mode::Unmanaged) | Err(_) => {
-                complain("this forked process could not become a tenant of its own; its CUDA calls run unmanaged");
+                complain(
+                    "this forked process could not become a tenant of its own; its CUDA calls run unmanaged",
+                );
                 &UNMANAGED
             }
         };
@@ -462,7 +467,10 @@ impl Tenant {
 
     /// A memory request on the memory connection, connecting (again) when needed: a
     /// control connection the daemon closed while it was idle is opened anew once.
-    fn desk<R>(&self, call: impl Fn(&mut Client) -> Result<R, ClientError>) -> Result<R, ClientError> {
+    fn desk<R>(
+        &self,
+        call: impl Fn(&mut Client) -> Result<R, ClientError>,
+    ) -> Result<R, ClientError> {
         let mut conn = self.memory.lock().map_err(|_| ClientError::Protocol("poisoned".into()))?;
         for attempt in 0..2 {
             if conn.is_none() {

@@ -19,6 +19,13 @@
  *                                        ("captured"), then launch the graph twice and
  *                                        synchronise ("replayed"); SYNC_IN_CAPTURE=1
  *                                        calls cuCtxSynchronize after the first launch
+ *        driver_app escapes MIB            the entry points a program could slip past a
+ *                                        tenant's limit or placement with: prints
+ *                                        "NAME RESULT" for each (legacy cuMemAlloc by
+ *                                        dlsym and by cuGetProcAddress version 3000, a
+ *                                        mipmapped array, a graph memory node, each
+ *                                        device by PCI bus id, cuDeviceTotalMem, a
+ *                                        legacy cuLaunchGrid)
  *        driver_app launch N MS [GRID BLOCK]
  *                                        N launches of a kernel busy for MS ms (GRID
  *                                        blocks of BLOCK threads; default 1 x 1), each
@@ -84,6 +91,67 @@ int main(int argc, char **argv) {
     printf("device %d\n", (int)dev);
     CHECK("context", retain(&ctx, dev));
     CHECK("current", set_current(ctx));
+    if (!strcmp(argv[1], "escapes")) {
+        typedef unsigned int ptr_v1;
+        CUresult (*alloc_v1)(ptr_v1 *, unsigned) = sym("cuMemAlloc");
+        CUresult (*free_v1)(ptr_v1) = sym("cuMemFree");
+        ptr_v1 p1 = 0;
+        CUresult r = alloc_v1(&p1, (unsigned)bytes);
+        printf("legacy_alloc %d\n", (int)r);
+        if (r == CUDA_SUCCESS) free_v1(p1);
+        void *fn = 0;
+        CUdriverProcAddressQueryResult found;
+        CHECK("getproc", getproc("cuMemAlloc", &fn, 3000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+        r = ((CUresult (*)(ptr_v1 *, unsigned))fn)(&p1, (unsigned)bytes);
+        printf("getproc_legacy_alloc %d\n", (int)r);
+        if (r == CUDA_SUCCESS) free_v1(p1);
+        CUresult (*mipmap)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned) = sym("cuMipmappedArrayCreate");
+        CUresult (*mipmap_destroy)(CUmipmappedArray) = sym("cuMipmappedArrayDestroy");
+        CUDA_ARRAY3D_DESCRIPTOR d3;
+        memset(&d3, 0, sizeof d3);
+        d3.Width = bytes / 4 / 256;
+        d3.Height = 256;
+        d3.Format = CU_AD_FORMAT_FLOAT;
+        d3.NumChannels = 1;
+        CUmipmappedArray mm;
+        r = mipmap(&mm, &d3, 4);
+        printf("mipmap %d\n", (int)r);
+        if (r == CUDA_SUCCESS) mipmap_destroy(mm);
+        CUresult (*graph_create)(CUgraph *, unsigned) = sym("cuGraphCreate");
+        CUresult (*mem_node)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *) =
+            sym("cuGraphAddMemAllocNode");
+        CUgraph graph;
+        CUgraphNode node;
+        CUDA_MEM_ALLOC_NODE_PARAMS np;
+        memset(&np, 0, sizeof np);
+        np.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        np.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        np.poolProps.location.id = (int)dev;
+        np.bytesize = bytes;
+        CHECK("graph", graph_create(&graph, 0));
+        printf("memnode %d\n", (int)mem_node(&node, graph, 0, 0, &np));
+        CUresult (*by_bus)(CUdevice *, const char *) = sym("cuDeviceGetByPCIBusId");
+        for (int i = 0; i < 2; i++) {
+            char bus[32];
+            CUdevice found_dev = -1;
+            snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x10 + i);
+            r = by_bus(&found_dev, bus);
+            printf("pcibus %d %d\n", i, (int)r);
+        }
+        CUresult (*total)(size_t *, CUdevice) = sym("cuDeviceTotalMem_v2");
+        size_t t = 0;
+        CHECK("totalmem", total(&t, dev));
+        printf("totalmem %zu\n", t);
+        static const char ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"
+                                  ".visible .entry tessera_noop()\n{\n    ret;\n}\n";
+        CUresult (*grid)(CUfunction, int, int) = sym("cuLaunchGrid");
+        CUmodule module;
+        CUfunction noop;
+        CHECK("module", load(&module, ptx));
+        CHECK("function", function(&noop, module, "tessera_noop"));
+        printf("launchgrid %d\n", (int)grid(noop, 1, 1));
+        return 0;
+    }
     if (!strcmp(argv[1], "capture")) {
         static const char ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"
                                   ".visible .entry tessera_spin(.param .u64 ns)\n{\n    ret;\n}\n";

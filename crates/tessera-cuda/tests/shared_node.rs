@@ -88,7 +88,14 @@ while len(reply) < n: reply += c.recv(n - len(reply))
 print(reply.decode())
 "#;
     let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            script,
+        ])
         .arg(&s.socket)
         .arg(json)
         .output()
@@ -154,7 +161,11 @@ fn a_forked_child_becomes_its_own_tenant() {
         let _ = std::io::Read::read_to_string(app.stdout.as_mut().unwrap(), &mut out);
         assert_eq!(code, 0, "run {run}: {out}{}", stderr_of(&mut app));
         assert!(out.contains("child 0"), "run {run}: the child finished its launches: {out}");
-        assert_eq!(out.lines().filter(|l| l.starts_with("launch ")).count(), 23, "run {run}: {out}");
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("launch ")).count(),
+            23,
+            "run {run}: {out}"
+        );
     }
     // six processes, six tenants: each child registered anew
     let tenants: std::collections::BTreeSet<String> = s
@@ -209,8 +220,10 @@ fn each_context_is_reserved_its_memory() {
     let (code, out, err) = run(s.app(&["alloc", "900", "0"], &no_wait));
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("error alloc 2"), "{out}");
-    let (code, out, err) =
-        run(s.app(&["alloc", "500", "0"], &[("TESSERA_MEMORY_WAIT", "none"), ("TESSERA_MEMORY", "512MiB")]));
+    let (code, out, err) = run(s.app(
+        &["alloc", "500", "0"],
+        &[("TESSERA_MEMORY_WAIT", "none"), ("TESSERA_MEMORY", "512MiB")],
+    ));
     assert_eq!(code, 0, "the context is not charged to the limit: {out}{err}");
     assert!(s.log().contains("context on 0: 209715200 reserved"), "{}", s.log());
 }
@@ -268,4 +281,52 @@ fn a_waiter_is_never_refused_for_memory_in_a_lease() {
     assert_eq!(code, 0, "{out}{err}");
     // the idle program, asked nothing, still runs
     assert!(idle.try_wait().unwrap().is_none());
+}
+
+/// No entry point escapes: under a 256 MiB limit on the one GPU it was placed on, a
+/// program's 300 MiB through legacy `cuMemAlloc` (by `dlsym`, and by `cuGetProcAddress`
+/// with version 3000) and through a mipmapped array are refused with
+/// CUDA_ERROR_OUT_OF_MEMORY; a graph memory node is refused (not governed:
+/// CUDA_ERROR_NOT_SUPPORTED, with one line); the hidden GPU is not found by its PCI bus
+/// id (CUDA_ERROR_INVALID_DEVICE); `cuDeviceTotalMem` reports the limit, as
+/// `cuMemGetInfo` does; and a legacy `cuLaunchGrid` passes the launch gate. Before,
+/// every one of them reached the driver as if the program were alone.
+#[test]
+fn no_entry_point_escapes_the_interposer() {
+    let Some(s) = setup("escapes", 2) else { return };
+    let limit = [("TESSERA_MEMORY", "256MiB"), ("TESSERA_MEMORY_WAIT", "none")];
+    let (code, out, err) = run(s.app(&["escapes", "300"], &limit));
+    assert_eq!(code, 0, "{out}{err}");
+    let placed: i32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("device "))
+        .and_then(|d| d.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    let hidden = 1 - placed;
+    for want in [
+        "legacy_alloc 2".to_string(),
+        "getproc_legacy_alloc 2".to_string(),
+        "mipmap 2".to_string(),
+        "memnode 801".to_string(),
+        format!("pcibus {placed} 0"),
+        format!("pcibus {hidden} 101"),
+        "totalmem 268435456".to_string(),
+        "launchgrid 0".to_string(),
+    ] {
+        assert!(out.lines().any(|l| l == want), "{want:?} in {out}");
+    }
+    assert_eq!(
+        err.lines().filter(|l| l.contains("cuGraphAddMemAllocNode is refused")).count(),
+        1,
+        "{err}"
+    );
+    let log = s.log();
+    assert!(log.contains("getproc cuMemAlloc 3000 0 -> hook cuMemAlloc"), "{log}");
+    // the legacy launch took a slice of the gate (ended as done when the program exited)
+    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while control.status().unwrap().totals.batch_done < 1 {
+        assert!(Instant::now() < deadline, "{:?}", control.status().unwrap().totals);
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -199,6 +199,16 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
     snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
     return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId) {
+    NEED_INIT();
+    unsigned domain, bus, slot, fn;
+    if (!dev || !pciBusId || sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &slot, &fn) != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    int d = (int)bus - 0x10;
+    if (domain || slot || fn || d < 0 || d >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    *dev = d;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     NEED_INIT();
     if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
@@ -365,6 +375,59 @@ CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIP
     return r;
 }
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr);
+CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                        unsigned int numMipmapLevels) {
+    if (!pHandle || !d) return CUDA_ERROR_INVALID_VALUE;
+    size_t n = 0;
+    for (unsigned l = 0; l < numMipmapLevels && l < 64; l++) {
+        size_t w = d->Width >> l, h = (d->Height ? d->Height : 1) >> l, z = (d->Depth ? d->Depth : 1) >> l;
+        n += (w ? w : 1) * (h ? h : 1) * (z ? z : 1) * element_bytes(d->Format) * d->NumChannels;
+    }
+    CUdeviceptr p;
+    CUresult r = alloc(&p, n, "cuMipmappedArrayCreate");
+    if (r == CUDA_SUCCESS) *pHandle = (CUmipmappedArray)(uintptr_t)p;
+    return r;
+}
+CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray h) { return cuMemFree_v2((CUdeviceptr)(uintptr_t)h); }
+
+/* The legacy (CUDA 3.1) 32-bit ABI: a v1 device pointer is a token standing for one of
+ * the fake's 64-bit allocations (its "device" memory is host memory, above 4 GiB). */
+#define MAX_V1 256
+#define V1_BASE 0x10000000u
+static CUdeviceptr v1_allocs[MAX_V1];
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+    if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p;
+    CUresult r = alloc(&p, bytesize, "cuMemAlloc");
+    if (r != CUDA_SUCCESS) return r;
+    pthread_mutex_lock(&books);
+    int slot = -1;
+    for (int i = 0; i < MAX_V1; i++) if (!v1_allocs[i]) { slot = i; v1_allocs[i] = p; break; }
+    pthread_mutex_unlock(&books);
+    if (slot < 0) { cuMemFree_v2(p); return CUDA_ERROR_OUT_OF_MEMORY; }
+    *dptr = V1_BASE + (unsigned)slot * 0x10000u;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr) {
+    unsigned slot = (dptr - V1_BASE) / 0x10000u;
+    if (dptr < V1_BASE || slot >= MAX_V1 || !v1_allocs[slot]) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuMemFree_v2(v1_allocs[slot]);
+    if (r == CUDA_SUCCESS) v1_allocs[slot] = 0;
+    return r;
+}
+CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height,
+                                 unsigned int ElementSizeBytes) {
+    (void)ElementSizeBytes;
+    if (!pPitch) return CUDA_ERROR_INVALID_VALUE;
+    *pPitch = (WidthInBytes + 511u) / 512u * 512u;
+    return cuMemAlloc(dptr, *pPitch * Height);
+}
+CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+    size_t b;
+    CUresult r = cuDeviceTotalMem_v2(&b, dev);
+    if (r == CUDA_SUCCESS) *bytes = b > 0xffffffffu ? 0xffffffffu : (unsigned int)b;
+    return r;
+}
 CUresult CUDAAPI cuArrayDestroy(CUarray hArray) { return cuMemFree_v2((CUdeviceptr)(uintptr_t)hArray); }
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) { return cuMemFree_v2((CUdeviceptr)handle); }
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
@@ -653,6 +716,60 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) { free(hGraph); return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+    (void)flags;
+    NEED_INIT();
+    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
+    struct graph *g = calloc(1, sizeof *g);
+    if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+/* nodes are accepted and not modelled (a memory node's allocation is not made) */
+static CUgraphNode node_token(void) {
+    static char nodes[1024];
+    static int next;
+    return (CUgraphNode)&nodes[__atomic_fetch_add(&next, 1, __ATOMIC_SEQ_CST) % 1024];
+}
+CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                        size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+    (void)dependencies; (void)numDependencies;
+    if (!phGraphNode || !hGraph || !nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    *phGraphNode = node_token();
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                   CUgraphNodeParams *nodeParams) {
+    (void)dependencies; (void)dependencyData; (void)numDependencies;
+    if (!phGraphNode || !hGraph || !nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    *phGraphNode = node_token();
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                size_t numDependencies, CUgraphNodeParams *nodeParams) {
+    return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, 0, numDependencies, nodeParams);
+}
+/* the legacy launches: the parameters were set by cuParamSet*, which the fake does not
+ * keep, so the kernel does nothing; the function is checked */
+CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream) {
+    (void)grid_width; (void)grid_height;
+    NEED_CTX();
+    const struct fn *fn = function(f);
+    if (!fn || fn->dev != dev_of_current() || !stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    log_call("legacy launch on %d", dev_of_current());
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
+    return cuLaunchGridAsync(f, grid_width, grid_height, 0);
+}
+CUresult CUDAAPI cuLaunch(CUfunction f) { return cuLaunchGridAsync(f, 1, 1, 0); }
+CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices,
+                                                      unsigned int flags) {
+    (void)flags;
+    if (!launchParamsList || !numDevices) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) { free(hGraphExec); return CUDA_SUCCESS; }
 
 /* The per-thread-default-stream variants (what cuGetProcAddress answers for
@@ -733,7 +850,10 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuLaunchCooperativeKernel), E(cuLaunchCooperativeKernel_ptsz), E(cuGraphLaunch), E(cuGraphLaunch_ptsz),
     E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_ptsz), E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz),
     E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz), E(cuGraphInstantiateWithFlags), E(cuGraphDestroy),
-    E(cuGraphExecDestroy), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+    E(cuGraphExecDestroy), E(cuGraphCreate), E(cuGraphAddMemAllocNode), E(cuGraphAddNode), E(cuGraphAddNode_v2),
+    E(cuMemAlloc), E(cuMemFree), E(cuMemAllocPitch), E(cuDeviceTotalMem), E(cuDeviceGetByPCIBusId),
+    E(cuMipmappedArrayCreate), E(cuMipmappedArrayDestroy), E(cuLaunch), E(cuLaunchGrid), E(cuLaunchGridAsync),
+    E(cuLaunchCooperativeKernelMultiDevice), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
 };
 static void *lookup(const char *name) {
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)

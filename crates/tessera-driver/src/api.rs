@@ -175,6 +175,26 @@ driver_api! {
     fn cuGraphLaunch(graph: CUgraphExec, stream: CUstream);
     /// `cuStreamQuery`.
     fn cuStreamQuery(stream: CUstream);
+    /// `cuLaunch` (legacy: block shape from `cuFuncSetBlockShape`).
+    fn cuLaunch(f: CUfunction);
+    /// `cuLaunchGrid` (legacy).
+    fn cuLaunchGrid(f: CUfunction, width: c_int, height: c_int);
+    /// `cuLaunchGridAsync` (legacy).
+    fn cuLaunchGridAsync(f: CUfunction, width: c_int, height: c_int, stream: CUstream);
+    /// `cuLaunchCooperativeKernelMultiDevice` (deprecated).
+    fn cuLaunchCooperativeKernelMultiDevice(params: *mut CUDA_LAUNCH_PARAMS, devices: c_uint, flags: c_uint);
+    /// `cuMipmappedArrayCreate`.
+    fn cuMipmappedArrayCreate(array: *mut CUmipmappedArray, desc: *const CUDA_ARRAY3D_DESCRIPTOR, levels: c_uint);
+    /// `cuMipmappedArrayDestroy`.
+    fn cuMipmappedArrayDestroy(array: CUmipmappedArray);
+    /// `cuGraphAddMemAllocNode`.
+    fn cuGraphAddMemAllocNode(node: *mut CUgraphNode, graph: CUgraph, dependencies: *const CUgraphNode, count: usize, params: *mut CUDA_MEM_ALLOC_NODE_PARAMS);
+    /// `cuGraphAddNode`.
+    fn cuGraphAddNode(node: *mut CUgraphNode, graph: CUgraph, dependencies: *const CUgraphNode, count: usize, params: *mut CUgraphNodeParams);
+    /// `cuGraphAddNode_v2`.
+    fn cuGraphAddNode_v2(node: *mut CUgraphNode, graph: CUgraph, dependencies: *const CUgraphNode, edges: *const CUgraphEdgeData, count: usize, params: *mut CUgraphNodeParams);
+    /// `cuDeviceGetByPCIBusId`.
+    fn cuDeviceGetByPCIBusId(device: *mut CUdevice, bus_id: *const c_char);
     /// `cuStreamBeginCapture_v2`.
     fn cuStreamBeginCapture_v2(stream: CUstream, mode: CUstreamCaptureMode);
     /// `cuStreamBeginCaptureToGraph`.

@@ -47,9 +47,7 @@ pub(crate) fn would_deadlock(state: &State, client: u64, gpu: u32, bytes: u64) -
     }
     loop {
         let able = wants.iter().find_map(|(c, asks)| {
-            asks.iter()
-                .all(|(g, b)| free.get(*g as usize).is_some_and(|f| f >= b))
-                .then_some(*c)
+            asks.iter().all(|(g, b)| free.get(*g as usize).is_some_and(|f| f >= b)).then_some(*c)
         });
         let Some(c) = able else { break };
         wants.remove(&c);

@@ -758,8 +758,7 @@ impl Ledger {
                     if wait == Wait::NoWait {
                         return Err(LedgerError::NotAvailableNow { gpu, requested: bytes });
                     }
-                    if let Some(holders) =
-                        crate::deadlock::would_deadlock(&l.state, me, gpu, bytes)
+                    if let Some(holders) = crate::deadlock::would_deadlock(&l.state, me, gpu, bytes)
                     {
                         return Err(LedgerError::WouldDeadlock { gpu, requested: bytes, holders });
                     }

@@ -15,7 +15,10 @@ fn the_readmes_try_command_runs_a_c_program_under_tessera() {
     }
     let bin = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap().to_path_buf();
     if !bin.join("libtessera_cuda.so").is_file() {
-        eprintln!("SKIPPED: {} has no libtessera_cuda.so (run the workspace's tests)", bin.display());
+        eprintln!(
+            "SKIPPED: {} has no libtessera_cuda.so (run the workspace's tests)",
+            bin.display()
+        );
         return;
     }
     let dir =

@@ -193,14 +193,13 @@ impl MemoryDesk {
     }
 
     /// The tenant, if it is open and of `uid`.
-    fn tenant_of(&self, uid: u32, tenant: u64) -> Result<Arc<TenantMemory>, Reply> {
+    fn tenant_of(&self, uid: u32, tenant: u64) -> Result<Arc<TenantMemory>, (ErrorCode, String)> {
         match self.tenants().get(&tenant) {
             Some(t) if t.uid == uid => Ok(t.clone()),
-            Some(_) => Err(refused(
-                ErrorCode::Forbidden,
-                format!("tenant {tenant} belongs to another user"),
-            )),
-            None => Err(refused(ErrorCode::UnknownTenant, format!("no open tenant {tenant}"))),
+            Some(_) => {
+                Err((ErrorCode::Forbidden, format!("tenant {tenant} belongs to another user")))
+            }
+            None => Err((ErrorCode::UnknownTenant, format!("no open tenant {tenant}"))),
         }
     }
 
@@ -211,7 +210,7 @@ impl MemoryDesk {
             | Request::Unreserve { tenant, .. }
             | Request::MemoryInfo { tenant, .. } => match self.tenant_of(uid, *tenant) {
                 Ok(t) => (*tenant, t),
-                Err(reply) => return reply,
+                Err((code, message)) => return refused(code, message),
             },
             _ => return refused(ErrorCode::BadRequest, "not a memory request"),
         };
@@ -243,8 +242,11 @@ impl MemoryDesk {
                 }
                 match granted {
                     Ok(()) => {
-                        *t.held.lock().unwrap_or_else(|p| p.into_inner()).entry(gpu).or_default() +=
-                            bytes;
+                        *t.held
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .entry(gpu)
+                            .or_default() += bytes;
                         Reply::Reserved { gpu, bytes }
                     }
                     Err(e) => ledger_refusal(tenant, e),
@@ -287,10 +289,14 @@ impl MemoryDesk {
                 }
             }
             Request::MemoryInfo { gpu, .. } => match t.limit {
-                Some(limit) => Reply::Memory { free: limit.saturating_sub(t.held_total()), total: limit },
+                Some(limit) => {
+                    Reply::Memory { free: limit.saturating_sub(t.held_total()), total: limit }
+                }
                 None => match ledger.status() {
                     Ok(s) => match s.gpus.get(gpu as usize) {
-                        Some(g) => Reply::Memory { free: g.total.saturating_sub(g.used), total: g.total },
+                        Some(g) => {
+                            Reply::Memory { free: g.total.saturating_sub(g.used), total: g.total }
+                        }
                         None => refused(ErrorCode::BadRequest, format!("no GPU {gpu}")),
                     },
                     Err(e) => refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}")),
