@@ -330,3 +330,49 @@ fn no_entry_point_escapes_the_interposer() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The list of entry points (docs/interposer-entry-points.md) is NVIDIA's `cuda.h` as
+/// it is: regenerated from the header the tests fetch and the symbols the interposer
+/// exports, it must equal the committed one, every entry point that allocates, launches
+/// or names a device must say what the interposer does with it, and every name that
+/// looks like it takes resources or does work must be classified — so a new header
+/// that adds one fails here until the list covers it. `TESSERA_BLESS=1` rewrites it.
+#[test]
+fn the_entry_point_list_covers_cuda_h() {
+    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
+        Ok(a) => a,
+        Err(why) => {
+            eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
+            return;
+        }
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let library = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");
+    let generated =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("entry-points-{}.md", std::process::id()));
+    let out = std::process::Command::new("python3")
+        .arg(root.join("scripts/cuda_entry_points.py"))
+        .arg("--header")
+        .arg(artifacts.join("include/cuda.h"))
+        .arg("--interposer")
+        .arg(&library)
+        .arg("--markdown")
+        .arg(&generated)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let fresh = std::fs::read_to_string(&generated).unwrap_or_default();
+    let _ = std::fs::remove_file(&generated);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let committed_path = root.join("docs/interposer-entry-points.md");
+    if std::env::var_os("TESSERA_BLESS").is_some() {
+        std::fs::write(&committed_path, &fresh).unwrap();
+    }
+    let committed = std::fs::read_to_string(&committed_path).unwrap_or_default();
+    assert!(
+        committed == fresh,
+        "{} is not what cuda.h and the interposer say now: rerun with TESSERA_BLESS=1 and review the diff",
+        committed_path.display()
+    );
+    assert!(!fresh.contains("NOT COVERED") && fresh.lines().count() > 100, "{fresh}");
+}
