@@ -314,6 +314,7 @@ HOOKED = [
     (r"cuDeviceGetCount|cuDeviceGet|cuDeviceGetByPCIBusId", None, "governed: only the GPUs the daemon placed the program on"),
     (r"cuDeviceTotalMem|cuMemGetInfo", None, "governed: the tenant's limit (or the GPU's memory the ledger has not granted)"),
     (r"cuDevicePrimaryCtxRetain", None, "governed: the context's memory (the daemon's context_mib) reserved on that GPU"),
+    (r"cuMulticastCreate", None, "refused for a tenant: multicast objects take memory outside the ledger (CUDA_ERROR_NOT_SUPPORTED and one line)"),
     (r"cuModuleLoadData", None, "passes to the driver (the image kept for migration); code and globals are not counted"),
 ]
 
@@ -329,7 +330,6 @@ PASSES = [
     (r"cuGraphAddMemFreeNode", "passes through: frees what a memory node (refused) would have allocated"),
     (r"cuGraphUpload", "passes through: uploads a graph; the graph's launch is gated"),
     (r"cu(Tex|Surf)Object(Create|Destroy)", "passes through: a descriptor, no allocation of its own"),
-    (r"cuMulticastCreate", "passes through, NOT governed: multicast objects (NVLink) are not counted"),
     (r"cuCtxSetLimit", "passes through, NOT governed: stack, heap and printf limits take context memory beyond context_mib"),
 ]
 DEVICE_FALLBACK = ("passes through: acts on a device the program names; it is handed only its "

@@ -24,8 +24,8 @@ use tessera_driver::sys::{
     CUarray, CUcontext, CUdevice, CUdeviceptr, CUdriverProcAddressQueryResult, CUfunction,
     CUfunction_attribute, CUgraph, CUgraphEdgeData, CUgraphExec, CUgraphNode, CUgraphNodeParams,
     CUgraphNodeType, CUlaunchConfig, CUmemAllocationProp, CUmemGenericAllocationHandle,
-    CUmemLocationType, CUmemoryPool, CUmipmappedArray, CUmodule, CUstream, CUstreamCaptureMode,
-    cuuint64_t,
+    CUmemLocationType, CUmemoryPool, CUmipmappedArray, CUmodule, CUmulticastObjectProp, CUstream,
+    CUstreamCaptureMode, cuuint64_t,
 };
 use tessera_driver::{CuResult, DriverApi, status};
 
@@ -79,6 +79,7 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuGraphAddNode: Some(cuGraphAddNode),
         cuGraphAddNode_v2: Some(cuGraphAddNode_v2),
         cuDeviceGetByPCIBusId: Some(cuDeviceGetByPCIBusId),
+        cuMulticastCreate: Some(cuMulticastCreate),
         cuDeviceTotalMem_v2: Some(cuDeviceTotalMem_v2),
         ..DriverApi::default()
     }
@@ -702,6 +703,42 @@ pub extern "C" fn cuGraphAddNode_v2(
     })
 }
 
+/// `cuMulticastCreate`: refused for tenants — a multicast object's memory is not
+/// counted by the ledger.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMulticastCreate(
+    handle: *mut CUmemGenericAllocationHandle,
+    prop: *const CUmulticastObjectProp,
+) -> CuResult {
+    guarded("cuMulticastCreate", || match state().tenant() {
+        Some(_) => refuse_ungoverned(
+            "cuMulticastCreate",
+            "multicast objects take memory outside tessera's memory ledger",
+        ),
+        None => real!(cuMulticastCreate(handle, prop)),
+    })
+}
+
+/// Legacy `cuMemGetInfo` (32-bit sizes): the tenant's share, as `cuMemGetInfo_v2`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemGetInfo(free: *mut c_uint, total: *mut c_uint) -> CuResult {
+    guarded("cuMemGetInfo (legacy)", || {
+        let (mut f, mut t) = (0usize, 0usize);
+        let r = cuMemGetInfo_v2(&mut f, &mut t);
+        if r == status::SUCCESS {
+            if free.is_null() || total.is_null() {
+                return status::INVALID_VALUE;
+            }
+            // SAFETY: both checked non-null; the caller's output words.
+            unsafe {
+                *free = u32::try_from(f).unwrap_or(u32::MAX);
+                *total = u32::try_from(t).unwrap_or(u32::MAX);
+            }
+        }
+        r
+    })
+}
+
 /// The legacy (CUDA 3.1, 32-bit) ABI's device pointer, `CUdeviceptr_v1`.
 type DevicePtrV1 = c_uint;
 
@@ -1263,6 +1300,8 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuDeviceGetByPCIBusId" => cuDeviceGetByPCIBusId as *mut c_void,
         b"cuDeviceTotalMem_v2" => cuDeviceTotalMem_v2 as *mut c_void,
         b"cuDeviceTotalMem" => cuDeviceTotalMem as *mut c_void,
+        b"cuMulticastCreate" => cuMulticastCreate as *mut c_void,
+        b"cuMemGetInfo" => cuMemGetInfo as *mut c_void,
         _ => return None,
     })
 }

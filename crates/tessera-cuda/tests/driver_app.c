@@ -138,6 +138,10 @@ int main(int argc, char **argv) {
             r = by_bus(&found_dev, bus);
             printf("pcibus %d %d\n", i, (int)r);
         }
+        CUresult (*info_v1)(unsigned *, unsigned *) = sym("cuMemGetInfo");
+        unsigned f1 = 0, t1 = 0;
+        CHECK("meminfo_v1", info_v1(&f1, &t1));
+        printf("legacy_meminfo %u %u\n", f1, t1);
         CUresult (*total)(size_t *, CUdevice) = sym("cuDeviceTotalMem_v2");
         size_t t = 0;
         CHECK("totalmem", total(&t, dev));

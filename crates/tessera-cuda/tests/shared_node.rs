@@ -311,6 +311,7 @@ fn no_entry_point_escapes_the_interposer() {
         format!("pcibus {placed} 0"),
         format!("pcibus {hidden} 101"),
         "totalmem 268435456".to_string(),
+        "legacy_meminfo 268435456 268435456".to_string(),
         "launchgrid 0".to_string(),
     ] {
         assert!(out.lines().any(|l| l == want), "{want:?} in {out}");
@@ -348,8 +349,8 @@ fn the_entry_point_list_covers_cuda_h() {
     };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let library = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");
-    let generated =
-        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("entry-points-{}.md", std::process::id()));
+    let generated = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("entry-points-{}.md", std::process::id()));
     let out = std::process::Command::new("python3")
         .arg(root.join("scripts/cuda_entry_points.py"))
         .arg("--header")

@@ -422,6 +422,20 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, uns
     *pPitch = (WidthInBytes + 511u) / 512u * 512u;
     return cuMemAlloc(dptr, *pPitch * Height);
 }
+CUresult CUDAAPI cuMemGetInfo(unsigned int *free_bytes, unsigned int *total) {
+    size_t f, t;
+    CUresult r = cuMemGetInfo_v2(&f, &t);
+    if (r == CUDA_SUCCESS) {
+        *free_bytes = f > 0xffffffffu ? 0xffffffffu : (unsigned int)f;
+        *total = t > 0xffffffffu ? 0xffffffffu : (unsigned int)t;
+    }
+    return r;
+}
+/* multicast objects are not modelled: refused as on a GPU without NVLink multicast */
+CUresult CUDAAPI cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const CUmulticastObjectProp *prop) {
+    (void)mcHandle; (void)prop;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
 CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
     size_t b;
     CUresult r = cuDeviceTotalMem_v2(&b, dev);
@@ -853,7 +867,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuGraphExecDestroy), E(cuGraphCreate), E(cuGraphAddMemAllocNode), E(cuGraphAddNode), E(cuGraphAddNode_v2),
     E(cuMemAlloc), E(cuMemFree), E(cuMemAllocPitch), E(cuDeviceTotalMem), E(cuDeviceGetByPCIBusId),
     E(cuMipmappedArrayCreate), E(cuMipmappedArrayDestroy), E(cuLaunch), E(cuLaunchGrid), E(cuLaunchGridAsync),
-    E(cuLaunchCooperativeKernelMultiDevice), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+    E(cuLaunchCooperativeKernelMultiDevice), E(cuMemGetInfo), E(cuMulticastCreate), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
 };
 static void *lookup(const char *name) {
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)

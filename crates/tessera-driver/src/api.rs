@@ -193,6 +193,8 @@ driver_api! {
     fn cuGraphAddNode(node: *mut CUgraphNode, graph: CUgraph, dependencies: *const CUgraphNode, count: usize, params: *mut CUgraphNodeParams);
     /// `cuGraphAddNode_v2`.
     fn cuGraphAddNode_v2(node: *mut CUgraphNode, graph: CUgraph, dependencies: *const CUgraphNode, edges: *const CUgraphEdgeData, count: usize, params: *mut CUgraphNodeParams);
+    /// `cuMulticastCreate`.
+    fn cuMulticastCreate(handle: *mut CUmemGenericAllocationHandle, prop: *const CUmulticastObjectProp);
     /// `cuDeviceGetByPCIBusId`.
     fn cuDeviceGetByPCIBusId(device: *mut CUdevice, bus_id: *const c_char);
     /// `cuStreamBeginCapture_v2`.
