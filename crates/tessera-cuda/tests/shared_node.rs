@@ -259,9 +259,15 @@ fn stream_capture_is_not_invalidated_by_the_gate() {
     let log = s.log();
     assert!(log.contains("capture ended"), "the interposer saw the captures end: {log}");
     // the graphs' launches took slices of the gate (one per program, ended at its exit)
+    slices_done(&s, 3);
+}
+
+/// Wait (at most 5 s) until the daemon counts `n` slices done; panic with its totals
+/// if it does not.
+fn slices_done(s: &Setup, n: u64) {
     let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while control.status().unwrap().totals.batch_done < 3 {
+    while control.status().unwrap().totals.batch_done < n {
         assert!(Instant::now() < deadline, "{:?}", control.status().unwrap().totals);
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -324,12 +330,7 @@ fn no_entry_point_escapes_the_interposer() {
     let log = s.log();
     assert!(log.contains("getproc cuMemAlloc 3000 0 -> hook cuMemAlloc"), "{log}");
     // the legacy launch took a slice of the gate (ended as done when the program exited)
-    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while control.status().unwrap().totals.batch_done < 1 {
-        assert!(Instant::now() < deadline, "{:?}", control.status().unwrap().totals);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    slices_done(&s, 1);
 }
 
 /// The list of entry points (docs/interposer-entry-points.md) is NVIDIA's `cuda.h` as
