@@ -182,6 +182,11 @@ fn refused(reply: Reply) -> ClientError {
     }
 }
 
+/// A memory request's wait on the wire: milliseconds, none for ever.
+fn wait_ms(wait: Option<Duration>) -> Option<u64> {
+    wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX))
+}
+
 impl Client {
     /// Connect to the daemon at `socket` and open the shared rings.
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
@@ -325,7 +330,7 @@ impl Client {
         wait: Option<Duration>,
         lease: bool,
     ) -> Result<(), ClientError> {
-        let wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+        let wait_ms = wait_ms(wait);
         match self.call(&Request::Reserve { tenant, gpu, bytes, wait_ms, lease })? {
             Reply::Reserved { .. } => Ok(()),
             other => Err(refused(other)),
@@ -339,7 +344,7 @@ impl Client {
         gpu: u32,
         wait: Option<Duration>,
     ) -> Result<u64, ClientError> {
-        let wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+        let wait_ms = wait_ms(wait);
         match self.call(&Request::ReserveContext { tenant, gpu, wait_ms })? {
             Reply::Reserved { bytes, .. } => Ok(bytes),
             other => Err(refused(other)),

@@ -652,13 +652,19 @@ pub extern "C" fn cuGraphAddMemAllocNode(
     })
 }
 
-/// Whether graph node parameters describe a memory allocation node (read as an
-/// integer: the program's bytes need not be a valid enum value).
-fn is_mem_alloc_node(params: *const CUgraphNodeParams) -> bool {
+/// The refusal of a memory allocation node for a tenant (`params` read as an integer
+/// type: the program's bytes need not be a valid enum value); `None` for anything else.
+fn refused_node(params: *const CUgraphNodeParams) -> Option<CuResult> {
     // SAFETY: non-null checked; the node type is the struct's first field.
-    !params.is_null()
+    let mem_alloc = !params.is_null()
         && unsafe { std::ptr::addr_of!((*params).type_).cast::<u32>().read_unaligned() }
-            == CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_ALLOC as u32
+            == CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_ALLOC as u32;
+    (mem_alloc && state().tenant().is_some()).then(|| {
+        refuse_ungoverned(
+            "cuGraphAddNode (memory allocation node)",
+            "graph memory nodes allocate outside tessera's memory ledger",
+        )
+    })
 }
 
 /// `cuGraphAddNode`: memory allocation nodes refused for tenants, as
@@ -672,11 +678,8 @@ pub extern "C" fn cuGraphAddNode(
     params: *mut CUgraphNodeParams,
 ) -> CuResult {
     guarded("cuGraphAddNode", || {
-        if state().tenant().is_some() && is_mem_alloc_node(params) {
-            return refuse_ungoverned(
-                "cuGraphAddNode (memory allocation node)",
-                "graph memory nodes allocate outside tessera's memory ledger",
-            );
+        if let Some(refused) = refused_node(params) {
+            return refused;
         }
         real!(cuGraphAddNode(node, graph, dependencies, count, params))
     })
@@ -693,11 +696,8 @@ pub extern "C" fn cuGraphAddNode_v2(
     params: *mut CUgraphNodeParams,
 ) -> CuResult {
     guarded("cuGraphAddNode_v2", || {
-        if state().tenant().is_some() && is_mem_alloc_node(params) {
-            return refuse_ungoverned(
-                "cuGraphAddNode (memory allocation node)",
-                "graph memory nodes allocate outside tessera's memory ledger",
-            );
+        if let Some(refused) = refused_node(params) {
+            return refused;
         }
         real!(cuGraphAddNode_v2(node, graph, dependencies, edges, count, params))
     })
@@ -853,23 +853,19 @@ pub extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, device: CUdevice) -> Cu
     })
 }
 
-/// Legacy `cuDeviceTotalMem` (a 32-bit size): likewise.
+/// Legacy `cuDeviceTotalMem` (a 32-bit size): what `cuDeviceTotalMem_v2` reports,
+/// narrowed.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuDeviceTotalMem(bytes: *mut c_uint, device: CUdevice) -> CuResult {
-    type Real = unsafe extern "C" fn(*mut c_uint, CUdevice) -> CuResult;
-    static REAL: OnceLock<Option<usize>> = OnceLock::new();
     guarded("cuDeviceTotalMem (legacy)", || {
-        let r = match variant(&REAL, "cuDeviceTotalMem") {
-            // SAFETY: the driver's own legacy entry point, whose C signature is Real.
-            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)(bytes, device) },
-            None => status::NOT_FOUND,
-        };
-        if r == status::SUCCESS
-            && !bytes.is_null()
-            && let Some(limit) = state().tenant().and_then(|t| t.limit)
-        {
-            // SAFETY: checked non-null; the real call just wrote it.
-            unsafe { *bytes = (*bytes).min(u32::try_from(limit).unwrap_or(u32::MAX)) };
+        if bytes.is_null() {
+            return status::INVALID_VALUE;
+        }
+        let mut total = 0usize;
+        let r = cuDeviceTotalMem_v2(&mut total, device);
+        if r == status::SUCCESS {
+            // SAFETY: checked non-null; the caller's output word.
+            unsafe { *bytes = u32::try_from(total).unwrap_or(u32::MAX) };
         }
         r
     })
@@ -1122,20 +1118,26 @@ pub(crate) mod capture {
     }
 }
 
+/// Begin a capture on the program's `stream` with `begin` (on the real stream), and
+/// note it if the driver did.
+fn begin_capture(stream: CUstream, begin: impl FnOnce(CUstream) -> CuResult) -> CuResult {
+    let s = match migration().real_stream(stream) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let r = begin(s);
+    if r == status::SUCCESS {
+        capture::began(s);
+    }
+    r
+}
+
 /// `cuStreamBeginCapture_v2`: noted, so that launches into the stream are recorded
 /// without the gate.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuStreamBeginCapture_v2(stream: CUstream, mode: CUstreamCaptureMode) -> CuResult {
     guarded("cuStreamBeginCapture", || {
-        let s = match migration().real_stream(stream) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        let r = real!(cuStreamBeginCapture_v2(s, mode));
-        if r == status::SUCCESS {
-            capture::began(s);
-        }
-        r
+        begin_capture(stream, |s| real!(cuStreamBeginCapture_v2(s, mode)))
     })
 }
 
@@ -1150,15 +1152,9 @@ pub extern "C" fn cuStreamBeginCaptureToGraph(
     mode: CUstreamCaptureMode,
 ) -> CuResult {
     guarded("cuStreamBeginCaptureToGraph", || {
-        let s = match migration().real_stream(stream) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        let r = real!(cuStreamBeginCaptureToGraph(s, graph, dependencies, edges, count, mode));
-        if r == status::SUCCESS {
-            capture::began(s);
-        }
-        r
+        begin_capture(stream, |s| {
+            real!(cuStreamBeginCaptureToGraph(s, graph, dependencies, edges, count, mode))
+        })
     })
 }
 

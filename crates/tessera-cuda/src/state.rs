@@ -77,9 +77,8 @@ pub struct Tenant {
     pub placed: Vec<i32>,
     /// How long a reservation waits for memory (`None`: for ever).
     wait: Option<Duration>,
-    /// GPUs whose context memory the daemon reserved for this process (the set, and
-    /// the same as bits for the allocation path's one load).
-    contexts: Mutex<std::collections::HashSet<u32>>,
+    /// GPUs (bit i: GPU i) whose context memory the daemon reserved for this process;
+    /// the allocation path's one load.
     contexts_done: AtomicU64,
     book: Mutex<Book>,
 }
@@ -294,7 +293,6 @@ impl State {
             measured_ns: AtomicU64::new(0),
             socket: config.socket.clone(),
             memory: Mutex::new(None),
-            contexts: Mutex::new(std::collections::HashSet::new()),
             contexts_done: AtomicU64::new(0),
             limit: config.memory,
             placed,
@@ -557,16 +555,13 @@ impl Tenant {
         self.reserve_context_slow(gpu)
     }
 
+    /// The daemon reserves a context once per tenant and GPU (a second request reserves
+    /// nothing), so threads racing here need no lock of their own.
     #[cold]
     fn reserve_context_slow(&self, gpu: u32) -> Result<(), CuResult> {
-        let mut contexts = self.contexts.lock().map_err(|_| status::UNKNOWN)?;
-        if contexts.contains(&gpu) {
-            return Ok(());
-        }
         match self.desk(|c| c.reserve_context(self.id, gpu, self.wait)) {
             Ok(bytes) => {
                 state().log(format_args!("context on {gpu}: {bytes} reserved"));
-                contexts.insert(gpu);
                 if gpu < 64 {
                     self.contexts_done.fetch_or(1 << gpu, Ordering::Relaxed);
                 }

@@ -364,19 +364,12 @@ fn driver_failures_pass_through() {
 /// Build `migrate_app.c` next to the fake driver.
 fn build_migrate_app(s: &Setup) -> PathBuf {
     let artifacts = tessera_driver::testing::nvidia_artifacts().unwrap();
-    let app = s.dir.join("migrate_app");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let built = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(artifacts.join("include"))
-        .arg("-o")
-        .arg(&app)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/migrate_app.c"))
-        .arg("-ldl")
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    app
+    tessera_driver::testing::build_c_program(
+        &artifacts,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/migrate_app.c"),
+        &s.dir.join("migrate_app"),
+    )
+    .unwrap()
 }
 
 /// The fake driver's books ("name a b" lines) as numbers per device.

@@ -341,12 +341,8 @@ fn no_entry_point_escapes_the_interposer() {
 /// that adds one fails here until the list covers it. `TESSERA_BLESS=1` rewrites it.
 #[test]
 fn the_entry_point_list_covers_cuda_h() {
-    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
-        Ok(a) => a,
-        Err(why) => {
-            eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
-            return;
-        }
+    let Some(artifacts) = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h") else {
+        return;
     };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let library = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");

@@ -31,6 +31,39 @@ pub fn nvidia_artifacts() -> Result<PathBuf, String> {
     }
 }
 
+/// [`nvidia_artifacts`], or `None` after printing the test's reason to skip
+/// (`SKIPPED: NVIDIA's <what> is not available: …`).
+pub fn nvidia_artifacts_or_skip(what: &str) -> Option<PathBuf> {
+    match nvidia_artifacts() {
+        Ok(dir) => Some(dir),
+        Err(why) => {
+            eprintln!("SKIPPED: NVIDIA's {what} is not available: {why}");
+            None
+        }
+    }
+}
+
+/// Compile the C test program `source` against the real headers of `artifacts` into
+/// `out` (C11, warnings as errors, POSIX 2008, `-ldl`), as the CUDA programs the tests
+/// run under the interposer are built.
+pub fn build_c_program(artifacts: &Path, source: &Path, out: &Path) -> Result<PathBuf, String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-I"])
+        .arg(artifacts.join("include"))
+        .arg("-o")
+        .arg(out)
+        .arg(source)
+        .arg("-ldl")
+        .output()
+        .map_err(|e| format!("cannot run {cc}: {e}"))?;
+    if built.status.success() {
+        Ok(out.to_path_buf())
+    } else {
+        Err(format!("building {}:\n{}", source.display(), String::from_utf8_lossy(&built.stderr)))
+    }
+}
+
 /// Build the fake driver into `out` (a `.so` path) against the real `cuda.h` of
 /// `artifacts`; each path is a separate copy with its own books when loaded.
 pub fn build_fake_driver(artifacts: &Path, out: &Path) -> Result<PathBuf, String> {

@@ -8,12 +8,8 @@ use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
 #[test]
 fn tessera_run_makes_a_program_a_tenant_with_its_settings() {
-    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
-        Ok(dir) => dir,
-        Err(why) => {
-            eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
-            return;
-        }
+    let Some(artifacts) = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h") else {
+        return;
     };
     // built by the workspace's test run (`cargo test --workspace`) into the same place
     let preload = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");
@@ -26,19 +22,9 @@ fn tessera_run_makes_a_program_a_tenant_with_its_settings() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     tessera_driver::testing::build_fake_driver(&artifacts, &dir.join("libcuda.so.1")).unwrap();
-    let app = dir.join("driver_app");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-cuda/tests/driver_app.c");
-    let built = Command::new(&cc)
-        .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-I"])
-        .arg(artifacts.join("include"))
-        .arg("-o")
-        .arg(&app)
-        .arg(&src)
-        .arg("-ldl")
-        .output()
+    let app = tessera_driver::testing::build_c_program(&artifacts, &src, &dir.join("driver_app"))
         .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let socket = dir.join("d.sock");
     let ledger = dir.join("ledger");
     let daemon = Daemon::start(&DaemonConfig {

@@ -9,8 +9,7 @@ use std::process::Command;
 
 #[test]
 fn the_readmes_try_command_runs_a_c_program_under_tessera() {
-    if let Err(why) = tessera_driver::testing::nvidia_artifacts() {
-        eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
+    if tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h").is_none() {
         return;
     }
     let bin = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap().to_path_buf();
@@ -48,12 +47,8 @@ fn the_readmes_try_command_runs_a_c_program_under_tessera() {
 /// The example's PTX is real: NVIDIA's `ptxas` assembles it for sm_70.
 #[test]
 fn the_examples_ptx_assembles_with_nvidias_ptxas() {
-    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
-        Ok(a) => a,
-        Err(why) => {
-            eprintln!("SKIPPED: NVIDIA's artefacts are not available: {why}");
-            return;
-        }
+    let Some(artifacts) = tessera_driver::testing::nvidia_artifacts_or_skip("ptxas") else {
+        return;
     };
     let dir =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("axpy-ptx-{}", std::process::id()));

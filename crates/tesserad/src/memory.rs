@@ -143,11 +143,6 @@ impl MemoryDesk {
         }
     }
 
-    /// Bytes the desk holds for `tenant` (all GPUs), for status.
-    pub fn held(&self, tenant: u64) -> u64 {
-        self.tenants().get(&tenant).map_or(0, |t| t.held_total())
-    }
-
     /// Carry out a memory request of a connection of `uid`, answering `reply` from a
     /// thread of its own.
     pub fn submit(self: &Arc<Self>, uid: u32, request: Request, reply: ReplyTo) {

@@ -15,13 +15,7 @@ use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 /// as a separate copy, with its own books); `None`, with the reason printed, where
 /// NVIDIA's header cannot be fetched — the test then skips.
 fn fake_driver(tag: &str) -> Option<PathBuf> {
-    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
-        Ok(dir) => dir,
-        Err(why) => {
-            eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
-            return None;
-        }
-    };
+    let artifacts = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h")?;
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let lib = dir.join(format!("libcuda-fake-{tag}-{}.so", std::process::id()));
     Some(tessera_driver::testing::build_fake_driver(&artifacts, &lib).unwrap())
@@ -211,12 +205,8 @@ fn cuda_without_a_driver_fails_clearly() {
 /// Hopper (sm_70, sm_80, sm_90): the fake driver cannot say whether it is valid PTX.
 #[test]
 fn the_builtin_ptx_assembles_for_sm_70_80_90() {
-    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
-        Ok(dir) => dir,
-        Err(why) => {
-            eprintln!("SKIPPED: NVIDIA's ptxas is not available: {why}");
-            return;
-        }
+    let Some(artifacts) = tessera_driver::testing::nvidia_artifacts_or_skip("ptxas") else {
+        return;
     };
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let ptx = dir.join(format!("builtin-{}.ptx", std::process::id()));

@@ -44,30 +44,18 @@ pub fn setup_with(tag: &str, gpus: usize, speedup: f64) -> Option<Setup> {
 /// As [`setup`], the daemon's configuration changed by `change` (2 GPUs at 10x unless
 /// it says otherwise).
 pub fn setup_config(tag: &str, change: impl FnOnce(&mut DaemonConfig)) -> Option<Setup> {
-    let artifacts = match tessera_driver::testing::nvidia_artifacts() {
-        Ok(dir) => dir,
-        Err(why) => {
-            eprintln!("SKIPPED: NVIDIA's cuda.h is not available: {why}");
-            return None;
-        }
-    };
+    let artifacts = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h")?;
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("interposer-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     tessera_driver::testing::build_fake_driver(&artifacts, &dir.join("libcuda.so.1")).unwrap();
-    let app = dir.join("driver_app");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let built = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-I"])
-        .arg(artifacts.join("include"))
-        .arg("-o")
-        .arg(&app)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/driver_app.c"))
-        .arg("-ldl")
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let app = tessera_driver::testing::build_c_program(
+        &artifacts,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/driver_app.c"),
+        &dir.join("driver_app"),
+    )
+    .unwrap();
     let preload = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");
     assert!(preload.is_file(), "{} not built", preload.display());
     let socket = dir.join("d.sock");

@@ -2,7 +2,7 @@
 //! measured inside one program (`tessera-cuda/bench/interposer_bench.c`) on the fake
 //! driver, with and without `LD_PRELOAD=libtessera_cuda.so`, beside an in-process
 //! daemon: a direct `cuLaunchKernel` against the same call inside a granted slice, an
-//! allocation pair through the ledger against a direct one, and a launch that must wait
+//! allocation pair through the interposer (from its lease) against a direct one, and a launch that must wait
 //! for the other tenant's slice to end. The fake driver's calls cost nanoseconds, so
 //! the difference is the interposer's own cost; a real driver's launch costs microseconds.
 
