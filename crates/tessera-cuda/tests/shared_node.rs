@@ -68,18 +68,60 @@ fn root() -> bool {
         .unwrap_or(false)
 }
 
-/// `command` run as uid and gid 65534 (nobody), with no supplementary groups.
-fn as_nobody(s: &Setup, args: &[&str]) -> std::process::Command {
-    let mut all = vec!["--reuid=65534", "--regid=65534", "--clear-groups"];
-    let app = s.app.to_string_lossy().into_owned();
-    all.push(&app);
-    all.extend_from_slice(args);
-    s.app_at(std::path::Path::new("setpriv"), &all, &[])
-}
+/// What another user needs to reach, in a directory of its own that everyone may
+/// traverse: the checkout may sit under a directory only its owner can enter (a clone
+/// in `mktemp -d`, mode 0700), so the daemon's socket (and its lock file) and copies of
+/// the test program, the fake driver and the interposer live here. Removed when
+/// dropped.
+struct OpenDir(std::path::PathBuf);
 
-/// A raw control request `json` sent by uid 65534 to the daemon; the reply's JSON.
-fn nobody_asks(s: &Setup, json: &str) -> String {
-    let script = r#"
+impl OpenDir {
+    fn new(tag: &str) -> OpenDir {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("tessera-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        OpenDir(dir)
+    }
+
+    /// Where the daemon's socket goes.
+    fn socket(&self) -> std::path::PathBuf {
+        self.0.join("d.sock")
+    }
+
+    /// Copy what the other user runs from `s`.
+    fn install(&self, s: &Setup) {
+        for (from, to) in [
+            (s.app.clone(), "driver_app"),
+            (s.dir.join("libcuda.so.1"), "libcuda.so.1"),
+            (s.preload.clone(), "libtessera_cuda.so"),
+        ] {
+            std::fs::copy(&from, self.0.join(to)).unwrap();
+        }
+    }
+
+    /// `args` of the test program run as uid and gid 65534 (nobody), with no
+    /// supplementary groups, as a tenant of the daemon at `socket`.
+    fn as_nobody(&self, socket: &std::path::Path, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(self.0.join("driver_app"))
+            .args(args)
+            .current_dir(&self.0)
+            .env("LD_PRELOAD", self.0.join("libtessera_cuda.so"))
+            .env("LD_LIBRARY_PATH", &self.0)
+            .env("TESSERA_SOCKET", socket)
+            .env_remove("TESSERA_CUDA_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c
+    }
+
+    /// A raw control request `json` sent by uid 65534 to the daemon at `socket`; the
+    /// reply's JSON.
+    fn nobody_asks(&self, socket: &std::path::Path, json: &str) -> String {
+        let script = r#"
 import json, socket, struct, sys
 c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
 body = sys.argv[2].encode(); c.sendall(struct.pack('<I', len(body)) + body)
@@ -87,21 +129,23 @@ n = struct.unpack('<I', c.recv(4))[0]; reply = b''
 while len(reply) < n: reply += c.recv(n - len(reply))
 print(reply.decode())
 "#;
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "/usr/bin/python3",
-            "-c",
-            script,
-        ])
-        .arg(&s.socket)
-        .arg(json)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
+            .arg(script)
+            .arg(socket)
+            .arg(json)
+            .current_dir(&self.0)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for OpenDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Programs of two users under one node daemon share one GPU's memory through the one
@@ -116,12 +160,16 @@ fn programs_of_two_users_share_one_ledger_through_the_daemon() {
         eprintln!("SKIPPED: running programs as another uid needs root");
         return;
     }
+    // declared first, so that it is removed after the daemon stopped
+    let open = OpenDir::new("users");
     let Some(s) = setup_config("users", |c| {
         c.gpus = 1;
         c.socket_mode = 0o666;
+        c.socket = open.socket();
     }) else {
         return;
     };
+    open.install(&s);
     let mut a = Reaped(s.app(&["alloc", "700", "1000"], &[]).spawn().unwrap());
     wait_for(&mut a, "allocated");
     // root's tenant is the only one: find it, then try to change it as uid 65534
@@ -132,11 +180,11 @@ fn programs_of_two_users_share_one_ledger_through_the_daemon() {
         format!(r#"{{"type":"reserve","tenant":{tenant},"gpu":0,"bytes":1048576,"wait_ms":0}}"#),
         format!(r#"{{"type":"memory_info","tenant":{tenant},"gpu":0}}"#),
     ] {
-        let reply = nobody_asks(&s, &request);
+        let reply = open.nobody_asks(&s.socket, &request);
         assert!(reply.contains("forbidden"), "{request} -> {reply}");
     }
     let started = std::time::Instant::now();
-    let mut b = Reaped(as_nobody(&s, &["alloc", "700", "0"]).spawn().unwrap());
+    let mut b = Reaped(open.as_nobody(&s.socket, &["alloc", "700", "0"]).spawn().unwrap());
     let b_lines = wait_for(&mut b, "allocated");
     let a_lines = wait_for(&mut a, "freed");
     let (a_freed, b_allocated) = (a_lines.last().unwrap().0, b_lines.last().unwrap().0);

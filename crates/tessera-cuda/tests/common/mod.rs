@@ -71,6 +71,8 @@ pub fn setup_config(tag: &str, change: impl FnOnce(&mut DaemonConfig)) -> Option
     };
     change(&mut config);
     let daemon = Daemon::start(&config).unwrap();
+    // the daemon's paths as `change` left them
+    let (socket, ledger) = (config.socket.clone(), config.ledger.clone());
     Some(Setup { dir, app, preload, daemon: Some(daemon), socket, ledger })
 }
 
