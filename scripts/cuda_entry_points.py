@@ -311,7 +311,9 @@ HOOKED = [
     (r"cuMemFree\w*|cuMemRelease|cu(Mipmapped)?ArrayDestroy", None, "governed: the reservation is returned"),
     (r"cuGraphAddMemAllocNode|cuGraphAddNode", None, "memory allocation nodes refused for a tenant (CUDA_ERROR_NOT_SUPPORTED and one line); other nodes pass"),
     (r"cuGraphLaunch|cuLaunch\w*", None, "governed: behind the launch gate (recorded without it into a capturing stream)"),
-    (r"cuDeviceGetCount|cuDeviceGet|cuDeviceGetByPCIBusId", None, "governed: only the GPUs the daemon placed the program on"),
+    (r"cuMemPoolCreate|cuMemPoolDestroy|cuDeviceGetDefaultMemPool|cuDeviceGetMemPool", None, "governed: the pool's GPU is noted; an allocation from the pool is reserved there"),
+    (r"cuCtxSetLimit", None, "governed: a stack, printf-FIFO or malloc-heap limit beyond its default is reserved through the daemon (CUDA_ERROR_OUT_OF_MEMORY when refused); raising the device runtime's limits is refused (CUDA_ERROR_NOT_SUPPORTED and one line)"),
+    (r"cuDeviceGetCount|cuDeviceGet|cuDeviceGetByPCIBusId", None, "governed: the driver shows only the GPUs the daemon placed the program on (CUDA_VISIBLE_DEVICES, set by UUID before cuInit), numbered from 0"),
     (r"cuDeviceTotalMem|cuMemGetInfo", None, "governed: the tenant's limit (or the GPU's memory the ledger has not granted)"),
     (r"cuDevicePrimaryCtxRetain", None, "governed: the context's memory (the daemon's context_mib) reserved on that GPU"),
     (r"cuMulticastCreate", None, "refused for a tenant: multicast objects take memory outside the ledger (CUDA_ERROR_NOT_SUPPORTED and one line)"),
@@ -330,10 +332,10 @@ PASSES = [
     (r"cuGraphAddMemFreeNode", "passes through: frees what a memory node (refused) would have allocated"),
     (r"cuGraphUpload", "passes through: uploads a graph; the graph's launch is gated"),
     (r"cu(Tex|Surf)Object(Create|Destroy)", "passes through: a descriptor, no allocation of its own"),
-    (r"cuCtxSetLimit", "passes through, NOT governed: stack, heap and printf limits take context memory beyond context_mib"),
 ]
-DEVICE_FALLBACK = ("passes through: acts on a device the program names; it is handed only its "
-                   "placed GPUs' handles (an ordinal it makes up reaches any GPU: not yet governed)")
+DEVICE_FALLBACK = ("passes through: the driver shows the program only the GPUs it was placed on "
+                   "(CUDA_VISIBLE_DEVICES, set by UUID before cuInit), numbered from 0, so any "
+                   "device it names is one of them (a migratable program sees the node's GPUs)")
 
 def exported(library):
     out = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True, check=True).stdout

@@ -86,6 +86,18 @@ pub struct TenantOptions {
     pub job: Option<u64>,
 }
 
+/// Where the daemon placed a tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The tenant.
+    pub tenant: u64,
+    /// The node's GPUs it was placed on (their indices).
+    pub gpus: Vec<u32>,
+    /// Those GPUs' UUIDs, in the same order, when the daemon knows them (empty for
+    /// emulated GPUs).
+    pub uuids: Vec<String>,
+}
+
 impl TenantOptions {
     /// A batch tenant with weight 1, priority 0 and no declared memory.
     pub fn batch() -> TenantOptions {
@@ -271,6 +283,17 @@ impl Client {
         o: TenantOptions,
         gpus: u32,
     ) -> Result<(u64, Vec<u32>), ClientError> {
+        self.register_within(o, gpus, None).map(|p| (p.tenant, p.gpus))
+    }
+
+    /// Register a tenant placed on `gpus` GPUs among those `visible` names (a
+    /// program's `CUDA_VISIBLE_DEVICES` entries; all of the node's when `None`).
+    pub fn register_within(
+        &mut self,
+        o: TenantOptions,
+        gpus: u32,
+        visible: Option<Vec<String>>,
+    ) -> Result<Placement, ClientError> {
         let req = Request::Register {
             class: o.class,
             sla_ms: o.sla.as_millis() as u64,
@@ -280,9 +303,10 @@ impl Client {
             gpus,
             model: None,
             job: o.job,
+            visible,
         };
         match self.call(&req)? {
-            Reply::Registered { tenant, gpus } => Ok((tenant, gpus)),
+            Reply::Registered { tenant, gpus, uuids } => Ok(Placement { tenant, gpus, uuids }),
             other => Err(refused(other)),
         }
     }
@@ -304,6 +328,7 @@ impl Client {
             gpus: 0,
             model: Some(crate::proto::ModelSpec { name: name.into(), profile: profile.into() }),
             job: None,
+            visible: None,
         };
         match self.call(&req)? {
             Reply::Registered { tenant, .. } => Ok(tenant),

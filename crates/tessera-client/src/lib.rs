@@ -15,5 +15,5 @@ pub mod proto;
 pub mod region;
 
 pub use client::{
-    Client, ClientError, Completion, Outcome, StatusFilter, TaskRequest, TenantOptions,
+    Client, ClientError, Completion, Outcome, Placement, StatusFilter, TaskRequest, TenantOptions,
 };

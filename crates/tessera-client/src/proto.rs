@@ -76,6 +76,12 @@ pub enum Request {
         /// class and memory entitlement instead of what this request asks.
         #[serde(default)]
         job: Option<u64>,
+        /// The GPUs the program may see (its `CUDA_VISIBLE_DEVICES` entries: node
+        /// indices, or UUIDs `GPU-…` and unique prefixes of them); the daemon places it
+        /// only there. Ignored for a Slurm job's tenant, whose GPUs are the job's (and
+        /// whose `CUDA_VISIBLE_DEVICES` device cgroups renumber from 0).
+        #[serde(default)]
+        visible: Option<Vec<String>>,
     },
     /// A Slurm job starts on this node (its Prolog, as root): root and the daemon's
     /// user only.
@@ -482,6 +488,10 @@ pub enum Reply {
         /// first.
         #[serde(default)]
         gpus: Vec<u32>,
+        /// Those GPUs' UUIDs (`GPU-…`), in the same order, when the daemon knows them
+        /// (from the driver); empty for emulated GPUs.
+        #[serde(default)]
+        uuids: Vec<String>,
     },
     /// A tenant was closed.
     Closed {
@@ -606,6 +616,7 @@ mod tests {
             gpus: 1,
             model: Some(ModelSpec { name: "r".into(), profile: "resnet50".into() }),
             job: Some(17),
+            visible: Some(vec!["1".into(), "GPU-fa".into()]),
         };
         write_frame(&mut buf, &msg).unwrap();
         assert_eq!(read_frame::<Request>(&mut buf.as_slice()).unwrap(), msg);
@@ -624,6 +635,7 @@ mod tests {
                 gpus: 0,
                 model: None,
                 job: None,
+                visible: None,
             }
         );
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();

@@ -21,11 +21,11 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use tessera_driver::sys::{
     CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUDA_LAUNCH_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS,
-    CUarray, CUcontext, CUdevice, CUdeviceptr, CUdriverProcAddressQueryResult, CUfunction,
-    CUfunction_attribute, CUgraph, CUgraphEdgeData, CUgraphExec, CUgraphNode, CUgraphNodeParams,
-    CUgraphNodeType, CUlaunchConfig, CUmemAllocationProp, CUmemGenericAllocationHandle,
-    CUmemLocationType, CUmemoryPool, CUmipmappedArray, CUmodule, CUmulticastObjectProp, CUstream,
-    CUstreamCaptureMode, cuuint64_t,
+    CUarray, CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUdriverProcAddressQueryResult,
+    CUfunction, CUfunction_attribute, CUgraph, CUgraphEdgeData, CUgraphExec, CUgraphNode,
+    CUgraphNodeParams, CUgraphNodeType, CUlaunchConfig, CUlimit, CUmemAllocationProp,
+    CUmemGenericAllocationHandle, CUmemLocationType, CUmemPoolProps, CUmemoryPool,
+    CUmipmappedArray, CUmodule, CUmulticastObjectProp, CUstream, CUstreamCaptureMode, cuuint64_t,
 };
 use tessera_driver::{CuResult, DriverApi, status};
 
@@ -44,6 +44,11 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuMemFree_v2: Some(cuMemFree_v2),
         cuMemAllocAsync: Some(cuMemAllocAsync),
         cuMemAllocFromPoolAsync: Some(cuMemAllocFromPoolAsync),
+        cuMemPoolCreate: Some(cuMemPoolCreate),
+        cuCtxSetLimit: Some(cuCtxSetLimit),
+        cuMemPoolDestroy: Some(cuMemPoolDestroy),
+        cuDeviceGetDefaultMemPool: Some(cuDeviceGetDefaultMemPool),
+        cuDeviceGetMemPool: Some(cuDeviceGetMemPool),
         cuMemFreeAsync: Some(cuMemFreeAsync),
         cuMemCreate: Some(cuMemCreate),
         cuMemRelease: Some(cuMemRelease),
@@ -111,10 +116,20 @@ fn governed_alloc(
     bytes: u64,
     alloc: impl FnOnce() -> CuResult,
 ) -> CuResult {
+    governed_alloc_on(None, dptr, bytes, alloc)
+}
+
+/// [`governed_alloc`] on `gpu` (the current context's device when `None`).
+fn governed_alloc_on(
+    gpu: Option<u32>,
+    dptr: *mut CUdeviceptr,
+    bytes: u64,
+    alloc: impl FnOnce() -> CuResult,
+) -> CuResult {
     if dptr.is_null() {
         return if state().tenant().is_some() { status::INVALID_VALUE } else { alloc() };
     }
-    governed(None, bytes, alloc, || {
+    governed(gpu, bytes, alloc, || {
         // SAFETY: checked non-null above; the driver wrote it on success.
         Allocation::Pointer(unsafe { *dptr })
     })
@@ -152,24 +167,56 @@ fn governed(
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuInit(flags: c_uint) -> CuResult {
     guarded("cuInit", || {
-        let r = real!(cuInit(flags));
-        if r != status::SUCCESS {
-            return r;
-        }
         let st = state();
         let Ok(_once) = st.init_lock.lock() else { return status::UNKNOWN };
-        if st.mode.get().is_some() {
-            return status::SUCCESS;
+        let first = st.mode.get().is_none();
+        // registered before the driver initialises, which it is then told the GPUs
+        // the daemon chose
+        if first && let Err(e) = st.become_tenant() {
+            return e;
         }
-        let mut n: c_int = 0;
-        if real!(cuDeviceGetCount(&mut n)) != status::SUCCESS {
-            n = 0;
+        let r = real!(cuInit(flags));
+        if r != status::SUCCESS || !first {
+            return r;
         }
-        match st.become_tenant(usize::try_from(n).unwrap_or(0)) {
-            Ok(()) => status::SUCCESS,
-            Err(e) => e,
+        match st.tenant() {
+            Some(t) => check_devices(t),
+            None => status::SUCCESS,
         }
     })
+}
+
+/// After the real `cuInit`: the driver must show the program the GPUs it was placed on
+/// (it shows others when it was initialised before the interposer could tell it, or a
+/// device cgroup hides the placed ones). A mismatch is refused: the program would use
+/// GPUs the ledger charges to others.
+fn check_devices(t: &crate::state::Tenant) -> CuResult {
+    let mut n: c_int = 0;
+    if real!(cuDeviceGetCount(&mut n)) != status::SUCCESS {
+        n = 0;
+    }
+    let count = usize::try_from(n).unwrap_or(0);
+    let fits = if t.nodes.is_empty() {
+        t.placed.iter().all(|g| (*g as usize) < count)
+    } else {
+        count == t.nodes.len()
+            && t.uuids.iter().enumerate().all(|(i, want)| {
+                let mut u = tessera_driver::sys::CUuuid { bytes: [0; 16] };
+                real!(cuDeviceGetUuid_v2(&mut u, i as CUdevice)) == status::SUCCESS
+                    && tessera_driver::uuid_text(&u) == *want
+            })
+    };
+    if fits {
+        return status::SUCCESS;
+    }
+    complain(&format!(
+        "tesserad placed this program on GPU(s) {:?} but the driver shows it {count} other(s) \
+         (CUDA_VISIBLE_DEVICES={:?}): was the driver initialised before the interposer, or \
+         does a device cgroup hide them?",
+        t.node_list(),
+        std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default()
+    ));
+    status::NO_DEVICE
 }
 
 /// `cuDeviceGetCount`: the GPUs the daemon placed the tenant on.
@@ -321,12 +368,12 @@ pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CuResult {
 /// reservation is made when the call is made (the memory may come from the stream's
 /// pool later, but never more of it).
 macro_rules! stream_alloc {
-    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $dptr:ident, $bytes:ident) => {
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $dptr:ident, $bytes:ident, $gpu:expr) => {
         #[doc = concat!("`", stringify!($plain), "`, through the ledger.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
             guarded(stringify!($plain), || {
-                governed_alloc($dptr, $bytes as u64, || real!($plain($($arg),*)))
+                governed_alloc_on($gpu, $dptr, $bytes as u64, || real!($plain($($arg),*)))
             })
         }
 
@@ -337,7 +384,7 @@ macro_rules! stream_alloc {
             static REAL: OnceLock<Option<usize>> = OnceLock::new();
             guarded(stringify!($ptsz), || {
                 let real = variant(&REAL, stringify!($ptsz));
-                governed_alloc($dptr, $bytes as u64, || match real {
+                governed_alloc_on($gpu, $dptr, $bytes as u64, || match real {
                     // SAFETY: the driver's own variant, with the plain entry point's C
                     // signature; the caller's arguments.
                     Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
@@ -398,9 +445,94 @@ fn variant(slot: &OnceLock<Option<usize>>, name: &str) -> Option<usize> {
 }
 
 stream_alloc!(cuMemAllocAsync, cuMemAllocAsync_ptsz,
-    (dptr: *mut CUdeviceptr, bytes: usize, stream: CUstream), dptr, bytes);
+    (dptr: *mut CUdeviceptr, bytes: usize, stream: CUstream), dptr, bytes, None);
 stream_alloc!(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz,
-    (dptr: *mut CUdeviceptr, bytes: usize, pool: CUmemoryPool, stream: CUstream), dptr, bytes);
+    (dptr: *mut CUdeviceptr, bytes: usize, pool: CUmemoryPool, stream: CUstream), dptr, bytes,
+    pool_device(pool));
+
+/// Memory pools' devices (the driver's ordinals), as their creation or look-up named
+/// them: an allocation from a pool is reserved on the pool's device, which need not be
+/// the current context's.
+fn pools() -> &'static std::sync::Mutex<std::collections::HashMap<usize, u32>> {
+    static POOLS: OnceLock<std::sync::Mutex<std::collections::HashMap<usize, u32>>> =
+        OnceLock::new();
+    POOLS.get_or_init(Default::default)
+}
+
+/// The device of `pool`, when the interposer saw where it is.
+fn pool_device(pool: CUmemoryPool) -> Option<u32> {
+    pools().lock().ok()?.get(&(pool as usize)).copied()
+}
+
+fn note_pool(pool: *mut CUmemoryPool, dev: c_int) {
+    if let (false, Ok(dev), Ok(mut pools)) = (pool.is_null(), u32::try_from(dev), pools().lock()) {
+        // SAFETY: checked non-null; the driver just wrote the pool there.
+        pools.insert(unsafe { *pool } as usize, dev);
+    }
+}
+
+/// `cuMemPoolCreate`: notes the pool's device (its location).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemPoolCreate(
+    pool: *mut CUmemoryPool,
+    props: *const CUmemPoolProps,
+) -> CuResult {
+    guarded("cuMemPoolCreate", || {
+        let r = real!(cuMemPoolCreate(pool, props));
+        if r == status::SUCCESS && !props.is_null() {
+            // SAFETY: non-null, the caller's CUmemPoolProps; read as plain integers.
+            let (kind, id) = unsafe {
+                let location = std::ptr::addr_of!((*props).location);
+                (
+                    std::ptr::addr_of!((*location).type_).cast::<u32>().read_unaligned(),
+                    std::ptr::addr_of!((*location).id).read_unaligned(),
+                )
+            };
+            if kind == CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE as u32 {
+                note_pool(pool, id);
+            }
+        }
+        r
+    })
+}
+
+/// `cuMemPoolDestroy`: forgets the pool.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> CuResult {
+    guarded("cuMemPoolDestroy", || {
+        let r = real!(cuMemPoolDestroy(pool));
+        if r == status::SUCCESS
+            && let Ok(mut pools) = pools().lock()
+        {
+            pools.remove(&(pool as usize));
+        }
+        r
+    })
+}
+
+/// `cuDeviceGetDefaultMemPool`: notes the pool's device.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuDeviceGetDefaultMemPool(pool: *mut CUmemoryPool, dev: CUdevice) -> CuResult {
+    guarded("cuDeviceGetDefaultMemPool", || {
+        let r = real!(cuDeviceGetDefaultMemPool(pool, dev));
+        if r == status::SUCCESS {
+            note_pool(pool, dev);
+        }
+        r
+    })
+}
+
+/// `cuDeviceGetMemPool`: notes the pool's device.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuDeviceGetMemPool(pool: *mut CUmemoryPool, dev: CUdevice) -> CuResult {
+    guarded("cuDeviceGetMemPool", || {
+        let r = real!(cuDeviceGetMemPool(pool, dev));
+        if r == status::SUCCESS {
+            note_pool(pool, dev);
+        }
+        r
+    })
+}
 stream_free!(cuMemFreeAsync, cuMemFreeAsync_ptsz);
 
 /// `cuMemCreate`: a physical allocation, reserved on the device its properties name
@@ -816,6 +948,102 @@ macro_rules! refused_legacy_alloc {
 refused_legacy_alloc!(cuMemAllocPitch, (dptr: *mut DevicePtrV1, pitch: *mut c_uint, width: c_uint, height: c_uint, element: c_uint));
 refused_legacy_alloc!(cuArrayCreate, (array: *mut CUarray, desc: *const c_void));
 refused_legacy_alloc!(cuArray3DCreate, (array: *mut CUarray, desc: *const c_void));
+
+/// Device memory a context limit of `value` takes on `gpu`: the printf FIFO and the
+/// malloc heap their size; the stack its size for every thread the GPU can hold
+/// resident (as the driver allocates it). `None` for limits that take no memory.
+fn limit_bytes(limit: CUlimit, value: usize, gpu: u32) -> Option<u64> {
+    match limit {
+        CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE | CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE => {
+            Some(value as u64)
+        }
+        CUlimit::CU_LIMIT_STACK_SIZE => {
+            let attribute = |a: CUdevice_attribute| {
+                let mut v: c_int = 0;
+                (real!(cuDeviceGetAttribute(&mut v, a, gpu as CUdevice)) == status::SUCCESS)
+                    .then_some(u64::try_from(v).unwrap_or(0))
+            };
+            // without the driver's answer, the largest GPU's (132 SMs of 2,048 threads)
+            let sms = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .unwrap_or(132);
+            let threads =
+                attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)
+                    .unwrap_or(2048);
+            Some((value as u64).saturating_mul(sms).saturating_mul(threads))
+        }
+        _ => None,
+    }
+}
+
+/// Per (GPU, limit): the memory it took when the interposer first saw it (inside the
+/// context's `context_mib`), and what it reserved beyond that since.
+type LimitTable = std::sync::Mutex<std::collections::HashMap<(u32, u32), (u64, u64)>>;
+
+fn limits_reserved() -> &'static LimitTable {
+    static LIMITS: OnceLock<LimitTable> = OnceLock::new();
+    LIMITS.get_or_init(Default::default)
+}
+
+/// `cuCtxSetLimit`: the stack, printf-FIFO and malloc-heap limits are device memory
+/// the driver allocates for the context, so growing one beyond its default is
+/// reserved through the daemon like an allocation (refused with
+/// CUDA_ERROR_OUT_OF_MEMORY), and shrinking it returns what was reserved. Raising the
+/// device runtime's limits (sync depth, pending launches) is refused: the driver sizes
+/// their memory in ways it does not tell.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CuResult {
+    guarded("cuCtxSetLimit", || {
+        let Some(t) = state().tenant() else { return real!(cuCtxSetLimit(limit, value)) };
+        let gpu = match current_gpu() {
+            Ok(g) => g,
+            Err(e) => return e,
+        };
+        let mut old: usize = 0;
+        let got = real!(cuCtxGetLimit(&mut old, limit));
+        if matches!(
+            limit,
+            CUlimit::CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH
+                | CUlimit::CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT
+        ) && (got != status::SUCCESS || value > old)
+        {
+            complain(&format!(
+                "cuCtxSetLimit({limit:?}, {value}) is refused: the device runtime's memory for it \
+                 cannot be counted in the node's ledger (it stays at {old})"
+            ));
+            return status::NOT_SUPPORTED;
+        }
+        let Some(new_bytes) = limit_bytes(limit, value, gpu) else {
+            return real!(cuCtxSetLimit(limit, value));
+        };
+        if got != status::SUCCESS {
+            return got;
+        }
+        let Ok(mut table) = limits_reserved().lock() else { return status::UNKNOWN };
+        let key = (gpu, limit as u32);
+        let baseline = limit_bytes(limit, old, gpu).unwrap_or(0);
+        let (baseline, reserved) = *table.entry(key).or_insert((baseline, 0));
+        let want = new_bytes.saturating_sub(baseline);
+        if want > reserved {
+            if let Err(e) = t.reserve_context(gpu).and_then(|()| t.reserve(gpu, want - reserved)) {
+                state().log(format_args!("limit {limit:?} {value} on {gpu} -> refused {e}"));
+                return e;
+            }
+            let r = real!(cuCtxSetLimit(limit, value));
+            if r == status::SUCCESS {
+                table.insert(key, (baseline, want));
+            } else {
+                t.unreserve(gpu, want - reserved);
+            }
+            return r;
+        }
+        let r = real!(cuCtxSetLimit(limit, value));
+        if r == status::SUCCESS && want < reserved {
+            t.unreserve(gpu, reserved - want);
+            table.insert(key, (baseline, want));
+        }
+        r
+    })
+}
 
 /// `cuDeviceGetByPCIBusId`: only a GPU the tenant was placed on (the others are hidden
 /// from it, as from `cuDeviceGet`).
@@ -1294,6 +1522,11 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuArrayCreate" => cuArrayCreate as *mut c_void,
         b"cuArray3DCreate" => cuArray3DCreate as *mut c_void,
         b"cuDeviceGetByPCIBusId" => cuDeviceGetByPCIBusId as *mut c_void,
+        b"cuMemPoolCreate" => cuMemPoolCreate as *mut c_void,
+        b"cuCtxSetLimit" => cuCtxSetLimit as *mut c_void,
+        b"cuMemPoolDestroy" => cuMemPoolDestroy as *mut c_void,
+        b"cuDeviceGetDefaultMemPool" => cuDeviceGetDefaultMemPool as *mut c_void,
+        b"cuDeviceGetMemPool" => cuDeviceGetMemPool as *mut c_void,
         b"cuDeviceTotalMem_v2" => cuDeviceTotalMem_v2 as *mut c_void,
         b"cuDeviceTotalMem" => cuDeviceTotalMem as *mut c_void,
         b"cuMulticastCreate" => cuMulticastCreate as *mut c_void,

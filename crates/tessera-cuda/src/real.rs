@@ -29,6 +29,18 @@ pub fn real_dlsym() -> Option<DlsymFn> {
     addr.map(|a| unsafe { std::mem::transmute::<usize, DlsymFn>(a) })
 }
 
+/// Tell the driver, before its first `cuInit`, to show this process only the GPUs in
+/// `list` (`CUDA_VISIBLE_DEVICES`, which the driver reads when it initialises), so
+/// that its ordinals are the ones the program uses.
+pub fn show_driver_only(list: &str) {
+    // SAFETY: setenv races with any other thread reading the environment at the same
+    // moment. It runs inside the program's first cuInit, which the interposer
+    // serialises, before the driver has started any thread of its own; a program
+    // thread calling getenv at this instant is the remaining (unavoidable) risk, the
+    // same as a program setting the variable itself before initialising CUDA.
+    unsafe { std::env::set_var("CUDA_VISIBLE_DEVICES", list) };
+}
+
 /// The real driver: its handle, its entry points, and any symbol by name.
 #[derive(Debug)]
 pub struct RealDriver {

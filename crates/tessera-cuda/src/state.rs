@@ -26,9 +26,6 @@ pub struct State {
     pub mode: OnceLock<Mode>,
     /// Serialises the first `cuInit` (registration happens once).
     pub init_lock: Mutex<()>,
-    /// The driver's GPUs, as the first `cuInit` found them (for a forked child's
-    /// registration).
-    device_count: std::sync::atomic::AtomicUsize,
     /// A forked child's own mode, with the fork generation it belongs to.
     forked: Mutex<Option<(u64, &'static Mode)>>,
     log: Mutex<Option<std::fs::File>>,
@@ -73,8 +70,16 @@ pub struct Tenant {
     memory: Mutex<Option<Client>>,
     /// Its limit, bytes.
     pub limit: Option<u64>,
-    /// The real device ordinals it was placed on; the program's ordinal i is `placed[i]`.
+    /// The driver's ordinals of the GPUs it was placed on; the program's ordinal i is
+    /// `placed[i]`.
     pub placed: Vec<i32>,
+    /// The node's GPU (the daemon's and the ledger's index) behind each driver ordinal:
+    /// the driver numbers the GPUs `CUDA_VISIBLE_DEVICES` shows it, from 0. Empty: the
+    /// driver numbers them as the node does (a migratable program sees every GPU).
+    pub nodes: Vec<u32>,
+    /// The UUIDs of the GPUs in `nodes`, when the daemon knows them (to check the
+    /// driver shows the program those GPUs).
+    pub uuids: Vec<String>,
     /// How long a reservation waits for memory (`None`: for ever).
     wait: Option<Duration>,
     /// GPUs (bit i: GPU i) whose context memory the daemon reserved for this process;
@@ -125,7 +130,6 @@ pub fn state() -> &'static State {
             real: RealDriver::open(&driver),
             mode: OnceLock::new(),
             init_lock: Mutex::new(()),
-            device_count: std::sync::atomic::AtomicUsize::new(0),
             forked: Mutex::new(None),
             log: Mutex::new(log),
         }
@@ -185,7 +189,10 @@ impl State {
         {
             return Some(mode);
         }
-        let mode: &'static Mode = match self.register(self.device_count.load(Ordering::Relaxed)) {
+        // the driver the child inherited numbers the GPUs its parent was given
+        let Some(Mode::Managed(p)) = self.mode.get() else { return Some(parent) };
+        let inherited = Binding::Inherited { nodes: p.nodes.clone(), count: p.driver_count() };
+        let mode: &'static Mode = match self.register(inherited) {
             Ok(Mode::Managed(t)) => {
                 self.log(format_args!("forked: tenant {} on {:?}", t.id, t.placed));
                 Box::leak(Box::new(Mode::Managed(t)))
@@ -201,21 +208,25 @@ impl State {
         Some(mode)
     }
 
-    /// Become a tenant (after the real `cuInit` succeeded); the driver has
-    /// `device_count` GPUs.
-    pub fn become_tenant(&self, device_count: usize) -> Result<(), CuResult> {
+    /// Become a tenant, before the real `cuInit`: the driver reads
+    /// `CUDA_VISIBLE_DEVICES` when it initialises, and is then told the GPUs the daemon
+    /// chose (unless the program may migrate). The `cuInit` hook then checks that the
+    /// driver shows the program those GPUs.
+    pub fn become_tenant(&self) -> Result<(), CuResult> {
         if self.mode.get().is_some() {
             return Ok(());
         }
-        self.device_count.store(device_count, Ordering::Relaxed);
-        let mode = self.register(device_count)?;
+        let migratable = self.config.as_ref().is_ok_and(|c| c.migration);
+        let mode =
+            self.register(if migratable { Binding::NodeOrder } else { Binding::Restrict })?;
         let _ = self.mode.set(mode);
         Ok(())
     }
 
     /// Register with the daemon: the tenant (or, without a daemon and with
-    /// passthrough allowed, unmanaged).
-    fn register(&self, device_count: usize) -> Result<Mode, CuResult> {
+    /// passthrough allowed, unmanaged), its GPUs bound to the driver's ordinals as
+    /// `binding` says.
+    fn register(&self, binding: Binding) -> Result<Mode, CuResult> {
         let config = match &self.config {
             Ok(c) => c,
             Err(e) => {
@@ -234,12 +245,21 @@ impl State {
             memory: config.memory.unwrap_or(0),
             job: config.slurm_job,
         };
+        // the daemon places the program among the GPUs it may see (a forked child's
+        // are its parent's, which the inherited variable names)
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES")
+            .ok()
+            .map(|v| v.split(',').map(|e| e.trim().to_string()).collect::<Vec<_>>());
         let registered = Client::connect(&config.socket).and_then(|mut c| {
-            let (id, gpus) = c.register_placed(options, config.gpus)?;
-            Ok((c, id, gpus))
+            let placement = c.register_within(options, config.gpus, visible)?;
+            Ok((c, placement))
         });
-        let (client, id, gpus) = match (registered, config.on_no_daemon) {
+        let (client, placement) = match (registered, config.on_no_daemon) {
             (Ok(x), _) => x,
+            (Err(e @ ClientError::Refused { .. }), _) => {
+                complain(&format!("tesserad refused this program: {e}"));
+                return Err(status::NO_DEVICE);
+            }
             (Err(e), OnNoDaemon::Passthrough) => {
                 complain(&format!(
                     "no tesserad at {} ({e}): running unmanaged (TESSERA_ON_NO_DAEMON=passthrough)",
@@ -255,6 +275,7 @@ impl State {
                 return Err(SYSTEM_NOT_READY);
             }
         };
+        let id = placement.tenant;
         // memory is reserved in the node's ledger through the daemon, which holds it
         // for this tenant: programs of every user share the one ledger, and none opens
         // its file
@@ -263,13 +284,44 @@ impl State {
             MemoryWait::NoWait => Some(Duration::ZERO),
             MemoryWait::Timeout(d) => Some(d),
         };
-        // the daemon's GPUs are the driver's (NVML or the same enumeration); a GPU the
-        // driver does not have is left out rather than handed to the program
-        let placed: Vec<i32> = gpus
-            .into_iter()
-            .filter(|g| (*g as usize) < device_count)
-            .filter_map(|g| i32::try_from(g).ok())
-            .collect();
+        let (placed, nodes, uuids) = match binding {
+            Binding::Restrict => {
+                // the driver will number exactly these GPUs from 0, in this order: by
+                // UUID where the daemon knows them (whatever the driver's own order),
+                // else by the index the daemon and the driver share
+                let list = if placement.uuids.len() == placement.gpus.len() {
+                    placement.uuids.join(",")
+                } else {
+                    placement.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                };
+                crate::real::show_driver_only(&list);
+                let placed: Vec<i32> = (0..placement.gpus.len() as i32).collect();
+                (placed, placement.gpus.clone(), placement.uuids.clone())
+            }
+            Binding::NodeOrder => (
+                placement.gpus.iter().filter_map(|g| i32::try_from(*g).ok()).collect(),
+                Vec::new(),
+                Vec::new(),
+            ),
+            Binding::Inherited { nodes, count } => {
+                let placed = if nodes.is_empty() {
+                    placement
+                        .gpus
+                        .iter()
+                        .filter(|g| (**g as usize) < count)
+                        .filter_map(|g| i32::try_from(*g).ok())
+                        .collect()
+                } else {
+                    placement
+                        .gpus
+                        .iter()
+                        .filter_map(|g| nodes.iter().position(|n| n == g))
+                        .filter_map(|i| i32::try_from(i).ok())
+                        .collect()
+                };
+                (placed, nodes, Vec::new())
+            }
+        };
         if placed.is_empty() {
             complain("tesserad placed this program on no GPU the driver has");
             return Err(status::NO_DEVICE);
@@ -278,7 +330,7 @@ impl State {
             complain("tesserad gave no shared region");
             return Err(SYSTEM_NOT_READY);
         };
-        self.log(format_args!("tenant {id} on {placed:?}"));
+        self.log(format_args!("tenant {id} on {placed:?} (node GPUs {:?})", placement.gpus));
         crate::real::watch_fork(client.socket_fd());
         Ok(Mode::Managed(Box::new(Tenant {
             client: Mutex::new(client),
@@ -296,10 +348,25 @@ impl State {
             contexts_done: AtomicU64::new(0),
             limit: config.memory,
             placed,
+            nodes,
+            uuids,
             wait,
             book: Mutex::new(Book::default()),
         })))
     }
+}
+
+/// How a tenant's GPUs relate to the driver's ordinals.
+enum Binding {
+    /// The driver is not initialised yet: it is told to show exactly the placed GPUs
+    /// (`CUDA_VISIBLE_DEVICES`), so its ordinals are the program's.
+    Restrict,
+    /// The driver numbers the node's GPUs as the daemon does (a migratable program,
+    /// which the balancer may move to any of them).
+    NodeOrder,
+    /// A forked child: the driver it inherited shows the node GPUs `nodes` (empty:
+    /// in node order), `count` of them.
+    Inherited { nodes: Vec<u32>, count: usize },
 }
 
 /// Memory leased from the daemon beyond what an allocation needs, and the most a
@@ -318,6 +385,27 @@ pub const SYSTEM_NOT_READY: CuResult =
     tessera_driver::sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY as CuResult;
 
 impl Tenant {
+    /// The node's GPU behind the driver's ordinal `gpu` (what the daemon and the
+    /// ledger call it).
+    #[inline]
+    fn node(&self, gpu: u32) -> u32 {
+        self.nodes.get(gpu as usize).copied().unwrap_or(gpu)
+    }
+
+    /// The node's GPUs the program was placed on.
+    pub fn node_list(&self) -> Vec<u32> {
+        self.placed.iter().map(|g| self.node(*g as u32)).collect()
+    }
+
+    /// How many GPUs the driver shows the program (a forked child's inherited view).
+    fn driver_count(&self) -> usize {
+        if self.nodes.is_empty() {
+            self.placed.iter().map(|g| *g as usize + 1).max().unwrap_or(0)
+        } else {
+            self.nodes.len()
+        }
+    }
+
     /// Note a launch's shape for the daemon's monitor (three relaxed stores).
     #[inline]
     pub fn note_launch(&self, function: u64, grid_blocks: u64, threads: u32, dynamic_shared: u32) {
@@ -497,13 +585,13 @@ impl Tenant {
             book.used += bytes;
         }
         // the fast path: from this process's lease on the GPU, without asking anyone
-        if self.region.lease_take(gpu, bytes) {
+        if self.region.lease_take(self.node(gpu), bytes) {
             return Ok(());
         }
         // what is left of the lease counts towards it; the rest is asked of the daemon:
         // with one more chunk of lease if that fits at once (within the limit), else
         // exactly what is missing, waiting as the settings say
-        let have = self.region.lease_reclaim(gpu);
+        let have = self.region.lease_reclaim(self.node(gpu));
         if have >= bytes {
             // another thread returned memory meanwhile
             self.return_to_lease(gpu, have - bytes);
@@ -516,13 +604,15 @@ impl Tenant {
         let chunk = LEASE_CHUNK.min(room);
         if chunk > 0
             && self
-                .desk(|c| c.reserve(self.id, gpu, missing + chunk, Some(Duration::ZERO), true))
+                .desk(|c| {
+                    c.reserve(self.id, self.node(gpu), missing + chunk, Some(Duration::ZERO), true)
+                })
                 .is_ok()
         {
             self.return_to_lease(gpu, chunk);
             return Ok(());
         }
-        match self.desk(|c| c.reserve(self.id, gpu, missing, self.wait, false)) {
+        match self.desk(|c| c.reserve(self.id, self.node(gpu), missing, self.wait, false)) {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.return_to_lease(gpu, have);
@@ -559,7 +649,7 @@ impl Tenant {
     /// nothing), so threads racing here need no lock of their own.
     #[cold]
     fn reserve_context_slow(&self, gpu: u32) -> Result<(), CuResult> {
-        match self.desk(|c| c.reserve_context(self.id, gpu, self.wait)) {
+        match self.desk(|c| c.reserve_context(self.id, self.node(gpu), self.wait)) {
             Ok(bytes) => {
                 state().log(format_args!("context on {gpu}: {bytes} reserved"));
                 if gpu < 64 {
@@ -585,7 +675,7 @@ impl Tenant {
     /// Memory no longer allocated goes back to the GPU's lease; beyond one chunk
     /// unused, it goes back to the daemon.
     fn return_to_lease(&self, gpu: u32, bytes: u64) {
-        let excess = self.region.lease_return(gpu, bytes, LEASE_CHUNK);
+        let excess = self.region.lease_return(self.node(gpu), bytes, LEASE_CHUNK);
         if excess > 0 {
             self.give_back_memory(gpu, excess);
         }
@@ -594,7 +684,7 @@ impl Tenant {
     /// Return a reservation to the daemon; a failure (the daemon is gone, and with it
     /// every reservation) is logged only.
     fn give_back_memory(&self, gpu: u32, bytes: u64) {
-        if let Err(e) = self.desk(|c| c.unreserve(self.id, gpu, bytes)) {
+        if let Err(e) = self.desk(|c| c.unreserve(self.id, self.node(gpu), bytes)) {
             state().log(format_args!("unreserve {bytes} on {gpu} failed: {e}"));
         }
     }
@@ -628,7 +718,7 @@ impl Tenant {
             book.allocations.values().filter(|(g, _)| *g == from).map(|(_, b)| b).sum()
         };
         if bytes > 0 {
-            self.desk(|c| c.reserve(self.id, to, bytes, Some(Duration::ZERO), false))
+            self.desk(|c| c.reserve(self.id, self.node(to), bytes, Some(Duration::ZERO), false))
                 .map_err(|_| status::OUT_OF_MEMORY)?;
             self.give_back_memory(from, bytes);
         }
@@ -649,10 +739,11 @@ impl Tenant {
         match self.limit {
             Some(limit) => Some((limit.saturating_sub(used), limit)),
             // what the ledger has not granted, and this process's own unused lease
-            None => self
-                .desk(|c| c.memory_info(self.id, gpu))
-                .ok()
-                .map(|(free, total)| ((free + self.region.lease_unused(gpu)).min(total), total)),
+            None => {
+                self.desk(|c| c.memory_info(self.id, self.node(gpu))).ok().map(|(free, total)| {
+                    ((free + self.region.lease_unused(self.node(gpu))).min(total), total)
+                })
+            }
         }
     }
 }

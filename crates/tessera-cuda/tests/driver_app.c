@@ -6,10 +6,17 @@
  * usage: driver_app alloc MIB HOLD_MS   allocate, hold, free
  *        driver_app getproc MIB          allocate through cuGetProcAddress("cuMemAlloc")
  *        driver_app meminfo MIB          print cuMemGetInfo before and after allocating
- *        driver_app async|vmm|array MIB HOLD_MS
+ *        driver_app async|vmm|pool|array MIB HOLD_MS
  *                                        the same as alloc, through cuMemAllocAsync /
- *                                        cuMemFreeAsync, cuMemCreate / cuMemRelease, or
- *                                        cuArrayCreate / cuArrayDestroy (float, 1 channel)
+ *                                        cuMemFreeAsync, cuMemCreate (at device 0's
+ *                                        location) / cuMemRelease, a pool created at
+ *                                        device POOL_DEVICE's location (default 0) /
+ *                                        cuMemFreeAsync, or cuArrayCreate /
+ *                                        cuArrayDestroy (float, 1 channel)
+ *        SHOW_DEVICES=1 (any mode)       "sees I BUS" for each device, "peer 0 1 RESULT"
+ *                                        of cuDeviceCanAccessPeer, and "bus BUS RESULT
+ *                                        ORDINAL" of cuDeviceGetByPCIBusId for the
+ *                                        machine's two GPUs
  *        driver_app grow MIB MORE_MIB PAUSE_MS
  *                                        allocate MIB, pause, allocate MORE_MIB more
  *                                        ("grown"), free both
@@ -24,8 +31,10 @@
  *                                        "NAME RESULT" for each (legacy cuMemAlloc by
  *                                        dlsym and by cuGetProcAddress version 3000, a
  *                                        mipmapped array, a graph memory node, each
- *                                        device by PCI bus id, cuDeviceTotalMem, a
- *                                        legacy cuLaunchGrid)
+ *                                        device by PCI bus id, context limits
+ *                                        (malloc heap of MIB, then 16 MiB; a 64 KiB
+ *                                        stack; 2^20 pending device launches),
+ *                                        cuDeviceTotalMem, a legacy cuLaunchGrid)
  *        driver_app launch N MS [GRID BLOCK]
  *                                        N launches of a kernel busy for MS ms (GRID
  *                                        blocks of BLOCK threads; default 1 x 1), each
@@ -37,7 +46,8 @@
  *                                        and child both make the remaining launches
  *                                        (the parent waits for the child; "child
  *                                        STATUS")
- * Prints one line per step ("init", "devices N", "device HANDLE", "allocated", "freed",
+ * Prints one line per step ("init", "devices N", "device HANDLE PCI_BUS_ID" of its device
+ * 0, "allocated", "freed",
  * "meminfo FREE TOTAL") and
  * "error STEP CODE" on a failure, exiting 2.
  */
@@ -88,9 +98,34 @@ int main(int argc, char **argv) {
     CHECK("count", count(&n));
     printf("devices %d\n", n);
     CHECK("device", get(&dev, 0));
-    printf("device %d\n", (int)dev);
+    CUresult (*bus_of)(char *, int, CUdevice) = sym("cuDeviceGetPCIBusId");
+    char dev_bus[32] = "?";
+    CHECK("busid", bus_of(dev_bus, sizeof dev_bus, dev));
+    printf("device %d %s\n", (int)dev, dev_bus);
     CHECK("context", retain(&ctx, dev));
     CHECK("current", set_current(ctx));
+    if (getenv("SHOW_DEVICES")) {
+        /* every device it sees, peer access between its first two, and each of the
+         * machine's two GPUs looked up by PCI bus id */
+        CUresult (*by_bus)(CUdevice *, const char *) = sym("cuDeviceGetByPCIBusId");
+        CUresult (*can_peer)(int *, CUdevice, CUdevice) = sym("cuDeviceCanAccessPeer");
+        for (int i = 0; i < n; i++) {
+            CUdevice d;
+            char bus[32];
+            CHECK("device", get(&d, i));
+            CHECK("busid", bus_of(bus, sizeof bus, d));
+            printf("sees %d %s\n", i, bus);
+        }
+        int can = -1;
+        printf("peer 0 1 %d\n", (int)can_peer(&can, 0, 1));
+        for (int i = 0; i < 2; i++) {
+            char bus[32];
+            CUdevice found = -1;
+            snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x10 + i);
+            CUresult r = by_bus(&found, bus);
+            printf("bus %s %d %d\n", bus, (int)r, r == CUDA_SUCCESS ? (int)found : -1);
+        }
+    }
     if (!strcmp(argv[1], "escapes")) {
         typedef unsigned int ptr_v1;
         CUresult (*alloc_v1)(ptr_v1 *, unsigned) = sym("cuMemAlloc");
@@ -138,6 +173,11 @@ int main(int argc, char **argv) {
             r = by_bus(&found_dev, bus);
             printf("pcibus %d %d\n", i, (int)r);
         }
+        CUresult (*set_limit)(CUlimit, size_t) = sym("cuCtxSetLimit");
+        printf("heap %d\n", (int)set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, bytes));
+        printf("small_heap %d\n", (int)set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, 16 << 20));
+        printf("stack %d\n", (int)set_limit(CU_LIMIT_STACK_SIZE, 64 << 10));
+        printf("pending %d\n", (int)set_limit(CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT, 1 << 20));
         CUresult (*info_v1)(unsigned *, unsigned *) = sym("cuMemGetInfo");
         unsigned f1 = 0, t1 = 0;
         CHECK("meminfo_v1", info_v1(&f1, &t1));
@@ -276,6 +316,19 @@ int main(int argc, char **argv) {
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = (int)dev;
         CHECK("alloc", create(&handle, bytes, &prop, 0));
+    } else if (!strcmp(argv[1], "pool")) {
+        /* a pool on device POOL_DEVICE (default: the current context's), created with
+         * that location; the context stays the current one */
+        CUresult (*pool_create)(CUmemoryPool *, const CUmemPoolProps *) = sym("cuMemPoolCreate");
+        CUresult (*from_pool)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) = sym("cuMemAllocFromPoolAsync");
+        CUmemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = getenv("POOL_DEVICE") ? atoi(getenv("POOL_DEVICE")) : (int)dev;
+        CUmemoryPool pool;
+        CHECK("pool", pool_create(&pool, &props));
+        CHECK("alloc", from_pool(&p, bytes, pool, 0));
     } else if (!strcmp(argv[1], "array")) {
         CUresult (*create)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *) = sym("cuArrayCreate_v2");
         CUDA_ARRAY_DESCRIPTOR d = {bytes / 4 / 256, 256, CU_AD_FORMAT_FLOAT, 1};
@@ -291,7 +344,7 @@ int main(int argc, char **argv) {
     long hold_ms = argc > 3 ? atol(argv[3]) : 0;
     struct timespec t = {hold_ms / 1000, (hold_ms % 1000) * 1000000L};
     nanosleep(&t, 0);
-    if (!strcmp(argv[1], "async")) {
+    if (!strcmp(argv[1], "async") || !strcmp(argv[1], "pool")) {
         CUresult (*free_async)(CUdeviceptr, CUstream) = sym("cuMemFreeAsync");
         CHECK("free", free_async(p, 0));
     } else if (!strcmp(argv[1], "vmm")) {

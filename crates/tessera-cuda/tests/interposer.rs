@@ -96,8 +96,8 @@ fn no_daemon_and_bad_settings_get_a_cuda_error_and_one_line() {
 }
 
 /// The program sees only the GPU the daemon placed it on: the first tenant on GPU 0,
-/// the second, while the first holds it, on GPU 1 — each seeing one device, whose
-/// handle is the real one.
+/// the second, while the first holds it, on GPU 1 — each seeing one device, its
+/// device 0, which is the GPU it was placed on.
 #[test]
 fn a_program_sees_only_the_gpus_it_was_placed_on() {
     let Some(s) = setup("placement", 2) else { return };
@@ -111,8 +111,9 @@ fn a_program_sees_only_the_gpus_it_was_placed_on() {
     };
     let a_seen = seen(a_lines.into_iter().map(|(_, l)| l).collect());
     let b_seen = seen(out.lines().map(String::from).collect());
-    assert_eq!(a_seen, ("devices 1".into(), "device 0".into()));
-    assert_eq!(b_seen, ("devices 1".into(), "device 1".into()));
+    // numbered from 0 as under CUDA_VISIBLE_DEVICES, each the GPU it was placed on
+    assert_eq!(a_seen, ("devices 1".into(), "device 0 0000:10:00.0".into()));
+    assert_eq!(b_seen, ("devices 1".into(), "device 0 0000:11:00.0".into()));
     assert!(a.wait().unwrap().success());
 }
 

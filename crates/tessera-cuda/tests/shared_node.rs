@@ -342,7 +342,10 @@ fn a_waiter_is_never_refused_for_memory_in_a_lease() {
 /// with version 3000) and through a mipmapped array are refused with
 /// CUDA_ERROR_OUT_OF_MEMORY; a graph memory node is refused (not governed:
 /// CUDA_ERROR_NOT_SUPPORTED, with one line); the hidden GPU is not found by its PCI bus
-/// id (CUDA_ERROR_INVALID_DEVICE); `cuDeviceTotalMem` reports the limit, as
+/// id (CUDA_ERROR_INVALID_DEVICE); context limits are device memory — a 300 MiB malloc
+/// heap and a 64 KiB stack per resident thread are refused (out of memory), a 16 MiB
+/// heap fits, raising the device runtime's pending launches is refused (not
+/// supported); `cuDeviceTotalMem` reports the limit, as
 /// `cuMemGetInfo` does; and a legacy `cuLaunchGrid` passes the launch gate. Before,
 /// every one of them reached the driver as if the program were alone.
 #[test]
@@ -351,11 +354,7 @@ fn no_entry_point_escapes_the_interposer() {
     let limit = [("TESSERA_MEMORY", "256MiB"), ("TESSERA_MEMORY_WAIT", "none")];
     let (code, out, err) = run(s.app(&["escapes", "300"], &limit));
     assert_eq!(code, 0, "{out}{err}");
-    let placed: i32 = out
-        .lines()
-        .find_map(|l| l.strip_prefix("device "))
-        .and_then(|d| d.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{out}"));
+    let placed = placed_gpu(&out);
     let hidden = 1 - placed;
     for want in [
         "legacy_alloc 2".to_string(),
@@ -364,8 +363,13 @@ fn no_entry_point_escapes_the_interposer() {
         "memnode 801".to_string(),
         format!("pcibus {placed} 0"),
         format!("pcibus {hidden} 101"),
+        "heap 2".to_string(),
+        "small_heap 0".to_string(),
+        "stack 2".to_string(),
+        "pending 801".to_string(),
         "totalmem 268435456".to_string(),
-        "legacy_meminfo 268435456 268435456".to_string(),
+        // the 16 MiB heap's 8 MiB beyond its default are the tenant's
+        format!("legacy_meminfo {} 268435456", (256 - 8) * MIB),
         "launchgrid 0".to_string(),
     ] {
         assert!(out.lines().any(|l| l == want), "{want:?} in {out}");
@@ -421,4 +425,132 @@ fn the_entry_point_list_covers_cuda_h() {
         committed_path.display()
     );
     assert!(!fresh.contains("NOT COVERED") && fresh.lines().count() > 100, "{fresh}");
+}
+
+/// Each GPU's memory granted in the ledger, as the daemon reports it.
+fn memory_used(s: &Setup) -> Vec<u64> {
+    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
+    control.status().unwrap().gpus.iter().map(|g| g.memory_used).collect()
+}
+
+/// Wait (at most 5 s) until nothing is granted on any GPU (the last program's exit has
+/// returned its memory).
+fn ledger_empties(s: &Setup) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while memory_used(s).iter().any(|b| *b > 0) {
+        assert!(Instant::now() < deadline, "still granted: {:?}", memory_used(s));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Run `args` under `env` until it allocated; what it printed, and the memory granted
+/// on each GPU while it holds its allocation (then it is let finish).
+fn granted_while_held(s: &Setup, args: &[&str], env: &[(&str, &str)]) -> (String, Vec<u64>) {
+    ledger_empties(s);
+    let mut p = Reaped(s.app(args, env).spawn().unwrap());
+    let out: Vec<String> = wait_for(&mut p, "allocated").into_iter().map(|(_, l)| l).collect();
+    let used = memory_used(s);
+    assert_eq!(finish_within(&mut p, Duration::from_secs(10), "the program"), 0, "{out:?}");
+    (out.join("\n"), used)
+}
+
+const MIB: u64 = 1 << 20;
+
+/// Device numbers as the program sees them: a program whose `CUDA_VISIBLE_DEVICES`
+/// names the node's GPU 1 sees one device, its device 0, which is GPU 1 (by PCI bus
+/// id); its memory is GPU 1's in the ledger however it allocates — `cuMemAlloc`,
+/// `cuMemCreate` at its device 0's location (as PyTorch's expandable segments do), a
+/// pool created there; GPU 0 is hidden from it (not found by PCI bus id, no peer).
+/// With two GPUs, an allocation from a pool on its device 1 is GPU 1's although its
+/// current context is on device 0. Before, the daemon placed such a program on the
+/// least-loaded GPU whatever it could see, and ordinals were taken for node indices:
+/// "placed this program on no GPU the driver has", or memory charged to a GPU the
+/// program does not use.
+#[test]
+fn a_program_numbers_its_devices_as_cuda_visible_devices_says() {
+    let Some(s) = setup("visible", 2) else { return };
+    for mode in ["alloc", "vmm", "pool"] {
+        let (out, used) = granted_while_held(
+            &s,
+            &[mode, "300", "300"],
+            &[("CUDA_VISIBLE_DEVICES", "1"), ("SHOW_DEVICES", "1")],
+        );
+        assert!(out.contains("devices 1\n"), "{mode}: {out}");
+        assert_eq!(placed_gpu(&out), 1, "{mode}: {out}");
+        assert_eq!(used[0], 0, "{mode}: nothing on the hidden GPU: {used:?}");
+        assert!(used[1] >= 300 * MIB, "{mode}: its memory on GPU 1: {used:?}");
+        for hidden in ["bus 0000:10:00.0 101 -1", "bus 0000:11:00.0 0 0", "peer 0 1 101"] {
+            assert!(out.lines().any(|l| l == hidden), "{mode}: {hidden:?} in {out}");
+        }
+    }
+    // two GPUs: the pool's device, not the current context's
+    let (out, used) = granted_while_held(
+        &s,
+        &["pool", "300", "300"],
+        &[("TESSERA_GPUS", "2"), ("POOL_DEVICE", "1"), ("SHOW_DEVICES", "1")],
+    );
+    assert!(out.contains("devices 2\n") && out.contains("peer 0 1 0"), "{out}");
+    let device1 = if out.contains("sees 1 0000:11:00.0") { 1 } else { 0 };
+    assert!(used[device1] >= 300 * MIB && used[1 - device1] < 300 * MIB, "{used:?} {out}");
+}
+
+/// A Slurm job on the node's GPU 1, whose program sees it as device 0
+/// (`CUDA_VISIBLE_DEVICES=0`, as device cgroups renumber it): the program runs on GPU 1
+/// and its memory is GPU 1's. Before, it failed `cuInit` with error 100.
+#[test]
+fn a_slurm_job_on_gpu_1_runs_there_as_its_device_0() {
+    let Some(s) = setup("slurm-visible", 2) else { return };
+    // the job is this test's own uid's (the owner of its /proc entry)
+    let me = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+    let mut admin = tessera_client::Client::connect(&s.socket).unwrap();
+    admin
+        .job_start(tessera_client::proto::JobGrant {
+            job: 41,
+            uid: me,
+            gpus: vec![1],
+            shards: 1,
+            partition: "debug".into(),
+            qos: String::new(),
+            comment: String::new(),
+        })
+        .unwrap();
+    let (out, used) = granted_while_held(
+        &s,
+        &["alloc", "300", "300"],
+        &[("CUDA_VISIBLE_DEVICES", "0"), ("TESSERA_SLURM_JOB", "41")],
+    );
+    assert!(out.contains("devices 1\n"), "{out}");
+    assert_eq!(placed_gpu(&out), 1, "{out}");
+    assert!(used[0] == 0 && used[1] >= 300 * MIB, "{used:?}");
+}
+
+/// Under the CUDA executor the daemon knows its GPUs' UUIDs, and the program is told
+/// its GPU by UUID (whatever the driver's own numbering); the interposer checks that
+/// the driver shows it that GPU. A `CUDA_VISIBLE_DEVICES` naming a GPU by UUID places
+/// the program there.
+#[test]
+fn gpus_are_named_by_uuid_when_the_daemon_knows_them() {
+    let tag = "uuid";
+    let library = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("interposer-{tag}-{}", std::process::id()))
+        .join("libcuda.so.1");
+    let Some(s) = setup_config(tag, |c| {
+        c.executor = tesserad::config::ExecutorKind::Cuda { library: Some(library) };
+        c.context_mib = Some(0);
+    }) else {
+        return;
+    };
+    let (out, used) = granted_while_held(
+        &s,
+        &["alloc", "300", "300"],
+        &[("CUDA_VISIBLE_DEVICES", "GPU-fa000000-0000-0000-0000-000000000001")],
+    );
+    assert_eq!(placed_gpu(&out), 1, "{out}");
+    assert!(used[0] == 0 && used[1] >= 300 * MIB, "{used:?}");
+    assert!(s.log().contains("node GPUs [1]"), "{}", s.log());
+    // a UUID the node does not have is refused with the reason
+    let (code, out, err) =
+        run(s.app(&["alloc", "1", "0"], &[("CUDA_VISIBLE_DEVICES", "GPU-0123")]));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("names none of this node's"), "{err}");
 }

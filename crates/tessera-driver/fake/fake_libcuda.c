@@ -14,8 +14,9 @@
  * FAKE_CUDA_STATS=0. Every call is
  * appended to "<this library>.log" when FAKE_CUDA_LOG=1.
  *
- * Knobs: FAKE_CUDA_DEVICES (default 2; device d has d+1 GiB, or FAKE_CUDA_DEVICE_MIB
- * each); FAKE_CUDA_FAIL=oom makes
+ * Knobs: FAKE_CUDA_DEVICES (default 2; physical device p has p+1 GiB, or
+ * FAKE_CUDA_DEVICE_MIB each, PCI id 0000:(10+p):00.0 and UUID GPU-fa000000-...-0p);
+ * CUDA_VISIBLE_DEVICES as the real driver reads it (indices or UUIDs, at cuInit); FAKE_CUDA_FAIL=oom makes
  * every allocation fail with CUDA_ERROR_OUT_OF_MEMORY, =launch every launch with
  * CUDA_ERROR_LAUNCH_FAILED. A spin kernel asked to run exactly 777 ms faults
  * (CUDA_ERROR_LAUNCH_FAILED, sticky: every later call on that device fails until its
@@ -99,15 +100,61 @@ static uint64_t now_ns(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
-static int devices(void) {
+/* The machine's devices, before CUDA_VISIBLE_DEVICES. */
+static int physical_devices(void) {
     const char *e = getenv("FAKE_CUDA_DEVICES");
     int n = e ? atoi(e) : 2;
     return n < 0 ? 0 : n > MAX_DEVICES ? MAX_DEVICES : n;
 }
+/* CUDA_VISIBLE_DEVICES, read once at cuInit as the real driver does: ordinal d is
+ * physical device visible[d]. Entries are indices or UUIDs ("GPU-" and a unique
+ * prefix of the rest); the first entry that names no device, or one already listed,
+ * ends the list. */
+static int visible[MAX_DEVICES], visible_n = -1;
+static void uuid_text(int phys, char *out, size_t len) {
+    /* the bytes cuDeviceGetUuid gives: fa, zeros, the physical index */
+    snprintf(out, len, "GPU-fa000000-0000-0000-0000-0000000000%02x", phys & 0xff);
+}
+static void read_visible(void) {
+    int n = physical_devices();
+    const char *e = getenv("CUDA_VISIBLE_DEVICES");
+    visible_n = 0;
+    if (!e) {
+        for (int d = 0; d < n; d++) visible[visible_n++] = d;
+        return;
+    }
+    char list[1024];
+    snprintf(list, sizeof list, "%s", e);
+    for (char *save = 0, *item = strtok_r(list, ",", &save); item; item = strtok_r(0, ",", &save)) {
+        while (*item == ' ') item++;
+        int found = -1;
+        if (!strncmp(item, "GPU-", 4)) {
+            for (int p = 0; p < n; p++) {
+                char u[64];
+                uuid_text(p, u, sizeof u);
+                if (strlen(item) > 4 && !strncmp(u, item, strlen(item))) {
+                    if (found >= 0) { found = -1; break; } /* ambiguous */
+                    found = p;
+                }
+            }
+        } else {
+            char *end;
+            long v = strtol(item, &end, 10);
+            if (end != item && *end == 0 && v >= 0 && v < n) found = (int)v;
+        }
+        for (int d = 0; d < visible_n; d++)
+            if (visible[d] == found) found = -1;
+        if (found < 0) break;
+        visible[visible_n++] = found;
+    }
+}
+static int devices(void) { return visible_n < 0 ? physical_devices() : visible_n; }
+/* The physical device behind ordinal d (its name, UUID, PCI id and memory). */
+static int phys(int d) { return visible_n < 0 || d < 0 || d >= visible_n ? d : visible[d]; }
 static uint64_t device_bytes(int d) {
     const char *e = getenv("FAKE_CUDA_DEVICE_MIB");
     long mib = e ? atol(e) : 0;
-    return mib > 0 ? (uint64_t)mib << 20 : (uint64_t)(d + 1) << 30;
+    return mib > 0 ? (uint64_t)mib << 20 : (uint64_t)(phys(d) + 1) << 30;
 }
 static int fail(const char *what) {
     const char *e = getenv("FAKE_CUDA_FAIL");
@@ -148,11 +195,17 @@ static void write_stats(void) {
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return;
-    fprintf(f, "retains %d %d\nlive %ld %ld\nlive_bytes %llu %llu\npeak_bytes %llu %llu\n", retains[0], retains[1],
-            live[0], live[1], (unsigned long long)live_bytes[0], (unsigned long long)live_bytes[1],
-            (unsigned long long)peak_bytes[0], (unsigned long long)peak_bytes[1]);
-    fprintf(f, "faults %llu %llu\nprefetched %llu %llu\n", (unsigned long long)faults[0],
-            (unsigned long long)faults[1], (unsigned long long)prefetched[0], (unsigned long long)prefetched[1]);
+    /* by physical device (0 and 1), whatever CUDA_VISIBLE_DEVICES renumbered */
+    int o[2] = {-1, -1};
+    for (int d = 0; d < devices(); d++)
+        if (phys(d) < 2) o[phys(d)] = d;
+#define AT(a, p) (o[p] < 0 ? 0 : (unsigned long long)(a)[o[p]])
+    fprintf(f, "retains %llu %llu\nlive %llu %llu\nlive_bytes %llu %llu\npeak_bytes %llu %llu\n",
+            AT(retains, 0), AT(retains, 1), AT(live, 0), AT(live, 1), AT(live_bytes, 0),
+            AT(live_bytes, 1), AT(peak_bytes, 0), AT(peak_bytes, 1));
+    fprintf(f, "faults %llu %llu\nprefetched %llu %llu\n", AT(faults, 0), AT(faults, 1),
+            AT(prefetched, 0), AT(prefetched, 1));
+#undef AT
     fclose(f);
     rename(tmp, path);
 }
@@ -162,6 +215,9 @@ static void write_stats(void) {
 
 CUresult CUDAAPI cuInit(unsigned int Flags) {
     (void)Flags;
+    pthread_mutex_lock(&books);
+    if (visible_n < 0) read_visible();
+    pthread_mutex_unlock(&books);
     initialised = 1;
     pthread_mutex_lock(&books); write_stats(); pthread_mutex_unlock(&books);
     log_call("cuInit");
@@ -182,21 +238,21 @@ CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
 CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
     NEED_INIT();
     if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "Fake GPU %d", dev);
+    snprintf(name, (size_t)len, "Fake GPU %d", phys(dev));
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
     NEED_INIT();
     if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
     memset(uuid->bytes, 0, sizeof uuid->bytes);
-    uuid->bytes[0] = (char)0xfa; uuid->bytes[15] = (char)dev;
+    uuid->bytes[0] = (char)0xfa; uuid->bytes[15] = (char)phys(dev);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
 CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
     NEED_INIT();
     if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
+    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + phys(dev));
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId) {
@@ -204,10 +260,10 @@ CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId) {
     unsigned domain, bus, slot, fn;
     if (!dev || !pciBusId || sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &slot, &fn) != 4)
         return CUDA_ERROR_INVALID_VALUE;
-    int d = (int)bus - 0x10;
-    if (domain || slot || fn || d < 0 || d >= devices()) return CUDA_ERROR_INVALID_DEVICE;
-    *dev = d;
-    return CUDA_SUCCESS;
+    /* a hidden device has no ordinal */
+    for (int d = 0; d < devices(); d++)
+        if (!domain && !slot && !fn && phys(d) == (int)bus - 0x10) { *dev = d; return CUDA_SUCCESS; }
+    return CUDA_ERROR_INVALID_DEVICE;
 }
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     NEED_INIT();
@@ -240,6 +296,70 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     write_stats();
     pthread_mutex_unlock(&books);
     current = 0;
+    return CUDA_SUCCESS;
+}
+/* context limits, per device (its primary context), from the documented defaults */
+static size_t limits[MAX_DEVICES][CU_LIMIT_MAX];
+static int limits_set[MAX_DEVICES];
+static size_t *limits_of(int d) {
+    if (!limits_set[d]) {
+        limits[d][CU_LIMIT_STACK_SIZE] = 1024;
+        limits[d][CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+        limits[d][CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+        limits[d][CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
+        limits[d][CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
+        limits[d][CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64;
+        limits_set[d] = 1;
+    }
+    return limits[d];
+}
+CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
+    NEED_CTX();
+    if (!pvalue || (unsigned)limit >= CU_LIMIT_MAX) return CUDA_ERROR_INVALID_VALUE;
+    *pvalue = limits_of(dev_of_current())[limit];
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
+    NEED_CTX();
+    if ((unsigned)limit >= CU_LIMIT_MAX || limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED)
+        return CUDA_ERROR_INVALID_VALUE;
+    limits_of(dev_of_current())[limit] = value;
+    log_call("cuCtxSetLimit %d %zu", (int)limit, value);
+    return CUDA_SUCCESS;
+}
+/* device attributes: a small GPU of compute capability 8.0 (what numba-cuda and the
+ * interposer ask); any other attribute is 0 */
+CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+    NEED_INIT();
+    if (!pi) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 16; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *pi = 2048; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *pi = 64; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *pi = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *pi = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *pi = 48 << 10; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = 163 << 10; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *pi = 164 << 10; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *pi = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: *pi = 64 << 10; break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *pi = 1410000; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *pi = 1215000; break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *pi = 5120; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 8; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = 0x10 + phys(dev); break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: *pi = 2; break;
+    default: *pi = 0; break;
+    }
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) { NEED_INIT(); current = ctx; return CUDA_SUCCESS; }
@@ -295,9 +415,11 @@ CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
     }
 }
 
-static CUresult alloc(CUdeviceptr *dptr, size_t n, const char *what) {
+/* an allocation on device d (the current context's, unless a location or pool names
+ * another) */
+static CUresult alloc_on(int d, CUdeviceptr *dptr, size_t n, const char *what) {
     NEED_CTX();
-    int d = dev_of_current();
+    if (d < 0 || d >= devices()) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&books);
     CUresult r = CUDA_SUCCESS;
     if (fail("oom") || live_bytes[d] + n > device_bytes(d)) r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -319,6 +441,10 @@ static CUresult alloc(CUdeviceptr *dptr, size_t n, const char *what) {
     log_call("%s %zu -> %d", what, n, (int)r);
     return r;
 }
+static CUresult alloc(CUdeviceptr *dptr, size_t n, const char *what) {
+    NEED_CTX();
+    return alloc_on(dev_of_current(), dptr, n, what);
+}
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { return alloc(dptr, bytesize, "cuMemAlloc_v2"); }
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
     (void)flags;
@@ -338,16 +464,59 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hS
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
     return cuMemAllocAsync(dptr, bytesize, hStream);
 }
+/* memory pools: a pool is a device's (its default one, or one created with a
+ * location) */
+struct pool { int dev, created; };
+static struct pool default_pools[MAX_DEVICES];
+CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
+    NEED_INIT();
+    if (!pool_out) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    default_pools[dev].dev = dev;
+    *pool_out = (CUmemoryPool)&default_pools[dev];
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) { return cuDeviceGetDefaultMemPool(pool, dev); }
+CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+    NEED_INIT();
+    if (!pool || !props || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (props->location.id < 0 || props->location.id >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    struct pool *p = malloc(sizeof *p);
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+    p->dev = props->location.id;
+    p->created = 1;
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
+    struct pool *p = (struct pool *)pool;
+    if (!p || !p->created) return CUDA_ERROR_INVALID_VALUE;
+    free(p);
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-    (void)pool; (void)hStream;
-    return alloc(dptr, bytesize, "cuMemAllocFromPoolAsync");
+    (void)hStream;
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    return alloc_on(((struct pool *)pool)->dev, dptr, bytesize, "cuMemAllocFromPoolAsync");
+}
+/* peer access: any two devices this process sees */
+CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev) {
+    NEED_INIT();
+    if (!canAccessPeer) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= devices() || peerDev < 0 || peerDev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    *canAccessPeer = dev != peerDev;
+    return CUDA_SUCCESS;
 }
 /* virtual-memory allocations: the handle is the host block's address */
 CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                              unsigned long long flags) {
-    (void)prop; (void)flags;
+    (void)flags;
+    if (!prop || !handle || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr p;
-    CUresult r = alloc(&p, size, "cuMemCreate");
+    /* on the device the location names, which need not be the current one */
+    CUresult r = alloc_on(prop->location.id, &p, size, "cuMemCreate");
     if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)p;
     return r;
 }
@@ -857,7 +1026,9 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset_v2),
     E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuModuleLoadData), E(cuModuleGetFunction), E(cuFuncGetAttribute),
     E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
-    E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz),
+    E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync), E(cuDeviceGetDefaultMemPool),
+    E(cuDeviceGetMemPool), E(cuMemPoolCreate), E(cuMemPoolDestroy), E(cuDeviceCanAccessPeer),
+    E(cuCtxGetLimit), E(cuCtxSetLimit), E(cuDeviceGetAttribute), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz),
     E(cuMemCreate), E(cuMemRelease), E(cuArrayCreate_v2), E(cuArray3DCreate_v2), E(cuArrayDestroy),
     E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuMemPrefetchAsync), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
     E(cuCtxSynchronize), E(cuLaunchKernel_ptsz), E(cuLaunchKernelEx), E(cuLaunchKernelEx_ptsz),

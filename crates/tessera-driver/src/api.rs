@@ -145,6 +145,20 @@ driver_api! {
     fn cuMemAllocAsync(dptr: *mut CUdeviceptr, bytes: usize, stream: CUstream);
     /// `cuMemAllocFromPoolAsync`.
     fn cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, bytes: usize, pool: CUmemoryPool, stream: CUstream);
+    /// `cuMemPoolCreate`.
+    fn cuMemPoolCreate(pool: *mut CUmemoryPool, props: *const CUmemPoolProps);
+    /// `cuMemPoolDestroy`.
+    fn cuMemPoolDestroy(pool: CUmemoryPool);
+    /// `cuDeviceGetDefaultMemPool`.
+    fn cuDeviceGetDefaultMemPool(pool: *mut CUmemoryPool, dev: CUdevice);
+    /// `cuDeviceGetMemPool`.
+    fn cuDeviceGetMemPool(pool: *mut CUmemoryPool, dev: CUdevice);
+    /// `cuCtxGetLimit`.
+    fn cuCtxGetLimit(value: *mut usize, limit: CUlimit);
+    /// `cuCtxSetLimit`.
+    fn cuCtxSetLimit(limit: CUlimit, value: usize);
+    /// `cuDeviceGetAttribute`.
+    fn cuDeviceGetAttribute(value: *mut c_int, attribute: CUdevice_attribute, dev: CUdevice);
     /// `cuMemFree_v2`.
     fn cuMemFree_v2(dptr: CUdeviceptr);
     /// `cuMemFreeAsync`.

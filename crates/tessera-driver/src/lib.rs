@@ -24,3 +24,23 @@ pub mod testing;
 pub use api::{CuResult, DriverApi, status};
 pub use cudarc::driver::sys;
 pub use library::{DriverLibrary, LibraryError};
+
+/// A device UUID as `nvidia-smi -L` and `CUDA_VISIBLE_DEVICES` write it: `GPU-` and
+/// its 16 bytes in hex, grouped 4-2-2-2-6.
+pub fn uuid_text(uuid: &sys::CUuuid) -> String {
+    let b: Vec<u8> = uuid.bytes.iter().map(|c| *c as u8).collect();
+    let hex =
+        |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!("GPU-{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uuids_are_written_as_the_driver_reads_them() {
+        let mut u = super::sys::CUuuid { bytes: [0; 16] };
+        u.bytes[0] = 0xfa_u8 as std::ffi::c_char;
+        u.bytes[15] = 1;
+        assert_eq!(super::uuid_text(&u), "GPU-fa000000-0000-0000-0000-000000000001");
+    }
+}

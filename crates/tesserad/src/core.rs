@@ -245,6 +245,8 @@ struct GpuRt {
     partitions: Vec<PerMille>,
     /// Batches running on it (inference serving), for the interference they cause.
     batches: Vec<RunningBatch>,
+    /// Its UUID, when the driver told it (emulated GPUs have none).
+    uuid: Option<String>,
 }
 
 /// A batch of inference requests running on a GPU.
@@ -443,6 +445,7 @@ impl Core {
                     placed: 0,
                     partitions: Vec::new(),
                     batches: Vec::new(),
+                    uuid: None,
                 })
                 .collect(),
             internal: VecDeque::new(),
@@ -467,13 +470,21 @@ impl Core {
         }
     }
 
-    /// Serve inference models with `inference` (the gpulets policy's state).
     /// Tell `desk` of tenants as they register and close (their memory reservations).
     pub fn with_memory_desk(mut self, desk: Arc<crate::memory::MemoryDesk>) -> Core {
         self.desk = Some(desk);
         self
     }
 
+    /// The GPUs' UUIDs, by index, as the driver told them (none for emulated GPUs).
+    pub fn with_uuids(mut self, uuids: Vec<Option<String>>) -> Core {
+        for (g, uuid) in self.gpus.iter_mut().zip(uuids) {
+            g.uuid = uuid;
+        }
+        self
+    }
+
+    /// Serve inference models with `inference` (the gpulets policy's state).
     pub fn with_inference(mut self, inference: Option<crate::inference::Inference>) -> Core {
         self.inference = inference;
         self
@@ -1193,14 +1204,15 @@ impl Core {
         }
     }
 
-    /// Choose `n` GPUs (at most all) for a new tenant: the least loaded — fewest open
+    /// Choose `n` GPUs (at most all, or all of `within`) for a new tenant: the least loaded — fewest open
     /// tenants placed there, then fewest running tasks, then lowest index — and count
     /// it there.
-    fn place(&mut self, n: usize) -> Vec<u32> {
+    fn place(&mut self, n: usize, within: Option<&[u32]>) -> Vec<u32> {
         let mut order: Vec<(usize, usize, u32)> = self
             .gpus
             .iter()
             .enumerate()
+            .filter(|(i, _)| within.is_none_or(|w| w.contains(&(*i as u32))))
             .map(|(i, g)| (g.placed, g.running.len(), i as u32))
             .collect();
         order.sort_unstable();
@@ -1209,6 +1221,47 @@ impl Core {
             self.gpus[*g as usize].placed += 1;
         }
         chosen
+    }
+
+    /// The GPUs a program's `CUDA_VISIBLE_DEVICES` entries name, as the driver reads
+    /// them: a node index or a UUID (`GPU-` and a unique prefix of the rest) each; the
+    /// first entry that names none, or one already named, ends the list. `Err` when no
+    /// GPU is left, or a UUID is asked of a daemon that knows none.
+    fn visible_gpus(&self, entries: &[String]) -> Result<Vec<u32>, String> {
+        let mut within: Vec<u32> = Vec::new();
+        for entry in entries.iter().map(|e| e.trim()) {
+            let found = if entry.starts_with("GPU-") && entry.len() > 4 {
+                if self.gpus.iter().all(|g| g.uuid.is_none()) {
+                    return Err(format!(
+                        "CUDA_VISIBLE_DEVICES names {entry}, but this daemon's GPUs have no \
+                         UUIDs (they are emulated): name them by index"
+                    ));
+                }
+                let mut matches = self
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| g.uuid.as_deref().is_some_and(|u| u.starts_with(entry)));
+                match (matches.next(), matches.next()) {
+                    (Some((i, _)), None) => Some(i as u32),
+                    _ => None,
+                }
+            } else {
+                entry.parse::<u32>().ok().filter(|i| (*i as usize) < self.gpus.len())
+            };
+            match found {
+                Some(g) if !within.contains(&g) => within.push(g),
+                _ => break,
+            }
+        }
+        if within.is_empty() {
+            return Err(format!(
+                "CUDA_VISIBLE_DEVICES ({}) names none of this node's {} GPUs",
+                entries.join(","),
+                self.gpus.len()
+            ));
+        }
+        Ok(within)
     }
 
     fn gc_tenant(&mut self, tenant: TenantId) {
@@ -1554,7 +1607,17 @@ impl Core {
             Request::Status { tenant, uid: of_uid, gpu, offset, limit } => Reply::Status(
                 self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit }),
             ),
-            Request::Register { class, sla_ms, weight, priority, memory, gpus, model, job } => {
+            Request::Register {
+                class,
+                sla_ms,
+                weight,
+                priority,
+                memory,
+                gpus,
+                model,
+                job,
+                visible,
+            } => {
                 if self.draining {
                     return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
                 }
@@ -1681,6 +1744,15 @@ impl Core {
                         ),
                     );
                 }
+                // the GPUs the program can see (its CUDA_VISIBLE_DEVICES); a job's
+                // tenant has the job's
+                let within = match visible.filter(|_| job_gpus.is_none()) {
+                    None => None,
+                    Some(v) => match self.visible_gpus(&v) {
+                        Ok(w) => Some(w),
+                        Err(e) => return err(ErrorCode::BadRequest, e),
+                    },
+                };
                 let usage = self.uid_use.entry(uid).or_default();
                 if usage.tenants >= self.limits.max_tenants_per_uid {
                     return err(
@@ -1703,7 +1775,7 @@ impl Core {
                         }
                         gs
                     }
-                    None => self.place(gpus as usize),
+                    None => self.place(gpus as usize, within.as_deref()),
                 };
                 self.tenants.insert(
                     id,
@@ -1775,7 +1847,12 @@ impl Core {
                     }
                     _ => placed,
                 };
-                Reply::Registered { tenant: id.0, gpus: placed }
+                let uuids = placed
+                    .iter()
+                    .map(|g| self.gpus.get(*g as usize).and_then(|rt| rt.uuid.clone()))
+                    .collect::<Option<Vec<_>>>()
+                    .unwrap_or_default();
+                Reply::Registered { tenant: id.0, gpus: placed, uuids }
             }
             Request::SetWeight { tenant, weight } => {
                 let id = TenantId(tenant);

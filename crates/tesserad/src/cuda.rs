@@ -103,7 +103,9 @@ DONE:
 #[derive(Debug)]
 pub struct Driver {
     lib: DriverLibrary,
-    devices: Vec<(CUdevice, u64)>,
+    /// Each device: its handle, memory (bytes) and UUID (`GPU-…`, when the driver
+    /// tells it).
+    devices: Vec<(CUdevice, u64, Option<String>)>,
 }
 
 // SAFETY: the table holds plain C entry points of the driver, which is thread-safe
@@ -155,7 +157,11 @@ impl Driver {
                 check("cuDeviceGet", call!(d, cuDeviceGet(&mut dev, i)))?;
                 let mut bytes = 0usize;
                 check("cuDeviceTotalMem", call!(d, cuDeviceTotalMem_v2(&mut bytes, dev)))?;
-                devices.push((dev, bytes as u64));
+                let uuid = d.lib.api().cuDeviceGetUuid_v2.and_then(|get| {
+                    let mut u = tessera_driver::sys::CUuuid { bytes: [0; 16] };
+                    (get(&mut u, dev) == status::SUCCESS).then(|| tessera_driver::uuid_text(&u))
+                });
+                devices.push((dev, bytes as u64, uuid));
             }
         }
         if devices.is_empty() {
@@ -172,6 +178,12 @@ impl Driver {
     /// Each device's memory, bytes.
     pub fn device_memory(&self) -> Vec<u64> {
         self.devices.iter().map(|d| d.1).collect()
+    }
+
+    /// Each device's UUID, when the driver tells it: how a program under
+    /// `CUDA_VISIBLE_DEVICES` finds the GPU it was placed on whatever its numbering.
+    pub fn device_uuids(&self) -> Vec<Option<String>> {
+        self.devices.iter().map(|d| d.2.clone()).collect()
     }
 
     /// The library loaded.

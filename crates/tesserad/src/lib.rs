@@ -287,6 +287,7 @@ impl Daemon {
             },
         )
         .with_inference(inference)
+        .with_uuids(driver.as_ref().map(|d| d.device_uuids()).unwrap_or_default())
         .with_memory_desk(desk.clone())
         .with_balance(
             balance.map(|(_, r)| (r, Nanos::from_millis(cfg.dcuda.pause_ms))),

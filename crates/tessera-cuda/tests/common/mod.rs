@@ -155,3 +155,15 @@ impl std::ops::DerefMut for Reaped {
         &mut self.0
     }
 }
+
+/// The node's GPU a test program's device 0 is (the fake driver's GPU p has PCI bus id
+/// 0000:(10+p):00.0), from its "device HANDLE BUS" line.
+pub fn placed_gpu(out: &str) -> usize {
+    out.lines()
+        .find_map(|l| l.strip_prefix("device "))
+        .and_then(|d| d.split_whitespace().nth(1))
+        .and_then(|bus| bus.split(':').nth(1))
+        .and_then(|b| usize::from_str_radix(b, 16).ok())
+        .map(|b| b - 0x10)
+        .unwrap_or_else(|| panic!("no device line in {out}"))
+}
