@@ -450,7 +450,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
 fn simulate(w: &Workload, cfg: &DaemonConfig) -> Result<tessera_sim::RunMetrics> {
     let gpus = GpuSpec::uniform(GPUS, Bytes::mib(cfg.gpu_memory_mib));
     let policy = cfg
-        .policy_config()
+        .policy_config(GPUS)
         .ok_or_else(|| anyhow::anyhow!("the demo does not run the gpulets policy"))?
         .build(&gpus)?;
     let opts = SimOptions {

@@ -534,17 +534,25 @@ impl DaemonConfig {
         })
     }
 
-    /// The core policy configuration; `None` for `gpulets`, whose policy the daemon
-    /// builds around its model registry.
-    pub fn policy_config(&self) -> Option<PolicyConfig> {
+    /// The core policy configuration for `gpus` GPUs; `None` for `gpulets`, whose
+    /// policy the daemon builds around its model registry. A reservation of every GPU
+    /// (the default of one, on a one-GPU node) is cut to what leaves one GPU
+    /// unreserved, with a warning: there is then no reserved pool, and the node still
+    /// runs.
+    pub fn policy_config(&self, gpus: usize) -> Option<PolicyConfig> {
         let sla = Nanos::from_millis(self.sla_ms);
         let reset = (self.reset_ms > 0).then(|| Nanos::from_millis(self.reset_ms));
+        let reserve = self.reserve.min(gpus.saturating_sub(1));
+        if reserve < self.reserve && matches!(self.policy, PolicyName::Priority | PolicyName::Flexy) {
+            tracing::warn!(
+                "reserve = {} needs more than {gpus} GPU(s): {reserve} reserved for user-facing work",
+                self.reserve
+            );
+        }
         Some(match self.policy {
             PolicyName::RoundRobin => PolicyConfig::RoundRobin,
-            PolicyName::Priority => PolicyConfig::Priority { reserve: self.reserve, reset },
-            PolicyName::Flexy => {
-                PolicyConfig::Flexy { reserve: self.reserve, reset, sla, history: 10 }
-            }
+            PolicyName::Priority => PolicyConfig::Priority { reserve, reset },
+            PolicyName::Flexy => PolicyConfig::Flexy { reserve, reset, sla, history: 10 },
             PolicyName::FlexyPid => {
                 PolicyConfig::FlexyPid { sla, history: 10, gains: PidGains::default() }
             }
@@ -560,6 +568,22 @@ impl DaemonConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-GPU node runs with the default settings: before, the default reservation
+    /// of one GPU was refused ("must be smaller than the number of GPUs") and the
+    /// daemon did not start.
+    #[test]
+    fn a_one_gpu_node_runs_with_the_default_policy() {
+        let gpus = tessera_core::GpuSpec::uniform(1, tessera_core::Bytes::mib(1024));
+        for policy in [PolicyName::Flexy, PolicyName::Priority] {
+            let c = DaemonConfig { policy, ..DaemonConfig::default() };
+            assert!(c.policy_config(1).unwrap().build(&gpus).is_ok(), "{policy:?}");
+            assert!(matches!(
+                c.policy_config(2).unwrap(),
+                PolicyConfig::Flexy { reserve: 1, .. } | PolicyConfig::Priority { reserve: 1, .. }
+            ));
+        }
+    }
 
     #[test]
     fn toml_is_parsed_and_unknown_keys_are_rejected() {

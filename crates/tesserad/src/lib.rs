@@ -211,7 +211,7 @@ impl Daemon {
                 )),
             )
         });
-        let policy: Box<dyn tessera_core::Policy> = match (&inference, cfg.policy_config()) {
+        let policy: Box<dyn tessera_core::Policy> = match (&inference, cfg.policy_config(gpus.len())) {
             (Some(inf), _) => Box::new(inf.policy(&gpus, &cfg.gpulets)),
             (None, _) if balance.is_some() => {
                 let (params, report) = balance.as_ref().expect("checked");
