@@ -317,6 +317,7 @@ HOOKED = [
     (r"cuDeviceTotalMem|cuMemGetInfo", None, "governed: the tenant's limit (or the GPU's memory the ledger has not granted)"),
     (r"cuDevicePrimaryCtxRetain", None, "governed: the context's memory (the daemon's context_mib) reserved on that GPU"),
     (r"cuMulticastCreate", None, "refused for a tenant: multicast objects take memory outside the ledger (CUDA_ERROR_NOT_SUPPORTED and one line)"),
+    (r"cuLibraryGetKernel", None, "passes to the driver; the CUkernel is noted, so that a launch of it (standing for its function in the current context) is described to the daemon with cuKernelGetAttribute"),
     (r"cuModuleLoadData", None, "passes to the driver (the image kept for migration); code and globals are not counted"),
 ]
 

@@ -23,9 +23,10 @@ use tessera_driver::sys::{
     CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUDA_LAUNCH_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS,
     CUarray, CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUdriverProcAddressQueryResult,
     CUfunction, CUfunction_attribute, CUgraph, CUgraphEdgeData, CUgraphExec, CUgraphNode,
-    CUgraphNodeParams, CUgraphNodeType, CUlaunchConfig, CUlimit, CUmemAllocationProp,
-    CUmemGenericAllocationHandle, CUmemLocationType, CUmemPoolProps, CUmemoryPool,
-    CUmipmappedArray, CUmodule, CUmulticastObjectProp, CUstream, CUstreamCaptureMode, cuuint64_t,
+    CUgraphNodeParams, CUgraphNodeType, CUkernel, CUlaunchConfig, CUlibrary, CUlimit,
+    CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocationType, CUmemPoolProps,
+    CUmemoryPool, CUmipmappedArray, CUmodule, CUmulticastObjectProp, CUstream, CUstreamCaptureMode,
+    cuuint64_t,
 };
 use tessera_driver::{CuResult, DriverApi, status};
 
@@ -45,6 +46,7 @@ fn hooks_have_the_drivers_signatures() -> DriverApi {
         cuMemAllocAsync: Some(cuMemAllocAsync),
         cuMemAllocFromPoolAsync: Some(cuMemAllocFromPoolAsync),
         cuMemPoolCreate: Some(cuMemPoolCreate),
+        cuLibraryGetKernel: Some(cuLibraryGetKernel),
         cuCtxSetLimit: Some(cuCtxSetLimit),
         cuMemPoolDestroy: Some(cuMemPoolDestroy),
         cuDeviceGetDefaultMemPool: Some(cuDeviceGetDefaultMemPool),
@@ -469,6 +471,43 @@ fn note_pool(pool: *mut CUmemoryPool, dev: c_int) {
         // SAFETY: checked non-null; the driver just wrote the pool there.
         pools.insert(unsafe { *pool } as usize, dev);
     }
+}
+
+/// The CUDA 12 kernels (`CUkernel`) the program got from `cuLibraryGetKernel`: a
+/// kernel handle may be launched where a function goes, and stands for the kernel's
+/// function in the current context.
+fn kernels() -> &'static std::sync::Mutex<std::collections::HashSet<u64>> {
+    static KERNELS: OnceLock<std::sync::Mutex<std::collections::HashSet<u64>>> = OnceLock::new();
+    KERNELS.get_or_init(Default::default)
+}
+
+/// If `handle` is a `CUkernel`, the device it runs on when launched now (the current
+/// context's).
+pub(crate) fn kernel_device(handle: u64) -> Option<i32> {
+    if !kernels().lock().ok()?.contains(&handle) {
+        return None;
+    }
+    current_gpu().ok().and_then(|g| i32::try_from(g).ok())
+}
+
+/// `cuLibraryGetKernel`: notes the kernel handle (for the launch gate's facts).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuLibraryGetKernel(
+    kernel: *mut CUkernel,
+    library: CUlibrary,
+    name: *const c_char,
+) -> CuResult {
+    guarded("cuLibraryGetKernel", || {
+        let r = real!(cuLibraryGetKernel(kernel, library, name));
+        if r == status::SUCCESS
+            && !kernel.is_null()
+            && let Ok(mut known) = kernels().lock()
+        {
+            // SAFETY: checked non-null; the driver just wrote it.
+            known.insert(unsafe { *kernel } as u64);
+        }
+        r
+    })
 }
 
 /// `cuMemPoolCreate`: notes the pool's device (its location).
@@ -1523,6 +1562,7 @@ fn hook_for(name: &[u8]) -> Option<*mut c_void> {
         b"cuArray3DCreate" => cuArray3DCreate as *mut c_void,
         b"cuDeviceGetByPCIBusId" => cuDeviceGetByPCIBusId as *mut c_void,
         b"cuMemPoolCreate" => cuMemPoolCreate as *mut c_void,
+        b"cuLibraryGetKernel" => cuLibraryGetKernel as *mut c_void,
         b"cuCtxSetLimit" => cuCtxSetLimit as *mut c_void,
         b"cuMemPoolDestroy" => cuMemPoolDestroy as *mut c_void,
         b"cuDeviceGetDefaultMemPool" => cuDeviceGetDefaultMemPool as *mut c_void,

@@ -88,16 +88,25 @@ impl RealDriver {
 }
 
 /// A kernel's registers per thread and static shared memory per block, asked of the
-/// real driver ((0, 0) if it cannot say).
-pub fn function_resources(function: u64) -> (u32, u32) {
+/// real driver ((0, 0) if it cannot say). `kernel_on`: the launched handle is a CUDA 12
+/// `CUkernel` (from `cuLibraryGetKernel`, standing for its function in the current
+/// context), whose attributes are asked per device — `cuFuncGetAttribute` takes only
+/// functions.
+pub fn function_resources(function: u64, kernel_on: Option<i32>) -> (u32, u32) {
     use tessera_driver::sys::CUfunction_attribute as A;
     let Ok(real) = &crate::state::state().real else { return (0, 0) };
-    let Some(get) = real.api.cuFuncGetAttribute else { return (0, 0) };
+    let (by_function, by_kernel) = (real.api.cuFuncGetAttribute, real.api.cuKernelGetAttribute);
     let ask = |attribute: A| {
         let mut v: std::ffi::c_int = 0;
-        // SAFETY: the driver's entry point with a valid attribute, an out-pointer to a
-        // local, and a function handle the program launched.
-        let r = unsafe { get(&mut v, attribute, function as tessera_driver::sys::CUfunction) };
+        // SAFETY: the driver's entry points with a valid attribute, an out-pointer to a
+        // local, the handle the program launched and (for a kernel) the current device.
+        let r = unsafe {
+            match (kernel_on, by_function, by_kernel) {
+                (Some(dev), _, Some(get)) => get(&mut v, attribute, function as _, dev),
+                (None, Some(get), _) => get(&mut v, attribute, function as _),
+                _ => return 0,
+            }
+        };
         if r == tessera_driver::status::SUCCESS { u32::try_from(v).unwrap_or(0) } else { 0 }
     };
     (ask(A::CU_FUNC_ATTRIBUTE_NUM_REGS), ask(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))

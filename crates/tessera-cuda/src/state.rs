@@ -426,7 +426,17 @@ impl Tenant {
         }
         let (registers, static_shared) = {
             let mut cache = self.functions.lock().ok()?;
-            *cache.entry(function).or_insert_with(|| crate::real::function_resources(function))
+            *cache.entry(function).or_insert_with(|| {
+                let kernel_on = crate::hooks::kernel_device(function);
+                let facts = crate::real::function_resources(function, kernel_on);
+                state().log(format_args!(
+                    "{} {function:#x}: {} registers, {} static shared bytes",
+                    if kernel_on.is_some() { "kernel" } else { "function" },
+                    facts.0,
+                    facts.1
+                ));
+                facts
+            })
         };
         Some(LaunchFacts {
             grid_blocks,

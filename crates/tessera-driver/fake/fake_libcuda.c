@@ -370,6 +370,13 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device) {
     return CUDA_SUCCESS;
 }
 
+/* the kind of kernel an entry name is */
+static int kind_of(const char *name) {
+    if (!strcmp(name, "tessera_spin")) return SPIN;
+    if (!strcmp(name, "tessera_echo")) return ECHO;
+    if (!strcmp(name, "tessera_axpy")) return AXPY;
+    return NOOP;
+}
 CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
     NEED_CTX();
     if (!strstr(image, ".entry")) return CUDA_ERROR_INVALID_PTX;
@@ -388,25 +395,35 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
     char entry[300];
     snprintf(entry, sizeof entry, ".entry %s", name);
     if (!strstr(m->image, entry)) return CUDA_ERROR_NOT_FOUND;
-    int kind = NOOP;
-    if (!strcmp(name, "tessera_spin")) kind = SPIN;
-    else if (!strcmp(name, "tessera_echo")) kind = ECHO;
-    else if (!strcmp(name, "tessera_axpy")) kind = AXPY;
+    int kind = kind_of(name);
     struct fn *f = &fns[m->dev][kind];
     f->dev = m->dev;
     f->kind = kind;
     *hfunc = (CUfunction)f;
     return CUDA_SUCCESS;
 }
+/* CUDA 12's kernels: context-independent, one per kind; a CUkernel passed where a
+ * CUfunction goes stands for the kernel's function in the current context */
+static int kernels[KINDS];
 /* the function a handle names, if it is one of ours */
 static const struct fn *function(CUfunction h) {
+    const int *k = (const int *)h;
+    if (k >= kernels && k < kernels + KINDS) {
+        struct fn *f = &fns[dev_of_current()][k - kernels];
+        f->dev = dev_of_current();
+        f->kind = (int)(k - kernels);
+        return f;
+    }
     const struct fn *f = (const struct fn *)h;
     if (f < &fns[0][0] || f >= &fns[0][0] + MAX_DEVICES * KINDS) return 0;
     return f;
 }
+static int is_kernel(const void *h) { return (const int *)h >= kernels && (const int *)h < kernels + KINDS; }
 CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
     NEED_INIT();
-    (void)hfunc;
+    /* a function, not a CUkernel: cuda.h lets a kernel stand for a function only where
+     * it says so (launches, occupancy), and cuKernelGetAttribute is the kernel's */
+    if (!pi || !function(hfunc) || is_kernel(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
     switch (attrib) {
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; return CUDA_SUCCESS;
@@ -1001,6 +1018,129 @@ CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { 
 CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
 
+/* What numba-cuda (through NVIDIA's cuda-bindings) calls beyond the above: the
+ * context stack, the driver's version of things, CUDA 12's libraries and kernels (a
+ * CUkernel is a function of the current device here, as the driver lets a CUkernel
+ * stand for a CUfunction in the current context). */
+static __thread CUcontext ctx_stack[16];
+static __thread int ctx_depth;
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx) {
+    NEED_INIT();
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = current;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+    NEED_INIT();
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth >= 16) return CUDA_ERROR_INVALID_VALUE;
+    ctx_stack[ctx_depth++] = current;
+    current = ctx;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx) {
+    NEED_INIT();
+    if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+    if (pctx) *pctx = current;
+    current = ctx_depth > 0 ? ctx_stack[--ctx_depth] : 0;
+    return CUDA_SUCCESS;
+}
+/* libraries: the image kept (PTX text, or an ELF cubin whose size its header gives) */
+struct library { char *image; size_t size; };
+static size_t image_size(const void *code) {
+    const unsigned char *c = code;
+    if (c[0] == 0x7f && c[1] == 'E' && c[2] == 'L' && c[3] == 'F' && c[4] == 2) {
+        uint64_t shoff; uint16_t shentsize, shnum;
+        memcpy(&shoff, c + 0x28, 8); memcpy(&shentsize, c + 0x3a, 2); memcpy(&shnum, c + 0x3c, 2);
+        return (size_t)(shoff + (uint64_t)shentsize * shnum);
+    }
+    return strlen(code) + 1;
+}
+CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                   void **jitOptionsValues, unsigned int numJitOptions,
+                                   CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                   unsigned int numLibraryOptions) {
+    (void)jitOptions; (void)jitOptionsValues; (void)numJitOptions;
+    (void)libraryOptions; (void)libraryOptionValues; (void)numLibraryOptions;
+    NEED_INIT();
+    if (!library || !code) return CUDA_ERROR_INVALID_VALUE;
+    size_t n = image_size(code);
+    struct library *l = malloc(sizeof *l);
+    char *copy = malloc(n + 1);
+    if (!l || !copy) { free(l); free(copy); return CUDA_ERROR_OUT_OF_MEMORY; }
+    memcpy(copy, code, n);
+    copy[n] = 0;
+    l->image = copy;
+    l->size = n;
+    if (copy[0] != 0x7f && !strstr(copy, ".entry")) { free(copy); free(l); return CUDA_ERROR_INVALID_PTX; }
+    *library = (CUlibrary)l;
+    log_call("cuLibraryLoadData %zu bytes", n);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
+    struct library *l = (struct library *)library;
+    if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    free(l->image);
+    free(l);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name) {
+    NEED_INIT();
+    const struct library *l = (const struct library *)library;
+    if (!pKernel || !l || !name) return CUDA_ERROR_INVALID_VALUE;
+    char entry[300];
+    snprintf(entry, sizeof entry, ".entry %s", name);
+    int found = l->image[0] == 0x7f ? memmem(l->image, l->size, name, strlen(name)) != 0
+                                    : strstr(l->image, entry) != 0;
+    if (!found) return CUDA_ERROR_NOT_FOUND;
+    *pKernel = (CUkernel)&kernels[kind_of(name)];
+    log_call("cuLibraryGetKernel %s", name);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel) {
+    NEED_CTX();
+    const struct fn *f = function((CUfunction)kernel);
+    if (!pFunc || !f) return CUDA_ERROR_INVALID_HANDLE;
+    *pFunc = (CUfunction)f;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev) {
+    NEED_INIT();
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    const int *k = (const int *)kernel;
+    if (!pi || !is_kernel(k)) return CUDA_ERROR_INVALID_HANDLE;
+    struct fn *f = &fns[dev][k - kernels];
+    f->dev = dev;
+    f->kind = (int)(k - kernels);
+    return cuFuncGetAttribute(pi, attrib, (CUfunction)f);
+}
+CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev) {
+    (void)attrib; (void)val;
+    NEED_INIT();
+    if (dev < 0 || dev >= devices()) return CUDA_ERROR_INVALID_DEVICE;
+    if (!is_kernel(kernel)) return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+    switch (error) {
+    case CUDA_SUCCESS: *pStr = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_VALUE: *pStr = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *pStr = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case CUDA_ERROR_NOT_INITIALIZED: *pStr = "CUDA_ERROR_NOT_INITIALIZED"; break;
+    case CUDA_ERROR_NO_DEVICE: *pStr = "CUDA_ERROR_NO_DEVICE"; break;
+    case CUDA_ERROR_INVALID_DEVICE: *pStr = "CUDA_ERROR_INVALID_DEVICE"; break;
+    case CUDA_ERROR_INVALID_PTX: *pStr = "CUDA_ERROR_INVALID_PTX"; break;
+    case CUDA_ERROR_INVALID_CONTEXT: *pStr = "CUDA_ERROR_INVALID_CONTEXT"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *pStr = "CUDA_ERROR_INVALID_HANDLE"; break;
+    case CUDA_ERROR_NOT_FOUND: *pStr = "CUDA_ERROR_NOT_FOUND"; break;
+    case CUDA_ERROR_LAUNCH_FAILED: *pStr = "CUDA_ERROR_LAUNCH_FAILED"; break;
+    case CUDA_ERROR_NOT_SUPPORTED: *pStr = "CUDA_ERROR_NOT_SUPPORTED"; break;
+    case CUDA_ERROR_SYSTEM_NOT_READY: *pStr = "CUDA_ERROR_SYSTEM_NOT_READY"; break;
+    default: *pStr = "CUDA_ERROR_UNKNOWN"; return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
     static char text[64];
     snprintf(text, sizeof text, "fake CUDA error %d", (int)error);
@@ -1028,7 +1168,9 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
     E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync), E(cuDeviceGetDefaultMemPool),
     E(cuDeviceGetMemPool), E(cuMemPoolCreate), E(cuMemPoolDestroy), E(cuDeviceCanAccessPeer),
-    E(cuCtxGetLimit), E(cuCtxSetLimit), E(cuDeviceGetAttribute), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz),
+    E(cuCtxGetLimit), E(cuCtxSetLimit), E(cuDeviceGetAttribute), E(cuCtxGetCurrent), E(cuCtxPushCurrent_v2),
+    E(cuCtxPopCurrent_v2), E(cuLibraryLoadData), E(cuLibraryUnload), E(cuLibraryGetKernel), E(cuKernelGetFunction),
+    E(cuKernelGetAttribute), E(cuKernelSetAttribute), E(cuGetErrorName), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz),
     E(cuMemCreate), E(cuMemRelease), E(cuArrayCreate_v2), E(cuArray3DCreate_v2), E(cuArrayDestroy),
     E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuMemPrefetchAsync), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),
     E(cuCtxSynchronize), E(cuLaunchKernel_ptsz), E(cuLaunchKernelEx), E(cuLaunchKernelEx_ptsz),

@@ -133,6 +133,10 @@ driver_api! {
     fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char);
     /// `cuFuncGetAttribute`.
     fn cuFuncGetAttribute(value: *mut c_int, attribute: CUfunction_attribute, f: CUfunction);
+    /// `cuLibraryGetKernel`.
+    fn cuLibraryGetKernel(kernel: *mut CUkernel, library: CUlibrary, name: *const c_char);
+    /// `cuKernelGetAttribute`.
+    fn cuKernelGetAttribute(value: *mut c_int, attribute: CUfunction_attribute, kernel: CUkernel, dev: CUdevice);
     /// `cuMemAlloc_v2`.
     fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize);
     /// `cuMemAllocPitch_v2`.

@@ -543,7 +543,8 @@ impl DaemonConfig {
         let sla = Nanos::from_millis(self.sla_ms);
         let reset = (self.reset_ms > 0).then(|| Nanos::from_millis(self.reset_ms));
         let reserve = self.reserve.min(gpus.saturating_sub(1));
-        if reserve < self.reserve && matches!(self.policy, PolicyName::Priority | PolicyName::Flexy) {
+        if reserve < self.reserve && matches!(self.policy, PolicyName::Priority | PolicyName::Flexy)
+        {
             tracing::warn!(
                 "reserve = {} needs more than {gpus} GPU(s): {reserve} reserved for user-facing work",
                 self.reserve

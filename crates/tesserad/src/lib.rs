@@ -211,22 +211,23 @@ impl Daemon {
                 )),
             )
         });
-        let policy: Box<dyn tessera_core::Policy> = match (&inference, cfg.policy_config(gpus.len())) {
-            (Some(inf), _) => Box::new(inf.policy(&gpus, &cfg.gpulets)),
-            (None, _) if balance.is_some() => {
-                let (params, report) = balance.as_ref().expect("checked");
-                Box::new(
-                    tessera_core::policies::dcuda::Dcuda::new(&gpus, *params)
-                        .with_report(report.clone()),
-                )
-            }
-            (None, Some(p)) => p.build(&gpus)?,
-            (None, None) => {
-                return Err(DaemonError::Config(config::ConfigError::Invalid(
-                    "the gpulets policy needs its inference state".into(),
-                )));
-            }
-        };
+        let policy: Box<dyn tessera_core::Policy> =
+            match (&inference, cfg.policy_config(gpus.len())) {
+                (Some(inf), _) => Box::new(inf.policy(&gpus, &cfg.gpulets)),
+                (None, _) if balance.is_some() => {
+                    let (params, report) = balance.as_ref().expect("checked");
+                    Box::new(
+                        tessera_core::policies::dcuda::Dcuda::new(&gpus, *params)
+                            .with_report(report.clone()),
+                    )
+                }
+                (None, Some(p)) => p.build(&gpus)?,
+                (None, None) => {
+                    return Err(DaemonError::Config(config::ConfigError::Invalid(
+                        "the gpulets policy needs its inference state".into(),
+                    )));
+                }
+            };
         let access = match &cfg.ledger_group {
             None => tessera_ledger::Access::Owner,
             Some(g) => tessera_ledger::Access::Group(

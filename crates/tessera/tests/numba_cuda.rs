@@ -1,0 +1,142 @@
+//! A real third-party CUDA client under tessera: numba-cuda (PyPI; NVIDIA's CUDA
+//! target for numba, whose driver calls go through NVIDIA's cuda-bindings, which load
+//! `libcuda.so.1` themselves) runs `tests/data/numba_client.py` under `tessera run`, on
+//! the fake driver, beside a daemon and another tenant. Installed by the test itself
+//! (`scripts/fetch-numba-cuda.sh`); SKIPPED, with the reason, where PyPI or NVIDIA's
+//! header cannot be reached or the interposer is not built.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera_client::{Client, TaskRequest, TenantOptions};
+use tesserad::Daemon;
+use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
+
+/// The environment's python, or why there is none.
+fn numba_python() -> Result<PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-numba-cuda.sh");
+    let out = Command::new("bash").arg(&script).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").to_string());
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// numba-cuda as a tenant: of the fake driver's two GPUs it sees the one the daemon
+/// has; `cuMemGetInfo` (numba's `get_memory_info`) shows its 256 MiB share; 300 MiB
+/// more is refused with numba's own out-of-memory error (CudaAPIError, code 2) while
+/// 100 MiB fits; its kernel — a CUDA 12 `CUkernel` from `cuLibraryGetKernel`, which
+/// numba launches as a function — compiles and launches, its resources asked with
+/// `cuKernelGetAttribute` (the fake, like the driver, refuses a kernel handle to
+/// `cuFuncGetAttribute`); and its launch waits behind another tenant's running task.
+/// Before, numba stopped on entry points the fake lacked (`cuCtxGetCurrent`,
+/// `cuLibraryLoadData`, ...).
+#[test]
+fn numba_cuda_runs_as_a_tenant() {
+    let Some(artifacts) = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h") else {
+        return;
+    };
+    let bin = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap().to_path_buf();
+    if !bin.join("libtessera_cuda.so").is_file() {
+        eprintln!(
+            "SKIPPED: {} has no libtessera_cuda.so (run the workspace's tests)",
+            bin.display()
+        );
+        return;
+    }
+    let python = match numba_python() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("SKIPPED: numba-cuda could not be installed from PyPI: {why}");
+            return;
+        }
+    };
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("numba-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    tessera_driver::testing::build_fake_driver(&artifacts, &dir.join("libcuda.so.1")).unwrap();
+    std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).unwrap();
+    let config = DaemonConfig {
+        socket: dir.join("d.sock"),
+        ledger: dir.join("ledger"),
+        gpus: 1,
+        gpu_memory_mib: 1024,
+        executor: ExecutorKind::Emulated { speedup: 1.0 },
+        policy: PolicyName::RoundRobin,
+        ..DaemonConfig::default()
+    };
+    let daemon = Daemon::start(&config).unwrap();
+    let mut numba = Command::new(bin.join("tessera"))
+        .args(["run", "--socket"])
+        .arg(&config.socket)
+        .args(["--memory", "256MiB", "--"])
+        .arg(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/numba_client.py"))
+        .args(["100", "300"])
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("FAKE_CUDA_DEVICE_MIB", "1024")
+        .env("TESSERA_CUDA_LOG", dir.join("interposer.log"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = numba.stdin.take().unwrap();
+    let stderr = dir.join("stderr");
+    let mut lines = BufReader::new(numba.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut read_until = |want: &str, seen: &mut Vec<String>| {
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            seen.push(line.clone());
+            if line.starts_with(want) {
+                return;
+            }
+        }
+        let err = std::fs::read_to_string(&stderr).unwrap_or_default();
+        panic!("no {want:?} line: {seen:?}\n{err}");
+    };
+    read_until("compiled", &mut seen);
+    for want in
+        ["devices 1", "meminfo 268435456 268435456", "allocated 100", "refused 300 out_of_memory"]
+    {
+        assert!(seen.iter().any(|l| l == want), "{want:?} in {seen:?}");
+    }
+    // another tenant's 1.5 s task takes the GPU; numba's next launch waits for it
+    let mut other = Client::connect(&config.socket).unwrap();
+    let tenant = other.register(TenantOptions::batch()).unwrap();
+    let task = TaskRequest {
+        kernel: 0,
+        cost: Duration::from_millis(1500),
+        memory: 0,
+        input: vec![],
+        output_len: 0,
+    };
+    other.submit(tenant, &task).unwrap();
+    let mut control = Client::connect_control(&config.socket).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // (numba's own slice, from its first launch, ends before the task can run)
+    while !control.status().unwrap().gpus[0].running.iter().any(|r| r.tenant == Some(tenant)) {
+        assert!(Instant::now() < deadline, "the other tenant's task never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let go = Instant::now();
+    writeln!(stdin).unwrap();
+    read_until("launched", &mut seen);
+    let waited = go.elapsed();
+    read_until("result OK", &mut seen);
+    let done = other.wait_any(Duration::from_secs(10)).unwrap();
+    assert_eq!(done.outcome, tessera_client::Outcome::Done);
+    let status = numba.wait().unwrap();
+    let log = std::fs::read_to_string(dir.join("interposer.log")).unwrap_or_default();
+    daemon.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{seen:?}");
+    assert!(waited >= Duration::from_millis(1000), "the launch waited only {waited:?}");
+    assert!(
+        log.lines().any(|l| l.starts_with("kernel ") && l.contains(": 32 registers")),
+        "the CUkernel's resources: {log}"
+    );
+}
