@@ -549,29 +549,25 @@ pub extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> CuResult {
     })
 }
 
-/// `cuDeviceGetDefaultMemPool`: notes the pool's device.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub extern "C" fn cuDeviceGetDefaultMemPool(pool: *mut CUmemoryPool, dev: CUdevice) -> CuResult {
-    guarded("cuDeviceGetDefaultMemPool", || {
-        let r = real!(cuDeviceGetDefaultMemPool(pool, dev));
-        if r == status::SUCCESS {
-            note_pool(pool, dev);
+/// A device's pool look-up (its default pool, or its current one): notes the pool's
+/// device.
+macro_rules! device_pool_lookup {
+    ($name:ident) => {
+        #[doc = concat!("`", stringify!($name), "`: notes the pool's device.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $name(pool: *mut CUmemoryPool, dev: CUdevice) -> CuResult {
+            guarded(stringify!($name), || {
+                let r = real!($name(pool, dev));
+                if r == status::SUCCESS {
+                    note_pool(pool, dev);
+                }
+                r
+            })
         }
-        r
-    })
+    };
 }
-
-/// `cuDeviceGetMemPool`: notes the pool's device.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub extern "C" fn cuDeviceGetMemPool(pool: *mut CUmemoryPool, dev: CUdevice) -> CuResult {
-    guarded("cuDeviceGetMemPool", || {
-        let r = real!(cuDeviceGetMemPool(pool, dev));
-        if r == status::SUCCESS {
-            note_pool(pool, dev);
-        }
-        r
-    })
-}
+device_pool_lookup!(cuDeviceGetDefaultMemPool);
+device_pool_lookup!(cuDeviceGetMemPool);
 stream_free!(cuMemFreeAsync, cuMemFreeAsync_ptsz);
 
 /// `cuMemCreate`: a physical allocation, reserved on the device its properties name

@@ -5,6 +5,8 @@
 //! (`scripts/fetch-numba-cuda.sh`); SKIPPED, with the reason, where PyPI or NVIDIA's
 //! header cannot be reached or the interposer is not built.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,17 +36,8 @@ fn numba_python() -> Result<PathBuf, String> {
 /// `cuLibraryLoadData`, ...).
 #[test]
 fn numba_cuda_runs_as_a_tenant() {
-    let Some(artifacts) = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h") else {
-        return;
-    };
-    let bin = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap().to_path_buf();
-    if !bin.join("libtessera_cuda.so").is_file() {
-        eprintln!(
-            "SKIPPED: {} has no libtessera_cuda.so (run the workspace's tests)",
-            bin.display()
-        );
-        return;
-    }
+    let Some(scratch) = common::scratch("numba") else { return };
+    let (bin, dir) = (&scratch.bin, &scratch.dir);
     let python = match numba_python() {
         Ok(p) => p,
         Err(why) => {
@@ -52,12 +45,7 @@ fn numba_cuda_runs_as_a_tenant() {
             return;
         }
     };
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("numba-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    tessera_driver::testing::build_fake_driver(&artifacts, &dir.join("libcuda.so.1")).unwrap();
-    std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).unwrap();
+    scratch.fake_driver();
     let config = DaemonConfig {
         socket: dir.join("d.sock"),
         ledger: dir.join("ledger"),
@@ -75,7 +63,7 @@ fn numba_cuda_runs_as_a_tenant() {
         .arg(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/numba_client.py"))
         .args(["100", "300"])
-        .env("LD_LIBRARY_PATH", &dir)
+        .env("LD_LIBRARY_PATH", dir)
         .env("FAKE_CUDA_DEVICE_MIB", "1024")
         .env("TESSERA_CUDA_LOG", dir.join("interposer.log"))
         .stdin(Stdio::piped())
@@ -132,7 +120,6 @@ fn numba_cuda_runs_as_a_tenant() {
     let status = numba.wait().unwrap();
     let log = std::fs::read_to_string(dir.join("interposer.log")).unwrap_or_default();
     daemon.shutdown();
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{seen:?}");
     assert!(waited >= Duration::from_millis(1000), "the launch waited only {waited:?}");
     assert!(

@@ -4,37 +4,26 @@
 //! the driver's. Skipped, with the reason, where NVIDIA's header cannot be fetched or
 //! the interposer is not built.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[test]
 fn the_readmes_try_command_runs_a_c_program_under_tessera() {
-    if tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h").is_none() {
-        return;
-    }
-    let bin = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap().to_path_buf();
-    if !bin.join("libtessera_cuda.so").is_file() {
-        eprintln!(
-            "SKIPPED: {} has no libtessera_cuda.so (run the workspace's tests)",
-            bin.display()
-        );
-        return;
-    }
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("try-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let Some(scratch) = common::scratch("try") else { return };
+    let (bin, dir) = (&scratch.bin, &scratch.dir);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/try-without-gpu.sh");
     let out = Command::new("bash")
         .arg(&script)
-        .env("TESSERA_BIN_DIR", &bin)
-        .env("TESSERA_TRY_DIR", &dir)
+        .env("TESSERA_BIN_DIR", bin)
+        .env("TESSERA_TRY_DIR", dir)
         .env("FAKE_CUDA_DEVICES", "3")
         .env("FAKE_CUDA_DEVICE_MIB", "2048")
         .output()
         .unwrap();
     let (stdout, stderr) =
         (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stderr.contains("a daemon on 3 emulated GPUs of 2048 MiB"), "{stderr}");
     assert!(stderr.contains("FAKE driver (a stand-in that runs no real kernels)"), "{stderr}");
