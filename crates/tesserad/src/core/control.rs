@@ -1,0 +1,459 @@
+//! Control requests (the socket's JSON requests): registration, memory, weights, jobs, status; closing tenants.
+
+use super::*;
+
+impl Core {
+    pub(super) fn gc_tenant(&mut self, tenant: TenantId) {
+        if self.tenants.get(&tenant).is_some_and(|t| !t.open && t.tasks == 0) {
+            self.tenants.remove(&tenant);
+            if let Some(inf) = &self.inference {
+                inf.forget(tenant);
+            }
+        }
+    }
+
+    pub(super) fn close_tenant(&mut self, tenant: TenantId) {
+        if let Some(t) = self.tenants.get_mut(&tenant)
+            && t.open
+        {
+            t.open = false;
+            if let Some(desk) = &self.desk {
+                desk.close(tenant.0);
+            }
+            for g in std::mem::take(&mut t.placed) {
+                if let Some(rt) = self.gpus.get_mut(g as usize) {
+                    rt.placed = rt.placed.saturating_sub(1);
+                }
+            }
+            if let Some(u) = self.uid_use.get_mut(&t.uid) {
+                u.tenants = u.tenants.saturating_sub(1);
+            }
+            if let Some(c) = self.conns.get_mut(&t.conn) {
+                c.tenants.remove(&tenant);
+            }
+            let job = t.job;
+            self.deliver(Event::TenantLeft { tenant });
+            if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
+                j.tenants.remove(&tenant);
+                self.retry_parked();
+            }
+        }
+        self.gc_tenant(tenant);
+    }
+
+    pub(super) fn control(
+        &mut self,
+        conn: ConnId,
+        _pid: u32,
+        uid: u32,
+        request: tessera_client::proto::Request,
+    ) -> Reply {
+        use tessera_client::proto::Request;
+        let err = |code, message: String| Reply::Error { code, message };
+        match request {
+            Request::Hello { .. }
+            | Request::Ping
+            | Request::Reserve { .. }
+            | Request::ReserveContext { .. }
+            | Request::Unreserve { .. }
+            | Request::MemoryInfo { .. } => {
+                err(ErrorCode::BadRequest, "handled by the connection".into())
+            }
+            Request::Status { tenant, uid: of_uid, gpu, offset, limit } => Reply::Status(
+                self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit }),
+            ),
+            Request::Register {
+                class,
+                sla_ms,
+                weight,
+                priority,
+                memory,
+                gpus,
+                model,
+                job,
+                visible,
+            } => {
+                if self.draining {
+                    return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
+                }
+                if !self.conns.contains_key(&conn) {
+                    return err(ErrorCode::BadRequest, "send hello before registering".into());
+                }
+                // a Slurm job's tenant: the job's class, weight and GPUs, within its
+                // memory entitlement, for the job's own uid only
+                let (class, sla_ms, weight, job_gpus) = match job {
+                    None if self.limits.slurm.require_job
+                        && uid != 0
+                        && uid != self.daemon_uid
+                        && !self.limits.user_facing_uids.contains(&uid) =>
+                    {
+                        return err(
+                            ErrorCode::Forbidden,
+                            "this node's GPUs are Slurm's: register under your job \
+                             (TESSERA_SLURM_JOB, set by the job's TaskProlog)"
+                                .into(),
+                        );
+                    }
+                    None => (class, sla_ms, weight, None),
+                    Some(_) if self.inference.is_some() => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "Slurm jobs are not served in the gpulets inference mode".into(),
+                        );
+                    }
+                    Some(j) => {
+                        let Some(jb) = self.jobs.get(&j) else {
+                            return err(
+                                ErrorCode::UnknownTenant,
+                                format!(
+                                    "no Slurm job {j} on this node (its Prolog did not reach \
+                                     this daemon, or it ended)"
+                                ),
+                            );
+                        };
+                        if uid != jb.grant.uid {
+                            return err(
+                                ErrorCode::Forbidden,
+                                format!("Slurm job {j} belongs to uid {}, not {uid}", jb.grant.uid),
+                            );
+                        }
+                        let declared = self.job_declared(j);
+                        if declared.saturating_add(memory) > jb.memory_entitled {
+                            return err(
+                                ErrorCode::NoCapacity,
+                                format!(
+                                    "Slurm job {j}'s {} shard(s) entitle it to {} bytes of GPU \
+                                     memory; its tenants declared {declared}, this one asks \
+                                     {memory}",
+                                    jb.weight, jb.memory_entitled
+                                ),
+                            );
+                        }
+                        (jb.class, jb.sla_ms, jb.weight, Some(jb.grant.gpus.clone()))
+                    }
+                };
+                let class = match class {
+                    TenantClass::UserFacing if sla_ms == 0 || sla_ms > 86_400_000 => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "a user-facing tenant needs 0 < sla_ms <= 86400000 (a day)".into(),
+                        );
+                    }
+                    TenantClass::UserFacing => {
+                        ServiceClass::UserFacing { sla: Nanos::from_millis(sla_ms) }
+                    }
+                    TenantClass::Batch => ServiceClass::Batch,
+                };
+                if self.gpus.iter().all(|g| memory > g.memory) {
+                    return err(
+                        ErrorCode::NoCapacity,
+                        format!("{memory} bytes exceed every GPU's memory"),
+                    );
+                }
+                match (&self.inference, &model) {
+                    (None, Some(_)) => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "this daemon serves no models (its policy is not gpulets)".into(),
+                        );
+                    }
+                    (Some(_), None) => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "this daemon serves inference models (policy gpulets): register \
+                             with a model"
+                                .into(),
+                        );
+                    }
+                    (Some(_), Some(_)) if !class.is_user_facing() => {
+                        return err(
+                            ErrorCode::BadRequest,
+                            "a model is user-facing: its sla_ms is its SLO".into(),
+                        );
+                    }
+                    (Some(inf), Some(m)) => {
+                        if let Err(e) = inf.check(&m.name, &m.profile, sla_ms as f64) {
+                            return err(ErrorCode::BadRequest, e.to_string());
+                        }
+                    }
+                    (None, None) => {}
+                }
+                if class.is_user_facing()
+                    && job.is_none()
+                    && uid != 0
+                    && uid != self.daemon_uid
+                    && !self.limits.user_facing_uids.contains(&uid)
+                {
+                    return err(
+                        ErrorCode::Forbidden,
+                        format!("uid {uid} may register batch tenants only (user_facing_uids)"),
+                    );
+                }
+                let open_here = self.conns.get(&conn).map_or(0, |c| c.tenants.len());
+                if open_here >= self.limits.max_tenants_per_conn as usize {
+                    return err(
+                        ErrorCode::NoCapacity,
+                        format!(
+                            "a connection may have {} open tenants (max_tenants_per_conn)",
+                            self.limits.max_tenants_per_conn
+                        ),
+                    );
+                }
+                // the GPUs the program can see (its CUDA_VISIBLE_DEVICES); a job's
+                // tenant has the job's
+                let within = match visible.filter(|_| job_gpus.is_none()) {
+                    None => None,
+                    Some(v) => match self.visible_gpus(&v) {
+                        Ok(w) => Some(w),
+                        Err(e) => return err(ErrorCode::BadRequest, e),
+                    },
+                };
+                let usage = self.uid_use.entry(uid).or_default();
+                if usage.tenants >= self.limits.max_tenants_per_uid {
+                    return err(
+                        ErrorCode::NoCapacity,
+                        format!(
+                            "uid {uid} has {} open tenants (max_tenants_per_uid)",
+                            usage.tenants
+                        ),
+                    );
+                }
+                usage.tenants += 1;
+                let id = TenantId(self.next_tenant);
+                self.next_tenant += 1;
+                let placed = match job_gpus {
+                    Some(gs) => {
+                        for g in &gs {
+                            if let Some(rt) = self.gpus.get_mut(*g as usize) {
+                                rt.placed += 1;
+                            }
+                        }
+                        gs
+                    }
+                    None => self.place(gpus as usize, within.as_deref()),
+                };
+                self.tenants.insert(
+                    id,
+                    TenantInfo {
+                        conn,
+                        uid,
+                        class,
+                        open: true,
+                        tasks: 0,
+                        queued: 0,
+                        done: 0,
+                        met: 0,
+                        not_done: 0,
+                        placed: placed.clone(),
+                        demand: None,
+                        gpu_time: Nanos::ZERO,
+                        declared: memory,
+                        job,
+                        weight: weight.max(1),
+                        waiting: Nanos::ZERO,
+                    },
+                );
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.tenants.insert(id);
+                }
+                if let Some(desk) = &self.desk {
+                    let region = self.conns.get(&conn).map(|c| c.region.clone());
+                    desk.open(id.0, uid, memory, region);
+                }
+                if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
+                    j.tenants.insert(id);
+                }
+                if let (Some(inf), Some(m)) = (&self.inference, model) {
+                    inf.admit(
+                        id,
+                        crate::inference::ServedModel {
+                            name: m.name,
+                            profile: m.profile,
+                            slo_ms: sla_ms as f64,
+                        },
+                    );
+                }
+                self.deliver(Event::TenantRegistered(TenantSpec {
+                    id,
+                    class,
+                    weight: weight.max(1),
+                    priority,
+                    memory: Bytes(memory),
+                    // a Slurm job's tenant runs only on the job's GPUs
+                    gpus: if job.is_some() {
+                        placed.iter().map(|g| GpuId(*g)).collect()
+                    } else {
+                        Vec::new()
+                    },
+                }));
+                // a policy that gives each tenant one GPU (DCUDA) places it: its
+                // program must run where the policy grants its slices
+                let home = if job.is_none() { self.policy.home(id) } else { None };
+                let placed = match (home, placed.as_slice()) {
+                    (Some(home), [only]) if home.0 != *only => {
+                        self.gpus[*only as usize].placed -= 1;
+                        if let Some(g) = self.gpus.get_mut(home.0 as usize) {
+                            g.placed += 1;
+                        }
+                        if let Some(t) = self.tenants.get_mut(&id) {
+                            t.placed = vec![home.0];
+                        }
+                        vec![home.0]
+                    }
+                    _ => placed,
+                };
+                let uuids = placed
+                    .iter()
+                    .map(|g| self.gpus.get(*g as usize).and_then(|rt| rt.uuid.clone()))
+                    .collect::<Option<Vec<_>>>()
+                    .unwrap_or_default();
+                Reply::Registered { tenant: id.0, gpus: placed, uuids }
+            }
+            Request::SetWeight { tenant, weight } => {
+                let id = TenantId(tenant);
+                if !self.tenants.get(&id).is_some_and(|t| t.conn == conn && t.open) {
+                    return err(
+                        ErrorCode::UnknownTenant,
+                        format!("tenant {tenant} is not one of this connection's"),
+                    );
+                }
+                if !(1..=1000).contains(&weight) {
+                    return err(
+                        ErrorCode::BadRequest,
+                        format!("weight must be 1..=1000, got {weight}"),
+                    );
+                }
+                if let Some(j) = self.tenants.get(&id).and_then(|t| t.job) {
+                    return err(
+                        ErrorCode::Forbidden,
+                        format!("tenant {tenant}'s weight is Slurm job {j}'s shards"),
+                    );
+                }
+                if let Some(t) = self.tenants.get_mut(&id) {
+                    t.weight = weight;
+                }
+                self.deliver(Event::TenantWeightChanged { tenant: id, weight });
+                Reply::WeightSet { tenant, weight }
+            }
+            Request::JobStart(grant) => {
+                if uid != 0 && uid != self.daemon_uid {
+                    return err(
+                        ErrorCode::Forbidden,
+                        format!("only root or the daemon's user start Slurm jobs, not uid {uid}"),
+                    );
+                }
+                if let Some(why) = &self.limits.slurm_refusal {
+                    return err(ErrorCode::BadRequest, why.clone());
+                }
+                if let Some(j) = self.jobs.get(&grant.job) {
+                    // a Prolog run twice reports the same grant: the same answer
+                    if j.grant == grant {
+                        return Reply::Job(j.report(self.job_declared(grant.job), 0));
+                    }
+                    // a job id reused (a requeued job) whose earlier run's Epilog never
+                    // reached us: replaced if nothing of it is open
+                    if !j.tenants.is_empty() {
+                        let e = crate::slurm::SlurmError::Conflict(grant.job);
+                        return err(ErrorCode::BadRequest, e.to_string());
+                    }
+                    self.jobs.remove(&grant.job);
+                }
+                if self.jobs.len() >= crate::slurm::MAX_JOBS {
+                    let e = crate::slurm::SlurmError::TooMany(self.jobs.len());
+                    return err(ErrorCode::NoCapacity, e.to_string());
+                }
+                let memory: Vec<u64> = self.gpus.iter().map(|g| g.memory).collect();
+                match crate::slurm::Job::new(grant, &memory, &self.limits.slurm) {
+                    Ok(j) => {
+                        tracing::info!(
+                            job = j.grant.job,
+                            uid = j.grant.uid,
+                            gpus = ?j.grant.gpus,
+                            weight = j.weight,
+                            memory = j.memory_entitled,
+                            "a Slurm job started"
+                        );
+                        let report = j.report(0, 0);
+                        self.jobs.insert(j.grant.job, j);
+                        Reply::Job(report)
+                    }
+                    Err(e) => err(ErrorCode::BadRequest, e.to_string()),
+                }
+            }
+            Request::JobEnd { job } => {
+                if uid != 0 && uid != self.daemon_uid {
+                    return err(
+                        ErrorCode::Forbidden,
+                        format!("only root or the daemon's user end Slurm jobs, not uid {uid}"),
+                    );
+                }
+                // an Epilog may run for a job whose Prolog never reached us: nothing to do
+                // taken out first: closing its tenants must not let a parked
+                // registration into a job that is ending
+                let Some(j) = self.jobs.remove(&job) else {
+                    return Reply::JobEnded { job, tenants_closed: 0 };
+                };
+                let tenants: Vec<TenantId> = j.tenants.iter().copied().collect();
+                // every task of the job still running: its open tenants', and those of
+                // tenants that closed earlier (their clients left; `departed_running =
+                // "finish"` let them run on) — nothing of a job outlives it
+                let running: Vec<(TaskId, ConnId, u64, bool)> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, x)| x.started.is_some())
+                    .filter(|(_, x)| {
+                        self.tenants.get(&x.tenant).is_some_and(|t| t.job == Some(job))
+                    })
+                    .map(|(id, x)| (*id, x.conn, x.seq, j.tenants.contains(&x.tenant)))
+                    .collect();
+                // queued tasks end with TenantLeft, first: a running task stopped first
+                // would let the next queued one start
+                for t in &tenants {
+                    self.close_tenant(*t);
+                }
+                for (task, conn, seq, open) in running {
+                    // answered here only if it was still running (not ended or requeued
+                    // meanwhile) and an open tenant's client waits: every task once
+                    if self.cancel_running(task)
+                        && open
+                        && self.conns.get(&conn).is_some_and(|c| c.alive)
+                    {
+                        self.respond(
+                            conn,
+                            ResponseDesc {
+                                seq,
+                                status: status::CANCELLED,
+                                reason: reason::TENANT_CLOSED,
+                                gpu: u32::MAX,
+                                ..Default::default()
+                            },
+                        );
+                    }
+                }
+                // registrations still waiting for this job's memory are refused
+                self.retry_parked();
+                tracing::info!(job, tenants = tenants.len(), "a Slurm job ended");
+                Reply::JobEnded { job, tenants_closed: tenants.len() as u32 }
+            }
+            Request::JobInfo { job } => match self.jobs.get(&job) {
+                Some(j) if uid == 0 || uid == self.daemon_uid || uid == j.grant.uid => {
+                    let waiting = self.parked_for(job) as u32;
+                    Reply::Job(j.report(self.job_declared(job), waiting))
+                }
+                Some(_) => err(ErrorCode::Forbidden, format!("Slurm job {job} is not uid {uid}'s")),
+                None => err(ErrorCode::UnknownTenant, format!("no Slurm job {job} on this node")),
+            },
+            Request::Close { tenant } => {
+                let id = TenantId(tenant);
+                if !self.tenants.get(&id).is_some_and(|t| t.conn == conn && t.open) {
+                    return err(
+                        ErrorCode::UnknownTenant,
+                        format!("tenant {tenant} is not one of this connection's"),
+                    );
+                }
+                self.close_tenant(id);
+                Reply::Closed { tenant }
+            }
+        }
+    }
+}

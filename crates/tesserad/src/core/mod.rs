@@ -1,0 +1,961 @@
+//! The core loop: one thread owns the policy and every table. It polls the clients'
+//! request rings, drains its mailbox (control requests, executor reports), feeds the
+//! policy events with the emulated clock's time, and carries out the policy's actions.
+//! When there is nothing to do it spins briefly, then sleeps on the doorbell futex.
+
+use crate::executor::{Command, Executor};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tessera_client::proto::{
+    BalanceSummary, ErrorCode, GpuReport, MigrationReport, ModelReport, Reply, RunningReport,
+    STATUS_PAGE, ServingSummary, StatusReport, TenantClass, TenantReport, Totals,
+};
+use tessera_client::region::{
+    Doorbell, LaunchFacts, Region, RequestDesc, ResponseDesc, op, reason, status,
+};
+use tessera_core::action::TaskEndReason;
+use tessera_core::event::ExecutionFailure;
+use tessera_core::model::LaunchInfo;
+use tessera_core::policies::dcuda::{DcudaReport, LoadState, MoveReason};
+use tessera_core::{
+    Action, Bytes, Event, GpuId, Nanos, PerMille, Placement, Policy, ServiceClass, TaskId,
+    TaskSpec, TenantId, TenantSpec,
+};
+use tessera_gpu::occupancy;
+use tessera_ledger::{Ledger, Wait};
+
+mod control;
+mod jobs;
+mod placement;
+mod report;
+mod rings;
+mod tasks;
+
+use report::StatusQuery;
+
+/// A client connection's id.
+pub type ConnId = u64;
+
+/// Messages to the core loop.
+#[derive(Debug)]
+pub enum Msg {
+    /// A client opened rings.
+    Connected {
+        /// Connection.
+        conn: ConnId,
+        /// Its region.
+        region: Arc<Region>,
+        /// Its own doorbell (the client has the other end of the same eventfd).
+        bell: Doorbell,
+        /// Peer pid (SO_PEERCRED).
+        pid: u32,
+        /// Peer uid.
+        uid: u32,
+    },
+    /// A control request, answered on `reply`.
+    Control {
+        /// Connection (identity from the kernel, not from the message).
+        conn: ConnId,
+        /// Peer pid.
+        pid: u32,
+        /// Peer uid.
+        uid: u32,
+        /// The request.
+        request: tessera_client::proto::Request,
+        /// Where to answer.
+        reply: crate::server::ReplyTo,
+    },
+    /// The connection closed (or its process died).
+    Disconnected {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// A GPU finished a task.
+    Finished {
+        /// GPU.
+        gpu: GpuId,
+        /// Task.
+        task: TaskId,
+        /// Emulated run time.
+        ran_for: Nanos,
+        /// Output bytes written.
+        out_len: u32,
+    },
+    /// A GPU's executor failed a task.
+    Failed {
+        /// GPU.
+        gpu: GpuId,
+        /// Task.
+        task: TaskId,
+        /// How long it ran before failing.
+        ran_for: Nanos,
+        /// Why.
+        reason: String,
+    },
+    /// A GPU finished resetting.
+    ResetDone {
+        /// GPU.
+        gpu: GpuId,
+    },
+    /// Drain and stop.
+    Shutdown,
+}
+
+/// The core's mailbox: a channel plus the doorbell, so that a sender wakes a sleeping
+/// core, and a count of pending messages that the core checks before sleeping.
+#[derive(Clone, Debug)]
+pub struct Mailbox {
+    tx: Sender<Msg>,
+    pending: Arc<AtomicUsize>,
+    bell: Arc<Doorbell>,
+    /// Private to the daemon: whether the core sleeps (clients see per-region copies).
+    sleeping: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Mailbox {
+    /// A mailbox and its receiving end.
+    pub fn new(bell: Arc<Doorbell>) -> (Mailbox, Receiver<Msg>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (
+            Mailbox {
+                tx,
+                pending: Arc::new(AtomicUsize::new(0)),
+                bell,
+                sleeping: Default::default(),
+            },
+            rx,
+        )
+    }
+
+    /// Send and wake the core.
+    pub fn send(&self, m: Msg) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self.tx.send(m).is_err() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.bell.ring();
+        }
+    }
+}
+
+/// The window over which `status` reports each tenant's received share of GPU time.
+const SHARE_WINDOW: Nanos = Nanos(10_000_000_000);
+
+/// Emulated time: wall time since start times the speed-up.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    start: Instant,
+    speedup: f64,
+}
+
+impl Clock {
+    /// Start now.
+    pub fn new(speedup: f64) -> Clock {
+        Clock { start: Instant::now(), speedup }
+    }
+    /// Emulated now.
+    pub fn now(&self) -> Nanos {
+        Nanos((self.start.elapsed().as_nanos() as f64 * self.speedup) as u64)
+    }
+    /// Emulated time per wall time.
+    pub fn speedup(&self) -> f64 {
+        self.speedup
+    }
+    /// Wall duration of an emulated span.
+    pub fn wall(&self, span: Nanos) -> Duration {
+        Duration::from_nanos((span.0 as f64 / self.speedup) as u64)
+    }
+    /// Emulated span of a wall duration.
+    pub fn emulated(&self, wall: Duration) -> Nanos {
+        Nanos((wall.as_nanos() as f64 * self.speedup) as u64)
+    }
+}
+
+struct Conn {
+    region: Arc<Region>,
+    /// This client's doorbell, watched edge-triggered and never read: the client
+    /// shares its open file (and so its O_NONBLOCK flag and its counter), so a read
+    /// could block the core on whatever the client did to it.
+    bell: Doorbell,
+    /// Rings in the current one-second window that found no request.
+    spurious: u32,
+    window: Instant,
+    /// A client ringing without requests is not listened to until then.
+    muted_until: Option<Instant>,
+    /// Its connection is being closed for breaking the ring protocol (logged once).
+    kicked: std::cell::Cell<bool>,
+    pid: u32,
+    uid: u32,
+    alive: bool,
+    tenants: BTreeSet<TenantId>,
+    tasks: usize,
+}
+
+struct TenantInfo {
+    conn: ConnId,
+    uid: u32,
+    class: ServiceClass,
+    open: bool,
+    /// Tasks of this tenant the daemon still tracks (queued or running).
+    tasks: usize,
+    queued: u64,
+    done: u64,
+    met: u64,
+    not_done: u64,
+    /// The GPUs it was placed on (interposed programs see only these).
+    placed: Vec<u32>,
+    /// Its latest kernel's demand, from the interposer's launch facts.
+    demand: Option<f64>,
+    /// GPU time charged to it: its completed tasks' run times, and its slices' time as
+    /// its launch gate accounted it.
+    gpu_time: Nanos,
+    /// The device memory it declared at registration (what a migration moves).
+    declared: u64,
+    /// The Slurm job it belongs to.
+    job: Option<u64>,
+    /// Its weight for fair sharing.
+    weight: u32,
+    /// Time its tasks waited in the queue, in all.
+    waiting: Nanos,
+}
+
+struct TaskInfo {
+    conn: ConnId,
+    uid: u32,
+    seq: u64,
+    tenant: TenantId,
+    work: Nanos,
+    memory: u64,
+    in_len: u32,
+    out_len: u32,
+    submitted: Nanos,
+    started: Option<(GpuId, Nanos)>,
+    /// A launch-gate slice: nothing runs for it; while dispatched, the client's grant
+    /// word names the GPU.
+    slice: bool,
+}
+
+struct GpuRt {
+    /// Tasks running on it (several when the policy co-locates), in dispatch order.
+    running: Vec<TaskId>,
+    /// Since when anything has run on it (NVSMI's busy time).
+    busy_since: Option<Instant>,
+    busy_total: Duration,
+    resetting: bool,
+    memory: u64,
+    pool: &'static str,
+    /// Open tenants placed on it.
+    placed: usize,
+    /// Its partitions' shares (inference serving; empty: whole).
+    partitions: Vec<PerMille>,
+    /// Batches running on it (inference serving), for the interference they cause.
+    batches: Vec<RunningBatch>,
+    /// Its UUID, when the driver told it (emulated GPUs have none).
+    uuid: Option<String>,
+}
+
+/// A batch of inference requests running on a GPU.
+#[derive(Clone, Copy, Debug)]
+struct RunningBatch {
+    partition: Option<u32>,
+    tenant: TenantId,
+    requests: u32,
+    share_permille: u32,
+    /// When the model says it ends (emulated time).
+    ends: Nanos,
+}
+
+/// The core's state.
+pub struct Core {
+    /// To close a misbehaving client's connection.
+    connections: Arc<crate::server::Connections>,
+    /// The daemon's effective uid: its clients of that uid see every tenant.
+    daemon_uid: u32,
+    /// Wakes the sleeping core: the mailbox's private doorbell (data 0) and every
+    /// client's own doorbell (data = its connection id).
+    epoll: std::os::fd::OwnedFd,
+    policy: Box<dyn Policy>,
+    clock: Clock,
+    rx: Receiver<Msg>,
+    mailbox: Mailbox,
+    exec: Executor,
+    ledger: Option<Ledger>,
+    /// Tenants' memory reservations made through the daemon (see `memory`).
+    desk: Option<Arc<crate::memory::MemoryDesk>>,
+    conns: BTreeMap<ConnId, Conn>,
+    /// The regions of connected clients, for the polling loop (kept beside `conns` so
+    /// that spinning allocates nothing).
+    live: Vec<(ConnId, Arc<Region>)>,
+    tenants: BTreeMap<TenantId, TenantInfo>,
+    tasks: BTreeMap<TaskId, TaskInfo>,
+    by_seq: BTreeMap<(ConnId, u64), TaskId>,
+    gpus: Vec<GpuRt>,
+    internal: VecDeque<Event>,
+    next_task: u64,
+    next_tenant: u64,
+    totals: Totals,
+    draining: bool,
+    started: Instant,
+    executor_name: String,
+    slot_bytes: u32,
+    limits: Limits,
+    drain_started: Option<Instant>,
+    uid_use: BTreeMap<u32, UidUse>,
+    /// Inference serving (`policy = "gpulets"`).
+    inference: Option<crate::inference::Inference>,
+    /// DCUDA's balancer (`balance = "dcuda"`): what it publishes, and its migrations'
+    /// pause.
+    balance: Option<(Arc<Mutex<DcudaReport>>, Nanos)>,
+    /// Migrations under way: when each tenant arrives on its new GPU.
+    arriving: Vec<(Nanos, TenantId, GpuId)>,
+    /// A migrated tenant's data still to come over PCIe: the time it adds to its first
+    /// task on the new GPU (moved on demand while that task runs).
+    transfer: BTreeMap<TenantId, Nanos>,
+    /// PCIe bandwidth for migrated data, bytes per second.
+    pcie_bytes_per_s: f64,
+    /// GPU time charged over the last [`SHARE_WINDOW`]: (when, tenant, how much).
+    charges: VecDeque<(Nanos, TenantId, Nanos)>,
+    /// Slurm jobs running on this node.
+    jobs: BTreeMap<u64, crate::slurm::Job>,
+    /// Registrations waiting for their job's memory (`over_entitlement = "wait"`).
+    parked: Vec<Parked>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("policy", &self.policy.label())
+            .field("tasks", &self.tasks.len())
+            .finish()
+    }
+}
+
+/// Limits the core enforces on what clients send.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Ring slots per client: the most tasks a client may have in flight.
+    pub slots: u32,
+    /// Data bytes per slot.
+    pub slot_bytes: u32,
+    /// Longest task cost accepted.
+    pub max_task: Nanos,
+    /// How long a drain waits for running tasks (wall time).
+    pub drain_timeout: Duration,
+    /// Who besides root and the daemon's user may register user-facing tenants.
+    pub user_facing_uids: Vec<u32>,
+    /// Tasks one uid may have queued or running.
+    pub max_tasks_per_uid: u32,
+    /// Declared GPU time one uid may have queued or running.
+    pub max_gpu_per_uid: Nanos,
+    /// Open tenants per connection.
+    pub max_tenants_per_conn: u32,
+    /// Open tenants per uid.
+    pub max_tenants_per_uid: u32,
+    /// What becomes of a departed tenant's running tasks.
+    pub departed_running: crate::config::Departed,
+    /// How Slurm jobs become tenants.
+    pub slurm: crate::config::SlurmSection,
+    /// Why this daemon takes no Slurm jobs, if it does not (its policy cannot keep a
+    /// job's tasks on the job's GPUs).
+    pub slurm_refusal: Option<String>,
+}
+
+/// Slurm jobs listed in one status reply.
+const JOBS_IN_STATUS: usize = 64;
+
+/// Registrations one Slurm job may have waiting for its memory: bounds the work each
+/// retry does and what one job can make the daemon hold.
+const MAX_PARKED_PER_JOB: usize = 64;
+
+/// A registration waiting for room in its Slurm job's memory entitlement.
+struct Parked {
+    job: u64,
+    conn: ConnId,
+    pid: u32,
+    uid: u32,
+    request: tessera_client::proto::Request,
+    reply: crate::server::ReplyTo,
+}
+
+/// What one uid holds in the daemon, for its quotas.
+#[derive(Clone, Copy, Debug, Default)]
+struct UidUse {
+    tasks: u32,
+    gpu: Nanos,
+    tenants: u32,
+}
+
+/// Spin this long without work before sleeping on the doorbell.
+const SPIN: Duration = Duration::from_micros(20);
+
+/// A client whose doorbell rings more often than this per second with nothing in its
+/// ring is muted for [`MUTE`]: its requests are still served, at the core's own pace.
+const SPURIOUS_PER_SECOND: u32 = 200;
+const MUTE: Duration = Duration::from_millis(500);
+
+fn listen(epoll: &std::os::fd::OwnedFd, bell: &Doorbell, data: u64, edge: bool) {
+    use rustix::event::epoll;
+    let mut flags = epoll::EventFlags::IN;
+    if edge {
+        flags |= epoll::EventFlags::ET;
+    }
+    if let Err(e) = epoll::add(epoll, bell.as_fd(), epoll::EventData::new_u64(data), flags) {
+        tracing::error!(error = %e, data, "cannot watch a doorbell");
+    }
+}
+
+impl Core {
+    /// A core over `gpu_memory` (one entry per GPU).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        connections: Arc<crate::server::Connections>,
+        policy: Box<dyn Policy>,
+        clock: Clock,
+        rx: Receiver<Msg>,
+        mailbox: Mailbox,
+        exec: Executor,
+        ledger: Option<Ledger>,
+        gpu_memory: &[Bytes],
+        executor_name: String,
+        limits: Limits,
+    ) -> Core {
+        let epoll = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
+            .expect("epoll_create1 cannot fail on Linux but for lack of memory or descriptors");
+        listen(&epoll, &mailbox.bell, 0, false);
+        Core {
+            connections,
+            daemon_uid: rustix::process::geteuid().as_raw(),
+            epoll,
+            policy,
+            clock,
+            rx,
+            mailbox,
+            exec,
+            ledger,
+            desk: None,
+            conns: BTreeMap::new(),
+            live: Vec::new(),
+            tenants: BTreeMap::new(),
+            tasks: BTreeMap::new(),
+            by_seq: BTreeMap::new(),
+            gpus: gpu_memory
+                .iter()
+                .map(|m| GpuRt {
+                    running: Vec::new(),
+                    busy_since: None,
+                    busy_total: Duration::ZERO,
+                    resetting: false,
+                    memory: m.0,
+                    pool: "shared",
+                    placed: 0,
+                    partitions: Vec::new(),
+                    batches: Vec::new(),
+                    uuid: None,
+                })
+                .collect(),
+            internal: VecDeque::new(),
+            next_task: 0,
+            next_tenant: 1,
+            totals: Totals::default(),
+            draining: false,
+            started: Instant::now(),
+            executor_name,
+            slot_bytes: limits.slot_bytes,
+            limits,
+            drain_started: None,
+            uid_use: BTreeMap::new(),
+            inference: None,
+            balance: None,
+            arriving: Vec::new(),
+            transfer: BTreeMap::new(),
+            pcie_bytes_per_s: 12e9,
+            charges: VecDeque::new(),
+            jobs: BTreeMap::new(),
+            parked: Vec::new(),
+        }
+    }
+
+    /// Tell `desk` of tenants as they register and close (their memory reservations).
+    pub fn with_memory_desk(mut self, desk: Arc<crate::memory::MemoryDesk>) -> Core {
+        self.desk = Some(desk);
+        self
+    }
+
+    /// The GPUs' UUIDs, by index, as the driver told them (none for emulated GPUs).
+    pub fn with_uuids(mut self, uuids: Vec<Option<String>>) -> Core {
+        for (g, uuid) in self.gpus.iter_mut().zip(uuids) {
+            g.uuid = uuid;
+        }
+        self
+    }
+
+    /// Serve inference models with `inference` (the gpulets policy's state).
+    pub fn with_inference(mut self, inference: Option<crate::inference::Inference>) -> Core {
+        self.inference = inference;
+        self
+    }
+
+    /// Balance with DCUDA, whose policy publishes to `report`; a migration pauses its
+    /// tenant for `pause`.
+    pub fn with_balance(
+        mut self,
+        balance: Option<(Arc<Mutex<DcudaReport>>, Nanos)>,
+        pcie_bytes_per_s: f64,
+    ) -> Core {
+        self.balance = balance;
+        self.pcie_bytes_per_s = pcie_bytes_per_s;
+        self
+    }
+
+    /// Record GPU time charged to `tenant` now, for the received shares of `status`.
+    fn charge(&mut self, tenant: TenantId, ran: Nanos) {
+        let now = self.clock.now();
+        self.charges.push_back((now, tenant, ran));
+        while self.charges.front().is_some_and(|(at, _, _)| now.saturating_sub(*at) > SHARE_WINDOW)
+        {
+            self.charges.pop_front();
+        }
+    }
+
+    /// Migrations whose pause is over arrive.
+    fn migrations_arrive(&mut self) -> bool {
+        let now = self.clock.now();
+        let (due, later): (Vec<_>, Vec<_>) =
+            self.arriving.drain(..).partition(|(at, _, _)| *at <= now);
+        self.arriving = later;
+        let any = !due.is_empty();
+        for (_, tenant, to) in due {
+            self.deliver(Event::MigrationDone { tenant, to });
+        }
+        any
+    }
+
+    /// Run until shut down and drained.
+    pub fn run(mut self) {
+        let tick = self.policy.tick_interval();
+        let mut next_tick = tick.map(|t| self.clock.now() + t);
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            let mut worked = false;
+            while let Ok(m) = self.rx.try_recv() {
+                self.mailbox.pending.fetch_sub(1, Ordering::SeqCst);
+                self.handle(m);
+                worked = true;
+            }
+            worked |= self.poll_rings();
+            worked |= self.migrations_arrive();
+            if let (Some(t), Some(period)) = (next_tick, tick)
+                && self.clock.now() >= t
+            {
+                self.deliver(Event::Tick);
+                next_tick = Some(self.clock.now() + period);
+            }
+            if self.draining
+                && self.tasks.values().all(|t| t.started.is_none())
+                && self.gpus.iter().all(|g| !g.resetting)
+            {
+                // nothing runs; anything still queued was cancelled by TenantLeft
+                break;
+            }
+            if self.drain_started.is_some_and(|t| t.elapsed() > self.limits.drain_timeout) {
+                self.abandon_running();
+                break;
+            }
+            if worked {
+                idle_since = None;
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            let next_arrival = self.arriving.iter().map(|(at, _, _)| *at).min();
+            let wake = match (next_tick, next_arrival) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = wake.map_or(Duration::from_millis(100), |t| {
+                self.clock.wall(t.saturating_sub(self.clock.now())).min(Duration::from_millis(100))
+            });
+            let mb = &self.mailbox;
+            mb.sleeping.store(true, Ordering::SeqCst);
+            for (_, r) in &self.live {
+                r.set_daemon_sleeping(true);
+            }
+            if mb.pending.load(Ordering::SeqCst) == 0
+                && !self.live.iter().any(|(_, r)| r.has_requests())
+            {
+                self.sleep(timeout.max(Duration::from_micros(100)));
+            }
+            let mb = &self.mailbox;
+            mb.sleeping.store(false, Ordering::SeqCst);
+            for (_, r) in &self.live {
+                r.set_daemon_sleeping(false);
+            }
+            idle_since = None;
+        }
+        // answer what arrived during the last pass, then tell every client we are gone
+        self.poll_rings();
+        for c in self.conns.values() {
+            c.region.mark_closed();
+        }
+        tracing::info!("core drained; stopping executors");
+        self.exec.stop();
+    }
+
+    /// Sleep on the doorbells until one rings or `timeout`. The core never reads a
+    /// client's doorbell (see [`Conn::bell`]); it reads only its private one, which no
+    /// client holds.
+    fn sleep(&mut self, timeout: Duration) {
+        use rustix::event::epoll;
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let mut events = [std::mem::MaybeUninit::<epoll::Event>::uninit(); 64];
+        let Ok((ready, _)) = epoll::wait(&self.epoll, &mut events, Some(&ts)) else { return };
+        let now = Instant::now();
+        for ev in ready.iter() {
+            let data = ev.data.u64();
+            if data == 0 {
+                self.mailbox.bell.drain();
+                continue;
+            }
+            let Some(c) = self.conns.get_mut(&data) else { continue };
+            if c.region.has_requests() {
+                continue;
+            }
+            if now.duration_since(c.window) > Duration::from_secs(1) {
+                c.window = now;
+                c.spurious = 0;
+            }
+            c.spurious += 1;
+            if c.spurious > SPURIOUS_PER_SECOND && c.muted_until.is_none() {
+                tracing::warn!(
+                    conn = data,
+                    pid = c.pid,
+                    "client rings its doorbell with nothing to do; muted for a while"
+                );
+                let _ = epoll::delete(&self.epoll, c.bell.as_fd());
+                c.muted_until = Some(now + MUTE);
+            }
+        }
+        for (&id, c) in self.conns.iter_mut() {
+            if c.alive && c.muted_until.is_some_and(|t| now >= t) {
+                c.muted_until = None;
+                c.spurious = 0;
+                c.window = now;
+                listen(&self.epoll, &c.bell, id, true);
+            }
+        }
+    }
+
+    /// The drain timed out: reset the GPUs still running tasks and end those tasks with
+    /// reason `shutdown`, so that a task of any length cannot hold the daemon up.
+    fn abandon_running(&mut self) {
+        tracing::warn!("drain timed out: resetting GPUs that still run tasks");
+        for g in 0..self.gpus.len() {
+            let gpu = GpuId(g as u32);
+            let running = std::mem::take(&mut self.gpus[g].running);
+            if running.is_empty() {
+                continue;
+            }
+            self.exec.send(gpu, Command::Reset);
+            for task in running {
+                let Some(info) = self.tasks.remove(&task) else { continue };
+                self.close_gate(&info);
+                self.release_memory(gpu, info.memory);
+                self.totals.cancelled += 1;
+                self.respond(
+                    info.conn,
+                    ResponseDesc {
+                        seq: info.seq,
+                        status: status::CANCELLED,
+                        reason: reason::SHUTDOWN,
+                        gpu: g as u32,
+                        ..Default::default()
+                    },
+                );
+                self.forget(&info);
+            }
+        }
+    }
+
+    /// Tell the policy, carry out its actions, then any events those produced.
+    fn deliver(&mut self, e: Event) {
+        self.internal.push_back(e);
+        while let Some(e) = self.internal.pop_front() {
+            let mut actions = Vec::new();
+            self.policy.on_event(self.clock.now(), &e, &mut actions);
+            for a in actions {
+                self.apply(a);
+            }
+        }
+    }
+
+    fn apply(&mut self, a: Action) {
+        match a {
+            Action::Dispatch { task, placement } => self.dispatch(task, placement.gpu),
+            Action::EndTask { task, reason: why } => {
+                let Some(info) = self.tasks.remove(&task) else { return };
+                self.forget(&info);
+                let (st, code) = match why {
+                    _ if self.draining => (status::CANCELLED, reason::SHUTDOWN),
+                    TaskEndReason::TenantLeft => (status::CANCELLED, reason::TENANT_CLOSED),
+                    TaskEndReason::CancelledByClient => {
+                        (status::CANCELLED, reason::CANCELLED_BY_CLIENT)
+                    }
+                    TaskEndReason::Shutdown => (status::CANCELLED, reason::SHUTDOWN),
+                    TaskEndReason::UnknownTenant => (status::FAILED, reason::UNKNOWN_TENANT),
+                    TaskEndReason::Unschedulable(_) => (status::FAILED, reason::UNSCHEDULABLE),
+                };
+                if st == status::CANCELLED {
+                    self.totals.cancelled += 1;
+                } else {
+                    self.totals.failed += 1;
+                }
+                if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                    t.not_done += 1;
+                    t.queued = t.queued.saturating_sub(1);
+                }
+                self.respond(
+                    info.conn,
+                    ResponseDesc {
+                        seq: info.seq,
+                        status: st,
+                        reason: code,
+                        gpu: u32::MAX,
+                        ..Default::default()
+                    },
+                );
+                self.gc_tenant(info.tenant);
+            }
+            Action::ResetGpu { gpu, killed } => {
+                let Some(g) = self.gpus.get_mut(gpu.0 as usize) else { return };
+                if let Some(since) = g.busy_since.take() {
+                    g.busy_total += since.elapsed();
+                }
+                g.running.clear();
+                g.resetting = true;
+                self.totals.resets += 1;
+                // the policy re-queued the killed tasks (or ended those of departed
+                // tenants, answered through EndTask)
+                for task in killed {
+                    if let Some(info) = self.tasks.get(&task) {
+                        self.close_gate(info);
+                    }
+                    let Some(info) = self.tasks.get_mut(&task) else { continue };
+                    info.started = None;
+                    let memory = info.memory;
+                    if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                        t.queued += 1;
+                    }
+                    self.release_memory(gpu, memory);
+                }
+                self.exec.send(gpu, Command::Reset);
+            }
+            Action::SetPools { user_facing, batch } => {
+                for g in user_facing {
+                    if let Some(rt) = self.gpus.get_mut(g.0 as usize) {
+                        rt.pool = "user_facing";
+                    }
+                }
+                for g in batch {
+                    if let Some(rt) = self.gpus.get_mut(g.0 as usize) {
+                        rt.pool = "batch";
+                    }
+                }
+            }
+            Action::Repartition { gpu, shares } if self.inference.is_some() => {
+                // emulated partitions: a share of the GPU's demand, ready at once (see
+                // `inference`); batches already running finish where they are
+                if let Some(g) = self.gpus.get_mut(gpu.0 as usize) {
+                    g.partitions = shares;
+                    self.internal.push_back(Event::RepartitionDone { gpu });
+                }
+            }
+            Action::Migrate { tenant, from, to } if self.balance.is_some() => {
+                // DCUDA §3.4: the policy moves a tenant only between its tasks, so
+                // nothing of it runs on `from` and, its reservations being per task, it
+                // holds no memory there; the context moves in the pause, and its data
+                // would follow on demand while it runs on `to`
+                let pause = self.balance.as_ref().map_or(Nanos::ZERO, |(_, p)| *p);
+                tracing::info!(%tenant, %from, %to, "migrating");
+                self.totals.migrations += 1;
+                self.arriving.push((self.clock.now() + pause, tenant, to));
+                let bytes = self.tenants.get(&tenant).map_or(0, |t| t.declared);
+                if bytes > 0 && self.pcie_bytes_per_s > 0.0 {
+                    let ns = (bytes as f64 / self.pcie_bytes_per_s * 1e9).ceil() as u64;
+                    self.transfer.insert(tenant, Nanos(ns));
+                }
+            }
+            Action::DispatchBatch { tasks, placement } if self.inference.is_some() => {
+                self.dispatch_batch(&tasks, placement);
+            }
+            other => {
+                tracing::warn!(?other, "action not supported by this daemon's executors; refused");
+                // the policy hears of it (queued behind the actions being applied)
+                self.internal.push_back(Event::ActionRefused {
+                    action: Box::new(other),
+                    reason: "not supported by this daemon's executors".into(),
+                });
+            }
+        }
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Connected { conn, region, bell, pid, uid } => {
+                self.live.push((conn, region.clone()));
+                listen(&self.epoll, &bell, conn, true);
+                self.conns.insert(
+                    conn,
+                    Conn {
+                        region,
+                        bell,
+                        spurious: 0,
+                        window: Instant::now(),
+                        muted_until: None,
+                        kicked: std::cell::Cell::new(false),
+                        pid,
+                        uid,
+                        alive: true,
+                        tenants: BTreeSet::new(),
+                        tasks: 0,
+                    },
+                );
+            }
+            Msg::Control { conn, pid, uid, request, reply } => {
+                if let Some(job) = self.must_wait(conn, uid, &request) {
+                    let waiting = self.parked_for(job);
+                    if waiting >= MAX_PARKED_PER_JOB {
+                        reply.send(Reply::Error {
+                            code: ErrorCode::NoCapacity,
+                            message: format!(
+                                "Slurm job {job} already has {waiting} registrations waiting \
+                                 for its memory"
+                            ),
+                        });
+                        return;
+                    }
+                    tracing::info!(job, uid, "a registration waits for its job's memory");
+                    self.parked.push(Parked { job, conn, pid, uid, request, reply });
+                } else {
+                    reply.send(self.control(conn, pid, uid, request));
+                }
+            }
+            Msg::Disconnected { conn } => {
+                let tenants: Vec<TenantId> = self
+                    .conns
+                    .get(&conn)
+                    .map(|c| c.tenants.iter().copied().collect())
+                    .unwrap_or_default();
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.alive = false;
+                    // the client may keep the eventfd open; stop listening to it
+                    let _ = rustix::event::epoll::delete(&self.epoll, c.bell.as_fd());
+                }
+                self.live.retain(|(id, _)| *id != conn);
+                self.parked.retain(|p| p.conn != conn);
+                // a program that exits while holding a slice of the launch gate is not
+                // a failure: its slice ends as done, charged what its gate accounted
+                let slices: Vec<TaskId> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| t.conn == conn && t.slice && t.started.is_some())
+                    .map(|(id, _)| *id)
+                    .collect();
+                if !slices.is_empty()
+                    && let Some(c) = self.conns.get(&conn)
+                {
+                    let (used, inferred) = c.region.slice_used();
+                    for task in slices {
+                        self.end_slice_early(task, Duration::from_nanos(used), !inferred);
+                    }
+                }
+                for t in tenants {
+                    self.close_tenant(t);
+                }
+                if self.limits.departed_running == crate::config::Departed::Cancel {
+                    let running: Vec<TaskId> = self
+                        .tasks
+                        .iter()
+                        .filter(|(_, t)| t.conn == conn && t.started.is_some())
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for task in running {
+                        self.cancel_running(task);
+                    }
+                }
+                self.gc_conn(conn);
+            }
+            Msg::Finished { gpu, task, ran_for, out_len } => {
+                if !self.runs_on(gpu, task) {
+                    return; // stale: the GPU was reset under it
+                }
+                let Some(info) = self.tasks.remove(&task) else { return };
+                // a slice is charged what the client's launch gate accounted (measured,
+                // or partly inferred), never more than the slice it held
+                let (ran_for, measured) = match self.conns.get(&info.conn) {
+                    Some(c) if info.slice => {
+                        let (used, inferred) = c.region.slice_used();
+                        (self.clock.emulated(Duration::from_nanos(used)).min(ran_for), !inferred)
+                    }
+                    _ => (ran_for, true),
+                };
+                self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, out_len);
+                if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                    t.gpu_time += ran_for;
+                }
+                self.charge(info.tenant, ran_for);
+                self.deliver(Event::TaskFinished {
+                    task,
+                    placement: Placement::whole(gpu),
+                    ran_for,
+                    measured,
+                    result: Ok(()),
+                });
+            }
+            Msg::Failed { gpu, task, ran_for, reason: why } => {
+                if !self.runs_on(gpu, task) {
+                    return;
+                }
+                let Some(info) = self.tasks.remove(&task) else { return };
+                self.release_memory(gpu, info.memory);
+                self.finish_bookkeeping(gpu, task, &info, false, reason::EXECUTOR, 0);
+                self.deliver(Event::TaskFinished {
+                    task,
+                    placement: Placement::whole(gpu),
+                    ran_for,
+                    measured: true,
+                    result: Err(ExecutionFailure { reason: why }),
+                });
+            }
+            Msg::ResetDone { gpu } => {
+                if let Some(g) = self.gpus.get_mut(gpu.0 as usize) {
+                    g.resetting = false;
+                }
+                self.deliver(Event::GpuResetDone { gpu });
+            }
+            Msg::Shutdown => {
+                tracing::info!(
+                    "draining: admitting nothing new, cancelling queued tasks, finishing running ones"
+                );
+                self.draining = true;
+                // registrations waiting for a job's memory are refused: no more come
+                self.retry_parked();
+                self.drain_started = Some(Instant::now());
+                let open: Vec<TenantId> =
+                    self.tenants.iter().filter(|(_, t)| t.open).map(|(id, _)| *id).collect();
+                for t in open {
+                    self.close_tenant(t);
+                }
+            }
+        }
+    }
+}

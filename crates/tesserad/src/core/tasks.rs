@@ -1,0 +1,292 @@
+//! Tasks on GPUs: dispatching (whole GPUs and inference batches), the launch gate's slices, ending, cancelling and the bookkeeping every end shares.
+
+use super::*;
+
+impl Core {
+    pub(super) fn release_memory(&mut self, gpu: GpuId, memory: u64) {
+        if memory > 0
+            && let Some(l) = &self.ledger
+            && let Err(e) = l.post_free(gpu.0, memory)
+        {
+            tracing::error!(error = %e, "ledger post-free failed");
+        }
+    }
+
+    pub(super) fn dispatch(&mut self, task: TaskId, gpu: GpuId) {
+        self.dispatch_as(task, gpu, None);
+    }
+
+    /// Run a batch of one model's requests in a partition: each request is sent as its
+    /// own task with the batch's run time and an equal part of the partition's share, so
+    /// that they finish together when the model says the batch does.
+    pub(super) fn dispatch_batch(&mut self, tasks: &[TaskId], placement: Placement) {
+        let Some(inf) = &self.inference else { return };
+        let Some(lead) = tasks.first().and_then(|t| self.tasks.get(t)) else { return };
+        let tenant = lead.tenant;
+        let gpu = placement.gpu;
+        let Some(g) = self.gpus.get_mut(gpu.0 as usize) else { return };
+        let now = self.clock.now();
+        g.batches.retain(|b| b.ends > now);
+        let partition = placement.partition.map(|p| p.0);
+        let share =
+            partition.and_then(|p| g.partitions.get(p as usize)).map_or(1000, |s| u32::from(s.0));
+        let neighbour = g
+            .batches
+            .iter()
+            .find(|b| b.partition != partition)
+            .map(|b| (b.tenant, b.requests, b.share_permille));
+        let n = tasks.len() as u32;
+        let Some(run) = inf.batch_time(tenant, n, share, neighbour) else {
+            // a model whose profile lacks this point: the requests fail with the reason
+            for &task in tasks {
+                self.dispatch_as(task, gpu, Some((Nanos::ZERO, 0.0)));
+            }
+            return;
+        };
+        g.batches.push(RunningBatch {
+            partition,
+            tenant,
+            requests: n,
+            share_permille: share,
+            ends: now + run,
+        });
+        let demand = f64::from(share) / 1000.0 / f64::from(n.max(1));
+        for &task in tasks {
+            self.dispatch_as(task, gpu, Some((run, demand)));
+        }
+    }
+
+    /// Dispatch `task` to `gpu`, with its declared work and the whole GPU, or with
+    /// `batch`'s (work, demand).
+    pub(super) fn dispatch_as(&mut self, task: TaskId, gpu: GpuId, batch: Option<(Nanos, f64)>) {
+        let Some(info) = self.tasks.get_mut(&task) else {
+            // cannot happen with today's policies; if it did, the policy would keep the
+            // GPU busy forever, so tell it the task failed at once
+            tracing::error!(%task, %gpu, "policy dispatched a task the daemon does not know");
+            self.internal.push_back(Event::TaskFinished {
+                task,
+                placement: Placement::whole(gpu),
+                ran_for: Nanos::ZERO,
+                measured: true,
+                result: Err(ExecutionFailure { reason: "unknown task".into() }),
+            });
+            return;
+        };
+        // memory for the task is admitted through the ledger, which other processes on
+        // the node share; if it is not free the task fails with a reason
+        if info.memory > 0
+            && let Some(l) = &self.ledger
+            && let Err(e) = l.pre_alloc(gpu.0, info.memory, Wait::NoWait)
+        {
+            tracing::info!(%task, error = %e, "no GPU memory for task");
+            let failure = Event::TaskFinished {
+                task,
+                placement: Placement::whole(gpu),
+                ran_for: Nanos::ZERO,
+                measured: true,
+                result: Err(ExecutionFailure { reason: e.to_string() }),
+            };
+            // the policy counts the task as running there; tell it the task failed at once
+            self.gpus[gpu.0 as usize].running.push(task);
+            info.started = Some((gpu, self.clock.now()));
+            let info = self.tasks.remove(&task).expect("present");
+            if let Some(t) = self.tenants.get_mut(&info.tenant) {
+                t.queued = t.queued.saturating_sub(1);
+            }
+            self.finish_bookkeeping(gpu, task, &info, false, reason::NO_MEMORY, 0);
+            self.internal.push_back(failure);
+            return;
+        }
+        info.started = Some((gpu, self.clock.now()));
+        let waited = self.clock.now().saturating_sub(info.submitted);
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.queued = t.queued.saturating_sub(1);
+            t.waiting += waited;
+        }
+        let conn = self.conns.get(&info.conn).filter(|c| c.alive);
+        let data = conn.map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
+        let hold = info.slice;
+        if hold && let Some(c) = conn {
+            // the launch gate opens: the client's own kernels may run on this GPU
+            c.region.set_grant(Some(gpu.0));
+        }
+        let g = &mut self.gpus[gpu.0 as usize];
+        g.running.push(task);
+        g.busy_since.get_or_insert_with(Instant::now);
+        let (mut work, demand) = batch.unwrap_or((info.work, 1.0));
+        // the first task after a migration waits on its data as it comes over PCIe (a
+        // slice's program moves its own data through the driver)
+        if !hold && let Some(extra) = self.transfer.remove(&info.tenant) {
+            work += extra;
+        }
+        self.exec.send(gpu, Command::Run { task, work, data, memory: info.memory, hold, demand });
+    }
+
+    /// A slice that stopped being dispatched closes its client's launch gate.
+    pub(super) fn close_gate(&self, info: &TaskInfo) {
+        if info.slice
+            && let Some(c) = self.conns.get(&info.conn)
+        {
+            c.region.set_grant(None);
+        }
+    }
+
+    pub(super) fn forget(&mut self, info: &TaskInfo) {
+        self.by_seq.remove(&(info.conn, info.seq));
+        if let Some(u) = self.uid_use.get_mut(&info.uid) {
+            u.tasks = u.tasks.saturating_sub(1);
+            u.gpu = Nanos(u.gpu.0.saturating_sub(info.work.0));
+        }
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.tasks = t.tasks.saturating_sub(1);
+        }
+        if let Some(c) = self.conns.get_mut(&info.conn) {
+            c.tasks = c.tasks.saturating_sub(1);
+        }
+        self.gc_conn(info.conn);
+    }
+
+    pub(super) fn gc_conn(&mut self, conn: ConnId) {
+        if self.conns.get(&conn).is_some_and(|c| !c.alive && c.tasks == 0) {
+            self.conns.remove(&conn);
+        }
+    }
+
+    /// Stats, client answer and ledger release for a task that stopped on `gpu`.
+    pub(super) fn finish_bookkeeping(
+        &mut self,
+        gpu: GpuId,
+        task: TaskId,
+        info: &TaskInfo,
+        ok: bool,
+        why: u32,
+        out_len: u32,
+    ) {
+        self.left_gpu(gpu, task);
+        self.close_gate(info);
+        let now = self.clock.now();
+        let (started_at, ran) = info.started.map_or((now, Nanos::ZERO), |(_, s)| (s, now - s));
+        if ok {
+            self.release_memory(gpu, info.memory);
+        }
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            if ok {
+                t.done += 1;
+                match t.class {
+                    ServiceClass::UserFacing { sla } => {
+                        self.totals.uf_done += 1;
+                        if now - info.submitted <= sla {
+                            t.met += 1;
+                            self.totals.uf_met += 1;
+                        }
+                    }
+                    ServiceClass::Batch => self.totals.batch_done += 1,
+                }
+            } else {
+                t.not_done += 1;
+                self.totals.failed += 1;
+            }
+        }
+        self.respond(
+            info.conn,
+            ResponseDesc {
+                seq: info.seq,
+                status: if ok { status::DONE } else { status::FAILED },
+                reason: why,
+                queued_ns: (started_at - info.submitted).0,
+                ran_ns: ran.0,
+                gpu: gpu.0,
+                out_len,
+                ..Default::default()
+            },
+        );
+        self.forget(info);
+        self.gc_tenant(info.tenant);
+    }
+
+    /// `task` no longer runs on `gpu`; the GPU's busy time stops when nothing does.
+    pub(super) fn left_gpu(&mut self, gpu: GpuId, task: TaskId) {
+        let Some(g) = self.gpus.get_mut(gpu.0 as usize) else { return };
+        g.running.retain(|t| *t != task);
+        if g.running.is_empty()
+            && let Some(since) = g.busy_since.take()
+        {
+            g.busy_total += since.elapsed();
+        }
+    }
+
+    /// A running slice ends before its time (its program gave it back, or exited while
+    /// holding it): done, charged `used` as the program's launch gate accounted it
+    /// (`measured`, or partly inferred), never more than it held. Nothing runs for a
+    /// slice, so nothing is reset. Whether `task` was such a slice.
+    pub(super) fn end_slice_early(&mut self, task: TaskId, used: Duration, measured: bool) -> bool {
+        let Some(info) = self.tasks.get(&task) else { return false };
+        let Some((gpu, started)) = info.started else { return false };
+        if !info.slice || !self.runs_on(gpu, task) {
+            return false;
+        }
+        self.exec.send(gpu, Command::Cancel { task });
+        let Some(info) = self.tasks.remove(&task) else { return false };
+        self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, 0);
+        let held = self.clock.now() - started;
+        let used = self.clock.emulated(used).min(held);
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.gpu_time += used;
+        }
+        self.charge(info.tenant, used);
+        self.deliver(Event::TaskFinished {
+            task,
+            placement: Placement::whole(gpu),
+            ran_for: used,
+            measured,
+            result: Ok(()),
+        });
+        true
+    }
+
+    pub(super) fn runs_on(&self, gpu: GpuId, task: TaskId) -> bool {
+        self.gpus.get(gpu.0 as usize).is_some_and(|g| g.running.contains(&task))
+    }
+
+    /// End a running task whose client is gone and tell the policy it failed, so that
+    /// its place is scheduled again. Alone on its GPU it is abandoned by a reset (the
+    /// only way to stop a running kernel); beside co-located tasks, which a reset would
+    /// kill too, the executor drops it alone.
+    /// Stop a running task and end it as cancelled; whether it was running.
+    pub(super) fn cancel_running(&mut self, task: TaskId) -> bool {
+        if self.tasks.get(&task).is_none_or(|t| t.started.is_none()) {
+            return false;
+        }
+        let Some(info) = self.tasks.remove(&task) else { return false };
+        let Some((gpu, started)) = info.started else { return false };
+        self.close_gate(&info);
+        if self.runs_on(gpu, task) {
+            let alone = self.gpus[gpu.0 as usize].running.len() == 1;
+            self.left_gpu(gpu, task);
+            if alone {
+                self.gpus[gpu.0 as usize].resetting = true;
+                self.totals.resets += 1;
+                self.exec.send(gpu, Command::Reset);
+            } else {
+                self.exec.send(gpu, Command::Cancel { task });
+            }
+        }
+        self.release_memory(gpu, info.memory);
+        self.totals.cancelled += 1;
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.not_done += 1;
+        }
+        tracing::info!(%task, %gpu, "cancelled the running task of a departed client");
+        self.forget(&info);
+        self.gc_tenant(info.tenant);
+        let ran_for = self.clock.now() - started;
+        self.deliver(Event::TaskFinished {
+            task,
+            placement: Placement::whole(gpu),
+            ran_for,
+            measured: true,
+            result: Err(ExecutionFailure { reason: "its client left: cancelled".into() }),
+        });
+        true
+    }
+}
