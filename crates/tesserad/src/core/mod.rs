@@ -27,6 +27,7 @@ use tessera_core::{
 use tessera_gpu::occupancy;
 use tessera_ledger::{Ledger, Wait};
 
+mod admission;
 mod control;
 mod jobs;
 mod placement;
@@ -34,6 +35,7 @@ mod report;
 mod rings;
 mod tasks;
 
+use admission::LedgerWorker;
 use report::StatusQuery;
 
 /// A client connection's id.
@@ -99,6 +101,19 @@ pub enum Msg {
     ResetDone {
         /// GPU.
         gpu: GpuId,
+    },
+    /// The ledger's answer to a task's memory admission (see `admission`).
+    Admitted {
+        /// The task.
+        task: TaskId,
+        /// Which admission of it.
+        ticket: u64,
+        /// Where.
+        gpu: GpuId,
+        /// How much was asked.
+        bytes: u64,
+        /// Why it was refused (`None`: granted).
+        refused: Option<String>,
     },
     /// Drain and stop.
     Shutdown,
@@ -283,7 +298,12 @@ pub struct Core {
     rx: Receiver<Msg>,
     mailbox: Mailbox,
     exec: Executor,
-    ledger: Option<Ledger>,
+    /// The node's ledger, through its worker thread (see `admission`).
+    ledger: Option<LedgerWorker>,
+    /// Tasks whose memory admission the ledger has not answered yet: the admission's
+    /// ticket, and the batch they run in.
+    admitting: BTreeMap<TaskId, (u64, Option<(Nanos, f64)>)>,
+    next_ticket: u64,
     /// Tenants' memory reservations made through the daemon (see `memory`).
     desk: Option<Arc<crate::memory::MemoryDesk>>,
     conns: BTreeMap<ConnId, Conn>,
@@ -426,6 +446,7 @@ impl Core {
         let epoll = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
             .expect("epoll_create1 cannot fail on Linux but for lack of memory or descriptors");
         listen(&epoll, &mailbox.bell, 0, false);
+        let worker_mailbox = mailbox.clone();
         Core {
             connections,
             daemon_uid: rustix::process::geteuid().as_raw(),
@@ -435,7 +456,15 @@ impl Core {
             rx,
             mailbox,
             exec,
-            ledger,
+            ledger: ledger.and_then(|l| match LedgerWorker::start(l, worker_mailbox) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the ledger's thread: task memory is not admitted");
+                    None
+                }
+            }),
+            admitting: BTreeMap::new(),
+            next_ticket: 0,
             desk: None,
             conns: BTreeMap::new(),
             live: Vec::new(),
@@ -669,7 +698,7 @@ impl Core {
             for task in running {
                 let Some(info) = self.tasks.remove(&task) else { continue };
                 self.close_gate(&info);
-                self.release_memory(gpu, info.memory);
+                self.return_task_memory(task, gpu, info.memory);
                 self.totals.cancelled += 1;
                 self.respond(
                     info.conn,
@@ -755,7 +784,7 @@ impl Core {
                     if let Some(t) = self.tenants.get_mut(&info.tenant) {
                         t.queued += 1;
                     }
-                    self.release_memory(gpu, memory);
+                    self.return_task_memory(task, gpu, memory);
                 }
                 self.exec.send(gpu, Command::Reset);
             }
@@ -926,7 +955,7 @@ impl Core {
                     return;
                 }
                 let Some(info) = self.tasks.remove(&task) else { return };
-                self.release_memory(gpu, info.memory);
+                self.return_task_memory(task, gpu, info.memory);
                 self.finish_bookkeeping(gpu, task, &info, false, reason::EXECUTOR, 0);
                 self.deliver(Event::TaskFinished {
                     task,
@@ -941,6 +970,9 @@ impl Core {
                     g.resetting = false;
                 }
                 self.deliver(Event::GpuResetDone { gpu });
+            }
+            Msg::Admitted { task, ticket, gpu, bytes, refused } => {
+                self.admitted(task, ticket, gpu, bytes, refused);
             }
             Msg::Shutdown => {
                 tracing::info!(

@@ -34,7 +34,7 @@ impl Core {
             n => n.min(STATUS_PAGE),
         };
         let uptime = self.started.elapsed();
-        let used = self.ledger.as_ref().and_then(|l| l.status().ok());
+        let used = self.ledger.as_ref().and_then(|w| w.snapshot());
         // fair sharing: who has work now, and who was charged GPU time lately
         let on_any: BTreeSet<TenantId> = self
             .gpus

@@ -3,15 +3,6 @@
 use super::*;
 
 impl Core {
-    pub(super) fn release_memory(&mut self, gpu: GpuId, memory: u64) {
-        if memory > 0
-            && let Some(l) = &self.ledger
-            && let Err(e) = l.post_free(gpu.0, memory)
-        {
-            tracing::error!(error = %e, "ledger post-free failed");
-        }
-    }
-
     pub(super) fn dispatch(&mut self, task: TaskId, gpu: GpuId) {
         self.dispatch_as(task, gpu, None);
     }
@@ -73,30 +64,37 @@ impl Core {
             return;
         };
         // memory for the task is admitted through the ledger, which other processes on
-        // the node share; if it is not free the task fails with a reason
-        if info.memory > 0
-            && let Some(l) = &self.ledger
-            && let Err(e) = l.pre_alloc(gpu.0, info.memory, Wait::NoWait)
-        {
-            tracing::info!(%task, error = %e, "no GPU memory for task");
-            let failure = Event::TaskFinished {
-                task,
-                placement: Placement::whole(gpu),
-                ran_for: Nanos::ZERO,
-                measured: true,
-                result: Err(ExecutionFailure { reason: e.to_string() }),
-            };
-            // the policy counts the task as running there; tell it the task failed at once
-            self.gpus[gpu.0 as usize].running.push(task);
-            info.started = Some((gpu, self.clock.now()));
-            let info = self.tasks.remove(&task).expect("present");
-            if let Some(t) = self.tenants.get_mut(&info.tenant) {
-                t.queued = t.queued.saturating_sub(1);
-            }
-            self.finish_bookkeeping(gpu, task, &info, false, reason::NO_MEMORY, 0);
-            self.internal.push_back(failure);
-            return;
+        // the node share (off the core thread); if it is not free the task fails with
+        // a reason
+        if info.memory > 0 {
+            let memory = info.memory;
+            return self.admit(task, gpu, memory, batch);
         }
+        self.start_on(task, gpu, batch);
+    }
+
+    /// `task`'s memory was not free on `gpu`: it fails with the ledger's reason.
+    pub(super) fn refuse_memory(&mut self, task: TaskId, gpu: GpuId, why: String) {
+        tracing::info!(%task, error = %why, "no GPU memory for task");
+        let Some(info) = self.tasks.remove(&task) else { return };
+        if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            t.queued = t.queued.saturating_sub(1);
+        }
+        // the policy counts the task as running there; tell it the task failed at once
+        self.finish_bookkeeping(gpu, task, &info, false, reason::NO_MEMORY, 0);
+        self.internal.push_back(Event::TaskFinished {
+            task,
+            placement: Placement::whole(gpu),
+            ran_for: Nanos::ZERO,
+            measured: true,
+            result: Err(ExecutionFailure { reason: why }),
+        });
+    }
+
+    /// Start `task` on `gpu` (its memory, if any, admitted): with its declared work
+    /// and the whole GPU, or with `batch`'s (work, demand).
+    pub(super) fn start_on(&mut self, task: TaskId, gpu: GpuId, batch: Option<(Nanos, f64)>) {
+        let Some(info) = self.tasks.get_mut(&task) else { return };
         info.started = Some((gpu, self.clock.now()));
         let waited = self.clock.now().saturating_sub(info.submitted);
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
@@ -111,7 +109,9 @@ impl Core {
             c.region.set_grant(Some(gpu.0));
         }
         let g = &mut self.gpus[gpu.0 as usize];
-        g.running.push(task);
+        if !g.running.contains(&task) {
+            g.running.push(task);
+        }
         g.busy_since.get_or_insert_with(Instant::now);
         let (mut work, demand) = batch.unwrap_or((info.work, 1.0));
         // the first task after a migration waits on its data as it comes over PCIe (a
@@ -167,7 +167,7 @@ impl Core {
         let now = self.clock.now();
         let (started_at, ran) = info.started.map_or((now, Nanos::ZERO), |(_, s)| (s, now - s));
         if ok {
-            self.release_memory(gpu, info.memory);
+            self.return_task_memory(task, gpu, info.memory);
         }
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
             if ok {
@@ -260,7 +260,10 @@ impl Core {
         let Some(info) = self.tasks.remove(&task) else { return false };
         let Some((gpu, started)) = info.started else { return false };
         self.close_gate(&info);
-        if self.runs_on(gpu, task) {
+        if self.is_admitting(task) {
+            // nothing runs for it yet: it only leaves its place
+            self.left_gpu(gpu, task);
+        } else if self.runs_on(gpu, task) {
             let alone = self.gpus[gpu.0 as usize].running.len() == 1;
             self.left_gpu(gpu, task);
             if alone {
@@ -271,7 +274,7 @@ impl Core {
                 self.exec.send(gpu, Command::Cancel { task });
             }
         }
-        self.release_memory(gpu, info.memory);
+        self.return_task_memory(task, gpu, info.memory);
         self.totals.cancelled += 1;
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
             t.not_done += 1;
