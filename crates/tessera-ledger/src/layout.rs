@@ -151,8 +151,10 @@ pub struct BodyHead {
     pub holders: u32,
     /// Waiter rows that follow the holders.
     pub waiters: u32,
-    /// Padding.
-    pub _pad: u32,
+    /// Bumped by every commit (wrapping): a handle that finds the file older than what
+    /// it last read or wrote knows the file was replaced by an old copy. (Zero in files
+    /// written before it existed, where this was padding.)
+    pub generation: u32,
     /// Next waiter ticket.
     pub next_seq: u64,
     /// Wall-clock nanoseconds of the last sanity check (liveness sweep).
@@ -207,6 +209,8 @@ pub struct State {
     pub max_waiters: u32,
     /// Notification policy code.
     pub policy: u32,
+    /// See [`BodyHead::generation`].
+    pub generation: u32,
     /// Next waiter ticket.
     pub next_seq: u64,
     /// See [`BodyHead::last_sweep_ns`].
@@ -239,6 +243,7 @@ impl State {
             max_holders,
             max_waiters,
             policy,
+            generation: 0,
             next_seq: 0,
             last_sweep_ns: 0,
             last_janitor_ns: 0,
@@ -256,7 +261,7 @@ impl State {
             policy: self.policy,
             holders: self.holders.len() as u32,
             waiters: self.waiters.len() as u32,
-            _pad: 0,
+            generation: self.generation,
             next_seq: self.next_seq,
             last_sweep_ns: self.last_sweep_ns,
             last_janitor_ns: self.last_janitor_ns,
@@ -304,6 +309,7 @@ impl State {
             max_holders: header.max_holders,
             max_waiters: header.max_waiters,
             policy: head.policy,
+            generation: head.generation,
             next_seq: head.next_seq,
             last_sweep_ns: head.last_sweep_ns,
             last_janitor_ns: head.last_janitor_ns,
@@ -376,4 +382,10 @@ mod tests {
         let h: CopyHead = bytemuck::pod_read_unaligned(&b[..8]);
         assert_eq!(State::decode(&small, h.crc, &b[8..]), Err(CopyFault::Damaged));
     }
+}
+
+/// Whether generation `a` is older than `b` (serial-number arithmetic: correct while
+/// they are less than 2^31 commits apart).
+pub fn older(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) > 0
 }

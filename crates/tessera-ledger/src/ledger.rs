@@ -8,6 +8,12 @@
 //!   record lock is free (the client is gone, in whatever pid namespace it ran);
 //! - a file that is not a sound ledger is never reset while a live client has a record:
 //!   it is rebuilt from the records; a file that is not a ledger at all is refused;
+//! - a sound state is not believed when it is older than one a client saw (every
+//!   commit bumps its generation; a handle remembers the newest it read or wrote), nor
+//!   when, at an open or after the file was replaced, it lacks memory a live client's
+//!   record says it holds: it is rebuilt from the records. (An open handle that has not
+//!   used the ledger since an old copy was written in place cannot tell; the next open
+//!   or any holder's next request rebuilds it.)
 //! - the sanity check runs when memory or a table is short, when `status` asks, and at
 //!   most every [`RECHECK`] for waiters — never on the path of a request that fits.
 
@@ -15,7 +21,7 @@ use crate::access::Access;
 use crate::file::{FileError, LedgerFile, Opened};
 use crate::layout::{
     CopyFault, DEFAULT_HOLDERS, DEFAULT_WAITERS, GpuRow, Header, HolderRow, MAGIC, MAX_GPUS,
-    MAX_TABLE, PAGE, State, VERSION, WaiterRow, capacities_valid,
+    MAX_TABLE, PAGE, State, VERSION, WaiterRow, capacities_valid, older,
 };
 use crate::records::{self, ClientRecord, LedgerShape, LiveRecord, Liveness};
 use rustix::thread::futex;
@@ -283,6 +289,31 @@ struct Local {
     liveness: Liveness,
     /// Body length last read, so that one `pread` usually fetches the whole state.
     body_guess: usize,
+    /// The newest generation this handle read or wrote: a file older than it was
+    /// replaced by an old copy.
+    seen: u32,
+}
+
+/// How far a rebuilt ledger's generation jumps past the newest one its rebuilder knew
+/// of, so that no handle that read the old file takes the new one for an old copy.
+const GENERATION_JUMP: u32 = 1 << 20;
+
+/// Whether `state` lacks memory a live client's record says it holds: a state older
+/// than the clients (an old copy written back, or an empty ledger put in its place).
+/// The other way round is normal: a notifier grants a waiter memory before the waiter
+/// records it.
+fn behind_records(state: &State, live: &[LiveRecord]) -> bool {
+    live.iter().any(|r| {
+        r.body.held.iter().enumerate().any(|(gpu, &held)| {
+            let in_state: u64 = state
+                .holders
+                .iter()
+                .filter(|h| h.client == r.body.client && h.gpu as usize == gpu)
+                .map(|h| h.bytes)
+                .sum();
+            held > in_state
+        })
+    })
 }
 
 /// Bytes of `state`'s body, plus room for a few more rows.
@@ -414,12 +445,15 @@ impl Locked<'_> {
         if self.wake {
             self.local.file.bump_wake();
         }
+        self.state.generation = self.state.generation.wrapping_add(1);
         let header = self.local.header;
         self.local.file.write_state(&header, &self.state).map_err(|source| LedgerError::Io {
             what: "writing",
             path: self.ledger.path.clone(),
             source,
-        })
+        })?;
+        self.local.seen = self.state.generation;
+        Ok(())
     }
 
     fn holder_index(&self, gpu: u32, client: u64) -> Option<usize> {
@@ -594,7 +628,8 @@ impl Ledger {
                 max_waiters: cfg.max_waiters,
             })
         };
-        let (file, header, mut state) = attach(&cfg.path, &records_dir, cfg.access, &fallback)?;
+        let (file, header, mut state) =
+            attach(&cfg.path, &records_dir, cfg.access, &fallback, None)?;
         // from here the file is locked; every exit unlocks it
         let result = (|| {
             let shape = LedgerShape {
@@ -629,6 +664,7 @@ impl Ledger {
                     header,
                     liveness: Liveness::default(),
                     body_guess: body_len(&state),
+                    seen: state.generation,
                 }),
                 closed: false,
             })
@@ -670,10 +706,24 @@ impl Ledger {
         if local.file.is_linked() {
             let found = examine(&local.file, local.body_guess);
             let state = match found {
-                Found::Sound(header, state) => {
+                Found::Sound(header, state) if !older(state.generation, local.seen) => {
                     local.header = header;
                     local.body_guess = body_len(&state);
+                    local.seen = state.generation;
                     Ok(state)
+                }
+                Found::Sound(_, state) => {
+                    // older than what this handle last read or wrote: an old copy was
+                    // written over the file; the live clients' records say what is held
+                    tracing::error!(path = %self.path.display(), found = state.generation, seen = local.seen, "the ledger file holds an older state than this client saw: rebuilding it from the live clients' records");
+                    let fallback = || Ok(self.shape.clone());
+                    let live = records::scan(&self.records_dir).live;
+                    let generation = local.seen.wrapping_add(GENERATION_JUMP);
+                    repair(&local.file, &self.path, live, &fallback, generation).map(|(h, s)| {
+                        local.header = h;
+                        local.seen = s.generation;
+                        s
+                    })
                 }
                 Found::OtherVersion(found) => {
                     Err(LedgerError::Incompatible { path: self.path.clone(), found })
@@ -683,8 +733,10 @@ impl Ledger {
                     // clients' records say what is held
                     let fallback = || Ok(self.shape.clone());
                     let live = records::scan(&self.records_dir).live;
-                    repair(&local.file, &self.path, live, &fallback).map(|(h, s)| {
+                    let generation = local.seen.wrapping_add(GENERATION_JUMP);
+                    repair(&local.file, &self.path, live, &fallback, generation).map(|(h, s)| {
                         local.header = h;
+                        local.seen = s.generation;
                         s
                     })
                 }
@@ -702,9 +754,11 @@ impl Ledger {
         local.file.unlock();
         tracing::warn!(path = %self.path.display(), "the ledger file was removed or replaced; moving to the one at its path");
         let fallback = || Ok(self.shape.clone());
-        let (file, header, state) = attach(&self.path, &self.records_dir, self.access, &fallback)?;
+        let (file, header, state) =
+            attach(&self.path, &self.records_dir, self.access, &fallback, Some(local.seen))?;
         local.file = Arc::new(file);
         local.header = header;
+        local.seen = state.generation;
         Ok(Locked { ledger: self, local, state, wake: false })
     }
 
@@ -1004,12 +1058,19 @@ fn file_error(path: &Path, e: FileError) -> LedgerError {
 
 /// Open the ledger at `path` — creating it (from the live records, or `fallback`) if
 /// there is none, repairing it if it is damaged — and return it locked, with its state.
+/// Open (creating it if missing) the ledger at `path`, locked, and its state — checked
+/// against the live clients' records: a state that lacks memory they hold (an old copy,
+/// or an empty ledger put in the file's place) is rebuilt from them. `seen`: the newest
+/// generation the caller knew of (a rebuilt or new file's generation goes past it).
 fn attach(
     path: &Path,
     records_dir: &Path,
     access: Access,
     fallback: Fallback<'_>,
+    seen: Option<u32>,
 ) -> Result<(LedgerFile, Header, State), LedgerError> {
+    let past =
+        |g: u32| seen.map_or(g, |s| if older(g, s) { s } else { g }).wrapping_add(GENERATION_JUMP);
     for _ in 0..16 {
         let file = match LedgerFile::open(path, access).map_err(|e| file_error(path, e))? {
             Opened::File(f) => f,
@@ -1018,7 +1079,8 @@ fn attach(
                 // a ledger unlinked under live clients is rebuilt from their records
                 let live = records::scan(records_dir).live;
                 let shape = live.first().map(|r| r.body.shape()).map_or_else(fallback, Ok)?;
-                let (state, dropped) = rebuild(&shape, &live);
+                let (mut state, dropped) = rebuild(&shape, &live);
+                state.generation = past(0);
                 let header = Header::new(shape.max_holders, shape.max_waiters);
                 if !live.is_empty() {
                     tracing::warn!(path = %path.display(), clients = live.len(), dropped, "ledger file missing: recreated from the live clients' records");
@@ -1042,7 +1104,17 @@ fn attach(
         }
         let found = examine(&file, 4096);
         let got = match found {
-            Found::Sound(header, state) => Ok((header, state)),
+            // checked on every open (a scan of the records directory: opens are rare
+            // beside reservations, and an old copy can be of any age)
+            Found::Sound(header, state) => {
+                let live = records::scan(records_dir).live;
+                if behind_records(&state, &live) {
+                    tracing::error!(path = %path.display(), clients = live.len(), "the ledger file lacks memory live clients hold (an old copy, or another ledger put in its place): rebuilding it from their records");
+                    repair(&file, path, live, fallback, past(state.generation))
+                } else {
+                    Ok((header, state))
+                }
+            }
             Found::OtherVersion(found) => {
                 Err(LedgerError::Incompatible { path: path.into(), found })
             }
@@ -1054,14 +1126,14 @@ fn attach(
                 });
                 let live = if dir_ok { records::scan(records_dir).live } else { Vec::new() };
                 if !live.is_empty() {
-                    repair(&file, path, live, fallback)
+                    repair(&file, path, live, fallback, past(0))
                 } else {
                     Err(LedgerError::NotALedger { path: path.into() })
                 }
             }
             Found::Damaged => {
                 records::ensure_dir(records_dir, access).map_err(|e| dir_error(records_dir, e))?;
-                repair(&file, path, records::scan(records_dir).live, fallback)
+                repair(&file, path, records::scan(records_dir).live, fallback, past(0))
             }
         };
         return match got {
@@ -1087,6 +1159,7 @@ fn repair(
     path: &Path,
     live: Vec<LiveRecord>,
     fallback: Fallback<'_>,
+    generation: u32,
 ) -> Result<(Header, State), LedgerError> {
     let shape = match live.first() {
         Some(r) => r.body.shape(),
@@ -1095,7 +1168,8 @@ fn repair(
             reason: format!("no live client has a record of it, and {e}"),
         })?,
     };
-    let (state, dropped) = rebuild(&shape, &live);
+    let (mut state, dropped) = rebuild(&shape, &live);
+    state.generation = generation;
     let mut header = Header::new(shape.max_holders, shape.max_waiters);
     header.wake = file.wake_value().wrapping_add(1);
     let io = |source| LedgerError::Io { what: "repairing", path: path.into(), source };

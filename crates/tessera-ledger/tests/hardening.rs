@@ -243,6 +243,63 @@ fn a_zeroed_ledger_is_rebuilt_from_the_live_clients() {
     b.pre_alloc(0, 600, Wait::NoWait).unwrap();
 }
 
+/// A sound but old copy of the ledger written back over the file in place (a backup
+/// restored, a careless copy): before, it was taken as the truth — a new client was
+/// granted memory a live client holds, and the holder's free failed with OVER_FREE.
+/// Now the new client's open finds the state lacking what the live clients' records
+/// hold, and the holder finds the file older than what it last wrote: either rebuilds
+/// it from the records.
+#[test]
+fn an_old_copy_written_back_in_place_is_not_believed() {
+    use std::os::unix::fs::FileExt;
+    for new_client_first in [true, false] {
+        let (path, _path_dir) = fresh_path("old-copy");
+        let a = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
+        a.pre_alloc(1, 100, Wait::NoWait).unwrap();
+        let old = std::fs::read(&path).unwrap();
+        a.pre_alloc(0, 600, Wait::NoWait).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&old, 0).unwrap();
+        assert_eq!(raw_state(&path).gpus[0].used, 0, "the old copy is in place");
+        if new_client_first {
+            let b = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
+            assert!(
+                matches!(
+                    b.pre_alloc(0, 600, Wait::NoWait),
+                    Err(LedgerError::NotAvailableNow { .. })
+                ),
+                "a's 600 bytes must not be granted twice"
+            );
+            a.post_free(0, 600).expect("a's free finds its memory");
+            b.pre_alloc(0, 600, Wait::NoWait).unwrap();
+        } else {
+            a.post_free(0, 600).expect("a's free finds its memory (not OVER_FREE)");
+            let s = a.status().unwrap();
+            assert_eq!((s.gpus[0].used, s.gpus[1].used), (0, 100));
+        }
+    }
+}
+
+/// An empty ledger put in the file's place (renamed over the path) under a live
+/// holder: before, a new client was granted the holder's memory and the holder's free
+/// failed with OVER_FREE.
+#[test]
+fn an_empty_ledger_renamed_over_the_path_is_not_believed() {
+    let (path, _path_dir) = fresh_path("renamed");
+    let a = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
+    a.pre_alloc(0, 600, Wait::NoWait).unwrap();
+    let other = path.with_file_name("ledger-empty");
+    drop(Ledger::open(&config(&other, &[1000, 1000])).unwrap());
+    std::fs::rename(&other, &path).unwrap();
+    let b = Ledger::open(&config(&path, &[1000, 1000])).unwrap();
+    assert!(
+        matches!(b.pre_alloc(0, 600, Wait::NoWait), Err(LedgerError::NotAvailableNow { .. })),
+        "a's 600 bytes must not be granted twice"
+    );
+    a.post_free(0, 600).expect("a's free finds its memory (not OVER_FREE)");
+    b.pre_alloc(0, 600, Wait::NoWait).unwrap();
+}
+
 /// Truncating the file under mapped clients used to kill them with SIGBUS; now their
 /// next call repairs it — and a waiter asleep on the futex word survives too.
 #[test]
@@ -542,8 +599,7 @@ fn records_of_idle_clients_that_died_are_removed() {
         let i = kids.spawn(&[], "idle", &path, 0, 0);
         kids.kill(i);
     }
-    let before = std::fs::read_dir(records_dir(&path)).unwrap().count();
-    assert!(before >= 12, "the dead records are there: {before}");
+    // (opens check the records of an empty ledger too, so some may be gone already)
     observer.status().unwrap();
     let names: Vec<String> = std::fs::read_dir(records_dir(&path))
         .unwrap()
