@@ -348,6 +348,12 @@ impl State {
     }
 }
 
+/// Whether generation `a` is older than `b` (serial-number arithmetic: correct while
+/// they are less than 2^31 commits apart).
+pub fn older(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) > 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,10 +388,4 @@ mod tests {
         let h: CopyHead = bytemuck::pod_read_unaligned(&b[..8]);
         assert_eq!(State::decode(&small, h.crc, &b[8..]), Err(CopyFault::Damaged));
     }
-}
-
-/// Whether generation `a` is older than `b` (serial-number arithmetic: correct while
-/// they are less than 2^31 commits apart).
-pub fn older(a: u32, b: u32) -> bool {
-    (b.wrapping_sub(a) as i32) > 0
 }
