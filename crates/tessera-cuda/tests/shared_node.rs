@@ -535,7 +535,8 @@ fn gpus_are_named_by_uuid_when_the_daemon_knows_them() {
         .join(format!("interposer-{tag}-{}", std::process::id()))
         .join("libcuda.so.1");
     let Some(s) = setup_config(tag, |c| {
-        c.executor = tesserad::config::ExecutorKind::Cuda { library: Some(library) };
+        c.executor = tesserad::config::ExecutorKind::Cuda { library: Some(library), gpus: None };
+        c.gpu_lock_dir = c.ledger.parent().unwrap().to_path_buf();
         c.context_mib = Some(0);
     }) else {
         return;

@@ -1058,6 +1058,30 @@ fn file_error(path: &Path, e: FileError) -> LedgerError {
 
 /// Open the ledger at `path` — creating it (from the live records, or `fallback`) if
 /// there is none, repairing it if it is damaged — and return it locked, with its state.
+/// Remove the ledger at `path` and its records directory if no live client uses it
+/// (a daemon that stops leaves nothing behind; a ledger other programs still use
+/// stays). Whether it was removed. A client opening it meanwhile finds it gone and
+/// makes a new one.
+pub fn remove_if_unused(path: &Path, access: Access) -> Result<bool, LedgerError> {
+    let file = match LedgerFile::open(path, access).map_err(|e| file_error(path, e))? {
+        Opened::File(f) => f,
+        Opened::Missing => return Ok(false),
+    };
+    file.lock().map_err(|source| LedgerError::Io { what: "locking", path: path.into(), source })?;
+    let records_dir = records::dir_for(path);
+    // only a sound ledger: anything else at the path is not ours to delete
+    let unused = file.is_at(path)
+        && matches!(examine(&file, 4096), Found::Sound(..))
+        && records::scan(&records_dir).live.is_empty();
+    if unused {
+        let _ = std::fs::remove_file(path);
+        // only dead clients' records were there, and the scan removed them
+        let _ = std::fs::remove_dir(&records_dir);
+    }
+    file.unlock();
+    Ok(unused)
+}
+
 /// Open (creating it if missing) the ledger at `path`, locked, and its state — checked
 /// against the live clients' records: a state that lacks memory they hold (an old copy,
 /// or an empty ledger put in the file's place) is rebuilt from them. `seen`: the newest

@@ -28,6 +28,7 @@ mod records;
 pub use access::Access;
 pub use ledger::{
     GpuSource, GpuStatus, Holding, Ledger, LedgerConfig, LedgerError, LedgerStatus, Wait,
+    remove_if_unused,
 };
 pub use tessera_core::Bytes;
 pub use tessera_core::policies::memsafe::NotificationPolicy;

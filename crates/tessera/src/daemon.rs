@@ -41,13 +41,15 @@ pub struct DaemonArgs {
     /// GPU memory ledger file.
     #[arg(long)]
     ledger: Option<PathBuf>,
-    /// Emulated GPUs.
+    /// GPUs: how many to emulate, or (with real GPUs) how many the driver must report.
     #[arg(long)]
     gpus: Option<usize>,
     /// Memory per emulated GPU, MiB.
     #[arg(long)]
     gpu_memory_mib: Option<u64>,
-    /// Use emulated GPUs (the default).
+    /// Use emulated GPUs (the simulator's performance model in real time). Without
+    /// `--emulate` or `--cuda` the daemon uses the CUDA driver, and refuses to start
+    /// where none loads.
     #[arg(long, conflicts_with = "cuda")]
     emulate: bool,
     /// Use real GPUs through the CUDA driver (never yet run on one: see the README).
@@ -81,11 +83,20 @@ pub struct DaemonArgs {
 }
 
 impl DaemonArgs {
-    fn config(&self) -> Result<DaemonConfig> {
+    /// The configuration, and whether the executor was chosen (by a flag or the file)
+    /// rather than left to the driver's presence.
+    fn config(&self) -> Result<(DaemonConfig, bool)> {
         let mut c = match &self.config {
             Some(p) => DaemonConfig::from_file(p)?,
             None => DaemonConfig::default(),
         };
+        let chosen = self.cuda
+            || self.emulate
+            || self.speedup.is_some()
+            || match &self.config {
+                Some(p) => DaemonConfig::file_chooses_executor(p)?,
+                None => false,
+            };
         if let Some(v) = &self.socket {
             c.socket = v.clone();
         }
@@ -98,8 +109,12 @@ impl DaemonArgs {
         if let Some(v) = self.gpu_memory_mib {
             c.gpu_memory_mib = v;
         }
-        if self.cuda {
-            c.executor = ExecutorKind::Cuda { library: self.cuda_library.clone() };
+        if self.cuda || !chosen {
+            c.executor = ExecutorKind::Cuda { library: self.cuda_library.clone(), gpus: self.gpus };
+        } else if let ExecutorKind::Cuda { gpus, .. } = &mut c.executor
+            && self.gpus.is_some()
+        {
+            *gpus = self.gpus;
         } else if self.emulate || self.speedup.is_some() {
             let current = match c.executor {
                 ExecutorKind::Emulated { speedup } => speedup,
@@ -138,18 +153,25 @@ impl DaemonArgs {
             c.sla_ms = v;
         }
         c.validate()?;
-        Ok(c)
+        Ok((c, chosen))
     }
 }
 
 pub fn run_daemon(a: DaemonArgs) -> Result<()> {
-    let cfg = a.config()?;
-    let daemon = Daemon::start(&cfg)?;
+    let (cfg, chosen) = a.config()?;
+    let daemon = match Daemon::start(&cfg) {
+        Ok(d) => d,
+        Err(tesserad::DaemonError::Cuda(why)) if !chosen => anyhow::bail!(
+            "no usable CUDA driver ({why}); to run on emulated GPUs instead, pass --emulate \
+             (tesserad never falls back to them by itself)"
+        ),
+        Err(e) => return Err(e.into()),
+    };
     eprintln!(
-        "tesserad listening on {} ({:?}, {} GPUs); SIGTERM or Ctrl-C drains and stops",
+        "tesserad listening on {}: policy {}, {}; SIGTERM or Ctrl-C drains and stops",
         cfg.socket.display(),
-        cfg.policy,
-        cfg.gpus
+        cfg.policy.name(),
+        daemon.description()
     );
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,

@@ -13,7 +13,6 @@ mod run;
 mod sim;
 mod slurm;
 
-use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 /// tessera: share a multi-GPU server among latency-critical and batch tenants.
@@ -54,15 +53,18 @@ enum Command {
     Slurm(slurm::SlurmCommand),
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // colour codes only for a person at a terminal, never into a log file
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Sim(cmd) => sim::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Ledger(cmd) => ledger::run(cmd),
@@ -72,5 +74,14 @@ fn main() -> Result<()> {
         Command::Status(a) => daemon::run_status(a),
         Command::Run(a) => run::run(a),
         Command::Slurm(cmd) => slurm::run(cmd),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // one line with its causes, never a backtrace (whatever RUST_BACKTRACE
+            // says): these are errors for the person who ran the command
+            eprintln!("tessera: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

@@ -121,7 +121,7 @@ fn sigterm_drains_and_a_second_daemon_is_refused() {
     let (socket, ledger) = (tmp("term.sock"), tmp("term-ledger"));
     let mut daemon = start_daemon(&socket, &ledger, &[]);
     let second = tessera()
-        .args(["daemon", "--socket"])
+        .args(["daemon", "--emulate", "--socket"])
         .arg(&socket)
         .arg("--ledger")
         .arg(&ledger)
@@ -157,7 +157,134 @@ fn sigterm_drains_and_a_second_daemon_is_refused() {
         .count();
     assert_eq!(done + shut, 6, "every task ended: {outcomes:?}");
     assert!(done >= 1 && shut >= 1, "{outcomes:?}");
-    assert!(!socket.exists(), "socket removed");
+    assert_eq!(leftovers(&socket, &ledger), Vec::<PathBuf>::new(), "a finished run leaves nothing");
+}
+
+/// Run `command` (a daemon expected to refuse to start) for at most 20 s: its exit
+/// status (`None`: it was still running, and was killed) and its stderr.
+fn exits_within(command: &mut Command, tag: &str) -> (Option<std::process::ExitStatus>, String) {
+    let errfile = tmp(&format!("{tag}.err"));
+    let mut child = command.stderr(std::fs::File::create(&errfile).unwrap()).spawn().unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if t.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let err = std::fs::read_to_string(&errfile).unwrap_or_default();
+    let _ = std::fs::remove_file(&errfile);
+    (status, err)
+}
+
+/// What a daemon on `socket` and `ledger` could leave behind: the socket, its lock,
+/// the ledger's daemon lock, the ledger and its records directory.
+fn leftovers(socket: &std::path::Path, ledger: &std::path::Path) -> Vec<PathBuf> {
+    let with = |p: &std::path::Path, s: &str| {
+        let mut o = p.as_os_str().to_os_string();
+        o.push(s);
+        PathBuf::from(o)
+    };
+    [
+        socket.to_path_buf(),
+        with(socket, ".lock"),
+        ledger.to_path_buf(),
+        with(ledger, ".daemon"),
+        with(ledger, ".clients"),
+    ]
+    .into_iter()
+    .filter(|p| std::fs::symlink_metadata(p).is_ok())
+    .collect()
+}
+
+/// Emulation is never a silent default: without `--emulate` (or `--cuda`) the daemon
+/// uses the CUDA driver, and where none loads it refuses to start, says to pass
+/// `--emulate`, and leaves nothing behind. Before, it emulated 4 GPUs without a word.
+#[test]
+fn without_a_driver_the_daemon_refuses_to_emulate_unasked() {
+    let (socket, ledger) = (tmp("auto.sock"), tmp("auto-ledger"));
+    let mut daemon = tessera();
+    daemon.args(["daemon", "--socket"]).arg(&socket).arg("--ledger").arg(&ledger);
+    let (status, err) = exits_within(daemon.env("RUST_BACKTRACE", "1"), "auto");
+    if err.contains("CUDA GPU(s) from") {
+        eprintln!("SKIPPED: a CUDA driver loads on this machine; the daemon used it");
+        return;
+    }
+    assert!(status.is_some_and(|s| !s.success()), "it started without a driver: {err}");
+    assert!(err.contains("pass --emulate"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line, no backtrace: {err}");
+    assert_eq!(leftovers(&socket, &ledger), Vec::<PathBuf>::new());
+}
+
+/// The start banner names the executor and the GPUs as found; a one-GPU node starts
+/// with the default policy (before: "minimum reservation K=1 must be smaller than the
+/// number of GPUs").
+#[test]
+fn the_banner_names_the_emulated_gpus_and_one_gpu_is_enough() {
+    let (socket, ledger) = (tmp("banner.sock"), tmp("banner-ledger"));
+    let mut daemon = tessera()
+        .args(["daemon", "--emulate", "--gpus", "1", "--gpu-memory-mib", "2048", "--socket"])
+        .arg(&socket)
+        .arg("--ledger")
+        .arg(&ledger)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // (after the warning that the one GPU cannot be reserved for user-facing work)
+    let banner = std::io::BufRead::lines(std::io::BufReader::new(daemon.stderr.take().unwrap()))
+        .map(Result::unwrap)
+        .find(|l| l.starts_with("tesserad listening"))
+        .unwrap_or_default();
+    let daemon = DaemonProcess(daemon);
+    assert!(banner.contains("policy flexy"), "{banner}");
+    assert!(banner.contains("1 EMULATED GPU(s) of 2048 MiB"), "{banner}");
+    sigterm(&daemon);
+}
+
+/// One daemon per node: a second daemon on another socket but the same ledger is
+/// refused, naming the first one's pid and socket, and leaves the first one's files
+/// alone; a socket of another user at the path is never replaced.
+#[test]
+fn a_second_daemon_on_the_same_ledger_is_refused() {
+    let (socket, ledger) = (tmp("one.sock"), tmp("one-ledger"));
+    let daemon = start_daemon(&socket, &ledger, &[]);
+    let other = tmp("two.sock");
+    let mut second = tessera();
+    second.args(["daemon", "--emulate", "--socket"]).arg(&other).arg("--ledger").arg(&ledger);
+    let (status, err) = exits_within(&mut second, "second");
+    assert!(status.is_some_and(|s| !s.success()), "a second daemon started: {err}");
+    let first = format!("pid {} socket {}", daemon.0.id(), socket.display());
+    assert!(err.contains("already running on ledger") && err.contains(&first), "{err}");
+    assert!(!other.exists() && socket.exists(), "the first daemon's socket stays, no second");
+    assert!(Client::connect_control(&socket).is_ok(), "the first daemon still serves");
+    sigterm(&daemon);
+    let mut daemon = daemon;
+    assert!(daemon.0.wait().unwrap().success());
+
+    if rustix::process::geteuid().is_root() {
+        // another user's socket at the path
+        let theirs = tmp("theirs.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let mut mine = tessera();
+        mine.args(["daemon", "--emulate", "--socket"])
+            .arg(&theirs)
+            .arg("--ledger")
+            .arg(tmp("theirs-ledger"));
+        let (status, err) = exits_within(&mut mine, "theirs");
+        assert!(status.is_some_and(|s| !s.success()), "{err}");
+        assert!(err.contains("not a socket of this user"), "{err}");
+        let meta = std::fs::symlink_metadata(&theirs).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 65534, "their socket stays");
+        let _ = std::fs::remove_file(&theirs);
+    } else {
+        eprintln!("SKIPPED (part): another user's socket needs root to make");
+    }
 }
 
 #[test]

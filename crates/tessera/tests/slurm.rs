@@ -278,6 +278,7 @@ fn start() -> Result<Cluster, String> {
         spawn_logged(
             Command::new(&tessera)
                 .arg("daemon")
+                .arg("--emulate")
                 .arg("--config")
                 .arg(&dconf)
                 .arg("--socket")

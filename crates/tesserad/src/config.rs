@@ -21,6 +21,10 @@ pub enum ExecutorKind {
         /// The driver library; `libcuda.so.1` from the loader's path when absent.
         #[serde(default)]
         library: Option<PathBuf>,
+        /// The GPUs expected (`--gpus` with `--cuda`): a driver that reports another
+        /// number is an error. Absent: whatever the driver reports.
+        #[serde(default)]
+        gpus: Option<usize>,
     },
 }
 
@@ -50,6 +54,22 @@ pub enum PolicyName {
     Fair,
     /// Xen's credit scheduler on GPUs (FairGV's baseline), for comparison.
     Credit,
+}
+
+impl PolicyName {
+    /// The name as the user writes it (`round-robin`, `flexy-pid`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyName::RoundRobin => "round-robin",
+            PolicyName::Priority => "priority",
+            PolicyName::Flexy => "flexy",
+            PolicyName::FlexyPid => "flexy-pid",
+            PolicyName::LeastLoaded => "least-loaded",
+            PolicyName::Gpulets => "gpulets",
+            PolicyName::Fair => "fair",
+            PolicyName::Credit => "credit",
+        }
+    }
 }
 
 /// The `[gpulets]` section: inference serving.
@@ -219,6 +239,9 @@ pub struct DaemonConfig {
     pub gpu_memory_mib: u64,
     /// Executor.
     pub executor: ExecutorKind,
+    /// Where a daemon on real GPUs claims each GPU (a lock file per UUID), so that two
+    /// daemons never schedule one GPU: node-wide, whatever their sockets and ledgers.
+    pub gpu_lock_dir: PathBuf,
     /// Policy.
     pub policy: PolicyName,
     /// Minimum reservation K (priority, flexy).
@@ -310,6 +333,7 @@ impl Default for DaemonConfig {
             gpus: 4,
             gpu_memory_mib: 4096,
             executor: ExecutorKind::Emulated { speedup: 1.0 },
+            gpu_lock_dir: PathBuf::from("/dev/shm"),
             policy: PolicyName::Flexy,
             reserve: 1,
             tasks_per_gpu: 4,
@@ -368,6 +392,17 @@ impl DaemonConfig {
             .map_err(|source| ConfigError::Read { path: path.into(), source })?;
         toml::from_str(&text)
             .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
+    }
+
+    /// Whether the file at `path` chooses an executor (an `[executor]` table): if not,
+    /// `tessera daemon` uses the real driver when one loads, and never emulates
+    /// without being told to.
+    pub fn file_chooses_executor(path: &std::path::Path) -> Result<bool, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let table: toml::Table = toml::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        Ok(table.contains_key("executor"))
     }
 
     /// Check ranges.

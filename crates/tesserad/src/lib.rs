@@ -16,6 +16,7 @@
 pub mod config;
 mod core;
 mod cuda;
+mod locks;
 /// The CUDA executor's built-in kernels, in PTX (exported for the test that assembles
 /// them with NVIDIA's `ptxas`).
 pub use cuda::BUILTIN_PTX;
@@ -28,9 +29,6 @@ pub mod slurm;
 use crate::core::{Clock, Core, Mailbox, Msg};
 use crate::server::Server;
 use config::{DaemonConfig, ExecutorKind};
-use rustix::fs::{FlockOperation, flock};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
@@ -44,13 +42,11 @@ use tessera_ledger::{GpuSource, Ledger, LedgerConfig};
 /// The daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    /// Another daemon holds the socket.
-    #[error(
-        "another tesserad is already running on {socket} ({holder}); stop it or choose another --socket"
-    )]
+    /// Another daemon holds the socket, the ledger or a GPU.
+    #[error("another tesserad is already running on {what} ({holder}); stop it first")]
     AlreadyRunning {
-        /// Socket path.
-        socket: PathBuf,
+        /// What it holds: "socket /path", "ledger /path" or "GPU <uuid>".
+        what: String,
         /// What the lock file says about its holder.
         holder: String,
     },
@@ -115,7 +111,53 @@ pub struct Daemon {
     /// A second handle on the listening socket, to shut it down and so wake the accept
     /// loop even if someone removed the socket file.
     listener: UnixListener,
-    _lock: File,
+    /// Its locks, socket and ledger, removed when it stops.
+    made: Made,
+    /// What it runs on, as found at start ("4 emulated GPUs of 4096 MiB, ...").
+    description: String,
+}
+
+/// What a daemon's start made on disk: its lock files, its socket, the ledger it uses
+/// (removed at the end if no other program uses it). Removed if the start fails, and
+/// when the daemon stops.
+#[derive(Debug, Default)]
+struct Made {
+    locks: Vec<locks::InstanceLock>,
+    socket: Option<PathBuf>,
+    ledger: Option<(PathBuf, tessera_ledger::Access)>,
+}
+
+impl Made {
+    fn remove(&mut self) {
+        if let Some(s) = self.socket.take() {
+            let _ = std::fs::remove_file(s);
+        }
+        if let Some((path, access)) = self.ledger.take() {
+            match tessera_ledger::remove_if_unused(&path, access) {
+                Ok(true) => {
+                    tracing::debug!(path = %path.display(), "removed the ledger (no program uses it)")
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot remove the ledger"),
+            }
+        }
+        for lock in self.locks.drain(..) {
+            lock.release();
+        }
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// `path` with `suffix` appended to its file name.
+fn suffixed(path: &std::path::Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_os_string();
+    p.push(suffix);
+    PathBuf::from(p)
 }
 
 impl Daemon {
@@ -128,59 +170,55 @@ impl Daemon {
         // else is set up, so that a machine without one gets a clear error at once
         let (speedup, driver) = match &cfg.executor {
             ExecutorKind::Emulated { speedup } => (*speedup, None),
-            ExecutorKind::Cuda { library } => (
-                1.0,
-                Some(Arc::new(cuda::Driver::load(library.as_deref()).map_err(DaemonError::Cuda)?)),
-            ),
-        };
-        let lock_path = {
-            let mut p = cfg.socket.clone().into_os_string();
-            p.push(".lock");
-            PathBuf::from(p)
-        };
-        // never follow a symlink planted there (its target would be truncated below),
-        // and only ever use a regular file of our own
-        let mut lock = {
-            use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-            let lock = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&lock_path)
-                .map_err(io(format!(
-                    "opening {} (a symlink there is refused)",
-                    lock_path.display()
-                )))?;
-            let meta = lock.metadata().map_err(io("inspecting the lock file"))?;
-            if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
-                return Err(DaemonError::Unsafe(format!(
-                    "{} is not a regular file of this user",
-                    lock_path.display()
-                )));
+            ExecutorKind::Cuda { library, gpus } => {
+                let d = cuda::Driver::load(library.as_deref()).map_err(DaemonError::Cuda)?;
+                if let Some(n) = gpus
+                    && *n != d.device_count()
+                {
+                    return Err(DaemonError::Cuda(format!(
+                        "{n} GPUs were asked for, but the driver reports {}",
+                        d.device_count()
+                    )));
+                }
+                (1.0, Some(Arc::new(d)))
             }
-            lock
         };
-        if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
-            let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
-            return Err(DaemonError::AlreadyRunning {
-                socket: cfg.socket.clone(),
-                holder: holder.trim().to_string(),
-            });
+        // one daemon per socket, per ledger and per GPU; whatever this start makes is
+        // removed again if it fails (and when the daemon stops)
+        let mut made = Made::default();
+        let holder = format!("pid {} socket {}", std::process::id(), cfg.socket.display());
+        made.locks.push(locks::InstanceLock::claim(
+            &suffixed(&cfg.socket, ".lock"),
+            &format!("socket {}", cfg.socket.display()),
+            &holder,
+        )?);
+        made.locks.push(locks::InstanceLock::claim(
+            &suffixed(&cfg.ledger, ".daemon"),
+            &format!("ledger {}", cfg.ledger.display()),
+            &holder,
+        )?);
+        if let Some(d) = &driver {
+            for uuid in d.device_uuids().into_iter().flatten() {
+                made.locks.push(locks::InstanceLock::claim(
+                    &cfg.gpu_lock_dir.join(format!("tessera-{uuid}.lock")),
+                    &format!("GPU {uuid}"),
+                    &holder,
+                )?);
+            }
         }
-        lock.set_len(0).map_err(io("writing the lock file"))?;
-        let _ = writeln!(lock, "pid {}", std::process::id());
-        // we hold the lock, so a socket left here is stale; anything else at that path
-        // is someone's file, not ours to delete
+        // we hold the socket's lock, so a socket of ours left here is stale; anything
+        // else at that path (another user's socket included) is not ours to delete
         match std::fs::symlink_metadata(&cfg.socket) {
-            Ok(m) if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {
+            Ok(m)
+                if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())
+                    && std::os::unix::fs::MetadataExt::uid(&m)
+                        == rustix::process::geteuid().as_raw() =>
+            {
                 let _ = std::fs::remove_file(&cfg.socket);
             }
             Ok(_) => {
                 return Err(DaemonError::Unsafe(format!(
-                    "{} exists and is not a socket; remove it or choose another --socket",
+                    "{} exists and is not a socket of this user; remove it or choose another --socket",
                     cfg.socket.display()
                 )));
             }
@@ -188,6 +226,7 @@ impl Daemon {
         }
         let listener = UnixListener::bind(&cfg.socket)
             .map_err(io(format!("binding {}", cfg.socket.display())))?;
+        made.socket = Some(cfg.socket.clone());
         std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(cfg.socket_mode))
             .map_err(io("setting the socket's permissions (socket_mode)"))?;
 
@@ -243,6 +282,7 @@ impl Daemon {
             )
         };
         let ledger = Ledger::open(&ledger_config)?;
+        made.ledger = Some((cfg.ledger.clone(), access));
         let desk = Arc::new(memory::MemoryDesk::new(ledger_config, cfg.context_bytes()));
         let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
         let (mailbox, rx) = Mailbox::new(bell.clone());
@@ -324,15 +364,44 @@ impl Daemon {
                 return Err(io("starting the control loop")(e));
             }
         };
-        tracing::info!(socket = %cfg.socket.display(), policy = ?cfg.policy, gpus = gpus.len(), speedup, "tesserad started");
+        let description = match &driver {
+            Some(d) => format!(
+                "{} CUDA GPU(s) from {}: {}",
+                d.device_count(),
+                d.path().display(),
+                d.device_memory()
+                    .iter()
+                    .zip(d.device_uuids())
+                    .enumerate()
+                    .map(|(i, (m, u))| format!(
+                        "{i} {} {} MiB",
+                        u.unwrap_or_else(|| "(no UUID)".into()),
+                        m >> 20
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!(
+                "{} EMULATED GPU(s) of {} MiB (the simulator's performance model, emulated time x{speedup}; no real GPU is used)",
+                gpus.len(),
+                cfg.gpu_memory_mib
+            ),
+        };
+        tracing::info!(socket = %cfg.socket.display(), policy = cfg.policy.name(), %description, "tesserad started");
         Ok(Daemon {
             server,
             socket: cfg.socket.clone(),
             core: Some(core),
             accept: Some(accept),
             listener: listener_handle,
-            _lock: lock,
+            made,
+            description,
         })
+    }
+
+    /// What the daemon runs on, as found at start: the executor and its GPUs.
+    pub fn description(&self) -> &str {
+        &self.description
     }
 
     /// The control socket.
@@ -361,7 +430,7 @@ impl Daemon {
         if let Some(a) = self.accept.take() {
             let _ = a.join();
         }
-        let _ = std::fs::remove_file(&self.socket);
+        self.made.remove();
         tracing::info!("tesserad stopped");
     }
 }

@@ -25,10 +25,14 @@ fn config(tag: &str, library: Option<PathBuf>) -> DaemonConfig {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let ledger = dir.join(format!("cuda-ledger-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_file(&ledger);
+    // each test's own claim on the fake's GPUs (on a node: /dev/shm, node-wide)
+    let gpu_lock_dir = dir.join(format!("cuda-gpus-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&gpu_lock_dir).unwrap();
     DaemonConfig {
         socket: dir.join(format!("cuda-{tag}-{}.sock", std::process::id())),
         ledger,
-        executor: ExecutorKind::Cuda { library },
+        gpu_lock_dir,
+        executor: ExecutorKind::Cuda { library, gpus: None },
         policy: PolicyName::Priority,
         reserve: 0,
         ..DaemonConfig::default()

@@ -16,13 +16,16 @@ enum LedgerJob {
     Admit { task: TaskId, ticket: u64, gpu: GpuId, bytes: u64 },
     /// Return `bytes` on `gpu`.
     Free { gpu: GpuId, bytes: u64 },
+    /// Read the ledger for `status` (others reserve through it too: the memory desk,
+    /// programs without the daemon).
+    Read,
 }
 
 /// The ledger's worker thread and its latest view of the ledger.
 pub struct LedgerWorker {
     jobs: Sender<LedgerJob>,
     /// Jobs asked so far.
-    asked: u64,
+    asked: std::sync::atomic::AtomicU64,
     view: Arc<(Mutex<View>, std::sync::Condvar)>,
 }
 
@@ -53,7 +56,11 @@ impl LedgerWorker {
         std::thread::Builder::new().name("ledger".into()).spawn(move || {
             let mut done = 0;
             loop {
-                match rx.recv_timeout(REFRESH) {
+                let job = rx.recv_timeout(REFRESH);
+                // read the ledger (a sweep and a commit) for status and when idle, not
+                // after every reservation
+                let read = matches!(job, Ok(LedgerJob::Read) | Err(RecvTimeoutError::Timeout));
+                match job {
                     Ok(LedgerJob::Admit { task, ticket, gpu, bytes }) => {
                         let refused = ledger
                             .pre_alloc(gpu.0, bytes, Wait::NoWait)
@@ -68,11 +75,11 @@ impl LedgerWorker {
                         }
                         done += 1;
                     }
+                    Ok(LedgerJob::Read) => done += 1,
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
-                // the reading status shows, after the jobs done so far
-                let status = ledger.status().ok();
+                let status = if read { ledger.status().ok() } else { None };
                 let (lock, changed) = &*shared;
                 if let Ok(mut v) = lock.lock() {
                     *v = View { done, status: status.or(v.status.take()) };
@@ -80,23 +87,25 @@ impl LedgerWorker {
                 }
             }
         })?;
-        Ok(LedgerWorker { jobs, asked: 0, view })
+        Ok(LedgerWorker { jobs, asked: Default::default(), view })
     }
 
-    fn ask(&mut self, job: LedgerJob) {
+    fn ask(&self, job: LedgerJob) {
         // the worker only stops when this handle is dropped
         if self.jobs.send(job).is_ok() {
-            self.asked += 1;
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
-    /// The ledger as the worker read it after the jobs asked so far — or, if it has
-    /// not caught up within [`CATCH_UP`] (someone holds the ledger's lock), its latest
-    /// reading.
+    /// The ledger as the worker reads it now, after the jobs asked so far — or, if it
+    /// has not done so within [`CATCH_UP`] (someone holds the ledger's lock), its
+    /// latest reading.
     pub fn snapshot(&self) -> Option<LedgerStatus> {
+        self.ask(LedgerJob::Read);
+        let asked = self.asked.load(std::sync::atomic::Ordering::Relaxed);
         let (lock, changed) = &*self.view;
         let guard = lock.lock().ok()?;
-        let (v, _) = changed.wait_timeout_while(guard, CATCH_UP, |v| v.done < self.asked).ok()?;
+        let (v, _) = changed.wait_timeout_while(guard, CATCH_UP, |v| v.done < asked).ok()?;
         v.status.clone()
     }
 }
@@ -111,7 +120,7 @@ impl Core {
         bytes: u64,
         batch: Option<(Nanos, f64)>,
     ) {
-        let Some(worker) = &mut self.ledger else { return self.start_on(task, gpu, batch) };
+        let Some(worker) = &self.ledger else { return self.start_on(task, gpu, batch) };
         self.next_ticket += 1;
         let ticket = self.next_ticket;
         self.admitting.insert(task, (ticket, batch));
@@ -158,7 +167,7 @@ impl Core {
     /// Return `memory` on `gpu` to the ledger (through the worker, in order).
     pub(super) fn release_memory(&mut self, gpu: GpuId, memory: u64) {
         if memory > 0
-            && let Some(worker) = &mut self.ledger
+            && let Some(worker) = &self.ledger
         {
             worker.ask(LedgerJob::Free { gpu, bytes: memory });
         }

@@ -1,0 +1,88 @@
+//! One daemon per socket, per ledger and per GPU: each is claimed with an exclusive,
+//! non-blocking `flock` on a lock file that names its holder ("pid P socket S"), so a
+//! second daemon is refused with the first one's pid and socket. The kernel drops a
+//! dead daemon's locks; a stopping daemon removes its lock files.
+
+use crate::DaemonError;
+use rustix::fs::{FlockOperation, flock};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// A claimed lock file, held until released or dropped.
+#[derive(Debug)]
+pub struct InstanceLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl InstanceLock {
+    /// Claim `path` for `what` (as an error names it: "socket /run/x.sock"), writing
+    /// `holder` into it. A symlink there is refused; a file of another user is locked
+    /// (so that user's daemon and this one exclude each other) but not written.
+    pub fn claim(path: &Path, what: &str, holder: &str) -> Result<InstanceLock, DaemonError> {
+        let me = rustix::process::geteuid().as_raw();
+        let open = |create: bool| {
+            let mut o = OpenOptions::new();
+            o.read(true).custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
+            if create {
+                o.write(true).create_new(true).mode(0o644);
+            }
+            o.open(path)
+        };
+        let file = match open(true) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                open(false).map_err(|e| {
+                    DaemonError::Unsafe(format!(
+                        "{} cannot be opened ({e}; a symlink there is refused)",
+                        path.display()
+                    ))
+                })?
+            }
+            Err(e) => {
+                return Err(DaemonError::Io {
+                    what: format!("creating {}", path.display()),
+                    source: e,
+                });
+            }
+        };
+        let meta = file.metadata().map_err(|source| DaemonError::Io {
+            what: format!("inspecting {}", path.display()),
+            source,
+        })?;
+        if !meta.is_file() {
+            return Err(DaemonError::Unsafe(format!("{} is not a regular file", path.display())));
+        }
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+            let holder = std::fs::read_to_string(path).unwrap_or_default();
+            return Err(DaemonError::AlreadyRunning {
+                what: what.to_string(),
+                holder: holder.trim().to_string(),
+            });
+        }
+        if meta.uid() == me {
+            // ours: rewritten with this holder (opened again for writing, never
+            // following a link)
+            if let Ok(mut w) = OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(path)
+            {
+                let _ = writeln!(w, "{holder}");
+            }
+        }
+        Ok(InstanceLock { file, path: path.to_path_buf() })
+    }
+
+    /// Remove the lock file (while still holding it) and let go.
+    pub fn release(self) {
+        let ours =
+            self.file.metadata().is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw());
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
