@@ -354,7 +354,8 @@ pub struct TenantReport {
     pub not_done: u64,
     /// Fraction of completed tasks within the SLA (user-facing).
     pub sla_met: Option<f64>,
-    /// Memory the tenant holds now, bytes.
+    /// Memory the tenant holds now, bytes: its running tasks' and what its program
+    /// reserved through the daemon (leases and contexts included), as the ledger says.
     pub memory_held: u64,
     /// Its latest kernel's demand (share of the GPU's block slots it fills alone, 0-1,
     /// by the occupancy arithmetic), when its program runs under the interposer.
@@ -384,6 +385,10 @@ pub struct TenantReport {
     /// The Slurm job it belongs to.
     #[serde(default)]
     pub job: Option<u64>,
+    /// The GPUs it was placed on (programs under the interposer, a Slurm job's
+    /// tenants; empty: any, as the policy dispatches).
+    #[serde(default)]
+    pub gpus: Vec<u32>,
 }
 
 /// Counts since the daemon started, over all tenants past and present.

@@ -36,4 +36,4 @@ pub use event::Event;
 pub use ids::{GpuId, MemRequestId, PartitionId, TaskId, TenantId};
 pub use model::{GpuSpec, LaunchInfo, Placement, ServiceClass, TaskSpec, TenantSpec};
 pub use policy::{Policy, PolicyConfig, PolicyError};
-pub use units::{Bytes, Nanos, PerMille};
+pub use units::{Bytes, Nanos, PerMille, SizeError};

@@ -105,6 +105,38 @@ impl Bytes {
     }
 }
 
+/// A size that is not one: what `Bytes::from_str` accepts is a whole number with an
+/// optional binary unit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is not a size: write a whole number with an optional binary unit (4GiB, 4096MiB, 4G, 512K, 1048576)"
+)]
+pub struct SizeError(pub String);
+
+/// One size syntax everywhere tessera reads a size (flags, environment, files): a
+/// whole number of bytes, or with a binary unit — `K`/`KiB`, `M`/`MiB`, `G`/`GiB`,
+/// `T`/`TiB`, any case, powers of 1024. Decimal units (`GB`, `MB`) are refused rather
+/// than guessed.
+impl std::str::FromStr for Bytes {
+    type Err = SizeError;
+    fn from_str(s: &str) -> Result<Bytes, SizeError> {
+        let bad = || SizeError(s.to_string());
+        let t = s.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (number, unit) = t.split_at(split);
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        let shift = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 0,
+            "k" | "kib" => 10,
+            "m" | "mib" => 20,
+            "g" | "gib" => 30,
+            "t" | "tib" => 40,
+            _ => return Err(bad()),
+        };
+        n.checked_mul(1u64 << shift).map(Bytes).ok_or_else(bad)
+    }
+}
+
 /// A share of one GPU's compute, in thousandths: 1000 is the whole GPU. MPS
 /// percentages (x 10) and Alibaba's `gpu_milli` map onto it directly.
 #[derive(
@@ -121,6 +153,25 @@ impl PerMille {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_have_one_syntax() {
+        for (text, bytes) in [
+            ("4GiB", 4u64 << 30),
+            ("4096MiB", 4 << 30),
+            ("4G", 4 << 30),
+            ("4g", 4 << 30),
+            (" 512K ", 512 << 10),
+            ("1048576", 1 << 20),
+            ("2 TiB", 2 << 40),
+        ] {
+            assert_eq!(text.parse::<Bytes>(), Ok(Bytes(bytes)), "{text}");
+        }
+        for bad in ["4GB", "4MB", "lots", "", "-1G", "1.5G", "18446744073709551615T"] {
+            let e = bad.parse::<Bytes>().unwrap_err();
+            assert!(e.to_string().contains("4GiB"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn time_arithmetic_saturates_instead_of_wrapping() {

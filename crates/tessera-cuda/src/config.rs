@@ -97,22 +97,9 @@ pub struct Config {
     pub slurm_job: Option<u64>,
 }
 
-/// Parse a byte size: a number with an optional `KiB`, `MiB`, `GiB`, `TiB` (or `K`,
-/// `M`, `G`, `T`) suffix, powers of 1024.
+/// Parse a byte size, in tessera's one size syntax (see `tessera_core::Bytes`).
 pub fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        "t" | "tib" => 40,
-        _ => return None,
-    };
-    n.checked_mul(1u64 << shift)
+    s.parse::<tessera_core::Bytes>().ok().map(|b| b.0)
 }
 
 impl Config {

@@ -148,6 +148,10 @@ fn complain_once(flag: &std::sync::atomic::AtomicBool, message: &str) {
     }
 }
 
+/// Whether an allocation over the program's own limit was reported.
+static OVER_LIMIT_REPORTED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Whether the daemon's departure was reported.
 static GONE_REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -589,7 +593,18 @@ impl Tenant {
     pub fn reserve(&self, gpu: u32, bytes: u64) -> Result<(), CuResult> {
         {
             let mut book = self.book.lock().map_err(|_| status::UNKNOWN)?;
-            if self.limit.is_some_and(|limit| book.used.saturating_add(bytes) > limit) {
+            if let Some(limit) = self.limit
+                && book.used.saturating_add(bytes) > limit
+            {
+                complain_once(
+                    &OVER_LIMIT_REPORTED,
+                    &format!(
+                        "an allocation of {} MiB is refused: this program's limit is {} MiB (TESSERA_MEMORY) and it holds {} MiB (said once)",
+                        bytes >> 20,
+                        limit >> 20,
+                        book.used >> 20
+                    ),
+                );
                 return Err(status::OUT_OF_MEMORY);
             }
             book.used += bytes;

@@ -114,16 +114,10 @@ fn status_of(r: Result<(), LedgerError>) -> TesseraStatus {
     }
 }
 
-/// Parse `4799M`, `8G`, `1073741824`, `512K` (binary units).
+/// Parse a byte size, in tessera's one size syntax (`4799M`, `8GiB`, `1073741824`;
+/// see `tessera_core::Bytes`).
 pub fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (digits, shift) = match s.char_indices().last()? {
-        (i, 'K' | 'k') => (&s[..i], 10),
-        (i, 'M' | 'm') => (&s[..i], 20),
-        (i, 'G' | 'g') => (&s[..i], 30),
-        _ => (s, 0),
-    };
-    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+    s.parse::<Bytes>().ok().map(|b| b.0)
 }
 
 fn parse_policy(s: &str) -> Option<NotificationPolicy> {

@@ -187,9 +187,12 @@ pub fn run_daemon(a: DaemonArgs) -> Result<()> {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Control socket.
-    #[arg(long)]
+    /// Control socket (default: $TESSERA_SOCKET, else the daemon's default).
+    #[arg(long, env = "TESSERA_SOCKET")]
     socket: Option<PathBuf>,
+    /// Refresh every SECONDS (default 2) until interrupted, in place on a terminal.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+    watch: Option<f64>,
     /// Print the raw JSON report.
     #[arg(long)]
     json: bool,
@@ -217,16 +220,47 @@ fn mib(b: u64) -> String {
 }
 
 pub fn run_status(a: StatusArgs) -> Result<()> {
-    let socket = a.socket.unwrap_or_else(|| DaemonConfig::default().socket);
+    use std::io::IsTerminal;
+    let socket = a.socket.clone().unwrap_or_else(|| DaemonConfig::default().socket);
     let mut client = Client::connect_control(&socket)
         .with_context(|| format!("no tesserad at {}", socket.display()))?;
+    let Some(every) = a.watch else { return print_status(&a, &mut client) };
+    if !(every > 0.0 && every.is_finite()) {
+        anyhow::bail!("--watch needs a positive number of seconds, got {every}");
+    }
+    let in_place = std::io::stdout().is_terminal();
+    loop {
+        let mut page = Vec::new();
+        print_status_to(&a, &mut client, &mut page)?;
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        if in_place {
+            // home and clear, then the page: refreshed where it stands
+            write!(out, "\x1b[H\x1b[2J")?;
+        } else {
+            writeln!(out)?;
+        }
+        out.write_all(&page)?;
+        out.flush()?;
+        drop(out);
+        std::thread::sleep(std::time::Duration::from_secs_f64(every));
+    }
+}
+
+fn print_status(a: &StatusArgs, client: &mut Client) -> Result<()> {
+    print_status_to(a, client, &mut std::io::stdout().lock())
+}
+
+fn print_status_to(
+    a: &StatusArgs,
+    client: &mut Client,
+    out: &mut impl std::io::Write,
+) -> Result<()> {
     let s = client.status_where(tessera_client::StatusFilter {
         tenant: a.tenant,
         uid: a.uid,
         gpu: a.gpu,
     })?;
-    let mut out = std::io::stdout().lock();
-    use std::io::Write;
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
         return Ok(());
@@ -277,28 +311,44 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
     writeln!(out, "\n{} tenants (those this user may see; root sees all)", s.tenants.len())?;
     writeln!(
         out,
-        "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10} {:>7}",
-        "tenant", "pid", "uid", "class", "queued", "done", "failed", "SLA met", "memory", "demand"
+        "{:<7} {:<7} {:<7} {:<12} {:>6} {:<6} {:>7} {:>7} {:>8} {:>8} {:>10} {:>10} {:>7}",
+        "tenant",
+        "pid",
+        "uid",
+        "class",
+        "weight",
+        "GPUs",
+        "queued",
+        "done",
+        "failed",
+        "SLA met",
+        "memory",
+        "GPU time",
+        "demand"
     )?;
     for t in &s.tenants {
         let class = class_label(t.class, t.sla_ms);
+        let gpus: Vec<String> = t.gpus.iter().map(u32::to_string).collect();
         writeln!(
             out,
-            "{:<7} {:<7} {:<7} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10} {:>7}",
+            "{:<7} {:<7} {:<7} {:<12} {:>6} {:<6} {:>7} {:>7} {:>8} {:>8} {:>10} {:>10} {:>7}",
             t.tenant,
             t.pid,
             t.uid,
             class,
+            t.weight,
+            if gpus.is_empty() { "any".into() } else { gpus.join(",") },
             t.queued,
             t.done,
             t.not_done,
             t.sla_met.map_or("-".into(), |m| format!("{:.1}%", 100.0 * m)),
             mib(t.memory_held),
+            format!("{:.1} s", t.gpu_ms / 1e3),
             // the latest kernel's share of the GPU, for programs under the interposer
             t.demand.map_or("-".into(), |d| format!("{:.0}%", 100.0 * d))
         )?;
     }
-    if (s.policy == "FairGV" || s.policy == "Credit") && !s.tenants.is_empty() {
+    if (s.policy == "fair" || s.policy == "credit") && !s.tenants.is_empty() {
         writeln!(
             out,
             "\nfair sharing (received: share of the GPU time charged over the last 10 s)"

@@ -36,8 +36,8 @@ pub struct RunArgs {
     /// Priority (0-255).
     #[arg(long)]
     priority: Option<u8>,
-    /// Memory limit, e.g. 4GiB or 512MiB.
-    #[arg(long)]
+    /// Memory limit, e.g. 4GiB, 4096MiB or 4G (binary units).
+    #[arg(long, value_parser = size_text)]
     memory: Option<String>,
     /// When memory is short: forever, none, or a wait in ms.
     #[arg(long)]
@@ -140,4 +140,10 @@ fn preload_list(preload: &Path) -> std::ffi::OsString {
         list.push(old);
     }
     list
+}
+
+/// A size as given, once it parses (the program reads it again from the environment):
+/// a bad one is refused here, where it was typed, not at the program's `cuInit`.
+fn size_text(s: &str) -> Result<String, tessera_core::SizeError> {
+    s.parse::<tessera_core::Bytes>().map(|_| s.to_string())
 }

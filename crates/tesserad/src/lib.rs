@@ -328,6 +328,7 @@ impl Daemon {
             },
         )
         .with_inference(inference)
+        .with_policy_name(cfg.policy.name())
         .with_uuids(driver.as_ref().map(|d| d.device_uuids()).unwrap_or_default())
         .with_memory_desk(desk.clone())
         .with_balance(

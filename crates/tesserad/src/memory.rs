@@ -137,6 +137,15 @@ impl MemoryDesk {
 
     /// A tenant closed: its waits give up and its handle, once no request uses it, is
     /// dropped — which releases everything it held in the ledger.
+    /// Each tenant's client id in the ledger, for those that reserved anything (their
+    /// holdings in a ledger status are theirs).
+    pub fn ledger_clients(&self) -> HashMap<u64, u64> {
+        self.tenants()
+            .iter()
+            .filter_map(|(t, m)| Some((*t, m.handle.get()?.as_ref().ok()?.client_id())))
+            .collect()
+    }
+
     pub fn close(&self, tenant: u64) {
         if let Some(t) = self.tenants().remove(&tenant) {
             t.closed.store(true, Ordering::Relaxed);

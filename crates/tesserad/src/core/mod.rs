@@ -321,6 +321,7 @@ pub struct Core {
     draining: bool,
     started: Instant,
     executor_name: String,
+    policy_name: String,
     slot_bytes: u32,
     limits: Limits,
     drain_started: Option<Instant>,
@@ -492,6 +493,7 @@ impl Core {
             totals: Totals::default(),
             draining: false,
             started: Instant::now(),
+            policy_name: String::new(),
             executor_name,
             slot_bytes: limits.slot_bytes,
             limits,
@@ -511,6 +513,12 @@ impl Core {
     /// Tell `desk` of tenants as they register and close (their memory reservations).
     pub fn with_memory_desk(mut self, desk: Arc<crate::memory::MemoryDesk>) -> Core {
         self.desk = Some(desk);
+        self
+    }
+
+    /// The policy's name as the operator wrote it (`fair`, `flexy-pid`), for status.
+    pub fn with_policy_name(mut self, name: &str) -> Core {
+        self.policy_name = name.to_string();
         self
     }
 

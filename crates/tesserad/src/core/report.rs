@@ -35,6 +35,14 @@ impl Core {
         };
         let uptime = self.started.elapsed();
         let used = self.ledger.as_ref().and_then(|w| w.snapshot());
+        // what programs reserved through the daemon, as the ledger holds it
+        if let (Some(desk), Some(ledger)) = (&self.desk, &used) {
+            for (tenant, client) in desk.ledger_clients() {
+                let bytes: u64 =
+                    ledger.holdings.iter().filter(|h| h.client == client).map(|h| h.bytes).sum();
+                *held.entry(TenantId(tenant)).or_default() += bytes;
+            }
+        }
         // fair sharing: who has work now, and who was charged GPU time lately
         let on_any: BTreeSet<TenantId> = self
             .gpus
@@ -77,7 +85,7 @@ impl Core {
             jobs,
             jobs_total,
             slurm_shards_per_gpu: self.limits.slurm.shards_per_gpu,
-            policy: self.policy.label(),
+            policy: self.policy_name.clone(),
             executor: self.executor_name.clone(),
             uptime_s: uptime.as_secs_f64(),
             gpus: self
@@ -162,6 +170,7 @@ impl Core {
                         sla_met: (t.class.is_user_facing() && t.done > 0)
                             .then(|| t.met as f64 / t.done as f64),
                         memory_held: held.get(id).copied().unwrap_or(0),
+                        gpus: t.placed.clone(),
                         demand: t.demand,
                         gpu_ms: t.gpu_time.as_secs_f64() * 1e3,
                         weight: t.weight,
