@@ -5,8 +5,11 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tessera_client::proto::TenantClass;
 use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
@@ -212,6 +215,32 @@ fn spawn_client(
         .context("spawning a client process")
 }
 
+/// The demo's directory, removed when the demo ends however it ends (`made`: only if
+/// the demo created it).
+struct Scratch {
+    made: Option<PathBuf>,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.made {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// The demo's client processes, killed if the demo stops before they finish.
+struct Clients(Vec<Child>);
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 pub fn run(a: DemoArgs) -> Result<()> {
     if a.speedup.is_nan() || a.speedup <= 0.0 || a.jobs == 0 {
         bail!("--speedup must be positive and --jobs at least 1");
@@ -222,7 +251,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
     let dir = a.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("tessera-demo-{}", std::process::id()))
     });
+    // removed however the demo ends (an error, Ctrl-C), if the demo made it
+    let _scratch = Scratch { made: (!dir.exists()).then(|| dir.clone()) };
     std::fs::create_dir_all(&dir)?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, interrupted.clone())?;
+    }
+    let live_line = std::io::stderr().is_terminal();
     let sla = Nanos::from_millis(SLA_MS);
     let mut w = generate(&FlexyWorkloadParams {
         mix: Mix::W1,
@@ -270,15 +306,29 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let wall_start = Instant::now();
         let epoch = now_ms() + 200;
         let lat_path = |j: usize| dir.join(format!("latencies-{}-{j}.txt", rows.len()));
-        let mut children: Vec<Child> = (0..w.jobs.len())
-            .map(|j| spawn_client(&cfg.socket, &workload_path, j, a.speedup, epoch, &lat_path(j)))
-            .collect::<Result<_>>()?;
+        let mut children = Clients(Vec::new());
+        for j in 0..w.jobs.len() {
+            children.0.push(spawn_client(
+                &cfg.socket,
+                &workload_path,
+                j,
+                a.speedup,
+                epoch,
+                &lat_path(j),
+            )?);
+        }
         let mut control = Client::connect_control(&cfg.socket)?;
         let mut failures = 0;
         let mut last_print = Instant::now();
         loop {
             // keep the clients still running; count those that exited with an error
-            children.retain_mut(|c| match c.try_wait() {
+            if interrupted.load(Ordering::Relaxed) {
+                // the clients are killed, the daemon stopped and the files removed as
+                // their guards go
+                eprintln!();
+                bail!("interrupted: stopped the demo's clients and daemon and removed its files");
+            }
+            children.0.retain_mut(|c| match c.try_wait() {
                 Ok(None) => true,
                 Ok(Some(st)) => {
                     failures += usize::from(!st.success());
@@ -289,7 +339,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
                     false
                 }
             });
-            let alive = children.len();
+            let alive = children.0.len();
             if last_print.elapsed() > Duration::from_millis(500) || alive == 0 {
                 let s = control.status()?;
                 let t = &s.totals;
@@ -309,13 +359,20 @@ pub fn run(a: DemoArgs) -> Result<()> {
                         }
                     })
                     .collect();
-                eprint!(
-                    "\r  {label:<12} {:>5.1} s  clients {alive:>3}  user-facing {:>5} done, {sla:>5.1}% in SLA  batch {:>4}  util {:>4.1}%  pools [{pools}]   ",
+                let line = format!(
+                    "  {label:<12} {:>5.1} s  clients {alive:>3}  user-facing {:>5} done, {sla:>5.1}% in SLA  batch {:>4}  util {:>4.1}%  pools [{pools}]",
                     wall_start.elapsed().as_secs_f64(),
                     t.uf_done,
                     t.batch_done,
                     100.0 * util
                 );
+                // rewritten in place for a person at a terminal; a line per update
+                // into a log
+                if live_line {
+                    eprint!("\r{line}   ");
+                } else {
+                    eprintln!("{line}");
+                }
                 last_print = Instant::now();
             }
             if alive == 0 {
@@ -323,7 +380,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        eprintln!();
+        if live_line {
+            eprintln!();
+        }
         let s = control.status()?;
         drop(control);
         daemon.shutdown();
@@ -357,7 +416,6 @@ pub fn run(a: DemoArgs) -> Result<()> {
             wall_s: wall_start.elapsed().as_secs_f64(),
         });
     }
-    let _ = std::fs::remove_dir_all(&dir);
     // every policy's simulation of the same workload, to compare each daemon run with
     // its own policy's and with the others'
     let sims: Vec<(tessera_sim::RunMetrics, Vec<f64>)> = POLICIES

@@ -458,3 +458,50 @@ fn another_user_sees_only_its_own_and_registers_batch_only() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Ctrl-C during the demo stops its clients and its daemon and removes its directory
+/// (before: the client processes ran on, and the directory with its socket, ledgers
+/// and workload stayed); off a terminal, its live line is a line per update.
+#[test]
+fn the_demo_cleans_up_on_ctrl_c() {
+    let dir = tmp("demo-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut demo = tessera()
+        .args(["demo", "--jobs", "6", "--speedup", "2", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // wait for the first live line (clients are running)
+    let mut err = std::io::BufReader::new(demo.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("clients") {
+        line.clear();
+        assert!(std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0, "the demo ended");
+    }
+    assert!(!line.contains('\r'), "no carriage returns into a pipe: {line:?}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&demo),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = demo.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "the demo did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    assert!(!dir.exists(), "the demo's directory is removed");
+    // no client of this demo still runs
+    let clients = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| String::from_utf8_lossy(c).contains(dir.to_str().unwrap()))
+        .count();
+    assert_eq!(clients, 0, "the demo's clients are gone");
+}
