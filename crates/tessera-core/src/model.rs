@@ -56,12 +56,24 @@ pub struct TenantSpec {
     /// The only GPUs its tasks may run on (a Slurm job's); empty: any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<crate::GpuId>,
+    /// The fair-share group it belongs to (a Slurm job): the group's tenants share its
+    /// one weight in fair queuing, however many of them there are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u64>,
 }
 
 impl TenantSpec {
     /// A tenant of `class` with weight 1, priority 0 and no declared memory.
     pub fn new(id: TenantId, class: ServiceClass) -> TenantSpec {
-        TenantSpec { id, class, weight: 1, priority: 0, memory: Bytes(0), gpus: Vec::new() }
+        TenantSpec {
+            id,
+            class,
+            weight: 1,
+            priority: 0,
+            memory: Bytes(0),
+            gpus: Vec::new(),
+            group: None,
+        }
     }
 }
 

@@ -508,7 +508,8 @@ fn a_slurm_job_on_gpu_1_runs_there_as_its_device_0() {
             job: 41,
             uid: me,
             gpus: vec![1],
-            shards: 1,
+            // half the GPU: the 300 MiB (and its lease) within the job's entitlement
+            shards: 4,
             partition: "debug".into(),
             qos: String::new(),
             comment: String::new(),

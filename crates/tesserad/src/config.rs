@@ -193,7 +193,8 @@ pub struct SlurmSection {
     pub sla_ms: u64,
     /// Only Slurm jobs' tenants may register (besides root, the daemon's user and
     /// `user_facing_uids`): on a Slurm node, so that nobody uses GPUs Slurm did not give
-    /// them.
+    /// them. True when the configuration has a `[slurm]` section (unless it says
+    /// otherwise), false without one.
     pub require_job: bool,
 }
 
@@ -217,7 +218,8 @@ impl Default for SlurmSection {
             user_facing_qos: Vec::new(),
             comment_class: true,
             sla_ms: 200,
-            require_job: false,
+            // a node with a [slurm] section is Slurm's: only its jobs register
+            require_job: true,
         }
     }
 }
@@ -355,7 +357,8 @@ impl Default for DaemonConfig {
             balance: BalanceName::None,
             dcuda: DcudaSection::default(),
             socket_mode: 0o600,
-            slurm: SlurmSection::default(),
+            // no [slurm] section: not a Slurm node, anyone may register
+            slurm: SlurmSection { require_job: false, ..SlurmSection::default() },
             context_mib: None,
         }
     }

@@ -37,6 +37,8 @@ pub struct MemoryDesk {
     /// How to open a tenant's handle on the node's ledger.
     ledger: LedgerConfig,
     tenants: Mutex<HashMap<u64, Arc<TenantMemory>>>,
+    /// Slurm jobs' shared memory, while any of their tenants is open.
+    jobs: Mutex<HashMap<u64, Arc<JobMemory>>>,
     in_flight: AtomicUsize,
     /// Bytes a program's context takes on each GPU it uses.
     context_bytes: u64,
@@ -54,11 +56,47 @@ struct TenantMemory {
     handle: OnceLock<Result<Ledger, String>>,
     /// Bytes held through the desk for allocations, per GPU.
     held: Mutex<HashMap<u32, u64>>,
+    /// The Slurm job it belongs to, whose memory entitlement its reservations share
+    /// with the job's other tenants.
+    job: Option<Arc<JobMemory>>,
     /// GPUs whose context memory is reserved (beside `held`, outside the limit).
     contexts: Mutex<std::collections::HashSet<u32>>,
     /// Set when the tenant closes: its waits give up, and what it is granted after that
     /// is returned at once.
     closed: AtomicBool,
+}
+
+/// A Slurm job's memory, shared by its tenants: what they reserved through the desk
+/// together, never beyond the job's entitlement — whatever each program declared
+/// (`TESSERA_MEMORY` is the program's own choice, not the job's limit).
+#[derive(Debug)]
+pub struct JobMemory {
+    job: u64,
+    entitled: u64,
+    held: std::sync::atomic::AtomicU64,
+}
+
+impl JobMemory {
+    /// Take `bytes` of the job's entitlement, if that much is left.
+    fn take(&self, bytes: u64) -> Result<(), String> {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| {
+                h.checked_add(bytes).filter(|n| *n <= self.entitled)
+            })
+            .map(|_| ())
+            .map_err(|h| {
+                format!(
+                    "{bytes} bytes more would exceed Slurm job {}'s entitlement of {} bytes (its tenants hold {h})",
+                    self.job, self.entitled
+                )
+            })
+    }
+
+    fn give_back(&self, bytes: u64) {
+        let _ = self
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| Some(h.saturating_sub(bytes)));
+    }
 }
 
 impl TenantMemory {
@@ -71,6 +109,16 @@ impl TenantMemory {
 
     fn held_total(&self) -> u64 {
         self.held.lock().unwrap_or_else(|p| p.into_inner()).values().sum()
+    }
+}
+
+impl Drop for TenantMemory {
+    /// The tenant's handle goes, and with it everything it held in the ledger: its
+    /// job's share of the entitlement comes back too.
+    fn drop(&mut self) {
+        if let Some(job) = &self.job {
+            job.give_back(self.held_total());
+        }
     }
 }
 
@@ -109,6 +157,7 @@ impl MemoryDesk {
         MemoryDesk {
             ledger,
             tenants: Mutex::new(HashMap::new()),
+            jobs: Mutex::new(HashMap::new()),
             in_flight: AtomicUsize::new(0),
             context_bytes,
         }
@@ -119,13 +168,30 @@ impl MemoryDesk {
     }
 
     /// A tenant of `uid` was registered, with `declared` bytes (0: no limit), its
-    /// connection's shared region `region` holding its leases.
-    pub fn open(&self, tenant: u64, uid: u32, declared: u64, region: Option<Arc<Region>>) {
+    /// connection's shared region `region` holding its leases; `job`: the Slurm job it
+    /// belongs to and the job's memory entitlement, which its reservations share with
+    /// the job's other tenants.
+    pub fn open(
+        &self,
+        tenant: u64,
+        uid: u32,
+        declared: u64,
+        region: Option<Arc<Region>>,
+        job: Option<(u64, u64)>,
+    ) {
+        let job = job.map(|(job, entitled)| {
+            let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            jobs.retain(|_, j| Arc::strong_count(j) > 1);
+            jobs.entry(job)
+                .or_insert_with(|| Arc::new(JobMemory { job, entitled, held: Default::default() }))
+                .clone()
+        });
         self.tenants().insert(
             tenant,
             Arc::new(TenantMemory {
                 uid,
                 region,
+                job,
                 limit: (declared > 0).then_some(declared),
                 handle: OnceLock::new(),
                 held: Mutex::new(HashMap::new()),
@@ -237,6 +303,11 @@ impl MemoryDesk {
                         ),
                     );
                 }
+                if let Some(job) = &t.job
+                    && let Err(why) = job.take(bytes)
+                {
+                    return refused(ErrorCode::NoMemory, why);
+                }
                 let mut granted = ledger.pre_alloc(gpu, bytes, Wait::NoWait);
                 if matches!(granted, Err(LedgerError::NotAvailableNow { .. })) && !lease {
                     // memory unused in leases goes back to the ledger before anyone waits
@@ -253,7 +324,12 @@ impl MemoryDesk {
                             .or_default() += bytes;
                         Reply::Reserved { gpu, bytes }
                     }
-                    Err(e) => ledger_refusal(tenant, e),
+                    Err(e) => {
+                        if let Some(job) = &t.job {
+                            job.give_back(bytes);
+                        }
+                        ledger_refusal(tenant, e)
+                    }
                 }
             }
             Request::ReserveContext { gpu, wait_ms, .. } => {
@@ -284,6 +360,9 @@ impl MemoryDesk {
                 match ledger.post_free(gpu, bytes) {
                     Ok(()) => {
                         held.insert(gpu, has - bytes);
+                        if let Some(job) = &t.job {
+                            job.give_back(bytes);
+                        }
                         Reply::Unreserved { gpu, bytes }
                     }
                     Err(e) => {
@@ -292,11 +371,21 @@ impl MemoryDesk {
                     }
                 }
             }
-            Request::MemoryInfo { gpu, .. } => match t.limit {
-                Some(limit) => {
+            Request::MemoryInfo { gpu, .. } => match (t.limit, &t.job) {
+                // a job's tenant: what is left of the job's entitlement (and of its own
+                // limit, if it declared one)
+                (limit, Some(job)) => {
+                    let job_free = job.entitled.saturating_sub(job.held.load(Ordering::Acquire));
+                    let own = limit.map_or(u64::MAX, |l| l.saturating_sub(t.held_total()));
+                    Reply::Memory {
+                        free: job_free.min(own),
+                        total: limit.map_or(job.entitled, |l| l.min(job.entitled)),
+                    }
+                }
+                (Some(limit), None) => {
                     Reply::Memory { free: limit.saturating_sub(t.held_total()), total: limit }
                 }
-                None => match ledger.status() {
+                (None, None) => match ledger.status() {
                     Ok(s) => match s.gpus.get(gpu as usize) {
                         Some(g) => {
                             Reply::Memory { free: g.total.saturating_sub(g.used), total: g.total }

@@ -127,6 +127,109 @@ fn a_jobs_tenants_get_its_share_and_leave_with_it() {
     assert_eq!(code(c.register(under(11, 0)).unwrap_err()), ErrorCode::UnknownTenant);
 }
 
+/// A job's memory entitlement holds whatever its programs declare: two tenants of a
+/// 2-shard job (a quarter of a GPU) that declared nothing reserve, through the daemon,
+/// up to the job's entitlement together and no more; the memory view they get is the
+/// job's; a closed tenant's memory comes back to the job. Before, a tenant that
+/// declared nothing (`TESSERA_MEMORY` unset) could take the whole GPU.
+#[test]
+fn a_jobs_memory_entitlement_is_enforced_whatever_its_programs_declare() {
+    let cfg = config();
+    let gpu_memory = cfg.gpu_memory_mib * MIB;
+    let entitled = gpu_memory * 2 / 8;
+    let d = Daemon::start(&cfg).unwrap();
+    let mut admin = Client::connect(d.socket()).unwrap();
+    admin.job_start(grant(21, me(), vec![0], 2)).unwrap();
+    let mut a = Client::connect(d.socket()).unwrap();
+    let mut b = Client::connect(d.socket()).unwrap();
+    let ta = a.register(under(21, 0)).unwrap();
+    let tb = b.register(under(21, 0)).unwrap();
+    let mut desk = Client::connect_control(d.socket()).unwrap();
+    desk.reserve(ta, 0, entitled - 10 * MIB, Some(Duration::ZERO), false).unwrap();
+    let e = desk.reserve(tb, 0, 20 * MIB, Some(Duration::ZERO), false).unwrap_err();
+    assert!(e.to_string().contains("entitlement"), "{e}");
+    assert_eq!(code(e), ErrorCode::NoMemory);
+    desk.reserve(tb, 0, 10 * MIB, Some(Duration::ZERO), false).unwrap();
+    assert_eq!(desk.memory_info(tb, 0).unwrap(), (0, entitled), "the job's view");
+    // a tenant that closes gives its part back to the job
+    drop(a);
+    let t = std::time::Instant::now();
+    while desk.reserve(tb, 0, 20 * MIB, Some(Duration::ZERO), false).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(5), "the closed tenant's memory never came back");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    admin.job_end(21).unwrap();
+}
+
+/// A job's weight belongs to the job (under `fair`): a 2-shard job running four
+/// processes and a 4-shard job running one, all keeping the one GPU busy, receive GPU
+/// time about 2 : 4. Before, each of the four processes had weight 2 and their job
+/// received about 8 : 4 (2.01x the 4-shard job, where shards say 0.5x).
+#[test]
+fn a_jobs_weight_is_shared_by_its_processes() {
+    let cfg = DaemonConfig {
+        executor: tesserad::config::ExecutorKind::Emulated { speedup: 20.0 },
+        ..common::config(PolicyName::Fair)
+    };
+    let d = Daemon::start(&cfg).unwrap();
+    let mut admin = Client::connect(d.socket()).unwrap();
+    admin.job_start(grant(31, me(), vec![0], 2)).unwrap();
+    admin.job_start(grant(32, me(), vec![0], 4)).unwrap();
+    let task = TaskRequest {
+        kernel: 1,
+        cost: Duration::from_millis(20),
+        memory: 0,
+        input: vec![],
+        output_len: 0,
+    };
+    // each process keeps two tasks in flight for the same wall time
+    let run = |job: u64| {
+        let socket = d.socket().to_path_buf();
+        let task = task.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&socket).unwrap();
+            let t = c.register(under(job, 0)).unwrap();
+            let until = std::time::Instant::now() + Duration::from_secs(3);
+            let mut inflight = 0;
+            while std::time::Instant::now() < until {
+                while inflight < 2 {
+                    c.submit(t, &task).unwrap();
+                    inflight += 1;
+                }
+                c.wait_any(Duration::from_secs(10)).unwrap();
+                inflight -= 1;
+            }
+            while inflight > 0 {
+                c.wait_any(Duration::from_secs(10)).unwrap();
+                inflight -= 1;
+            }
+            let st = c.status().unwrap();
+            st.tenants.iter().find(|x| x.tenant == t).map_or(0.0, |x| x.gpu_ms)
+        })
+    };
+    let small: Vec<_> = (0..4).map(|_| run(31)).collect();
+    let big = run(32);
+    let small_ms: f64 = small.into_iter().map(|h| h.join().unwrap()).sum();
+    let big_ms = big.join().unwrap();
+    let ratio = small_ms / big_ms;
+    assert!(
+        (0.35..=0.7).contains(&ratio),
+        "2-shard job : 4-shard job received {small_ms:.0} : {big_ms:.0} ms = {ratio:.2} (shards: 0.5)"
+    );
+}
+
+/// On a node configured for Slurm (a `[slurm]` section), only jobs' tenants register
+/// unless the operator says otherwise; a node without one is open as before.
+#[test]
+fn a_slurm_node_requires_jobs_by_default() {
+    let slurm: DaemonConfig = toml::from_str("[slurm]\nshards_per_gpu = 4\n").unwrap();
+    assert!(slurm.slurm.require_job);
+    let open: DaemonConfig = toml::from_str("gpus = 2\n").unwrap();
+    assert!(!open.slurm.require_job);
+    let chosen: DaemonConfig = toml::from_str("[slurm]\nrequire_job = false\n").unwrap();
+    assert!(!chosen.slurm.require_job);
+}
+
 /// `over_entitlement = "wait"`: a registration over what the job has left is answered
 /// when a sibling closes, and refused if the job ends first.
 #[test]

@@ -36,7 +36,18 @@ pub type VirtualTime = u128;
 
 const SCALE: u32 = 20;
 
-/// A tenant's tags.
+/// Who is queued fairly: a tenant, or a group of tenants that share one weight (a
+/// Slurm job's processes: the job's shards are the job's, however many processes it
+/// runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Queued {
+    /// A tenant on its own.
+    Tenant(TenantId),
+    /// A group (its id, e.g. the Slurm job's).
+    Group(u64),
+}
+
+/// The tags of a tenant or group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tags {
     /// Its weight (at least 1).
@@ -47,20 +58,24 @@ pub struct Tags {
     pub finish: VirtualTime,
     /// Whether it is active (backlogged or running).
     pub active: bool,
-    /// Its quantum running now, if any.
-    pub running: Option<TaskId>,
+    /// Its quanta running now.
+    pub running: u32,
     /// Until when the GPU waits for its next request after a quantum that left it
     /// with nothing queued (the spin budget of §3.2.2), if it does.
     pub lingering_until: Option<Nanos>,
 }
 
-/// FairGV's fair queuing over one or more GPUs (one quantum per GPU at a time).
+/// FairGV's fair queuing over one or more GPUs (one quantum per tenant at a time).
 #[derive(Debug)]
 pub struct FairQueuing {
     board: Board,
-    tags: BTreeMap<TenantId, Tags>,
-    /// Active tenants by start tag.
-    order: BTreeSet<(VirtualTime, TenantId)>,
+    tags: BTreeMap<Queued, Tags>,
+    /// What each tenant is queued as, and its quantum running now, if any.
+    tenants: BTreeMap<TenantId, (Queued, Option<TaskId>)>,
+    /// A group's members, and which of them was served last (served in turn).
+    members: BTreeMap<Queued, (BTreeSet<TenantId>, Option<TenantId>)>,
+    /// Active ones by start tag.
+    order: BTreeSet<(VirtualTime, Queued)>,
     /// The virtual time when nobody is active (the last one's).
     idle_v: VirtualTime,
     /// Service each tenant received, ns (for status and tests).
@@ -76,6 +91,8 @@ impl FairQueuing {
         FairQueuing {
             board: Board::new(gpus),
             tags: BTreeMap::new(),
+            tenants: BTreeMap::new(),
+            members: BTreeMap::new(),
             order: BTreeSet::new(),
             idle_v: 0,
             service: BTreeMap::new(),
@@ -97,9 +114,10 @@ impl FairQueuing {
         self.order.first().map_or(self.idle_v, |(s, _)| *s)
     }
 
-    /// A tenant's tags.
+    /// The tags `tenant` is queued under (its group's, if it has one).
     pub fn tags(&self, tenant: TenantId) -> Option<Tags> {
-        self.tags.get(&tenant).copied()
+        let (key, _) = self.tenants.get(&tenant)?;
+        self.tags.get(key).copied()
     }
 
     /// Service received so far, ns, per tenant.
@@ -107,40 +125,51 @@ impl FairQueuing {
         &self.service
     }
 
-    /// Change a tenant's weight (from its next quantum on).
+    /// Change a tenant's weight (its group's, if it has one), from its next quantum on.
     pub fn set_weight(&mut self, tenant: TenantId, weight: u32) {
-        if let Some(t) = self.tags.get_mut(&tenant) {
+        if let Some((key, _)) = self.tenants.get(&tenant)
+            && let Some(t) = self.tags.get_mut(key)
+        {
             t.weight = weight.max(1);
         }
     }
 
-    /// `tenant` has work again: it becomes active at max(V, F).
+    fn backlogged(&self, key: Queued) -> bool {
+        self.members.get(&key).is_some_and(|(m, _)| m.iter().any(|t| self.board.queue_of(*t).0 > 0))
+    }
+
+    /// `tenant` has work again: its tenant or group becomes active at max(V, F).
     fn wake(&mut self, tenant: TenantId) {
         let v = self.virtual_time();
-        let Some(t) = self.tags.get_mut(&tenant) else { return };
+        let Some((key, _)) = self.tenants.get(&tenant) else { return };
+        let key = *key;
+        let Some(t) = self.tags.get_mut(&key) else { return };
         if t.active {
             return;
         }
         t.active = true;
         t.start = v.max(t.finish);
-        self.order.insert((t.start, tenant));
+        self.order.insert((t.start, key));
     }
 
-    /// `tenant`'s quantum ended after running `ran`: F = S + L / w, S = F; it stays
-    /// active if it has more queued.
+    /// `tenant`'s quantum ended after running `ran`: its tenant's or group's F = S +
+    /// L / w, S = F; it stays active if it has more queued.
     fn charge(&mut self, now: Nanos, tenant: TenantId, ran: Nanos) {
-        let backlogged = self.board.queue_of(tenant).0 > 0;
+        let Some((key, running)) = self.tenants.get_mut(&tenant) else { return };
+        *running = None;
+        let key = *key;
+        *self.service.entry(tenant).or_default() += ran.0;
+        let backlogged = self.backlogged(key);
         let spin = self.spin;
-        let Some(t) = self.tags.get_mut(&tenant) else { return };
-        self.order.remove(&(t.start, tenant));
-        t.running = None;
+        let Some(t) = self.tags.get_mut(&key) else { return };
+        self.order.remove(&(t.start, key));
+        t.running = t.running.saturating_sub(1);
         t.finish = t.start + (u128::from(ran.0) << SCALE) / u128::from(t.weight.max(1));
         t.start = t.finish;
-        *self.service.entry(tenant).or_default() += ran.0;
-        if backlogged || spin > Nanos::ZERO {
+        if backlogged || spin > Nanos::ZERO || t.running > 0 {
             // still active; with nothing queued it lingers for the spin budget
             t.lingering_until = (!backlogged).then_some(now + spin);
-            self.order.insert((t.start, tenant));
+            self.order.insert((t.start, key));
         } else {
             t.active = false;
             if self.order.is_empty() {
@@ -149,21 +178,22 @@ impl FairQueuing {
         }
     }
 
-    /// Tenants whose spin budget ran out without a request yield: inactive.
+    /// Those whose spin budget ran out without a request yield: inactive.
     fn expire(&mut self, now: Nanos) {
-        let expired: Vec<TenantId> = self
+        let expired: Vec<Queued> = self
             .tags
             .iter()
             .filter(|(_, t)| t.lingering_until.is_some_and(|until| now >= until))
-            .map(|(id, _)| *id)
+            .map(|(k, _)| *k)
             .collect();
-        for tenant in expired {
-            let Some(t) = self.tags.get_mut(&tenant) else { continue };
+        for key in expired {
+            let backlogged = self.backlogged(key);
+            let Some(t) = self.tags.get_mut(&key) else { continue };
             t.lingering_until = None;
-            if self.board.queue_of(tenant).0 > 0 {
+            if backlogged || t.running > 0 {
                 continue;
             }
-            self.order.remove(&(t.start, tenant));
+            self.order.remove(&(t.start, key));
             t.active = false;
             if self.order.is_empty() {
                 self.idle_v = t.finish;
@@ -171,29 +201,69 @@ impl FairQueuing {
         }
     }
 
-    /// Give every free GPU to the active tenant with the smallest start tag that has
-    /// a task queued and none running.
+    /// The member of `key` to serve on `gpu`: one with a task queued, none running, and
+    /// allowed there — the next after the one served last, in turn.
+    fn member_for(&self, key: Queued, gpu: crate::ids::GpuId) -> Option<TenantId> {
+        let (members, last) = self.members.get(&key)?;
+        let ready = |t: &TenantId| {
+            self.tenants.get(t).is_some_and(|(_, r)| r.is_none())
+                && self.board.queue_of(*t).0 > 0
+                && self.board.may_run_on(*t, gpu)
+        };
+        let after = last.and_then(|l| {
+            members
+                .range((std::ops::Bound::Excluded(l), std::ops::Bound::Unbounded))
+                .find(|t| ready(t))
+        });
+        after.or_else(|| members.iter().find(|t| ready(t))).copied()
+    }
+
+    /// Give every free GPU to the active tenant (or group member) with the smallest
+    /// start tag that has a task queued and none running.
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        // a lingering tenant ahead in the order keeps one GPU waiting for it
-        let mut held: BTreeSet<TenantId> = BTreeSet::new();
+        // a lingering one ahead in the order keeps one GPU waiting for it
+        let mut held: BTreeSet<Queued> = BTreeSet::new();
         for gpu in self.board.idle_gpus() {
-            let next = self.order.iter().map(|(_, t)| *t).find(|t| {
-                let Some(x) = self.tags.get(t) else { return false };
-                if x.running.is_some() || held.contains(t) || !self.board.may_run_on(*t, gpu) {
-                    return false;
+            let mut chosen = None;
+            for (_, key) in &self.order {
+                if held.contains(key) {
+                    continue;
                 }
-                self.board.queue_of(*t).0 > 0 || x.lingering_until.is_some_and(|u| now < u)
-            });
-            // none for this GPU; another GPU may still suit a pinned tenant
-            let Some(tenant) = next else { continue };
-            if self.board.queue_of(tenant).0 == 0 {
-                held.insert(tenant); // this GPU waits for it
-                continue;
+                if let Some(member) = self.member_for(*key, gpu) {
+                    chosen = Some((*key, Some(member)));
+                    break;
+                }
+                let lingering = self
+                    .tags
+                    .get(key)
+                    .is_some_and(|x| x.running == 0 && x.lingering_until.is_some_and(|u| now < u));
+                let may_run_here = self
+                    .members
+                    .get(key)
+                    .is_some_and(|(m, _)| m.iter().any(|t| self.board.may_run_on(*t, gpu)));
+                if lingering && may_run_here {
+                    chosen = Some((*key, None));
+                    break;
+                }
             }
+            // none for this GPU; another GPU may still suit a pinned tenant
+            let Some((key, member)) = chosen else { continue };
+            let Some(tenant) = member else {
+                held.insert(key); // this GPU waits for it
+                continue;
+            };
             let task = self.board.dispatch(now, gpu, tenant, actions);
-            if let (Some(task), Some(t)) = (task, self.tags.get_mut(&tenant)) {
-                t.running = Some(task);
-                t.lingering_until = None;
+            if let Some(task) = task {
+                if let Some((_, running)) = self.tenants.get_mut(&tenant) {
+                    *running = Some(task);
+                }
+                if let Some((_, last)) = self.members.get_mut(&key) {
+                    *last = Some(tenant);
+                }
+                if let Some(t) = self.tags.get_mut(&key) {
+                    t.running += 1;
+                    t.lingering_until = None;
+                }
             }
         }
     }
@@ -214,22 +284,32 @@ impl Policy for FairQueuing {
         self.board.observe(now, event, actions);
         match event {
             Event::TenantRegistered(spec) => {
+                let key = spec.group.map_or(Queued::Tenant(spec.id), Queued::Group);
                 let v = self.virtual_time();
-                self.tags.insert(
-                    spec.id,
-                    Tags {
-                        weight: spec.weight.max(1),
-                        start: v,
-                        finish: v,
-                        active: false,
-                        running: None,
-                        lingering_until: None,
-                    },
-                );
+                // a group's first member brings its tags; later ones join them
+                self.tags.entry(key).or_insert(Tags {
+                    weight: spec.weight.max(1),
+                    start: v,
+                    finish: v,
+                    active: false,
+                    running: 0,
+                    lingering_until: None,
+                });
+                self.tenants.insert(spec.id, (key, None));
+                self.members.entry(key).or_default().0.insert(spec.id);
             }
             Event::TenantLeft { tenant } => {
-                if let Some(t) = self.tags.remove(tenant) {
-                    self.order.remove(&(t.start, *tenant));
+                if let Some((key, _)) = self.tenants.remove(tenant) {
+                    let empty = self.members.get_mut(&key).is_none_or(|(m, _)| {
+                        m.remove(tenant);
+                        m.is_empty()
+                    });
+                    if empty {
+                        self.members.remove(&key);
+                        if let Some(t) = self.tags.remove(&key) {
+                            self.order.remove(&(t.start, key));
+                        }
+                    }
                 }
             }
             Event::TaskSubmitted(spec) => self.wake(spec.tenant),
@@ -245,9 +325,18 @@ impl Policy for FairQueuing {
         if let Event::ActionRefused { action, .. } = event
             && let Action::Dispatch { task, .. } = action.as_ref()
         {
-            for t in self.tags.values_mut() {
-                if t.running == Some(*task) {
-                    t.running = None;
+            let refused: Vec<(TenantId, Queued)> = self
+                .tenants
+                .iter()
+                .filter(|(_, (_, r))| *r == Some(*task))
+                .map(|(t, (k, _))| (*t, *k))
+                .collect();
+            for (tenant, key) in refused {
+                if let Some((_, r)) = self.tenants.get_mut(&tenant) {
+                    *r = None;
+                }
+                if let Some(t) = self.tags.get_mut(&key) {
+                    t.running = t.running.saturating_sub(1);
                 }
             }
         }
@@ -368,6 +457,53 @@ mod tests {
             self.apply(actions);
             Some((tenant, length))
         }
+    }
+
+    /// A group's tenants share its weight: a 2-shard job running four processes and a
+    /// 4-shard job running one, all always backlogged with equal quanta, receive GPU
+    /// time 2 : 4 (within a quantum each over the run) — before, every process had the
+    /// job's weight and the 2-shard job received 8 : 4.
+    #[test]
+    fn a_groups_tenants_share_its_weight() {
+        let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
+        let register = |p: &mut FairQueuing, id: u64, weight: u32, group: u64| {
+            let spec = TenantSpec {
+                weight,
+                group: Some(group),
+                ..TenantSpec::new(TenantId(id), ServiceClass::Batch)
+            };
+            p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
+        };
+        for id in 0..4 {
+            register(&mut p, id, 2, 7);
+        }
+        register(&mut p, 4, 4, 9);
+        let mut d = Driver {
+            p,
+            now: Nanos::ZERO,
+            next_id: 0,
+            running: None,
+            lengths: BTreeMap::new(),
+            served: Vec::new(),
+        };
+        let quantum = Nanos::from_millis(6);
+        for _ in 0..2 {
+            for t in 0..5 {
+                d.submit(t, quantum);
+            }
+        }
+        for _ in 0..600 {
+            let Some(t) = d.finish() else { break };
+            d.submit(t.0, quantum);
+        }
+        let service = d.p.service();
+        let group: u64 = (0..4).map(|t| service.get(&TenantId(t)).copied().unwrap_or(0)).sum();
+        let alone = service.get(&TenantId(4)).copied().unwrap_or(0);
+        let ratio = group as f64 / alone as f64;
+        assert!((ratio - 0.5).abs() < 0.02, "2-shard job : 4-shard job = {ratio:.3} (want 0.5)");
+        // and within the group, its members take turns
+        let per: Vec<u64> = (0..4).map(|t| service[&TenantId(t)]).collect();
+        assert!(per.iter().max().unwrap() - per.iter().min().unwrap() <= quantum.0, "{per:?}");
     }
 
     /// Kernel slicing against FairGV's Table 4 (`data/fairgv/table4.csv`): a 600 × 600

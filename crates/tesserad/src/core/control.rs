@@ -258,7 +258,9 @@ impl Core {
                 }
                 if let Some(desk) = &self.desk {
                     let region = self.conns.get(&conn).map(|c| c.region.clone());
-                    desk.open(id.0, uid, memory, region);
+                    let entitlement =
+                        job.and_then(|j| self.jobs.get(&j).map(|jb| (j, jb.memory_entitled)));
+                    desk.open(id.0, uid, memory, region, entitlement);
                 }
                 if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
                     j.tenants.insert(id);
@@ -285,6 +287,8 @@ impl Core {
                     } else {
                         Vec::new()
                     },
+                    // a job's tenants share the job's weight (its shards)
+                    group: job,
                 }));
                 // a policy that gives each tenant one GPU (DCUDA) places it: its
                 // program must run where the policy grants its slices

@@ -49,12 +49,20 @@ impl Core {
             .iter()
             .flat_map(|g| g.running.iter().filter_map(|t| self.tasks.get(t).map(|i| i.tenant)))
             .collect();
-        let active_weight: u32 = self
-            .tenants
-            .iter()
-            .filter(|(id, t)| t.open && (t.queued > 0 || on_any.contains(id)))
-            .map(|(_, t)| t.weight)
-            .sum();
+        // a Slurm job's tenants share the job's one weight: each active job counts
+        // once, its entitlement split among its active tenants
+        let mut active: BTreeMap<Result<u64, TenantId>, (u32, u32)> = BTreeMap::new();
+        for (id, t) in &self.tenants {
+            if t.open && (t.queued > 0 || on_any.contains(id)) {
+                let e = active.entry(t.job.ok_or(*id)).or_insert((t.weight, 0));
+                e.1 += 1;
+            }
+        }
+        let active_weight: u32 = active.values().map(|(w, _)| *w).sum();
+        let entitled = |id: &TenantId, t: &TenantInfo| {
+            let (w, n) = active.get(&t.job.ok_or(*id))?;
+            Some(f64::from(*w) / f64::from(active_weight.max(1)) / f64::from((*n).max(1)))
+        };
         let now = self.clock.now();
         let mut charged: BTreeMap<TenantId, u64> = BTreeMap::new();
         for (at, tenant, ran) in &self.charges {
@@ -174,8 +182,7 @@ impl Core {
                         demand: t.demand,
                         gpu_ms: t.gpu_time.as_secs_f64() * 1e3,
                         weight: t.weight,
-                        entitled_share: (t.queued > 0 || on_any.contains(id))
-                            .then(|| f64::from(t.weight) / f64::from(active_weight.max(1))),
+                        entitled_share: entitled(id, t),
                         received_share: (charged_total > 0).then(|| {
                             charged.get(id).map_or(0, |n| *n) as f64 / charged_total as f64
                         }),
