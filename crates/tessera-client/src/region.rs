@@ -504,11 +504,18 @@ impl Region {
         timeout: Duration,
         gone: &dyn Fn() -> bool,
     ) -> Option<ResponseDesc> {
-        for _ in 0..spins {
+        for i in 0..spins {
             if let Some(r) = self.pop_response() {
                 return Some(r);
             }
-            std::hint::spin_loop();
+            // past a short pure spin, let whatever else is runnable on this core run
+            // (the daemon, when the cores are all busy): spinning on a core the
+            // response needs only delays it
+            if i % 64 == 63 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
         let h = self.header();
         let deadline = std::time::Instant::now().checked_add(timeout);

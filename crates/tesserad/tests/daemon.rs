@@ -396,3 +396,46 @@ fn a_departing_co_located_tenant_does_not_take_its_neighbour_down() {
     assert_eq!(s.totals.resets, 0, "nothing was reset");
     assert_eq!(s.totals.cancelled, 1, "b's task was cancelled");
 }
+
+/// A crowd costs nothing: while one client keeps the core busy, the rings of clients
+/// that asked nothing for a while are no longer polled — their daemon-sleeping flag is
+/// set, so each rings its doorbell with its next request — and such a request is
+/// answered. Before, the core polled every ring on every pass (and set and cleared
+/// every ring's flag on every sleep and wake-up), so an echo beside 1,000 idle clients
+/// cost several times the echo alone.
+#[test]
+fn idle_rings_are_not_polled_and_still_answered() {
+    let d = Daemon::start(&config(PolicyName::RoundRobin)).unwrap();
+    let mut idle: Vec<Client> = (0..50).map(|_| Client::connect(d.socket()).unwrap()).collect();
+    for c in &mut idle {
+        c.echo().unwrap();
+    }
+    let socket = d.socket().to_path_buf();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&socket).unwrap();
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                c.echo().unwrap();
+                n += 1;
+            }
+            (n, c.region().map(|r| r.daemon_sleeping()))
+        })
+    };
+    // while the busy client keeps the core awake, the idle rings leave the polled list
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !idle.iter().all(|c| c.region().is_some_and(|r| r.daemon_sleeping())) {
+        assert!(std::time::Instant::now() < deadline, "idle rings are still polled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // and an idle client's next request is answered all the same
+    for c in idle.iter_mut().step_by(7) {
+        c.echo().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (n, busy_flag) = busy.join().unwrap();
+    assert!(n > 0);
+    assert_eq!(busy_flag, Some(false), "the busy client's ring is polled");
+}

@@ -223,6 +223,13 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
 
     let mut out = std::io::stdout().lock();
     use std::io::Write;
+    let p50_of = |name: &str| rows.iter().find(|r| r.0 == name).map_or(f64::NAN, |r| r.1 as f64);
+    // the two ratios the transport must hold, from this run's rows: an idle crowd costs
+    // the echo nothing, and shared memory beats the socket when the cores are busy
+    let ratios = [
+        ("shm_crowded/shm", p50_of("shm_crowded") / p50_of("shm"), 1.2),
+        ("shm_busy/socket_busy", p50_of("shm_busy") / p50_of("socket_busy"), 1.0),
+    ];
     if a.json {
         for (t, p50, p99) in &rows {
             writeln!(out, "{}", serde_json::json!({"transport": t, "p50_ns": p50, "p99_ns": p99}))?;
@@ -232,6 +239,13 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
             "{}",
             serde_json::json!({"transport": "task", "clients": a.clients, "tasks_per_s": per_s})
         )?;
+        for (name, value, target) in ratios {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"ratio": name, "p50_ratio": value, "target_at_most": target, "holds": value <= target})
+            )?;
+        }
         return Ok(());
     }
     let get = |name: &str| rows.iter().find(|r| r.0 == name).map_or(1, |r| r.1.max(1));
@@ -253,6 +267,13 @@ pub fn run(a: TransportBenchArgs) -> Result<()> {
         get("task_10k_tenants") as f64 / get("task") as f64
     )?;
     writeln!(out, "{} clients, empty tasks, closed loop: {:.0} tasks/s", a.clients, per_s)?;
+    for (name, value, target) in ratios {
+        writeln!(
+            out,
+            "{name}: {value:.2}x at p50 (target: <= {target}x){}",
+            if value <= target { "" } else { "  NOT MET" }
+        )?;
+    }
     writeln!(
         out,
         "\nwhen hybrid spinning pays (p50, us): both awake | after both slept | {spinners} cores' worth of spinners | {} idle clients connected",

@@ -307,9 +307,13 @@ pub struct Core {
     /// Tenants' memory reservations made through the daemon (see `memory`).
     desk: Option<Arc<crate::memory::MemoryDesk>>,
     conns: BTreeMap<ConnId, Conn>,
-    /// The regions of connected clients, for the polling loop (kept beside `conns` so
-    /// that spinning allocates nothing).
-    live: Vec<(ConnId, Arc<Region>)>,
+    /// The rings the loop polls: those busy lately (a request within [`ACTIVE`]) or
+    /// whose doorbell rang. Every other ring's daemon-sleeping flag is set, so its
+    /// client rings its doorbell with its next request: an idle connection costs the
+    /// loop nothing, however many there are. (ring, its region, when it last had work)
+    active: Vec<(ConnId, Arc<Region>, Instant)>,
+    /// Connections whose doorbell is muted, until when.
+    muted: Vec<ConnId>,
     tenants: BTreeMap<TenantId, TenantInfo>,
     tasks: BTreeMap<TaskId, TaskInfo>,
     by_seq: BTreeMap<(ConnId, u64), TaskId>,
@@ -413,6 +417,11 @@ struct UidUse {
 /// Spin this long without work before sleeping on the doorbell.
 const SPIN: Duration = Duration::from_micros(20);
 
+/// A ring without a request for this long leaves the polled list (see `Core::active`).
+const ACTIVE: Duration = Duration::from_millis(5);
+/// Of the spin, how long before it starts yielding the core at each turn.
+const PURE_SPIN: Duration = Duration::from_micros(2);
+
 /// A client whose doorbell rings more often than this per second with nothing in its
 /// ring is muted for [`MUTE`]: its requests are still served, at the core's own pace.
 const SPURIOUS_PER_SECOND: u32 = 200;
@@ -468,7 +477,8 @@ impl Core {
             next_ticket: 0,
             desk: None,
             conns: BTreeMap::new(),
-            live: Vec::new(),
+            active: Vec::new(),
+            muted: Vec::new(),
             tenants: BTreeMap::new(),
             tasks: BTreeMap::new(),
             by_seq: BTreeMap::new(),
@@ -583,6 +593,10 @@ impl Core {
                 self.handle(m);
                 worked = true;
             }
+            // rings that went quiet ring their doorbells (never blocking)
+            if self.active.len() < self.conns.len() {
+                self.wait_for_bells(Duration::ZERO);
+            }
             worked |= self.poll_rings();
             worked |= self.migrations_arrive();
             if let (Some(t), Some(period)) = (next_tick, tick)
@@ -607,8 +621,15 @@ impl Core {
                 continue;
             }
             let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() < SPIN {
-                std::hint::spin_loop();
+            let idle = since.elapsed();
+            if idle < SPIN {
+                // a pure spin first; then give the core to a runnable client (when
+                // every core is busy, the request it is about to write needs this one)
+                if idle < PURE_SPIN {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             let next_arrival = self.arriving.iter().map(|(at, _, _)| *at).min();
@@ -619,21 +640,21 @@ impl Core {
             let timeout = wake.map_or(Duration::from_millis(100), |t| {
                 self.clock.wall(t.saturating_sub(self.clock.now())).min(Duration::from_millis(100))
             });
+            // every ring goes quiet with the core: each client rings its doorbell
+            // with its next request, which makes its ring active again
             let mb = &self.mailbox;
             mb.sleeping.store(true, Ordering::SeqCst);
-            for (_, r) in &self.live {
+            for (_, r, _) in &self.active {
                 r.set_daemon_sleeping(true);
             }
-            if mb.pending.load(Ordering::SeqCst) == 0
-                && !self.live.iter().any(|(_, r)| r.has_requests())
-            {
-                self.sleep(timeout.max(Duration::from_micros(100)));
+            let pending = self.active.iter().any(|(_, r, _)| r.has_requests());
+            if !pending {
+                self.active.clear();
             }
-            let mb = &self.mailbox;
-            mb.sleeping.store(false, Ordering::SeqCst);
-            for (_, r) in &self.live {
-                r.set_daemon_sleeping(false);
+            if mb.pending.load(Ordering::SeqCst) == 0 && !pending {
+                self.wait_for_bells(timeout.max(Duration::from_micros(100)));
             }
+            self.mailbox.sleeping.store(false, Ordering::SeqCst);
             idle_since = None;
         }
         // answer what arrived during the last pass, then tell every client we are gone
@@ -645,10 +666,11 @@ impl Core {
         self.exec.stop();
     }
 
-    /// Sleep on the doorbells until one rings or `timeout`. The core never reads a
-    /// client's doorbell (see [`Conn::bell`]); it reads only its private one, which no
-    /// client holds.
-    fn sleep(&mut self, timeout: Duration) {
+    /// Wait on the doorbells until one rings or `timeout` (zero: only look): a ringing
+    /// client's ring becomes active. The core never reads a client's doorbell (see
+    /// [`Conn::bell`]), which is edge-triggered; it reads only its private one, which
+    /// no client holds.
+    fn wait_for_bells(&mut self, timeout: Duration) {
         use rustix::event::epoll;
         let ts = rustix::time::Timespec {
             tv_sec: timeout.as_secs() as i64,
@@ -665,6 +687,10 @@ impl Core {
             }
             let Some(c) = self.conns.get_mut(&data) else { continue };
             if c.region.has_requests() {
+                if !self.active.iter().any(|(id, _, _)| *id == data) {
+                    c.region.set_daemon_sleeping(false);
+                    self.active.push((data, c.region.clone(), now));
+                }
                 continue;
             }
             if now.duration_since(c.window) > Duration::from_secs(1) {
@@ -680,16 +706,27 @@ impl Core {
                 );
                 let _ = epoll::delete(&self.epoll, c.bell.as_fd());
                 c.muted_until = Some(now + MUTE);
+                self.muted.push(data);
             }
         }
-        for (&id, c) in self.conns.iter_mut() {
-            if c.alive && c.muted_until.is_some_and(|t| now >= t) {
+        let conns = &mut self.conns;
+        let epoll = &self.epoll;
+        self.muted.retain(|id| {
+            let Some(c) = conns.get_mut(id) else { return false };
+            if !c.alive {
+                return false;
+            }
+            if c.muted_until.is_some_and(|t| now >= t) {
                 c.muted_until = None;
                 c.spurious = 0;
                 c.window = now;
-                listen(&self.epoll, &c.bell, id, true);
+                listen(epoll, &c.bell, *id, true);
+                // whatever it asked while muted is polled now
+                c.region.set_daemon_sleeping(false);
+                return false;
             }
-        }
+            true
+        });
     }
 
     /// The drain timed out: reset the GPUs still running tasks and end those tasks with
@@ -848,7 +885,8 @@ impl Core {
     fn handle(&mut self, m: Msg) {
         match m {
             Msg::Connected { conn, region, bell, pid, uid } => {
-                self.live.push((conn, region.clone()));
+                // active from the start (its daemon-sleeping flag is clear)
+                self.active.push((conn, region.clone(), Instant::now()));
                 listen(&self.epoll, &bell, conn, true);
                 self.conns.insert(
                     conn,
@@ -897,7 +935,7 @@ impl Core {
                     // the client may keep the eventfd open; stop listening to it
                     let _ = rustix::event::epoll::delete(&self.epoll, c.bell.as_fd());
                 }
-                self.live.retain(|(id, _)| *id != conn);
+                self.active.retain(|(id, _, _)| *id != conn);
                 self.parked.retain(|p| p.conn != conn);
                 // a program that exits while holding a slice of the launch gate is not
                 // a failure: its slice ends as done, charged what its gate accounted

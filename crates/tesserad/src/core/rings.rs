@@ -5,15 +5,29 @@ use super::*;
 impl Core {
     pub(super) fn poll_rings(&mut self) -> bool {
         let mut worked = false;
-        // by index: handling a request may change `live` (it never does today, but a
-        // bounds check is cheaper than a copy of the list on every spin of the loop)
+        let now = Instant::now();
+        // by index: a ring may leave the list as it goes quiet
         let mut i = 0;
-        while let Some((conn, region)) = self.live.get(i) {
-            i += 1;
+        while let Some((conn, region, last)) = self.active.get(i) {
             if !region.has_requests() {
-                continue;
+                if now.duration_since(*last) > ACTIVE {
+                    // quiet: its client rings its doorbell with its next request (the
+                    // flag is set before the ring is looked at once more, so a request
+                    // written meanwhile is seen now or rung for)
+                    region.set_daemon_sleeping(true);
+                    if !region.has_requests() {
+                        self.active.swap_remove(i);
+                        continue;
+                    }
+                    region.set_daemon_sleeping(false);
+                } else {
+                    i += 1;
+                    continue;
+                }
             }
             let (conn, region) = (*conn, region.clone());
+            self.active[i].2 = now;
+            i += 1;
             if !region.requests_sane() || self.conns.get(&conn).is_some_and(|c| c.kicked.get()) {
                 self.kick(conn, "its request ring's indices are impossible");
                 continue;
