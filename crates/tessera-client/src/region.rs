@@ -205,6 +205,15 @@ struct Header {
     /// and whether any of it was inferred. Read by the daemon when the slice ends.
     slice_used: Wide,
     slice_inferred: Index,
+    /// Set by the client while it waits for a launch of its slice to finish (a measured
+    /// launch): the GPU is still its own, however long the kernel runs, so the daemon
+    /// lets the slice run on until the client reports (within the task limit).
+    gate_busy: Index,
+    /// GPU time the client measured after the slice it was used in had ended (a
+    /// kernel that ran past its slice), ns, added up by the client; the daemon takes it
+    /// (a swap to 0) with the client's next slice request and charges it then, however
+    /// late (FairGV §3.3.2: the start tag moves past the whole kernel).
+    owed: Wide,
     /// Memory leases: per GPU, bytes the daemon reserved for this client that it has
     /// not allocated yet. The client takes from and adds to them without a system call;
     /// the daemon takes them back whole (a swap to 0) when someone else needs memory.
@@ -404,6 +413,27 @@ impl Region {
         let h = self.header();
         h.slice_used.value.store(used_ns, Ordering::Relaxed);
         h.slice_inferred.value.store(u32::from(inferred), Ordering::Relaxed);
+    }
+
+    /// Client: whether it is waiting for its slice's launch to finish.
+    pub fn set_gate_busy(&self, busy: bool) {
+        self.header().gate_busy.value.store(u32::from(busy), Ordering::SeqCst);
+    }
+
+    /// Daemon: whether the slice's holder says its launch is still running (a claim).
+    pub fn gate_busy(&self) -> bool {
+        self.header().gate_busy.value.load(Ordering::SeqCst) != 0
+    }
+
+    /// Client: GPU time measured after its slice ended, to be charged with the next
+    /// slice request.
+    pub fn add_owed(&self, ns: u64) {
+        self.header().owed.value.fetch_add(ns, Ordering::SeqCst);
+    }
+
+    /// Daemon: the GPU time owed since it last asked (and none owed after).
+    pub fn take_owed(&self) -> u64 {
+        self.header().owed.value.swap(0, Ordering::SeqCst)
     }
 
     /// Daemon: what the client says its slice used (ns, and whether partly inferred);

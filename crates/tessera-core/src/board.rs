@@ -408,6 +408,7 @@ impl Board {
             Event::DemandSampled { .. }
             | Event::MemorySampled { .. }
             | Event::TenantWeightChanged { .. }
+            | Event::TenantCharged { .. }
             | Event::Tick => {}
         }
         None

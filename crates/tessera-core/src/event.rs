@@ -60,6 +60,15 @@ pub enum Event {
         /// Its new weight (at least 1).
         weight: u32,
     },
+    /// A tenant used GPU time beyond what its last quantum was charged (FairGV §3.3.2:
+    /// a kernel of a launch-gate slice that ran past the slice, reported when measured):
+    /// policies that account service charge it now.
+    TenantCharged {
+        /// The tenant.
+        tenant: TenantId,
+        /// The GPU time, emulated.
+        ran: Nanos,
+    },
     /// A task was submitted to its tenant's queue.
     TaskSubmitted(TaskSpec),
     /// The client withdrew a task. If it is still queued the policy cancels it.

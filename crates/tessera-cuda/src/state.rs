@@ -85,6 +85,10 @@ pub struct Tenant {
     /// GPUs (bit i: GPU i) whose context memory the daemon reserved for this process;
     /// the allocation path's one load.
     contexts_done: AtomicU64,
+    /// When (ns since the epoch) its last measured launch returned with nothing left
+    /// in flight; 0 while a launch is under way or work may be in flight. The gate's
+    /// watcher gives the slice back when this is older than [`SLICE_SPIN`].
+    last_idle: AtomicU64,
     book: Mutex<Book>,
 }
 
@@ -223,7 +227,23 @@ impl State {
         let migratable = self.config.as_ref().is_ok_and(|c| c.migration);
         let mode =
             self.register(if migratable { Binding::NodeOrder } else { Binding::Restrict })?;
+        let managed = matches!(mode, Mode::Managed(_));
         let _ = self.mode.set(mode);
+        if managed {
+            // the gate's watcher: gives back a slice its holder leaves idle
+            let _ = std::thread::Builder::new().name("tessera-gate".into()).spawn(|| {
+                loop {
+                    let Some(t) = state().tenant() else { return };
+                    let held = t.granted().is_some();
+                    t.yield_idle_slice();
+                    std::thread::sleep(if held {
+                        Duration::from_micros(500)
+                    } else {
+                        Duration::from_millis(5)
+                    });
+                }
+            });
+        }
         Ok(())
     }
 
@@ -350,6 +370,7 @@ impl State {
             socket: config.socket.clone(),
             memory: Mutex::new(None),
             contexts_done: AtomicU64::new(0),
+            last_idle: AtomicU64::new(0),
             limit: config.memory,
             placed,
             nodes,
@@ -378,6 +399,18 @@ enum Binding {
 /// The daemon takes unused leases back whenever a reservation through it does not fit
 /// at once, so this much per process and GPU is the most memory idle in leases.
 pub const LEASE_CHUNK: u64 = 64 << 20;
+
+/// How long a slice's holder may have nothing in flight and launch nothing before the
+/// gate gives the slice back (FairGV §3.2.2's spin budget).
+pub const SLICE_SPIN: Duration = Duration::from_millis(2);
+
+/// Nanoseconds since the Unix epoch (0 never: it means "unknown").
+fn epoch_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        .max(1)
+}
 
 /// Launches of a slice measured by synchronising after them (FairGV §3.3: "only for
 /// the first 5 requests of a slice"); the rest are inferred from their mean.
@@ -462,8 +495,19 @@ impl Tenant {
         // (the launch is then counted at the mean measured so far)
         let add = if n < MEASURED_LAUNCHES && !crate::hooks::capture::open() {
             let t0 = std::time::Instant::now();
+            // the slice lasts until this launch is done, however long it runs
+            self.region.set_gate_busy(true);
             crate::real::synchronize();
+            self.region.set_gate_busy(false);
             let dt = t0.elapsed().as_nanos() as u64;
+            self.last_idle.store(epoch_ns(), Ordering::Relaxed);
+            if self.region.granted().is_none() {
+                // the kernel ran past the slice it was launched in, which the daemon
+                // has charged already: the whole measured time is owed, charged with
+                // the next slice request however late (FairGV §3.3.2)
+                self.region.add_owed(dt);
+                return;
+            }
             self.measured_ns.fetch_add(dt, Ordering::Relaxed);
             dt
         } else {
@@ -479,7 +523,11 @@ impl Tenant {
 
     #[cold]
     fn give_back(&self, used: u64, measured: bool) {
+        // the last charge is measured too: what was still running when the slice's
+        // time was used up
+        let t0 = std::time::Instant::now();
         crate::real::synchronize();
+        let used = used + t0.elapsed().as_nanos() as u64;
         let (Ok(mut client), Ok(outstanding)) = (self.client.lock(), self.outstanding.lock())
         else {
             return;
@@ -503,10 +551,35 @@ impl Tenant {
     /// the policy grants one. `Err` if the daemon went away.
     #[inline]
     pub fn acquire(&self) -> Result<(), CuResult> {
+        // a launch is under way: the slice is in use
+        self.last_idle.store(0, Ordering::Relaxed);
         if self.region.granted().is_some() {
             return Ok(());
         }
         self.acquire_slow()
+    }
+
+    /// The gate's watcher (work conserving, FairGV §3.2.2): a slice whose holder has
+    /// nothing in flight and launched nothing for [`SLICE_SPIN`] is given back, its
+    /// measured time reported, so the GPU goes to whoever wants it — a program that
+    /// launches once and then computes on the CPU does not keep it for the whole slice.
+    pub fn yield_idle_slice(&self) {
+        let idle = self.last_idle.load(Ordering::Relaxed);
+        if idle == 0
+            || self.region.granted().is_none()
+            || epoch_ns().saturating_sub(idle) < SLICE_SPIN.as_nanos() as u64
+        {
+            return;
+        }
+        // claimed: a launch starting now (which clears it) keeps the slice instead
+        if self.last_idle.compare_exchange(idle, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return;
+        }
+        let used = self.accounted_ns.load(Ordering::Relaxed);
+        let measured = self.launches.load(Ordering::Relaxed) <= MEASURED_LAUNCHES;
+        state()
+            .log(format_args!("idle for {SLICE_SPIN:?} with nothing in flight: slice given back"));
+        self.give_back(used, measured);
     }
 
     #[cold]

@@ -16,7 +16,8 @@
  *
  * Knobs: FAKE_CUDA_DEVICES (default 2; physical device p has p+1 GiB, or
  * FAKE_CUDA_DEVICE_MIB each, PCI id 0000:(10+p):00.0 and UUID GPU-fa000000-...-0p);
- * CUDA_VISIBLE_DEVICES as the real driver reads it (indices or UUIDs, at cuInit); FAKE_CUDA_FAIL=oom makes
+ * CUDA_VISIBLE_DEVICES as the real driver reads it (indices or UUIDs, at cuInit);
+ * FAKE_CUDA_TIMELINE (below: one GPU timeline shared by processes, and their books); FAKE_CUDA_FAIL=oom makes
  * every allocation fail with CUDA_ERROR_OUT_OF_MEMORY, =launch every launch with
  * CUDA_ERROR_LAUNCH_FAILED. A spin kernel asked to run exactly 777 ms faults
  * (CUDA_ERROR_LAUNCH_FAILED, sticky: every later call on that device fails until its
@@ -45,6 +46,9 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -92,6 +96,7 @@ static uint64_t live_bytes[MAX_DEVICES], peak_bytes[MAX_DEVICES];
 static struct { void *p; int dev; size_t n; int managed; int resident; } allocs[MAX_ALLOCS];
 static uint64_t faults[MAX_DEVICES], prefetched[MAX_DEVICES]; /* managed memory moved in, per device */
 static uint64_t busy_until[MAX_DEVICES]; /* the spin kernel "runs" until then (CLOCK_MONOTONIC ns) */
+
 
 int cuInitStats(void) { return 0; }
 
@@ -155,6 +160,61 @@ static uint64_t device_bytes(int d) {
     const char *e = getenv("FAKE_CUDA_DEVICE_MIB");
     long mib = e ? atol(e) : 0;
     return mib > 0 ? (uint64_t)mib << 20 : (uint64_t)(phys(d) + 1) << 30;
+}
+/* FAKE_CUDA_TIMELINE=PREFIX: the GPUs are shared by every process that sets it, as a
+ * real GPU is — a spin kernel starts when the physical device's previous kernel, of
+ * any process, ends (one u64 per device in the file PREFIX.gpuP, shared memory, moved
+ * forward by compare-and-swap) — and each process writes the books of its kernels,
+ * "DEVICE START END" (CLOCK_MONOTONIC ns) per line, to PREFIX.pidN: what each program
+ * really received, as a test measures it. */
+static uint64_t *shared_until[MAX_DEVICES];
+static FILE *books_file;
+static const char *timeline(void) {
+    const char *e = getenv("FAKE_CUDA_TIMELINE");
+    return e && *e ? e : 0;
+}
+static uint64_t *shared_word(int phys_dev) {
+    if (!timeline() || phys_dev < 0 || phys_dev >= MAX_DEVICES) return 0;
+    if (!shared_until[phys_dev]) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s.gpu%d", timeline(), phys_dev);
+        int fd = open(path, O_RDWR | O_CREAT, 0600);
+        if (fd < 0) return 0;
+        if (ftruncate(fd, 4096) == 0) {
+            void *m = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (m != MAP_FAILED) shared_until[phys_dev] = m;
+        }
+        close(fd);
+    }
+    return shared_until[phys_dev];
+}
+/* When a kernel of `ns` launched now on device d starts, with the device shared. */
+static uint64_t schedule_kernel(int d, uint64_t ns) {
+    uint64_t start = now_ns();
+    if (busy_until[d] > start) start = busy_until[d];
+    uint64_t *w = shared_word(phys(d));
+    if (w) {
+        uint64_t seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+        for (;;) {
+            uint64_t s = seen > start ? seen : start;
+            if (__atomic_compare_exchange_n(w, &seen, s + ns, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                start = s;
+                break;
+            }
+        }
+        if (!books_file) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s.pid%d", timeline(), (int)getpid());
+            books_file = fopen(path, "a");
+        }
+        if (books_file) {
+            fprintf(books_file, "%d %llu %llu\n", phys(d), (unsigned long long)start,
+                    (unsigned long long)(start + ns));
+            fflush(books_file);
+        }
+    }
+    busy_until[d] = start + ns;
+    return start;
 }
 static int fail(const char *what) {
     const char *e = getenv("FAKE_CUDA_FAIL");
@@ -775,9 +835,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
         uint64_t ns = *(uint64_t *)kernelParams[0];
         if (ns == 777000000u) { broken[dev_of_current()] = 1; return CUDA_SUCCESS; } /* faults on the device */
         /* asynchronous, as on a GPU: the stream is busy until the spin ends */
-        uint64_t start = now_ns();
-        if (busy_until[dev_of_current()] > start) start = busy_until[dev_of_current()];
-        busy_until[dev_of_current()] = start + ns;
+        schedule_kernel(dev_of_current(), ns);
         return CUDA_SUCCESS;
     }
     if (fn->kind == ECHO) {
@@ -1009,9 +1067,7 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
     if (!stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
     const struct graph *g = (const struct graph *)hGraphExec;
     log_call("cuGraphLaunch: %ld launches", g->launches);
-    uint64_t start = now_ns();
-    if (busy_until[dev_of_current()] > start) start = busy_until[dev_of_current()];
-    busy_until[dev_of_current()] = start + g->spin_ns;
+    if (g->spin_ns) schedule_kernel(dev_of_current(), g->spin_ns);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { return cuGraphLaunch(hGraphExec, hStream); }

@@ -134,6 +134,11 @@ impl Policy for Credit {
                     a.weight = (*weight).max(1);
                 }
             }
+            Event::TenantCharged { tenant, ran } => {
+                if let Some(a) = self.accounts.get_mut(tenant) {
+                    a.credit -= ran.0 as i64;
+                }
+            }
             _ => {}
         }
         if let Some((tenant, ran)) = finished {

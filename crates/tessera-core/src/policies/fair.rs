@@ -178,6 +178,24 @@ impl FairQueuing {
         }
     }
 
+    /// `tenant` used `ran` beyond its last quantum's charge (a kernel that ran past its
+    /// slice, §3.3.2): its tags move past it — F += L / w, and S with it when active.
+    fn charge_late(&mut self, tenant: TenantId, ran: Nanos) {
+        let Some((key, _)) = self.tenants.get(&tenant) else { return };
+        let key = *key;
+        *self.service.entry(tenant).or_default() += ran.0;
+        let Some(t) = self.tags.get_mut(&key) else { return };
+        let add = (u128::from(ran.0) << SCALE) / u128::from(t.weight.max(1));
+        t.finish += add;
+        if t.active {
+            self.order.remove(&(t.start, key));
+            t.start += add;
+            self.order.insert((t.start, key));
+        } else if self.order.is_empty() {
+            self.idle_v = self.idle_v.max(t.finish);
+        }
+    }
+
     /// Those whose spin budget ran out without a request yield: inactive.
     fn expire(&mut self, now: Nanos) {
         let expired: Vec<Queued> = self
@@ -314,6 +332,7 @@ impl Policy for FairQueuing {
             }
             Event::TaskSubmitted(spec) => self.wake(spec.tenant),
             Event::TenantWeightChanged { tenant, weight } => self.set_weight(*tenant, *weight),
+            Event::TenantCharged { tenant, ran } => self.charge_late(*tenant, *ran),
             _ => {}
         }
         if let Some((tenant, ran)) = finished {

@@ -314,6 +314,9 @@ pub struct Core {
     active: Vec<(ConnId, Arc<Region>, Instant)>,
     /// Connections whose doorbell is muted, until when.
     muted: Vec<ConnId>,
+    /// Slices past their time whose holder still waits for its launch: (slice, GPU,
+    /// its time), looked at on each pass until the holder reports or stops waiting.
+    overrunning: Vec<(TaskId, GpuId, Nanos)>,
     tenants: BTreeMap<TenantId, TenantInfo>,
     tasks: BTreeMap<TaskId, TaskInfo>,
     by_seq: BTreeMap<(ConnId, u64), TaskId>,
@@ -479,6 +482,7 @@ impl Core {
             conns: BTreeMap::new(),
             active: Vec::new(),
             muted: Vec::new(),
+            overrunning: Vec::new(),
             tenants: BTreeMap::new(),
             tasks: BTreeMap::new(),
             by_seq: BTreeMap::new(),
@@ -599,6 +603,7 @@ impl Core {
             }
             worked |= self.poll_rings();
             worked |= self.migrations_arrive();
+            worked |= self.overrun_slices();
             if let (Some(t), Some(period)) = (next_tick, tick)
                 && self.clock.now() >= t
             {
@@ -972,6 +977,19 @@ impl Core {
             Msg::Finished { gpu, task, ran_for, out_len } => {
                 if !self.runs_on(gpu, task) {
                     return; // stale: the GPU was reset under it
+                }
+                // a slice whose holder still waits for its launch keeps the GPU (a
+                // non-preemptive GPU runs the kernel on anyway): it ends when the
+                // holder reports, charged what it measured (FairGV §3.3.2)
+                if let Some(info) = self.tasks.get(&task)
+                    && info.slice
+                    && info
+                        .started
+                        .is_some_and(|(_, at)| self.clock.now() - at < self.limits.max_task)
+                    && self.conns.get(&info.conn).is_some_and(|c| c.alive && c.region.gate_busy())
+                {
+                    self.overrunning.push((task, gpu, ran_for));
+                    return;
                 }
                 let Some(info) = self.tasks.remove(&task) else { return };
                 // a slice is charged what the client's launch gate accounted (measured,

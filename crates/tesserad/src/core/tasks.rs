@@ -244,6 +244,45 @@ impl Core {
         true
     }
 
+    /// Slices past their time (see `Core::overrunning`): one whose holder stopped
+    /// waiting without giving it back, or that ran past the task limit, ends now as it
+    /// would have (charged what the gate accounted); one given back meanwhile is gone.
+    pub(super) fn overrun_slices(&mut self) -> bool {
+        if self.overrunning.is_empty() {
+            return false;
+        }
+        let now = self.clock.now();
+        let mut ended = Vec::new();
+        self.overrunning.retain(|(task, gpu, ran)| {
+            let Some(info) = self.tasks.get(task) else { return false };
+            let busy = self.conns.get(&info.conn).is_some_and(|c| c.alive && c.region.gate_busy());
+            let within = info.started.is_some_and(|(_, at)| now - at < self.limits.max_task);
+            if busy && within {
+                return true;
+            }
+            ended.push((*gpu, *task, *ran));
+            false
+        });
+        let any = !ended.is_empty();
+        for (gpu, task, ran) in ended {
+            // as if it had just finished (the holder's report, if it came, ended it)
+            if self.runs_on(gpu, task) {
+                self.handle(Msg::Finished { gpu, task, ran_for: ran, out_len: 0 });
+            }
+        }
+        any
+    }
+
+    /// Charge `tenant` GPU time it used after its slice ended (FairGV §3.3.2: a kernel
+    /// that runs past its slice moves its start tag past the whole kernel).
+    pub(super) fn charge_late(&mut self, tenant: TenantId, ran: Nanos) {
+        if let Some(t) = self.tenants.get_mut(&tenant) {
+            t.gpu_time += ran;
+        }
+        self.charge(tenant, ran);
+        self.deliver(Event::TenantCharged { tenant, ran });
+    }
+
     pub(super) fn runs_on(&self, gpu: GpuId, task: TaskId) -> bool {
         self.gpus.get(gpu.0 as usize).is_some_and(|g| g.running.contains(&task))
     }
