@@ -591,76 +591,22 @@ impl Core {
         let mut next_tick = tick.map(|t| self.clock.now() + t);
         let mut idle_since: Option<Instant> = None;
         loop {
-            let mut worked = false;
-            while let Ok(m) = self.rx.try_recv() {
-                self.mailbox.pending.fetch_sub(1, Ordering::SeqCst);
-                self.handle(m);
-                worked = true;
-            }
-            // rings that went quiet ring their doorbells (never blocking)
-            if self.active.len() < self.conns.len() {
-                self.wait_for_bells(Duration::ZERO);
-            }
-            worked |= self.poll_rings();
-            worked |= self.migrations_arrive();
-            worked |= self.overrun_slices();
-            if let (Some(t), Some(period)) = (next_tick, tick)
-                && self.clock.now() >= t
-            {
-                self.deliver(Event::Tick);
-                next_tick = Some(self.clock.now() + period);
-            }
-            if self.draining
-                && self.tasks.values().all(|t| t.started.is_none())
-                && self.gpus.iter().all(|g| !g.resetting)
-            {
-                // nothing runs; anything still queued was cancelled by TenantLeft
-                break;
-            }
-            if self.drain_started.is_some_and(|t| t.elapsed() > self.limits.drain_timeout) {
-                self.abandon_running();
+            // what happens on each pass, in order
+            let worked = self.read_mailbox()
+                | self.look_at_doorbells()
+                | self.poll_rings()
+                | self.migrations_arrive()
+                | self.overrun_slices()
+                | self.tick(&mut next_tick, tick);
+            if self.drained() {
                 break;
             }
             if worked {
                 idle_since = None;
-                continue;
+            } else if self.spin(&mut idle_since) {
+                self.sleep(next_tick);
+                idle_since = None;
             }
-            let since = *idle_since.get_or_insert_with(Instant::now);
-            let idle = since.elapsed();
-            if idle < SPIN {
-                // a pure spin first; then give the core to a runnable client (when
-                // every core is busy, the request it is about to write needs this one)
-                if idle < PURE_SPIN {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-                continue;
-            }
-            let next_arrival = self.arriving.iter().map(|(at, _, _)| *at).min();
-            let wake = match (next_tick, next_arrival) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let timeout = wake.map_or(Duration::from_millis(100), |t| {
-                self.clock.wall(t.saturating_sub(self.clock.now())).min(Duration::from_millis(100))
-            });
-            // every ring goes quiet with the core: each client rings its doorbell
-            // with its next request, which makes its ring active again
-            let mb = &self.mailbox;
-            mb.sleeping.store(true, Ordering::SeqCst);
-            for (_, r, _) in &self.active {
-                r.set_daemon_sleeping(true);
-            }
-            let pending = self.active.iter().any(|(_, r, _)| r.has_requests());
-            if !pending {
-                self.active.clear();
-            }
-            if mb.pending.load(Ordering::SeqCst) == 0 && !pending {
-                self.wait_for_bells(timeout.max(Duration::from_micros(100)));
-            }
-            self.mailbox.sleeping.store(false, Ordering::SeqCst);
-            idle_since = None;
         }
         // answer what arrived during the last pass, then tell every client we are gone
         self.poll_rings();
@@ -669,6 +615,99 @@ impl Core {
         }
         tracing::info!("core drained; stopping executors");
         self.exec.stop();
+    }
+
+    /// Control requests, disconnections and executor reports.
+    fn read_mailbox(&mut self) -> bool {
+        let mut worked = false;
+        while let Ok(m) = self.rx.try_recv() {
+            self.mailbox.pending.fetch_sub(1, Ordering::SeqCst);
+            self.handle(m);
+            worked = true;
+        }
+        worked
+    }
+
+    /// Quiet rings whose clients rang their doorbells become active (never blocking).
+    fn look_at_doorbells(&mut self) -> bool {
+        if self.active.len() < self.conns.len() {
+            self.wait_for_bells(Duration::ZERO);
+        }
+        false
+    }
+
+    /// The policy's periodic tick, when it asks for one and it is due.
+    fn tick(&mut self, next_tick: &mut Option<Nanos>, period: Option<Nanos>) -> bool {
+        if let (Some(t), Some(period)) = (*next_tick, period)
+            && self.clock.now() >= t
+        {
+            self.deliver(Event::Tick);
+            *next_tick = Some(self.clock.now() + period);
+            return true;
+        }
+        false
+    }
+
+    /// Whether a drain is over: nothing runs (anything queued was cancelled when its
+    /// tenant left), or it outlasted `drain_timeout` (what still runs is abandoned).
+    fn drained(&mut self) -> bool {
+        if self.draining
+            && self.tasks.values().all(|t| t.started.is_none())
+            && self.gpus.iter().all(|g| !g.resetting)
+        {
+            return true;
+        }
+        if self.drain_started.is_some_and(|t| t.elapsed() > self.limits.drain_timeout) {
+            self.abandon_running();
+            return true;
+        }
+        false
+    }
+
+    /// Nothing to do: spin [`SPIN`] (a pure spin first; then giving the core to a
+    /// runnable client, since when every core is busy the request it is about to write
+    /// needs this one). Whether the spin is over and the core should sleep.
+    fn spin(&self, idle_since: &mut Option<Instant>) -> bool {
+        let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
+        if idle < PURE_SPIN {
+            std::hint::spin_loop();
+        } else if idle < SPIN {
+            std::thread::yield_now();
+        }
+        idle >= SPIN
+    }
+
+    /// Sleep on the doorbells until something happens, the policy's next tick or the
+    /// next migration's arrival (at most 100 ms). Every ring goes quiet with the core:
+    /// each client rings its doorbell with its next request, which makes its ring
+    /// active again.
+    fn sleep(&mut self, next_tick: Option<Nanos>) {
+        let next_arrival = self.arriving.iter().map(|(at, _, _)| *at).min();
+        let wake = match (next_tick, next_arrival) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let timeout = wake.map_or(Duration::from_millis(100), |t| {
+            self.clock.wall(t.saturating_sub(self.clock.now())).min(Duration::from_millis(100))
+        });
+        self.mailbox.sleeping.store(true, Ordering::SeqCst);
+        for (_, r, _) in &self.active {
+            r.set_daemon_sleeping(true);
+        }
+        let pending = self.active.iter().any(|(_, r, _)| r.has_requests());
+        if pending {
+            // a request came in as the core was going to sleep: it stays awake, and
+            // the active rings stay polled (their clients need not ring)
+            for (_, r, _) in &self.active {
+                r.set_daemon_sleeping(false);
+            }
+        } else {
+            self.active.clear();
+            if self.mailbox.pending.load(Ordering::SeqCst) == 0 {
+                self.wait_for_bells(timeout.max(Duration::from_micros(100)));
+            }
+        }
+        self.mailbox.sleeping.store(false, Ordering::SeqCst);
     }
 
     /// Wait on the doorbells until one rings or `timeout` (zero: only look): a ringing
