@@ -712,25 +712,16 @@ impl Ledger {
                     local.seen = state.generation;
                     Ok(state)
                 }
-                Found::Sound(_, state) => {
-                    // older than what this handle last read or wrote: an old copy was
-                    // written over the file; the live clients' records say what is held
-                    tracing::error!(path = %self.path.display(), found = state.generation, seen = local.seen, "the ledger file holds an older state than this client saw: rebuilding it from the live clients' records");
-                    let fallback = || Ok(self.shape.clone());
-                    let live = records::scan(&self.records_dir).live;
-                    let generation = local.seen.wrapping_add(GENERATION_JUMP);
-                    repair(&local.file, &self.path, live, &fallback, generation).map(|(h, s)| {
-                        local.header = h;
-                        local.seen = s.generation;
-                        s
-                    })
-                }
                 Found::OtherVersion(found) => {
                     Err(LedgerError::Incompatible { path: self.path.clone(), found })
                 }
-                Found::Damaged | Found::Foreign => {
-                    // damaged under us: whatever it holds now, our and the other live
-                    // clients' records say what is held
+                found => {
+                    // damaged under us, or older than what this handle last read or
+                    // wrote (an old copy written over the file): whatever it holds,
+                    // our and the other live clients' records say what is held
+                    if let Found::Sound(_, state) = &found {
+                        tracing::error!(path = %self.path.display(), found = state.generation, seen = local.seen, "the ledger file holds an older state than this client saw: rebuilding it from the live clients' records");
+                    }
                     let fallback = || Ok(self.shape.clone());
                     let live = records::scan(&self.records_dir).live;
                     let generation = local.seen.wrapping_add(GENERATION_JUMP);
