@@ -534,18 +534,15 @@ impl Region {
         timeout: Duration,
         gone: &dyn Fn() -> bool,
     ) -> Option<ResponseDesc> {
-        for i in 0..spins {
+        for _ in 0..spins {
             if let Some(r) = self.pop_response() {
                 return Some(r);
             }
-            // past a short pure spin, let whatever else is runnable on this core run
-            // (the daemon, when the cores are all busy): spinning on a core the
-            // response needs only delays it
-            if i % 64 == 63 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            // a pure spin: the daemon's idle spin is the side that yields its core
+            // when every core is busy. Yielding here as well made the echo beside
+            // 1,000 idle clients bimodal (0.3 us or 6.7 us by run), as a yield that
+            // does switch costs a wake-up
+            std::hint::spin_loop();
         }
         let h = self.header();
         let deadline = std::time::Instant::now().checked_add(timeout);
