@@ -442,6 +442,45 @@ fn slurm_jobs_become_tenants_and_leave_nothing_behind() {
     assert_eq!(out.matches("ran 3 tasks").count(), 2, "job {two}: {out}");
     assert_eq!(out.matches(&format!("memory {}", entitled_4 / 2)).count(), 2, "job {two}: {out}");
 
+    // 1b. a job's weight is the job's: a 1-shard job running two processes and a
+    // 2-shard job running one, all busy on one GPU, receive GPU time about 1:2 (before,
+    // each process had its job's weight and the two jobs received the same)
+    let busy = |n: u32| format!("{t} slurm smoke --tasks 2000 --task-ms 10 --memory {n}");
+    let two_procs = c.sbatch("shard:1 -n 2", &format!("srun -n 2 {}", busy(1 << 20)));
+    let one = c.sbatch("shard:2", &format!("exec {}", busy(1 << 20)));
+    let running = c.wait_until(Duration::from_secs(30), |c| {
+        let st = c.status();
+        let n = |j: u64| st.tenants.iter().filter(|x| x.job == Some(j) && x.done > 0).count();
+        n(two_procs) == 2 && n(one) == 1
+    });
+    assert!(running.is_some(), "both jobs' processes ran: {:?}", c.status().tenants);
+    let st = c.status();
+    let gpus_of = |j: u64| st.jobs.iter().find(|x| x.job == j).map(|x| x.gpus.clone());
+    if gpus_of(two_procs) == gpus_of(one) {
+        let gpu_ms = |st: &StatusReport, j: u64| -> f64 {
+            st.tenants.iter().filter(|x| x.job == Some(j)).map(|x| x.gpu_ms).sum()
+        };
+        let before = c.status();
+        std::thread::sleep(Duration::from_secs(3));
+        let after = c.status();
+        let (a, b) = (
+            gpu_ms(&after, two_procs) - gpu_ms(&before, two_procs),
+            gpu_ms(&after, one) - gpu_ms(&before, one),
+        );
+        say(&format!("shares: 1-shard job of 2 processes {a:.0} ms, 2-shard job of 1 {b:.0} ms"));
+        assert!(
+            (0.3..=0.75).contains(&(a / b)),
+            "1-shard job : 2-shard job = {a:.0} : {b:.0} ms (shards say 0.5)"
+        );
+    } else {
+        say("SKIPPED (part): Slurm put the two jobs on different GPUs; shares not compared");
+    }
+    for j in [two_procs, one] {
+        let o = c.slurm_cmd("scancel").arg(j.to_string()).output().unwrap();
+        assert!(o.status.success());
+        assert!(c.wait_gone(j, Duration::from_secs(60)).is_some(), "job {j} did not end");
+    }
+
     // 2. more memory than the shards entitle: refused, and the job says why
     let over = c.sbatch(
         "shard:1",
