@@ -159,6 +159,12 @@ impl DaemonArgs {
 
 pub fn run_daemon(a: DaemonArgs) -> Result<()> {
     let (cfg, chosen) = a.config()?;
+    // before the banner: a SIGTERM sent as soon as the daemon says it listens drains it
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .context("installing signal handlers")?;
     let daemon = match Daemon::start(&cfg) {
         Ok(d) => d,
         Err(tesserad::DaemonError::Cuda(why)) if !chosen => anyhow::bail!(
@@ -173,11 +179,6 @@ pub fn run_daemon(a: DaemonArgs) -> Result<()> {
         cfg.policy.name(),
         daemon.description()
     );
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-    ])
-    .context("installing signal handlers")?;
     if let Some(sig) = signals.forever().next() {
         eprintln!("signal {sig}: draining");
     }

@@ -236,7 +236,11 @@ fn the_banner_names_the_emulated_gpus_and_one_gpu_is_enough() {
         .spawn()
         .unwrap();
     // (after the warning that the one GPU cannot be reserved for user-facing work)
-    let banner = std::io::BufRead::lines(std::io::BufReader::new(daemon.stderr.take().unwrap()))
+    // (the pipe stays open until the daemon exits: it writes on as it drains)
+    let mut stderr =
+        std::io::BufRead::lines(std::io::BufReader::new(daemon.stderr.take().unwrap()));
+    let banner = stderr
+        .by_ref()
         .map(Result::unwrap)
         .find(|l| l.starts_with("tesserad listening"))
         .unwrap_or_default();
@@ -244,6 +248,10 @@ fn the_banner_names_the_emulated_gpus_and_one_gpu_is_enough() {
     assert!(banner.contains("policy flexy"), "{banner}");
     assert!(banner.contains("1 EMULATED GPU(s) of 2048 MiB"), "{banner}");
     sigterm(&daemon);
+    let mut daemon = daemon;
+    stderr.for_each(drop);
+    assert!(daemon.0.wait().unwrap().success());
+    assert_eq!(leftovers(&socket, &ledger), Vec::<PathBuf>::new());
 }
 
 /// One daemon per node: a second daemon on another socket but the same ledger is
