@@ -429,8 +429,12 @@ fn idle_rings_are_not_polled_and_still_answered() {
         assert!(std::time::Instant::now() < deadline, "the busy client is not answered");
         std::thread::sleep(Duration::from_millis(1));
     }
-    // while the busy client keeps the core awake (its echoes go on between two looks),
-    // the idle rings are out of the polled list: their flags stay set
+    // each idle client asks once more while the core is awake, so its ring is polled
+    // again; then, while the busy client keeps the core awake (its echoes go on between
+    // two looks), the quiet rings leave the polled list: their flags stay set
+    for c in &mut idle {
+        c.echo().unwrap();
+    }
     let mut seen_awake = 0;
     while seen_awake < 20 {
         assert!(std::time::Instant::now() < deadline, "idle rings are still polled");
