@@ -755,6 +755,7 @@ impl Core {
         }
         let conns = &mut self.conns;
         let epoll = &self.epoll;
+        let mut unmuted = Vec::new();
         self.muted.retain(|id| {
             let Some(c) = conns.get_mut(id) else { return false };
             if !c.alive {
@@ -765,12 +766,18 @@ impl Core {
                 c.spurious = 0;
                 c.window = now;
                 listen(epoll, &c.bell, *id, true);
-                // whatever it asked while muted is polled now
-                c.region.set_daemon_sleeping(false);
+                unmuted.push((*id, c.region.clone()));
                 return false;
             }
             true
         });
+        // whatever it asked while muted (its rings went unheard) is polled now
+        for (id, region) in unmuted {
+            if !self.active.iter().any(|(a, _, _)| *a == id) {
+                region.set_daemon_sleeping(false);
+                self.active.push((id, region, now));
+            }
+        }
     }
 
     /// The drain timed out: reset the GPUs still running tasks and end those tasks with

@@ -27,11 +27,6 @@ impl Core {
             }
             let (conn, region) = (*conn, region.clone());
             self.active[i].2 = now;
-            // a polled ring's client need not ring (its flag may have been left set by
-            // a sleep that did not happen)
-            if region.daemon_sleeping() {
-                region.set_daemon_sleeping(false);
-            }
             i += 1;
             if !region.requests_sane() || self.conns.get(&conn).is_some_and(|c| c.kicked.get()) {
                 self.kick(conn, "its request ring's indices are impossible");
