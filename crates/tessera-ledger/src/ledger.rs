@@ -303,15 +303,13 @@ const GENERATION_JUMP: u32 = 1 << 20;
 /// The other way round is normal: a notifier grants a waiter memory before the waiter
 /// records it.
 fn behind_records(state: &State, live: &[LiveRecord]) -> bool {
+    let mut in_state: HashMap<(u64, u32), u64> = HashMap::new();
+    for h in &state.holders {
+        *in_state.entry((h.client, h.gpu)).or_default() += h.bytes;
+    }
     live.iter().any(|r| {
         r.body.held.iter().enumerate().any(|(gpu, &held)| {
-            let in_state: u64 = state
-                .holders
-                .iter()
-                .filter(|h| h.client == r.body.client && h.gpu as usize == gpu)
-                .map(|h| h.bytes)
-                .sum();
-            held > in_state
+            held > in_state.get(&(r.body.client, gpu as u32)).copied().unwrap_or(0)
         })
     })
 }

@@ -22,25 +22,31 @@ impl InstanceLock {
     /// `holder` into it. A symlink there is refused; a file of another user is locked
     /// (so that user's daemon and this one exclude each other) but not written.
     pub fn claim(path: &Path, what: &str, holder: &str) -> Result<InstanceLock, DaemonError> {
-        let me = rustix::process::geteuid().as_raw();
-        let open = |create: bool| {
+        let open = |write: bool, create: bool| {
             let mut o = OpenOptions::new();
-            o.read(true).custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
+            o.read(true).write(write).custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
             if create {
-                o.write(true).create_new(true).mode(0o644);
+                o.create_new(true).mode(0o644);
             }
             o.open(path)
         };
-        let file = match open(true) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                open(false).map_err(|e| {
-                    DaemonError::Unsafe(format!(
-                        "{} cannot be opened ({e}; a symlink there is refused)",
-                        path.display()
-                    ))
-                })?
-            }
+        let refused = |e: std::io::Error| {
+            DaemonError::Unsafe(format!(
+                "{} cannot be opened ({e}; a symlink there is refused)",
+                path.display()
+            ))
+        };
+        // ours, new or left by an earlier daemon of this user, is written; another
+        // user's is only read and locked
+        let (file, writable) = match open(true, true) {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match open(true, false) {
+                Ok(f) => (f, true),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    (open(false, false).map_err(refused)?, false)
+                }
+                Err(e) => return Err(refused(e)),
+            },
             Err(e) => {
                 return Err(DaemonError::Io {
                     what: format!("creating {}", path.display()),
@@ -62,17 +68,9 @@ impl InstanceLock {
                 holder: holder.trim().to_string(),
             });
         }
-        if meta.uid() == me {
-            // ours: rewritten with this holder (opened again for writing, never
-            // following a link)
-            if let Ok(mut w) = OpenOptions::new()
-                .write(true)
-                .truncate(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(path)
-            {
-                let _ = writeln!(w, "{holder}");
-            }
+        if writable && meta.uid() == rustix::process::geteuid().as_raw() {
+            let _ = file.set_len(0);
+            let _ = (&file).write_all(format!("{holder}\n").as_bytes());
         }
         Ok(InstanceLock { file, path: path.to_path_buf() })
     }
