@@ -214,10 +214,21 @@ struct Header {
     /// (a swap to 0) with the client's next slice request and charges it then, however
     /// late (FairGV §3.3.2: the start tag moves past the whole kernel).
     owed: Wide,
+    /// When the daemon last ended a slice (ns since the Unix epoch): the client's gate
+    /// measures from here the time its work still ran after the slice.
+    closed_at: Wide,
     /// Memory leases: per GPU, bytes the daemon reserved for this client that it has
     /// not allocated yet. The client takes from and adds to them without a system call;
     /// the daemon takes them back whole (a swap to 0) when someone else needs memory.
     lease_unused: [std::sync::atomic::AtomicU64; LEASE_GPUS],
+}
+
+/// Nanoseconds since the Unix epoch: a clock both sides of a region read alike.
+pub fn epoch_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        .max(1)
 }
 
 /// GPUs a region keeps memory leases for (the ledger's most GPUs).
@@ -230,7 +241,7 @@ struct Wide {
     value: std::sync::atomic::AtomicU64,
 }
 
-const HEADER: usize = 1024;
+const HEADER: usize = 2048;
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER);
 
 /// Bytes needed for a region of `slots` slots of `slot_bytes` each.
@@ -401,8 +412,17 @@ impl Region {
     /// threads waiting for a grant.
     pub fn set_grant(&self, gpu: Option<u32>) {
         let h = self.header();
+        if gpu.is_none() && h.grant.value.load(Ordering::SeqCst) != 0 {
+            h.closed_at.value.store(epoch_ns(), Ordering::SeqCst);
+        }
         h.grant.value.store(gpu.map_or(0, |g| g.saturating_add(1)), Ordering::SeqCst);
         let _ = futex::wake(&h.grant.value, futex::Flags::empty(), i32::MAX as u32);
+    }
+
+    /// Daemon: wake threads waiting for a grant without granting (their slice's
+    /// completion has been answered: they ask again).
+    pub fn wake_grant_waiters(&self) {
+        let _ = futex::wake(&self.header().grant.value, futex::Flags::empty(), i32::MAX as u32);
     }
 
     /// Client: the GPU time its current slice has used so far, and whether any of it
@@ -429,6 +449,11 @@ impl Region {
     /// slice request.
     pub fn add_owed(&self, ns: u64) {
         self.header().owed.value.fetch_add(ns, Ordering::SeqCst);
+    }
+
+    /// Client: when (ns since the Unix epoch) the daemon last ended a slice; 0 never.
+    pub fn closed_at(&self) -> u64 {
+        self.header().closed_at.value.load(Ordering::SeqCst)
     }
 
     /// Daemon: the GPU time owed since it last asked (and none owed after).

@@ -128,6 +128,37 @@ pub fn synchronize() {
     }
 }
 
+/// The calling thread's current context (`cuCtxGetCurrent`), as a number; 0 if none.
+pub fn current_context() -> u64 {
+    let mut ctx: tessera_driver::sys::CUcontext = std::ptr::null_mut();
+    if let Ok(real) = &crate::state::state().real
+        && let Some(get) = real.api.cuCtxGetCurrent
+    {
+        // SAFETY: the driver's entry point, given a valid output word.
+        let _ = unsafe { get(&mut ctx) };
+    }
+    ctx as u64
+}
+
+/// Wait, from a thread of the interposer's own, for the work of context `ctx` (from
+/// [`current_context`]) to finish; nothing if it is 0 or a stream capture is open.
+pub fn synchronize_context(ctx: u64) {
+    if ctx == 0 || crate::hooks::capture::open() {
+        return;
+    }
+    if let Ok(real) = &crate::state::state().real
+        && let (Some(set), Some(sync)) = (real.api.cuCtxSetCurrent, real.api.cuCtxSynchronize)
+    {
+        // SAFETY: driver entry points; `ctx` is a context the program made current on
+        // one of its threads (a destroyed one makes the calls fail, which is ignored).
+        unsafe {
+            if set(ctx as tessera_driver::sys::CUcontext) == 0 {
+                let _ = sync();
+            }
+        }
+    }
+}
+
 /// How many `fork()`s separate this process from the one that loaded the library (0 in
 /// that process); bumped in each child by the `pthread_atfork` handler.
 static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -6,11 +6,11 @@ use crate::config::{Class, Config, MemoryWait, OnNoDaemon};
 use crate::real::RealDriver;
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tessera_client::proto::{ErrorCode, TenantClass};
-use tessera_client::region::Region;
+use tessera_client::region::{Region, epoch_ns};
 use tessera_client::region::{LaunchFacts, reason};
 use tessera_client::{Client, TenantOptions};
 use tessera_client::{ClientError, Outcome};
@@ -89,6 +89,19 @@ pub struct Tenant {
     /// in flight; 0 while a launch is under way or work may be in flight. The gate's
     /// watcher gives the slice back when this is older than [`SLICE_SPIN`].
     last_idle: AtomicU64,
+    /// Launches went through since the last synchronisation (counted at the mean, not
+    /// measured) and may still run: the gate is busy until the watcher has waited for
+    /// them, so the slice is not handed on while they occupy the GPU.
+    unsynced: AtomicBool,
+    /// The context of the slice's first launch (a `CUcontext`), which the watcher
+    /// synchronises from its own thread.
+    context: AtomicU64,
+    /// When (ns since the epoch) the first of the unsynced launches went through.
+    unsynced_since: AtomicU64,
+    /// GPU time of the slice's unsynced launches measured so far, ns.
+    settled_ns: AtomicU64,
+    /// One wait for the work in flight at a time (the program's or the watcher's).
+    settling: Mutex<()>,
     book: Mutex<Book>,
 }
 
@@ -232,10 +245,11 @@ impl State {
         if managed {
             // the gate's watcher: gives back a slice its holder leaves idle
             let _ = std::thread::Builder::new().name("tessera-gate".into()).spawn(|| {
+                let mut quiet = (0, 0);
                 loop {
                     let Some(t) = state().tenant() else { return };
-                    let held = t.granted().is_some();
-                    t.yield_idle_slice();
+                    let held = t.granted().is_some() || t.in_flight();
+                    t.watch(&mut quiet);
                     std::thread::sleep(if held {
                         Duration::from_micros(500)
                     } else {
@@ -371,6 +385,11 @@ impl State {
             memory: Mutex::new(None),
             contexts_done: AtomicU64::new(0),
             last_idle: AtomicU64::new(0),
+            unsynced: AtomicBool::new(false),
+            context: AtomicU64::new(0),
+            unsynced_since: AtomicU64::new(0),
+            settled_ns: AtomicU64::new(0),
+            settling: Mutex::new(()),
             limit: config.memory,
             placed,
             nodes,
@@ -404,17 +423,29 @@ pub const LEASE_CHUNK: u64 = 64 << 20;
 /// gate gives the slice back (FairGV §3.2.2's spin budget).
 pub const SLICE_SPIN: Duration = Duration::from_millis(2);
 
-/// Nanoseconds since the Unix epoch (0 never: it means "unknown").
-fn epoch_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        .max(1)
-}
-
 /// Launches of a slice measured by synchronising after them (FairGV §3.3: "only for
 /// the first 5 requests of a slice"); the rest are inferred from their mean.
 pub const MEASURED_LAUNCHES: u64 = 5;
+
+/// Who waits for a tenant's work in flight: the program's thread (its current
+/// context) or the gate's watcher (the context of the unsynced launches).
+#[derive(Clone, Copy)]
+enum Waiter {
+    Program,
+    Watcher,
+}
+
+/// When [`Tenant::give_back`] gives the slice back, checked once no other thread
+/// settles.
+#[derive(Clone, Copy)]
+enum GiveBack {
+    /// Always: the slice's time is used.
+    Now,
+    /// If launches counted at the mean may still run.
+    InFlight,
+    /// If the slice is held and nothing may run.
+    Idle,
+}
 
 /// `CUDA_ERROR_SYSTEM_NOT_READY`: what `cuInit` answers when the process cannot become
 /// a tenant (no daemon, no ledger).
@@ -485,59 +516,116 @@ impl Tenant {
 
     /// Account a launch that went through (FairGV §3.3's collaborative accounting):
     /// the first [`MEASURED_LAUNCHES`] of a slice are measured by synchronising after
-    /// them; later ones are counted at the measured mean. Once the slice's time is
-    /// used, synchronise after the last launch and give the slice back, reporting the
-    /// time — so the policy accounts what the tenant really used, not what it held.
+    /// them; later ones are counted at the measured mean, and the gate stays busy
+    /// until they are waited for — by the slice's end here, or by the watcher — which
+    /// measures them too. Once the slice's time is used, wait for the last launches
+    /// and give the slice back, reporting the measured time: the policy charges what
+    /// the tenant really used, not what it held or what the mean predicted.
     #[inline]
     pub fn after_launch(&self) {
         let n = self.launches.fetch_add(1, Ordering::Relaxed);
-        // never synchronise while a stream capture is open: that would invalidate it
-        // (the launch is then counted at the mean measured so far)
-        let add = if n < MEASURED_LAUNCHES && !crate::hooks::capture::open() {
+        let capturing = crate::hooks::capture::open();
+        let add = if n < MEASURED_LAUNCHES && !capturing {
             let t0 = std::time::Instant::now();
             // the slice lasts until this launch is done, however long it runs
             self.region.set_gate_busy(true);
             crate::real::synchronize();
-            self.region.set_gate_busy(false);
             let dt = t0.elapsed().as_nanos() as u64;
+            self.unsynced.store(false, Ordering::Relaxed);
             self.last_idle.store(epoch_ns(), Ordering::Relaxed);
             if self.region.granted().is_none() {
-                // the kernel ran past the slice it was launched in, which the daemon
-                // has charged already: the whole measured time is owed, charged with
-                // the next slice request however late (FairGV §3.3.2)
+                // the kernel ran past the slice it was launched in, whose end the
+                // daemon deferred until now: the whole measured time is owed, charged
+                // as the slice ends (FairGV §3.3.2)
                 self.region.add_owed(dt);
+                self.give_back(Waiter::Program, GiveBack::Now);
                 return;
             }
+            self.region.set_gate_busy(false);
             self.measured_ns.fetch_add(dt, Ordering::Relaxed);
             dt
         } else {
+            // a launch recorded into a capture runs nothing now
+            if !capturing && !self.unsynced.load(Ordering::Relaxed) {
+                self.unsynced_since.store(epoch_ns(), Ordering::Relaxed);
+                self.context.store(crate::real::current_context(), Ordering::Relaxed);
+                self.unsynced.store(true, Ordering::Relaxed);
+                self.region.set_gate_busy(true);
+            }
             self.measured_ns.load(Ordering::Relaxed) / MEASURED_LAUNCHES
         };
         let used = self.accounted_ns.fetch_add(add, Ordering::Relaxed) + add;
-        // what the daemon charges when the slice ends, if it is not given back first
+        // what the daemon charges when the slice ends with nothing in flight, if it is
+        // not given back first
         self.region.set_slice_used(used, n >= MEASURED_LAUNCHES);
         if used >= self.slice.as_nanos() as u64 {
-            self.give_back(used, n < MEASURED_LAUNCHES);
+            self.give_back(Waiter::Program, GiveBack::Now);
         }
     }
 
-    #[cold]
-    fn give_back(&self, used: u64, measured: bool) {
-        // the last charge is measured too: what was still running when the slice's
-        // time was used up
-        let t0 = std::time::Instant::now();
-        crate::real::synchronize();
-        let used = used + t0.elapsed().as_nanos() as u64;
-        let (Ok(mut client), Ok(outstanding)) = (self.client.lock(), self.outstanding.lock())
-        else {
-            return;
+    /// Wait for this process's work in flight (the gate busy meanwhile, so the daemon
+    /// does not hand the GPU on under it) and measure it: the GPU time its slice has
+    /// used, and the time its work ran on after the slice had ended, which is owed. The
+    /// launches counted at the mean since the last wait are measured as the time from
+    /// the first of them until all are done (idle gaps among them included: at most
+    /// [`SLICE_SPIN`] each, after which the watcher waits for them). The caller holds
+    /// `settling`.
+    fn settle(&self, waiter: Waiter) -> u64 {
+        self.region.set_gate_busy(true);
+        let t0 = epoch_ns();
+        let begin = if self.unsynced.load(Ordering::Relaxed) {
+            self.unsynced_since.load(Ordering::Relaxed).min(t0)
+        } else {
+            t0
         };
-        if let Some(h) = *outstanding
-            && self.region.granted().is_some()
-        {
-            // a failure here means the daemon is gone, which the next launch reports
-            let _ = client.release_slice(h, Duration::from_nanos(used), measured);
+        match waiter {
+            Waiter::Program => crate::real::synchronize(),
+            Waiter::Watcher => {
+                crate::real::synchronize_context(self.context.load(Ordering::Relaxed))
+            }
         }
+        let done = epoch_ns().max(t0);
+        self.unsynced.store(false, Ordering::Relaxed);
+        let ran = done - begin;
+        let open = self.region.granted().is_some();
+        // the part of the wait after the daemon ended the slice
+        let after = if open { 0 } else { done - self.region.closed_at().clamp(begin, done) };
+        let used = self.measured_ns.load(Ordering::Relaxed)
+            + self.settled_ns.fetch_add(ran - after, Ordering::Relaxed)
+            + (ran - after);
+        // from now on the measured figure is the slice's
+        self.accounted_ns.store(used, Ordering::Relaxed);
+        self.region.set_slice_used(used, false);
+        if after > 0 {
+            self.region.add_owed(after);
+        }
+        used
+    }
+
+    /// Give the slice back, its last charge measured (see [`Tenant::settle`]), if
+    /// `when` still holds once no other thread settles. A slice whose time was up
+    /// meanwhile is released too: the daemon kept the GPU for it while the gate was
+    /// busy, and ends it on this word rather than on its next look.
+    #[cold]
+    fn give_back(&self, waiter: Waiter, when: GiveBack) {
+        let Ok(_one) = self.settling.lock() else { return };
+        let go = match when {
+            GiveBack::Now => true,
+            GiveBack::InFlight => self.in_flight(),
+            GiveBack::Idle => !self.in_flight() && self.region.granted().is_some(),
+        };
+        if !go {
+            return;
+        }
+        let used = self.settle(waiter);
+        if let (Ok(mut client), Ok(outstanding)) = (self.client.lock(), self.outstanding.lock())
+            && let Some(h) = *outstanding
+        {
+            // a failure here means the daemon is gone, which the next launch reports; a
+            // release of a slice already ended is ignored
+            let _ = client.release_slice(h, Duration::from_nanos(used), true);
+        }
+        self.region.set_gate_busy(false);
     }
 
     /// The GPU of the slice held now, if any.
@@ -559,31 +647,58 @@ impl Tenant {
         self.acquire_slow()
     }
 
-    /// The gate's watcher (work conserving, FairGV §3.2.2): a slice whose holder has
-    /// nothing in flight and launched nothing for [`SLICE_SPIN`] is given back, its
-    /// measured time reported, so the GPU goes to whoever wants it — a program that
-    /// launches once and then computes on the CPU does not keep it for the whole slice.
-    pub fn yield_idle_slice(&self) {
+    /// Whether launches counted at the mean may still run.
+    pub fn in_flight(&self) -> bool {
+        self.unsynced.load(Ordering::Relaxed)
+    }
+
+    /// One look by the gate's watcher thread (`quiet`: the launch count it saw last,
+    /// and since when). Launches in flight unmeasured are waited for and measured
+    /// once the slice has ended, or once none has arrived for [`SLICE_SPIN`]; a slice
+    /// whose holder has nothing in flight and launched nothing for [`SLICE_SPIN`] is
+    /// given back (work conserving, FairGV §3.2.2), so the GPU goes to whoever wants
+    /// it — a program that launches once and then computes on the CPU does not keep it
+    /// for the whole slice.
+    pub fn watch(&self, quiet: &mut (u64, u64)) {
+        let now = epoch_ns();
+        let spin = SLICE_SPIN.as_nanos() as u64;
+        if self.unsynced.load(Ordering::Relaxed) {
+            let launches = self.launches.load(Ordering::Relaxed);
+            if self.region.granted().is_some() && launches != quiet.0 {
+                *quiet = (launches, now);
+            } else if self.region.granted().is_none() {
+                state().log(format_args!("work runs past its slice: measured, then owed"));
+                self.give_back(Waiter::Watcher, GiveBack::InFlight);
+            } else if now.saturating_sub(quiet.1) >= spin
+                && let Ok(_one) = self.settling.lock()
+                && self.in_flight()
+            {
+                // nothing launched for the spin budget: wait for what runs, so that the
+                // slice is given back once nothing does
+                self.settle(Waiter::Watcher);
+                self.last_idle.store(epoch_ns(), Ordering::Relaxed);
+                self.region.set_gate_busy(false);
+            }
+            return;
+        }
         let idle = self.last_idle.load(Ordering::Relaxed);
-        if idle == 0
-            || self.region.granted().is_none()
-            || epoch_ns().saturating_sub(idle) < SLICE_SPIN.as_nanos() as u64
-        {
+        if idle == 0 || self.region.granted().is_none() || now.saturating_sub(idle) < spin {
             return;
         }
         // claimed: a launch starting now (which clears it) keeps the slice instead
         if self.last_idle.compare_exchange(idle, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return;
         }
-        let used = self.accounted_ns.load(Ordering::Relaxed);
-        let measured = self.launches.load(Ordering::Relaxed) <= MEASURED_LAUNCHES;
         state()
             .log(format_args!("idle for {SLICE_SPIN:?} with nothing in flight: slice given back"));
-        self.give_back(used, measured);
+        self.give_back(Waiter::Watcher, GiveBack::Idle);
     }
 
     #[cold]
     fn acquire_slow(&self) -> Result<(), CuResult> {
+        // the last slice's work still running is measured (and owed) before the next
+        // slice, which it must not be counted in
+        self.give_back(Waiter::Program, GiveBack::InFlight);
         loop {
             self.request_slice()?;
             if self.region.wait_grant(Duration::from_millis(100)) {
@@ -602,6 +717,8 @@ impl Tenant {
     /// Make sure a slice request is outstanding: the previous one's completion (its
     /// slice ended) is collected, and a new one submitted if none is pending.
     fn request_slice(&self) -> Result<(), CuResult> {
+        // not while the watcher gives the last slice back (its release names it)
+        let _one = self.settling.lock().map_err(|_| status::UNKNOWN)?;
         let mut client = self.client.lock().map_err(|_| status::UNKNOWN)?;
         let mut outstanding = self.outstanding.lock().map_err(|_| status::UNKNOWN)?;
         let gone = |why: &str| {
@@ -629,6 +746,7 @@ impl Tenant {
                     self.launches.store(0, Ordering::Relaxed);
                     self.accounted_ns.store(0, Ordering::Relaxed);
                     self.measured_ns.store(0, Ordering::Relaxed);
+                    self.settled_ns.store(0, Ordering::Relaxed);
                     self.region.set_slice_used(0, false);
                     *outstanding = Some(h)
                 }

@@ -668,3 +668,27 @@ fn fair_shares_are_received_whatever_the_kernels() {
         );
     }
 }
+
+/// The slice's last charge is measured (FairGV §3.3): a program whose slices begin
+/// with short kernels — the launches the gate measures — and then queue a long one
+/// unsynchronised, counted at the short ones' mean, receives its weight's share, not
+/// the long kernels' length beyond it. Measured as the GPU time each program received
+/// from the fake driver's books, beside a program of 2 ms kernels at weight 1:1: the
+/// gaming program's share within 0.1 of 0.5 (before: the slice ended on time with the
+/// long kernel still running, charged the mean, and the next holder waited behind it).
+#[test]
+fn a_long_kernel_behind_measured_ones_is_charged_as_it_ran() {
+    let Some(([gaming, plain], _)) = fair_run(
+        "fair-c",
+        (&["launch", "60", "2"], &[("ASYNC_EVERY", "6")]),
+        (&["launch", "1500", "2"], &[]),
+    ) else {
+        return;
+    };
+    let got = gaming / (gaming + plain);
+    eprintln!("(c) gaming {gaming:.2} s, plain {plain:.2} s: share {got:.2} (want 0.50)");
+    assert!(
+        (got - 0.5).abs() <= 0.1,
+        "the gaming program received {gaming:.2} s, the plain one {plain:.2} s: share {got:.2}, want 0.50"
+    );
+}

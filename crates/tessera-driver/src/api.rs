@@ -127,6 +127,8 @@ driver_api! {
     fn cuCtxSetCurrent(ctx: CUcontext);
     /// `cuCtxGetDevice`.
     fn cuCtxGetDevice(device: *mut CUdevice);
+    /// `cuCtxGetCurrent`.
+    fn cuCtxGetCurrent(ctx: *mut CUcontext);
     /// `cuModuleLoadData`.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
     /// `cuModuleGetFunction`.

@@ -1034,6 +1034,8 @@ impl Core {
                         .is_some_and(|(_, at)| self.clock.now() - at < self.limits.max_task)
                     && self.conns.get(&info.conn).is_some_and(|c| c.alive && c.region.gate_busy())
                 {
+                    // its time is up: no more launches, only what runs is waited for
+                    self.close_gate(info);
                     self.overrunning.push((task, gpu, ran_for));
                     return;
                 }
@@ -1059,6 +1061,9 @@ impl Core {
                     measured,
                     result: Ok(()),
                 });
+                if info.slice {
+                    self.charge_owed(info.tenant, info.conn);
+                }
             }
             Msg::Failed { gpu, task, ran_for, reason: why } => {
                 if !self.runs_on(gpu, task) {

@@ -125,10 +125,7 @@ impl Core {
                 if slice {
                     // GPU time its gate measured after its last slice ended (a kernel
                     // that ran past it) is charged now, however late
-                    let owed = region.take_owed().min(self.limits.max_task.0);
-                    if owed > 0 {
-                        self.charge_late(tenant, self.clock.emulated(Duration::from_nanos(owed)));
-                    }
+                    self.charge_owed(tenant, conn);
                 }
                 if d.in_len > self.slot_bytes
                     || d.out_len > self.slot_bytes

@@ -200,6 +200,13 @@ impl Core {
                 ..Default::default()
             },
         );
+        if info.slice
+            && let Some(c) = self.conns.get(&info.conn)
+        {
+            // a gate thread that woke on the slice's end before its completion was
+            // answered asks again now, instead of sleeping out its wait
+            c.region.wake_grant_waiters();
+        }
         self.forget(info);
         self.gc_tenant(info.tenant);
     }
@@ -241,6 +248,8 @@ impl Core {
             measured,
             result: Ok(()),
         });
+        // what ran on after its time was up (the gate measured it)
+        self.charge_owed(info.tenant, info.conn);
         true
     }
 
@@ -281,6 +290,16 @@ impl Core {
         }
         self.charge(tenant, ran);
         self.deliver(Event::TenantCharged { tenant, ran });
+    }
+
+    /// Charge `tenant` what the gate of its connection `conn` measured after its slices
+    /// ended and has not been charged yet (within the task limit).
+    pub(super) fn charge_owed(&mut self, tenant: TenantId, conn: ConnId) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        let owed = c.region.take_owed().min(self.limits.max_task.0);
+        if owed > 0 {
+            self.charge_late(tenant, self.clock.emulated(Duration::from_nanos(owed)));
+        }
     }
 
     pub(super) fn runs_on(&self, gpu: GpuId, task: TaskId) -> bool {
