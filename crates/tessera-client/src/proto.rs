@@ -17,8 +17,11 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
 /// Protocol version; a daemon refuses a client of another version with
-/// [`ErrorCode::UnsupportedVersion`].
-pub const PROTOCOL: u32 = 1;
+/// [`ErrorCode::UnsupportedVersion`]. It counts changes of the messages and of the
+/// shared region's layout (2: the region's header grew to 2 KiB, with `closed_at`), so
+/// that an interposer left from an older build fails with that error instead of
+/// misreading the region.
+pub const PROTOCOL: u32 = 2;
 /// Largest frame either side accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Most tenants one status reply lists (each takes about 200 bytes of JSON, so a page
