@@ -68,13 +68,17 @@ pub struct RunArgs {
 }
 
 /// The interposer beside the running `tessera` binary (both are built into the same
-/// target directory by `cargo build --release`).
+/// target directory by `cargo build --release`), or in its `deps/`: the newer of the
+/// two, since `cargo test` relinks the one in `deps/` without always copying it up,
+/// and an interposer from an older build is refused by the daemon.
 pub(crate) fn default_preload() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
     [dir.join("libtessera_cuda.so"), dir.join("deps/libtessera_cuda.so")]
         .into_iter()
-        .find(|p| p.is_file())
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(modified, _)| *modified)
+        .map(|(_, p)| p)
 }
 
 pub fn run(a: RunArgs) -> Result<()> {

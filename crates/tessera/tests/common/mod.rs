@@ -24,7 +24,7 @@ impl Drop for Scratch {
 pub fn scratch(tag: &str) -> Option<Scratch> {
     let artifacts = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h")?;
     let bin = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap().to_path_buf();
-    if !bin.join("libtessera_cuda.so").is_file() {
+    if !bin.join("libtessera_cuda.so").is_file() && !bin.join("deps/libtessera_cuda.so").is_file() {
         eprintln!(
             "SKIPPED: {} has no libtessera_cuda.so (run the workspace's tests)",
             bin.display()
