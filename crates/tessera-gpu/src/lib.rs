@@ -8,6 +8,9 @@
 //! - [`sharing`]: the work running on one GPU — exclusive, co-running with processor
 //!   sharing (all slow in proportion once their summed demand passes capacity), or
 //!   time-sliced contexts — with finish times kept by a virtual clock per GPU.
+//! - [`concurrent`]: kernels at their own rates — thread blocks placed on SMs by a
+//!   greedy in-order dispatcher, contexts co-running (MPS) or time-sliced with a switch
+//!   cost, and a named contention parameter.
 //! - [`partition`]: spatial partitions (MPS shares): latency profiles L(batch, share)
 //!   and the linear interference model of gpu-lets §4.4, both loaded from data.
 //! - [`migration`]: what moving a tenant's context between GPUs costs.
@@ -18,6 +21,7 @@
 //! core's vocabulary and shared dispatch do not use the rest yet (issue 10's item 2).
 #![forbid(unsafe_code)]
 
+pub mod concurrent;
 pub mod migration;
 pub mod occupancy;
 pub mod partition;

@@ -114,6 +114,76 @@ pub fn occupancy(l: &Launch, gpu: &SmLimits) -> Occupancy {
     }
 }
 
+/// What one resident block of a launch takes from its SM (the four resources of the
+/// occupancy arithmetic, rounded as the hardware allocates them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockCost {
+    /// Threads, whole warps.
+    pub threads: u32,
+    /// Registers, whole allocation units per warp.
+    pub registers: u32,
+    /// Shared memory, bytes, whole allocation units.
+    pub shared: u32,
+}
+
+impl BlockCost {
+    /// One block of `l` on `gpu`, or `None` if a block cannot fit on an empty SM.
+    pub fn of(l: &Launch, gpu: &SmLimits) -> Option<BlockCost> {
+        if occupancy(&Launch { grid_blocks: 1, ..*l }, gpu).blocks_per_sm == 0 {
+            return None;
+        }
+        let warps = l.threads_per_block.div_ceil(gpu.warp_size);
+        let regs_per_warp =
+            round_up(l.registers_per_thread.max(1) * gpu.warp_size, gpu.register_granularity);
+        Some(BlockCost {
+            threads: warps * gpu.warp_size,
+            registers: regs_per_warp * warps,
+            shared: if l.shared_per_block == 0 {
+                0
+            } else {
+                round_up(l.shared_per_block, gpu.shared_granularity)
+            },
+        })
+    }
+}
+
+/// What is in use on one SM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SmUse {
+    /// Resident blocks.
+    pub blocks: u32,
+    /// Resident threads.
+    pub threads: u32,
+    /// Allocated registers.
+    pub registers: u32,
+    /// Allocated shared memory, bytes.
+    pub shared: u32,
+}
+
+impl SmUse {
+    /// How many more blocks costing `c` fit beside what is resident.
+    pub fn room_for(&self, c: &BlockCost, gpu: &SmLimits) -> u32 {
+        let left = |cap: u32, used: u32, each: u32| {
+            cap.saturating_sub(used).checked_div(each).unwrap_or(u32::MAX)
+        };
+        left(gpu.max_blocks_per_sm, self.blocks, 1)
+            .min(left(gpu.max_threads_per_sm, self.threads, c.threads))
+            .min(left(gpu.registers_per_sm, self.registers, c.registers))
+            .min(left(gpu.shared_per_sm, self.shared, c.shared))
+    }
+
+    /// Take (`n` > 0) or give back (`n` < 0) the resources of `n` blocks costing `c`.
+    pub fn add(&mut self, c: &BlockCost, n: i64) {
+        let apply = |v: &mut u32, each: u32| {
+            *v = (i64::from(*v) + n * i64::from(each)).max(0) as u32;
+        };
+        apply(&mut self.blocks, 1);
+        apply(&mut self.threads, c.threads);
+        apply(&mut self.registers, c.registers);
+        apply(&mut self.shared, c.shared);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +224,24 @@ mod tests {
         assert_eq!(occupancy(&launch(1, 32, 8, 0), &v).blocks_per_sm, 32);
         // a block that cannot fit: 1024 threads * 255 registers
         assert_eq!(occupancy(&launch(1, 1024, 255, 0), &v).blocks_per_sm, 0);
+    }
+
+    /// Mixed blocks on one SM: what is left after one kernel's blocks bounds another's.
+    #[test]
+    fn room_beside_other_blocks() {
+        let v = SmLimits::V100;
+        let big = BlockCost::of(&launch(1, 1024, 32, 0), &v).unwrap();
+        let small = BlockCost::of(&launch(1, 256, 32, 0), &v).unwrap();
+        assert_eq!(big, BlockCost { threads: 1024, registers: 32 * 1024, shared: 0 });
+        let mut sm = SmUse::default();
+        assert_eq!(sm.room_for(&big, &v), 2);
+        sm.add(&big, 1);
+        // 1024 threads and 32 K registers left: four 256-thread blocks of 8 K registers
+        assert_eq!(sm.room_for(&small, &v), 4);
+        sm.add(&small, 4);
+        assert_eq!((sm.room_for(&small, &v), sm.room_for(&big, &v)), (0, 0));
+        sm.add(&big, -1);
+        assert_eq!(sm.room_for(&big, &v), 1);
+        assert_eq!(BlockCost::of(&launch(1, 1024, 255, 0), &v), None);
     }
 }

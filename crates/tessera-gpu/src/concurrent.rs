@@ -1,0 +1,1055 @@
+//! Kernels on one GPU at their own rates: thread blocks placed on SMs.
+//!
+//! [`crate::sharing`] moves every piece of work on a GPU at one common rate, so a small
+//! kernel is never held up by a big one beside it. Real GPUs do hold it up (DCUDA §2.3:
+//! "applications with low resource demands are often blocked by applications with high
+//! resource demands"), because the hardware's block scheduler hands out SMs block by
+//! block, in order. This model does the same:
+//!
+//! - **Concurrent kernels** ([`Contexts::Shared`]: kernels of one context, or of several
+//!   processes under MPS; DCUDA §1: kernels "run concurrently … by spatial
+//!   multiplexing"). A kernel is a grid of blocks, each taking a block time on the SM
+//!   it runs on. A greedy, in-order dispatcher takes the waiting kernels by stream
+//!   priority (greater first), then by start time and id, and places each one's blocks
+//!   breadth-first on the SMs where the occupancy arithmetic says they fit beside what
+//!   is resident ([`crate::occupancy::SmUse::room_for`]). A kernel whose next block fits
+//!   nowhere waits, and the next kernel gets whatever is left: so a kernel with many
+//!   blocks takes the SMs a small kernel behind it would need, and the small one waits
+//!   or gets the leftovers. A kernel's block time is its time alone over its waves
+//!   alone (`ceil(blocks / (blocks_per_sm × SMs))`), so a kernel alone takes its time.
+//! - **Time-sliced contexts** ([`Contexts::TimeSliced`]: processes without MPS, what the
+//!   driver does). Only one context's kernels run at a time; while another context has
+//!   work, the running one is switched out at the end of its slice: its resident blocks
+//!   are preempted (compute preemption, Pascal and later) with the time they still
+//!   need, the GPU runs nothing for the switch time, and the next context in turn
+//!   resumes its blocks where they stopped. A context with the GPU to itself keeps it.
+//! - **Contention** ([`Contention`]): co-running kernels whose summed demand D passes
+//!   the GPU (D > 1) slow each other beyond what SM sharing explains (memory bandwidth,
+//!   caches): a block started then takes `1 + slowdown_per_excess × (D − 1)` times its
+//!   time, so throughput drops below capacity. 0 by default; any other value is fitted
+//!   on a baseline's numbers and reported where it is used.
+//! - **Partitions**: a partition is a GPU of its own size — a model built with the
+//!   partition's SMs.
+//!
+//! Times are kept in picoseconds inside, so that a kernel alone ends within a
+//! nanosecond of its work whatever its waves; the interface is in nanoseconds, and a
+//! finish is reported at the first nanosecond at or after it.
+//!
+//! Invariants (checked by the tests): time never goes backwards; a kernel alone
+//! finishes after its time alone (to the nanosecond); without contention every block
+//! runs exactly its block time, across preemptions and pauses; no kernel finishes
+//! twice, and every kernel started and not removed finishes; kernels started at one
+//! instant are placed the same whatever the order of the calls; a paused GPU
+//! (resetting, migrating) makes no progress.
+
+use crate::occupancy::{BlockCost, Launch, SmLimits, SmUse, occupancy};
+use crate::sharing::{Ns, PieceId};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+
+/// Picoseconds.
+type Ps = u64;
+const PS_PER_NS: u64 = 1000;
+
+/// How the kernels of different contexts share the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Contexts {
+    /// Every kernel may co-run (one context, or MPS).
+    Shared,
+    /// Contexts take turns of `slice` ns, paying `switch` ns at each change.
+    TimeSliced {
+        /// A context's turn while others wait, ns.
+        slice: Ns,
+        /// The GPU's idle time at each change of context, ns.
+        switch: Ns,
+    },
+}
+
+/// The contention parameter (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Contention {
+    /// A block's slowdown per unit of summed demand above the GPU's capacity.
+    pub slowdown_per_excess: f64,
+}
+
+/// A kernel to run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelLaunch {
+    /// The context (process) it belongs to.
+    pub context: u32,
+    /// Its grid and per-thread resources.
+    pub launch: Launch,
+    /// How long it takes alone on this GPU, ns.
+    pub alone_ns: Ns,
+    /// Its stream's priority: greater is dispatched first.
+    pub priority: i32,
+}
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConcurrentError {
+    /// Time went backwards.
+    #[error("time went backwards: {now} ns after {last} ns")]
+    TimeBackwards {
+        /// The time given.
+        now: Ns,
+        /// The model's time.
+        last: Ns,
+    },
+    /// A kernel of that id runs already.
+    #[error("kernel {0} runs already")]
+    Duplicate(PieceId),
+    /// No kernel of that id runs.
+    #[error("no kernel {0} runs")]
+    Unknown(PieceId),
+    /// A block of the kernel fits on no SM, even an empty one.
+    #[error("a block of kernel {0} fits on no SM")]
+    DoesNotFit(PieceId),
+}
+
+/// Busy times so far, ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ConcurrentUsage {
+    /// Time any block was resident.
+    pub busy_ns: f64,
+    /// SM time with at least one block resident (SM-ns over the SM count: at most
+    /// `busy_ns`).
+    pub sm_busy_ns: f64,
+    /// Thread slots in use (thread-ns over the GPU's thread slots).
+    pub thread_busy_ns: f64,
+    /// Time spent switching contexts.
+    pub switching_ns: f64,
+}
+
+#[derive(Debug)]
+struct Kernel {
+    context: u32,
+    cost: BlockCost,
+    priority: i32,
+    started: Ns,
+    /// Blocks not placed yet.
+    pending: u64,
+    /// Blocks placed (resident, or frozen with their context).
+    placed: u64,
+    total: u64,
+    block_ps: Ps,
+    demand: f64,
+    alone_ns: Ns,
+    /// Block time run so far, ps (without contention: `total × block_ps` at the end).
+    ran_ps: u128,
+}
+
+/// Blocks of one kernel placed together: they end together.
+#[derive(Debug, Default)]
+struct Cohort {
+    kernel: PieceId,
+    /// (SM, blocks) of the placement.
+    on: Vec<(u32, u32)>,
+    count: u64,
+    /// When it started running (or resumed), ps.
+    since: Ps,
+    finish: Ps,
+    /// Its blocks' slowdown.
+    stretch: f64,
+    /// Time still needed while frozen, ps.
+    frozen_left: Ps,
+    live: bool,
+    frozen: bool,
+    generation: u64,
+}
+
+/// The kernels running on one GPU (see the module docs).
+#[derive(Debug)]
+pub struct ConcurrentGpu {
+    limits: SmLimits,
+    contexts: Contexts,
+    contention: Contention,
+    now: Ps,
+    sms: Vec<SmUse>,
+    kernels: BTreeMap<PieceId, Kernel>,
+    /// Kernels with blocks to place, in dispatch order.
+    waiting: BTreeSet<(Reverse<i32>, Ns, PieceId)>,
+    /// Kernels present per context.
+    per_context: BTreeMap<u32, usize>,
+    cohorts: Vec<Cohort>,
+    free_cohorts: Vec<usize>,
+    heap: BinaryHeap<Reverse<(Ps, usize, u64)>>,
+    /// Cohorts placed at `now` (taken back and placed again if more kernels start at
+    /// the same instant, so that the order of the calls does not matter).
+    fresh: Vec<usize>,
+    /// The context whose kernels run (time slicing), its slice's end, and the end of
+    /// a switch under way (to `next`).
+    active: Option<u32>,
+    slice_end: Ps,
+    switching: Option<(Ps, u32)>,
+    /// When the active context's turn began on an idle GPU, or a switch began: a
+    /// choice made at this instant is made again as more kernels start at it.
+    chosen_at: Option<Ps>,
+    paused: bool,
+    dirty: bool,
+    finished: VecDeque<(PieceId, Ns)>,
+    usage: ConcurrentUsage,
+    sms_in_use: u32,
+    threads_in_use: u64,
+    /// Scratch: blocks placed per SM in one placement.
+    scratch: Vec<u32>,
+    order: Vec<PieceId>,
+    /// Per finished kernel: block time run, and blocks × block time (tests).
+    #[cfg(test)]
+    ran_at_end: BTreeMap<PieceId, (u128, u128)>,
+}
+
+fn ceil_ns(ps: Ps) -> Ns {
+    ps.div_ceil(PS_PER_NS)
+}
+
+impl ConcurrentGpu {
+    /// An idle GPU of `limits` (a partition: its own SM count).
+    pub fn new(limits: SmLimits, contexts: Contexts, contention: Contention) -> Self {
+        ConcurrentGpu {
+            limits,
+            contexts,
+            contention,
+            now: 0,
+            sms: vec![SmUse::default(); limits.sms as usize],
+            kernels: BTreeMap::new(),
+            waiting: BTreeSet::new(),
+            per_context: BTreeMap::new(),
+            cohorts: Vec::new(),
+            free_cohorts: Vec::new(),
+            heap: BinaryHeap::new(),
+            fresh: Vec::new(),
+            active: None,
+            slice_end: 0,
+            switching: None,
+            chosen_at: None,
+            paused: false,
+            dirty: false,
+            finished: VecDeque::new(),
+            usage: ConcurrentUsage::default(),
+            sms_in_use: 0,
+            threads_in_use: 0,
+            scratch: vec![0; limits.sms as usize],
+            order: Vec::new(),
+            #[cfg(test)]
+            ran_at_end: BTreeMap::new(),
+        }
+    }
+
+    /// The model's time, ns (rounded up).
+    pub fn now(&self) -> Ns {
+        ceil_ns(self.now)
+    }
+
+    /// Kernels present (waiting, running or preempted).
+    pub fn len(&self) -> usize {
+        self.kernels.len()
+    }
+
+    /// Whether no kernel is present.
+    pub fn is_empty(&self) -> bool {
+        self.kernels.is_empty()
+    }
+
+    /// Busy times so far.
+    pub fn usage(&self) -> ConcurrentUsage {
+        self.usage
+    }
+
+    /// Whether the GPU is paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Blocks of kernel `id` resident on SMs now (0 while waiting or preempted).
+    pub fn resident_blocks(&self, id: PieceId) -> u64 {
+        self.cohorts.iter().filter(|c| c.live && !c.frozen && c.kernel == id).map(|c| c.count).sum()
+    }
+
+    /// Start kernel `id` at `now`.
+    pub fn start(&mut self, now: Ns, id: PieceId, k: KernelLaunch) -> Result<(), ConcurrentError> {
+        self.advance(now)?;
+        if self.kernels.contains_key(&id) {
+            return Err(ConcurrentError::Duplicate(id));
+        }
+        let cost = BlockCost::of(&k.launch, &self.limits).ok_or(ConcurrentError::DoesNotFit(id))?;
+        let occ = occupancy(&k.launch, &self.limits);
+        let slots = u64::from(occ.blocks_per_sm) * u64::from(self.limits.sms);
+        let waves = k.launch.grid_blocks.div_ceil(slots.max(1)).max(1);
+        // rounded down: the kernel alone ends within its last nanosecond
+        let block_ps = k.alone_ns * PS_PER_NS / waves;
+        self.kernels.insert(
+            id,
+            Kernel {
+                context: k.context,
+                cost,
+                priority: k.priority,
+                started: now,
+                pending: k.launch.grid_blocks,
+                placed: 0,
+                total: k.launch.grid_blocks,
+                block_ps,
+                demand: occ.demand,
+                alone_ns: k.alone_ns,
+                ran_ps: 0,
+            },
+        );
+        *self.per_context.entry(k.context).or_default() += 1;
+        if k.launch.grid_blocks == 0 {
+            self.end_kernel(id);
+        } else {
+            self.waiting.insert((Reverse(k.priority), now, id));
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Take kernel `id` off the GPU at `now`; the time alone it still needed, ns.
+    pub fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, ConcurrentError> {
+        self.advance(now)?;
+        let k = self.kernels.get(&id).ok_or(ConcurrentError::Unknown(id))?;
+        let mut left = u128::from(k.pending) * u128::from(k.block_ps);
+        for i in 0..self.cohorts.len() {
+            let c = &self.cohorts[i];
+            if !c.live || c.kernel != id {
+                continue;
+            }
+            let rest = if c.frozen { c.frozen_left } else { c.finish - self.now };
+            left += (rest as f64 / c.stretch) as u128 * u128::from(c.count);
+            self.retire_cohort(i);
+        }
+        let k = self.kernels.remove(&id).ok_or(ConcurrentError::Unknown(id))?;
+        self.waiting.remove(&(Reverse(k.priority), k.started, id));
+        self.leave_context(k.context);
+        self.fresh.retain(|c| self.cohorts[*c].live);
+        self.dirty = true;
+        let whole = u128::from(k.total) * u128::from(k.block_ps);
+        Ok((u128::from(k.alone_ns) * left).checked_div(whole).unwrap_or(0) as Ns)
+    }
+
+    /// Pause (a reset, a migration, power off) or resume the GPU at `now`: while
+    /// paused nothing progresses; resumed blocks go on where they stopped.
+    pub fn set_paused(&mut self, now: Ns, paused: bool) -> Result<(), ConcurrentError> {
+        self.advance(now)?;
+        if paused == self.paused {
+            return Ok(());
+        }
+        if paused {
+            self.freeze(None);
+            self.paused = true;
+            // the slice and a switch under way stop with the GPU
+            self.slice_end = self.slice_end.saturating_sub(self.now);
+            if let Some((until, to)) = self.switching {
+                self.switching = Some((until.saturating_sub(self.now), to));
+            }
+        } else {
+            self.paused = false;
+            self.slice_end += self.now;
+            if let Some((left, to)) = self.switching {
+                self.switching = Some((left + self.now, to));
+            } else {
+                match self.contexts {
+                    Contexts::Shared => self.thaw(None),
+                    Contexts::TimeSliced { .. } => {
+                        if let Some(a) = self.active {
+                            self.thaw(Some(a));
+                        }
+                    }
+                }
+            }
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    /// When the state next changes by itself (a block cohort ends, a slice or a
+    /// switch ends), ns; `None` while nothing can happen.
+    pub fn next_event(&mut self) -> Option<Ns> {
+        if self.dirty {
+            self.dispatch();
+        }
+        self.next_internal().map(ceil_ns)
+    }
+
+    /// Kernels finished by now, with the nanosecond each finished at, oldest first.
+    pub fn pop_finished(&mut self) -> Option<(PieceId, Ns)> {
+        self.finished.pop_front()
+    }
+
+    /// Move the model to `now`, running everything that happens until then.
+    pub fn advance(&mut self, now: Ns) -> Result<(), ConcurrentError> {
+        let until = now * PS_PER_NS;
+        if until < self.now {
+            return Err(ConcurrentError::TimeBackwards { now, last: ceil_ns(self.now) });
+        }
+        loop {
+            if self.dirty {
+                self.dispatch();
+            }
+            match self.next_internal() {
+                Some(t) if t <= until => self.step(t),
+                _ => break,
+            }
+        }
+        self.account(until);
+        if until > self.now {
+            self.fresh.clear();
+        }
+        self.now = until;
+        Ok(())
+    }
+
+    fn next_internal(&mut self) -> Option<Ps> {
+        if self.paused {
+            return None;
+        }
+        while let Some(Reverse((t, i, g))) = self.heap.peek().copied() {
+            let c = &self.cohorts[i];
+            if c.live && !c.frozen && c.generation == g {
+                break;
+            }
+            let _ = t;
+            self.heap.pop();
+        }
+        let cohort = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let switch = self.switching.map(|(t, _)| t);
+        let slice = match self.contexts {
+            Contexts::TimeSliced { slice, .. }
+                if self.switching.is_none() && self.others_waiting() =>
+            {
+                self.renew_slice(slice);
+                Some(self.slice_end)
+            }
+            _ => None,
+        };
+        [cohort, switch, slice].into_iter().flatten().min()
+    }
+
+    /// A context alone renews its slice at each boundary: the one under way now ends
+    /// at the next.
+    fn renew_slice(&mut self, slice: Ns) {
+        if self.slice_end < self.now {
+            let slice = (slice * PS_PER_NS).max(1);
+            self.slice_end += (self.now - self.slice_end).div_ceil(slice) * slice;
+        }
+    }
+
+    /// Whether a context other than the active one has kernels.
+    fn others_waiting(&self) -> bool {
+        match self.active {
+            Some(a) => self.per_context.keys().any(|c| *c != a),
+            None => false,
+        }
+    }
+
+    fn step(&mut self, t: Ps) {
+        self.account(t);
+        if t > self.now {
+            self.fresh.clear();
+        }
+        self.now = t;
+        // every cohort ending now, then the context's turn
+        while let Some(Reverse((at, i, g))) = self.heap.peek().copied() {
+            if at != t {
+                break;
+            }
+            self.heap.pop();
+            let c = &self.cohorts[i];
+            if !c.live || c.frozen || c.generation != g {
+                continue;
+            }
+            let kernel = c.kernel;
+            let ran = u128::from(t - c.since) * u128::from(c.count);
+            if let Some(k) = self.kernels.get_mut(&kernel) {
+                k.ran_ps += ran;
+            }
+            self.retire_cohort(i);
+            if self.kernels.get(&kernel).is_some_and(|k| k.pending == 0 && k.placed == 0) {
+                self.end_kernel(kernel);
+            }
+            self.dirty = true;
+        }
+        if let Some((until, to)) = self.switching
+            && until == t
+        {
+            self.switching = None;
+            self.begin_turn(to);
+        } else if let Contexts::TimeSliced { slice, switch } = self.contexts
+            && self.switching.is_none()
+            && self.slice_end == t
+        {
+            if self.others_waiting() {
+                let next = self.next_context();
+                self.freeze(self.active);
+                self.switching = Some((t + switch * PS_PER_NS, next));
+                self.chosen_at = Some(t);
+                self.dirty = true;
+            } else {
+                self.slice_end = t + slice * PS_PER_NS;
+            }
+        }
+    }
+
+    /// The context after the active one, in turn, among those with kernels.
+    fn next_context(&self) -> u32 {
+        let a = self.active.unwrap_or(0);
+        self.per_context
+            .range(a.saturating_add(1)..)
+            .next()
+            .or_else(|| self.per_context.iter().next())
+            .map_or(a, |(c, _)| *c)
+    }
+
+    fn begin_turn(&mut self, context: u32) {
+        self.active = Some(context);
+        if let Contexts::TimeSliced { slice, .. } = self.contexts {
+            self.slice_end = self.now + slice * PS_PER_NS;
+        }
+        self.thaw(Some(context));
+        self.dirty = true;
+    }
+
+    fn end_kernel(&mut self, id: PieceId) {
+        if let Some(k) = self.kernels.remove(&id) {
+            #[cfg(test)]
+            self.ran_at_end.insert(id, (k.ran_ps, u128::from(k.total) * u128::from(k.block_ps)));
+            self.waiting.remove(&(Reverse(k.priority), k.started, id));
+            self.leave_context(k.context);
+            self.finished.push_back((id, ceil_ns(self.now)));
+        }
+    }
+
+    fn leave_context(&mut self, context: u32) {
+        if let Some(n) = self.per_context.get_mut(&context) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_context.remove(&context);
+            }
+        }
+    }
+
+    fn account(&mut self, to: Ps) {
+        if to <= self.now || self.paused {
+            return;
+        }
+        let dt = (to - self.now) as f64 / PS_PER_NS as f64;
+        if self.sms_in_use > 0 {
+            self.usage.busy_ns += dt;
+            self.usage.sm_busy_ns += dt * f64::from(self.sms_in_use) / f64::from(self.limits.sms);
+            self.usage.thread_busy_ns += dt * self.threads_in_use as f64
+                / (f64::from(self.limits.max_threads_per_sm) * f64::from(self.limits.sms));
+        }
+        if self.switching.is_some() {
+            self.usage.switching_ns += dt;
+        }
+    }
+
+    fn take_sm(&mut self, sm: usize, cost: &BlockCost, n: i64) {
+        let was = self.sms[sm].blocks > 0;
+        self.sms[sm].add(cost, n);
+        let is = self.sms[sm].blocks > 0;
+        self.sms_in_use = self.sms_in_use + u32::from(is) - u32::from(was);
+        self.threads_in_use =
+            (self.threads_in_use as i64 + n * i64::from(cost.threads)).max(0) as u64;
+    }
+
+    /// Give back a live cohort's SMs (if resident) and forget it.
+    fn retire_cohort(&mut self, i: usize) {
+        let (kernel, count, frozen) = {
+            let c = &self.cohorts[i];
+            (c.kernel, c.count, c.frozen)
+        };
+        if !frozen {
+            self.release_sms(i);
+        }
+        if let Some(k) = self.kernels.get_mut(&kernel) {
+            k.placed -= count;
+        }
+        let c = &mut self.cohorts[i];
+        c.live = false;
+        c.frozen = false;
+        c.generation += 1;
+        self.free_cohorts.push(i);
+    }
+
+    fn release_sms(&mut self, i: usize) {
+        let Some(cost) = self.kernels.get(&self.cohorts[i].kernel).map(|k| k.cost) else { return };
+        let on = std::mem::take(&mut self.cohorts[i].on);
+        for (sm, n) in &on {
+            self.take_sm(*sm as usize, &cost, -i64::from(*n));
+        }
+        self.cohorts[i].on = on;
+    }
+
+    /// Preempt the resident blocks of `context` (all contexts: `None`), keeping the
+    /// time each still needs.
+    fn freeze(&mut self, context: Option<u32>) {
+        // blocks placed at this instant have run nothing: they wait again, to be
+        // placed in order with whatever else waits when their context runs
+        self.unplace_fresh(context);
+        for i in 0..self.cohorts.len() {
+            let c = &self.cohorts[i];
+            if !c.live || c.frozen {
+                continue;
+            }
+            let Some(k) = self.kernels.get(&c.kernel) else { continue };
+            if context.is_some_and(|ctx| ctx != k.context) {
+                continue;
+            }
+            let ran = u128::from(self.now - c.since) * u128::from(c.count);
+            let left = c.finish - self.now;
+            let kernel = c.kernel;
+            self.release_sms(i);
+            if let Some(k) = self.kernels.get_mut(&kernel) {
+                k.ran_ps += ran;
+            }
+            let c = &mut self.cohorts[i];
+            c.frozen = true;
+            c.frozen_left = left;
+            c.generation += 1;
+        }
+    }
+
+    /// Take back the blocks placed at this instant (of `context`; all: `None`): they
+    /// wait again.
+    fn unplace_fresh(&mut self, context: Option<u32>) {
+        let mut fresh = std::mem::take(&mut self.fresh);
+        fresh.retain(|&i| {
+            let c = &self.cohorts[i];
+            if !c.live || c.frozen {
+                return false;
+            }
+            let kernel = c.kernel;
+            if context
+                .is_some_and(|ctx| self.kernels.get(&kernel).is_some_and(|k| k.context != ctx))
+            {
+                return true;
+            }
+            let count = c.count;
+            self.retire_cohort(i);
+            if let Some(k) = self.kernels.get_mut(&kernel) {
+                if k.pending == 0 {
+                    self.waiting.insert((Reverse(k.priority), k.started, kernel));
+                }
+                k.pending += count;
+            }
+            false
+        });
+        self.fresh = fresh;
+    }
+
+    /// Resume the preempted blocks of `context` (all: `None`) where they were.
+    fn thaw(&mut self, context: Option<u32>) {
+        for i in 0..self.cohorts.len() {
+            let c = &self.cohorts[i];
+            if !c.live || !c.frozen {
+                continue;
+            }
+            let Some(k) = self.kernels.get(&c.kernel) else { continue };
+            if context.is_some_and(|ctx| ctx != k.context) {
+                continue;
+            }
+            let cost = k.cost;
+            let on = std::mem::take(&mut self.cohorts[i].on);
+            for (sm, n) in &on {
+                self.take_sm(*sm as usize, &cost, i64::from(*n));
+            }
+            let now = self.now;
+            let c = &mut self.cohorts[i];
+            c.on = on;
+            c.frozen = false;
+            c.since = now;
+            c.finish = now + c.frozen_left;
+            c.generation += 1;
+            self.heap.push(Reverse((c.finish, i, c.generation)));
+        }
+    }
+
+    /// Place waiting blocks (see the module docs).
+    fn dispatch(&mut self) {
+        self.dirty = false;
+        if self.paused || (self.switching.is_some() && self.chosen_at != Some(self.now)) {
+            return;
+        }
+        // placements made at this instant are made again, with every kernel started
+        // at it in the queue
+        self.unplace_fresh(None);
+        if let Contexts::TimeSliced { switch, slice } = self.contexts {
+            if self.chosen_at == Some(self.now) {
+                if self.switching.is_some() {
+                    self.renew_slice(slice);
+                }
+                // chosen at this instant: chosen again among every context present
+                match self.switching {
+                    // the active context has kernels again and its slice is not over:
+                    // it keeps the GPU, as if the switch had never been chosen
+                    Some(_)
+                        if self.slice_end > self.now
+                            && self.active.is_some_and(|a| self.per_context.contains_key(&a)) =>
+                    {
+                        self.switching = None;
+                        self.chosen_at = None;
+                        self.thaw(self.active);
+                    }
+                    Some((until, _)) => {
+                        let next = self.next_context();
+                        self.switching = Some((until, next));
+                        return;
+                    }
+                    None => {
+                        self.freeze(self.active);
+                        self.active = None;
+                    }
+                }
+            }
+            if self.switching.is_some() {
+                return;
+            }
+            match self.active {
+                None => match self.per_context.keys().next() {
+                    Some(c) => {
+                        let c = *c;
+                        self.begin_turn(c);
+                        self.chosen_at = Some(self.now);
+                        self.dirty = false;
+                    }
+                    None => return,
+                },
+                Some(a) if !self.per_context.contains_key(&a) => {
+                    if self.per_context.is_empty() {
+                        return;
+                    }
+                    // the active context has nothing left: the next one's turn, after
+                    // a switch
+                    let next = self.next_context();
+                    self.switching = Some((self.now + switch * PS_PER_NS, next));
+                    self.chosen_at = Some(self.now);
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        let active = match self.contexts {
+            Contexts::Shared => None,
+            Contexts::TimeSliced { .. } => self.active,
+        };
+        let demand: f64 = self
+            .kernels
+            .values()
+            .filter(|k| active.is_none_or(|a| a == k.context))
+            .map(|k| k.demand)
+            .sum();
+        let stretch = 1.0 + self.contention.slowdown_per_excess * (demand - 1.0).max(0.0);
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(self.waiting.iter().map(|(_, _, id)| *id));
+        for id in order.iter().copied() {
+            let Some(k) = self.kernels.get(&id) else { continue };
+            if active.is_some_and(|a| a != k.context) {
+                continue;
+            }
+            let (cost, mut pending, block_ps) = (k.cost, k.pending, k.block_ps);
+            // breadth-first: a block per SM in turn while any fits
+            let mut placed = 0u64;
+            loop {
+                let mut any = false;
+                for sm in 0..self.sms.len() {
+                    if pending == 0 {
+                        break;
+                    }
+                    if self.sms[sm].room_for(&cost, &self.limits) > 0 {
+                        self.take_sm(sm, &cost, 1);
+                        self.scratch[sm] += 1;
+                        pending -= 1;
+                        placed += 1;
+                        any = true;
+                    }
+                }
+                if pending == 0 || !any {
+                    break;
+                }
+            }
+            if placed == 0 {
+                continue;
+            }
+            let i = self.free_cohorts.pop().unwrap_or_else(|| {
+                self.cohorts.push(Cohort::default());
+                self.cohorts.len() - 1
+            });
+            let now = self.now;
+            let c = &mut self.cohorts[i];
+            c.on.clear();
+            for (sm, n) in self.scratch.iter_mut().enumerate() {
+                if *n > 0 {
+                    c.on.push((sm as u32, *n));
+                    *n = 0;
+                }
+            }
+            c.kernel = id;
+            c.count = placed;
+            c.since = now;
+            c.stretch = stretch;
+            c.finish = now + (block_ps as f64 * stretch).round() as Ps;
+            c.live = true;
+            c.frozen = false;
+            c.generation += 1;
+            self.heap.push(Reverse((c.finish, i, c.generation)));
+            self.fresh.push(i);
+            if let Some(k) = self.kernels.get_mut(&id) {
+                k.pending = pending;
+                k.placed += placed;
+                if pending == 0 {
+                    self.waiting.remove(&(Reverse(k.priority), k.started, id));
+                }
+            }
+        }
+        self.order = order;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const V: SmLimits = SmLimits::V100;
+
+    fn kernel(context: u32, grid: u64, threads: u32, alone_ns: Ns, priority: i32) -> KernelLaunch {
+        KernelLaunch {
+            context,
+            launch: Launch {
+                grid_blocks: grid,
+                threads_per_block: threads,
+                registers_per_thread: 32,
+                shared_per_block: 0,
+            },
+            alone_ns,
+            priority,
+        }
+    }
+
+    fn shared() -> ConcurrentGpu {
+        ConcurrentGpu::new(V, Contexts::Shared, Contention::default())
+    }
+
+    /// Run until nothing is left; the finishes by id.
+    fn run_out(g: &mut ConcurrentGpu) -> BTreeMap<PieceId, Ns> {
+        let mut done = BTreeMap::new();
+        while let Some(t) = g.next_event() {
+            g.advance(t).unwrap();
+            while let Some((id, at)) = g.pop_finished() {
+                assert!(done.insert(id, at).is_none(), "kernel {id} finished twice");
+            }
+        }
+        while let Some((id, at)) = g.pop_finished() {
+            assert!(done.insert(id, at).is_none(), "kernel {id} finished twice");
+        }
+        done
+    }
+
+    const MS: Ns = 1_000_000;
+
+    /// Worked by hand: 1024-thread blocks, two per SM by threads, 160 slots on a V100.
+    #[test]
+    fn a_big_kernel_holds_up_a_small_one_behind_it() {
+        // A: 480 blocks, 3 ms alone -> 3 waves of 1 ms. B: 80 blocks of 1024 threads,
+        // 1 wave of 1 ms, started at 0.5 ms. In order, A takes every freed slot until
+        // its blocks are all placed (at 2 ms), so B starts when A's last wave ends.
+        let mut g = shared();
+        g.start(0, 1, kernel(0, 480, 1024, 3 * MS, 0)).unwrap();
+        g.start(MS / 2, 2, kernel(0, 80, 1024, MS, 0)).unwrap();
+        let done = run_out(&mut g);
+        assert_eq!(done[&1], 3 * MS);
+        assert_eq!(done[&2], 4 * MS);
+    }
+
+    #[test]
+    fn a_higher_stream_priority_is_dispatched_first() {
+        // the same, B at a higher priority: at 1 ms the freed 160 slots go to B first
+        // (80), A gets 80; A's remaining 240 blocks then need 1.5 more waves' worth
+        let mut g = shared();
+        g.start(0, 1, kernel(0, 480, 1024, 3 * MS, 0)).unwrap();
+        g.start(MS / 2, 2, kernel(0, 80, 1024, MS, 1)).unwrap();
+        let done = run_out(&mut g);
+        assert_eq!(done[&2], 2 * MS);
+        // at 1 ms: A 80 placed (pending 240); at 2 ms: 160 free -> A 160 (pending 80),
+        // plus A's 80 from 1 ms end then -> at 2 ms A has 160 resident, at 3 ms 80 more,
+        // ending at 4 ms
+        assert_eq!(done[&1], 4 * MS);
+    }
+
+    #[test]
+    fn a_small_kernel_gets_the_leftovers() {
+        // A: 100 blocks of 1024 threads, 1 wave (1 ms): 100 of 160 slots. B: 80 blocks
+        // of 1024 threads: 60 fit at once (the SMs with one A block), 20 wait for A.
+        let mut g = shared();
+        g.start(0, 1, kernel(0, 100, 1024, MS, 0)).unwrap();
+        g.start(0, 2, kernel(0, 80, 1024, MS, 0)).unwrap();
+        g.next_event();
+        assert_eq!(g.resident_blocks(1), 100);
+        assert_eq!(g.resident_blocks(2), 60);
+        let done = run_out(&mut g);
+        assert_eq!(done[&1], MS);
+        assert_eq!(done[&2], 2 * MS);
+    }
+
+    #[test]
+    fn contexts_take_turns_and_pay_each_switch() {
+        // two contexts, each a 10 ms kernel filling the GPU, 2 ms slices, 0.1 ms switch:
+        // A runs 0-2, switch to 2.1, B 2.1-4.1, switch, A 4.2-6.2 ... A needs 5 turns
+        let mut g = ConcurrentGpu::new(
+            V,
+            Contexts::TimeSliced { slice: 2 * MS, switch: MS / 10 },
+            Contention::default(),
+        );
+        g.start(0, 1, kernel(0, 160, 1024, 10 * MS, 0)).unwrap();
+        g.start(0, 2, kernel(1, 160, 1024, 10 * MS, 0)).unwrap();
+        let done = run_out(&mut g);
+        // A's fifth turn starts after 4 turns of 2 ms and 8 switches: 8 + 0.8 = 16.8 ms
+        assert_eq!(done[&1], 18 * MS + 8 * MS / 10);
+        // B's fifth: after A's 5 turns (10 ms), B's 4 and 9 switches: 18 + 0.9 + 2
+        assert_eq!(done[&2], 20 * MS + 9 * MS / 10);
+        assert!((g.usage().switching_ns - 0.9 * MS as f64).abs() < 1.0);
+    }
+
+    #[test]
+    fn contention_slows_co_running_kernels_past_capacity() {
+        let mut g =
+            ConcurrentGpu::new(V, Contexts::Shared, Contention { slowdown_per_excess: 0.5 });
+        // two kernels of demand 1 each: D = 2, blocks take 1.5 times as long
+        g.start(0, 1, kernel(0, 160, 1024, MS, 0)).unwrap();
+        g.start(0, 2, kernel(0, 160, 1024, MS, 0)).unwrap();
+        let done = run_out(&mut g);
+        // A's wave: 1.5 ms; B placed then, alone (D = 1): 1 ms
+        assert_eq!(done[&1], 3 * MS / 2);
+        assert_eq!(done[&2], 5 * MS / 2);
+    }
+
+    #[test]
+    fn a_paused_gpu_makes_no_progress() {
+        let mut g = shared();
+        g.start(0, 1, kernel(0, 320, 1024, 2 * MS, 0)).unwrap();
+        g.set_paused(MS / 2, true).unwrap();
+        assert_eq!(g.next_event(), None);
+        g.set_paused(5 * MS, false).unwrap();
+        let done = run_out(&mut g);
+        assert_eq!(done[&1], 2 * MS + 9 * MS / 2);
+    }
+
+    #[test]
+    fn removal_returns_the_time_alone_left() {
+        let mut g = shared();
+        g.start(0, 1, kernel(0, 320, 1024, 2 * MS, 0)).unwrap();
+        // half of the first wave done: a quarter of the work
+        assert_eq!(g.remove(MS / 2, 1).unwrap(), 3 * MS / 2);
+        assert!(g.is_empty());
+        assert_eq!(g.remove(MS, 1), Err(ConcurrentError::Unknown(1)));
+        assert!(matches!(g.advance(0), Err(ConcurrentError::TimeBackwards { .. })));
+    }
+
+    fn arb_kernel() -> impl Strategy<Value = (u32, u64, u32, Ns, i32)> {
+        (
+            0u32..3,
+            1u64..700,
+            prop::sample::select(vec![64u32, 128, 256, 512, 1024]),
+            1u64..5_000_000,
+            -1i32..2,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn a_kernel_alone_takes_its_time((_, grid, threads, alone, p) in arb_kernel()) {
+            let mut g = shared();
+            g.start(7, 1, kernel(0, grid, threads, alone, p)).unwrap();
+            let done = run_out(&mut g);
+            prop_assert_eq!(done[&1], 7 + alone);
+        }
+
+        /// Every block runs exactly its block time (no contention), across preemption
+        /// and pauses; each kernel finishes once; the starts' order at one instant does
+        /// not matter.
+        #[test]
+        fn work_is_conserved_and_order_does_not_matter(
+            ks in prop::collection::vec((arb_kernel(), 0u64..3_000_000), 1..8),
+            sliced in any::<bool>(),
+            pause in prop::option::of((0u64..4_000_000, 1u64..2_000_000)),
+        ) {
+            let contexts = if sliced {
+                Contexts::TimeSliced { slice: 1_000_000, switch: 50_000 }
+            } else {
+                Contexts::Shared
+            };
+            let run = |reversed: bool| {
+                let mut g = ConcurrentGpu::new(V, contexts, Contention::default());
+                let mut starts: Vec<(Ns, PieceId, KernelLaunch)> = ks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, ((ctx, grid, threads, alone, p), at))| {
+                        // starts on a coarse grid, so several share an instant
+                        (at / 1_000_000 * 1_000_000, i as PieceId, kernel(*ctx, *grid, *threads, *alone, *p))
+                    })
+                    .collect();
+                starts.sort_by_key(|(at, id, _)| (*at, if reversed { Reverse(*id) } else { Reverse(u64::MAX - id) }));
+                let mut done = BTreeMap::new();
+                let mut events: Vec<(Ns, u8, usize)> =
+                    starts.iter().enumerate().map(|(i, s)| (s.0, 1, i)).collect();
+                if let Some((at, len)) = pause {
+                    events.push((at, 0, 0));
+                    events.push((at + len, 2, 0));
+                }
+                events.sort_by_key(|e| (e.0, e.1, e.2));
+                for (at, kind, i) in events {
+                    loop {
+                        match g.next_event() {
+                            Some(t) if t < at => {
+                                g.advance(t).unwrap();
+                                while let Some((id, t)) = g.pop_finished() {
+                                    assert!(done.insert(id, t).is_none());
+                                }
+                            }
+                            _ => break,
+                        }
+                    }
+                    match kind {
+                        0 => g.set_paused(at, true).unwrap(),
+                        2 => g.set_paused(at, false).unwrap(),
+                        _ => g.start(at, starts[i].1, starts[i].2).unwrap(),
+                    }
+                }
+                let all = run_out(&mut g);
+                for (id, t) in all { assert!(done.insert(id, t).is_none()); }
+                (done, g.ran_at_end)
+            };
+            let (a, ran) = run(false);
+            let (b, _) = run(true);
+            prop_assert_eq!(a.len(), ks.len(), "every kernel finishes");
+            prop_assert_eq!(&a, &b, "the order of starts at one instant changed the finishes");
+            for (id, (ran, whole)) in ran {
+                prop_assert_eq!(ran, whole, "kernel {} ran other than its blocks' time", id);
+            }
+        }
+    }
+
+    /// Block time run equals blocks × block time, to the picosecond, for kernels
+    /// preempted by slices and by a pause.
+    #[test]
+    fn block_time_is_conserved_across_preemption() {
+        let mut g = ConcurrentGpu::new(
+            V,
+            Contexts::TimeSliced { slice: 700_000, switch: 30_000 },
+            Contention::default(),
+        );
+        g.start(0, 1, kernel(0, 500, 256, 3 * MS, 0)).unwrap();
+        g.start(0, 2, kernel(1, 900, 512, 4 * MS, 0)).unwrap();
+        g.set_paused(2 * MS, true).unwrap();
+        g.set_paused(3 * MS, false).unwrap();
+        let done = run_out(&mut g);
+        assert_eq!(done.len(), 2);
+        for (id, (ran, whole)) in &g.ran_at_end {
+            assert_eq!(ran, whole, "kernel {id}");
+        }
+    }
+}
