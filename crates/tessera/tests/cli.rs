@@ -45,17 +45,24 @@ fn bad_arguments_fail_with_a_message() {
 
 #[test]
 fn bench_sim_prints_ratios() {
-    let out = tessera().args(["bench", "sim", "--runs", "1", "--json"]).output().unwrap();
-    assert!(out.status.success());
+    let out = tessera()
+        .args(["bench", "sim", "--runs", "1", "--scales", "1,2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    // four Flexy policies on the exclusive path, the co-location workload both ways
-    assert_eq!(lines.len(), 6);
-    assert!(lines.iter().all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
-    let paths: Vec<&str> = lines.iter().filter_map(|l| l["path"].as_str()).collect();
-    assert_eq!(paths.iter().filter(|p| **p == "shared").count(), 1, "{paths:?}");
+    let (measured, growth): (Vec<_>, Vec<_>) =
+        lines.iter().partition(|l| l["measurement"] == "simulator");
+    // four Flexy policies at 1x, then nine policies at two scales each
+    assert_eq!(measured.len(), 4 + 9 * 2);
+    assert!(measured.iter().all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
+    assert_eq!(growth.len(), 9);
+    assert!(growth.iter().all(|l| l["ratio"].as_f64().is_some_and(|r| r > 0.0)));
+    let shared = measured.iter().filter(|l| l["path"] == "shared").count();
+    assert_eq!(shared, 2, "LeastLoaded8 at both scales");
 }
 
 #[test]

@@ -23,6 +23,9 @@ pub struct SimBenchArgs {
     /// Print one JSON object per measurement instead of a table.
     #[arg(long)]
     json: bool,
+    /// Node sizes to run every policy at, as multiples of 4 GPUs and 32 tenants.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 10, 100])]
+    scales: Vec<usize>,
 }
 
 /// One measured configuration.
@@ -86,10 +89,18 @@ fn heap_floor(events: u64, len: usize) -> f64 {
     events as f64 / start.elapsed().as_secs_f64()
 }
 
+/// One policy measured at every scale on the co-location workload.
+struct Scaled {
+    policy: String,
+    path: &'static str,
+    /// (scale, events, events/s, heap floor events/s) per scale.
+    at: Vec<(usize, u64, f64, f64)>,
+}
+
 pub fn run(a: SimBenchArgs) -> Result<()> {
     let gpus = GpuSpec::uniform(4, Bytes::gib(4));
     let sla = Nanos::from_millis(200);
-    let policies = [
+    let flexy_policies = [
         PolicyConfig::RoundRobin,
         PolicyConfig::Priority { reserve: 0, reset: Some(Nanos::from_secs(1)) },
         PolicyConfig::Flexy { reserve: 1, reset: None, sla, history: 10 },
@@ -110,61 +121,107 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
             })
         })
         .collect::<Result<_, _>>()?;
-    // the co-location stress case: 8 jobs per GPU, each always with a task out
-    let colocated: Vec<_> = (0..a.runs)
-        .map(|seed| {
-            colocated::generate(&ColocatedParams {
-                gpus: 4,
-                per_gpu: 8,
-                tasks_per_job: 2_000,
-                mean: Nanos::from_millis(50),
-                seed,
+    // every policy of the core on the co-location workload (8 jobs per GPU, each
+    // always with a task out), at 4, 40 and 400 GPUs; the same number of tasks in all
+    // at each scale (fewer instances as the node grows), so every row runs about as
+    // many events
+    let scaled_policies: Vec<(PolicyConfig, Sharing)> = vec![
+        (PolicyConfig::RoundRobin, Sharing::Exclusive),
+        (PolicyConfig::Priority { reserve: 0, reset: Some(Nanos::from_secs(1)) }, Sharing::Exclusive),
+        (PolicyConfig::Flexy { reserve: 1, reset: None, sla, history: 10 }, Sharing::Exclusive),
+        (PolicyConfig::FlexyPid { sla, history: 10, gains: Default::default() }, Sharing::Exclusive),
+        (PolicyConfig::MemSafe { notification: Default::default() }, Sharing::Exclusive),
+        (PolicyConfig::LeastLoaded { per_gpu: 1 }, Sharing::Exclusive),
+        (PolicyConfig::LeastLoaded { per_gpu: 8 }, Sharing::Processor),
+        (PolicyConfig::Credit, Sharing::Exclusive),
+        (PolicyConfig::Fair { spin: Nanos::ZERO }, Sharing::Exclusive),
+    ];
+    let colocated = |scale: usize| -> Vec<Workload> {
+        let instances = (a.runs as usize * 10 / scale).max(1);
+        (0..instances as u64)
+            .map(|seed| {
+                colocated::generate(&ColocatedParams {
+                    gpus: 4 * scale,
+                    per_gpu: 8,
+                    tasks_per_job: 100,
+                    mean: Nanos::from_millis(50),
+                    seed,
+                })
             })
-        })
-        .collect();
+            .collect()
+    };
     // one unmeasured run first, so that the first row does not pay for a cold process
     // (page faults, allocator growth)
-    measure(&flexy[..1], &gpus, &policies[0], Sharing::Exclusive)?;
-    let progress = indicatif::ProgressBar::new((policies.len() + 2) as u64);
+    measure(&flexy[..1], &gpus, &flexy_policies[0], Sharing::Exclusive)?;
+    let progress = indicatif::ProgressBar::new(
+        (flexy_policies.len() + scaled_policies.len() * a.scales.len()) as u64,
+    );
     let mut rows = Vec::new();
-    let mut push = |workload, path, policy: &PolicyConfig, r: (u64, f64, usize)| {
+    for policy in &flexy_policies {
+        let r = measure(&flexy, &gpus, policy, Sharing::Exclusive)?;
         rows.push(Row {
-            workload,
-            path,
+            workload: "flexy-w2",
+            path: "exclusive",
             policy: policy.label(),
             events: r.0,
             events_per_s: r.1,
             queue_len: r.2,
         });
-    };
-    for policy in &policies {
-        push("flexy-w2", "exclusive", policy, measure(&flexy, &gpus, policy, Sharing::Exclusive)?);
         progress.inc(1);
     }
-    // the same co-location workload both ways: one task per GPU on exclusive GPUs, and
-    // eight co-running per GPU under processor sharing
-    let one = PolicyConfig::LeastLoaded { per_gpu: 1 };
-    push("colocated", "exclusive", &one, measure(&colocated, &gpus, &one, Sharing::Exclusive)?);
-    progress.inc(1);
-    let eight = PolicyConfig::LeastLoaded { per_gpu: 8 };
-    push("colocated", "shared", &eight, measure(&colocated, &gpus, &eight, Sharing::Processor)?);
+    let mut scaled = Vec::new();
+    for (policy, sharing) in &scaled_policies {
+        let mut at = Vec::new();
+        for &scale in &a.scales {
+            anyhow::ensure!(scale > 0, "a scale is a positive multiple of the node");
+            let node = GpuSpec::uniform(4 * scale, Bytes::gib(4));
+            let (events, per_s, queue) = measure(&colocated(scale), &node, policy, *sharing)?;
+            at.push((scale, events, per_s, heap_floor(events, queue)));
+            progress.inc(1);
+        }
+        scaled.push(Scaled {
+            policy: policy.label(),
+            path: if *sharing == Sharing::Exclusive { "exclusive" } else { "shared" },
+            at,
+        });
+    }
     progress.finish_and_clear();
 
     let floors: Vec<f64> = rows.iter().map(|r| heap_floor(r.events, r.queue_len)).collect();
     let mut out = std::io::stdout().lock();
     use std::io::Write;
+    // cost per event at the largest scale over that at the smallest (the first and last
+    // given)
+    let growth = |s: &Scaled| {
+        let (first, last) = (s.at.first().map_or(f64::NAN, |x| x.2), s.at.last().map_or(f64::NAN, |x| x.2));
+        first / last
+    };
     if a.json {
         for (r, floor) in rows.iter().zip(&floors) {
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({"measurement": "simulator", "workload": r.workload, "path": r.path, "policy": r.policy, "events": r.events, "events_per_s": r.events_per_s, "queue_len": r.queue_len, "floor_events_per_s": floor, "ratio_to_floor": r.events_per_s / floor})
+                serde_json::json!({"measurement": "simulator", "workload": r.workload, "path": r.path, "policy": r.policy, "scale": 1, "events": r.events, "events_per_s": r.events_per_s, "queue_len": r.queue_len, "floor_events_per_s": floor, "ratio_to_floor": r.events_per_s / floor})
+            )?;
+        }
+        for s in &scaled {
+            for (scale, events, per_s, floor) in &s.at {
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({"measurement": "simulator", "workload": "colocated", "path": s.path, "policy": s.policy, "scale": scale, "gpus": 4 * scale, "tenants": 32 * scale, "events": events, "events_per_s": per_s, "floor_events_per_s": floor, "ratio_to_floor": per_s / floor})
+                )?;
+            }
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"measurement": "cost per event, largest scale over smallest", "policy": s.policy, "path": s.path, "scales": [a.scales.first(), a.scales.last()], "ratio": growth(s)})
             )?;
         }
     } else {
         writeln!(
             out,
-            "simulator speed on 4 GPUs, {} workload instances per row: Flexy W2 at f=0.25, and a co-location workload (8 jobs per GPU, 2000 tasks each)",
+            "simulator speed on 4 GPUs, {} workload instances per row: Flexy W2 at f=0.25",
             a.runs
         )?;
         writeln!(
@@ -185,6 +242,23 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
                 floor,
                 r.events_per_s / floor
             )?;
+        }
+        writeln!(
+            out,
+            "\nevery policy on the co-location workload (8 jobs per GPU, 100 tasks each) at {:?} times the node (4 GPUs, 32 tenants)",
+            a.scales
+        )?;
+        write!(out, "{:<14} {:<10}", "policy", "path")?;
+        for scale in &a.scales {
+            write!(out, " {:>10} {:>10}", format!("ev/s {scale}x"), "x floor")?;
+        }
+        writeln!(out, " {:>12}", "cost last/first")?;
+        for s in &scaled {
+            write!(out, "{:<14} {:<10}", s.policy, s.path)?;
+            for (_, _, per_s, floor) in &s.at {
+                write!(out, " {:>10.0} {:>10.3}", per_s, per_s / floor)?;
+            }
+            writeln!(out, " {:>12.2}", growth(s))?;
         }
         writeln!(
             out,
