@@ -194,6 +194,10 @@ pub struct Board {
     memory_used: Vec<Bytes>,
     memory_held: BTreeMap<(TenantId, GpuId), Bytes>,
     announced_pools: Option<Vec<GpuId>>,
+    /// The idle GPUs (available, running nothing), by id: kept up to date at every
+    /// change of a GPU's state, so that the policies' question on every event costs
+    /// the idle GPUs, not a walk of the node.
+    idle: BTreeSet<GpuId>,
 }
 
 fn class_index(class: ServiceClass) -> usize {
@@ -253,6 +257,17 @@ impl Board {
             memory_used: vec![Bytes(0); gpus.len()],
             memory_held: BTreeMap::new(),
             announced_pools: None,
+            idle: gpus.iter().map(|g| g.id).collect(),
+        }
+    }
+
+    /// Bring the idle set up to date with the GPU at `index`.
+    fn sync_idle(&mut self, index: usize) {
+        let Some((spec, state)) = self.gpus.get(index) else { return };
+        if state.is_idle() {
+            self.idle.insert(spec.id);
+        } else {
+            self.idle.remove(&spec.id);
         }
     }
 
@@ -279,7 +294,15 @@ impl Board {
 
     /// Idle GPUs (available, running nothing), in id order.
     pub fn idle_gpus(&self) -> Vec<GpuId> {
-        self.gpus.iter().filter(|(_, s)| s.is_idle()).map(|(spec, _)| spec.id).collect()
+        debug_assert!(
+            self.idle.iter().copied().eq(self
+                .gpus
+                .iter()
+                .filter(|(_, s)| s.is_idle())
+                .map(|(spec, _)| spec.id)),
+            "the idle set drifted from the GPUs' states"
+        );
+        self.idle.iter().copied().collect()
     }
 
     /// Whether `tenant`'s tasks may run on `gpu` (a tenant pinned to some GPUs, as a
@@ -348,6 +371,7 @@ impl Board {
                     state.resetting_until = None;
                     state.refresh();
                 }
+                self.sync_idle(gpu.0 as usize);
             }
             Event::MigrationDone { tenant, .. } => {
                 self.migrating.remove(tenant);
@@ -371,6 +395,7 @@ impl Board {
                     state.power_change = None;
                     state.refresh();
                 }
+                self.sync_idle(gpu.0 as usize);
             }
             Event::ActionRefused { action, .. } => self.refused(action, out),
             Event::MemoryRequested { request, tenant, gpu, bytes, wait: _ } => {
@@ -508,6 +533,7 @@ impl Board {
         // it); the reset already re-queued the task.
         let i = state.running.iter().position(|r| r.spec.id == task)?;
         let running = state.running.swap_remove(i);
+        self.sync_idle(placement.gpu.0 as usize);
         self.running_count[class_index(running.class)] -= 1;
         if completed {
             self.kernel_time
@@ -687,6 +713,7 @@ impl Board {
             batch_lead: None,
             seq: q.seq,
         });
+        self.sync_idle(placement.gpu.0 as usize);
         Some(task)
     }
 
@@ -747,6 +774,7 @@ impl Board {
             batch_lead: Some(lead),
             seq: q.seq,
         }));
+        self.sync_idle(placement.gpu.0 as usize);
         n
     }
 
@@ -758,6 +786,7 @@ impl Board {
         let mut killed_tasks = std::mem::take(&mut state.running);
         state.resetting_until = Some(now + latency);
         state.refresh();
+        self.sync_idle(gpu.0 as usize);
         killed_tasks.sort_by_key(|r| r.seq);
         let killed: Vec<TaskId> = killed_tasks.iter().map(|r| r.spec.id).collect();
         out.push(Action::ResetGpu { gpu, killed });
@@ -830,6 +859,8 @@ impl Board {
             r.placement = Placement::whole(to);
             r
         }));
+        self.sync_idle(from.0 as usize);
+        self.sync_idle(to.0 as usize);
         if let Some(bytes) = self.memory_held.remove(&(tenant, from)) {
             self.memory_used[from.0 as usize].0 -= bytes.0;
             self.memory_used[to.0 as usize].0 += bytes.0;
@@ -876,6 +907,7 @@ impl Board {
         }
         state.power_change = Some(if powered { PowerChange::Up } else { PowerChange::Down });
         state.refresh();
+        self.sync_idle(gpu.0 as usize);
         out.push(Action::SetGpuPowered { gpu, powered });
         true
     }
@@ -894,6 +926,7 @@ impl Board {
                     s.power_change = None;
                     s.refresh();
                 }
+                self.sync_idle(gpu.0 as usize);
             }
             Action::Dispatch { task, placement } => {
                 self.undo_dispatch(placement.gpu, std::slice::from_ref(task), out)
@@ -911,6 +944,7 @@ impl Board {
         let (mut stopped, staying): (Vec<_>, Vec<_>) =
             state.running.drain(..).partition(|r| tasks.contains(&r.spec.id));
         state.running = staying;
+        self.sync_idle(gpu.0 as usize);
         stopped.sort_by_key(|r| r.seq);
         self.requeue(stopped, out);
     }

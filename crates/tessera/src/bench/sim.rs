@@ -26,6 +26,9 @@ pub struct SimBenchArgs {
     /// Node sizes to run every policy at, as multiples of 4 GPUs and 32 tenants.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 10, 100])]
     scales: Vec<usize>,
+    /// Only the scaled rows of policies whose label contains this (for profiling).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// One measured configuration.
@@ -136,6 +139,10 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
         (PolicyConfig::Credit, Sharing::Exclusive),
         (PolicyConfig::Fair { spin: Nanos::ZERO }, Sharing::Exclusive),
     ];
+    let scaled_policies: Vec<_> = scaled_policies
+        .into_iter()
+        .filter(|(p, _)| a.only.as_ref().is_none_or(|o| p.label().contains(o.as_str())))
+        .collect();
     let colocated = |scale: usize| -> Vec<Workload> {
         let instances = (a.runs as usize * 10 / scale).max(1);
         (0..instances as u64)
