@@ -76,6 +76,16 @@ pub struct FairQueuing {
     members: BTreeMap<Queued, (BTreeSet<TenantId>, Option<TenantId>)>,
     /// Active ones by start tag.
     order: BTreeSet<(VirtualTime, Queued)>,
+    /// Those lingering, by when their spin budget runs out (an entry whose tags say
+    /// otherwise is stale and skipped): expiry looks at the due ones only.
+    lingering: BTreeSet<(Nanos, Queued)>,
+    /// The active ones that may take a GPU now — a member with a task queued and none
+    /// running, or lingering with nothing running — by start tag, and the start tag
+    /// each is listed under: a dispatch walks these, not every active one (most run).
+    eligible: BTreeSet<(VirtualTime, Queued)>,
+    listed: BTreeMap<Queued, VirtualTime>,
+    /// Scratch: keys whose eligibility an event may have changed.
+    touched: Vec<Queued>,
     /// The virtual time when nobody is active (the last one's).
     idle_v: VirtualTime,
     /// Service each tenant received, ns (for status and tests).
@@ -94,6 +104,10 @@ impl FairQueuing {
             tenants: BTreeMap::new(),
             members: BTreeMap::new(),
             order: BTreeSet::new(),
+            lingering: BTreeSet::new(),
+            eligible: BTreeSet::new(),
+            listed: BTreeMap::new(),
+            touched: Vec::new(),
             idle_v: 0,
             service: BTreeMap::new(),
             spin: Nanos::ZERO,
@@ -134,6 +148,41 @@ impl FairQueuing {
         }
     }
 
+    /// Whether `key` may take a GPU now (see `eligible`); pinning and a lingering
+    /// one's budget are checked per GPU by the dispatch.
+    fn is_eligible(&self, key: Queued) -> bool {
+        let Some(t) = self.tags.get(&key) else { return false };
+        if !t.active {
+            return false;
+        }
+        if t.running == 0 && t.lingering_until.is_some() {
+            return true;
+        }
+        self.members.get(&key).is_some_and(|(m, _)| {
+            m.iter().any(|id| {
+                self.tenants.get(id).is_some_and(|(_, r)| r.is_none())
+                    && self.board.queue_of(*id).0 > 0
+            })
+        })
+    }
+
+    /// Bring `key`'s place among the eligible up to date.
+    fn relist(&mut self, key: Queued) {
+        if let Some(at) = self.listed.remove(&key) {
+            self.eligible.remove(&(at, key));
+        }
+        if self.is_eligible(key)
+            && let Some(t) = self.tags.get(&key)
+        {
+            self.eligible.insert((t.start, key));
+            self.listed.insert(key, t.start);
+        }
+    }
+
+    fn key_of(&self, tenant: TenantId) -> Option<Queued> {
+        self.tenants.get(&tenant).map(|(k, _)| *k)
+    }
+
     fn backlogged(&self, key: Queued) -> bool {
         self.members.get(&key).is_some_and(|(m, _)| m.iter().any(|t| self.board.queue_of(*t).0 > 0))
     }
@@ -169,6 +218,9 @@ impl FairQueuing {
         if backlogged || spin > Nanos::ZERO || t.running > 0 {
             // still active; with nothing queued it lingers for the spin budget
             t.lingering_until = (!backlogged).then_some(now + spin);
+            if let Some(until) = t.lingering_until {
+                self.lingering.insert((until, key));
+            }
             self.order.insert((t.start, key));
         } else {
             t.active = false;
@@ -198,12 +250,20 @@ impl FairQueuing {
 
     /// Those whose spin budget ran out without a request yield: inactive.
     fn expire(&mut self, now: Nanos) {
-        let expired: Vec<Queued> = self
-            .tags
-            .iter()
-            .filter(|(_, t)| t.lingering_until.is_some_and(|until| now >= until))
-            .map(|(k, _)| *k)
-            .collect();
+        let mut expired: Vec<Queued> = Vec::new();
+        while let Some(&(until, key)) = self.lingering.first() {
+            if until > now {
+                break;
+            }
+            self.lingering.pop_first();
+            if self.tags.get(&key).is_some_and(|t| t.lingering_until.is_some_and(|u| now >= u)) {
+                expired.push(key);
+            }
+        }
+        // in key order, as the tags are kept (the last one leaving sets the idle time)
+        expired.sort_unstable();
+        expired.dedup();
+        self.touched.extend_from_slice(&expired);
         for key in expired {
             let backlogged = self.backlogged(key);
             let Some(t) = self.tags.get_mut(&key) else { continue };
@@ -243,7 +303,7 @@ impl FairQueuing {
         let mut held: BTreeSet<Queued> = BTreeSet::new();
         for gpu in self.board.idle_gpus() {
             let mut chosen = None;
-            for (_, key) in &self.order {
+            for (_, key) in &self.eligible {
                 if held.contains(key) {
                     continue;
                 }
@@ -282,6 +342,7 @@ impl FairQueuing {
                     t.running += 1;
                     t.lingering_until = None;
                 }
+                self.relist(key);
             }
         }
     }
@@ -328,15 +389,25 @@ impl Policy for FairQueuing {
                             self.order.remove(&(t.start, key));
                         }
                     }
+                    self.touched.push(key);
                 }
             }
-            Event::TaskSubmitted(spec) => self.wake(spec.tenant),
+            Event::TaskSubmitted(spec) => {
+                self.wake(spec.tenant);
+                self.touched.extend(self.key_of(spec.tenant));
+            }
             Event::TenantWeightChanged { tenant, weight } => self.set_weight(*tenant, *weight),
-            Event::TenantCharged { tenant, ran } => self.charge_late(*tenant, *ran),
+            Event::TenantCharged { tenant, ran } => {
+                self.charge_late(*tenant, *ran);
+                self.touched.extend(self.key_of(*tenant));
+            }
+            // a cancellation may empty a queue: its key is looked at again below, and
+            // in the meantime a dispatch finds no member ready there
             _ => {}
         }
         if let Some((tenant, ran)) = finished {
             self.charge(now, tenant, ran);
+            self.touched.extend(self.key_of(tenant));
         }
         self.expire(now);
         // a refused dispatch went back to its queue (the board re-queued it): its
@@ -357,8 +428,21 @@ impl Policy for FairQueuing {
                 if let Some(t) = self.tags.get_mut(&key) {
                     t.running = t.running.saturating_sub(1);
                 }
+                self.touched.push(key);
             }
         }
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        for key in touched.drain(..) {
+            self.relist(key);
+        }
+        self.touched = touched;
+        debug_assert!(
+            self.order.iter().all(|(_, k)| self.is_eligible(*k) == self.listed.contains_key(k))
+                && self.listed.keys().all(|k| self.is_eligible(*k)),
+            "the eligible list drifted"
+        );
         self.dispatch(now, actions);
     }
 }
