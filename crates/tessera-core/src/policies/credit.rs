@@ -111,9 +111,9 @@ impl Credit {
     /// The first ready tenant allowed on `gpu`, UNDER before OVER, in round-robin
     /// order within each.
     fn pick(&self, gpu: GpuId) -> Option<TenantId> {
-        self.ready.iter().find_map(|list| {
-            list.iter().map(|(_, t)| *t).find(|t| self.board.may_run_on(*t, gpu))
-        })
+        self.ready
+            .iter()
+            .find_map(|list| list.iter().map(|(_, t)| *t).find(|t| self.board.may_run_on(*t, gpu)))
     }
 
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
@@ -322,6 +322,70 @@ mod tests {
     /// get GPU time by weight (weight 3 of 4: 75.0% when last run); when the weight-3
     /// tenant's quanta are 3 ms against 30 ms, round-robin turns give it one short
     /// quantum per turn and it gets about half (50.0%) — the weakness FairGV names.
+    /// One GPU under Credit with tenants of the given weights (ids 0, 1, ...), each
+    /// given two tasks at time 0; a task's id carries its tenant in its high bits.
+    struct OneGpu {
+        p: Credit,
+        acts: Vec<Action>,
+        id: u64,
+    }
+
+    impl OneGpu {
+        fn new(weights: &[u32]) -> OneGpu {
+            let mut g = OneGpu {
+                p: Credit::new(&GpuSpec::uniform(1, Bytes::gib(1))),
+                acts: Vec::new(),
+                id: 0,
+            };
+            for (i, w) in weights.iter().enumerate() {
+                let spec = TenantSpec {
+                    weight: *w,
+                    ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
+                };
+                g.p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut g.acts);
+            }
+            for t in 0..weights.len() as u64 {
+                g.submit(t, Nanos::ZERO);
+                g.submit(t, Nanos::ZERO);
+            }
+            g
+        }
+
+        fn submit(&mut self, t: u64, now: Nanos) {
+            self.id += 1;
+            let spec = TaskSpec {
+                id: TaskId(t << 32 | self.id),
+                tenant: TenantId(t),
+                kernel: 0,
+                memory: Bytes(0),
+                launch: None,
+                batch: 1,
+            };
+            self.p.on_event(now, &Event::TaskSubmitted(spec), &mut self.acts);
+        }
+
+        /// The task dispatched last since the previous call.
+        fn last_dispatch(&mut self) -> Option<TaskId> {
+            let task = self.acts.iter().rev().find_map(|a| match a {
+                Action::Dispatch { task, .. } => Some(*task),
+                _ => None,
+            });
+            self.acts.clear();
+            task
+        }
+
+        fn finish(&mut self, task: TaskId, ran: Nanos, now: Nanos) {
+            let e = Event::TaskFinished {
+                task,
+                placement: Placement::whole(GpuId(0)),
+                ran_for: ran,
+                measured: true,
+                result: Ok(()),
+            };
+            self.p.on_event(now, &e, &mut self.acts);
+        }
+    }
+
     /// Worked by hand: weights 1:1:2, one GPU, 10 ms quanta, every tenant always
     /// backlogged. Credit starts at 0 (OVER for all): t0, t1, t2 in turn. At 30 ms the
     /// accounting gives 7.5, 7.5 and 15 ms: t0 and t1 stay negative (-2.5), t2 goes to
@@ -329,54 +393,16 @@ mod tests {
     /// (t0, t1); at 60 ms t2 is the only one UNDER again (+10).
     #[test]
     fn under_goes_before_over_and_turns_go_round() {
-        let mut p = Credit::new(&GpuSpec::uniform(1, Bytes::gib(1)));
-        let mut acts = Vec::new();
-        for (i, w) in [1u32, 1, 2].iter().enumerate() {
-            let spec =
-                TenantSpec { weight: *w, ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch) };
-            p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut acts);
-        }
-        let mut id = 0u64;
-        let mut submit = |p: &mut Credit, t: u64, now: Nanos, acts: &mut Vec<Action>| {
-            id += 1;
-            let spec = TaskSpec {
-                id: TaskId(t << 32 | id),
-                tenant: TenantId(t),
-                kernel: 0,
-                memory: Bytes(0),
-                launch: None,
-                batch: 1,
-            };
-            p.on_event(now, &Event::TaskSubmitted(spec), acts);
-        };
+        let mut g = OneGpu::new(&[1, 1, 2]);
         let mut now = Nanos::ZERO;
-        for t in 0..3 {
-            submit(&mut p, t, now, &mut acts);
-            submit(&mut p, t, now, &mut acts);
-        }
         let mut order = Vec::new();
         for _ in 0..7 {
-            let task = acts
-                .iter()
-                .rev()
-                .find_map(|a| match a {
-                    Action::Dispatch { task, .. } => Some(*task),
-                    _ => None,
-                })
-                .expect("a dispatch");
-            acts.clear();
+            let task = g.last_dispatch().expect("a dispatch");
             let t = task.0 >> 32;
             order.push(t);
             now += Nanos::from_millis(10);
-            let e = Event::TaskFinished {
-                task,
-                placement: Placement::whole(GpuId(0)),
-                ran_for: Nanos::from_millis(10),
-                measured: true,
-                result: Ok(()),
-            };
-            p.on_event(now, &e, &mut acts);
-            submit(&mut p, t, now, &mut acts);
+            g.finish(task, Nanos::from_millis(10), now);
+            g.submit(t, now);
         }
         assert_eq!(order, [0, 1, 2, 2, 0, 1, 2]);
     }
@@ -384,55 +410,17 @@ mod tests {
     #[test]
     fn credit_shares_by_weight_when_slices_are_used_exactly() {
         let run = |lengths: [u64; 2]| {
-            let mut p = Credit::new(&GpuSpec::uniform(1, Bytes::gib(1)));
-            let mut acts = Vec::new();
-            for (i, w) in [1u32, 3].iter().enumerate() {
-                let spec = TenantSpec {
-                    weight: *w,
-                    ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
-                };
-                p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut acts);
-            }
-            let mut id = 0u64;
-            let mut submit = |p: &mut Credit, t: u64, now: Nanos, acts: &mut Vec<Action>| {
-                id += 1;
-                let spec = TaskSpec {
-                    id: TaskId(t << 32 | id),
-                    tenant: TenantId(t),
-                    kernel: 0,
-                    memory: Bytes(0),
-                    launch: None,
-                    batch: 1,
-                };
-                p.on_event(now, &Event::TaskSubmitted(spec), acts);
-            };
+            let mut g = OneGpu::new(&[1, 3]);
             let mut now = Nanos::ZERO;
-            for t in 0..2 {
-                submit(&mut p, t, now, &mut acts);
-                submit(&mut p, t, now, &mut acts);
-            }
             let mut got = [0u64; 2];
             for _ in 0..2000 {
-                let Some(task) = acts.iter().rev().find_map(|a| match a {
-                    Action::Dispatch { task, .. } => Some(*task),
-                    _ => None,
-                }) else {
-                    break;
-                };
-                acts.clear();
+                let Some(task) = g.last_dispatch() else { break };
                 let t = (task.0 >> 32) as usize;
                 let ran = Nanos::from_millis(lengths[t]);
                 now += ran;
                 got[t] += ran.0;
-                let e = Event::TaskFinished {
-                    task,
-                    placement: Placement::whole(GpuId(0)),
-                    ran_for: ran,
-                    measured: true,
-                    result: Ok(()),
-                };
-                p.on_event(now, &e, &mut acts);
-                submit(&mut p, t as u64, now, &mut acts);
+                g.finish(task, ran, now);
+                g.submit(t as u64, now);
             }
             got[1] as f64 / (got[0] + got[1]) as f64
         };

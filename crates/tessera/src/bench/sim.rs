@@ -130,9 +130,15 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
     // many events
     let scaled_policies: Vec<(PolicyConfig, Sharing)> = vec![
         (PolicyConfig::RoundRobin, Sharing::Exclusive),
-        (PolicyConfig::Priority { reserve: 0, reset: Some(Nanos::from_secs(1)) }, Sharing::Exclusive),
+        (
+            PolicyConfig::Priority { reserve: 0, reset: Some(Nanos::from_secs(1)) },
+            Sharing::Exclusive,
+        ),
         (PolicyConfig::Flexy { reserve: 1, reset: None, sla, history: 10 }, Sharing::Exclusive),
-        (PolicyConfig::FlexyPid { sla, history: 10, gains: Default::default() }, Sharing::Exclusive),
+        (
+            PolicyConfig::FlexyPid { sla, history: 10, gains: Default::default() },
+            Sharing::Exclusive,
+        ),
         (PolicyConfig::MemSafe { notification: Default::default() }, Sharing::Exclusive),
         (PolicyConfig::LeastLoaded { per_gpu: 1 }, Sharing::Exclusive),
         (PolicyConfig::LeastLoaded { per_gpu: 8 }, Sharing::Processor),
@@ -200,7 +206,8 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
     // cost per event at the largest scale over that at the smallest (the first and last
     // given)
     let growth = |s: &Scaled| {
-        let (first, last) = (s.at.first().map_or(f64::NAN, |x| x.2), s.at.last().map_or(f64::NAN, |x| x.2));
+        let (first, last) =
+            (s.at.first().map_or(f64::NAN, |x| x.2), s.at.last().map_or(f64::NAN, |x| x.2));
         first / last
     };
     if a.json {
