@@ -198,6 +198,10 @@ pub struct Board {
     /// change of a GPU's state, so that the policies' question on every event costs
     /// the idle GPUs, not a walk of the node.
     idle: BTreeSet<GpuId>,
+    /// The whole GPUs with room for one more task, by (summed demand, tasks running,
+    /// id), and each GPU's key there: least-loaded placement takes the first.
+    with_room: BTreeSet<(u32, usize, GpuId)>,
+    room_key: Vec<Option<(u32, usize, GpuId)>>,
 }
 
 fn class_index(class: ServiceClass) -> usize {
@@ -258,17 +262,49 @@ impl Board {
             memory_held: BTreeMap::new(),
             announced_pools: None,
             idle: gpus.iter().map(|g| g.id).collect(),
+            with_room: gpus.iter().map(|g| (0, 0, g.id)).collect(),
+            room_key: gpus.iter().map(|g| Some((0, 0, g.id))).collect(),
         }
     }
 
-    /// Bring the idle set up to date with the GPU at `index`.
+    /// Bring the idle set and the load order up to date with the GPU at `index`.
     fn sync_idle(&mut self, index: usize) {
         let Some((spec, state)) = self.gpus.get(index) else { return };
+        let id = spec.id;
         if state.is_idle() {
-            self.idle.insert(spec.id);
+            self.idle.insert(id);
         } else {
-            self.idle.remove(&spec.id);
+            self.idle.remove(&id);
         }
+        let key = self
+            .has_room(Placement::whole(id))
+            .then(|| (state.demand(), state.running.len(), id));
+        if let Some(old) = self.room_key[index].take() {
+            self.with_room.remove(&old);
+        }
+        if let Some(key) = key {
+            self.with_room.insert(key);
+        }
+        self.room_key[index] = key;
+    }
+
+    /// The whole GPUs with room for one more task, least loaded first: by summed
+    /// demand of what runs there, then tasks running, then id.
+    pub fn gpus_with_room_by_load(&self) -> impl Iterator<Item = GpuId> + '_ {
+        debug_assert!(
+            self.with_room.iter().copied().eq({
+                let mut all: Vec<_> = self
+                    .gpus
+                    .iter()
+                    .filter(|(spec, _)| self.has_room(Placement::whole(spec.id)))
+                    .map(|(spec, st)| (st.demand(), st.running.len(), spec.id))
+                    .collect();
+                all.sort_unstable();
+                all
+            }),
+            "the load order drifted from the GPUs' states"
+        );
+        self.with_room.iter().map(|(_, _, g)| *g)
     }
 
     /// Number of GPUs.
@@ -383,6 +419,7 @@ impl Board {
                 {
                     state.partitions = shares;
                 }
+                self.sync_idle(gpu.0 as usize);
             }
             Event::RepartitionFailed { gpu, .. } => {
                 if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) {

@@ -36,17 +36,8 @@ impl Policy for LeastLoaded {
         self.board.observe(now, event, actions);
         while let Some(tenant) = self.board.oldest_head(Classes::All) {
             // least summed demand, then fewest tasks, then lowest id
-            let target = self
-                .board
-                .gpu_ids()
-                .filter(|g| {
-                    self.board.has_room(crate::model::Placement::whole(*g))
-                        && self.board.may_run_on(tenant, *g)
-                })
-                .min_by_key(|g| {
-                    let s = self.board.state(*g);
-                    (s.demand(), s.running().len(), *g)
-                });
+            let target =
+                self.board.gpus_with_room_by_load().find(|g| self.board.may_run_on(tenant, *g));
             // none with room (for a pinned tenant: none of its GPUs): the oldest waits,
             // and so, first come first served, do the others
             let Some(gpu) = target else { break };
