@@ -49,7 +49,9 @@ impl Policy for Priority {
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         self.board.observe(now, event, actions);
-        let reserved: Vec<GpuId> = self.board.gpu_ids().filter(|g| self.reserved(*g)).collect();
+        // the reserved GPUs are the first `reserve` (not a walk of the node)
+        let reserved: Vec<GpuId> =
+            (0..self.reserve.min(self.board.gpu_count())).map(|g| GpuId(g as u32)).collect();
         self.board.announce_pools(reserved, actions);
 
         for gpu in self.board.idle_gpus() {
@@ -66,6 +68,9 @@ impl Policy for Priority {
         // batch work, kill as many batch tasks as there are waiting user-facing tasks
         // that no idle, resetting or user-facing GPU will take.
         let waiting = self.board.queued(Classes::UserFacing);
+        if waiting == 0 {
+            return;
+        }
         let uncovered = waiting.saturating_sub(user_facing_capable(&self.board, |_| true));
         if uncovered == 0 {
             return;
