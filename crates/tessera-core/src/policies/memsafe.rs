@@ -179,6 +179,9 @@ pub struct MemSafe {
     held: BTreeMap<(TenantId, GpuId), Bytes>,
     priority: BTreeMap<TenantId, u8>,
     waiting: Vec<Vec<Pending>>,
+    /// No waiter's deadline is earlier than this (`None`: no waiter has one): the
+    /// queues are walked for timeouts only once it has passed, not on every event.
+    next_deadline: Option<Nanos>,
     next_seq: u64,
 }
 
@@ -193,6 +196,7 @@ impl MemSafe {
             held: BTreeMap::new(),
             priority: BTreeMap::new(),
             waiting: vec![Vec::new(); gpus.len()],
+            next_deadline: None,
             next_seq: 0,
         }
     }
@@ -232,6 +236,10 @@ impl MemSafe {
     }
 
     fn expire(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        if self.next_deadline.is_none_or(|d| d > now) {
+            return;
+        }
+        let mut next: Option<Nanos> = None;
         for queue in &mut self.waiting {
             queue.retain(|p| {
                 let expired = p.deadline.is_some_and(|d| d <= now);
@@ -240,10 +248,13 @@ impl MemSafe {
                         request: p.request,
                         reason: MemoryDenial::TimedOut,
                     });
+                } else if let Some(d) = p.deadline {
+                    next = Some(next.map_or(d, |n| n.min(d)));
                 }
                 !expired
             });
         }
+        self.next_deadline = next;
     }
 
     fn memory_event(&mut self, now: Nanos, event: &Event, out: &mut Vec<Action>) -> bool {
@@ -288,6 +299,9 @@ impl MemSafe {
                 };
                 let seq = self.next_seq;
                 self.next_seq += 1;
+                if let Some(d) = deadline {
+                    self.next_deadline = Some(self.next_deadline.map_or(d, |n| n.min(d)));
+                }
                 self.waiting[g].push(Pending {
                     request: *request,
                     tenant: *tenant,
