@@ -142,16 +142,17 @@ impl Flexy {
     /// Packing keeps U small, which is why Flexy resets less than priority.
     fn reset_if_needed(&mut self, now: Nanos, latency: Nanos, actions: &mut Vec<Action>) {
         let waiting = self.board.queued(Classes::UserFacing);
-        let in_pool = self.in_user_pool.clone();
+        if waiting == 0 || self.pool_size == 0 {
+            return;
+        }
+        let in_pool = &self.in_user_pool;
         let capable = user_facing_capable(&self.board, |g| in_pool[g.0 as usize]);
         let missing = self.pool_size.min(waiting).saturating_sub(capable);
         if missing == 0 {
             return;
         }
-        for gpu in resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize])
-            .into_iter()
-            .take(missing)
-        {
+        let resettable = resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]);
+        for gpu in resettable.into_iter().take(missing) {
             self.board.reset(now, gpu, latency, actions);
         }
     }
