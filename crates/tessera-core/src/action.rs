@@ -112,11 +112,11 @@ pub enum Action {
         powered: bool,
     },
     /// The policy's split of GPUs into pools changed (Flexy): informational, for
-    /// status displays and metrics. Together the two lists hold every GPU once.
+    /// status displays and metrics. The GPUs named are the user-facing pool, in
+    /// ascending order, each once; every other GPU serves batch work (not listed, so
+    /// that a change costs the pool's size, not the node's).
     SetPools {
         /// GPUs reserved for user-facing tasks.
         user_facing: Vec<GpuId>,
-        /// GPUs serving batch tasks.
-        batch: Vec<GpuId>,
     },
 }

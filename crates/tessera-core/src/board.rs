@@ -993,8 +993,7 @@ impl Board {
         if self.announced_pools.as_ref() == Some(&user_facing) {
             return;
         }
-        let batch = self.gpu_ids().filter(|g| !user_facing.contains(g)).collect();
-        out.push(Action::SetPools { user_facing: user_facing.clone(), batch });
+        out.push(Action::SetPools { user_facing: user_facing.clone() });
         self.announced_pools = Some(user_facing);
     }
 

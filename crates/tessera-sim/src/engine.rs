@@ -762,13 +762,13 @@ impl<'w> Simulation<'w> {
                 self.maybe_job_done(job)?;
             }
             Action::ResetGpu { gpu, killed } => self.reset(gpu, killed)?,
-            Action::SetPools { user_facing, batch } => {
-                let mut all: Vec<GpuId> = user_facing.iter().chain(&batch).copied().collect();
-                all.sort_unstable();
-                let expected: Vec<GpuId> = self.opts.gpus.iter().map(|g| g.id).collect();
-                if all != expected {
+            Action::SetPools { user_facing } => {
+                let gpus = self.opts.gpus.len();
+                if user_facing.windows(2).any(|w| w[0] >= w[1])
+                    || user_facing.last().is_some_and(|g| g.0 as usize >= gpus)
+                {
                     return Err(self.violation(format!(
-                        "pools {user_facing:?} + {batch:?} do not partition the GPUs"
+                        "user-facing pool {user_facing:?} is not a set of this node's GPUs in order"
                     )));
                 }
                 self.pool_user_facing = user_facing.len();

@@ -139,7 +139,7 @@ impl Policy for Forgetful {
     fn on_event(&mut self, _: Nanos, _: &Event, _: &mut Vec<Action>) {}
 }
 
-/// Announces pools that leave a GPU out.
+/// Announces a user-facing pool that names a GPU twice.
 #[derive(Debug)]
 struct BadPools;
 impl Policy for BadPools {
@@ -147,7 +147,7 @@ impl Policy for BadPools {
         "bad-pools".into()
     }
     fn on_event(&mut self, _: Nanos, _: &Event, out: &mut Vec<Action>) {
-        out.push(Action::SetPools { user_facing: vec![GpuId(0)], batch: vec![] });
+        out.push(Action::SetPools { user_facing: vec![GpuId(0), GpuId(0)] });
     }
 }
 
@@ -216,7 +216,7 @@ fn the_engine_catches_lost_tasks() {
 }
 
 #[test]
-fn the_engine_catches_pools_that_do_not_partition_the_gpus() {
+fn the_engine_catches_a_pool_that_is_not_a_set_of_its_gpus() {
     let err = run_with(Box::new(BadPools), &one_job_workload(1, 1), 2).unwrap_err();
     assert!(matches!(err, SimError::PolicyViolation { .. }), "{err}");
 }

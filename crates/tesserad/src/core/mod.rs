@@ -884,15 +884,14 @@ impl Core {
                 }
                 self.exec.send(gpu, Command::Reset);
             }
-            Action::SetPools { user_facing, batch } => {
+            Action::SetPools { user_facing } => {
+                // every GPU not named serves batch work
+                for rt in &mut self.gpus {
+                    rt.pool = "batch";
+                }
                 for g in user_facing {
                     if let Some(rt) = self.gpus.get_mut(g.0 as usize) {
                         rt.pool = "user_facing";
-                    }
-                }
-                for g in batch {
-                    if let Some(rt) = self.gpus.get_mut(g.0 as usize) {
-                        rt.pool = "batch";
                     }
                 }
             }
