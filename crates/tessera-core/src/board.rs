@@ -9,6 +9,7 @@
 use crate::action::{Action, MemoryDenial, TaskEndReason};
 use crate::estimate::WindowMean;
 use crate::event::Event;
+use crate::free_order::{Busy, FreeOrder};
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
 use crate::units::{Bytes, Nanos, PerMille};
@@ -202,6 +203,8 @@ pub struct Board {
     /// id), and each GPU's key there: least-loaded placement takes the first.
     with_room: BTreeSet<(u32, usize, GpuId)>,
     room_key: Vec<Option<(u32, usize, GpuId)>>,
+    /// The busy GPUs by expected freeing, on an exclusive board (one task per GPU).
+    free_order: Option<FreeOrder>,
 }
 
 fn class_index(class: ServiceClass) -> usize {
@@ -264,6 +267,7 @@ impl Board {
             idle: gpus.iter().map(|g| g.id).collect(),
             with_room: gpus.iter().map(|g| (0, 0, g.id)).collect(),
             room_key: gpus.iter().map(|g| Some((0, 0, g.id))).collect(),
+            free_order: (per_placement <= 1).then(|| FreeOrder::new(gpus.len())),
         }
     }
 
@@ -276,9 +280,8 @@ impl Board {
         } else {
             self.idle.remove(&id);
         }
-        let key = self
-            .has_room(Placement::whole(id))
-            .then(|| (state.demand(), state.running.len(), id));
+        let key =
+            self.has_room(Placement::whole(id)).then(|| (state.demand(), state.running.len(), id));
         if let Some(old) = self.room_key[index].take() {
             self.with_room.remove(&old);
         }
@@ -286,6 +289,54 @@ impl Board {
             self.with_room.insert(key);
         }
         self.room_key[index] = key;
+        if let Some(order) = &mut self.free_order {
+            let busy = if state.is_idle() {
+                None
+            } else if let Some(until) = state.resetting_until {
+                Some(Busy::Until(until))
+            } else if !state.available {
+                Some(Busy::Until(Nanos::MAX))
+            } else {
+                state.running.first().map(|r| Busy::Running {
+                    kernel: r.spec.kernel,
+                    class: class_index(r.class),
+                    started: r.started,
+                })
+            };
+            order.set(id, busy);
+        }
+    }
+
+    /// The idle GPUs, by id.
+    pub fn idle_ids(&self) -> impl Iterator<Item = GpuId> + '_ {
+        self.idle.iter().copied()
+    }
+
+    /// Append to `out` the first `m` GPUs that are not idle, in the order of when each
+    /// is expected to have room ([`Board::expected_free_at`]), ties going to those
+    /// `in_pool` says (listed in ascending order in `pool`), then by id: Flexy's order.
+    /// An index on an exclusive board (O((m + pool) log n)); a sort of the node on a
+    /// co-locating one.
+    pub fn first_busy_to_free(
+        &self,
+        now: Nanos,
+        m: usize,
+        in_pool: &[bool],
+        pool: &[GpuId],
+        out: &mut Vec<GpuId>,
+    ) {
+        if let Some(order) = &self.free_order {
+            let predict = |kernel: u32, class: usize| self.predicted_duration_at(kernel, class);
+            order.first(now, m, predict, in_pool, pool, out);
+            return;
+        }
+        let mut keys: Vec<(Nanos, bool, GpuId)> = self
+            .gpu_ids()
+            .filter(|g| !self.state(*g).is_idle())
+            .map(|g| (self.expected_free_at(g, now), !in_pool[g.0 as usize], g))
+            .collect();
+        keys.sort_unstable();
+        out.extend(keys.into_iter().take(m).map(|(_, _, g)| g));
     }
 
     /// The whole GPUs with room for one more task, least loaded first: by summed
@@ -596,10 +647,14 @@ impl Board {
     /// Predicted duration of a task of `kernel` in `class`: the mean of the kernel's
     /// recent durations, else of the class's, else zero (nothing known yet).
     pub fn predicted_duration(&self, kernel: u32, class: ServiceClass) -> Nanos {
+        self.predicted_duration_at(kernel, class_index(class))
+    }
+
+    fn predicted_duration_at(&self, kernel: u32, class: usize) -> Nanos {
         self.kernel_time
             .get(&kernel)
             .and_then(WindowMean::mean)
-            .or_else(|| self.class_time[class_index(class)].mean())
+            .or_else(|| self.class_time[class].mean())
             .unwrap_or(Nanos::ZERO)
     }
 

@@ -25,6 +25,7 @@ pub mod action;
 pub mod board;
 pub mod estimate;
 pub mod event;
+mod free_order;
 pub mod ids;
 pub mod model;
 pub mod policies;

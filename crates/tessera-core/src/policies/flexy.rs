@@ -66,6 +66,9 @@ pub struct Flexy {
     le: WindowMean,
     in_user_pool: Vec<bool>,
     pool_size: usize,
+    /// The pool's GPUs in ascending order, and scratch for the next one.
+    pool: Vec<GpuId>,
+    top: Vec<GpuId>,
 }
 
 impl Flexy {
@@ -77,6 +80,8 @@ impl Flexy {
             le: WindowMean::new(params.history),
             in_user_pool: vec![false; gpus.len()],
             pool_size: 0,
+            pool: Vec::new(),
+            top: Vec::new(),
         }
     }
 
@@ -106,9 +111,54 @@ impl Flexy {
         let le = self.le.mean().unwrap_or(self.params.sla);
         let n = self.board.gpu_count();
         let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
-        // Sort key: expected completion; at equal times an idle GPU before a busy one
-        // (a task past its predicted end is still running), then the GPU's current
-        // pool (so identical GPUs do not swap pools), then id.
+        // The pool is the first U GPUs by expected completion; at equal times an idle
+        // GPU before a busy one (a task past its predicted end is still running), then
+        // the GPU's current pool (so identical GPUs do not swap pools), then id. The
+        // idle ones come first: the current pool's, then the others, by id; then the
+        // busy ones from the board's index — not a sort of the node.
+        let mut top = std::mem::take(&mut self.top);
+        top.clear();
+        for g in &self.pool {
+            if top.len() == u {
+                break;
+            }
+            if self.board.state(*g).is_idle() {
+                top.push(*g);
+            }
+        }
+        for g in self.board.idle_ids() {
+            if top.len() == u {
+                break;
+            }
+            if !self.in_user_pool[g.0 as usize] {
+                top.push(g);
+            }
+        }
+        if top.len() < u {
+            self.board.first_busy_to_free(
+                now,
+                u - top.len(),
+                &self.in_user_pool,
+                &self.pool,
+                &mut top,
+            );
+        }
+        debug_assert_eq!(top, self.sorted_order(now, u), "the pool differs from a full sort's");
+        for g in &self.pool {
+            self.in_user_pool[g.0 as usize] = false;
+        }
+        for g in &top {
+            self.in_user_pool[g.0 as usize] = true;
+        }
+        self.pool_size = u;
+        top.sort_unstable();
+        self.board.announce_pools(top.clone(), actions);
+        self.top = std::mem::replace(&mut self.pool, top);
+    }
+
+    /// The first `u` GPUs by a full sort of the node, as Algorithm 1 is written (the
+    /// check of the index in debug builds).
+    fn sorted_order(&self, now: Nanos, u: usize) -> Vec<GpuId> {
         let mut order: Vec<(Nanos, bool, bool, GpuId)> = self
             .board
             .gpu_ids()
@@ -118,13 +168,7 @@ impl Flexy {
             })
             .collect();
         order.sort_unstable();
-        self.in_user_pool.iter_mut().for_each(|p| *p = false);
-        for (_, _, _, g) in &order[..u] {
-            self.in_user_pool[g.0 as usize] = true;
-        }
-        self.pool_size = u;
-        let pool = order[..u].iter().map(|(_, _, _, g)| *g).collect();
-        self.board.announce_pools(pool, actions);
+        order.into_iter().take(u).map(|(_, _, _, g)| g).collect()
     }
 
     fn dispatch_idle(&mut self, now: Nanos, actions: &mut Vec<Action>) {
@@ -151,7 +195,8 @@ impl Flexy {
         if missing == 0 {
             return;
         }
-        let resettable = resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]);
+        let resettable =
+            resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]);
         for gpu in resettable.into_iter().take(missing) {
             self.board.reset(now, gpu, latency, actions);
         }

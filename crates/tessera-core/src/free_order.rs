@@ -1,0 +1,302 @@
+//! The busy GPUs of an exclusive board (one task per GPU) in the order of their
+//! expected completion, kept up to date as tasks start and end, so that Flexy's
+//! Algorithm 1 takes the first few without sorting the node on every event.
+//!
+//! A busy GPU is expected to free at E: its task's start plus the current prediction
+//! for the task's kernel and class (never known: `Nanos::MAX`), or the end of its
+//! reset, or never while powered down. The order wanted is Flexy's sort key,
+//! (max(E, now), !in_pool, id): every GPU already past its E ties at `now`, and ties
+//! go to the pool's GPUs first, then by id.
+//!
+//! A prediction changes with every completion of its kernel, which would move every
+//! GPU running that kernel; so GPUs are grouped by (kernel, class) and kept by start
+//! time, an order no prediction changes. Per group, a min-tree over GPU ids finds the
+//! lowest id already past its E in O(log n); the rest come from merging the groups by
+//! E. A query costs O((m + pool) × groups × log n) for m GPUs, not a walk of the node.
+
+use crate::ids::GpuId;
+use crate::units::Nanos;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a busy GPU's expected freeing depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Busy {
+    /// Running a task of `kernel` in class `class` (an index) since `started`.
+    Running { kernel: u32, class: usize, started: Nanos },
+    /// Free at a fixed time: a reset's end, or never (`Nanos::MAX`).
+    Until(Nanos),
+}
+
+/// The lowest index at or after a bound whose value is at most a threshold.
+#[derive(Clone, Debug)]
+struct MinTree {
+    size: usize,
+    v: Vec<u64>,
+}
+
+impl MinTree {
+    fn new(n: usize) -> MinTree {
+        let size = n.next_power_of_two().max(1);
+        MinTree { size, v: vec![u64::MAX; 2 * size] }
+    }
+
+    fn set(&mut self, i: usize, value: u64) {
+        let mut k = i + self.size;
+        self.v[k] = value;
+        while k > 1 {
+            k /= 2;
+            self.v[k] = self.v[2 * k].min(self.v[2 * k + 1]);
+        }
+    }
+
+    fn leftmost(&self, from: usize, at_most: u64) -> Option<usize> {
+        self.descend(1, 0, self.size, from, at_most)
+    }
+
+    fn descend(
+        &self,
+        node: usize,
+        lo: usize,
+        hi: usize,
+        from: usize,
+        at_most: u64,
+    ) -> Option<usize> {
+        if hi <= from || self.v[node] > at_most {
+            return None;
+        }
+        if hi - lo == 1 {
+            return Some(lo);
+        }
+        let mid = (lo + hi) / 2;
+        self.descend(2 * node, lo, mid, from, at_most)
+            .or_else(|| self.descend(2 * node + 1, mid, hi, from, at_most))
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Group {
+    by_start: BTreeSet<(Nanos, GpuId)>,
+    /// Start time per GPU id (`u64::MAX`: not in the group).
+    starts: MinTree,
+}
+
+/// See the module docs.
+#[derive(Clone, Debug)]
+pub(crate) struct FreeOrder {
+    entries: Vec<Option<Busy>>,
+    groups: BTreeMap<(u32, usize), Group>,
+    fixed: BTreeSet<(Nanos, GpuId)>,
+    fixed_until: MinTree,
+}
+
+impl FreeOrder {
+    pub(crate) fn new(gpus: usize) -> FreeOrder {
+        FreeOrder {
+            entries: vec![None; gpus],
+            groups: BTreeMap::new(),
+            fixed: BTreeSet::new(),
+            fixed_until: MinTree::new(gpus),
+        }
+    }
+
+    /// GPU `gpu` is now `busy` (`None`: idle).
+    pub(crate) fn set(&mut self, gpu: GpuId, busy: Option<Busy>) {
+        let i = gpu.0 as usize;
+        if self.entries.get(i).copied().flatten() == busy {
+            return;
+        }
+        match self.entries[i].take() {
+            Some(Busy::Running { kernel, class, started }) => {
+                if let Some(g) = self.groups.get_mut(&(kernel, class)) {
+                    g.by_start.remove(&(started, gpu));
+                    g.starts.set(i, u64::MAX);
+                    if g.by_start.is_empty() {
+                        self.groups.remove(&(kernel, class));
+                    }
+                }
+            }
+            Some(Busy::Until(until)) => {
+                self.fixed.remove(&(until, gpu));
+                self.fixed_until.set(i, u64::MAX);
+            }
+            None => {}
+        }
+        match busy {
+            Some(Busy::Running { kernel, class, started }) => {
+                let n = self.entries.len();
+                let g = self.groups.entry((kernel, class)).or_insert_with(|| Group {
+                    by_start: BTreeSet::new(),
+                    starts: MinTree::new(n),
+                });
+                g.by_start.insert((started, gpu));
+                g.starts.set(i, started.0);
+            }
+            Some(Busy::Until(until)) => {
+                self.fixed.insert((until, gpu));
+                // a reset ending later than ever is never past
+                self.fixed_until.set(i, until.0);
+            }
+            None => {}
+        }
+        self.entries[i] = busy;
+    }
+
+    /// When GPU `i` is expected to free, with `predict` the current prediction for a
+    /// (kernel, class) (zero: none).
+    fn end_of(&self, i: usize, predict: &impl Fn(u32, usize) -> Nanos) -> Option<Nanos> {
+        match self.entries.get(i).copied().flatten()? {
+            Busy::Running { kernel, class, started } => {
+                let d = predict(kernel, class);
+                Some(if d > Nanos::ZERO { started + d } else { Nanos::MAX })
+            }
+            Busy::Until(until) => Some(until),
+        }
+    }
+
+    /// Append to `out` the first `m` busy GPUs in the order (max(E, now), !pool, id)
+    /// (see the module docs); `in_pool` says which GPUs
+    /// are in the pool, `pool` lists them in ascending order.
+    pub(crate) fn first(
+        &self,
+        now: Nanos,
+        m: usize,
+        predict: impl Fn(u32, usize) -> Nanos,
+        in_pool: &[bool],
+        pool: &[GpuId],
+        out: &mut Vec<GpuId>,
+    ) {
+        let want = out.len() + m;
+        // past their time (E <= now): tied at now, the pool's first, then by id
+        for g in pool {
+            if out.len() == want {
+                return;
+            }
+            if self.end_of(g.0 as usize, &predict).is_some_and(|e| e <= now) {
+                out.push(*g);
+            }
+        }
+        let mut from = 0usize;
+        while out.len() < want {
+            let mut next: Option<usize> = self.fixed_until.leftmost(from, now.0);
+            for (&(kernel, class), g) in &self.groups {
+                let d = predict(kernel, class);
+                if d == Nanos::ZERO || d > now {
+                    continue;
+                }
+                if let Some(i) = g.starts.leftmost(from, (now - d).0) {
+                    next = Some(next.map_or(i, |n| n.min(i)));
+                }
+            }
+            let Some(i) = next else { break };
+            from = i + 1;
+            if !in_pool.get(i).copied().unwrap_or(false) {
+                out.push(GpuId(i as u32));
+            }
+        }
+        if out.len() == want {
+            return;
+        }
+        // the rest by E, ties by (!pool, id): merge the groups and the fixed ones
+        let mut streams: Vec<Box<dyn Iterator<Item = (Nanos, GpuId)> + '_>> = Vec::new();
+        streams.push(Box::new(
+            self.fixed.range((Nanos(now.0.saturating_add(1)), GpuId(0))..).copied(),
+        ));
+        for (&(kernel, class), g) in &self.groups {
+            let d = predict(kernel, class);
+            if d == Nanos::ZERO {
+                streams.push(Box::new(g.by_start.iter().map(|(_, gpu)| (Nanos::MAX, *gpu))));
+            } else {
+                // started + d > now
+                let after = Nanos(now.0.saturating_sub(d.0).saturating_add(1));
+                let lower = if d > now { Nanos::ZERO } else { after };
+                streams.push(Box::new(
+                    g.by_start.range((lower, GpuId(0))..).map(move |(s, gpu)| (*s + d, *gpu)),
+                ));
+            }
+        }
+        let mut heads: Vec<Option<(Nanos, GpuId)>> = streams.iter_mut().map(|s| s.next()).collect();
+        let mut tie: Vec<(bool, GpuId)> = Vec::new();
+        while out.len() < want {
+            let Some(e) = heads.iter().flatten().map(|(e, _)| *e).min() else { break };
+            tie.clear();
+            for (head, stream) in heads.iter_mut().zip(streams.iter_mut()) {
+                while let Some((he, g)) = *head {
+                    if he != e {
+                        break;
+                    }
+                    tie.push((!in_pool.get(g.0 as usize).copied().unwrap_or(false), g));
+                    *head = stream.next();
+                }
+            }
+            tie.sort_unstable();
+            for (_, g) in &tie {
+                if out.len() == want {
+                    break;
+                }
+                out.push(*g);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The order by a full sort, as Flexy computed it before.
+    fn sorted(
+        f: &FreeOrder,
+        now: Nanos,
+        predict: &impl Fn(u32, usize) -> Nanos,
+        in_pool: &[bool],
+    ) -> Vec<GpuId> {
+        let mut keys: Vec<(Nanos, bool, GpuId)> = (0..f.entries.len())
+            .filter_map(|i| {
+                let e = f.end_of(i, predict)?;
+                Some((e.max(now), !in_pool[i], GpuId(i as u32)))
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.into_iter().map(|(_, _, g)| g).collect()
+    }
+
+    fn arb_busy() -> impl Strategy<Value = Option<Busy>> {
+        prop_oneof![
+            Just(None),
+            (0u32..3, 0usize..2, 0u64..50).prop_map(|(kernel, class, s)| Some(Busy::Running {
+                kernel,
+                class,
+                started: Nanos(s * 10)
+            })),
+            (0u64..60).prop_map(|u| Some(Busy::Until(Nanos(u * 10)))),
+            Just(Some(Busy::Until(Nanos::MAX))),
+        ]
+    }
+
+    proptest! {
+        /// After any sequence of changes, the first m are the full sort's first m, for
+        /// any predictions (known or not), pool and time.
+        #[test]
+        fn the_first_m_are_those_of_a_full_sort(
+            changes in prop::collection::vec((0usize..12, arb_busy()), 0..60),
+            predictions in prop::collection::vec(prop::option::of(1u64..40), 6),
+            pool_bits in prop::collection::vec(any::<bool>(), 12),
+            now in 0u64..700,
+            m in 1usize..12,
+        ) {
+            let mut f = FreeOrder::new(12);
+            for (g, b) in &changes {
+                f.set(GpuId(*g as u32), *b);
+            }
+            let predict = |k: u32, c: usize| Nanos(predictions[(k as usize) * 2 + c].map_or(0, |d| d * 10));
+            let pool: Vec<GpuId> =
+                (0..12).filter(|i| pool_bits[*i]).map(|i| GpuId(i as u32)).collect();
+            let mut got = Vec::new();
+            f.first(Nanos(now), m, predict, &pool_bits, &pool, &mut got);
+            let mut want = sorted(&f, Nanos(now), &predict, &pool_bits);
+            want.truncate(m);
+            prop_assert_eq!(got, want);
+        }
+    }
+}
