@@ -91,6 +91,10 @@ pub enum Unit {
     Percent,
     /// A ratio.
     Ratio,
+    /// Seconds.
+    Seconds,
+    /// A count.
+    Count,
 }
 
 impl Unit {
@@ -99,6 +103,8 @@ impl Unit {
         match self {
             Unit::Percent => format!("{:.1}%", 100.0 * x),
             Unit::Ratio => format!("{x:.1}x"),
+            Unit::Seconds => format!("{x:.1} s"),
+            Unit::Count => format!("{x:.0}"),
         }
     }
 
@@ -106,6 +112,8 @@ impl Unit {
         match self {
             Unit::Percent => format!("{:.0} points", 100.0 * x),
             Unit::Ratio => format!("{x:.1}"),
+            Unit::Seconds => format!("{x:.1} s"),
+            Unit::Count => format!("{x:.0}"),
         }
     }
 }
@@ -253,28 +261,54 @@ mod tests {
     }
 }
 
-/// A claim as `results.json` lists it for comparison.
+/// A claim as every experiment's `results.json` lists it (one schema for all five):
+/// what the paper says and where, our number, the test that judges it with its
+/// tolerance, and the verdict — `null` only with the reason.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// The claim's id.
     pub id: String,
-    /// What the paper says.
+    /// Which runs it was checked on (empty: the experiment's only ones).
+    pub scope: String,
+    /// What the paper says, with its magnitude, and where.
     pub paper: String,
     /// Our number.
     pub ours: Option<f64>,
-    /// Whether it holds.
-    pub holds: bool,
+    /// How ours is judged (kind, the paper's value, the tolerance).
+    pub test: Test,
+    /// Whether it holds; `None` when this run gave no number to judge.
+    pub holds: Option<bool>,
+    /// Why `holds` is `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The claims as `results.json`'s `comparisons`.
 pub fn comparisons(claims: &[Claim]) -> Vec<Comparison> {
     claims
         .iter()
-        .map(|c| Comparison {
-            id: c.id.clone(),
-            paper: c.paper.clone(),
-            ours: c.ours,
-            holds: c.verdict == Verdict::Holds,
+        .map(|c| {
+            let holds = match c.verdict {
+                Verdict::Holds => Some(true),
+                Verdict::DoesNotHold => Some(false),
+                Verdict::NotMeasured => None,
+            };
+            let reason = holds.is_none().then(|| {
+                if c.detail.is_empty() {
+                    "no data: this run gave no number for it".to_string()
+                } else {
+                    format!("no data: {}", c.detail)
+                }
+            });
+            Comparison {
+                id: c.id.clone(),
+                scope: c.scope.clone(),
+                paper: format!("{} ({})", c.paper, c.source),
+                ours: c.ours,
+                test: c.test,
+                holds,
+                reason,
+            }
         })
         .collect()
 }

@@ -214,6 +214,9 @@ pub struct FlexyResults {
     pub latency_cdfs: Vec<LatencyCdf>,
     /// The paper's claims beside ours, with verdicts.
     pub claims: Vec<super::claims::Claim>,
+    /// The claims in the schema every experiment shares.
+    #[serde(default)]
+    pub comparisons: Vec<super::claims::Comparison>,
 }
 
 struct Trial {
@@ -381,8 +384,9 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
         points,
         latency_cdfs,
         claims: vec![],
+        comparisons: vec![],
     };
-    results.claims = claims::claims(&results);
+    rejudge(&mut results);
     Ok(results)
 }
 
@@ -510,6 +514,7 @@ pub(crate) fn utilization_at_sla_met(curve: &[&Point], sla: f64) -> Option<f64> 
 /// they were edited, say: the report's verdicts and prose follow the data).
 pub fn rejudge(results: &mut FlexyResults) {
     results.claims = claims::claims(results);
+    results.comparisons = super::claims::comparisons(&results.claims);
 }
 
 /// Write `results.json`, `fig5.svg`, `fig6.svg`, `fig7.svg` and `report.md` into `dir`.
