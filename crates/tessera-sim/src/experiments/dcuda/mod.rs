@@ -32,7 +32,7 @@ use tessera_gpu::power::PowerModel;
 use tessera_gpu::sharing::Sharing;
 
 /// Version tag of `results.json`.
-pub const SCHEMA: &str = "tessera.sim.dcuda/1";
+pub const SCHEMA: &str = "tessera.sim.dcuda/2";
 
 /// GPUs in the paper's server (§4.1: four 1080 Ti).
 pub const GPUS: usize = 4;

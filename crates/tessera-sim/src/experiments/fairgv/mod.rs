@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Version tag of `results.json`.
-pub const SCHEMA: &str = "tessera.sim.fairgv/1";
+pub const SCHEMA: &str = "tessera.sim.fairgv/2";
 
 /// Table 3, as the paper measured it.
 pub const TABLE3: &str = include_str!("../../../../../data/fairgv/table3.csv");

@@ -47,7 +47,7 @@ pub(crate) const FIG5_POLICIES: [&str; 8] = [
 ];
 
 /// Version tag of `results.json`; bump on any change to its shape.
-pub const SCHEMA: &str = "tessera.sim.flexy/2";
+pub const SCHEMA: &str = "tessera.sim.flexy/3";
 
 /// One reading of §III's workload: how jobs submit their outstanding tasks, and how
 /// many a user-facing job keeps outstanding.

@@ -118,7 +118,7 @@ pub struct SetResults {
 /// Everything the run measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuletsResults {
-    /// `gpulets/1`.
+    /// `tessera.sim.gpulets/2`.
     pub schema: String,
     /// The configuration.
     pub config: GpuletsConfig,
@@ -291,7 +291,7 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
     ));
     let comparisons = claims::comparisons(&claims);
     Ok(GpuletsResults {
-        schema: "gpulets/1".into(),
+        schema: "tessera.sim.gpulets/2".into(),
         config: cfg.clone(),
         rows: rows.len(),
         models: profiles.models.len(),
