@@ -271,8 +271,9 @@ impl Board {
         }
     }
 
-    /// Bring the idle set and the load order up to date with the GPU at `index`.
-    fn sync_idle(&mut self, index: usize) {
+    /// Bring the GPU indices (the idle set, the load order, the free order) up to date
+    /// with the GPU at `index`, after any change of its state.
+    fn sync_gpu(&mut self, index: usize) {
         let Some((spec, state)) = self.gpus.get(index) else { return };
         let id = spec.id;
         if state.is_idle() {
@@ -458,7 +459,7 @@ impl Board {
                     state.resetting_until = None;
                     state.refresh();
                 }
-                self.sync_idle(gpu.0 as usize);
+                self.sync_gpu(gpu.0 as usize);
             }
             Event::MigrationDone { tenant, .. } => {
                 self.migrating.remove(tenant);
@@ -470,7 +471,7 @@ impl Board {
                 {
                     state.partitions = shares;
                 }
-                self.sync_idle(gpu.0 as usize);
+                self.sync_gpu(gpu.0 as usize);
             }
             Event::RepartitionFailed { gpu, .. } => {
                 if let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) {
@@ -483,7 +484,7 @@ impl Board {
                     state.power_change = None;
                     state.refresh();
                 }
-                self.sync_idle(gpu.0 as usize);
+                self.sync_gpu(gpu.0 as usize);
             }
             Event::ActionRefused { action, .. } => self.refused(action, out),
             Event::MemoryRequested { request, tenant, gpu, bytes, wait: _ } => {
@@ -621,7 +622,7 @@ impl Board {
         // it); the reset already re-queued the task.
         let i = state.running.iter().position(|r| r.spec.id == task)?;
         let running = state.running.swap_remove(i);
-        self.sync_idle(placement.gpu.0 as usize);
+        self.sync_gpu(placement.gpu.0 as usize);
         self.running_count[class_index(running.class)] -= 1;
         if completed {
             self.kernel_time
@@ -805,7 +806,7 @@ impl Board {
             batch_lead: None,
             seq: q.seq,
         });
-        self.sync_idle(placement.gpu.0 as usize);
+        self.sync_gpu(placement.gpu.0 as usize);
         Some(task)
     }
 
@@ -866,7 +867,7 @@ impl Board {
             batch_lead: Some(lead),
             seq: q.seq,
         }));
-        self.sync_idle(placement.gpu.0 as usize);
+        self.sync_gpu(placement.gpu.0 as usize);
         n
     }
 
@@ -878,7 +879,7 @@ impl Board {
         let mut killed_tasks = std::mem::take(&mut state.running);
         state.resetting_until = Some(now + latency);
         state.refresh();
-        self.sync_idle(gpu.0 as usize);
+        self.sync_gpu(gpu.0 as usize);
         killed_tasks.sort_by_key(|r| r.seq);
         let killed: Vec<TaskId> = killed_tasks.iter().map(|r| r.spec.id).collect();
         out.push(Action::ResetGpu { gpu, killed });
@@ -951,8 +952,8 @@ impl Board {
             r.placement = Placement::whole(to);
             r
         }));
-        self.sync_idle(from.0 as usize);
-        self.sync_idle(to.0 as usize);
+        self.sync_gpu(from.0 as usize);
+        self.sync_gpu(to.0 as usize);
         if let Some(bytes) = self.memory_held.remove(&(tenant, from)) {
             self.memory_used[from.0 as usize].0 -= bytes.0;
             self.memory_used[to.0 as usize].0 += bytes.0;
@@ -999,7 +1000,7 @@ impl Board {
         }
         state.power_change = Some(if powered { PowerChange::Up } else { PowerChange::Down });
         state.refresh();
-        self.sync_idle(gpu.0 as usize);
+        self.sync_gpu(gpu.0 as usize);
         out.push(Action::SetGpuPowered { gpu, powered });
         true
     }
@@ -1018,7 +1019,7 @@ impl Board {
                     s.power_change = None;
                     s.refresh();
                 }
-                self.sync_idle(gpu.0 as usize);
+                self.sync_gpu(gpu.0 as usize);
             }
             Action::Dispatch { task, placement } => {
                 self.undo_dispatch(placement.gpu, std::slice::from_ref(task), out)
@@ -1036,20 +1037,21 @@ impl Board {
         let (mut stopped, staying): (Vec<_>, Vec<_>) =
             state.running.drain(..).partition(|r| tasks.contains(&r.spec.id));
         state.running = staying;
-        self.sync_idle(gpu.0 as usize);
+        self.sync_gpu(gpu.0 as usize);
         stopped.sort_by_key(|r| r.seq);
         self.requeue(stopped, out);
     }
 
     /// Emit [`Action::SetPools`] if the user-facing pool differs from the last one
-    /// announced. `user_facing` is in any order; the batch pool is every other GPU.
-    pub fn announce_pools(&mut self, mut user_facing: Vec<GpuId>, out: &mut Vec<Action>) {
-        user_facing.sort_unstable();
-        if self.announced_pools.as_ref() == Some(&user_facing) {
+    /// announced. `user_facing` is in ascending order (a copy is made only when it
+    /// changed); the batch pool is every other GPU.
+    pub fn announce_pools(&mut self, user_facing: &[GpuId], out: &mut Vec<Action>) {
+        debug_assert!(user_facing.windows(2).all(|w| w[0] < w[1]), "a pool in ascending order");
+        if self.announced_pools.as_deref() == Some(user_facing) {
             return;
         }
-        out.push(Action::SetPools { user_facing: user_facing.clone() });
-        self.announced_pools = Some(user_facing);
+        out.push(Action::SetPools { user_facing: user_facing.to_vec() });
+        self.announced_pools = Some(user_facing.to_vec());
     }
 
     /// Memory currently granted on `gpu`.

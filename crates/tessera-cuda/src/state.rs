@@ -524,8 +524,7 @@ impl Tenant {
     #[inline]
     pub fn after_launch(&self) {
         let n = self.launches.fetch_add(1, Ordering::Relaxed);
-        let capturing = crate::hooks::capture::open();
-        let add = if n < MEASURED_LAUNCHES && !capturing {
+        let add = if n < MEASURED_LAUNCHES && !crate::hooks::capture::open() {
             let t0 = std::time::Instant::now();
             // the slice lasts until this launch is done, however long it runs
             self.region.set_gate_busy(true);
@@ -545,8 +544,9 @@ impl Tenant {
             self.measured_ns.fetch_add(dt, Ordering::Relaxed);
             dt
         } else {
-            // a launch recorded into a capture runs nothing now
-            if !capturing && !self.unsynced.load(Ordering::Relaxed) {
+            // a launch recorded into a capture runs nothing now (the capture is asked
+            // only at the first unsynchronised launch, not on every launch)
+            if !self.unsynced.load(Ordering::Relaxed) && !crate::hooks::capture::open() {
                 self.unsynced_since.store(epoch_ns(), Ordering::Relaxed);
                 self.context.store(crate::real::current_context(), Ordering::Relaxed);
                 self.unsynced.store(true, Ordering::Relaxed);

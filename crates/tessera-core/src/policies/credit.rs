@@ -55,6 +55,11 @@ pub struct Credit {
 const UNDER: usize = 0;
 const OVER: usize = 1;
 
+/// The ready list of a tenant with credit left (`under`) or without.
+fn list(under: bool) -> usize {
+    if under { UNDER } else { OVER }
+}
+
 impl Credit {
     /// The credit scheduler over `gpus`.
     pub fn new(gpus: &[GpuSpec]) -> Credit {
@@ -77,11 +82,11 @@ impl Credit {
     fn relist(&mut self, tenant: TenantId) {
         let Some(a) = self.accounts.get_mut(&tenant) else { return };
         if let Some(under) = a.listed.take() {
-            self.ready[if under { UNDER } else { OVER }].remove(&(a.turn, tenant));
+            self.ready[list(under)].remove(&(a.turn, tenant));
         }
         if a.running.is_none() && self.board.queue_of(tenant).0 > 0 {
             let under = a.credit > 0;
-            self.ready[if under { UNDER } else { OVER }].insert((a.turn, tenant));
+            self.ready[list(under)].insert((a.turn, tenant));
             a.listed = Some(under);
         }
     }
@@ -167,7 +172,7 @@ impl Policy for Credit {
                 if let Some(a) = self.accounts.remove(tenant)
                     && let Some(under) = a.listed
                 {
-                    self.ready[if under { UNDER } else { OVER }].remove(&(a.turn, *tenant));
+                    self.ready[list(under)].remove(&(a.turn, *tenant));
                 }
             }
             Event::TenantWeightChanged { tenant, weight } => {
@@ -187,7 +192,7 @@ impl Policy for Credit {
         if let Some((tenant, ran)) = finished {
             if let Some(a) = self.accounts.get_mut(&tenant) {
                 if let Some(under) = a.listed.take() {
-                    self.ready[if under { UNDER } else { OVER }].remove(&(a.turn, tenant));
+                    self.ready[list(under)].remove(&(a.turn, tenant));
                 }
                 a.running = None;
                 a.credit -= ran.0 as i64;

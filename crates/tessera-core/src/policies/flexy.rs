@@ -152,7 +152,7 @@ impl Flexy {
         }
         self.pool_size = u;
         top.sort_unstable();
-        self.board.announce_pools(top.clone(), actions);
+        self.board.announce_pools(&top, actions);
         self.top = std::mem::replace(&mut self.pool, top);
     }
 

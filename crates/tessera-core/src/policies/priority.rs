@@ -25,13 +25,17 @@ pub struct Priority {
     board: Board,
     reserve: usize,
     reset: Option<Nanos>,
+    /// The reserved GPUs: the first `reserve`.
+    reserved_gpus: Vec<GpuId>,
 }
 
 impl Priority {
     /// Priority over `gpus` with `reserve` GPUs for user-facing work only and, with
     /// `reset`, GPU reset of that latency.
     pub fn new(gpus: &[GpuSpec], reserve: usize, reset: Option<Nanos>) -> Priority {
-        Priority { board: Board::new(gpus), reserve, reset }
+        let reserved_gpus =
+            gpus.iter().map(|g| g.id).filter(|g| (g.0 as usize) < reserve).collect();
+        Priority { board: Board::new(gpus), reserve, reset, reserved_gpus }
     }
 
     fn reserved(&self, gpu: GpuId) -> bool {
@@ -49,10 +53,7 @@ impl Policy for Priority {
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         self.board.observe(now, event, actions);
-        // the reserved GPUs are the first `reserve` (not a walk of the node)
-        let reserved: Vec<GpuId> =
-            (0..self.reserve.min(self.board.gpu_count())).map(|g| GpuId(g as u32)).collect();
-        self.board.announce_pools(reserved, actions);
+        self.board.announce_pools(&self.reserved_gpus, actions);
 
         for gpu in self.board.idle_gpus() {
             let tenant = self.board.oldest_head(Classes::UserFacing).or_else(|| {

@@ -118,8 +118,7 @@ fn claims(scenarios: &[ScenarioResult]) -> Vec<Claim> {
     let order = ["FIFO", "MMU", "Priority FIFO", "Priority MMU"];
     let makespans: Option<Vec<f64>> =
         order.iter().map(|c| mixed(c).map(|x| x.makespan_s)).collect();
-    let in_order =
-        makespans.as_ref().map(|m| m.windows(2).filter(|w| w[0] >= w[1]).count() as f64);
+    let in_order = makespans.as_ref().map(|m| m.windows(2).filter(|w| w[0] >= w[1]).count() as f64);
     out.push(Claim::judge(
         "table3-policy-order",
         "mixed workload",
@@ -145,7 +144,9 @@ fn claims(scenarios: &[ScenarioResult]) -> Vec<Claim> {
             &format!("fig11-speed-up-{}", app.to_lowercase()),
             "twelve instances",
             "Figure 11",
-            &format!("twelve {app} instances run {paper}x faster concurrently than one after another"),
+            &format!(
+                "twelve {app} instances run {paper}x faster concurrently than one after another"
+            ),
             Test::Near { paper, tolerance: SPEED_UP * paper },
             Unit::Ratio,
             speed_up,

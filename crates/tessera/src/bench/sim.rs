@@ -182,13 +182,15 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
         });
         progress.inc(1);
     }
+    anyhow::ensure!(a.scales.iter().all(|s| *s > 0), "a scale is a positive multiple of the node");
+    // each scale's workload made once, for every policy
+    let workloads: Vec<Vec<Workload>> = a.scales.iter().map(|s| colocated(*s)).collect();
     let mut scaled = Vec::new();
     for (policy, sharing) in &scaled_policies {
         let mut at = Vec::new();
-        for &scale in &a.scales {
-            anyhow::ensure!(scale > 0, "a scale is a positive multiple of the node");
+        for (&scale, workload) in a.scales.iter().zip(&workloads) {
             let node = GpuSpec::uniform(4 * scale, Bytes::gib(4));
-            let (events, per_s, queue) = measure(&colocated(scale), &node, policy, *sharing)?;
+            let (events, per_s, queue) = measure(workload, &node, policy, *sharing)?;
             at.push((scale, events, per_s, heap_floor(events, queue)));
             progress.inc(1);
         }
