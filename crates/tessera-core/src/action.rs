@@ -60,6 +60,14 @@ pub enum Action {
         /// Where.
         placement: Placement,
     },
+    /// Ask the holder of a running quantum (a launch-gate slice) to end it now, at its
+    /// next kernel boundary; answered by its `TaskFinished`, charged what it held
+    /// (Pegasus's coscheduling preempts the GPU this way). A driver whose quanta cannot
+    /// be ended early refuses it.
+    EndQuantum {
+        /// The running task.
+        task: TaskId,
+    },
     /// End a task that never ran (or was killed) without completing it.
     EndTask {
         /// The task.

@@ -523,6 +523,7 @@ impl Board {
             | Event::MemorySampled { .. }
             | Event::TenantWeightChanged { .. }
             | Event::TenantCharged { .. }
+            | Event::CoscheduleRequested { .. }
             | Event::Tick => {}
         }
         None

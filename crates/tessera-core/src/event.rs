@@ -71,6 +71,13 @@ pub enum Event {
     },
     /// A task was submitted to its tenant's queue.
     TaskSubmitted(TaskSpec),
+    /// The host's CPU scheduler switched a core to a thread (a VM's vCPU) of this
+    /// tenant, which has GPU work queued: Pegasus's coscheduling request (FairGV §5.3's
+    /// Strict baseline). Only a driver that models the host's CPU sends it.
+    CoscheduleRequested {
+        /// The tenant.
+        tenant: TenantId,
+    },
     /// The client withdrew a task. If it is still queued the policy cancels it.
     TaskCancelRequested {
         /// The task.

@@ -136,6 +136,10 @@ pub enum PolicyConfig {
     },
     /// Xen's credit scheduler applied to GPUs (FairGV §5.3's Credit baseline).
     Credit,
+    /// Credit with Pegasus's strict coscheduling (FairGV §5.3's Strict, Algorithm 2):
+    /// needs a driver that reports the host CPU scheduler's switches
+    /// (`CoscheduleRequested`); without them it is Credit.
+    Strict,
     /// FairGV's fair queuing by tenant weight (§3.2.1), one quantum per GPU at a time;
     /// the GPU waits up to `spin` for the tenant whose turn it is (§3.2.2).
     Fair {
@@ -158,6 +162,7 @@ impl PolicyConfig {
             PolicyConfig::LeastLoaded { per_gpu } => format!("LeastLoaded{per_gpu}"),
             PolicyConfig::Fair { .. } => "FairGV".into(),
             PolicyConfig::Credit => "Credit".into(),
+            PolicyConfig::Strict => "Strict".into(),
         }
     }
 
@@ -209,6 +214,7 @@ impl PolicyConfig {
             }
             PolicyConfig::Fair { spin } => Box::new(fair::FairQueuing::new(gpus).with_spin(*spin)),
             PolicyConfig::Credit => Box::new(credit::Credit::new(gpus)),
+            PolicyConfig::Strict => Box::new(credit::Credit::strict(gpus)),
         })
     }
 }

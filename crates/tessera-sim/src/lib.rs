@@ -9,6 +9,9 @@
 //! - [`engine`]: the event loop over tasks; checks the core's invariants as it runs.
 //! - [`phase_engine`]: the event loop over whole applications with CPU and GPU phases
 //!   and memory admission (schedGPU's experiments).
+//! - [`programs`]: the event loop over programs (CPU work on a modelled CPU,
+//!   asynchronous and synchronous GPU calls, sleeps) whose GPU quanta a core policy
+//!   hands out (FairGV's experiments).
 //! - [`metrics`]: what a run measured.
 //! - [`experiments`]: one module per paper, writing JSON, SVG and Markdown.
 //! - [`plot`]: SVG figures.
@@ -20,6 +23,7 @@ pub mod metrics;
 pub mod perf;
 pub mod phase_engine;
 pub mod plot;
+pub mod programs;
 pub mod workload;
 pub mod workloads;
 

@@ -31,11 +31,19 @@ struct Account {
     /// Credit, ns of GPU time (may go negative).
     credit: i64,
     running: Option<TaskId>,
+    /// When its running quantum started, and how much of it accounting has debited
+    /// already (Xen debits the running vCPU at its ticks, not only when it stops).
+    running_since: Nanos,
+    debited: i64,
     /// Its place in the round-robin order: a tenant goes to the tail (a new, larger
     /// turn) after each quantum.
     turn: u64,
     /// Which ready list it is on (`Some(true)`: UNDER), if it is ready.
     listed: Option<bool>,
+    /// It had work (queued or running) at some time since the last accounting, so the
+    /// next one gives it credit: a client that asks for its next quantum just after
+    /// its last one ended is not idle at an accounting that falls between the two.
+    worked: bool,
 }
 
 /// Xen's credit scheduler applied to GPUs (FairGV §5.3's Credit baseline).
@@ -50,6 +58,12 @@ pub struct Credit {
     next_turn: u64,
     next_accounting: Nanos,
     gpus: usize,
+    /// Pegasus's coscheduling (FairGV's Strict baseline): a coscheduling request whose
+    /// tenant passes [`strict_coscheduling_accepts`] ends the running quantum and goes
+    /// next.
+    coscheduling: bool,
+    /// The tenant a granted coscheduling request put first, until it is dispatched.
+    favoured: Option<TenantId>,
 }
 
 const UNDER: usize = 0;
@@ -70,6 +84,45 @@ impl Credit {
             next_turn: 0,
             next_accounting: ACCOUNTING_PERIOD,
             gpus: gpus.len(),
+            coscheduling: false,
+            favoured: None,
+        }
+    }
+
+    /// Strict coscheduling on Credit (Pegasus; FairGV §5.3's Strict, Algorithm 2): when
+    /// the host's CPU scheduler switches to a tenant's thread while its GPU work is
+    /// queued ([`Event::CoscheduleRequested`]), the GPU switches to that tenant — the
+    /// running quantum is ended ([`Action::EndQuantum`]) and the tenant goes next — if
+    /// its credit is at least every other tenant's.
+    pub fn strict(gpus: &[GpuSpec]) -> Credit {
+        Credit { coscheduling: true, ..Credit::new(gpus) }
+    }
+
+    /// A coscheduling request for `tenant`: grant it if Algorithm 2 accepts — credits
+    /// compared as they stand now, running quanta's time so far counted as Xen's ticks
+    /// would have debited it — and another tenant's quantum holds a GPU it may run on.
+    fn coschedule(&mut self, now: Nanos, tenant: TenantId, actions: &mut Vec<Action>) {
+        let Some(a) = self.accounts.get(&tenant) else { return };
+        if a.running.is_some() || self.board.queue_of(tenant).0 == 0 || self.favoured.is_some() {
+            return;
+        }
+        // a running quantum's credit as it stands now (its time so far not yet debited)
+        let standing = |o: &Account| match o.running {
+            Some(_) => o.credit - (now.saturating_sub(o.running_since).0 as i64 - o.debited),
+            None => o.credit,
+        };
+        let others = self.accounts.iter().filter(|(t, _)| **t != tenant).map(|(_, o)| standing(o));
+        if !strict_coscheduling_accepts(a.credit, others) {
+            return;
+        }
+        let holder = self.board.gpu_ids().find_map(|gpu| {
+            let running = self.board.state(gpu).running();
+            let r = running.first()?;
+            (r.spec.tenant != tenant && self.board.may_run_on(tenant, gpu)).then_some(r.spec.id)
+        });
+        if let Some(task) = holder {
+            self.favoured = Some(tenant);
+            actions.push(Action::EndQuantum { task });
         }
     }
 
@@ -93,13 +146,24 @@ impl Credit {
 
     /// Hand out one period's credit to the tenants with work, by weight, capped at one
     /// period's share each.
-    fn account(&mut self) {
+    fn account(&mut self, at: Nanos) {
+        // the running quanta first pay for their time so far, so that the cap below
+        // judges their credit as it stands (capping a tenant whose quantum is yet to be
+        // debited took away a heavier tenant's advantage: weights 1:3 got 1:1)
+        for a in self.accounts.values_mut().filter(|a| a.running.is_some()) {
+            let so_far = at.saturating_sub(a.running_since).0 as i64;
+            a.credit -= so_far - a.debited;
+            a.debited = so_far;
+        }
         let active: Vec<TenantId> = self
             .accounts
             .iter()
-            .filter(|(t, a)| a.running.is_some() || self.board.queue_of(**t).0 > 0)
+            .filter(|(t, a)| a.worked || a.running.is_some() || self.board.queue_of(**t).0 > 0)
             .map(|(t, _)| *t)
             .collect();
+        for (t, a) in self.accounts.iter_mut() {
+            a.worked = a.running.is_some() || self.board.queue_of(*t).0 > 0;
+        }
         let total_weight: u64 = active.iter().map(|t| u64::from(self.accounts[t].weight)).sum();
         if total_weight == 0 {
             return;
@@ -116,6 +180,12 @@ impl Credit {
     /// The first ready tenant allowed on `gpu`, UNDER before OVER, in round-robin
     /// order within each.
     fn pick(&self, gpu: GpuId) -> Option<TenantId> {
+        if let Some(t) = self.favoured
+            && self.board.may_run_on(t, gpu)
+            && self.accounts.get(&t).is_some_and(|a| a.listed.is_some())
+        {
+            return Some(t);
+        }
         self.ready
             .iter()
             .find_map(|list| list.iter().map(|(_, t)| *t).find(|t| self.board.may_run_on(*t, gpu)))
@@ -132,6 +202,11 @@ impl Credit {
                 let task = self.board.dispatch(now, gpu, tenant, actions);
                 if let (Some(task), Some(a)) = (task, self.accounts.get_mut(&tenant)) {
                     a.running = Some(task);
+                    a.running_since = now;
+                    a.debited = 0;
+                    if self.favoured == Some(tenant) {
+                        self.favoured = None;
+                    }
                 }
                 self.relist(tenant);
                 break;
@@ -142,7 +217,7 @@ impl Credit {
 
 impl Policy for Credit {
     fn label(&self) -> String {
-        "Credit".into()
+        if self.coscheduling { "Strict".into() } else { "Credit".into() }
     }
 
     fn tick_interval(&self) -> Option<Nanos> {
@@ -162,13 +237,28 @@ impl Policy for Credit {
                         weight: spec.weight.max(1),
                         credit: 0,
                         running: None,
+                        running_since: Nanos::ZERO,
+                        debited: 0,
                         turn,
                         listed: None,
+                        worked: false,
                     },
                 );
                 self.relist(spec.id);
             }
+            Event::CoscheduleRequested { tenant } if self.coscheduling => {
+                self.coschedule(now, *tenant, actions);
+            }
+            // a driver that cannot end a quantum early: the request lapses
+            Event::ActionRefused { action, .. }
+                if matches!(**action, Action::EndQuantum { .. }) =>
+            {
+                self.favoured = None;
+            }
             Event::TenantLeft { tenant } => {
+                if self.favoured == Some(*tenant) {
+                    self.favoured = None;
+                }
                 if let Some(a) = self.accounts.remove(tenant)
                     && let Some(under) = a.listed
                 {
@@ -186,7 +276,12 @@ impl Policy for Credit {
                 }
                 self.relist(*tenant);
             }
-            Event::TaskSubmitted(spec) => self.relist(spec.tenant),
+            Event::TaskSubmitted(spec) => {
+                if let Some(a) = self.accounts.get_mut(&spec.tenant) {
+                    a.worked = true;
+                }
+                self.relist(spec.tenant);
+            }
             _ => {}
         }
         if let Some((tenant, ran)) = finished {
@@ -195,7 +290,10 @@ impl Policy for Credit {
                     self.ready[list(under)].remove(&(a.turn, tenant));
                 }
                 a.running = None;
-                a.credit -= ran.0 as i64;
+                // what accounting has not debited yet (a refund if the quantum measured
+                // less than its wall time)
+                a.credit -= ran.0 as i64 - a.debited;
+                a.debited = 0;
                 // to the tail of the round-robin order
                 a.turn = self.next_turn;
                 self.next_turn += 1;
@@ -203,7 +301,8 @@ impl Policy for Credit {
             self.relist(tenant);
         }
         while now >= self.next_accounting {
-            self.account();
+            let at = self.next_accounting;
+            self.account(at);
             self.next_accounting += ACCOUNTING_PERIOD;
         }
         self.dispatch(now, actions);
@@ -316,6 +415,43 @@ mod tests {
         }
     }
 
+    /// Strict answers a coscheduling request by ending the running quantum and giving
+    /// the requester the GPU next, only while its credit is at least every other's as
+    /// it stands (the holder's time so far counted); Credit ignores the request.
+    #[test]
+    fn strict_ends_the_running_quantum_for_a_coscheduling_request() {
+        let requested = |strict: bool, at_ms: u64| {
+            let gpus = GpuSpec::uniform(1, Bytes::gib(1));
+            let p = if strict { Credit::strict(&gpus) } else { Credit::new(&gpus) };
+            let mut g = OneGpu { p, acts: Vec::new(), id: 0 };
+            for i in 0..2 {
+                let spec = TenantSpec::new(TenantId(i), ServiceClass::Batch);
+                g.p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut g.acts);
+                g.submit(i, Nanos::ZERO);
+            }
+            let running = g.last_dispatch().expect("a dispatch");
+            assert_eq!(running.0 >> 32, 0);
+            // tenant 1 has been charged 5 ms of an earlier quantum
+            g.p.on_event(
+                Nanos::ZERO,
+                &Event::TenantCharged { tenant: TenantId(1), ran: Nanos::from_millis(5) },
+                &mut g.acts,
+            );
+            g.acts.clear();
+            let now = Nanos::from_millis(at_ms);
+            g.p.on_event(now, &Event::CoscheduleRequested { tenant: TenantId(1) }, &mut g.acts);
+            let ended = g.acts.contains(&Action::EndQuantum { task: running });
+            if ended {
+                g.finish(running, now, now);
+                assert_eq!(g.last_dispatch().map(|t| t.0 >> 32), Some(1), "the requester next");
+            }
+            ended
+        };
+        assert!(!requested(false, 10), "Credit ignores coscheduling");
+        assert!(!requested(true, 4), "4 ms in, the holder's credit (-4) is above -5");
+        assert!(requested(true, 6), "6 ms in, the holder's credit (-6) is below -5");
+    }
+
     #[test]
     fn strict_coscheduling_needs_the_largest_credit() {
         assert!(strict_coscheduling_accepts(5, [3, 5, -2]));
@@ -410,6 +546,56 @@ mod tests {
             g.submit(t, now);
         }
         assert_eq!(order, [0, 1, 2, 2, 0, 1, 2]);
+    }
+
+    /// A client asks for its next quantum only after its last one ended (the daemon's
+    /// interposer does): when that end falls on the accounting instant the tenant has
+    /// nothing queued at that moment, but it was not idle in the period and gets its
+    /// credit: -30 + 7.5 ms at weight 1 of 4 (before, it got none: -30 ms).
+    #[test]
+    fn a_quantum_ending_at_the_accounting_keeps_its_tenants_credit() {
+        let mut g =
+            OneGpu { p: Credit::new(&GpuSpec::uniform(1, Bytes::gib(1))), acts: Vec::new(), id: 0 };
+        for (i, w) in [1, 3].into_iter().enumerate() {
+            let spec = TenantSpec {
+                weight: w,
+                ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
+            };
+            g.p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut g.acts);
+        }
+        g.submit(0, Nanos::ZERO);
+        g.submit(1, Nanos::ZERO);
+        let task = g.last_dispatch().expect("a dispatch");
+        assert_eq!(task.0 >> 32, 0);
+        g.finish(task, ACCOUNTING_PERIOD, ACCOUNTING_PERIOD);
+        let period = ACCOUNTING_PERIOD.0 as i64;
+        assert_eq!(g.p.credit(TenantId(0)), Some(-period + period / 4));
+    }
+
+    /// Accounting falls inside a running quantum (a client's slice ends a little after
+    /// the 30 ms mark, as the program engine's do): the running quantum pays for its
+    /// time so far before the cap is applied, and weights 1:3 get the GPU 1:3 (capped
+    /// before its debit, the weight-3 tenant lost its lead every period: 50.0%).
+    #[test]
+    fn accounting_inside_a_quantum_keeps_the_weights() {
+        let mut g = OneGpu::new(&[1, 3]);
+        let mut now = Nanos::from_millis(1);
+        let mut got = [0u64; 2];
+        let mut task = g.last_dispatch().expect("a dispatch");
+        for _ in 0..400 {
+            let t = (task.0 >> 32) as usize;
+            let ran = Nanos::from_millis(30);
+            let end = now + ran;
+            // the accounting tick comes first, mid-quantum
+            g.p.on_event(Nanos(end.0 / 30_000_000 * 30_000_000), &Event::Tick, &mut g.acts);
+            got[t] += ran.0;
+            g.finish(task, ran, end);
+            g.submit(t as u64, end);
+            now = end;
+            task = g.last_dispatch().expect("a dispatch");
+        }
+        let share = got[1] as f64 / (got[0] + got[1]) as f64;
+        assert!((share - 0.75).abs() < 0.05, "weight 3 of 4: {share}");
     }
 
     #[test]

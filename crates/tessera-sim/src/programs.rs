@@ -1,0 +1,1081 @@
+//! The program engine: tenants that are programs — loops of CPU work, asynchronous
+//! and synchronous GPU calls and sleeps — each on a thread (a VM's vCPU) pinned to a
+//! core of a modelled CPU, their GPU work queued on their own ring (a vGPU) and run by
+//! one non-preemptive GPU whose time a core [`Policy`] hands out in quanta, exactly as
+//! the daemon hands out launch-gate slices. Event-driven: no time step.
+//!
+//! **The CPU** ([`CpuModel`]): each core runs its runnable threads by a weighted fair
+//! scheduler in the manner of Linux's CFS, which KVM's vCPUs run under: the thread with
+//! the least weighted run time (`vruntime`, ns of core time / weight) runs; every
+//! [`CpuModel::tick`] the core re-picks; a thread that blocks hands the core to the
+//! next at once; a woken thread is placed at most [`CpuModel::wake_lag`] behind the
+//! least `vruntime` of its core and preempts the running thread if it is behind it by
+//! more than [`CpuModel::wakeup_granularity`]. Every switch costs
+//! [`CpuModel::switch`] before the thread runs (the switch is charged to it).
+//!
+//! **Waiting for the GPU** ([`WaitMode`]): a thread waiting for its GPU work polls,
+//! keeping its core (FairGV's Credit-poll), or spins for a while and then blocks until
+//! the reply wakes it (hybrid spinning).
+//!
+//! **The GPU side**: a thread's asynchronous call puts a kernel on its ring (waiting
+//! for room when the ring is full); a ring with kernels asks the policy for a quantum
+//! (a task of its tenant). The online ring submits its kernels into the device's FIFO
+//! queue, which runs one kernel at a time — whoever submitted it, so kernels submitted
+//! in one quantum may run into the next. How a quantum submits and ends is the
+//! client's launch gate ([`Gate`]): FairGV's collaborative scheduling (§3.3.2) or
+//! simple time sharing (Credit's baseline). The quantum is charged the time it held
+//! the GPU. A kernel's asynchronous call counts as done when the kernel has run, a
+//! synchronous call when it returns.
+//!
+//! **Coscheduling** ([`Coscheduling`]): FairGV's GPU-centric form wakes the thread of
+//! a CPU-GPU interactive tenant (the core's [`Interactivity`]) when its quantum starts;
+//! Pegasus's CPU-centric form reports each core switch to a thread with GPU work
+//! queued as [`Event::CoscheduleRequested`], which the core's Strict policy may answer
+//! with [`Action::EndQuantum`].
+//!
+//! What is not here yet (issue 23): memory phases (schedGPU's phase engine still runs
+//! its own loop) and kernels with launch shapes on the concurrent GPU model (the
+//! device runs kernels one at a time, FairGV's non-preemptive testbed).
+
+use crate::engine::SimError;
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use tessera_core::policies::credit::Interactivity;
+use tessera_core::{
+    Action, Event, GpuId, Nanos, Placement, Policy, ServiceClass, TaskId, TaskSpec, TenantId,
+    TenantSpec,
+};
+
+/// One step of a program.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Phase {
+    /// Work on the CPU, ns of core time.
+    Cpu(Nanos),
+    /// An asynchronous GPU call: a kernel of this length onto the thread's ring.
+    Launch(Nanos),
+    /// A synchronous call: waits until every kernel of the thread has run.
+    Sync,
+    /// Waits for the thread's kernels like `Sync`, but is not a call.
+    Drain,
+    /// Sleeps (blocked) so that sleeping is this share of the program's round: the time
+    /// since the round began, times `share / (1 - share)`.
+    SleepShare(f64),
+}
+
+/// A program: its phases, run in a loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    /// The phases of one round.
+    pub phases: Vec<Phase>,
+}
+
+/// One tenant: a program on a thread pinned to a core, with a weight for the CPU and
+/// the GPU alike (a VM of one vCPU and one vGPU).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramTenant {
+    /// Weight (at least 1).
+    pub weight: u32,
+    /// The core its thread is pinned to.
+    pub core: usize,
+    /// What it runs.
+    pub program: Program,
+}
+
+/// The host CPU's scheduler. Every value is ours (a model of CFS and KVM), not a paper's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuModel {
+    /// Cores.
+    pub cores: usize,
+    /// A thread switch on a core (KVM's halt, wake and switch).
+    pub switch: Nanos,
+    /// A woken thread preempts the running one only if behind it by more than this
+    /// (weighted ns).
+    pub wakeup_granularity: Nanos,
+    /// A woken thread's `vruntime` is at least the core's least minus this.
+    pub wake_lag: Nanos,
+    /// How often each core re-picks its thread.
+    pub tick: Nanos,
+}
+
+/// How a thread waits for its GPU work.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WaitMode {
+    /// Polls, keeping its core, until the reply.
+    Poll,
+    /// Spins this long, then blocks until the reply wakes it.
+    Hybrid {
+        /// The spin.
+        spin: Nanos,
+    },
+}
+
+/// How the online tenant submits its kernels and when its quantum ends: the client
+/// side of a quantum (the interposer's launch gate in the daemon).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Gate {
+    /// FairGV's collaborative scheduling (§3.3.2): the first `samples` kernels of a
+    /// slice are submitted one at a time and each synchronised (measured), costing
+    /// `sync` of idle GPU; from their mean, as many more as fill the slice are
+    /// submitted and synchronised after the last. The quantum ends when that work has
+    /// run, when the slice's time is up and what was submitted has run, or — work
+    /// conserving — as soon as the ring and the device hold nothing of it.
+    Collaborative {
+        /// The slice.
+        slice: Nanos,
+        /// Kernels measured one by one.
+        samples: u32,
+        /// Idle GPU time of one synchronisation.
+        sync: Nanos,
+        /// False: the tenant asks for its turn and keeps it for the whole slice, work
+        /// or none, polling its ring (§5.4.5's non-work-conserving FairGV).
+        work_conserving: bool,
+    },
+    /// Simple time sharing (Credit's baseline): the online ring submits all it can and
+    /// keeps the GPU for its whole slice, work or none; its kernels still in the device
+    /// run on after it.
+    TimeShare {
+        /// The slice.
+        slice: Nanos,
+    },
+}
+
+impl Gate {
+    fn slice(self) -> Nanos {
+        match self {
+            Gate::Collaborative { slice, .. } | Gate::TimeShare { slice } => slice,
+        }
+    }
+}
+
+/// Which coscheduling the node does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Coscheduling {
+    /// None.
+    None,
+    /// FairGV's (§3.2.3): when an interactive tenant's quantum starts, its blocked
+    /// thread is woken (the CPU scheduler's wake-up rules decide whether it runs).
+    GpuCentric,
+    /// Pegasus's: each core switch to a thread whose ring holds kernels is reported to
+    /// the policy as a coscheduling request.
+    CpuCentric,
+}
+
+/// The node's options.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeModel {
+    /// The CPU.
+    pub cpu: CpuModel,
+    /// How threads wait.
+    pub wait: WaitMode,
+    /// Kernels a ring holds (an asynchronous call waits while it is full).
+    pub ring: usize,
+    /// Kernels the device's queue holds, all tenants together.
+    pub device_depth: usize,
+    /// The launch gate.
+    pub gate: Gate,
+    /// Coscheduling.
+    pub coscheduling: Coscheduling,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramOutcome {
+    /// Calls each tenant completed (asynchronous: its kernel ran; synchronous: it
+    /// returned).
+    pub calls: Vec<u64>,
+    /// Share of the run the GPU ran a kernel.
+    pub gpu_busy: f64,
+    /// Thread switches, all cores.
+    pub switches: u64,
+    /// Per tenant: GPU time its kernels ran, ns.
+    pub gpu_ns: Vec<u64>,
+    /// Per tenant: time its thread held its core, ns.
+    pub cpu_ns: Vec<u64>,
+    /// Per tenant: quanta it was given.
+    pub picks: Vec<u64>,
+    /// Events processed.
+    pub events: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// The running thread's current activity (switch, CPU work, spin) ends.
+    Segment {
+        core: usize,
+        generation: u64,
+    },
+    /// Every core re-picks.
+    CpuTick,
+    SleepEnds(usize),
+    /// The device's front kernel ends.
+    KernelEnds(u64),
+    /// A synchronisation's idle GPU time ends.
+    SyncEnds(u64),
+    /// The online quantum's slice time is up.
+    SliceUp(u64),
+    PolicyTick,
+}
+
+/// What a thread waits for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Wait {
+    /// Every kernel of its to have run; `call`: a synchronous call, counted at return.
+    Drained { call: bool },
+    /// Room on its ring for this kernel.
+    Room(Nanos),
+}
+
+#[derive(Debug)]
+struct Thread {
+    weight: f64,
+    core: usize,
+    phases: Vec<Phase>,
+    pc: usize,
+    /// CPU work left of the current `Cpu` phase (set on entry).
+    cpu_left: Nanos,
+    in_cpu: bool,
+    wait: Option<Wait>,
+    spin_left: Nanos,
+    blocked: bool,
+    sleeping_until: Option<Nanos>,
+    vruntime: f64,
+    round_start: Nanos,
+    /// Its ring: kernel lengths.
+    ring: VecDeque<Nanos>,
+    in_device: usize,
+    /// Its quantum asked for and not yet ended.
+    quantum: Option<TaskId>,
+    calls: u64,
+    gpu_ns: u64,
+    cpu_ns: u64,
+    picks: u64,
+}
+
+impl Thread {
+    fn drained(&self) -> bool {
+        self.ring.is_empty() && self.in_device == 0
+    }
+
+    fn wait_over(&self, ring: usize) -> bool {
+        match self.wait {
+            None => true,
+            Some(Wait::Drained { .. }) => self.drained(),
+            Some(Wait::Room(_)) => self.ring.len() < ring,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Core {
+    current: Option<usize>,
+    /// Its activity's accounting runs from here.
+    since: Nanos,
+    /// The switch to `current` is paid until here.
+    switch_until: Nanos,
+    generation: u64,
+}
+
+/// The online quantum.
+#[derive(Debug)]
+struct Online {
+    thread: usize,
+    task: TaskId,
+    since: Nanos,
+    sampled: u32,
+    sampled_ns: Nanos,
+    /// After sampling: kernels still to submit.
+    budget: u32,
+    /// Submits nothing more; ends once its submitted work has run.
+    draining: bool,
+    generation: u64,
+}
+
+/// One run in progress.
+#[derive(Debug)]
+pub struct ProgramSim {
+    model: NodeModel,
+    policy: Box<dyn Policy>,
+    now: Nanos,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
+    threads: Vec<Thread>,
+    cores: Vec<Core>,
+    /// The device's queue: (thread, kernel length); the front runs unless a
+    /// synchronisation is under way.
+    device: VecDeque<(usize, Nanos)>,
+    front_since: Option<Nanos>,
+    syncing: bool,
+    device_generation: u64,
+    online: Option<Online>,
+    online_generation: u64,
+    /// Quanta asked for, by task id: the thread.
+    task_owner: Vec<usize>,
+    interactivity: Interactivity,
+    busy_ns: u64,
+    switches: u64,
+    events: u64,
+    actions: Vec<Action>,
+}
+
+impl ProgramSim {
+    /// A run of `tenants` under `policy` on `model`'s node, with one GPU.
+    pub fn new(
+        tenants: &[ProgramTenant],
+        model: NodeModel,
+        policy: Box<dyn Policy>,
+    ) -> Result<ProgramSim, SimError> {
+        let bad =
+            |what: String| SimError::PolicyViolation { policy: policy.label(), at_ns: 0, what };
+        if model.cpu.cores == 0 || model.ring == 0 || model.device_depth == 0 {
+            return Err(bad("the node needs a core, a ring and a device queue".into()));
+        }
+        if let Some(t) = tenants.iter().find(|t| t.core >= model.cpu.cores) {
+            return Err(bad(format!("a tenant pinned to core {} of {}", t.core, model.cpu.cores)));
+        }
+        // a round must take time, or the engine would loop at one instant
+        let takes_time = |p: &Phase| match p {
+            Phase::Cpu(work) => *work > Nanos::ZERO,
+            Phase::Launch(_) => true,
+            Phase::Sync | Phase::Drain | Phase::SleepShare(_) => false,
+        };
+        if tenants.iter().any(|t| !t.program.phases.iter().any(takes_time)) {
+            return Err(bad("a program whose round takes no time (no CPU work, no kernel)".into()));
+        }
+        let threads = tenants
+            .iter()
+            .map(|t| Thread {
+                weight: f64::from(t.weight.max(1)),
+                core: t.core,
+                phases: t.program.phases.clone(),
+                pc: 0,
+                cpu_left: Nanos::ZERO,
+                in_cpu: false,
+                wait: None,
+                spin_left: Nanos::ZERO,
+                blocked: false,
+                sleeping_until: None,
+                vruntime: 0.0,
+                round_start: Nanos::ZERO,
+                ring: VecDeque::new(),
+                in_device: 0,
+                quantum: None,
+                calls: 0,
+                gpu_ns: 0,
+                cpu_ns: 0,
+                picks: 0,
+            })
+            .collect();
+        let cores = (0..model.cpu.cores)
+            .map(|_| Core {
+                current: None,
+                since: Nanos::ZERO,
+                switch_until: Nanos::ZERO,
+                generation: 0,
+            })
+            .collect();
+        Ok(ProgramSim {
+            model,
+            policy,
+            now: Nanos::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            threads,
+            cores,
+            device: VecDeque::new(),
+            front_since: None,
+            syncing: false,
+            device_generation: 0,
+            online: None,
+            online_generation: 0,
+            task_owner: Vec::new(),
+            interactivity: Interactivity::default(),
+            busy_ns: 0,
+            switches: 0,
+            events: 0,
+            actions: Vec::new(),
+        })
+    }
+
+    fn schedule(&mut self, at: Nanos, ev: Ev) {
+        self.queue.push(Reverse((at, self.seq, ev)));
+        self.seq += 1;
+    }
+
+    fn violation(&self, what: String) -> SimError {
+        SimError::PolicyViolation { policy: self.policy.label(), at_ns: self.now.0, what }
+    }
+
+    /// Run for `duration` of simulated time.
+    pub fn run(mut self, duration: Nanos) -> Result<ProgramOutcome, SimError> {
+        for i in 0..self.threads.len() {
+            let spec = TenantSpec {
+                weight: self.threads[i].weight as u32,
+                ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
+            };
+            let mut actions = std::mem::take(&mut self.actions);
+            self.policy.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut actions);
+            self.actions = actions;
+            self.apply_pending()?;
+        }
+        for c in 0..self.cores.len() {
+            self.repick(c)?;
+        }
+        self.schedule(self.model.cpu.tick, Ev::CpuTick);
+        if let Some(p) = self.policy.tick_interval() {
+            self.schedule(p, Ev::PolicyTick);
+        }
+        while let Some(&Reverse((at, _, ev))) = self.queue.peek() {
+            if at > duration {
+                break;
+            }
+            self.queue.pop();
+            self.now = at;
+            self.events += 1;
+            match ev {
+                Ev::Segment { core, generation } => {
+                    if self.cores[core].generation == generation {
+                        self.settle(core);
+                        self.step(core)?;
+                    }
+                }
+                Ev::CpuTick => {
+                    for c in 0..self.cores.len() {
+                        self.repick(c)?;
+                    }
+                    self.schedule(self.now + self.model.cpu.tick, Ev::CpuTick);
+                }
+                Ev::SleepEnds(t) => {
+                    self.threads[t].sleeping_until = None;
+                    self.wake(t)?;
+                }
+                Ev::KernelEnds(g) if g == self.device_generation => self.kernel_ends()?,
+                Ev::SyncEnds(g) if g == self.device_generation => {
+                    self.syncing = false;
+                    self.pump()?;
+                    self.start_front();
+                    self.maybe_release()?;
+                }
+                Ev::SliceUp(g) => {
+                    if self.online.as_ref().is_some_and(|o| o.generation == g) {
+                        self.slice_up()?;
+                    }
+                }
+                Ev::PolicyTick => {
+                    self.deliver(Event::Tick)?;
+                    if let Some(p) = self.policy.tick_interval() {
+                        self.schedule(self.now + p, Ev::PolicyTick);
+                    }
+                }
+                Ev::KernelEnds(_) | Ev::SyncEnds(_) => {}
+            }
+        }
+        self.now = duration;
+        for c in 0..self.cores.len() {
+            self.settle(c);
+        }
+        // the kernel running at the end counts for its part
+        if let (Some(since), Some(&(t, _))) = (self.front_since, self.device.front())
+            && !self.syncing
+        {
+            let part = (duration - since).0;
+            self.busy_ns += part;
+            self.threads[t].gpu_ns += part;
+        }
+        Ok(ProgramOutcome {
+            calls: self.threads.iter().map(|t| t.calls).collect(),
+            gpu_busy: self.busy_ns as f64 / duration.0.max(1) as f64,
+            switches: self.switches,
+            gpu_ns: self.threads.iter().map(|t| t.gpu_ns).collect(),
+            cpu_ns: self.threads.iter().map(|t| t.cpu_ns).collect(),
+            picks: self.threads.iter().map(|t| t.picks).collect(),
+            events: self.events,
+        })
+    }
+
+    // ---- the CPU
+
+    /// Account the core's current thread up to now: core time, `vruntime`, and the
+    /// progress of its CPU work or spin (after any switch still being paid).
+    fn settle(&mut self, core: usize) {
+        let now = self.now;
+        let c = &mut self.cores[core];
+        let Some(i) = c.current else {
+            c.since = now;
+            return;
+        };
+        let elapsed = now.saturating_sub(c.since);
+        let ran = now.saturating_sub(c.since.max(c.switch_until));
+        c.since = now;
+        let t = &mut self.threads[i];
+        t.cpu_ns += elapsed.0;
+        t.vruntime += elapsed.0 as f64 / t.weight;
+        if t.wait.is_some() {
+            t.spin_left = t.spin_left.saturating_sub(ran);
+        } else if t.in_cpu {
+            t.cpu_left = t.cpu_left.saturating_sub(ran);
+        }
+    }
+
+    /// The runnable thread of `core` with the least `vruntime` (lowest index on ties).
+    fn pick(&self, core: usize) -> Option<usize> {
+        (0..self.threads.len())
+            .filter(|i| self.threads[*i].core == core && !self.threads[*i].blocked)
+            .min_by(|a, b| {
+                self.threads[*a].vruntime.total_cmp(&self.threads[*b].vruntime).then(a.cmp(b))
+            })
+    }
+
+    /// Re-pick the thread of `core` and switch to it if it is another.
+    fn repick(&mut self, core: usize) -> Result<(), SimError> {
+        self.settle(core);
+        let pick = self.pick(core);
+        if pick != self.cores[core].current {
+            self.switch_to(core, pick)?;
+        }
+        Ok(())
+    }
+
+    fn switch_to(&mut self, core: usize, thread: Option<usize>) -> Result<(), SimError> {
+        self.settle(core);
+        let now = self.now;
+        let c = &mut self.cores[core];
+        c.current = thread;
+        c.generation += 1;
+        let Some(i) = thread else { return Ok(()) };
+        c.switch_until = now + self.model.cpu.switch;
+        self.switches += 1;
+        if self.model.coscheduling == Coscheduling::CpuCentric && !self.threads[i].ring.is_empty() {
+            self.deliver(Event::CoscheduleRequested { tenant: TenantId(i as u64) })?;
+        }
+        self.step(core)
+    }
+
+    /// Carry the core's current thread forward from now: finish what is done, start
+    /// its next phases, and schedule the end of what it does next.
+    fn step(&mut self, core: usize) -> Result<(), SimError> {
+        let ring_cap = self.model.ring;
+        loop {
+            let Some(i) = self.cores[core].current else { return Ok(()) };
+            let c = &self.cores[core];
+            if c.switch_until > self.now {
+                let at = c.switch_until;
+                self.arm(core, at);
+                return Ok(());
+            }
+            // a call below that re-enters this core's stepping (a wake-up, a switch)
+            // bumps its generation: then that call has carried the core on
+            let generation = c.generation;
+            let t = &mut self.threads[i];
+            if let Some(w) = t.wait {
+                if t.wait_over(ring_cap) {
+                    t.wait = None;
+                    match w {
+                        Wait::Drained { call: true } => t.calls += 1,
+                        Wait::Drained { call: false } => {}
+                        Wait::Room(kernel) => t.ring.push_back(kernel),
+                    }
+                    t.pc += 1;
+                    if matches!(w, Wait::Room(_)) {
+                        self.ring_grew(i)?;
+                        if self.cores[core].generation != generation {
+                            return Ok(());
+                        }
+                    }
+                    continue;
+                }
+                match self.model.wait {
+                    WaitMode::Poll => return Ok(()),
+                    WaitMode::Hybrid { .. } if t.spin_left == Nanos::ZERO => {
+                        t.blocked = true;
+                        return self.switch_to(core, self.pick(core));
+                    }
+                    WaitMode::Hybrid { .. } => {
+                        let at = self.now + t.spin_left;
+                        self.arm(core, at);
+                        return Ok(());
+                    }
+                }
+            }
+            if t.pc >= t.phases.len() {
+                t.pc = 0;
+                t.round_start = self.now;
+            }
+            match t.phases[t.pc] {
+                Phase::Cpu(work) => {
+                    if !t.in_cpu {
+                        t.in_cpu = true;
+                        t.cpu_left = work;
+                    }
+                    if t.cpu_left > Nanos::ZERO {
+                        let at = self.now + t.cpu_left;
+                        self.arm(core, at);
+                        return Ok(());
+                    }
+                    t.in_cpu = false;
+                    t.pc += 1;
+                }
+                Phase::Launch(kernel) => {
+                    if t.ring.len() >= ring_cap {
+                        self.start_wait(i, Wait::Room(kernel));
+                    } else {
+                        t.ring.push_back(kernel);
+                        t.pc += 1;
+                        self.ring_grew(i)?;
+                        if self.cores[core].generation != generation {
+                            return Ok(());
+                        }
+                    }
+                }
+                Phase::Sync => {
+                    let clock = Nanos(t.gpu_ns);
+                    self.interactivity.sync_call(TenantId(i as u64), clock);
+                    self.start_wait(i, Wait::Drained { call: true });
+                }
+                Phase::Drain => self.start_wait(i, Wait::Drained { call: false }),
+                Phase::SleepShare(share) => {
+                    let share = share.clamp(0.0, 0.95);
+                    let active = (self.now - t.round_start).0 as f64;
+                    let until = self.now + Nanos((active * share / (1.0 - share)).round() as u64);
+                    t.pc += 1;
+                    t.blocked = true;
+                    t.sleeping_until = Some(until);
+                    t.round_start = until;
+                    self.schedule(until, Ev::SleepEnds(i));
+                    return self.switch_to(core, self.pick(core));
+                }
+            }
+        }
+    }
+
+    /// Schedule the end of the core's current activity at `at`; any earlier one is
+    /// superseded.
+    fn arm(&mut self, core: usize, at: Nanos) {
+        self.cores[core].generation += 1;
+        let generation = self.cores[core].generation;
+        self.schedule(at, Ev::Segment { core, generation });
+    }
+
+    fn start_wait(&mut self, i: usize, wait: Wait) {
+        let t = &mut self.threads[i];
+        t.wait = Some(wait);
+        t.spin_left = match self.model.wait {
+            WaitMode::Poll => Nanos::ZERO,
+            WaitMode::Hybrid { spin } => spin,
+        };
+    }
+
+    /// What thread `i` waits for may have come: carry it on if it holds its core, wake
+    /// it if it blocked (a sleeper wakes when its sleep ends).
+    fn wait_may_be_over(&mut self, i: usize) -> Result<(), SimError> {
+        let t = &self.threads[i];
+        if t.wait.is_none() || !t.wait_over(self.model.ring) {
+            return Ok(());
+        }
+        if t.blocked {
+            if t.sleeping_until.is_none() {
+                self.wake(i)?;
+            }
+            return Ok(());
+        }
+        let core = t.core;
+        if self.cores[core].current == Some(i) {
+            self.settle(core);
+            self.cores[core].generation += 1;
+            self.step(core)?;
+        }
+        Ok(())
+    }
+
+    /// Wake thread `i` as CFS does (see the module's notes).
+    fn wake(&mut self, i: usize) -> Result<(), SimError> {
+        if !self.threads[i].blocked || self.threads[i].sleeping_until.is_some() {
+            return Ok(());
+        }
+        let core = self.threads[i].core;
+        self.settle(core);
+        let floor = (0..self.threads.len())
+            .filter(|j| *j != i && self.threads[*j].core == core && !self.threads[*j].blocked)
+            .map(|j| self.threads[j].vruntime)
+            .fold(f64::INFINITY, f64::min);
+        let lag = self.model.cpu.wake_lag.0 as f64;
+        let spin = match self.model.wait {
+            WaitMode::Poll => Nanos::ZERO,
+            WaitMode::Hybrid { spin } => spin,
+        };
+        let t = &mut self.threads[i];
+        t.blocked = false;
+        // woken before its reply (coscheduled), it spins afresh rather than blocking
+        t.spin_left = spin;
+        if floor.is_finite() {
+            t.vruntime = t.vruntime.max(floor - lag);
+        }
+        let gran = self.model.cpu.wakeup_granularity.0 as f64;
+        let preempt = match self.cores[core].current {
+            Some(c) => c != i && self.threads[i].vruntime + gran < self.threads[c].vruntime,
+            None => true,
+        };
+        if preempt { self.switch_to(core, Some(i)) } else { Ok(()) }
+    }
+
+    // ---- the GPU
+
+    /// Thread `i`'s ring gained a kernel: ask for a quantum, or submit it if online.
+    fn ring_grew(&mut self, i: usize) -> Result<(), SimError> {
+        self.request_quantum(i)?;
+        if self.online.as_ref().is_some_and(|o| o.thread == i) {
+            self.pump()?;
+            self.start_front();
+        }
+        Ok(())
+    }
+
+    fn work_conserving(&self) -> bool {
+        !matches!(self.model.gate, Gate::Collaborative { work_conserving: false, .. })
+    }
+
+    /// Ask the policy for a quantum for thread `i` if it has work (or, not work
+    /// conserving, always) and has none asked for.
+    fn request_quantum(&mut self, i: usize) -> Result<(), SimError> {
+        let t = &self.threads[i];
+        if t.quantum.is_some() || (t.ring.is_empty() && self.work_conserving()) {
+            return Ok(());
+        }
+        let id = TaskId(self.task_owner.len() as u64);
+        self.task_owner.push(i);
+        self.threads[i].quantum = Some(id);
+        self.deliver(Event::TaskSubmitted(TaskSpec {
+            id,
+            tenant: TenantId(i as u64),
+            kernel: 0,
+            memory: tessera_core::Bytes(0),
+            launch: None,
+            batch: 1,
+        }))
+    }
+
+    /// The online thread submits what its gate allows into the device's queue.
+    fn pump(&mut self) -> Result<(), SimError> {
+        let Some(o) = &self.online else { return Ok(()) };
+        let i = o.thread;
+        let room = self.model.device_depth.saturating_sub(self.device.len());
+        let allowed = match self.model.gate {
+            Gate::TimeShare { .. } => room,
+            Gate::Collaborative { .. } if o.draining => 0,
+            Gate::Collaborative { samples, .. } if o.sampled < samples => {
+                // measured one by one: the next waits for the last one's synchronisation
+                usize::from(self.threads[i].in_device == 0 && !self.syncing)
+            }
+            Gate::Collaborative { .. } => o.budget as usize,
+        };
+        let sampling =
+            matches!(self.model.gate, Gate::Collaborative { samples, .. } if o.sampled < samples);
+        let mut moved = 0;
+        for _ in 0..allowed.min(room) {
+            let Some(kernel) = self.threads[i].ring.pop_front() else { break };
+            self.device.push_back((i, kernel));
+            self.threads[i].in_device += 1;
+            moved += 1;
+        }
+        if moved > 0 {
+            if let (Some(o), false) = (&mut self.online, sampling)
+                && matches!(self.model.gate, Gate::Collaborative { .. })
+            {
+                o.budget -= moved as u32;
+            }
+            // room on its ring: a thread waiting to launch may go on
+            self.wait_may_be_over(i)?;
+        }
+        Ok(())
+    }
+
+    /// Start the device's front kernel if the device is idle.
+    fn start_front(&mut self) {
+        if self.front_since.is_some() || self.syncing {
+            return;
+        }
+        if let Some(&(_, kernel)) = self.device.front() {
+            self.front_since = Some(self.now);
+            self.schedule(self.now + kernel, Ev::KernelEnds(self.device_generation));
+        }
+    }
+
+    fn kernel_ends(&mut self) -> Result<(), SimError> {
+        let Some((owner, kernel)) = self.device.pop_front() else {
+            return Err(self.violation("a kernel ended on an empty device".into()));
+        };
+        self.front_since = None;
+        self.device_generation += 1;
+        self.busy_ns += kernel.0;
+        let t = &mut self.threads[owner];
+        t.in_device -= 1;
+        t.calls += 1;
+        t.gpu_ns += kernel.0;
+        if let Gate::Collaborative { slice, samples, sync, .. } = self.model.gate
+            && let Some(o) = self.online.as_mut().filter(|o| o.thread == owner)
+        {
+            if o.sampled < samples {
+                o.sampled += 1;
+                o.sampled_ns += kernel;
+                self.syncing = true;
+                if o.sampled_ns >= slice {
+                    o.draining = true;
+                } else if o.sampled == samples {
+                    let mean = Nanos(o.sampled_ns.0 / u64::from(samples).max(1)).max(Nanos(1));
+                    o.budget = ((slice - o.sampled_ns).0 / mean.0) as u32;
+                    o.draining = o.budget == 0;
+                }
+            } else if o.budget == 0 && self.threads[owner].in_device == 0 && !o.draining {
+                // the slice's last kernel ran: synchronise after it
+                o.draining = true;
+                self.syncing = true;
+            }
+            if self.syncing {
+                self.schedule(self.now + sync, Ev::SyncEnds(self.device_generation));
+            }
+        }
+        self.wait_may_be_over(owner)?;
+        self.pump()?;
+        self.start_front();
+        self.maybe_release()
+    }
+
+    /// The online quantum's slice time is up.
+    fn slice_up(&mut self) -> Result<(), SimError> {
+        match self.model.gate {
+            Gate::TimeShare { .. } => self.release(),
+            Gate::Collaborative { .. } => {
+                if let Some(o) = &mut self.online {
+                    o.draining = true;
+                }
+                self.maybe_release()
+            }
+        }
+    }
+
+    /// End the online quantum if its gate says it is over.
+    fn maybe_release(&mut self) -> Result<(), SimError> {
+        let Some(o) = &self.online else { return Ok(()) };
+        let Gate::Collaborative { work_conserving, .. } = self.model.gate else { return Ok(()) };
+        let t = &self.threads[o.thread];
+        let settled = t.in_device == 0 && !self.syncing;
+        let over = if work_conserving {
+            o.draining || t.ring.is_empty()
+        } else {
+            // polls its ring for its whole slice, work or none
+            o.draining
+        };
+        if settled && over { self.release() } else { Ok(()) }
+    }
+
+    /// End the online quantum: it is charged the time it held the GPU. A ring still
+    /// holding kernels is backlogged: its next request is queued before the end is
+    /// reported, as a vGPU's ring stays in the scheduler's run queue (the daemon's
+    /// interposer asks only after; FairQueuing's spin covers that gap). A ring that
+    /// emptied asks when its thread next launches.
+    fn release(&mut self) -> Result<(), SimError> {
+        let Some(o) = self.online.take() else { return Ok(()) };
+        self.online_generation += 1;
+        self.threads[o.thread].quantum = None;
+        self.request_quantum(o.thread)?;
+        self.deliver(Event::TaskFinished {
+            task: o.task,
+            placement: Placement::whole(GpuId(0)),
+            ran_for: self.now - o.since,
+            measured: true,
+            result: Ok(()),
+        })
+    }
+
+    /// The policy gave `task` the GPU.
+    fn dispatched(&mut self, task: TaskId, placement: Placement) -> Result<(), SimError> {
+        let Some(&i) = self.task_owner.get(task.0 as usize) else {
+            return Err(self.violation(format!("dispatch of unknown {task}")));
+        };
+        if placement != Placement::whole(GpuId(0)) {
+            return Err(self.violation(format!("{task} dispatched to {placement:?}: one GPU")));
+        }
+        if self.threads[i].quantum != Some(task) {
+            return Err(self.violation(format!("{task} dispatched after it ended")));
+        }
+        if self.online.is_some() {
+            return Err(self.violation(format!("{task} dispatched to a busy GPU")));
+        }
+        self.online_generation += 1;
+        let generation = self.online_generation;
+        self.online = Some(Online {
+            thread: i,
+            task,
+            since: self.now,
+            sampled: 0,
+            sampled_ns: Nanos::ZERO,
+            budget: 0,
+            draining: false,
+            generation,
+        });
+        self.threads[i].picks += 1;
+        self.schedule(self.now + self.model.gate.slice(), Ev::SliceUp(generation));
+        // GPU-centric coscheduling: an interactive tenant's thread runs now
+        let clock = Nanos(self.threads[i].gpu_ns);
+        if self.model.coscheduling == Coscheduling::GpuCentric
+            && self.interactivity.is_interactive(TenantId(i as u64), clock)
+        {
+            self.wake(i)?;
+        }
+        self.pump()?;
+        self.start_front();
+        self.maybe_release()
+    }
+
+    // ---- the policy
+
+    fn deliver(&mut self, event: Event) -> Result<(), SimError> {
+        let mut actions = std::mem::take(&mut self.actions);
+        self.policy.on_event(self.now, &event, &mut actions);
+        self.actions = actions;
+        self.apply_pending()
+    }
+
+    fn apply_pending(&mut self) -> Result<(), SimError> {
+        // actions may cause events whose answers queue behind these
+        let pending = std::mem::take(&mut self.actions);
+        for action in pending {
+            match action {
+                Action::Dispatch { task, placement } => self.dispatched(task, placement)?,
+                Action::EndQuantum { task } => {
+                    if self.online.as_ref().is_some_and(|o| o.task == task) {
+                        match self.model.gate {
+                            Gate::TimeShare { .. } => self.release()?,
+                            Gate::Collaborative { .. } => {
+                                if let Some(o) = &mut self.online {
+                                    o.draining = true;
+                                }
+                                self.maybe_release()?;
+                            }
+                        }
+                    }
+                }
+                Action::SetPools { .. } => {}
+                other => {
+                    let refusal = Event::ActionRefused {
+                        action: Box::new(other),
+                        reason: "not modelled by the program engine".into(),
+                    };
+                    self.deliver(refusal)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_core::{Bytes, GpuSpec, PolicyConfig};
+
+    fn us(n: u64) -> Nanos {
+        Nanos(n * 1_000)
+    }
+
+    fn node(gate: Gate, wait: WaitMode, cores: usize) -> NodeModel {
+        NodeModel {
+            cpu: CpuModel {
+                cores,
+                switch: us(20),
+                wakeup_granularity: us(100),
+                wake_lag: us(3_000),
+                tick: us(1_000),
+            },
+            wait,
+            ring: 256,
+            device_depth: 1_024,
+            gate,
+            coscheduling: Coscheduling::None,
+        }
+    }
+
+    fn fairgv() -> Gate {
+        Gate::Collaborative { slice: us(6_000), samples: 5, sync: us(10), work_conserving: true }
+    }
+
+    fn run(
+        tenants: &[ProgramTenant],
+        model: NodeModel,
+        policy: PolicyConfig,
+        ms: u64,
+    ) -> ProgramOutcome {
+        let gpus = GpuSpec::uniform(1, Bytes::gib(1));
+        let sim = ProgramSim::new(tenants, model, policy.build(&gpus).unwrap()).unwrap();
+        sim.run(Nanos::from_millis(ms)).unwrap()
+    }
+
+    fn looping(weight: u32, core: usize, phases: Vec<Phase>) -> ProgramTenant {
+        ProgramTenant { weight, core, program: Program { phases } }
+    }
+
+    /// Hand-computed: one program of 100 µs CPU then a 200 µs kernel and a
+    /// synchronous call, alone: each round takes the switch once, then 100 + 200 µs +
+    /// the collaborative gate's synchronisations (10 µs after each of the first five
+    /// kernels of a slice), so 10 ms holds 32 or 33 rounds; every call counts.
+    #[test]
+    fn a_program_alone_runs_its_rounds_in_the_time_they_take() {
+        let p = looping(1, 0, vec![Phase::Cpu(us(100)), Phase::Launch(us(200)), Phase::Sync]);
+        let out = run(
+            &[p],
+            node(fairgv(), WaitMode::Poll, 1),
+            PolicyConfig::Fair { spin: Nanos::ZERO },
+            10,
+        );
+        // a round: 100 µs CPU, 200 µs kernel; the sync of a sampled kernel delays the
+        // reply by 10 µs (the gate's synchronisation precedes the release)
+        let rounds = out.calls[0] / 2;
+        assert!((30..=33).contains(&rounds), "{out:?}");
+        assert!(out.gpu_ns[0] >= rounds * 200_000 && out.gpu_ns[0] <= (rounds + 1) * 200_000);
+        assert_eq!(out.cpu_ns[0], 10_000_000, "a polling thread alone holds its core");
+    }
+
+    /// Two always-backlogged programs of weights 1 and 3 on their own cores: the core's
+    /// fair queuing gives them GPU time 1:3. Credit gives them quanta 1:3, but its
+    /// gate submits all it can, so each quantum's kernels run on into the next (the
+    /// device holds 1,024) and GPU time drifts towards 1:1.
+    #[test]
+    fn weights_split_the_gpu() {
+        let mm = |w, core| looping(w, core, vec![Phase::Cpu(us(19)), Phase::Launch(us(207))]);
+        let share = |o: &ProgramOutcome| o.gpu_ns[1] as f64 / (o.gpu_ns[0] + o.gpu_ns[1]) as f64;
+        let fair = run(
+            &[mm(1, 0), mm(3, 1)],
+            node(fairgv(), WaitMode::Poll, 2),
+            PolicyConfig::Fair { spin: us(50) },
+            2_000,
+        );
+        assert!((share(&fair) - 0.75).abs() < 0.03, "FairGV: {fair:?}");
+        let credit = run(
+            &[mm(1, 0), mm(3, 1)],
+            node(Gate::TimeShare { slice: us(30_000) }, WaitMode::Poll, 2),
+            PolicyConfig::Credit,
+            2_000,
+        );
+        let quanta = credit.picks[1] as f64 / (credit.picks[0] + credit.picks[1]) as f64;
+        assert!((quanta - 0.75).abs() < 0.05, "Credit's quanta: {credit:?}");
+        assert!(share(&credit) < share(&fair) - 0.03, "Credit's GPU time: {credit:?}");
+    }
+
+    /// Strict's coscheduling makes the GPU follow the CPU: two GPU-bound programs on
+    /// one core, which the CPU scheduler alternates every tick, each switch asking for
+    /// the GPU. Under Strict the quanta change hands with the core (many short
+    /// quanta); under Credit, which ignores the requests, every 30 ms.
+    #[test]
+    fn strict_coscheduling_preempts_where_credit_does_not() {
+        let mm = || looping(1, 0, vec![Phase::Cpu(us(19)), Phase::Launch(us(207))]);
+        let picks = |policy: PolicyConfig| {
+            let mut m = node(Gate::TimeShare { slice: us(30_000) }, WaitMode::Poll, 1);
+            m.coscheduling = Coscheduling::CpuCentric;
+            let out = run(&[mm(), mm()], m, policy, 1_000);
+            out.picks.iter().sum::<u64>()
+        };
+        let (credit, strict) = (picks(PolicyConfig::Credit), picks(PolicyConfig::Strict));
+        assert!(credit <= 1_000 / 30 + 2, "Credit {credit} quanta in 1 s of 30 ms slices");
+        assert!(strict > credit * 3, "Strict {strict} quanta, Credit {credit}");
+    }
+}
