@@ -16,18 +16,19 @@
 //! [`slicing`]). SVG figures in [`figures`].
 
 mod figures;
-pub mod model;
+pub mod setting;
 pub mod slicing;
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Comparison, Test, Unit};
-use model::{Benchmark, Constants, Scheduler, VmSetup, VmSpec};
+use setting::{Benchmark, Constants, Scheduler, VmSetup, VmSpec};
+use tessera_core::Nanos;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// Version tag of `results.json`.
-pub const SCHEMA: &str = "tessera.sim.fairgv/2";
+pub const SCHEMA: &str = "tessera.sim.fairgv/3";
 
 /// Table 3, as the paper measured it.
 pub const TABLE3: &str = include_str!("../../../../../data/fairgv/table3.csv");
@@ -172,19 +173,22 @@ pub fn run_for(seconds: f64) -> Result<FairgvResults, ExperimentError> {
         return Err(ExperimentError::Config(format!("seconds must be in (0, 600], got {seconds}")));
     }
     let k = Constants::DEFAULT;
-    let steps = (seconds * 1e9 / model::STEP_NS as f64) as u64;
+    let duration = Nanos((seconds * 1e9) as u64);
+    let sim = sim_error;
     let mut rows = Vec::new();
     for (setup, benches, vms, cores) in setups() {
         for b in benches {
             let bench = benchmark(b)?;
             // the ideal: every resource busy, the bottleneck's calls shared by weight
-            let best = model::capacity(&bench, cores) * seconds;
+            let best = setting::capacity(&bench, cores, &k) * seconds;
             let total_w: f64 = vms.iter().map(|v| f64::from(v.weight)).sum();
             for sched in Scheduler::ALL {
-                let out = model::run(&bench, &vms, cores, sched, steps, k);
+                let out = setting::run(&bench, &vms, cores, sched, duration, &k).map_err(sim)?;
                 // the VM alone under the same scheduler: Table 3's run time is its own
                 let one = [VmSetup { weight: 1, core: 0 }];
-                let alone = model::run(&bench, &one, 1, sched, steps, k).calls[0] as f64 / seconds;
+                let alone = setting::run(&bench, &one, 1, sched, duration, &k).map_err(sim)?.calls[0]
+                    as f64
+                    / seconds;
                 let ideal: Vec<f64> =
                     vms.iter().map(|v| best * f64::from(v.weight) / total_w).collect();
                 let normalized: Vec<f64> =
@@ -217,8 +221,8 @@ pub fn run_for(seconds: f64) -> Result<FairgvResults, ExperimentError> {
         constants: k,
         seconds,
         rows,
-        work_conserving: work_conserving(steps, k)?,
-        collaborative: collaborative(steps, k)?,
+        work_conserving: work_conserving(duration, &k)?,
+        collaborative: collaborative(duration, &k)?,
         slicing: slicing::run()?,
         claims: Vec::new(),
         comparisons: Vec::new(),
@@ -230,7 +234,10 @@ pub fn run_for(seconds: f64) -> Result<FairgvResults, ExperimentError> {
 
 /// Figure 10: BS and a sleeping MM, weights 1:1, each VM on its own core (ours: the
 /// paper gives neither).
-fn work_conserving(steps: u64, k: Constants) -> Result<Vec<WorkConservingRow>, ExperimentError> {
+fn work_conserving(
+    duration: Nanos,
+    k: &Constants,
+) -> Result<Vec<WorkConservingRow>, ExperimentError> {
     let (bs, mm) = (benchmark("BS")?, benchmark("MM")?);
     let mut out = Vec::new();
     for ratio in SLEEP_RATIOS {
@@ -239,8 +246,8 @@ fn work_conserving(steps: u64, k: Constants) -> Result<Vec<WorkConservingRow>, E
             VmSpec { setup: VmSetup { weight: 1, core: 1 }, bench: mm.clone(), sleep_ratio: ratio },
         ];
         for sched in [Scheduler::FairGvNonWorkConserving, Scheduler::FairGv] {
-            let o = model::run_mixed(&vms, 2, sched, steps, k);
-            let share = |i: usize| o.gpu_steps[i] as f64 / steps.max(1) as f64;
+            let o = setting::run_mixed(&vms, 2, sched, duration, k).map_err(sim_error)?;
+            let share = |i: usize| o.gpu_ns[i] as f64 / duration.0.max(1) as f64;
             out.push(WorkConservingRow {
                 sleep_ratio: ratio,
                 scheduler: sched.label().into(),
@@ -255,7 +262,10 @@ fn work_conserving(steps: u64, k: Constants) -> Result<Vec<WorkConservingRow>, E
 
 /// Figure 11: MM or HS beside a background MM of each kernel size, weights 1:1, each
 /// VM on its own core (ours).
-fn collaborative(steps: u64, k: Constants) -> Result<Vec<CollaborativeRow>, ExperimentError> {
+fn collaborative(
+    duration: Nanos,
+    k: &Constants,
+) -> Result<Vec<CollaborativeRow>, ExperimentError> {
     let mm = benchmark("MM")?;
     let mut out = Vec::new();
     for fg in ["MM", "HS"] {
@@ -266,7 +276,9 @@ fn collaborative(steps: u64, k: Constants) -> Result<Vec<CollaborativeRow>, Expe
             sleep_ratio: 0.0,
         }];
         for sched in [Scheduler::CreditPoll, Scheduler::FairGv] {
-            let alone = model::run_mixed(&alone_spec, 1, sched, steps, k).calls[0] as f64;
+            let alone =
+                setting::run_mixed(&alone_spec, 1, sched, duration, k).map_err(sim_error)?.calls[0]
+                    as f64;
             for kernel_us in BACKGROUND_KERNELS_US {
                 let back =
                     Benchmark { name: format!("MM {kernel_us} µs"), kernel_us, ..mm.clone() };
@@ -274,19 +286,23 @@ fn collaborative(steps: u64, k: Constants) -> Result<Vec<CollaborativeRow>, Expe
                     alone_spec[0].clone(),
                     VmSpec { setup: VmSetup { weight: 1, core: 1 }, bench: back, sleep_ratio: 0.0 },
                 ];
-                let o = model::run_mixed(&vms, 2, sched, steps, k);
-                let busy: u64 = o.gpu_steps.iter().sum();
+                let o = setting::run_mixed(&vms, 2, sched, duration, k).map_err(sim_error)?;
+                let busy: u64 = o.gpu_ns.iter().sum();
                 out.push(CollaborativeRow {
                     foreground: fg.into(),
                     background_kernel_us: kernel_us,
                     scheduler: sched.label().into(),
                     normalized_run_time: alone / (o.calls[0] as f64).max(1.0),
-                    foreground_gpu_share: o.gpu_steps[0] as f64 / busy.max(1) as f64,
+                    foreground_gpu_share: o.gpu_ns[0] as f64 / busy.max(1) as f64,
                 });
             }
         }
     }
     Ok(out)
+}
+
+fn sim_error(e: crate::engine::SimError) -> ExperimentError {
+    ExperimentError::Config(format!("FairGV's setting: {e}"))
 }
 
 fn row<'a>(r: &'a FairgvResults, setup: &str, bench: &str, sched: &str) -> Option<&'a Row> {
@@ -488,23 +504,34 @@ pub fn report(r: &FairgvResults) -> String {
     let _ = writeln!(s, "# FairGV: reproduction\n");
     let _ = writeln!(
         s,
-        "§5.4-5.5 on the model of `experiments/fairgv/model.rs` ({} simulated s per run, 10 µs \
-         steps): VMs of one vCPU pinned to cores under a weighted fair CPU scheduler, one \
-         non-preemptive GPU with a device queue of {} kernels, programs built from Table 3's \
-         call rates and kernel sizes (`data/fairgv/table3.csv`). Ours, not the paper's: the \
-         CPU work between calls (10 ms over the calls per 10 ms), a vCPU switch costing {} µs, \
-         spinning {} µs before blocking or yielding, a ring of {} requests, a synchronisation \
-         costing {} µs of idle GPU. x = measured over ideal fair throughput (the weight's \
+        "§5.4-5.5 on the program engine (`tessera-sim`'s `programs.rs`; the setting in \
+         `experiments/fairgv/setting.rs`), {} simulated s per run, event-driven: VMs of one \
+         vCPU pinned to cores under a CFS-like CPU scheduler, one non-preemptive GPU with a \
+         device queue of {} kernels, programs built from Table 3's call rates and kernel \
+         sizes (`data/fairgv/table3.csv`). The GPU's quanta are handed out by the core's own \
+         policies — `FairQueuing` (FairGV), `Credit` (Credit-poll, Credit-hs) and Credit's \
+         Strict form (Pegasus's Algorithm 2), the code the daemon runs. Ours, not the \
+         paper's: the CPU work between calls (what the kernels leave of 10 ms, over the \
+         calls, at least {} µs), a vCPU switch costing {} µs, a CPU tick of {} ms, a wake-up \
+         granularity of {} µs, a ring of {} requests, a synchronisation costing {} µs of idle \
+         GPU; the paper's: spinning {} µs, slices of {} and {} ms, {} sampled requests. \
+         x = measured over ideal fair throughput (the weight's \
          share of what the bottleneck — the cores or the GPU — completes with every \
          resource busy); MMR = min x / max x; overhead = ideal aggregated throughput / \
          measured. Figures: `fig8.svg`, `fig9.svg`, `fig10.svg`, `fig11.svg`, \
          `table4.svg`.\n",
         r.seconds,
         r.constants.device_depth,
-        r.constants.switch_steps * 10,
-        r.constants.spin_steps * 10,
+        r.constants.min_call_cpu.0 / 1_000,
+        r.constants.switch.0 / 1_000,
+        r.constants.cpu_tick.0 / 1_000_000,
+        r.constants.wakeup_granularity.0 / 1_000,
         r.constants.ring,
-        r.constants.sync_steps * 10,
+        r.constants.sync.0 / 1_000,
+        r.constants.spin.0 / 1_000,
+        r.constants.fairgv_slice.0 / 1_000_000,
+        r.constants.credit_slice.0 / 1_000_000,
+        r.constants.samples,
     );
     let _ = writeln!(
         s,
