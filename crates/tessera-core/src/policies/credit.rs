@@ -3,8 +3,8 @@
 //! - [`Credit`]: Xen's credit scheduler as FairGV adopted it for vGPUs — every
 //!   accounting period each active tenant is given credit in proportion to its weight
 //!   (capped at one period's worth, so an idle tenant cannot hoard it); a quantum's
-//!   measured run time is debited; tenants with credit left (UNDER) go before those
-//!   without (OVER), round-robin within each, a tenant going to the tail of its list
+//!   measured run time is debited; tenants whose credit is not negative (UNDER) go
+//!   before those in debt (OVER), round-robin within each, a tenant going to the tail of its list
 //!   after each quantum. Fair only when quanta use their slices fully and exactly,
 //!   which is the weakness FairGV's fair queuing removes.
 //! - [`strict_coscheduling_accepts`]: Pegasus's fairness condition for a
@@ -138,7 +138,8 @@ impl Credit {
             self.ready[list(under)].remove(&(a.turn, tenant));
         }
         if a.running.is_none() && self.board.queue_of(tenant).0 > 0 {
-            let under = a.credit > 0;
+            // Xen's credit1: UNDER while the credit is not negative
+            let under = a.credit >= 0;
             self.ready[list(under)].insert((a.turn, tenant));
             a.listed = Some(under);
         }
@@ -596,6 +597,30 @@ mod tests {
         }
         let share = got[1] as f64 / (got[0] + got[1]) as f64;
         assert!((share - 0.75).abs() < 0.05, "weight 3 of 4: {share}");
+    }
+
+    /// Weights 1:2:3, 30 ms quanta: each accounting hands out 5, 10 and 15 ms, so the
+    /// weight-3 tenant comes back from a quantum to exactly 0 — UNDER, as in Xen's
+    /// credit1 (credit not negative), and it gets half the GPU (with UNDER meaning
+    /// positive, every such period went round-robin to the tenant deepest in debt and
+    /// the three got a third each).
+    #[test]
+    fn a_tenant_back_at_zero_credit_is_under() {
+        let mut g = OneGpu::new(&[1, 2, 3]);
+        let mut now = Nanos::ZERO;
+        let mut got = [0u64; 3];
+        for _ in 0..600 {
+            let Some(task) = g.last_dispatch() else { break };
+            let t = (task.0 >> 32) as usize;
+            now += ACCOUNTING_PERIOD;
+            got[t] += 1;
+            g.finish(task, ACCOUNTING_PERIOD, now);
+            g.submit(t as u64, now);
+        }
+        let total = got.iter().sum::<u64>() as f64;
+        for (t, want) in [1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0].into_iter().enumerate() {
+            assert!((got[t] as f64 / total - want).abs() < 0.03, "{got:?}");
+        }
     }
 
     #[test]
