@@ -31,6 +31,9 @@ pub struct Panel {
     pub x_markers: Vec<f64>,
     /// Draw a dot at every point (off for dense time series).
     pub dots: bool,
+    /// Names of categories placed at x = 0, 1, ...: the x ticks are labelled with
+    /// them instead of numbers.
+    pub x_categories: Vec<String>,
     /// The lines.
     pub series: Vec<Series>,
 }
@@ -53,6 +56,7 @@ impl Panel {
             log_x: false,
             x_markers: vec![],
             dots: true,
+            x_categories: vec![],
             series: vec![],
         }
     }
@@ -85,8 +89,16 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             .build_cartesian_2d(panel.x_range.0..panel.x_range.1, panel.y_range.0..panel.y_range.1)
             .map_err(|e| err(&e))?;
         let log_x = panel.log_x;
+        let categories = &panel.x_categories;
         // log ticks fall between round numbers: three significant digits at most
         let x_fmt = move |v: &f64| {
+            if !categories.is_empty() {
+                let i = v.round();
+                return match categories.get(i as usize) {
+                    Some(name) if (v - i).abs() < 1e-6 && i >= 0.0 => name.clone(),
+                    _ => String::new(),
+                };
+            }
             if !log_x {
                 return format!("{v:.0}");
             }
@@ -101,6 +113,11 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             .configure_mesh()
             .x_desc(panel.x_label.as_str())
             .y_desc(panel.y_label.as_str())
+            .x_labels(if panel.x_categories.is_empty() {
+                10
+            } else {
+                4 * panel.x_categories.len() + 1
+            })
             .x_label_formatter(&x_fmt)
             .draw()
             .map_err(|e| err(&e))?;

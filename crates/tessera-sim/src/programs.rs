@@ -1036,9 +1036,8 @@ mod tests {
     }
 
     /// Two always-backlogged programs of weights 1 and 3 on their own cores: the core's
-    /// fair queuing gives them GPU time 1:3. Credit gives them quanta 1:3, but its
-    /// gate submits all it can, so each quantum's kernels run on into the next (the
-    /// device holds 1,024) and GPU time drifts towards 1:1.
+    /// fair queuing gives them GPU time 1:3; Credit gives them quanta 1:3 and, its
+    /// kernels running on past its slices in the device's queue, GPU time near it.
     #[test]
     fn weights_split_the_gpu() {
         let mm = |w, core| looping(w, core, vec![Phase::Cpu(us(19)), Phase::Launch(us(207))]);
@@ -1058,7 +1057,7 @@ mod tests {
         );
         let quanta = credit.picks[1] as f64 / (credit.picks[0] + credit.picks[1]) as f64;
         assert!((quanta - 0.75).abs() < 0.05, "Credit's quanta: {credit:?}");
-        assert!(share(&credit) < share(&fair) - 0.03, "Credit's GPU time: {credit:?}");
+        assert!((share(&credit) - 0.75).abs() < 0.05, "Credit's GPU time: {credit:?}");
     }
 
     /// Strict's coscheduling makes the GPU follow the CPU: two GPU-bound programs on

@@ -25,6 +25,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// Xen's accounting period (30 ms).
 pub const ACCOUNTING_PERIOD: Nanos = Nanos(30_000_000);
 
+/// Xen's tick (10 ms): the running quantum is debited, and ended if its tenant is in
+/// debt while a tenant with credit waits.
+pub const TICK: Nanos = Nanos(10_000_000);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Account {
     weight: u32,
@@ -64,6 +68,10 @@ pub struct Credit {
     coscheduling: bool,
     /// The tenant a granted coscheduling request put first, until it is dispatched.
     favoured: Option<TenantId>,
+    /// Quanta asked to end ([`Action::EndQuantum`]) and not finished yet.
+    ending: BTreeSet<TaskId>,
+    /// The driver refused to end a quantum early: do not ask again.
+    cannot_end: bool,
 }
 
 const UNDER: usize = 0;
@@ -86,6 +94,8 @@ impl Credit {
             gpus: gpus.len(),
             coscheduling: false,
             favoured: None,
+            ending: BTreeSet::new(),
+            cannot_end: false,
         }
     }
 
@@ -145,17 +155,50 @@ impl Credit {
         }
     }
 
+    /// Debit every running quantum its time up to `at` (Xen's tick).
+    fn debit_running(&mut self, at: Nanos) {
+        for a in self.accounts.values_mut().filter(|a| a.running.is_some()) {
+            let so_far = at.saturating_sub(a.running_since).0 as i64;
+            a.credit -= so_far - a.debited;
+            a.debited = so_far;
+        }
+    }
+
+    /// Xen's tick: a running quantum whose tenant is in debt gives way to a tenant with
+    /// credit and work that may run on its GPU ([`Action::EndQuantum`]).
+    fn preempt_in_debt(&mut self, actions: &mut Vec<Action>) {
+        if self.cannot_end || self.ready[UNDER].is_empty() {
+            return;
+        }
+        for (tenant, a) in &self.accounts {
+            let Some(task) = a.running else { continue };
+            if a.credit >= 0 || self.ending.contains(&task) {
+                continue;
+            }
+            let Some(gpu) = self
+                .board
+                .gpu_ids()
+                .find(|g| self.board.state(*g).running().iter().any(|r| r.spec.id == task))
+            else {
+                continue;
+            };
+            let waiting = self.ready[UNDER]
+                .iter()
+                .any(|(_, t)| t != tenant && self.board.may_run_on(*t, gpu));
+            if waiting {
+                self.ending.insert(task);
+                actions.push(Action::EndQuantum { task });
+            }
+        }
+    }
+
     /// Hand out one period's credit to the tenants with work, by weight, capped at one
     /// period's share each.
     fn account(&mut self, at: Nanos) {
         // the running quanta first pay for their time so far, so that the cap below
         // judges their credit as it stands (capping a tenant whose quantum is yet to be
         // debited took away a heavier tenant's advantage: weights 1:3 got 1:1)
-        for a in self.accounts.values_mut().filter(|a| a.running.is_some()) {
-            let so_far = at.saturating_sub(a.running_since).0 as i64;
-            a.credit -= so_far - a.debited;
-            a.debited = so_far;
-        }
+        self.debit_running(at);
         let active: Vec<TenantId> = self
             .accounts
             .iter()
@@ -222,7 +265,7 @@ impl Policy for Credit {
     }
 
     fn tick_interval(&self) -> Option<Nanos> {
-        Some(ACCOUNTING_PERIOD)
+        Some(TICK)
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
@@ -250,11 +293,16 @@ impl Policy for Credit {
             Event::CoscheduleRequested { tenant } if self.coscheduling => {
                 self.coschedule(now, *tenant, actions);
             }
-            // a driver that cannot end a quantum early: the request lapses
+            // a driver that cannot end a quantum early: the request lapses, and the
+            // tick stops asking
             Event::ActionRefused { action, .. }
                 if matches!(**action, Action::EndQuantum { .. }) =>
             {
                 self.favoured = None;
+                self.cannot_end = true;
+                if let Action::EndQuantum { task } = **action {
+                    self.ending.remove(&task);
+                }
             }
             Event::TenantLeft { tenant } => {
                 if self.favoured == Some(*tenant) {
@@ -300,6 +348,13 @@ impl Policy for Credit {
                 self.next_turn += 1;
             }
             self.relist(tenant);
+        }
+        if let Event::TaskFinished { task, .. } = event {
+            self.ending.remove(task);
+        }
+        if matches!(event, Event::Tick) {
+            self.debit_running(now);
+            self.preempt_in_debt(actions);
         }
         while now >= self.next_accounting {
             let at = self.next_accounting;
@@ -451,6 +506,36 @@ mod tests {
         assert!(!requested(false, 10), "Credit ignores coscheduling");
         assert!(!requested(true, 4), "4 ms in, the holder's credit (-4) is above -5");
         assert!(requested(true, 6), "6 ms in, the holder's credit (-6) is below -5");
+    }
+
+    /// Xen's tick: a quantum whose tenant has run into debt is ended at the next 10 ms
+    /// tick when a tenant with credit waits — not when none does, and not again while
+    /// the end is under way.
+    #[test]
+    fn a_tick_ends_a_quantum_in_debt_when_credit_waits() {
+        let mut g = OneGpu::new(&[1, 3]);
+        let running = g.last_dispatch().expect("a dispatch");
+        assert_eq!(running.0 >> 32, 0);
+        let tick = |g: &mut OneGpu, ms: u64| {
+            g.acts.clear();
+            g.p.on_event(Nanos::from_millis(ms), &Event::Tick, &mut g.acts);
+            g.acts.contains(&Action::EndQuantum { task: running })
+        };
+        // at 10 ms tenant 0 is 10 ms in debt and tenant 1 (credit 0, UNDER) waits
+        assert!(tick(&mut g, 10));
+        assert!(!tick(&mut g, 20), "asked once");
+        // the driver cannot: the tick stops asking
+        let refusal = Event::ActionRefused {
+            action: Box::new(Action::EndQuantum { task: running }),
+            reason: "no".into(),
+        };
+        g.p.on_event(Nanos::from_millis(20), &refusal, &mut g.acts);
+        assert!(!tick(&mut g, 30));
+        // alone, a tenant in debt keeps its quantum
+        let mut alone = OneGpu::new(&[1]);
+        let task = alone.last_dispatch().expect("a dispatch");
+        alone.p.on_event(Nanos::from_millis(10), &Event::Tick, &mut alone.acts);
+        assert!(!alone.acts.contains(&Action::EndQuantum { task }));
     }
 
     #[test]

@@ -395,6 +395,7 @@ pub fn write_outputs(
             log_x: false,
             x_markers: vec![],
             dots: false,
+            x_categories: vec![],
             series: vec![
                 Series {
                     name: "memory used".into(),

@@ -43,6 +43,14 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
         let xr = (-0.5, n as f64 - 0.5);
         let mut mmr =
             Panel::new(format!("{fig}: MMR, {setup}"), "benchmark", "MMR", xr, (0.0, 1.05));
+        let mut names: Vec<String> = r
+            .rows
+            .iter()
+            .filter(|x| x.setup == setup && x.scheduler == "FairGV")
+            .map(|x| x.benchmark.clone())
+            .collect();
+        names.dedup();
+        mmr.x_categories = names.clone();
         mmr.series = per_benchmark(r, setup, |x| x.mmr);
         let over = per_benchmark(r, setup, |x| x.overhead);
         let top = over.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(1.0, f64::max);
@@ -54,6 +62,7 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
             (0.0, top * 1.1),
         );
         ov.series = over;
+        ov.x_categories = names;
         draw_panels(&dir.join(file), &[mmr, ov])?;
     }
     // Figure 10: total GPU utilization by sleep ratio

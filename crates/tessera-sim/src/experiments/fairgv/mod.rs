@@ -21,11 +21,11 @@ pub mod slicing;
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Comparison, Test, Unit};
-use setting::{Benchmark, Constants, Scheduler, VmSetup, VmSpec};
-use tessera_core::Nanos;
 use serde::{Deserialize, Serialize};
+use setting::{Benchmark, Constants, Scheduler, VmSetup, VmSpec};
 use std::fmt::Write as _;
 use std::path::Path;
+use tessera_core::Nanos;
 
 /// Version tag of `results.json`.
 pub const SCHEMA: &str = "tessera.sim.fairgv/3";
@@ -186,8 +186,8 @@ pub fn run_for(seconds: f64) -> Result<FairgvResults, ExperimentError> {
                 let out = setting::run(&bench, &vms, cores, sched, duration, &k).map_err(sim)?;
                 // the VM alone under the same scheduler: Table 3's run time is its own
                 let one = [VmSetup { weight: 1, core: 0 }];
-                let alone = setting::run(&bench, &one, 1, sched, duration, &k).map_err(sim)?.calls[0]
-                    as f64
+                let alone = setting::run(&bench, &one, 1, sched, duration, &k).map_err(sim)?.calls
+                    [0] as f64
                     / seconds;
                 let ideal: Vec<f64> =
                     vms.iter().map(|v| best * f64::from(v.weight) / total_w).collect();
@@ -262,10 +262,7 @@ fn work_conserving(
 
 /// Figure 11: MM or HS beside a background MM of each kernel size, weights 1:1, each
 /// VM on its own core (ours).
-fn collaborative(
-    duration: Nanos,
-    k: &Constants,
-) -> Result<Vec<CollaborativeRow>, ExperimentError> {
+fn collaborative(duration: Nanos, k: &Constants) -> Result<Vec<CollaborativeRow>, ExperimentError> {
     let mm = benchmark("MM")?;
     let mut out = Vec::new();
     for fg in ["MM", "HS"] {
@@ -276,9 +273,9 @@ fn collaborative(
             sleep_ratio: 0.0,
         }];
         for sched in [Scheduler::CreditPoll, Scheduler::FairGv] {
-            let alone =
-                setting::run_mixed(&alone_spec, 1, sched, duration, k).map_err(sim_error)?.calls[0]
-                    as f64;
+            let alone = setting::run_mixed(&alone_spec, 1, sched, duration, k)
+                .map_err(sim_error)?
+                .calls[0] as f64;
             for kernel_us in BACKGROUND_KERNELS_US {
                 let back =
                     Benchmark { name: format!("MM {kernel_us} µs"), kernel_us, ..mm.clone() };

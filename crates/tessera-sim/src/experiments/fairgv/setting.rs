@@ -379,7 +379,8 @@ mod tests {
     /// turn).
     #[test]
     fn collaborative_scheduling_charges_long_kernels_their_time() {
-        let spec = |core, b| VmSpec { setup: VmSetup { weight: 1, core }, bench: b, sleep_ratio: 0.0 };
+        let spec =
+            |core, b| VmSpec { setup: VmSetup { weight: 1, core }, bench: b, sleep_ratio: 0.0 };
         let vms = [spec(0, mm()), spec(1, bench(1_605.0, 44.2, 0.03))];
         let share0 = |sched| share(&run_mixed(&vms, 2, sched, ms(3_000), &K).unwrap(), 0);
         let (fair, credit) = (share0(Scheduler::FairGv), share0(Scheduler::CreditPoll));
@@ -405,7 +406,8 @@ mod tests {
     #[test]
     fn a_program_asleep_half_its_time_makes_half_the_calls() {
         let calls = |ratio| {
-            let vm = [VmSpec { setup: VmSetup { weight: 1, core: 0 }, bench: bs(), sleep_ratio: ratio }];
+            let vm =
+                [VmSpec { setup: VmSetup { weight: 1, core: 0 }, bench: bs(), sleep_ratio: ratio }];
             run_mixed(&vm, 1, Scheduler::FairGv, ms(2_000), &K).unwrap().calls[0] as f64
         };
         let (awake, half) = (calls(0.0), calls(0.5));

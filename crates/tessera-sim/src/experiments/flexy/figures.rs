@@ -28,6 +28,7 @@ pub(super) fn draw(
         log_x: false,
         x_markers: vec![],
         dots: true,
+        x_categories: vec![],
         series: policies
             .iter()
             .map(|p| Series {
@@ -59,6 +60,7 @@ pub(super) fn draw(
             y_range: (0.0, 100.0),
             log_x: true,
             dots: true,
+            x_categories: vec![],
             x_markers: vec![
                 (sla as f64 / 1000.0).log10(),
                 (results.config.long_sla_ms as f64 / 1000.0).log10(),
