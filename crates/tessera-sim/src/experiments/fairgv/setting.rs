@@ -193,23 +193,8 @@ pub struct VmSpec {
     pub sleep_ratio: f64,
 }
 
-/// What a run measured.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunOutcome {
-    /// Calls each VM completed: synchronous ones when they returned, asynchronous ones
-    /// when their kernel ran.
-    pub calls: Vec<u64>,
-    /// GPU busy share of the run.
-    pub gpu_busy: f64,
-    /// vCPU switches, all cores.
-    pub switches: u64,
-    /// Per VM: GPU time its kernels ran, ns.
-    pub gpu_ns: Vec<u64>,
-    /// Per VM: time its vCPU held its core, ns.
-    pub cpu_ns: Vec<u64>,
-    /// Per VM: times its vGPU was switched in.
-    pub picks: Vec<u64>,
-}
+/// What a run measured: the program engine's outcome.
+pub use crate::programs::ProgramOutcome as RunOutcome;
 
 /// The calls of one 10 ms round: `a` asynchronous and `s` synchronous, spread evenly
 /// (true = synchronous).
@@ -298,15 +283,7 @@ pub fn run_mixed(
         at_ns: 0,
         what: e.to_string(),
     })?;
-    let o = ProgramSim::new(&tenants, sched.node(k, cores), policy)?.run(duration)?;
-    Ok(RunOutcome {
-        calls: o.calls,
-        gpu_busy: o.gpu_busy,
-        switches: o.switches,
-        gpu_ns: o.gpu_ns,
-        cpu_ns: o.cpu_ns,
-        picks: o.picks,
-    })
+    ProgramSim::new(&tenants, sched.node(k, cores), policy)?.run(duration)
 }
 
 #[cfg(test)]
