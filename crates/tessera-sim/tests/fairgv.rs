@@ -20,6 +20,12 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
     assert!(r.work_conserving.iter().all(|x| x.gpu_busy > 0.0 && x.gpu_busy <= 1.0));
     assert!(r.collaborative.iter().all(|x| x.normalized_run_time.is_finite()));
     assert!(r.claims.iter().all(|c| c.ours.is_some()));
+    // every constant of ours varied, every claim of the setting judged at each value
+    assert_eq!(r.sensitivity.len(), 8);
+    for c in &r.sensitivity {
+        assert_eq!(c.claims.len(), 10, "{}", c.constant);
+        assert!(c.values[0] != c.values[1] && c.values[1] != c.values[2], "{c:?}");
+    }
     assert_eq!(run_for(0.5).unwrap().rows, r.rows, "deterministic");
     assert!(report(&r).contains("## Claims"));
     let dir = std::env::temp_dir().join(format!("tessera-fairgv-test-{}", std::process::id()));

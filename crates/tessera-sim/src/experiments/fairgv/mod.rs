@@ -147,6 +147,32 @@ pub struct FairgvResults {
     pub claims: Vec<Claim>,
     /// The claims as (id, paper, ours, holds).
     pub comparisons: Vec<Comparison>,
+    /// Each constant of ours at a low and a high value, and the claims' verdicts there.
+    pub sensitivity: Vec<Sensitivity>,
+}
+
+/// One constant of ours varied.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sensitivity {
+    /// Its field in [`Constants`].
+    pub constant: String,
+    /// What it is, and why the range.
+    pub what: String,
+    /// Low, used, high.
+    pub values: [String; 3],
+    /// Every claim that depends on the setting, at each value.
+    pub claims: Vec<ClaimAtValues>,
+}
+
+/// One claim at a constant's low, used and high value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClaimAtValues {
+    /// The claim.
+    pub id: String,
+    /// Our number at each value.
+    pub ours: [Option<f64>; 3],
+    /// Whether it holds at each (`null`: not measured).
+    pub holds: [Option<bool>; 3],
 }
 
 fn setups() -> Vec<(&'static str, Vec<&'static str>, Vec<VmSetup>, usize)> {
@@ -167,12 +193,150 @@ pub fn run() -> Result<FairgvResults, ExperimentError> {
     run_for(SECONDS)
 }
 
-/// Run the experiment with `seconds` of simulated time per run.
+/// Run the experiment with `seconds` of simulated time per run: every figure at the
+/// constants used, then again at a low and a high value of each constant of ours.
 pub fn run_for(seconds: f64) -> Result<FairgvResults, ExperimentError> {
     if !(seconds > 0.0 && seconds <= 600.0) {
         return Err(ExperimentError::Config(format!("seconds must be in (0, 600], got {seconds}")));
     }
-    let k = Constants::DEFAULT;
+    let mut r = measure(seconds, Constants::DEFAULT)?;
+    r.sensitivity = sensitivity(seconds, &r.claims)?;
+    Ok(r)
+}
+
+/// One constant of ours, at a low and a high plausible value.
+struct Variation {
+    name: &'static str,
+    what: &'static str,
+    show: fn(&Constants) -> String,
+    low: fn(&mut Constants),
+    high: fn(&mut Constants),
+}
+
+fn us(n: Nanos) -> String {
+    format!("{} µs", n.0 / 1_000)
+}
+
+/// Every constant of the setting that is ours, not the paper's, with the range we
+/// think plausible (the reason in `what`).
+fn variations() -> Vec<Variation> {
+    vec![
+        Variation {
+            name: "switch",
+            what: "a vCPU switch (KVM halt, wake and switch: a few to tens of µs)",
+            show: |k| us(k.switch),
+            low: |k| k.switch = Nanos(5_000),
+            high: |k| k.switch = Nanos(50_000),
+        },
+        Variation {
+            name: "ring",
+            what: "requests a vGPU's ring holds",
+            show: |k| k.ring.to_string(),
+            low: |k| k.ring = 64,
+            high: |k| k.ring = 1_024,
+        },
+        Variation {
+            name: "device_depth",
+            what: "kernels the driver's queue holds, all vGPUs together",
+            show: |k| k.device_depth.to_string(),
+            low: |k| k.device_depth = 128,
+            high: |k| k.device_depth = 4_096,
+        },
+        Variation {
+            name: "sync",
+            what: "idle GPU time of one synchronisation in collaborative scheduling",
+            show: |k| us(k.sync),
+            low: |k| k.sync = Nanos(2_000),
+            high: |k| k.sync = Nanos(50_000),
+        },
+        Variation {
+            name: "wakeup_granularity",
+            what: "CFS's wake-up granularity (Linux's default is 1 ms, scaled by CPUs)",
+            show: |k| us(k.wakeup_granularity),
+            low: |k| k.wakeup_granularity = Nanos(25_000),
+            high: |k| k.wakeup_granularity = Nanos(1_000_000),
+        },
+        Variation {
+            name: "wake_lag",
+            what: "how far behind a woken vCPU is placed (half of CFS's latency)",
+            show: |k| us(k.wake_lag),
+            low: |k| k.wake_lag = Nanos(750_000),
+            high: |k| k.wake_lag = Nanos(6_000_000),
+        },
+        Variation {
+            name: "cpu_tick",
+            what: "how often a core re-picks its vCPU (HZ=2000 to HZ=250)",
+            show: |k| us(k.cpu_tick),
+            low: |k| k.cpu_tick = Nanos(500_000),
+            high: |k| k.cpu_tick = Nanos(4_000_000),
+        },
+        Variation {
+            name: "min_call_cpu",
+            what: "the least CPU time of one call",
+            show: |k| us(k.min_call_cpu),
+            low: |k| k.min_call_cpu = Nanos(2_000),
+            high: |k| k.min_call_cpu = Nanos(20_000),
+        },
+    ]
+}
+
+/// Each constant of ours at its low and high value: every claim that depends on the
+/// setting (Table 4's do not) judged again.
+fn sensitivity(seconds: f64, base: &[Claim]) -> Result<Vec<Sensitivity>, ExperimentError> {
+    use rayon::prelude::*;
+    let runs: Vec<(usize, bool, Constants)> = variations()
+        .iter()
+        .enumerate()
+        .flat_map(|(i, v)| {
+            let (mut low, mut high) = (Constants::DEFAULT, Constants::DEFAULT);
+            (v.low)(&mut low);
+            (v.high)(&mut high);
+            [(i, false, low), (i, true, high)]
+        })
+        .collect();
+    let judged: Vec<Vec<Claim>> = runs
+        .par_iter()
+        .map(|(_, _, k)| measure(seconds, *k).map(|r| r.claims))
+        .collect::<Result<_, _>>()?;
+    let holds = |c: &Claim| match c.verdict {
+        claims::Verdict::Holds => Some(true),
+        claims::Verdict::DoesNotHold => Some(false),
+        claims::Verdict::NotMeasured => None,
+    };
+    let mut out = Vec::new();
+    for (i, v) in variations().iter().enumerate() {
+        let at = |high: bool| {
+            runs.iter().position(|(j, h, _)| *j == i && *h == high).map(|p| &judged[p])
+        };
+        let (Some(low), Some(high)) = (at(false), at(true)) else { continue };
+        let (mut lk, mut hk) = (Constants::DEFAULT, Constants::DEFAULT);
+        (v.low)(&mut lk);
+        (v.high)(&mut hk);
+        let claims = base
+            .iter()
+            .filter(|c| !c.id.starts_with("table4"))
+            .filter_map(|c| {
+                let l = low.iter().find(|x| x.id == c.id)?;
+                let h = high.iter().find(|x| x.id == c.id)?;
+                Some(ClaimAtValues {
+                    id: c.id.clone(),
+                    ours: [l.ours, c.ours, h.ours],
+                    holds: [holds(l), holds(c), holds(h)],
+                })
+            })
+            .collect();
+        out.push(Sensitivity {
+            constant: v.name.into(),
+            what: v.what.into(),
+            values: [(v.show)(&lk), (v.show)(&Constants::DEFAULT), (v.show)(&hk)],
+            claims,
+        });
+    }
+    Ok(out)
+}
+
+/// The experiment at constants `k`, claims judged.
+fn measure(seconds: f64, k: Constants) -> Result<FairgvResults, ExperimentError> {
     let duration = Nanos((seconds * 1e9) as u64);
     let sim = sim_error;
     let mut rows = Vec::new();
@@ -226,6 +390,7 @@ pub fn run_for(seconds: f64) -> Result<FairgvResults, ExperimentError> {
         slicing: slicing::run()?,
         claims: Vec::new(),
         comparisons: Vec::new(),
+        sensitivity: Vec::new(),
     };
     r.claims = judge(&r);
     r.comparisons = claims::comparisons(&r.claims);
@@ -638,6 +803,46 @@ pub fn report(r: &FairgvResults) -> String {
     let _ = writeln!(s, "\n## Claims\n\n{}", claims::table(&r.claims));
     let (yes, no, unmeasured) = claims::tally(&r.claims);
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.");
+    let _ = writeln!(
+        s,
+        "\n## Constants of ours\n\nEach constant that is ours, not the paper's, run again \
+         at a low and a high plausible value (every other constant as used), every claim \
+         that depends on the setting judged again. The claims whose verdict changes:\n\n\
+         | constant | what | low / used / high | claims whose verdict changes (ours at low / used / high) |\n|---|---|---|---|"
+    );
+    let verdict = |h: Option<bool>| match h {
+        Some(true) => "holds",
+        Some(false) => "**no**",
+        None => "not measured",
+    };
+    for c in &r.sensitivity {
+        let flips: Vec<String> = c
+            .claims
+            .iter()
+            .filter(|x| x.holds[0] != x.holds[1] || x.holds[2] != x.holds[1])
+            .map(|x| {
+                let n = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+                format!(
+                    "{}: {} / {} / {} ({} / {} / {})",
+                    x.id,
+                    n(x.ours[0]),
+                    n(x.ours[1]),
+                    n(x.ours[2]),
+                    verdict(x.holds[0]),
+                    verdict(x.holds[1]),
+                    verdict(x.holds[2])
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} |",
+            c.constant,
+            c.what,
+            c.values.join(" / "),
+            if flips.is_empty() { "none".into() } else { flips.join("; ") }
+        );
+    }
     let fg = |setup: &str| {
         r.rows
             .iter()
