@@ -1077,4 +1077,58 @@ mod tests {
         assert!(credit <= 1_000 / 30 + 2, "Credit {credit} quanta in 1 s of 30 ms slices");
         assert!(strict > credit * 3, "Strict {strict} quanta, Credit {credit}");
     }
+
+    fn any_phase() -> impl proptest::strategy::Strategy<Value = Phase> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..300).prop_map(|n| Phase::Cpu(us(n))),
+            (1u64..2_000).prop_map(|n| Phase::Launch(us(n))),
+            Just(Phase::Sync),
+            Just(Phase::Drain),
+            (0.0f64..0.9).prop_map(Phase::SleepShare),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any programs under any of the paper's combinations run to the end without an
+        /// error, and the books add up: the GPU's busy time is the tenants' GPU time and
+        /// never more than the run; no core gives its threads more than the run; the
+        /// weights are whatever they are.
+        #[test]
+        fn any_programs_keep_the_books(
+            programs in proptest::collection::vec(
+                (1u32..5, 0usize..2, proptest::collection::vec(any_phase(), 1..6)),
+                1..5,
+            ),
+            which in 0usize..5,
+            ms in 5u64..60,
+        ) {
+            let tenants: Vec<ProgramTenant> = programs
+                .into_iter()
+                .map(|(w, core, mut phases)| {
+                    phases.push(Phase::Cpu(us(1)));
+                    looping(w, core, phases)
+                })
+                .collect();
+            let (gate, wait, cosched, policy) = [
+                (fairgv(), WaitMode::Hybrid { spin: us(50) }, Coscheduling::GpuCentric, PolicyConfig::Fair { spin: us(50) }),
+                (Gate::Collaborative { slice: us(6_000), samples: 5, sync: us(10), work_conserving: false }, WaitMode::Hybrid { spin: us(50) }, Coscheduling::GpuCentric, PolicyConfig::Fair { spin: Nanos::ZERO }),
+                (Gate::TimeShare { slice: us(30_000) }, WaitMode::Poll, Coscheduling::None, PolicyConfig::Credit),
+                (Gate::TimeShare { slice: us(30_000) }, WaitMode::Hybrid { spin: us(50) }, Coscheduling::None, PolicyConfig::Credit),
+                (Gate::TimeShare { slice: us(30_000) }, WaitMode::Hybrid { spin: us(50) }, Coscheduling::CpuCentric, PolicyConfig::Strict),
+            ][which].clone();
+            let mut m = node(gate, wait, 2);
+            m.coscheduling = cosched;
+            let out = run(&tenants, m, policy, ms);
+            let run_ns = ms * 1_000_000;
+            let gpu: u64 = out.gpu_ns.iter().sum();
+            proptest::prop_assert!(gpu <= run_ns, "{out:?}");
+            proptest::prop_assert!((out.gpu_busy * run_ns as f64 - gpu as f64).abs() < 1.0, "{out:?}");
+            for core in 0..2 {
+                let held: u64 = tenants.iter().zip(&out.cpu_ns).filter(|(t, _)| t.core == core).map(|(_, c)| *c).sum();
+                proptest::prop_assert!(held <= run_ns, "core {core}: {held} {out:?}");
+            }
+        }
+    }
 }
