@@ -38,6 +38,8 @@ struct Account {
     /// When its running quantum started, and how much of it accounting has debited
     /// already (Xen debits the running vCPU at its ticks, not only when it stops).
     running_since: Nanos,
+    /// The GPU its running quantum holds.
+    running_on: GpuId,
     debited: i64,
     /// Its place in the round-robin order: a tenant goes to the tail (a new, larger
     /// turn) after each quantum.
@@ -68,6 +70,8 @@ pub struct Credit {
     coscheduling: bool,
     /// The tenant a granted coscheduling request put first, until it is dispatched.
     favoured: Option<TenantId>,
+    /// Tenants with a quantum running: the tick looks at these, not at every tenant.
+    running: BTreeSet<TenantId>,
     /// Quanta asked to end ([`Action::EndQuantum`]) and not finished yet.
     ending: BTreeSet<TaskId>,
     /// The driver refused to end a quantum early: do not ask again.
@@ -94,6 +98,7 @@ impl Credit {
             gpus: gpus.len(),
             coscheduling: false,
             favoured: None,
+            running: BTreeSet::new(),
             ending: BTreeSet::new(),
             cannot_end: false,
         }
@@ -125,10 +130,9 @@ impl Credit {
         if !strict_coscheduling_accepts(a.credit, others) {
             return;
         }
-        let holder = self.board.gpu_ids().find_map(|gpu| {
-            let running = self.board.state(gpu).running();
-            let r = running.first()?;
-            (r.spec.tenant != tenant && self.board.may_run_on(tenant, gpu)).then_some(r.spec.id)
+        let holder = self.running.iter().find_map(|t| {
+            let o = self.accounts.get(t)?;
+            (*t != tenant && self.board.may_run_on(tenant, o.running_on)).then_some(o.running?)
         });
         if let Some(task) = holder {
             self.favoured = Some(tenant);
@@ -157,7 +161,8 @@ impl Credit {
 
     /// Debit every running quantum its time up to `at` (Xen's tick).
     fn debit_running(&mut self, at: Nanos) {
-        for a in self.accounts.values_mut().filter(|a| a.running.is_some()) {
+        for t in &self.running {
+            let Some(a) = self.accounts.get_mut(t) else { continue };
             let so_far = at.saturating_sub(a.running_since).0 as i64;
             a.credit -= so_far - a.debited;
             a.debited = so_far;
@@ -170,18 +175,13 @@ impl Credit {
         if self.cannot_end || self.ready[UNDER].is_empty() {
             return;
         }
-        for (tenant, a) in &self.accounts {
+        for tenant in &self.running {
+            let Some(a) = self.accounts.get(tenant) else { continue };
             let Some(task) = a.running else { continue };
             if a.credit >= 0 || self.ending.contains(&task) {
                 continue;
             }
-            let Some(gpu) = self
-                .board
-                .gpu_ids()
-                .find(|g| self.board.state(*g).running().iter().any(|r| r.spec.id == task))
-            else {
-                continue;
-            };
+            let gpu = a.running_on;
             let waiting = self.ready[UNDER]
                 .iter()
                 .any(|(_, t)| t != tenant && self.board.may_run_on(*t, gpu));
@@ -246,7 +246,9 @@ impl Credit {
                 let task = self.board.dispatch(now, gpu, tenant, actions);
                 if let (Some(task), Some(a)) = (task, self.accounts.get_mut(&tenant)) {
                     a.running = Some(task);
+                    self.running.insert(tenant);
                     a.running_since = now;
+                    a.running_on = gpu;
                     a.debited = 0;
                     if self.favoured == Some(tenant) {
                         self.favoured = None;
@@ -282,6 +284,7 @@ impl Policy for Credit {
                         credit: 0,
                         running: None,
                         running_since: Nanos::ZERO,
+                        running_on: GpuId(0),
                         debited: 0,
                         turn,
                         listed: None,
@@ -308,6 +311,7 @@ impl Policy for Credit {
                 if self.favoured == Some(*tenant) {
                     self.favoured = None;
                 }
+                self.running.remove(tenant);
                 if let Some(a) = self.accounts.remove(tenant)
                     && let Some(under) = a.listed
                 {
@@ -339,6 +343,7 @@ impl Policy for Credit {
                     self.ready[list(under)].remove(&(a.turn, tenant));
                 }
                 a.running = None;
+                self.running.remove(&tenant);
                 // what accounting has not debited yet (a refund if the quantum measured
                 // less than its wall time)
                 a.credit -= ran.0 as i64 - a.debited;
