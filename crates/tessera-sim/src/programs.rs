@@ -458,7 +458,7 @@ impl ProgramSim {
                 }
                 Ev::SliceUp(g) => {
                     if self.online.as_ref().is_some_and(|o| o.generation == g) {
-                        self.slice_up()?;
+                        self.end_quantum()?;
                     }
                 }
                 Ev::PolicyTick => {
@@ -759,17 +759,16 @@ impl ProgramSim {
         let Some(o) = &self.online else { return Ok(()) };
         let i = o.thread;
         let room = self.model.device_depth.saturating_sub(self.device.len());
-        let allowed = match self.model.gate {
-            Gate::TimeShare { .. } => room,
-            Gate::Collaborative { .. } if o.draining => 0,
+        // how many it may submit, and whether they come out of the slice's budget
+        let (allowed, budgeted) = match self.model.gate {
+            Gate::TimeShare { .. } => (room, false),
+            Gate::Collaborative { .. } if o.draining => (0, false),
             Gate::Collaborative { samples, .. } if o.sampled < samples => {
                 // measured one by one: the next waits for the last one's synchronisation
-                usize::from(self.threads[i].in_device == 0 && !self.syncing)
+                (usize::from(self.threads[i].in_device == 0 && !self.syncing), false)
             }
-            Gate::Collaborative { .. } => o.budget as usize,
+            Gate::Collaborative { .. } => (o.budget as usize, true),
         };
-        let sampling =
-            matches!(self.model.gate, Gate::Collaborative { samples, .. } if o.sampled < samples);
         let mut moved = 0;
         for _ in 0..allowed.min(room) {
             let Some(kernel) = self.threads[i].ring.pop_front() else { break };
@@ -778,9 +777,7 @@ impl ProgramSim {
             moved += 1;
         }
         if moved > 0 {
-            if let (Some(o), false) = (&mut self.online, sampling)
-                && matches!(self.model.gate, Gate::Collaborative { .. })
-            {
+            if let (Some(o), true) = (&mut self.online, budgeted) {
                 o.budget -= moved as u32;
             }
             // room on its ring: a thread waiting to launch may go on
@@ -840,8 +837,10 @@ impl ProgramSim {
         self.maybe_release()
     }
 
-    /// The online quantum's slice time is up.
-    fn slice_up(&mut self) -> Result<(), SimError> {
+    /// The online quantum's slice time is up, or the policy asked to end it: time
+    /// sharing ends it now; collaborative scheduling submits nothing more and ends it
+    /// once what it submitted has run.
+    fn end_quantum(&mut self) -> Result<(), SimError> {
         match self.model.gate {
             Gate::TimeShare { .. } => self.release(),
             Gate::Collaborative { .. } => {
@@ -875,7 +874,6 @@ impl ProgramSim {
     /// emptied asks when its thread next launches.
     fn release(&mut self) -> Result<(), SimError> {
         let Some(o) = self.online.take() else { return Ok(()) };
-        self.online_generation += 1;
         self.threads[o.thread].quantum = None;
         self.request_quantum(o.thread)?;
         self.deliver(Event::TaskFinished {
@@ -944,15 +942,7 @@ impl ProgramSim {
                 Action::Dispatch { task, placement } => self.dispatched(task, placement)?,
                 Action::EndQuantum { task } => {
                     if self.online.as_ref().is_some_and(|o| o.task == task) {
-                        match self.model.gate {
-                            Gate::TimeShare { .. } => self.release()?,
-                            Gate::Collaborative { .. } => {
-                                if let Some(o) = &mut self.online {
-                                    o.draining = true;
-                                }
-                                self.maybe_release()?;
-                            }
-                        }
+                        self.end_quantum()?;
                     }
                 }
                 Action::SetPools { .. } => {}

@@ -117,16 +117,13 @@ impl Credit {
     /// compared as they stand now, running quanta's time so far counted as Xen's ticks
     /// would have debited it — and another tenant's quantum holds a GPU it may run on.
     fn coschedule(&mut self, now: Nanos, tenant: TenantId, actions: &mut Vec<Action>) {
+        // credits as they stand now: the running quanta pay for their time so far
+        self.debit_running(now);
         let Some(a) = self.accounts.get(&tenant) else { return };
         if a.running.is_some() || self.board.queue_of(tenant).0 == 0 || self.favoured.is_some() {
             return;
         }
-        // a running quantum's credit as it stands now (its time so far not yet debited)
-        let standing = |o: &Account| match o.running {
-            Some(_) => o.credit - (now.saturating_sub(o.running_since).0 as i64 - o.debited),
-            None => o.credit,
-        };
-        let others = self.accounts.iter().filter(|(t, _)| **t != tenant).map(|(_, o)| standing(o));
+        let others = self.accounts.iter().filter(|(t, _)| **t != tenant).map(|(_, o)| o.credit);
         if !strict_coscheduling_accepts(a.credit, others) {
             return;
         }

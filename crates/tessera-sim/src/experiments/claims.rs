@@ -131,6 +131,15 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Whether it holds; `None` when not measured.
+    pub fn holds(self) -> Option<bool> {
+        match self {
+            Verdict::Holds => Some(true),
+            Verdict::DoesNotHold => Some(false),
+            Verdict::NotMeasured => None,
+        }
+    }
+
     /// For tables.
     pub fn label(self) -> &'static str {
         match self {
@@ -288,11 +297,7 @@ pub fn comparisons(claims: &[Claim]) -> Vec<Comparison> {
     claims
         .iter()
         .map(|c| {
-            let holds = match c.verdict {
-                Verdict::Holds => Some(true),
-                Verdict::DoesNotHold => Some(false),
-                Verdict::NotMeasured => None,
-            };
+            let holds = c.verdict.holds();
             let reason = holds.is_none().then(|| {
                 if c.detail.is_empty() {
                     "no data: this run gave no number for it".to_string()

@@ -284,54 +284,47 @@ fn variations() -> Vec<Variation> {
 /// setting (Table 4's do not) judged again.
 fn sensitivity(seconds: f64, base: &[Claim]) -> Result<Vec<Sensitivity>, ExperimentError> {
     use rayon::prelude::*;
-    let runs: Vec<(usize, bool, Constants)> = variations()
+    let variations = variations();
+    // the low and the high constants of each variation, in turn
+    let constants: Vec<Constants> = variations
         .iter()
-        .enumerate()
-        .flat_map(|(i, v)| {
-            let (mut low, mut high) = (Constants::DEFAULT, Constants::DEFAULT);
-            (v.low)(&mut low);
-            (v.high)(&mut high);
-            [(i, false, low), (i, true, high)]
+        .flat_map(|v| {
+            [v.low, v.high].map(|set| {
+                let mut k = Constants::DEFAULT;
+                set(&mut k);
+                k
+            })
         })
         .collect();
-    let judged: Vec<Vec<Claim>> = runs
+    let judged: Vec<Vec<Claim>> = constants
         .par_iter()
-        .map(|(_, _, k)| measure(seconds, *k).map(|r| r.claims))
+        .map(|k| measure(seconds, *k).map(|r| r.claims))
         .collect::<Result<_, _>>()?;
-    let holds = |c: &Claim| match c.verdict {
-        claims::Verdict::Holds => Some(true),
-        claims::Verdict::DoesNotHold => Some(false),
-        claims::Verdict::NotMeasured => None,
-    };
-    let mut out = Vec::new();
-    for (i, v) in variations().iter().enumerate() {
-        let at = |high: bool| {
-            runs.iter().position(|(j, h, _)| *j == i && *h == high).map(|p| &judged[p])
-        };
-        let (Some(low), Some(high)) = (at(false), at(true)) else { continue };
-        let (mut lk, mut hk) = (Constants::DEFAULT, Constants::DEFAULT);
-        (v.low)(&mut lk);
-        (v.high)(&mut hk);
-        let claims = base
-            .iter()
-            .filter(|c| !c.id.starts_with("table4"))
-            .filter_map(|c| {
-                let l = low.iter().find(|x| x.id == c.id)?;
-                let h = high.iter().find(|x| x.id == c.id)?;
-                Some(ClaimAtValues {
-                    id: c.id.clone(),
-                    ours: [l.ours, c.ours, h.ours],
-                    holds: [holds(l), holds(c), holds(h)],
+    let out = variations
+        .iter()
+        .zip(constants.chunks(2).zip(judged.chunks(2)))
+        .map(|(v, (k, at))| {
+            let claims = base
+                .iter()
+                .filter(|c| !c.id.starts_with("table4"))
+                .filter_map(|c| {
+                    let l = at[0].iter().find(|x| x.id == c.id)?;
+                    let h = at[1].iter().find(|x| x.id == c.id)?;
+                    Some(ClaimAtValues {
+                        id: c.id.clone(),
+                        ours: [l.ours, c.ours, h.ours],
+                        holds: [l.verdict.holds(), c.verdict.holds(), h.verdict.holds()],
+                    })
                 })
-            })
-            .collect();
-        out.push(Sensitivity {
-            constant: v.name.into(),
-            what: v.what.into(),
-            values: [(v.show)(&lk), (v.show)(&Constants::DEFAULT), (v.show)(&hk)],
-            claims,
-        });
-    }
+                .collect();
+            Sensitivity {
+                constant: v.name.into(),
+                what: v.what.into(),
+                values: [(v.show)(&k[0]), (v.show)(&Constants::DEFAULT), (v.show)(&k[1])],
+                claims,
+            }
+        })
+        .collect();
     Ok(out)
 }
 
@@ -876,7 +869,7 @@ pub fn report(r: &FairgvResults) -> String {
          and slice edges, not a measurement of FairGV. Overheads are relative to the \
          model's own ideal (every resource busy), which a program that waits for its own \
          kernels cannot reach: SRD1, with 644 synchronous calls per 10 ms, runs its CPU \
-         and GPU in turn, so every time-sharing scheduler shows about twice the ideal \
+         and GPU in turn, so every time-sharing scheduler stays well above that ideal \
          (FairGV {fg_srd1:.2}, Credit-hs {hs_srd1:.2}); the paper measured overhead \
          against native Linux instead, and found Credit-hs the costlier on SRD1 through \
          vCPU switches, which our 20 µs switch does not make expensive enough.\n\n\
