@@ -121,6 +121,11 @@ pub struct ConcurrentUsage {
     pub thread_busy_ns: f64,
     /// Time spent switching contexts.
     pub switching_ns: f64,
+    /// Integral of the kernels present (waiting, running or preempted), kernel-ns.
+    pub kernel_ns: f64,
+    /// Time with the summed occupancy demand of the kernels present in [0, 50%),
+    /// [50%, 100%] and above 100% of the GPU (DCUDA's load bands), idle time included.
+    pub load_ns: [f64; 3],
 }
 
 #[derive(Debug)]
@@ -193,6 +198,8 @@ pub struct ConcurrentGpu {
     usage: ConcurrentUsage,
     sms_in_use: u32,
     threads_in_use: u64,
+    /// Summed occupancy demand of the kernels present.
+    demand_present: f64,
     /// Scratch: blocks placed per SM in one placement.
     scratch: Vec<u32>,
     order: Vec<PieceId>,
@@ -231,6 +238,7 @@ impl ConcurrentGpu {
             usage: ConcurrentUsage::default(),
             sms_in_use: 0,
             threads_in_use: 0,
+            demand_present: 0.0,
             scratch: vec![0; limits.sms as usize],
             order: Vec::new(),
             #[cfg(test)]
@@ -297,6 +305,7 @@ impl ConcurrentGpu {
             },
         );
         *self.per_context.entry(k.context).or_default() += 1;
+        self.demand_present += occ.demand;
         if k.launch.grid_blocks == 0 {
             self.end_kernel(id);
         } else {
@@ -323,6 +332,7 @@ impl ConcurrentGpu {
         let k = self.kernels.remove(&id).ok_or(ConcurrentError::Unknown(id))?;
         self.waiting.remove(&(Reverse(k.priority), k.started, id));
         self.leave_context(k.context);
+        self.forget_demand(k.demand);
         self.fresh.retain(|c| self.cohorts[*c].live);
         self.dirty = true;
         let whole = u128::from(k.total) * u128::from(k.block_ps);
@@ -517,6 +527,7 @@ impl ConcurrentGpu {
             self.ran_at_end.insert(id, (k.ran_ps, u128::from(k.total) * u128::from(k.block_ps)));
             self.waiting.remove(&(Reverse(k.priority), k.started, id));
             self.leave_context(k.context);
+            self.forget_demand(k.demand);
             self.finished.push_back((id, ceil_ns(self.now)));
         }
     }
@@ -530,11 +541,26 @@ impl ConcurrentGpu {
         }
     }
 
+    fn forget_demand(&mut self, demand: f64) {
+        // exactly 0 once the GPU is empty, whatever the rounding of the sums
+        self.demand_present =
+            if self.kernels.is_empty() { 0.0 } else { (self.demand_present - demand).max(0.0) };
+    }
+
     fn account(&mut self, to: Ps) {
         if to <= self.now || self.paused {
             return;
         }
         let dt = (to - self.now) as f64 / PS_PER_NS as f64;
+        self.usage.kernel_ns += dt * self.kernels.len() as f64;
+        let band = if self.demand_present > 1.0 + 1e-9 {
+            2
+        } else if self.demand_present >= 0.5 - 1e-9 {
+            1
+        } else {
+            0
+        };
+        self.usage.load_ns[band] += dt;
         if self.sms_in_use > 0 {
             self.usage.busy_ns += dt;
             self.usage.sm_busy_ns += dt * f64::from(self.sms_in_use) / f64::from(self.limits.sms);

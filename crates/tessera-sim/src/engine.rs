@@ -9,6 +9,8 @@
 
 use crate::metrics::{GpuMeasures, RunMetrics, TaskEnd, TaskRecord};
 use crate::perf::PerfModel;
+pub use crate::slot_model::Sharing;
+use crate::slot_model::{Piece, SlotModel};
 use crate::workload::{Submission, Workload};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -18,9 +20,9 @@ use tessera_core::{
     Action, GpuId, GpuSpec, Nanos, PartitionId, PerMille, Placement, Policy, TaskId, TaskSpec,
     TenantId,
 };
+use tessera_gpu::concurrent::KernelLaunch;
+use tessera_gpu::occupancy::Launch;
 use tessera_gpu::power::EnergyMeter;
-use tessera_gpu::sharing::SharedGpu;
-pub use tessera_gpu::sharing::Sharing;
 
 /// A run could not complete: the policy broke an invariant, or work was lost.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -54,10 +56,18 @@ enum SimEvent {
     JobArrives(usize),
     /// The next task of an open-loop job is submitted.
     NextArrival(usize),
+    /// A job's CPU phase before its next launch ends: the task is submitted.
+    CpuPhaseEnds(usize),
     // slot as u32 keeps the queue's entries at 40 bytes, as before slots existed
     TaskEnds {
         slot: u32,
         task: TaskId,
+        generation: u64,
+    },
+    /// The block model of a slot changes state by itself (blocks end, a slice or a
+    /// switch ends); some kernels may have finished.
+    SlotChanges {
+        slot: u32,
         generation: u64,
     },
     ResetEnds(GpuId),
@@ -74,10 +84,10 @@ enum SimEvent {
 /// shared-GPU model of `tessera-gpu` (exclusive in Flexy's and schedGPU's
 /// experiments), which decides when its pieces finish: exclusive use is the
 /// one-piece case of the same model, not a second code path.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Slot {
     placement: Placement,
-    model: SharedGpu,
+    model: SlotModel,
     /// Running tasks and when each started (at most one when exclusive).
     running: Vec<(TaskId, Nanos)>,
     /// Bumped whenever the next finish is predicted again; older predictions are stale.
@@ -88,7 +98,7 @@ impl Slot {
     fn new(placement: Placement, sharing: Sharing, capacity: f64) -> Slot {
         Slot {
             placement,
-            model: SharedGpu::with_capacity(sharing, capacity),
+            model: SlotModel::new(sharing, capacity),
             running: Vec::new(),
             generation: 0,
         }
@@ -144,8 +154,8 @@ impl GpuSim {
 struct MigrationSim {
     job: usize,
     to: GpuId,
-    /// (task, full-speed work it still has, when it started).
-    tasks: Vec<(TaskId, u64, Nanos)>,
+    /// (task, what it still has to run, when it started).
+    tasks: Vec<(TaskId, Piece, Nanos)>,
 }
 
 /// Where a task is, as the engine knows it.
@@ -336,8 +346,12 @@ impl<'w> Simulation<'w> {
             match event {
                 SimEvent::JobArrives(i) => self.job_arrives(i)?,
                 SimEvent::NextArrival(i) => self.open_arrival(i)?,
+                SimEvent::CpuPhaseEnds(i) => self.submit_next(i)?,
                 SimEvent::TaskEnds { slot, task, generation } => {
-                    self.task_ends(slot as usize, task, generation)?
+                    self.task_ends(slot as usize, Some(task), generation)?
+                }
+                SimEvent::SlotChanges { slot, generation } => {
+                    self.task_ends(slot as usize, None, generation)?
                 }
                 SimEvent::ResetEnds(gpu) => {
                     self.gpus[gpu.0 as usize].resetting = false;
@@ -476,7 +490,11 @@ impl<'w> Simulation<'w> {
             }
         } else {
             for _ in 0..job.window.max(1) {
-                self.submit_next(i)?;
+                if job.submission == Submission::Window {
+                    self.after_cpu_phase(i)?;
+                } else {
+                    self.submit_next(i)?;
+                }
             }
         }
         if job.tasks.is_empty() {
@@ -493,6 +511,25 @@ impl<'w> Simulation<'w> {
         if next < job.tasks.len() {
             let at = job.arrivals.get(next).copied().unwrap_or(self.now).max(self.now);
             self.schedule(at, SimEvent::NextArrival(i));
+        }
+        Ok(())
+    }
+
+    /// Submit `job`'s next task once its kernel's CPU phase has run (at once without
+    /// one). The CPU phase runs on a core of its own: CPU contention is not modelled
+    /// here (the program engine models it).
+    fn after_cpu_phase(&mut self, job: usize) -> Result<(), SimError> {
+        let spec = &self.workload.jobs[job];
+        let cpu = self
+            .workload
+            .kernels
+            .get(spec.kernel as usize)
+            .map_or(Nanos::ZERO, |k| k.cpu_per_launch);
+        if cpu == Nanos::ZERO {
+            return self.submit_next(job);
+        }
+        if self.jobs[job].next_task < spec.tasks.len() {
+            self.schedule(self.now + cpu, SimEvent::CpuPhaseEnds(job));
         }
         Ok(())
     }
@@ -528,7 +565,14 @@ impl<'w> Simulation<'w> {
         self.deliver(Event::TaskSubmitted(spec))
     }
 
-    fn task_ends(&mut self, slot: usize, task: TaskId, generation: u64) -> Result<(), SimError> {
+    /// The model of `slot` said `task` (fluid model) or something (block model) ends
+    /// now: every kernel finished by now ends.
+    fn task_ends(
+        &mut self,
+        slot: usize,
+        task: Option<TaskId>,
+        generation: u64,
+    ) -> Result<(), SimError> {
         if self.slots[slot].generation != generation {
             // killed by a reset or a migration, or (sharing) superseded by a later
             // prediction
@@ -546,9 +590,9 @@ impl<'w> Simulation<'w> {
                 Ok(None) => break,
                 Err(e) => return Err(self.violation(format!("{gpu}: {e}"))),
             };
-            if exclusive && (id != task.0 || !s.model.is_empty()) {
+            if exclusive && (task.is_some_and(|t| t.0 != id) || !s.model.is_empty()) {
                 return Err(self.violation(format!(
-                    "{task} ended on {gpu} but the GPU model finished task {id}"
+                    "{task:?} ended on {gpu} but the GPU model finished task {id}"
                 )));
             }
             let finished = TaskId(id);
@@ -579,7 +623,9 @@ impl<'w> Simulation<'w> {
                 }
             }
         }
-        if ended == 0 {
+        if ended == 0
+            && let Some(task) = task
+        {
             return Err(
                 self.violation(format!("{task} ended on {gpu} but the GPU model had nothing due"))
             );
@@ -597,9 +643,15 @@ impl<'w> Simulation<'w> {
         let s = &mut self.slots[slot];
         s.generation += 1;
         let generation = s.generation;
-        if let Some((at, id)) = s.model.next_finish() {
-            let slot = slot as u32;
-            self.schedule(Nanos(at), SimEvent::TaskEnds { slot, task: TaskId(id), generation });
+        let slot = slot as u32;
+        match s.model.next_wake() {
+            Some((at, Some(id))) => {
+                self.schedule(Nanos(at), SimEvent::TaskEnds { slot, task: TaskId(id), generation })
+            }
+            Some((at, None)) => {
+                self.schedule(Nanos(at), SimEvent::SlotChanges { slot, generation })
+            }
+            None => {}
         }
     }
 
@@ -690,7 +742,7 @@ impl<'w> Simulation<'w> {
         })?;
         let spec = &self.workload.jobs[job];
         match spec.submission {
-            Submission::Window => self.submit_next(job)?,
+            Submission::Window => self.after_cpu_phase(job)?,
             Submission::Burst if self.jobs[job].outstanding() == 0 => {
                 for _ in 0..spec.window.max(1) {
                     self.submit_next(job)?;
@@ -850,6 +902,35 @@ impl<'w> Simulation<'w> {
                 "{task} on {gpu}: resident tenants would declare {resident} bytes, above its memory"
             )));
         }
+        let piece = self.piece(tasks.len(), slot, job, work, placement)?;
+        let now = self.now;
+        let s = &mut self.slots[slot];
+        if let Err(e) = s.model.start(now.0, task.0, piece) {
+            return Err(self.violation(format!("{task} on {gpu}: {e}")));
+        }
+        s.running.push((task, now));
+        if tasks.len() > 1 {
+            self.batches.insert(task, tasks.to_vec());
+        }
+        for t in tasks {
+            self.tasks[t.0 as usize].last_start = Some(now);
+            self.joined_gpu(gpu, *t, slot);
+        }
+        self.predict_next(slot);
+        Ok(())
+    }
+
+    /// How the execution of `count` requests of `job` with `work` in all runs in
+    /// `slot`: its time alone there, its demand and (block model) its launch.
+    fn piece(
+        &self,
+        count: usize,
+        slot: usize,
+        job: usize,
+        work: Nanos,
+        placement: Placement,
+    ) -> Result<Piece, SimError> {
+        let gpu = placement.gpu;
         let kernel = self.workload.jobs[job].kernel;
         let (exec, demand) = match self.opts.perf.profiles.get(&kernel) {
             // a profiled kernel: its measured latency at the partition's size, times the
@@ -857,11 +938,10 @@ impl<'w> Simulation<'w> {
             Some(profile) => {
                 let capacity = self.slots[slot].model.capacity();
                 let percent = (capacity * 100.0).round() as u32;
-                let Some((batch, latency)) = profile.batch_latency(tasks.len() as u32, percent)
-                else {
+                let Some((batch, latency)) = profile.batch_latency(count as u32, percent) else {
                     return Err(self.violation(format!(
                         "no profile of kernel {kernel} for a batch of {} at {percent}%",
-                        tasks.len()
+                        count
                     )));
                 };
                 let factor = self.neighbour_factor(gpu, slot, profile, batch, percent);
@@ -878,21 +958,31 @@ impl<'w> Simulation<'w> {
                 (self.opts.perf.exec_time(work, placement), demand)
             }
         };
-        let now = self.now;
-        let s = &mut self.slots[slot];
-        if let Err(e) = s.model.start(now.0, task.0, exec.0, demand) {
-            return Err(self.violation(format!("{task} on {gpu}: {e}")));
-        }
-        s.running.push((task, now));
-        if tasks.len() > 1 {
-            self.batches.insert(task, tasks.to_vec());
-        }
-        for t in tasks {
-            self.tasks[t.0 as usize].last_start = Some(now);
-            self.joined_gpu(gpu, *t, slot);
-        }
-        self.predict_next(slot);
-        Ok(())
+        let launch = if matches!(self.opts.sharing, Sharing::Blocks { .. }) {
+            self.kernel_launch(job)
+        } else {
+            None
+        };
+        Ok(Piece { work: exec.0, demand, launch })
+    }
+
+    /// The launch of `job`'s kernel for the block model: its grid, block and
+    /// registers, the job as its context, the tenant's priority as its stream's.
+    fn kernel_launch(&self, job: usize) -> Option<KernelLaunch> {
+        let j = &self.workload.jobs[job];
+        let k = self.workload.kernels.get(j.kernel as usize)?;
+        let l = k.launch?;
+        Some(KernelLaunch {
+            context: job as u32,
+            launch: Launch {
+                grid_blocks: l.grid_blocks,
+                threads_per_block: l.threads_per_block,
+                registers_per_thread: k.registers_per_thread,
+                shared_per_block: 0,
+            },
+            alone_ns: 0,
+            priority: i32::from(j.tenant.priority),
+        })
     }
 
     /// The interference factor for a batch of a profiled kernel starting in `slot` of
@@ -1022,10 +1112,23 @@ impl<'w> Simulation<'w> {
                 continue;
             }
             for (task, started) in ids {
+                let members = self.members(task);
+                let work =
+                    members.iter().fold(Nanos::ZERO, |w, m| w + self.tasks[m.0 as usize].work);
+                let whole =
+                    self.piece(members.len(), slot, job, work, self.slots[slot].placement)?;
                 let left = self.slots[slot]
                     .model
                     .remove(now.0, task.0)
                     .map_err(|e| self.violation(format!("{task} leaving {from}: {e}")))?;
+                // it keeps its demand; under the block model, the blocks it has left
+                let launch = whole.launch.map(|mut l| {
+                    let share = left as f64 / whole.work.max(1) as f64;
+                    l.launch.grid_blocks =
+                        ((l.launch.grid_blocks as f64 * share).ceil() as u64).max(1);
+                    l
+                });
+                let left = Piece { work: left.max(1), demand: whole.demand, launch };
                 self.slots[slot].running.retain(|(t, _)| *t != task);
                 self.gpus[from.0 as usize].busy += now - started;
                 for member in self.members(task) {
@@ -1052,13 +1155,13 @@ impl<'w> Simulation<'w> {
         self.gpus[to.0 as usize].incoming -= 1;
         let slot = self.gpus[to.0 as usize].whole;
         let exclusive = self.opts.sharing == Sharing::Exclusive;
-        for (task, left, _) in m.tasks {
+        for (task, piece, _) in m.tasks {
             if exclusive && !self.slots[slot].running.is_empty() {
                 return Err(self.violation(format!("{task} migrated onto busy {to}")));
             }
             self.slots[slot]
                 .model
-                .start(now.0, task.0, left.max(1), 1.0)
+                .start(now.0, task.0, piece)
                 .map_err(|e| self.violation(format!("{task} arriving on {to}: {e}")))?;
             // its time on the GPU counts from its arrival (`ran_for` is the run here)
             self.slots[slot].running.push((task, now));

@@ -24,6 +24,7 @@ pub mod perf;
 pub mod phase_engine;
 pub mod plot;
 pub mod programs;
+pub mod slot_model;
 pub mod workload;
 pub mod workloads;
 

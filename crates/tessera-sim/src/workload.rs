@@ -17,6 +17,24 @@ pub struct Kernel {
     /// whole GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<LaunchInfo>,
+    /// Registers per thread of its kernel (the block model's occupancy; 0 when not
+    /// given, counted as one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub registers_per_thread: u32,
+    /// CPU time its program spends before each launch (a duty cycle: DCUDA's
+    /// applications compute between kernels). Under window submission the next task
+    /// is submitted this long after the previous one ended (and after the job
+    /// arrives). Zero: at once.
+    #[serde(default, skip_serializing_if = "is_no_time")]
+    pub cpu_per_launch: Nanos,
+}
+
+fn is_no_time(x: &Nanos) -> bool {
+    *x == Nanos::ZERO
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 /// One job: a tenant that arrives, submits its tasks, and leaves when all have ended.

@@ -52,6 +52,8 @@ fn workload(jobs: Vec<(u64, bool, u32, Vec<u64>, usize, bool)>) -> Workload {
             name: format!("k{k}"),
             mean: Nanos::from_millis(50 * (k + 1)),
             launch: None,
+            registers_per_thread: 0,
+            cpu_per_launch: Nanos::ZERO,
         })
         .collect();
     let mut jobs: Vec<Job> = jobs

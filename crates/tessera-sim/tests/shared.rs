@@ -37,7 +37,13 @@ fn workload(jobs: &[(u64, Vec<u64>, usize, u64)]) -> Workload {
         })
         .collect();
     Workload {
-        kernels: vec![Kernel { name: "k".into(), mean: Nanos::from_millis(10), launch: None }],
+        kernels: vec![Kernel {
+            name: "k".into(),
+            mean: Nanos::from_millis(10),
+            launch: None,
+            registers_per_thread: 0,
+            cpu_per_launch: Nanos::ZERO,
+        }],
         jobs,
     }
 }
@@ -167,47 +173,85 @@ fn a_migration_costs_its_pause_and_copy_and_loses_no_work() {
     assert!((busy - 0.1).abs() < 1e-6, "busy {busy} s");
 }
 
+/// Tenant 0 on GPU 0, tenant 1 on GPU 1; once tenant 1 runs, tenant 0 is moved to
+/// GPU 1.
+#[derive(Debug)]
+struct TwoGpus {
+    board: Board,
+    migrated: bool,
+    failed: bool,
+    /// The move must fail at once (no room).
+    expect_failure: bool,
+}
+
+impl Policy for TwoGpus {
+    fn label(&self) -> String {
+        "two-gpus".into()
+    }
+    fn on_event(&mut self, now: Nanos, e: &Event, out: &mut Vec<Action>) {
+        self.board.observe(now, e, out);
+        if matches!(e, Event::MigrationFailed { .. }) {
+            self.failed = true;
+        }
+        for (tenant, gpu) in [(TenantId(0), GpuId(0)), (TenantId(1), GpuId(1))] {
+            self.board.dispatch(now, gpu, tenant, out);
+        }
+        if !self.migrated && self.board.state(GpuId(1)).running().len() == 1 {
+            self.migrated = true;
+            // the board has no memory book entries (nothing was requested), so it
+            // lets the move through; the engine knows the declared memory
+            assert!(self.board.migrate(TenantId(0), GpuId(0), GpuId(1), out));
+        }
+        if self.expect_failure && now > Nanos::ZERO {
+            assert!(self.failed, "the policy heard the failure at once");
+        }
+    }
+}
+
+/// A migrated task keeps its demand: tenant 0's kernel (10% of a GPU) moves at 0 onto
+/// GPU 1 beside tenant 1's (95%), arriving after the 20 ms pause; from then the two
+/// demand 105% and both run at 1/1.05, so tenant 1's 100 ms task ends at
+/// 20 + 80 × 1.05 = 104 ms. (The engine used to restart a migrated task at demand 1:
+/// 195%, and 176 ms.)
+#[test]
+fn a_migrated_task_keeps_its_demand() {
+    let mut w = workload(&[(0, vec![100], 1, 0), (0, vec![100], 1, 0)]);
+    let with_demand = |d: u16| Kernel {
+        launch: Some(tessera_core::LaunchInfo {
+            grid_blocks: 1,
+            threads_per_block: 1,
+            demand: PerMille(d),
+        }),
+        ..w.kernels[0].clone()
+    };
+    w.kernels = vec![with_demand(100), with_demand(950)];
+    w.jobs[1].kernel = 1;
+    let specs = GpuSpec::uniform(2, Bytes::gib(1));
+    let policy = Box::new(TwoGpus {
+        board: Board::with_colocation(&specs, 4),
+        migrated: false,
+        failed: false,
+        expect_failure: false,
+    });
+    let m = run(&w, policy, options(2)).unwrap();
+    let g = m.gpus.unwrap();
+    assert_eq!((g.migrations, g.migrations_failed), (1, 0));
+    let end = g.job_end_s[1].unwrap() * 1e3;
+    assert!((end - 104.0).abs() < 0.01, "tenant 1 ends at {end} ms");
+}
+
 /// A tenant whose declared memory does not fit on the target is not moved: the
 /// policy hears MigrationFailed and the task finishes where it was, on time.
 #[test]
 fn a_migration_without_room_fails_and_the_tenant_stays() {
     // tenant 0 (700 MiB) runs on GPU 0, tenant 1 (300 MiB) on GPU 1, which has 900 MiB
     let w = workload(&[(0, vec![100], 1, 700), (0, vec![100], 1, 300)]);
-    #[derive(Debug)]
-    struct TwoGpus {
-        board: Board,
-        migrated: bool,
-        failed: bool,
-    }
-    impl Policy for TwoGpus {
-        fn label(&self) -> String {
-            "two-gpus".into()
-        }
-        fn on_event(&mut self, now: Nanos, e: &Event, out: &mut Vec<Action>) {
-            self.board.observe(now, e, out);
-            if matches!(e, Event::MigrationFailed { .. }) {
-                self.failed = true;
-            }
-            // tenant 0 on GPU 0, tenant 1 on GPU 1
-            for (tenant, gpu) in [(TenantId(0), GpuId(0)), (TenantId(1), GpuId(1))] {
-                self.board.dispatch(now, gpu, tenant, out);
-            }
-            if !self.migrated && self.board.state(GpuId(1)).running().len() == 1 {
-                self.migrated = true;
-                // the board has no memory book entries (nothing was requested), so it
-                // lets the move through; the engine knows the declared memory
-                assert!(self.board.migrate(TenantId(0), GpuId(0), GpuId(1), out));
-            }
-            if now > Nanos::ZERO {
-                assert!(self.failed, "the policy heard the failure at once");
-            }
-        }
-    }
     let specs = GpuSpec::uniform(2, Bytes::gib(1));
     let policy = Box::new(TwoGpus {
         board: Board::with_colocation(&specs, 4),
         migrated: false,
         failed: false,
+        expect_failure: true,
     });
     let mut opts = options(2);
     opts.gpus[1].memory = Bytes::mib(900);

@@ -45,7 +45,13 @@ pub fn generate(p: &ColocatedParams) -> Workload {
         })
         .collect();
     Workload {
-        kernels: vec![Kernel { name: "colocated".into(), mean: p.mean, launch: None }],
+        kernels: vec![Kernel {
+            name: "colocated".into(),
+            mean: p.mean,
+            launch: None,
+            registers_per_thread: 0,
+            cpu_per_launch: Nanos::ZERO,
+        }],
         jobs,
     }
 }

@@ -1,9 +1,17 @@
 //! DCUDA §4.1's workload: its twenty benchmark applications (Table 1), submitted one
 //! every few seconds in a random order, each a tenant running its work to the end.
-//! The paper publishes only the names and "about 30 s alone"; the demand, launch shape,
-//! synchronisation granularity and memory of each are ours, derived from what the
-//! benchmark is, and kept in one data file (`data/dcuda/apps.csv`, whose header
-//! explains them).
+//! The paper publishes only the names and "about 30 s alone"; the duty cycle, launch
+//! shape, registers, synchronisation granularity and memory of each are ours, derived
+//! from what the benchmark is, and kept in one data file (`data/dcuda/apps.csv`, whose
+//! header explains them).
+//!
+//! Each application is a program looping over CPU work and one kernel launch: a task
+//! is the kernel (its launch shape and registers given, so that the block model places
+//! its blocks), and the kernel's CPU phase is the rest of the loop. The demand the
+//! monitor sees is not in the file: the launch's occupancy on a 1080 Ti
+//! ([`tessera_gpu::occupancy`], what the interposer computes with
+//! `cuOccupancyMaxActiveBlocksPerMultiprocessor`) rides on each task, and the monitor
+//! weights it by the time the application's kernels run.
 
 use crate::workload::{Job, Kernel, Submission, Workload};
 use rand::SeedableRng;
@@ -11,6 +19,7 @@ use rand::seq::SliceRandom;
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
 use tessera_core::{Bytes, LaunchInfo, Nanos, PerMille, ServiceClass, TenantId, TenantSpec};
+use tessera_gpu::occupancy::{Launch, SmLimits, occupancy};
 
 /// The data file, compiled in so that the experiment runs from any directory.
 pub const APPS_CSV: &str = include_str!("../../../../data/dcuda/apps.csv");
@@ -26,12 +35,14 @@ pub struct App {
     pub suite: String,
     /// Run time alone, seconds.
     pub solo_s: f64,
-    /// Share of the GPU's cores its kernels occupy alone, per mille.
-    pub demand: u16,
+    /// Share of its run time inside kernels, per mille.
+    pub duty: u16,
     /// Launch shape: blocks.
     pub grid: u64,
     /// Launch shape: threads per block.
     pub block: u32,
+    /// Registers per thread.
+    pub registers: u32,
     /// Work between two synchronisations, ms.
     pub chunk_ms: u64,
     /// Device memory, MiB.
@@ -44,7 +55,7 @@ pub struct App {
 #[derive(Debug, thiserror::Error)]
 pub enum AppsError {
     /// A line has the wrong number of fields.
-    #[error("line {line}: expected 10 comma-separated fields, found {found}")]
+    #[error("line {line}: expected 11 comma-separated fields, found {found}")]
     Fields {
         /// 1-based line number.
         line: usize,
@@ -75,8 +86,8 @@ pub fn parse_apps(text: &str) -> Result<Vec<App>, AppsError> {
         if s.is_empty() || s.starts_with('#') {
             continue;
         }
-        let f: Vec<&str> = s.splitn(10, ',').map(str::trim).collect();
-        if f.len() != 10 {
+        let f: Vec<&str> = s.splitn(11, ',').map(str::trim).collect();
+        if f.len() != 11 {
             return Err(AppsError::Fields { line, found: f.len() });
         }
         let bad = |field: &'static str, value: &str| AppsError::Field {
@@ -85,34 +96,86 @@ pub fn parse_apps(text: &str) -> Result<Vec<App>, AppsError> {
             value: value.to_string(),
         };
         let solo_s: f64 = f[3].parse().map_err(|_| bad("solo_s", f[3]))?;
-        let demand: u16 = f[4].parse().map_err(|_| bad("demand", f[4]))?;
-        let chunk_ms: u64 = f[7].parse().map_err(|_| bad("chunk_ms", f[7]))?;
+        let duty: u16 = f[4].parse().map_err(|_| bad("duty", f[4]))?;
+        let grid: u64 = f[5].parse().map_err(|_| bad("grid", f[5]))?;
+        let block: u32 = f[6].parse().map_err(|_| bad("block", f[6]))?;
+        let registers: u32 = f[7].parse().map_err(|_| bad("registers", f[7]))?;
+        let chunk_ms: u64 = f[8].parse().map_err(|_| bad("chunk_ms", f[8]))?;
         if !(solo_s > 0.0 && solo_s.is_finite()) {
             return Err(bad("solo_s", f[3]));
         }
-        if demand == 0 || demand > 1000 {
-            return Err(bad("demand", f[4]));
+        if duty == 0 || duty > 1000 {
+            return Err(bad("duty", f[4]));
         }
         if chunk_ms == 0 {
-            return Err(bad("chunk_ms", f[7]));
+            return Err(bad("chunk_ms", f[8]));
+        }
+        // a shape that cannot run on the GPU is refused here, not in the middle of a run
+        if grid == 0 || occupancy(&launch(grid, block, registers), &GTX_1080_TI).blocks_per_sm == 0
+        {
+            return Err(bad("grid,block,registers", &f[5..8].join(",")));
         }
         apps.push(App {
             id: f[0].parse().map_err(|_| bad("id", f[0]))?,
             name: f[1].to_string(),
             suite: f[2].to_string(),
             solo_s,
-            demand,
-            grid: f[5].parse().map_err(|_| bad("grid", f[5]))?,
-            block: f[6].parse().map_err(|_| bad("block", f[6]))?,
+            duty,
+            grid,
+            block,
+            registers,
             chunk_ms,
-            memory_mib: f[8].parse().map_err(|_| bad("memory_mib", f[8]))?,
-            why: f[9].to_string(),
+            memory_mib: f[9].parse().map_err(|_| bad("memory_mib", f[9]))?,
+            why: f[10].to_string(),
         });
     }
     if apps.is_empty() {
         return Err(AppsError::Empty);
     }
     Ok(apps)
+}
+
+/// The paper's GPU (§4.1: GeForce GTX 1080 Ti, compute capability 6.1): 28 SMs, 2048
+/// threads, 32 blocks, 64 K registers and 96 KiB of shared memory per SM (NVIDIA's
+/// occupancy calculator for 6.1).
+pub const GTX_1080_TI: SmLimits = SmLimits {
+    sms: 28,
+    warp_size: 32,
+    max_threads_per_sm: 2048,
+    max_blocks_per_sm: 32,
+    registers_per_sm: 65_536,
+    register_granularity: 256,
+    shared_per_sm: 98_304,
+    shared_granularity: 256,
+};
+
+fn launch(grid: u64, block: u32, registers: u32) -> Launch {
+    Launch {
+        grid_blocks: grid,
+        threads_per_block: block,
+        registers_per_thread: registers,
+        shared_per_block: 0,
+    }
+}
+
+impl App {
+    /// Its kernel's occupancy demand on a 1080 Ti: the share of the block slots its
+    /// grid fills (0..=1).
+    pub fn kernel_demand(&self) -> f64 {
+        occupancy(&launch(self.grid, self.block, self.registers), &GTX_1080_TI).demand
+    }
+
+    /// Its mean demand alone: kernel demand times the share of time in kernels.
+    pub fn mean_demand(&self) -> f64 {
+        self.kernel_demand() * f64::from(self.duty) / 1000.0
+    }
+
+    /// One loop iteration's kernel time and CPU time.
+    fn iteration(&self) -> (Nanos, Nanos) {
+        let chunk = Nanos::from_millis(self.chunk_ms);
+        let gpu = Nanos(chunk.0 * u64::from(self.duty) / 1000);
+        (gpu, chunk - gpu)
+    }
 }
 
 /// The `k`-th random arrival order of `n` applications (seeded, reproducible).
@@ -124,19 +187,22 @@ pub fn arrival_order(n: usize, seed: u64, k: usize) -> Vec<usize> {
 }
 
 /// The workload: application `order[i]` arrives at `i * interval`; each is a tenant
-/// (batch class, its memory declared) running chunks of its work one after another
-/// until its solo run time is used up. Kernel `j` is application `j`'s.
+/// (batch class, its memory declared) looping over CPU work and a kernel until its
+/// solo run time is used up (the last iteration shortened). Kernel `j` is application
+/// `j`'s.
 pub fn workload(apps: &[App], order: &[usize], interval: Nanos) -> Workload {
     let kernels = apps
         .iter()
         .map(|a| Kernel {
             name: a.name.clone(),
-            mean: Nanos::from_millis(a.chunk_ms),
+            mean: a.iteration().0,
             launch: Some(LaunchInfo {
                 grid_blocks: a.grid,
                 threads_per_block: a.block,
-                demand: PerMille(a.demand),
+                demand: PerMille((a.kernel_demand() * 1000.0).round() as u16),
             }),
+            registers_per_thread: a.registers,
+            cpu_per_launch: a.iteration().1,
         })
         .collect();
     let jobs = order
@@ -146,8 +212,11 @@ pub fn workload(apps: &[App], order: &[usize], interval: Nanos) -> Workload {
             let app = &apps[a];
             let solo = Nanos((app.solo_s * 1e9).round() as u64);
             let chunk = Nanos::from_millis(app.chunk_ms);
-            let mut tasks = vec![chunk; (solo.0 / chunk.0) as usize];
-            let rest = solo.0 % chunk.0;
+            let (gpu, _) = app.iteration();
+            let mut tasks = vec![gpu; (solo.0 / chunk.0) as usize];
+            // the last iteration's CPU phase comes first, as every other's: what is
+            // left of the solo time after it is its kernel
+            let rest = (solo.0 % chunk.0).saturating_sub(app.iteration().1.0);
             if rest > 0 {
                 tasks.push(Nanos(rest));
             }
@@ -180,8 +249,13 @@ mod tests {
         assert!(apps.iter().all(|a| (24.0..=36.0).contains(&a.solo_s)));
         assert!(matches!(parse_apps("1,a,b,30,500"), Err(AppsError::Fields { line: 1, .. })));
         assert!(matches!(
-            parse_apps("1,a,b,30,0,1,1,50,1,why"),
-            Err(AppsError::Field { field: "demand", .. })
+            parse_apps("1,a,b,30,0,1,32,32,50,1,why"),
+            Err(AppsError::Field { field: "duty", .. })
+        ));
+        // 1024 threads of 255 registers fit on no SM
+        assert!(matches!(
+            parse_apps("1,a,b,30,500,1,1024,255,50,1,why"),
+            Err(AppsError::Field { field: "grid,block,registers", .. })
         ));
         assert!(matches!(parse_apps("# only a comment\n"), Err(AppsError::Empty)));
     }
@@ -196,9 +270,11 @@ mod tests {
         let w = workload(&apps, &order, Nanos::from_secs(5));
         assert_eq!(w.jobs[3].arrival, Nanos::from_secs(15));
         for j in &w.jobs {
-            let total: u64 = j.tasks.iter().map(|t| t.0).sum();
+            // kernels plus one CPU phase before each: the solo time
             let app = &apps[j.kernel as usize];
-            assert_eq!(total, (app.solo_s * 1e9).round() as u64);
+            let cpu = w.kernels[j.kernel as usize].cpu_per_launch.0 * j.tasks.len() as u64;
+            let total: u64 = j.tasks.iter().map(|t| t.0).sum::<u64>() + cpu;
+            assert_eq!(total, (app.solo_s * 1e9).round() as u64, "{}", app.name);
         }
     }
 }

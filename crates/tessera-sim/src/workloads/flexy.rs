@@ -208,6 +208,8 @@ pub fn kernels() -> Vec<Kernel> {
             name: (*name).to_string(),
             mean: Nanos::from_millis(*ms),
             launch: None,
+            registers_per_thread: 0,
+            cpu_per_launch: Nanos::ZERO,
         })
         .collect()
 }

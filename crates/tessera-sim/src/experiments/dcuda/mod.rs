@@ -1,8 +1,10 @@
 //! DCUDA's evaluation (§4): twenty applications arriving one every 3, 5 or 7 s in 50
 //! random orders on 4 GPUs, static least-loaded placement against DCUDA (least-loaded
 //! placement, then balancing, compaction and fair slicing on the monitor's samples),
-//! on the shared-execution engine (processor sharing of co-running applications,
-//! migration pauses, the power model).
+//! on the task engine's block model (kernels of co-running applications as thread
+//! blocks on the SMs, [`SHARING`]), with migration pauses and the power model. Each
+//! application is a program of CPU work and kernel launches
+//! ([`crate::workloads::dcuda`]).
 //!
 //! Energy: the engine integrates each GPU's busy time and its co-located applications;
 //! joules follow from the power model. Its idle draw is the paper's (441 J over a
@@ -17,9 +19,10 @@ mod figures;
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Comparison, Test, Unit};
+use crate::engine::Sharing;
 use crate::engine::{SimOptions, Simulation};
 use crate::perf::PerfModel;
-use crate::workloads::dcuda::{APPS_CSV, App, arrival_order, parse_apps, workload};
+use crate::workloads::dcuda::{APPS_CSV, App, GTX_1080_TI, arrival_order, parse_apps, workload};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -27,9 +30,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tessera_core::policies::dcuda::{Dcuda, DcudaParams, DcudaReport, InitialPlacement};
 use tessera_core::{Bytes, GpuSpec, Nanos};
+use tessera_gpu::concurrent::{Contention, Contexts};
 use tessera_gpu::migration::MigrationCost;
 use tessera_gpu::power::PowerModel;
-use tessera_gpu::sharing::Sharing;
 
 /// Version tag of `results.json`.
 pub const SCHEMA: &str = "tessera.sim.dcuda/2";
@@ -55,6 +58,16 @@ pub const FURTHER_APP_STEP: f64 = 0.1;
 /// is not charged as a pause. Its bandwidth cost to co-runners is not modelled.
 pub const MIGRATION: MigrationCost =
     MigrationCost { pause_ns: 100_000_000, bytes_per_s: f64::INFINITY };
+
+/// How co-running applications share a GPU: DCUDA's "spatial multiplexing" (§1) —
+/// kernels of every application co-run, their thread blocks placed on the 1080 Ti's
+/// SMs in order, so a kernel with many blocks holds up a small one behind it (§2.3).
+/// No contention beyond SM sharing: the paper gives no baseline number to fit it on.
+pub const SHARING: Sharing = Sharing::Blocks {
+    limits: GTX_1080_TI,
+    contexts: Contexts::Shared,
+    contention: Contention { slowdown_per_excess: 0.0 },
+};
 
 /// One load level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -233,7 +246,7 @@ pub fn run_one(
         perf: PerfModel { migration: MIGRATION, ..PerfModel::default() },
         keep_latencies: false,
         event_budget: u64::MAX,
-        sharing: Sharing::Processor,
+        sharing: SHARING,
         measure_gpus: true,
         sla_window: None,
     };
@@ -569,10 +582,16 @@ pub fn report(r: &DcudaResults) -> String {
     let _ = writeln!(s, "# DCUDA: reproduction\n");
     let _ = writeln!(
         s,
-        "{} applications (DCUDA Table 1; their demands and sizes are ours, from \
-         `data/dcuda/apps.csv`), {} random arrival orders per load, {} GPUs, processor \
-         sharing of co-running applications (each slows only when their summed demand \
-         passes the GPU's capacity). Least-loaded: each application placed on the GPU with \
+        "{} applications (DCUDA Table 1; their launch shapes, duty cycles and sizes are \
+         ours, from `data/dcuda/apps.csv`), each a program looping over CPU work and one \
+         kernel; {} random arrival orders per load, {} GPUs (1080 Ti: 28 SMs). Co-running \
+         kernels share a GPU by spatial multiplexing as thread blocks on its SMs (the \
+         engine's block model): a greedy in-order dispatcher places each kernel's blocks \
+         where the occupancy arithmetic says they fit, so a kernel with many blocks holds \
+         up a small one launched after it; no slowdown beyond SM sharing (no contention \
+         parameter: the paper gives no baseline number to fit one on). The monitor's \
+         demand is each kernel's occupancy (from its launch shape) weighted by the time \
+         the application's kernels run in each 100 ms sample. Least-loaded: each application placed on the GPU with \
          the least monitored load when it arrives, never moved. `dcuda`: the same \
          placement, then every 100 ms the monitor's sample, load balancing with hysteresis \
          (over 100%, under 90%), energy compaction (two GPUs merged when one can hold \
@@ -664,19 +683,20 @@ fn differences(r: &DcudaResults) -> String {
         return "The medium load was not run.".into();
     };
     format!(
-        "Our applications' demands are derived, not measured, and they are constant over \
-         each application's run: all the imbalance here comes from arrivals and departures \
-         and from placing an application before its demand is known (a new application \
-         counts as zero load until its first sample), none from phases within an \
-         application. Least-loaded's overloaded share ({llo}) and the imbalance that DCUDA \
-         removes therefore depend on the demand column of the data file; with lighter \
-         demands there would be little to balance. Processor sharing slows every \
-         co-runner of an overloaded GPU by the same factor, so the execution-time and \
-         fairness figures follow from the overloaded time alone: the paper's prototype \
-         also had contention in memory bandwidth and caches, which our model leaves out \
-         (DCUDA itself only balances cores, §6). DCUDA's priority boost for low-demand \
-         applications inside a slicing group is not modelled (the engine has no stream \
-         priorities). Migration pauses are 100 ms (the paper's bound) with data moved on \
+        "Our applications' launch shapes and duty cycles are derived, not measured, and \
+         each application runs one kernel shape throughout: the imbalance here comes from \
+         arrivals and departures, from placing an application before its demand is known \
+         (a new application counts as zero load until its first sample), and from the \
+         monitor's samples of duty-cycled programs (a 100 ms sample holds one or two loop \
+         iterations, so the measured demand moves from sample to sample: DCUDA migrates \
+         {mig_light:.1} times per run at light load). Least-loaded's overloaded share ({llo}) and the imbalance that DCUDA \
+         removes therefore depend on the data file; with lighter applications there \
+         would be little to balance. Co-running kernels slow each other only through \
+         SMs: the paper's prototype also had contention in memory bandwidth and caches, \
+         which our model leaves out (DCUDA itself only balances cores, §6). DCUDA's \
+         priority boost for low-demand applications inside a slicing group is not \
+         modelled: the block model honours stream priorities, but no policy action sets \
+         one. Migration pauses are 100 ms (the paper's bound) with data moved on \
          demand at no cost: DCUDA made {mig:.1} migrations per run at medium load. Energy \
          rests on one calibrated step (above); it follows busy GPU-seconds and the \
          makespan, {longer} under DCUDA ({dcm:.0} s against {llm:.0} s at medium load), \
@@ -684,27 +704,30 @@ fn differences(r: &DcudaResults) -> String {
          **Fair slicing costs more than it gives in our model.** At medium load the full \
          DCUDA takes {dct:.2}x the solo time on average, DCUDA without its slicing step \
          (the `dcuda-no-slicing` rows, a diagnostic) {nst:.2}x, least-loaded {llt:.2}x; \
-         utilization {dcu}, {nsu} and {llu}. Processor sharing already treats co-runners \
-         alike (every application on an overloaded GPU slows by the same factor), so \
-         slicing has no unfairness to correct and only idles cores during the slices of \
-         groups below the capacity (a GPU at 120% splits into groups such as 70% and 50%). \
-         On the paper's GPUs a kernel with many blocks crowds out a small one, which is \
-         what slicing and the priority boost correct; modelling that needs a sharing mode \
-         the engine does not have. Without slicing DCUDA cuts least-loaded's overloaded \
+         utilization {dcu}, {nsu} and {llu}; Jain's index {dcj:.3}, {nsj:.3} and {llj:.3}. On the \
+         block model a kernel with many blocks does crowd out a small one behind it, but \
+         every one of our applications' kernels lasts at most one loop iteration ({chunk} ms at most), so \
+         a small kernel waits at most what remains of the big ones ahead of it, as a big \
+         kernel does: the waits are shared about evenly, and slicing has little \
+         unfairness to correct while it idles cores during the slices of groups below \
+         the capacity (a GPU at 120% splits into groups such as 70% and 50%). Without slicing DCUDA cuts least-loaded's overloaded \
          time from {llo} to {nso}, far less than the paper's 78.3%: an overloaded GPU can \
          shed only an application that fits under 100% on an underloaded one, and with \
          our demands (mean {mean_d} of a GPU, up to 100%) and about {conc:.1} applications \
          running per GPU the heavy ones rarely fit.",
         dct = dc.mean_normalized,
+        dcj = dc.jain,
+        chunk = r.apps.iter().map(|a| a.chunk_ms).max().unwrap_or(0),
+        nsj = ns.jain,
+        llj = ll.jain,
+        mig_light = r.summary("dcuda", "light").map_or(f64::NAN, |x| x.migrations),
         nst = ns.mean_normalized,
         llt = ll.mean_normalized,
         dcu = pct(dc.utilization),
         nsu = pct(ns.utilization),
         llu = pct(ll.utilization),
         nso = pct(ns.overloaded),
-        mean_d =
-            pct(r.apps.iter().map(|a| f64::from(a.demand) / 1000.0).sum::<f64>()
-                / r.apps.len() as f64),
+        mean_d = pct(r.apps.iter().map(App::mean_demand).sum::<f64>() / r.apps.len() as f64),
         conc = r.apps.iter().map(|a| a.solo_s).sum::<f64>()
             / r.apps.len() as f64
             / r.config

@@ -132,7 +132,13 @@ pub fn request_workload(models: usize, mut jobs: Vec<Job>) -> Workload {
     jobs.sort_by_key(|j| j.arrival);
     Workload {
         kernels: (0..models)
-            .map(|i| Kernel { name: format!("model{i}"), mean: Nanos(1), launch: None })
+            .map(|i| Kernel {
+                name: format!("model{i}"),
+                mean: Nanos(1),
+                launch: None,
+                registers_per_thread: 0,
+                cpu_per_launch: Nanos::ZERO,
+            })
             .collect(),
         jobs,
     }

@@ -1,0 +1,187 @@
+//! The performance model of one place work runs (a whole GPU or a partition), as the
+//! task engine drives it: either `tessera-gpu`'s fluid model ([`SharedGpu`]: every
+//! piece at one common rate) or its block model ([`ConcurrentGpu`]: kernels as thread
+//! blocks on SMs, each at its own rate). The engine speaks to both through
+//! [`SlotModel`]; which one a run uses is its [`Sharing`].
+
+use tessera_gpu::concurrent::{ConcurrentGpu, Contention, Contexts, KernelLaunch};
+use tessera_gpu::occupancy::SmLimits;
+use tessera_gpu::sharing::{self, Ns, PieceId, SharedGpu};
+
+/// How the tasks running on one GPU (or partition) share it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sharing {
+    /// One task at a time (Flexy's and schedGPU's testbeds); a dispatch to a busy GPU
+    /// is a policy violation.
+    Exclusive,
+    /// Co-running tasks all slow in proportion once their summed demand passes the
+    /// capacity (fluid processor sharing, [`SharedGpu`]).
+    Processor,
+    /// Fluid round-robin between tasks, `slice` ns each, `switch` ns lost per turn.
+    TimeSliced {
+        /// Slice length, ns.
+        slice: Ns,
+        /// Switch cost per turn, ns.
+        switch: Ns,
+    },
+    /// Each task is a kernel of its workload kernel's launch shape, run as thread
+    /// blocks on the SMs of a GPU of `limits` ([`ConcurrentGpu`]): a kernel with many
+    /// blocks holds up a small one behind it. A partition is a GPU with its share of
+    /// the SMs. Each tenant is a context.
+    Blocks {
+        /// The whole GPU's SMs and per-SM limits.
+        limits: SmLimits,
+        /// Whether contexts co-run (MPS, or DCUDA's spatial multiplexing) or take turns.
+        contexts: Contexts,
+        /// Slowdown of co-running kernels beyond SM sharing.
+        contention: Contention,
+    },
+}
+
+/// One slot's model.
+#[derive(Debug)]
+pub(crate) enum SlotModel {
+    Fluid(SharedGpu),
+    Blocks {
+        gpu: Box<ConcurrentGpu>,
+        /// Share of the whole GPU.
+        capacity: f64,
+    },
+}
+
+/// What a slot's model did, integrated over time, ns.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SlotUsage {
+    /// SM-share-weighted busy time.
+    pub sm_busy_ns: f64,
+    /// Integral of the pieces (kernels) present.
+    pub piece_ns: f64,
+    /// Time in each load band (below 50%, 50-100%, above 100%).
+    pub load_ns: [f64; 3],
+}
+
+/// A task as the slot runs it: its time alone there, its demand (fluid) and its
+/// launch (blocks).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Piece {
+    pub work: Ns,
+    pub demand: f64,
+    pub launch: Option<KernelLaunch>,
+}
+
+impl SlotModel {
+    /// An idle slot holding `capacity` of a GPU.
+    pub(crate) fn new(sharing: Sharing, capacity: f64) -> SlotModel {
+        let fluid = |s| SlotModel::Fluid(SharedGpu::with_capacity(s, capacity));
+        match sharing {
+            Sharing::Exclusive => fluid(sharing::Sharing::Exclusive),
+            Sharing::Processor => fluid(sharing::Sharing::Processor),
+            Sharing::TimeSliced { slice, switch } => {
+                fluid(sharing::Sharing::TimeSliced { slice, switch })
+            }
+            Sharing::Blocks { limits, contexts, contention } => {
+                let sms = ((f64::from(limits.sms) * capacity).round() as u32).clamp(1, limits.sms);
+                SlotModel::Blocks {
+                    gpu: Box::new(ConcurrentGpu::new(
+                        SmLimits { sms, ..limits },
+                        contexts,
+                        contention,
+                    )),
+                    capacity,
+                }
+            }
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> f64 {
+        match self {
+            SlotModel::Fluid(m) => m.capacity(),
+            SlotModel::Blocks { capacity, .. } => *capacity,
+        }
+    }
+
+    pub(crate) fn now(&self) -> Ns {
+        match self {
+            SlotModel::Fluid(m) => m.now(),
+            SlotModel::Blocks { gpu, .. } => gpu.now(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            SlotModel::Fluid(m) => m.is_empty(),
+            SlotModel::Blocks { gpu, .. } => gpu.is_empty(),
+        }
+    }
+
+    /// Start `id` at `now`. Under the block model a piece without a launch shape is
+    /// refused: the model cannot place what has no blocks.
+    pub(crate) fn start(&mut self, now: Ns, id: PieceId, piece: Piece) -> Result<(), String> {
+        match self {
+            SlotModel::Fluid(m) => {
+                m.start(now, id, piece.work, piece.demand).map_err(|e| e.to_string())
+            }
+            SlotModel::Blocks { gpu, .. } => {
+                let launch = piece
+                    .launch
+                    .ok_or_else(|| format!("task {id} has no launch shape for the block model"))?;
+                let launch = KernelLaunch { alone_ns: piece.work, ..launch };
+                gpu.start(now, id, launch).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Take `id` off at `now`; the time alone it still needed.
+    pub(crate) fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, String> {
+        match self {
+            SlotModel::Fluid(m) => m.remove(now, id).map_err(|e| e.to_string()),
+            SlotModel::Blocks { gpu, .. } => gpu.remove(now, id).map_err(|e| e.to_string()),
+        }
+    }
+
+    pub(crate) fn advance(&mut self, now: Ns) -> Result<(), String> {
+        match self {
+            SlotModel::Fluid(m) => m.advance(now).map_err(|e| e.to_string()),
+            SlotModel::Blocks { gpu, .. } => gpu.advance(now).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// When the engine must look at the slot again, and the piece it expects to end
+    /// then (the fluid model knows it; the block model may change state before any
+    /// kernel ends: a cohort of blocks, a slice or a switch ends).
+    pub(crate) fn next_wake(&mut self) -> Option<(Ns, Option<PieceId>)> {
+        match self {
+            SlotModel::Fluid(m) => m.next_finish().map(|(at, id)| (at, Some(id))),
+            SlotModel::Blocks { gpu, .. } => gpu.next_event().map(|at| (at, None)),
+        }
+    }
+
+    /// A piece finished by `now`, if any (one per call).
+    pub(crate) fn pop_finished(&mut self, now: Ns) -> Result<Option<PieceId>, String> {
+        match self {
+            SlotModel::Fluid(m) => m.pop_finished(now).map_err(|e| e.to_string()),
+            SlotModel::Blocks { gpu, .. } => {
+                gpu.advance(now).map_err(|e| e.to_string())?;
+                Ok(gpu.pop_finished().map(|(id, _)| id))
+            }
+        }
+    }
+
+    pub(crate) fn usage(&self) -> SlotUsage {
+        match self {
+            SlotModel::Fluid(m) => {
+                let u = m.usage();
+                SlotUsage { sm_busy_ns: u.sm_busy_ns, piece_ns: u.piece_ns, load_ns: u.load_ns }
+            }
+            SlotModel::Blocks { gpu, capacity } => {
+                let u = gpu.usage();
+                // SM time over the slot's SMs, as a share of the whole GPU
+                SlotUsage {
+                    sm_busy_ns: u.sm_busy_ns * *capacity,
+                    piece_ns: u.kernel_ns,
+                    load_ns: u.load_ns,
+                }
+            }
+        }
+    }
+}
