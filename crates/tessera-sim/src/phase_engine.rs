@@ -3,7 +3,10 @@
 //! core; before each GPU phase it asks the policy for its memory (waiting, core idle,
 //! until granted) and returns it at the phase's end. Jobs in GPU phases share the GPU
 //! by processor sharing: each keeps it busy `intensity` of the time when alone, and when
-//! the intensities sum above 1 every one of them slows down by that sum.
+//! the intensities sum above 1 every one of them slows down by that sum. The GPU is
+//! `tessera-gpu`'s shared model ([`SharedGpu`], processor sharing), the one the task
+//! engine and the daemon's emulated GPUs run; time is in whole nanoseconds, event by
+//! event (no step).
 //!
 //! The memory decisions come from a core policy (`MemSafe`) through the same events and
 //! actions the daemon will use; the engine checks that granted memory never exceeds
@@ -16,6 +19,7 @@ use tessera_core::event::MemoryWait;
 use tessera_core::{
     Action, Bytes, Event, GpuId, MemRequestId, Nanos, Policy, ServiceClass, TenantId, TenantSpec,
 };
+use tessera_gpu::sharing::{SharedGpu, Sharing};
 
 /// One job: an application instance with its priority.
 #[derive(Clone, Debug)]
@@ -66,9 +70,10 @@ pub struct PhaseRun {
 #[derive(Clone, Debug)]
 enum State {
     Pending,
-    Cpu { until: f64 },
-    Waiting { since: f64 },
-    Gpu { remaining: f64, intensity: f64 },
+    Cpu { until: Nanos },
+    Waiting { since: Nanos },
+    /// Its GPU phase runs on the model as piece `j`.
+    Gpu,
     Done,
 }
 
@@ -76,9 +81,13 @@ struct Job<'a> {
     spec: &'a AppJob,
     phase: usize,
     state: State,
-    started: f64,
-    waited: f64,
-    ended: f64,
+    started: Nanos,
+    waited: Nanos,
+    ended: Nanos,
+}
+
+fn secs(t: Nanos) -> f64 {
+    t.0 as f64 / 1e9
 }
 
 /// Run `jobs` on a host with `cores` cores and one GPU of `gpu_memory`, memory admitted
@@ -90,9 +99,9 @@ pub fn run(
     mut policy: Box<dyn Policy>,
 ) -> Result<PhaseRun, SimError> {
     let label = policy.label();
-    let violation = |at: f64, what: String| SimError::PolicyViolation {
+    let violation = |at: Nanos, what: String| SimError::PolicyViolation {
         policy: label.clone(),
-        at_ns: Nanos::from_secs_f64(at).0,
+        at_ns: at.0,
         what,
     };
     let mut js: Vec<Job> = jobs
@@ -101,14 +110,16 @@ pub fn run(
             spec,
             phase: 0,
             state: State::Pending,
-            started: 0.0,
-            waited: 0.0,
-            ended: 0.0,
+            started: Nanos::ZERO,
+            waited: Nanos::ZERO,
+            ended: Nanos::ZERO,
         })
         .collect();
-    let mut now = 0.0f64;
+    let mut now = Nanos::ZERO;
     let mut used = Bytes(0);
-    let (mut gpu_integral, mut mem_integral) = (0.0f64, 0.0f64);
+    let mut model = SharedGpu::new(Sharing::Processor);
+    // memory-ns in use
+    let mut mem_integral = 0u128;
     let mut samples = Vec::new();
     let mut actions = Vec::new();
     let mut next_request = 0u64;
@@ -119,7 +130,7 @@ pub fn run(
     macro_rules! deliver {
         ($event:expr) => {{
             actions.clear();
-            policy.on_event(Nanos::from_secs_f64(now), &$event, &mut actions);
+            policy.on_event(now, &$event, &mut actions);
             for a in actions.drain(..) {
                 match a {
                     Action::GrantMemory { request } => {
@@ -145,7 +156,10 @@ pub fn run(
                         if let State::Waiting { since } = js[j].state {
                             js[j].waited += now - since;
                         }
-                        js[j].state = State::Gpu { remaining: alone.as_secs_f64(), intensity };
+                        if let Err(e) = model.start(now.0, j as u64, alone.0, intensity) {
+                            return Err(violation(now, format!("job {j}'s GPU phase: {e}")));
+                        }
+                        js[j].state = State::Gpu;
                     }
                     Action::DenyMemory { request, reason } => {
                         return Err(violation(
@@ -171,7 +185,7 @@ pub fn run(
                     js[j].ended = now;
                     deliver!(Event::TenantLeft { tenant: TenantId(j as u64) });
                 }
-                Some(Phase::Cpu(t)) => js[j].state = State::Cpu { until: now + t.as_secs_f64() },
+                Some(Phase::Cpu(t)) => js[j].state = State::Cpu { until: now + t },
                 Some(Phase::Gpu { .. }) => {
                     let request = MemRequestId(next_request);
                     next_request += 1;
@@ -212,46 +226,38 @@ pub fn run(
 
     fill_cores!();
     loop {
-        let demand: f64 = js
-            .iter()
-            .map(|j| if let State::Gpu { intensity, .. } = j.state { intensity } else { 0.0 })
-            .sum();
-        let rate = 1.0 / demand.max(1.0);
+        let share: f64 = model.shares().map(|(_, x)| x).sum();
         samples.push(Sample {
-            t: now,
-            gpu: demand.min(1.0),
+            t: secs(now),
+            gpu: share.min(1.0),
             memory: used.0 as f64 / gpu_memory.0 as f64,
         });
-        let next = js
+        // the next change: a CPU phase's end or the model's next finish
+        let cpu_next = js
             .iter()
             .filter_map(|j| match j.state {
                 State::Cpu { until } => Some(until),
-                State::Gpu { remaining, .. } => Some(now + remaining / rate),
                 _ => None,
             })
-            .fold(f64::INFINITY, f64::min);
-        if !next.is_finite() {
-            break;
-        }
-        let dt = next - now;
-        gpu_integral += demand.min(1.0) * dt;
-        mem_integral += used.0 as f64 / gpu_memory.0 as f64 * dt;
-        for j in js.iter_mut() {
-            if let State::Gpu { remaining, .. } = &mut j.state {
-                *remaining -= rate * dt;
+            .min();
+        let gpu_next = model.next_finish().map(|(at, _)| Nanos(at));
+        let Some(next) = cpu_next.into_iter().chain(gpu_next).min() else { break };
+        mem_integral += u128::from(used.0) * u128::from((next - now).0);
+        now = next;
+        // phase ends at this instant, in job order
+        let mut ending: Vec<usize> = (0..js.len())
+            .filter(|&j| matches!(js[j].state, State::Cpu { until } if until <= now))
+            .collect();
+        loop {
+            match model.pop_finished(now.0) {
+                Ok(Some(j)) => ending.push(j as usize),
+                Ok(None) => break,
+                Err(e) => return Err(violation(now, format!("the GPU model: {e}"))),
             }
         }
-        now = next;
-        // phase ends at this instant, in job order; 1 ns of slack absorbs rounding
-        let ending: Vec<usize> = (0..js.len())
-            .filter(|&j| match js[j].state {
-                State::Cpu { until } => until <= now + 1e-9,
-                State::Gpu { remaining, .. } => remaining <= 1e-9,
-                _ => false,
-            })
-            .collect();
+        ending.sort_unstable();
         for j in ending {
-            if let State::Gpu { .. } = js[j].state {
+            if let State::Gpu = js[j].state {
                 used.0 -= js[j].spec.profile.memory.0;
                 js[j].state = State::Cpu { until: now }; // placeholder until the next phase begins
                 deliver!(Event::MemoryFreed {
@@ -269,17 +275,18 @@ pub fn run(
     if stuck > 0 {
         return Err(SimError::Stalled { policy: label, unfinished: stuck });
     }
-    let makespan = now;
+    let makespan = secs(now);
+    let span = now.0.max(1) as f64;
     Ok(PhaseRun {
         makespan_s: makespan,
-        gpu_util: if makespan > 0.0 { gpu_integral / makespan } else { 0.0 },
-        memory_util: if makespan > 0.0 { mem_integral / makespan } else { 0.0 },
+        gpu_util: if now.0 > 0 { model.usage().sm_busy_ns / span } else { 0.0 },
+        memory_util: if now.0 > 0 { mem_integral as f64 / gpu_memory.0 as f64 / span } else { 0.0 },
         jobs: js
             .iter()
             .map(|j| JobOutcome {
                 app: j.spec.profile.name.clone(),
-                run_s: j.ended - j.started,
-                waited_s: j.waited,
+                run_s: secs(j.ended - j.started),
+                waited_s: secs(j.waited),
             })
             .collect(),
         samples,
@@ -307,6 +314,16 @@ mod tests {
         let alone: f64 = jobs.iter().map(|j| j.profile.alone().as_secs_f64()).sum();
         assert!((r.makespan_s - alone).abs() < 1e-6, "{} vs {}", r.makespan_s, alone);
         assert!(r.jobs.iter().all(|j| j.waited_s == 0.0));
+        // the GPU was busy exactly the GPU phases' time
+        let gpu: f64 = jobs
+            .iter()
+            .flat_map(|j| &j.profile.phases)
+            .map(|p| match p {
+                Phase::Gpu { alone, intensity } => alone.as_secs_f64() * intensity,
+                Phase::Cpu(_) => 0.0,
+            })
+            .sum();
+        assert!((r.gpu_util * r.makespan_s - gpu).abs() < 1e-6, "{} vs {gpu}", r.gpu_util);
     }
 
     #[test]
