@@ -317,3 +317,138 @@ pub fn comparisons(claims: &[Claim]) -> Vec<Comparison> {
         })
         .collect()
 }
+
+/// One constant of ours (not the paper's) varied: the claims judged again at a low and
+/// a high plausible value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sensitivity {
+    /// Its name in the experiment's constants.
+    pub constant: String,
+    /// What it is, and why the range.
+    pub what: String,
+    /// Low, used, high.
+    pub values: [String; 3],
+    /// Every claim that depends on it, at each value.
+    pub claims: Vec<ClaimAtValues>,
+}
+
+/// One claim at a constant's low, used and high value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClaimAtValues {
+    /// The claim.
+    pub id: String,
+    /// Our number at each value.
+    pub ours: [Option<f64>; 3],
+    /// Whether it holds at each (`null`: not measured).
+    pub holds: [Option<bool>; 3],
+}
+
+/// A constant of ours, with the plausible range the report judges the claims over.
+#[derive(Debug)]
+pub struct Variation<K> {
+    /// Its name in `K`.
+    pub name: &'static str,
+    /// What it is, and why the range.
+    pub what: &'static str,
+    /// Its value in `K`, for the report.
+    pub show: fn(&K) -> String,
+    /// Set it to its low value.
+    pub low: fn(&mut K),
+    /// Set it to its high value.
+    pub high: fn(&mut K),
+}
+
+/// Each variation's low and high value, every other constant as `used`: the claims
+/// `measure` judges there, beside `base` (judged at `used`). Claims for which
+/// `depends` is false are left out. The runs go in parallel.
+pub fn sensitivity<K, E>(
+    used: &K,
+    base: &[Claim],
+    variations: &[Variation<K>],
+    depends: impl Fn(&Claim) -> bool,
+    measure: impl Fn(&K) -> Result<Vec<Claim>, E> + Sync,
+) -> Result<Vec<Sensitivity>, E>
+where
+    K: Clone + Sync + Send,
+    E: Send,
+{
+    use rayon::prelude::*;
+    let constants: Vec<K> = variations
+        .iter()
+        .flat_map(|v| {
+            [v.low, v.high].map(|set| {
+                let mut k = used.clone();
+                set(&mut k);
+                k
+            })
+        })
+        .collect();
+    let judged: Vec<Vec<Claim>> = constants.par_iter().map(&measure).collect::<Result<_, _>>()?;
+    Ok(variations
+        .iter()
+        .zip(constants.chunks(2).zip(judged.chunks(2)))
+        .map(|(v, (k, at))| {
+            let claims = base
+                .iter()
+                .filter(|c| depends(c))
+                .filter_map(|c| {
+                    let l = at[0].iter().find(|x| x.id == c.id)?;
+                    let h = at[1].iter().find(|x| x.id == c.id)?;
+                    Some(ClaimAtValues {
+                        id: c.id.clone(),
+                        ours: [l.ours, c.ours, h.ours],
+                        holds: [l.verdict.holds(), c.verdict.holds(), h.verdict.holds()],
+                    })
+                })
+                .collect();
+            Sensitivity {
+                constant: v.name.into(),
+                what: v.what.into(),
+                values: [(v.show)(&k[0]), (v.show)(used), (v.show)(&k[1])],
+                claims,
+            }
+        })
+        .collect())
+}
+
+/// The report's table of constants: for each, the claims whose verdict changes
+/// between its low, used and high value.
+pub fn sensitivity_table(sensitivity: &[Sensitivity]) -> String {
+    let mut s = String::from(
+        "| constant | what | low / used / high | claims whose verdict changes (ours at low / used / high) |\n|---|---|---|---|\n",
+    );
+    let verdict = |h: Option<bool>| match h {
+        Some(true) => "holds",
+        Some(false) => "**no**",
+        None => "not measured",
+    };
+    for c in sensitivity {
+        let flips: Vec<String> = c
+            .claims
+            .iter()
+            .filter(|x| x.holds[0] != x.holds[1] || x.holds[2] != x.holds[1])
+            .map(|x| {
+                let n = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+                format!(
+                    "{}: {} / {} / {} ({} / {} / {})",
+                    x.id,
+                    n(x.ours[0]),
+                    n(x.ours[1]),
+                    n(x.ours[2]),
+                    verdict(x.holds[0]),
+                    verdict(x.holds[1]),
+                    verdict(x.holds[2])
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} |",
+            c.constant,
+            c.what,
+            c.values.join(" / "),
+            if flips.is_empty() { "none".into() } else { flips.join("; ") }
+        );
+    }
+    s
+}

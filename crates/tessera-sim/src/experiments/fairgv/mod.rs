@@ -20,7 +20,7 @@ pub mod setting;
 pub mod slicing;
 
 use super::ExperimentError;
-use super::claims::{self, Claim, Comparison, Test, Unit};
+use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation};
 use serde::{Deserialize, Serialize};
 use setting::{Benchmark, Constants, Scheduler, VmSetup, VmSpec};
 use std::fmt::Write as _;
@@ -151,30 +151,6 @@ pub struct FairgvResults {
     pub sensitivity: Vec<Sensitivity>,
 }
 
-/// One constant of ours varied.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Sensitivity {
-    /// Its field in [`Constants`].
-    pub constant: String,
-    /// What it is, and why the range.
-    pub what: String,
-    /// Low, used, high.
-    pub values: [String; 3],
-    /// Every claim that depends on the setting, at each value.
-    pub claims: Vec<ClaimAtValues>,
-}
-
-/// One claim at a constant's low, used and high value.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClaimAtValues {
-    /// The claim.
-    pub id: String,
-    /// Our number at each value.
-    pub ours: [Option<f64>; 3],
-    /// Whether it holds at each (`null`: not measured).
-    pub holds: [Option<bool>; 3],
-}
-
 fn setups() -> Vec<(&'static str, Vec<&'static str>, Vec<VmSetup>, usize)> {
     let non = (1..=3).map(|w| VmSetup { weight: w, core: 0 }).collect();
     let congested = [1, 2, 2, 3, 3, 4]
@@ -204,22 +180,13 @@ pub fn run_for(seconds: f64) -> Result<FairgvResults, ExperimentError> {
     Ok(r)
 }
 
-/// One constant of ours, at a low and a high plausible value.
-struct Variation {
-    name: &'static str,
-    what: &'static str,
-    show: fn(&Constants) -> String,
-    low: fn(&mut Constants),
-    high: fn(&mut Constants),
-}
-
 fn us(n: Nanos) -> String {
     format!("{} µs", n.0 / 1_000)
 }
 
 /// Every constant of the setting that is ours, not the paper's, with the range we
 /// think plausible (the reason in `what`).
-fn variations() -> Vec<Variation> {
+fn variations() -> Vec<Variation<Constants>> {
     vec![
         Variation {
             name: "switch",
@@ -283,49 +250,13 @@ fn variations() -> Vec<Variation> {
 /// Each constant of ours at its low and high value: every claim that depends on the
 /// setting (Table 4's do not) judged again.
 fn sensitivity(seconds: f64, base: &[Claim]) -> Result<Vec<Sensitivity>, ExperimentError> {
-    use rayon::prelude::*;
-    let variations = variations();
-    // the low and the high constants of each variation, in turn
-    let constants: Vec<Constants> = variations
-        .iter()
-        .flat_map(|v| {
-            [v.low, v.high].map(|set| {
-                let mut k = Constants::DEFAULT;
-                set(&mut k);
-                k
-            })
-        })
-        .collect();
-    let judged: Vec<Vec<Claim>> = constants
-        .par_iter()
-        .map(|k| measure(seconds, *k).map(|r| r.claims))
-        .collect::<Result<_, _>>()?;
-    let out = variations
-        .iter()
-        .zip(constants.chunks(2).zip(judged.chunks(2)))
-        .map(|(v, (k, at))| {
-            let claims = base
-                .iter()
-                .filter(|c| !c.id.starts_with("table4"))
-                .filter_map(|c| {
-                    let l = at[0].iter().find(|x| x.id == c.id)?;
-                    let h = at[1].iter().find(|x| x.id == c.id)?;
-                    Some(ClaimAtValues {
-                        id: c.id.clone(),
-                        ours: [l.ours, c.ours, h.ours],
-                        holds: [l.verdict.holds(), c.verdict.holds(), h.verdict.holds()],
-                    })
-                })
-                .collect();
-            Sensitivity {
-                constant: v.name.into(),
-                what: v.what.into(),
-                values: [(v.show)(&k[0]), (v.show)(&Constants::DEFAULT), (v.show)(&k[1])],
-                claims,
-            }
-        })
-        .collect();
-    Ok(out)
+    claims::sensitivity(
+        &Constants::DEFAULT,
+        base,
+        &variations(),
+        |c| !c.id.starts_with("table4"),
+        |k| measure(seconds, *k).map(|r| r.claims),
+    )
 }
 
 /// The experiment at constants `k`, claims judged.
@@ -800,42 +731,9 @@ pub fn report(r: &FairgvResults) -> String {
         s,
         "\n## Constants of ours\n\nEach constant that is ours, not the paper's, run again \
          at a low and a high plausible value (every other constant as used), every claim \
-         that depends on the setting judged again. The claims whose verdict changes:\n\n\
-         | constant | what | low / used / high | claims whose verdict changes (ours at low / used / high) |\n|---|---|---|---|"
+         that depends on the setting judged again. The claims whose verdict changes:\n\n{}",
+        claims::sensitivity_table(&r.sensitivity).trim_end()
     );
-    let verdict = |h: Option<bool>| match h {
-        Some(true) => "holds",
-        Some(false) => "**no**",
-        None => "not measured",
-    };
-    for c in &r.sensitivity {
-        let flips: Vec<String> = c
-            .claims
-            .iter()
-            .filter(|x| x.holds[0] != x.holds[1] || x.holds[2] != x.holds[1])
-            .map(|x| {
-                let n = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
-                format!(
-                    "{}: {} / {} / {} ({} / {} / {})",
-                    x.id,
-                    n(x.ours[0]),
-                    n(x.ours[1]),
-                    n(x.ours[2]),
-                    verdict(x.holds[0]),
-                    verdict(x.holds[1]),
-                    verdict(x.holds[2])
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "| `{}` | {} | {} | {} |",
-            c.constant,
-            c.what,
-            c.values.join(" / "),
-            if flips.is_empty() { "none".into() } else { flips.join("; ") }
-        );
-    }
     let fg = |setup: &str| {
         r.rows
             .iter()
