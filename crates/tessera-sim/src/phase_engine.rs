@@ -70,8 +70,12 @@ pub struct PhaseRun {
 #[derive(Clone, Debug)]
 enum State {
     Pending,
-    Cpu { until: Nanos },
-    Waiting { since: Nanos },
+    Cpu {
+        until: Nanos,
+    },
+    Waiting {
+        since: Nanos,
+    },
     /// Its GPU phase runs on the model as piece `j`.
     Gpu,
     Done,

@@ -29,3 +29,17 @@ fn a_small_dcuda_experiment_runs_every_application_and_judges_every_claim() {
     let md = report(&r);
     assert!(md.contains("## Claims") && md.contains("calibrated"));
 }
+
+#[test]
+fn constants_out_of_range_are_a_typed_error() {
+    use tessera_sim::experiments::ExperimentError;
+    use tessera_sim::experiments::dcuda::Constants;
+    for constants in [
+        Constants { iteration_scale: 0.0, ..Constants::USED },
+        Constants { contention: f64::NAN, ..Constants::USED },
+        Constants { further_app_step: -0.1, ..Constants::USED },
+    ] {
+        let cfg = DcudaConfig { orders: 1, constants, ..DcudaConfig::paper(3) };
+        assert!(matches!(run(&cfg), Err(ExperimentError::Config(_))), "{constants:?}");
+    }
+}

@@ -268,6 +268,45 @@ mod tests {
         assert!(Test::Near { paper: 0.5, tolerance: 0.1 }.passes(0.41));
         assert!(!Test::AtMost { paper: 0.4, tolerance: 0.1 }.passes(0.6));
     }
+
+    /// A model whose number is its constant: the claim "at least 0.5" holds at the used
+    /// 0.6 and the high 0.9, not at the low 0.2; a claim left out is not listed; the
+    /// table names the flip and only it.
+    #[test]
+    fn sensitivity_judges_each_claim_at_the_low_and_high_values() {
+        let t = Test::AtLeast { paper: 0.5, tolerance: 0.0 };
+        let measure = |k: &f64| -> Result<Vec<Claim>, ()> {
+            Ok(["a", "b"]
+                .iter()
+                .map(|id| Claim::judge(id, "", "", "", t, Unit::Ratio, Some(*k), String::new()))
+                .collect())
+        };
+        let variations = [
+            Variation {
+                name: "k",
+                what: "",
+                show: |k: &f64| k.to_string(),
+                low: |k| *k = 0.2,
+                high: |k| *k = 0.9,
+            },
+            Variation {
+                name: "same",
+                what: "",
+                show: |k: &f64| k.to_string(),
+                low: |k| *k = 0.55,
+                high: |k| *k = 0.7,
+            },
+        ];
+        let base = measure(&0.6).unwrap();
+        let s = sensitivity(&0.6, &base, &variations, |c| c.id == "a", measure).unwrap();
+        assert_eq!(s[0].values, ["0.2".to_string(), "0.6".into(), "0.9".into()]);
+        assert_eq!(s[0].claims.len(), 1);
+        assert_eq!(s[0].claims[0].holds, [Some(false), Some(true), Some(true)]);
+        assert_eq!(s[0].claims[0].ours, [Some(0.2), Some(0.6), Some(0.9)]);
+        let table = sensitivity_table(&s);
+        assert!(table.contains("| `k` |") && table.contains("a: 0.200 / 0.600 / 0.900"));
+        assert!(table.contains("| `same` |  | 0.55 / 0.6 / 0.7 | none |"), "{table}");
+    }
 }
 
 /// A claim as every experiment's `results.json` lists it (one schema for all five):

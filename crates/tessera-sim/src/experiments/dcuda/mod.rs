@@ -18,7 +18,7 @@
 mod figures;
 
 use super::ExperimentError;
-use super::claims::{self, Claim, Comparison, Test, Unit};
+use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation};
 use crate::engine::Sharing;
 use crate::engine::{SimOptions, Simulation};
 use crate::perf::PerfModel;
@@ -50,24 +50,63 @@ pub const TABLE2_LL_MEDIUM_J: f64 = 74_935.0;
 /// The paper's idle draw: 441 J over a ~30 s run.
 pub const IDLE_W: f64 = 441.0 / 30.0;
 
-/// Each further co-located application's step, as a share of the first's (ours).
-pub const FURTHER_APP_STEP: f64 = 0.1;
+/// The model's constants that are ours, not the paper's; the report judges the claims
+/// again at a low and a high value of each.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Constants {
+    /// Each further co-located application's power step, as a share of the first's
+    /// (Figure 1's shape: "only increases a little").
+    pub further_app_step: f64,
+    /// The block model's slowdown per unit of summed demand above the GPU (memory
+    /// bandwidth and caches; 0: SMs only).
+    pub contention: f64,
+    /// Every application's loop iteration (CPU work and one kernel) as a multiple of
+    /// the data file's.
+    pub iteration_scale: f64,
+    /// A migration's pause, ms (the paper: "less than 100 milliseconds", §4.2).
+    pub migration_pause_ms: u64,
+}
 
-/// DCUDA's migration: "less than 100 milliseconds" (§4.2) of pause, its data moved on
-/// demand while it runs (unified memory with background prefetch, §3.4), so the copy
-/// is not charged as a pause. Its bandwidth cost to co-runners is not modelled.
-pub const MIGRATION: MigrationCost =
-    MigrationCost { pause_ns: 100_000_000, bytes_per_s: f64::INFINITY };
+impl Constants {
+    /// The values used.
+    pub const USED: Constants = Constants {
+        further_app_step: 0.1,
+        contention: 0.0,
+        iteration_scale: 1.0,
+        migration_pause_ms: 100,
+    };
+}
+
+impl Default for Constants {
+    fn default() -> Self {
+        Constants::USED
+    }
+}
+
+/// Arrival orders per load in the sensitivity runs (fewer than the paper's 50, so
+/// that eight more runs of the experiment take a minute or two).
+pub const SENSITIVITY_ORDERS: usize = 10;
+
+/// DCUDA's migration: a pause of `pause_ms` (the paper: "less than 100 milliseconds",
+/// §4.2), its data moved on demand while it runs (unified memory with background
+/// prefetch, §3.4), so the copy is not charged as a pause. Its bandwidth cost to
+/// co-runners is not modelled.
+pub fn migration(pause_ms: u64) -> MigrationCost {
+    MigrationCost { pause_ns: pause_ms * 1_000_000, bytes_per_s: f64::INFINITY }
+}
 
 /// How co-running applications share a GPU: DCUDA's "spatial multiplexing" (§1) —
 /// kernels of every application co-run, their thread blocks placed on the 1080 Ti's
 /// SMs in order, so a kernel with many blocks holds up a small one behind it (§2.3).
-/// No contention beyond SM sharing: the paper gives no baseline number to fit it on.
-pub const SHARING: Sharing = Sharing::Blocks {
-    limits: GTX_1080_TI,
-    contexts: Contexts::Shared,
-    contention: Contention { slowdown_per_excess: 0.0 },
-};
+/// No contention beyond SM sharing by default ([`Constants::contention`]): the paper
+/// gives no baseline number to fit it on.
+pub fn sharing(contention: f64) -> Sharing {
+    Sharing::Blocks {
+        limits: GTX_1080_TI,
+        contexts: Contexts::Shared,
+        contention: Contention { slowdown_per_excess: contention },
+    }
+}
 
 /// One load level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -87,6 +126,9 @@ pub struct DcudaConfig {
     pub orders: usize,
     /// Load levels (the paper: 7, 5 and 3 s).
     pub loads: Vec<Load>,
+    /// The model's constants of ours.
+    #[serde(default)]
+    pub constants: Constants,
 }
 
 impl DcudaConfig {
@@ -100,6 +142,7 @@ impl DcudaConfig {
                 Load { name: "medium".into(), interval_s: 5 },
                 Load { name: "heavy".into(), interval_s: 3 },
             ],
+            constants: Constants::USED,
         }
     }
 }
@@ -198,6 +241,10 @@ pub struct DcudaResults {
     pub claims: Vec<Claim>,
     /// The claims as (id, paper, ours, holds).
     pub comparisons: Vec<Comparison>,
+    /// Each constant of ours at a low and a high value, the claims judged again there
+    /// (on [`SENSITIVITY_ORDERS`] orders, the used value too).
+    #[serde(default)]
+    pub sensitivity: Vec<Sensitivity>,
 }
 
 impl DcudaResults {
@@ -235,6 +282,7 @@ pub fn run_one(
     load: &Load,
     order_index: usize,
     seed: u64,
+    k: &Constants,
 ) -> Result<RunResult, ExperimentError> {
     let order = arrival_order(apps.len(), seed, order_index);
     let w = workload(apps, &order, Nanos::from_secs(load.interval_s));
@@ -243,10 +291,10 @@ pub fn run_one(
     let p = Dcuda::new(&gpus, params(policy)).with_report(report.clone());
     let opts = SimOptions {
         gpus,
-        perf: PerfModel { migration: MIGRATION, ..PerfModel::default() },
+        perf: PerfModel { migration: migration(k.migration_pause_ms), ..PerfModel::default() },
         keep_latencies: false,
         event_budget: u64::MAX,
-        sharing: SHARING,
+        sharing: sharing(k.contention),
         measure_gpus: true,
         sla_window: None,
     };
@@ -310,9 +358,21 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
 
 /// Run the experiment (in parallel over runs).
 pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
-    let apps = parse_apps(APPS_CSV).map_err(|e| ExperimentError::Config(e.to_string()))?;
+    let mut apps = parse_apps(APPS_CSV).map_err(|e| ExperimentError::Config(e.to_string()))?;
     if cfg.orders == 0 || cfg.loads.is_empty() {
         return Err(ExperimentError::Config("at least one order and one load".into()));
+    }
+    let k = &cfg.constants;
+    let in_range =
+        |x: f64, least: f64, open: bool| x.is_finite() && if open { x > least } else { x >= least };
+    if !(in_range(k.iteration_scale, 0.0, true)
+        && in_range(k.contention, 0.0, false)
+        && in_range(k.further_app_step, 0.0, false))
+    {
+        return Err(ExperimentError::Config(format!("constants out of range: {k:?}")));
+    }
+    for a in &mut apps {
+        a.chunk_ms = ((a.chunk_ms as f64 * k.iteration_scale).round() as u64).max(1);
     }
     let trials: Vec<(&str, &Load, usize)> = cfg
         .loads
@@ -323,7 +383,7 @@ pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
     let runs: Vec<RunResult> = trials
         .par_iter()
         .map(|(p, l, o)| {
-            let r = run_one(&apps, p, l, *o, cfg.seed);
+            let r = run_one(&apps, p, l, *o, cfg.seed, &cfg.constants);
             let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             if k.is_multiple_of(50) || k == trials.len() {
                 tracing::info!("dcuda: {k} of {} runs done", trials.len());
@@ -332,12 +392,14 @@ pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
         })
         .collect::<Result<_, _>>()?;
     // calibrate the first power step on least-loaded at medium load (see the module docs)
+    let step_share = cfg.constants.further_app_step;
     let calib: Vec<&RunResult> =
         runs.iter().filter(|r| r.policy == "least-loaded" && r.load == "medium").collect();
     let idle = mean(calib.iter().map(|r| IDLE_W * r.makespan_s * r.busy_s.len() as f64));
-    let per_step = mean(calib.iter().map(|r| {
-        r.busy_s.iter().sum::<f64>() + FURTHER_APP_STEP * r.extra_app_s.iter().sum::<f64>()
-    }));
+    let per_step =
+        mean(calib.iter().map(|r| {
+            r.busy_s.iter().sum::<f64>() + step_share * r.extra_app_s.iter().sum::<f64>()
+        }));
     let step = if calib.is_empty() || per_step <= 0.0 {
         PowerModel::DCUDA_SHAPE.active_step_w
     } else {
@@ -346,7 +408,7 @@ pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
     let power = PowerModel {
         idle_w: IDLE_W,
         active_step_w: step,
-        per_colocated_w: FURTHER_APP_STEP * step,
+        per_colocated_w: step_share * step,
         off_w: PowerModel::DCUDA_SHAPE.off_w,
     };
     let mut summaries = Vec::new();
@@ -378,6 +440,7 @@ pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
         summaries,
         claims: Vec::new(),
         comparisons: Vec::new(),
+        sensitivity: Vec::new(),
     };
     r.claims = judge(&r);
     r.comparisons = claims::comparisons(&r.claims);
@@ -671,6 +734,19 @@ pub fn report(r: &DcudaResults) -> String {
     let _ = writeln!(s, "{}", claims::table(&r.claims));
     let (yes, no, unmeasured) = claims::tally(&r.claims);
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.");
+    if !r.sensitivity.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Constants of ours\n\nEach constant that is ours, not the paper's, run again \
+             at a low and a high plausible value (every other constant as used), every claim \
+             judged again, on {} arrival orders per load (the used values too, so that the \
+             columns compare like with like; the claims above are on {}). The claims whose \
+             verdict changes:\n\n{}",
+            r.config.orders.min(SENSITIVITY_ORDERS),
+            r.config.orders,
+            claims::sensitivity_table(&r.sensitivity).trim_end()
+        );
+    }
     s
 }
 
@@ -744,9 +820,64 @@ fn differences(r: &DcudaResults) -> String {
     )
 }
 
-/// Run and write `results.json`, `report.md` and the figures to `out`.
+/// Every constant of ours, with the range we think plausible (the reason in `what`).
+fn variations() -> Vec<Variation<Constants>> {
+    vec![
+        Variation {
+            name: "further_app_step",
+            what: "each further co-located application's power step over the first's \
+                   (Figure 1 shows only that it is small)",
+            show: |k| format!("{}", k.further_app_step),
+            low: |k| k.further_app_step = 0.03,
+            high: |k| k.further_app_step = 0.3,
+        },
+        Variation {
+            name: "contention",
+            what: "slowdown per unit of summed demand above the GPU (bandwidth, caches); \
+                   0 is SM sharing alone",
+            show: |k| format!("{}", k.contention),
+            low: |k| k.contention = 0.1,
+            high: |k| k.contention = 0.5,
+        },
+        Variation {
+            name: "iteration_scale",
+            what: "every application's loop iteration (CPU work and one kernel) over the \
+                   data file's",
+            show: |k| format!("x{}", k.iteration_scale),
+            low: |k| k.iteration_scale = 0.4,
+            high: |k| k.iteration_scale = 4.0,
+        },
+        Variation {
+            name: "migration_pause_ms",
+            what: "a migration's pause, ms (the paper bounds it by 100 ms; 200 ms is a slow one)",
+            show: |k| format!("{} ms", k.migration_pause_ms),
+            low: |k| k.migration_pause_ms = 10,
+            high: |k| k.migration_pause_ms = 200,
+        },
+    ]
+}
+
+/// Each constant of ours at its low and high value, on [`SENSITIVITY_ORDERS`] orders
+/// (the used values again on as many, so that the three columns compare like with
+/// like); every claim judged again.
+pub fn sensitivity(cfg: &DcudaConfig) -> Result<Vec<Sensitivity>, ExperimentError> {
+    let small = DcudaConfig { orders: cfg.orders.min(SENSITIVITY_ORDERS), ..cfg.clone() };
+    tracing::info!("dcuda: the constants of ours at low and high values, {} orders", small.orders);
+    let base = run(&small)?.claims;
+    claims::sensitivity(
+        &cfg.constants,
+        &base,
+        &variations(),
+        |_| true,
+        |k| run(&DcudaConfig { constants: *k, ..small.clone() }).map(|r| r.claims),
+    )
+}
+
+/// Run (with the sensitivity of the constants of ours) and write `results.json`,
+/// `report.md` and the figures to `out`.
 pub fn run_and_write(cfg: &DcudaConfig, out: &Path) -> Result<DcudaResults, ExperimentError> {
-    let r = run(cfg)?;
+    let mut r = run(cfg)?;
+    r.sensitivity = sensitivity(cfg)?;
     super::write_results(out, &r, &report(&r))?;
     figures::draw(&r, out)?;
     Ok(r)
