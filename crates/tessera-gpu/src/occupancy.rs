@@ -55,6 +55,11 @@ impl SmLimits {
         shared_per_sm: 98_304,
         shared_granularity: 256,
     };
+
+    /// GeForce GTX 1080 Ti (compute capability 6.1, DCUDA's GPU), from NVIDIA's CUDA
+    /// occupancy calculator: 28 SMs, 2048 threads, 32 blocks, 64 K registers and
+    /// 96 KiB of shared memory per SM.
+    pub const GTX_1080_TI: SmLimits = SmLimits { sms: 28, ..SmLimits::V100 };
 }
 
 /// A kernel launch's shape and per-thread resources.

@@ -135,19 +135,8 @@ pub fn parse_apps(text: &str) -> Result<Vec<App>, AppsError> {
     Ok(apps)
 }
 
-/// The paper's GPU (§4.1: GeForce GTX 1080 Ti, compute capability 6.1): 28 SMs, 2048
-/// threads, 32 blocks, 64 K registers and 96 KiB of shared memory per SM (NVIDIA's
-/// occupancy calculator for 6.1).
-pub const GTX_1080_TI: SmLimits = SmLimits {
-    sms: 28,
-    warp_size: 32,
-    max_threads_per_sm: 2048,
-    max_blocks_per_sm: 32,
-    registers_per_sm: 65_536,
-    register_granularity: 256,
-    shared_per_sm: 98_304,
-    shared_granularity: 256,
-};
+/// The paper's GPU (§4.1: GeForce GTX 1080 Ti).
+pub const GTX_1080_TI: SmLimits = SmLimits::GTX_1080_TI;
 
 fn launch(grid: u64, block: u32, registers: u32) -> Launch {
     Launch {
