@@ -436,8 +436,9 @@ impl<'w> Simulation<'w> {
             for slot in self.slots.iter_mut().filter(|s| s.placement.gpu.0 as usize == i) {
                 // every slot's clock is at or before the end; the usage is integrated
                 let _ = slot.model.advance(now.0.max(slot.model.now()));
-                sm += slot.model.usage().sm_busy_ns;
-                pieces += slot.model.usage().piece_ns;
+                let usage = slot.model.usage();
+                sm += usage.sm_busy_ns;
+                pieces += usage.piece_ns;
             }
             m.busy.push(g.busy_union.0 as f64 / span_ns);
             m.sm_weighted.push(sm / span_ns);

@@ -90,10 +90,6 @@ struct Job<'a> {
     ended: Nanos,
 }
 
-fn secs(t: Nanos) -> f64 {
-    t.0 as f64 / 1e9
-}
-
 /// Run `jobs` on a host with `cores` cores and one GPU of `gpu_memory`, memory admitted
 /// by `policy`. Jobs start in order as cores free up.
 pub fn run(
@@ -232,7 +228,7 @@ pub fn run(
     loop {
         let share: f64 = model.shares().map(|(_, x)| x).sum();
         samples.push(Sample {
-            t: secs(now),
+            t: now.as_secs_f64(),
             gpu: share.min(1.0),
             memory: used.0 as f64 / gpu_memory.0 as f64,
         });
@@ -279,7 +275,7 @@ pub fn run(
     if stuck > 0 {
         return Err(SimError::Stalled { policy: label, unfinished: stuck });
     }
-    let makespan = secs(now);
+    let makespan = now.as_secs_f64();
     let span = now.0.max(1) as f64;
     Ok(PhaseRun {
         makespan_s: makespan,
@@ -289,8 +285,8 @@ pub fn run(
             .iter()
             .map(|j| JobOutcome {
                 app: j.spec.profile.name.clone(),
-                run_s: secs(j.ended - j.started),
-                waited_s: secs(j.waited),
+                run_s: (j.ended - j.started).as_secs_f64(),
+                waited_s: j.waited.as_secs_f64(),
             })
             .collect(),
         samples,

@@ -182,16 +182,17 @@ pub fn arrival_order(n: usize, seed: u64, k: usize) -> Vec<usize> {
 pub fn workload(apps: &[App], order: &[usize], interval: Nanos) -> Workload {
     let kernels = apps
         .iter()
-        .map(|a| Kernel {
+        .map(|a| (a, a.iteration()))
+        .map(|(a, (gpu, cpu))| Kernel {
             name: a.name.clone(),
-            mean: a.iteration().0,
+            mean: gpu,
             launch: Some(LaunchInfo {
                 grid_blocks: a.grid,
                 threads_per_block: a.block,
                 demand: PerMille((a.kernel_demand() * 1000.0).round() as u16),
             }),
             registers_per_thread: a.registers,
-            cpu_per_launch: a.iteration().1,
+            cpu_per_launch: cpu,
         })
         .collect();
     let jobs = order
@@ -201,11 +202,11 @@ pub fn workload(apps: &[App], order: &[usize], interval: Nanos) -> Workload {
             let app = &apps[a];
             let solo = Nanos((app.solo_s * 1e9).round() as u64);
             let chunk = Nanos::from_millis(app.chunk_ms);
-            let (gpu, _) = app.iteration();
+            let (gpu, cpu) = app.iteration();
             let mut tasks = vec![gpu; (solo.0 / chunk.0) as usize];
             // the last iteration's CPU phase comes first, as every other's: what is
             // left of the solo time after it is its kernel
-            let rest = (solo.0 % chunk.0).saturating_sub(app.iteration().1.0);
+            let rest = (solo.0 % chunk.0).saturating_sub(cpu.0);
             if rest > 0 {
                 tasks.push(Nanos(rest));
             }
