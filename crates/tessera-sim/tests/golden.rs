@@ -73,6 +73,26 @@ fn small_flexy_experiment_matches_its_golden_output() {
     insta::assert_snapshot!("flexy_w1_small", json);
 }
 
+/// Every constant of ours is judged at three values, the middle one the used value
+/// with the main reading's verdicts; the other readings' claims are not re-run.
+#[test]
+fn flexy_sensitivity_rejudges_the_main_readings_claims_at_each_constant() {
+    let mut cfg = small();
+    cfg.modes = vec![Mode::DEFAULTS[0], Mode::DEFAULTS[1]];
+    let r = flexy::run(&cfg, &|_, _| {}).unwrap();
+    let s = flexy::sensitivity(&r, &|_, _| {}).unwrap();
+    let names: Vec<&str> = s.iter().map(|c| c.constant.as_str()).collect();
+    assert_eq!(names, ["pareto_shape", "task_cv", "history"]);
+    let main: Vec<_> = r.claims.iter().filter(|c| c.scope == cfg.modes[0].label()).collect();
+    for c in &s {
+        assert_eq!(c.claims.len(), main.len(), "{}", c.constant);
+        for (at, claim) in c.claims.iter().zip(&main) {
+            assert_eq!((at.id.as_str(), at.holds[1]), (claim.id.as_str(), claim.verdict.holds()));
+        }
+    }
+    assert_eq!(s[2].values[1], cfg.history.to_string());
+}
+
 #[test]
 fn same_seed_gives_byte_identical_files() {
     let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flexy-determinism");

@@ -267,7 +267,10 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     };
-    let results = flexy::run(&cfg, &progress)?;
+    let mut results = flexy::run(&cfg, &progress)?;
+    bar.set_message("constants of ours at low and high values");
+    bar.set_position(0);
+    results.sensitivity = flexy::sensitivity(&results, &progress)?;
     bar.finish_and_clear();
     flexy::write_outputs(&results, &a.out)?;
 

@@ -399,7 +399,8 @@ pub struct Variation<K> {
 
 /// Each variation's low and high value, every other constant as `used`: the claims
 /// `measure` judges there, beside `base` (judged at `used`). Claims for which
-/// `depends` is false are left out. The runs go in parallel.
+/// `depends` is false are left out; a claim is matched by id and scope. The runs go in
+/// parallel.
 pub fn sensitivity<K, E>(
     used: &K,
     base: &[Claim],
@@ -431,8 +432,9 @@ where
                 .iter()
                 .filter(|c| depends(c))
                 .filter_map(|c| {
-                    let l = at[0].iter().find(|x| x.id == c.id)?;
-                    let h = at[1].iter().find(|x| x.id == c.id)?;
+                    let same = |x: &&Claim| x.id == c.id && x.scope == c.scope;
+                    let l = at[0].iter().find(same)?;
+                    let h = at[1].iter().find(same)?;
                     Some(ClaimAtValues {
                         id: c.id.clone(),
                         ours: [l.ours, c.ours, h.ours],

@@ -57,6 +57,15 @@ pub fn report(r: &FlexyResults) -> String {
     differences(&mut s, r);
     corrections(&mut s, r);
     assumptions(&mut s, r);
+    if !r.sensitivity.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Constants of ours\n\nEach constant that is ours, not the paper's, run again at a low and \
+             a high plausible value (every other constant as used), the main reading's claims judged \
+             again on the same loads, mixes and runs. The claims whose verdict changes:\n\n{}\n",
+            claims::sensitivity_table(&r.sensitivity).trim_end()
+        );
+    }
     let _ = writeln!(s, "## Figures\n");
     for (i, mode) in c.modes.iter().enumerate() {
         let suffix = if i == 0 { String::new() } else { format!("-{}", mode.label()) };
