@@ -296,7 +296,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workloads::schedgpu::{GPU_MEMORY, ara, blast, mummer};
+    use crate::workloads::schedgpu::{Constants, GPU_MEMORY, ara, blast, mummer};
     use tessera_core::policies::memsafe::NotificationPolicy;
     use tessera_core::{GpuSpec, PolicyConfig};
 
@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn one_core_runs_jobs_back_to_back_at_their_alone_times() {
-        let jobs: Vec<AppJob> = [ara(), mummer(), blast()]
+        let jobs: Vec<AppJob> = [ara(&Constants::USED), mummer(&Constants::USED), blast(&Constants::USED)]
             .into_iter()
             .map(|profile| AppJob { profile, priority: 0 })
             .collect();
@@ -329,7 +329,7 @@ mod tests {
     #[test]
     fn memory_is_never_overcommitted_and_big_jobs_wait() {
         // 4 GPU-BLAST at 36% each: at most two fit at once
-        let jobs: Vec<AppJob> = (0..4).map(|_| AppJob { profile: blast(), priority: 0 }).collect();
+        let jobs: Vec<AppJob> = (0..4).map(|_| AppJob { profile: blast(&Constants::USED), priority: 0 }).collect();
         let r = run(&jobs, 12, GPU_MEMORY, memsafe(NotificationPolicy::Fifo)).unwrap();
         assert!(r.samples.iter().all(|s| s.memory <= 1.0));
         assert!(r.samples.iter().map(|s| s.memory).fold(0.0, f64::max) <= 0.72 + 1e-9);

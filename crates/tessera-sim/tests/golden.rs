@@ -144,6 +144,28 @@ fn schedgpu_experiment_matches_its_golden_output() {
     insta::assert_snapshot!("schedgpu", json);
 }
 
+/// Every constant of ours is judged at three values, the middle one the used value
+/// with the reported verdicts; a constant changes the profiles it names.
+#[test]
+fn schedgpu_sensitivity_rejudges_every_claim_at_each_constant() {
+    use tessera_sim::workloads::schedgpu::{Constants, mummer};
+    let (results, _) = tessera_sim::experiments::schedgpu::run().unwrap();
+    let s = tessera_sim::experiments::schedgpu::sensitivity(&results).unwrap();
+    let names: Vec<&str> = s.iter().map(|c| c.constant.as_str()).collect();
+    assert_eq!(names, ["mummer_cycles", "mummer_gpu_share", "memory_over"]);
+    for c in &s {
+        assert_eq!(c.claims.len(), results.claims.len());
+        for (at, claim) in c.claims.iter().zip(&results.claims) {
+            assert_eq!(at.ours[1], claim.ours, "{} {}", c.constant, claim.id);
+        }
+    }
+    let k = Constants { mummer_cycles: 3, mummer_gpu_share: 0.27, ..Constants::USED };
+    let m = mummer(&k);
+    assert_eq!(m.phases.len(), 6);
+    let (a, b) = (m.alone().0 as i64, mummer(&Constants::USED).alone().0 as i64);
+    assert!((a - b).abs() < 10, "{a} vs {b} ns");
+}
+
 #[test]
 fn schedgpu_policies_keep_table_3s_order() {
     let (results, _) = tessera_sim::experiments::schedgpu::run().unwrap();

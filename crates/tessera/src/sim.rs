@@ -193,7 +193,8 @@ fn run_gpulets(a: GpuletsArgs) -> Result<()> {
 }
 
 fn run_schedgpu(a: SchedGpuArgs) -> Result<()> {
-    let (results, series) = schedgpu::run()?;
+    let (mut results, series) = schedgpu::run()?;
+    results.sensitivity = schedgpu::sensitivity(&results)?;
     schedgpu::write_outputs(&results, &series, &a.out)?;
     let mut out = std::io::stdout().lock();
     use std::io::Write;
