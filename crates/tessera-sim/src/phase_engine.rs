@@ -306,10 +306,11 @@ mod tests {
 
     #[test]
     fn one_core_runs_jobs_back_to_back_at_their_alone_times() {
-        let jobs: Vec<AppJob> = [ara(&Constants::USED), mummer(&Constants::USED), blast(&Constants::USED)]
-            .into_iter()
-            .map(|profile| AppJob { profile, priority: 0 })
-            .collect();
+        let jobs: Vec<AppJob> =
+            [ara(&Constants::USED), mummer(&Constants::USED), blast(&Constants::USED)]
+                .into_iter()
+                .map(|profile| AppJob { profile, priority: 0 })
+                .collect();
         let r = run(&jobs, 1, GPU_MEMORY, memsafe(NotificationPolicy::Fifo)).unwrap();
         let alone: f64 = jobs.iter().map(|j| j.profile.alone().as_secs_f64()).sum();
         assert!((r.makespan_s - alone).abs() < 1e-6, "{} vs {}", r.makespan_s, alone);
@@ -329,7 +330,8 @@ mod tests {
     #[test]
     fn memory_is_never_overcommitted_and_big_jobs_wait() {
         // 4 GPU-BLAST at 36% each: at most two fit at once
-        let jobs: Vec<AppJob> = (0..4).map(|_| AppJob { profile: blast(&Constants::USED), priority: 0 }).collect();
+        let jobs: Vec<AppJob> =
+            (0..4).map(|_| AppJob { profile: blast(&Constants::USED), priority: 0 }).collect();
         let r = run(&jobs, 12, GPU_MEMORY, memsafe(NotificationPolicy::Fifo)).unwrap();
         assert!(r.samples.iter().all(|s| s.memory <= 1.0));
         assert!(r.samples.iter().map(|s| s.memory).fold(0.0, f64::max) <= 0.72 + 1e-9);

@@ -208,8 +208,8 @@ fn gpulets_schedules(
 #[test]
 fn gpulets_interference_is_deterministic_and_judged() {
     use tessera_sim::experiments::gpulets::{GpuletsConfig, run};
-    let a = run(&GpuletsConfig { seed: 1 }).unwrap();
-    let b = run(&GpuletsConfig { seed: 1 }).unwrap();
+    let a = run(&GpuletsConfig { seed: 1, constants: Default::default() }).unwrap();
+    let b = run(&GpuletsConfig { seed: 1, constants: Default::default() }).unwrap();
     // everything but the decision times, which are wall clock
     assert_eq!(a.clone().without_timings(), b.without_timings());
     assert_eq!((a.rows, a.split.0 + a.split.1), (750, a.samples));
@@ -239,6 +239,6 @@ fn gpulets_interference_is_deterministic_and_judged() {
         assert!(s.gpulet_int <= s.scenarios && s.sbp <= s.scenarios);
     }
     assert_eq!(a.comparisons[0].ours, Some(e.p90));
-    let other = run(&GpuletsConfig { seed: 2 }).unwrap();
+    let other = run(&GpuletsConfig { seed: 2, constants: Default::default() }).unwrap();
     assert_ne!(other.fitted, a.fitted, "the split follows the seed");
 }

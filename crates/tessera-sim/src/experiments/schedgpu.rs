@@ -457,16 +457,18 @@ fn differences(r: &SchedGpuResults) -> String {
     if let (Some(fifo), Some(mmu), Some(pfifo), Some(pmmu)) =
         (get("FIFO"), get("MMU"), get("Priority FIFO"), get("Priority MMU"))
     {
-        let holds = r.claims.iter().any(|c| c.id == "table3-policy-order" && c.verdict.holds() == Some(true));
-        let prologue = r
-            .apps
+        let holds = r
+            .claims
             .iter()
-            .find(|a| a.name == "GPU-BLAST")
-            .and_then(|a| a.phases.first())
-            .map_or(0.0, |p| match p {
-                crate::workloads::schedgpu::Phase::Cpu(t) => t.as_secs_f64(),
-                crate::workloads::schedgpu::Phase::Gpu { .. } => 0.0,
-            });
+            .any(|c| c.id == "table3-policy-order" && c.verdict.holds() == Some(true));
+        let prologue =
+            r.apps.iter().find(|a| a.name == "GPU-BLAST").and_then(|a| a.phases.first()).map_or(
+                0.0,
+                |p| match p {
+                    crate::workloads::schedgpu::Phase::Cpu(t) => t.as_secs_f64(),
+                    crate::workloads::schedgpu::Phase::Gpu { .. } => 0.0,
+                },
+            );
         let _ = writeln!(
             s,
             "- **The order of the policies** (FIFO {fifo:.1} s, MMU {mmu:.1} s, Priority FIFO \

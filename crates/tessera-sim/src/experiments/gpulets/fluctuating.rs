@@ -6,8 +6,8 @@
 //! schedule taking 15 s to get ready in the background (the top of the paper's 10-15 s)
 //! while the old gpu-lets serve, then swapped in.
 //!
-//! The traces are ours (the paper's are not published): per model, a base rate of 80
-//! req/s, the first wave peaking at 2.5x and the second at 4.5x, each model's peaks
+//! The traces are ours (the paper's are not published): per model, a base rate
+//! ([`super::Constants::base_rate`], 80 req/s as reported), the first wave peaking at 2.5x and the second at 4.5x, each model's peaks
 //! scaled by a seeded factor in 0.8-1.2 and shifted by up to 60 s. The first layout is
 //! made for the base rates and in place from the first request.
 
@@ -28,8 +28,6 @@ pub const SECONDS: f64 = 1800.0;
 pub const PERIOD_S: u64 = 20;
 /// GPUs.
 const GPUS: usize = 4;
-/// Base rate per model, req/s.
-const BASE: f64 = 80.0;
 
 /// One 20 s period of the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,7 +62,7 @@ pub struct Fluctuating {
 type Decision = (Nanos, Option<u32>);
 
 /// Model `m`'s rate at `t` s, given its peak factors and shift.
-fn rate_at(t: f64, peaks: (f64, f64), shift: f64) -> f64 {
+fn rate_at(base: f64, t: f64, peaks: (f64, f64), shift: f64) -> f64 {
     let bump = |a: f64, b: f64| {
         let x = t - shift;
         if x <= a || x >= b {
@@ -73,19 +71,19 @@ fn rate_at(t: f64, peaks: (f64, f64), shift: f64) -> f64 {
             (std::f64::consts::PI * (x - a) / (b - a)).sin().powi(2)
         }
     };
-    BASE * (1.0 + (peaks.0 - 1.0) * bump(0.0, 600.0) + (peaks.1 - 1.0) * bump(900.0, 1500.0))
+    base * (1.0 + (peaks.0 - 1.0) * bump(0.0, 600.0) + (peaks.1 - 1.0) * bump(900.0, 1500.0))
 }
 
 /// Run it on the `paper` set with `seed`.
-pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
+pub fn run(seed: u64, k: &super::Constants) -> Result<Fluctuating, super::ExperimentError> {
     let bad = |e: String| super::ExperimentError::Config(e);
     // the policy's rescheduler owns what it uses: its own copy of the profiles, from
     // which it builds the set on each call
     let v100 = Profiles::from_v100_jsonl(super::V100).map_err(|e| bad(e.to_string()))?;
     let authors = Interference::from_csv(super::AUTHORS_2080TI).map_err(|e| bad(e.to_string()))?;
     let owned = Profiles::from_v100_jsonl(super::V100).map_err(|e| bad(e.to_string()))?;
-    let set = paper(super::UTIL_2080TI, super::BATCHING_2080TI, &v100, authors)
-        .map_err(|e| bad(e.to_string()))?;
+    let set =
+        paper(super::UTIL_2080TI, k.batching(), &v100, authors).map_err(|e| bad(e.to_string()))?;
     let set = &set;
     let n = set.models.len();
     let mut rng = Pcg64::seed_from_u64(seed);
@@ -98,7 +96,7 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
     let prep = Nanos::ZERO;
     let mut jobs = Vec::new();
     for (m, (peaks, shift)) in traces.iter().enumerate() {
-        let top = BASE * peaks.0.max(peaks.1);
+        let top = k.base_rate * peaks.0.max(peaks.1);
         let exp = Exp::new(top).expect("a positive rate");
         let mut t = 0.0;
         let mut arrivals = Vec::new();
@@ -108,7 +106,7 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
                 break;
             }
             // thinning: a Poisson process at the trace's rate
-            if rng.random::<f64>() * top < rate_at(t, *peaks, *shift) {
+            if rng.random::<f64>() * top < rate_at(k.base_rate, t, *peaks, *shift) {
                 arrivals.push(prep + Nanos((t * 1e9) as u64));
             }
         }
@@ -127,7 +125,7 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
         let plan = ServingPlan::new(GPUS, &schedule, &models, tenants);
         Some((schedule, plan))
     };
-    let first = plan_for(set, &vec![BASE; n], &tenants)
+    let first = plan_for(set, &vec![k.base_rate; n], &tenants)
         .ok_or_else(|| bad("the base rates are not schedulable".into()))?;
     let first_size: u32 = first.0.iter().map(|g| g.size).sum();
     let inner_tenants = tenants.clone();
@@ -135,8 +133,9 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
     let decided: Arc<Mutex<Vec<Decision>>> = Arc::default();
     let record = decided.clone();
     // models never come or go here, so the tenants are always `inner_tenants`
+    let batching = k.batching();
     let reschedule = Box::new(move |now: Nanos, _: &[TenantId], rates: &[f64]| {
-        let set = paper(super::UTIL_2080TI, super::BATCHING_2080TI, &owned, authors).ok()?;
+        let set = paper(super::UTIL_2080TI, batching, &owned, authors).ok()?;
         let out = plan_for(&set, rates, &inner_tenants);
         let size = out.as_ref().map(|(s, _)| s.iter().map(|g| g.size).sum());
         if let Ok(mut r) = record.lock() {
@@ -151,8 +150,8 @@ pub fn run(seed: u64) -> Result<Fluctuating, super::ExperimentError> {
         prep,
         Nanos::from_secs(PERIOD_S),
         Nanos::from_secs(15),
-        0.3,
-        0.5,
+        k.ewma_alpha,
+        k.idle_share,
         reschedule,
     );
     // the swap itself takes no time; the 15 s of preparation are the policy's

@@ -22,7 +22,7 @@ pub mod serving;
 pub mod throughput;
 
 use super::ExperimentError;
-use super::claims::{self, Claim, Comparison, Test, Unit};
+use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation};
 use profiles::ProfileSet;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -43,6 +43,7 @@ const BATCHING_2080TI: profiles::BatchingCosts<'static> = profiles::BatchingCost
     mnist: include_str!("../../../../../data/profiles/gpulets-2080ti/1_28_28.txt"),
     imagenet: include_str!("../../../../../data/profiles/gpulets-2080ti/3_224_224.txt"),
     camera: include_str!("../../../../../data/profiles/gpulets-2080ti/3_300_300.txt"),
+    charged: Constants::USED.batching_charged,
 };
 
 /// What to run.
@@ -50,6 +51,43 @@ const BATCHING_2080TI: profiles::BatchingCosts<'static> = profiles::BatchingCost
 pub struct GpuletsConfig {
     /// Seed of the 70/30 split and of the served requests.
     pub seed: u64,
+    /// The constants of ours.
+    #[serde(default)]
+    pub constants: Constants,
+}
+
+/// The constants of the experiment that are ours, not the paper's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Constants {
+    /// The share of the artifact's input-batching cost charged to each batch's run on
+    /// its gpu-let ([`profiles::BatchingCosts::charged`]).
+    pub batching_charged: f64,
+    /// Figure 14's traces: each model's base rate, req/s (the paper's traces are not
+    /// published).
+    pub base_rate: f64,
+    /// Figure 14's rate tracking: the EWMA weight of each 1 s window (the paper names no
+    /// tracker).
+    pub ewma_alpha: f64,
+    /// Figure 14's check: the share of a schedule's resources below which they count
+    /// as idle and the node is rescheduled smaller.
+    pub idle_share: f64,
+}
+
+impl Constants {
+    /// The values the experiment is reported with.
+    pub const USED: Constants =
+        Constants { batching_charged: 1.0, base_rate: 80.0, ewma_alpha: 0.3, idle_share: 0.5 };
+
+    /// The artifact's batching costs, charged as these constants say.
+    fn batching(&self) -> profiles::BatchingCosts<'static> {
+        profiles::BatchingCosts { charged: self.batching_charged, ..BATCHING_2080TI }
+    }
+}
+
+impl Default for Constants {
+    fn default() -> Self {
+        Constants::USED
+    }
 }
 
 /// Error quantiles of predicted latency (relative error), on the validation share.
@@ -151,6 +189,10 @@ pub struct GpuletsResults {
     pub claims: Vec<Claim>,
     /// The claims as (id, paper, ours, holds).
     pub comparisons: Vec<Comparison>,
+    /// The claims judged again at a low and a high value of each constant of ours
+    /// ([`sensitivity`]); empty when not run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitivity: Vec<Sensitivity>,
 }
 
 fn quantiles(errors: &[f64]) -> ErrorQuantiles {
@@ -244,13 +286,13 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         .ok_or_else(|| ExperimentError::Config("the interference fit is degenerate".into()))?;
     let fitted_errors = quantiles(&interference::errors(&fitted, &validation));
     let authors_errors = quantiles(&interference::errors(&authors, &validation));
-    let paper = profiles::paper(UTIL_2080TI, BATCHING_2080TI, &profiles, authors)
+    let paper = profiles::paper(UTIL_2080TI, cfg.constants.batching(), &profiles, authors)
         .map_err(|e| ExperimentError::Config(e.to_string()))?;
     let v100 = profiles::v100(&profiles, fitted);
     let sets = vec![on_set(&paper, cfg.seed)?, on_set(&v100, cfg.seed)?];
     let throughput = throughput::run(&paper);
     let at_max_rate = serve_at_max(&paper, &throughput, cfg.seed)?;
-    let fluctuating = fluctuating::run(cfg.seed)?;
+    let fluctuating = fluctuating::run(cfg.seed, &cfg.constants)?;
     // tolerances fixed before reading our numbers: 5 points of error on each quantile
     let mut claims = vec![
         Claim::judge(
@@ -307,7 +349,56 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         fluctuating,
         claims,
         comparisons,
+        sensitivity: Vec::new(),
     })
+}
+
+/// Every constant of ours, with the range we think plausible (the reason in `what`).
+fn variations() -> Vec<Variation<Constants>> {
+    vec![
+        Variation {
+            name: "batching_charged",
+            what: "share of the input-batching cost charged to the batch on its gpu-let \
+                   (the paper does not say whether its frontend overlaps it)",
+            show: |k| k.batching_charged.to_string(),
+            low: |k| k.batching_charged = 0.0,
+            high: |k| k.batching_charged = 1.0,
+        },
+        Variation {
+            name: "base_rate",
+            what: "Figure 14's base rate per model, req/s (its traces are not published)",
+            show: |k| k.base_rate.to_string(),
+            low: |k| k.base_rate = 40.0,
+            high: |k| k.base_rate = 120.0,
+        },
+        Variation {
+            name: "ewma_alpha",
+            what: "Figure 14's rate tracking, the weight of each 1 s window",
+            show: |k| k.ewma_alpha.to_string(),
+            low: |k| k.ewma_alpha = 0.1,
+            high: |k| k.ewma_alpha = 0.7,
+        },
+        Variation {
+            name: "idle_share",
+            what: "Figure 14's check, the used share of a schedule below which it is idle",
+            show: |k| k.idle_share.to_string(),
+            low: |k| k.idle_share = 0.3,
+            high: |k| k.idle_share = 0.7,
+        },
+    ]
+}
+
+/// Each constant of ours at its low and high value, every other as used: every claim
+/// judged again beside those of `results`.
+pub fn sensitivity(results: &GpuletsResults) -> Result<Vec<Sensitivity>, ExperimentError> {
+    let cfg = &results.config;
+    claims::sensitivity(
+        &cfg.constants,
+        &results.claims,
+        &variations(),
+        |_| true,
+        |k| run(&GpuletsConfig { constants: *k, ..cfg.clone() }).map(|r| r.claims),
+    )
 }
 
 impl GpuletsResults {
@@ -764,7 +855,7 @@ fn throughput_section(
 }
 
 /// Figure 14, in Markdown.
-fn fluctuating_section(f: &fluctuating::Fluctuating) -> String {
+fn fluctuating_section(f: &fluctuating::Fluctuating, k: &Constants) -> String {
     let rows: Vec<String> = f
         .periods
         .iter()
@@ -788,9 +879,9 @@ fn fluctuating_section(f: &fluctuating::Fluctuating) -> String {
     format!(
         "## Fluctuating rates (Figure 14)\n\n\
          The paper's five models on 4 GPUs for 1,800 s, each model's Poisson rate on its own \
-         trace (ours: a base of 80 req/s, a wave peaking near 2.5x from 0 to 600 s and one \
+         trace (ours: a base of {base} req/s, a wave peaking near 2.5x from 0 to 600 s and one \
          near 4.5x from 900 to 1,500 s, per-model factors and shifts from the seed), served \
-         by gpu-lets with EWMA rate tracking, a check every 20 s, elastic partitioning with \
+         by gpu-lets with EWMA rate tracking (weight {alpha} per 1 s window), a check every {period} s, elastic partitioning with \
          interference when the schedule is at risk or idle, and each reorganization taking \
          15 s in the background while the old gpu-lets serve. {requests} requests; {v} \
          violated their SLO (paper: 0.14%); {reorg} reorganizations; {refused} checks found \
@@ -801,6 +892,9 @@ fn fluctuating_section(f: &fluctuating::Fluctuating) -> String {
          queue past the SLO — the same cause as the violations of Figure 13 above.\n\n\
          | period start (s) | requests/s | scheduled gpu-let sizes (% of a GPU, summed) | SLO violations |\n\
          |---|---|---|---|\n{rows}\n",
+        base = k.base_rate,
+        alpha = k.ewma_alpha,
+        period = fluctuating::PERIOD_S,
         requests = f.requests,
         v = pct(f.violation),
         reorg = f.reorganizations,
@@ -886,7 +980,7 @@ pub fn report(r: &GpuletsResults) -> String {
          V100) and the derived latencies.\n\n\
          {throughput}\n\
          {fluctuating}\n\
-         ## Claims\n\n{table}\n{yes} hold, {no} do not, {unmeasured} not measured.\n",
+         ## Claims\n\n{table}\n{yes} hold, {no} do not, {unmeasured} not measured.\n{constants}",
         rows = r.rows,
         samples = r.samples,
         train = r.split.0,
@@ -902,13 +996,24 @@ pub fn report(r: &GpuletsResults) -> String {
         models = r.models,
         sets = sets.join("\n"),
         throughput = throughput_section(&r.throughput, &r.at_max_rate, &r.sets),
-        fluctuating = fluctuating_section(&r.fluctuating),
+        fluctuating = fluctuating_section(&r.fluctuating, &r.config.constants),
+        constants = if r.sensitivity.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\n## Constants of ours\n\nEach constant that is ours, not the paper's, run again at a \
+                 low and a high plausible value (every other constant as used), every claim judged \
+                 again. The claims whose verdict changes:\n\n{}",
+                claims::sensitivity_table(&r.sensitivity)
+            )
+        },
     )
 }
 
 /// Run and write `results.json` and `report.md` into `out`.
 pub fn run_and_write(cfg: &GpuletsConfig, out: &Path) -> Result<GpuletsResults, ExperimentError> {
-    let r = run(cfg)?;
+    let mut r = run(cfg)?;
+    r.sensitivity = sensitivity(&r)?;
     super::write_results(out, &r, &report(&r))?;
     figures::draw(&r, out)?;
     Ok(r)
