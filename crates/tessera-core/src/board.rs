@@ -10,6 +10,7 @@ use crate::action::{Action, MemoryDenial, TaskEndReason};
 use crate::estimate::WindowMean;
 use crate::event::Event;
 use crate::free_order::{Busy, FreeOrder};
+use crate::id_table::IdTable;
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
 use crate::units::{Bytes, Nanos, PerMille};
@@ -178,7 +179,7 @@ pub struct Board {
     colocation: usize,
     /// Migrations under way: tenant -> (from, to).
     migrating: BTreeMap<TenantId, (GpuId, GpuId)>,
-    tenants: BTreeMap<TenantId, TenantQueue>,
+    tenants: IdTable<TenantQueue>,
     /// Tenants with a non-empty queue, in id order (round-robin walks these).
     backlogged: BTreeSet<TenantId>,
     /// Per class (batch, user-facing), each backlogged tenant's head-of-line task as
@@ -252,7 +253,7 @@ impl Board {
             gpus: gpus.iter().map(|g| (g.clone(), GpuState::new())).collect(),
             colocation: per_placement.max(1),
             migrating: BTreeMap::new(),
-            tenants: BTreeMap::new(),
+            tenants: IdTable::default(),
             backlogged: BTreeSet::new(),
             heads: [BTreeSet::new(), BTreeSet::new()],
             queued_count: [0; 2],
@@ -397,7 +398,7 @@ impl Board {
     /// Slurm job's is, runs only there).
     pub fn may_run_on(&self, tenant: TenantId, gpu: GpuId) -> bool {
         self.tenants
-            .get(&tenant)
+            .get(tenant.0)
             .is_none_or(|t| t.spec.gpus.is_empty() || t.spec.gpus.contains(&gpu))
     }
 
@@ -421,7 +422,7 @@ impl Board {
 
     /// The tenant's declared memory and what it holds per GPU.
     pub fn tenant_spec(&self, tenant: TenantId) -> Option<&TenantSpec> {
-        self.tenants.get(&tenant).map(|t| &t.spec)
+        self.tenants.get(tenant.0).map(|t| &t.spec)
     }
 
     /// Whether a migration of `tenant` is under way.
@@ -440,7 +441,7 @@ impl Board {
     ) -> Option<FinishedTask> {
         match event {
             Event::TenantRegistered(spec) => {
-                self.tenants.entry(spec.id).or_insert_with(|| TenantQueue {
+                self.tenants.get_or_insert_with(spec.id.0, || TenantQueue {
                     spec: spec.clone(),
                     queue: VecDeque::new(),
                     head: None,
@@ -530,7 +531,7 @@ impl Board {
     }
 
     fn submit(&mut self, now: Nanos, spec: &TaskSpec, out: &mut Vec<Action>) {
-        let Some(tenant) = self.tenants.get_mut(&spec.tenant).filter(|t| !t.leaving) else {
+        let Some(tenant) = self.tenants.get_mut(spec.tenant.0).filter(|t| !t.leaving) else {
             out.push(Action::EndTask { task: spec.id, reason: TaskEndReason::UnknownTenant });
             return;
         };
@@ -547,7 +548,7 @@ impl Board {
     /// Bring the head-of-line index and the backlog up to date with `tenant_id`'s
     /// queue, after its front changed.
     fn reindex(&mut self, tenant_id: TenantId) {
-        let Some(t) = self.tenants.get_mut(&tenant_id) else { return };
+        let Some(t) = self.tenants.get_mut(tenant_id.0) else { return };
         let heads = &mut self.heads[class_index(t.spec.class)];
         let was_backlogged = t.head.is_some();
         if let Some(seq) = t.head.take() {
@@ -572,11 +573,11 @@ impl Board {
         // Cancellations are rare: a walk of the queues costs less overall than an index
         // of every task kept up to date on every submission and completion.
         let found = self.backlogged.iter().find_map(|id| {
-            let pos = self.tenants.get(id)?.queue.iter().position(|q| q.spec.id == task)?;
+            let pos = self.tenants.get(id.0)?.queue.iter().position(|q| q.spec.id == task)?;
             Some((*id, pos))
         });
         let Some((tenant_id, pos)) = found else { return };
-        let Some(tenant) = self.tenants.get_mut(&tenant_id) else { return };
+        let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
         tenant.queue.remove(pos);
         self.queued_count[class_index(tenant.spec.class)] -= 1;
         if pos == 0 {
@@ -586,16 +587,16 @@ impl Board {
     }
 
     fn tenant_left(&mut self, tenant_id: TenantId, out: &mut Vec<Action>) {
-        let Some(tenant) = self.tenants.get_mut(&tenant_id) else { return };
+        let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
         self.queued_count[class_index(tenant.spec.class)] -= tenant.queue.len();
         let drained: Vec<QueuedTask> = tenant.queue.drain(..).collect();
         self.reindex(tenant_id);
-        let Some(tenant) = self.tenants.get_mut(&tenant_id) else { return };
+        let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
         for queued in drained {
             out.push(Action::EndTask { task: queued.spec.id, reason: TaskEndReason::TenantLeft });
         }
         if tenant.running == 0 {
-            self.tenants.remove(&tenant_id);
+            self.tenants.remove(tenant_id.0);
         } else {
             tenant.leaving = true;
         }
@@ -632,10 +633,10 @@ impl Board {
                 .push(ran_for);
             self.class_time[class_index(running.class)].push(ran_for);
         }
-        if let Some(tenant) = self.tenants.get_mut(&running.spec.tenant) {
+        if let Some(tenant) = self.tenants.get_mut(running.spec.tenant.0) {
             tenant.running -= 1;
             if tenant.leaving && tenant.running == 0 {
-                self.tenants.remove(&running.spec.tenant);
+                self.tenants.remove(running.spec.tenant.0);
             }
         }
         Some(FinishedTask {
@@ -706,7 +707,7 @@ impl Board {
     /// after a reset keeps both).
     pub fn oldest_queued_since(&self, classes: Classes) -> Option<Nanos> {
         let tenant = self.oldest_head(classes)?;
-        self.tenants.get(&tenant)?.queue.front().map(|q| q.submitted)
+        self.tenants.get(tenant.0)?.queue.front().map(|q| q.submitted)
     }
 
     /// The tenant whose head-of-line task was submitted first, among tenants in
@@ -720,7 +721,8 @@ impl Board {
     fn debug_check(&self) {
         if cfg!(debug_assertions) {
             let mut queued = [0; 2];
-            for (id, t) in &self.tenants {
+            for (id, t) in self.tenants.iter() {
+                let id = &TenantId(id);
                 let c = class_index(t.spec.class);
                 queued[c] += t.queue.len();
                 assert_eq!(t.queue.is_empty(), !self.backlogged.contains(id), "backlog of {id}");
@@ -743,7 +745,7 @@ impl Board {
     /// How many tasks `tenant` has queued, and when its oldest was submitted.
     pub fn queue_of(&self, tenant: TenantId) -> (usize, Option<Nanos>) {
         self.tenants
-            .get(&tenant)
+            .get(tenant.0)
             .map_or((0, None), |t| (t.queue.len(), t.queue.front().map(|q| q.submitted)))
     }
 
@@ -789,7 +791,7 @@ impl Board {
         if !self.has_room(placement) || !self.may_run_on(tenant, placement.gpu) {
             return None;
         }
-        let t = self.tenants.get_mut(&tenant)?;
+        let t = self.tenants.get_mut(tenant.0)?;
         let q = t.queue.pop_front()?;
         let task = q.spec.id;
         t.running += 1;
@@ -842,7 +844,7 @@ impl Board {
         if max == 0 || !self.has_room(placement) {
             return 0;
         }
-        let Some(t) = self.tenants.get_mut(&tenant) else { return 0 };
+        let Some(t) = self.tenants.get_mut(tenant.0) else { return 0 };
         let n = max.min(t.queue.len());
         if n == 0 {
             return 0;
@@ -896,13 +898,13 @@ impl Board {
             let id = r.spec.id;
             let tenant_id = r.spec.tenant;
             self.running_count[class_index(r.class)] -= 1;
-            let Some(t) = self.tenants.get_mut(&tenant_id) else { continue };
+            let Some(t) = self.tenants.get_mut(tenant_id.0) else { continue };
             t.running -= 1;
             if t.leaving {
                 // Its tenant is gone: the killed task cannot be re-issued.
                 out.push(Action::EndTask { task: id, reason: TaskEndReason::TenantLeft });
                 if t.running == 0 {
-                    self.tenants.remove(&tenant_id);
+                    self.tenants.remove(tenant_id.0);
                 }
                 continue;
             }

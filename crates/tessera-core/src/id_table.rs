@@ -1,0 +1,154 @@
+//! A map from ids that are handed out in increasing order (tenants: the daemon and the
+//! simulator number them from 0 and never reuse one) to values, with O(1) look-ups:
+//! the live ids lie in a window `[base, base + len)` held as a dense array, which slides
+//! forward as the oldest ids leave. The policies look a tenant up on every event; a tree
+//! costs a walk of pointers there, and at thousands of tenants a cache miss per level.
+//!
+//! An id far outside the window (more than [`MAX_GAP`] slots beyond it, or below it)
+//! goes to a sorted side map instead, so that an odd id costs a tree look-up, never an
+//! array of its size.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// The most empty slots an insertion may add to the dense window.
+const MAX_GAP: u64 = 4096;
+
+/// Values by id, dense over the window of live ids.
+#[derive(Clone, Debug)]
+pub(crate) struct IdTable<V> {
+    /// The id of `dense[0]`.
+    base: u64,
+    dense: VecDeque<Option<V>>,
+    /// Live values in `dense`.
+    dense_len: usize,
+    /// Ids that did not fit the window.
+    sparse: BTreeMap<u64, V>,
+}
+
+impl<V> Default for IdTable<V> {
+    fn default() -> Self {
+        IdTable { base: 0, dense: VecDeque::new(), dense_len: 0, sparse: BTreeMap::new() }
+    }
+}
+
+impl<V> IdTable<V> {
+    /// The index of `id` in `dense`, if it lies in the window.
+    fn index(&self, id: u64) -> Option<usize> {
+        let i = id.checked_sub(self.base)?;
+        (i < self.dense.len() as u64).then_some(i as usize)
+    }
+
+    /// The value of `id`.
+    pub(crate) fn get(&self, id: u64) -> Option<&V> {
+        match self.index(id) {
+            Some(i) => self.dense[i].as_ref(),
+            None if self.sparse.is_empty() => None,
+            None => self.sparse.get(&id),
+        }
+    }
+
+    /// The value of `id`, mutably.
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut V> {
+        match self.index(id) {
+            Some(i) => self.dense[i].as_mut(),
+            None if self.sparse.is_empty() => None,
+            None => self.sparse.get_mut(&id),
+        }
+    }
+
+    /// The value of `id`, inserted by `make` if absent.
+    pub(crate) fn get_or_insert_with(&mut self, id: u64, make: impl FnOnce() -> V) -> &mut V {
+        if self.dense_len == 0 && self.sparse.is_empty() {
+            self.dense.clear();
+            self.base = id;
+        }
+        let end = self.base.saturating_add(self.dense.len() as u64);
+        if id >= self.base && id < end.saturating_add(MAX_GAP) {
+            let i = (id - self.base) as usize;
+            if i >= self.dense.len() {
+                self.dense.resize_with(i + 1, || None);
+            }
+            let slot = &mut self.dense[i];
+            if slot.is_none() {
+                self.dense_len += 1;
+            }
+            return slot.get_or_insert_with(make);
+        }
+        self.sparse.entry(id).or_insert_with(make)
+    }
+
+    /// Remove `id`'s value; the window slides past leading empty slots.
+    pub(crate) fn remove(&mut self, id: u64) -> Option<V> {
+        let Some(i) = self.index(id) else { return self.sparse.remove(&id) };
+        let v = self.dense[i].take();
+        if v.is_some() {
+            self.dense_len -= 1;
+        }
+        while let Some(None) = self.dense.front() {
+            self.dense.pop_front();
+            // (wraps only once the window is empty, when `base` means nothing)
+            self.base = self.base.wrapping_add(1);
+        }
+        v
+    }
+
+    /// Every (id, value), in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
+        let mut dense = self
+            .dense
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().map(|v| (self.base + i as u64, v)))
+            .peekable();
+        let mut sparse = self.sparse.iter().map(|(k, v)| (*k, v)).peekable();
+        std::iter::from_fn(move || match (dense.peek(), sparse.peek()) {
+            (Some(a), Some(b)) if b.0 < a.0 => sparse.next(),
+            (Some(_), _) => dense.next(),
+            (None, _) => sparse.next(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the ids and their order, the table answers as a sorted map does.
+        #[test]
+        fn behaves_as_a_sorted_map(ops in proptest::collection::vec(
+            (any::<bool>(), prop_oneof![0u64..64, 0u64..10_000, any::<u64>()]), 0..300)
+        ) {
+            let mut table = IdTable::default();
+            let mut model = BTreeMap::new();
+            for (insert, id) in ops {
+                if insert {
+                    *table.get_or_insert_with(id, || 0u64) += 1;
+                    *model.entry(id).or_insert(0u64) += 1;
+                } else {
+                    prop_assert_eq!(table.remove(id), model.remove(&id));
+                }
+                prop_assert_eq!(table.get(id), model.get(&id));
+            }
+            let all: Vec<_> = table.iter().map(|(k, v)| (k, *v)).collect();
+            let expected: Vec<_> = model.iter().map(|(k, v)| (*k, *v)).collect();
+            prop_assert_eq!(all, expected);
+        }
+    }
+
+    /// Ids leaving in order slide the window: it holds only the live ones.
+    #[test]
+    fn the_window_slides_as_the_oldest_ids_leave() {
+        let mut t = IdTable::default();
+        for id in 0..1000u64 {
+            t.get_or_insert_with(id, || id);
+            if id >= 10 {
+                t.remove(id - 10);
+            }
+        }
+        assert_eq!(t.dense.len(), 10);
+        assert_eq!(t.base, 990);
+        assert!(t.sparse.is_empty());
+    }
+}
