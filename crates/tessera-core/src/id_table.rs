@@ -77,6 +77,23 @@ impl<V> IdTable<V> {
         self.sparse.entry(id).or_insert_with(make)
     }
 
+    /// Set `id`'s value, returning the one it replaces.
+    pub(crate) fn insert(&mut self, id: u64, value: V) -> Option<V> {
+        let mut value = Some(value);
+        let slot = self.get_or_insert_with(id, || value.take().expect("taken once"));
+        value.map(|v| std::mem::replace(slot, v))
+    }
+
+    /// Every (id, value) mutably, in no particular order.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut V)> {
+        let base = self.base;
+        self.dense
+            .iter_mut()
+            .enumerate()
+            .filter_map(move |(i, v)| v.as_mut().map(|v| (base + i as u64, v)))
+            .chain(self.sparse.iter_mut().map(|(k, v)| (*k, v)))
+    }
+
     /// Remove `id`'s value; the window slides past leading empty slots.
     pub(crate) fn remove(&mut self, id: u64) -> Option<V> {
         let Some(i) = self.index(id) else { return self.sparse.remove(&id) };
@@ -123,13 +140,21 @@ mod tests {
             let mut table = IdTable::default();
             let mut model = BTreeMap::new();
             for (insert, id) in ops {
-                if insert {
+                if insert && id % 3 == 0 {
+                    prop_assert_eq!(table.insert(id, 7), model.insert(id, 7));
+                } else if insert {
                     *table.get_or_insert_with(id, || 0u64) += 1;
                     *model.entry(id).or_insert(0u64) += 1;
                 } else {
                     prop_assert_eq!(table.remove(id), model.remove(&id));
                 }
                 prop_assert_eq!(table.get(id), model.get(&id));
+            }
+            for (_, v) in table.iter_mut() {
+                *v += 1;
+            }
+            for v in model.values_mut() {
+                *v += 1;
             }
             let all: Vec<_> = table.iter().map(|(k, v)| (k, *v)).collect();
             let expected: Vec<_> = model.iter().map(|(k, v)| (*k, *v)).collect();

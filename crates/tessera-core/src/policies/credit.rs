@@ -16,6 +16,7 @@
 use crate::action::Action;
 use crate::board::Board;
 use crate::event::Event;
+use crate::id_table::IdTable;
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::GpuSpec;
 use crate::policy::Policy;
@@ -56,7 +57,7 @@ struct Account {
 #[derive(Debug)]
 pub struct Credit {
     board: Board,
-    accounts: BTreeMap<TenantId, Account>,
+    accounts: IdTable<Account>,
     /// The tenants ready for a quantum (not running, tasks queued), UNDER (credit
     /// left) and OVER, each in round-robin order: a dispatch takes the first, not a
     /// walk of every tenant.
@@ -91,7 +92,7 @@ impl Credit {
     pub fn new(gpus: &[GpuSpec]) -> Credit {
         Credit {
             board: Board::new(gpus),
-            accounts: BTreeMap::new(),
+            accounts: IdTable::default(),
             ready: [BTreeSet::new(), BTreeSet::new()],
             next_turn: 0,
             next_accounting: ACCOUNTING_PERIOD,
@@ -119,16 +120,16 @@ impl Credit {
     fn coschedule(&mut self, now: Nanos, tenant: TenantId, actions: &mut Vec<Action>) {
         // credits as they stand now: the running quanta pay for their time so far
         self.debit_running(now);
-        let Some(a) = self.accounts.get(&tenant) else { return };
+        let Some(a) = self.accounts.get(tenant.0) else { return };
         if a.running.is_some() || self.board.queue_of(tenant).0 == 0 || self.favoured.is_some() {
             return;
         }
-        let others = self.accounts.iter().filter(|(t, _)| **t != tenant).map(|(_, o)| o.credit);
+        let others = self.accounts.iter().filter(|(t, _)| *t != tenant.0).map(|(_, o)| o.credit);
         if !strict_coscheduling_accepts(a.credit, others) {
             return;
         }
         let holder = self.running.iter().find_map(|t| {
-            let o = self.accounts.get(t)?;
+            let o = self.accounts.get(t.0)?;
             (*t != tenant && self.board.may_run_on(tenant, o.running_on)).then_some(o.running?)
         });
         if let Some(task) = holder {
@@ -139,12 +140,12 @@ impl Credit {
 
     /// A tenant's credit, ns.
     pub fn credit(&self, tenant: TenantId) -> Option<i64> {
-        self.accounts.get(&tenant).map(|a| a.credit)
+        self.accounts.get(tenant.0).map(|a| a.credit)
     }
 
     /// Put `tenant` on the ready list its state says (or on none).
     fn relist(&mut self, tenant: TenantId) {
-        let Some(a) = self.accounts.get_mut(&tenant) else { return };
+        let Some(a) = self.accounts.get_mut(tenant.0) else { return };
         if let Some(under) = a.listed.take() {
             self.ready[list(under)].remove(&(a.turn, tenant));
         }
@@ -159,7 +160,7 @@ impl Credit {
     /// Debit every running quantum its time up to `at` (Xen's tick).
     fn debit_running(&mut self, at: Nanos) {
         for t in &self.running {
-            let Some(a) = self.accounts.get_mut(t) else { continue };
+            let Some(a) = self.accounts.get_mut(t.0) else { continue };
             let so_far = at.saturating_sub(a.running_since).0 as i64;
             a.credit -= so_far - a.debited;
             a.debited = so_far;
@@ -173,7 +174,7 @@ impl Credit {
             return;
         }
         for tenant in &self.running {
-            let Some(a) = self.accounts.get(tenant) else { continue };
+            let Some(a) = self.accounts.get(tenant.0) else { continue };
             let Some(task) = a.running else { continue };
             if a.credit >= 0 || self.ending.contains(&task) {
                 continue;
@@ -199,19 +200,25 @@ impl Credit {
         let active: Vec<TenantId> = self
             .accounts
             .iter()
-            .filter(|(t, a)| a.worked || a.running.is_some() || self.board.queue_of(**t).0 > 0)
-            .map(|(t, _)| *t)
+            .filter(|(t, a)| {
+                a.worked || a.running.is_some() || self.board.queue_of(TenantId(*t)).0 > 0
+            })
+            .map(|(t, _)| TenantId(t))
             .collect();
         for (t, a) in self.accounts.iter_mut() {
-            a.worked = a.running.is_some() || self.board.queue_of(*t).0 > 0;
+            a.worked = a.running.is_some() || self.board.queue_of(TenantId(t)).0 > 0;
         }
-        let total_weight: u64 = active.iter().map(|t| u64::from(self.accounts[t].weight)).sum();
+        let total_weight: u64 = active
+            .iter()
+            .filter_map(|t| self.accounts.get(t.0))
+            .map(|a| u64::from(a.weight))
+            .sum();
         if total_weight == 0 {
             return;
         }
         let period = ACCOUNTING_PERIOD.0 as i64 * self.gpus as i64;
         for t in active {
-            let a = self.accounts.get_mut(&t).expect("listed above");
+            let Some(a) = self.accounts.get_mut(t.0) else { continue };
             let share = period * i64::from(a.weight) / total_weight as i64;
             a.credit = (a.credit + share).min(share);
             self.relist(t);
@@ -223,7 +230,7 @@ impl Credit {
     fn pick(&self, gpu: GpuId) -> Option<TenantId> {
         if let Some(t) = self.favoured
             && self.board.may_run_on(t, gpu)
-            && self.accounts.get(&t).is_some_and(|a| a.listed.is_some())
+            && self.accounts.get(t.0).is_some_and(|a| a.listed.is_some())
         {
             return Some(t);
         }
@@ -241,7 +248,7 @@ impl Credit {
                     continue;
                 }
                 let task = self.board.dispatch(now, gpu, tenant, actions);
-                if let (Some(task), Some(a)) = (task, self.accounts.get_mut(&tenant)) {
+                if let (Some(task), Some(a)) = (task, self.accounts.get_mut(tenant.0)) {
                     a.running = Some(task);
                     self.running.insert(tenant);
                     a.running_since = now;
@@ -275,7 +282,7 @@ impl Policy for Credit {
                 let turn = self.next_turn;
                 self.next_turn += 1;
                 self.accounts.insert(
-                    spec.id,
+                    spec.id.0,
                     Account {
                         weight: spec.weight.max(1),
                         credit: 0,
@@ -309,25 +316,25 @@ impl Policy for Credit {
                     self.favoured = None;
                 }
                 self.running.remove(tenant);
-                if let Some(a) = self.accounts.remove(tenant)
+                if let Some(a) = self.accounts.remove(tenant.0)
                     && let Some(under) = a.listed
                 {
                     self.ready[list(under)].remove(&(a.turn, *tenant));
                 }
             }
             Event::TenantWeightChanged { tenant, weight } => {
-                if let Some(a) = self.accounts.get_mut(tenant) {
+                if let Some(a) = self.accounts.get_mut(tenant.0) {
                     a.weight = (*weight).max(1);
                 }
             }
             Event::TenantCharged { tenant, ran } => {
-                if let Some(a) = self.accounts.get_mut(tenant) {
+                if let Some(a) = self.accounts.get_mut(tenant.0) {
                     a.credit -= ran.0 as i64;
                 }
                 self.relist(*tenant);
             }
             Event::TaskSubmitted(spec) => {
-                if let Some(a) = self.accounts.get_mut(&spec.tenant) {
+                if let Some(a) = self.accounts.get_mut(spec.tenant.0) {
                     a.worked = true;
                 }
                 self.relist(spec.tenant);
@@ -335,7 +342,7 @@ impl Policy for Credit {
             _ => {}
         }
         if let Some((tenant, ran)) = finished {
-            if let Some(a) = self.accounts.get_mut(&tenant) {
+            if let Some(a) = self.accounts.get_mut(tenant.0) {
                 if let Some(under) = a.listed.take() {
                     self.ready[list(under)].remove(&(a.turn, tenant));
                 }
