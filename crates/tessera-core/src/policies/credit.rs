@@ -146,12 +146,18 @@ impl Credit {
     /// Put `tenant` on the ready list its state says (or on none).
     fn relist(&mut self, tenant: TenantId) {
         let Some(a) = self.accounts.get_mut(tenant.0) else { return };
+        // Xen's credit1: UNDER while the credit is not negative
+        let wanted =
+            (a.running.is_none() && self.board.queue_of(tenant).0 > 0).then_some(a.credit >= 0);
+        // a tenant listed where it belongs stays put (its turn only changes off the
+        // lists): the accounting relists every tenant every period
+        if wanted == a.listed {
+            return;
+        }
         if let Some(under) = a.listed.take() {
             self.ready[list(under)].remove(&(a.turn, tenant));
         }
-        if a.running.is_none() && self.board.queue_of(tenant).0 > 0 {
-            // Xen's credit1: UNDER while the credit is not negative
-            let under = a.credit >= 0;
+        if let Some(under) = wanted {
             self.ready[list(under)].insert((a.turn, tenant));
             a.listed = Some(under);
         }
