@@ -214,11 +214,8 @@ impl Credit {
         for (t, a) in self.accounts.iter_mut() {
             a.worked = a.running.is_some() || self.board.queue_of(TenantId(t)).0 > 0;
         }
-        let total_weight: u64 = active
-            .iter()
-            .filter_map(|t| self.accounts.get(t.0))
-            .map(|a| u64::from(a.weight))
-            .sum();
+        let total_weight: u64 =
+            active.iter().filter_map(|t| self.accounts.get(t.0)).map(|a| u64::from(a.weight)).sum();
         if total_weight == 0 {
             return;
         }
