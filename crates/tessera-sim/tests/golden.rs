@@ -242,3 +242,22 @@ fn gpulets_interference_is_deterministic_and_judged() {
     let other = run(&GpuletsConfig { seed: 2, constants: Default::default() }).unwrap();
     assert_ne!(other.fitted, a.fitted, "the split follows the seed");
 }
+
+/// The report's explanation of the differences comes from the run: doubling one
+/// concurrent makespan changes it (it was a fixed text with numbers in it).
+#[test]
+fn schedgpu_differences_prose_follows_the_numbers() {
+    let (mut r, _) = tessera_sim::experiments::schedgpu::run().unwrap();
+    let section = |r: &tessera_sim::experiments::schedgpu::SchedGpuResults| {
+        let report = tessera_sim::experiments::schedgpu::report(r);
+        let after = report.split("## Where we differ").nth(1).unwrap().to_string();
+        after.split("## Application profiles").next().unwrap().to_string()
+    };
+    let before = section(&r);
+    for s in
+        r.scenarios.iter_mut().filter(|s| s.scenario == "12 x ARA" && s.configuration == "FIFO")
+    {
+        s.makespan_s *= 2.0;
+    }
+    assert_ne!(before, section(&r));
+}
