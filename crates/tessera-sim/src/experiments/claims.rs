@@ -452,6 +452,17 @@ where
         .collect())
 }
 
+/// The report's "Constants of ours" section, without surrounding blank lines: its
+/// intro says which claims were `judged` again (and on what), then the table.
+pub fn sensitivity_section(judged: &str, sensitivity: &[Sensitivity]) -> String {
+    format!(
+        "## Constants of ours\n\nEach constant that is ours, not the paper's, run again at a low and \
+         a high plausible value (every other constant as used), {judged}. The claims whose verdict \
+         changes:\n\n{}",
+        sensitivity_table(sensitivity).trim_end()
+    )
+}
+
 /// The report's table of constants: for each, the claims whose verdict changes
 /// between its low, used and high value.
 pub fn sensitivity_table(sensitivity: &[Sensitivity]) -> String {

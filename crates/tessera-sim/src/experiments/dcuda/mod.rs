@@ -735,17 +735,13 @@ pub fn report(r: &DcudaResults) -> String {
     let (yes, no, unmeasured) = claims::tally(&r.claims);
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.");
     if !r.sensitivity.is_empty() {
-        let _ = writeln!(
-            s,
-            "\n## Constants of ours\n\nEach constant that is ours, not the paper's, run again \
-             at a low and a high plausible value (every other constant as used), every claim \
-             judged again, on {} arrival orders per load (the used values too, so that the \
-             columns compare like with like; the claims above are on {}). The claims whose \
-             verdict changes:\n\n{}",
+        let judged = format!(
+            "every claim judged again, on {} arrival orders per load (the used values too, so \
+             that the columns compare like with like; the claims above are on {})",
             r.config.orders.min(SENSITIVITY_ORDERS),
             r.config.orders,
-            claims::sensitivity_table(&r.sensitivity).trim_end()
         );
+        let _ = writeln!(s, "\n{}", claims::sensitivity_section(&judged, &r.sensitivity));
     }
     s
 }

@@ -727,13 +727,8 @@ pub fn report(r: &FairgvResults) -> String {
     let _ = writeln!(s, "\n## Claims\n\n{}", claims::table(&r.claims));
     let (yes, no, unmeasured) = claims::tally(&r.claims);
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.");
-    let _ = writeln!(
-        s,
-        "\n## Constants of ours\n\nEach constant that is ours, not the paper's, run again \
-         at a low and a high plausible value (every other constant as used), every claim \
-         that depends on the setting judged again. The claims whose verdict changes:\n\n{}",
-        claims::sensitivity_table(&r.sensitivity).trim_end()
-    );
+    let judged = "every claim that depends on the setting judged again";
+    let _ = writeln!(s, "\n{}", claims::sensitivity_section(judged, &r.sensitivity));
     let fg = |setup: &str| {
         r.rows
             .iter()

@@ -575,14 +575,16 @@ pub fn sensitivity(
     let main_only = FlexyConfig { modes: vec![main], ..cfg.clone() };
     let label = main.label();
     let done = AtomicUsize::new(0);
+    let variations = variations();
+    let runs = 2 * variations.len();
     super::claims::sensitivity(
         &main_only,
         &results.claims,
-        &variations(),
+        &variations,
         |c| c.scope == label,
         |k| {
             let r = run(k, &|_, _| {})?;
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1, 2 * variations().len());
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, runs);
             Ok(r.claims)
         },
     )

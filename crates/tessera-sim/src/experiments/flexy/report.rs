@@ -58,13 +58,8 @@ pub fn report(r: &FlexyResults) -> String {
     corrections(&mut s, r);
     assumptions(&mut s, r);
     if !r.sensitivity.is_empty() {
-        let _ = writeln!(
-            s,
-            "## Constants of ours\n\nEach constant that is ours, not the paper's, run again at a low and \
-             a high plausible value (every other constant as used), the main reading's claims judged \
-             again on the same loads, mixes and runs. The claims whose verdict changes:\n\n{}\n",
-            claims::sensitivity_table(&r.sensitivity).trim_end()
-        );
+        let judged = "the main reading's claims judged again on the same loads, mixes and runs";
+        let _ = writeln!(s, "{}\n", claims::sensitivity_section(judged, &r.sensitivity));
     }
     let _ = writeln!(s, "## Figures\n");
     for (i, mode) in c.modes.iter().enumerate() {

@@ -1000,12 +1000,8 @@ pub fn report(r: &GpuletsResults) -> String {
         constants = if r.sensitivity.is_empty() {
             String::new()
         } else {
-            format!(
-                "\n## Constants of ours\n\nEach constant that is ours, not the paper's, run again at a \
-                 low and a high plausible value (every other constant as used), every claim judged \
-                 again. The claims whose verdict changes:\n\n{}",
-                claims::sensitivity_table(&r.sensitivity)
-            )
+            let judged = "every claim judged again";
+            format!("\n{}\n", claims::sensitivity_section(judged, &r.sensitivity))
         },
     )
 }
