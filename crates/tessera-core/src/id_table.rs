@@ -66,7 +66,7 @@ impl<V> IdTable<V> {
         if id >= self.base && id < end.saturating_add(MAX_GAP) {
             let i = (id - self.base) as usize;
             if i >= self.dense.len() {
-                self.dense.resize_with(i + 1, || None);
+                self.grow_to(i + 1);
             }
             let slot = &mut self.dense[i];
             if slot.is_none() {
@@ -92,6 +92,24 @@ impl<V> IdTable<V> {
             .enumerate()
             .filter_map(move |(i, v)| v.as_mut().map(|v| (base + i as u64, v)))
             .chain(self.sparse.iter_mut().map(|(k, v)| (*k, v)))
+    }
+
+    /// Grow the window to `len` slots, moving into it the side map's ids it now covers
+    /// (an id lives in the window or in the side map, never both).
+    fn grow_to(&mut self, len: usize) {
+        let old_end = self.base.saturating_add(self.dense.len() as u64);
+        self.dense.resize_with(len, || None);
+        if self.sparse.is_empty() {
+            return;
+        }
+        let new_end = self.base.saturating_add(len as u64);
+        let mut covered = self.sparse.split_off(&old_end);
+        let mut beyond = covered.split_off(&new_end);
+        self.sparse.append(&mut beyond);
+        for (id, v) in covered {
+            self.dense[(id - self.base) as usize] = Some(v);
+            self.dense_len += 1;
+        }
     }
 
     /// Remove `id`'s value; the window slides past leading empty slots.
@@ -160,6 +178,22 @@ mod tests {
             let expected: Vec<_> = model.iter().map(|(k, v)| (*k, *v)).collect();
             prop_assert_eq!(all, expected);
         }
+    }
+
+    /// An id put in the side map, then covered by the window as it grows, is one entry:
+    /// the window takes it over (it was found twice, once on each side).
+    #[test]
+    fn a_side_map_id_the_window_grows_over_moves_into_it() {
+        let mut t = IdTable::default();
+        for id in [0, 6647, 1296, 2551] {
+            *t.get_or_insert_with(id, || 0u64) += 1;
+        }
+        *t.get_or_insert_with(6647, || 0u64) += 1;
+        assert_eq!(t.get(6647), Some(&2));
+        assert!(t.sparse.is_empty());
+        assert_eq!(t.iter().count(), 4);
+        assert_eq!(t.remove(6647), Some(2));
+        assert_eq!(t.get(6647), None);
     }
 
     /// Ids leaving in order slide the window: it holds only the live ones.
