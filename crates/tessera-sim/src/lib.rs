@@ -7,11 +7,10 @@
 //! - [`workload`]: what the engine replays: jobs of tasks with their true costs.
 //! - [`workloads`]: generators, one per paper.
 //! - [`engine`]: the event loop over tasks; checks the core's invariants as it runs.
-//! - [`phase_engine`]: the event loop over whole applications with CPU and GPU phases
-//!   and memory admission (schedGPU's experiments).
 //! - [`programs`]: the event loop over programs (CPU work on a modelled CPU,
-//!   asynchronous and synchronous GPU calls, sleeps) whose GPU quanta a core policy
-//!   hands out (FairGV's experiments).
+//!   asynchronous and synchronous GPU calls, memory allocation and release, sleeps):
+//!   GPU quanta or memory handed out by a core policy (FairGV's and schedGPU's
+//!   experiments).
 //! - [`metrics`]: what a run measured.
 //! - [`experiments`]: one module per paper, writing JSON, SVG and Markdown.
 //! - [`plot`]: SVG figures.
@@ -21,7 +20,6 @@ pub mod engine;
 pub mod experiments;
 pub mod metrics;
 pub mod perf;
-pub mod phase_engine;
 pub mod plot;
 pub mod programs;
 pub mod slot_model;

@@ -33,27 +33,53 @@
 //! queued as [`Event::CoscheduleRequested`], which the core's Strict policy may answer
 //! with [`Action::EndQuantum`].
 //!
-//! What is not here yet (issue 23): memory phases (schedGPU's phase engine still runs
-//! its own loop) and kernels with launch shapes on the concurrent GPU model (the
-//! device runs kernels one at a time, FairGV's non-preemptive testbed).
+//! **Memory and the shared device** (schedGPU's node): a program may allocate and
+//! free GPU memory, each allocation a [`Event::MemoryRequested`] that waits (its
+//! thread blocked, its core idle) until the policy grants it; the engine checks that
+//! what is granted never exceeds the GPU's memory. On [`Device::Shared`] the GPU is
+//! `tessera-gpu`'s processor-shared model ([`SharedGpu`], the one the task engine and
+//! the daemon's emulated GPUs run): every launched kernel runs at once, keeping the GPU
+//! busy its `intensity` of the time when alone, all slowed alike when together they
+//! ask for more than the GPU; no quanta are asked for (the policy decides memory only).
+//! With [`Admission::OnePerCore`] programs that run a fixed number of rounds start in
+//! order, one per free core, as a batch queue does.
+//!
+//! What is not here yet (issue 23): kernels with launch shapes on the concurrent GPU
+//! model (the queue device runs kernels one at a time, FairGV's non-preemptive
+//! testbed).
 
 use crate::engine::SimError;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use tessera_core::event::MemoryWait;
 use tessera_core::policies::credit::Interactivity;
 use tessera_core::{
-    Action, Event, GpuId, Nanos, Placement, Policy, ServiceClass, TaskId, TaskSpec, TenantId,
-    TenantSpec,
+    Action, Bytes, Event, GpuId, MemRequestId, Nanos, Placement, Policy, ServiceClass, TaskId,
+    TaskSpec, TenantId, TenantSpec,
 };
+use tessera_gpu::sharing::{self, SharedGpu};
 
 /// One step of a program.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Phase {
     /// Work on the CPU, ns of core time.
     Cpu(Nanos),
-    /// An asynchronous GPU call: a kernel of this length onto the thread's ring.
+    /// An asynchronous GPU call: a kernel of this length onto the thread's ring (on
+    /// the shared device: a kernel of this length alone, keeping the GPU busy).
     Launch(Nanos),
+    /// An asynchronous GPU call on the shared device: a kernel that takes `alone` by
+    /// itself and keeps the GPU busy `intensity` (0-1] of that time.
+    Kernel {
+        /// Its duration alone.
+        alone: Nanos,
+        /// The share of the GPU it keeps busy.
+        intensity: f64,
+    },
+    /// Allocate GPU memory: waits, blocked, until the policy grants it.
+    Alloc(Bytes),
+    /// Free GPU memory it holds.
+    Free(Bytes),
     /// A synchronous call: waits until every kernel of the thread has run.
     Sync,
     /// Waits for the thread's kernels like `Sync`, but is not a call.
@@ -68,6 +94,22 @@ pub enum Phase {
 pub struct Program {
     /// The phases of one round.
     pub phases: Vec<Phase>,
+    /// Rounds it runs before it ends (and leaves its core and memory); `None` loops
+    /// for ever.
+    #[serde(default)]
+    pub rounds: Option<u32>,
+}
+
+impl Program {
+    /// A program that runs `phases` in a loop for ever.
+    pub fn looping(phases: Vec<Phase>) -> Program {
+        Program { phases, rounds: None }
+    }
+
+    /// A program that runs `phases` once and ends.
+    pub fn once(phases: Vec<Phase>) -> Program {
+        Program { phases, rounds: Some(1) }
+    }
 }
 
 /// One tenant: a program on a thread pinned to a core, with a weight for the CPU and
@@ -76,8 +118,12 @@ pub struct Program {
 pub struct ProgramTenant {
     /// Weight (at least 1).
     pub weight: u32,
-    /// The core its thread is pinned to.
+    /// The core its thread is pinned to (with [`Admission::OnePerCore`]: ignored, the
+    /// first free core).
     pub core: usize,
+    /// Its priority, for policies that have them (schedGPU's priority notification).
+    #[serde(default)]
+    pub priority: u8,
     /// What it runs.
     pub program: Program,
 }
@@ -161,21 +207,61 @@ pub enum Coscheduling {
     CpuCentric,
 }
 
+/// How the GPU runs kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Device {
+    /// One kernel at a time from a FIFO queue, its time handed out in quanta by the
+    /// policy through the launch gate (FairGV's non-preemptive testbed); uses the
+    /// node's `ring`, `device_depth` and `gate`.
+    Queue,
+    /// Processor sharing on `tessera-gpu`'s shared model, every launched kernel at once
+    /// and no quanta (schedGPU's node: the policy decides memory only).
+    Shared,
+}
+
+/// When tenants start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Admission {
+    /// All at time 0, each thread on the core it is pinned to.
+    Pinned,
+    /// In order, each on the lowest core no running tenant holds, as cores free up: a
+    /// batch queue of one job per core (schedGPU §6). Programs must end (`rounds`).
+    OnePerCore,
+}
+
 /// The node's options.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeModel {
     /// The CPU.
     pub cpu: CpuModel,
-    /// How threads wait.
+    /// How threads wait for their GPU work (a memory allocation always blocks).
     pub wait: WaitMode,
-    /// Kernels a ring holds (an asynchronous call waits while it is full).
+    /// How the GPU runs kernels.
+    pub device: Device,
+    /// The queue device's: kernels a ring holds (an asynchronous call waits while it
+    /// is full).
     pub ring: usize,
-    /// Kernels the device's queue holds, all tenants together.
+    /// The queue device's: kernels its queue holds, all tenants together.
     pub device_depth: usize,
-    /// The launch gate.
+    /// The queue device's launch gate.
     pub gate: Gate,
     /// Coscheduling.
     pub coscheduling: Coscheduling,
+    /// When tenants start.
+    pub admission: Admission,
+    /// The GPU's memory.
+    pub gpu_memory: Bytes,
+}
+
+/// The node's state at one instant (recorded by [`ProgramSim::sampled`] runs).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Time, seconds.
+    pub t: f64,
+    /// GPU utilisation (0-1).
+    pub gpu: f64,
+    /// GPU memory granted (0-1).
+    pub memory: f64,
 }
 
 /// What a run measured.
@@ -196,6 +282,18 @@ pub struct ProgramOutcome {
     pub picks: Vec<u64>,
     /// Events processed.
     pub events: u64,
+    /// The run's length, ns: the duration asked for, or when the last program ended.
+    pub duration_ns: u64,
+    /// Per tenant: when it started, ns.
+    pub started_ns: Vec<u64>,
+    /// Per tenant: when its program ended, ns (`None`: it did not).
+    pub ended_ns: Vec<Option<u64>>,
+    /// Per tenant: time its allocations waited, ns.
+    pub memory_wait_ns: Vec<u64>,
+    /// Mean share of the GPU's memory granted over the run (0-1).
+    pub memory_busy: f64,
+    /// The node at the end of every instant something changed (sampled runs only).
+    pub samples: Vec<Sample>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -210,6 +308,8 @@ enum Ev {
     SleepEnds(usize),
     /// The device's front kernel ends.
     KernelEnds(u64),
+    /// The shared device's next kernel finishes.
+    SharedFinish(u64),
     /// A synchronisation's idle GPU time ends.
     SyncEnds(u64),
     /// The online quantum's slice time is up.
@@ -224,11 +324,14 @@ enum Wait {
     Drained { call: bool },
     /// Room on its ring for this kernel.
     Room(Nanos),
+    /// A grant of its memory request.
+    Memory { request: MemRequestId, granted: bool },
 }
 
 #[derive(Debug)]
 struct Thread {
     weight: f64,
+    priority: u8,
     core: usize,
     phases: Vec<Phase>,
     pc: usize,
@@ -250,6 +353,19 @@ struct Thread {
     gpu_ns: u64,
     cpu_ns: u64,
     picks: u64,
+    /// Rounds still to run (`None`: for ever).
+    rounds_left: Option<u32>,
+    /// Started (registered with the policy) and not ended.
+    admitted: bool,
+    ended: Option<Nanos>,
+    started: Nanos,
+    /// Memory it was granted and holds.
+    held: Bytes,
+    /// Since when its current allocation waits.
+    wait_since: Nanos,
+    memory_wait_ns: u64,
+    /// Kernels it launched on the shared device.
+    launched: u64,
 }
 
 impl Thread {
@@ -262,6 +378,7 @@ impl Thread {
             None => true,
             Some(Wait::Drained { .. }) => self.drained(),
             Some(Wait::Room(_)) => self.ring.len() < ring,
+            Some(Wait::Memory { granted, .. }) => granted,
         }
     }
 }
@@ -316,6 +433,21 @@ pub struct ProgramSim {
     switches: u64,
     events: u64,
     actions: Vec<Action>,
+    /// The shared device (with [`Device::Shared`]) and its finish event's generation.
+    shared: SharedGpu,
+    shared_generation: u64,
+    /// Memory requests by id: the thread.
+    request_owner: Vec<usize>,
+    memory_used: Bytes,
+    /// Granted memory integrated over time, byte-ns.
+    memory_integral: u128,
+    /// Threads started and not ended, and threads not yet started.
+    unfinished: usize,
+    /// Events in the queue other than the periodic ticks.
+    live_events: usize,
+    /// Something changed at `now` (a sample is due before time moves on).
+    changed: bool,
+    samples: Option<Vec<Sample>>,
 }
 
 impl ProgramSim {
@@ -337,15 +469,40 @@ impl ProgramSim {
         let takes_time = |p: &Phase| match p {
             Phase::Cpu(work) => *work > Nanos::ZERO,
             Phase::Launch(_) => true,
-            Phase::Sync | Phase::Drain | Phase::SleepShare(_) => false,
+            Phase::Kernel { alone, .. } => *alone > Nanos::ZERO,
+            Phase::Sync
+            | Phase::Drain
+            | Phase::SleepShare(_)
+            | Phase::Alloc(_)
+            | Phase::Free(_) => false,
         };
         if tenants.iter().any(|t| !t.program.phases.iter().any(takes_time)) {
             return Err(bad("a program whose round takes no time (no CPU work, no kernel)".into()));
+        }
+        if model.device == Device::Queue
+            && tenants
+                .iter()
+                .any(|t| t.program.phases.iter().any(|p| matches!(p, Phase::Kernel { .. })))
+        {
+            return Err(bad("a kernel with an intensity needs the shared device".into()));
+        }
+        if let Some(p) = tenants.iter().flat_map(|t| &t.program.phases).find(|p| match p {
+            Phase::Kernel { intensity, .. } => !(*intensity > 0.0 && *intensity <= 1.0),
+            Phase::Alloc(b) => *b > model.gpu_memory,
+            _ => false,
+        }) {
+            return Err(bad(format!("{p:?}: an intensity in (0, 1], an allocation the GPU holds")));
+        }
+        if model.admission == Admission::OnePerCore
+            && tenants.iter().any(|t| t.program.rounds.is_none())
+        {
+            return Err(bad("one tenant per core admits programs that end (rounds)".into()));
         }
         let threads = tenants
             .iter()
             .map(|t| Thread {
                 weight: f64::from(t.weight.max(1)),
+                priority: t.priority,
                 core: t.core,
                 phases: t.program.phases.clone(),
                 pc: 0,
@@ -353,7 +510,6 @@ impl ProgramSim {
                 in_cpu: false,
                 wait: None,
                 spin_left: Nanos::ZERO,
-                blocked: false,
                 sleeping_until: None,
                 vruntime: 0.0,
                 round_start: Nanos::ZERO,
@@ -364,6 +520,16 @@ impl ProgramSim {
                 gpu_ns: 0,
                 cpu_ns: 0,
                 picks: 0,
+                rounds_left: t.program.rounds,
+                admitted: false,
+                ended: None,
+                started: Nanos::ZERO,
+                held: Bytes(0),
+                wait_since: Nanos::ZERO,
+                memory_wait_ns: 0,
+                launched: 0,
+                // not started: blocked until admitted
+                blocked: true,
             })
             .collect();
         let cores = (0..model.cpu.cores)
@@ -394,10 +560,29 @@ impl ProgramSim {
             switches: 0,
             events: 0,
             actions: Vec::new(),
+            shared: SharedGpu::new(sharing::Sharing::Processor),
+            shared_generation: 0,
+            request_owner: Vec::new(),
+            memory_used: Bytes(0),
+            memory_integral: 0,
+            unfinished: tenants.len(),
+            live_events: 0,
+            changed: true,
+            samples: None,
         })
     }
 
+    /// Record the node's state at the end of every instant at which something
+    /// changed (for time-series figures).
+    pub fn sampled(mut self) -> ProgramSim {
+        self.samples = Some(Vec::new());
+        self
+    }
+
     fn schedule(&mut self, at: Nanos, ev: Ev) {
+        if !matches!(ev, Ev::CpuTick | Ev::PolicyTick) {
+            self.live_events += 1;
+        }
         self.queue.push(Reverse((at, self.seq, ev)));
         self.seq += 1;
     }
@@ -408,33 +593,94 @@ impl ProgramSim {
 
     /// Run for `duration` of simulated time.
     pub fn run(mut self, duration: Nanos) -> Result<ProgramOutcome, SimError> {
-        for i in 0..self.threads.len() {
-            let spec = TenantSpec {
-                weight: self.threads[i].weight as u32,
-                ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
-            };
-            let mut actions = std::mem::take(&mut self.actions);
-            self.policy.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut actions);
-            self.actions = actions;
-            self.apply_pending()?;
+        self.start()?;
+        self.event_loop(Some(duration))?;
+        self.advance_to(duration);
+        self.outcome()
+    }
+
+    /// Run until every program has ended (each must run a number of `rounds`); an
+    /// error if one never can (a stall: nothing left to happen but ticks).
+    pub fn run_to_end(mut self) -> Result<ProgramOutcome, SimError> {
+        if self.threads.iter().any(|t| t.rounds_left.is_none()) {
+            return Err(
+                self.violation("a looping program never ends: run it for a duration".into())
+            );
         }
-        for c in 0..self.cores.len() {
-            self.repick(c)?;
+        self.start()?;
+        self.event_loop(None)?;
+        if self.unfinished > 0 {
+            return Err(SimError::Stalled {
+                policy: self.policy.label(),
+                unfinished: self.unfinished,
+            });
         }
-        self.schedule(self.model.cpu.tick, Ev::CpuTick);
+        self.outcome()
+    }
+
+    fn start(&mut self) -> Result<(), SimError> {
+        match self.model.admission {
+            Admission::Pinned => {
+                for i in 0..self.threads.len() {
+                    self.register(i)?;
+                }
+                for c in 0..self.cores.len() {
+                    self.repick(c)?;
+                }
+            }
+            Admission::OnePerCore => self.admit()?,
+        }
+        if self.model.cpu.tick > Nanos::ZERO {
+            self.schedule(self.model.cpu.tick, Ev::CpuTick);
+        }
         if let Some(p) = self.policy.tick_interval() {
             self.schedule(p, Ev::PolicyTick);
         }
+        Ok(())
+    }
+
+    /// Move the clock to `at` (integrating the memory granted).
+    fn advance_to(&mut self, at: Nanos) {
+        if at > self.now {
+            self.close_instant();
+            let dt = (at - self.now).0;
+            self.memory_integral += u128::from(self.memory_used.0) * u128::from(dt);
+            self.now = at;
+        }
+    }
+
+    /// Record the node's state if something changed at this instant.
+    fn close_instant(&mut self) {
+        if !std::mem::take(&mut self.changed) {
+            return;
+        }
+        let gpu = self.shared.shares().map(|(_, x)| x).sum::<f64>().min(1.0);
+        let memory = self.memory_used.0 as f64 / self.model.gpu_memory.0.max(1) as f64;
+        let t = self.now.as_secs_f64();
+        if let Some(samples) = &mut self.samples {
+            samples.push(Sample { t, gpu, memory });
+        }
+    }
+
+    /// Process events up to `until` (`None`: until every program has ended or nothing
+    /// but ticks is left).
+    fn event_loop(&mut self, until: Option<Nanos>) -> Result<(), SimError> {
         while let Some(&Reverse((at, _, ev))) = self.queue.peek() {
-            if at > duration {
-                break;
+            match until {
+                Some(d) if at > d => break,
+                None if self.unfinished == 0 || self.live_events == 0 => break,
+                _ => {}
             }
             self.queue.pop();
-            self.now = at;
+            self.advance_to(at);
             self.events += 1;
+            if !matches!(ev, Ev::CpuTick | Ev::PolicyTick) {
+                self.live_events -= 1;
+            }
             match ev {
                 Ev::Segment { core, generation } => {
                     if self.cores[core].generation == generation {
+                        self.changed = true;
                         self.settle(core);
                         self.step(core)?;
                     }
@@ -446,11 +692,20 @@ impl ProgramSim {
                     self.schedule(self.now + self.model.cpu.tick, Ev::CpuTick);
                 }
                 Ev::SleepEnds(t) => {
+                    self.changed = true;
                     self.threads[t].sleeping_until = None;
                     self.wake(t)?;
                 }
-                Ev::KernelEnds(g) if g == self.device_generation => self.kernel_ends()?,
+                Ev::KernelEnds(g) if g == self.device_generation => {
+                    self.changed = true;
+                    self.kernel_ends()?;
+                }
+                Ev::SharedFinish(g) if g == self.shared_generation => {
+                    self.changed = true;
+                    self.shared_finishes()?;
+                }
                 Ev::SyncEnds(g) if g == self.device_generation => {
+                    self.changed = true;
                     self.syncing = false;
                     self.pump()?;
                     self.start_front();
@@ -458,6 +713,7 @@ impl ProgramSim {
                 }
                 Ev::SliceUp(g) => {
                     if self.online.as_ref().is_some_and(|o| o.generation == g) {
+                        self.changed = true;
                         self.end_quantum()?;
                     }
                 }
@@ -467,10 +723,15 @@ impl ProgramSim {
                         self.schedule(self.now + p, Ev::PolicyTick);
                     }
                 }
-                Ev::KernelEnds(_) | Ev::SyncEnds(_) => {}
+                Ev::KernelEnds(_) | Ev::SyncEnds(_) | Ev::SharedFinish(_) => {}
             }
         }
-        self.now = duration;
+        Ok(())
+    }
+
+    fn outcome(mut self) -> Result<ProgramOutcome, SimError> {
+        self.close_instant();
+        let duration = self.now;
         for c in 0..self.cores.len() {
             self.settle(c);
         }
@@ -482,15 +743,92 @@ impl ProgramSim {
             self.busy_ns += part;
             self.threads[t].gpu_ns += part;
         }
+        let span = duration.0.max(1) as f64;
+        let gpu_busy = match self.model.device {
+            Device::Queue => self.busy_ns as f64 / span,
+            Device::Shared => {
+                if let Err(e) = self.shared.advance(duration.0) {
+                    return Err(self.violation(format!("the shared GPU: {e}")));
+                }
+                self.shared.usage().sm_busy_ns / span
+            }
+        };
         Ok(ProgramOutcome {
             calls: self.threads.iter().map(|t| t.calls).collect(),
-            gpu_busy: self.busy_ns as f64 / duration.0.max(1) as f64,
+            gpu_busy,
             switches: self.switches,
             gpu_ns: self.threads.iter().map(|t| t.gpu_ns).collect(),
             cpu_ns: self.threads.iter().map(|t| t.cpu_ns).collect(),
             picks: self.threads.iter().map(|t| t.picks).collect(),
             events: self.events,
+            duration_ns: duration.0,
+            started_ns: self.threads.iter().map(|t| t.started.0).collect(),
+            ended_ns: self.threads.iter().map(|t| t.ended.map(|e| e.0)).collect(),
+            memory_wait_ns: self.threads.iter().map(|t| t.memory_wait_ns).collect(),
+            memory_busy: self.memory_integral as f64 / self.model.gpu_memory.0.max(1) as f64 / span,
+            samples: self.samples.take().unwrap_or_default(),
         })
+    }
+
+    // ---- starting and ending
+
+    /// Register thread `i` with the policy as started now.
+    fn register(&mut self, i: usize) -> Result<(), SimError> {
+        let t = &mut self.threads[i];
+        t.admitted = true;
+        t.blocked = false;
+        t.started = self.now;
+        // what it declares: its largest allocation
+        let memory = t
+            .phases
+            .iter()
+            .filter_map(|p| match p {
+                Phase::Alloc(b) => Some(*b),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(Bytes(0));
+        let spec = TenantSpec {
+            weight: t.weight as u32,
+            priority: t.priority,
+            memory,
+            ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
+        };
+        self.deliver(Event::TenantRegistered(spec))
+    }
+
+    /// One tenant per core: start waiting tenants, in order, on free cores.
+    fn admit(&mut self) -> Result<(), SimError> {
+        if self.model.admission != Admission::OnePerCore {
+            return Ok(());
+        }
+        loop {
+            let held = |c: usize, ts: &[Thread]| {
+                ts.iter().any(|t| t.admitted && t.ended.is_none() && t.core == c)
+            };
+            let Some(core) = (0..self.cores.len()).find(|c| !held(*c, &self.threads)) else {
+                return Ok(());
+            };
+            let Some(i) = self.threads.iter().position(|t| !t.admitted) else { return Ok(()) };
+            self.threads[i].core = core;
+            self.register(i)?;
+            self.repick(core)?;
+        }
+    }
+
+    /// Thread `i` ran its last round: it leaves (its memory with it) and frees its core.
+    fn end_program(&mut self, i: usize) -> Result<(), SimError> {
+        let core = self.threads[i].core;
+        let t = &mut self.threads[i];
+        t.ended = Some(self.now);
+        t.blocked = true;
+        let held = std::mem::replace(&mut t.held, Bytes(0));
+        self.memory_used.0 -= held.0;
+        self.unfinished -= 1;
+        self.changed = true;
+        self.deliver(Event::TenantLeft { tenant: TenantId(i as u64) })?;
+        self.switch_to(core, self.pick(core))?;
+        self.admit()
     }
 
     // ---- the CPU
@@ -572,7 +910,7 @@ impl ProgramSim {
                     t.wait = None;
                     match w {
                         Wait::Drained { call: true } => t.calls += 1,
-                        Wait::Drained { call: false } => {}
+                        Wait::Drained { call: false } | Wait::Memory { .. } => {}
                         Wait::Room(kernel) => t.ring.push_back(kernel),
                     }
                     t.pc += 1;
@@ -583,6 +921,11 @@ impl ProgramSim {
                         }
                     }
                     continue;
+                }
+                if matches!(w, Wait::Memory { .. }) {
+                    // an allocation the policy holds back blocks its thread
+                    t.blocked = true;
+                    return self.switch_to(core, self.pick(core));
                 }
                 match self.model.wait {
                     WaitMode::Poll => return Ok(()),
@@ -598,6 +941,12 @@ impl ProgramSim {
                 }
             }
             if t.pc >= t.phases.len() {
+                if let Some(left) = &mut t.rounds_left {
+                    *left = left.saturating_sub(1);
+                    if *left == 0 {
+                        return self.end_program(i);
+                    }
+                }
                 t.pc = 0;
                 t.round_start = self.now;
             }
@@ -614,6 +963,52 @@ impl ProgramSim {
                     }
                     t.in_cpu = false;
                     t.pc += 1;
+                }
+                Phase::Launch(alone) | Phase::Kernel { alone, .. }
+                    if self.model.device == Device::Shared =>
+                {
+                    let intensity = match t.phases[t.pc] {
+                        Phase::Kernel { intensity, .. } => intensity,
+                        _ => 1.0,
+                    };
+                    t.pc += 1;
+                    self.start_shared(i, alone, intensity)?;
+                }
+                Phase::Kernel { .. } => {
+                    return Err(
+                        self.violation("a kernel with an intensity on the queue device".into())
+                    );
+                }
+                Phase::Alloc(bytes) => {
+                    let request = MemRequestId(self.request_owner.len() as u64);
+                    self.request_owner.push(i);
+                    t.wait_since = self.now;
+                    self.start_wait(i, Wait::Memory { request, granted: false });
+                    self.deliver(Event::MemoryRequested {
+                        request,
+                        tenant: TenantId(i as u64),
+                        gpu: GpuId(0),
+                        bytes,
+                        wait: MemoryWait::Forever,
+                    })?;
+                    if self.cores[core].generation != generation {
+                        return Ok(());
+                    }
+                }
+                Phase::Free(bytes) => {
+                    let freed = Bytes(bytes.0.min(t.held.0));
+                    t.held.0 -= freed.0;
+                    t.pc += 1;
+                    self.memory_used.0 -= freed.0;
+                    self.changed = true;
+                    self.deliver(Event::MemoryFreed {
+                        tenant: TenantId(i as u64),
+                        gpu: GpuId(0),
+                        bytes: freed,
+                    })?;
+                    if self.cores[core].generation != generation {
+                        return Ok(());
+                    }
                 }
                 Phase::Launch(kernel) => {
                     if t.ring.len() >= ring_cap {
@@ -797,6 +1192,49 @@ impl ProgramSim {
         }
     }
 
+    /// Start a kernel of thread `i` on the shared device.
+    fn start_shared(&mut self, i: usize, alone: Nanos, intensity: f64) -> Result<(), SimError> {
+        // pieces finishing at one instant are taken in id order: ids in thread order
+        // make that the tenants' order, whatever order they launched in
+        let piece = ((i as u64) << 32) | self.threads[i].launched;
+        self.threads[i].launched += 1;
+        if let Err(e) = self.shared.start(self.now.0, piece, alone.0, intensity) {
+            return Err(self.violation(format!("thread {i}'s kernel: {e}")));
+        }
+        let t = &mut self.threads[i];
+        t.in_device += 1;
+        t.gpu_ns += (alone.0 as f64 * intensity).round() as u64;
+        self.changed = true;
+        self.rearm_shared();
+        Ok(())
+    }
+
+    /// Schedule the shared device's next finish (superseding any earlier one).
+    fn rearm_shared(&mut self) {
+        self.shared_generation += 1;
+        if let Some((at, _)) = self.shared.next_finish() {
+            self.schedule(Nanos(at), Ev::SharedFinish(self.shared_generation));
+        }
+    }
+
+    /// The shared device's kernels finished by now: their calls are done.
+    fn shared_finishes(&mut self) -> Result<(), SimError> {
+        loop {
+            let piece = match self.shared.pop_finished(self.now.0) {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(e) => return Err(self.violation(format!("the shared GPU: {e}"))),
+            };
+            let owner = (piece >> 32) as usize;
+            let t = &mut self.threads[owner];
+            t.in_device -= 1;
+            t.calls += 1;
+            self.wait_may_be_over(owner)?;
+        }
+        self.rearm_shared();
+        Ok(())
+    }
+
     fn kernel_ends(&mut self) -> Result<(), SimError> {
         let Some((owner, kernel)) = self.device.pop_front() else {
             return Err(self.violation("a kernel ended on an empty device".into()));
@@ -927,6 +1365,34 @@ impl ProgramSim {
 
     // ---- the policy
 
+    /// The policy granted a memory request: its thread holds the memory and goes on.
+    fn memory_granted(&mut self, request: MemRequestId) -> Result<(), SimError> {
+        let Some(&i) = self.request_owner.get(request.0 as usize) else {
+            return Err(self.violation(format!("grant of unknown request {request}")));
+        };
+        let t = &mut self.threads[i];
+        let (Some(Wait::Memory { request: r, granted: false }), Some(Phase::Alloc(bytes))) =
+            (t.wait, t.phases.get(t.pc).copied())
+        else {
+            return Err(self.violation(format!("grant of {request}, which does not wait")));
+        };
+        if r != request {
+            return Err(self.violation(format!("grant of {request}, which does not wait")));
+        }
+        t.wait = Some(Wait::Memory { request, granted: true });
+        t.held.0 += bytes.0;
+        t.memory_wait_ns += (self.now - t.wait_since).0;
+        self.memory_used.0 += bytes.0;
+        self.changed = true;
+        if self.memory_used > self.model.gpu_memory {
+            return Err(self.violation(format!(
+                "granted {} of {} bytes",
+                self.memory_used.0, self.model.gpu_memory.0
+            )));
+        }
+        self.wait_may_be_over(i)
+    }
+
     fn deliver(&mut self, event: Event) -> Result<(), SimError> {
         let mut actions = std::mem::take(&mut self.actions);
         self.policy.on_event(self.now, &event, &mut actions);
@@ -946,6 +1412,12 @@ impl ProgramSim {
                     }
                 }
                 Action::SetPools { .. } => {}
+                Action::GrantMemory { request } => self.memory_granted(request)?,
+                Action::DenyMemory { request, reason } => {
+                    return Err(self.violation(format!(
+                        "memory request {request} denied ({reason:?}) though it waits forever"
+                    )));
+                }
                 other => {
                     let refusal = Event::ActionRefused {
                         action: Box::new(other),
@@ -978,10 +1450,13 @@ mod tests {
                 tick: us(1_000),
             },
             wait,
+            device: Device::Queue,
             ring: 256,
             device_depth: 1_024,
             gate,
             coscheduling: Coscheduling::None,
+            admission: Admission::Pinned,
+            gpu_memory: Bytes::gib(1),
         }
     }
 
@@ -1001,7 +1476,7 @@ mod tests {
     }
 
     fn looping(weight: u32, core: usize, phases: Vec<Phase>) -> ProgramTenant {
-        ProgramTenant { weight, core, program: Program { phases } }
+        ProgramTenant { weight, core, priority: 0, program: Program::looping(phases) }
     }
 
     /// Hand-computed: one program of 100 µs CPU then a 200 µs kernel and a
@@ -1068,6 +1543,107 @@ mod tests {
         assert!(strict > credit * 3, "Strict {strict} quanta, Credit {credit}");
     }
 
+    fn shared_node(cores: usize) -> NodeModel {
+        let mut m = node(
+            Gate::TimeShare { slice: us(1_000) },
+            WaitMode::Hybrid { spin: Nanos::ZERO },
+            cores,
+        );
+        m.cpu.switch = Nanos::ZERO;
+        m.device = Device::Shared;
+        m.admission = Admission::OnePerCore;
+        m
+    }
+
+    fn memsafe() -> Box<dyn Policy> {
+        PolicyConfig::MemSafe { notification: Default::default() }
+            .build(&GpuSpec::uniform(1, Bytes::gib(1)))
+            .unwrap()
+    }
+
+    fn once(phases: Vec<Phase>) -> ProgramTenant {
+        ProgramTenant { weight: 1, core: 0, priority: 0, program: Program::once(phases) }
+    }
+
+    /// Hand-computed: two programs each allocating 600 MiB of a 1 GiB GPU for a 10 ms
+    /// kernel: the second waits, blocked, until the first frees at 10 ms, and ends at
+    /// 20 ms; the GPU is busy throughout and memory is 600 MiB in use all along.
+    #[test]
+    fn an_allocation_waits_for_memory_freed_by_another() {
+        let p = || {
+            once(vec![
+                Phase::Alloc(Bytes::mib(600)),
+                Phase::Kernel { alone: us(10_000), intensity: 1.0 },
+                Phase::Drain,
+                Phase::Free(Bytes::mib(600)),
+            ])
+        };
+        let out = ProgramSim::new(&[p(), p()], shared_node(2), memsafe())
+            .unwrap()
+            .sampled()
+            .run_to_end()
+            .unwrap();
+        assert_eq!(out.duration_ns, 20_000_000);
+        assert_eq!(out.memory_wait_ns, vec![0, 10_000_000]);
+        assert_eq!(out.ended_ns, vec![Some(10_000_000), Some(20_000_000)]);
+        assert!((out.gpu_busy - 1.0).abs() < 1e-9, "{out:?}");
+        assert!((out.memory_busy - 600.0 / 1024.0).abs() < 1e-9, "{out:?}");
+        // at 0 (both started, one granted), at 10 ms (the hand-over), at 20 ms (done)
+        let memory: Vec<f64> = out.samples.iter().map(|s| s.memory).collect();
+        assert_eq!(memory, vec![600.0 / 1024.0, 600.0 / 1024.0, 0.0], "{:?}", out.samples);
+    }
+
+    /// Three programs on two cores, one per core: the third starts when the first core
+    /// frees.
+    #[test]
+    fn one_per_core_admission_starts_jobs_as_cores_free() {
+        let p = |ms: u64| once(vec![Phase::Cpu(us(ms * 1_000))]);
+        let out = ProgramSim::new(&[p(10), p(15), p(10)], shared_node(2), memsafe())
+            .unwrap()
+            .run_to_end()
+            .unwrap();
+        assert_eq!(out.started_ns, vec![0, 0, 10_000_000]);
+        assert_eq!(out.ended_ns, vec![Some(10_000_000), Some(15_000_000), Some(20_000_000)]);
+    }
+
+    /// A program that asks for more memory while holding what it has, beyond the GPU,
+    /// can never go on: the run says so rather than spinning on ticks for ever.
+    #[test]
+    fn a_program_that_can_never_get_its_memory_is_reported_stalled() {
+        let p = once(vec![
+            Phase::Alloc(Bytes::mib(800)),
+            Phase::Cpu(us(10)),
+            Phase::Alloc(Bytes::mib(800)),
+            Phase::Free(Bytes::mib(1_600)),
+        ]);
+        let err = ProgramSim::new(&[p], shared_node(1), memsafe()).unwrap().run_to_end();
+        assert!(matches!(err, Err(SimError::Stalled { unfinished: 1, .. })), "{err:?}");
+    }
+
+    /// What the engine cannot run is refused before it runs, with what is wrong.
+    #[test]
+    fn impossible_programs_are_refused_up_front() {
+        let kernel = once(vec![Phase::Kernel { alone: us(10), intensity: 0.5 }]);
+        let mut queue = shared_node(1);
+        queue.device = Device::Queue;
+        assert!(
+            ProgramSim::new(std::slice::from_ref(&kernel), queue, memsafe()).is_err(),
+            "intensity on the queue device"
+        );
+        let too_big = once(vec![Phase::Alloc(Bytes::gib(2)), Phase::Cpu(us(1))]);
+        assert!(ProgramSim::new(&[too_big], shared_node(1), memsafe()).is_err());
+        let looping =
+            ProgramTenant { program: Program::looping(vec![Phase::Cpu(us(1))]), ..kernel };
+        assert!(
+            ProgramSim::new(std::slice::from_ref(&looping), shared_node(1), memsafe()).is_err(),
+            "one per core admits ending programs"
+        );
+        let mut pinned = shared_node(1);
+        pinned.admission = Admission::Pinned;
+        let e = ProgramSim::new(&[looping], pinned, memsafe()).unwrap().run_to_end();
+        assert!(e.is_err(), "a looping program has no end to run to");
+    }
+
     fn any_phase() -> impl proptest::strategy::Strategy<Value = Phase> {
         use proptest::prelude::*;
         prop_oneof![
@@ -1077,6 +1653,63 @@ mod tests {
             Just(Phase::Drain),
             (0.0f64..0.9).prop_map(Phase::SleepShare),
         ]
+    }
+
+    fn any_memory_phase() -> impl proptest::strategy::Strategy<Value = Phase> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (1u64..300).prop_map(|n| Phase::Cpu(us(n))),
+            (1u64..2_000, 0.05f64..=1.0)
+                .prop_map(|(n, i)| Phase::Kernel { alone: us(n), intensity: i }),
+            (1u64..1_000).prop_map(|n| Phase::Launch(us(n))),
+            Just(Phase::Sync),
+            Just(Phase::Drain),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any batch of programs that allocate, compute and free on the shared device,
+        /// under any notification policy, on any number of cores: every program ends
+        /// (each frees what it takes, so none can wait for ever), memory granted never
+        /// exceeds the GPU (the engine errs if it did), and the GPU's busy time is the
+        /// programs' kernel time at their intensities.
+        #[test]
+        fn any_memory_programs_all_end(
+            programs in proptest::collection::vec(
+                (1u64..1_024, proptest::collection::vec(any_memory_phase(), 1..5), 1u32..3, 0u8..2),
+                1..8,
+            ),
+            cores in 1usize..4,
+            notification in 0usize..4,
+        ) {
+            use tessera_core::policies::memsafe::NotificationPolicy;
+            let tenants: Vec<ProgramTenant> = programs
+                .iter()
+                .map(|(mib, body, rounds, priority)| {
+                    let mut phases = vec![Phase::Alloc(Bytes::mib(*mib))];
+                    phases.extend(body.iter().copied());
+                    phases.push(Phase::Drain);
+                    phases.push(Phase::Free(Bytes::mib(*mib)));
+                    phases.push(Phase::Cpu(us(1)));
+                    ProgramTenant { weight: 1, core: 0, priority: *priority, program: Program { phases, rounds: Some(*rounds) } }
+                })
+                .collect();
+            let policy = PolicyConfig::MemSafe { notification: NotificationPolicy::ALL[notification] }
+                .build(&GpuSpec::uniform(1, Bytes::gib(1)))
+                .unwrap();
+            let out = ProgramSim::new(&tenants, shared_node(cores), policy).unwrap().sampled().run_to_end().unwrap();
+            proptest::prop_assert!(out.ended_ns.iter().all(|e| e.is_some()), "{out:?}");
+            proptest::prop_assert!(out.samples.iter().all(|s| s.memory <= 1.0 && s.gpu <= 1.0));
+            let kernel_ns: u64 = out.gpu_ns.iter().sum();
+            let busy = out.gpu_busy * out.duration_ns as f64;
+            // each finish is rounded up to a whole nanosecond, the GPU busy until then
+            let kernels: u64 = out.calls.iter().sum();
+            proptest::prop_assert!(
+                (busy - kernel_ns as f64).abs() <= 1.0 + kernels as f64,
+                "{busy} vs {kernel_ns} ({kernels} kernels)"
+            );
+        }
     }
 
     proptest::proptest! {

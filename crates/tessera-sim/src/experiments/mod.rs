@@ -7,6 +7,7 @@ pub mod fairgv;
 pub mod flexy;
 pub mod gpulets;
 pub mod schedgpu;
+pub mod schedgpu_node;
 
 use std::path::{Path, PathBuf};
 

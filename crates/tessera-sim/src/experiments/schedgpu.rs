@@ -13,7 +13,7 @@
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation};
-use crate::phase_engine::{self, AppJob, PhaseRun};
+use super::schedgpu_node::{self, AppJob, PhaseRun};
 use crate::plot::{Panel, Series, draw_panels};
 use crate::workloads::schedgpu::{AppProfile, CORES, Constants, GPU_MEMORY, ara, blast, mummer};
 use serde::{Deserialize, Serialize};
@@ -182,7 +182,7 @@ fn run_one(
     n: NotificationPolicy,
     what: &str,
 ) -> Result<PhaseRun, ExperimentError> {
-    phase_engine::run(jobs, cores, GPU_MEMORY, memsafe(n)?)
+    schedgpu_node::run(jobs, cores, GPU_MEMORY, memsafe(n)?)
         .map_err(|source| ExperimentError::Sim { trial: what.into(), source })
 }
 

@@ -21,10 +21,14 @@
 
 use crate::engine::SimError;
 use crate::programs::{
-    Coscheduling, CpuModel, Gate, NodeModel, Phase, Program, ProgramSim, ProgramTenant, WaitMode,
+    Admission, Coscheduling, CpuModel, Device, Gate, NodeModel, Phase, Program, ProgramSim,
+    ProgramTenant, WaitMode,
 };
 use serde::{Deserialize, Serialize};
 use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
+
+/// The GPU's memory (the node's; FairGV's programs allocate none).
+const GPU_MEMORY: Bytes = Bytes::gib(16);
 
 /// Which schedulers run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,10 +101,13 @@ impl Scheduler {
                 tick: k.cpu_tick,
             },
             wait,
+            device: Device::Queue,
             ring: k.ring,
             device_depth: k.device_depth,
             gate,
             coscheduling,
+            admission: Admission::Pinned,
+            gpu_memory: GPU_MEMORY,
         }
     }
 }
@@ -230,7 +237,7 @@ pub fn program(bench: &Benchmark, sleep_ratio: f64, k: &Constants) -> Program {
         phases.push(Phase::Drain);
         phases.push(Phase::SleepShare(sleep_ratio));
     }
-    Program { phases }
+    Program::looping(phases)
 }
 
 /// The most calls per second `cores` cores and one GPU could complete running `bench`
@@ -274,10 +281,11 @@ pub fn run_mixed(
         .map(|v| ProgramTenant {
             weight: v.setup.weight,
             core: v.setup.core,
+            priority: 0,
             program: program(&v.bench, v.sleep_ratio, k),
         })
         .collect();
-    let gpus = GpuSpec::uniform(1, Bytes::gib(16));
+    let gpus = GpuSpec::uniform(1, GPU_MEMORY);
     let policy = sched.policy(k).build(&gpus).map_err(|e| SimError::PolicyViolation {
         policy: sched.label().into(),
         at_ns: 0,

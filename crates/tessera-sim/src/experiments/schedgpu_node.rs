@@ -1,0 +1,192 @@
+//! schedGPU's node on the program engine: each application a program run once —
+//! its CPU phases as CPU work, each GPU phase as an allocation of its memory, a kernel
+//! of the phase's length and intensity on the processor-shared GPU, a wait for it, and
+//! the memory's release — on a host of `cores` cores taking one job per core in order
+//! as cores free up (schedGPU §6). The memory decisions are the core's `MemSafe`,
+//! through the events and actions the daemon uses; the program engine checks that
+//! granted memory never exceeds the GPU's.
+
+use crate::engine::SimError;
+use crate::programs::{
+    self, Admission, Coscheduling, CpuModel, Device, Gate, NodeModel, Program, ProgramSim,
+    ProgramTenant, WaitMode,
+};
+use crate::workloads::schedgpu::{AppProfile, Phase};
+use serde::{Deserialize, Serialize};
+use tessera_core::{Bytes, Nanos, Policy};
+
+/// One job: an application instance with its priority.
+#[derive(Clone, Debug)]
+pub struct AppJob {
+    /// Its profile.
+    pub profile: AppProfile,
+    /// Priority for the priority notification policies.
+    pub priority: u8,
+}
+
+/// What one job experienced.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobOutcome {
+    /// Application name.
+    pub app: String,
+    /// From its start on a core to its end, seconds.
+    pub run_s: f64,
+    /// Time spent waiting for GPU memory, seconds.
+    pub waited_s: f64,
+}
+
+pub use crate::programs::Sample;
+
+/// What a run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRun {
+    /// First start to last end, seconds.
+    pub makespan_s: f64,
+    /// Average GPU utilisation over the makespan (0-1).
+    pub gpu_util: f64,
+    /// Average fraction of GPU memory in use over the makespan (0-1).
+    pub memory_util: f64,
+    /// Per job, in job order.
+    pub jobs: Vec<JobOutcome>,
+    /// The node's state over time.
+    pub samples: Vec<Sample>,
+}
+
+/// The application as a program run once.
+fn program(profile: &AppProfile) -> Program {
+    let mut phases = Vec::new();
+    for phase in &profile.phases {
+        match *phase {
+            Phase::Cpu(t) => phases.push(programs::Phase::Cpu(t)),
+            Phase::Gpu { alone, intensity } => phases.extend([
+                programs::Phase::Alloc(profile.memory),
+                programs::Phase::Kernel { alone, intensity },
+                programs::Phase::Drain,
+                programs::Phase::Free(profile.memory),
+            ]),
+        }
+    }
+    Program::once(phases)
+}
+
+/// The host: `cores` cores, one job each, so the CPU scheduler never has two threads
+/// to choose between and its costs (all zero here) never apply; a job waiting for its
+/// kernel blocks.
+fn node(cores: usize, gpu_memory: Bytes) -> NodeModel {
+    NodeModel {
+        cpu: CpuModel {
+            cores,
+            switch: Nanos::ZERO,
+            wakeup_granularity: Nanos::ZERO,
+            wake_lag: Nanos::ZERO,
+            tick: Nanos::ZERO,
+        },
+        wait: WaitMode::Hybrid { spin: Nanos::ZERO },
+        device: Device::Shared,
+        // the queue device's; unused on the shared one
+        ring: 1,
+        device_depth: 1,
+        gate: Gate::TimeShare { slice: Nanos::from_millis(1) },
+        coscheduling: Coscheduling::None,
+        admission: Admission::OnePerCore,
+        gpu_memory,
+    }
+}
+
+/// Run `jobs` on a host with `cores` cores and one GPU of `gpu_memory`, memory admitted
+/// by `policy`. Jobs start in order as cores free up.
+pub fn run(
+    jobs: &[AppJob],
+    cores: usize,
+    gpu_memory: Bytes,
+    policy: Box<dyn Policy>,
+) -> Result<PhaseRun, SimError> {
+    let tenants: Vec<ProgramTenant> = jobs
+        .iter()
+        .map(|j| ProgramTenant {
+            weight: 1,
+            core: 0,
+            priority: j.priority,
+            program: program(&j.profile),
+        })
+        .collect();
+    let out = ProgramSim::new(&tenants, node(cores, gpu_memory), policy)?.sampled().run_to_end()?;
+    let secs = |ns: u64| Nanos(ns).as_secs_f64();
+    Ok(PhaseRun {
+        makespan_s: secs(out.duration_ns),
+        gpu_util: out.gpu_busy,
+        memory_util: out.memory_busy,
+        jobs: jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| JobOutcome {
+                app: j.profile.name.clone(),
+                run_s: secs(out.ended_ns[i].unwrap_or(out.duration_ns) - out.started_ns[i]),
+                waited_s: secs(out.memory_wait_ns[i]),
+            })
+            .collect(),
+        samples: out.samples,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads::schedgpu::{Constants, GPU_MEMORY, ara, blast, mummer};
+    use tessera_core::Policy;
+    use tessera_core::policies::memsafe::NotificationPolicy;
+    use tessera_core::{GpuSpec, PolicyConfig};
+
+    fn memsafe(n: NotificationPolicy) -> Box<dyn Policy> {
+        PolicyConfig::MemSafe { notification: n }.build(&GpuSpec::uniform(1, GPU_MEMORY)).unwrap()
+    }
+
+    #[test]
+    fn one_core_runs_jobs_back_to_back_at_their_alone_times() {
+        let jobs: Vec<AppJob> =
+            [ara(&Constants::USED), mummer(&Constants::USED), blast(&Constants::USED)]
+                .into_iter()
+                .map(|profile| AppJob { profile, priority: 0 })
+                .collect();
+        let r = run(&jobs, 1, GPU_MEMORY, memsafe(NotificationPolicy::Fifo)).unwrap();
+        let alone: f64 = jobs.iter().map(|j| j.profile.alone().as_secs_f64()).sum();
+        assert!((r.makespan_s - alone).abs() < 1e-6, "{} vs {}", r.makespan_s, alone);
+        assert!(r.jobs.iter().all(|j| j.waited_s == 0.0));
+        // the GPU was busy exactly the GPU phases' time
+        let gpu: f64 = jobs
+            .iter()
+            .flat_map(|j| &j.profile.phases)
+            .map(|p| match p {
+                Phase::Gpu { alone, intensity } => alone.as_secs_f64() * intensity,
+                Phase::Cpu(_) => 0.0,
+            })
+            .sum();
+        assert!((r.gpu_util * r.makespan_s - gpu).abs() < 1e-6, "{} vs {gpu}", r.gpu_util);
+    }
+
+    #[test]
+    fn memory_is_never_overcommitted_and_big_jobs_wait() {
+        // 4 GPU-BLAST at 36% each: at most two fit at once
+        let jobs: Vec<AppJob> =
+            (0..4).map(|_| AppJob { profile: blast(&Constants::USED), priority: 0 }).collect();
+        let r = run(&jobs, 12, GPU_MEMORY, memsafe(NotificationPolicy::Fifo)).unwrap();
+        assert!(r.samples.iter().all(|s| s.memory <= 1.0));
+        assert!(r.samples.iter().map(|s| s.memory).fold(0.0, f64::max) <= 0.72 + 1e-9);
+        assert_eq!(r.jobs.iter().filter(|j| j.waited_s > 0.0).count(), 2);
+    }
+
+    #[test]
+    fn processor_sharing_slows_co_running_gpu_phases() {
+        // two identical GPU-only jobs at intensity 1: together they take twice as long
+        let profile = AppProfile {
+            name: "x".into(),
+            memory: Bytes::mib(10),
+            phases: vec![Phase::Gpu { alone: Nanos::from_secs(10), intensity: 1.0 }],
+        };
+        let jobs =
+            vec![AppJob { profile: profile.clone(), priority: 0 }, AppJob { profile, priority: 0 }];
+        let r = run(&jobs, 2, GPU_MEMORY, memsafe(NotificationPolicy::Mmu)).unwrap();
+        assert!((r.makespan_s - 20.0).abs() < 1e-6);
+        assert!((r.gpu_util - 1.0).abs() < 1e-9);
+    }
+}
