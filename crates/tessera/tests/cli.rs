@@ -61,6 +61,7 @@ fn bench_sim_prints_ratios() {
     assert!(measured.iter().all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
     assert_eq!(growth.len(), 9);
     assert!(growth.iter().all(|l| l["ratio"].as_f64().is_some_and(|r| r > 0.0)));
+    assert!(growth.iter().all(|l| l["floor_ratio"].as_f64().is_some_and(|r| r > 0.0)));
     let shared = measured.iter().filter(|l| l["path"] == "shared").count();
     assert_eq!(shared, 2, "LeastLoaded8 at both scales");
 }

@@ -212,6 +212,13 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
             (s.at.first().map_or(f64::NAN, |x| x.2), s.at.last().map_or(f64::NAN, |x| x.2));
         first / last
     };
+    // the same for the heap floor: how much a bare queue's cost per event grows with
+    // its length (and the cache misses that come with it) over the same scales
+    let floor_growth = |s: &Scaled| {
+        let (first, last) =
+            (s.at.first().map_or(f64::NAN, |x| x.3), s.at.last().map_or(f64::NAN, |x| x.3));
+        first / last
+    };
     if a.json {
         for (r, floor) in rows.iter().zip(&floors) {
             writeln!(
@@ -231,7 +238,7 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({"measurement": "cost per event, largest scale over smallest", "policy": s.policy, "path": s.path, "scales": [a.scales.first(), a.scales.last()], "ratio": growth(s)})
+                serde_json::json!({"measurement": "cost per event, largest scale over smallest", "policy": s.policy, "path": s.path, "scales": [a.scales.first(), a.scales.last()], "ratio": growth(s), "floor_ratio": floor_growth(s)})
             )?;
         }
     } else {
@@ -268,13 +275,13 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
         for scale in &a.scales {
             write!(out, " {:>10} {:>10}", format!("ev/s {scale}x"), "x floor")?;
         }
-        writeln!(out, " {:>12}", "cost last/first")?;
+        writeln!(out, " {:>15} {:>16}", "cost last/first", "floor last/first")?;
         for s in &scaled {
             write!(out, "{:<14} {:<10}", s.policy, s.path)?;
             for (_, _, per_s, floor) in &s.at {
                 write!(out, " {:>10.0} {:>10.3}", per_s, per_s / floor)?;
             }
-            writeln!(out, " {:>12.2}", growth(s))?;
+            writeln!(out, " {:>15.2} {:>16.2}", growth(s), floor_growth(s))?;
         }
         writeln!(
             out,
