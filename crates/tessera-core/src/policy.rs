@@ -111,6 +111,9 @@ pub enum PolicyConfig {
         sla: Nanos,
         /// k: how many recent user-facing task times estimate le.
         history: usize,
+        /// How Algorithm 1 orders the GPUs (packing unless said).
+        #[serde(default)]
+        order: flexy::PoolOrder,
     },
     /// Flexy with K adapted by a PID controller on user-facing latency (the paper's
     /// proposed future work, §II-C2).
@@ -155,8 +158,12 @@ impl PolicyConfig {
             PolicyConfig::RoundRobin => "RoundRobin".into(),
             PolicyConfig::Priority { reset: Some(_), .. } => "P-Reset".into(),
             PolicyConfig::Priority { reserve, reset: None } => format!("P-MinRes{reserve}"),
-            PolicyConfig::Flexy { reset: Some(_), .. } => "F-Reset".into(),
-            PolicyConfig::Flexy { reserve, reset: None, .. } => format!("F-MinRes{reserve}"),
+            PolicyConfig::Flexy { reset: Some(_), order, .. } => {
+                format!("F-Reset{}", order.suffix())
+            }
+            PolicyConfig::Flexy { reserve, reset: None, order, .. } => {
+                format!("F-MinRes{reserve}{}", order.suffix())
+            }
             PolicyConfig::FlexyPid { .. } => "F-PID".into(),
             PolicyConfig::MemSafe { notification } => format!("schedGPU {}", notification.label()),
             PolicyConfig::LeastLoaded { per_gpu } => format!("LeastLoaded{per_gpu}"),
@@ -186,7 +193,7 @@ impl PolicyConfig {
                 check_k(*reserve)?;
                 Box::new(priority::Priority::new(gpus, *reserve, *reset))
             }
-            PolicyConfig::Flexy { reserve, reset, sla, history } => {
+            PolicyConfig::Flexy { reserve, reset, sla, history, order } => {
                 check_k(*reserve)?;
                 check_sla(*sla)?;
                 Box::new(flexy::Flexy::new(
@@ -196,6 +203,7 @@ impl PolicyConfig {
                         reset: *reset,
                         sla: *sla,
                         history: *history,
+                        order: *order,
                     },
                 ))
             }

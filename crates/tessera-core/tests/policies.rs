@@ -105,7 +105,7 @@ fn uf() -> ServiceClass {
 }
 
 fn flexy(reserve: usize, reset: Option<Nanos>) -> PolicyConfig {
-    PolicyConfig::Flexy { reserve, reset, sla: SLA, history: 10 }
+    PolicyConfig::Flexy { reserve, reset, sla: SLA, history: 10, order: Default::default() }
 }
 
 #[test]
@@ -337,7 +337,16 @@ fn invalid_configurations_are_typed_errors() {
     );
     assert_eq!(err(PolicyConfig::RoundRobin, 0), PolicyError::NoGpus);
     assert_eq!(
-        err(PolicyConfig::Flexy { reserve: 0, reset: None, sla: Nanos::ZERO, history: 1 }, 2),
+        err(
+            PolicyConfig::Flexy {
+                reserve: 0,
+                reset: None,
+                sla: Nanos::ZERO,
+                history: 1,
+                order: Default::default()
+            },
+            2
+        ),
         PolicyError::ZeroSla
     );
 }

@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 use tessera_core::action::TaskEndReason;
+use tessera_core::policies::flexy::PoolOrder;
 use tessera_core::policies::memsafe::NotificationPolicy;
 use tessera_core::policy::PidGains;
 use tessera_core::{
@@ -32,12 +33,14 @@ fn policy_strategy(gpus: usize) -> impl Strategy<Value = PolicyConfig> {
     let k = 0..gpus;
     (0usize..8, k, 0u64..2_000, 1usize..12).prop_map(|(which, k, reset_ms, history)| {
         let reset = Some(Nanos::from_millis(reset_ms));
+        // both of Flexy's orders (the index is checked against a full sort in debug)
+        let order = if reset_ms % 2 == 0 { PoolOrder::Packing } else { PoolOrder::Completion };
         match which {
             0 => PolicyConfig::RoundRobin,
             1 => PolicyConfig::Priority { reserve: k, reset: None },
             2 => PolicyConfig::Priority { reserve: 0, reset },
-            3 => PolicyConfig::Flexy { reserve: k, reset: None, sla: SLA, history },
-            4 => PolicyConfig::Flexy { reserve: 0, reset, sla: SLA, history },
+            3 => PolicyConfig::Flexy { reserve: k, reset: None, sla: SLA, history, order },
+            4 => PolicyConfig::Flexy { reserve: 0, reset, sla: SLA, history, order },
             5 => PolicyConfig::FlexyPid { sla: SLA, history, gains: PidGains::default() },
             6 => PolicyConfig::MemSafe { notification: NotificationPolicy::ALL[history % 4] },
             // one task per GPU: the exclusive engine must accept it

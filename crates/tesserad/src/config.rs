@@ -591,7 +591,9 @@ impl DaemonConfig {
         Some(match self.policy {
             PolicyName::RoundRobin => PolicyConfig::RoundRobin,
             PolicyName::Priority => PolicyConfig::Priority { reserve, reset },
-            PolicyName::Flexy => PolicyConfig::Flexy { reserve, reset, sla, history: 10 },
+            PolicyName::Flexy => {
+                PolicyConfig::Flexy { reserve, reset, sla, history: 10, order: Default::default() }
+            }
             PolicyName::FlexyPid => {
                 PolicyConfig::FlexyPid { sla, history: 10, gains: PidGains::default() }
             }

@@ -19,6 +19,12 @@
 //! - q counts queued and running user-facing tasks ("outstanding");
 //! - before any user-facing task has finished, le is taken to be the SLA
 //!   (pessimistic: one GPU per outstanding task, up to N);
+//! - the pool packs ([`PoolOrder::Packing`], the paper's "Flexy tries to collocate
+//!   them on the same GPU as long as their SLA targets are satisfied", Fig. 2): a pool
+//!   GPU that is idle or runs only user-facing work stays ahead of every other GPU, so
+//!   user-facing work queues for the pool instead of taking whichever batch GPU frees
+//!   next. Algorithm 1 as printed (every GPU by estimated completion) is kept as
+//!   [`PoolOrder::Completion`];
 //! - ties in estimated completion put idle GPUs first, then keep a GPU in the pool it
 //!   was in, then go by id, so that the pools do not flap between identical GPUs;
 //! - a running task's completion is estimated from its kernel's recent times (else its
@@ -46,6 +52,35 @@ pub struct FlexyParams {
     pub sla: Nanos,
     /// k: how many recent user-facing task times estimate le.
     pub history: usize,
+    /// How Algorithm 1's sort orders the GPUs.
+    pub order: PoolOrder,
+}
+
+/// How Algorithm 1 orders the GPUs before the first U become the user-facing pool.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PoolOrder {
+    /// The paper's packing (Fig. 2, §II-C3): the pool's GPUs that are idle or run only
+    /// user-facing work come first (idle ones, then by estimated completion), then
+    /// every other GPU by estimated completion.
+    #[default]
+    Packing,
+    /// Algorithm 1's sort as printed: every GPU by estimated completion, so an idle or
+    /// soon-free batch GPU displaces a pool GPU still running a user-facing task, and
+    /// user-facing work spreads over the node as under priority.
+    Completion,
+}
+
+impl PoolOrder {
+    /// Suffix of the policy's label ("" for the default).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            PoolOrder::Packing => "",
+            PoolOrder::Completion => "-completion",
+        }
+    }
 }
 
 /// Algorithm 1, lines 1-8: the size of the user-facing pool.
@@ -126,6 +161,22 @@ impl Flexy {
                 top.push(*g);
             }
         }
+        // packing: the pool's GPUs running only user-facing work stay, soonest free
+        // first (the pool is small: a sort of it, not of the node)
+        let mut kept_busy = 0;
+        if self.params.order == PoolOrder::Packing && top.len() < u {
+            let mut busy: Vec<(Nanos, GpuId)> = self
+                .pool
+                .iter()
+                .filter(|g| self.runs_only_user_facing(**g))
+                .map(|g| (self.board.expected_free_at(*g, now), *g))
+                .collect();
+            busy.sort_unstable();
+            for (_, g) in busy.into_iter().take(u - top.len()) {
+                top.push(g);
+                kept_busy += 1;
+            }
+        }
         for g in self.board.idle_ids() {
             if top.len() == u {
                 break;
@@ -135,13 +186,21 @@ impl Flexy {
             }
         }
         if top.len() < u {
+            // the busy GPUs by estimated completion, past those already kept
+            let before = top.len();
+            let mut next = Vec::new();
             self.board.first_busy_to_free(
                 now,
-                u - top.len(),
+                u - before + kept_busy,
                 &self.in_user_pool,
                 &self.pool,
-                &mut top,
+                &mut next,
             );
+            for g in next {
+                if top.len() < u && !top[..before].contains(&g) {
+                    top.push(g);
+                }
+            }
         }
         debug_assert_eq!(top, self.sorted_order(now, u), "the pool differs from a full sort's");
         for g in &self.pool {
@@ -159,16 +218,27 @@ impl Flexy {
     /// The first `u` GPUs by a full sort of the node, as Algorithm 1 is written (the
     /// check of the index in debug builds).
     fn sorted_order(&self, now: Nanos, u: usize) -> Vec<GpuId> {
-        let mut order: Vec<(Nanos, bool, bool, GpuId)> = self
+        let mut order: Vec<(bool, Nanos, bool, bool, GpuId)> = self
             .board
             .gpu_ids()
             .map(|g| {
-                let busy = !self.board.state(g).is_idle();
-                (self.board.expected_free_at(g, now), busy, !self.in_user_pool[g.0 as usize], g)
+                let in_pool = self.in_user_pool[g.0 as usize];
+                let state = self.board.state(g);
+                let kept = self.params.order == PoolOrder::Packing
+                    && in_pool
+                    && (state.is_idle() || self.runs_only_user_facing(g));
+                let busy = !state.is_idle();
+                (!kept, self.board.expected_free_at(g, now), busy, !in_pool, g)
             })
             .collect();
         order.sort_unstable();
-        order.into_iter().take(u).map(|(_, _, _, g)| g).collect()
+        order.into_iter().take(u).map(|(_, _, _, _, g)| g).collect()
+    }
+
+    /// Whether `gpu` runs tasks, all of them user-facing.
+    fn runs_only_user_facing(&self, gpu: GpuId) -> bool {
+        let running = self.board.state(gpu).running();
+        !running.is_empty() && running.iter().all(|r| r.class.is_user_facing())
     }
 
     fn dispatch_idle(&mut self, now: Nanos, actions: &mut Vec<Action>) {
@@ -222,8 +292,8 @@ impl Flexy {
 impl Policy for Flexy {
     fn label(&self) -> String {
         match self.params.reset {
-            Some(_) => "F-Reset".into(),
-            None => format!("F-MinRes{}", self.params.reserve),
+            Some(_) => format!("F-Reset{}", self.params.order.suffix()),
+            None => format!("F-MinRes{}{}", self.params.reserve, self.params.order.suffix()),
         }
     }
 

@@ -25,7 +25,7 @@ use crate::action::Action;
 use crate::board::Classes;
 use crate::event::Event;
 use crate::model::GpuSpec;
-use crate::policies::flexy::{Flexy, FlexyParams};
+use crate::policies::flexy::{Flexy, FlexyParams, PoolOrder};
 use crate::policy::{PidGains, Policy};
 use crate::units::Nanos;
 
@@ -44,7 +44,10 @@ pub struct FlexyPid {
 impl FlexyPid {
     /// The PID variant over `gpus`, starting at K = 0.
     pub fn new(gpus: &[GpuSpec], sla: Nanos, history: usize, gains: PidGains) -> FlexyPid {
-        let flexy = Flexy::new(gpus, FlexyParams { reserve: 0, reset: None, sla, history });
+        let flexy = Flexy::new(
+            gpus,
+            FlexyParams { reserve: 0, reset: None, sla, history, order: PoolOrder::Packing },
+        );
         FlexyPid {
             flexy,
             sla,

@@ -106,7 +106,13 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
     let flexy_policies = [
         PolicyConfig::RoundRobin,
         PolicyConfig::Priority { reserve: 0, reset: Some(Nanos::from_secs(1)) },
-        PolicyConfig::Flexy { reserve: 1, reset: None, sla, history: 10 },
+        PolicyConfig::Flexy {
+            reserve: 1,
+            reset: None,
+            sla,
+            history: 10,
+            order: Default::default(),
+        },
         PolicyConfig::FlexyPid { sla, history: 10, gains: Default::default() },
     ];
     let flexy: Vec<_> = (0..a.runs)
@@ -134,7 +140,16 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
             PolicyConfig::Priority { reserve: 0, reset: Some(Nanos::from_secs(1)) },
             Sharing::Exclusive,
         ),
-        (PolicyConfig::Flexy { reserve: 1, reset: None, sla, history: 10 }, Sharing::Exclusive),
+        (
+            PolicyConfig::Flexy {
+                reserve: 1,
+                reset: None,
+                sla,
+                history: 10,
+                order: Default::default(),
+            },
+            Sharing::Exclusive,
+        ),
         (
             PolicyConfig::FlexyPid { sla, history: 10, gains: Default::default() },
             Sharing::Exclusive,

@@ -32,6 +32,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use tessera_core::policies::flexy::PoolOrder;
 use tessera_core::policy::PidGains;
 use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
 
@@ -236,7 +237,13 @@ struct Trial {
 
 fn policies(cfg: &FlexyConfig, sla: Nanos) -> Vec<PolicyConfig> {
     let reset = Some(Nanos::from_millis(cfg.reset_ms));
-    let flexy = |reserve, reset| PolicyConfig::Flexy { reserve, reset, sla, history: cfg.history };
+    let flexy = |reserve, reset| PolicyConfig::Flexy {
+        reserve,
+        reset,
+        sla,
+        history: cfg.history,
+        order: PoolOrder::Packing,
+    };
     let mut list = vec![
         PolicyConfig::RoundRobin,
         PolicyConfig::Priority { reserve: 0, reset: None },
@@ -245,6 +252,15 @@ fn policies(cfg: &FlexyConfig, sla: Nanos) -> Vec<PolicyConfig> {
         flexy(0, None),
         flexy(1, None),
         flexy(0, reset),
+        // Algorithm 1's sort as printed, which does not pack (what we ran before issue
+        // 24), beside the packing reading
+        PolicyConfig::Flexy {
+            reserve: 0,
+            reset,
+            sla,
+            history: cfg.history,
+            order: PoolOrder::Completion,
+        },
         PolicyConfig::FlexyPid { sla, history: cfg.history, gains: PidGains::default() },
     ];
     // Figure 6: K = 2 and 3 (K = 0 and 1 are above), where the node has room.
@@ -253,7 +269,7 @@ fn policies(cfg: &FlexyConfig, sla: Nanos) -> Vec<PolicyConfig> {
 }
 
 fn is_reset_policy(label: &str) -> bool {
-    label.ends_with("Reset")
+    label.contains("Reset")
 }
 
 /// Seed of workload instance `run` of `mix`: the same at every load and for every
