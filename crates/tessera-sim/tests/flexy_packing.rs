@@ -5,10 +5,10 @@
 
 use tessera_core::policies::flexy::PoolOrder;
 use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
+use tessera_sim::RunMetrics;
 use tessera_sim::engine::{Sharing, SimOptions, Simulation};
 use tessera_sim::perf::PerfModel;
 use tessera_sim::workloads::flexy::{FlexyWorkloadParams, Mix, UfOutstanding, generate};
-use tessera_sim::RunMetrics;
 
 const SLA: Nanos = Nanos::from_millis(200);
 const RESET: Nanos = Nanos::from_millis(100);
@@ -66,7 +66,10 @@ fn flexy_packs_user_facing_work_where_priority_spreads_it() {
         let c = run(&flexy(PoolOrder::Completion), Mix::W2, 0.25, seed);
         let (pm, fm, cm) = (median_latency(&p), median_latency(&f), median_latency(&c));
         assert!(fm >= 1.5 * pm, "seed {seed}: F-Reset median {fm:.3} s, P-Reset {pm:.3} s");
-        assert!(cm < 1.5 * pm, "seed {seed}: the completion order spreads like priority: {cm:.3} vs {pm:.3}");
+        assert!(
+            cm < 1.5 * pm,
+            "seed {seed}: the completion order spreads like priority: {cm:.3} vs {pm:.3}"
+        );
         assert!(
             f.mean_user_pool > c.mean_user_pool,
             "seed {seed}: pool {:.2} packing, {:.2} completion order",
@@ -94,7 +97,15 @@ fn explore() {
                 let q = |f: f64| l[((l.len() - 1) as f64 * f) as usize];
                 eprintln!(
                     "{mix:?} f={load} s{seed} {:<20} resets {:>5} pool {:.2} sla {:.3} p50 {:.3} p99 {:.3} batch {} util {:.3} makespan {:.0}",
-                    p.label(), m.resets, m.mean_user_pool, m.sla_met, q(0.5), q(0.99), m.batch_done, m.utilization, m.makespan_s
+                    p.label(),
+                    m.resets,
+                    m.mean_user_pool,
+                    m.sla_met,
+                    q(0.5),
+                    q(0.99),
+                    m.batch_done,
+                    m.utilization,
+                    m.makespan_s
                 );
             }
         }

@@ -103,16 +103,17 @@ struct Scaled {
 pub fn run(a: SimBenchArgs) -> Result<()> {
     let gpus = GpuSpec::uniform(4, Bytes::gib(4));
     let sla = Nanos::from_millis(200);
+    let f_minres1 = PolicyConfig::Flexy {
+        reserve: 1,
+        reset: None,
+        sla,
+        history: 10,
+        order: Default::default(),
+    };
     let flexy_policies = [
         PolicyConfig::RoundRobin,
         PolicyConfig::Priority { reserve: 0, reset: Some(Nanos::from_secs(1)) },
-        PolicyConfig::Flexy {
-            reserve: 1,
-            reset: None,
-            sla,
-            history: 10,
-            order: Default::default(),
-        },
+        f_minres1.clone(),
         PolicyConfig::FlexyPid { sla, history: 10, gains: Default::default() },
     ];
     let flexy: Vec<_> = (0..a.runs)
@@ -140,16 +141,7 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
             PolicyConfig::Priority { reserve: 0, reset: Some(Nanos::from_secs(1)) },
             Sharing::Exclusive,
         ),
-        (
-            PolicyConfig::Flexy {
-                reserve: 1,
-                reset: None,
-                sla,
-                history: 10,
-                order: Default::default(),
-            },
-            Sharing::Exclusive,
-        ),
+        (f_minres1, Sharing::Exclusive),
         (
             PolicyConfig::FlexyPid { sla, history: 10, gains: Default::default() },
             Sharing::Exclusive,
