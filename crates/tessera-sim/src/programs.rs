@@ -208,15 +208,25 @@ pub enum Coscheduling {
 }
 
 /// How the GPU runs kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Device {
     /// One kernel at a time from a FIFO queue, its time handed out in quanta by the
-    /// policy through the launch gate (FairGV's non-preemptive testbed); uses the
-    /// node's `ring`, `device_depth` and `gate`.
-    Queue,
+    /// policy through the launch gate (FairGV's non-preemptive testbed).
+    Queue(QueueDevice),
     /// Processor sharing on `tessera-gpu`'s shared model, every launched kernel at once
-    /// and no quanta (schedGPU's node: the policy decides memory only).
+    /// and no quanta, no rings (schedGPU's node: the policy decides memory only).
     Shared,
+}
+
+/// The queue device: each tenant's ring, the device's queue and the launch gate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueDevice {
+    /// Kernels a ring holds (an asynchronous call waits while it is full).
+    pub ring: usize,
+    /// Kernels the device's queue holds, all tenants together.
+    pub depth: usize,
+    /// The launch gate.
+    pub gate: Gate,
 }
 
 /// When tenants start.
@@ -238,13 +248,6 @@ pub struct NodeModel {
     pub wait: WaitMode,
     /// How the GPU runs kernels.
     pub device: Device,
-    /// The queue device's: kernels a ring holds (an asynchronous call waits while it
-    /// is full).
-    pub ring: usize,
-    /// The queue device's: kernels its queue holds, all tenants together.
-    pub device_depth: usize,
-    /// The queue device's launch gate.
-    pub gate: Gate,
     /// Coscheduling.
     pub coscheduling: Coscheduling,
     /// When tenants start.
@@ -459,8 +462,9 @@ impl ProgramSim {
     ) -> Result<ProgramSim, SimError> {
         let bad =
             |what: String| SimError::PolicyViolation { policy: policy.label(), at_ns: 0, what };
-        if model.cpu.cores == 0 || model.ring == 0 || model.device_depth == 0 {
-            return Err(bad("the node needs a core, a ring and a device queue".into()));
+        let no_queue = matches!(model.device, Device::Queue(q) if q.ring == 0 || q.depth == 0);
+        if model.cpu.cores == 0 || no_queue {
+            return Err(bad("the node needs a core, and a queue device a ring and a queue".into()));
         }
         if let Some(t) = tenants.iter().find(|t| t.core >= model.cpu.cores) {
             return Err(bad(format!("a tenant pinned to core {} of {}", t.core, model.cpu.cores)));
@@ -479,7 +483,7 @@ impl ProgramSim {
         if tenants.iter().any(|t| !t.program.phases.iter().any(takes_time)) {
             return Err(bad("a program whose round takes no time (no CPU work, no kernel)".into()));
         }
-        if model.device == Device::Queue
+        if matches!(model.device, Device::Queue(_))
             && tenants
                 .iter()
                 .any(|t| t.program.phases.iter().any(|p| matches!(p, Phase::Kernel { .. })))
@@ -651,7 +655,7 @@ impl ProgramSim {
 
     /// Record the node's state if something changed at this instant.
     fn close_instant(&mut self) {
-        if !std::mem::take(&mut self.changed) {
+        if !std::mem::take(&mut self.changed) || self.samples.is_none() {
             return;
         }
         let gpu = self.shared.shares().map(|(_, x)| x).sum::<f64>().min(1.0);
@@ -745,7 +749,7 @@ impl ProgramSim {
         }
         let span = duration.0.max(1) as f64;
         let gpu_busy = match self.model.device {
-            Device::Queue => self.busy_ns as f64 / span,
+            Device::Queue(_) => self.busy_ns as f64 / span,
             Device::Shared => {
                 if let Err(e) = self.shared.advance(duration.0) {
                     return Err(self.violation(format!("the shared GPU: {e}")));
@@ -892,7 +896,7 @@ impl ProgramSim {
     /// Carry the core's current thread forward from now: finish what is done, start
     /// its next phases, and schedule the end of what it does next.
     fn step(&mut self, core: usize) -> Result<(), SimError> {
-        let ring_cap = self.model.ring;
+        let ring_cap = self.ring_cap();
         loop {
             let Some(i) = self.cores[core].current else { return Ok(()) };
             let c = &self.cores[core];
@@ -964,13 +968,11 @@ impl ProgramSim {
                     t.in_cpu = false;
                     t.pc += 1;
                 }
-                Phase::Launch(alone) | Phase::Kernel { alone, .. }
-                    if self.model.device == Device::Shared =>
-                {
-                    let intensity = match t.phases[t.pc] {
-                        Phase::Kernel { intensity, .. } => intensity,
-                        _ => 1.0,
-                    };
+                Phase::Launch(alone) if self.model.device == Device::Shared => {
+                    t.pc += 1;
+                    self.start_shared(i, alone, 1.0)?;
+                }
+                Phase::Kernel { alone, intensity } if self.model.device == Device::Shared => {
                     t.pc += 1;
                     self.start_shared(i, alone, intensity)?;
                 }
@@ -1064,7 +1066,7 @@ impl ProgramSim {
     /// it if it blocked (a sleeper wakes when its sleep ends).
     fn wait_may_be_over(&mut self, i: usize) -> Result<(), SimError> {
         let t = &self.threads[i];
-        if t.wait.is_none() || !t.wait_over(self.model.ring) {
+        if t.wait.is_none() || !t.wait_over(self.ring_cap()) {
             return Ok(());
         }
         if t.blocked {
@@ -1125,8 +1127,25 @@ impl ProgramSim {
         Ok(())
     }
 
+    /// Kernels a ring holds (the shared device has no rings: a launch goes straight
+    /// to the device).
+    fn ring_cap(&self) -> usize {
+        match self.model.device {
+            Device::Queue(q) => q.ring,
+            Device::Shared => usize::MAX,
+        }
+    }
+
+    /// The queue device's launch gate (the shared device hands out no quanta).
+    fn gate(&self) -> Option<Gate> {
+        match self.model.device {
+            Device::Queue(q) => Some(q.gate),
+            Device::Shared => None,
+        }
+    }
+
     fn work_conserving(&self) -> bool {
-        !matches!(self.model.gate, Gate::Collaborative { work_conserving: false, .. })
+        !matches!(self.gate(), Some(Gate::Collaborative { work_conserving: false, .. }))
     }
 
     /// Ask the policy for a quantum for thread `i` if it has work (or, not work
@@ -1151,11 +1170,12 @@ impl ProgramSim {
 
     /// The online thread submits what its gate allows into the device's queue.
     fn pump(&mut self) -> Result<(), SimError> {
+        let Device::Queue(queue) = self.model.device else { return Ok(()) };
         let Some(o) = &self.online else { return Ok(()) };
         let i = o.thread;
-        let room = self.model.device_depth.saturating_sub(self.device.len());
+        let room = queue.depth.saturating_sub(self.device.len());
         // how many it may submit, and whether they come out of the slice's budget
-        let (allowed, budgeted) = match self.model.gate {
+        let (allowed, budgeted) = match queue.gate {
             Gate::TimeShare { .. } => (room, false),
             Gate::Collaborative { .. } if o.draining => (0, false),
             Gate::Collaborative { samples, .. } if o.sampled < samples => {
@@ -1246,7 +1266,7 @@ impl ProgramSim {
         t.in_device -= 1;
         t.calls += 1;
         t.gpu_ns += kernel.0;
-        if let Gate::Collaborative { slice, samples, sync, .. } = self.model.gate
+        if let Some(Gate::Collaborative { slice, samples, sync, .. }) = self.gate()
             && let Some(o) = self.online.as_mut().filter(|o| o.thread == owner)
         {
             if o.sampled < samples {
@@ -1279,21 +1299,22 @@ impl ProgramSim {
     /// sharing ends it now; collaborative scheduling submits nothing more and ends it
     /// once what it submitted has run.
     fn end_quantum(&mut self) -> Result<(), SimError> {
-        match self.model.gate {
-            Gate::TimeShare { .. } => self.release(),
-            Gate::Collaborative { .. } => {
+        match self.gate() {
+            Some(Gate::TimeShare { .. }) => self.release(),
+            Some(Gate::Collaborative { .. }) => {
                 if let Some(o) = &mut self.online {
                     o.draining = true;
                 }
                 self.maybe_release()
             }
+            None => Ok(()),
         }
     }
 
     /// End the online quantum if its gate says it is over.
     fn maybe_release(&mut self) -> Result<(), SimError> {
         let Some(o) = &self.online else { return Ok(()) };
-        let Gate::Collaborative { work_conserving, .. } = self.model.gate else { return Ok(()) };
+        let Some(Gate::Collaborative { work_conserving, .. }) = self.gate() else { return Ok(()) };
         let t = &self.threads[o.thread];
         let settled = t.in_device == 0 && !self.syncing;
         let over = if work_conserving {
@@ -1337,6 +1358,11 @@ impl ProgramSim {
         if self.online.is_some() {
             return Err(self.violation(format!("{task} dispatched to a busy GPU")));
         }
+        let Some(gate) = self.gate() else {
+            return Err(
+                self.violation(format!("{task} dispatched: the shared device has no quanta"))
+            );
+        };
         self.online_generation += 1;
         let generation = self.online_generation;
         self.online = Some(Online {
@@ -1350,7 +1376,7 @@ impl ProgramSim {
             generation,
         });
         self.threads[i].picks += 1;
-        self.schedule(self.now + self.model.gate.slice(), Ev::SliceUp(generation));
+        self.schedule(self.now + gate.slice(), Ev::SliceUp(generation));
         // GPU-centric coscheduling: an interactive tenant's thread runs now
         let clock = Nanos(self.threads[i].gpu_ns);
         if self.model.coscheduling == Coscheduling::GpuCentric
@@ -1450,10 +1476,7 @@ mod tests {
                 tick: us(1_000),
             },
             wait,
-            device: Device::Queue,
-            ring: 256,
-            device_depth: 1_024,
-            gate,
+            device: Device::Queue(QueueDevice { ring: 256, depth: 1_024, gate }),
             coscheduling: Coscheduling::None,
             admission: Admission::Pinned,
             gpu_memory: Bytes::gib(1),
@@ -1544,11 +1567,7 @@ mod tests {
     }
 
     fn shared_node(cores: usize) -> NodeModel {
-        let mut m = node(
-            Gate::TimeShare { slice: us(1_000) },
-            WaitMode::Hybrid { spin: Nanos::ZERO },
-            cores,
-        );
+        let mut m = node(fairgv(), WaitMode::Hybrid { spin: Nanos::ZERO }, cores);
         m.cpu.switch = Nanos::ZERO;
         m.device = Device::Shared;
         m.admission = Admission::OnePerCore;
@@ -1625,7 +1644,7 @@ mod tests {
     fn impossible_programs_are_refused_up_front() {
         let kernel = once(vec![Phase::Kernel { alone: us(10), intensity: 0.5 }]);
         let mut queue = shared_node(1);
-        queue.device = Device::Queue;
+        queue.device = node(fairgv(), WaitMode::Poll, 1).device;
         assert!(
             ProgramSim::new(std::slice::from_ref(&kernel), queue, memsafe()).is_err(),
             "intensity on the queue device"

@@ -104,6 +104,8 @@ pub struct Flexy {
     /// The pool's GPUs in ascending order, and scratch for the next one.
     pool: Vec<GpuId>,
     top: Vec<GpuId>,
+    /// Scratch: the pool's GPUs running user-facing work, by expected freeing.
+    kept: Vec<(Nanos, GpuId)>,
 }
 
 impl Flexy {
@@ -117,6 +119,7 @@ impl Flexy {
             pool_size: 0,
             pool: Vec::new(),
             top: Vec::new(),
+            kept: Vec::new(),
         }
     }
 
@@ -165,17 +168,20 @@ impl Flexy {
         // first (the pool is small: a sort of it, not of the node)
         let mut kept_busy = 0;
         if self.params.order == PoolOrder::Packing && top.len() < u {
-            let mut busy: Vec<(Nanos, GpuId)> = self
-                .pool
-                .iter()
-                .filter(|g| self.runs_only_user_facing(**g))
-                .map(|g| (self.board.expected_free_at(*g, now), *g))
-                .collect();
+            let mut busy = std::mem::take(&mut self.kept);
+            busy.clear();
+            busy.extend(
+                self.pool
+                    .iter()
+                    .filter(|g| self.runs_only_user_facing(**g))
+                    .map(|g| (self.board.expected_free_at(*g, now), *g)),
+            );
             busy.sort_unstable();
-            for (_, g) in busy.into_iter().take(u - top.len()) {
-                top.push(g);
+            for (_, g) in busy.iter().take(u - top.len()) {
+                top.push(*g);
                 kept_busy += 1;
             }
+            self.kept = busy;
         }
         for g in self.board.idle_ids() {
             if top.len() == u {
@@ -188,19 +194,25 @@ impl Flexy {
         if top.len() < u {
             // the busy GPUs by estimated completion, past those already kept
             let before = top.len();
-            let mut next = Vec::new();
             self.board.first_busy_to_free(
                 now,
                 u - before + kept_busy,
                 &self.in_user_pool,
                 &self.pool,
-                &mut next,
+                &mut top,
             );
-            for g in next {
-                if top.len() < u && !top[..before].contains(&g) {
-                    top.push(g);
+            // the kept GPUs are busy too, so they come again among the busy ones
+            if kept_busy > 0 {
+                let mut at = before;
+                while at < top.len() {
+                    if top[..before].contains(&top[at]) {
+                        top.remove(at);
+                    } else {
+                        at += 1;
+                    }
                 }
             }
+            top.truncate(u);
         }
         debug_assert_eq!(top, self.sorted_order(now, u), "the pool differs from a full sort's");
         for g in &self.pool {

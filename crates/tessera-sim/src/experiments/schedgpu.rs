@@ -13,7 +13,7 @@
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation};
-use super::schedgpu_node::{self, AppJob, PhaseRun};
+use super::schedgpu_node::{self, AppJob, NodeRun};
 use crate::plot::{Panel, Series, draw_panels};
 use crate::workloads::schedgpu::{AppProfile, CORES, Constants, GPU_MEMORY, ara, blast, mummer};
 use serde::{Deserialize, Serialize};
@@ -181,12 +181,12 @@ fn run_one(
     cores: usize,
     n: NotificationPolicy,
     what: &str,
-) -> Result<PhaseRun, ExperimentError> {
+) -> Result<NodeRun, ExperimentError> {
     schedgpu_node::run(jobs, cores, GPU_MEMORY, memsafe(n)?)
         .map_err(|source| ExperimentError::Sim { trial: what.into(), source })
 }
 
-fn result(scenario: &str, configuration: &str, r: &PhaseRun) -> ScenarioResult {
+fn result(scenario: &str, configuration: &str, r: &NodeRun) -> ScenarioResult {
     let n = r.jobs.len().max(1) as f64;
     let paper = TABLE_3.iter().find(|(c, ..)| {
         scenario == "mixed" && *c == configuration
@@ -221,14 +221,14 @@ fn mixed_jobs(k: &Constants, priority_mummer: bool) -> Vec<AppJob> {
 
 /// Run every scenario with the constants used, and return the results with the mixed
 /// workload's time series.
-pub fn run() -> Result<(SchedGpuResults, Vec<(String, PhaseRun)>), ExperimentError> {
+pub fn run() -> Result<(SchedGpuResults, Vec<(String, NodeRun)>), ExperimentError> {
     run_with(&Constants::USED)
 }
 
 /// Run every scenario on profiles built with `k`.
 pub fn run_with(
     k: &Constants,
-) -> Result<(SchedGpuResults, Vec<(String, PhaseRun)>), ExperimentError> {
+) -> Result<(SchedGpuResults, Vec<(String, NodeRun)>), ExperimentError> {
     let mut scenarios = Vec::new();
     let mut series = Vec::new();
     let seq = run_one(&mixed_jobs(k, false), 1, NotificationPolicy::Fifo, "mixed sequential")?;
@@ -517,7 +517,7 @@ fn differences(r: &SchedGpuResults) -> String {
 /// Write `results.json`, `report.md` and `timeline.svg` into `dir`.
 pub fn write_outputs(
     results: &SchedGpuResults,
-    series: &[(String, PhaseRun)],
+    series: &[(String, NodeRun)],
     dir: &Path,
 ) -> Result<(), ExperimentError> {
     super::write_results(dir, results, &report(results))?;

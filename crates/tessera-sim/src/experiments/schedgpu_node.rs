@@ -7,9 +7,10 @@
 //! granted memory never exceeds the GPU's.
 
 use crate::engine::SimError;
+use crate::programs::Sample;
 use crate::programs::{
-    self, Admission, Coscheduling, CpuModel, Device, Gate, NodeModel, Program, ProgramSim,
-    ProgramTenant, WaitMode,
+    self, Admission, Coscheduling, CpuModel, Device, NodeModel, Program, ProgramSim, ProgramTenant,
+    WaitMode,
 };
 use crate::workloads::schedgpu::{AppProfile, Phase};
 use serde::{Deserialize, Serialize};
@@ -35,11 +36,9 @@ pub struct JobOutcome {
     pub waited_s: f64,
 }
 
-pub use crate::programs::Sample;
-
 /// What a run measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PhaseRun {
+pub struct NodeRun {
     /// First start to last end, seconds.
     pub makespan_s: f64,
     /// Average GPU utilisation over the makespan (0-1).
@@ -83,10 +82,6 @@ fn node(cores: usize, gpu_memory: Bytes) -> NodeModel {
         },
         wait: WaitMode::Hybrid { spin: Nanos::ZERO },
         device: Device::Shared,
-        // the queue device's; unused on the shared one
-        ring: 1,
-        device_depth: 1,
-        gate: Gate::TimeShare { slice: Nanos::from_millis(1) },
         coscheduling: Coscheduling::None,
         admission: Admission::OnePerCore,
         gpu_memory,
@@ -100,7 +95,7 @@ pub fn run(
     cores: usize,
     gpu_memory: Bytes,
     policy: Box<dyn Policy>,
-) -> Result<PhaseRun, SimError> {
+) -> Result<NodeRun, SimError> {
     let tenants: Vec<ProgramTenant> = jobs
         .iter()
         .map(|j| ProgramTenant {
@@ -112,7 +107,7 @@ pub fn run(
         .collect();
     let out = ProgramSim::new(&tenants, node(cores, gpu_memory), policy)?.sampled().run_to_end()?;
     let secs = |ns: u64| Nanos(ns).as_secs_f64();
-    Ok(PhaseRun {
+    Ok(NodeRun {
         makespan_s: secs(out.duration_ns),
         gpu_util: out.gpu_busy,
         memory_util: out.memory_busy,

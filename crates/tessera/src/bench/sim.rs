@@ -213,19 +213,14 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     // cost per event at the largest scale over that at the smallest (the first and last
-    // given)
-    let growth = |s: &Scaled| {
-        let (first, last) =
-            (s.at.first().map_or(f64::NAN, |x| x.2), s.at.last().map_or(f64::NAN, |x| x.2));
-        first / last
+    // given), of the engine or (`floor`) of the bare heap: how much a queue's cost per
+    // event grows with its length and the cache misses that come with it
+    let growth_of = |s: &Scaled, floor: bool| {
+        let per_s = |x: &(usize, u64, f64, f64)| if floor { x.3 } else { x.2 };
+        s.at.first().map_or(f64::NAN, per_s) / s.at.last().map_or(f64::NAN, per_s)
     };
-    // the same for the heap floor: how much a bare queue's cost per event grows with
-    // its length (and the cache misses that come with it) over the same scales
-    let floor_growth = |s: &Scaled| {
-        let (first, last) =
-            (s.at.first().map_or(f64::NAN, |x| x.3), s.at.last().map_or(f64::NAN, |x| x.3));
-        first / last
-    };
+    let growth = |s: &Scaled| growth_of(s, false);
+    let floor_growth = |s: &Scaled| growth_of(s, true);
     if a.json {
         for (r, floor) in rows.iter().zip(&floors) {
             writeln!(

@@ -22,7 +22,7 @@
 use crate::engine::SimError;
 use crate::programs::{
     Admission, Coscheduling, CpuModel, Device, Gate, NodeModel, Phase, Program, ProgramSim,
-    ProgramTenant, WaitMode,
+    ProgramTenant, QueueDevice, WaitMode,
 };
 use serde::{Deserialize, Serialize};
 use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
@@ -101,10 +101,7 @@ impl Scheduler {
                 tick: k.cpu_tick,
             },
             wait,
-            device: Device::Queue,
-            ring: k.ring,
-            device_depth: k.device_depth,
-            gate,
+            device: Device::Queue(QueueDevice { ring: k.ring, depth: k.device_depth, gate }),
             coscheduling,
             admission: Admission::Pinned,
             gpu_memory: GPU_MEMORY,
