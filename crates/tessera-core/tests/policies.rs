@@ -144,26 +144,48 @@ fn priority_serves_user_facing_first_and_keeps_reserved_gpus_for_it() {
 }
 
 #[test]
-fn priority_reset_kills_one_batch_task_per_uncovered_user_facing_task() {
+fn priority_reset_fires_only_when_every_gpu_runs_batch_work() {
     let mut h = Harness::new(PolicyConfig::Priority { reserve: 0, reset: Some(ms(1000)) }, 3);
     h.tenant(ms(0), 1, ServiceClass::Batch);
     h.tenant(ms(0), 2, uf());
     let batch: Vec<TaskId> = (0..3).map(|_| h.submit(ms(0), 1, BATCH_KERNEL).0).collect();
-    // every GPU runs batch work of unknown length: each waiting user-facing task that no
-    // GPU covers costs one reset, GPUs in id order
+    // every GPU runs batch work: the waiting user-facing task costs one reset, the
+    // batch task expected to run longest (all unknown here: GPU id order) first
     let (_, a) = h.submit(ms(100), 2, UF_KERNEL);
     assert_eq!(
         a.iter().find(|x| matches!(x, Action::ResetGpu { .. })),
         Some(&Action::ResetGpu { gpu: GpuId(0), killed: vec![batch[0]] })
     );
+    // GPU 0 is resetting, so not every GPU runs batch work: §IV-A's P-Reset waits
+    // (the rule before issue 24 reset GPU 1 and GPU 2 here, one per waiting task)
     let (_, a) = h.submit(ms(101), 2, UF_KERNEL);
-    assert_eq!(resets(&a), vec![1]);
+    assert_eq!(resets(&a), Vec::<u32>::new());
     let (_, a) = h.submit(ms(102), 2, UF_KERNEL);
-    assert_eq!(resets(&a), vec![2]);
-    // the killed batch task is re-issued (first in its queue) once user-facing work is served
+    assert_eq!(resets(&a), Vec::<u32>::new());
+    // the reset GPU takes user-facing work first; the killed batch task waits
     let a = h.send(ms(1100), Event::GpuResetDone { gpu: GpuId(0) });
     assert_eq!(dispatches(&a).len(), 1);
     assert_ne!(dispatches(&a)[0].0, batch[0], "user-facing first");
+}
+
+#[test]
+fn priority_reset_waits_while_a_gpu_runs_user_facing_work() {
+    let mut h = Harness::new(PolicyConfig::Priority { reserve: 0, reset: Some(ms(1000)) }, 3);
+    h.tenant(ms(0), 1, ServiceClass::Batch);
+    h.tenant(ms(0), 2, uf());
+    h.tenant(ms(0), 3, uf());
+    // GPU 0 runs user-facing work, GPUs 1 and 2 batch work
+    let (u0, _) = h.submit(ms(0), 2, UF_KERNEL);
+    let _batch: Vec<TaskId> = (0..3).map(|_| h.submit(ms(0), 1, BATCH_KERNEL).0).collect();
+    // two user-facing tasks wait, but GPU 0 runs user-facing work: no reset (the rule
+    // before issue 24 reset one GPU, for the task GPU 0 would not cover)
+    let (_, a) = h.submit(ms(10), 3, UF_KERNEL);
+    let (_, b) = h.submit(ms(10), 3, UF_KERNEL);
+    assert!(resets(&a).is_empty() && resets(&b).is_empty());
+    // GPU 0's task ends: it takes the next user-facing task, still no reset
+    let a = h.finish(ms(50), u0, 0, ms(50));
+    assert_eq!(dispatches(&a).len(), 1);
+    assert!(resets(&a).is_empty());
 }
 
 #[test]

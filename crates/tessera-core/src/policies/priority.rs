@@ -1,11 +1,14 @@
 //! Priority scheduling (Flexy §II-B, §II-D): every free GPU takes a user-facing task
 //! if one waits, else a batch task. Variants from §II-D:
 //! - minimum reservation K: GPUs 0..K take user-facing tasks only;
-//! - reset: when user-facing tasks wait and the GPUs are busy with batch work (§IV),
-//!   reset as many GPUs running batch tasks as there are waiting user-facing tasks
-//!   (§II-D: "kills as many batch tasks as the number of waiting user-facing tasks
-//!   and reissues them later"), less the GPUs that are idle, resetting or running
-//!   user-facing work, which will take those tasks anyway.
+//! - reset, as the paper defines its baseline: when user-facing tasks wait and "all
+//!   accelerators are busy with batch tasks" (§IV-A), kill as many batch tasks as there
+//!   are waiting user-facing tasks (§II-D: "kills as many batch tasks as the number of
+//!   waiting user-facing tasks and reissues them later"), longest expected remaining
+//!   time first. While any GPU is idle, resetting or running user-facing work, nothing
+//!   is reset. §II-C3's rule on the remaining time of the batch task is Flexy's, not
+//!   this baseline's, so any batch task may be killed (but one already past its
+//!   expected end, which is about to free its GPU).
 //!
 //! Within a class, the oldest head-of-line task goes first (the paper leaves the order
 //! among tenants of one class open; first-come first-served minimises the worst wait).
@@ -65,19 +68,15 @@ impl Policy for Priority {
         }
 
         let Some(latency) = self.reset else { return };
-        // §II-D and §IV together: when user-facing tasks wait and the GPUs are busy with
-        // batch work, kill as many batch tasks as there are waiting user-facing tasks
-        // that no idle, resetting or user-facing GPU will take.
+        // §II-D and §IV-A together: only when every GPU runs batch work, kill as many
+        // batch tasks as there are waiting user-facing tasks.
         let waiting = self.board.queued(Classes::UserFacing);
-        if waiting == 0 {
+        if waiting == 0 || user_facing_capable(&self.board, |_| true) > 0 {
             return;
         }
-        let uncovered = waiting.saturating_sub(user_facing_capable(&self.board, |_| true));
-        if uncovered == 0 {
-            return;
-        }
+        // remaining time > 0: every running batch task not yet past its expected end
         for gpu in
-            resettable_batch_gpus(&self.board, now, latency, |_| true).into_iter().take(uncovered)
+            resettable_batch_gpus(&self.board, now, Nanos::ZERO, |_| true).into_iter().take(waiting)
         {
             self.board.reset(now, gpu, latency, actions);
         }
