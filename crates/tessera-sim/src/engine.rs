@@ -393,8 +393,17 @@ impl<'w> Simulation<'w> {
         let mean_queue_len = queued_sum as f64 / self.events.max(1) as f64;
         let measures = self.opts.measure_gpus.then(|| self.gpu_measures(span));
         let exclusive = self.opts.sharing == Sharing::Exclusive;
+        let host_per_job: Vec<Nanos> = self
+            .workload
+            .jobs
+            .iter()
+            .map(|j| {
+                self.workload.kernels.get(j.kernel as usize).map_or(Nanos::ZERO, |k| k.host_per_task)
+            })
+            .collect();
         Ok(RunMetrics::from_records(
             &self.tasks,
+            &host_per_job,
             // exclusive: the runs' own durations, as the paper's NVSMI measured; shared:
             // time with anything running (NVSMI's busy fraction; the runs overlap)
             self.gpus.iter().map(|g| if exclusive { g.busy } else { g.busy_union }).collect(),
@@ -549,6 +558,7 @@ impl<'w> Simulation<'w> {
             class: job.tenant.class,
             work,
             submitted: self.now,
+            first_start: None,
             last_start: None,
             kills: 0,
             end: None,
@@ -605,7 +615,8 @@ impl<'w> Simulation<'w> {
             let (_, started) = s.running.swap_remove(i);
             let placement = s.placement;
             let ran_for = self.now - started;
-            self.gpus[gpu.0 as usize].busy += ran_for;
+            let kernel_time = self.kernel_time(finished, ran_for);
+            self.gpus[gpu.0 as usize].busy += kernel_time;
             ended += 1;
             let batch = if self.batches.is_empty() { None } else { self.batches.remove(&finished) };
             match batch {
@@ -636,6 +647,16 @@ impl<'w> Simulation<'w> {
             self.predict_next(slot);
         }
         Ok(())
+    }
+
+    /// Of `ran` on a GPU by the execution led by `task`, the time its kernel ran: its
+    /// kernel's host part ([`crate::workload::Kernel::host_per_task`]) comes first and
+    /// is not busy time by NVSMI's reading.
+    fn kernel_time(&self, task: TaskId, ran: Nanos) -> Nanos {
+        let job = self.tasks[task.0 as usize].job;
+        let kernel = self.workload.jobs[job].kernel as usize;
+        let host = self.workload.kernels.get(kernel).map_or(Nanos::ZERO, |k| k.host_per_task);
+        ran - host
     }
 
     /// Schedule the next finish in `slot` from its model, superseding any earlier
@@ -914,7 +935,9 @@ impl<'w> Simulation<'w> {
             self.batches.insert(task, tasks.to_vec());
         }
         for t in tasks {
-            self.tasks[t.0 as usize].last_start = Some(now);
+            let record = &mut self.tasks[t.0 as usize];
+            record.first_start.get_or_insert(now);
+            record.last_start = Some(now);
             self.joined_gpu(gpu, *t, slot);
         }
         self.predict_next(slot);
@@ -1063,7 +1086,8 @@ impl<'w> Simulation<'w> {
                 // the killed execution's remaining work is dropped (it is re-issued whole)
                 let _ = self.slots[slot].model.remove(now.0, lead.0);
                 // NVSMI counts the killed task's run as busy time, as the paper measured.
-                self.gpus[gpu.0 as usize].busy += now - started;
+                let kernel_time = self.kernel_time(lead, now - started);
+                self.gpus[gpu.0 as usize].busy += kernel_time;
                 for task in self.members(lead) {
                     self.tasks[task.0 as usize].kills += 1;
                     self.left_gpu(gpu, task);
@@ -1131,7 +1155,8 @@ impl<'w> Simulation<'w> {
                 });
                 let left = Piece { work: left.max(1), demand: whole.demand, launch };
                 self.slots[slot].running.retain(|(t, _)| *t != task);
-                self.gpus[from.0 as usize].busy += now - started;
+                let kernel_time = self.kernel_time(task, now - started);
+                self.gpus[from.0 as usize].busy += kernel_time;
                 for member in self.members(task) {
                     self.left_gpu(from, member);
                     self.location[member.0 as usize] = Location::Migrating;

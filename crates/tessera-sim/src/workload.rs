@@ -27,6 +27,12 @@ pub struct Kernel {
     /// arrives). Zero: at once.
     #[serde(default, skip_serializing_if = "is_no_time")]
     pub cpu_per_launch: Nanos,
+    /// The part of each task's time on its GPU spent outside its kernel (input and
+    /// output copies, driver calls; at the start of the task): the task holds the GPU,
+    /// but NVSMI's utilization, which counts time with a kernel running, does not count
+    /// it busy. Zero: the whole task is kernel time.
+    #[serde(default, skip_serializing_if = "is_no_time")]
+    pub host_per_task: Nanos,
 }
 
 fn is_no_time(x: &Nanos) -> bool {

@@ -40,6 +40,7 @@ fn kernel(name: &str, grid: u64, cpu_ms: u64) -> Kernel {
         }),
         registers_per_thread: 32,
         cpu_per_launch: Nanos::from_millis(cpu_ms),
+        host_per_task: Nanos::ZERO,
     }
 }
 

@@ -23,6 +23,8 @@ fn run(policy: &PolicyConfig, mix: Mix, load: f64, seed: u64) -> RunMetrics {
         task_cv: 0.05,
         submission: Default::default(),
         uf_outstanding: UfOutstanding::UpTo2N,
+        background_batch: false,
+        host_per_task: Nanos::ZERO,
         seed,
     })
     .unwrap();

@@ -57,6 +57,7 @@ fn workload(jobs: Vec<(u64, bool, u32, Vec<u64>, usize, bool)>) -> Workload {
             launch: None,
             registers_per_thread: 0,
             cpu_per_launch: Nanos::ZERO,
+            host_per_task: Nanos::ZERO,
         })
         .collect();
     let mut jobs: Vec<Job> = jobs

@@ -43,6 +43,7 @@ fn workload(jobs: &[(u64, Vec<u64>, usize, u64)]) -> Workload {
             launch: None,
             registers_per_thread: 0,
             cpu_per_launch: Nanos::ZERO,
+            host_per_task: Nanos::ZERO,
         }],
         jobs,
     }

@@ -269,6 +269,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
         task_cv: 0.05,
         submission: Submission::Window,
         uf_outstanding: Default::default(),
+        background_batch: true,
+        // the daemon's utilization counts whole tasks: no NVSMI reading to compare with
+        host_per_task: Nanos::ZERO,
         seed: a.seed,
     })?;
     w.jobs.truncate(a.jobs);

@@ -105,9 +105,19 @@ pub struct FlexyArgs {
     task_cv: f64,
     /// Readings of the workload, comma-separated; the first drives the main tables and
     /// figures. `uf1` / `uf2n`: user-facing jobs keep one / up to 2N tasks outstanding;
-    /// `window` / `burst`: jobs submit as a sliding window / in bursts.
-    #[arg(long, value_delimiter = ',', default_values = ["uf1-window", "uf2n-window", "uf2n-burst"])]
+    /// `window` / `burst`: jobs submit as a sliding window / in bursts; a `-head`
+    /// suffix measures latency from when a task reaches the head of its job's queue
+    /// instead of from its submission.
+    #[arg(long, value_delimiter = ',', default_values = ["uf2n-window", "uf2n-window-head", "uf1-window", "uf2n-burst"])]
     modes: Vec<String>,
+    /// Leave out §III's background batch job ("there are always batch tasks present in
+    /// the system"), which keeps one batch task outstanding until the last arrival.
+    #[arg(long)]
+    no_background_batch: bool,
+    /// Milliseconds of each task outside its kernel (copies, driver calls), which
+    /// NVSMI's utilization does not count (assumed; the paper gives no figure).
+    #[arg(long, default_value_t = 10)]
+    host_ms: u64,
     /// Directory for results.json, fig5/6/7.svg and report.md.
     #[arg(long, default_value = "results/flexy")]
     out: PathBuf,
@@ -252,11 +262,14 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
             .map(|m| {
                 Mode::parse(m).with_context(|| {
                     format!(
-                        "unknown mode {m:?}: use uf1-window, uf1-burst, uf2n-window or uf2n-burst"
+                        "unknown mode {m:?}: use uf1-window, uf1-burst, uf2n-window or uf2n-burst, \
+                         each optionally with -head"
                     )
                 })
             })
             .collect::<Result<_>>()?,
+        background_batch: !a.no_background_batch,
+        host_ms: a.host_ms,
     };
     let bar = ProgressBar::new(0);
     bar.set_style(

@@ -38,6 +38,19 @@ pub enum Test {
         /// Allowed factor of shortfall.
         factor: f64,
     },
+    /// A ratio within `factor` of the paper's, either way.
+    RatioNear {
+        /// The paper's ratio.
+        paper: f64,
+        /// Allowed factor either way.
+        factor: f64,
+    },
+    /// A trend: ours is a later value over an earlier one (say resets at the heaviest
+    /// load over those at the lightest) and must be below 1, as the paper's is.
+    Falls {
+        /// The paper's own later-over-earlier ratio.
+        paper: f64,
+    },
 }
 
 impl Test {
@@ -47,6 +60,20 @@ impl Test {
             Test::AtMost { paper, tolerance } => ours <= paper + tolerance,
             Test::Near { paper, tolerance } => (ours - paper).abs() <= tolerance,
             Test::RatioAtLeast { paper, factor } => ours >= paper / factor,
+            Test::RatioNear { paper, factor } => ours >= paper / factor && ours <= paper * factor,
+            Test::Falls { .. } => ours < 1.0,
+        }
+    }
+
+    /// The paper's value the test compares with.
+    pub fn paper(self) -> f64 {
+        match self {
+            Test::AtLeast { paper, .. }
+            | Test::AtMost { paper, .. }
+            | Test::Near { paper, .. }
+            | Test::RatioAtLeast { paper, .. }
+            | Test::RatioNear { paper, .. }
+            | Test::Falls { paper } => paper,
         }
     }
 
@@ -78,6 +105,18 @@ impl Test {
                     short(paper),
                     short(factor)
                 )
+            }
+            Test::RatioNear { paper, factor } => {
+                format!(
+                    "{:.1}x to {:.1}x (paper {}x within a factor {} either way)",
+                    paper / factor,
+                    paper * factor,
+                    short(paper),
+                    short(factor)
+                )
+            }
+            Test::Falls { paper } => {
+                format!("< 1x: falls (paper {}x)", short(paper))
             }
         }
     }
@@ -150,6 +189,20 @@ impl Verdict {
     }
 }
 
+/// Whether a claim is evidence for the model.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ClaimKind {
+    /// It tests the mechanism: counted in the tally.
+    #[default]
+    Evidence,
+    /// Any policy would give it (capacity alone, say): judged and shown, not counted.
+    Structural {
+        /// Why it follows from structure, not from the mechanism.
+        why: String,
+    },
+}
+
 /// One claim of a paper and what our run says of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Claim {
@@ -171,6 +224,12 @@ pub struct Claim {
     pub detail: String,
     /// The verdict.
     pub verdict: Verdict,
+    /// Evidence, or structural (outside the tally).
+    #[serde(default)]
+    pub kind: ClaimKind,
+    /// A stated deviation of ours the number depends on, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<String>,
 }
 
 impl Claim {
@@ -202,7 +261,26 @@ impl Claim {
             ours,
             detail,
             verdict,
+            kind: ClaimKind::Evidence,
+            depends_on: None,
         }
+    }
+
+    /// This claim, marked as following from structure alone (outside the tally).
+    pub fn structural(mut self, why: &str) -> Claim {
+        self.kind = ClaimKind::Structural { why: why.into() };
+        self
+    }
+
+    /// This claim, marked as depending on a stated deviation of ours.
+    pub fn depends_on(mut self, deviation: &str) -> Claim {
+        self.depends_on = Some(deviation.into());
+        self
+    }
+
+    /// Counted in the tally.
+    pub fn is_evidence(&self) -> bool {
+        self.kind == ClaimKind::Evidence
     }
 }
 
@@ -218,7 +296,17 @@ pub fn table(claims: &[Claim]) -> String {
             Some(x) if x.is_finite() => c.unit.show(x),
             _ => "—".into(),
         };
-        let detail = if c.detail.is_empty() { String::new() } else { format!(" ({})", c.detail) };
+        let mut detail =
+            if c.detail.is_empty() { String::new() } else { format!(" ({})", c.detail) };
+        if let Some(d) = &c.depends_on {
+            let _ = write!(detail, "; depends on a deviation: {d}");
+        }
+        let verdict = match &c.kind {
+            ClaimKind::Evidence => c.verdict.label().to_string(),
+            ClaimKind::Structural { why } => {
+                format!("{} (structural, not counted: {why})", c.verdict.label())
+            }
+        };
         let _ = writeln!(
             s,
             "| {} | {} | {} ({}) | {} | {}{} | {} |",
@@ -229,15 +317,16 @@ pub fn table(claims: &[Claim]) -> String {
             c.test.describe(c.unit),
             ours,
             detail,
-            c.verdict.label()
+            verdict
         );
     }
     s
 }
 
-/// Counts of verdicts: (holds, does not hold, not measured).
+/// Counts of verdicts of the evidence claims (structural ones are left out): (holds,
+/// does not hold, not measured).
 pub fn tally(claims: &[Claim]) -> (usize, usize, usize) {
-    claims.iter().fold((0, 0, 0), |(y, n, m), c| match c.verdict {
+    claims.iter().filter(|c| c.is_evidence()).fold((0, 0, 0), |(y, n, m), c| match c.verdict {
         Verdict::Holds => (y + 1, n, m),
         Verdict::DoesNotHold => (y, n + 1, m),
         Verdict::NotMeasured => (y, n, m + 1),
@@ -267,6 +356,26 @@ mod tests {
         assert!(r.passes(5.0) && !r.passes(4.9));
         assert!(Test::Near { paper: 0.5, tolerance: 0.1 }.passes(0.41));
         assert!(!Test::AtMost { paper: 0.4, tolerance: 0.1 }.passes(0.6));
+        // two-sided ratios say no above as well as below
+        let near = Test::RatioNear { paper: 10.0, factor: 2.0 };
+        assert!(near.passes(5.0) && near.passes(20.0));
+        assert!(!near.passes(4.9) && !near.passes(20.1));
+        // a trend: later over earlier must be below 1
+        assert!(Test::Falls { paper: 0.24 }.passes(0.9));
+        assert!(!Test::Falls { paper: 0.24 }.passes(1.0));
+    }
+
+    /// Structural claims are shown with their verdict but left out of the tally.
+    #[test]
+    fn structural_claims_are_not_counted() {
+        let t = Test::AtLeast { paper: 0.5, tolerance: 0.0 };
+        let c = |x| Claim::judge("c", "s", "§", "p", t, Unit::Percent, Some(x), String::new());
+        let claims = [c(0.6), c(0.4), c(0.7).structural("capacity"), c(0.1).structural("capacity")];
+        assert_eq!(tally(&claims), (1, 1, 0));
+        let t = table(&claims);
+        assert!(t.contains("structural, not counted: capacity"), "{t}");
+        let d = c(0.6).depends_on("the corrected reset rule");
+        assert!(table(&[d]).contains("depends on a deviation: the corrected reset rule"));
     }
 
     /// A model whose number is its constant: the claim "at least 0.5" holds at the used
@@ -329,6 +438,12 @@ pub struct Comparison {
     /// Why `holds` is `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why it follows from structure alone, when it does (then it is not evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structural: Option<String>,
+    /// The stated deviation of ours it depends on, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<String>,
 }
 
 /// The claims as `results.json`'s `comparisons`.
@@ -352,6 +467,11 @@ pub fn comparisons(claims: &[Claim]) -> Vec<Comparison> {
                 test: c.test,
                 holds,
                 reason,
+                structural: match &c.kind {
+                    ClaimKind::Structural { why } => Some(why.clone()),
+                    ClaimKind::Evidence => None,
+                },
+                depends_on: c.depends_on.clone(),
             }
         })
         .collect()

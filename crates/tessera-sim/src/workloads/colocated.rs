@@ -51,6 +51,7 @@ pub fn generate(p: &ColocatedParams) -> Workload {
             launch: None,
             registers_per_thread: 0,
             cpu_per_launch: Nanos::ZERO,
+            host_per_task: Nanos::ZERO,
         }],
         jobs,
     }

@@ -193,6 +193,7 @@ pub fn workload(apps: &[App], order: &[usize], interval: Nanos) -> Workload {
             }),
             registers_per_thread: a.registers,
             cpu_per_launch: cpu,
+            host_per_task: Nanos::ZERO,
         })
         .collect();
     let jobs = order

@@ -28,7 +28,15 @@
 //!   W3; the report says so.)
 //! - job types are a fixed multiset of those counts in a random order;
 //! - the same seed gives the same jobs at every load: only the inter-arrival times
-//!   are scaled by f, so loads and policies are compared on common random numbers.
+//!   are scaled by f, so loads and policies are compared on common random numbers;
+//! - "there are always batch tasks present in the system" (§III), when asked for
+//!   ([`FlexyWorkloadParams::background_batch`]): one more batch job, present from
+//!   time 0, keeps one task of a batch kernel outstanding and has enough of them to
+//!   last at least until the last job arrives (longer when it has to wait);
+//! - NVSMI's utilization (§III: it "reports the time the GPU is busy", i.e. with a
+//!   kernel running): Table I's task times are read as whole tasks, input and output
+//!   copies included, and the first `host_per_task` of each is not kernel time, so
+//!   short tasks "provide low utilization (according to NVSMI)" (§IV-B).
 
 use crate::workload::{Job, Kernel, Submission, Workload};
 use rand::seq::SliceRandom;
@@ -179,6 +187,14 @@ pub struct FlexyWorkloadParams {
     /// How many tasks user-facing jobs keep outstanding.
     #[serde(default)]
     pub uf_outstanding: UfOutstanding,
+    /// Keep one batch task outstanding from time 0 until at least the last job's
+    /// arrival (§III: "there are always batch tasks present in the system").
+    #[serde(default)]
+    pub background_batch: bool,
+    /// The part of each task's time that is not kernel time (copies, driver calls),
+    /// which NVSMI's utilization does not count.
+    #[serde(default)]
+    pub host_per_task: Nanos,
     /// Seed of this workload instance.
     pub seed: u64,
 }
@@ -200,8 +216,8 @@ pub enum WorkloadError {
     NoGpus,
 }
 
-/// The kernel table (Table I).
-pub fn kernels() -> Vec<Kernel> {
+/// The kernel table (Table I), each task's first `host_per_task` outside its kernel.
+pub fn kernels(host_per_task: Nanos) -> Vec<Kernel> {
     TABLE_I
         .iter()
         .map(|(name, ms)| Kernel {
@@ -210,6 +226,7 @@ pub fn kernels() -> Vec<Kernel> {
             launch: None,
             registers_per_thread: 0,
             cpu_per_launch: Nanos::ZERO,
+            host_per_task,
         })
         .collect()
 }
@@ -228,7 +245,7 @@ pub fn generate(p: &FlexyWorkloadParams) -> Result<Workload, WorkloadError> {
     if p.gpus == 0 {
         return Err(WorkloadError::NoGpus);
     }
-    let kernels = kernels();
+    let kernels = kernels(p.host_per_task);
     let (uf_kernels, batch_kernels): (Vec<u32>, Vec<u32>) =
         (0..kernels.len() as u32).partition(|&k| kernels[k as usize].mean <= USER_FACING_MAX);
     let spec = p.mix.spec();
@@ -281,6 +298,26 @@ pub fn generate(p: &FlexyWorkloadParams) -> Result<Workload, WorkloadError> {
             arrivals: Vec::new(),
         });
     }
+    if p.background_batch {
+        // its own random stream, so that every other job is the same with or without it
+        let mut rng = Pcg64::seed_from_u64(p.seed ^ 0x6261_7463_6867_726e);
+        let kernel = batch_kernels[rng.random_range(0..batch_kernels.len())];
+        let mean = kernels[kernel as usize].mean;
+        let last_arrival = jobs.last().map_or(Nanos::ZERO, |j: &Job| j.arrival);
+        let count = (last_arrival.0.div_ceil(mean.0.max(1)) as usize).max(1);
+        let tasks = (0..count)
+            .map(|_| Nanos(((mean.0 as f64) * jitter.sample(&mut rng)).round().max(1.0) as u64))
+            .collect();
+        jobs.push(Job {
+            arrival: Nanos::ZERO,
+            tenant: TenantSpec::new(TenantId(jobs.len() as u64), ServiceClass::Batch),
+            kernel,
+            tasks,
+            window: 1,
+            submission: Submission::Window,
+            arrivals: Vec::new(),
+        });
+    }
     Ok(Workload { kernels, jobs })
 }
 
@@ -298,6 +335,8 @@ mod tests {
             task_cv: 0.05,
             submission: Submission::Window,
             uf_outstanding: Default::default(),
+            background_batch: false,
+            host_per_task: Nanos::ZERO,
             seed,
         }
     }
@@ -318,6 +357,31 @@ mod tests {
         assert_eq!(Mix::W1.base_iat_s(), 4.0);
         assert_eq!(Mix::W2.base_iat_s(), 11.0);
         assert_eq!(Mix::W3.base_iat_s(), 8.0);
+    }
+
+    /// §III's "always batch tasks present": one more batch job from time 0 with one
+    /// task outstanding and work until at least the last arrival; the other jobs are
+    /// the same as without it.
+    #[test]
+    fn background_batch_job_is_present_until_the_last_arrival() {
+        for (mix, load) in [(Mix::W1, 4.0), (Mix::W2, 0.125)] {
+            let plain = generate(&params(mix, load, 5)).unwrap();
+            let with = generate(&FlexyWorkloadParams {
+                background_batch: true,
+                ..params(mix, load, 5)
+            })
+            .unwrap();
+            assert_eq!(with.jobs.len(), plain.jobs.len() + 1);
+            assert_eq!(&with.jobs[..plain.jobs.len()], &plain.jobs[..]);
+            let bg = with.jobs.last().unwrap();
+            assert!(!bg.tenant.class.is_user_facing() && bg.window == 1);
+            assert_eq!(bg.arrival, Nanos::ZERO);
+            let work = Nanos(bg.tasks.iter().map(|t| t.0).sum());
+            let last = plain.jobs.last().unwrap().arrival;
+            // jitter is 5%: the summed work is within a task of the last arrival or past it
+            let mean = with.kernels[bg.kernel as usize].mean;
+            assert!(work.0 as f64 >= last.0 as f64 - 1.2 * mean.0 as f64, "{work:?} vs {last:?}");
+        }
     }
 
     #[test]

@@ -127,6 +127,8 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
                 task_cv: 0.05,
                 submission: Default::default(),
                 uf_outstanding: Default::default(),
+                background_batch: true,
+                host_per_task: Nanos::from_millis(10),
                 seed,
             })
         })

@@ -221,13 +221,7 @@ fn mechanism(id: &str, above: bool) -> &'static str {
 }
 
 fn paper_value(c: &Claim) -> f64 {
-    use crate::experiments::claims::Test;
-    match c.test {
-        Test::AtLeast { paper, .. }
-        | Test::AtMost { paper, .. }
-        | Test::Near { paper, .. }
-        | Test::RatioAtLeast { paper, .. } => paper,
-    }
+    c.test.paper()
 }
 
 fn differences(s: &mut String, r: &FlexyResults) {

@@ -138,6 +138,7 @@ pub fn request_workload(models: usize, mut jobs: Vec<Job>) -> Workload {
                 launch: None,
                 registers_per_thread: 0,
                 cpu_per_launch: Nanos::ZERO,
+                host_per_task: Nanos::ZERO,
             })
             .collect(),
         jobs,
