@@ -398,7 +398,10 @@ impl<'w> Simulation<'w> {
             .jobs
             .iter()
             .map(|j| {
-                self.workload.kernels.get(j.kernel as usize).map_or(Nanos::ZERO, |k| k.host_per_task)
+                self.workload
+                    .kernels
+                    .get(j.kernel as usize)
+                    .map_or(Nanos::ZERO, |k| k.host_per_task)
             })
             .collect();
         Ok(RunMetrics::from_records(

@@ -168,7 +168,8 @@ impl RunMetrics {
         for t in tasks {
             let head = t.submitted.max(earlier_started[t.job]);
             // a task that never started (cancelled, failed) holds no one back
-            earlier_started[t.job] = earlier_started[t.job].max(t.first_start.unwrap_or(Nanos::ZERO));
+            earlier_started[t.job] =
+                earlier_started[t.job].max(t.first_start.unwrap_or(Nanos::ZERO));
             let Some((end, how)) = &t.end else { continue };
             let done = *how == TaskEnd::Done;
             if !done {

@@ -286,3 +286,30 @@ fn shared_gpus_co_run_tasks_as_the_model_says() {
     let err = run_with(Box::new(EverythingOnGpu0), &one_job_workload(3, 3), 1).unwrap_err();
     assert!(matches!(err, SimError::PolicyViolation { .. }), "{err}");
 }
+
+/// NVSMI's utilization counts kernel time only (Flexy §III, §IV-B): a task's host part
+/// (copies, driver calls) holds the GPU but is not busy time. Two 100 ms tasks with a
+/// 10 ms host part each on one GPU: 200 ms on the GPU, 180 ms busy.
+#[test]
+fn nvsmi_utilization_leaves_out_each_tasks_host_part() {
+    let mut w = workload(vec![(0, false, 1, vec![100, 100], 1, false)]);
+    let whole = Simulation::new(
+        &w,
+        PolicyConfig::RoundRobin.build(&options(1, 0).gpus).unwrap(),
+        options(1, 0),
+    )
+    .run()
+    .unwrap();
+    assert_eq!(whole.utilization, 1.0);
+    w.kernels[1].host_per_task = Nanos::from_millis(10);
+    let m = Simulation::new(
+        &w,
+        PolicyConfig::RoundRobin.build(&options(1, 0).gpus).unwrap(),
+        options(1, 0),
+    )
+    .run()
+    .unwrap();
+    assert_eq!(m.makespan_s, 0.2, "the host part still holds the GPU");
+    assert!((m.utilization - 0.9).abs() < 1e-12, "{}", m.utilization);
+    assert_eq!(m.killed_work_s, 0.0);
+}

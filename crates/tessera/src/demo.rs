@@ -68,9 +68,10 @@ pub struct DemoClientArgs {
 const GPUS: usize = 4;
 const SLA_MS: u64 = 200;
 const POLICIES: [(PolicyName, &str); 3] = [
-    (PolicyName::RoundRobin, "round-robin"),
-    (PolicyName::Priority, "priority"),
-    (PolicyName::Flexy, "flexy (K=1)"),
+    // the labels of `tessera sim flexy`: priority and Flexy each with one GPU reserved
+    (PolicyName::RoundRobin, "RoundRobin"),
+    (PolicyName::Priority, "P-MinRes1"),
+    (PolicyName::Flexy, "F-MinRes1"),
 ];
 
 fn now_ms() -> u64 {
@@ -274,7 +275,15 @@ pub fn run(a: DemoArgs) -> Result<()> {
         host_per_task: Nanos::ZERO,
         seed: a.seed,
     })?;
+    // §III's background batch job is generated last; keep it beside the first
+    // `jobs` jobs, with enough tasks to last until the last of those arrives
+    let background = w.jobs.pop().context("the generator made no jobs")?;
     w.jobs.truncate(a.jobs);
+    let last_arrival = w.jobs.last().map_or(Nanos::ZERO, |j| j.arrival);
+    let mut background = background;
+    let mean = w.kernels[background.kernel as usize].mean;
+    background.tasks.truncate((last_arrival.0.div_ceil(mean.0.max(1)) as usize).max(1));
+    w.jobs.push(background);
     let first = w.jobs.first().map_or(Nanos::ZERO, |j| j.arrival);
     for j in &mut w.jobs {
         j.arrival = j.arrival - first;
@@ -283,7 +292,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     std::fs::write(&workload_path, serde_json::to_vec(&w)?)?;
     let uf_jobs = w.jobs.iter().filter(|j| j.tenant.class.is_user_facing()).count();
     println!(
-        "tessera demo: {} jobs ({} user-facing with a {SLA_MS} ms SLA, {} batch; {} tasks) from Flexy's W1 mix at f={}, on 4 emulated GPUs at {}x speed",
+        "tessera demo: {} jobs ({} user-facing with a {SLA_MS} ms SLA, {} batch, one of them §III's background batch job; {} tasks) from Flexy's W1 mix at f={}, read as `tessera sim flexy`'s main reading uf2n-window (every job keeps up to 8 tasks outstanding, latency from submission), on 4 emulated GPUs at {}x speed",
         w.jobs.len(),
         uf_jobs,
         w.jobs.len() - uf_jobs,

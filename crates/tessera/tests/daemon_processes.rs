@@ -301,12 +301,14 @@ fn the_demo_runs_and_compares_with_the_simulator() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     // one table row per policy, and a verdict row per policy against every simulation
-    for policy in ["round-robin", "priority", "flexy (K=1)"] {
+    for policy in ["RoundRobin", "P-MinRes1", "F-MinRes1"] {
         let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(policy)).collect();
         assert_eq!(rows.len(), 2, "{text}");
         assert_eq!(rows[1].matches("yes").count() + rows[1].matches("NO").count(), 3, "{text}");
     }
     assert!(text.contains("daemon agrees with its own policy's simulation for"), "{text}");
+    // it says which reading of Flexy's workload it runs
+    assert!(text.contains("main reading uf2n-window"), "{text}");
 }
 
 #[test]

@@ -48,8 +48,8 @@ pub enum Test {
     /// A trend: ours is a later value over an earlier one (say resets at the heaviest
     /// load over those at the lightest) and must be below 1, as the paper's is.
     Falls {
-        /// The paper's own later-over-earlier ratio.
-        paper: f64,
+        /// The paper's own later-over-earlier ratio, where it gives both values.
+        paper: Option<f64>,
     },
 }
 
@@ -72,8 +72,8 @@ impl Test {
             | Test::AtMost { paper, .. }
             | Test::Near { paper, .. }
             | Test::RatioAtLeast { paper, .. }
-            | Test::RatioNear { paper, .. }
-            | Test::Falls { paper } => paper,
+            | Test::RatioNear { paper, .. } => paper,
+            Test::Falls { paper } => paper.unwrap_or(f64::NAN),
         }
     }
 
@@ -115,9 +115,10 @@ impl Test {
                     short(factor)
                 )
             }
-            Test::Falls { paper } => {
+            Test::Falls { paper: Some(paper) } => {
                 format!("< 1x: falls (paper {}x)", short(paper))
             }
+            Test::Falls { paper: None } => "< 1x: falls (the paper gives no values)".into(),
         }
     }
 }
@@ -203,6 +204,12 @@ pub enum ClaimKind {
     },
 }
 
+impl ClaimKind {
+    fn is_evidence(&self) -> bool {
+        *self == ClaimKind::Evidence
+    }
+}
+
 /// One claim of a paper and what our run says of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Claim {
@@ -225,7 +232,7 @@ pub struct Claim {
     /// The verdict.
     pub verdict: Verdict,
     /// Evidence, or structural (outside the tally).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "ClaimKind::is_evidence")]
     pub kind: ClaimKind,
     /// A stated deviation of ours the number depends on, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -361,8 +368,8 @@ mod tests {
         assert!(near.passes(5.0) && near.passes(20.0));
         assert!(!near.passes(4.9) && !near.passes(20.1));
         // a trend: later over earlier must be below 1
-        assert!(Test::Falls { paper: 0.24 }.passes(0.9));
-        assert!(!Test::Falls { paper: 0.24 }.passes(1.0));
+        assert!(Test::Falls { paper: Some(0.24) }.passes(0.9));
+        assert!(!Test::Falls { paper: None }.passes(1.0));
     }
 
     /// Structural claims are shown with their verdict but left out of the tally.

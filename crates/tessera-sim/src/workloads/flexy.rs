@@ -366,11 +366,9 @@ mod tests {
     fn background_batch_job_is_present_until_the_last_arrival() {
         for (mix, load) in [(Mix::W1, 4.0), (Mix::W2, 0.125)] {
             let plain = generate(&params(mix, load, 5)).unwrap();
-            let with = generate(&FlexyWorkloadParams {
-                background_batch: true,
-                ..params(mix, load, 5)
-            })
-            .unwrap();
+            let with =
+                generate(&FlexyWorkloadParams { background_batch: true, ..params(mix, load, 5) })
+                    .unwrap();
             assert_eq!(with.jobs.len(), plain.jobs.len() + 1);
             assert_eq!(&with.jobs[..plain.jobs.len()], &plain.jobs[..]);
             let bg = with.jobs.last().unwrap();

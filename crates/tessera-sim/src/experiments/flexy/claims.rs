@@ -2,7 +2,12 @@
 //! any number of ours is looked at: 3 percentage points for a share of tasks meeting
 //! the SLA the paper states as a bound, 5 for one it states as an approximate level,
 //! 10 for a utilization (the paper reads them off NVSMI), and a factor of 2 for counts
-//! of resets. Every claim is checked on every reading of the workload ([`super::Mode`]).
+//! of resets. Where the paper gives a value the test is two-sided; one-sided only where
+//! it states a bound ("more than", "fewer than"); where it states a trend, the trend is
+//! tested. Claims that any policy would meet on this node (capacity alone) are marked
+//! structural and left out of the tally; claims whose number depends on a deviation of
+//! ours say so. Every claim is checked on every reading of the workload
+//! ([`super::Mode`]).
 
 use super::{FlexyResults, Point, curve, sla_met_at_utilization, utilization_at_sla_met};
 use crate::experiments::claims::{Claim, Test, Unit};
@@ -58,7 +63,7 @@ fn claims_for(r: &FlexyResults, mode: &str) -> Vec<Claim> {
             "w1-headline-98-at-70",
             "abstract, §VI",
             "W1: F-MinRes1 meets the SLA for 98% of user-facing tasks at 70% GPU utilization",
-            Test::AtLeast { paper: 0.98, tolerance: SLA_BOUND },
+            Test::Near { paper: 0.98, tolerance: SLA_BOUND },
             Unit::Percent,
             f1,
             format!("interpolated at 70% utilization: {}", opt(f1)),
@@ -123,7 +128,7 @@ fn claims_for(r: &FlexyResults, mode: &str) -> Vec<Claim> {
             "w1-reservation-10-points-at-70",
             "§I",
             "W1: reserving one GPU gives 10% fewer SLA violations than no reservation, at about 70% utilization",
-            Test::AtLeast { paper: 0.10, tolerance: SLA_BOUND },
+            Test::Near { paper: 0.10, tolerance: SLA_BOUND },
             Unit::Percent,
             gains.as_ref().map(|g| g.iter().copied().fold(1.0, f64::min)),
             gains.map_or("not reached".into(), |g| {
@@ -153,7 +158,7 @@ fn claims_for(r: &FlexyResults, mode: &str) -> Vec<Claim> {
                 "w1-fig6a-k3-sla",
                 "§IV-D, Fig. 6a",
                 "W1, heaviest load: K=3 meets the SLA for 99.2%",
-                Test::AtLeast { paper: 0.992, tolerance: SLA_BOUND },
+                Test::Near { paper: 0.992, tolerance: SLA_BOUND },
                 Unit::Percent,
                 Some(k3.sla_met),
                 detail(k3),
@@ -360,10 +365,63 @@ fn claims_for(r: &FlexyResults, mode: &str) -> Vec<Claim> {
             id,
             source,
             paper,
-            Test::RatioAtLeast { paper: value, factor: RESET_FACTOR },
+            Test::RatioNear { paper: value, factor: RESET_FACTOR },
             Unit::Ratio,
             ours,
             detail,
+        );
+    }
+    // trends (§IV-B, §IV-C): as load rises the ratio shrinks and resets fall
+    let trends: [(&str, &str, Option<f64>); 2] =
+        [("w2", "§IV-B", Some(6.0 / 25.0)), ("w3", "§IV-C", Some(4.0 / 12.0))];
+    for (w, source, paper) in trends {
+        if !has(w) || heaviest == lightest {
+            continue;
+        }
+        let (light, _) = ratio(w, Some(lightest));
+        let (heavy, _) = ratio(w, Some(heaviest));
+        claim(
+            &format!("{w}-reset-ratio-falls-with-load"),
+            source,
+            &format!(
+                "{}: the ratio of priority's resets to Flexy's falls as load rises ({})",
+                w.to_uppercase(),
+                if w == "w2" { "25x at low to 6x at high utilization" } else { "12x to 4x" }
+            ),
+            Test::Falls { paper },
+            Unit::Ratio,
+            heavy.zip(light).filter(|(_, l)| l.is_finite() && *l > 0.0).map(|(h, l)| h / l),
+            format!(
+                "P-Reset/F-Reset resets at f={heaviest}: {}; at f={lightest}: {}",
+                heavy.map_or("—".into(), |x| format!("{x:.1}x")),
+                light.map_or("—".into(), |x| format!("{x:.1}x"))
+            ),
+        );
+        let total = |load: f64| -> Option<f64> {
+            let per = |p: &str| at(w, p, sla, load).map(|x| x.resets);
+            Some(per("P-Reset")? + per("F-Reset")?)
+        };
+        let (h, l) = (total(heaviest), total(lightest));
+        claim(
+            &format!("{w}-resets-fall-with-load"),
+            source,
+            &format!(
+                "{}: {}",
+                w.to_uppercase(),
+                if w == "w2" {
+                    "\"as the utilization increases, the number of resets decreases sharply\""
+                } else {
+                    "\"the number of resets diminishes as utilization increases\""
+                }
+            ),
+            Test::Falls { paper: None },
+            Unit::Ratio,
+            h.zip(l).filter(|(_, l)| *l > 0.0).map(|(h, l)| h / l),
+            format!(
+                "P-Reset + F-Reset resets per run: {} at f={heaviest}, {} at f={lightest}",
+                h.map_or("—".into(), |x| format!("{x:.1}")),
+                l.map_or("—".into(), |x| format!("{x:.1}"))
+            ),
         );
     }
     // the longer SLA
@@ -385,20 +443,60 @@ fn claims_for(r: &FlexyResults, mode: &str) -> Vec<Claim> {
             format!("mean over mixes and loads of {} points", pooled.len()),
         );
     }
-    // starvation: every batch task completes
-    let (done, all_batch) = r
-        .records
-        .iter()
-        .filter(|x| x.mode == mode && x.sla_ms == sla && x.policy.starts_with("F-"))
-        .fold((0usize, 0usize), |(d, t), x| (d + x.metrics.batch_done, t + x.metrics.batch_tasks));
+    // starvation, as a bound that can fail: no batch task waits much longer under
+    // Flexy than under round-robin, which serves every tenant in turn (every run ends,
+    // so counting completed batch tasks could not fail)
+    let mut ratios: Vec<(f64, String)> = Vec::new();
+    for m in &r.config.mixes {
+        for &load in &r.config.loads {
+            let w = m.name();
+            let Some(rr) = at(w, "RoundRobin", sla, load).map(|x| x.batch_max_wait_s) else {
+                continue;
+            };
+            for p in ["F-MinRes0", "F-MinRes1", "F-Reset"] {
+                if let Some(f) = at(w, p, sla, load).map(|x| x.batch_max_wait_s)
+                    && rr > 0.0
+                {
+                    ratios.push((f / rr, format!("{w} {p} f={load}: {f:.0} s vs {rr:.0} s")));
+                }
+            }
+        }
+    }
+    let most = ratios.iter().max_by(|a, b| a.0.total_cmp(&b.0));
     claim(
         "batch-does-not-starve",
         "§I, §II-C2",
-        "Under Flexy batch applications do not starve",
-        Test::AtLeast { paper: 1.0, tolerance: 0.0 },
-        Unit::Percent,
-        (all_batch > 0).then(|| done as f64 / all_batch as f64),
-        format!("{done} of {all_batch} batch tasks completed under the F- policies"),
+        "Under Flexy batch applications do not starve (read: no batch task waits more than twice as long as under round-robin, at the same load)",
+        Test::AtMost { paper: 1.0, tolerance: 1.0 },
+        Unit::Ratio,
+        most.map(|x| x.0),
+        most.map_or("not run".into(), |x| {
+            format!(
+                "longest batch wait, worst case over mixes, loads and F-MinRes0/1, F-Reset: {}",
+                x.1
+            )
+        }),
     );
+    for c in &mut out {
+        let structural = match c.id.as_str() {
+            "w1-fig6a-k0-util" => Some(
+                "at the heaviest load the node is offered twice its capacity, so any policy that \
+                 never idles a GPU with work waiting is near full utilization",
+            ),
+            "w1-fig6a-k3-util" => Some(
+                "with 3 of 4 GPUs held for user-facing work, batch work has one GPU: about 25% \
+                 follows from the reservation itself",
+            ),
+            _ => None,
+        };
+        if let Some(why) = structural {
+            *c = c.clone().structural(why);
+        }
+        // Flexy's reset rule is our correction of §II-C3 (see the report's deviations)
+        let f_reset = c.id.contains("reset") && c.id != "w1-p-reset-at-45";
+        if f_reset {
+            *c = c.clone().depends_on("Flexy's reset rule as we correct §II-C3");
+        }
+    }
     out
 }
