@@ -231,6 +231,8 @@ pub struct Simulation<'w> {
     counts: GpuCounts,
     events: u64,
     tasks_open: usize,
+    /// Tasks of foreground jobs not ended yet; background jobs submit while it is > 0.
+    foreground_left: usize,
     /// Whether to keep per-GPU tenant residency (for the memory invariant and
     /// energy): only when some tenant declares memory or measurements were asked for,
     /// so that the exclusive path pays nothing for it.
@@ -302,6 +304,12 @@ impl<'w> Simulation<'w> {
             counts: GpuCounts::default(),
             events: 0,
             tasks_open: 0,
+            foreground_left: workload
+                .jobs
+                .iter()
+                .filter(|j| !j.background)
+                .map(|j| j.tasks.len())
+                .sum(),
             track_residency: opts.measure_gpus
                 || workload.jobs.iter().any(|j| j.tenant.memory.0 > 0),
             opts,
@@ -384,6 +392,7 @@ impl<'w> Simulation<'w> {
                 .jobs
                 .iter()
                 .zip(&self.jobs)
+                .filter(|(j, _)| !j.background)
                 .map(|(j, s)| j.tasks.len() - s.next_task)
                 .sum::<usize>();
         if unfinished > 0 {
@@ -481,8 +490,7 @@ impl<'w> Simulation<'w> {
     }
 
     fn work_remains(&self) -> bool {
-        self.tasks_open > 0
-            || self.jobs.iter().zip(&self.workload.jobs).any(|(s, j)| s.ended < j.tasks.len())
+        self.tasks_open > 0 || self.foreground_left > 0
     }
 
     /// Accumulate time-weighted pool size and K up to `at`.
@@ -510,7 +518,7 @@ impl<'w> Simulation<'w> {
                 }
             }
         }
-        if job.tasks.is_empty() {
+        if job.tasks.is_empty() || (job.background && self.foreground_left == 0) {
             self.deliver(Event::TenantLeft { tenant: job.tenant.id })?;
         }
         Ok(())
@@ -550,7 +558,7 @@ impl<'w> Simulation<'w> {
     fn submit_next(&mut self, job_index: usize) -> Result<(), SimError> {
         let job = &self.workload.jobs[job_index];
         let state = &mut self.jobs[job_index];
-        if state.next_task >= job.tasks.len() {
+        if state.next_task >= job.tasks.len() || (job.background && self.foreground_left == 0) {
             return Ok(());
         }
         let work = job.tasks[state.next_task];
@@ -789,12 +797,19 @@ impl<'w> Simulation<'w> {
         record.end = Some((now, end));
         self.location[task.0 as usize] = Location::Ended;
         self.jobs[record.job].ended += 1;
+        if !self.workload.jobs[record.job].background {
+            self.foreground_left -= 1;
+        }
         self.tasks_open -= 1;
         Ok(())
     }
 
     fn maybe_job_done(&mut self, job: usize) -> Result<(), SimError> {
-        if self.jobs[job].ended == self.workload.jobs[job].tasks.len() {
+        let spec = &self.workload.jobs[job];
+        let state = &self.jobs[job];
+        let background_over =
+            spec.background && self.foreground_left == 0 && state.outstanding() == 0;
+        if state.ended == spec.tasks.len() || background_over {
             let tenant: TenantId = self.workload.jobs[job].tenant.id;
             self.deliver(Event::TenantLeft { tenant })?;
         }

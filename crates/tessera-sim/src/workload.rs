@@ -62,6 +62,11 @@ pub struct Job {
     /// first at `arrival`). Empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrivals: Vec<Nanos>,
+    /// Background work: it submits tasks only while other (foreground) jobs still have
+    /// tasks to end, and the run does not wait for the rest of its tasks (Flexy §III:
+    /// "there are always batch tasks present in the system").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 /// How a job keeps tasks outstanding.

@@ -60,6 +60,7 @@ fn workload(kernels: Vec<Kernel>, jobs: &[(u64, u32, Vec<u64>, u8)]) -> Workload
             window: 1,
             submission: Submission::Window,
             arrivals: Vec::new(),
+            background: false,
         })
         .collect();
     Workload { kernels, jobs }

@@ -74,6 +74,7 @@ fn workload(jobs: Vec<(u64, bool, u32, Vec<u64>, usize, bool)>) -> Workload {
             window,
             submission: if burst { Submission::Burst } else { Submission::Window },
             arrivals: Vec::new(),
+            background: false,
         })
         .collect();
     jobs.sort_by_key(|j| j.arrival);
@@ -312,4 +313,27 @@ fn nvsmi_utilization_leaves_out_each_tasks_host_part() {
     assert_eq!(m.makespan_s, 0.2, "the host part still holds the GPU");
     assert!((m.utilization - 0.9).abs() < 1e-12, "{}", m.utilization);
     assert_eq!(m.killed_work_s, 0.0);
+}
+
+/// A background job (Flexy §III's ever-present batch work) submits only while other
+/// jobs have tasks left: the run ends with the foreground, every task it submitted
+/// ends, and the rest of its tasks are never submitted.
+#[test]
+fn a_background_job_stops_with_the_foreground() {
+    let mut w = workload(vec![(0, true, 1, vec![100, 100], 1, false)]);
+    let mut bg = w.jobs[0].clone();
+    bg.tenant = TenantSpec::new(TenantId(1), ServiceClass::Batch);
+    bg.kernel = 0;
+    bg.tasks = vec![Nanos::from_millis(50); 1000];
+    bg.background = true;
+    w.jobs.insert(0, bg);
+    for policy in [PolicyConfig::RoundRobin, PolicyConfig::Priority { reserve: 0, reset: None }] {
+        let opts = options(2, 0);
+        let m = Simulation::new(&w, policy.build(&opts.gpus).unwrap(), opts).run().unwrap();
+        assert_eq!(m.uf_tasks, 2);
+        assert!(m.makespan_s <= 0.25 + 1e-9, "{}", m.makespan_s);
+        assert!((4..=6).contains(&m.batch_tasks), "{} background tasks submitted", m.batch_tasks);
+        assert_eq!(m.batch_done, m.batch_tasks);
+        assert_eq!(m.not_completed, 0);
+    }
 }

@@ -34,6 +34,7 @@ fn workload(jobs: &[(u64, Vec<u64>, usize, u64)]) -> Workload {
             window: *window,
             submission: Submission::Window,
             arrivals: Vec::new(),
+            background: false,
         })
         .collect();
     Workload {

@@ -42,6 +42,7 @@ pub fn generate(p: &ColocatedParams) -> Workload {
             window: 1,
             submission: Submission::Window,
             arrivals: Vec::new(),
+            background: false,
         })
         .collect();
     Workload {

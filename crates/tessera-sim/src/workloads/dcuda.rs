@@ -222,6 +222,7 @@ pub fn workload(apps: &[App], order: &[usize], interval: Nanos) -> Workload {
                 window: 1,
                 submission: Submission::Window,
                 arrivals: Vec::new(),
+                background: false,
             }
         })
         .collect();

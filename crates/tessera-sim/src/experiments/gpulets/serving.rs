@@ -124,6 +124,7 @@ pub fn request_job(model: usize, slo_ms: f64, arrivals: Vec<Nanos>) -> Job {
         window: 1,
         submission: Submission::Open,
         arrivals,
+        background: false,
     }
 }
 
