@@ -147,6 +147,39 @@ enum TesseraStatus tessera_shutdown(void);
  */
 const char *tessera_strerror(int32_t status);
 
+extern int32_t atexit(void (*callback)(void));
+
+/*
+ schedGPU's initialisation: open (or create) the ledger as `tessera_init` does (the
+ same environment variables), and arrange the shutdown stage for when the program
+ exits, as schedGPU does implicitly. Returns `cudaSuccess` (0) or a CUDA error code.
+ */
+int32_t schedGPUInit(void);
+
+/*
+ schedGPU's pre-allocation: reserve `size` bytes on `device` before `cudaMalloc`.
+ `timeout_ms` 0 is the non-blocking call (`cudaErrorNotReady`, 600, when the memory
+ is not free now); > 0 waits up to that long for other programs to free it (then
+ `cudaErrorNotReady`); < 0 waits as long as it takes (not in the paper, which asks
+ for a timeout; tessera refuses a wait that would deadlock with
+ `cudaErrorMemoryAllocation`, 2). More than the device has is
+ `cudaErrorMemoryAllocation`, a device that does not exist `cudaErrorInvalidDevice`.
+ */
+int32_t preCudaMalloc(size_t size, int32_t device, int64_t timeout_ms);
+
+/*
+ schedGPU's post-free: return `size` bytes on `device` after `cudaFree`; programs
+ waiting for memory are notified by the ledger's policy. Freeing more than this
+ program pre-allocated there is `cudaErrorInvalidValue` (1) and changes nothing.
+ */
+int32_t postCudaFree(size_t size, int32_t device);
+
+/*
+ schedGPU's shutdown stage, which runs by itself at exit after `schedGPUInit`:
+ release what this program still holds and close the ledger.
+ */
+int32_t schedGPUShutdown(void);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

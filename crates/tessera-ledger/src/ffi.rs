@@ -1,5 +1,7 @@
-//! The C ABI: schedGPU's explicit calls (`schedGPUInit`, `preCudaMalloc`,
-//! `postCudaFree`, shutdown) for C and CUDA programs. The header
+//! The C ABI: schedGPU's explicit calls for C and CUDA programs, under tessera's names
+//! (`tessera_init`, `tessera_pre_alloc`, `tessera_post_free`, `tessera_shutdown`) and
+//! under schedGPU's own (`schedGPUInit`, `preCudaMalloc`, `postCudaFree`,
+//! `schedGPUShutdown`, returning CUDA runtime codes; header `include/schedGPU.h`). The header
 //! `include/tessera_ledger.h` is generated from this file by cbindgen and checked by a
 //! test. Every function returns a [`TesseraStatus`] code; none panics across the ABI.
 //!
@@ -316,6 +318,105 @@ pub extern "C" fn tessera_strerror(status: i32) -> *const c_char {
         _ => c"unknown status",
     };
     s.as_ptr()
+}
+
+// schedGPU's own names (the paper's §4, "the life cycle"), for programs written against
+// schedGPU: they link against this library unchanged (header `include/schedGPU.h`).
+// The paper gives the calls and their behaviour, not their C signatures; these take the
+// size first, then the device, and return CUDA runtime codes (`cudaError_t` values,
+// checked against NVIDIA's `driver_types.h` by a test), as schedGPU reports
+// `cudaErrorNotReady` for a non-blocking pre-allocation that cannot be served.
+
+const CUDA_SUCCESS: i32 = 0;
+const CUDA_ERROR_INVALID_VALUE: i32 = 1;
+const CUDA_ERROR_MEMORY_ALLOCATION: i32 = 2;
+const CUDA_ERROR_INITIALIZATION_ERROR: i32 = 3;
+const CUDA_ERROR_INVALID_DEVICE: i32 = 101;
+const CUDA_ERROR_NOT_READY: i32 = 600;
+const CUDA_ERROR_UNKNOWN: i32 = 999;
+
+/// The CUDA runtime code a schedGPU program expects for `status`.
+fn cuda_code(status: TesseraStatus) -> i32 {
+    use TesseraStatus::*;
+    match status {
+        TesseraOk => CUDA_SUCCESS,
+        // not free now, or not within the application's timeout (§4, footnote 7)
+        TesseraNotAvailable | TesseraTimedOut => CUDA_ERROR_NOT_READY,
+        // can never be granted, or not without a deadlock, or no room to queue
+        TesseraExceedsCapacity | TesseraWouldDeadlock | TesseraTableFull => {
+            CUDA_ERROR_MEMORY_ALLOCATION
+        }
+        TesseraNoSuchGpu => CUDA_ERROR_INVALID_DEVICE,
+        TesseraOverFree | TesseraBadArgument => CUDA_ERROR_INVALID_VALUE,
+        TesseraNotInitialised
+        | TesseraNoGpus
+        | TesseraIncompatible
+        | TesseraIo
+        | TesseraForked
+        | TesseraInsecure
+        | TesseraNotALedger
+        | TesseraUnrepairable => CUDA_ERROR_INITIALIZATION_ERROR,
+        TesseraInternal | TesseraBusy => CUDA_ERROR_UNKNOWN,
+    }
+}
+
+unsafe extern "C" {
+    fn atexit(callback: extern "C" fn()) -> i32;
+}
+
+extern "C" fn shutdown_at_exit() {
+    let _ = tessera_shutdown();
+}
+
+static AT_EXIT: std::sync::Once = std::sync::Once::new();
+
+/// schedGPU's initialisation: open (or create) the ledger as `tessera_init` does (the
+/// same environment variables), and arrange the shutdown stage for when the program
+/// exits, as schedGPU does implicitly. Returns `cudaSuccess` (0) or a CUDA error code.
+#[unsafe(no_mangle)]
+#[allow(non_snake_case)]
+pub extern "C" fn schedGPUInit() -> i32 {
+    let status = tessera_init();
+    if status == TesseraStatus::TesseraOk {
+        AT_EXIT.call_once(|| {
+            // SAFETY: atexit is the C library's; the callback is a plain extern "C"
+            // function that stays valid for the life of the process.
+            let _ = unsafe { atexit(shutdown_at_exit) };
+        });
+    }
+    cuda_code(status)
+}
+
+/// schedGPU's pre-allocation: reserve `size` bytes on `device` before `cudaMalloc`.
+/// `timeout_ms` 0 is the non-blocking call (`cudaErrorNotReady`, 600, when the memory
+/// is not free now); > 0 waits up to that long for other programs to free it (then
+/// `cudaErrorNotReady`); < 0 waits as long as it takes (not in the paper, which asks
+/// for a timeout; tessera refuses a wait that would deadlock with
+/// `cudaErrorMemoryAllocation`, 2). More than the device has is
+/// `cudaErrorMemoryAllocation`, a device that does not exist `cudaErrorInvalidDevice`.
+#[unsafe(no_mangle)]
+#[allow(non_snake_case)]
+pub extern "C" fn preCudaMalloc(size: usize, device: i32, timeout_ms: i64) -> i32 {
+    let Ok(gpu) = u32::try_from(device) else { return CUDA_ERROR_INVALID_DEVICE };
+    cuda_code(tessera_pre_alloc(gpu, size as u64, timeout_ms))
+}
+
+/// schedGPU's post-free: return `size` bytes on `device` after `cudaFree`; programs
+/// waiting for memory are notified by the ledger's policy. Freeing more than this
+/// program pre-allocated there is `cudaErrorInvalidValue` (1) and changes nothing.
+#[unsafe(no_mangle)]
+#[allow(non_snake_case)]
+pub extern "C" fn postCudaFree(size: usize, device: i32) -> i32 {
+    let Ok(gpu) = u32::try_from(device) else { return CUDA_ERROR_INVALID_DEVICE };
+    cuda_code(tessera_post_free(gpu, size as u64))
+}
+
+/// schedGPU's shutdown stage, which runs by itself at exit after `schedGPUInit`:
+/// release what this program still holds and close the ledger.
+#[unsafe(no_mangle)]
+#[allow(non_snake_case)]
+pub extern "C" fn schedGPUShutdown() -> i32 {
+    cuda_code(tessera_shutdown())
 }
 
 #[cfg(test)]

@@ -276,13 +276,15 @@ pub fn run(a: DemoArgs) -> Result<()> {
         seed: a.seed,
     })?;
     // §III's background batch job is generated last; keep it beside the first
-    // `jobs` jobs, with enough tasks to last until the last of those arrives
-    let background = w.jobs.pop().context("the generator made no jobs")?;
+    // `jobs` jobs as an ordinary job with enough tasks to last until the last of those
+    // arrives: the daemon's clients replay a fixed list of tasks, and the simulator
+    // must run the same list
+    let mut background = w.jobs.pop().context("the generator made no jobs")?;
     w.jobs.truncate(a.jobs);
     let last_arrival = w.jobs.last().map_or(Nanos::ZERO, |j| j.arrival);
-    let mut background = background;
     let mean = w.kernels[background.kernel as usize].mean;
     background.tasks.truncate((last_arrival.0.div_ceil(mean.0.max(1)) as usize).max(1));
+    background.background = false;
     w.jobs.push(background);
     let first = w.jobs.first().map_or(Nanos::ZERO, |j| j.arrival);
     for j in &mut w.jobs {
