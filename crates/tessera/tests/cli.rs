@@ -17,10 +17,10 @@ fn sim_flexy_writes_its_outputs() {
         .unwrap();
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
     let stdout = String::from_utf8_lossy(&status.stdout);
-    assert!(stdout.contains("claims under the main reading (uf1-window)"), "{stdout}");
+    assert!(stdout.contains("claims under the main reading (uf2n-window)"), "{stdout}");
     assert!(stdout.contains("w1-headline-98-at-70: ours"), "{stdout}");
     for f in
-        ["results.json", "report.md", "fig5.svg", "fig6.svg", "fig7.svg", "fig5-uf2n-burst.svg"]
+        ["results.json", "report.md", "fig5.svg", "fig6.svg", "fig7.svg", "fig5-uf2n-window-head.svg"]
     {
         assert!(out.join(f).is_file(), "{f} missing");
     }
@@ -36,6 +36,7 @@ fn bad_arguments_fail_with_a_message() {
         &["sim", "flexy", "--loads", "0"],
         &["sim", "flexy", "--workload", "w9"],
         &["sim", "flexy", "--modes", "uf3-window"],
+        &["sim", "flexy", "--modes", "uf2n-window-tail"],
     ] {
         let out = tessera().args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");

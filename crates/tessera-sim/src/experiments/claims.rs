@@ -202,6 +202,11 @@ pub enum ClaimKind {
         /// Why it follows from structure, not from the mechanism.
         why: String,
     },
+    /// The model was built from this number: shown, not counted.
+    Input {
+        /// What was built from it.
+        into: String,
+    },
 }
 
 impl ClaimKind {
@@ -285,6 +290,12 @@ impl Claim {
         self
     }
 
+    /// This claim, marked as an input of the model (outside the tally).
+    pub fn input(mut self, into: &str) -> Claim {
+        self.kind = ClaimKind::Input { into: into.into() };
+        self
+    }
+
     /// Counted in the tally.
     pub fn is_evidence(&self) -> bool {
         self.kind == ClaimKind::Evidence
@@ -312,6 +323,9 @@ pub fn table(claims: &[Claim]) -> String {
             ClaimKind::Evidence => c.verdict.label().to_string(),
             ClaimKind::Structural { why } => {
                 format!("{} (structural, not counted: {why})", c.verdict.label())
+            }
+            ClaimKind::Input { into } => {
+                format!("{} (an input, not counted: {into})", c.verdict.label())
             }
         };
         let _ = writeln!(
@@ -476,6 +490,7 @@ pub fn comparisons(claims: &[Claim]) -> Vec<Comparison> {
                 reason,
                 structural: match &c.kind {
                     ClaimKind::Structural { why } => Some(why.clone()),
+                    ClaimKind::Input { into } => Some(format!("an input: {into}")),
                     ClaimKind::Evidence => None,
                 },
                 depends_on: c.depends_on.clone(),
