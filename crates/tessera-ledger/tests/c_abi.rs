@@ -85,27 +85,35 @@ fn a_forked_child_is_told_and_can_reopen() {
     assert!(stdout.contains("fork: ok"), "{stdout}");
 }
 
-#[test]
-fn the_c_example_runs_against_the_library() {
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let exe = build_c(&crate_dir().join("../../examples/ledger_demo.c"), "ledger_demo");
-    let ledger = tmp.join(format!("c-demo-ledger-{}", std::process::id()));
+/// Run the C program `exe` on a fresh ledger `name` in the test's temp dir with GPUs of
+/// `gpu_memory`; it must succeed. Returns the ledger's path and the program's stdout.
+fn run_c(exe: &Path, name: &str, gpu_memory: &str) -> (PathBuf, String) {
+    let ledger =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_file(&ledger);
-    let run = Command::new(&exe)
+    let run = Command::new(exe)
         // cargo's LD_LIBRARY_PATH would win over the rpath and may hold an older build
         // of the library (target/debug/ is not refreshed by every test build)
         .env_remove("LD_LIBRARY_PATH")
         .env("TESSERA_LEDGER", &ledger)
-        .env("TESSERA_GPU_MEMORY", "4799M")
+        .env("TESSERA_GPU_MEMORY", gpu_memory)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(
         run.status.success(),
-        "C example failed ({:?}):\n{stdout}\n{}",
+        "{} failed ({:?}):\n{stdout}\n{}",
+        exe.display(),
         run.status,
         String::from_utf8_lossy(&run.stderr)
     );
+    (ledger, stdout)
+}
+
+#[test]
+fn the_c_example_runs_against_the_library() {
+    let exe = build_c(&crate_dir().join("../../examples/ledger_demo.c"), "ledger_demo");
+    let (ledger, stdout) = run_c(&exe, "c-demo-ledger", "4799M");
     assert!(
         stdout.lines().any(|l| l.starts_with("tessera_pre_alloc 1 PiB")
             && l.ends_with("request exceeds the GPU's total memory")),
@@ -151,22 +159,7 @@ fn a_schedgpu_program_runs_unchanged() {
         ),
     }
     let exe = build_c_with(&crate_dir().join("tests/schedgpu_api.c"), "schedgpu_api", &flags);
-    let ledger = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("c-schedgpu-ledger-{}", std::process::id()));
-    let _ = std::fs::remove_file(&ledger);
-    let run = Command::new(&exe)
-        .env_remove("LD_LIBRARY_PATH")
-        .env("TESSERA_LEDGER", &ledger)
-        .env("TESSERA_GPU_MEMORY", "1000")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "schedGPU program failed ({:?}):\n{stdout}\n{}",
-        run.status,
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let (_, stdout) = run_c(&exe, "c-schedgpu-ledger", "1000");
     assert!(stdout.contains("schedgpu api: ok"), "{stdout}");
     assert!(stdout.contains("child preCudaMalloc 500, waiting up to 10 s -> 0"), "{stdout}");
 }

@@ -19,9 +19,14 @@ fn sim_flexy_writes_its_outputs() {
     let stdout = String::from_utf8_lossy(&status.stdout);
     assert!(stdout.contains("claims under the main reading (uf2n-window)"), "{stdout}");
     assert!(stdout.contains("w1-headline-98-at-70: ours"), "{stdout}");
-    for f in
-        ["results.json", "report.md", "fig5.svg", "fig6.svg", "fig7.svg", "fig5-uf2n-window-head.svg"]
-    {
+    for f in [
+        "results.json",
+        "report.md",
+        "fig5.svg",
+        "fig6.svg",
+        "fig7.svg",
+        "fig5-uf2n-window-head.svg",
+    ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
