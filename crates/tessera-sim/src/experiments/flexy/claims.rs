@@ -10,7 +10,7 @@
 //! ([`super::Mode`]).
 
 use super::{FlexyResults, Point, curve, sla_met_at_utilization, utilization_at_sla_met};
-use crate::experiments::claims::{Claim, Test, Unit};
+use crate::experiments::claims::{Claim, ClaimKind, Test, Unit};
 
 const SLA_BOUND: f64 = 0.03;
 const SLA_LEVEL: f64 = 0.05;
@@ -490,12 +490,11 @@ fn claims_for(r: &FlexyResults, mode: &str) -> Vec<Claim> {
             _ => None,
         };
         if let Some(why) = structural {
-            *c = c.clone().structural(why);
+            c.kind = ClaimKind::Structural { why: why.into() };
         }
         // Flexy's reset rule is our correction of §II-C3 (see the report's deviations)
-        let f_reset = c.id.contains("reset") && c.id != "w1-p-reset-at-45";
-        if f_reset {
-            *c = c.clone().depends_on("Flexy's reset rule as we correct §II-C3");
+        if c.id.contains("reset") && c.id != "w1-p-reset-at-45" {
+            c.depends_on = Some("Flexy's reset rule as we correct §II-C3".into());
         }
     }
     out

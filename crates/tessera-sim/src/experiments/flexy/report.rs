@@ -158,7 +158,9 @@ fn reading(s: &mut String, r: &FlexyResults) {
 fn evidence(r: &FlexyResults, c: &Claim) -> String {
     let main = r.config.modes[0].label();
     let mut parts = Vec::new();
+    let mut readings_hold = false;
     for other in r.claims.iter().filter(|o| o.id == c.id && o.scope != main) {
+        readings_hold |= other.verdict == Verdict::Holds;
         let ours = other.ours.map_or("—".into(), |x| other.unit.show(x));
         parts.push(format!(
             "`{}` {ours} ({})",
@@ -180,8 +182,6 @@ fn evidence(r: &FlexyResults, c: &Claim) -> String {
             }
         }
     }
-    let readings_hold =
-        r.claims.iter().any(|o| o.id == c.id && o.scope != main && o.verdict == Verdict::Holds);
     let mut out = String::new();
     if !parts.is_empty() {
         let _ = write!(out, "Other readings: {}. ", parts.join(", "));
