@@ -594,6 +594,22 @@ where
         .collect())
 }
 
+/// Which constants of ours, at their low or high value, make the claim `id` hold:
+/// "`name` at its low value v", for the report's explanations of a difference.
+pub fn makes_hold(sensitivity: &[Sensitivity], id: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in sensitivity {
+        for k in v.claims.iter().filter(|k| k.id == id) {
+            for (i, side) in [(0usize, "low"), (2, "high")] {
+                if k.holds[i] == Some(true) {
+                    out.push(format!("`{}` at its {side} value {}", v.constant, v.values[i]));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The report's "Constants of ours" section, without surrounding blank lines: its
 /// intro says which claims were `judged` again (and on what), then the table.
 pub fn sensitivity_section(judged: &str, sensitivity: &[Sensitivity]) -> String {

@@ -12,10 +12,16 @@
 //! - Share of the run in GPU phases: ARA — a short phase at the end, sized from Table 1
 //!   (average memory 0.37% / 16% held = 2.3% of the run, 5.2 s); MUMmerGPU — "approximately
 //!   50%" at regular intervals (§6), taken as 10 alternations of equal CPU and GPU
-//!   phases; GPU-BLAST — "nearly 80%", one CPU phase then one GPU phase.
+//!   phases; GPU-BLAST — "nearly 80%" (§6), after a CPU prologue. GPU-BLAST holds its
+//!   memory "almost during all of its execution" (§7.3.1), the prologue too, and its
+//!   memory falls "below 30% towards the end" (§6): a tail at lower memory, its length
+//!   and memory constants of ours.
 //! - Intensity (GPU busy while in a GPU phase): Table 1's average GPU utilisation of one
 //!   instance divided by the share of the run in GPU phases (ARA 0.51% / 2.3%, MUMmerGPU
 //!   2.46% / 50%, GPU-BLAST 69.48% / 80%).
+//! - A GPU phase holds its own amount of memory: between two GPU phases the application
+//!   frees (or allocates) the difference, so GPU-BLAST's tail gives memory back to
+//!   others while it still runs.
 //!
 //! Known inconsistency: Table 1 gives MUMmerGPU an average memory use of 4.04%, which
 //! with 15% held while on the GPU means GPU phases of 27% of the run, not the 50% of §6
@@ -34,8 +40,16 @@ pub const CORES: usize = 12;
 /// One phase of an application.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Phase {
-    /// CPU work on the application's own core, this long.
+    /// CPU work on the application's own core, this long, holding no GPU memory.
     Cpu(Nanos),
+    /// CPU work on the application's own core while it holds GPU memory it allocated
+    /// for the GPU work that follows.
+    Held {
+        /// Duration of the CPU work.
+        cpu: Nanos,
+        /// GPU memory held.
+        memory: Bytes,
+    },
     /// GPU work: this long when alone, keeping the GPU busy `intensity` of the time,
     /// with the application's memory held.
     Gpu {
@@ -43,6 +57,8 @@ pub enum Phase {
         alone: Nanos,
         /// Fraction of the GPU it keeps busy (0-1).
         intensity: f64,
+        /// GPU memory held during the phase.
+        memory: Bytes,
     },
 }
 
@@ -51,19 +67,44 @@ pub enum Phase {
 pub struct AppProfile {
     /// Its name in the paper.
     pub name: String,
-    /// GPU memory it pre-allocates for each GPU phase.
-    pub memory: Bytes,
     /// Its phases in order.
     pub phases: Vec<Phase>,
 }
 
 impl AppProfile {
+    /// The most GPU memory it holds at once.
+    pub fn peak_memory(&self) -> Bytes {
+        let held = |p: &Phase| match p {
+            Phase::Gpu { memory, .. } | Phase::Held { memory, .. } => memory.0,
+            Phase::Cpu(_) => 0,
+        };
+        Bytes(self.phases.iter().map(held).max().unwrap_or(0))
+    }
+
+    /// The same application with every CPU phase `factor` times as long: the host
+    /// contention of many instances sharing memory bandwidth and caches, which the
+    /// node model does not have.
+    pub fn with_cpu_slowdown(&self, factor: f64) -> AppProfile {
+        let phases = self
+            .phases
+            .iter()
+            .map(|p| match *p {
+                Phase::Cpu(t) => Phase::Cpu(Nanos::from_secs_f64(t.as_secs_f64() * factor)),
+                Phase::Held { cpu, memory } => {
+                    Phase::Held { cpu: Nanos::from_secs_f64(cpu.as_secs_f64() * factor), memory }
+                }
+                gpu @ Phase::Gpu { .. } => gpu,
+            })
+            .collect();
+        AppProfile { name: self.name.clone(), phases }
+    }
+
     /// Run time alone.
     pub fn alone(&self) -> Nanos {
         self.phases
             .iter()
             .map(|p| match p {
-                Phase::Cpu(t) => *t,
+                Phase::Cpu(t) | Phase::Held { cpu: t, .. } => *t,
                 Phase::Gpu { alone, .. } => *alone,
             })
             .fold(Nanos::ZERO, |a, b| a + b)
@@ -82,12 +123,27 @@ pub struct Constants {
     /// Added to the memory shares §6 gives as lower bounds (ARA "over 16%", GPU-BLAST
     /// "over 36%"), as a fraction of the GPU's memory.
     pub memory_over: f64,
+    /// GPU-BLAST's share of its run in the tail where its memory has fallen (§6:
+    /// "towards the end", no length).
+    pub blast_tail_share: f64,
+    /// GPU-BLAST's memory in the tail, as a fraction of the GPU's (§6: "below 30%").
+    pub blast_tail_memory: f64,
+    /// How much longer CPU phases take when instances run concurrently (host contention
+    /// for memory bandwidth and caches, absent from the node model). 0 is the model;
+    /// Table 2's ARA, 97.7% CPU work, took 14.7% longer among twelve.
+    pub host_contention: f64,
 }
 
 impl Constants {
     /// The values the experiment is reported with.
-    pub const USED: Constants =
-        Constants { mummer_cycles: 10, mummer_gpu_share: 0.5, memory_over: 0.0 };
+    pub const USED: Constants = Constants {
+        mummer_cycles: 10,
+        mummer_gpu_share: 0.5,
+        memory_over: 0.0,
+        blast_tail_share: 0.2,
+        blast_tail_memory: 0.3,
+        host_contention: 0.0,
+    };
 }
 
 impl Default for Constants {
@@ -106,10 +162,13 @@ pub fn ara(k: &Constants) -> AppProfile {
     let gpu = total * 0.0037 / 0.16;
     AppProfile {
         name: "ARA".into(),
-        memory: share_of_gpu(0.16 + k.memory_over),
         phases: vec![
             Phase::Cpu(Nanos::from_secs_f64(total - gpu)),
-            Phase::Gpu { alone: Nanos::from_secs_f64(gpu), intensity: 0.0051 * total / gpu },
+            Phase::Gpu {
+                alone: Nanos::from_secs_f64(gpu),
+                intensity: 0.0051 * total / gpu,
+                memory: share_of_gpu(0.16 + k.memory_over),
+            },
         ],
     }
 }
@@ -124,20 +183,34 @@ pub fn mummer(k: &Constants) -> AppProfile {
     let mut phases = Vec::new();
     for _ in 0..cycles {
         phases.push(Phase::Cpu(Nanos::from_secs_f64(cpu)));
-        phases.push(Phase::Gpu { alone: Nanos::from_secs_f64(gpu), intensity: 0.0246 / share });
+        phases.push(Phase::Gpu {
+            alone: Nanos::from_secs_f64(gpu),
+            intensity: 0.0246 / share,
+            memory: share_of_gpu(0.15),
+        });
     }
-    AppProfile { name: "MUMmerGPU".into(), memory: share_of_gpu(0.15), phases }
+    AppProfile { name: "MUMmerGPU".into(), phases }
 }
 
-/// GPU-BLAST: a CPU prologue, then the GPU for about 80% of the run.
+/// GPU-BLAST: memory held from its start, first for CPU work, then for the GPU phase
+/// that is "nearly 80%" of the run (§6); at its peak until the tail, the last
+/// `k.blast_tail_share` of the run, at `k.blast_tail_memory`.
 pub fn blast(k: &Constants) -> AppProfile {
     let total = 69.144;
+    let peak = share_of_gpu(0.36 + k.memory_over);
+    let gpu = 0.8;
+    let tail = k.blast_tail_share.min(gpu);
+    let intensity = 0.6948 / gpu;
     AppProfile {
         name: "GPU-BLAST".into(),
-        memory: share_of_gpu(0.36 + k.memory_over),
         phases: vec![
-            Phase::Cpu(Nanos::from_secs_f64(total * 0.2)),
-            Phase::Gpu { alone: Nanos::from_secs_f64(total * 0.8), intensity: 0.6948 / 0.8 },
+            Phase::Held { cpu: Nanos::from_secs_f64(total * (1.0 - gpu)), memory: peak },
+            Phase::Gpu { alone: Nanos::from_secs_f64(total * (gpu - tail)), intensity, memory: peak },
+            Phase::Gpu {
+                alone: Nanos::from_secs_f64(total * tail),
+                intensity,
+                memory: share_of_gpu(k.blast_tail_memory),
+            },
         ],
     }
 }

@@ -172,16 +172,7 @@ fn evidence(r: &FlexyResults, c: &Claim) -> String {
             }
         ));
     }
-    let mut flips = Vec::new();
-    for v in &r.sensitivity {
-        for k in v.claims.iter().filter(|k| k.id == c.id) {
-            for (i, side) in [(0usize, "low"), (2, "high")] {
-                if k.holds[i] == Some(true) {
-                    flips.push(format!("`{}` at its {side} value {}", v.constant, v.values[i]));
-                }
-            }
-        }
-    }
+    let flips = crate::experiments::claims::makes_hold(&r.sensitivity, &c.id);
     let mut out = String::new();
     if !parts.is_empty() {
         let _ = write!(out, "Other readings: {}. ", parts.join(", "));
