@@ -610,6 +610,42 @@ pub fn makes_hold(sensitivity: &[Sensitivity], id: &str) -> Vec<String> {
     out
 }
 
+/// The report's list of differences: one line per counted claim that does not hold —
+/// ours and the paper's value, what `beside` says the run measured next to it (may be
+/// empty), and the constants of ours that make it hold at their low or high value;
+/// where none does, that the cause is not identified by this run. Nothing in it is a
+/// fixed explanation.
+pub fn differences_list(
+    claims: &[Claim],
+    sensitivity: &[Sensitivity],
+    beside: impl Fn(&Claim) -> String,
+) -> String {
+    let mut s = String::new();
+    for c in claims.iter().filter(|c| c.is_evidence() && c.verdict == Verdict::DoesNotHold) {
+        let ours = c.ours.map_or("—".into(), |x| c.unit.show(x));
+        let paper = c.unit.show(c.test.paper());
+        let mut line = format!("- **{}** ({}): ours {ours}, paper {paper}.", c.id, c.source);
+        let more = beside(c);
+        if !more.is_empty() {
+            let _ = write!(line, " {more}");
+        }
+        let holds_with = makes_hold(sensitivity, &c.id);
+        if !holds_with.is_empty() {
+            let _ = write!(line, " It holds with {}.", holds_with.join(", "));
+        } else if !sensitivity.is_empty() {
+            line.push_str(
+                " No constant of ours varied in this run makes it hold: the cause is not \
+                 identified by this run.",
+            );
+        }
+        let _ = writeln!(s, "{line}");
+    }
+    if s.is_empty() {
+        s.push_str("Every claim measured holds.\n");
+    }
+    s
+}
+
 /// The report's "Constants of ours" section, without surrounding blank lines: its
 /// intro says which claims were `judged` again (and on what), then the table.
 pub fn sensitivity_section(judged: &str, sensitivity: &[Sensitivity]) -> String {

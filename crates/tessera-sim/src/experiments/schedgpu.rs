@@ -706,15 +706,6 @@ fn differences(r: &SchedGpuResults) -> String {
     let find = |scenario: &str, configuration: &str| {
         r.scenarios.iter().find(|x| x.scenario == scenario && x.configuration == configuration)
     };
-    let failing: Vec<&Claim> = r
-        .claims
-        .iter()
-        .filter(|c| c.is_evidence() && c.verdict == claims::Verdict::DoesNotHold)
-        .collect();
-    if failing.is_empty() {
-        s.push_str("Every claim measured holds.\n");
-        return s;
-    }
     let _ = writeln!(
         s,
         "Each claim that does not hold, with what this run measured beside it{}.\n",
@@ -731,11 +722,8 @@ fn differences(r: &SchedGpuResults) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for c in failing {
-        let ours = c.ours.map_or("—".into(), |x| c.unit.show(x));
-        let paper = c.unit.show(c.test.paper());
-        let mut line = format!("- **{}** ({}): ours {ours}, paper {paper}.", c.id, c.source);
-        // what the run measured beside the claim's number
+    let beside = |c: &Claim| {
+        let mut line = String::new();
         let table2 = TABLE_2
             .iter()
             .find(|(app, ..)| c.id == format!("table2-{}-mean-of-12", app.to_lowercase()));
@@ -743,12 +731,12 @@ fn differences(r: &SchedGpuResults) -> String {
             let slug = conf.to_lowercase().replace(' ', "-");
             ["makespan", "gpu-util", "memory"].iter().any(|m| c.id == format!("table3-{m}-{slug}"))
         });
-        if let Some((app, alone, _)) = table2
+        if let Some((app, alone, twelve)) = table2
             && let Some(x) = find(&format!("12 x {app}"), "FIFO")
         {
             let _ = write!(
                 line,
-                " Here an instance waits {:.1} s for memory on average; without that wait it takes \
+                "Here an instance waits {:.1} s for memory on average; without that wait it takes \
                  {:.1} s, {:.2}x its time alone ({alone} s).",
                 x.mean_wait_s,
                 x.mean_job_s - x.mean_wait_s,
@@ -756,37 +744,26 @@ fn differences(r: &SchedGpuResults) -> String {
             );
             // the instances alive on average: 12 x the mean instance time / makespan,
             // the paper's makespan from its single instance and Figure 11's speed-up
-            let paper_speed_up = FIGURE_11.iter().find(|f| f.0 == *app).map(|f| f.1);
-            if let Some(sp) = paper_speed_up {
-                let twelve = TABLE_2.iter().find(|t| t.0 == *app).map_or(0.0, |t| t.2);
+            if let Some(sp) = FIGURE_11.iter().find(|f| f.0 == *app).map(|f| f.1) {
+                let paper_makespan = 12.0 * alone / sp;
                 let _ = write!(
                     line,
                     " The paper's numbers have {:.1} instances alive on average (12 x its mean \
-                     instance time / its makespan, {:.0} s from Figure 11's speed-up); ours {:.1} \
-                     (all twelve launched at once, each timed from its launch).",
-                    12.0 * twelve / (12.0 * alone / sp),
-                    12.0 * alone / sp,
+                     instance time / its makespan, {paper_makespan:.0} s from Figure 11's \
+                     speed-up); ours {:.1} (all twelve launched at once, each timed from its \
+                     launch).",
+                    12.0 * twelve / paper_makespan,
                     12.0 * x.mean_job_s / x.makespan_s
                 );
             }
         } else if let Some((conf, ..)) = table3
             && let Some(x) = find("mixed", conf)
         {
-            let _ = write!(line, " Mean wait for memory by application under {conf}: {}.", waits(x));
+            let _ = write!(line, "Mean wait for memory by application under {conf}: {}.", waits(x));
         }
-        let holds_with = claims::makes_hold(&r.sensitivity, &c.id);
-        if holds_with.is_empty() {
-            if !r.sensitivity.is_empty() {
-                line.push_str(
-                    " No constant of ours varied in this run makes it hold: the cause is not \
-                     identified by this run.",
-                );
-            }
-        } else {
-            let _ = write!(line, " It holds with {}.", holds_with.join(", "));
-        }
-        let _ = writeln!(s, "{line}");
-    }
+        line
+    };
+    s.push_str(&claims::differences_list(&r.claims, &r.sensitivity, beside));
     s
 }
 

@@ -16,7 +16,8 @@
 //! 50 µs spin, collaborative scheduling in 6 ms slices, hybrid spinning, GPU-centric
 //! coscheduling of interactive VMs; Credit-poll and Credit-hs — Credit with simple time
 //! sharing in 30 ms slices, VMs polling or spinning; Strict — Credit with Pegasus's
-//! coscheduling requests from the CPU scheduler; FairGV non-WC — every vGPU takes its
+//! coscheduling requests from the CPU scheduler, VMs polling (hybrid spinning is
+//! FairGV's, §5.3 gives it to Credit-hs only); FairGV non-WC — every vGPU takes its
 //! turn and polls its ring for the whole slice.
 
 use crate::engine::SimError;
@@ -90,7 +91,9 @@ impl Scheduler {
             }
             Scheduler::CreditPoll => (WaitMode::Poll, time_share, Coscheduling::None),
             Scheduler::CreditHs => (hybrid, time_share, Coscheduling::None),
-            Scheduler::Strict => (hybrid, time_share, Coscheduling::CpuCentric),
+            // hybrid spinning is FairGV's (§3.2.2), used by Credit-hs only (§5.3):
+            // Pegasus's VMs poll, and the coscheduling requests are what helps them
+            Scheduler::Strict => (WaitMode::Poll, time_share, Coscheduling::CpuCentric),
         };
         NodeModel {
             cpu: CpuModel {
