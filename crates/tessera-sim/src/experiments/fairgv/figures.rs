@@ -52,6 +52,18 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
         names.dedup();
         mmr.x_categories = names.clone();
         mmr.series = per_benchmark(r, setup, |x| x.mmr);
+        // the paper's values, where its text gives them: bounds, drawn across the
+        // benchmarks they apply to
+        let bound = |name: &str, y: f64, from: usize, to: usize| Series {
+            name: name.into(),
+            points: vec![(from as f64 - 0.3, y), (to as f64 + 0.3, y)],
+        };
+        if setup == "non-congested" {
+            mmr.series.push(bound("paper: FairGV >= 0.99, every benchmark (§5.4.3)", 0.99, 0, n - 1));
+            mmr.series.push(bound("paper: Credit-poll, -hs >= 0.9 on MM, HS (§5.4.3)", 0.9, 0, 1));
+        } else {
+            mmr.series.push(bound("paper: FairGV >= 0.97 (§5.4.4)", 0.97, 0, n - 1));
+        }
         let over = per_benchmark(r, setup, |x| x.overhead);
         let top = over.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(1.0, f64::max);
         let mut ov = Panel::new(
@@ -62,6 +74,11 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
             (0.0, top * 1.1),
         );
         ov.series = over;
+        if setup == "congested" {
+            ov.series.push(bound("paper: FairGV <= 1.02 (§5.4.4)", 1.02, 0, n - 1));
+        } else {
+            ov.series.push(bound("paper: Credit-poll, -hs <= 1 on MM, HS (§5.4.3)", 1.0, 0, 1));
+        }
         ov.x_categories = names;
         draw_panels(&dir.join(file), &[mmr, ov])?;
     }

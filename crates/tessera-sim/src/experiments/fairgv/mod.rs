@@ -873,7 +873,29 @@ pub fn report(r: &FairgvResults) -> String {
                 )
             })
             .collect();
-        if cells.is_empty() { String::new() } else { format!("This run: {}.", cells.join("; ")) }
+        let mut out =
+            if cells.is_empty() { String::new() } else { format!("This run: {}.", cells.join("; ")) };
+        // §5.4.3 puts Credit-hs's cost on SRD1 in vCPU switches: say whether the model's
+        // waits can yield on every synchronous call
+        if c.id.contains("credit-hs-srd1")
+            && let Ok(b) = benchmark("SRD1")
+        {
+            let spin_us = r.constants.spin.0 as f64 / 1e3;
+            let _ = write!(
+                out,
+                " SRD1's kernels take {:.0} µs, {} the {spin_us:.0} µs spin: {}",
+                b.kernel_us,
+                if b.kernel_us < spin_us { "under" } else { "over" },
+                if b.kernel_us < spin_us {
+                    "a synchronous call whose vGPU is online is answered before the VM gives up \
+                     its core, so in the model Credit-hs yields only while its vGPU is offline \
+                     and its switch count stays low."
+                } else {
+                    "a synchronous call outlasts the spin, so the VM yields its core on it."
+                }
+            );
+        }
+        out
     };
     let _ = writeln!(
         s,
