@@ -27,8 +27,9 @@
 //!   capacity (it may exceed it slightly), and the groups take 100 ms slices in turn; a
 //!   group whose work overshoots its slice (kernels are not preempted) is charged the
 //!   overshoot in its next slice. The paper also raises the stream priority of
-//!   low-demand applications within a group; the processor-sharing model this policy
-//!   runs on has no priorities, so that part is not modelled (see ARCHITECTURE.md).
+//!   low-demand applications within a group; no action lets a policy set a stream's
+//!   priority yet (the simulator's block model has stream priorities, fixed per
+//!   tenant), so that part is not modelled (see ARCHITECTURE.md).
 //! - Migration (§3.4), between two tasks of an application and never inside one: its
 //!   waiting tasks stop being dispatched, its running task finishes on the source, then
 //!   [`Board::migrate`] moves its memory reservations and the driver moves its context

@@ -43,6 +43,13 @@ pub const GPUS: usize = 4;
 /// A 1080 Ti's memory (the paper says 12 GB; the card has 11 GiB).
 pub const GPU_MEMORY: Bytes = Bytes::gib(11);
 
+/// Table 2: per load, least-loaded's and DCUDA's energy, J.
+const TABLE_2: [(&str, f64, f64); 3] = [
+    ("light", 81_201.0, 70_449.0),
+    ("medium", 74_935.0, 70_921.0),
+    ("heavy", 70_611.0, 68_771.0),
+];
+
 /// Table 2's energy of least-loaded at medium load, J: the one number the power model
 /// is calibrated on.
 pub const TABLE2_LL_MEDIUM_J: f64 = 74_935.0;
@@ -65,6 +72,14 @@ pub struct Constants {
     pub iteration_scale: f64,
     /// A migration's pause, ms (the paper: "less than 100 milliseconds", §4.2).
     pub migration_pause_ms: u64,
+    /// How far a fairness group's demand may exceed the GPU (§3.3: groups whose demand
+    /// may "slightly exceed" the capacity), as a share of it.
+    #[serde(default = "paper_group_slack")]
+    pub group_slack: f64,
+}
+
+fn paper_group_slack() -> f64 {
+    DcudaParams::PAPER.group_slack
 }
 
 impl Constants {
@@ -74,6 +89,7 @@ impl Constants {
         contention: 0.0,
         iteration_scale: 1.0,
         migration_pause_ms: 100,
+        group_slack: 0.1,
     };
 }
 
@@ -267,10 +283,11 @@ impl DcudaResults {
 /// diagnostic, not the paper's system: see the report).
 pub const POLICIES: [&str; 3] = ["least-loaded", "dcuda", "dcuda-no-slicing"];
 
-fn params(policy: &str) -> DcudaParams {
+fn params(policy: &str, k: &Constants) -> DcudaParams {
+    let paper = DcudaParams { group_slack: k.group_slack, ..DcudaParams::PAPER };
     match policy {
-        "dcuda" => DcudaParams::PAPER,
-        "dcuda-no-slicing" => DcudaParams { fairness: false, ..DcudaParams::PAPER },
+        "dcuda" => paper,
+        "dcuda-no-slicing" => DcudaParams { fairness: false, ..paper },
         _ => DcudaParams::static_placement(InitialPlacement::LeastLoaded),
     }
 }
@@ -288,7 +305,7 @@ pub fn run_one(
     let w = workload(apps, &order, Nanos::from_secs(load.interval_s));
     let report = Arc::new(Mutex::new(DcudaReport::default()));
     let gpus = GpuSpec::uniform(GPUS, GPU_MEMORY);
-    let p = Dcuda::new(&gpus, params(policy)).with_report(report.clone());
+    let p = Dcuda::new(&gpus, params(policy, k)).with_report(report.clone());
     let opts = SimOptions {
         gpus,
         perf: PerfModel { migration: migration(k.migration_pause_ms), ..PerfModel::default() },
@@ -367,7 +384,8 @@ pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
         |x: f64, least: f64, open: bool| x.is_finite() && if open { x > least } else { x >= least };
     if !(in_range(k.iteration_scale, 0.0, true)
         && in_range(k.contention, 0.0, false)
-        && in_range(k.further_app_step, 0.0, false))
+        && in_range(k.further_app_step, 0.0, false)
+        && in_range(k.group_slack, 0.0, false))
     {
         return Err(ExperimentError::Config(format!("constants out of range: {k:?}")));
     }
@@ -609,11 +627,30 @@ fn judge(r: &DcudaResults) -> Vec<Claim> {
             ),
         ),
     ];
-    for (load, paper_ll, paper_dc) in [
-        ("light", 81_201.0, 70_449.0),
-        ("medium", 74_935.0, 70_921.0),
-        ("heavy", 70_611.0, 68_771.0),
-    ] {
+    for (load, paper_ll, paper_dc) in TABLE_2 {
+        // least-loaded's own energy: the medium load is what the first power step is
+        // fitted on (an input); light and heavy check that fit out of sample
+        let ll_energy = r.summary("least-loaded", load).map(|a| a.energy_j);
+        let claim = Claim::judge(
+            &format!("table2-{load}-least-loaded-energy"),
+            &format!("{} orders, {load} load, least-loaded", r.config.orders),
+            "§4.6, Table 2",
+            &format!(
+                "least-loaded uses {paper_ll:.0} J at {load} load (judged within 10% of it: the \
+                 power model's first step is fitted at medium load, the other loads check the fit)"
+            ),
+            Test::Near { paper: paper_ll, tolerance: 0.1 * paper_ll },
+            Unit::Count,
+            ll_energy,
+            String::new(),
+        );
+        c.push(if load == "medium" {
+            claim.input("the power model's first step is calibrated on this number")
+        } else {
+            claim
+        });
+    }
+    for (load, paper_ll, paper_dc) in TABLE_2 {
         let paper = 1.0 - paper_dc / paper_ll;
         c.push(Claim::judge(
             &format!("table2-{load}"),
@@ -623,13 +660,18 @@ fn judge(r: &DcudaResults) -> Vec<Claim> {
                 "DCUDA saves {:.1}% of least-loaded's energy at {load} load ({paper_ll:.0} J to {paper_dc:.0} J)",
                 100.0 * paper
             ),
-            Test::Near { paper, tolerance: 0.05 },
+            // relative to the paper's value: a saving of the wrong sign never holds
+            Test::Near { paper, tolerance: 0.5 * paper },
             Unit::Percent,
             energy_saving(load),
             match (r.summary("least-loaded", load), r.summary("dcuda", load)) {
                 (Some(a), Some(b)) => format!("{:.0} J to {:.0} J", a.energy_j, b.energy_j),
                 _ => "not run".into(),
             },
+        )
+        .depends_on(
+            "the power step of each further co-located application, a constant of ours \
+             (Figure 1's values are not in the text): see its low and high values below",
         ));
     }
     c
@@ -849,6 +891,14 @@ fn variations() -> Vec<Variation<Constants>> {
             show: |k| format!("{} ms", k.migration_pause_ms),
             low: |k| k.migration_pause_ms = 10,
             high: |k| k.migration_pause_ms = 200,
+        },
+        Variation {
+            name: "group_slack",
+            what: "how far a fairness group's demand may exceed the GPU (§3.3: \"slightly \
+                   exceed\"), as a share of it",
+            show: |k| format!("{}", k.group_slack),
+            low: |k| k.group_slack = 0.0,
+            high: |k| k.group_slack = 0.5,
         },
     ]
 }
