@@ -21,7 +21,7 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
     assert!(r.collaborative.iter().all(|x| x.normalized_run_time.is_finite()));
     assert!(r.claims.iter().all(|c| c.ours.is_some()));
     // every constant of ours varied, every claim of the setting judged at each value
-    assert_eq!(r.sensitivity.len(), 8);
+    assert_eq!(r.sensitivity.len(), 9);
     for c in &r.sensitivity {
         assert_eq!(c.claims.len(), 17, "{}", c.constant);
         assert!(c.values[0] != c.values[1] && c.values[1] != c.values[2], "{c:?}");

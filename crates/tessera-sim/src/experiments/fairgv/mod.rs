@@ -197,6 +197,14 @@ fn variations() -> Vec<Variation<Constants>> {
             high: |k| k.switch = Nanos(50_000),
         },
         Variation {
+            name: "spin",
+            what: "hybrid spinning's spin (the paper: 100K iterations, no time; tens to \
+                   hundreds of µs)",
+            show: |k| us(k.spin),
+            low: |k| k.spin = Nanos(20_000),
+            high: |k| k.spin = Nanos(200_000),
+        },
+        Variation {
             name: "ring",
             what: "requests a vGPU's ring holds",
             show: |k| k.ring.to_string(),
