@@ -371,7 +371,8 @@ fn schedgpu_differences_prose_follows_the_numbers() {
         }],
     };
     r.sensitivity = vec![at(true)];
-    let line = |s: String| s.lines().find(|l| l.contains(&format!("**{id}**"))).unwrap().to_string();
+    let line =
+        |s: String| s.lines().find(|l| l.contains(&format!("**{id}**"))).unwrap().to_string();
     assert!(line(section(&r)).contains("`some_constant` at its low value 1"), "{}", section(&r));
     r.sensitivity = vec![at(false)];
     assert!(line(section(&r)).contains("the cause is not identified by this run"));

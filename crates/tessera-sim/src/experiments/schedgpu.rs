@@ -114,6 +114,15 @@ const TABLE_2: [(&str, f64, f64); 3] =
 const PROFILE_INPUT: &str = "each profile's length and GPU share are built from the single \
                              instance's time (Table 2) and utilisations (Table 1)";
 
+/// The run of `scenario` under `configuration`.
+fn find_scenario<'a>(
+    scenarios: &'a [ScenarioResult],
+    scenario: &str,
+    configuration: &str,
+) -> Option<&'a ScenarioResult> {
+    scenarios.iter().find(|x| x.scenario == scenario && x.configuration == configuration)
+}
+
 /// The paper's claims, judged on `scenarios`.
 fn claims(scenarios: &[ScenarioResult]) -> Vec<Claim> {
     let mut out = Vec::new();
@@ -186,10 +195,7 @@ fn claims(scenarios: &[ScenarioResult]) -> Vec<Claim> {
     for (app, paper) in FIGURE_11 {
         let name = format!("12 x {app}");
         let time = |configuration: &str| {
-            scenarios
-                .iter()
-                .find(|x| x.scenario == name && x.configuration == configuration)
-                .map(|x| x.makespan_s)
+            find_scenario(scenarios, &name, configuration).map(|x| x.makespan_s)
         };
         let speed_up = time("sequential").zip(time("FIFO")).map(|(s, c)| s / c);
         out.push(Claim::judge(
@@ -205,9 +211,8 @@ fn claims(scenarios: &[ScenarioResult]) -> Vec<Claim> {
             String::new(),
         ));
     }
-    let find = |scenario: &str, configuration: &str| {
-        scenarios.iter().find(|x| x.scenario == scenario && x.configuration == configuration)
-    };
+    let find =
+        |scenario: &str, configuration: &str| find_scenario(scenarios, scenario, configuration);
     // Table 1: the single instance is an input; the packed and schedGPU columns results
     for (app, columns, fit) in TABLE_1 {
         let id = app.to_lowercase();
@@ -592,13 +597,11 @@ pub fn report(r: &SchedGpuResults) -> String {
         s,
         "| application | sequential s | schedGPU s | speed-up | paper speed-up | mean instance time s | paper (Table 2) |\n|---|---|---|---|---|---|---|"
     );
-    let paper_speedup =
-        [("ARA", "10x", 260.108), ("MUMmerGPU", "~9x", 370.169), ("GPU-BLAST", "~1.5x", 184.751)];
-    for (app, sp, t2) in paper_speedup {
+    let paper_speedup = [("ARA", "10x"), ("MUMmerGPU", "~9x"), ("GPU-BLAST", "~1.5x")];
+    for ((app, sp), (_, _, t2)) in paper_speedup.into_iter().zip(TABLE_2) {
         let name = format!("12 x {app}");
-        let seq =
-            r.scenarios.iter().find(|x| x.scenario == name && x.configuration == "sequential");
-        let con = r.scenarios.iter().find(|x| x.scenario == name && x.configuration == "FIFO");
+        let seq = find_scenario(&r.scenarios, &name, "sequential");
+        let con = find_scenario(&r.scenarios, &name, "FIFO");
         if let (Some(a), Some(b)) = (seq, con) {
             let _ = writeln!(
                 s,
@@ -621,12 +624,7 @@ pub fn report(r: &SchedGpuResults) -> String {
             .iter()
             .map(|a| {
                 let name = format!("{n} x {}", a.name);
-                let t = |c: &str| {
-                    r.scenarios
-                        .iter()
-                        .find(|x| x.scenario == name && x.configuration == c)
-                        .map(|x| x.makespan_s)
-                };
+                let t = |c: &str| find_scenario(&r.scenarios, &name, c).map(|x| x.makespan_s);
                 t("sequential").zip(t("FIFO")).map_or("-".into(), |(q, c)| format!("{:.2}x", q / c))
             })
             .collect();
@@ -638,12 +636,7 @@ pub fn report(r: &SchedGpuResults) -> String {
     );
     for (app, _, fit) in TABLE_1 {
         let name = format!("12 x {app}");
-        let t = |c: &str| {
-            r.scenarios
-                .iter()
-                .find(|x| x.scenario == name && x.configuration == c)
-                .map(|x| x.makespan_s)
-        };
+        let t = |c: &str| find_scenario(&r.scenarios, &name, c).map(|x| x.makespan_s);
         if let (Some(p), Some(c)) = (t("manual packing"), t("FIFO")) {
             let _ = writeln!(s, "| {app} | {fit} | {p:.1} | {c:.1} |");
         }
@@ -703,9 +696,8 @@ pub fn report(r: &SchedGpuResults) -> String {
 /// it says so.
 fn differences(r: &SchedGpuResults) -> String {
     let mut s = String::from("## Where we differ\n\n");
-    let find = |scenario: &str, configuration: &str| {
-        r.scenarios.iter().find(|x| x.scenario == scenario && x.configuration == configuration)
-    };
+    let find =
+        |scenario: &str, configuration: &str| find_scenario(&r.scenarios, scenario, configuration);
     let _ = writeln!(
         s,
         "Each claim that does not hold, with what this run measured beside it{}.\n",

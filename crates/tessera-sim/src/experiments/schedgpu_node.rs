@@ -60,10 +60,7 @@ fn program(profile: &AppProfile) -> Program {
     for phase in &profile.phases {
         match *phase {
             Phase::Cpu(t) => {
-                if held.0 > 0 {
-                    phases.push(programs::Phase::Free(held));
-                    held = Bytes(0);
-                }
+                hold(&mut phases, &mut held, Bytes(0));
                 phases.push(programs::Phase::Cpu(t));
             }
             Phase::Held { cpu, memory } => {
@@ -72,13 +69,12 @@ fn program(profile: &AppProfile) -> Program {
             }
             Phase::Gpu { alone, intensity, memory } => {
                 hold(&mut phases, &mut held, memory);
-                phases.extend([programs::Phase::Kernel { alone, intensity }, programs::Phase::Drain]);
+                phases
+                    .extend([programs::Phase::Kernel { alone, intensity }, programs::Phase::Drain]);
             }
         }
     }
-    if held.0 > 0 {
-        phases.push(programs::Phase::Free(held));
-    }
+    hold(&mut phases, &mut held, Bytes(0));
     Program::once(phases)
 }
 

@@ -205,7 +205,11 @@ pub fn blast(k: &Constants) -> AppProfile {
         name: "GPU-BLAST".into(),
         phases: vec![
             Phase::Held { cpu: Nanos::from_secs_f64(total * (1.0 - gpu)), memory: peak },
-            Phase::Gpu { alone: Nanos::from_secs_f64(total * (gpu - tail)), intensity, memory: peak },
+            Phase::Gpu {
+                alone: Nanos::from_secs_f64(total * (gpu - tail)),
+                intensity,
+                memory: peak,
+            },
             Phase::Gpu {
                 alone: Nanos::from_secs_f64(total * tail),
                 intensity,

@@ -44,11 +44,8 @@ pub const GPUS: usize = 4;
 pub const GPU_MEMORY: Bytes = Bytes::gib(11);
 
 /// Table 2: per load, least-loaded's and DCUDA's energy, J.
-const TABLE_2: [(&str, f64, f64); 3] = [
-    ("light", 81_201.0, 70_449.0),
-    ("medium", 74_935.0, 70_921.0),
-    ("heavy", 70_611.0, 68_771.0),
-];
+const TABLE_2: [(&str, f64, f64); 3] =
+    [("light", 81_201.0, 70_449.0), ("medium", 74_935.0, 70_921.0), ("heavy", 70_611.0, 68_771.0)];
 
 /// Table 2's energy of least-loaded at medium load, J: the one number the power model
 /// is calibrated on.

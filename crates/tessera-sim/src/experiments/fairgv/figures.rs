@@ -59,7 +59,12 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
             points: vec![(from as f64 - 0.3, y), (to as f64 + 0.3, y)],
         };
         if setup == "non-congested" {
-            mmr.series.push(bound("paper: FairGV >= 0.99, every benchmark (§5.4.3)", 0.99, 0, n - 1));
+            mmr.series.push(bound(
+                "paper: FairGV >= 0.99, every benchmark (§5.4.3)",
+                0.99,
+                0,
+                n - 1,
+            ));
             mmr.series.push(bound("paper: Credit-poll, -hs >= 0.9 on MM, HS (§5.4.3)", 0.9, 0, 1));
         } else {
             mmr.series.push(bound("paper: FairGV >= 0.97 (§5.4.4)", 0.97, 0, n - 1));
