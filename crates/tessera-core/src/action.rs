@@ -119,6 +119,18 @@ pub enum Action {
         /// False to power down an idle GPU.
         powered: bool,
     },
+    /// Raise (or restore) the priority of a tenant's streams, for the kernels it launches
+    /// from now on (DCUDA §3.3: within a fairness group, low-demand applications get
+    /// higher priority, set by re-creating their streams with
+    /// `cuStreamCreateWithPriority`). Two levels, as a 1080 Ti's stream priority range
+    /// (0 and -1) offers: a raised stream's blocks are dispatched before those of every
+    /// stream not raised. A driver that cannot set stream priorities refuses it.
+    SetStreamPriority {
+        /// The tenant.
+        tenant: TenantId,
+        /// True to raise it, false to restore its own priority.
+        raised: bool,
+    },
     /// The policy's split of GPUs into pools changed (Flexy): informational, for
     /// status displays and metrics. The GPUs named are the user-facing pool, in
     /// ascending order, each once; every other GPU serves batch work (not listed, so

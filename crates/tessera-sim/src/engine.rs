@@ -171,6 +171,8 @@ enum Location {
 struct JobSim {
     next_task: usize,
     ended: usize,
+    /// Its streams' priority raised by the policy ([`Action::SetStreamPriority`]).
+    stream_raised: bool,
 }
 
 impl JobSim {
@@ -178,6 +180,10 @@ impl JobSim {
         self.next_task - self.ended
     }
 }
+
+/// What a raised stream adds to its tenant's priority: more than any tenant priority
+/// (a `u8`), so that a raised stream outranks every stream not raised.
+const RAISED_STREAM: i32 = 1 << 8;
 
 /// Options of one run.
 #[derive(Clone, Debug)]
@@ -868,12 +874,22 @@ impl<'w> Simulation<'w> {
             Action::Migrate { tenant, from, to } => self.migrate(tenant, from, to)?,
             Action::Repartition { gpu, shares } => self.repartition(gpu, shares)?,
             Action::SetGpuPowered { gpu, powered } => self.set_powered(gpu, powered)?,
+            Action::SetStreamPriority { tenant, raised }
+                if matches!(self.opts.sharing, Sharing::Blocks { .. }) =>
+            {
+                let Some(job) = self.workload.jobs.iter().position(|j| j.tenant.id == tenant) else {
+                    return Err(self.violation(format!("stream priority of unknown {tenant}")));
+                };
+                // kernels already launched keep theirs, as streams re-created in CUDA do
+                self.jobs[job].stream_raised = raised;
+            }
             // a typed refusal the policy hears about, never a silent drop: memory is
             // admitted by the phase engine
             other => {
                 let refusal = Event::ActionRefused {
                     action: Box::new(other),
-                    reason: "not modelled by this engine (memory is admitted by the phase engine)"
+                    reason: "not modelled by this engine (memory is admitted by the phase engine, \
+                             stream priorities exist in the block model only)"
                         .into(),
                 };
                 self.deliver(refusal)?;
@@ -1009,7 +1025,8 @@ impl<'w> Simulation<'w> {
     }
 
     /// The launch of `job`'s kernel for the block model: its grid, block and
-    /// registers, the job as its context, the tenant's priority as its stream's.
+    /// registers, the job as its context, the tenant's priority as its stream's (above
+    /// every tenant's own when the policy raised it).
     fn kernel_launch(&self, job: usize) -> Option<KernelLaunch> {
         let j = &self.workload.jobs[job];
         let k = self.workload.kernels.get(j.kernel as usize)?;
@@ -1023,7 +1040,8 @@ impl<'w> Simulation<'w> {
                 shared_per_block: 0,
             },
             alone_ns: 0,
-            priority: i32::from(j.tenant.priority),
+            priority: i32::from(j.tenant.priority)
+                + if self.jobs[job].stream_raised { RAISED_STREAM } else { 0 },
         })
     }
 

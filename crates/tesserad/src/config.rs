@@ -567,6 +567,9 @@ impl DaemonConfig {
                 min_stay: Nanos::from_millis(d.min_stay_ms),
                 interval: Nanos::from_millis(d.interval_ms),
                 slice: Nanos::from_millis(d.slice_ms),
+                // the daemon's executors gate launches; they cannot re-create a client's
+                // streams with another priority (the policy would hear a refusal)
+                priority_boost: false,
                 ..DcudaParams::PAPER
             }
         })

@@ -26,10 +26,12 @@
 //!   overloaded, applications are grouped so that each group's demand is close to the
 //!   capacity (it may exceed it slightly), and the groups take 100 ms slices in turn; a
 //!   group whose work overshoots its slice (kernels are not preempted) is charged the
-//!   overshoot in its next slice. The paper also raises the stream priority of
-//!   low-demand applications within a group; no action lets a policy set a stream's
-//!   priority yet (the simulator's block model has stream priorities, fixed per
-//!   tenant), so that part is not modelled (see ARCHITECTURE.md).
+//!   overshoot in its next slice. Within a group, the low-demand applications get
+//!   higher stream priority (`priority_boost`, [`raised_in_groups`]): every member but
+//!   the group's heaviest is raised ([`Action::SetStreamPriority`]), so that its few
+//!   blocks are not queued behind the heavy one's when the group exceeds the GPU; an
+//!   application leaving every group is restored. A driver that cannot set stream
+//!   priorities refuses the action and the policy stops asking.
 //! - Migration (§3.4), between two tasks of an application and never inside one: its
 //!   waiting tasks stop being dispatched, its running task finishes on the source, then
 //!   [`Board::migrate`] moves its memory reservations and the driver moves its context
@@ -44,7 +46,7 @@ use crate::model::{GpuSpec, TaskSpec};
 use crate::policy::Policy;
 use crate::units::Nanos;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// How a new application chooses its GPU (the static scheduling of §2.3).
@@ -87,6 +89,9 @@ pub struct DcudaParams {
     /// An application that moved stays at least this long (0 in the paper; the daemon
     /// uses 1 s, against flip-flops when measured demands are noisy).
     pub min_stay: Nanos,
+    /// Step 3 raises the stream priority of a group's low-demand applications (§3.3's
+    /// "priority-based reordering").
+    pub priority_boost: bool,
 }
 
 impl DcudaParams {
@@ -104,6 +109,7 @@ impl DcudaParams {
         group_slack: 0.1,
         compact_to: 1.0,
         min_stay: Nanos(0),
+        priority_boost: true,
     };
 
     /// Static scheduling only (the baseline): `placement`, no migration, no slicing.
@@ -255,6 +261,24 @@ pub fn fairness_groups(apps: &[(TenantId, f64)], capacity: f64, slack: f64) -> V
         }
     }
     groups.into_iter().map(|(_, g)| g).collect()
+}
+
+/// Step 3's priorities (§3.3): in each group of two or more, every application but the
+/// heaviest (by `demand`; ties: the greater id is the heavier, so the choice is
+/// deterministic) gets a raised stream priority.
+pub fn raised_in_groups<'a>(
+    groups: impl IntoIterator<Item = &'a Vec<TenantId>>,
+    demand: impl Fn(TenantId) -> f64,
+) -> BTreeSet<TenantId> {
+    let mut raised = BTreeSet::new();
+    for group in groups {
+        let heaviest = group
+            .iter()
+            .copied()
+            .max_by(|a, b| demand(*a).total_cmp(&demand(*b)).then(a.cmp(b)));
+        raised.extend(group.iter().copied().filter(|t| group.len() > 1 && Some(*t) != heaviest));
+    }
+    raised
 }
 
 /// Groups taking slices in turn on one GPU, each charged what it overshot.
@@ -500,6 +524,10 @@ pub struct Dcuda {
     rotations: BTreeMap<GpuId, SliceRotation>,
     /// When each application last arrived on a GPU by a migration.
     arrived: BTreeMap<TenantId, Nanos>,
+    /// Applications whose stream priority step 3 raised.
+    raised: BTreeSet<TenantId>,
+    /// The driver refused a stream priority: step 3 stops setting them.
+    priorities_refused: bool,
     next_rr: u32,
     next_sample: Nanos,
     report: DcudaReport,
@@ -517,6 +545,8 @@ impl Dcuda {
             moving: BTreeMap::new(),
             rotations: BTreeMap::new(),
             arrived: BTreeMap::new(),
+            raised: BTreeSet::new(),
+            priorities_refused: false,
             next_rr: 0,
             next_sample: params.interval,
             report: DcudaReport {
@@ -595,7 +625,7 @@ impl Dcuda {
     }
 
     /// The monitor's sample and the scheduler's three steps.
-    fn schedule(&mut self, now: Nanos) {
+    fn schedule(&mut self, now: Nanos, actions: &mut Vec<Action>) {
         self.monitor.sample(now);
         let (over, under) = (self.params.thresh_over, self.params.thresh_under);
         let mut loads = self.loads();
@@ -659,6 +689,7 @@ impl Dcuda {
         if self.params.fairness {
             self.slice(now, &loads);
         }
+        self.set_priorities(actions);
         self.report.occupancy_evaluations = self.monitor.evaluations();
         self.report.slicing = self.rotations.iter().map(|(g, r)| (*g, r.groups().len())).collect();
         if let Some(Ok(mut r)) = self.shared.as_ref().map(|s| s.lock()) {
@@ -715,6 +746,25 @@ impl Dcuda {
                 self.rotations.insert(gpu, SliceRotation::new(groups, now, self.params.slice));
             }
         }
+    }
+
+    /// Raise the streams of each group's low-demand applications, restore those no
+    /// longer in one (no action while nothing changes).
+    fn set_priorities(&mut self, actions: &mut Vec<Action>) {
+        if !self.params.priority_boost || self.priorities_refused {
+            return;
+        }
+        let monitor = &self.monitor;
+        let want = raised_in_groups(self.rotations.values().flat_map(|r| r.groups()), |t| {
+            monitor.demand(t).unwrap_or(0.0)
+        });
+        for tenant in self.raised.difference(&want) {
+            actions.push(Action::SetStreamPriority { tenant: *tenant, raised: false });
+        }
+        for tenant in want.difference(&self.raised) {
+            actions.push(Action::SetStreamPriority { tenant: *tenant, raised: true });
+        }
+        self.raised = want;
     }
 
     /// Rotate slices that ended, charge drained overshoots, start migrations whose
@@ -835,6 +885,7 @@ impl Policy for Dcuda {
                 self.home.remove(tenant);
                 self.moving.remove(tenant);
                 self.arrived.remove(tenant);
+                self.raised.remove(tenant);
                 self.monitor.forget(*tenant);
             }
             Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
@@ -847,15 +898,23 @@ impl Policy for Dcuda {
                 self.moving.remove(tenant);
             }
             Event::ActionRefused { action, .. } => {
-                if let Action::Migrate { tenant, .. } = action.as_ref() {
-                    self.moving.remove(tenant);
+                match action.as_ref() {
+                    Action::Migrate { tenant, .. } => {
+                        self.moving.remove(tenant);
+                    }
+                    Action::SetStreamPriority { .. } => {
+                        // the driver says so once, not at every regrouping
+                        self.priorities_refused = true;
+                        self.raised.clear();
+                    }
+                    _ => {}
                 }
             }
             _ => {}
         }
         self.board.observe(now, event, actions);
         if now >= self.next_sample {
-            self.schedule(now);
+            self.schedule(now, actions);
             while self.next_sample <= now {
                 self.next_sample += self.params.interval;
             }
@@ -931,6 +990,47 @@ mod tests {
         // first fit, heaviest first, up to 110%: 0.6 + 0.5 = 1.1, then 0.6 + 0.3
         let g = fairness_groups(&[(t(1), 0.6), (t(2), 0.6), (t(3), 0.5), (t(4), 0.3)], 1.0, 0.1);
         assert_eq!(g, vec![vec![t(1), t(3)], vec![t(2), t(4)]]);
+    }
+
+    /// §3.3's priorities: in each group every application but the heaviest is raised;
+    /// a group of one raises nothing; equal demands resolve to the greater id as the
+    /// heaviest.
+    #[test]
+    fn raised_in_groups_raises_all_but_each_groups_heaviest() {
+        let demand = |t: TenantId| [0.0, 0.9, 0.05, 0.15, 0.6, 0.6][t.0 as usize];
+        let groups = vec![vec![t(1), t(2), t(3)], vec![t(4), t(5)], vec![t(3)]];
+        let raised = raised_in_groups(&groups, demand);
+        assert_eq!(raised, [t(2), t(3), t(4)].into_iter().collect());
+    }
+
+    /// The policy raises and restores by difference (nothing while nothing changes),
+    /// and stops asking once the driver refused a stream priority.
+    #[test]
+    fn stream_priorities_follow_the_groups_until_the_driver_refuses() {
+        let gpus = GpuSpec::uniform(1, Bytes::gib(1));
+        let mut p = Dcuda::new(&gpus, DcudaParams::PAPER);
+        let slice = DcudaParams::PAPER.slice;
+        let groups = vec![vec![t(1), t(2)], vec![t(3)]];
+        p.rotations.insert(GpuId(0), SliceRotation::new(groups.clone(), Nanos(0), slice));
+        let mut a = Vec::new();
+        p.set_priorities(&mut a);
+        // no demand measured: equal, so t(2) counts as the heavier
+        assert_eq!(a, vec![Action::SetStreamPriority { tenant: t(1), raised: true }]);
+        a.clear();
+        p.set_priorities(&mut a);
+        assert!(a.is_empty(), "{a:?}");
+        p.rotations.clear();
+        p.set_priorities(&mut a);
+        assert_eq!(a, vec![Action::SetStreamPriority { tenant: t(1), raised: false }]);
+        let refusal = Event::ActionRefused {
+            action: Box::new(Action::SetStreamPriority { tenant: t(1), raised: true }),
+            reason: "no stream priorities here".into(),
+        };
+        p.on_event(Nanos(1), &refusal, &mut Vec::new());
+        p.rotations.insert(GpuId(0), SliceRotation::new(groups, Nanos(1), slice));
+        a.clear();
+        p.set_priorities(&mut a);
+        assert!(a.is_empty(), "asked again after a refusal: {a:?}");
     }
 
     /// A group that overshoots its 100 ms slice by 30 ms gets 70 ms next time; one that
@@ -1186,6 +1286,9 @@ mod migration_properties {
                             moving.insert(app);
                             migrations += 1;
                             push(&mut queue, now + Nanos::from_millis(50), Due::Moved(tenant.0, to.0));
+                        }
+                        Action::SetStreamPriority { tenant, .. } => {
+                            prop_assert!(p.home(tenant).is_some(), "priority of a departed {tenant}");
                         }
                         Action::GrantMemory { .. } | Action::DenyMemory { .. } => {}
                         other => prop_assert!(false, "unexpected action {other:?}"),
