@@ -17,7 +17,7 @@ fn a_small_dcuda_experiment_runs_every_application_and_judges_every_claim() {
         assert_eq!(least_loaded, run.migrations == 0, "only DCUDA migrates: {}", run.policy);
         assert_eq!(run.occupancy_evaluations, 20, "one evaluation per application's kernel");
     }
-    assert_eq!(r.claims.len(), 16);
+    assert_eq!(r.claims.len(), 17);
     assert!(r.claims.iter().all(|c| c.ours.is_some()), "every claim measured");
     assert_eq!(r.comparisons.len(), r.claims.len());
     // the power model's first step was calibrated: least-loaded at medium load matches
@@ -85,4 +85,63 @@ fn the_group_slack_reaches_dcuda() {
     };
     assert_eq!(of(&a, "least-loaded"), of(&b, "least-loaded"));
     assert_ne!(of(&a, "dcuda"), of(&b, "dcuda"));
+}
+
+/// The contention constant is fitted on least-loaded alone (Figure 13(a)'s QoS):
+/// every candidate tried, the one nearest the target chosen and used by every run,
+/// and the claim it is fitted on not counted.
+#[test]
+fn the_contention_is_fitted_on_least_loaded_alone() {
+    use tessera_sim::experiments::dcuda::{FIT_CANDIDATES, FIT_TARGET_QOS};
+    let cfg = DcudaConfig { orders: 1, ..DcudaConfig::paper(3) };
+    let r = run(&cfg).unwrap();
+    let fit = r.contention_fit.as_ref().expect("the paper's setup fits the contention");
+    let tried: Vec<f64> = fit.candidates.iter().map(|c| c.0).collect();
+    assert_eq!(tried, FIT_CANDIDATES);
+    let gap = |q: f64| (q - FIT_TARGET_QOS).abs();
+    let best = fit.candidates.iter().map(|c| gap(c.1)).fold(f64::INFINITY, f64::min);
+    let chosen = fit.candidates.iter().find(|c| c.0 == fit.chosen).unwrap();
+    assert_eq!(gap(chosen.1), best, "{fit:?}");
+    assert_eq!(r.config.constants.contention, fit.chosen);
+    // more contention, fewer applications near their solo time
+    assert!(fit.candidates[0].1 >= fit.candidates.last().unwrap().1, "{fit:?}");
+    let c = r.claims.iter().find(|c| c.id == "fig13a-least-loaded").unwrap();
+    assert!(!c.is_evidence(), "the fit's input is not counted");
+    // unfitted, the same claim is evidence
+    let plain = run(&DcudaConfig { fit_contention: false, ..cfg }).unwrap();
+    assert!(plain.contention_fit.is_none());
+    let c = plain.claims.iter().find(|c| c.id == "fig13a-least-loaded").unwrap();
+    assert!(c.is_evidence());
+}
+
+/// Utilization as §4.3 defines it (placed demand over capacity, at most 100%) agrees
+/// with the bands it is sampled with: at least 100% of the overloaded samples and 50% of
+/// the middle band, at most everything above the lowest band plus half of it.
+#[test]
+fn utilization_is_the_placed_demand_over_the_capacity() {
+    let cfg = DcudaConfig { orders: 1, fit_contention: false, ..DcudaConfig::paper(3) };
+    let r = run(&cfg).unwrap();
+    for x in &r.runs {
+        let n = x.bands.len() as f64;
+        let band = |i: usize| x.bands.iter().map(|b| b[i]).sum::<f64>() / n;
+        let (low, mid, over) = (band(0), band(1), band(2));
+        assert!(x.utilization >= over + 0.5 * mid - 1e-6, "{} {}: {x:?}", x.policy, x.load);
+        assert!(x.utilization <= over + mid + 0.5 * low + 1e-6, "{} {}: {x:?}", x.policy, x.load);
+        assert!((0.0..=1.0).contains(&x.cores_used));
+    }
+}
+
+/// §2.2: two lightweight applications together barely slow each other; the claim is
+/// measured on every pair of the lightest applications.
+#[test]
+fn light_pairs_are_measured_on_one_gpu() {
+    use tessera_sim::experiments::dcuda::LIGHT_APPS;
+    let cfg = DcudaConfig { orders: 1, fit_contention: false, ..DcudaConfig::paper(3) };
+    let r = run(&cfg).unwrap();
+    assert_eq!(r.pairs.len(), LIGHT_APPS * (LIGHT_APPS - 1) / 2);
+    for p in &r.pairs {
+        assert!(p.slowdown.iter().all(|s| s.is_finite() && *s > -1e-3), "{p:?}");
+    }
+    let c = r.claims.iter().find(|c| c.id == "s2.2-light-pairs").unwrap();
+    assert!(c.ours.is_some());
 }

@@ -495,6 +495,10 @@ pub struct DcudaReport {
     /// Per GPU, samples with its placed applications' summed demand below 50%, 50-100%
     /// and above 100% of its capacity (Figures 2 and 10).
     pub bands: Vec<[u64; 3]>,
+    /// Per GPU, the sum over samples of its utilization as §4.3 defines it: its placed
+    /// applications' summed demand over its capacity, at most 1 (Figure 11(a)).
+    #[serde(default)]
+    pub utilization_sum: Vec<f64>,
     /// Migrations decided, in all.
     pub migrations: u64,
     /// The most recent migrations (at most [`DcudaReport::RECENT`]).
@@ -647,7 +651,11 @@ impl Dcuda {
             };
             band[i] += 1;
         }
-        self.report.utilization = loads.iter().map(|l| utilization(l)).collect();
+        self.report.utilization_sum.resize(utils.len(), 0.0);
+        for (sum, u) in self.report.utilization_sum.iter_mut().zip(&utils) {
+            *sum += u.min(1.0);
+        }
+        self.report.utilization = utils;
         self.report.states = states.iter().map(|s| Some(*s)).collect();
         // applications already moving, or not yet measured, are not candidates
         let pinned: std::collections::BTreeSet<TenantId> = self
