@@ -1080,6 +1080,24 @@ fn differences(r: &DcudaResults) -> String {
                  against least-loaded's {:.0} s.",
                 dc.migrations, dc.makespan_s, ll.makespan_s
             )
+        } else if c.id.starts_with("s2.2") {
+            let worst = r.pairs.iter().max_by(|a, b| {
+                a.slowdown[0].max(a.slowdown[1]).total_cmp(&b.slowdown[0].max(b.slowdown[1]))
+            });
+            worst.map_or(String::new(), |p| {
+                let (a, b) = (&r.apps[p.apps[0]], &r.apps[p.apps[1]]);
+                format!(
+                    "The worst pair is {} + {}: light on average ({} and {} of a GPU), but \
+                     each kernel fills {} and {} of the block slots, so when both kernels run \
+                     they exceed the GPU (queued blocks, and the fitted contention).",
+                    a.name,
+                    b.name,
+                    pct(a.mean_demand()),
+                    pct(b.mean_demand()),
+                    pct(a.kernel_demand()),
+                    pct(b.kernel_demand())
+                )
+            })
         } else if c.id.starts_with("fig2") || c.id.starts_with("fig10") {
             format!(
                 "Our applications' mean demand is {} of a GPU, about {per_gpu:.1} running per \
