@@ -85,6 +85,9 @@ pub mod reason {
     /// Its uid already has as many tasks, or as much declared GPU time, queued or
     /// running as the operator allows (`max_tasks_per_uid`, `max_gpu_ms_per_uid`).
     pub const QUOTA: u32 = 9;
+    /// It waited past the point of meeting its latency target and was dropped (an
+    /// inference server's SLO violation).
+    pub const DROPPED: u32 = 10;
 }
 
 /// A request descriptor (64 bytes).

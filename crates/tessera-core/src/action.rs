@@ -19,6 +19,9 @@ pub enum TaskEndReason {
     Unschedulable(String),
     /// The driver is shutting down.
     Shutdown,
+    /// It waited so long it could no longer meet its latency target, and was dropped
+    /// (gpu-lets' serving drops such requests and counts them as violations).
+    Dropped,
 }
 
 /// Why memory was refused.

@@ -749,6 +749,33 @@ impl Board {
             .map_or((0, None), |t| (t.queue.len(), t.queue.front().map(|q| q.submitted)))
     }
 
+    /// End `tenant`'s queued tasks submitted before `since` ([`TaskEndReason::Dropped`]):
+    /// requests that can no longer meet their latency target. Returns how many.
+    pub fn drop_waiting_since(
+        &mut self,
+        tenant: TenantId,
+        since: Nanos,
+        out: &mut Vec<Action>,
+    ) -> usize {
+        let Some(t) = self.tenants.get_mut(tenant.0) else { return 0 };
+        let mut dropped = Vec::new();
+        while t.queue.front().is_some_and(|q| q.submitted < since) {
+            if let Some(q) = t.queue.pop_front() {
+                dropped.push(q.spec.id);
+            }
+        }
+        if dropped.is_empty() {
+            return 0;
+        }
+        let class = t.spec.class;
+        self.queued_count[class_index(class)] -= dropped.len();
+        self.reindex(tenant);
+        for task in &dropped {
+            out.push(Action::EndTask { task: *task, reason: TaskEndReason::Dropped });
+        }
+        dropped.len()
+    }
+
     /// The next tenant after the round-robin cursor with a non-empty queue (Flexy
     /// §II-A) that may run on `gpu`, and advance the cursor to it.
     pub fn next_round_robin_on(&mut self, gpu: GpuId) -> Option<TenantId> {

@@ -853,6 +853,7 @@ impl<'w> Simulation<'w> {
                 }
                 let end = match reason {
                     TaskEndReason::Unschedulable(why) => TaskEnd::Failed(why),
+                    TaskEndReason::Dropped => TaskEnd::Dropped,
                     other => TaskEnd::Cancelled(format!("{other:?}")),
                 };
                 self.end_task(task, end)?;
@@ -877,7 +878,8 @@ impl<'w> Simulation<'w> {
             Action::SetStreamPriority { tenant, raised }
                 if matches!(self.opts.sharing, Sharing::Blocks { .. }) =>
             {
-                let Some(job) = self.workload.jobs.iter().position(|j| j.tenant.id == tenant) else {
+                let Some(job) = self.workload.jobs.iter().position(|j| j.tenant.id == tenant)
+                else {
                     return Err(self.violation(format!("stream priority of unknown {tenant}")));
                 };
                 // kernels already launched keep theirs, as streams re-created in CUDA do

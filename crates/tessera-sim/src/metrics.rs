@@ -12,6 +12,9 @@ pub enum TaskEnd {
     Failed(String),
     /// The policy cancelled it.
     Cancelled(String),
+    /// The policy dropped it: it could no longer meet its latency target (a violation
+    /// of it, counted among the user-facing tasks).
+    Dropped,
 }
 
 /// One task's life, as the engine recorded it.
@@ -38,10 +41,13 @@ pub struct TaskRecord {
 /// The measurements of one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
-    /// User-facing tasks that completed.
+    /// User-facing tasks that completed or were dropped.
     pub uf_tasks: usize,
-    /// Fraction (0-1) of completed user-facing tasks whose latency (submission to
-    /// completion) was within their tenant's SLA.
+    /// User-facing tasks dropped as unable to meet their SLA (each a violation).
+    #[serde(default)]
+    pub uf_dropped: usize,
+    /// Fraction (0-1) of those user-facing tasks whose latency (submission to
+    /// completion) was within their tenant's SLA (a dropped one never is).
     pub sla_met: f64,
     /// The same fraction with latency measured from when the task reached the head of
     /// its job's queue (every earlier task of its job had started, or its submission if
@@ -153,6 +159,7 @@ impl RunMetrics {
         keep_latencies: bool,
     ) -> RunMetrics {
         let mut uf_tasks = 0;
+        let mut uf_dropped = 0;
         let mut uf_met = 0;
         let mut uf_met_from_head = 0;
         let mut head_latencies = Vec::new();
@@ -176,6 +183,10 @@ impl RunMetrics {
                 not_completed += 1;
             }
             match t.class {
+                ServiceClass::UserFacing { .. } if *how == TaskEnd::Dropped => {
+                    uf_tasks += 1;
+                    uf_dropped += 1;
+                }
                 ServiceClass::UserFacing { sla } => {
                     if done {
                         uf_tasks += 1;
@@ -221,6 +232,7 @@ impl RunMetrics {
         RunMetrics {
             sla_windows: Vec::new(),
             uf_tasks,
+            uf_dropped,
             sla_met: if uf_tasks == 0 { 1.0 } else { uf_met as f64 / uf_tasks as f64 },
             sla_met_from_head: if uf_tasks == 0 {
                 1.0

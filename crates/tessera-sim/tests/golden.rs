@@ -282,7 +282,7 @@ fn gpulets_schedules(
 ) -> bool {
     use tessera_sim::experiments::gpulets::{throughput::models_at, with_paper_set};
     with_paper_set(|set| {
-        s.schedule(set, &models_at(set, mix, rate / mix.counted_per_unit())).is_some()
+        s.schedule(set, &mix.models, &models_at(set, mix, rate / mix.counted_per_unit())).is_some()
     })
     .unwrap()
 }

@@ -30,8 +30,6 @@ const AUTHORS_COEFFICIENTS: &str =
 
 /// Partition sizes the scheduler may use (gpu-lets' `Avail_Parts`), %.
 const SIZES: [u32; 6] = [20, 40, 50, 60, 80, 100];
-/// Batch sizes profiled.
-const BATCHES: [u32; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Why a model registration or the serving set-up was refused.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +121,56 @@ impl InterferenceModel for ByUtilization<'_> {
     }
 }
 
+/// Elastic partitioning with interference of `served` (profile, SLO ms) at `rates` on
+/// `gpus` GPUs, and the plan to serve it for `tenants`; `None` when not schedulable.
+fn schedule(
+    served: &[(&ModelProfile, f64)],
+    rates: &[f64],
+    gpus: usize,
+    latency_margin: f64,
+    coefficients: Interference,
+    tenants: &[TenantId],
+) -> Option<(Vec<tessera_core::policies::gpulets::Gpulet>, ServingPlan)> {
+    let derived: Vec<Derived<'_>> = served.iter().map(|(p, _)| Derived(p)).collect();
+    let models: Vec<Model<'_>> = derived
+        .iter()
+        .zip(served)
+        .zip(rates)
+        .map(|((d, (_, slo)), r)| Model { rate: *r, slo_ms: *slo, profile: d })
+        .collect();
+    let interference =
+        ByUtilization { profiles: served.iter().map(|(p, _)| *p).collect(), coefficients };
+    let opts = Options { sizes: SIZES.to_vec(), latency_margin, ..Options::paper(gpus) };
+    let schedule = elastic_partitioning(&models, &opts, &interference).ok()?;
+    let plan = ServingPlan::new(gpus, &schedule, &models, tenants);
+    Some((schedule, plan))
+}
+
 impl Inference {
+    /// Whether models of these (profile, SLO ms, rate req/s) are schedulable on `gpus`
+    /// GPUs under `cfg`, as the daemon would schedule them (for capacity planning, and
+    /// for tests that load the daemon near the schedule's edge).
+    pub fn schedulable(
+        &self,
+        models: &[(&str, f64, f64)],
+        gpus: usize,
+        cfg: &GpuletsConfig,
+    ) -> bool {
+        let served: Option<Vec<(&ModelProfile, f64)>> =
+            models.iter().map(|(p, slo, _)| Some((self.profiles.models.get(*p)?, *slo))).collect();
+        let rates: Vec<f64> = models.iter().map(|m| m.2).collect();
+        let tenants: Vec<TenantId> = (0..models.len()).map(|i| TenantId(i as u64)).collect();
+        served.is_some_and(|s| {
+            schedule(&s, &rates, gpus, cfg.latency_margin, self.interference, &tenants).is_some()
+        })
+    }
+
+    /// A profile's latency for `batch` on a whole GPU, ms (the paper's SLO rule is twice
+    /// batch 32's).
+    pub fn whole_gpu_latency_ms(&self, profile: &str, batch: u32) -> Option<f64> {
+        self.profiles.models.get(profile)?.latency_or_derived_ms(batch, 1000)
+    }
+
     /// Load the built-in profiles and the configured (or default) coefficients.
     pub fn new(cfg: &GpuletsConfig) -> Result<Inference, InferenceError> {
         let profiles = Profiles::from_v100_jsonl(V100_PROFILES)?;
@@ -194,8 +241,8 @@ impl Inference {
 
     /// How long a batch of `n` requests of `tenant`'s model runs in a partition of
     /// `share_permille`, beside `neighbour` (tenant, batch, share) running in the same
-    /// GPU's other partition: L(b, p) times the interference factor, where b is the
-    /// smallest profiled batch holding `n` (a batch is padded to a profiled size).
+    /// GPU's other partition: L(n, p) times the interference factor (every batch 1-32 is
+    /// profiled; a larger one runs as 32).
     pub fn batch_time(
         &self,
         tenant: TenantId,
@@ -205,7 +252,7 @@ impl Inference {
     ) -> Option<Nanos> {
         let registry = self.registry.lock().ok()?;
         let profile = |t: TenantId| self.profiles.models.get(&registry.get(&t)?.profile);
-        let padded = |n: u32| BATCHES.iter().copied().find(|b| *b >= n).unwrap_or(32);
+        let padded = |n: u32| n.clamp(1, tessera_core::policies::gpulets::MAX_BATCH);
         let own = profile(tenant)?;
         let b = padded(n);
         let latency = own.latency_or_derived_ms(b, share_permille)?;
@@ -226,7 +273,7 @@ impl Inference {
         let profiles = self.profiles.clone();
         let registry = self.registry.clone();
         let coefficients = self.interference;
-        let (batch_budget, max_load) = (cfg.batch_budget, cfg.max_load);
+        let latency_margin = cfg.latency_margin;
         let guard = Nanos::from_millis(cfg.dispatch_guard_ms);
         let reschedule = Box::new(move |_: Nanos, tenants: &[TenantId], rates: &[f64]| {
             let registry = registry.lock().ok()?;
@@ -237,25 +284,9 @@ impl Inference {
                     Some((profiles.models.get(&m.profile)?, m.slo_ms))
                 })
                 .collect::<Option<_>>()?;
-            let derived: Vec<Derived<'_>> = served.iter().map(|(p, _)| Derived(p)).collect();
-            let models: Vec<Model<'_>> = derived
-                .iter()
-                .zip(&served)
-                .zip(rates)
-                .map(|((d, (_, slo)), r)| Model { rate: *r, slo_ms: *slo, profile: d })
-                .collect();
-            let interference =
-                ByUtilization { profiles: served.iter().map(|(p, _)| *p).collect(), coefficients };
-            let opts = Options {
-                gpus: count,
-                sizes: SIZES.to_vec(),
-                batches: BATCHES.to_vec(),
-                batch_budget,
-                max_load,
-            };
-            let schedule = elastic_partitioning(&models, &opts, &interference).ok()?;
-            let plan = ServingPlan::new(count, &schedule, &models, tenants).with_guard(guard);
-            Some((schedule, plan))
+            let (schedule, plan) =
+                schedule(&served, rates, count, latency_margin, coefficients, tenants)?;
+            Some((schedule, plan.with_guard(guard)))
         });
         AdaptiveGpulets::new(
             gpus,

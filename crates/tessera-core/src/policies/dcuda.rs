@@ -272,10 +272,8 @@ pub fn raised_in_groups<'a>(
 ) -> BTreeSet<TenantId> {
     let mut raised = BTreeSet::new();
     for group in groups {
-        let heaviest = group
-            .iter()
-            .copied()
-            .max_by(|a, b| demand(*a).total_cmp(&demand(*b)).then(a.cmp(b)));
+        let heaviest =
+            group.iter().copied().max_by(|a, b| demand(*a).total_cmp(&demand(*b)).then(a.cmp(b)));
         raised.extend(group.iter().copied().filter(|t| group.len() > 1 && Some(*t) != heaviest));
     }
     raised

@@ -838,6 +838,7 @@ impl Core {
                     TaskEndReason::Shutdown => (status::CANCELLED, reason::SHUTDOWN),
                     TaskEndReason::UnknownTenant => (status::FAILED, reason::UNKNOWN_TENANT),
                     TaskEndReason::Unschedulable(_) => (status::FAILED, reason::UNSCHEDULABLE),
+                    TaskEndReason::Dropped => (status::FAILED, reason::DROPPED),
                 };
                 if st == status::CANCELLED {
                     self.totals.cancelled += 1;

@@ -443,17 +443,12 @@ pub fn fit_contention(
     cfg: &DcudaConfig,
     orders: usize,
 ) -> Result<ContentionFit, ExperimentError> {
-    let medium = cfg
-        .loads
-        .iter()
-        .find(|l| l.name == "medium")
-        .ok_or_else(|| ExperimentError::Config("the contention fit needs the medium load".into()))?;
+    let medium = cfg.loads.iter().find(|l| l.name == "medium").ok_or_else(|| {
+        ExperimentError::Config("the contention fit needs the medium load".into())
+    })?;
     let trials: Vec<(f64, usize)> =
         FIT_CANDIDATES.iter().flat_map(|c| (0..orders).map(move |o| (*c, o))).collect();
-    tracing::info!(
-        "dcuda: fitting the contention on least-loaded's QoS ({} runs)",
-        trials.len()
-    );
+    tracing::info!("dcuda: fitting the contention on least-loaded's QoS ({} runs)", trials.len());
     let runs: Vec<(f64, f64)> = trials
         .par_iter()
         .map(|(c, o)| {
@@ -468,7 +463,10 @@ pub fn fit_contention(
     let chosen = candidates
         .iter()
         .min_by(|a, b| {
-            (a.1 - FIT_TARGET_QOS).abs().total_cmp(&(b.1 - FIT_TARGET_QOS).abs()).then(a.0.total_cmp(&b.0))
+            (a.1 - FIT_TARGET_QOS)
+                .abs()
+                .total_cmp(&(b.1 - FIT_TARGET_QOS).abs())
+                .then(a.0.total_cmp(&b.0))
         })
         .map_or(0.0, |c| c.0);
     Ok(ContentionFit { target_qos: FIT_TARGET_QOS, orders, candidates, chosen })
@@ -513,7 +511,10 @@ pub fn light_pairs(apps: &[App], k: &Constants) -> Result<Vec<PairRun>, Experime
         for b in &light[i + 1..] {
             let (a, b) = (*a.min(b), *a.max(b));
             let t = end_s(&[a, b])?;
-            pairs.push(PairRun { apps: [a, b], slowdown: [t[0] / alone[&a] - 1.0, t[1] / alone[&b] - 1.0] });
+            pairs.push(PairRun {
+                apps: [a, b],
+                slowdown: [t[0] / alone[&a] - 1.0, t[1] / alone[&b] - 1.0],
+            });
         }
     }
     Ok(pairs)
@@ -817,11 +818,7 @@ fn judge(r: &DcudaResults) -> Vec<Claim> {
         Test::AtMost { paper: 0.02, tolerance: 0.005 },
         Unit::Percent,
         (!r.pairs.is_empty()).then_some(worst),
-        format!(
-            "the largest slowdown over {} pairs of {}",
-            r.pairs.len(),
-            light_names(r)
-        ),
+        format!("the largest slowdown over {} pairs of {}", r.pairs.len(), light_names(r)),
     ));
     for (load, paper_ll, _) in TABLE_2 {
         // least-loaded's own energy: the medium load is what the first power step is
@@ -878,7 +875,11 @@ fn light_names(r: &DcudaResults) -> String {
     let mut ids: Vec<usize> = r.pairs.iter().flat_map(|p| p.apps).collect();
     ids.sort_unstable();
     ids.dedup();
-    ids.iter().filter_map(|i| r.apps.get(*i)).map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
+    ids.iter()
+        .filter_map(|i| r.apps.get(*i))
+        .map(|a| a.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn pct(x: f64) -> String {
@@ -923,7 +924,10 @@ pub fn report(r: &DcudaResults) -> String {
                  (below)",
                 f.chosen
             ),
-            None => format!("of 1 + {} per unit of summed demand above it", r.config.constants.contention),
+            None => format!(
+                "of 1 + {} per unit of summed demand above it",
+                r.config.constants.contention
+            ),
         },
     );
     if let Some(f) = &r.contention_fit {

@@ -113,7 +113,7 @@ pub fn run(seed: u64, k: &super::Constants) -> Result<Fluctuating, super::Experi
         if arrivals.is_empty() {
             continue;
         }
-        jobs.push(super::serving::request_job(m, set.slo_ms[m], arrivals));
+        jobs.push(super::serving::request_job(m, m, set.slo_ms[m], arrivals));
     }
     let workload = super::serving::request_workload(n, jobs);
     let tenants: Vec<TenantId> = (0..n).map(|i| TenantId(i as u64)).collect();

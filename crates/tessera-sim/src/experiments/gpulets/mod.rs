@@ -26,7 +26,7 @@ use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation}
 use profiles::ProfileSet;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use tessera_core::policies::gpulets::{Gpulet, NoInterference, Options, elastic_partitioning};
+use tessera_core::policies::gpulets::{Gpulet, NoInterference, elastic_partitioning};
 use tessera_gpu::partition::{Interference, Profiles, colocations_from_v100_jsonl};
 
 /// The measured V100 profiles and co-locations (copied from `../shared/data`, cited in
@@ -116,15 +116,9 @@ pub struct ServingRow {
     pub gpulet: Option<f64>,
     /// gpulet+int's, likewise.
     pub gpulet_int: Option<f64>,
-    /// Diagnostic, not the paper's algorithm: gpulet+int with each batch's latency
-    /// limited to half its SLO, leaving the other half for the wait on the batch in
-    /// progress.
-    pub gpulet_int_half_budget: Option<f64>,
-    /// Diagnostic, not the paper's algorithm: gpulet+int giving each model at most 80%
-    /// of a gpu-let's throughput, leaving headroom for bursts of Poisson arrivals.
-    pub gpulet_int_load_80: Option<f64>,
-    /// Both diagnostics at once (the daemon's defaults).
-    pub gpulet_int_both: Option<f64>,
+    /// Of gpulet+int's requests, the share dropped (0-1): waited past the point of
+    /// meeting their SLO (counted in its violations).
+    pub gpulet_int_dropped: f64,
     /// Requests served in the gpulet+int run.
     pub requests: usize,
 }
@@ -430,6 +424,7 @@ fn serve_at_max(
         .map(|t| {
             let node = serving::Node {
                 set,
+                models: &t.mix.models,
                 slo_ms: &t.mix.slo_ms,
                 interference: true,
                 gpus: throughput::GPUS,
@@ -440,7 +435,9 @@ fn serve_at_max(
                 let total = t.of(s);
                 let units = total / per_unit;
                 let models = throughput::models_at(set, &t.mix, units);
-                let Some(schedule) = s.schedule(set, &models).filter(|_| total > 0.0) else {
+                let Some(schedule) =
+                    s.schedule(set, &t.mix.models, &models).filter(|_| total > 0.0)
+                else {
                     return Ok((total, None));
                 };
                 let rates: Vec<f64> = models.iter().map(|m| m.rate).collect();
@@ -552,38 +549,24 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
 }
 
 /// Serve, for 30 s each, the five scenarios with the highest total rate that
-/// gpulet+int schedules and the five heaviest its half-budget diagnostic schedules,
-/// with each scheduler's schedule where it has one.
+/// gpulet+int schedules, with gpulet's schedule beside where it has one.
 fn serve_heaviest(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<ServingRow>, ExperimentError> {
     let n = set.models.len();
     let opts = schedulability::paper_options(4);
-    // the diagnostic: the same scheduler leaving half of each SLO for the wait on the
-    // batch in progress
-    let half = Options { batch_budget: 0.5, ..opts.clone() };
-    // and the same scheduler loading a gpu-let to at most 80% of its throughput
-    let capped = Options { max_load: 0.8, ..opts.clone() };
-    // and both (what the daemon runs by default)
-    let both = Options { batch_budget: 0.5, max_load: 0.8, ..opts.clone() };
-    let node = serving::Node { set, slo_ms: &set.slo_ms, interference: true, gpus: 4 };
+    let kinds: Vec<usize> = (0..n).collect();
+    let node =
+        serving::Node { set, models: &kinds, slo_ms: &set.slo_ms, interference: true, gpus: 4 };
     let mut candidates: Vec<Vec<f64>> = (1..schedulability::RATES.len().pow(n as u32))
         .map(|c| schedulability::scenario(c, n))
         .collect();
     candidates.sort_by(|a, b| b.iter().sum::<f64>().total_cmp(&a.iter().sum::<f64>()));
     let mut rows = Vec::new();
-    let (mut literal_rows, mut both_rows) = (0, 0);
     for rates in candidates {
-        if literal_rows == 5 && both_rows == 5 {
+        if rows.len() == 5 {
             break;
         }
         let models = schedulability::set_models(set, &rates);
         let Ok(with_int) = elastic_partitioning(&models, &opts, set) else { continue };
-        // the five heaviest the daemon's defaults schedule are served too
-        let both_ok = elastic_partitioning(&models, &both, set).is_ok();
-        if literal_rows >= 5 && !(both_ok && both_rows < 5) {
-            continue;
-        }
-        literal_rows += usize::from(literal_rows < 5);
-        both_rows += usize::from(both_ok && both_rows < 5);
         let run = |schedule: &[Gpulet]| {
             serving::serve(&node, &rates, schedule, 30.0, seed).map_err(|source| {
                 ExperimentError::Sim { trial: format!("serving {rates:?}"), source }
@@ -594,25 +577,11 @@ fn serve_heaviest(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<ServingRow>, Ex
             Ok(s) => Some(run(&s)?.violation),
             Err(_) => None,
         };
-        let halved = match elastic_partitioning(&models, &half, set) {
-            Ok(s) => Some(run(&s)?.violation),
-            Err(_) => None,
-        };
-        let loaded = match elastic_partitioning(&models, &capped, set) {
-            Ok(s) => Some(run(&s)?.violation),
-            Err(_) => None,
-        };
-        let with_both = match elastic_partitioning(&models, &both, set) {
-            Ok(s) => Some(run(&s)?.violation),
-            Err(_) => None,
-        };
         rows.push(ServingRow {
             rates,
             gpulet: without,
             gpulet_int: Some(served.violation),
-            gpulet_int_half_budget: halved,
-            gpulet_int_load_80: loaded,
-            gpulet_int_both: with_both,
+            gpulet_int_dropped: served.dropped,
             requests: served.requests,
         });
     }
@@ -648,27 +617,16 @@ fn set_section(r: &SetResults) -> String {
         .iter()
         .map(|x| {
             format!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} |",
                 x.rates.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(", "),
                 v(x.gpulet),
                 v(x.gpulet_int),
+                pct(x.gpulet_int_dropped),
                 x.requests,
-                v(x.gpulet_int_half_budget),
-                v(x.gpulet_int_load_80),
-                v(x.gpulet_int_both)
             )
         })
         .collect();
     let lit = r.serving.iter().filter_map(|x| x.gpulet_int);
-    let diag = r.serving.iter().filter_map(|x| x.gpulet_int_half_budget);
-    let cap = r.serving.iter().filter_map(|x| x.gpulet_int_load_80);
-    let joint = r.serving.iter().filter_map(|x| x.gpulet_int_both);
-    let both = r.serving.iter().filter(|x| x.gpulet_int_half_budget.is_some()).count();
-    let lower = r
-        .serving
-        .iter()
-        .filter(|x| matches!((x.gpulet_int, x.gpulet_int_half_budget), (Some(a), Some(b)) if b < a))
-        .count();
     format!(
         "### The `{set}` set\n\n\
          Models and SLOs: {slos}. {scenarios} scenarios.\n\n\
@@ -689,13 +647,11 @@ fn set_section(r: &SetResults) -> String {
          Decision time per scenario on the machine that ran this (µs, mean / median / \
          largest): squishy bin packing {t_sbp}; gpulet+int {t_int}; ideal {t_ideal}.\n\n\
          Served for 30 s each: the five scenarios of highest total rate that gpulet+int \
-         schedules, and the five heaviest the diagnostic in the last column schedules.\n\n\
-         | rates (req/s) | gpulet | gpulet+int | requests | diagnostic: gpulet+int, batches within half the SLO | diagnostic: gpulet+int, gpu-lets loaded to 80% | diagnostic: both (the daemon's defaults) |\n\
-         |---|---|---|---|---|---|---|\n{rows}\n\n\
-         SLO violations under gpulet+int: {v}. Where the half-SLO diagnostic also \
-         schedules ({both} scenarios) it is lower in {lower}, ranging {d}; the \
-         80%-load diagnostic schedules {cap_n} of the served scenarios, with violations of \
-         {c}; both together schedule {both_n}, with violations of {b}.\n",
+         schedules (SLO violations: requests answered late or dropped, over all \
+         requests).\n\n\
+         | rates (req/s) | gpulet | gpulet+int | of which dropped | requests |\n\
+         |---|---|---|---|---|\n{rows}\n\n\
+         SLO violations under gpulet+int: {v}.\n",
         set = r.set,
         slos = s
             .models
@@ -746,11 +702,6 @@ fn set_section(r: &SetResults) -> String {
         t_ideal = times(&s.decision_us_ideal),
         rows = rows.join("\n"),
         v = span(lit),
-        d = span(diag),
-        cap_n = cap.clone().count(),
-        c = span(cap),
-        both_n = joint.clone().count(),
-        b = span(joint),
     )
 }
 

@@ -5,7 +5,8 @@
 //!   as they are: alexnet, resnet50, ssd, vgg19. Measured: latency and L2/DRAM
 //!   utilization at 20-80% for batches 1-32 (10% and 100% at batch 1). Derived: the
 //!   whole-GPU latency above batch 1, from 80% by batch 1's ratio of 100% to 80%, and
-//!   whole-GPU utilization taken as 80%'s. Interference: our fit on the V100
+//!   whole-GPU utilization taken as 80%'s (measured per partition, so no scaling).
+//!   Interference: our fit on the V100
 //!   co-locations.
 //! - `paper` — the paper's five models (Table 4) on its own GPU, the RTX 2080 Ti.
 //!   Measured (the authors' artifact, `gpulets-2080ti/UTIL.CSV`): how the average kernel
@@ -13,15 +14,16 @@
 //!   the whole-GPU latency, that growth scaled so that batch 32 takes half the model's
 //!   Table 4 SLO (the paper set its SLOs at twice that latency); partitions, by the
 //!   shape of the most similar V100 model's curve (lenet by alexnet, googlenet and
-//!   resnet50 by resnet50, ssd-mobilenet by ssd, vgg16 by vgg19); utilization the same
-//!   at every partition size. Interference: the authors' 2080 Ti coefficients.
+//!   resnet50 by resnet50, ssd-mobilenet by ssd, vgg16 by vgg19); batches the table
+//!   skips interpolated; utilization the whole GPU's scaled by the partition's share
+//!   (the authors' rule). Interference: the authors' 2080 Ti coefficients.
 //!   Input batching: the artifact's measured cost of assembling a batch of each input
 //!   shape (`1_28_28.txt` and the like, read as ms) is added to every batch's latency,
 //!   and the kernel part scaled so that the two together take half the SLO at batch
 //!   32. It is charged as part of the batch's run on its gpu-let (serialised with the
 //!   gpu-let's batches): the paper does not say whether its frontend overlaps it.
 
-use super::schedulability::{BATCHES, SIZES};
+use super::schedulability::SIZES;
 use tessera_core::policies::gpulets::{InterferenceModel, LatencyProfile};
 use tessera_gpu::partition::{Interference, ModelProfile, Profiles};
 
@@ -62,9 +64,20 @@ pub struct PaperModel<'a> {
     pub batching_charged: f64,
 }
 
+/// The value at `batch`, linear between the nearest profiled batches (the authors'
+/// interpolation of batches their table skips: UTIL.CSV has 1, 2, 4, 8, 12, ... 32).
+fn by_batch(table: &std::collections::BTreeMap<u32, f64>, batch: u32) -> Option<f64> {
+    if let Some(v) = table.get(&batch) {
+        return Some(*v);
+    }
+    let (lo, vlo) = table.range(..batch).next_back()?;
+    let (hi, vhi) = table.range(batch..).next()?;
+    Some(vlo + (vhi - vlo) * f64::from(batch - lo) / f64::from(hi - lo))
+}
+
 impl LatencyProfile for PaperModel<'_> {
     fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
-        let full = self.full_ms.get(&batch)?;
+        let full = by_batch(&self.full_ms, batch)?;
         let kernels =
             full * self.shape.latency_ms(batch, percent)? / self.shape.latency_ms(batch, 100)?;
         Some(kernels + self.batching_charged * self.batching_ms.get(&batch)?)
@@ -72,8 +85,16 @@ impl LatencyProfile for PaperModel<'_> {
 }
 
 impl Profiled for PaperModel<'_> {
-    fn utilization(&self, batch: u32, _percent: u32) -> Option<(f64, f64)> {
-        self.util.get(&batch).copied()
+    /// The authors' rule: UTIL.CSV's whole-GPU L2 and DRAM utilization scaled by the
+    /// partition's share of the GPU (a 20% gpu-let loads the memory system a fifth as
+    /// much), interpolated between profiled batches.
+    fn utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)> {
+        let l2: std::collections::BTreeMap<u32, f64> =
+            self.util.iter().map(|(b, u)| (*b, u.0)).collect();
+        let dram: std::collections::BTreeMap<u32, f64> =
+            self.util.iter().map(|(b, u)| (*b, u.1)).collect();
+        let share = f64::from(percent) / 100.0;
+        Some((by_batch(&l2, batch)? * share, by_batch(&dram, batch)? * share))
     }
 }
 
@@ -100,6 +121,29 @@ impl InterferenceModel for ProfileSet<'_> {
             // a point the profiles lack: no interference, as the `gpulet` variant assumes
             _ => 1.0,
         }
+    }
+}
+
+/// A set's interference for a list of models served, each given by its profile in the
+/// set (several models may share a profile, as `game`'s six LeNets do).
+#[derive(Clone, Copy, Debug)]
+pub struct ModelsOf<'s, 'a> {
+    set: &'s ProfileSet<'a>,
+    kinds: &'s [usize],
+}
+
+impl ProfileSet<'_> {
+    /// The interference of models whose profiles are `kinds` (model `i` is profile
+    /// `kinds[i]`).
+    pub fn of_models<'s>(&'s self, kinds: &'s [usize]) -> ModelsOf<'s, 's> {
+        ModelsOf { set: self, kinds }
+    }
+}
+
+impl InterferenceModel for ModelsOf<'_, '_> {
+    fn factor(&self, own: (usize, u32, u32), other: (usize, u32, u32)) -> f64 {
+        let kind = |m: usize| self.kinds.get(m).copied().unwrap_or(usize::MAX);
+        self.set.factor((kind(own.0), own.1, own.2), (kind(other.0), other.1, other.2))
     }
 }
 
@@ -241,11 +285,9 @@ pub fn paper<'a>(
                 .get(shape)
                 .ok_or(UtilError { line: 0, message: format!("no V100 {shape}") })?,
         );
-        let full_ms = BATCHES
-            .iter()
-            .filter_map(|b| rows.get(b).map(|r| (*b, r.0 / at32 * (slo / 2.0 - at32_batching))))
-            .collect();
-        let util = BATCHES.iter().filter_map(|b| rows.get(b).map(|r| (*b, (r.1, r.2)))).collect();
+        let full_ms =
+            rows.iter().map(|(b, r)| (*b, r.0 / at32 * (slo / 2.0 - at32_batching))).collect();
+        let util = rows.iter().map(|(b, r)| (*b, (r.1, r.2))).collect();
         set.models.push(name.to_string());
         set.profiles.push(Box::new(PaperModel {
             full_ms,

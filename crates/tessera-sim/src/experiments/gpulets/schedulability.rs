@@ -18,8 +18,8 @@ use tessera_core::policies::gpulets::{
 
 /// Partition sizes the schedulers may use (the paper's `Avail_Parts`).
 pub const SIZES: [u32; 6] = [20, 40, 50, 60, 80, 100];
-/// Batches profiled in the V100 file.
-pub const BATCHES: [u32; 6] = [1, 2, 4, 8, 16, 32];
+/// Batches the schedulers choose from and the profiles give (the authors' 1-32).
+pub const BATCHES: std::ops::RangeInclusive<u32> = 1..=tessera_core::policies::gpulets::MAX_BATCH;
 /// Per-model rates of the scenarios, req/s.
 pub const RATES: [f64; 4] = [0.0, 200.0, 400.0, 600.0];
 
@@ -103,16 +103,9 @@ pub fn scenario(code: usize, n: usize) -> Vec<f64> {
         .collect()
 }
 
-/// Algorithm 1 as written, on `gpus` GPUs with the experiment's partition sizes and
-/// batches: batches within the whole SLO, gpu-lets loaded up to their throughput.
+/// The schedulers' options on `gpus` GPUs: the authors' ([`Options::paper`]).
 pub fn paper_options(gpus: usize) -> Options {
-    Options {
-        gpus,
-        sizes: SIZES.to_vec(),
-        batches: BATCHES.to_vec(),
-        batch_budget: 1.0,
-        max_load: 1.0,
-    }
+    Options::paper(gpus)
 }
 
 /// Run every scenario of `set` on `gpus` GPUs.
@@ -140,14 +133,14 @@ pub fn run(set: &ProfileSet<'_>, gpus: usize) -> Schedulability {
         let rates = scenario(code, n);
         let models = set_models(set, &rates);
         out.scenarios += 1;
-        let (sbp, t) = timed(|| squishy_bin_packing(&models, &BATCHES, 100, gpus).is_ok());
+        let (sbp, t) = timed(|| squishy_bin_packing(&models, &opts, 100, gpus).is_ok());
         t_sbp.push(t);
         out.sbp += usize::from(sbp);
-        out.sbp_split += usize::from(squishy_bin_packing(&models, &BATCHES, 50, 2 * gpus).is_ok());
+        out.sbp_split += usize::from(squishy_bin_packing(&models, &opts, 50, 2 * gpus).is_ok());
         out.gpulet += usize::from(elastic_partitioning(&models, &opts, &NoInterference).is_ok());
         let (with_int, t) = timed(|| elastic_partitioning(&models, &opts, set).is_ok());
         t_int.push(t);
-        let (best, t) = timed(|| ideal(&models, gpus, &BATCHES, set).is_some());
+        let (best, t) = timed(|| ideal(&models, &opts, set).is_some());
         t_ideal.push(t);
         out.gpulet_int += usize::from(with_int);
         out.ideal += usize::from(best);
@@ -157,7 +150,7 @@ pub fn run(set: &ProfileSet<'_>, gpus: usize) -> Schedulability {
     for m in 0..n {
         let mut alone = vec![0.0; n];
         alone[m] = RATES[1];
-        if squishy_bin_packing(&set_models(set, &alone), &BATCHES, 50, 2 * gpus).is_err() {
+        if squishy_bin_packing(&set_models(set, &alone), &opts, 50, 2 * gpus).is_err() {
             out.split_unservable.push((set.models[m].clone(), set.profiles[m].latency_ms(1, 50)));
         }
     }

@@ -23,15 +23,17 @@ use tessera_core::{Bytes, GpuSpec, Nanos, ServiceClass, TenantId, TenantSpec};
 pub struct Served {
     /// Requests answered.
     pub requests: usize,
-    /// Fraction answered after their SLO, 0-1.
+    /// Fraction answered after their SLO or dropped, 0-1.
     pub violation: f64,
+    /// Fraction dropped (waited past the point of meeting their SLO), 0-1.
+    pub dropped: f64,
 }
 
 /// A measured profile as the engine takes it, for `sizes` and `batches`.
 pub fn kernel_profile(model: &dyn Profiled) -> KernelProfile {
     let mut k = KernelProfile::default();
     for &p in &SIZES {
-        for &b in &BATCHES {
+        for b in BATCHES {
             if let Some(l) = model.latency_ms(b, p) {
                 k.latency.insert((b, p), Nanos((l * 1e6).round() as u64));
             }
@@ -46,8 +48,10 @@ pub fn kernel_profile(model: &dyn Profiled) -> KernelProfile {
 /// The node and models a schedule is served on.
 #[derive(Debug)]
 pub struct Node<'a> {
-    /// The models, their profiles and interference.
+    /// The profiles and interference.
     pub set: &'a ProfileSet<'a>,
+    /// Each model served, as its profile in the set (several may share one).
+    pub models: &'a [usize],
     /// Each model's SLO, ms (the set's own, or an application's).
     pub slo_ms: &'a [f64],
     /// Whether the engine applies the set's interference.
@@ -84,15 +88,21 @@ pub fn serve(
         if arrivals.is_empty() {
             continue;
         }
-        jobs.push(request_job(i, slo_ms[i], arrivals));
+        jobs.push(request_job(i, node.models[i], slo_ms[i], arrivals));
     }
     let workload = request_workload(set.models.len(), jobs);
     let specs = GpuSpec::uniform(gpus, Bytes::gib(16));
-    let tenants: Vec<TenantId> = (0..set.models.len()).map(|i| TenantId(i as u64)).collect();
-    let models: Vec<_> = super::schedulability::set_models(set, rates)
-        .into_iter()
+    let tenants: Vec<TenantId> = (0..node.models.len()).map(|i| TenantId(i as u64)).collect();
+    let models: Vec<_> = node
+        .models
+        .iter()
         .zip(slo_ms)
-        .map(|(m, slo)| tessera_core::policies::gpulets::Model { slo_ms: *slo, ..m })
+        .zip(rates)
+        .map(|((k, slo), rate)| tessera_core::policies::gpulets::Model {
+            rate: *rate,
+            slo_ms: *slo,
+            profile: set.profiles[*k].as_ref(),
+        })
         .collect();
     let policy = Box::new(GpuletServing::new(&specs, schedule, &models, &tenants));
     let perf = serving_perf(set, node.interference);
@@ -106,20 +116,21 @@ pub fn serve(
         sla_window: None,
     };
     let m = Simulation::new(&workload, policy, opts).run()?;
-    Ok(Served { requests: m.uf_tasks, violation: 1.0 - m.sla_met })
+    let dropped = if m.uf_tasks == 0 { 0.0 } else { m.uf_dropped as f64 / m.uf_tasks as f64 };
+    Ok(Served { requests: m.uf_tasks, violation: 1.0 - m.sla_met, dropped })
 }
 
 /// Model `model`'s requests as a job: a user-facing tenant with the model's SLO whose
-/// tasks (one per request, timed by the model's profile) arrive at `arrivals` (not
-/// empty, ascending).
-pub fn request_job(model: usize, slo_ms: f64, arrivals: Vec<Nanos>) -> Job {
+/// tasks (one per request, timed by profile `kind`) arrive at `arrivals` (not empty,
+/// ascending).
+pub fn request_job(model: usize, kind: usize, slo_ms: f64, arrivals: Vec<Nanos>) -> Job {
     Job {
         arrival: arrivals[0],
         tenant: TenantSpec::new(
             TenantId(model as u64),
             ServiceClass::UserFacing { sla: Nanos((slo_ms * 1e6) as u64) },
         ),
-        kernel: model as u32,
+        kernel: kind as u32,
         tasks: vec![Nanos(1); arrivals.len()],
         window: 1,
         submission: Submission::Open,
@@ -128,11 +139,11 @@ pub fn request_job(model: usize, slo_ms: f64, arrivals: Vec<Nanos>) -> Job {
     }
 }
 
-/// The workload of `models` models' request jobs, in arrival order.
-pub fn request_workload(models: usize, mut jobs: Vec<Job>) -> Workload {
+/// The workload of request jobs over `kinds` profiles, in arrival order.
+pub fn request_workload(kinds: usize, mut jobs: Vec<Job>) -> Workload {
     jobs.sort_by_key(|j| j.arrival);
     Workload {
-        kernels: (0..models)
+        kernels: (0..kinds)
             .map(|i| Kernel {
                 name: format!("model{i}"),
                 mean: Nanos(1),
@@ -183,7 +194,9 @@ mod tests {
         let rates = [0.0, 100.0, 0.0, 0.0];
         let schedule =
             elastic_partitioning(&set_models(&set, &rates), &opts, &NoInterference).unwrap();
-        let node = Node { set: &set, slo_ms: &set.slo_ms, interference: false, gpus: 2 };
+        let kinds: Vec<usize> = (0..set.models.len()).collect();
+        let node =
+            Node { set: &set, models: &kinds, slo_ms: &set.slo_ms, interference: false, gpus: 2 };
         let light = serve(&node, &rates, &schedule, 20.0, 1).unwrap();
         assert!(light.requests > 1500, "{light:?}");
         assert!(light.violation < 0.01, "{light:?}");

@@ -18,7 +18,6 @@
 //! second phase's longest, VGG-16, 130 ms).
 
 use super::profiles::{PAPER_MODELS, ProfileSet};
-use super::schedulability::BATCHES;
 use serde::{Deserialize, Serialize};
 use tessera_core::policies::gpulets::{
     Gpulet, Model, NoInterference, elastic_partitioning, guided_self_tuning, ideal, ideal_gpulets,
@@ -28,12 +27,15 @@ use tessera_core::policies::gpulets::{
 /// GPUs of the server.
 pub const GPUS: usize = 4;
 
-/// One workload: per-model rates for one unit of it, and per-model SLOs.
+/// One workload: its models, their rates for one unit of it, and their SLOs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Mix {
     /// `game`, `traffic`, `equal`, `long-only` or `short-skew`.
     pub name: String,
-    /// Requests per second of each model (in [`PAPER_MODELS`] order) per unit.
+    /// Each model served, as its profile in [`PAPER_MODELS`] order: `game`'s six LeNets
+    /// are six models with one profile (the authors' configuration: lenet1-lenet6).
+    pub models: Vec<usize>,
+    /// Requests per second of each model per unit.
     pub per_unit: Vec<f64>,
     /// Each model's SLO here, ms.
     pub slo_ms: Vec<f64>,
@@ -58,33 +60,39 @@ pub fn mixes() -> Vec<Mix> {
     let phase1 = 136.0 * slo("ssd-mobilenetv1") / (slo("ssd-mobilenetv1") + slo("vgg16"));
     let phase2 = 136.0 - phase1;
     vec![
+        // six distinct LeNets (each its own queue and batches) and one ResNet-50
         Mix {
             name: "game".into(),
-            per_unit: vec![0.0, 6.0, 1.0, 0.0, 0.0],
-            slo_ms: vec![95.0; 5],
+            models: vec![1, 1, 1, 1, 1, 1, 2],
+            per_unit: vec![1.0; 7],
+            slo_ms: vec![95.0; 7],
             application: true,
         },
         Mix {
             name: "traffic".into(),
-            per_unit: vec![1.0, 0.0, 0.0, 1.0, 1.0],
-            slo_ms: vec![phase2, phase2, phase2, phase1, phase2],
+            models: vec![0, 3, 4],
+            per_unit: vec![1.0, 1.0, 1.0],
+            slo_ms: vec![phase2, phase1, phase2],
             application: true,
         },
         // Table 5, as rates of 50 req/s per unit
         Mix {
             name: "equal".into(),
+            models: (0..5).collect(),
             per_unit: vec![1.0; 5],
             slo_ms: table4.clone(),
             application: false,
         },
         Mix {
             name: "long-only".into(),
+            models: (0..5).collect(),
             per_unit: vec![0.0, 0.0, 2.0, 2.0, 2.0],
             slo_ms: table4.clone(),
             application: false,
         },
         Mix {
             name: "short-skew".into(),
+            models: (0..5).collect(),
             per_unit: vec![2.0, 2.0, 2.0, 1.0, 1.0],
             slo_ms: table4,
             application: false,
@@ -130,26 +138,36 @@ impl Scheduler {
     }
 
     /// Its schedule for `models`, or `None` when it calls them not schedulable.
-    pub fn schedule(self, set: &ProfileSet<'_>, models: &[Model<'_>]) -> Option<Vec<Gpulet>> {
+    pub fn schedule(
+        self,
+        set: &ProfileSet<'_>,
+        kinds: &[usize],
+        models: &[Model<'_>],
+    ) -> Option<Vec<Gpulet>> {
         let opts = super::schedulability::paper_options(GPUS);
+        let set = &set.of_models(kinds);
         match self {
-            Scheduler::Sbp => squishy_bin_packing(models, &BATCHES, 100, GPUS).ok(),
+            Scheduler::Sbp => squishy_bin_packing(models, &opts, 100, GPUS).ok(),
             Scheduler::GuidedSelfTuning => guided_self_tuning(models, &opts).ok(),
             Scheduler::Gpulet => elastic_partitioning(models, &opts, &NoInterference).ok(),
             Scheduler::GpuletInt => elastic_partitioning(models, &opts, set).ok(),
-            Scheduler::Ideal => ideal(models, GPUS, &BATCHES, set)
-                .map(|(layout, owners)| ideal_gpulets(models, &BATCHES, set, &layout, &owners)),
+            Scheduler::Ideal => ideal(models, &opts, set)
+                .map(|(layout, owners)| ideal_gpulets(models, &opts, set, &layout, &owners)),
         }
     }
 }
 
-/// The models of `set` at `units` of `mix`.
+/// The models of `mix` at `units` of it, profiles from `set`.
 pub fn models_at<'a>(set: &'a ProfileSet<'_>, mix: &Mix, units: f64) -> Vec<Model<'a>> {
-    set.profiles
+    mix.models
         .iter()
         .zip(&mix.slo_ms)
         .zip(&mix.per_unit)
-        .map(|((p, slo), r)| Model { rate: r * units, slo_ms: *slo, profile: p.as_ref() })
+        .map(|((k, slo), r)| Model {
+            rate: r * units,
+            slo_ms: *slo,
+            profile: set.profiles[*k].as_ref(),
+        })
         .collect()
 }
 
@@ -157,7 +175,8 @@ pub fn models_at<'a>(set: &'a ProfileSet<'_>, mix: &Mix, units: f64) -> Vec<Mode
 /// one unit until it says no, then bisection until the bracket is under 1 req/s of
 /// counted throughput (0 when even one unit is not schedulable).
 pub fn max_units(set: &ProfileSet<'_>, mix: &Mix, scheduler: Scheduler) -> f64 {
-    let ok = |units: f64| scheduler.schedule(set, &models_at(set, mix, units)).is_some();
+    let ok =
+        |units: f64| scheduler.schedule(set, &mix.models, &models_at(set, mix, units)).is_some();
     let per_unit = mix.counted_per_unit();
     let (mut lo, mut hi) = (0.0, 1.0);
     while ok(hi) {
@@ -229,7 +248,8 @@ mod tests {
         let per_unit = mix.counted_per_unit();
         let units = max_units(&set, mix, Scheduler::Sbp);
         assert!(units > 0.0);
-        let at = |u: f64| Scheduler::Sbp.schedule(&set, &models_at(&set, mix, u)).is_some();
+        let at =
+            |u: f64| Scheduler::Sbp.schedule(&set, &mix.models, &models_at(&set, mix, u)).is_some();
         assert!(at(units), "the answer is schedulable");
         assert!(!at(units + 1.0 / per_unit), "1 req/s more is not");
     }
