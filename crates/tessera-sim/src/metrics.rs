@@ -38,13 +38,18 @@ pub struct TaskRecord {
     pub end: Option<(Nanos, TaskEnd)>,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// The measurements of one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
     /// User-facing tasks that completed or were dropped.
     pub uf_tasks: usize,
-    /// User-facing tasks dropped as unable to meet their SLA (each a violation).
-    #[serde(default)]
+    /// User-facing tasks dropped as unable to meet their SLA (each a violation); left
+    /// out of the serialized form when none were, as in every experiment but gpu-lets'.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub uf_dropped: usize,
     /// Fraction (0-1) of those user-facing tasks whose latency (submission to
     /// completion) was within their tenant's SLA (a dropped one never is).

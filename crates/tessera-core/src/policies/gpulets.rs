@@ -7,8 +7,10 @@
 //! knee of rate against partition size, by maximum curvature), and the whole of
 //! ELASTICPARTITIONING with FINDBESTFIT (best fit over free gpu-lets ascending, split
 //! of a whole GPU into ideal + remainder, the SLO check with interference, merge into
-//! an allocated gpu-let by temporal sharing with the split reverted). One reading is
-//! ours: the interference check is made both ways (see [`elastic_partitioning`]).
+//! an allocated gpu-let by temporal sharing with the split reverted). The batch rule is
+//! the authors' (their public scheduler, casys-kaist/glet): [`batch_meets_slo`], with
+//! latencies scheduled at 1.1 times the profile's and every batch 1-32; interference is
+//! checked both ways, and lowers a neighbour's batch before a gpu-let is refused.
 //! Also: squishy bin packing (Nexus, the baseline), [`GpuletServing`] (serving a fixed
 //! schedule: partitions, duty-cycle batching), and rate tracking by EWMA with the
 //! reschedule trigger ([`RateTracker`], [`needs_reschedule`]), and the ideal scheduler

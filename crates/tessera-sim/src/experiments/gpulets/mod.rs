@@ -836,7 +836,7 @@ fn fluctuating_section(f: &fluctuating::Fluctuating, k: &Constants) -> String {
          interference when the schedule is at risk or idle, and each reorganization taking \
          15 s in the background while the old gpu-lets serve. {requests} requests; {v} \
          violated their SLO (paper: 0.14%); {reorg} reorganizations; {refused} checks found \
-         the tracked rates not schedulable and kept the old schedule. The worst period: {worst}; \
+         the tracked rates not schedulable and served the largest schedulable share of them instead. The worst period: {worst}; \
          the best: {best}. Violations are low only where the schedule in force has slack \
          (as rates fall after a peak, before the next check shrinks it); a schedule sized to \
          the tracked rate runs its gpu-lets near full throughput, where Poisson arrivals \
