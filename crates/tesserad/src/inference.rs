@@ -329,8 +329,11 @@ mod tests {
         let alone = inf.batch_time(a, 8, 500, None).unwrap();
         let want = profile.latency_or_derived_ms(8, 500).unwrap();
         assert_eq!(alone, Nanos((want * 1e6).round() as u64));
-        // 5 requests run as a padded batch of 8
-        assert_eq!(inf.batch_time(a, 5, 500, None), Some(alone));
+        // every batch 1-32 is profiled: 5 requests run as a batch of 5, 40 as two of 32's
+        // length at most (a batch larger than 32 runs as 32)
+        let five = profile.latency_or_derived_ms(5, 500).unwrap();
+        assert_eq!(inf.batch_time(a, 5, 500, None), Some(Nanos((five * 1e6).round() as u64)));
+        assert_eq!(inf.batch_time(a, 40, 500, None), inf.batch_time(a, 32, 500, None));
         let beside = inf.batch_time(a, 8, 500, Some((b, 8, 500))).unwrap();
         assert!(beside >= alone, "{beside:?} < {alone:?}");
         inf.forget(a);
