@@ -78,17 +78,9 @@ pub fn saturated(
     slo_ms: f64,
     factor: &dyn Fn(u32) -> f64,
 ) -> Option<BatchFit> {
-    opts.batches
-        .iter()
-        .filter_map(|&b| {
-            let l = scheduled_ms(profile, opts, b, percent, factor)?;
-            (2.0 * l <= slo_ms).then(|| BatchFit {
-                batch: b,
-                latency_ms: l,
-                rate: f64::from(b) * 1000.0 / l,
-            })
-        })
-        .max_by_key(|f| f.batch)
+    largest_batch(profile, opts, percent, factor, |b, l| {
+        (2.0 * l <= slo_ms).then(|| f64::from(b) * 1000.0 / l)
+    })
 }
 
 /// The batch and rate for `wanted` req/s in a gpu-let of `percent`: the saturated fit
@@ -107,15 +99,25 @@ pub fn fit_batch(
     if sat.rate <= wanted {
         return Some(sat);
     }
+    largest_batch(profile, opts, percent, factor, |b, l| {
+        batch_meets_slo(b, l, wanted, slo_ms).then_some(wanted)
+    })
+}
+
+/// The largest batch of `opts.batches` for which `rate_if_fits(batch, scheduled
+/// latency)` gives a rate, as a [`BatchFit`].
+fn largest_batch(
+    profile: &dyn LatencyProfile,
+    opts: &Options,
+    percent: u32,
+    factor: &dyn Fn(u32) -> f64,
+    rate_if_fits: impl Fn(u32, f64) -> Option<f64>,
+) -> Option<BatchFit> {
     opts.batches
         .iter()
         .filter_map(|&b| {
             let l = scheduled_ms(profile, opts, b, percent, factor)?;
-            batch_meets_slo(b, l, wanted, slo_ms).then_some(BatchFit {
-                batch: b,
-                latency_ms: l,
-                rate: wanted,
-            })
+            rate_if_fits(b, l).map(|rate| BatchFit { batch: b, latency_ms: l, rate })
         })
         .max_by_key(|f| f.batch)
 }

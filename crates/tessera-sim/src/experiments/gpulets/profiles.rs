@@ -54,8 +54,10 @@ impl LatencyProfile for V100Model<'_> {
 pub struct PaperModel<'a> {
     /// Whole-GPU latency by batch, ms.
     pub full_ms: std::collections::BTreeMap<u32, f64>,
-    /// (L2, DRAM) by batch, fractions.
-    pub util: std::collections::BTreeMap<u32, (f64, f64)>,
+    /// L2 utilization by batch, whole GPU, fraction.
+    pub l2: std::collections::BTreeMap<u32, f64>,
+    /// DRAM utilization by batch, whole GPU, fraction.
+    pub dram: std::collections::BTreeMap<u32, f64>,
     /// The V100 model whose curve gives the partitions' shape.
     pub shape: V100Model<'a>,
     /// Input-batching cost by batch, ms.
@@ -89,12 +91,8 @@ impl Profiled for PaperModel<'_> {
     /// partition's share of the GPU (a 20% gpu-let loads the memory system a fifth as
     /// much), interpolated between profiled batches.
     fn utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)> {
-        let l2: std::collections::BTreeMap<u32, f64> =
-            self.util.iter().map(|(b, u)| (*b, u.0)).collect();
-        let dram: std::collections::BTreeMap<u32, f64> =
-            self.util.iter().map(|(b, u)| (*b, u.1)).collect();
         let share = f64::from(percent) / 100.0;
-        Some((by_batch(&l2, batch)? * share, by_batch(&dram, batch)? * share))
+        Some((by_batch(&self.l2, batch)? * share, by_batch(&self.dram, batch)? * share))
     }
 }
 
@@ -287,11 +285,13 @@ pub fn paper<'a>(
         );
         let full_ms =
             rows.iter().map(|(b, r)| (*b, r.0 / at32 * (slo / 2.0 - at32_batching))).collect();
-        let util = rows.iter().map(|(b, r)| (*b, (r.1, r.2))).collect();
+        let l2 = rows.iter().map(|(b, r)| (*b, r.1)).collect();
+        let dram = rows.iter().map(|(b, r)| (*b, r.2)).collect();
         set.models.push(name.to_string());
         set.profiles.push(Box::new(PaperModel {
             full_ms,
-            util,
+            l2,
+            dram,
             shape,
             batching_ms,
             batching_charged: batching.charged,
