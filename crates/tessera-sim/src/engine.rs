@@ -436,8 +436,30 @@ impl<'w> Simulation<'w> {
             mean_queue_len,
             gpus: measures,
             sla_windows: self.opts.sla_window.map(|w| self.sla_windows(w)).unwrap_or_default(),
+            uf_by_tenant: self.sla_by_tenant(),
             ..m
         })
+    }
+
+    /// Each user-facing tenant's ended tasks, late and dropped.
+    fn sla_by_tenant(&self) -> BTreeMap<TenantId, crate::metrics::SlaCounts> {
+        let mut out: BTreeMap<TenantId, crate::metrics::SlaCounts> = BTreeMap::new();
+        for t in &self.tasks {
+            let (tessera_core::ServiceClass::UserFacing { sla }, Some((end, how))) =
+                (t.class, &t.end)
+            else {
+                continue;
+            };
+            let c = out.entry(self.workload.jobs[t.job].tenant.id).or_default();
+            match how {
+                TaskEnd::Dropped => c.dropped += 1,
+                TaskEnd::Done if *end - t.submitted > sla => c.late += 1,
+                TaskEnd::Done => {}
+                _ => continue,
+            }
+            c.tasks += 1;
+        }
+        out
     }
 
     /// Per-GPU measurements at the end of the run (`now`), over `span`.

@@ -1,7 +1,7 @@
 //! What a run measured.
 
 use serde::{Deserialize, Serialize};
-use tessera_core::{Nanos, ServiceClass};
+use tessera_core::{Nanos, ServiceClass, TenantId};
 
 /// How a task ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +103,21 @@ pub struct RunMetrics {
     /// that met their SLA.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub sla_windows: Vec<(u64, u64)>,
+    /// Per user-facing tenant: its tasks, those answered late and those dropped (for a
+    /// breakdown of who missed; not part of the results files).
+    #[serde(skip)]
+    pub uf_by_tenant: std::collections::BTreeMap<TenantId, SlaCounts>,
+}
+
+/// One user-facing tenant's tasks ([`RunMetrics::uf_by_tenant`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlaCounts {
+    /// Tasks that ended done or dropped.
+    pub tasks: usize,
+    /// Done after their SLA.
+    pub late: usize,
+    /// Dropped.
+    pub dropped: usize,
 }
 
 /// What each GPU did over a run. Two utilizations, because they differ a lot under
@@ -236,6 +251,7 @@ impl RunMetrics {
             .sum();
         RunMetrics {
             sla_windows: Vec::new(),
+            uf_by_tenant: Default::default(),
             uf_tasks,
             uf_dropped,
             sla_met: if uf_tasks == 0 { 1.0 } else { uf_met as f64 / uf_tasks as f64 },

@@ -34,6 +34,10 @@ pub struct Panel {
     /// Names of categories placed at x = 0, 1, ...: the x ticks are labelled with
     /// them instead of numbers.
     pub x_categories: Vec<String>,
+    /// Draw each series as bars grouped by category (x = 0, 1, ... of
+    /// `x_categories`), side by side within a category, instead of lines joining
+    /// categories that have no order.
+    pub bars: bool,
     /// The lines.
     pub series: Vec<Series>,
 }
@@ -57,6 +61,7 @@ impl Panel {
             x_markers: vec![],
             dots: true,
             x_categories: vec![],
+            bars: false,
             series: vec![],
         }
     }
@@ -129,8 +134,27 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
                 ))
                 .map_err(|e| err(&e))?;
         }
+        let n = panel.series.len().max(1) as f64;
         for (i, s) in panel.series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
+            if panel.bars {
+                // the group fills 80% of a category's width, one bar per series
+                let width = 0.8 / n;
+                let left = -0.4 + width * i as f64;
+                chart
+                    .draw_series(s.points.iter().map(|&(x, y)| {
+                        Rectangle::new(
+                            [(x + left, panel.y_range.0), (x + left + width * 0.9, y)],
+                            color.filled(),
+                        )
+                    }))
+                    .map_err(|e| err(&e))?
+                    .label(s.name.as_str())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                    });
+                continue;
+            }
             chart
                 .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
                 .map_err(|e| err(&e))?

@@ -142,7 +142,7 @@ fn schedule(
         ByUtilization { profiles: served.iter().map(|(p, _)| *p).collect(), coefficients };
     let opts = Options { sizes: SIZES.to_vec(), latency_margin, ..Options::paper(gpus) };
     let schedule = elastic_partitioning(&models, &opts, &interference).ok()?;
-    let plan = ServingPlan::new(gpus, &schedule, &models, tenants);
+    let plan = ServingPlan::new(gpus, &schedule, &models, tenants, &opts, &interference);
     Some((schedule, plan))
 }
 
@@ -290,7 +290,17 @@ impl Inference {
         });
         AdaptiveGpulets::new(
             gpus,
-            (Vec::new(), ServingPlan::new(count, &[], &[], &[])),
+            (
+                Vec::new(),
+                ServingPlan::new(
+                    count,
+                    &[],
+                    &[],
+                    &[],
+                    &Options::paper(count),
+                    &tessera_core::policies::gpulets::NoInterference,
+                ),
+            ),
             Vec::new(),
             Nanos::ZERO,
             Nanos::from_secs(cfg.period_s),

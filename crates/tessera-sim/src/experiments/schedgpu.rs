@@ -788,6 +788,7 @@ pub fn write_outputs(
             x_markers: vec![],
             dots: false,
             x_categories: vec![],
+            bars: false,
             series: vec![
                 Series {
                     name: "memory used".into(),

@@ -29,6 +29,7 @@ pub(super) fn draw(
         x_markers: vec![],
         dots: true,
         x_categories: vec![],
+        bars: false,
         series: policies
             .iter()
             .map(|p| Series {
@@ -61,6 +62,7 @@ pub(super) fn draw(
             log_x: true,
             dots: true,
             x_categories: vec![],
+            bars: false,
             x_markers: vec![
                 (sla as f64 / 1000.0).log10(),
                 (results.config.long_sla_ms as f64 / 1000.0).log10(),

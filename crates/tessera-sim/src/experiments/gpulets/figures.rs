@@ -46,11 +46,13 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     let labels = ["SBP", "SBP 50/50", "gpulet", "gpulet+int", "ideal"];
     let mut sched = Panel::new(
         "Figs. 4, 15: schedulable scenarios",
-        numbered(&labels),
+        "scheduler",
         "scenarios schedulable",
-        (0.0, labels.len() as f64 + 1.0),
-        (0.0, top(r.sets.iter().map(|s| s.schedulability.scenarios as f64))),
+        (-0.6, labels.len() as f64 - 0.4),
+        (0.0, 1.15 * top(r.sets.iter().map(|s| s.schedulability.scenarios as f64))),
     );
+    sched.x_categories = labels.iter().map(|l| (*l).to_string()).collect();
+    sched.bars = true;
     sched.series = r
         .sets
         .iter()
@@ -59,26 +61,24 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
             let counts = [c.sbp, c.sbp_split, c.gpulet, c.gpulet_int, c.ideal];
             Series {
                 name: format!("{} set, of {}", s.set, c.scenarios),
-                points: counts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| ((i + 1) as f64, *n as f64))
-                    .collect(),
+                points: counts.iter().enumerate().map(|(i, n)| (i as f64, *n as f64)).collect(),
             }
         })
         .collect();
     draw_panels(&dir.join("schedulability.svg"), &[sched])?;
 
     // Figures 12 and 16: maximum throughput per workload, and as a share of ideal
-    let mixes: Vec<&str> = r.throughput.iter().map(|m| m.mix.name.as_str()).collect();
-    let x = (0.0, mixes.len() as f64 + 1.0);
+    let mixes: Vec<String> = r.throughput.iter().map(|m| m.mix.name.clone()).collect();
+    let x = (-0.6, mixes.len() as f64 - 0.4);
     let mut fig12 = Panel::new(
-        "Fig. 12: maximum throughput",
-        numbered(&mixes),
-        "req/s",
+        "Fig. 12: max. rate served within 1% SLO violations",
+        "workload",
+        "req/s (game, traffic: application requests)",
         x,
-        (0.0, top(r.throughput.iter().flat_map(|m| m.throughput.iter().copied()))),
+        (0.0, 1.15 * top(r.throughput.iter().flat_map(|m| m.served.iter().copied()))),
     );
+    fig12.x_categories = mixes.clone();
+    fig12.bars = true;
     fig12.series = Scheduler::ALL
         .iter()
         .map(|s| Series {
@@ -87,17 +87,19 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
                 .throughput
                 .iter()
                 .enumerate()
-                .map(|(i, m)| ((i + 1) as f64, m.of(*s)))
+                .map(|(i, m)| (i as f64, m.served_of(*s)))
                 .collect(),
         })
         .collect();
     let mut fig16 = Panel::new(
-        "Fig. 16: maximum rate as a share of ideal's",
-        numbered(&mixes),
+        "Fig. 16: max. schedulable rate, % of ideal's",
+        "workload",
         "% of ideal",
         x,
-        (0.0, 120.0),
+        (0.0, 130.0),
     );
+    fig16.x_categories = mixes;
+    fig16.bars = true;
     fig16.series = Scheduler::ALL
         .iter()
         .filter(|s| **s != Scheduler::Ideal)
@@ -108,7 +110,7 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
                 .iter()
                 .enumerate()
                 .filter(|(_, m)| m.of(Scheduler::Ideal) > 0.0)
-                .map(|(i, m)| ((i + 1) as f64, 100.0 * m.of(*s) / m.of(Scheduler::Ideal)))
+                .map(|(i, m)| (i as f64, 100.0 * m.of(*s) / m.of(Scheduler::Ideal)))
                 .collect(),
         })
         .collect();
@@ -156,9 +158,4 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     }];
     draw_panels(&dir.join("fluctuating.svg"), &[load, late])?;
     Ok(())
-}
-
-/// `1 a, 2 b, ...` for an axis of categories.
-fn numbered(names: &[&str]) -> String {
-    names.iter().enumerate().map(|(i, n)| format!("{} {n}", i + 1)).collect::<Vec<_>>().join(", ")
 }

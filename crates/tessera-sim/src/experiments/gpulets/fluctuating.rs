@@ -122,7 +122,7 @@ pub fn run(seed: u64, k: &super::Constants) -> Result<Fluctuating, super::Experi
         let models = super::schedulability::set_models(set, rates);
         let opts = super::schedulability::paper_options(GPUS);
         let schedule = elastic_partitioning(&models, &opts, set).ok()?;
-        let plan = ServingPlan::new(GPUS, &schedule, &models, tenants);
+        let plan = ServingPlan::new(GPUS, &schedule, &models, tenants, &opts, set);
         Some((schedule, plan))
     };
     let first = plan_for(set, &vec![k.base_rate; n], &tenants)

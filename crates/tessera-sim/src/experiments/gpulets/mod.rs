@@ -121,6 +121,65 @@ pub struct ServingRow {
     pub gpulet_int_dropped: f64,
     /// Requests served in the gpulet+int run.
     pub requests: usize,
+    /// The model with the largest part of gpulet+int's violations, when any.
+    pub most_missed: Option<MissedModel>,
+}
+
+/// The model that missed most in a served scenario, and how it was scheduled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MissedModel {
+    /// Its name.
+    pub model: String,
+    /// Its requests late or dropped, as a fraction of all the scenario's requests.
+    pub part: f64,
+    /// Its gpu-lets: size %, batch, rate req/s, profiled run ms at that batch and size
+    /// (no interference), and load (rate × run / batch: the busy fraction it asks).
+    pub gpulets: Vec<(u32, u32, f64, f64, f64)>,
+}
+
+impl MissedModel {
+    /// The worst of `by_model` (parts of all requests) in `schedule` of models with
+    /// profiles `kinds` in `set`, if any missed.
+    fn of(
+        set: &ProfileSet<'_>,
+        kinds: &[usize],
+        by_model: &[f64],
+        schedule: &[Gpulet],
+    ) -> Option<MissedModel> {
+        let (k, part) = by_model
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, x)| *x > 0.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1))?;
+        let gpulets = schedule
+            .iter()
+            .flat_map(|g| g.served.iter().filter(|s| s.model == k).map(move |s| (g.size, s)))
+            .map(|(size, s)| {
+                let run = set.profiles[kinds[k]].latency_ms(s.batch, size).unwrap_or(f64::NAN);
+                (size, s.batch, s.rate, run, s.rate * run / f64::from(s.batch) / 1000.0)
+            })
+            .collect();
+        let name = &set.models[kinds[k]];
+        let model = if kinds.iter().filter(|x| **x == kinds[k]).count() > 1 {
+            format!("{name} (model {})", k + 1)
+        } else {
+            name.clone()
+        };
+        Some(MissedModel { model, part, gpulets })
+    }
+
+    /// `lenet 3.32 points: batch 1 at 400 req/s on 50% (run 2.21 ms, load 0.88)`.
+    fn describe(&self) -> String {
+        let lets: Vec<String> = self
+            .gpulets
+            .iter()
+            .map(|(size, b, rate, run, load)| {
+                format!("batch {b} at {rate:.0} req/s on {size}% (run {run:.2} ms, load {load:.2})")
+            })
+            .collect();
+        format!("{} {:.2} points: {}", self.model, 100.0 * self.part, lets.join("; "))
+    }
 }
 
 /// A workload served at a scheduler's maximum schedulable rate (Figure 13).
@@ -134,6 +193,8 @@ pub struct AtMaxRate {
     pub gpulet_int: (f64, Option<f64>),
     /// Requests served in the gpulet+int run.
     pub requests: usize,
+    /// The model with the largest part of gpulet+int's violations, when any.
+    pub most_missed: Option<MissedModel>,
 }
 
 /// Schedulability and serving on one profile set.
@@ -284,7 +345,8 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         .map_err(|e| ExperimentError::Config(e.to_string()))?;
     let v100 = profiles::v100(&profiles, fitted);
     let sets = vec![on_set(&paper, cfg.seed)?, on_set(&v100, cfg.seed)?];
-    let throughput = throughput::run(&paper);
+    let throughput = throughput::run(&paper, cfg.seed)
+        .map_err(|source| ExperimentError::Sim { trial: "maximum served rates".into(), source })?;
     let at_max_rate = serve_at_max(&paper, &throughput, cfg.seed)?;
     let fluctuating = fluctuating::run(cfg.seed, &cfg.constants)?;
     // tolerances fixed before reading our numbers: 5 points of error on each quantile
@@ -431,6 +493,7 @@ fn serve_at_max(
             };
             let per_unit = t.mix.counted_per_unit();
             let mut requests = 0;
+            let mut most_missed = None;
             let mut at = |s: Scheduler| -> Result<(f64, Option<f64>), ExperimentError> {
                 let total = t.of(s);
                 let units = total / per_unit;
@@ -450,12 +513,13 @@ fn serve_at_max(
                     })?;
                 if s == Scheduler::GpuletInt {
                     requests = served.requests;
+                    most_missed = MissedModel::of(set, &t.mix.models, &served.by_model, &schedule);
                 }
                 Ok((total, Some(served.violation)))
             };
             let gpulet = at(Scheduler::Gpulet)?;
             let gpulet_int = at(Scheduler::GpuletInt)?;
-            Ok(AtMaxRate { mix: t.mix.name.clone(), gpulet, gpulet_int, requests })
+            Ok(AtMaxRate { mix: t.mix.name.clone(), gpulet, gpulet_int, requests, most_missed })
         })
         .collect()
 }
@@ -474,7 +538,7 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
     use throughput::Scheduler::{Gpulet, GpuletInt, GuidedSelfTuning, Ideal, Sbp};
     let scope = "paper models, 4 GPUs, game, traffic and Table 5's mixes";
     let gain = |over: throughput::Scheduler| {
-        move |t: &throughput::MixThroughput| t.of(GpuletInt) / t.of(over) - 1.0
+        move |t: &throughput::MixThroughput| t.served_of(GpuletInt) / t.served_of(over) - 1.0
     };
     let game = found.iter().find(|t| t.mix.name == "game");
     let (lo_mix, lo) = found
@@ -491,7 +555,7 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
             Test::AtLeast { paper: 1.026, tolerance: 0.3 },
             Unit::Percent,
             mean_over(found, gain(Sbp)),
-            "mean over the workloads where SBP schedules any rate".into(),
+            "mean over the workloads where SBP serves any rate within 1%".into(),
         ),
         Claim::judge(
             "fig12-game",
@@ -500,9 +564,13 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
             "gpulet+int serves game at 1,502 req/s against SBP's 720 (2.09x)",
             Test::RatioAtLeast { paper: 1502.0 / 720.0, factor: 1.25 },
             Unit::Ratio,
-            game.map(|t| t.of(GpuletInt) / t.of(Sbp)).filter(|x| x.is_finite()),
+            game.map(|t| t.served_of(GpuletInt) / t.served_of(Sbp)).filter(|x| x.is_finite()),
             game.map_or("game not run".into(), |t| {
-                format!("gpulet+int {:.0} req/s, SBP {:.0}", t.of(GpuletInt), t.of(Sbp))
+                format!(
+                    "served within 1%: gpulet+int {:.0} req/s, SBP {:.0}",
+                    t.served_of(GpuletInt),
+                    t.served_of(Sbp)
+                )
             }),
         ),
         Claim::judge(
@@ -513,7 +581,7 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
             Test::AtLeast { paper: 0.748, tolerance: 0.3 },
             Unit::Percent,
             mean_over(found, gain(GuidedSelfTuning)),
-            "mean over the workloads where guided self-tuning schedules any rate".into(),
+            "mean over the workloads where guided self-tuning serves any rate within 1%".into(),
         ),
         Claim::judge(
             "fig12-int-cost",
@@ -522,8 +590,8 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
             "gpulet, ignoring interference, reaches only 3.4% more throughput than gpulet+int on average",
             Test::AtMost { paper: 0.034, tolerance: 0.05 },
             Unit::Percent,
-            mean_over(found, |t| t.of(Gpulet) / t.of(GpuletInt) - 1.0),
-            "mean over the workloads".into(),
+            mean_over(found, |t| t.served_of(Gpulet) / t.served_of(GpuletInt) - 1.0),
+            "mean over the workloads, rates served within 1%".into(),
         ),
         Claim::judge(
             "fig16",
@@ -533,7 +601,7 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
             Test::AtLeast { paper: 0.923, tolerance: 0.05 },
             Unit::Percent,
             mean_over(found, |t| t.of(GpuletInt) / t.of(Ideal)),
-            format!("lowest: {lo_mix}, {}", pct(lo)),
+            format!("schedulable rates; lowest: {lo_mix}, {}", pct(lo)),
         ),
         Claim::judge(
             "fig13-max-rate",
@@ -583,6 +651,7 @@ fn serve_heaviest(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<ServingRow>, Ex
             gpulet_int: Some(served.violation),
             gpulet_int_dropped: served.dropped,
             requests: served.requests,
+            most_missed: MissedModel::of(set, &kinds, &served.by_model, &with_int),
         });
     }
     Ok(rows)
@@ -617,12 +686,13 @@ fn set_section(r: &SetResults) -> String {
         .iter()
         .map(|x| {
             format!(
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 x.rates.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(", "),
                 v(x.gpulet),
                 v(x.gpulet_int),
                 pct(x.gpulet_int_dropped),
                 x.requests,
+                x.most_missed.as_ref().map_or("none".into(), MissedModel::describe),
             )
         })
         .collect();
@@ -649,8 +719,8 @@ fn set_section(r: &SetResults) -> String {
          Served for 30 s each: the five scenarios of highest total rate that gpulet+int \
          schedules (SLO violations: requests answered late or dropped, over all \
          requests).\n\n\
-         | rates (req/s) | gpulet | gpulet+int | of which dropped | requests |\n\
-         |---|---|---|---|---|\n{rows}\n\n\
+         | rates (req/s) | gpulet | gpulet+int | of which dropped | requests | most missed (gpulet+int) |\n\
+         |---|---|---|---|---|---|\n{rows}\n\n\
          SLO violations under gpulet+int: {v}.\n",
         set = r.set,
         slos = s

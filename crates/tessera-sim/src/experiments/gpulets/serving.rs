@@ -15,7 +15,9 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
-use tessera_core::policies::gpulets::{Gpulet, GpuletServing};
+use tessera_core::policies::gpulets::{
+    Gpulet, GpuletServing, InterferenceModel, NoInterference, ServingPlan,
+};
 use tessera_core::{Bytes, GpuSpec, Nanos, ServiceClass, TenantId, TenantSpec};
 
 /// What serving one scenario measured.
@@ -27,6 +29,9 @@ pub struct Served {
     pub violation: f64,
     /// Fraction dropped (waited past the point of meeting their SLO), 0-1.
     pub dropped: f64,
+    /// Per model: its requests answered late or dropped, as a fraction of all requests
+    /// (the model's part of `violation`; they sum to it).
+    pub by_model: Vec<f64>,
 }
 
 /// A measured profile as the engine takes it, for `sizes` and `batches`.
@@ -104,7 +109,11 @@ pub fn serve(
             profile: set.profiles[*k].as_ref(),
         })
         .collect();
-    let policy = Box::new(GpuletServing::new(&specs, schedule, &models, &tenants));
+    let opts = super::schedulability::paper_options(gpus);
+    let interference: &dyn InterferenceModel =
+        if node.interference { set } else { &NoInterference };
+    let plan = ServingPlan::new(gpus, schedule, &models, &tenants, &opts, interference);
+    let policy = Box::new(GpuletServing::new(&specs, plan));
     let perf = serving_perf(set, node.interference);
     let opts = SimOptions {
         gpus: specs,
@@ -116,8 +125,17 @@ pub fn serve(
         sla_window: None,
     };
     let m = Simulation::new(&workload, policy, opts).run()?;
-    let dropped = if m.uf_tasks == 0 { 0.0 } else { m.uf_dropped as f64 / m.uf_tasks as f64 };
-    Ok(Served { requests: m.uf_tasks, violation: 1.0 - m.sla_met, dropped })
+    let of_all = |n: usize| if m.uf_tasks == 0 { 0.0 } else { n as f64 / m.uf_tasks as f64 };
+    let by_model = tenants
+        .iter()
+        .map(|t| m.uf_by_tenant.get(t).map_or(0.0, |c| of_all(c.late + c.dropped)))
+        .collect();
+    Ok(Served {
+        requests: m.uf_tasks,
+        violation: 1.0 - m.sla_met,
+        dropped: of_all(m.uf_dropped),
+        by_model,
+    })
 }
 
 /// Model `model`'s requests as a job: a user-facing tenant with the model's SLO whose

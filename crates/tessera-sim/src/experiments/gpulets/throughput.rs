@@ -18,6 +18,8 @@
 //! second phase's longest, VGG-16, 130 ms).
 
 use super::profiles::{PAPER_MODELS, ProfileSet};
+use super::serving::{Node, Served, serve};
+use crate::engine::SimError;
 use serde::{Deserialize, Serialize};
 use tessera_core::policies::gpulets::{
     Gpulet, Model, NoInterference, elastic_partitioning, guided_self_tuning, ideal, ideal_gpulets,
@@ -197,6 +199,16 @@ pub fn max_units(set: &ProfileSet<'_>, mix: &Mix, scheduler: Scheduler) -> f64 {
     lo
 }
 
+/// Violations at most this share of requests count as served within the SLOs (the
+/// paper's Figure 13 bound).
+pub const VIOLATION_TARGET: f64 = 0.01;
+
+/// How long each step of the served search serves, s.
+pub const SEARCH_SECONDS: f64 = 10.0;
+
+/// The served search's step down, as a share of the schedulable maximum.
+pub const SEARCH_STEP: f64 = 0.02;
+
 /// One workload's maximum throughput under each scheduler, req/s (application
 /// requests for an application), in [`Scheduler::ALL`] order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -205,24 +217,97 @@ pub struct MixThroughput {
     pub mix: Mix,
     /// Counted request rate at each scheduler's largest schedulable multiple.
     pub throughput: Vec<f64>,
+    /// Counted request rate at each scheduler's largest multiple that is schedulable and
+    /// whose schedule, served for [`SEARCH_SECONDS`], keeps violations within
+    /// [`VIOLATION_TARGET`] (Figure 12's measure: the paper raised rates on its
+    /// prototype until SLO violations appeared); 0 when none is.
+    pub served: Vec<f64>,
+    /// The violations measured there (`None`: no rate served within the target).
+    pub served_violation: Vec<Option<f64>>,
 }
 
 impl MixThroughput {
-    /// The throughput under `s`.
+    /// The schedulable throughput under `s`.
     pub fn of(&self, s: Scheduler) -> f64 {
-        Scheduler::ALL.iter().position(|x| *x == s).map_or(f64::NAN, |i| self.throughput[i])
+        Self::pick(&self.throughput, s)
+    }
+
+    /// The served throughput under `s`.
+    pub fn served_of(&self, s: Scheduler) -> f64 {
+        Self::pick(&self.served, s)
+    }
+
+    fn pick(v: &[f64], s: Scheduler) -> f64 {
+        Scheduler::ALL
+            .iter()
+            .position(|x| *x == s)
+            .and_then(|i| v.get(i).copied())
+            .unwrap_or(f64::NAN)
     }
 }
 
-/// Every workload under every scheduler.
-pub fn run(set: &ProfileSet<'_>) -> Vec<MixThroughput> {
+/// Serve `scheduler`'s schedule of `mix` at `units` for `seconds` on the engine (with
+/// the set's interference); `None` when it does not schedule them.
+pub fn serve_at(
+    set: &ProfileSet<'_>,
+    mix: &Mix,
+    scheduler: Scheduler,
+    units: f64,
+    seconds: f64,
+    seed: u64,
+) -> Result<Option<(Vec<Gpulet>, Served)>, SimError> {
+    let models = models_at(set, mix, units);
+    let Some(schedule) = scheduler.schedule(set, &mix.models, &models) else { return Ok(None) };
+    let rates: Vec<f64> = models.iter().map(|m| m.rate).collect();
+    let node =
+        Node { set, models: &mix.models, slo_ms: &mix.slo_ms, interference: true, gpus: GPUS };
+    let served = serve(&node, &rates, &schedule, seconds, seed)?;
+    Ok(Some((schedule, served)))
+}
+
+/// The largest multiple of `mix`, at most `schedulable` units, that `scheduler` schedules
+/// and serves within [`VIOLATION_TARGET`]: from `schedulable` down in steps of
+/// [`SEARCH_STEP`] of it. Returns the units (0 when none) and the violations there.
+pub fn max_served_units(
+    set: &ProfileSet<'_>,
+    mix: &Mix,
+    scheduler: Scheduler,
+    schedulable: f64,
+    seed: u64,
+) -> Result<(f64, Option<f64>), SimError> {
+    let steps = (1.0 / SEARCH_STEP).round() as u32;
+    for k in 0..steps {
+        let units = schedulable * (1.0 - f64::from(k) * SEARCH_STEP);
+        if units <= 0.0 {
+            break;
+        }
+        if let Some((_, served)) = serve_at(set, mix, scheduler, units, SEARCH_SECONDS, seed)?
+            && served.violation <= VIOLATION_TARGET
+        {
+            return Ok((units, Some(served.violation)));
+        }
+    }
+    Ok((0.0, None))
+}
+
+/// Every workload under every scheduler: schedulable, then served.
+pub fn run(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<MixThroughput>, SimError> {
     mixes()
         .into_iter()
         .map(|mix| {
             let per_unit = mix.counted_per_unit();
-            let throughput =
-                Scheduler::ALL.iter().map(|s| max_units(set, &mix, *s) * per_unit).collect();
-            MixThroughput { mix, throughput }
+            let mut throughput = Vec::new();
+            let mut served = Vec::new();
+            let mut served_violation = Vec::new();
+            for s in Scheduler::ALL {
+                let units = max_units(set, &mix, s);
+                let (at, violation) = max_served_units(set, &mix, s, units, seed)?;
+                tracing::debug!(mix = %mix.name, scheduler = s.label(), units, at, "maximum rates");
+                throughput.push(units * per_unit);
+                served.push(at * per_unit);
+                served_violation.push(violation);
+            }
+            Ok(MixThroughput { mix, throughput, served, served_violation })
         })
         .collect()
 }
