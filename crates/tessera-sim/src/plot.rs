@@ -114,6 +114,9 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
                 x => format!("{x:.3}"),
             }
         };
+        // whole numbers on a wide axis ("3000", not "3000.0")
+        let wide = panel.y_range.1 - panel.y_range.0 > 20.0;
+        let y_fmt = move |v: &f64| if wide { format!("{v:.0}") } else { format!("{v}") };
         chart
             .configure_mesh()
             .x_desc(panel.x_label.as_str())
@@ -124,6 +127,7 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
                 4 * panel.x_categories.len() + 1
             })
             .x_label_formatter(&x_fmt)
+            .y_label_formatter(&y_fmt)
             .draw()
             .map_err(|e| err(&e))?;
         for x in &panel.x_markers {
@@ -175,6 +179,9 @@ pub fn draw_panels(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
             // a CDF rises to the upper left; performance curves fill the upper right
             .position(if panel.log_x {
                 SeriesLabelPosition::LowerRight
+            } else if panel.bars {
+                // bars rise from the bottom: the legend goes in the headroom above them
+                SeriesLabelPosition::UpperRight
             } else {
                 SeriesLabelPosition::LowerLeft
             })

@@ -49,7 +49,7 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
         "scheduler",
         "scenarios schedulable",
         (-0.6, labels.len() as f64 - 0.4),
-        (0.0, 1.15 * top(r.sets.iter().map(|s| s.schedulability.scenarios as f64))),
+        (0.0, 1.5 * top(r.sets.iter().map(|s| s.schedulability.scenarios as f64))),
     );
     sched.x_categories = labels.iter().map(|l| (*l).to_string()).collect();
     sched.bars = true;
@@ -75,7 +75,7 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
         "workload",
         "req/s (game, traffic: application requests)",
         x,
-        (0.0, 1.15 * top(r.throughput.iter().flat_map(|m| m.served.iter().copied()))),
+        (0.0, 1.6 * top(r.throughput.iter().flat_map(|m| m.served.iter().copied()))),
     );
     fig12.x_categories = mixes.clone();
     fig12.bars = true;
@@ -96,7 +96,12 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
         "workload",
         "% of ideal",
         x,
-        (0.0, 130.0),
+        (
+            0.0,
+            1.6 * top(r.throughput.iter().flat_map(|m| {
+                Scheduler::ALL.iter().map(move |s| 100.0 * m.of(*s) / m.of(Scheduler::Ideal))
+            })),
+        ),
     );
     fig16.x_categories = mixes;
     fig16.bars = true;
