@@ -1768,6 +1768,30 @@ mod tracking_tests {
             .collect()
     }
 
+    /// Serving `schedule` of `models` (model `i` is `served[i]`) on one GPU, with
+    /// `registered` tenants registered, each with a 50 ms SLO.
+    fn serving_one_gpu(
+        schedule: &[Gpulet],
+        models: &[Model<'_>],
+        served: &[TenantId],
+        registered: &[TenantId],
+    ) -> (GpuletServing, Vec<Action>) {
+        use crate::policy::Policy;
+        let gpus = GpuSpec::uniform(1, crate::Bytes::gib(16));
+        let plan =
+            ServingPlan::new(1, schedule, models, served, &Options::paper(1), &NoInterference);
+        let mut p = GpuletServing::new(&gpus, plan);
+        let mut out = Vec::new();
+        for &t in registered {
+            let spec = crate::TenantSpec::new(
+                t,
+                crate::ServiceClass::UserFacing { sla: Nanos::from_millis(50) },
+            );
+            p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut out);
+        }
+        (p, out)
+    }
+
     /// Hand-computed from the scheduler's own reckoning: a batch is sent when its oldest
     /// request has waited SLO − scheduled run (profile × 1.1 × the neighbours'
     /// interference). Alone, 50 − 10 × 1.1 = 39 ms; beside a gpu-let that slows it by
@@ -1814,18 +1838,7 @@ mod tracking_tests {
                 Served { model: 1, batch: 1, rate: 10.0 },
             ],
         }];
-        let gpus = GpuSpec::uniform(1, crate::Bytes::gib(16));
-        let plan =
-            ServingPlan::new(1, &schedule, &models, &[a, b], &Options::paper(1), &NoInterference);
-        let mut p = GpuletServing::new(&gpus, plan);
-        let mut out = Vec::new();
-        for t in [a, b] {
-            let spec = crate::TenantSpec::new(
-                t,
-                crate::ServiceClass::UserFacing { sla: Nanos::from_millis(50) },
-            );
-            p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut out);
-        }
+        let (mut p, mut out) = serving_one_gpu(&schedule, &models, &[a, b], &[a, b]);
         p.on_event(Nanos::ZERO, &request(10, a), &mut out);
         p.on_event(Nanos::from_millis(27), &Event::Tick, &mut out);
         assert!(dispatched(&out).is_empty(), "A is not due before 28 ms: {out:?}");
@@ -1845,18 +1858,7 @@ mod tracking_tests {
         let models = [Model { rate: 0.0, slo_ms: 50.0, profile: &Flat10 }];
         let schedule =
             [Gpulet { gpu: 0, size: 100, served: vec![Served { model: 0, batch: 4, rate: 10.0 }] }];
-        let gpus = GpuSpec::uniform(1, crate::Bytes::gib(16));
-        let plan =
-            ServingPlan::new(1, &schedule, &models, &[a], &Options::paper(1), &NoInterference);
-        let mut p = GpuletServing::new(&gpus, plan);
-        let mut out = Vec::new();
-        for t in [a, b] {
-            let spec = crate::TenantSpec::new(
-                t,
-                crate::ServiceClass::UserFacing { sla: Nanos::from_millis(50) },
-            );
-            p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut out);
-        }
+        let (mut p, mut out) = serving_one_gpu(&schedule, &models, &[a], &[a, b]);
         p.on_event(Nanos::ZERO, &request(20, b), &mut out);
         p.on_event(Nanos::from_millis(50), &Event::Tick, &mut out);
         assert!(out.iter().all(|a| !matches!(a, Action::EndTask { .. })), "not before: {out:?}");
