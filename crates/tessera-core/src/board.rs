@@ -420,6 +420,11 @@ impl Board {
             .map(|(spec, _)| spec.id)
     }
 
+    /// The tenants with queued tasks, in id order.
+    pub fn backlogged(&self) -> impl Iterator<Item = TenantId> + '_ {
+        self.backlogged.iter().copied()
+    }
+
     /// The tenant's declared memory and what it holds per GPU.
     pub fn tenant_spec(&self, tenant: TenantId) -> Option<&TenantSpec> {
         self.tenants.get(tenant.0).map(|t| &t.spec)

@@ -419,9 +419,11 @@ impl<'w> Simulation<'w> {
                     .map_or(Nanos::ZERO, |k| k.host_per_task)
             })
             .collect();
+        let tenant_of_job: Vec<TenantId> = self.workload.jobs.iter().map(|j| j.tenant.id).collect();
         Ok(RunMetrics::from_records(
             &self.tasks,
             &host_per_job,
+            &tenant_of_job,
             // exclusive: the runs' own durations, as the paper's NVSMI measured; shared:
             // time with anything running (NVSMI's busy fraction; the runs overlap)
             self.gpus.iter().map(|g| if exclusive { g.busy } else { g.busy_union }).collect(),
@@ -436,30 +438,8 @@ impl<'w> Simulation<'w> {
             mean_queue_len,
             gpus: measures,
             sla_windows: self.opts.sla_window.map(|w| self.sla_windows(w)).unwrap_or_default(),
-            uf_by_tenant: self.sla_by_tenant(),
             ..m
         })
-    }
-
-    /// Each user-facing tenant's ended tasks, late and dropped.
-    fn sla_by_tenant(&self) -> BTreeMap<TenantId, crate::metrics::SlaCounts> {
-        let mut out: BTreeMap<TenantId, crate::metrics::SlaCounts> = BTreeMap::new();
-        for t in &self.tasks {
-            let (tessera_core::ServiceClass::UserFacing { sla }, Some((end, how))) =
-                (t.class, &t.end)
-            else {
-                continue;
-            };
-            let c = out.entry(self.workload.jobs[t.job].tenant.id).or_default();
-            match how {
-                TaskEnd::Dropped => c.dropped += 1,
-                TaskEnd::Done if *end - t.submitted > sla => c.late += 1,
-                TaskEnd::Done => {}
-                _ => continue,
-            }
-            c.tasks += 1;
-        }
-        out
     }
 
     /// Per-GPU measurements at the end of the run (`now`), over `span`.

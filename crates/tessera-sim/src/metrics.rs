@@ -165,11 +165,13 @@ impl GpuMeasures {
 
 impl RunMetrics {
     /// Derive the metrics from the engine's records. `host_per_job`: each job's
-    /// kernel's host part per task, which `busy` does not count.
+    /// kernel's host part per task, which `busy` does not count; `tenant_of_job`: each
+    /// job's tenant.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_records(
         tasks: &[TaskRecord],
         host_per_job: &[Nanos],
+        tenant_of_job: &[TenantId],
         busy: Vec<Nanos>,
         span: Nanos,
         resets: u64,
@@ -192,6 +194,15 @@ impl RunMetrics {
         let mut batch_max_wait = Nanos::ZERO;
         let mut not_completed = 0;
         let mut latencies = Vec::new();
+        let mut by_tenant: std::collections::BTreeMap<TenantId, SlaCounts> = Default::default();
+        let mut count = |job: usize, late: bool, dropped: bool| {
+            if let Some(&tenant) = tenant_of_job.get(job) {
+                let c = by_tenant.entry(tenant).or_default();
+                c.tasks += 1;
+                c.late += usize::from(late);
+                c.dropped += usize::from(dropped);
+            }
+        };
         for t in tasks {
             let head = t.submitted.max(earlier_started[t.job]);
             // a task that never started (cancelled, failed) holds no one back
@@ -206,6 +217,7 @@ impl RunMetrics {
                 ServiceClass::UserFacing { .. } if *how == TaskEnd::Dropped => {
                     uf_tasks += 1;
                     uf_dropped += 1;
+                    count(t.job, false, true);
                 }
                 ServiceClass::UserFacing { sla } => {
                     if done {
@@ -214,6 +226,7 @@ impl RunMetrics {
                         if latency <= sla {
                             uf_met += 1;
                         }
+                        count(t.job, latency > sla, false);
                         let from_head = *end - head;
                         if from_head <= sla {
                             uf_met_from_head += 1;
@@ -251,7 +264,7 @@ impl RunMetrics {
             .sum();
         RunMetrics {
             sla_windows: Vec::new(),
-            uf_by_tenant: Default::default(),
+            uf_by_tenant: by_tenant,
             uf_tasks,
             uf_dropped,
             sla_met: if uf_tasks == 0 { 1.0 } else { uf_met as f64 / uf_tasks as f64 },
@@ -311,6 +324,7 @@ mod tests {
         let m = RunMetrics::from_records(
             &tasks,
             &[Nanos::ZERO; 2],
+            &[TenantId(0), TenantId(1)],
             vec![Nanos::from_millis(400)],
             Nanos::from_millis(600),
             0,

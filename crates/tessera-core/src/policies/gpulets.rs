@@ -723,18 +723,17 @@ fn find_best_fit(
     remain.sort_by_key(|g| (g.size, g.gpu));
     // (index in remain, gpu-let placed, split remainder, allocation with neighbours re-fitted, lost)
     let mut chosen = None;
-    for i in 0..remain.len() {
-        if remain[i].size < p_ideal {
+    for (i, g) in remain.iter().enumerate() {
+        if g.size < p_ideal {
             continue;
         }
-        let (mut placed, remainder) = if remain[i].size == 100 && p_ideal < 100 {
-            let g = &remain[i];
+        let (mut placed, remainder) = if g.size == 100 && p_ideal < 100 {
             (
                 Gpulet { gpu: g.gpu, size: p_ideal, served: Vec::new() },
                 Some(Gpulet { gpu: g.gpu, size: 100 - p_ideal, served: Vec::new() }),
             )
         } else {
-            (remain[i].clone(), None)
+            (g.clone(), None)
         };
         let beside: Vec<usize> = (0..alloc.len()).filter(|&j| alloc[j].gpu == placed.gpu).collect();
         let fit = {
@@ -1164,9 +1163,6 @@ pub struct GpuletServing {
     plan: Option<ServingPlan>,
     /// How often the queues are looked at (the plan's; 1 ms before any).
     tick: Nanos,
-    /// Every tenant that submitted, so that requests of a model no gpu-let serves are
-    /// dropped rather than left waiting for ever.
-    tenants: Vec<TenantId>,
 }
 
 impl GpuletServing {
@@ -1178,7 +1174,6 @@ impl GpuletServing {
             waiting: vec![None; gpus.len()],
             plan: Some(plan),
             tick: Nanos::from_millis(1),
-            tenants: Vec::new(),
         }
     }
 
@@ -1206,15 +1201,18 @@ impl GpuletServing {
     /// they have waited past their SLO: no batch will carry them (a model the schedule
     /// could not place, or one not yet scheduled), and every request must end.
     fn drop_unserved(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        for &t in &self.tenants {
-            let served = self
-                .current
-                .iter()
-                .flat_map(|(_, lets)| lets)
-                .any(|l| l.models.iter().any(|m| m.tenant == t));
-            if served {
-                continue;
-            }
+        let unserved: Vec<TenantId> = self
+            .board
+            .backlogged()
+            .filter(|t| {
+                !self
+                    .current
+                    .iter()
+                    .flat_map(|(_, lets)| lets)
+                    .any(|l| l.models.iter().any(|m| m.tenant == *t))
+            })
+            .collect();
+        for t in unserved {
             if let Some(crate::ServiceClass::UserFacing { sla }) =
                 self.board.tenant_spec(t).map(|s| s.class)
             {
@@ -1270,13 +1268,8 @@ impl crate::policy::Policy for GpuletServing {
             self.current[gpu.0 as usize] = (layout, lets);
         }
         self.take_plan(actions);
-        match event {
-            Event::TaskSubmitted(spec) if !self.tenants.contains(&spec.tenant) => {
-                self.tenants.push(spec.tenant);
-            }
-            Event::TenantLeft { tenant } => self.tenants.retain(|t| t != tenant),
-            Event::Tick => self.drop_unserved(now, actions),
-            _ => {}
+        if matches!(event, Event::Tick) {
+            self.drop_unserved(now, actions);
         }
         for l in self.current.iter_mut().flat_map(|(_, lets)| lets.iter_mut()) {
             for m in &l.models {
@@ -1288,16 +1281,18 @@ impl crate::policy::Policy for GpuletServing {
             // a model whose oldest request can wait no longer goes first (the most
             // overdue of them); else the next full batch in turn
             let n = l.models.len();
-            let state: Vec<(usize, Option<Nanos>)> = (0..n)
-                .map(|k| {
-                    let m = l.models[(l.next + k) % n];
-                    let (queued, oldest) = self.board.queue_of(m.tenant);
-                    (queued, oldest.filter(|t| now - *t >= m.max_wait))
+            let board = &self.board;
+            let model = |k: usize| l.models[(l.next + k) % n];
+            let overdue = (0..n)
+                .filter_map(|k| {
+                    let m = model(k);
+                    let oldest = board.queue_of(m.tenant).1?;
+                    (now - oldest >= m.max_wait).then_some((oldest, k))
                 })
-                .collect();
-            let overdue =
-                (0..n).filter_map(|k| state[k].1.map(|since| (since, k))).min().map(|(_, k)| k);
-            let full = || (0..n).find(|&k| state[k].0 >= l.models[(l.next + k) % n].batch as usize);
+                .min()
+                .map(|(_, k)| k);
+            let full =
+                || (0..n).find(|&k| board.queue_of(model(k).tenant).0 >= model(k).batch as usize);
             if let Some(k) = overdue.or_else(full) {
                 let m = l.models[(l.next + k) % n];
                 if self.board.dispatch_batch(now, l.placement, m.tenant, m.batch as usize, actions)
@@ -1404,7 +1399,6 @@ impl AdaptiveGpulets {
             waiting: vec![None; gpus.len()],
             plan: None,
             tick: Nanos::from_millis(1),
-            tenants: Vec::new(),
         };
         serving.replan(plan);
         AdaptiveGpulets {

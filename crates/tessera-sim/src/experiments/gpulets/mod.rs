@@ -484,33 +484,20 @@ fn serve_at_max(
     found
         .iter()
         .map(|t| {
-            let node = serving::Node {
-                set,
-                models: &t.mix.models,
-                slo_ms: &t.mix.slo_ms,
-                interference: true,
-                gpus: throughput::GPUS,
-            };
             let per_unit = t.mix.counted_per_unit();
             let mut requests = 0;
             let mut most_missed = None;
             let mut at = |s: Scheduler| -> Result<(f64, Option<f64>), ExperimentError> {
                 let total = t.of(s);
-                let units = total / per_unit;
-                let models = throughput::models_at(set, &t.mix, units);
-                let Some(schedule) =
-                    s.schedule(set, &t.mix.models, &models).filter(|_| total > 0.0)
-                else {
+                if total <= 0.0 {
                     return Ok((total, None));
-                };
-                let rates: Vec<f64> = models.iter().map(|m| m.rate).collect();
-                let served =
-                    serving::serve(&node, &rates, &schedule, 30.0, seed).map_err(|source| {
-                        ExperimentError::Sim {
-                            trial: format!("{} at {total:.0}", t.mix.name),
-                            source,
-                        }
+                }
+                let served = throughput::serve_at(set, &t.mix, s, total / per_unit, 30.0, seed)
+                    .map_err(|source| ExperimentError::Sim {
+                        trial: format!("{} at {total:.0}", t.mix.name),
+                        source,
                     })?;
+                let Some((schedule, served)) = served else { return Ok((total, None)) };
                 if s == Scheduler::GpuletInt {
                     requests = served.requests;
                     most_missed = MissedModel::of(set, &t.mix.models, &served.by_model, &schedule);
