@@ -172,6 +172,8 @@ pub struct StatusFilter {
     pub uid: Option<u32>,
     /// Only this GPU, and tenants with a task running on it.
     pub gpu: Option<u32>,
+    /// The most recent events to include (0: none; at most `proto::STATUS_EVENTS`).
+    pub events: u32,
 }
 
 /// A connection to `tesserad`. Not `Sync`: one thread drives it (open one per thread).
@@ -445,8 +447,9 @@ impl Client {
     pub fn status_where(&mut self, filter: StatusFilter) -> Result<StatusReport, ClientError> {
         let mut report = self.status_page(filter, 0)?;
         // tenants come and go between pages: stop at an empty page whatever the total
+        let later_pages = StatusFilter { events: 0, ..filter };
         while (report.tenants.len() as u64) < report.tenants_total {
-            let page = self.status_page(filter, report.tenants.len() as u64)?;
+            let page = self.status_page(later_pages, report.tenants.len() as u64)?;
             if page.tenants.is_empty() {
                 break;
             }
@@ -467,6 +470,7 @@ impl Client {
             gpu: filter.gpu,
             offset,
             limit: 0,
+            events: filter.events,
         };
         match self.call(&req)? {
             Reply::Status(s) => Ok(s),

@@ -38,6 +38,30 @@ pub enum TenantClass {
     Batch,
 }
 
+impl Request {
+    /// The request's name, as in its JSON `type` field.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Hello { .. } => "hello",
+            Request::Register { .. } => "register",
+            Request::JobStart(_) => "job_start",
+            Request::JobEnd { .. } => "job_end",
+            Request::JobInfo { .. } => "job_info",
+            Request::Close { .. } => "close",
+            Request::SetWeight { .. } => "set_weight",
+            Request::Status { .. } => "status",
+            Request::Reserve { .. } => "reserve",
+            Request::Unreserve { .. } => "unreserve",
+            Request::ReserveContext { .. } => "reserve_context",
+            Request::MemoryInfo { .. } => "memory_info",
+            Request::Ping => "ping",
+        }
+    }
+}
+
+/// Recent events a status reply carries at most.
+pub const STATUS_EVENTS: u32 = 32;
+
 /// A message from a client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -132,6 +156,10 @@ pub enum Request {
         /// Tenants in this page; 0 or more than [`STATUS_PAGE`] mean [`STATUS_PAGE`].
         #[serde(default)]
         limit: u32,
+        /// The most recent events this client may see to include, at most
+        /// [`STATUS_EVENTS`] (0: none).
+        #[serde(default)]
+        events: u32,
     },
     /// Reserve GPU memory for a tenant of this uid in the node's ledger (the
     /// interposer's allocations): the daemon holds the reservation for the tenant, so
@@ -449,6 +477,20 @@ pub struct StatusReport {
     pub slurm_shards_per_gpu: u32,
     /// Counts since start.
     pub totals: Totals,
+    /// The most recent events this viewer may see, oldest first (as many as asked).
+    #[serde(default)]
+    pub events: Vec<EventReport>,
+}
+
+/// A decision of the daemon, in a status report (the event log's line, for a person).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventReport {
+    /// When, seconds since the daemon started.
+    pub at_s: f64,
+    /// Its kind, as in the event log (`admitted`, `memory_wait`, ...).
+    pub kind: String,
+    /// What happened.
+    pub text: String,
 }
 
 /// What a balancer decided.
@@ -611,6 +653,24 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> Result<T, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_requests_kind_is_its_wire_name() {
+        let requests = [
+            Request::Hello { protocol: PROTOCOL },
+            Request::Ping,
+            Request::Close { tenant: 1 },
+            Request::SetWeight { tenant: 1, weight: 2 },
+            Request::JobEnd { job: 3 },
+            Request::MemoryInfo { tenant: 1, gpu: 0 },
+            Request::Unreserve { tenant: 1, gpu: 0, bytes: 1 },
+            Request::Status { tenant: None, uid: None, gpu: None, offset: 0, limit: 0, events: 0 },
+        ];
+        for r in requests {
+            let v = serde_json::to_value(&r).unwrap();
+            assert_eq!(v["type"], r.kind(), "{r:?}");
+        }
+    }
 
     #[test]
     fn frames_round_trip_and_limits_hold() {

@@ -80,6 +80,14 @@ pub struct DaemonArgs {
     /// `round-robin`, emulated GPUs).
     #[arg(long, value_enum)]
     balance: Option<BalanceArg>,
+    /// Serve Prometheus metrics at GET /metrics on this `host:port` (say
+    /// 127.0.0.1:9400) or Unix socket path (`[metrics] listen`).
+    #[arg(long, value_name = "ADDRESS")]
+    metrics_listen: Option<String>,
+    /// Append every decision that changes a tenant's fate to FILE, one JSON object per
+    /// line (`events`).
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
 }
 
 impl DaemonArgs {
@@ -152,6 +160,12 @@ impl DaemonArgs {
         if let Some(v) = self.sla_ms {
             c.sla_ms = v;
         }
+        if let Some(v) = &self.metrics_listen {
+            c.metrics.listen = Some(v.clone());
+        }
+        if let Some(v) = &self.events {
+            c.events = Some(v.clone());
+        }
         c.validate()?;
         Ok((c, chosen))
     }
@@ -179,6 +193,9 @@ pub fn run_daemon(a: DaemonArgs) -> Result<()> {
         cfg.policy.name(),
         daemon.description()
     );
+    if let Some(address) = daemon.metrics_address() {
+        eprintln!("metrics: http://{address}/metrics");
+    }
     if let Some(sig) = signals.forever().next() {
         eprintln!("signal {sig}: draining");
     }
@@ -261,6 +278,7 @@ fn print_status_to(
         tenant: a.tenant,
         uid: a.uid,
         gpu: a.gpu,
+        events: 0,
     })?;
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;

@@ -96,7 +96,7 @@ pub fn run_client(a: DemoClientArgs) -> Result<()> {
     let t = c.register(TenantOptions {
         class,
         sla: Duration::from_millis(SLA_MS),
-        weight: 1,
+        weight: job.tenant.weight,
         priority: 0,
         memory: 0,
         job: None,

@@ -19,8 +19,19 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
+    /// The log's format on stderr: `text` for a person, `json` (one object per line)
+    /// for a log collector; the level comes from RUST_LOG (default `warn`, and
+    /// `tessera::event=info` for the daemon's decisions).
+    #[arg(long, value_enum, global = true, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,15 +66,20 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        // colour codes only for a person at a terminal, never into a log file
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
     let cli = Cli::parse();
+    // the daemon's decisions are logged by default; other commands say only warnings
+    let default = match cli.command {
+        Command::Daemon(_) => "warn,tessera::event=info",
+        _ => "warn",
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        // colour codes only for a person at a terminal, never into a log file
+        LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => log.json().flatten_event(true).init(),
+    }
     let result = match cli.command {
         Command::Sim(cmd) => sim::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),

@@ -299,6 +299,30 @@ pub struct DaemonConfig {
     /// GPUs), reserved for each tenant on each GPU it uses, MiB. Unset: 300 with the
     /// cuda executor, 0 with emulated GPUs.
     pub context_mib: Option<u64>,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsSection,
+    /// Append every decision that changes a tenant's fate to this file, one JSON object
+    /// per line (see the README's event log section). Unset: no file (the decisions
+    /// are still in the log at level info, target `tessera::event`).
+    pub events: Option<PathBuf>,
+}
+
+/// The `[metrics]` section: the Prometheus / OpenMetrics endpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    /// Where to serve `GET /metrics`: `host:port` (say `127.0.0.1:9400`) or a Unix
+    /// socket's absolute path. Unset: no endpoint.
+    pub listen: Option<String>,
+    /// Tenants open at once with labels of their own; the rest are counted under
+    /// `tenant="other"` (bounds the series a scrape returns).
+    pub max_tenants: usize,
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        MetricsSection { listen: None, max_tenants: 64 }
+    }
 }
 
 /// What becomes of a departed tenant's running tasks.
@@ -359,6 +383,8 @@ impl Default for DaemonConfig {
             // no [slurm] section: not a Slurm node, anyone may register
             slurm: SlurmSection { require_job: false, ..SlurmSection::default() },
             context_mib: None,
+            metrics: MetricsSection::default(),
+            events: None,
         }
     }
 }
@@ -410,6 +436,17 @@ impl DaemonConfig {
     /// Check ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        if let Some(listen) = &self.metrics.listen
+            && let Err(e) = listen.parse::<crate::metrics::Listen>()
+        {
+            return bad(e);
+        }
+        if self.metrics.max_tenants > 10_000 {
+            return bad(format!(
+                "metrics max_tenants must be at most 10000 (each adds series), got {}",
+                self.metrics.max_tenants
+            ));
+        }
         if self.gpus == 0 || self.gpus > 16 {
             return bad(format!("gpus must be 1..=16, got {}", self.gpus));
         }

@@ -9,6 +9,8 @@
 //! - [`executor`]: one thread per GPU, emulated or CUDA.
 //! - `cuda`: the CUDA driver loaded at run time (`unsafe`); never run on a real GPU,
 //!   exercised against a fake driver library built by a test.
+//! - [`events`]: the event log (decisions that change a tenant's fate, as JSON lines).
+//! - [`metrics`]: the Prometheus endpoint (`[metrics] listen`).
 //! - [`inference`]: inference serving (`policy = "gpulets"`): the model registry, the
 //!   built-in profiles, batch run times on emulated partitions.
 #![deny(unsafe_code)]
@@ -16,7 +18,9 @@
 pub mod config;
 mod core;
 mod cuda;
+pub mod events;
 mod locks;
+pub mod metrics;
 /// The CUDA executor's built-in kernels, in PTX (exported for the test that assembles
 /// them with NVIDIA's `ptxas`).
 pub use cuda::BUILTIN_PTX;
@@ -71,6 +75,12 @@ pub enum DaemonError {
     /// Inference serving could not be set up.
     #[error(transparent)]
     Inference(#[from] inference::InferenceError),
+    /// The events file could not be opened.
+    #[error(transparent)]
+    Events(#[from] events::EventsFileError),
+    /// The metrics endpoint could not start.
+    #[error(transparent)]
+    Metrics(#[from] metrics::MetricsError),
     /// An I/O error at start-up.
     #[error("{what}: {source}")]
     Io {
@@ -115,6 +125,8 @@ pub struct Daemon {
     made: Made,
     /// What it runs on, as found at start ("4 emulated GPUs of 4096 MiB, ...").
     description: String,
+    /// Its metrics endpoint, when configured.
+    metrics: Option<metrics::MetricsServer>,
 }
 
 /// What a daemon's start made on disk: its lock files, its socket, the ledger it uses
@@ -283,7 +295,16 @@ impl Daemon {
         };
         let ledger = Ledger::open(&ledger_config)?;
         made.ledger = Some((cfg.ledger.clone(), access));
-        let desk = Arc::new(memory::MemoryDesk::new(ledger_config, cfg.context_bytes()));
+        let events = Arc::new(events::EventLog::new(cfg.events.as_deref())?);
+        let node_metrics = cfg
+            .metrics
+            .listen
+            .is_some()
+            .then(|| Arc::new(metrics::NodeMetrics::new(cfg.metrics.max_tenants)));
+        let desk = Arc::new(
+            memory::MemoryDesk::new(ledger_config, cfg.context_bytes())
+                .with_observers(events.clone(), node_metrics.clone()),
+        );
         let bell = Arc::new(Doorbell::new().map_err(io("creating the doorbell"))?);
         let (mailbox, rx) = Mailbox::new(bell.clone());
         let perf = executor::EmulatedGpu {
@@ -331,6 +352,7 @@ impl Daemon {
         .with_policy_name(cfg.policy.name())
         .with_uuids(driver.as_ref().map(|d| d.device_uuids()).unwrap_or_default())
         .with_memory_desk(desk.clone())
+        .with_observers(events, node_metrics.clone())
         .with_balance(
             balance.map(|(_, r)| (r, Nanos::from_millis(cfg.dcuda.pause_ms))),
             cfg.dcuda.pcie_gb_per_s * 1e9,
@@ -365,6 +387,22 @@ impl Daemon {
                 return Err(io("starting the control loop")(e));
             }
         };
+        // the endpoint last: a scrape asks the core, which runs now
+        let metrics_server = match (&cfg.metrics.listen, node_metrics) {
+            (Some(listen), Some(m)) => {
+                let listen: metrics::Listen = listen
+                    .parse()
+                    .map_err(|e| DaemonError::Config(config::ConfigError::Invalid(e)))?;
+                let mb = mailbox.clone();
+                let refresh = move || {
+                    let (done, answered) = std::sync::mpsc::sync_channel(1);
+                    mb.send(Msg::Scrape { done });
+                    answered.recv_timeout(metrics::SCRAPE_TIMEOUT).is_ok()
+                };
+                Some(metrics::MetricsServer::start(&listen, m, refresh)?)
+            }
+            _ => None,
+        };
         let description = match &driver {
             Some(d) => format!(
                 "{} CUDA GPU(s) from {}: {}",
@@ -397,7 +435,13 @@ impl Daemon {
             listener: listener_handle,
             made,
             description,
+            metrics: metrics_server,
         })
+    }
+
+    /// Where the metrics endpoint listens, as bound (`None`: not configured).
+    pub fn metrics_address(&self) -> Option<&str> {
+        self.metrics.as_ref().map(|m| m.address.as_str())
     }
 
     /// What the daemon runs on, as found at start: the executor and its GPUs.
@@ -419,6 +463,9 @@ impl Daemon {
     fn stop(&mut self) {
         if self.server.stopping.swap(true, Ordering::SeqCst) {
             return;
+        }
+        if let Some(mut m) = self.metrics.take() {
+            m.stop();
         }
         self.server.mailbox.send(Msg::Shutdown);
         // no new connections; those open are served (refused new sessions) while the

@@ -18,6 +18,8 @@
 //! on the control loop or the core: each request runs on a thread of its own, at most
 //! [`MAX_IN_FLIGHT`] at once (beyond that a request is refused with `NoCapacity`).
 
+use crate::events::{EventLog, NodeEvent};
+use crate::metrics::NodeMetrics;
 use crate::server::ReplyTo;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -42,6 +44,12 @@ pub struct MemoryDesk {
     in_flight: AtomicUsize,
     /// Bytes a program's context takes on each GPU it uses.
     context_bytes: u64,
+    /// Bytes asked for by reservations waiting now, per GPU (the metrics).
+    waiting: Mutex<HashMap<u32, u64>>,
+    /// Where memory waits and refusals are logged.
+    events: Arc<EventLog>,
+    /// Where refusals are counted, when metrics are exported.
+    metrics: Option<Arc<NodeMetrics>>,
 }
 
 /// One tenant's memory, as the desk keeps it.
@@ -160,7 +168,65 @@ impl MemoryDesk {
             jobs: Mutex::new(HashMap::new()),
             in_flight: AtomicUsize::new(0),
             context_bytes,
+            waiting: Mutex::new(HashMap::new()),
+            events: Arc::new(EventLog::new(None).expect("a log without a file always opens")),
+            metrics: None,
         }
+    }
+
+    /// Log memory waits and refusals to `events`, count refusals in `metrics`.
+    pub fn with_observers(
+        mut self,
+        events: Arc<EventLog>,
+        metrics: Option<Arc<NodeMetrics>>,
+    ) -> MemoryDesk {
+        self.events = events;
+        self.metrics = metrics;
+        self
+    }
+
+    /// Bytes asked for by reservations waiting now, per GPU.
+    pub fn waiting_bytes(&self) -> HashMap<u32, u64> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Wait for `bytes` on `gpu` for `tenant` as `wait` says, logged as a memory wait
+    /// and its end, and counted in the bytes waited for.
+    fn wait_for(
+        &self,
+        (tenant, uid, t): (u64, u32, &TenantMemory),
+        ledger: &Ledger,
+        gpu: u32,
+        bytes: u64,
+        wait: Wait,
+    ) -> Result<(), LedgerError> {
+        let (free, waiting_before) = match ledger.status() {
+            Ok(s) => s
+                .gpus
+                .get(gpu as usize)
+                .map_or((0, 0), |g| (g.total.saturating_sub(g.used), g.waiting)),
+            Err(_) => (0, 0),
+        };
+        self.events
+            .record(Some(uid), NodeEvent::MemoryWait { tenant, gpu, bytes, free, waiting_before });
+        let began = std::time::Instant::now();
+        *self.waiting.lock().unwrap_or_else(|p| p.into_inner()).entry(gpu).or_default() += bytes;
+        let granted = ledger.pre_alloc_unless(gpu, bytes, wait, &t.closed);
+        if let Some(w) = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&gpu) {
+            *w = w.saturating_sub(bytes);
+        }
+        self.events.record(
+            Some(uid),
+            NodeEvent::MemoryWaitEnded {
+                tenant,
+                gpu,
+                bytes,
+                waited_ms: began.elapsed().as_secs_f64() * 1e3,
+                granted: granted.is_ok(),
+                reason: granted.as_ref().err().map(|e| e.to_string()),
+            },
+        );
+        granted
     }
 
     fn tenants(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<TenantMemory>>> {
@@ -201,8 +267,6 @@ impl MemoryDesk {
         );
     }
 
-    /// A tenant closed: its waits give up and its handle, once no request uses it, is
-    /// dropped — which releases everything it held in the ledger.
     /// Each tenant's client id in the ledger, for those that reserved anything (their
     /// holdings in a ledger status are theirs).
     pub fn ledger_clients(&self) -> HashMap<u64, u64> {
@@ -212,6 +276,8 @@ impl MemoryDesk {
             .collect()
     }
 
+    /// A tenant closed: its waits give up and its handle, once no request uses it, is
+    /// dropped — which releases everything it held in the ledger.
     pub fn close(&self, tenant: u64) {
         if let Some(t) = self.tenants().remove(&tenant) {
             t.closed.store(true, Ordering::Relaxed);
@@ -220,7 +286,7 @@ impl MemoryDesk {
 
     /// Carry out a memory request of a connection of `uid`, answering `reply` from a
     /// thread of its own.
-    pub fn submit(self: &Arc<Self>, uid: u32, request: Request, reply: ReplyTo) {
+    pub fn submit(self: &Arc<Self>, uid: u32, pid: u32, request: Request, reply: ReplyTo) {
         if self.in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_IN_FLIGHT {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
             reply.send(refused(
@@ -231,7 +297,17 @@ impl MemoryDesk {
         }
         let desk = self.clone();
         let spawned = std::thread::Builder::new().name("memory".into()).spawn(move || {
+            let kind = request.kind();
             let answer = desk.carry_out(uid, request);
+            if let Reply::Error { code, message } = &answer {
+                if let Some(m) = &desk.metrics {
+                    m.refusals.get_or_create(&crate::metrics::reason(*code)).inc();
+                }
+                desk.events.record(
+                    Some(uid),
+                    NodeEvent::Refused { pid, request: kind, code: *code, reason: message.clone() },
+                );
+            }
             desk.in_flight.fetch_sub(1, Ordering::Relaxed);
             reply.send(answer);
         });
@@ -308,12 +384,19 @@ impl MemoryDesk {
                 {
                     return refused(ErrorCode::NoMemory, why);
                 }
+                let not_now = |g: &Result<(), LedgerError>| {
+                    matches!(g, Err(LedgerError::NotAvailableNow { .. }))
+                };
                 let mut granted = ledger.pre_alloc(gpu, bytes, Wait::NoWait);
-                if matches!(granted, Err(LedgerError::NotAvailableNow { .. })) && !lease {
+                if not_now(&granted) && !lease {
                     // memory unused in leases goes back to the ledger before anyone waits
                     // or is refused for it
                     self.reclaim_leases(gpu);
-                    granted = ledger.pre_alloc_unless(gpu, bytes, wait_of(wait_ms), &t.closed);
+                    granted = ledger.pre_alloc(gpu, bytes, Wait::NoWait);
+                    let wait = wait_of(wait_ms);
+                    if not_now(&granted) && wait != Wait::NoWait {
+                        granted = self.wait_for((tenant, uid, &t), ledger, gpu, bytes, wait);
+                    }
                 }
                 match granted {
                     Ok(()) => {
@@ -340,7 +423,14 @@ impl MemoryDesk {
                 if contexts.contains(&gpu) || bytes == 0 {
                     return Reply::Reserved { gpu, bytes: 0 };
                 }
-                match ledger.pre_alloc_unless(gpu, bytes, wait_of(wait_ms), &t.closed) {
+                let mut granted = ledger.pre_alloc(gpu, bytes, Wait::NoWait);
+                let wait = wait_of(wait_ms);
+                if matches!(granted, Err(LedgerError::NotAvailableNow { .. }))
+                    && wait != Wait::NoWait
+                {
+                    granted = self.wait_for((tenant, uid, &t), ledger, gpu, bytes, wait);
+                }
+                match granted {
                     Ok(()) => {
                         contexts.insert(gpu);
                         Reply::Reserved { gpu, bytes }

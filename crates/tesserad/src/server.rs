@@ -56,6 +56,11 @@ impl Connections {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn);
     }
 
+    /// How many are open.
+    pub(crate) fn count(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Close one connection.
     pub(crate) fn kick(&self, conn: ConnId) {
         if let Some(s) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&conn) {
@@ -435,7 +440,7 @@ impl Loop<'_> {
             | Request::MemoryInfo { .. }) => {
                 c.awaiting = true;
                 let reply = ReplyTo { conn, tx: self.tx.clone(), waker: server.waker.clone() };
-                server.desk.submit(c.uid, request, reply);
+                server.desk.submit(c.uid, c.pid, request, reply);
                 return;
             }
             request => {

@@ -5,7 +5,10 @@ use super::*;
 impl Core {
     pub(super) fn gc_tenant(&mut self, tenant: TenantId) {
         if self.tenants.get(&tenant).is_some_and(|t| !t.open && t.tasks == 0) {
-            self.tenants.remove(&tenant);
+            let gone = self.tenants.remove(&tenant);
+            if let (Some(m), Some(l)) = (&self.metrics, gone.and_then(|t| t.labels)) {
+                m.forget(&l);
+            }
             if let Some(inf) = &self.inference {
                 inf.forget(tenant);
             }
@@ -32,6 +35,15 @@ impl Core {
                 c.tenants.remove(&tenant);
             }
             let job = t.job;
+            let departed = crate::events::NodeEvent::Departed {
+                tenant: tenant.0,
+                done: t.done,
+                not_done: t.not_done,
+                waited_ms: t.waiting.0 as f64 / 1e6,
+                gpu_ms: t.gpu_time.0 as f64 / 1e6,
+            };
+            let uid = t.uid;
+            self.log(Some(uid), departed);
             self.deliver(Event::TenantLeft { tenant });
             if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
                 j.tenants.remove(&tenant);
@@ -41,10 +53,36 @@ impl Core {
         self.gc_tenant(tenant);
     }
 
+    /// A control request was refused: logged and counted.
+    pub(super) fn refused(
+        &self,
+        uid: u32,
+        pid: u32,
+        request: &'static str,
+        code: ErrorCode,
+        message: &str,
+    ) {
+        if let Some(m) = &self.metrics {
+            m.refusals.get_or_create(&crate::metrics::reason(code)).inc();
+        }
+        // a status query refused is no decision about a tenant's fate
+        if request != "status" {
+            self.log(
+                Some(uid),
+                crate::events::NodeEvent::Refused {
+                    pid,
+                    request,
+                    code,
+                    reason: message.to_string(),
+                },
+            );
+        }
+    }
+
     pub(super) fn control(
         &mut self,
         conn: ConnId,
-        _pid: u32,
+        pid: u32,
         uid: u32,
         request: tessera_client::proto::Request,
     ) -> Reply {
@@ -59,8 +97,8 @@ impl Core {
             | Request::MemoryInfo { .. } => {
                 err(ErrorCode::BadRequest, "handled by the connection".into())
             }
-            Request::Status { tenant, uid: of_uid, gpu, offset, limit } => Reply::Status(
-                self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit }),
+            Request::Status { tenant, uid: of_uid, gpu, offset, limit, events } => Reply::Status(
+                self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit, events }),
             ),
             Request::Register {
                 class,
@@ -232,11 +270,15 @@ impl Core {
                     }
                     None => self.place(gpus as usize, within.as_deref()),
                 };
+                let class_name = if class.is_user_facing() { "user_facing" } else { "batch" };
+                let labels =
+                    self.metrics.as_ref().map(|m| m.labels_for(id.0, uid, pid, job, class_name));
                 self.tenants.insert(
                     id,
                     TenantInfo {
                         conn,
                         uid,
+                        labels,
                         class,
                         open: true,
                         tasks: 0,
@@ -311,6 +353,18 @@ impl Core {
                     .map(|g| self.gpus.get(*g as usize).and_then(|rt| rt.uuid.clone()))
                     .collect::<Option<Vec<_>>>()
                     .unwrap_or_default();
+                self.log(
+                    Some(uid),
+                    crate::events::NodeEvent::Admitted {
+                        tenant: id.0,
+                        pid,
+                        class: class_name,
+                        sla_ms: class.is_user_facing().then_some(sla_ms),
+                        weight: weight.max(1),
+                        job,
+                        gpus: placed.clone(),
+                    },
+                );
                 Reply::Registered { tenant: id.0, gpus: placed, uuids }
             }
             Request::SetWeight { tenant, weight } => {
@@ -369,13 +423,13 @@ impl Core {
                 let memory: Vec<u64> = self.gpus.iter().map(|g| g.memory).collect();
                 match crate::slurm::Job::new(grant, &memory, &self.limits.slurm) {
                     Ok(j) => {
-                        tracing::info!(
-                            job = j.grant.job,
-                            uid = j.grant.uid,
-                            gpus = ?j.grant.gpus,
-                            weight = j.weight,
-                            memory = j.memory_entitled,
-                            "a Slurm job started"
+                        self.log(
+                            Some(j.grant.uid),
+                            crate::events::NodeEvent::JobGranted {
+                                job: j.grant.job,
+                                gpus: j.grant.gpus.clone(),
+                                shards: j.grant.shards,
+                            },
                         );
                         let report = j.report(0, 0);
                         self.jobs.insert(j.grant.job, j);
@@ -436,7 +490,7 @@ impl Core {
                 }
                 // registrations still waiting for this job's memory are refused
                 self.retry_parked();
-                tracing::info!(job, tenants = tenants.len(), "a Slurm job ended");
+                self.log(Some(j.grant.uid), crate::events::NodeEvent::JobEnded { job });
                 Reply::JobEnded { job, tenants_closed: tenants.len() as u32 }
             }
             Request::JobInfo { job } => match self.jobs.get(&job) {

@@ -10,8 +10,9 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_client::proto::{
-    BalanceSummary, ErrorCode, GpuReport, MigrationReport, ModelReport, Reply, RunningReport,
-    STATUS_PAGE, ServingSummary, StatusReport, TenantClass, TenantReport, Totals,
+    BalanceSummary, ErrorCode, EventReport, GpuReport, MigrationReport, ModelReport, Reply,
+    RunningReport, STATUS_EVENTS, STATUS_PAGE, ServingSummary, StatusReport, TenantClass,
+    TenantReport, Totals,
 };
 use tessera_client::region::{
     Doorbell, LaunchFacts, Region, RequestDesc, ResponseDesc, op, reason, status,
@@ -115,6 +116,11 @@ pub enum Msg {
         /// Why it was refused (`None`: granted).
         refused: Option<String>,
     },
+    /// A metrics scrape: bring the metrics up to date, then say so on `done`.
+    Scrape {
+        /// Answered when the metrics are current.
+        done: std::sync::mpsc::SyncSender<()>,
+    },
     /// Drain and stop.
     Shutdown,
 }
@@ -213,6 +219,8 @@ struct Conn {
 struct TenantInfo {
     conn: ConnId,
     uid: u32,
+    /// Its labels in the metrics (when they are exported).
+    labels: Option<crate::metrics::TenantLabels>,
     class: ServiceClass,
     open: bool,
     /// Tasks of this tenant the daemon still tracks (queued or running).
@@ -351,6 +359,10 @@ pub struct Core {
     jobs: BTreeMap<u64, crate::slurm::Job>,
     /// Registrations waiting for their job's memory (`over_entitlement = "wait"`).
     parked: Vec<Parked>,
+    /// Where decisions are logged (see `events`).
+    events: Arc<crate::events::EventLog>,
+    /// The metrics, when exported (`[metrics] listen`).
+    metrics: Option<Arc<crate::metrics::NodeMetrics>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -521,7 +533,27 @@ impl Core {
             charges: VecDeque::new(),
             jobs: BTreeMap::new(),
             parked: Vec::new(),
+            events: Arc::new(
+                crate::events::EventLog::new(None).expect("a log without a file always opens"),
+            ),
+            metrics: None,
         }
+    }
+
+    /// Log decisions to `events`, and count them in `metrics` when exported.
+    pub fn with_observers(
+        mut self,
+        events: Arc<crate::events::EventLog>,
+        metrics: Option<Arc<crate::metrics::NodeMetrics>>,
+    ) -> Core {
+        self.events = events;
+        self.metrics = metrics;
+        self
+    }
+
+    /// Log `event`, about a tenant of `uid` (`None`: the node's own).
+    fn log(&self, uid: Option<u32>, event: crate::events::NodeEvent) {
+        self.events.record(uid, event);
     }
 
     /// Tell `desk` of tenants as they register and close (their memory reservations).
@@ -562,8 +594,15 @@ impl Core {
         self
     }
 
-    /// Record GPU time charged to `tenant` now, for the received shares of `status`.
+    /// Charge `tenant` GPU time it used: its total, its metrics counter, and the
+    /// window of recent charges behind the received shares of `status`.
     fn charge(&mut self, tenant: TenantId, ran: Nanos) {
+        if let Some(t) = self.tenants.get_mut(&tenant) {
+            t.gpu_time += ran;
+            if let (Some(m), Some(l)) = (&self.metrics, &t.labels) {
+                m.tenant_gpu_seconds.get_or_create(l).inc_by(ran.0 as f64 / 1e9);
+            }
+        }
         let now = self.clock.now();
         self.charges.push_back((now, tenant, ran));
         while self.charges.front().is_some_and(|(at, _, _)| now.saturating_sub(*at) > SHARE_WINDOW)
@@ -591,6 +630,7 @@ impl Core {
         let mut next_tick = tick.map(|t| self.clock.now() + t);
         let mut idle_since: Option<Instant> = None;
         loop {
+            let pass = Instant::now();
             // what happens on each pass, in order
             let worked = self.read_mailbox()
                 | self.look_at_doorbells()
@@ -603,6 +643,9 @@ impl Core {
             }
             if worked {
                 idle_since = None;
+                if let Some(m) = &self.metrics {
+                    m.loop_latency.observe(pass.elapsed().as_secs_f64());
+                }
             } else if self.spin(&mut idle_since) {
                 self.sleep(next_tick);
                 idle_since = None;
@@ -869,6 +912,10 @@ impl Core {
                 g.running.clear();
                 g.resetting = true;
                 self.totals.resets += 1;
+                self.log(
+                    None,
+                    crate::events::NodeEvent::Reset { gpu: gpu.0, killed: killed.len() },
+                );
                 // the policy re-queued the killed tasks (or ended those of departed
                 // tenants, answered through EndTask)
                 for task in killed {
@@ -886,14 +933,19 @@ impl Core {
                 self.exec.send(gpu, Command::Reset);
             }
             Action::SetPools { user_facing } => {
+                let before: Vec<&str> = self.gpus.iter().map(|g| g.pool).collect();
                 // every GPU not named serves batch work
                 for rt in &mut self.gpus {
                     rt.pool = "batch";
                 }
-                for g in user_facing {
+                for g in &user_facing {
                     if let Some(rt) = self.gpus.get_mut(g.0 as usize) {
                         rt.pool = "user_facing";
                     }
+                }
+                if self.gpus.iter().map(|g| g.pool).ne(before) {
+                    let user_facing = user_facing.iter().map(|g| g.0).collect();
+                    self.log(None, crate::events::NodeEvent::Pool { user_facing });
                 }
             }
             Action::Repartition { gpu, shares } if self.inference.is_some() => {
@@ -901,7 +953,12 @@ impl Core {
                 // `inference`); batches already running finish where they are
                 if let Some(g) = self.gpus.get_mut(gpu.0 as usize) {
                     g.partitions = shares;
+                    let partitions = g.partitions.iter().map(|p| u32::from(p.0) / 10).collect();
                     self.internal.push_back(Event::RepartitionDone { gpu });
+                    self.log(
+                        None,
+                        crate::events::NodeEvent::Repartition { gpu: gpu.0, partitions },
+                    );
                 }
             }
             Action::Migrate { tenant, from, to } if self.balance.is_some() => {
@@ -910,8 +967,17 @@ impl Core {
                 // holds no memory there; the context moves in the pause, and its data
                 // would follow on demand while it runs on `to`
                 let pause = self.balance.as_ref().map_or(Nanos::ZERO, |(_, p)| *p);
-                tracing::info!(%tenant, %from, %to, "migrating");
                 self.totals.migrations += 1;
+                let uid = self.tenants.get(&tenant).map(|t| t.uid);
+                self.log(
+                    uid,
+                    crate::events::NodeEvent::Migration {
+                        tenant: tenant.0,
+                        from: from.0,
+                        to: to.0,
+                        pause_ms: self.clock.wall(pause).as_secs_f64() * 1e3,
+                    },
+                );
                 self.arriving.push((self.clock.now() + pause, tenant, to));
                 let bytes = self.tenants.get(&tenant).map_or(0, |t| t.declared);
                 if bytes > 0 && self.pcie_bytes_per_s > 0.0 {
@@ -960,19 +1026,23 @@ impl Core {
                 if let Some(job) = self.must_wait(conn, uid, &request) {
                     let waiting = self.parked_for(job);
                     if waiting >= MAX_PARKED_PER_JOB {
-                        reply.send(Reply::Error {
-                            code: ErrorCode::NoCapacity,
-                            message: format!(
-                                "Slurm job {job} already has {waiting} registrations waiting \
-                                 for its memory"
-                            ),
-                        });
+                        let message = format!(
+                            "Slurm job {job} already has {waiting} registrations waiting for \
+                             its memory"
+                        );
+                        self.refused(uid, pid, request.kind(), ErrorCode::NoCapacity, &message);
+                        reply.send(Reply::Error { code: ErrorCode::NoCapacity, message });
                         return;
                     }
-                    tracing::info!(job, uid, "a registration waits for its job's memory");
+                    self.log(Some(uid), crate::events::NodeEvent::RegistrationWaits { job, pid });
                     self.parked.push(Parked { job, conn, pid, uid, request, reply });
                 } else {
-                    reply.send(self.control(conn, pid, uid, request));
+                    let kind = request.kind();
+                    let answer = self.control(conn, pid, uid, request);
+                    if let Reply::Error { code, message } = &answer {
+                        self.refused(uid, pid, kind, *code, message);
+                    }
+                    reply.send(answer);
                 }
             }
             Msg::Disconnected { conn } => {
@@ -1050,9 +1120,6 @@ impl Core {
                     _ => (ran_for, true),
                 };
                 self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, out_len);
-                if let Some(t) = self.tenants.get_mut(&info.tenant) {
-                    t.gpu_time += ran_for;
-                }
                 self.charge(info.tenant, ran_for);
                 self.deliver(Event::TaskFinished {
                     task,
@@ -1084,10 +1151,15 @@ impl Core {
                 if let Some(g) = self.gpus.get_mut(gpu.0 as usize) {
                     g.resetting = false;
                 }
+                self.log(None, crate::events::NodeEvent::ResetDone { gpu: gpu.0 });
                 self.deliver(Event::GpuResetDone { gpu });
             }
             Msg::Admitted { task, ticket, gpu, bytes, refused } => {
                 self.admitted(task, ticket, gpu, bytes, refused);
+            }
+            Msg::Scrape { done } => {
+                self.refresh_metrics();
+                let _ = done.send(());
             }
             Msg::Shutdown => {
                 tracing::info!(

@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// A task that waited this long in the queue is logged (`task_waited`), with where it
+/// then ran: the line an operator looks for when asked why a job waited.
+const LONG_WAIT: Nanos = Nanos(1_000_000_000);
+
 impl Core {
     pub(super) fn dispatch(&mut self, task: TaskId, gpu: GpuId) {
         self.dispatch_as(task, gpu, None);
@@ -75,8 +79,15 @@ impl Core {
 
     /// `task`'s memory was not free on `gpu`: it fails with the ledger's reason.
     pub(super) fn refuse_memory(&mut self, task: TaskId, gpu: GpuId, why: String) {
-        tracing::info!(%task, error = %why, "no GPU memory for task");
         let Some(info) = self.tasks.remove(&task) else { return };
+        self.log(
+            Some(info.uid),
+            crate::events::NodeEvent::TaskMemoryRefused {
+                tenant: info.tenant.0,
+                gpu: gpu.0,
+                reason: why.clone(),
+            },
+        );
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
             t.queued = t.queued.saturating_sub(1);
         }
@@ -100,6 +111,25 @@ impl Core {
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
             t.queued = t.queued.saturating_sub(1);
             t.waiting += waited;
+            if let (Some(m), Some(l)) = (&self.metrics, &t.labels) {
+                m.tenant_queue_wait.get_or_create(l).observe(waited.0 as f64 / 1e9);
+                if info.slice {
+                    m.tenant_gate_slices.get_or_create(l).inc();
+                }
+            }
+        }
+        if waited >= LONG_WAIT {
+            let g = &self.gpus[gpu.0 as usize];
+            self.events.record(
+                Some(info.uid),
+                crate::events::NodeEvent::TaskWaited {
+                    tenant: info.tenant.0,
+                    gpu: gpu.0,
+                    waited_ms: waited.0 as f64 / 1e6,
+                    pool: g.pool,
+                    beside: g.running.iter().filter(|t| **t != task).count(),
+                },
+            );
         }
         let conn = self.conns.get(&info.conn).filter(|c| c.alive);
         let data = conn.map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
@@ -170,14 +200,26 @@ impl Core {
             self.return_task_memory(task, gpu, info.memory);
         }
         if let Some(t) = self.tenants.get_mut(&info.tenant) {
+            let metrics = self.metrics.as_ref().zip(t.labels.as_ref());
             if ok {
                 t.done += 1;
+                if let Some((m, l)) = metrics {
+                    m.tenant_latency
+                        .get_or_create(l)
+                        .observe((now - info.submitted).0 as f64 / 1e9);
+                }
                 match t.class {
                     ServiceClass::UserFacing { sla } => {
                         self.totals.uf_done += 1;
-                        if now - info.submitted <= sla {
+                        let met = now - info.submitted <= sla;
+                        if met {
                             t.met += 1;
                             self.totals.uf_met += 1;
+                        }
+                        if let Some((m, l)) = metrics {
+                            let counter =
+                                if met { &m.tenant_sla_met } else { &m.tenant_sla_missed };
+                            counter.get_or_create(l).inc();
                         }
                     }
                     ServiceClass::Batch => self.totals.batch_done += 1,
@@ -237,9 +279,6 @@ impl Core {
         self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, 0);
         let held = self.clock.now() - started;
         let used = self.clock.emulated(used).min(held);
-        if let Some(t) = self.tenants.get_mut(&info.tenant) {
-            t.gpu_time += used;
-        }
         self.charge(info.tenant, used);
         self.deliver(Event::TaskFinished {
             task,
@@ -285,9 +324,6 @@ impl Core {
     /// Charge `tenant` GPU time it used after its slice ended (FairGV §3.3.2: a kernel
     /// that runs past its slice moves its start tag past the whole kernel).
     pub(super) fn charge_late(&mut self, tenant: TenantId, ran: Nanos) {
-        if let Some(t) = self.tenants.get_mut(&tenant) {
-            t.gpu_time += ran;
-        }
         self.charge(tenant, ran);
         self.deliver(Event::TenantCharged { tenant, ran });
     }
