@@ -12,6 +12,7 @@ mod ledger;
 mod run;
 mod sim;
 mod slurm;
+mod top;
 
 use clap::{Parser, Subcommand};
 
@@ -52,6 +53,9 @@ enum Command {
     Daemon(daemon::DaemonArgs),
     /// Like nvidia-smi for the shared node: GPUs, pools, tenants.
     Status(daemon::StatusArgs),
+    /// A live view of the node: GPUs and their tenants' shares, entitled against
+    /// received shares, SLAs, memory, recent decisions (`q` quits).
+    Top(top::TopArgs),
     /// Inspect the GPU memory ledger shared by co-located processes.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
@@ -88,6 +92,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::DemoClient(a) => demo::run_client(a),
         Command::Status(a) => daemon::run_status(a),
+        Command::Top(a) => top::run(a),
         Command::Run(a) => run::run(a),
         Command::Slurm(cmd) => slurm::run(cmd),
     };

@@ -211,7 +211,7 @@ fn prometheus_scrapes_the_shares_of_two_programs_at_weights_1_to_3() {
         let of = |pid: u32| {
             samples
                 .iter()
-                .find(|s| s["metric"]["pid"] == pid.to_string())
+                .find(|s| s["metric"]["pid"].as_str() == Some(pid.to_string().as_str()))
                 .map(value)
                 .unwrap_or(f64::NAN)
         };

@@ -1,0 +1,176 @@
+//! `tessera top` read off a real terminal: run under tmux beside a daemon on one
+//! emulated GPU under fair queuing with two programs at weights 1:3, the screen
+//! (`tmux capture-pane`) shows the GPU, both tenants with their weights, entitled and
+//! received shares, and the daemon's recent decisions; it refreshes in place (the
+//! shares converge on screen); `q` quits with status 0.
+//!
+//! tmux is installed from Debian when missing (root); otherwise the test says SKIPPED.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera_client::Client;
+
+/// How far a received share shown may be from its weight's (as in the Prometheus
+/// test: fair queuing on one emulated GPU settles within a few percent).
+const SHARE_BOUND: f64 = 8.0;
+
+fn say(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "top test: {msg}");
+}
+
+fn tmux_found() -> Result<(), String> {
+    let there = || Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    if there() {
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Err("tmux is not installed and installing it needs root".into());
+    }
+    say("installing tmux from Debian (apt-get)");
+    for args in [&["update", "-qq"][..], &["install", "-y", "-qq", "tmux"][..]] {
+        let out = Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("apt-get: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "apt-get {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    there().then_some(()).ok_or_else(|| "apt-get installed no tmux".into())
+}
+
+/// Processes and the tmux server, stopped when the test ends.
+struct Cleanup {
+    children: Vec<Child>,
+    tmux: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["-L", &self.tmux, "kill-server"]).output();
+        for c in self.children.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn client(dir: &Path, socket: &Path, weight: u32) -> Child {
+    let workload = dir.join(format!("weight-{weight}.json"));
+    let job = serde_json::json!({"kernels": [{"name": "k", "mean": 20_000_000u64}], "jobs": [{
+        "arrival": 0, "tenant": {"id": 0, "class": {"class": "batch"}, "weight": weight, "priority": 0, "memory": 0},
+        "kernel": 0, "tasks": vec![20_000_000u64; 3000], "window": 4, "submission": "window"}]});
+    std::fs::write(&workload, job.to_string()).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["demo-client", "--socket"])
+        .arg(socket)
+        .arg("--workload")
+        .arg(&workload)
+        .args(["--job", "0", "--speedup", "1", "--epoch-ms", "0"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The received share (%) the screen shows on the row of `pid`'s tenant.
+fn shown_share(screen: &str, pid: u32) -> Option<f64> {
+    let row = screen.lines().find(|l| l.split_whitespace().nth(2) == Some(&pid.to_string()))?;
+    // "... 25%  ██████  26%  -  ..." : the received share is the second percentage
+    let pcts: Vec<f64> =
+        row.split_whitespace().filter_map(|w| w.strip_suffix('%')?.parse().ok()).collect();
+    pcts.get(1).copied()
+}
+
+#[test]
+fn top_shows_the_node_live_under_tmux_and_quits_on_q() {
+    if let Err(why) = tmux_found() {
+        say(&format!("SKIPPED: {why}"));
+        return;
+    }
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("top-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("d.sock");
+    let daemon = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["daemon", "--emulate", "--gpus", "1", "--policy", "fair", "--socket"])
+        .arg(&socket)
+        .arg("--ledger")
+        .arg(dir.join("ledger"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let tmux = format!("tessera-top-{}", std::process::id());
+    let mut cleanup = Cleanup { children: vec![daemon], tmux: tmux.clone() };
+    let t = Instant::now();
+    while Client::connect_control(&socket).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(20), "the daemon did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (light, heavy) = (client(&dir, &socket, 1), client(&dir, &socket, 3));
+    let (light_pid, heavy_pid) = (light.id(), heavy.id());
+    cleanup.children.extend([light, heavy]);
+    let exited = dir.join("exited");
+    let command = format!(
+        "{} top --socket {} --interval 0.5; echo $? > {}",
+        env!("CARGO_BIN_EXE_tessera"),
+        socket.display(),
+        exited.display()
+    );
+    let tm = |args: &[&str]| {
+        Command::new("tmux").args(["-L", &tmux]).args(args).output().expect("tmux runs")
+    };
+    let started = tm(&["new-session", "-d", "-s", "top", "-x", "160", "-y", "40", &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let screen =
+        || String::from_utf8_lossy(&tm(&["capture-pane", "-p", "-t", "top"]).stdout).to_string();
+
+    // the first screen: the GPU, both tenants, their admissions
+    let t = Instant::now();
+    let first = loop {
+        let s = screen();
+        if shown_share(&s, light_pid).is_some() && shown_share(&s, heavy_pid).is_some() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "top never showed both tenants:\n{s}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(first.contains("policy fair"), "{first}");
+    assert!(first.contains("GPU 0"), "{first}");
+    assert!(first.contains("admitted"), "the recent events:\n{first}");
+    // refreshed in place: past the daemon's 10 s share window, the shares shown are
+    // the weights' (a screen that never refreshed would still show the first ones)
+    let t = Instant::now();
+    let (l, h, last) = loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let s = screen();
+        let (l, h) = (shown_share(&s, light_pid), shown_share(&s, heavy_pid));
+        if let (Some(l), Some(h)) = (l, h)
+            && t.elapsed() > Duration::from_secs(12)
+        {
+            break (l, h, s);
+        }
+        assert!(t.elapsed() < Duration::from_secs(40), "no shares on screen:\n{s}");
+    };
+    say(&format!("on screen: weight 1 received {l}%, weight 3 received {h}%\n{last}"));
+    assert!(last.lines().count() <= 40 && last.contains("entitled"), "{last}");
+    assert!((l - 25.0).abs() <= SHARE_BOUND && (h - 75.0).abs() <= SHARE_BOUND, "{last}");
+    // q quits, with status 0
+    tm(&["send-keys", "-t", "top", "q"]);
+    let t = Instant::now();
+    while !exited.exists() {
+        assert!(t.elapsed() < Duration::from_secs(5), "top did not quit on q:\n{}", screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read_to_string(&exited).unwrap().trim(), "0");
+    drop(cleanup);
+    let _ = std::fs::remove_dir_all(&dir);
+}
