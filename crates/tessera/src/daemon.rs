@@ -223,6 +223,9 @@ pub struct StatusArgs {
     /// Only this GPU, and the tenants running on it.
     #[arg(long)]
     gpu: Option<u32>,
+    /// Also show the daemon's N latest decisions (at most 32) that this user may see.
+    #[arg(long, value_name = "N", default_value = "0")]
+    events: u32,
 }
 
 /// A tenant's (or job's) class for a status table: `uf 200ms` or `batch`.
@@ -278,7 +281,7 @@ fn print_status_to(
         tenant: a.tenant,
         uid: a.uid,
         gpu: a.gpu,
-        events: 0,
+        events: a.events,
     })?;
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?;
@@ -472,5 +475,11 @@ fn print_status_to(
         "\nsince start: {} user-facing done ({} within SLA), {} batch done, {} failed, {} cancelled, {} resets, {} migrations",
         t.uf_done, t.uf_met, t.batch_done, t.failed, t.cancelled, t.resets, t.migrations
     )?;
+    if !s.events.is_empty() {
+        writeln!(out, "\nrecent events:")?;
+        for e in &s.events {
+            writeln!(out, "  {:>8.1} s  {:<18} {}", e.at_s, e.kind, e.text)?;
+        }
+    }
     Ok(())
 }
