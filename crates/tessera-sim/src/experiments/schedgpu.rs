@@ -791,12 +791,14 @@ pub fn write_outputs(
             bars: false,
             series: vec![
                 Series {
+                    paper: false,
                     name: "memory used".into(),
                     points: step(
                         &r.samples.iter().map(|s| (s.t, 100.0 * s.memory)).collect::<Vec<_>>(),
                     ),
                 },
                 Series {
+                    paper: false,
                     name: "GPU busy".into(),
                     points: step(
                         &r.samples.iter().map(|s| (s.t, 100.0 * s.gpu)).collect::<Vec<_>>(),

@@ -13,14 +13,14 @@ fn per_order(r: &DcudaResults, f: fn(&super::RunResult) -> f64, scale: f64) -> V
             let mut points: Vec<(f64, f64)> =
                 r.runs_of(p, "medium").map(|x| (x.order as f64, scale * f(x))).collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Series { name: (*p).into(), points }
+            Series { paper: false, name: (*p).into(), points }
         })
         .collect()
 }
 
 /// A horizontal line of the paper's value across `x`, named for the legend.
 fn paper_line(name: &str, y: f64, x: (f64, f64)) -> Series {
-    Series { name: format!("paper: {name}"), points: vec![(x.0, y), (x.1, y)] }
+    Series { paper: true, name: format!("paper: {name}"), points: vec![(x.0, y), (x.1, y)] }
 }
 
 /// The mean over orders of `f` for `policy` at medium load.
@@ -34,7 +34,15 @@ fn top(series: &[Series]) -> f64 {
 }
 
 pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> {
-    let orders = (-1.0, r.config.orders as f64);
+    // arrival orders are categories (bars per order); the paper's values span them
+    let n_orders = r.config.orders;
+    let orders = (-0.6, n_orders as f64 - 0.4);
+    let span = (0.0, n_orders.saturating_sub(1) as f64);
+    let by_order = |mut p: Panel| {
+        p.x_categories = (0..n_orders).map(|o| format!("order {o}")).collect();
+        p.bars = true;
+        p
+    };
     // Figure 10: one order, each GPU's share of time per band
     let bands = |policy: &str| -> Panel {
         let run = r.runs_of(policy, "medium").find(|x| x.order == 0);
@@ -46,9 +54,11 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
             (0.0, 100.0),
         );
         p.x_categories = (0..super::GPUS).map(|g| format!("GPU {g}")).collect();
+        p.bars = true;
         let names = ["0-50%", "50-100%", "overloaded"];
         p.series = (0..3)
             .map(|b| Series {
+                paper: false,
                 name: names[b].into(),
                 points: run
                     .map(|x| {
@@ -57,7 +67,7 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
                     .unwrap_or_default(),
             })
             .collect();
-        let x = (-0.4, super::GPUS as f64 - 0.6);
+        let x = (0.0, super::GPUS as f64 - 1.0);
         // the paper's overloaded time for this order (§4.3)
         if policy == "dcuda" {
             p.series.push(paper_line("every GPU overloaded <= 6% (§4.3)", 6.0, x));
@@ -79,7 +89,7 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     a.series.push(paper_line(
         "DCUDA +14.6% over least-loaded's mean (§4.3)",
         100.0 * ll_util * 1.146,
-        orders,
+        span,
     ));
     let mut b = Panel::new(
         "Fig. 11(b): overloaded time",
@@ -93,9 +103,9 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     b.series.push(paper_line(
         "DCUDA -78.3% from least-loaded's mean (§4.3)",
         100.0 * ll_over * (1.0 - 0.783),
-        orders,
+        span,
     ));
-    draw_panels(&dir.join("fig11.svg"), &[a, b])?;
+    draw_panels(&dir.join("fig11.svg"), &[by_order(a), by_order(b)])?;
     // Figure 12: mean run time over solo per order
     let exec = per_order(r, |x| x.mean_normalized, 1.0);
     let mut e = Panel::new(
@@ -110,9 +120,9 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     e.series.push(paper_line(
         "best order 42.1% below least-loaded's mean (§4.4)",
         ll_exec * (1.0 - 0.421),
-        orders,
+        span,
     ));
-    draw_panels(&dir.join("fig12.svg"), &[e])?;
+    draw_panels(&dir.join("fig12.svg"), &[by_order(e)])?;
     // Figure 13: QoS share and Jain's index per order
     let mut q = Panel::new(
         "Fig. 13(a): apps within 20% of solo",
@@ -122,8 +132,8 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
         (0.0, 100.0),
     );
     q.series = per_order(r, |x| x.qos, 100.0);
-    q.series.push(paper_line("DCUDA > 80% (§4.5)", 80.0, orders));
-    q.series.push(paper_line("least-loaded < 60% (§4.5)", 60.0, orders));
+    q.series.push(paper_line("DCUDA > 80% (§4.5)", 80.0, span));
+    q.series.push(paper_line("least-loaded < 60% (§4.5)", 60.0, span));
     let mut j = Panel::new(
         "Fig. 13(b): Jain's fairness index",
         "arrival order",
@@ -136,9 +146,9 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     j.series.push(paper_line(
         "DCUDA +12.1% over least-loaded's mean (§4.5)",
         (ll_jain * 1.121).min(1.0),
-        orders,
+        span,
     ));
-    draw_panels(&dir.join("fig13.svg"), &[q, j])?;
+    draw_panels(&dir.join("fig13.svg"), &[by_order(q), by_order(j)])?;
     // Figure 14: the cut in mean run time per load (the paper gives no values, only
     // that medium is the largest)
     let cut: Vec<(f64, f64)> = r
@@ -163,7 +173,7 @@ pub(super) fn draw(r: &DcudaResults, dir: &Path) -> Result<(), ExperimentError> 
     );
     f.x_categories =
         r.config.loads.iter().map(|l| format!("{} ({} s)", l.name, l.interval_s)).collect();
-    f.series = vec![Series { name: "mean over orders".into(), points: cut }];
+    f.series = vec![Series { paper: false, name: "mean over orders".into(), points: cut }];
     draw_panels(&dir.join("fig14.svg"), &[f])?;
     Ok(())
 }

@@ -20,6 +20,7 @@ fn per_benchmark(r: &FairgvResults, setup: &str, what: fn(&super::Row) -> f64) -
     scheds
         .iter()
         .map(|s| Series {
+            paper: false,
             name: format!("{s} ({})", benches.join(", ")),
             points: benches
                 .iter()
@@ -51,12 +52,14 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
             .collect();
         names.dedup();
         mmr.x_categories = names.clone();
+        mmr.bars = true;
         mmr.series = per_benchmark(r, setup, |x| x.mmr);
         // the paper's values, where its text gives them: bounds, drawn across the
         // benchmarks they apply to
         let bound = |name: &str, y: f64, from: usize, to: usize| Series {
+            paper: true,
             name: name.into(),
-            points: vec![(from as f64 - 0.3, y), (to as f64 + 0.3, y)],
+            points: vec![(from as f64, y), (to as f64, y)],
         };
         if setup == "non-congested" {
             mmr.series.push(bound(
@@ -85,6 +88,7 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
             ov.series.push(bound("paper: Credit-poll, -hs <= 1 on MM, HS (§5.4.3)", 1.0, 0, 1));
         }
         ov.x_categories = names;
+        ov.bars = true;
         draw_panels(&dir.join(file), &[mmr, ov])?;
     }
     // Figure 10: total GPU utilization by sleep ratio
@@ -97,6 +101,7 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
     );
     for sched in ["FairGV non-WC", "FairGV"] {
         f10.series.push(Series {
+            paper: false,
             name: sched.into(),
             points: r
                 .work_conserving
@@ -122,6 +127,7 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
             p.log_x = true;
             for sched in ["Credit-poll", "FairGV"] {
                 p.series.push(Series {
+                    paper: false,
                     name: sched.into(),
                     points: r
                         .collaborative
@@ -150,12 +156,14 @@ pub(super) fn draw(r: &FairgvResults, dir: &Path) -> Result<(), ExperimentError>
         let rows =
             || r.slicing.rows.iter().filter(move |x| x.grid_blocks == grid && x.sub_kernels > 1);
         t4.series.push(Series {
+            paper: true,
             name: format!("{label} paper"),
             points: rows()
                 .map(|x| ((x.blocks_per_sub_kernel as f64).log10(), x.paper_pct))
                 .collect(),
         });
         t4.series.push(Series {
+            paper: false,
             name: format!("{label} model"),
             points: rows()
                 .map(|x| ((x.blocks_per_sub_kernel as f64).log10(), x.ours_pct))

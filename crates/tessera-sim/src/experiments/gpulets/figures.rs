@@ -18,6 +18,7 @@ fn top(values: impl Iterator<Item = f64>) -> f64 {
 pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError> {
     // Figure 9: the validation error's CDF, ours and the authors' coefficients
     let cdf = |name: &str, errors: &[f64]| Series {
+        paper: false,
         name: name.into(),
         points: errors
             .iter()
@@ -38,7 +39,7 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     fig9.series = vec![
         cdf("ours (V100 fit)", &r.fitted_errors.cdf),
         cdf("authors' 2080 Ti coefficients", &r.authors_errors.cdf),
-        Series { name: "paper (Fig. 9)".into(), points: PAPER_FIG9.to_vec() },
+        Series { paper: true, name: "paper (Fig. 9)".into(), points: PAPER_FIG9.to_vec() },
     ];
     draw_panels(&dir.join("interference_cdf.svg"), &[fig9])?;
 
@@ -60,6 +61,7 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
             let c = &s.schedulability;
             let counts = [c.sbp, c.sbp_split, c.gpulet, c.gpulet_int, c.ideal];
             Series {
+                paper: false,
                 name: format!("{} set, of {}", s.set, c.scenarios),
                 points: counts.iter().enumerate().map(|(i, n)| (i as f64, *n as f64)).collect(),
             }
@@ -82,6 +84,7 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     fig12.series = Scheduler::ALL
         .iter()
         .map(|s| Series {
+            paper: false,
             name: s.label().into(),
             points: r
                 .throughput
@@ -109,6 +112,7 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
         .iter()
         .filter(|s| **s != Scheduler::Ideal)
         .map(|s| Series {
+            paper: false,
             name: s.label().into(),
             points: r
                 .throughput
@@ -119,7 +123,55 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
                 .collect(),
         })
         .collect();
-    draw_panels(&dir.join("throughput.svg"), &[fig12, fig16])?;
+    // the paper's values (§6.3): the average over the workloads, and traffic's
+    let last = (r.throughput.len() as f64 - 1.0).max(0.0);
+    fig16.series.push(Series {
+        paper: true,
+        name: "paper: gpulet+int 92.3% on average".into(),
+        points: vec![(0.0, 92.3), (last, 92.3)],
+    });
+    if let Some(i) = r.throughput.iter().position(|m| m.mix.name == "traffic") {
+        fig16.series.push(Series {
+            paper: true,
+            name: "paper: gpulet+int 87.7% on traffic".into(),
+            points: vec![(i as f64, 87.7), (i as f64, 87.7)],
+        });
+    }
+    // Figure 12's claims are ratios: ours per workload, beside the paper's averages
+    let ratio = |over: Scheduler| -> Vec<(f64, f64)> {
+        r.throughput
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.served_of(over) > 0.0)
+            .map(|(i, m)| (i as f64, m.served_of(Scheduler::GpuletInt) / m.served_of(over)))
+            .collect()
+    };
+    let (vs_sbp, vs_gst) = (ratio(Scheduler::Sbp), ratio(Scheduler::GuidedSelfTuning));
+    let highest = vs_sbp.iter().chain(&vs_gst).map(|p| p.1).fold(2.1, f64::max);
+    let mut ratios = Panel::new(
+        "Fig. 12: gpulet+int's rate over the baselines'",
+        "workload",
+        "gpulet+int / baseline (served within 1%)",
+        x,
+        (0.0, highest * 1.1),
+    );
+    ratios.x_categories = fig16.x_categories.clone();
+    ratios.bars = true;
+    ratios.series = vec![
+        Series { paper: false, name: "over SBP".into(), points: vs_sbp },
+        Series { paper: false, name: "over guided self-tuning".into(), points: vs_gst },
+        Series {
+            paper: true,
+            name: "paper: 2.026x over SBP on average".into(),
+            points: vec![(0.0, 2.026), (last, 2.026)],
+        },
+        Series {
+            paper: true,
+            name: "paper: 1.748x over guided self-tuning on average".into(),
+            points: vec![(0.0, 1.748), (last, 1.748)],
+        },
+    ];
+    draw_panels(&dir.join("throughput.svg"), &[fig12, ratios, fig16])?;
 
     // Figure 14: offered rate and scheduled size per period; violations per period
     let f = &r.fluctuating;
@@ -134,10 +186,12 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     load.dots = false;
     load.series = vec![
         Series {
+            paper: false,
             name: "offered req/s".into(),
             points: f.periods.iter().map(|p| (p.start_s as f64, p.offered_rps)).collect(),
         },
         Series {
+            paper: false,
             name: "scheduled size".into(),
             points: f
                 .periods
@@ -158,6 +212,7 @@ pub(super) fn draw(r: &GpuletsResults, dir: &Path) -> Result<(), ExperimentError
     );
     late.dots = false;
     late.series = vec![Series {
+        paper: false,
         name: "gpulet+int, 20 s periods".into(),
         points: f.periods.iter().map(|p| (p.start_s as f64, 100.0 * p.violation)).collect(),
     }];
