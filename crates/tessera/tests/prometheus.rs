@@ -7,8 +7,10 @@
 //! Needs root to install the package; where Prometheus cannot be had the test says
 //! SKIPPED with the reason.
 
+mod common;
+
 use std::io::{BufRead as _, Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,37 +21,6 @@ const SHARE_BOUND: f64 = 0.08;
 
 fn say(msg: &str) {
     let _ = writeln!(std::io::stderr(), "prometheus test: {msg}");
-}
-
-/// Install Prometheus if missing; why not, if it cannot be.
-fn install() -> Result<PathBuf, String> {
-    let found = |p: &str| Path::new(p).is_file().then(|| PathBuf::from(p));
-    if let Some(p) = found("/usr/bin/prometheus") {
-        return Ok(p);
-    }
-    if !rustix::process::geteuid().is_root() {
-        return Err("prometheus is not installed and installing it needs root".into());
-    }
-    say("installing prometheus from Debian (apt-get)");
-    for args in [
-        &["update", "-qq"][..],
-        &["install", "-y", "-qq", "--no-install-recommends", "prometheus"][..],
-    ] {
-        let out = Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("apt-get: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "apt-get {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-    }
-    found("/usr/bin/prometheus").ok_or_else(|| "apt-get installed no /usr/bin/prometheus".into())
 }
 
 /// Children killed when the test ends, however it ends.
@@ -107,34 +78,12 @@ fn value(sample: &serde_json::Value) -> f64 {
     sample["value"][1].as_str().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN)
 }
 
-/// A demo client replaying `tasks` tasks of 20 ms at `weight`, 4 in flight.
-fn client(dir: &Path, socket: &Path, weight: u32, tasks: usize) -> Child {
-    let workload = dir.join(format!("weight-{weight}.json"));
-    let job = serde_json::json!({"kernels": [{"name": "k", "mean": 20_000_000u64}], "jobs": [{
-        "arrival": 0, "tenant": {"id": 0, "class": {"class": "batch"}, "weight": weight, "priority": 0, "memory": 0},
-        "kernel": 0, "tasks": vec![20_000_000u64; tasks], "window": 4, "submission": "window"}]});
-    std::fs::write(&workload, job.to_string()).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .arg("demo-client")
-        .arg("--socket")
-        .arg(socket)
-        .arg("--workload")
-        .arg(&workload)
-        .args(["--job", "0", "--speedup", "1", "--epoch-ms", "0"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn prometheus_scrapes_the_shares_of_two_programs_at_weights_1_to_3() {
-    let prometheus = match install() {
-        Ok(p) => p,
-        Err(why) => {
-            say(&format!("SKIPPED: {why}"));
-            return;
-        }
-    };
+    if let Err(why) = common::debian_tool("prometheus", "prometheus") {
+        say(&format!("SKIPPED: {why}"));
+        return;
+    }
     let dir =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("prom-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -168,8 +117,8 @@ fn prometheus_scrapes_the_shares_of_two_programs_at_weights_1_to_3() {
     assert!(text.trim_end().ends_with("# EOF"), "OpenMetrics ends with # EOF");
     assert_eq!(get(&metrics, "/other").unwrap().0, 404);
 
-    let light = client(&dir, &socket, 1, 3000);
-    let heavy = client(&dir, &socket, 3, 3000);
+    let light = common::demo_client(&dir, &socket, 1, 3000);
+    let heavy = common::demo_client(&dir, &socket, 3, 3000);
     let (light_pid, heavy_pid) = (light.id(), heavy.id());
     children.0.push(light);
     children.0.push(heavy);
@@ -184,7 +133,7 @@ fn prometheus_scrapes_the_shares_of_two_programs_at_weights_1_to_3() {
     .unwrap();
     let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
     children.0.push(
-        Command::new(&prometheus)
+        Command::new("prometheus")
             .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
             .arg(format!("--web.listen-address={prom}"))

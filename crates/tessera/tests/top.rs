@@ -6,8 +6,10 @@
 //!
 //! tmux is installed from Debian when missing (root); otherwise the test says SKIPPED.
 
+mod common;
+
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tessera_client::Client;
@@ -18,33 +20,6 @@ const SHARE_BOUND: f64 = 8.0;
 
 fn say(msg: &str) {
     let _ = writeln!(std::io::stderr(), "top test: {msg}");
-}
-
-fn tmux_found() -> Result<(), String> {
-    let there = || Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
-    if there() {
-        return Ok(());
-    }
-    if !rustix::process::geteuid().is_root() {
-        return Err("tmux is not installed and installing it needs root".into());
-    }
-    say("installing tmux from Debian (apt-get)");
-    for args in [&["update", "-qq"][..], &["install", "-y", "-qq", "tmux"][..]] {
-        let out = Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("apt-get: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "apt-get {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-    }
-    there().then_some(()).ok_or_else(|| "apt-get installed no tmux".into())
 }
 
 /// Processes and the tmux server, stopped when the test ends.
@@ -63,23 +38,6 @@ impl Drop for Cleanup {
     }
 }
 
-fn client(dir: &Path, socket: &Path, weight: u32) -> Child {
-    let workload = dir.join(format!("weight-{weight}.json"));
-    let job = serde_json::json!({"kernels": [{"name": "k", "mean": 20_000_000u64}], "jobs": [{
-        "arrival": 0, "tenant": {"id": 0, "class": {"class": "batch"}, "weight": weight, "priority": 0, "memory": 0},
-        "kernel": 0, "tasks": vec![20_000_000u64; 3000], "window": 4, "submission": "window"}]});
-    std::fs::write(&workload, job.to_string()).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["demo-client", "--socket"])
-        .arg(socket)
-        .arg("--workload")
-        .arg(&workload)
-        .args(["--job", "0", "--speedup", "1", "--epoch-ms", "0"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 /// The received share (%) the screen shows on the row of `pid`'s tenant.
 fn shown_share(screen: &str, pid: u32) -> Option<f64> {
     let row = screen.lines().find(|l| l.split_whitespace().nth(2) == Some(&pid.to_string()))?;
@@ -91,7 +49,7 @@ fn shown_share(screen: &str, pid: u32) -> Option<f64> {
 
 #[test]
 fn top_shows_the_node_live_under_tmux_and_quits_on_q() {
-    if let Err(why) = tmux_found() {
+    if let Err(why) = common::debian_tool("tmux", "tmux") {
         say(&format!("SKIPPED: {why}"));
         return;
     }
@@ -115,7 +73,8 @@ fn top_shows_the_node_live_under_tmux_and_quits_on_q() {
         assert!(t.elapsed() < Duration::from_secs(20), "the daemon did not come up");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (light, heavy) = (client(&dir, &socket, 1), client(&dir, &socket, 3));
+    let (light, heavy) =
+        (common::demo_client(&dir, &socket, 1, 3000), common::demo_client(&dir, &socket, 3, 3000));
     let (light_pid, heavy_pid) = (light.id(), heavy.id());
     cleanup.children.extend([light, heavy]);
     let exited = dir.join("exited");

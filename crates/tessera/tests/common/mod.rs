@@ -46,3 +46,62 @@ impl Scratch {
         std::os::unix::fs::symlink("libcuda.so.1", self.dir.join("libcuda.so")).unwrap();
     }
 }
+
+/// `binary` on the PATH, or installed from Debian's `package` with apt-get (root
+/// only); why not, if it cannot be. Says so on the test's output when it installs.
+pub fn debian_tool(binary: &str, package: &str) -> Result<(), String> {
+    use std::process::{Command, Stdio};
+    let there = || {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {binary}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if there() {
+        return Ok(());
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Err(format!("{binary} is not installed and installing {package} needs root"));
+    }
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "installing {package} from Debian (apt-get)");
+    for args in
+        [&["update", "-qq"][..], &["install", "-y", "-qq", "--no-install-recommends", package][..]]
+    {
+        let out = Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("apt-get: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "apt-get {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    there().then_some(()).ok_or_else(|| format!("apt-get installed {package} but no {binary}"))
+}
+
+/// A `tessera demo-client` process replaying `tasks` batch tasks of 20 ms at
+/// `weight`, 4 in flight, against the daemon at `socket` (its workload written in
+/// `dir`).
+pub fn demo_client(dir: &Path, socket: &Path, weight: u32, tasks: usize) -> std::process::Child {
+    let workload = dir.join(format!("weight-{weight}.json"));
+    let job = serde_json::json!({"kernels": [{"name": "k", "mean": 20_000_000u64}], "jobs": [{
+        "arrival": 0, "tenant": {"id": 0, "class": {"class": "batch"}, "weight": weight, "priority": 0, "memory": 0},
+        "kernel": 0, "tasks": vec![20_000_000u64; tasks], "window": 4, "submission": "window"}]});
+    std::fs::write(&workload, job.to_string()).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["demo-client", "--socket"])
+        .arg(socket)
+        .arg("--workload")
+        .arg(&workload)
+        .args(["--job", "0", "--speedup", "1", "--epoch-ms", "0"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}

@@ -281,6 +281,13 @@ struct GpuRt {
     uuid: Option<String>,
 }
 
+impl GpuRt {
+    /// Time anything has run on it since the daemon started (NVSMI's busy time).
+    fn busy(&self) -> Duration {
+        self.busy_total + self.busy_since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+}
+
 /// A batch of inference requests running on a GPU.
 #[derive(Clone, Copy, Debug)]
 struct RunningBatch {

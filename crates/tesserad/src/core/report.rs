@@ -63,7 +63,7 @@ impl Core {
                 .enumerate()
                 .filter(|(i, _)| q.gpu.is_none_or(|g| g as usize == *i))
                 .map(|(i, g)| {
-                    let busy = g.busy_total + g.busy_since.map_or(Duration::ZERO, |s| s.elapsed());
+                    let busy = g.busy();
                     let shares = self.exec.shares(GpuId(i as u32));
                     let running: Vec<RunningReport> = g
                         .running
@@ -203,12 +203,14 @@ impl Core {
     /// Each open tenant's memory held, entitled share and received share, and the
     /// ledger's state, as `status` and the metrics report them.
     fn shares(&self) -> Shares {
-        // memory of the running tasks
+        // memory of the running tasks, and who has work running (fair sharing)
         let mut held: BTreeMap<TenantId, u64> = BTreeMap::new();
+        let mut on_any: BTreeSet<TenantId> = BTreeSet::new();
         for info in
             self.gpus.iter().flat_map(|g| g.running.iter().filter_map(|t| self.tasks.get(t)))
         {
             *held.entry(info.tenant).or_default() += info.memory;
+            on_any.insert(info.tenant);
         }
         let ledger = self.ledger.as_ref().and_then(|w| w.snapshot());
         // what programs reserved through the daemon, as the ledger holds it
@@ -219,12 +221,6 @@ impl Core {
                 *held.entry(TenantId(tenant)).or_default() += bytes;
             }
         }
-        // fair sharing: who has work now, and who was charged GPU time lately
-        let on_any: BTreeSet<TenantId> = self
-            .gpus
-            .iter()
-            .flat_map(|g| g.running.iter().filter_map(|t| self.tasks.get(t).map(|i| i.tenant)))
-            .collect();
         // a Slurm job's tenants share the job's one weight: each active job counts
         // once, its entitlement split among its active tenants
         let mut active: BTreeMap<Result<u64, TenantId>, (u32, u32)> = BTreeMap::new();
@@ -265,13 +261,7 @@ impl Core {
         use crate::metrics::{GpuLabel, NodeMetrics, advance, advance_f};
         let Some(m) = &self.metrics else { return };
         let Shares { held, entitled, received, ledger } = self.shares();
-        let busy: Vec<f64> = self
-            .gpus
-            .iter()
-            .map(|g| {
-                (g.busy_total + g.busy_since.map_or(Duration::ZERO, |s| s.elapsed())).as_secs_f64()
-            })
-            .collect();
+        let busy: Vec<f64> = self.gpus.iter().map(|g| g.busy().as_secs_f64()).collect();
         let ratios = m.busy_ratios(&busy);
         let waited = self.desk.as_ref().map(|d| d.waiting_bytes()).unwrap_or_default();
         for (i, g) in self.gpus.iter().enumerate() {
