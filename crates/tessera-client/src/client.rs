@@ -96,6 +96,8 @@ pub struct Placement {
     /// Those GPUs' UUIDs, in the same order, when the daemon knows them (empty for
     /// emulated GPUs).
     pub uuids: Vec<String>,
+    /// This process's pid as the daemon sees it (0 if it does not say).
+    pub pid: u32,
 }
 
 impl TenantOptions {
@@ -308,7 +310,9 @@ impl Client {
             visible,
         };
         match self.call(&req)? {
-            Reply::Registered { tenant, gpus, uuids } => Ok(Placement { tenant, gpus, uuids }),
+            Reply::Registered { tenant, gpus, uuids, pid } => {
+                Ok(Placement { tenant, gpus, uuids, pid })
+            }
             other => Err(refused(other)),
         }
     }

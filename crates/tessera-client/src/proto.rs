@@ -420,6 +420,24 @@ pub struct TenantReport {
     /// tenants; empty: any, as the policy dispatches).
     #[serde(default)]
     pub gpus: Vec<u32>,
+    /// Per GPU it was charged time on over the last [`BUSY_WINDOW_MS`]: the fraction
+    /// of that window the GPU spent on its work (0-1), as the daemon charged it (a
+    /// task or slice is charged when it ends). What NVML's utilization shows the
+    /// tenant's programs under the interposer.
+    #[serde(default)]
+    pub gpu_busy: Vec<GpuBusy>,
+}
+
+/// The window of [`TenantReport::gpu_busy`], ms of the daemon's (emulated) time.
+pub const BUSY_WINDOW_MS: u64 = 1000;
+
+/// A tenant's recent use of one GPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuBusy {
+    /// The node's GPU index.
+    pub gpu: u32,
+    /// The fraction of the last [`BUSY_WINDOW_MS`] the GPU ran the tenant's work, 0-1.
+    pub busy: f64,
 }
 
 /// Counts since the daemon started, over all tenants past and present.
@@ -542,6 +560,12 @@ pub enum Reply {
         /// (from the driver); empty for emulated GPUs.
         #[serde(default)]
         uuids: Vec<String>,
+        /// The registering process's pid as the daemon sees it (`SO_PEERCRED`, in the
+        /// daemon's pid namespace — the one NVML reports processes in, on a node whose
+        /// daemon runs on the host), which differs from its own `getpid()` inside a
+        /// container's pid namespace. 0 from a daemon that does not say.
+        #[serde(default)]
+        pid: u32,
     },
     /// A tenant was closed.
     Closed {

@@ -13,6 +13,7 @@
 //! | `TESSERA_SLICE_MS` | the launch gate's slice: how long the GPU is the tenant's once the daemon's policy grants it | 30 (FairGV's slice for preemptive GPUs) |
 //! | `TESSERA_ON_NO_DAEMON` | `fail` (cuInit errors) or `passthrough` (unmanaged, warned) | `fail` |
 //! | `TESSERA_CUDA_DRIVER` | the real driver library | `libcuda.so.1` |
+//! | `TESSERA_NVML` | the real NVML library | `libnvidia-ml.so.1` |
 //! | `TESSERA_CUDA_LOG` | a file to log governed calls and look-ups to | none |
 //! | `TESSERA_MIGRATION` | `1`: make the program movable between GPUs (DCUDA §3.4: device allocations become managed, contexts, PTX modules and functions get virtual handles) | off |
 //! | `TESSERA_MIGRATE_AT` | `K:D`: move to real device D after K launches (the migration order, until the daemon gives it; implies `TESSERA_MIGRATION=1`) | none |
@@ -87,6 +88,8 @@ pub struct Config {
     pub on_no_daemon: OnNoDaemon,
     /// The real driver.
     pub driver: PathBuf,
+    /// The real NVML (`TESSERA_NVML`).
+    pub nvml: PathBuf,
     /// Log file.
     pub log: Option<PathBuf>,
     /// Movable between GPUs (`TESSERA_MIGRATION`).
@@ -211,6 +214,8 @@ impl Config {
             on_no_daemon,
             driver: get("TESSERA_CUDA_DRIVER")
                 .map_or_else(|| PathBuf::from("libcuda.so.1"), PathBuf::from),
+            nvml: get("TESSERA_NVML")
+                .map_or_else(|| PathBuf::from("libnvidia-ml.so.1"), PathBuf::from),
             log: get("TESSERA_CUDA_LOG").map(PathBuf::from),
             migration: match get("TESSERA_MIGRATION").as_deref() {
                 None | Some("0") => migrate_at.is_some(),

@@ -169,16 +169,18 @@ fn governed(
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuInit(flags: c_uint) -> CuResult {
     guarded("cuInit", || {
+        /// Whether the driver's devices were checked against the placement (once, on
+        /// its first successful initialisation).
+        static CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         let st = state();
         let Ok(_once) = st.init_lock.lock() else { return status::UNKNOWN };
-        let first = st.mode.get().is_none();
         // registered before the driver initialises, which it is then told the GPUs
-        // the daemon chose
-        if first && let Err(e) = st.become_tenant() {
+        // the daemon chose (nothing to do if nvmlInit registered it already)
+        if let Err(e) = st.become_tenant() {
             return e;
         }
         let r = real!(cuInit(flags));
-        if r != status::SUCCESS || !first {
+        if r != status::SUCCESS || CHECKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return r;
         }
         match st.tenant() {
@@ -1639,9 +1641,10 @@ pub extern "C" fn cuGetProcAddress(
     cuGetProcAddress_v2(symbol, pfn, version, flags, std::ptr::null_mut())
 }
 
-/// `dlsym`: the loader's answer, except that a governed driver entry point is answered
-/// with its hook (what the CUDA runtime and frameworks do: `dlopen("libcuda.so.1")`
-/// then `dlsym` on the handle).
+/// `dlsym`: the loader's answer, except that a governed driver or NVML entry point is
+/// answered with its hook (what the CUDA runtime, frameworks and pynvml do:
+/// `dlopen("libcuda.so.1")` or `dlopen("libnvidia-ml.so.1")`, then `dlsym` on the
+/// handle).
 ///
 /// # Safety
 /// As the loader's `dlsym`: `name` must be NUL-terminated.
@@ -1655,6 +1658,19 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
     }
     // SAFETY: NUL-terminated by the caller's contract.
     let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+    // NVML's names (unless the real NVML's own are being resolved)
+    if bytes.starts_with(b"nvml") {
+        if crate::nvml::resolving_real() {
+            return found;
+        }
+        return match crate::nvml::hook_for(bytes) {
+            Some(hook) => {
+                state().log(format_args!("dlsym {} -> hook", String::from_utf8_lossy(bytes)));
+                hook
+            }
+            None => found,
+        };
+    }
     // only driver names; everything else (the Rust runtime's own look-ups among them)
     // goes straight through without touching the state
     if !bytes.starts_with(b"cu") {

@@ -11,6 +11,9 @@
 //! `cuGetProcAddress` (all versions and per-thread-stream variants). Calls it does not
 //! govern reach the real driver untouched.
 //!
+//! NVML (`libnvidia-ml.so.1`) is governed too (the `nvml` module): monitoring tools
+//! and frameworks that read it see the tenant's share, as the CUDA side shows it.
+//!
 //! Governed: `cuInit` (the tenant), device count and handles (the daemon's placement),
 //! every allocation entry point and its free (the ledger), `cuMemGetInfo` (the
 //! tenant's share), and kernel launches (the launch gate: slices the daemon's policy
@@ -19,7 +22,8 @@
 //! Module map: [`config`] (the environment), `real` (`unsafe`: the real driver and
 //! the loader's `dlsym`), `state` (the tenant, its ledger and allocation book),
 //! `hooks` (`unsafe`: the exports), `migrate` (`unsafe`: DCUDA's live migration of
-//! driver-API programs, `TESSERA_MIGRATION`).
+//! driver-API programs, `TESSERA_MIGRATION`), `nvml` (`unsafe`: NVML's exports, which
+//! show a tenant its own GPUs, memory, process and utilization).
 
 /// Call the real driver's `$name` with `$args`, or answer why it cannot be (with one
 /// line on stderr). For the modules that call the driver (`hooks`, `migrate`).
@@ -43,5 +47,6 @@ macro_rules! real {
 pub mod config;
 mod hooks;
 mod migrate;
+mod nvml;
 mod real;
 mod state;

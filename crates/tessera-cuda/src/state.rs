@@ -78,8 +78,11 @@ pub struct Tenant {
     /// driver numbers them as the node does (a migratable program sees every GPU).
     pub nodes: Vec<u32>,
     /// The UUIDs of the GPUs in `nodes`, when the daemon knows them (to check the
-    /// driver shows the program those GPUs).
+    /// driver shows the program those GPUs, and to find them in NVML).
     pub uuids: Vec<String>,
+    /// This process's pid as the daemon sees it, which NVML's process lists use (its
+    /// own `getpid()` when the daemon does not say).
+    pub node_pid: u32,
     /// How long a reservation waits for memory (`None`: for ever).
     wait: Option<Duration>,
     /// GPUs (bit i: GPU i) whose context memory the daemon reserved for this process;
@@ -394,6 +397,7 @@ impl State {
             placed,
             nodes,
             uuids,
+            node_pid: if placement.pid != 0 { placement.pid } else { std::process::id() },
             wait,
             book: Mutex::new(Book::default()),
         })))
@@ -456,8 +460,30 @@ impl Tenant {
     /// The node's GPU behind the driver's ordinal `gpu` (what the daemon and the
     /// ledger call it).
     #[inline]
-    fn node(&self, gpu: u32) -> u32 {
+    pub fn node(&self, gpu: u32) -> u32 {
         self.nodes.get(gpu as usize).copied().unwrap_or(gpu)
+    }
+
+    /// Its id at tesserad.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Per node GPU, the fraction of the daemon's last busy window
+    /// (`proto::BUSY_WINDOW_MS`) that GPU ran this tenant's work, as the daemon charged
+    /// it; GPUs it was not charged on are absent.
+    pub fn recent_busy(&self) -> Result<HashMap<u32, f64>, CuResult> {
+        let filter = tessera_client::StatusFilter { tenant: Some(self.id), ..Default::default() };
+        let report = self.desk(|c| c.status_where(filter)).map_err(|e| {
+            complain(&format!("cannot ask tesserad for this tenant's GPU time: {e}"));
+            status::UNKNOWN
+        })?;
+        Ok(report
+            .tenants
+            .iter()
+            .filter(|t| t.tenant == self.id)
+            .flat_map(|t| t.gpu_busy.iter().map(|b| (b.gpu, b.busy)))
+            .collect())
     }
 
     /// The node's GPUs the program was placed on.

@@ -17,7 +17,8 @@
  * Knobs: FAKE_CUDA_DEVICES (default 2; physical device p has p+1 GiB, or
  * FAKE_CUDA_DEVICE_MIB each, PCI id 0000:(10+p):00.0 and UUID GPU-fa000000-...-0p);
  * CUDA_VISIBLE_DEVICES as the real driver reads it (indices or UUIDs, at cuInit);
- * FAKE_CUDA_TIMELINE (below: one GPU timeline shared by processes, and their books); FAKE_CUDA_FAIL=oom makes
+ * FAKE_CUDA_TIMELINE (below: one GPU timeline shared by processes, and their books,
+ * which the fake NVML, fake_libnvml.c, reads as the machine's state); FAKE_CUDA_FAIL=oom makes
  * every allocation fail with CUDA_ERROR_OUT_OF_MEMORY, =launch every launch with
  * CUDA_ERROR_LAUNCH_FAILED. A spin kernel asked to run exactly 777 ms faults
  * (CUDA_ERROR_LAUNCH_FAILED, sticky: every later call on that device fails until its
@@ -246,7 +247,24 @@ static void log_call(const char *fmt, ...) {
     fputc('\n', f);
     fclose(f);
 }
+/* With FAKE_CUDA_TIMELINE=PREFIX, what this process holds on the machine's devices, for
+ * the fake NVML to list: "PHYSICAL_DEVICE LIVE_BYTES" per device it has a context or
+ * memory on, in PREFIX.mem.pidN (rewritten whole after every change). */
+static void write_node_books(void) {
+    if (!timeline()) return;
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s.mem.pid%d", timeline(), (int)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    for (int d = 0; d < devices(); d++)
+        if (retains[d] > 0 || live_bytes[d] > 0)
+            fprintf(f, "%d %llu\n", phys(d), (unsigned long long)live_bytes[d]);
+    fclose(f);
+    rename(tmp, path);
+}
 static void write_stats(void) {
+    write_node_books();
     const char *e = getenv("FAKE_CUDA_STATS");
     if (e && !strcmp(e, "0")) return; /* benchmarks: the books' file costs a write */
     /* written aside and renamed into place, so that a reader never sees half a file */

@@ -1,6 +1,7 @@
 //! Test support, shared by the test suites that need NVIDIA's artefacts or the fake
 //! driver: fetching the artefacts (`scripts/fetch-nvidia-artifacts.sh`) and building
-//! the fake driver (`fake/fake_libcuda.c`) against the real `cuda.h`. Only meaningful
+//! the fake driver (`fake/fake_libcuda.c`) against the real `cuda.h` and the fake NVML
+//! (`fake/fake_libnvml.c`) against the real `nvml.h`. Only meaningful
 //! inside the source tree (paths are the crate's own).
 
 use std::path::{Path, PathBuf};
@@ -47,6 +48,17 @@ pub fn nvidia_artifacts_or_skip(what: &str) -> Option<PathBuf> {
 /// `out` (C11, warnings as errors, POSIX 2008, `-ldl`), as the CUDA programs the tests
 /// run under the interposer are built.
 pub fn build_c_program(artifacts: &Path, source: &Path, out: &Path) -> Result<PathBuf, String> {
+    build_c_program_linked(artifacts, source, out, &[])
+}
+
+/// [`build_c_program`], linked with the shared `libraries` too (paths, which the
+/// program then needs by their names: a program linked with NVML, say).
+pub fn build_c_program_linked(
+    artifacts: &Path,
+    source: &Path,
+    out: &Path,
+    libraries: &[&Path],
+) -> Result<PathBuf, String> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-I"])
@@ -54,6 +66,7 @@ pub fn build_c_program(artifacts: &Path, source: &Path, out: &Path) -> Result<Pa
         .arg("-o")
         .arg(out)
         .arg(source)
+        .args(libraries)
         .arg("-ldl")
         .output()
         .map_err(|e| format!("cannot run {cc}: {e}"))?;
@@ -67,11 +80,26 @@ pub fn build_c_program(artifacts: &Path, source: &Path, out: &Path) -> Result<Pa
 /// Build the fake driver into `out` (a `.so` path) against the real `cuda.h` of
 /// `artifacts`; each path is a separate copy with its own books when loaded.
 pub fn build_fake_driver(artifacts: &Path, out: &Path) -> Result<PathBuf, String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fake/fake_libcuda.c");
+    build_fake_library(artifacts, "fake_libcuda.c", out)
+}
+
+/// Build the fake NVML (`fake/fake_libnvml.c`) into `out` (a `.so` path, usually
+/// `libnvidia-ml.so.1`) against the real `nvml.h` of `artifacts`.
+pub fn build_fake_nvml(artifacts: &Path, out: &Path) -> Result<PathBuf, String> {
+    build_fake_library(artifacts, "fake_libnvml.c", out)
+}
+
+/// Compile `fake/<source>` into the shared library `out` against `artifacts`' headers.
+fn build_fake_library(artifacts: &Path, source: &str, out: &Path) -> Result<PathBuf, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fake").join(source);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    // named as the library it stands for, so that a program linked with it needs it by
+    // that name (found on the library path, as the real one is)
+    let soname = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let built = Command::new(&cc)
-        // -Bsymbolic: the driver's references to its own functions bind inside it, as
-        // NVIDIA's driver does, so that a preloaded interposer does not capture them
+        .arg(format!("-Wl,-soname,{soname}"))
+        // -Bsymbolic: the library's references to its own functions bind inside it, as
+        // NVIDIA's libraries do, so that a preloaded interposer does not capture them
         .args(["-shared", "-fPIC", "-Wl,-Bsymbolic", "-O1", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(artifacts.join("include"))
         .arg("-o")
@@ -83,6 +111,6 @@ pub fn build_fake_driver(artifacts: &Path, out: &Path) -> Result<PathBuf, String
     if built.status.success() {
         Ok(out.to_path_buf())
     } else {
-        Err(format!("building the fake driver:\n{}", String::from_utf8_lossy(&built.stderr)))
+        Err(format!("building {source}:\n{}", String::from_utf8_lossy(&built.stderr)))
     }
 }

@@ -365,7 +365,7 @@ impl Core {
                         gpus: placed.clone(),
                     },
                 );
-                Reply::Registered { tenant: id.0, gpus: placed, uuids }
+                Reply::Registered { tenant: id.0, gpus: placed, uuids, pid }
             }
             Request::SetWeight { tenant, weight } => {
                 let id = TenantId(tenant);

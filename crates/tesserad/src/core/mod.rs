@@ -10,9 +10,9 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tessera_client::proto::{
-    BalanceSummary, ErrorCode, EventReport, GpuReport, MigrationReport, ModelReport, Reply,
-    RunningReport, STATUS_EVENTS, STATUS_PAGE, ServingSummary, StatusReport, TenantClass,
-    TenantReport, Totals,
+    BUSY_WINDOW_MS, BalanceSummary, ErrorCode, EventReport, GpuBusy, GpuReport, MigrationReport,
+    ModelReport, Reply, RunningReport, STATUS_EVENTS, STATUS_PAGE, ServingSummary, StatusReport,
+    TenantClass, TenantReport, Totals,
 };
 use tessera_client::region::{
     Doorbell, LaunchFacts, Region, RequestDesc, ResponseDesc, op, reason, status,
@@ -165,6 +165,17 @@ impl Mailbox {
 
 /// The window over which `status` reports each tenant's received share of GPU time.
 const SHARE_WINDOW: Nanos = Nanos(10_000_000_000);
+
+/// GPU time charged to a tenant (see `Core::charge`).
+#[derive(Clone, Copy, Debug)]
+struct Charge {
+    /// When (the daemon's time); the charged time ran up to then.
+    at: Nanos,
+    tenant: TenantId,
+    /// The node's GPU it ran on, when known.
+    gpu: Option<u32>,
+    ran: Nanos,
+}
 
 /// Emulated time: wall time since start times the speed-up.
 #[derive(Clone, Copy, Debug)]
@@ -360,8 +371,9 @@ pub struct Core {
     transfer: BTreeMap<TenantId, Nanos>,
     /// PCIe bandwidth for migrated data, bytes per second.
     pcie_bytes_per_s: f64,
-    /// GPU time charged over the last [`SHARE_WINDOW`]: (when, tenant, how much).
-    charges: VecDeque<(Nanos, TenantId, Nanos)>,
+    /// GPU time charged over the last [`SHARE_WINDOW`]: when, to whom, on which GPU
+    /// (if known) and how much.
+    charges: VecDeque<Charge>,
     /// Slurm jobs running on this node.
     jobs: BTreeMap<u64, crate::slurm::Job>,
     /// Registrations waiting for their job's memory (`over_entitlement = "wait"`).
@@ -601,19 +613,23 @@ impl Core {
         self
     }
 
-    /// Charge `tenant` GPU time it used: its total, its metrics counter, and the
-    /// window of recent charges behind the received shares of `status`.
-    fn charge(&mut self, tenant: TenantId, ran: Nanos) {
+    /// Charge `tenant` GPU time it used on `gpu` (`None`: the one GPU it was placed on,
+    /// if it has one): its total, its metrics counter, and the window of recent
+    /// charges behind the received shares and GPU busy fractions of `status`.
+    fn charge(&mut self, tenant: TenantId, gpu: Option<GpuId>, ran: Nanos) {
+        let mut on = gpu.map(|g| g.0);
         if let Some(t) = self.tenants.get_mut(&tenant) {
             t.gpu_time += ran;
             if let (Some(m), Some(l)) = (&self.metrics, &t.labels) {
                 m.tenant_gpu_seconds.get_or_create(l).inc_by(ran.0 as f64 / 1e9);
             }
+            if let (None, [only]) = (on, t.placed.as_slice()) {
+                on = Some(*only);
+            }
         }
         let now = self.clock.now();
-        self.charges.push_back((now, tenant, ran));
-        while self.charges.front().is_some_and(|(at, _, _)| now.saturating_sub(*at) > SHARE_WINDOW)
-        {
+        self.charges.push_back(Charge { at: now, tenant, gpu: on, ran });
+        while self.charges.front().is_some_and(|c| now.saturating_sub(c.at) > SHARE_WINDOW) {
             self.charges.pop_front();
         }
     }
@@ -1127,7 +1143,7 @@ impl Core {
                     _ => (ran_for, true),
                 };
                 self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, out_len);
-                self.charge(info.tenant, ran_for);
+                self.charge(info.tenant, Some(gpu), ran_for);
                 self.deliver(Event::TaskFinished {
                     task,
                     placement: Placement::whole(gpu),

@@ -31,7 +31,7 @@ impl Core {
             n => n.min(STATUS_PAGE),
         };
         let uptime = self.started.elapsed();
-        let Shares { held, entitled, received, ledger: used } = self.shares();
+        let Shares { held, entitled, received, mut busy, ledger: used } = self.shares();
         let balance: Option<DcudaReport> =
             self.balance.as_ref().and_then(|(r, _)| r.lock().ok().map(|r| r.clone()));
         let state_name = |s: LoadState| match s {
@@ -140,6 +140,7 @@ impl Core {
                             .then(|| t.met as f64 / t.done as f64),
                         memory_held: held.get(id).copied().unwrap_or(0),
                         gpus: t.placed.clone(),
+                        gpu_busy: busy.remove(id).unwrap_or_default(),
                         demand: t.demand,
                         gpu_ms: t.gpu_time.as_secs_f64() * 1e3,
                         weight: t.weight,
@@ -243,16 +244,31 @@ impl Core {
             .collect();
         let now = self.clock.now();
         let mut charged: BTreeMap<TenantId, u64> = BTreeMap::new();
-        for (at, tenant, ran) in &self.charges {
-            if now.saturating_sub(*at) <= SHARE_WINDOW {
-                *charged.entry(*tenant).or_default() += ran.0;
+        // per tenant and GPU, the charged time that falls in the busy window (a charge
+        // ran up to when it was made)
+        let busy_window = BUSY_WINDOW_MS * 1_000_000;
+        let window_start = now.0.saturating_sub(busy_window);
+        let mut recent: BTreeMap<(TenantId, u32), u64> = BTreeMap::new();
+        for c in &self.charges {
+            if now.saturating_sub(c.at) <= SHARE_WINDOW {
+                *charged.entry(c.tenant).or_default() += c.ran.0;
             }
+            if let Some(gpu) = c.gpu
+                && c.at.0 > window_start
+            {
+                *recent.entry((c.tenant, gpu)).or_default() += c.ran.0.min(c.at.0 - window_start);
+            }
+        }
+        let mut busy: BTreeMap<TenantId, Vec<GpuBusy>> = BTreeMap::new();
+        for ((tenant, gpu), ns) in recent {
+            let fraction = (ns as f64 / busy_window as f64).min(1.0);
+            busy.entry(tenant).or_default().push(GpuBusy { gpu, busy: fraction });
         }
         let charged_total: u64 = charged.values().sum();
         let received = (charged_total > 0).then(|| {
             charged.into_iter().map(|(id, n)| (id, n as f64 / charged_total as f64)).collect()
         });
-        Shares { held, entitled, received, ledger }
+        Shares { held, entitled, received, busy, ledger }
     }
 
     /// Bring the metrics up to date (a scrape): set the gauges from the node's state
@@ -260,7 +276,7 @@ impl Core {
     pub(super) fn refresh_metrics(&self) {
         use crate::metrics::{GpuLabel, NodeMetrics, advance, advance_f};
         let Some(m) = &self.metrics else { return };
-        let Shares { held, entitled, received, ledger } = self.shares();
+        let Shares { held, entitled, received, ledger, .. } = self.shares();
         let busy: Vec<f64> = self.gpus.iter().map(|g| g.busy().as_secs_f64()).collect();
         let ratios = m.busy_ratios(&busy);
         let waited = self.desk.as_ref().map(|d| d.waiting_bytes()).unwrap_or_default();
@@ -348,6 +364,8 @@ struct Shares {
     entitled: BTreeMap<TenantId, f64>,
     /// `None` while nothing was charged in the window.
     received: Option<BTreeMap<TenantId, f64>>,
+    /// The GPUs each tenant was charged time on in the busy window, and how busy.
+    busy: BTreeMap<TenantId, Vec<GpuBusy>>,
     ledger: Option<tessera_ledger::LedgerStatus>,
 }
 

@@ -279,7 +279,7 @@ impl Core {
         self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, 0);
         let held = self.clock.now() - started;
         let used = self.clock.emulated(used).min(held);
-        self.charge(info.tenant, used);
+        self.charge(info.tenant, Some(gpu), used);
         self.deliver(Event::TaskFinished {
             task,
             placement: Placement::whole(gpu),
@@ -324,7 +324,7 @@ impl Core {
     /// Charge `tenant` GPU time it used after its slice ended (FairGV §3.3.2: a kernel
     /// that runs past its slice moves its start tag past the whole kernel).
     pub(super) fn charge_late(&mut self, tenant: TenantId, ran: Nanos) {
-        self.charge(tenant, ran);
+        self.charge(tenant, None, ran);
         self.deliver(Event::TenantCharged { tenant, ran });
     }
 

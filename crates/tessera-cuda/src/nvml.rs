@@ -1,0 +1,758 @@
+//! NVML (`libnvidia-ml.so.1`) as a tenant sees it. Monitoring tools and frameworks
+//! read NVML, not the CUDA driver; under the interposer they see what the CUDA side
+//! shows the program:
+//!
+//! - devices: only the GPUs the daemon placed the tenant on, numbered as the program's
+//!   CUDA ordinals (NVML itself ignores `CUDA_VISIBLE_DEVICES`); a look-up by index,
+//!   UUID, PCI bus id or serial of any other GPU finds nothing;
+//! - memory: the figures `cuMemGetInfo` gives (the tenant's limit and what it holds,
+//!   or the GPU's capacity and what the ledger has not granted);
+//! - processes: the tenant's own process only;
+//! - utilization: the share of the daemon's last busy window the GPU spent on this
+//!   tenant's work, as the daemon charged it (see `proto::TenantReport::gpu_busy`);
+//! - everything else: NVML's own answer.
+//!
+//! `nvmlInit` makes the process a tenant, as `cuInit` does (whichever comes first
+//! registers; the other finds it registered), so that a program that reads NVML
+//! before it initialises CUDA sees its share too. Reached however a program loads
+//! NVML: linked (the exports here), or `dlopen` + `dlsym` (the `dlsym` export answers
+//! these hooks for NVML's names). The real library is opened privately by path
+//! (`TESSERA_NVML`). Only ever run against the fake NVML (`fake_libnvml.c`, compiled
+//! against NVIDIA's real `nvml.h`).
+#![allow(unsafe_code)]
+// the unit-test binary does not export the hooks, so nothing calls them there
+#![cfg_attr(test, allow(dead_code))]
+// the hooks carry NVML's own names
+#![allow(non_snake_case)]
+
+use crate::state::{Tenant, complain, state};
+use nvml_wrapper_sys::bindings::{
+    NvmlLib, nvmlDevice_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlProcessDetail_v1_t,
+    nvmlProcessDetailList_t, nvmlProcessInfo_t, nvmlProcessInfo_v1_t,
+    nvmlProcessUtilizationInfo_v1_t, nvmlProcessUtilizationSample_t,
+    nvmlProcessesUtilizationInfo_t, nvmlReturn_t, nvmlUtilization_t,
+};
+use std::cell::Cell;
+use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
+use std::sync::{Mutex, OnceLock};
+
+/// NVML's return codes the hooks give.
+mod code {
+    use super::nvmlReturn_t;
+    pub const SUCCESS: nvmlReturn_t = 0;
+    pub const UNINITIALIZED: nvmlReturn_t = 1;
+    pub const INVALID_ARGUMENT: nvmlReturn_t = 2;
+    pub const NOT_FOUND: nvmlReturn_t = 6;
+    pub const INSUFFICIENT_SIZE: nvmlReturn_t = 7;
+    pub const LIBRARY_NOT_FOUND: nvmlReturn_t = 12;
+    pub const FUNCTION_NOT_FOUND: nvmlReturn_t = 13;
+    pub const NOT_READY: nvmlReturn_t = 27;
+    pub const GPU_NOT_FOUND: nvmlReturn_t = 28;
+    pub const UNKNOWN: nvmlReturn_t = 999;
+}
+
+/// `nvmlDeviceGetHandleByUUIDV` (NVML 12.8+, newer than the bindings): its argument
+/// is passed on untouched, so its struct's layout does not matter here.
+type ByUuidV = unsafe extern "C" fn(*const c_void, *mut nvmlDevice_t) -> nvmlReturn_t;
+
+/// The real NVML.
+struct RealNvml {
+    lib: NvmlLib,
+    by_uuid_v: Option<ByUuidV>,
+}
+
+thread_local! {
+    /// Set while this thread resolves the real library's symbols: the `dlsym` export
+    /// must then answer NVML's own functions, not these hooks.
+    static RESOLVING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the `dlsym` export should pass an NVML name through (the real library's
+/// symbols are being resolved).
+pub fn resolving_real() -> bool {
+    RESOLVING.with(Cell::get)
+}
+
+/// The real NVML, opened on first use, or why it cannot be.
+fn real() -> Result<&'static RealNvml, nvmlReturn_t> {
+    static REAL: OnceLock<Result<RealNvml, String>> = OnceLock::new();
+    let loaded = REAL.get_or_init(|| {
+        let path = match &state().config {
+            Ok(c) => c.nvml.clone(),
+            Err(_) => "libnvidia-ml.so.1".into(),
+        };
+        RESOLVING.with(|r| r.set(true));
+        // SAFETY: loads NVML (its initialisers run, as in any program that uses it)
+        // privately; the library is kept for the process's life inside the table.
+        let lib = unsafe { NvmlLib::new(&path) };
+        let lib = lib.map_err(|e| format!("cannot load NVML {}: {e}", path.display()));
+        let loaded = lib.map(|lib| {
+            // SAFETY: the symbol, if present, has the header's signature (ByUuidV).
+            let by_uuid_v =
+                unsafe { lib.__library.get::<ByUuidV>(b"nvmlDeviceGetHandleByUUIDV\0") }
+                    .ok()
+                    .map(|s| *s);
+            RealNvml { lib, by_uuid_v }
+        });
+        RESOLVING.with(|r| r.set(false));
+        loaded
+    });
+    loaded.as_ref().map_err(|why| {
+        complain(why);
+        code::LIBRARY_NOT_FOUND
+    })
+}
+
+/// Call the real NVML's `$name` with `$args`, or answer why it cannot be.
+macro_rules! nvml {
+    ($name:ident ( $($arg:expr),* )) => {
+        match real() {
+            Ok(r) => match &r.lib.$name {
+                // SAFETY: NVML's own entry point, with the caller's arguments (the
+                // program's, or ones this module made for it).
+                Ok(f) => unsafe { f($($arg),*) },
+                Err(_) => code::FUNCTION_NOT_FOUND,
+            },
+            Err(e) => e,
+        }
+    };
+}
+
+/// Run a hook body; a panic becomes `NVML_ERROR_UNKNOWN` and one line on stderr.
+fn guarded(name: &str, body: impl FnOnce() -> nvmlReturn_t) -> nvmlReturn_t {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(_) => {
+            complain(&format!("internal error in {name}; the call failed"));
+            code::UNKNOWN
+        }
+    }
+}
+
+/// What the tenant sees of NVML: its GPUs in the program's order.
+#[derive(Clone)]
+struct View {
+    /// The tenant it was made for (a forked child's tenant is another).
+    tenant: u64,
+    /// Per program ordinal: NVML's handle of the GPU (as a number), the driver's
+    /// ordinal and the node's GPU index.
+    gpus: Vec<(usize, u32, u32)>,
+    /// The tenant's process as NVML lists it.
+    pid: u32,
+}
+
+/// The calling process's view, when it is a tenant (`None`: unmanaged, every call
+/// passes through). Made on first use after NVML was initialised, from the tenant's
+/// placement: each GPU found by the UUID the daemon gave, else by the node index
+/// (which the daemon and NVML share when it has no UUIDs).
+fn view() -> Option<View> {
+    static VIEW: Mutex<Option<View>> = Mutex::new(None);
+    let tenant = state().tenant()?;
+    let mut slot = VIEW.lock().ok()?;
+    if let Some(v) = slot.as_ref()
+        && v.tenant == tenant.id()
+    {
+        return Some(v.clone());
+    }
+    let made = make_view(tenant)?;
+    *slot = Some(made.clone());
+    Some(made)
+}
+
+fn make_view(t: &Tenant) -> Option<View> {
+    let mut gpus = Vec::new();
+    for &ordinal in &t.placed {
+        let ordinal = u32::try_from(ordinal).ok()?;
+        let node = t.node(ordinal);
+        let mut handle: nvmlDevice_t = std::ptr::null_mut();
+        let uuid = if t.nodes.is_empty() { None } else { t.uuids.get(ordinal as usize) };
+        let r = match uuid.and_then(|u| std::ffi::CString::new(u.as_str()).ok()) {
+            Some(u) => nvml!(nvmlDeviceGetHandleByUUID(u.as_ptr(), &mut handle)),
+            None => nvml!(nvmlDeviceGetHandleByIndex_v2(node, &mut handle)),
+        };
+        match r {
+            code::SUCCESS => gpus.push((handle as usize, ordinal, node)),
+            // not initialised yet: made again on the next call
+            code::UNINITIALIZED => return None,
+            e => complain(&format!(
+                "NVML does not know GPU {node} ({}) that tesserad placed this program on \
+                 (NVML error {e}); it is left out of NVML's device list",
+                uuid.map_or("no UUID", String::as_str)
+            )),
+        }
+    }
+    state().log(format_args!("nvml: tenant {} sees {:?}", t.id(), gpus));
+    Some(View { tenant: t.id(), gpus, pid: t.node_pid })
+}
+
+impl View {
+    /// The program's ordinal of NVML's `handle`, if it is one of the tenant's GPUs.
+    fn ordinal(&self, handle: nvmlDevice_t) -> Option<usize> {
+        self.gpus.iter().position(|g| g.0 == handle as usize)
+    }
+}
+
+/// A hook for a per-device query: `None` passes the call through (not a tenant, or a
+/// handle that is not one of its GPUs: only NVML's own look-ups hand those out, which
+/// the hooks refuse); `Some((view, ordinal))` governs it.
+fn governed(handle: nvmlDevice_t) -> Option<(View, usize)> {
+    let v = view()?;
+    let i = v.ordinal(handle)?;
+    Some((v, i))
+}
+
+/// `nvmlInit` and its variants: NVML's own, then the process becomes a tenant (if
+/// `cuInit` has not made it one already). A process that cannot become one (no daemon,
+/// refused) gets an error, as from `cuInit`, unless passthrough is allowed.
+fn init(name: &str, real_init: impl FnOnce() -> nvmlReturn_t) -> nvmlReturn_t {
+    guarded(name, || {
+        let r = real_init();
+        if r != code::SUCCESS {
+            return r;
+        }
+        let st = state();
+        let became = match st.init_lock.lock() {
+            Ok(_once) => st.become_tenant(),
+            Err(_) => Err(tessera_driver::status::UNKNOWN),
+        };
+        match became {
+            Ok(()) => {
+                let _ = view();
+                code::SUCCESS
+            }
+            Err(e) => {
+                // the real library's reference is given back: the program sees a failed
+                // initialisation, as from cuInit
+                let _ = nvml!(nvmlShutdown());
+                match e {
+                    tessera_driver::status::NO_DEVICE => code::GPU_NOT_FOUND,
+                    crate::state::SYSTEM_NOT_READY => code::NOT_READY,
+                    _ => code::UNKNOWN,
+                }
+            }
+        }
+    })
+}
+
+/// `nvmlInit_v2`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlInit_v2() -> nvmlReturn_t {
+    init("nvmlInit_v2", || nvml!(nvmlInit_v2()))
+}
+
+/// `nvmlInit` (NVML's first version).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlInit() -> nvmlReturn_t {
+    init("nvmlInit", || nvml!(nvmlInit()))
+}
+
+/// `nvmlInitWithFlags`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlInitWithFlags(flags: c_uint) -> nvmlReturn_t {
+    init("nvmlInitWithFlags", || nvml!(nvmlInitWithFlags(flags)))
+}
+
+/// `nvmlDeviceGetCount_v2`: how many GPUs the tenant was placed on.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetCount", || {
+        let r = nvml!(nvmlDeviceGetCount_v2(count));
+        if r == code::SUCCESS
+            && !count.is_null()
+            && let Some(v) = view()
+        {
+            // SAFETY: checked non-null; the real call just wrote it.
+            unsafe { *count = v.gpus.len() as c_uint };
+        }
+        r
+    })
+}
+
+/// `nvmlDeviceGetCount` (the first version): as `nvmlDeviceGetCount_v2`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> nvmlReturn_t {
+    nvmlDeviceGetCount_v2(count)
+}
+
+/// `nvmlDeviceGetHandleByIndex_v2`: the program's index i is the i-th GPU it was
+/// placed on (NVML's own handle, so names, UUIDs and PCI ids stay consistent).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetHandleByIndex", || {
+        let Some(v) = view() else { return nvml!(nvmlDeviceGetHandleByIndex_v2(index, device)) };
+        if device.is_null() {
+            return code::INVALID_ARGUMENT;
+        }
+        match v.gpus.get(index as usize) {
+            Some((handle, _, _)) => {
+                // SAFETY: checked non-null; the caller's output word.
+                unsafe { *device = *handle as nvmlDevice_t };
+                code::SUCCESS
+            }
+            None => code::INVALID_ARGUMENT,
+        }
+    })
+}
+
+/// `nvmlDeviceGetHandleByIndex` (the first version): as the second.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetHandleByIndex(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    nvmlDeviceGetHandleByIndex_v2(index, device)
+}
+
+/// A look-up by name (UUID, PCI bus id, serial): NVML's answer, if it is one of the
+/// tenant's GPUs; `NVML_ERROR_NOT_FOUND` for the others.
+fn look_up(
+    name: &str,
+    device: *mut nvmlDevice_t,
+    real: impl FnOnce() -> nvmlReturn_t,
+) -> nvmlReturn_t {
+    guarded(name, || {
+        let r = real();
+        if r != code::SUCCESS || device.is_null() {
+            return r;
+        }
+        let Some(v) = view() else { return r };
+        // SAFETY: checked non-null; the real call just wrote it.
+        let found = unsafe { *device };
+        if v.ordinal(found).is_some() {
+            return r;
+        }
+        // SAFETY: as above; the hidden GPU's handle is not handed out
+        unsafe { *device = std::ptr::null_mut() };
+        code::NOT_FOUND
+    })
+}
+
+/// `nvmlDeviceGetHandleByUUID`: only a GPU the tenant was placed on.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetHandleByUUID(
+    uuid: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    look_up("nvmlDeviceGetHandleByUUID", device, || nvml!(nvmlDeviceGetHandleByUUID(uuid, device)))
+}
+
+/// `nvmlDeviceGetHandleByUUIDV` (a UUID as a versioned struct): as by UUID.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetHandleByUUIDV(
+    uuid: *const c_void,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    look_up("nvmlDeviceGetHandleByUUIDV", device, || match real() {
+        Ok(RealNvml { by_uuid_v: Some(f), .. }) => {
+            // SAFETY: NVML's own entry point with the caller's arguments.
+            unsafe { f(uuid, device) }
+        }
+        Ok(_) => code::FUNCTION_NOT_FOUND,
+        Err(e) => e,
+    })
+}
+
+/// `nvmlDeviceGetHandleByPciBusId_v2`: only a GPU the tenant was placed on.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
+    bus_id: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    look_up("nvmlDeviceGetHandleByPciBusId", device, || {
+        nvml!(nvmlDeviceGetHandleByPciBusId_v2(bus_id, device))
+    })
+}
+
+/// `nvmlDeviceGetHandleByPciBusId` (the first version): only a GPU the tenant was
+/// placed on.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetHandleByPciBusId(
+    bus_id: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    look_up("nvmlDeviceGetHandleByPciBusId", device, || {
+        nvml!(nvmlDeviceGetHandleByPciBusId(bus_id, device))
+    })
+}
+
+/// `nvmlDeviceGetHandleBySerial`: only a GPU the tenant was placed on.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetHandleBySerial(
+    serial: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    look_up("nvmlDeviceGetHandleBySerial", device, || {
+        nvml!(nvmlDeviceGetHandleBySerial(serial, device))
+    })
+}
+
+/// `nvmlDeviceGetIndex`: the program's index of one of its GPUs.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_uint) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetIndex", || {
+        let Some(v) = view() else { return nvml!(nvmlDeviceGetIndex(device, index)) };
+        match (v.ordinal(device), index.is_null()) {
+            (Some(i), false) => {
+                // SAFETY: checked non-null; the caller's output word.
+                unsafe { *index = i as c_uint };
+                code::SUCCESS
+            }
+            _ => code::INVALID_ARGUMENT,
+        }
+    })
+}
+
+/// The tenant's (free, total) on its GPU `ordinal` (the driver's), as `cuMemGetInfo`
+/// reports it, capped by NVML's own figures.
+fn tenant_memory(ordinal: u32, real_free: u64, real_total: u64) -> Option<(u64, u64)> {
+    let (free, total) = state().tenant()?.memory_info(ordinal)?;
+    Some((free.min(real_free), total.min(real_total)))
+}
+
+/// `nvmlDeviceGetMemoryInfo`: the tenant's share — the figures `cuMemGetInfo` gives
+/// (free, total), and used = total - free.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: nvmlDevice_t,
+    memory: *mut nvmlMemory_t,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetMemoryInfo", || {
+        let r = nvml!(nvmlDeviceGetMemoryInfo(device, memory));
+        if r != code::SUCCESS || memory.is_null() {
+            return r;
+        }
+        let Some((v, i)) = governed(device) else { return r };
+        // SAFETY: checked non-null; the real call just filled it.
+        let m = unsafe { &mut *memory };
+        if let Some((free, total)) = tenant_memory(v.gpus[i].1, m.free, m.total) {
+            (m.free, m.total, m.used) = (free, total, total - free);
+        }
+        r
+    })
+}
+
+/// `nvmlDeviceGetMemoryInfo_v2`: as the first version, with nothing reserved (the
+/// tenant's share has no system reservation in it).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: nvmlDevice_t,
+    memory: *mut nvmlMemory_v2_t,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetMemoryInfo_v2", || {
+        let r = nvml!(nvmlDeviceGetMemoryInfo_v2(device, memory));
+        if r != code::SUCCESS || memory.is_null() {
+            return r;
+        }
+        let Some((v, i)) = governed(device) else { return r };
+        // SAFETY: checked non-null; the real call just filled it.
+        let m = unsafe { &mut *memory };
+        if let Some((free, total)) = tenant_memory(v.gpus[i].1, m.free, m.total) {
+            (m.free, m.total, m.used, m.reserved) = (free, total, total - free, 0);
+        }
+        r
+    })
+}
+
+/// `nvmlDeviceGetUtilizationRates`: `gpu` is the percentage of the daemon's last busy
+/// window the GPU ran this tenant's work; `memory` NVML's memory figure scaled by the
+/// tenant's part of the GPU's busy time (its traffic, if traffic follows time).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: nvmlDevice_t,
+    utilization: *mut nvmlUtilization_t,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetUtilizationRates", || {
+        let r = nvml!(nvmlDeviceGetUtilizationRates(device, utilization));
+        if r != code::SUCCESS || utilization.is_null() {
+            return r;
+        }
+        let Some((v, i)) = governed(device) else { return r };
+        let Some(t) = state().tenant() else { return r };
+        let busy = match t.recent_busy() {
+            Ok(b) => b.get(&v.gpus[i].2).copied().unwrap_or(0.0),
+            Err(_) => return code::UNKNOWN,
+        };
+        // SAFETY: checked non-null; the real call just filled it.
+        let u = unsafe { &mut *utilization };
+        let mine = (busy * 100.0).round().clamp(0.0, 100.0) as c_uint;
+        u.memory = if u.gpu == 0 {
+            0
+        } else {
+            (f64::from(u.memory) * (f64::from(mine) / f64::from(u.gpu)).min(1.0)).round() as c_uint
+        };
+        u.gpu = mine;
+        r
+    })
+}
+
+/// A list NVML fills (`count` entries of `T` at most), with only the entries `keep`
+/// accepts handed to the program: NVML's full list is read into a buffer of this
+/// module's own (so that neither its length nor its entries reach the program), then
+/// what is kept copied out as NVML would — `NVML_ERROR_INSUFFICIENT_SIZE` and the
+/// length needed when the program's array is too small.
+fn filtered_list<T: Copy>(
+    count: *mut c_uint,
+    out: *mut T,
+    keep: impl Fn(&T) -> bool,
+    mut fill: impl FnMut(&mut c_uint, *mut T) -> nvmlReturn_t,
+) -> nvmlReturn_t {
+    if count.is_null() {
+        return code::INVALID_ARGUMENT;
+    }
+    let mut capacity: c_uint = 64;
+    let kept: Vec<T> = loop {
+        let mut buf: Vec<T> = Vec::with_capacity(capacity as usize);
+        let mut n = capacity;
+        let r = fill(&mut n, buf.as_mut_ptr());
+        match r {
+            code::SUCCESS => {
+                // SAFETY: NVML wrote `n` entries, at most the capacity given.
+                unsafe { buf.set_len((n as usize).min(capacity as usize)) };
+                break buf.into_iter().filter(|e| keep(e)).collect();
+            }
+            code::INSUFFICIENT_SIZE if n > capacity && capacity < 1 << 16 => capacity = n,
+            _ => return r,
+        }
+    };
+    // SAFETY: checked non-null: the caller's count word.
+    let room = unsafe { *count } as usize;
+    // SAFETY: as above.
+    unsafe { *count = kept.len() as c_uint };
+    if kept.is_empty() {
+        return code::SUCCESS;
+    }
+    if room < kept.len() || out.is_null() {
+        return code::INSUFFICIENT_SIZE;
+    }
+    // SAFETY: the caller's array holds `room` >= kept.len() entries of T.
+    unsafe { std::ptr::copy_nonoverlapping(kept.as_ptr(), out, kept.len()) };
+    code::SUCCESS
+}
+
+/// The running-process queries: only the tenant's own process.
+macro_rules! own_processes {
+    ($($name:ident: $info:ty;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: the tenant's own process only.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $name(device: nvmlDevice_t, count: *mut c_uint, infos: *mut $info) -> nvmlReturn_t {
+            guarded(stringify!($name), || match governed(device) {
+                None => nvml!($name(device, count, infos)),
+                Some((v, _)) => filtered_list(count, infos, |p: &$info| p.pid == v.pid, |n, buf| {
+                    nvml!($name(device, n, buf))
+                }),
+            })
+        }
+    )*};
+}
+own_processes! {
+    nvmlDeviceGetComputeRunningProcesses: nvmlProcessInfo_v1_t;
+    nvmlDeviceGetComputeRunningProcesses_v2: nvmlProcessInfo_t;
+    nvmlDeviceGetComputeRunningProcesses_v3: nvmlProcessInfo_t;
+    nvmlDeviceGetGraphicsRunningProcesses: nvmlProcessInfo_v1_t;
+    nvmlDeviceGetGraphicsRunningProcesses_v2: nvmlProcessInfo_t;
+    nvmlDeviceGetGraphicsRunningProcesses_v3: nvmlProcessInfo_t;
+    nvmlDeviceGetMPSComputeRunningProcesses: nvmlProcessInfo_v1_t;
+    nvmlDeviceGetMPSComputeRunningProcesses_v2: nvmlProcessInfo_t;
+    nvmlDeviceGetMPSComputeRunningProcesses_v3: nvmlProcessInfo_t;
+}
+
+/// `nvmlDeviceGetRunningProcessDetailList`: the tenant's own process only.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetRunningProcessDetailList(
+    device: nvmlDevice_t,
+    list: *mut nvmlProcessDetailList_t,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetRunningProcessDetailList", || {
+        let Some((v, _)) = governed(device) else {
+            return nvml!(nvmlDeviceGetRunningProcessDetailList(device, list));
+        };
+        if list.is_null() {
+            return code::INVALID_ARGUMENT;
+        }
+        // SAFETY: checked non-null; the caller's list header.
+        let caller = unsafe { &mut *list };
+        let out = caller.procArray;
+        let mut count = caller.numProcArrayEntries;
+        let r = filtered_list(
+            &mut count,
+            out,
+            |p: &nvmlProcessDetail_v1_t| p.pid == v.pid,
+            |n, buf| {
+                let mut mine = *caller;
+                (mine.numProcArrayEntries, mine.procArray) = (*n, buf);
+                let r = nvml!(nvmlDeviceGetRunningProcessDetailList(device, &mut mine));
+                *n = mine.numProcArrayEntries;
+                r
+            },
+        );
+        caller.numProcArrayEntries = count;
+        r
+    })
+}
+
+/// `nvmlDeviceGetProcessUtilization`: samples of the tenant's own process only.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetProcessUtilization(
+    device: nvmlDevice_t,
+    samples: *mut nvmlProcessUtilizationSample_t,
+    count: *mut c_uint,
+    last_seen: c_ulonglong,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetProcessUtilization", || match governed(device) {
+        None => nvml!(nvmlDeviceGetProcessUtilization(device, samples, count, last_seen)),
+        Some((v, _)) => filtered_list(
+            count,
+            samples,
+            |s: &nvmlProcessUtilizationSample_t| s.pid == v.pid,
+            |n, buf| nvml!(nvmlDeviceGetProcessUtilization(device, buf, n, last_seen)),
+        ),
+    })
+}
+
+/// `nvmlDeviceGetProcessesUtilizationInfo`: samples of the tenant's own process only.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetProcessesUtilizationInfo(
+    device: nvmlDevice_t,
+    info: *mut nvmlProcessesUtilizationInfo_t,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetProcessesUtilizationInfo", || {
+        let Some((v, _)) = governed(device) else {
+            return nvml!(nvmlDeviceGetProcessesUtilizationInfo(device, info));
+        };
+        if info.is_null() {
+            return code::INVALID_ARGUMENT;
+        }
+        // SAFETY: checked non-null; the caller's header.
+        let caller = unsafe { &mut *info };
+        let out = caller.procUtilArray;
+        let mut count = caller.processSamplesCount;
+        let r = filtered_list(
+            &mut count,
+            out,
+            |s: &nvmlProcessUtilizationInfo_v1_t| s.pid == v.pid,
+            |n, buf| {
+                let mut mine = *caller;
+                (mine.processSamplesCount, mine.procUtilArray) = (*n, buf);
+                let r = nvml!(nvmlDeviceGetProcessesUtilizationInfo(device, &mut mine));
+                *n = mine.processSamplesCount;
+                r
+            },
+        );
+        caller.processSamplesCount = count;
+        r
+    })
+}
+
+/// `nvmlDeviceGetAccountingPids`: the tenant's own process only.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetAccountingPids(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    pids: *mut c_uint,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetAccountingPids", || match governed(device) {
+        None => nvml!(nvmlDeviceGetAccountingPids(device, count, pids)),
+        Some((v, _)) => filtered_list(
+            count,
+            pids,
+            |p: &c_uint| *p == v.pid,
+            |n, buf| nvml!(nvmlDeviceGetAccountingPids(device, n, buf)),
+        ),
+    })
+}
+
+/// The hook for NVML's symbol `name`, if it is governed.
+pub fn hook_for(name: &[u8]) -> Option<*mut c_void> {
+    Some(match name {
+        b"nvmlInit" => nvmlInit as *mut c_void,
+        b"nvmlInit_v2" => nvmlInit_v2 as *mut c_void,
+        b"nvmlInitWithFlags" => nvmlInitWithFlags as *mut c_void,
+        b"nvmlDeviceGetCount" => nvmlDeviceGetCount as *mut c_void,
+        b"nvmlDeviceGetCount_v2" => nvmlDeviceGetCount_v2 as *mut c_void,
+        b"nvmlDeviceGetHandleByIndex" => nvmlDeviceGetHandleByIndex as *mut c_void,
+        b"nvmlDeviceGetHandleByIndex_v2" => nvmlDeviceGetHandleByIndex_v2 as *mut c_void,
+        b"nvmlDeviceGetHandleByUUID" => nvmlDeviceGetHandleByUUID as *mut c_void,
+        b"nvmlDeviceGetHandleByUUIDV" => nvmlDeviceGetHandleByUUIDV as *mut c_void,
+        b"nvmlDeviceGetHandleByPciBusId" => nvmlDeviceGetHandleByPciBusId as *mut c_void,
+        b"nvmlDeviceGetHandleByPciBusId_v2" => nvmlDeviceGetHandleByPciBusId_v2 as *mut c_void,
+        b"nvmlDeviceGetHandleBySerial" => nvmlDeviceGetHandleBySerial as *mut c_void,
+        b"nvmlDeviceGetIndex" => nvmlDeviceGetIndex as *mut c_void,
+        b"nvmlDeviceGetMemoryInfo" => nvmlDeviceGetMemoryInfo as *mut c_void,
+        b"nvmlDeviceGetMemoryInfo_v2" => nvmlDeviceGetMemoryInfo_v2 as *mut c_void,
+        b"nvmlDeviceGetUtilizationRates" => nvmlDeviceGetUtilizationRates as *mut c_void,
+        b"nvmlDeviceGetComputeRunningProcesses" => {
+            nvmlDeviceGetComputeRunningProcesses as *mut c_void
+        }
+        b"nvmlDeviceGetComputeRunningProcesses_v2" => {
+            nvmlDeviceGetComputeRunningProcesses_v2 as *mut c_void
+        }
+        b"nvmlDeviceGetComputeRunningProcesses_v3" => {
+            nvmlDeviceGetComputeRunningProcesses_v3 as *mut c_void
+        }
+        b"nvmlDeviceGetGraphicsRunningProcesses" => {
+            nvmlDeviceGetGraphicsRunningProcesses as *mut c_void
+        }
+        b"nvmlDeviceGetGraphicsRunningProcesses_v2" => {
+            nvmlDeviceGetGraphicsRunningProcesses_v2 as *mut c_void
+        }
+        b"nvmlDeviceGetGraphicsRunningProcesses_v3" => {
+            nvmlDeviceGetGraphicsRunningProcesses_v3 as *mut c_void
+        }
+        b"nvmlDeviceGetMPSComputeRunningProcesses" => {
+            nvmlDeviceGetMPSComputeRunningProcesses as *mut c_void
+        }
+        b"nvmlDeviceGetMPSComputeRunningProcesses_v2" => {
+            nvmlDeviceGetMPSComputeRunningProcesses_v2 as *mut c_void
+        }
+        b"nvmlDeviceGetMPSComputeRunningProcesses_v3" => {
+            nvmlDeviceGetMPSComputeRunningProcesses_v3 as *mut c_void
+        }
+        b"nvmlDeviceGetRunningProcessDetailList" => {
+            nvmlDeviceGetRunningProcessDetailList as *mut c_void
+        }
+        b"nvmlDeviceGetProcessUtilization" => nvmlDeviceGetProcessUtilization as *mut c_void,
+        b"nvmlDeviceGetProcessesUtilizationInfo" => {
+            nvmlDeviceGetProcessesUtilizationInfo as *mut c_void
+        }
+        b"nvmlDeviceGetAccountingPids" => nvmlDeviceGetAccountingPids as *mut c_void,
+        _ => return None,
+    })
+}
+
+/// The hooks as NVML's table: each must have exactly the signature of the entry point
+/// it stands for, which the compiler checks against the bindings generated from
+/// `nvml.h` (`nvml-wrapper-sys`). Never called.
+#[allow(dead_code)]
+fn hooks_have_nvmls_signatures(lib: &mut NvmlLib) {
+    lib.nvmlInit = Ok(nvmlInit);
+    lib.nvmlInit_v2 = Ok(nvmlInit_v2);
+    lib.nvmlInitWithFlags = Ok(nvmlInitWithFlags);
+    lib.nvmlDeviceGetCount = Ok(nvmlDeviceGetCount);
+    lib.nvmlDeviceGetCount_v2 = Ok(nvmlDeviceGetCount_v2);
+    lib.nvmlDeviceGetHandleByIndex = Ok(nvmlDeviceGetHandleByIndex);
+    lib.nvmlDeviceGetHandleByIndex_v2 = Ok(nvmlDeviceGetHandleByIndex_v2);
+    lib.nvmlDeviceGetHandleByUUID = Ok(nvmlDeviceGetHandleByUUID);
+    lib.nvmlDeviceGetHandleByPciBusId = Ok(nvmlDeviceGetHandleByPciBusId);
+    lib.nvmlDeviceGetHandleByPciBusId_v2 = Ok(nvmlDeviceGetHandleByPciBusId_v2);
+    lib.nvmlDeviceGetHandleBySerial = Ok(nvmlDeviceGetHandleBySerial);
+    lib.nvmlDeviceGetIndex = Ok(nvmlDeviceGetIndex);
+    lib.nvmlDeviceGetMemoryInfo = Ok(nvmlDeviceGetMemoryInfo);
+    lib.nvmlDeviceGetMemoryInfo_v2 = Ok(nvmlDeviceGetMemoryInfo_v2);
+    lib.nvmlDeviceGetUtilizationRates = Ok(nvmlDeviceGetUtilizationRates);
+    lib.nvmlDeviceGetComputeRunningProcesses = Ok(nvmlDeviceGetComputeRunningProcesses);
+    lib.nvmlDeviceGetComputeRunningProcesses_v2 = Ok(nvmlDeviceGetComputeRunningProcesses_v2);
+    lib.nvmlDeviceGetComputeRunningProcesses_v3 = Ok(nvmlDeviceGetComputeRunningProcesses_v3);
+    lib.nvmlDeviceGetGraphicsRunningProcesses = Ok(nvmlDeviceGetGraphicsRunningProcesses);
+    lib.nvmlDeviceGetGraphicsRunningProcesses_v2 = Ok(nvmlDeviceGetGraphicsRunningProcesses_v2);
+    lib.nvmlDeviceGetGraphicsRunningProcesses_v3 = Ok(nvmlDeviceGetGraphicsRunningProcesses_v3);
+    lib.nvmlDeviceGetMPSComputeRunningProcesses = Ok(nvmlDeviceGetMPSComputeRunningProcesses);
+    lib.nvmlDeviceGetMPSComputeRunningProcesses_v2 = Ok(nvmlDeviceGetMPSComputeRunningProcesses_v2);
+    lib.nvmlDeviceGetMPSComputeRunningProcesses_v3 = Ok(nvmlDeviceGetMPSComputeRunningProcesses_v3);
+    lib.nvmlDeviceGetRunningProcessDetailList = Ok(nvmlDeviceGetRunningProcessDetailList);
+    lib.nvmlDeviceGetProcessUtilization = Ok(nvmlDeviceGetProcessUtilization);
+    lib.nvmlDeviceGetProcessesUtilizationInfo = Ok(nvmlDeviceGetProcessesUtilizationInfo);
+    lib.nvmlDeviceGetAccountingPids = Ok(nvmlDeviceGetAccountingPids);
+}
