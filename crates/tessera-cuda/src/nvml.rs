@@ -471,7 +471,7 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(
         }
         let Some((v, i)) = governed(device) else { return r };
         let Some(t) = state().tenant() else { return r };
-        let busy = match t.recent_busy() {
+        let busy = match recent_busy(t) {
             Ok(b) => b.get(&v.gpus[i].2).copied().unwrap_or(0.0),
             Err(_) => return code::UNKNOWN,
         };
@@ -486,6 +486,31 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(
         u.gpu = mine;
         r
     })
+}
+
+/// How long an answer of the daemon's about the tenant's GPU time stands: a program
+/// polling NVML in a loop asks the daemon at most this often (NVML's own utilization
+/// is sampled every 1/6 s to 1 s).
+const BUSY_ASKED_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// [`Tenant::recent_busy`], asked of the daemon at most every [`BUSY_ASKED_EVERY`].
+fn recent_busy(
+    t: &Tenant,
+) -> Result<std::collections::HashMap<u32, f64>, tessera_driver::CuResult> {
+    type Answer = (u64, std::time::Instant, std::collections::HashMap<u32, f64>);
+    static LAST: Mutex<Option<Answer>> = Mutex::new(None);
+    if let Ok(last) = LAST.lock()
+        && let Some((tenant, at, busy)) = last.as_ref()
+        && *tenant == t.id()
+        && at.elapsed() < BUSY_ASKED_EVERY
+    {
+        return Ok(busy.clone());
+    }
+    let busy = t.recent_busy()?;
+    if let Ok(mut last) = LAST.lock() {
+        *last = Some((t.id(), std::time::Instant::now(), busy.clone()));
+    }
+    Ok(busy)
 }
 
 /// A list NVML fills (`count` entries of `T` at most), with only the entries `keep`

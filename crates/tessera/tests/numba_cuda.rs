@@ -2,28 +2,18 @@
 //! target for numba, whose driver calls go through NVIDIA's cuda-bindings, which load
 //! `libcuda.so.1` themselves) runs `tests/data/numba_client.py` under `tessera run`, on
 //! the fake driver, beside a daemon and another tenant. Installed by the test itself
-//! (`scripts/fetch-numba-cuda.sh`); SKIPPED, with the reason, where PyPI or NVIDIA's
+//! (`scripts/python-client.sh numba-cuda`); SKIPPED, with the reason, where PyPI or NVIDIA's
 //! header cannot be reached or the interposer is not built.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tessera_client::{Client, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
-
-/// The environment's python, or why there is none.
-fn numba_python() -> Result<PathBuf, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-numba-cuda.sh");
-    let out = Command::new("bash").arg(&script).output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").to_string());
-    }
-    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
 
 /// numba-cuda as a tenant: of the fake driver's two GPUs it sees the one the daemon
 /// has; `cuMemGetInfo` (numba's `get_memory_info`) shows its 256 MiB share; 300 MiB
@@ -38,7 +28,7 @@ fn numba_python() -> Result<PathBuf, String> {
 fn numba_cuda_runs_as_a_tenant() {
     let Some(scratch) = common::scratch("numba") else { return };
     let (bin, dir) = (&scratch.bin, &scratch.dir);
-    let python = match numba_python() {
+    let python = match common::python_client("numba-cuda") {
         Ok(p) => p,
         Err(why) => {
             eprintln!("SKIPPED: numba-cuda could not be installed from PyPI: {why}");

@@ -105,3 +105,19 @@ pub fn demo_client(dir: &Path, socket: &Path, weight: u32, tasks: usize) -> std:
         .spawn()
         .unwrap()
 }
+
+/// The python of a virtual environment holding the Python CUDA client `name`
+/// (`scripts/python-client.sh`: `numba-cuda` or `pynvml`), installed from PyPI the
+/// first time; or why there is none.
+pub fn python_client(name: &str) -> Result<PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/python-client.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(name)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").to_string());
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install a real, third-party Python CUDA client into a virtual environment in a cache,
+# for tessera's tests that run it under `tessera run`:
+#   numba-cuda  NVIDIA's Python CUDA target for numba, which loads the driver itself
+#               through cuda-bindings (crates/tessera/tests/numba_cuda.rs); pinned, with
+#               its CUDA 12 extra (NVVM, NVRTC, nvJitLink and the runtime from PyPI;
+#               about 400 MB to download the first time);
+#   pynvml      NVIDIA's NVML bindings (PyPI's nvidia-ml-py), which dlopen
+#               libnvidia-ml.so.1 (crates/tessera/tests/pynvml.rs).
+#
+# usage: scripts/python-client.sh numba-cuda|pynvml [CACHE_DIR]
+#   CACHE_DIR defaults to $TESSERA_PYTHON_CACHE/<client>-<version>, else
+#   ~/.cache/tessera/<client>-<version>
+# Prints the environment's python. Safe to run concurrently (a lock) and again (does
+# nothing when complete).
+set -euo pipefail
+case "${1:-}" in
+  numba-cuda) version=0.30.4; spec="numba-cuda[cu12]==$version" ;;
+  pynvml) version=12.575.51; spec="nvidia-ml-py==$version" ;;
+  *) echo "usage: $0 numba-cuda|pynvml [CACHE_DIR]" >&2; exit 64 ;;
+esac
+cache="${2:-${TESSERA_PYTHON_CACHE:-$HOME/.cache/tessera}/$1-$version}"
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9
+if [ ! -f "$cache/.complete" ]; then
+  rm -rf "$cache/venv"
+  python3 -m venv "$cache/venv" >&2
+  "$cache/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" >&2
+  touch "$cache/.complete"
+fi
+echo "$cache/venv/bin/python"
