@@ -400,7 +400,7 @@ macro_rules! stream_alloc {
 }
 
 /// A stream-ordered free and its per-thread-stream variant: the reservation returns
-/// when the call is made (the pool may keep the memory; see the README).
+/// when the call is made (the pool may keep the memory; see docs/users.md).
 macro_rules! stream_free {
     ($plain:ident, $ptsz:ident) => {
         #[doc = concat!("`", stringify!($plain), "`: returns the reservation.")]

@@ -14,7 +14,7 @@ enum PolicyArg {
     Flexy,
     FlexyPid,
     LeastLoaded,
-    /// Inference serving on gpu-lets (see `[gpulets]` in the README).
+    /// Inference serving on gpu-lets (see `[gpulets]` in docs/operators.md).
     Gpulets,
     /// FairGV's fair queuing: GPU time in proportion to tenant weights.
     Fair,
@@ -52,7 +52,7 @@ pub struct DaemonArgs {
     /// where none loads.
     #[arg(long, conflicts_with = "cuda")]
     emulate: bool,
-    /// Use real GPUs through the CUDA driver (never yet run on one: see the README).
+    /// Use real GPUs through the CUDA driver (never yet run on one: see docs/operators.md).
     #[arg(long)]
     cuda: bool,
     /// The CUDA driver library to load (default: libcuda.so.1 from the loader's path).

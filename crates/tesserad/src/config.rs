@@ -302,7 +302,7 @@ pub struct DaemonConfig {
     /// The Prometheus endpoint.
     pub metrics: MetricsSection,
     /// Append every decision that changes a tenant's fate to this file, one JSON object
-    /// per line (see the README's event log section). Unset: no file (the decisions
+    /// per line (see the event log section of docs/operators.md). Unset: no file (the decisions
     /// are still in the log at level info, target `tessera::event`).
     pub events: Option<PathBuf>,
 }

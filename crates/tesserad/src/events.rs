@@ -3,7 +3,7 @@
 //! queue waits, departures), one JSON object each.
 //!
 //! Each event goes three ways: as a line to the `events` file when one is configured
-//! (`--events FILE`; the format is documented in the README's operator section), as a
+//! (`--events FILE`; the format is documented in docs/operators.md), as a
 //! `tracing` event of target `tessera::event` (so `--log-format json` carries it in
 //! the daemon's log), and into a short ring of recent events that `status` shows
 //! (`tessera top`'s last panel). Recording never blocks on anything but the file's

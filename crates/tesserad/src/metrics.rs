@@ -86,7 +86,7 @@ fn seconds_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1e-4, 2.0, 21))
 }
 
-/// Every metric the daemon exports (see the README's metrics section for the list).
+/// Every metric the daemon exports (see the metrics section of docs/operators.md for the list).
 #[derive(Debug)]
 pub struct NodeMetrics {
     registry: Registry,
