@@ -140,7 +140,8 @@ fn utilization_of(out: &str) -> u64 {
 /// pynvml does, under the interposer with `CUDA_VISIBLE_DEVICES=1`: `nvmlInit` makes
 /// it a tenant, placed on the machine's GPU 1, which it sees as its device 0 — found
 /// by that GPU's UUID, PCI bus id and serial, with index 0 — and GPU 0 is found by none
-/// of them. Its memory is its limit, and no process runs (it has no context).
+/// of them. Its memory is its limit, and no process runs (it has no context). The fake
+/// NVML's call log shows which calls reached it.
 #[test]
 fn a_monitoring_tool_sees_its_placed_gpu_as_device_0() {
     let Some((s, app)) = nvml_setup("nvml-dlopen") else { return };
@@ -154,7 +155,7 @@ fn a_monitoring_tool_sees_its_placed_gpu_as_device_0() {
             ("NVML_ONLY", "1"),
         ],
     );
-    c.env("FAKE_CUDA_STATS", "0");
+    c.env("FAKE_CUDA_STATS", "0").env("FAKE_NVML_LOG", "1");
     let (code, out, err) = run(c);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(field(&out, "count before"), "1", "{out}");
@@ -166,4 +167,10 @@ fn a_monitoring_tool_sees_its_placed_gpu_as_device_0() {
         assert_eq!(field(&out, &format!("lookup {kind} 0")), "6 -1", "{out}");
     }
     assert!(s.log().contains("dlsym nvmlDeviceGetCount_v2 -> hook"), "{}", s.log());
+    // NVML's own books: the interposer found the placed GPU by its node index (1), the
+    // program's index 0 never reached NVML, and an ungoverned call passed through
+    let calls = std::fs::read_to_string(s.dir.join("libnvidia-ml.so.1.log")).unwrap();
+    assert!(calls.lines().any(|l| l == "nvmlDeviceGetHandleByIndex_v2 1"), "{calls}");
+    assert!(!calls.lines().any(|l| l == "nvmlDeviceGetHandleByIndex_v2 0"), "{calls}");
+    assert!(calls.lines().any(|l| l == "nvmlDeviceGetName"), "{calls}");
 }

@@ -612,7 +612,7 @@ fn fair_run(
 ///     98%, since a kernel still running at its slice's end was charged nothing and the
 ///     next slice's holder was charged its wait behind it);
 /// (b) 1 ms of work every 30 ms beside a GPU-bound program, at weights 1:1 and 1:3: the
-///     light program receives at least 80% of what it asks, and the GPU-bound one at
+///     light program receives at least 70% of what it asks, and the GPU-bound one at
 ///     least half of the rest (before, at 1:1: 0.15 s of 2.94 s, 5% — the light one
 ///     kept each slice it was granted while it computed on the CPU).
 #[test]
@@ -648,9 +648,14 @@ fn fair_shares_are_received_whatever_the_kernels() {
         ) else {
             return;
         };
+        // what it asks: 1 ms per nominal 30 ms cycle. Its cycle is longer by the wait
+        // for the GPU-bound program's slice to end (up to a 30 ms slice) and by its own
+        // wake-ups, which grow with the machine's load: 82% was measured on an idle
+        // machine and 79% on a loaded 2-core CI run (0.099 s of 0.125 s), both with all
+        // of its kernels run. Starving it would leave far less; 70% keeps a margin
         let asked = window / 0.030 * 0.001;
         assert!(
-            light >= 0.8 * asked,
+            light >= 0.7 * asked,
             "weights {wa}:{wb}: the light program received {light:.3} s of the {asked:.3} s it asked"
         );
         eprintln!(

@@ -244,13 +244,17 @@ nvmlReturn_t DECLDIR nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
 nvmlReturn_t DECLDIR nvmlDeviceGetCount(unsigned int *deviceCount) {
     return nvmlDeviceGetCount_v2(deviceCount);
 }
-nvmlReturn_t DECLDIR nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
-    log_call("nvmlDeviceGetHandleByIndex_v2 %u", index);
+/* The handle of device `index` (the look-ups' common end, logged by each caller). */
+static nvmlReturn_t handle_of(unsigned int index, nvmlDevice_t *device) {
     NEED_INIT();
     if (!device || index >= (unsigned int)devices()) return NVML_ERROR_INVALID_ARGUMENT;
     device_table[index].index = (int)index;
     *device = (nvmlDevice_t)&device_table[index];
     return NVML_SUCCESS;
+}
+nvmlReturn_t DECLDIR nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    log_call("nvmlDeviceGetHandleByIndex_v2 %u", index);
+    return handle_of(index, device);
 }
 nvmlReturn_t DECLDIR nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
     return nvmlDeviceGetHandleByIndex_v2(index, device);
@@ -263,7 +267,7 @@ static nvmlReturn_t handle_by(const char *want, void (*text)(int, char *, size_t
     for (int p = 0; p < devices(); p++) {
         char t[96];
         text(p, t, sizeof t);
-        if (!strcasecmp(t, want)) return nvmlDeviceGetHandleByIndex_v2((unsigned int)p, device);
+        if (!strcasecmp(t, want)) return handle_of((unsigned int)p, device);
     }
     return NVML_ERROR_NOT_FOUND;
 }
