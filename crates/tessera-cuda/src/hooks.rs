@@ -1658,25 +1658,20 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
     }
     // SAFETY: NUL-terminated by the caller's contract.
     let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
-    // NVML's names (unless the real NVML's own are being resolved)
-    if bytes.starts_with(b"nvml") {
+    // NVML's names (unless the real NVML's own are being resolved) and the driver's;
+    // everything else (the Rust runtime's own look-ups among them) goes straight
+    // through without touching the state
+    let hook = if bytes.starts_with(b"nvml") {
         if crate::nvml::resolving_real() {
             return found;
         }
-        return match crate::nvml::hook_for(bytes) {
-            Some(hook) => {
-                state().log(format_args!("dlsym {} -> hook", String::from_utf8_lossy(bytes)));
-                hook
-            }
-            None => found,
-        };
-    }
-    // only driver names; everything else (the Rust runtime's own look-ups among them)
-    // goes straight through without touching the state
-    if !bytes.starts_with(b"cu") {
+        crate::nvml::hook_for(bytes)
+    } else if bytes.starts_with(b"cu") {
+        hook_for(bytes)
+    } else {
         return found;
-    }
-    match hook_for(bytes) {
+    };
+    match hook {
         Some(hook) => {
             state().log(format_args!("dlsym {} -> hook", String::from_utf8_lossy(bytes)));
             hook

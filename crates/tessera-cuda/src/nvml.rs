@@ -38,17 +38,17 @@ use std::sync::{Mutex, OnceLock};
 
 /// NVML's return codes the hooks give.
 mod code {
-    use super::nvmlReturn_t;
-    pub const SUCCESS: nvmlReturn_t = 0;
-    pub const UNINITIALIZED: nvmlReturn_t = 1;
-    pub const INVALID_ARGUMENT: nvmlReturn_t = 2;
-    pub const NOT_FOUND: nvmlReturn_t = 6;
-    pub const INSUFFICIENT_SIZE: nvmlReturn_t = 7;
-    pub const LIBRARY_NOT_FOUND: nvmlReturn_t = 12;
-    pub const FUNCTION_NOT_FOUND: nvmlReturn_t = 13;
-    pub const NOT_READY: nvmlReturn_t = 27;
-    pub const GPU_NOT_FOUND: nvmlReturn_t = 28;
-    pub const UNKNOWN: nvmlReturn_t = 999;
+    pub use b::nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND as FUNCTION_NOT_FOUND;
+    pub use b::nvmlReturn_enum_NVML_ERROR_GPU_NOT_FOUND as GPU_NOT_FOUND;
+    pub use b::nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE as INSUFFICIENT_SIZE;
+    pub use b::nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT as INVALID_ARGUMENT;
+    pub use b::nvmlReturn_enum_NVML_ERROR_LIBRARY_NOT_FOUND as LIBRARY_NOT_FOUND;
+    pub use b::nvmlReturn_enum_NVML_ERROR_NOT_FOUND as NOT_FOUND;
+    pub use b::nvmlReturn_enum_NVML_ERROR_NOT_READY as NOT_READY;
+    pub use b::nvmlReturn_enum_NVML_ERROR_UNINITIALIZED as UNINITIALIZED;
+    pub use b::nvmlReturn_enum_NVML_ERROR_UNKNOWN as UNKNOWN;
+    pub use b::nvmlReturn_enum_NVML_SUCCESS as SUCCESS;
+    use nvml_wrapper_sys::bindings as b;
 }
 
 /// `nvmlDeviceGetHandleByUUIDV` (NVML 12.8+, newer than the bindings): its argument
@@ -689,95 +689,54 @@ pub extern "C" fn nvmlDeviceGetAccountingPids(
     })
 }
 
-/// The hook for NVML's symbol `name`, if it is governed.
-pub fn hook_for(name: &[u8]) -> Option<*mut c_void> {
-    Some(match name {
-        b"nvmlInit" => nvmlInit as *mut c_void,
-        b"nvmlInit_v2" => nvmlInit_v2 as *mut c_void,
-        b"nvmlInitWithFlags" => nvmlInitWithFlags as *mut c_void,
-        b"nvmlDeviceGetCount" => nvmlDeviceGetCount as *mut c_void,
-        b"nvmlDeviceGetCount_v2" => nvmlDeviceGetCount_v2 as *mut c_void,
-        b"nvmlDeviceGetHandleByIndex" => nvmlDeviceGetHandleByIndex as *mut c_void,
-        b"nvmlDeviceGetHandleByIndex_v2" => nvmlDeviceGetHandleByIndex_v2 as *mut c_void,
-        b"nvmlDeviceGetHandleByUUID" => nvmlDeviceGetHandleByUUID as *mut c_void,
-        b"nvmlDeviceGetHandleByUUIDV" => nvmlDeviceGetHandleByUUIDV as *mut c_void,
-        b"nvmlDeviceGetHandleByPciBusId" => nvmlDeviceGetHandleByPciBusId as *mut c_void,
-        b"nvmlDeviceGetHandleByPciBusId_v2" => nvmlDeviceGetHandleByPciBusId_v2 as *mut c_void,
-        b"nvmlDeviceGetHandleBySerial" => nvmlDeviceGetHandleBySerial as *mut c_void,
-        b"nvmlDeviceGetIndex" => nvmlDeviceGetIndex as *mut c_void,
-        b"nvmlDeviceGetMemoryInfo" => nvmlDeviceGetMemoryInfo as *mut c_void,
-        b"nvmlDeviceGetMemoryInfo_v2" => nvmlDeviceGetMemoryInfo_v2 as *mut c_void,
-        b"nvmlDeviceGetUtilizationRates" => nvmlDeviceGetUtilizationRates as *mut c_void,
-        b"nvmlDeviceGetComputeRunningProcesses" => {
-            nvmlDeviceGetComputeRunningProcesses as *mut c_void
+/// The governed entry points, named once: [`hook_for`] answers their hooks by name,
+/// and `hooks_have_nvmls_signatures` (never called) makes the compiler check each
+/// hook's signature against the bindings generated from `nvml.h` (`nvml-wrapper-sys`).
+/// `nvmlDeviceGetHandleByUUIDV`, newer than the bindings, is added by hand.
+macro_rules! governed_entry_points {
+    ($($name:ident),* $(,)?) => {
+        /// The hook for NVML's symbol `name`, if it is governed.
+        pub fn hook_for(name: &[u8]) -> Option<*mut c_void> {
+            $(if name == stringify!($name).as_bytes() {
+                return Some($name as *mut c_void);
+            })*
+            (name == b"nvmlDeviceGetHandleByUUIDV")
+                .then_some(nvmlDeviceGetHandleByUUIDV as *mut c_void)
         }
-        b"nvmlDeviceGetComputeRunningProcesses_v2" => {
-            nvmlDeviceGetComputeRunningProcesses_v2 as *mut c_void
-        }
-        b"nvmlDeviceGetComputeRunningProcesses_v3" => {
-            nvmlDeviceGetComputeRunningProcesses_v3 as *mut c_void
-        }
-        b"nvmlDeviceGetGraphicsRunningProcesses" => {
-            nvmlDeviceGetGraphicsRunningProcesses as *mut c_void
-        }
-        b"nvmlDeviceGetGraphicsRunningProcesses_v2" => {
-            nvmlDeviceGetGraphicsRunningProcesses_v2 as *mut c_void
-        }
-        b"nvmlDeviceGetGraphicsRunningProcesses_v3" => {
-            nvmlDeviceGetGraphicsRunningProcesses_v3 as *mut c_void
-        }
-        b"nvmlDeviceGetMPSComputeRunningProcesses" => {
-            nvmlDeviceGetMPSComputeRunningProcesses as *mut c_void
-        }
-        b"nvmlDeviceGetMPSComputeRunningProcesses_v2" => {
-            nvmlDeviceGetMPSComputeRunningProcesses_v2 as *mut c_void
-        }
-        b"nvmlDeviceGetMPSComputeRunningProcesses_v3" => {
-            nvmlDeviceGetMPSComputeRunningProcesses_v3 as *mut c_void
-        }
-        b"nvmlDeviceGetRunningProcessDetailList" => {
-            nvmlDeviceGetRunningProcessDetailList as *mut c_void
-        }
-        b"nvmlDeviceGetProcessUtilization" => nvmlDeviceGetProcessUtilization as *mut c_void,
-        b"nvmlDeviceGetProcessesUtilizationInfo" => {
-            nvmlDeviceGetProcessesUtilizationInfo as *mut c_void
-        }
-        b"nvmlDeviceGetAccountingPids" => nvmlDeviceGetAccountingPids as *mut c_void,
-        _ => return None,
-    })
-}
 
-/// The hooks as NVML's table: each must have exactly the signature of the entry point
-/// it stands for, which the compiler checks against the bindings generated from
-/// `nvml.h` (`nvml-wrapper-sys`). Never called.
-#[allow(dead_code)]
-fn hooks_have_nvmls_signatures(lib: &mut NvmlLib) {
-    lib.nvmlInit = Ok(nvmlInit);
-    lib.nvmlInit_v2 = Ok(nvmlInit_v2);
-    lib.nvmlInitWithFlags = Ok(nvmlInitWithFlags);
-    lib.nvmlDeviceGetCount = Ok(nvmlDeviceGetCount);
-    lib.nvmlDeviceGetCount_v2 = Ok(nvmlDeviceGetCount_v2);
-    lib.nvmlDeviceGetHandleByIndex = Ok(nvmlDeviceGetHandleByIndex);
-    lib.nvmlDeviceGetHandleByIndex_v2 = Ok(nvmlDeviceGetHandleByIndex_v2);
-    lib.nvmlDeviceGetHandleByUUID = Ok(nvmlDeviceGetHandleByUUID);
-    lib.nvmlDeviceGetHandleByPciBusId = Ok(nvmlDeviceGetHandleByPciBusId);
-    lib.nvmlDeviceGetHandleByPciBusId_v2 = Ok(nvmlDeviceGetHandleByPciBusId_v2);
-    lib.nvmlDeviceGetHandleBySerial = Ok(nvmlDeviceGetHandleBySerial);
-    lib.nvmlDeviceGetIndex = Ok(nvmlDeviceGetIndex);
-    lib.nvmlDeviceGetMemoryInfo = Ok(nvmlDeviceGetMemoryInfo);
-    lib.nvmlDeviceGetMemoryInfo_v2 = Ok(nvmlDeviceGetMemoryInfo_v2);
-    lib.nvmlDeviceGetUtilizationRates = Ok(nvmlDeviceGetUtilizationRates);
-    lib.nvmlDeviceGetComputeRunningProcesses = Ok(nvmlDeviceGetComputeRunningProcesses);
-    lib.nvmlDeviceGetComputeRunningProcesses_v2 = Ok(nvmlDeviceGetComputeRunningProcesses_v2);
-    lib.nvmlDeviceGetComputeRunningProcesses_v3 = Ok(nvmlDeviceGetComputeRunningProcesses_v3);
-    lib.nvmlDeviceGetGraphicsRunningProcesses = Ok(nvmlDeviceGetGraphicsRunningProcesses);
-    lib.nvmlDeviceGetGraphicsRunningProcesses_v2 = Ok(nvmlDeviceGetGraphicsRunningProcesses_v2);
-    lib.nvmlDeviceGetGraphicsRunningProcesses_v3 = Ok(nvmlDeviceGetGraphicsRunningProcesses_v3);
-    lib.nvmlDeviceGetMPSComputeRunningProcesses = Ok(nvmlDeviceGetMPSComputeRunningProcesses);
-    lib.nvmlDeviceGetMPSComputeRunningProcesses_v2 = Ok(nvmlDeviceGetMPSComputeRunningProcesses_v2);
-    lib.nvmlDeviceGetMPSComputeRunningProcesses_v3 = Ok(nvmlDeviceGetMPSComputeRunningProcesses_v3);
-    lib.nvmlDeviceGetRunningProcessDetailList = Ok(nvmlDeviceGetRunningProcessDetailList);
-    lib.nvmlDeviceGetProcessUtilization = Ok(nvmlDeviceGetProcessUtilization);
-    lib.nvmlDeviceGetProcessesUtilizationInfo = Ok(nvmlDeviceGetProcessesUtilizationInfo);
-    lib.nvmlDeviceGetAccountingPids = Ok(nvmlDeviceGetAccountingPids);
+        #[allow(dead_code)]
+        fn hooks_have_nvmls_signatures(lib: &mut NvmlLib) {
+            $(lib.$name = Ok($name);)*
+        }
+    };
 }
+governed_entry_points!(
+    nvmlInit,
+    nvmlInit_v2,
+    nvmlInitWithFlags,
+    nvmlDeviceGetCount,
+    nvmlDeviceGetCount_v2,
+    nvmlDeviceGetHandleByIndex,
+    nvmlDeviceGetHandleByIndex_v2,
+    nvmlDeviceGetHandleByUUID,
+    nvmlDeviceGetHandleByPciBusId,
+    nvmlDeviceGetHandleByPciBusId_v2,
+    nvmlDeviceGetHandleBySerial,
+    nvmlDeviceGetIndex,
+    nvmlDeviceGetMemoryInfo,
+    nvmlDeviceGetMemoryInfo_v2,
+    nvmlDeviceGetUtilizationRates,
+    nvmlDeviceGetComputeRunningProcesses,
+    nvmlDeviceGetComputeRunningProcesses_v2,
+    nvmlDeviceGetComputeRunningProcesses_v3,
+    nvmlDeviceGetGraphicsRunningProcesses,
+    nvmlDeviceGetGraphicsRunningProcesses_v2,
+    nvmlDeviceGetGraphicsRunningProcesses_v3,
+    nvmlDeviceGetMPSComputeRunningProcesses,
+    nvmlDeviceGetMPSComputeRunningProcesses_v2,
+    nvmlDeviceGetMPSComputeRunningProcesses_v3,
+    nvmlDeviceGetRunningProcessDetailList,
+    nvmlDeviceGetProcessUtilization,
+    nvmlDeviceGetProcessesUtilizationInfo,
+    nvmlDeviceGetAccountingPids,
+);

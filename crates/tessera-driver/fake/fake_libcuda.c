@@ -57,8 +57,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#define FAKE_LOG_KNOB "FAKE_CUDA_LOG"
+#include "fake_machine.h"
 
-#define MAX_DEVICES 8
 #define MAX_ALLOCS 4096
 
 static int initialised;
@@ -99,28 +100,12 @@ static uint64_t faults[MAX_DEVICES], prefetched[MAX_DEVICES]; /* managed memory 
 static uint64_t busy_until[MAX_DEVICES]; /* the spin kernel "runs" until then (CLOCK_MONOTONIC ns) */
 
 
-int cuInitStats(void) { return 0; }
 
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-/* The machine's devices, before CUDA_VISIBLE_DEVICES. */
-static int physical_devices(void) {
-    const char *e = getenv("FAKE_CUDA_DEVICES");
-    int n = e ? atoi(e) : 2;
-    return n < 0 ? 0 : n > MAX_DEVICES ? MAX_DEVICES : n;
-}
 /* CUDA_VISIBLE_DEVICES, read once at cuInit as the real driver does: ordinal d is
  * physical device visible[d]. Entries are indices or UUIDs ("GPU-" and a unique
  * prefix of the rest); the first entry that names no device, or one already listed,
  * ends the list. */
 static int visible[MAX_DEVICES], visible_n = -1;
-static void uuid_text(int phys, char *out, size_t len) {
-    /* the bytes cuDeviceGetUuid gives: fa, zeros, the physical index */
-    snprintf(out, len, "GPU-fa000000-0000-0000-0000-0000000000%02x", phys & 0xff);
-}
 static void read_visible(void) {
     int n = physical_devices();
     const char *e = getenv("CUDA_VISIBLE_DEVICES");
@@ -157,11 +142,7 @@ static void read_visible(void) {
 static int devices(void) { return visible_n < 0 ? physical_devices() : visible_n; }
 /* The physical device behind ordinal d (its name, UUID, PCI id and memory). */
 static int phys(int d) { return visible_n < 0 || d < 0 || d >= visible_n ? d : visible[d]; }
-static uint64_t device_bytes(int d) {
-    const char *e = getenv("FAKE_CUDA_DEVICE_MIB");
-    long mib = e ? atol(e) : 0;
-    return mib > 0 ? (uint64_t)mib << 20 : (uint64_t)(phys(d) + 1) << 30;
-}
+static uint64_t device_bytes(int d) { return physical_bytes(phys(d)); }
 /* FAKE_CUDA_TIMELINE=PREFIX: the GPUs are shared by every process that sets it, as a
  * real GPU is — a spin kernel starts when the physical device's previous kernel, of
  * any process, ends (one u64 per device in the file PREFIX.gpuP, shared memory, moved
@@ -170,10 +151,6 @@ static uint64_t device_bytes(int d) {
  * really received, as a test measures it. */
 static uint64_t *shared_until[MAX_DEVICES];
 static FILE *books_file;
-static const char *timeline(void) {
-    const char *e = getenv("FAKE_CUDA_TIMELINE");
-    return e && *e ? e : 0;
-}
 static uint64_t *shared_word(int phys_dev) {
     if (!timeline() || phys_dev < 0 || phys_dev >= MAX_DEVICES) return 0;
     if (!shared_until[phys_dev]) {
@@ -225,27 +202,6 @@ static int dev_of_current(void) {
     for (int d = 0; d < MAX_DEVICES; d++)
         if (current == (CUcontext)&ctx_token[d]) return d;
     return 0;
-}
-static const char *self_path(void) {
-    static char path[4096];
-    Dl_info info;
-    if (!path[0] && dladdr((void *)cuInitStats, &info) && info.dli_fname)
-        snprintf(path, sizeof path, "%s", info.dli_fname);
-    return path;
-}
-static void log_call(const char *fmt, ...) {
-    const char *e = getenv("FAKE_CUDA_LOG");
-    if (!e || strcmp(e, "1")) return;
-    char path[4200];
-    snprintf(path, sizeof path, "%s.log", self_path());
-    FILE *f = fopen(path, "a");
-    if (!f) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fputc('\n', f);
-    fclose(f);
 }
 /* With FAKE_CUDA_TIMELINE=PREFIX, what this process holds on the machine's devices, for
  * the fake NVML to list: "PHYSICAL_DEVICE LIVE_BYTES" per device it has a context or

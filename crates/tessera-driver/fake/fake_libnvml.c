@@ -7,7 +7,8 @@
  * the header's prototype or it does not compile. It says nothing about what a real GPU
  * reports beyond the header's contracts.
  *
- * Like the real library it shows every GPU of the machine whatever
+ * The machine is the one fake_machine.h describes, shared with the fake driver. Like
+ * the real library it shows every GPU of the machine whatever
  * CUDA_VISIBLE_DEVICES says, numbered by PCI bus: device p of FAKE_CUDA_DEVICES
  * (default 2) has the fake driver's UUID GPU-fa000000-0000-0000-0000-0000000000pp,
  * PCI bus id 00000000:(10+p):00.0, serial 0000000000p, minor number p, and p+1 GiB of
@@ -39,60 +40,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#define FAKE_LOG_KNOB "FAKE_NVML_LOG"
+#include "fake_machine.h"
 
-#define MAX_DEVICES 8
 #define MAX_PROCESSES 256
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int initialised; /* reference count, as the real library keeps */
 static struct device { int index; } device_table[MAX_DEVICES];
 
-static const char *self_path(void) {
-    static char path[4096];
-    Dl_info info;
-    if (!path[0] && dladdr((void *)nvmlInit_v2, &info) && info.dli_fname)
-        snprintf(path, sizeof path, "%s", info.dli_fname);
-    return path;
-}
-static void log_call(const char *fmt, ...) {
-    const char *e = getenv("FAKE_NVML_LOG");
-    if (!e || strcmp(e, "1")) return;
-    char path[4200];
-    snprintf(path, sizeof path, "%s.log", self_path());
-    FILE *f = fopen(path, "a");
-    if (!f) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fputc('\n', f);
-    fclose(f);
-}
-static int devices(void) {
-    const char *e = getenv("FAKE_CUDA_DEVICES");
-    int n = e ? atoi(e) : 2;
-    return n < 0 ? 0 : n > MAX_DEVICES ? MAX_DEVICES : n;
-}
-static unsigned long long device_bytes(int p) {
-    const char *e = getenv("FAKE_CUDA_DEVICE_MIB");
-    long mib = e ? atol(e) : 0;
-    return mib > 0 ? (unsigned long long)mib << 20 : (unsigned long long)(p + 1) << 30;
-}
-static void uuid_text(int p, char *out, size_t len) {
-    snprintf(out, len, "GPU-fa000000-0000-0000-0000-0000000000%02x", p & 0xff);
-}
 static void bus_id(int p, char *out, size_t len) {
     snprintf(out, len, "00000000:%02X:00.0", 0x10 + p);
 }
 static void serial_text(int p, char *out, size_t len) { snprintf(out, len, "%011d", p); }
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 /* The device behind a handle, or -1 for anything that is not one of ours. */
 static int index_of(nvmlDevice_t device) {
-    for (int p = 0; p < devices(); p++)
+    for (int p = 0; p < physical_devices(); p++)
         if (device == (nvmlDevice_t)&device_table[p]) return p;
     return -1;
 }
@@ -102,10 +65,6 @@ static int index_of(nvmlDevice_t device) {
 /* A process of the machine on a device: its pid and live bytes there. */
 struct process { unsigned int pid; unsigned long long bytes; };
 static int alive(int pid) { return kill(pid, 0) == 0 || errno == EPERM; }
-static const char *timeline(void) {
-    const char *e = getenv("FAKE_CUDA_TIMELINE");
-    return e && *e ? e : 0;
-}
 /* Each live process with a file "<PREFIX><suffix>N" in the timeline's directory calls
  * `each(pid, file, arg)`. */
 static void each_process(const char *suffix, void (*each)(int, FILE *, void *), void *arg) {
@@ -238,7 +197,7 @@ nvmlReturn_t DECLDIR nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
     log_call("nvmlDeviceGetCount_v2");
     NEED_INIT();
     if (!deviceCount) return NVML_ERROR_INVALID_ARGUMENT;
-    *deviceCount = (unsigned int)devices();
+    *deviceCount = (unsigned int)physical_devices();
     return NVML_SUCCESS;
 }
 nvmlReturn_t DECLDIR nvmlDeviceGetCount(unsigned int *deviceCount) {
@@ -247,7 +206,7 @@ nvmlReturn_t DECLDIR nvmlDeviceGetCount(unsigned int *deviceCount) {
 /* The handle of device `index` (the look-ups' common end, logged by each caller). */
 static nvmlReturn_t handle_of(unsigned int index, nvmlDevice_t *device) {
     NEED_INIT();
-    if (!device || index >= (unsigned int)devices()) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device || index >= (unsigned int)physical_devices()) return NVML_ERROR_INVALID_ARGUMENT;
     device_table[index].index = (int)index;
     *device = (nvmlDevice_t)&device_table[index];
     return NVML_SUCCESS;
@@ -264,7 +223,7 @@ static nvmlReturn_t handle_by(const char *want, void (*text)(int, char *, size_t
                               nvmlDevice_t *device) {
     NEED_INIT();
     if (!want || !device) return NVML_ERROR_INVALID_ARGUMENT;
-    for (int p = 0; p < devices(); p++) {
+    for (int p = 0; p < physical_devices(); p++) {
         char t[96];
         text(p, t, sizeof t);
         if (!strcasecmp(t, want)) return handle_of((unsigned int)p, device);
@@ -352,13 +311,13 @@ static unsigned long long used_bytes(int p) {
     unsigned int n = processes(p, procs);
     unsigned long long used = 0;
     for (unsigned int i = 0; i < n; i++) used += procs[i].bytes;
-    return used < device_bytes(p) ? used : device_bytes(p);
+    return used < physical_bytes(p) ? used : physical_bytes(p);
 }
 nvmlReturn_t DECLDIR nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
     log_call("nvmlDeviceGetMemoryInfo");
     DEVICE(device, p);
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
-    memory->total = device_bytes(p);
+    memory->total = physical_bytes(p);
     memory->used = used_bytes(p);
     memory->free = memory->total - memory->used;
     return NVML_SUCCESS;
@@ -368,7 +327,7 @@ nvmlReturn_t DECLDIR nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_
     DEVICE(device, p);
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    memory->total = device_bytes(p);
+    memory->total = physical_bytes(p);
     memory->reserved = 0;
     memory->used = used_bytes(p);
     memory->free = memory->total - memory->used;
