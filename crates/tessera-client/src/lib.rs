@@ -14,6 +14,24 @@ pub mod ffi;
 pub mod proto;
 pub mod region;
 
+/// The node daemon's socket: where the Debian package's tesserad listens (its
+/// `/etc/tessera/tesserad.toml`, in systemd's runtime directory `/run/tessera`).
+pub const NODE_SOCKET: &str = "/run/tessera/tesserad.sock";
+
+/// A daemon's own socket when its configuration names none: `tesserad.sock` in
+/// `runtime_dir` (the caller's `$XDG_RUNTIME_DIR`), else in the temporary directory.
+pub fn per_user_socket(runtime_dir: Option<std::path::PathBuf>) -> std::path::PathBuf {
+    runtime_dir.unwrap_or_else(std::env::temp_dir).join("tesserad.sock")
+}
+
+/// Where a client looks for tesserad when not told: the node daemon's socket
+/// ([`NODE_SOCKET`]) when one is there — on a node with the service installed every
+/// program finds it without flags — else [`per_user_socket`].
+pub fn default_socket(runtime_dir: Option<std::path::PathBuf>) -> std::path::PathBuf {
+    let node = std::path::Path::new(NODE_SOCKET);
+    if node.exists() { node.to_path_buf() } else { per_user_socket(runtime_dir) }
+}
+
 pub use client::{
     Client, ClientError, Completion, Outcome, Placement, StatusFilter, TaskRequest, TenantOptions,
 };

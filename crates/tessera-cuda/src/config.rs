@@ -2,7 +2,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `TESSERA_SOCKET` | tesserad's socket | `$XDG_RUNTIME_DIR/tesserad.sock`, else `/tmp/tesserad.sock` |
+//! | `TESSERA_SOCKET` | tesserad's socket | the node's `/run/tessera/tesserad.sock` when it exists, else `$XDG_RUNTIME_DIR/tesserad.sock`, else `tesserad.sock` in the temporary directory |
 //! | `TESSERA_CLASS` | `user-facing` or `batch` | `batch` |
 //! | `TESSERA_SLA_MS` | the user-facing SLA, ms | 200 |
 //! | `TESSERA_WEIGHT` | weight for fair sharing | 1 |
@@ -111,7 +111,6 @@ impl Config {
         fn bad(variable: &'static str, value: &str, expected: &'static str) -> ConfigError {
             ConfigError { variable, value: value.into(), expected }
         }
-        let runtime = get("XDG_RUNTIME_DIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
         let class = match get("TESSERA_CLASS").as_deref() {
             None | Some("batch") => Class::Batch,
             Some("user-facing" | "user_facing") => Class::UserFacing,
@@ -201,8 +200,10 @@ impl Config {
             }
         };
         Ok(Config {
-            socket: get("TESSERA_SOCKET")
-                .map_or_else(|| runtime.join("tesserad.sock"), PathBuf::from),
+            socket: get("TESSERA_SOCKET").map_or_else(
+                || tessera_client::default_socket(get("XDG_RUNTIME_DIR").map(PathBuf::from)),
+                PathBuf::from,
+            ),
             class,
             sla: Duration::from_millis(sla_ms),
             weight,

@@ -13,12 +13,15 @@
 //! - [`api`] (`unsafe`: function pointers from a library): the entry points and their
 //!   resolution from any symbol look-up.
 //! - [`library`] (`unsafe`: `dlopen`): opening a driver library by path.
+//! - [`probe`] (`unsafe`: calls into the driver and NVML): what a node's NVIDIA
+//!   libraries say of it (versions, devices), for `tessera doctor`.
 //! - [`testing`]: for tests, NVIDIA's published artefacts (`cuda.h`, `libcudart.so.12`,
 //!   `ptxas`, fetched from PyPI) and a fake driver built against that `cuda.h`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod api;
 pub mod library;
+pub mod probe;
 pub mod testing;
 
 pub use api::{CuResult, DriverApi, status};

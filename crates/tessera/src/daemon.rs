@@ -205,7 +205,7 @@ pub fn run_daemon(a: DaemonArgs) -> Result<()> {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Control socket (default: $TESSERA_SOCKET, else the daemon's default).
+    /// Control socket (default: $TESSERA_SOCKET, else the node's /run/tessera/tesserad.sock when it exists, else the per-user $XDG_RUNTIME_DIR/tesserad.sock).
     #[arg(long, env = "TESSERA_SOCKET")]
     socket: Option<PathBuf>,
     /// Refresh every SECONDS (default 2) until interrupted, in place on a terminal.
@@ -242,7 +242,7 @@ fn mib(b: u64) -> String {
 
 pub fn run_status(a: StatusArgs) -> Result<()> {
     use std::io::IsTerminal;
-    let socket = a.socket.clone().unwrap_or_else(|| DaemonConfig::default().socket);
+    let socket = a.socket.clone().unwrap_or_else(crate::default_socket);
     let mut client = Client::connect_control(&socket)
         .with_context(|| format!("no tesserad at {}", socket.display()))?;
     let Some(every) = a.watch else { return print_status(&a, &mut client) };

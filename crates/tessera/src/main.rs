@@ -8,6 +8,7 @@
 mod bench;
 mod daemon;
 mod demo;
+mod doctor;
 mod ledger;
 mod run;
 mod sim;
@@ -66,6 +67,15 @@ enum Command {
     /// check (see docs/slurm.md).
     #[command(subcommand)]
     Slurm(slurm::SlurmCommand),
+    /// Check this node: driver and NVML, daemon, socket, ledger, interposer, Slurm's
+    /// gres.conf; one line each, with the fix; exit status 1 when a check fails.
+    Doctor(doctor::DoctorArgs),
+}
+
+/// Where the commands that talk to a daemon look for it without `--socket` or
+/// `TESSERA_SOCKET`: the node's daemon when there is one, else the user's own.
+fn default_socket() -> std::path::PathBuf {
+    tessera_client::default_socket(std::env::var_os("XDG_RUNTIME_DIR").map(Into::into))
 }
 
 fn main() -> std::process::ExitCode {
@@ -95,6 +105,7 @@ fn main() -> std::process::ExitCode {
         Command::Top(a) => top::run(a),
         Command::Run(a) => run::run(a),
         Command::Slurm(cmd) => slurm::run(cmd),
+        Command::Doctor(a) => doctor::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

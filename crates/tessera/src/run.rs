@@ -59,7 +59,8 @@ pub struct RunArgs {
     /// --migratable). A manual order, until the daemon's balancer gives it.
     #[arg(long, value_name = "K:D")]
     migrate_at: Option<String>,
-    /// The interposer library (default: libtessera_cuda.so beside this program).
+    /// The interposer library (default: libtessera_cuda.so beside this program, else the
+    /// installed /usr/lib/tessera/libtessera_cuda.so).
     #[arg(long)]
     preload: Option<PathBuf>,
     /// The program and its arguments.
@@ -68,17 +69,22 @@ pub struct RunArgs {
 }
 
 /// The interposer beside the running `tessera` binary (both are built into the same
-/// target directory by `cargo build --release`), or in its `deps/`: the newer of the
-/// two, since `cargo test` relinks the one in `deps/` without always copying it up,
+/// target directory by `cargo build --release`), in its `deps/`, or in `../lib/tessera/`
+/// where the Debian package installs it: the newest of those there, since `cargo test` relinks the one in `deps/` without always copying it up,
 /// and an interposer from an older build is refused by the daemon.
 pub(crate) fn default_preload() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
-    [dir.join("libtessera_cuda.so"), dir.join("deps/libtessera_cuda.so")]
-        .into_iter()
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max_by_key(|(modified, _)| *modified)
-        .map(|(_, p)| p)
+    [
+        dir.join("libtessera_cuda.so"),
+        dir.join("deps/libtessera_cuda.so"),
+        // installed: /usr/bin/tessera beside /usr/lib/tessera/ (the Debian package)
+        dir.join("../lib/tessera/libtessera_cuda.so"),
+    ]
+    .into_iter()
+    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    .max_by_key(|(modified, _)| *modified)
+    .map(|(_, p)| p)
 }
 
 pub fn run(a: RunArgs) -> Result<()> {

@@ -14,7 +14,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use tessera_client::proto::JobGrant;
 use tessera_client::{Client, TaskRequest, TenantOptions};
-use tesserad::config::DaemonConfig;
 use tesserad::slurm::{gres_conf, parse_gpu_list, parse_scontrol_job};
 
 /// The hooks and tools for a Slurm node.
@@ -37,7 +36,7 @@ pub enum SlurmCommand {
 /// Where tesserad is.
 #[derive(Debug, Args)]
 pub struct HookArgs {
-    /// tesserad's socket (default: $TESSERA_SOCKET, else the daemon's default).
+    /// tesserad's socket (default: $TESSERA_SOCKET, else the node's /run/tessera/tesserad.sock when it exists, else the per-user $XDG_RUNTIME_DIR/tesserad.sock).
     #[arg(long)]
     socket: Option<PathBuf>,
 }
@@ -109,12 +108,12 @@ pub struct SmokeArgs {
 }
 
 /// `--socket`, else `TESSERA_SOCKET` (the TaskProlog exports it to the job), else the
-/// daemon's default.
+/// clients' default ([`crate::default_socket`]).
 fn socket(h: &HookArgs) -> PathBuf {
     h.socket
         .clone()
         .or_else(|| env("TESSERA_SOCKET").map(PathBuf::from))
-        .unwrap_or_else(|| DaemonConfig::default().socket)
+        .unwrap_or_else(crate::default_socket)
 }
 
 fn env(name: &str) -> Option<String> {

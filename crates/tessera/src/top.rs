@@ -13,11 +13,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tessera_client::proto::{StatusReport, TenantClass};
 use tessera_client::{Client, StatusFilter};
-use tesserad::config::DaemonConfig;
 
 #[derive(Debug, Args)]
 pub struct TopArgs {
-    /// Control socket (default: $TESSERA_SOCKET, else the daemon's default).
+    /// Control socket (default: $TESSERA_SOCKET, else the node's /run/tessera/tesserad.sock when it exists, else the per-user $XDG_RUNTIME_DIR/tesserad.sock).
     #[arg(long, env = "TESSERA_SOCKET")]
     socket: Option<PathBuf>,
     /// Seconds between refreshes.
@@ -48,7 +47,7 @@ pub fn run(a: TopArgs) -> Result<()> {
     if !(a.interval > 0.0 && a.interval.is_finite()) {
         anyhow::bail!("--interval needs a positive number of seconds, got {}", a.interval);
     }
-    let socket = a.socket.clone().unwrap_or_else(|| DaemonConfig::default().socket);
+    let socket = a.socket.clone().unwrap_or_else(crate::default_socket);
     // a daemon that is not there is said at once, before the screen is taken over
     let mut client = Some(
         Client::connect_control(&socket)

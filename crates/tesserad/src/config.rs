@@ -349,10 +349,10 @@ impl DaemonConfig {
 
 impl Default for DaemonConfig {
     fn default() -> Self {
-        let runtime =
-            std::env::var_os("XDG_RUNTIME_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
         DaemonConfig {
-            socket: runtime.join("tesserad.sock"),
+            socket: tessera_client::per_user_socket(
+                std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+            ),
             ledger: PathBuf::from("/dev/shm/tessera-ledger"),
             ledger_group: None,
             gpus: 4,

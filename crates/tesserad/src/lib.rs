@@ -18,6 +18,7 @@
 pub mod config;
 mod core;
 mod cuda;
+pub mod doctor;
 pub mod events;
 mod locks;
 pub mod metrics;
