@@ -23,7 +23,8 @@ fn doctor(dir: &Path, config: &Path, extra: &[&str]) -> (bool, String) {
         .env_remove("TESSERA_SOCKET")
         .output()
         .unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), said)
 }
 
@@ -75,14 +76,32 @@ fn doctor_passes_a_healthy_node_and_names_each_break_with_its_fix() {
     assert!(!said.contains("FAIL"), "{said}");
     assert!(line(&said, "driver").contains("CUDA 12."), "{said}");
     assert!(line(&said, "driver").contains("2 GPUs"), "{said}");
-    assert!(line(&said, "nvml").starts_with("ok") && line(&said, "nvml").contains("2 GPUs"), "{said}");
-    assert!(line(&said, "daemon").starts_with("ok") && line(&said, "daemon").contains("2 GPUs (cuda (2 devices"), "{said}");
-    assert!(line(&said, "ledger").starts_with("ok") && line(&said, "ledger").contains("mode 600"), "{said}");
+    assert!(
+        line(&said, "nvml").starts_with("ok") && line(&said, "nvml").contains("2 GPUs"),
+        "{said}"
+    );
+    assert!(
+        line(&said, "daemon").starts_with("ok")
+            && line(&said, "daemon").contains("2 GPUs (cuda (2 devices"),
+        "{said}"
+    );
+    assert!(
+        line(&said, "ledger").starts_with("ok") && line(&said, "ledger").contains("mode 600"),
+        "{said}"
+    );
     assert!(line(&said, "interposer").starts_with("ok"), "{said}");
-    assert!(line(&said, "slurm").starts_with("ok") && line(&said, "slurm").contains("2 GPUs, 16 shards"), "{said}");
+    assert!(
+        line(&said, "slurm").starts_with("ok")
+            && line(&said, "slurm").contains("2 GPUs, 16 shards"),
+        "{said}"
+    );
 
     // a gres.conf that advertises GPUs the daemon does not have
-    std::fs::write(dir.join("gres.conf"), "Name=gpu File=/dev/nvidia[0-3]\nName=shard Count=32 File=/dev/nvidia[0-3]\n").unwrap();
+    std::fs::write(
+        dir.join("gres.conf"),
+        "Name=gpu File=/dev/nvidia[0-3]\nName=shard Count=32 File=/dev/nvidia[0-3]\n",
+    )
+    .unwrap();
     let (ok, said) = doctor(dir, &config, &[]);
     assert!(!ok, "{said}");
     let slurm = line(&said, "slurm");

@@ -7,7 +7,7 @@ use tessera_core::policy::PidGains;
 use tessera_core::{Nanos, PolicyConfig};
 
 /// Where tasks run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum ExecutorKind {
     /// Emulated GPUs: the simulator's performance model in wall-clock time.
@@ -33,7 +33,7 @@ fn one() -> f64 {
 }
 
 /// Scheduling policy, by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyName {
     /// Round-robin (Flexy §II-A).
@@ -73,7 +73,7 @@ impl PolicyName {
 }
 
 /// The `[gpulets]` section: inference serving.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GpuletsConfig {
     /// How often the scheduler checks the tracked rates, s (the paper's 20).
@@ -113,7 +113,9 @@ impl Default for GpuletsConfig {
 }
 
 /// Dynamic balancing across GPUs on top of the placement policy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum BalanceName {
     /// Tenants stay where the policy placed them.
@@ -126,7 +128,7 @@ pub enum BalanceName {
 }
 
 /// The `[dcuda]` section: DCUDA's balancer (`balance = "dcuda"`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DcudaSection {
     /// A GPU above this utilization (% of its capacity) is overloaded (the paper's 100).
@@ -171,7 +173,7 @@ impl Default for DcudaSection {
 
 /// The `[slurm]` section: how Slurm jobs become tenants (see `tessera slurm` and
 /// docs/slurm.md).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SlurmSection {
     /// Shards each GPU is advertised as (gres.conf's `Name=shard Count=`): a job's
@@ -198,7 +200,9 @@ pub struct SlurmSection {
 }
 
 /// What becomes of a registration over its job's memory entitlement.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum OverEntitlement {
     /// Refused at once.
@@ -224,26 +228,30 @@ impl Default for SlurmSection {
 }
 
 /// The daemon's configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
-    /// Control socket path.
+    /// Control socket path: `tesserad.sock` in `$XDG_RUNTIME_DIR`, else in the
+    /// temporary directory, by default; the Debian package's configuration puts the
+    /// node's daemon at `/run/tessera/tesserad.sock`, where clients look first.
     pub socket: PathBuf,
     /// GPU memory ledger path (shared with non-daemon clients).
     pub ledger: PathBuf,
     /// The group (name or gid) a shared ledger belongs to; without it the ledger is
     /// private to the daemon's user.
     pub ledger_group: Option<String>,
-    /// Emulated GPUs.
+    /// How many emulated GPUs (the cuda executor uses the driver's devices instead).
     pub gpus: usize,
     /// Memory of each emulated GPU, MiB.
     pub gpu_memory_mib: u64,
-    /// Executor.
+    /// Where tasks run: emulated GPUs, or the real ones through the CUDA driver.
+    /// Without this table `tessera daemon` uses the driver when one loads and otherwise
+    /// refuses to start, saying to pass `--emulate`: it never emulates unasked.
     pub executor: ExecutorKind,
     /// Where a daemon on real GPUs claims each GPU (a lock file per UUID), so that two
     /// daemons never schedule one GPU: node-wide, whatever their sockets and ledgers.
     pub gpu_lock_dir: PathBuf,
-    /// Policy.
+    /// The scheduling policy (docs/policies/ has a page per paper).
     pub policy: PolicyName,
     /// Minimum reservation K (priority, flexy).
     pub reserve: usize,
@@ -292,7 +300,8 @@ pub struct DaemonConfig {
     /// a node daemon serving every user (Slurm jobs) needs 0o666 — each request is
     /// still checked against the peer's uid.
     pub socket_mode: u32,
-    /// Slurm jobs.
+    /// How Slurm jobs become tenants (docs/slurm.md). A configuration with this section
+    /// is a Slurm node's: only jobs' tenants register (`require_job`).
     pub slurm: SlurmSection,
     /// GPU memory a program's context takes on each GPU it uses, before its first
     /// allocation (CUDA's context: code, stacks, heaps; a few hundred MiB on real
@@ -308,7 +317,7 @@ pub struct DaemonConfig {
 }
 
 /// The `[metrics]` section: the Prometheus / OpenMetrics endpoint.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsSection {
     /// Where to serve `GET /metrics`: `host:port` (say `127.0.0.1:9400`) or a Unix
@@ -326,7 +335,9 @@ impl Default for MetricsSection {
 }
 
 /// What becomes of a departed tenant's running tasks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Departed {
     /// Reset the GPU and end the task as cancelled (nobody waits for its result).

@@ -514,9 +514,19 @@ mod tests {
                     Name=shard Count=32 File=/dev/nvidia[0-3]\nName=shard Count=8 File=/dev/nvidia4\n# Name=gpu File=/dev/nvidia9\n";
         assert_eq!(gres_counts(text), (5, 40));
         assert_eq!(gres_counts("Name=gpu Count=2\n"), (2, 0));
-        let ok = gres_finding(Path::new("g"), "Name=gpu File=/dev/nvidia[0-1]\nName=shard Count=16 File=/dev/nvidia[0-1]\n", Some(2), 8);
+        let ok = gres_finding(
+            Path::new("g"),
+            "Name=gpu File=/dev/nvidia[0-1]\nName=shard Count=16 File=/dev/nvidia[0-1]\n",
+            Some(2),
+            8,
+        );
         assert_eq!(ok.verdict, Verdict::Ok, "{ok:?}");
-        let bad = gres_finding(Path::new("g"), "Name=gpu File=/dev/nvidia[0-1]\nName=shard Count=8 File=/dev/nvidia[0-1]\n", Some(2), 8);
+        let bad = gres_finding(
+            Path::new("g"),
+            "Name=gpu File=/dev/nvidia[0-1]\nName=shard Count=8 File=/dev/nvidia[0-1]\n",
+            Some(2),
+            8,
+        );
         assert_eq!(bad.verdict, Verdict::Fail, "shards differ: {bad:?}");
         assert_eq!(gres_finding(Path::new("g"), "", None, 8).verdict, Verdict::Note);
     }
@@ -534,7 +544,11 @@ mod tests {
         let shut = socket_finding(&dir, &meta, &other_users(passwd, 0));
         assert_eq!(shut.verdict, Verdict::Warn, "{shut:?}");
         assert!(shut.fix.as_deref().unwrap().contains("socket_mode = 0o666"));
-        assert_eq!(socket_finding(&dir, &meta, &[]).verdict, Verdict::Ok, "nobody else to shut out");
+        assert_eq!(
+            socket_finding(&dir, &meta, &[]).verdict,
+            Verdict::Ok,
+            "nobody else to shut out"
+        );
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o666)).unwrap();
         let meta = std::fs::metadata(&dir).unwrap();
         assert_eq!(socket_finding(&dir, &meta, &other_users(passwd, 0)).verdict, Verdict::Ok);
@@ -546,7 +560,11 @@ mod tests {
         let path = std::env::temp_dir().join(format!("doctor-ledger-{}", std::process::id()));
         std::fs::write(&path, "").unwrap();
         let gid = std::fs::metadata(&path).unwrap().gid();
-        let config = |group: Option<String>| DaemonConfig { ledger: path.clone(), ledger_group: group, ..DaemonConfig::default() };
+        let config = |group: Option<String>| DaemonConfig {
+            ledger: path.clone(),
+            ledger_group: group,
+            ..DaemonConfig::default()
+        };
         let judge = |c: &DaemonConfig, mode: u32| {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
             ledger_finding(c, Some(&std::fs::symlink_metadata(&path).unwrap())).verdict

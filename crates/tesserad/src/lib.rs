@@ -16,6 +16,7 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod config_reference;
 mod core;
 mod cuda;
 pub mod doctor;
