@@ -235,6 +235,21 @@ fn serve_once(args: &[String], dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Why a parsed command is not run here, and what runs it instead.
+fn why_not_run(args: &[String]) -> &'static str {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    match a.as_slice() {
+        ["daemon", ..] => "needs a GPU: tesserad's tests run the cuda executor on the fake driver",
+        ["run", ..] => "runs a program the docs only name: tests/run.rs runs real ones",
+        ["top", ..] => "interactive: tests/top.rs drives it under tmux",
+        ["slurm", ..] => "one of Slurm's hooks: tests/slurm.rs runs them under a real slurmd",
+        ["demo", ..] | ["sim", ..] | ["bench", ..] => {
+            "minutes at full size: tests/cli.rs, tests/daemon_processes.rs and the crates' tests run reduced ones"
+        }
+        _ => "not quick or self-contained",
+    }
+}
+
 #[test]
 fn every_documented_command_parses_and_the_quick_ones_run() {
     let commands = doc_commands();
@@ -283,9 +298,10 @@ fn every_documented_command_parses_and_the_quick_ones_run() {
             }
             if !runs_for_real(&args) {
                 not_run.push(format!(
-                    "{}: tessera {} (parsed; long-running or needs GPUs, a program or Slurm)",
+                    "{}: tessera {} (parsed; {})",
                     c.at,
-                    args.join(" ")
+                    args.join(" "),
+                    why_not_run(&args)
                 ));
                 continue;
             }

@@ -40,6 +40,8 @@ fn getent(db: &str, name: &str) -> bool {
 /// Whatever happens, the daemon is stopped and the package purged.
 struct Cleanup {
     daemon: Option<Child>,
+    /// A directory other users can read, of this test's.
+    public: Option<PathBuf>,
 }
 
 impl Drop for Cleanup {
@@ -52,6 +54,9 @@ impl Drop for Cleanup {
             let _ = Command::new("dpkg").args(["--purge", "tessera"]).output();
         }
         let _ = std::fs::remove_dir_all("/run/tessera");
+        if let Some(p) = self.public.take() {
+            let _ = std::fs::remove_dir_all(p);
+        }
     }
 }
 
@@ -121,7 +126,7 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
     let deb = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap());
     assert!(deb.extension().is_some_and(|e| e == "deb"), "{}", deb.display());
 
-    let mut cleanup = Cleanup { daemon: None };
+    let mut cleanup = Cleanup { daemon: None, public: None };
     let out = run(Command::new("dpkg").arg("-i").arg(&deb));
     assert!(out.status.success(), "dpkg -i: {}", text(&out));
     let files: Vec<PathBuf> =
@@ -223,7 +228,16 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
     let app =
         tessera_driver::testing::build_c_program(&scratch.artifacts, &src, &dir.join("driver_app"))
             .unwrap();
+    // another user must reach the program and the fake driver: the checkout may sit in
+    // a directory only root can enter (mktemp's 0700), so they go to one of their own
+    let dir = &Path::new("/tmp").join(format!("tessera-package-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir(dir).unwrap();
+    cleanup.public = Some(dir.clone());
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::copy(&app, dir.join("driver_app")).unwrap();
+    std::fs::copy(scratch.dir.join("libcuda.so.1"), dir.join("libcuda.so.1")).unwrap();
+    let app = dir.join("driver_app");
     let as_nobody = |args: &[&str]| {
         Command::new("setpriv")
             .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--"])

@@ -1052,7 +1052,7 @@ pub fn report(r: &GpuletsResults) -> String {
          (Figure 14). Figures: `interference_cdf.svg` (Figure 9), `schedulability.svg` \
          (Figures 4 and 15), `throughput.svg` (Figures 12 and 16), `fluctuating.svg` \
          (Figure 14). The daemon serves the same scheduler with the same batch rule and \
-         margin (`--policy gpulets`; see the README).\n\n\
+         margin (`--policy gpulets`; see docs/policies/gpulets.md).\n\n\
          ## Interference model (Figure 9)\n\n\
          The paper fits `factor = c1*l2_own + c2*l2_other + c3*dram_own + c4*dram_other + c5` \
          by least squares on its RTX 2080 Ti co-location measurements, 70% for training and 30% \
