@@ -136,10 +136,14 @@ fn doctor_passes_a_healthy_node_and_names_each_break_with_its_fix() {
     assert!(!ok && line(&said, "driver").starts_with("FAIL"), "{said}");
     assert!(line(&said, "driver").contains("fix: install NVIDIA's driver"), "{said}");
 
-    // no daemon
-    daemon.kill().unwrap();
-    daemon.wait().unwrap();
-    let _ = std::fs::remove_file(&socket);
+    // no daemon (stopped as a service is, so that it removes its GPU claims in /dev/shm)
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(daemon.wait().unwrap().success());
+    assert!(!socket.exists());
     let (ok, said) = doctor(dir, &config, &[]);
     assert!(!ok && line(&said, "daemon").starts_with("FAIL"), "{said}");
     assert!(line(&said, "daemon").contains("fix: start it"), "{said}");
