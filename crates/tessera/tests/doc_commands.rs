@@ -15,6 +15,8 @@
 //! - the rest (long experiments, the daemon itself, other programs: `curl`, `jq`,
 //!   `srun`, a user's program) are parsed only; the test prints which, and why.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -50,8 +52,7 @@ fn pages() -> Vec<PathBuf> {
 /// ends it, and it stops at the first `|`, `;`, `&&`, `>` or trailing `&`.
 fn words(line: &str) -> Vec<String> {
     let (mut out, mut word, mut quote, mut started) = (Vec::new(), String::new(), None, false);
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
+    for c in line.chars() {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
             (Some(_), c) => word.push(c),
@@ -201,18 +202,10 @@ fn serve_once(args: &[String], dir: &Path) -> Result<(), String> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    while !socket.exists() {
-        if let Ok(Some(status)) = daemon.try_wait() {
-            let mut log = String::new();
-            std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut log).unwrap();
-            return Err(format!("exited with {status}: {log}"));
-        }
-        if start.elapsed() > std::time::Duration::from_secs(30) {
-            let _ = daemon.kill();
-            return Err("no socket after 30 s".into());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    if let Err(why) = common::wait_for_socket(&mut daemon, &socket) {
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        return Err(why);
     }
     let status = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .arg("status")
@@ -220,12 +213,7 @@ fn serve_once(args: &[String], dir: &Path) -> Result<(), String> {
         .arg(&socket)
         .output()
         .unwrap();
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(daemon.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let exit = daemon.wait().unwrap();
+    let exit = common::terminate(&mut daemon);
     if !status.status.success() {
         return Err(format!("tessera status: {}", String::from_utf8_lossy(&status.stderr)));
     }

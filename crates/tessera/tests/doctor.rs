@@ -8,7 +8,6 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 fn doctor(dir: &Path, config: &Path, extra: &[&str]) -> (bool, String) {
     let out: Output = Command::new(env!("CARGO_BIN_EXE_tessera"))
@@ -56,11 +55,7 @@ fn doctor_passes_a_healthy_node_and_names_each_break_with_its_fix() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(start.elapsed() < Duration::from_secs(30), "no daemon socket");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for_socket(&mut daemon, &socket).unwrap();
     // Slurm's gres.conf as `tessera slurm gres-conf` writes it for this daemon
     let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["slurm", "gres-conf", "--socket"])
@@ -137,12 +132,7 @@ fn doctor_passes_a_healthy_node_and_names_each_break_with_its_fix() {
     assert!(line(&said, "driver").contains("fix: install NVIDIA's driver"), "{said}");
 
     // no daemon (stopped as a service is, so that it removes its GPU claims in /dev/shm)
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(daemon.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    assert!(daemon.wait().unwrap().success());
+    assert!(common::terminate(&mut daemon).success());
     assert!(!socket.exists());
     let (ok, said) = doctor(dir, &config, &[]);
     assert!(!ok && line(&said, "daemon").starts_with("FAIL"), "{said}");

@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const UNIT: &str = "/usr/lib/systemd/system/tesserad.service";
 const SOCKET: &str = "/run/tessera/tesserad.sock";
@@ -47,8 +46,7 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Some(mut d) = self.daemon.take() {
-            let _ = d.kill();
-            let _ = d.wait();
+            common::terminate(&mut d);
         }
         if installed() {
             let _ = Command::new("dpkg").args(["--purge", "tessera"]).output();
@@ -75,14 +73,6 @@ fn service_settings(unit: &str) -> BTreeMap<String, String> {
         }
     }
     out
-}
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -196,8 +186,8 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    cleanup.daemon = Some(daemon);
-    wait_for("the node socket", || Path::new(SOCKET).exists());
+    let daemon = cleanup.daemon.insert(daemon);
+    common::wait_for_socket(daemon, Path::new(SOCKET)).unwrap();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let meta = std::fs::metadata(SOCKET).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o666, "every user reaches the node socket");
@@ -292,12 +282,7 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
 
     // stop as systemd would: SIGTERM, then the runtime directory goes
     let mut daemon = cleanup.daemon.take().unwrap();
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(daemon.id() as i32).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let status = daemon.wait().unwrap();
+    let status = common::terminate(&mut daemon);
     let mut log = String::new();
     daemon.stderr.take().unwrap().read_to_string(&mut log).unwrap();
     assert!(status.success(), "the daemon's exit: {status}\n{log}");

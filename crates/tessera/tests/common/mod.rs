@@ -121,3 +121,32 @@ pub fn python_client(name: &str) -> Result<PathBuf, String> {
     }
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
+
+/// Wait up to 30 s for `child` (a daemon) to make `socket`; why not, with its stderr
+/// when it exits first.
+pub fn wait_for_socket(child: &mut std::process::Child, socket: &Path) -> Result<(), String> {
+    let start = std::time::Instant::now();
+    while !socket.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut log = String::new();
+            if let Some(mut err) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut err, &mut log);
+            }
+            return Err(format!("exited with {status}: {log}"));
+        }
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            return Err(format!("no {} after 30 s", socket.display()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Stop `child` as systemd stops a service (SIGTERM: a daemon drains and removes its
+/// files) and wait for it.
+pub fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    child.wait().unwrap()
+}
