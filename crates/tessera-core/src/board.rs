@@ -1089,6 +1089,11 @@ impl Board {
         self.announced_pools = Some(user_facing.to_vec());
     }
 
+    /// `gpu`'s memory capacity (zero for a GPU the node does not have).
+    pub fn gpu_memory(&self, gpu: GpuId) -> Bytes {
+        self.gpus.get(gpu.0 as usize).map_or(Bytes(0), |(spec, _)| spec.memory)
+    }
+
     /// Memory currently granted on `gpu`.
     pub fn memory_used(&self, gpu: GpuId) -> Bytes {
         self.memory_used[gpu.0 as usize]

@@ -60,6 +60,11 @@ pub struct TenantSpec {
     /// one weight in fair queuing, however many of them there are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<u64>,
+    /// Its weight among its group's tenants (hierarchical fair queuing: the group's
+    /// `weight` against other groups and tenants, then this within the group); 1 when
+    /// unused.
+    #[serde(default = "one")]
+    pub weight_in_group: u32,
 }
 
 impl TenantSpec {
@@ -73,6 +78,7 @@ impl TenantSpec {
             memory: Bytes(0),
             gpus: Vec::new(),
             group: None,
+            weight_in_group: 1,
         }
     }
 }

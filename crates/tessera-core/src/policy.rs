@@ -4,7 +4,9 @@ use crate::action::Action;
 use crate::event::Event;
 use crate::model::GpuSpec;
 use crate::policies::memsafe::NotificationPolicy;
-use crate::policies::{credit, fair, flexy, least_loaded, memsafe, pid, priority, round_robin};
+use crate::policies::{
+    credit, fair, flexy, least_loaded, memsafe, node, pid, priority, round_robin,
+};
 use crate::units::Nanos;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -149,6 +151,13 @@ pub enum PolicyConfig {
         /// The spin budget.
         spin: Nanos,
     },
+    /// The composed node policy: Flexy's pool for user-facing tenants, hierarchical
+    /// fair queuing for batch tenants on the other GPUs, each on a home GPU chosen and
+    /// rebalanced by DCUDA's monitor and balancer, homes admitted by memory.
+    Node {
+        /// Its parameters (Flexy's within).
+        params: node::NodeParams,
+    },
 }
 
 impl PolicyConfig {
@@ -170,6 +179,7 @@ impl PolicyConfig {
             PolicyConfig::Fair { .. } => "FairGV".into(),
             PolicyConfig::Credit => "Credit".into(),
             PolicyConfig::Strict => "Strict".into(),
+            PolicyConfig::Node { .. } => "Node".into(),
         }
     }
 
@@ -223,6 +233,11 @@ impl PolicyConfig {
             PolicyConfig::Fair { spin } => Box::new(fair::FairQueuing::new(gpus).with_spin(*spin)),
             PolicyConfig::Credit => Box::new(credit::Credit::new(gpus)),
             PolicyConfig::Strict => Box::new(credit::Credit::strict(gpus)),
+            PolicyConfig::Node { params } => {
+                check_k(params.flexy.reserve)?;
+                check_sla(params.flexy.sla)?;
+                Box::new(node::NodePolicy::new(gpus, *params))
+            }
         })
     }
 }

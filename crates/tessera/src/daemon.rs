@@ -20,6 +20,9 @@ enum PolicyArg {
     Fair,
     /// Xen's credit scheduler on GPUs (FairGV's baseline).
     Credit,
+    /// The composed node policy: Flexy's pool for user-facing tenants, fair queuing by
+    /// weight for batch tenants and Slurm jobs, DCUDA's balancer, memory-safe homes.
+    Node,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -140,6 +143,7 @@ impl DaemonArgs {
                 PolicyArg::Gpulets => PolicyName::Gpulets,
                 PolicyArg::Fair => PolicyName::Fair,
                 PolicyArg::Credit => PolicyName::Credit,
+                PolicyArg::Node => PolicyName::Node,
             };
         }
         if let Some(v) = self.tasks_per_gpu {

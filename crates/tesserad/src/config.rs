@@ -54,6 +54,12 @@ pub enum PolicyName {
     Fair,
     /// Xen's credit scheduler on GPUs (FairGV's baseline), for comparison.
     Credit,
+    /// The composed node policy: Flexy's pool for user-facing tenants (`reserve`,
+    /// `sla_ms`, `reset_ms`), hierarchical fair queuing by weight for batch tenants and
+    /// Slurm jobs on the other GPUs, each batch tenant on a home GPU placed and moved by
+    /// DCUDA's monitor and balancer (`[dcuda]`'s thresholds, interval, energy, pause),
+    /// homes admitted by declared memory (emulated executor only: it migrates).
+    Node,
 }
 
 impl PolicyName {
@@ -68,6 +74,7 @@ impl PolicyName {
             PolicyName::Gpulets => "gpulets",
             PolicyName::Fair => "fair",
             PolicyName::Credit => "credit",
+            PolicyName::Node => "node",
         }
     }
 }
@@ -527,6 +534,18 @@ impl DaemonConfig {
         if !(1..=86_400_000).contains(&self.slurm.sla_ms) {
             return bad(format!("slurm.sla_ms must be 1..=86400000, got {}", self.slurm.sla_ms));
         }
+        if self.policy == PolicyName::Node {
+            if matches!(self.executor, ExecutorKind::Cuda { .. }) {
+                return bad("policy = \"node\" migrates batch tenants between emulated GPUs only: \
+                     real programs move with the interposer's migration, not built yet"
+                    .into());
+            }
+            if self.balance == BalanceName::Dcuda {
+                return bad("policy = \"node\" balances with DCUDA already: leave balance unset \
+                     (its settings are read from [dcuda])"
+                    .into());
+            }
+        }
         if self.balance == BalanceName::Dcuda {
             if !matches!(self.policy, PolicyName::LeastLoaded | PolicyName::RoundRobin) {
                 return bad("balance = \"dcuda\" places tenants by policy = \"least-loaded\" \
@@ -538,6 +557,8 @@ impl DaemonConfig {
                      real programs move with the interposer's migration, not built yet"
                     .into());
             }
+        }
+        if self.balance == BalanceName::Dcuda || self.policy == PolicyName::Node {
             let d = &self.dcuda;
             if d.thresh_under_pct == 0
                 || d.thresh_under_pct > d.thresh_over_pct
@@ -587,12 +608,21 @@ impl DaemonConfig {
             PolicyName::Fair
             | PolicyName::Credit
             | PolicyName::LeastLoaded
-            | PolicyName::RoundRobin => None,
+            | PolicyName::RoundRobin
+            | PolicyName::Node => None,
             other => Some(format!(
                 "this daemon's policy ({other:?}) cannot keep a Slurm job on its GPUs: run \
-                 tesserad with policy fair, credit, least-loaded or round-robin for Slurm jobs"
+                 tesserad with policy node, fair, credit, least-loaded or round-robin for \
+                 Slurm jobs"
             )),
         }
+    }
+
+    /// The migration pause the daemon's executor applies to a moved tenant, when its
+    /// policy migrates (`balance = "dcuda"`, `policy = "node"`).
+    pub fn migration_pause(&self) -> Option<Nanos> {
+        (self.balance == BalanceName::Dcuda || self.policy == PolicyName::Node)
+            .then(|| Nanos::from_millis(self.dcuda.pause_ms))
     }
 
     /// DCUDA's parameters when `balance = "dcuda"`.
@@ -632,7 +662,8 @@ impl DaemonConfig {
         let sla = Nanos::from_millis(self.sla_ms);
         let reset = (self.reset_ms > 0).then(|| Nanos::from_millis(self.reset_ms));
         let reserve = self.reserve.min(gpus.saturating_sub(1));
-        if reserve < self.reserve && matches!(self.policy, PolicyName::Priority | PolicyName::Flexy)
+        if reserve < self.reserve
+            && matches!(self.policy, PolicyName::Priority | PolicyName::Flexy | PolicyName::Node)
         {
             tracing::warn!(
                 "reserve = {} needs more than {gpus} GPU(s): {reserve} reserved for user-facing work",
@@ -653,6 +684,26 @@ impl DaemonConfig {
             // a client's next slice request follows its give-back within a millisecond
             PolicyName::Fair => PolicyConfig::Fair { spin: Nanos::from_millis(2) },
             PolicyName::Credit => PolicyConfig::Credit,
+            PolicyName::Node => {
+                let d = &self.dcuda;
+                PolicyConfig::Node {
+                    params: tessera_core::policies::node::NodeParams {
+                        flexy: tessera_core::policies::flexy::FlexyParams {
+                            reserve,
+                            reset,
+                            sla,
+                            history: 10,
+                            order: Default::default(),
+                        },
+                        spin: Nanos::from_millis(2),
+                        interval: Nanos::from_millis(d.interval_ms),
+                        thresh_over: f64::from(d.thresh_over_pct) / 100.0,
+                        thresh_under: f64::from(d.thresh_under_pct) / 100.0,
+                        energy: d.energy,
+                        min_stay: Nanos::from_millis(d.min_stay_ms),
+                    },
+                }
+            }
         })
     }
 }

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use tessera_client::region::Doorbell;
-use tessera_core::{Bytes, GpuSpec, Nanos};
+use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
 use tessera_ledger::{GpuSource, Ledger, LedgerConfig};
 
 /// The daemon could not start.
@@ -256,14 +256,10 @@ impl Daemon {
         let inference = (cfg.policy == config::PolicyName::Gpulets)
             .then(|| inference::Inference::new(&cfg.gpulets))
             .transpose()?;
-        let balance = cfg.dcuda_params().map(|p| {
-            (
-                p,
-                Arc::new(std::sync::Mutex::new(
-                    tessera_core::policies::dcuda::DcudaReport::default(),
-                )),
-            )
+        let balance_report = cfg.migration_pause().map(|_| {
+            Arc::new(std::sync::Mutex::new(tessera_core::policies::dcuda::DcudaReport::default()))
         });
+        let balance = cfg.dcuda_params().zip(balance_report.clone());
         let policy: Box<dyn tessera_core::Policy> =
             match (&inference, cfg.policy_config(gpus.len())) {
                 (Some(inf), _) => Box::new(inf.policy(&gpus, &cfg.gpulets)),
@@ -273,6 +269,16 @@ impl Daemon {
                         tessera_core::policies::dcuda::Dcuda::new(&gpus, *params)
                             .with_report(report.clone()),
                     )
+                }
+                (None, Some(PolicyConfig::Node { params })) => {
+                    // built here rather than by the configuration: it publishes its
+                    // balancer's report for status
+                    PolicyConfig::Node { params }.build(&gpus)?;
+                    let mut node = tessera_core::policies::node::NodePolicy::new(&gpus, params);
+                    if let Some(report) = &balance_report {
+                        node = node.with_balance_report(report.clone());
+                    }
+                    Box::new(node)
                 }
                 (None, Some(p)) => p.build(&gpus)?,
                 (None, None) => {
@@ -356,7 +362,7 @@ impl Daemon {
         .with_memory_desk(desk.clone())
         .with_observers(events, node_metrics.clone())
         .with_balance(
-            balance.map(|(_, r)| (r, Nanos::from_millis(cfg.dcuda.pause_ms))),
+            balance_report.zip(cfg.migration_pause()),
             cfg.dcuda.pcie_gb_per_s * 1e9,
         );
         let core = std::thread::Builder::new()

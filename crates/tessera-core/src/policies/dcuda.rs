@@ -168,7 +168,8 @@ pub struct Move {
 /// scheduler's steps take them. GPUs are indexed by position.
 pub type Loads = Vec<Vec<(TenantId, f64)>>;
 
-fn utilization(apps: &[(TenantId, f64)]) -> f64 {
+/// The summed demand of the applications on one GPU (its utilization, as a fraction).
+pub fn utilization(apps: &[(TenantId, f64)]) -> f64 {
     apps.iter().map(|(_, d)| d).sum()
 }
 
@@ -400,6 +401,13 @@ impl Monitor {
     pub fn started(&mut self, task: &TaskSpec, now: Nanos) {
         let d = self.kernel_demand(task);
         self.running.insert(task.id, (task.tenant, now, d));
+    }
+
+    /// A task started at `now` that has its GPU to itself (exclusive time sharing):
+    /// while it runs it takes the whole GPU's time, whatever its occupancy, so an
+    /// application's demand is the share of the GPU's time it would use alone.
+    pub fn started_exclusive(&mut self, task: TaskId, tenant: TenantId, now: Nanos) {
+        self.running.insert(task, (tenant, now, 1.0));
     }
 
     /// A task stopped at `now`.

@@ -24,8 +24,8 @@
 use crate::action::Action;
 use crate::board::Board;
 use crate::event::Event;
-use crate::ids::{TaskId, TenantId};
-use crate::model::GpuSpec;
+use crate::ids::{GpuId, TaskId, TenantId};
+use crate::model::{GpuSpec, TenantSpec};
 use crate::policy::Policy;
 use crate::units::Nanos;
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,15 +65,39 @@ pub struct Tags {
     pub lingering_until: Option<Nanos>,
 }
 
-/// FairGV's fair queuing over one or more GPUs (one quantum per tenant at a time).
-#[derive(Debug)]
-pub struct FairQueuing {
-    board: Board,
+/// A group member's tags at the second level: start-time fair queuing again, among
+/// the group's tenants by `weight_in_group` (a tenant on its own is its one member).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MemberTags {
+    weight: u32,
+    start: VirtualTime,
+    finish: VirtualTime,
+    /// Until when its group's GPU waits for its next task, after a quantum that left
+    /// it with nothing queued (the spin budget again, one level down: without it a
+    /// member with one task at a time would only ever alternate with the others).
+    lingering_until: Option<Nanos>,
+}
+
+/// Which member of a group a free GPU goes to.
+enum MemberChoice {
+    /// This one, ready now.
+    Ready(TenantId),
+    /// The GPU waits for a member whose turn it is and whose next task is on its way.
+    Wait,
+}
+
+/// FairGV's start-time fair queuing as a mechanism over a [`Board`] it does not own:
+/// the [`FairQueuing`] policy runs it over every GPU, the composed node policy over
+/// the GPUs outside the user-facing pool, each tenant on its home GPU. Hierarchical:
+/// tenants and groups (Slurm jobs) by their weights, then a group's tenants among
+/// themselves by theirs.
+#[derive(Debug, Default)]
+pub struct FairQueue {
     tags: BTreeMap<Queued, Tags>,
     /// What each tenant is queued as, and its quantum running now, if any.
     tenants: BTreeMap<TenantId, (Queued, Option<TaskId>)>,
-    /// A group's members, and which of them was served last (served in turn).
-    members: BTreeMap<Queued, (BTreeSet<TenantId>, Option<TenantId>)>,
+    /// A group's members with their second-level tags.
+    members: BTreeMap<Queued, BTreeMap<TenantId, MemberTags>>,
     /// Active ones by start tag.
     order: BTreeSet<(VirtualTime, Queued)>,
     /// Those lingering, by when their spin budget runs out (an entry whose tags say
@@ -95,32 +119,15 @@ pub struct FairQueuing {
     spin: Nanos,
 }
 
-impl FairQueuing {
-    /// Fair queuing over `gpus`.
-    pub fn new(gpus: &[GpuSpec]) -> FairQueuing {
-        FairQueuing {
-            board: Board::new(gpus),
-            tags: BTreeMap::new(),
-            tenants: BTreeMap::new(),
-            members: BTreeMap::new(),
-            order: BTreeSet::new(),
-            lingering: BTreeSet::new(),
-            eligible: BTreeSet::new(),
-            listed: BTreeMap::new(),
-            touched: Vec::new(),
-            idle_v: 0,
-            service: BTreeMap::new(),
-            spin: Nanos::ZERO,
-        }
+impl FairQueue {
+    /// An empty queue whose GPUs wait up to `spin` for the tenant whose turn it is.
+    pub fn new(spin: Nanos) -> FairQueue {
+        FairQueue { spin, ..FairQueue::default() }
     }
 
-    /// Wait up to `spin` for a tenant whose turn it is and whose queue ran dry (§3.2.2:
-    /// a client that submits one request at a time needs a moment to submit the next;
-    /// without this wait, the GPU would go to another tenant every time, and a tenant
-    /// could never receive more than every other quantum).
-    pub fn with_spin(mut self, spin: Nanos) -> FairQueuing {
-        self.spin = spin;
-        self
+    /// The spin budget.
+    pub fn spin(&self) -> Nanos {
+        self.spin
     }
 
     /// The global virtual time: the smallest start tag of the active tenants.
@@ -139,6 +146,11 @@ impl FairQueuing {
         &self.service
     }
 
+    /// Whether `tenant` is queued here.
+    pub fn knows(&self, tenant: TenantId) -> bool {
+        self.tenants.contains_key(&tenant)
+    }
+
     /// Change a tenant's weight (its group's, if it has one), from its next quantum on.
     pub fn set_weight(&mut self, tenant: TenantId, weight: u32) {
         if let Some((key, _)) = self.tenants.get(&tenant)
@@ -150,7 +162,7 @@ impl FairQueuing {
 
     /// Whether `key` may take a GPU now (see `eligible`); pinning and a lingering
     /// one's budget are checked per GPU by the dispatch.
-    fn is_eligible(&self, key: Queued) -> bool {
+    fn is_eligible(&self, board: &Board, key: Queued) -> bool {
         let Some(t) = self.tags.get(&key) else { return false };
         if !t.active {
             return false;
@@ -158,20 +170,19 @@ impl FairQueuing {
         if t.running == 0 && t.lingering_until.is_some() {
             return true;
         }
-        self.members.get(&key).is_some_and(|(m, _)| {
-            m.iter().any(|id| {
-                self.tenants.get(id).is_some_and(|(_, r)| r.is_none())
-                    && self.board.queue_of(*id).0 > 0
+        self.members.get(&key).is_some_and(|m| {
+            m.keys().any(|id| {
+                self.tenants.get(id).is_some_and(|(_, r)| r.is_none()) && board.queue_of(*id).0 > 0
             })
         })
     }
 
     /// Bring `key`'s place among the eligible up to date.
-    fn relist(&mut self, key: Queued) {
+    fn relist(&mut self, board: &Board, key: Queued) {
         if let Some(at) = self.listed.remove(&key) {
             self.eligible.remove(&(at, key));
         }
-        if self.is_eligible(key)
+        if self.is_eligible(board, key)
             && let Some(t) = self.tags.get(&key)
         {
             self.eligible.insert((t.start, key));
@@ -183,15 +194,43 @@ impl FairQueuing {
         self.tenants.get(&tenant).map(|(k, _)| *k)
     }
 
-    fn backlogged(&self, key: Queued) -> bool {
-        self.members.get(&key).is_some_and(|(m, _)| m.iter().any(|t| self.board.queue_of(*t).0 > 0))
+    fn backlogged(&self, board: &Board, key: Queued) -> bool {
+        self.members.get(&key).is_some_and(|m| m.keys().any(|t| board.queue_of(*t).0 > 0))
     }
 
-    /// `tenant` has work again: its tenant or group becomes active at max(V, F).
-    fn wake(&mut self, tenant: TenantId) {
+    /// `tenant` has work again: its tenant or group becomes active at max(V, F), and
+    /// within its group it starts at max(v, its F), v the smallest start tag of the
+    /// group's other members with work.
+    fn wake(&mut self, board: &Board, tenant: TenantId) {
         let v = self.virtual_time();
-        let Some((key, _)) = self.tenants.get(&tenant) else { return };
-        let key = *key;
+        let Some((key, running)) = self.tenants.get(&tenant) else { return };
+        let (key, running) = (*key, running.is_some());
+        let lingering = self
+            .members
+            .get(&key)
+            .and_then(|m| m.get(&tenant))
+            .is_some_and(|m| m.lingering_until.is_some());
+        if !running
+            && !lingering
+            && board.queue_of(tenant).0 == 1
+            && let Some(members) = self.members.get_mut(&key)
+        {
+            let busy = |t: &TenantId| {
+                self.tenants.get(t).is_some_and(|(_, r)| r.is_some()) || board.queue_of(*t).0 > 0
+            };
+            let inner_v = members
+                .iter()
+                .filter(|(t, _)| **t != tenant && busy(t))
+                .map(|(_, m)| m.start)
+                .min();
+            if let (Some(inner_v), Some(m)) = (inner_v, members.get_mut(&tenant)) {
+                m.start = inner_v.max(m.finish);
+            }
+        }
+        // back within its spin budget, or woken: no longer lingering either way
+        if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
+            m.lingering_until = None;
+        }
         let Some(t) = self.tags.get_mut(&key) else { return };
         if t.active {
             return;
@@ -202,13 +241,20 @@ impl FairQueuing {
     }
 
     /// `tenant`'s quantum ended after running `ran`: its tenant's or group's F = S +
-    /// L / w, S = F; it stays active if it has more queued.
-    fn charge(&mut self, now: Nanos, tenant: TenantId, ran: Nanos) {
+    /// L / w, S = F (and its own within the group); it stays active if it has more
+    /// queued.
+    fn charge(&mut self, board: &Board, now: Nanos, tenant: TenantId, ran: Nanos) {
         let Some((key, running)) = self.tenants.get_mut(&tenant) else { return };
         *running = None;
         let key = *key;
         *self.service.entry(tenant).or_default() += ran.0;
-        let backlogged = self.backlogged(key);
+        let drained = board.queue_of(tenant).0 == 0;
+        if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
+            m.finish = m.start + (u128::from(ran.0) << SCALE) / u128::from(m.weight.max(1));
+            m.start = m.finish;
+            m.lingering_until = (drained && self.spin > Nanos::ZERO).then_some(now + self.spin);
+        }
+        let backlogged = self.backlogged(board, key);
         let spin = self.spin;
         let Some(t) = self.tags.get_mut(&key) else { return };
         self.order.remove(&(t.start, key));
@@ -236,6 +282,11 @@ impl FairQueuing {
         let Some((key, _)) = self.tenants.get(&tenant) else { return };
         let key = *key;
         *self.service.entry(tenant).or_default() += ran.0;
+        if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
+            let add = (u128::from(ran.0) << SCALE) / u128::from(m.weight.max(1));
+            m.finish += add;
+            m.start += add;
+        }
         let Some(t) = self.tags.get_mut(&key) else { return };
         let add = (u128::from(ran.0) << SCALE) / u128::from(t.weight.max(1));
         t.finish += add;
@@ -249,7 +300,7 @@ impl FairQueuing {
     }
 
     /// Those whose spin budget ran out without a request yield: inactive.
-    fn expire(&mut self, now: Nanos) {
+    fn expire(&mut self, board: &Board, now: Nanos) {
         let mut expired: Vec<Queued> = Vec::new();
         while let Some(&(until, key)) = self.lingering.first() {
             if until > now {
@@ -265,7 +316,7 @@ impl FairQueuing {
         expired.dedup();
         self.touched.extend_from_slice(&expired);
         for key in expired {
-            let backlogged = self.backlogged(key);
+            let backlogged = self.backlogged(board, key);
             let Some(t) = self.tags.get_mut(&key) else { continue };
             t.lingering_until = None;
             if backlogged || t.running > 0 {
@@ -279,107 +330,59 @@ impl FairQueuing {
         }
     }
 
-    /// The member of `key` to serve on `gpu`: one with a task queued, none running, and
-    /// allowed there — the next after the one served last, in turn.
-    fn member_for(&self, key: Queued, gpu: crate::ids::GpuId) -> Option<TenantId> {
-        let (members, last) = self.members.get(&key)?;
-        let ready = |t: &TenantId| {
-            self.tenants.get(t).is_some_and(|(_, r)| r.is_none())
-                && self.board.queue_of(*t).0 > 0
-                && self.board.may_run_on(*t, gpu)
-        };
-        let after = last.and_then(|l| {
-            members
-                .range((std::ops::Bound::Excluded(l), std::ops::Bound::Unbounded))
-                .find(|t| ready(t))
-        });
-        after.or_else(|| members.iter().find(|t| ready(t))).copied()
-    }
-
-    /// Give every free GPU to the active tenant (or group member) with the smallest
-    /// start tag that has a task queued and none running.
-    fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        // a lingering one ahead in the order keeps one GPU waiting for it
-        let mut held: BTreeSet<Queued> = BTreeSet::new();
-        for gpu in self.board.idle_gpus() {
-            let mut chosen = None;
-            for (_, key) in &self.eligible {
-                if held.contains(key) {
-                    continue;
-                }
-                if let Some(member) = self.member_for(*key, gpu) {
-                    chosen = Some((*key, Some(member)));
-                    break;
-                }
-                let lingering = self
-                    .tags
-                    .get(key)
-                    .is_some_and(|x| x.running == 0 && x.lingering_until.is_some_and(|u| now < u));
-                let may_run_here = self
-                    .members
-                    .get(key)
-                    .is_some_and(|(m, _)| m.iter().any(|t| self.board.may_run_on(*t, gpu)));
-                if lingering && may_run_here {
-                    chosen = Some((*key, None));
-                    break;
-                }
-            }
-            // none for this GPU; another GPU may still suit a pinned tenant
-            let Some((key, member)) = chosen else { continue };
-            let Some(tenant) = member else {
-                held.insert(key); // this GPU waits for it
+    /// The member of `key` to serve on `gpu`: of those allowed there with a task queued
+    /// and none running, or lingering, the one with the smallest start tag within the
+    /// group (ties: the lowest id); the GPU waits if that one is lingering.
+    fn member_for(
+        &self,
+        board: &Board,
+        now: Nanos,
+        key: Queued,
+        gpu: GpuId,
+        may_run: &dyn Fn(TenantId, GpuId) -> bool,
+    ) -> Option<MemberChoice> {
+        let members = self.members.get(&key)?;
+        let mut best: Option<(VirtualTime, TenantId, bool)> = None;
+        for (t, m) in members {
+            let idle = self.tenants.get(t).is_some_and(|(_, r)| r.is_none());
+            if !idle || !board.may_run_on(*t, gpu) || !may_run(*t, gpu) {
                 continue;
-            };
-            let task = self.board.dispatch(now, gpu, tenant, actions);
-            if let Some(task) = task {
-                if let Some((_, running)) = self.tenants.get_mut(&tenant) {
-                    *running = Some(task);
-                }
-                if let Some((_, last)) = self.members.get_mut(&key) {
-                    *last = Some(tenant);
-                }
-                if let Some(t) = self.tags.get_mut(&key) {
-                    t.running += 1;
-                    t.lingering_until = None;
-                }
-                self.relist(key);
+            }
+            let ready = board.queue_of(*t).0 > 0;
+            let lingering = !ready && m.lingering_until.is_some_and(|u| now < u);
+            if (ready || lingering) && best.is_none_or(|(s, id, _)| (m.start, *t) < (s, id)) {
+                best = Some((m.start, *t, ready));
+            }
+        }
+        match best? {
+            (_, t, true) => Some(MemberChoice::Ready(t)),
+            (_, _, false) => {
+                // waiting for one member is worth it only if another one could run
+                let others = members.keys().any(|t| {
+                    self.tenants.get(t).is_some_and(|(_, r)| r.is_none())
+                        && board.queue_of(*t).0 > 0
+                        && board.may_run_on(*t, gpu)
+                        && may_run(*t, gpu)
+                });
+                others.then_some(MemberChoice::Wait)
             }
         }
     }
-}
 
-impl Policy for FairQueuing {
-    fn label(&self) -> String {
-        "FairGV".into()
-    }
-
-    fn tick_interval(&self) -> Option<Nanos> {
-        // lingering ends on a tick when no other event comes first
-        (self.spin > Nanos::ZERO).then_some(self.spin)
-    }
-
-    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
-        let finished = self.board.finishing(event);
-        self.board.observe(now, event, actions);
+    /// Apply an event the board has already observed (`finished`: what
+    /// [`Board::finishing`] said before it did) to the tags.
+    pub fn observe(
+        &mut self,
+        board: &Board,
+        now: Nanos,
+        event: &Event,
+        finished: Option<(TenantId, Nanos)>,
+    ) {
         match event {
-            Event::TenantRegistered(spec) => {
-                let key = spec.group.map_or(Queued::Tenant(spec.id), Queued::Group);
-                let v = self.virtual_time();
-                // a group's first member brings its tags; later ones join them
-                self.tags.entry(key).or_insert(Tags {
-                    weight: spec.weight.max(1),
-                    start: v,
-                    finish: v,
-                    active: false,
-                    running: 0,
-                    lingering_until: None,
-                });
-                self.tenants.insert(spec.id, (key, None));
-                self.members.entry(key).or_default().0.insert(spec.id);
-            }
+            Event::TenantRegistered(spec) => self.register(spec),
             Event::TenantLeft { tenant } => {
                 if let Some((key, _)) = self.tenants.remove(tenant) {
-                    let empty = self.members.get_mut(&key).is_none_or(|(m, _)| {
+                    let empty = self.members.get_mut(&key).is_none_or(|m| {
                         m.remove(tenant);
                         m.is_empty()
                     });
@@ -393,7 +396,7 @@ impl Policy for FairQueuing {
                 }
             }
             Event::TaskSubmitted(spec) => {
-                self.wake(spec.tenant);
+                self.wake(board, spec.tenant);
                 self.touched.extend(self.key_of(spec.tenant));
             }
             Event::TenantWeightChanged { tenant, weight } => self.set_weight(*tenant, *weight),
@@ -406,10 +409,10 @@ impl Policy for FairQueuing {
             _ => {}
         }
         if let Some((tenant, ran)) = finished {
-            self.charge(now, tenant, ran);
+            self.charge(board, now, tenant, ran);
             self.touched.extend(self.key_of(tenant));
         }
-        self.expire(now);
+        self.expire(board, now);
         // a refused dispatch went back to its queue (the board re-queued it): its
         // tenant has no quantum running
         if let Event::ActionRefused { action, .. } = event
@@ -431,19 +434,184 @@ impl Policy for FairQueuing {
                 self.touched.push(key);
             }
         }
+        self.relist_touched(board);
+    }
+
+    /// A tenant is queued from now on, on its own or in its group (a group's first
+    /// member brings the group's tags; later ones join them).
+    pub fn register(&mut self, spec: &TenantSpec) {
+        let key = spec.group.map_or(Queued::Tenant(spec.id), Queued::Group);
+        let v = self.virtual_time();
+        self.tags.entry(key).or_insert(Tags {
+            weight: spec.weight.max(1),
+            start: v,
+            finish: v,
+            active: false,
+            running: 0,
+            lingering_until: None,
+        });
+        self.tenants.insert(spec.id, (key, None));
+        let members = self.members.entry(key).or_default();
+        // a newcomer starts level with the group's least-served member
+        let inner = members.values().map(|m| m.start).min().unwrap_or(0);
+        members.insert(
+            spec.id,
+            MemberTags {
+                weight: spec.weight_in_group.max(1),
+                start: inner,
+                finish: inner,
+                lingering_until: None,
+            },
+        );
+    }
+
+    /// Every key whose eligibility may have changed (`touched`), listed again; call
+    /// after changing the board in a way that may change who can run.
+    pub fn relist_touched(&mut self, board: &Board) {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
         for key in touched.drain(..) {
-            self.relist(key);
+            self.relist(board, key);
         }
         self.touched = touched;
         debug_assert!(
-            self.order.iter().all(|(_, k)| self.is_eligible(*k) == self.listed.contains_key(k))
-                && self.listed.keys().all(|k| self.is_eligible(*k)),
+            self.order
+                .iter()
+                .all(|(_, k)| self.is_eligible(board, *k) == self.listed.contains_key(k))
+                && self.listed.keys().all(|k| self.is_eligible(board, *k)),
             "the eligible list drifted"
         );
-        self.dispatch(now, actions);
+    }
+
+    /// `tenant`'s eligibility may have changed for reasons the queue does not see (it
+    /// became able to run again): looked at on the next [`FairQueue::relist_touched`].
+    pub fn touch(&mut self, tenant: TenantId) {
+        self.touched.extend(self.key_of(tenant));
+    }
+
+    /// Give each of `gpus` (idle ones) to the active tenant (or group member) with the
+    /// smallest start tag that has a task queued, none running, and `may_run` there.
+    pub fn dispatch(
+        &mut self,
+        board: &mut Board,
+        now: Nanos,
+        gpus: &[GpuId],
+        may_run: &dyn Fn(TenantId, GpuId) -> bool,
+        actions: &mut Vec<Action>,
+    ) {
+        // a lingering one ahead in the order keeps one GPU waiting for it
+        let mut held: BTreeSet<Queued> = BTreeSet::new();
+        for &gpu in gpus {
+            let mut chosen = None;
+            for (_, key) in &self.eligible {
+                if held.contains(key) {
+                    continue;
+                }
+                match self.member_for(board, now, *key, gpu, may_run) {
+                    Some(MemberChoice::Ready(member)) => {
+                        chosen = Some((*key, Some(member)));
+                        break;
+                    }
+                    Some(MemberChoice::Wait) => {
+                        chosen = Some((*key, None));
+                        break;
+                    }
+                    None => {}
+                }
+                let lingering = self
+                    .tags
+                    .get(key)
+                    .is_some_and(|x| x.running == 0 && x.lingering_until.is_some_and(|u| now < u));
+                let may_run_here = self.members.get(key).is_some_and(|m| {
+                    m.keys().any(|t| board.may_run_on(*t, gpu) && may_run(*t, gpu))
+                });
+                if lingering && may_run_here {
+                    chosen = Some((*key, None));
+                    break;
+                }
+            }
+            // none for this GPU; another GPU may still suit a pinned tenant
+            let Some((key, member)) = chosen else { continue };
+            let Some(tenant) = member else {
+                held.insert(key); // this GPU waits for it
+                continue;
+            };
+            let task = board.dispatch(now, gpu, tenant, actions);
+            if let Some(task) = task {
+                if let Some((_, running)) = self.tenants.get_mut(&tenant) {
+                    *running = Some(task);
+                }
+                if let Some(t) = self.tags.get_mut(&key) {
+                    t.running += 1;
+                    t.lingering_until = None;
+                }
+                self.relist(board, key);
+            }
+        }
+    }
+}
+
+/// FairGV's fair queuing over one or more GPUs (one quantum per tenant at a time): the
+/// [`FairQueue`] over every GPU of a board of its own.
+#[derive(Debug)]
+pub struct FairQueuing {
+    board: Board,
+    queue: FairQueue,
+}
+
+impl FairQueuing {
+    /// Fair queuing over `gpus`.
+    pub fn new(gpus: &[GpuSpec]) -> FairQueuing {
+        FairQueuing { board: Board::new(gpus), queue: FairQueue::new(Nanos::ZERO) }
+    }
+
+    /// Wait up to `spin` for a tenant whose turn it is and whose queue ran dry (§3.2.2:
+    /// a client that submits one request at a time needs a moment to submit the next;
+    /// without this wait, the GPU would go to another tenant every time, and a tenant
+    /// could never receive more than every other quantum).
+    pub fn with_spin(mut self, spin: Nanos) -> FairQueuing {
+        self.queue.spin = spin;
+        self
+    }
+
+    /// The global virtual time: the smallest start tag of the active tenants.
+    pub fn virtual_time(&self) -> VirtualTime {
+        self.queue.virtual_time()
+    }
+
+    /// The tags `tenant` is queued under (its group's, if it has one).
+    pub fn tags(&self, tenant: TenantId) -> Option<Tags> {
+        self.queue.tags(tenant)
+    }
+
+    /// Service received so far, ns, per tenant.
+    pub fn service(&self) -> &BTreeMap<TenantId, u64> {
+        self.queue.service()
+    }
+
+    /// Change a tenant's weight (its group's, if it has one), from its next quantum on.
+    pub fn set_weight(&mut self, tenant: TenantId, weight: u32) {
+        self.queue.set_weight(tenant, weight);
+    }
+}
+
+impl Policy for FairQueuing {
+    fn label(&self) -> String {
+        "FairGV".into()
+    }
+
+    fn tick_interval(&self) -> Option<Nanos> {
+        // lingering ends on a tick when no other event comes first
+        (self.queue.spin > Nanos::ZERO).then_some(self.queue.spin)
+    }
+
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        let finished = self.board.finishing(event);
+        self.board.observe(now, event, actions);
+        self.queue.observe(&self.board, now, event, finished);
+        let idle = self.board.idle_gpus();
+        self.queue.dispatch(&mut self.board, now, &idle, &|_, _| true, actions);
     }
 }
 
@@ -607,6 +775,47 @@ mod tests {
         // and within the group, its members take turns
         let per: Vec<u64> = (0..4).map(|t| service[&TenantId(t)]).collect();
         assert!(per.iter().max().unwrap() - per.iter().min().unwrap() <= quantum.0, "{per:?}");
+    }
+
+    /// Hierarchical: a job (weight 4) with two tenants weighted 1 : 3 within it, beside
+    /// a tenant of weight 4 on its own: the job and the tenant get 1 : 1, and inside the
+    /// job its tenants 1 : 3 — before, a group's members took turns, 1 : 1.
+    #[test]
+    fn a_groups_tenants_share_it_by_their_own_weights() {
+        let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
+        for (id, weight_in_group) in [(0, 1), (1, 3)] {
+            let spec = TenantSpec {
+                weight: 4,
+                group: Some(7),
+                weight_in_group,
+                ..TenantSpec::new(TenantId(id), ServiceClass::Batch)
+            };
+            p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
+        }
+        let alone = TenantSpec { weight: 4, ..TenantSpec::new(TenantId(2), ServiceClass::Batch) };
+        p.on_event(Nanos::ZERO, &Event::TenantRegistered(alone), &mut Vec::new());
+        let mut d = Driver {
+            p,
+            now: Nanos::ZERO,
+            next_id: 0,
+            running: None,
+            lengths: BTreeMap::new(),
+            served: Vec::new(),
+        };
+        let quantum = Nanos::from_millis(6);
+        for t in 0..3 {
+            d.submit(t, quantum);
+            d.submit(t, quantum);
+        }
+        for _ in 0..800 {
+            let Some(t) = d.finish() else { break };
+            d.submit(t.0, quantum);
+        }
+        let service = |t: u64| d.p.service().get(&TenantId(t)).copied().unwrap_or(0) as f64;
+        let job_vs_alone = (service(0) + service(1)) / service(2);
+        assert!((job_vs_alone - 1.0).abs() < 0.02, "job : tenant = {job_vs_alone:.3}");
+        let within = service(0) / service(1);
+        assert!((within - 1.0 / 3.0).abs() < 0.02, "within the job {within:.3} (want 1/3)");
     }
 
     /// Kernel slicing against FairGV's Table 4 (`data/fairgv/table4.csv`): a 600 × 600

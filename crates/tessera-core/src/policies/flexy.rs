@@ -42,7 +42,7 @@ use crate::policy::Policy;
 use crate::units::Nanos;
 
 /// Flexy's parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlexyParams {
     /// Minimum reservation K.
     pub reserve: usize,
@@ -93,10 +93,12 @@ pub fn user_facing_pool_size(le: Nanos, q: usize, sla: Nanos, k: usize, n: usize
     (u.min(n as u128) as usize).max(k).min(n)
 }
 
-/// The Flexy policy, with minimum reservation and reset variants.
+/// Flexy's elastic user-facing pool as a mechanism over a [`Board`] it does not own:
+/// Algorithm 1's size and choice of GPUs, the estimate le, and F-Reset's resets. The
+/// [`Flexy`] policy runs it over a board of its own; the composed node policy runs it
+/// beside fair queuing on the GPUs left over.
 #[derive(Debug)]
-pub struct Flexy {
-    board: Board,
+pub struct ElasticPool {
     params: FlexyParams,
     le: WindowMean,
     in_user_pool: Vec<bool>,
@@ -108,14 +110,13 @@ pub struct Flexy {
     kept: Vec<(Nanos, GpuId)>,
 }
 
-impl Flexy {
-    /// Flexy over `gpus`.
-    pub fn new(gpus: &[GpuSpec], params: FlexyParams) -> Flexy {
-        Flexy {
-            board: Board::new(gpus),
+impl ElasticPool {
+    /// An empty pool for a node of `gpus` GPUs.
+    pub fn new(gpus: usize, params: FlexyParams) -> ElasticPool {
+        ElasticPool {
             params,
             le: WindowMean::new(params.history),
-            in_user_pool: vec![false; gpus.len()],
+            in_user_pool: vec![false; gpus],
             pool_size: 0,
             pool: Vec::new(),
             top: Vec::new(),
@@ -123,14 +124,14 @@ impl Flexy {
         }
     }
 
-    /// Change the minimum reservation (the PID variant's actuator).
-    pub fn set_reserve(&mut self, k: usize) {
-        self.params.reserve = k.min(self.board.gpu_count());
+    /// The parameters.
+    pub fn params(&self) -> &FlexyParams {
+        &self.params
     }
 
-    /// The current minimum reservation K.
-    pub fn reserve(&self) -> usize {
-        self.params.reserve
+    /// Change the minimum reservation (the PID variant's actuator).
+    pub fn set_reserve(&mut self, k: usize) {
+        self.params.reserve = k.min(self.in_user_pool.len());
     }
 
     /// The current size U of the user-facing pool.
@@ -138,16 +139,26 @@ impl Flexy {
         self.pool_size
     }
 
-    /// The board, for the PID variant's latency signal.
-    pub fn board(&self) -> &Board {
-        &self.board
+    /// The pool's GPUs, ascending.
+    pub fn gpus(&self) -> &[GpuId] {
+        &self.pool
+    }
+
+    /// Whether `gpu` is in the user-facing pool.
+    pub fn contains(&self, gpu: GpuId) -> bool {
+        self.in_user_pool.get(gpu.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// A user-facing task ran for `ran` and completed: le's window takes it.
+    pub fn learn(&mut self, ran: Nanos) {
+        self.le.push(ran);
     }
 
     /// Algorithm 1: recompute U and the pools.
-    fn repartition(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        let q = self.board.queued(Classes::UserFacing) + self.board.running(Classes::UserFacing);
+    pub fn repartition(&mut self, board: &mut Board, now: Nanos, actions: &mut Vec<Action>) {
+        let q = board.queued(Classes::UserFacing) + board.running(Classes::UserFacing);
         let le = self.le.mean().unwrap_or(self.params.sla);
-        let n = self.board.gpu_count();
+        let n = board.gpu_count();
         let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
         // The pool is the first U GPUs by expected completion; at equal times an idle
         // GPU before a busy one (a task past its predicted end is still running), then
@@ -160,7 +171,7 @@ impl Flexy {
             if top.len() == u {
                 break;
             }
-            if self.board.state(*g).is_idle() {
+            if board.state(*g).is_idle() {
                 top.push(*g);
             }
         }
@@ -173,8 +184,8 @@ impl Flexy {
             busy.extend(
                 self.pool
                     .iter()
-                    .filter(|g| self.runs_only_user_facing(**g))
-                    .map(|g| (self.board.expected_free_at(*g, now), *g)),
+                    .filter(|g| runs_only_user_facing(board, **g))
+                    .map(|g| (board.expected_free_at(*g, now), *g)),
             );
             busy.sort_unstable();
             for (_, g) in busy.iter().take(u - top.len()) {
@@ -183,7 +194,7 @@ impl Flexy {
             }
             self.kept = busy;
         }
-        for g in self.board.idle_ids() {
+        for g in board.idle_ids() {
             if top.len() == u {
                 break;
             }
@@ -194,7 +205,7 @@ impl Flexy {
         if top.len() < u {
             // the busy GPUs by estimated completion, past those already kept
             let before = top.len();
-            self.board.first_busy_to_free(
+            board.first_busy_to_free(
                 now,
                 u - before + kept_busy,
                 &self.in_user_pool,
@@ -214,7 +225,7 @@ impl Flexy {
             }
             top.truncate(u);
         }
-        debug_assert_eq!(top, self.sorted_order(now, u), "the pool differs from a full sort's");
+        debug_assert_eq!(top, self.sorted_order(board, now, u), "the pool differs from a full sort's");
         for g in &self.pool {
             self.in_user_pool[g.0 as usize] = false;
         }
@@ -223,64 +234,98 @@ impl Flexy {
         }
         self.pool_size = u;
         top.sort_unstable();
-        self.board.announce_pools(&top, actions);
+        board.announce_pools(&top, actions);
         self.top = std::mem::replace(&mut self.pool, top);
     }
 
     /// The first `u` GPUs by a full sort of the node, as Algorithm 1 is written (the
     /// check of the index in debug builds).
-    fn sorted_order(&self, now: Nanos, u: usize) -> Vec<GpuId> {
-        let mut order: Vec<(bool, Nanos, bool, bool, GpuId)> = self
-            .board
+    fn sorted_order(&self, board: &Board, now: Nanos, u: usize) -> Vec<GpuId> {
+        let mut order: Vec<(bool, Nanos, bool, bool, GpuId)> = board
             .gpu_ids()
             .map(|g| {
                 let in_pool = self.in_user_pool[g.0 as usize];
-                let state = self.board.state(g);
+                let state = board.state(g);
                 let kept = self.params.order == PoolOrder::Packing
                     && in_pool
-                    && (state.is_idle() || self.runs_only_user_facing(g));
+                    && (state.is_idle() || runs_only_user_facing(board, g));
                 let busy = !state.is_idle();
-                (!kept, self.board.expected_free_at(g, now), busy, !in_pool, g)
+                (!kept, board.expected_free_at(g, now), busy, !in_pool, g)
             })
             .collect();
         order.sort_unstable();
         order.into_iter().take(u).map(|(_, _, _, _, g)| g).collect()
     }
 
-    /// Whether `gpu` runs tasks, all of them user-facing.
-    fn runs_only_user_facing(&self, gpu: GpuId) -> bool {
-        let running = self.board.state(gpu).running();
-        !running.is_empty() && running.iter().all(|r| r.class.is_user_facing())
-    }
-
-    fn dispatch_idle(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        for gpu in self.board.idle_gpus() {
-            let user_facing = self.in_user_pool[gpu.0 as usize];
-            if let Some(tenant) = self.board.oldest_head(Classes::of(user_facing)) {
-                self.board.dispatch(now, gpu, tenant, actions);
-            }
-        }
-    }
-
     /// F-Reset (§II-C3, §IV): when user-facing tasks wait and the user-facing pool's
     /// GPUs are busy with batch work, reset pool GPUs running long batch tasks until U
     /// pool GPUs can serve user-facing work (never more than there are waiting tasks).
-    /// Packing keeps U small, which is why Flexy resets less than priority.
-    fn reset_if_needed(&mut self, now: Nanos, latency: Nanos, actions: &mut Vec<Action>) {
-        let waiting = self.board.queued(Classes::UserFacing);
+    /// Packing keeps U small, which is why Flexy resets less than priority. Nothing
+    /// without a reset latency.
+    pub fn reset_if_needed(&mut self, board: &mut Board, now: Nanos, actions: &mut Vec<Action>) {
+        let Some(latency) = self.params.reset else { return };
+        let waiting = board.queued(Classes::UserFacing);
         if waiting == 0 || self.pool_size == 0 {
             return;
         }
         let in_pool = &self.in_user_pool;
-        let capable = user_facing_capable(&self.board, |g| in_pool[g.0 as usize]);
+        let capable = user_facing_capable(board, |g| in_pool[g.0 as usize]);
         let missing = self.pool_size.min(waiting).saturating_sub(capable);
         if missing == 0 {
             return;
         }
-        let resettable =
-            resettable_batch_gpus(&self.board, now, latency, |g| in_pool[g.0 as usize]);
+        let resettable = resettable_batch_gpus(board, now, latency, |g| in_pool[g.0 as usize]);
         for gpu in resettable.into_iter().take(missing) {
-            self.board.reset(now, gpu, latency, actions);
+            board.reset(now, gpu, latency, actions);
+        }
+    }
+}
+
+/// Whether `gpu` runs tasks, all of them user-facing.
+fn runs_only_user_facing(board: &Board, gpu: GpuId) -> bool {
+    let running = board.state(gpu).running();
+    !running.is_empty() && running.iter().all(|r| r.class.is_user_facing())
+}
+
+/// The Flexy policy, with minimum reservation and reset variants.
+#[derive(Debug)]
+pub struct Flexy {
+    board: Board,
+    pool: ElasticPool,
+}
+
+impl Flexy {
+    /// Flexy over `gpus`.
+    pub fn new(gpus: &[GpuSpec], params: FlexyParams) -> Flexy {
+        Flexy { board: Board::new(gpus), pool: ElasticPool::new(gpus.len(), params) }
+    }
+
+    /// Change the minimum reservation (the PID variant's actuator).
+    pub fn set_reserve(&mut self, k: usize) {
+        self.pool.set_reserve(k);
+    }
+
+    /// The current minimum reservation K.
+    pub fn reserve(&self) -> usize {
+        self.pool.params.reserve
+    }
+
+    /// The current size U of the user-facing pool.
+    pub fn pool_size(&self) -> usize {
+        self.pool.pool_size()
+    }
+
+    /// The board, for the PID variant's latency signal.
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
+    fn dispatch_idle(&mut self, now: Nanos, actions: &mut Vec<Action>) {
+        for gpu in self.board.idle_gpus() {
+            let user_facing = self.pool.contains(gpu);
+            if let Some(tenant) = self.board.oldest_head(Classes::of(user_facing)) {
+                self.board.dispatch(now, gpu, tenant, actions);
+            }
         }
     }
 
@@ -291,21 +336,20 @@ impl Flexy {
             && done.completed
             && done.class.is_user_facing()
         {
-            self.le.push(done.ran_for);
+            self.pool.learn(done.ran_for);
         }
-        self.repartition(now, actions);
+        self.pool.repartition(&mut self.board, now, actions);
         self.dispatch_idle(now, actions);
-        if let Some(latency) = self.params.reset {
-            self.reset_if_needed(now, latency, actions);
-        }
+        self.pool.reset_if_needed(&mut self.board, now, actions);
     }
 }
 
 impl Policy for Flexy {
     fn label(&self) -> String {
-        match self.params.reset {
-            Some(_) => format!("F-Reset{}", self.params.order.suffix()),
-            None => format!("F-MinRes{}{}", self.params.reserve, self.params.order.suffix()),
+        let p = &self.pool.params;
+        match p.reset {
+            Some(_) => format!("F-Reset{}", p.order.suffix()),
+            None => format!("F-MinRes{}{}", p.reserve, p.order.suffix()),
         }
     }
 
@@ -314,7 +358,7 @@ impl Policy for Flexy {
     }
 
     fn min_reservation(&self) -> usize {
-        self.params.reserve
+        self.pool.params.reserve
     }
 }
 

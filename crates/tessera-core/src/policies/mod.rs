@@ -11,6 +11,8 @@
 //!   condition) and its interactivity classification.
 //! - [`fair`]: FairGV's fair queuing (start-time fair queuing by weight).
 //! - [`gpulets`]: gpu-lets' elastic partitioning, its sizing steps so far (§4.3).
+//! - [`node`]: the composed node policy (Flexy's pool, fair queuing, DCUDA's
+//!   balancer, memory-safe homes) for a node with every kind of tenant.
 
 pub mod credit;
 pub mod dcuda;
@@ -19,6 +21,7 @@ pub mod flexy;
 pub mod gpulets;
 pub mod least_loaded;
 pub mod memsafe;
+pub mod node;
 pub mod pid;
 pub mod priority;
 pub mod round_robin;

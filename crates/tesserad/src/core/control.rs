@@ -117,6 +117,8 @@ impl Core {
                 if !self.conns.contains_key(&conn) {
                     return err(ErrorCode::BadRequest, "send hello before registering".into());
                 }
+                // within a job, the weight asked for shares the job's among its tenants
+                let weight_in_group = weight.clamp(1, 1000);
                 // a Slurm job's tenant: the job's class, weight and GPUs, within its
                 // memory entitlement, for the job's own uid only
                 let (class, sla_ms, weight, job_gpus) = match job {
@@ -331,6 +333,7 @@ impl Core {
                     },
                     // a job's tenants share the job's weight (its shards)
                     group: job,
+                    weight_in_group,
                 }));
                 // a policy that gives each tenant one GPU (DCUDA) places it: its
                 // program must run where the policy grants its slices

@@ -1,0 +1,483 @@
+//! The node policy: the papers' mechanisms composed for a shared node, each the
+//! existing code run over one board instead of a board of its own.
+//!
+//! - **User-facing tenants** get Flexy's elastic pool ([`ElasticPool`]: U from
+//!   Little's law, the minimum reservation K, packing, F-Reset's resets when
+//!   configured). A pool GPU runs user-facing tasks only, the oldest head first, as in
+//!   [`super::flexy::Flexy`].
+//! - **Batch tenants** each live on one *home* GPU outside the pool, as a process's
+//!   context does: DCUDA's placement (the least-loaded GPU by the [`Monitor`]'s
+//!   demand, ties to the fewest tenants), and DCUDA's step 1 and step 2 ([`balance`],
+//!   [`compact`]) every interval over the GPUs outside the pool, migrating a tenant
+//!   between its tasks. A GPU's load is its tenants' share of its *time* (one task
+//!   runs at a time: [`Monitor::started_exclusive`]); time a tenant waits for its turn
+//!   is held, not idle.
+//! - **Which batch tenant runs** on a free GPU outside the pool is FairGV's start-time
+//!   fair queuing ([`FairQueue`]), hierarchical: Slurm jobs (groups) and lone tenants
+//!   by weight, then a job's tenants by their weight within it, among the tenants
+//!   whose home that GPU is.
+//! - **Memory** (schedGPU's rule, every allocation admitted before it is used): a
+//!   batch tenant is homed only on a GPU whose homed tenants' declared memory leaves
+//!   room for its own, and moved only where it fits; a tenant that fits nowhere waits
+//!   unplaced until memory frees (its tasks wait, none fails). The daemon's ledger
+//!   admits each task's memory on top, as for every policy.
+//! - **Slurm jobs** are accepted: a job's tenant lives on its job's first GPU and moves
+//!   only among the job's GPUs. The pool may take a job's GPU while the user-facing
+//!   load needs it, as it takes any batch GPU; the job waits meanwhile (Flexy's
+//!   precedence), and gets it back when the pool shrinks to K.
+//!
+//! What the composition costs, by construction: a pool that grows over a batch tenant's
+//! home holds that tenant until the pool shrinks or the next interval moves it (a
+//! migration's pause); fair shares hold among the tenants of one GPU, and across GPUs
+//! only as far as the balancer evens the loads out. Not here yet: gpu-lets' partitions
+//! for registered models inside the pool.
+
+use crate::action::Action;
+use crate::board::{Board, Classes};
+use crate::event::Event;
+use crate::ids::{GpuId, TenantId};
+use crate::model::GpuSpec;
+use crate::policies::dcuda::{self, Loads, Monitor, Move, MoveReason};
+use crate::policies::fair::FairQueue;
+use crate::policies::flexy::{ElasticPool, FlexyParams};
+use crate::policy::Policy;
+use crate::units::{Bytes, Nanos};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// The node policy's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeParams {
+    /// Flexy's pool: K, reset, the SLA it plans for, k, the order.
+    pub flexy: FlexyParams,
+    /// Fair queuing's spin budget: how long a batch GPU waits for the tenant whose
+    /// turn it is to submit its next task.
+    pub spin: Nanos,
+    /// DCUDA's period: the monitor's sample and the balancer's run.
+    pub interval: Nanos,
+    /// Overloaded above this share of a GPU's time (DCUDA's 100%).
+    pub thresh_over: f64,
+    /// Underloaded below this (DCUDA's 90%); step 2 merges two GPUs up to it.
+    pub thresh_under: f64,
+    /// Step 2, compaction of two light GPUs onto one.
+    pub energy: bool,
+    /// A moved tenant stays at least this long.
+    pub min_stay: Nanos,
+}
+
+impl NodeParams {
+    /// The defaults: each paper's values (Flexy's k = 10, FairGV's quanta with a 2 ms
+    /// spin, DCUDA's 100 ms, 100% and 90%), with the daemon's 1 s stay after a move.
+    pub fn new(flexy: FlexyParams) -> NodeParams {
+        NodeParams {
+            flexy,
+            spin: Nanos::from_millis(2),
+            interval: Nanos::from_millis(100),
+            thresh_over: 1.0,
+            thresh_under: 0.9,
+            energy: true,
+            min_stay: Nanos::from_secs(1),
+        }
+    }
+}
+
+/// What the node policy publishes for status displays and experiments.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// The user-facing pool's GPUs.
+    pub pool: Vec<GpuId>,
+    /// Each GPU's batch load at the last sample (its homed tenants' share of its time).
+    pub load: Vec<f64>,
+    /// Batch tenants homed on each GPU.
+    pub homed: Vec<usize>,
+    /// Batch tenants waiting for memory to be homed.
+    pub unplaced: usize,
+    /// Migrations decided, in all.
+    pub migrations: u64,
+    /// The most recent migrations (at most [`dcuda::DcudaReport::RECENT`]).
+    pub recent: Vec<dcuda::MigrationRecord>,
+}
+
+/// The composed node policy (see the module documentation).
+#[derive(Debug)]
+pub struct NodePolicy {
+    board: Board,
+    params: NodeParams,
+    pool: ElasticPool,
+    batch: FairQueue,
+    monitor: Monitor,
+    /// Each placed batch tenant's home GPU.
+    homes: BTreeMap<TenantId, GpuId>,
+    /// Declared memory of the tenants homed on each GPU, and of each batch tenant (kept
+    /// here: the board forgets a tenant before the policy hears that it left).
+    homed_memory: Vec<Bytes>,
+    declared: BTreeMap<TenantId, Bytes>,
+    /// Batch tenants waiting for a GPU with room for their memory, in arrival order.
+    unplaced: Vec<TenantId>,
+    /// Moves decided, waiting for the tenant to be between tasks.
+    moving: BTreeMap<TenantId, (GpuId, MoveReason)>,
+    /// When each tenant last arrived somewhere by a migration.
+    arrived: BTreeMap<TenantId, Nanos>,
+    next_sample: Nanos,
+    report: NodeReport,
+    shared: Option<Arc<Mutex<NodeReport>>>,
+    /// The balancer's part, in DCUDA's form, for displays that show DCUDA's.
+    balance_shared: Option<Arc<Mutex<dcuda::DcudaReport>>>,
+    samples: u64,
+}
+
+impl NodePolicy {
+    /// The node policy over `gpus`.
+    pub fn new(gpus: &[GpuSpec], params: NodeParams) -> NodePolicy {
+        NodePolicy {
+            board: Board::new(gpus),
+            params,
+            pool: ElasticPool::new(gpus.len(), params.flexy),
+            batch: FairQueue::new(params.spin),
+            monitor: Monitor::default(),
+            homes: BTreeMap::new(),
+            homed_memory: vec![Bytes(0); gpus.len()],
+            declared: BTreeMap::new(),
+            unplaced: Vec::new(),
+            moving: BTreeMap::new(),
+            arrived: BTreeMap::new(),
+            next_sample: params.interval,
+            report: NodeReport::default(),
+            shared: None,
+            balance_shared: None,
+            samples: 0,
+        }
+    }
+
+    /// Publish the report to `to` after every sample.
+    pub fn with_report(mut self, to: Arc<Mutex<NodeReport>>) -> NodePolicy {
+        self.shared = Some(to);
+        self
+    }
+
+    /// Publish the balancer's part in DCUDA's form (loads, states, migrations) to `to`
+    /// after every sample: the daemon's status shows it as it shows DCUDA's.
+    pub fn with_balance_report(mut self, to: Arc<Mutex<dcuda::DcudaReport>>) -> NodePolicy {
+        self.balance_shared = Some(to);
+        self
+    }
+
+    /// The report as of the last sample.
+    pub fn report(&self) -> &NodeReport {
+        &self.report
+    }
+
+    /// The board (status displays, tests).
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
+    /// Fair queuing's service per batch tenant, ns.
+    pub fn service(&self) -> &BTreeMap<TenantId, u64> {
+        self.batch.service()
+    }
+
+    fn memory_of(&self, tenant: TenantId) -> Bytes {
+        self.declared.get(&tenant).copied().unwrap_or(Bytes(0))
+    }
+
+    fn fits(&self, tenant: TenantId, gpu: GpuId) -> bool {
+        let spec_memory = self.board.gpu_memory(gpu);
+        self.homed_memory[gpu.0 as usize].0 + self.memory_of(tenant).0 <= spec_memory.0
+    }
+
+    /// A tenant's demand for the balancer: the monitor's, or a whole GPU for one that
+    /// has work and was never measured (held since it arrived).
+    fn demand(&self, tenant: TenantId) -> f64 {
+        self.monitor.demand(tenant).unwrap_or_else(|| {
+            if self.board.queue_of(tenant).0 > 0 { 1.0 } else { 0.0 }
+        })
+    }
+
+    /// Batch tenants per GPU with their demand, each at the GPU it is moving to.
+    fn loads(&self) -> Loads {
+        let mut loads: Loads = vec![Vec::new(); self.board.gpu_count()];
+        for (tenant, gpu) in &self.homes {
+            let at = self.moving.get(tenant).map_or(*gpu, |(to, _)| *to);
+            loads[at.0 as usize].push((*tenant, self.demand(*tenant)));
+        }
+        loads
+    }
+
+    /// Home `tenant` on the least-loaded GPU outside the pool with room for its memory
+    /// (its job's GPUs only, for a Slurm job's); false if there is none.
+    fn place(&mut self, tenant: TenantId) -> bool {
+        let loads = self.loads();
+        let allowed: Vec<GpuId> = self.board.tenant_spec(tenant).map_or(Vec::new(), |s| s.gpus.clone());
+        let pick = self
+            .board
+            .gpu_ids()
+            .filter(|g| allowed.is_empty() || allowed.contains(g))
+            .filter(|g| self.board.state(*g).is_powered() && self.fits(tenant, *g))
+            // outside the pool if possible; a pinned tenant takes its GPU regardless
+            .min_by(|a, b| {
+                let (la, lb) = (&loads[a.0 as usize], &loads[b.0 as usize]);
+                self.pool
+                    .contains(*a)
+                    .cmp(&self.pool.contains(*b))
+                    .then(dcuda::utilization(la).total_cmp(&dcuda::utilization(lb)))
+                    .then(la.len().cmp(&lb.len()))
+                    .then(a.cmp(b))
+            });
+        let Some(gpu) = pick else { return false };
+        self.homes.insert(tenant, gpu);
+        self.homed_memory[gpu.0 as usize].0 += self.memory_of(tenant).0;
+        true
+    }
+
+    fn unhome(&mut self, tenant: TenantId) {
+        if let Some(gpu) = self.homes.remove(&tenant) {
+            let m = self.memory_of(tenant);
+            self.homed_memory[gpu.0 as usize].0 -= m.0.min(self.homed_memory[gpu.0 as usize].0);
+        }
+    }
+
+    /// The monitor's sample and DCUDA's steps 1 and 2 over the GPUs outside the pool;
+    /// tenants homed inside the pool move out when a GPU has room for them.
+    fn sample(&mut self, now: Nanos) {
+        self.monitor.sample(now);
+        let loads = self.loads();
+        let n = loads.len();
+        // a tenant that may not move now (moving already, arrived lately, a Slurm job's)
+        // is counted above any GPU's room, so that its load keeps its GPU's state and
+        // no step picks it; the pool's GPUs likewise hold a stand-in no target can
+        // take, so that the balancer moves their tenants out and nothing in
+        const POOL: TenantId = TenantId(u64::MAX);
+        let unreachable = self.params.thresh_over + 1.0;
+        let movable = |t: &TenantId| {
+            !self.moving.contains_key(t)
+                && !self.arrived.get(t).is_some_and(|at| now < *at + self.params.min_stay)
+                && self.board.tenant_spec(*t).is_none_or(|s| s.gpus.is_empty())
+        };
+        let mut candidates: Loads = loads
+            .iter()
+            .enumerate()
+            .map(|(g, apps)| {
+                let mut l: Vec<(TenantId, f64)> = apps
+                    .iter()
+                    .map(|(t, d)| (*t, if movable(t) { *d } else { *d + unreachable }))
+                    .collect();
+                if self.pool.contains(GpuId(g as u32)) {
+                    l.push((POOL, unreachable));
+                }
+                l
+            })
+            .collect();
+        let mut moves = dcuda::balance(&mut candidates, self.params.thresh_over, self.params.thresh_under);
+        if self.params.energy {
+            // step 2 among the GPUs outside the pool only
+            let mut outside: Loads = (0..n)
+                .map(|g| {
+                    if self.pool.contains(GpuId(g as u32)) {
+                        Vec::new()
+                    } else {
+                        candidates[g].clone()
+                    }
+                })
+                .collect();
+            moves.extend(dcuda::compact(&mut outside, self.params.thresh_under));
+        }
+        let stays: Vec<bool> = moves.iter().map(|m| m.tenant == POOL || !movable(&m.tenant)).collect();
+        for (m, stays) in moves.into_iter().zip(stays) {
+            if !stays {
+                self.decide(now, m);
+            }
+        }
+        self.report.load = loads.iter().map(|l| dcuda::utilization(l)).collect();
+        self.report.homed = loads.iter().map(Vec::len).collect();
+        self.report.pool = self.pool.gpus().to_vec();
+        self.report.unplaced = self.unplaced.len();
+        self.samples += 1;
+        if let Some(Ok(mut r)) = self.shared.as_ref().map(|s| s.lock()) {
+            r.clone_from(&self.report);
+        }
+        if let Some(Ok(mut r)) = self.balance_shared.as_ref().map(|s| s.lock()) {
+            let (over, under) = (self.params.thresh_over, self.params.thresh_under);
+            r.utilization = self.report.load.clone();
+            r.states = self
+                .report
+                .load
+                .iter()
+                .map(|u| Some(dcuda::classify(*u, over, under)))
+                .collect();
+            r.samples = self.samples;
+            r.migrations = self.report.migrations;
+            r.recent = self.report.recent.clone();
+        }
+    }
+
+    /// Record a move if it stands: the target is the tenant's to use and has room for
+    /// its memory.
+    fn decide(&mut self, now: Nanos, m: Move) {
+        let Some(home) = self.homes.get(&m.tenant).copied() else { return };
+        if home == m.to || !self.board.may_run_on(m.tenant, m.to) || !self.fits(m.tenant, m.to) {
+            return;
+        }
+        self.moving.insert(m.tenant, (m.to, m.reason));
+        self.report.migrations += 1;
+        self.report.recent.push(dcuda::MigrationRecord { at: now, decided: Move { from: home, ..m } });
+        if self.report.recent.len() > dcuda::DcudaReport::RECENT {
+            self.report.recent.remove(0);
+        }
+    }
+
+    /// Start the decided moves of tenants now between tasks.
+    fn migrate(&mut self, actions: &mut Vec<Action>) {
+        let moving: Vec<(TenantId, GpuId)> = self.moving.iter().map(|(t, (to, _))| (*t, *to)).collect();
+        for (tenant, to) in moving {
+            let Some(from) = self.homes.get(&tenant).copied() else {
+                self.moving.remove(&tenant);
+                continue;
+            };
+            if self.board.is_migrating(tenant) || self.board.tenant_gpus(tenant).next().is_some() {
+                continue; // its running task finishes where it is first
+            }
+            if !self.board.migrate(tenant, from, to, actions) {
+                self.moving.remove(&tenant);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
+        let idle = self.board.idle_gpus();
+        let (pool, rest): (Vec<GpuId>, Vec<GpuId>) = idle.into_iter().partition(|g| self.pool.contains(*g));
+        for gpu in pool {
+            if let Some(tenant) = self.board.oldest_head(Classes::UserFacing) {
+                self.board.dispatch(now, gpu, tenant, actions);
+            }
+        }
+        let homes = &self.homes;
+        let moving = &self.moving;
+        let migrating: Vec<TenantId> = homes.keys().filter(|t| self.board.is_migrating(**t)).copied().collect();
+        let may_run = |t: TenantId, g: GpuId| {
+            homes.get(&t) == Some(&g) && !moving.contains_key(&t) && !migrating.contains(&t)
+        };
+        let before = actions.len();
+        self.batch.dispatch(&mut self.board, now, &rest, &may_run, actions);
+        for a in &actions[before..] {
+            if let Action::Dispatch { task, placement } = a
+                && let Some(r) = self.board.running_task(placement.gpu, *task)
+            {
+                self.monitor.started_exclusive(*task, r.spec.tenant, now);
+            }
+        }
+    }
+
+    /// Time a batch tenant waits with work queued is held (its turn, a move), not idle.
+    fn hold_waiting(&mut self, now: Nanos) {
+        let tenants: Vec<TenantId> = self.homes.keys().copied().collect();
+        for tenant in tenants {
+            let waiting =
+                self.board.queue_of(tenant).0 > 0 && self.board.tenant_gpus(tenant).next().is_none();
+            if waiting {
+                self.monitor.hold(tenant, now);
+            } else {
+                self.monitor.release(tenant, now);
+            }
+        }
+    }
+}
+
+impl Policy for NodePolicy {
+    fn label(&self) -> String {
+        "Node".into()
+    }
+
+    fn tick_interval(&self) -> Option<Nanos> {
+        let spin = self.params.spin;
+        Some(if spin > Nanos::ZERO { spin.min(self.params.interval) } else { self.params.interval })
+    }
+
+    fn min_reservation(&self) -> usize {
+        self.pool.params().reserve
+    }
+
+    fn home(&self, tenant: TenantId) -> Option<GpuId> {
+        self.homes.get(&tenant).copied()
+    }
+
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        let finished = self.board.finishing(event);
+        if let Some(done) = self.board.observe(now, event, actions)
+            && done.completed
+            && done.class.is_user_facing()
+        {
+            self.pool.learn(done.ran_for);
+        }
+        match event {
+            Event::TenantRegistered(spec) if !spec.class.is_user_facing() => {
+                self.declared.insert(spec.id, spec.memory);
+                if !self.place(spec.id) {
+                    self.unplaced.push(spec.id);
+                }
+            }
+            Event::TenantLeft { tenant } => {
+                self.unhome(*tenant);
+                self.declared.remove(tenant);
+                self.unplaced.retain(|t| t != tenant);
+                self.moving.remove(tenant);
+                self.arrived.remove(tenant);
+                self.monitor.forget(*tenant);
+            }
+            Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
+            Event::MigrationDone { tenant, to } => {
+                let m = self.memory_of(*tenant);
+                if let Some(from) = self.homes.insert(*tenant, *to) {
+                    self.homed_memory[from.0 as usize].0 -= m.0.min(self.homed_memory[from.0 as usize].0);
+                }
+                self.homed_memory[to.0 as usize].0 += m.0;
+                self.moving.remove(tenant);
+                self.arrived.insert(*tenant, now);
+                self.batch.touch(*tenant);
+            }
+            Event::MigrationFailed { tenant, .. } => {
+                self.moving.remove(tenant);
+                self.batch.touch(*tenant);
+            }
+            Event::ActionRefused { action, .. } => {
+                if let Action::Migrate { tenant, .. } = action.as_ref() {
+                    self.moving.remove(tenant);
+                    self.batch.touch(*tenant);
+                }
+            }
+            _ => {}
+        }
+        // fair queuing hears of batch tenants only
+        let batch_event = !matches!(event, Event::TenantRegistered(s) if s.class.is_user_facing());
+        let finished = finished.filter(|(t, _)| self.batch.knows(*t));
+        if batch_event {
+            self.batch.observe(&self.board, now, event, finished);
+        }
+        // those waiting for memory, in arrival order, once some may have freed
+        if matches!(event, Event::TenantLeft { .. } | Event::MigrationDone { .. }) {
+            let waiting = std::mem::take(&mut self.unplaced);
+            for tenant in waiting {
+                if !self.place(tenant) {
+                    self.unplaced.push(tenant);
+                }
+                self.batch.touch(tenant);
+            }
+        }
+        self.pool.repartition(&mut self.board, now, actions);
+        if now >= self.next_sample {
+            self.sample(now);
+            while self.next_sample <= now {
+                self.next_sample += self.params.interval;
+            }
+        }
+        self.migrate(actions);
+        for t in self.moving.keys().copied().collect::<Vec<_>>() {
+            self.batch.touch(t);
+        }
+        self.batch.relist_touched(&self.board);
+        self.dispatch(now, actions);
+        self.hold_waiting(now);
+        self.pool.reset_if_needed(&mut self.board, now, actions);
+    }
+}
