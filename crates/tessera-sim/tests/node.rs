@@ -137,7 +137,8 @@ fn run(policy: Box<dyn Policy>) -> (RunMetrics, BTreeMap<TenantId, u64>) {
         owner: BTreeMap::new(),
         service: service.clone(),
     };
-    let metrics = Simulation::new(&scenario(), Box::new(tally), options()).run().expect("the run ends");
+    let metrics =
+        Simulation::new(&scenario(), Box::new(tally), options()).run().expect("the run ends");
     let service = service.lock().unwrap().clone();
     (metrics, service)
 }
@@ -172,7 +173,10 @@ fn the_node_policy_keeps_the_sla_shares_by_weight_and_moves_the_newcomer() {
         moved.iter().any(|r| r.decided.from == GpuId(1) && r.decided.to == GpuId(2)),
         "the newcomer's moves: {moved:?}"
     );
-    assert!(moved.iter().all(|r| r.at >= Nanos::from_secs(8)), "moved before GPU 2 was free: {moved:?}");
+    assert!(
+        moved.iter().all(|r| r.at >= Nanos::from_secs(8)),
+        "moved before GPU 2 was free: {moved:?}"
+    );
     let gpus = m.gpus.expect("measured");
     assert!(gpus.migrations >= 1);
 }
@@ -196,4 +200,3 @@ fn flexy_alone_keeps_the_sla_but_not_the_weights() {
     let within = ratio(&service, 1, 2);
     assert!(within > 0.8, "tenant 1 : tenant 2 = {within:.3}: Flexy has no weights");
 }
-

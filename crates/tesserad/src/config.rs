@@ -536,9 +536,11 @@ impl DaemonConfig {
         }
         if self.policy == PolicyName::Node {
             if matches!(self.executor, ExecutorKind::Cuda { .. }) {
-                return bad("policy = \"node\" migrates batch tenants between emulated GPUs only: \
+                return bad(
+                    "policy = \"node\" migrates batch tenants between emulated GPUs only: \
                      real programs move with the interposer's migration, not built yet"
-                    .into());
+                        .into(),
+                );
             }
             if self.balance == BalanceName::Dcuda {
                 return bad("policy = \"node\" balances with DCUDA already: leave balance unset \

@@ -361,10 +361,7 @@ impl Daemon {
         .with_uuids(driver.as_ref().map(|d| d.device_uuids()).unwrap_or_default())
         .with_memory_desk(desk.clone())
         .with_observers(events, node_metrics.clone())
-        .with_balance(
-            balance_report.zip(cfg.migration_pause()),
-            cfg.dcuda.pcie_gb_per_s * 1e9,
-        );
+        .with_balance(balance_report.zip(cfg.migration_pause()), cfg.dcuda.pcie_gb_per_s * 1e9);
         let core = std::thread::Builder::new()
             .name("core".into())
             .spawn(move || core.run())

@@ -278,11 +278,16 @@ fn a_registration_over_the_entitlement_waits_for_room() {
 /// queued); the other policies refuse jobs with the reason.
 #[test]
 fn every_policy_runs_pinned_jobs_on_their_gpus_or_refuses_them() {
-    let mut configs: Vec<(String, DaemonConfig)> =
-        [PolicyName::RoundRobin, PolicyName::LeastLoaded, PolicyName::Fair, PolicyName::Credit]
-            .into_iter()
-            .map(|p| (format!("{p:?}"), common::config(p)))
-            .collect();
+    let mut configs: Vec<(String, DaemonConfig)> = [
+        PolicyName::RoundRobin,
+        PolicyName::LeastLoaded,
+        PolicyName::Fair,
+        PolicyName::Credit,
+        PolicyName::Node,
+    ]
+    .into_iter()
+    .map(|p| (format!("{p:?}"), common::config(p)))
+    .collect();
     configs.push((
         "LeastLoaded with DCUDA".into(),
         DaemonConfig { balance: BalanceName::Dcuda, ..common::config(PolicyName::LeastLoaded) },

@@ -225,7 +225,11 @@ impl ElasticPool {
             }
             top.truncate(u);
         }
-        debug_assert_eq!(top, self.sorted_order(board, now, u), "the pool differs from a full sort's");
+        debug_assert_eq!(
+            top,
+            self.sorted_order(board, now, u),
+            "the pool differs from a full sort's"
+        );
         for g in &self.pool {
             self.in_user_pool[g.0 as usize] = false;
         }

@@ -190,9 +190,9 @@ impl NodePolicy {
     /// A tenant's demand for the balancer: the monitor's, or a whole GPU for one that
     /// has work and was never measured (held since it arrived).
     fn demand(&self, tenant: TenantId) -> f64 {
-        self.monitor.demand(tenant).unwrap_or_else(|| {
-            if self.board.queue_of(tenant).0 > 0 { 1.0 } else { 0.0 }
-        })
+        self.monitor
+            .demand(tenant)
+            .unwrap_or_else(|| if self.board.queue_of(tenant).0 > 0 { 1.0 } else { 0.0 })
     }
 
     /// Batch tenants per GPU with their demand, each at the GPU it is moving to.
@@ -209,7 +209,8 @@ impl NodePolicy {
     /// (its job's GPUs only, for a Slurm job's); false if there is none.
     fn place(&mut self, tenant: TenantId) -> bool {
         let loads = self.loads();
-        let allowed: Vec<GpuId> = self.board.tenant_spec(tenant).map_or(Vec::new(), |s| s.gpus.clone());
+        let allowed: Vec<GpuId> =
+            self.board.tenant_spec(tenant).map_or(Vec::new(), |s| s.gpus.clone());
         let pick = self
             .board
             .gpu_ids()
@@ -269,7 +270,8 @@ impl NodePolicy {
                 l
             })
             .collect();
-        let mut moves = dcuda::balance(&mut candidates, self.params.thresh_over, self.params.thresh_under);
+        let mut moves =
+            dcuda::balance(&mut candidates, self.params.thresh_over, self.params.thresh_under);
         if self.params.energy {
             // step 2 among the GPUs outside the pool only
             let mut outside: Loads = (0..n)
@@ -283,7 +285,8 @@ impl NodePolicy {
                 .collect();
             moves.extend(dcuda::compact(&mut outside, self.params.thresh_under));
         }
-        let stays: Vec<bool> = moves.iter().map(|m| m.tenant == POOL || !movable(&m.tenant)).collect();
+        let stays: Vec<bool> =
+            moves.iter().map(|m| m.tenant == POOL || !movable(&m.tenant)).collect();
         for (m, stays) in moves.into_iter().zip(stays) {
             if !stays {
                 self.decide(now, m);
@@ -300,12 +303,8 @@ impl NodePolicy {
         if let Some(Ok(mut r)) = self.balance_shared.as_ref().map(|s| s.lock()) {
             let (over, under) = (self.params.thresh_over, self.params.thresh_under);
             r.utilization = self.report.load.clone();
-            r.states = self
-                .report
-                .load
-                .iter()
-                .map(|u| Some(dcuda::classify(*u, over, under)))
-                .collect();
+            r.states =
+                self.report.load.iter().map(|u| Some(dcuda::classify(*u, over, under))).collect();
             r.samples = self.samples;
             r.migrations = self.report.migrations;
             r.recent = self.report.recent.clone();
@@ -321,7 +320,9 @@ impl NodePolicy {
         }
         self.moving.insert(m.tenant, (m.to, m.reason));
         self.report.migrations += 1;
-        self.report.recent.push(dcuda::MigrationRecord { at: now, decided: Move { from: home, ..m } });
+        self.report
+            .recent
+            .push(dcuda::MigrationRecord { at: now, decided: Move { from: home, ..m } });
         if self.report.recent.len() > dcuda::DcudaReport::RECENT {
             self.report.recent.remove(0);
         }
@@ -329,7 +330,8 @@ impl NodePolicy {
 
     /// Start the decided moves of tenants now between tasks.
     fn migrate(&mut self, actions: &mut Vec<Action>) {
-        let moving: Vec<(TenantId, GpuId)> = self.moving.iter().map(|(t, (to, _))| (*t, *to)).collect();
+        let moving: Vec<(TenantId, GpuId)> =
+            self.moving.iter().map(|(t, (to, _))| (*t, *to)).collect();
         for (tenant, to) in moving {
             let Some(from) = self.homes.get(&tenant).copied() else {
                 self.moving.remove(&tenant);
@@ -346,7 +348,8 @@ impl NodePolicy {
 
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
         let idle = self.board.idle_gpus();
-        let (pool, rest): (Vec<GpuId>, Vec<GpuId>) = idle.into_iter().partition(|g| self.pool.contains(*g));
+        let (pool, rest): (Vec<GpuId>, Vec<GpuId>) =
+            idle.into_iter().partition(|g| self.pool.contains(*g));
         for gpu in pool {
             if let Some(tenant) = self.board.oldest_head(Classes::UserFacing) {
                 self.board.dispatch(now, gpu, tenant, actions);
@@ -354,7 +357,8 @@ impl NodePolicy {
         }
         let homes = &self.homes;
         let moving = &self.moving;
-        let migrating: Vec<TenantId> = homes.keys().filter(|t| self.board.is_migrating(**t)).copied().collect();
+        let migrating: Vec<TenantId> =
+            homes.keys().filter(|t| self.board.is_migrating(**t)).copied().collect();
         let may_run = |t: TenantId, g: GpuId| {
             homes.get(&t) == Some(&g) && !moving.contains_key(&t) && !migrating.contains(&t)
         };
@@ -373,8 +377,8 @@ impl NodePolicy {
     fn hold_waiting(&mut self, now: Nanos) {
         let tenants: Vec<TenantId> = self.homes.keys().copied().collect();
         for tenant in tenants {
-            let waiting =
-                self.board.queue_of(tenant).0 > 0 && self.board.tenant_gpus(tenant).next().is_none();
+            let waiting = self.board.queue_of(tenant).0 > 0
+                && self.board.tenant_gpus(tenant).next().is_none();
             if waiting {
                 self.monitor.hold(tenant, now);
             } else {
@@ -410,6 +414,9 @@ impl Policy for NodePolicy {
         {
             self.pool.learn(done.ran_for);
         }
+        // Algorithm 1 first, so that a tenant registering now is homed outside the
+        // pool as it now stands
+        self.pool.repartition(&mut self.board, now, actions);
         match event {
             Event::TenantRegistered(spec) if !spec.class.is_user_facing() => {
                 self.declared.insert(spec.id, spec.memory);
@@ -429,7 +436,8 @@ impl Policy for NodePolicy {
             Event::MigrationDone { tenant, to } => {
                 let m = self.memory_of(*tenant);
                 if let Some(from) = self.homes.insert(*tenant, *to) {
-                    self.homed_memory[from.0 as usize].0 -= m.0.min(self.homed_memory[from.0 as usize].0);
+                    self.homed_memory[from.0 as usize].0 -=
+                        m.0.min(self.homed_memory[from.0 as usize].0);
                 }
                 self.homed_memory[to.0 as usize].0 += m.0;
                 self.moving.remove(tenant);
@@ -464,7 +472,6 @@ impl Policy for NodePolicy {
                 self.batch.touch(tenant);
             }
         }
-        self.pool.repartition(&mut self.board, now, actions);
         if now >= self.next_sample {
             self.sample(now);
             while self.next_sample <= now {
