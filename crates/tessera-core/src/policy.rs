@@ -183,29 +183,37 @@ impl PolicyConfig {
         }
     }
 
-    /// Build the policy for a node with these GPUs.
-    pub fn build(&self, gpus: &[GpuSpec]) -> Result<Box<dyn Policy>, PolicyError> {
-        if gpus.is_empty() {
+    /// Whether this configuration can run on a node of `gpus` GPUs.
+    pub fn validate(&self, gpus: usize) -> Result<(), PolicyError> {
+        if gpus == 0 {
             return Err(PolicyError::NoGpus);
         }
         let check_k = |k: usize| {
-            if k >= gpus.len() {
-                Err(PolicyError::ReservationTooLarge { k, gpus: gpus.len() })
-            } else {
-                Ok(())
-            }
+            if k >= gpus { Err(PolicyError::ReservationTooLarge { k, gpus }) } else { Ok(()) }
         };
         let check_sla =
             |sla: Nanos| if sla == Nanos::ZERO { Err(PolicyError::ZeroSla) } else { Ok(()) };
+        match self {
+            PolicyConfig::Priority { reserve, .. } => check_k(*reserve),
+            PolicyConfig::Flexy { reserve, sla, .. } => check_k(*reserve).and(check_sla(*sla)),
+            PolicyConfig::FlexyPid { sla, .. } => check_sla(*sla),
+            PolicyConfig::LeastLoaded { per_gpu: 0 } => Err(PolicyError::NoColocation),
+            PolicyConfig::Node { params } => {
+                check_k(params.flexy.reserve).and(check_sla(params.flexy.sla))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Build the policy for a node with these GPUs.
+    pub fn build(&self, gpus: &[GpuSpec]) -> Result<Box<dyn Policy>, PolicyError> {
+        self.validate(gpus.len())?;
         Ok(match self {
             PolicyConfig::RoundRobin => Box::new(round_robin::RoundRobin::new(gpus)),
             PolicyConfig::Priority { reserve, reset } => {
-                check_k(*reserve)?;
                 Box::new(priority::Priority::new(gpus, *reserve, *reset))
             }
             PolicyConfig::Flexy { reserve, reset, sla, history, order } => {
-                check_k(*reserve)?;
-                check_sla(*sla)?;
                 Box::new(flexy::Flexy::new(
                     gpus,
                     flexy::FlexyParams {
@@ -218,26 +226,18 @@ impl PolicyConfig {
                 ))
             }
             PolicyConfig::FlexyPid { sla, history, gains } => {
-                check_sla(*sla)?;
                 Box::new(pid::FlexyPid::new(gpus, *sla, *history, *gains))
             }
             PolicyConfig::MemSafe { notification } => {
                 Box::new(memsafe::MemSafe::new(gpus, *notification))
             }
             PolicyConfig::LeastLoaded { per_gpu } => {
-                if *per_gpu == 0 {
-                    return Err(PolicyError::NoColocation);
-                }
                 Box::new(least_loaded::LeastLoaded::new(gpus, *per_gpu))
             }
             PolicyConfig::Fair { spin } => Box::new(fair::FairQueuing::new(gpus).with_spin(*spin)),
             PolicyConfig::Credit => Box::new(credit::Credit::new(gpus)),
             PolicyConfig::Strict => Box::new(credit::Credit::strict(gpus)),
-            PolicyConfig::Node { params } => {
-                check_k(params.flexy.reserve)?;
-                check_sla(params.flexy.sla)?;
-                Box::new(node::NodePolicy::new(gpus, *params))
-            }
+            PolicyConfig::Node { params } => Box::new(node::NodePolicy::new(gpus, *params)),
         })
     }
 }

@@ -273,7 +273,7 @@ impl Daemon {
                 (None, Some(PolicyConfig::Node { params })) => {
                     // built here rather than by the configuration: it publishes its
                     // balancer's report for status
-                    PolicyConfig::Node { params }.build(&gpus)?;
+                    PolicyConfig::Node { params }.validate(gpus.len())?;
                     let mut node = tessera_core::policies::node::NodePolicy::new(&gpus, params);
                     if let Some(report) = &balance_report {
                         node = node.with_balance_report(report.clone());

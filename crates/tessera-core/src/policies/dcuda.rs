@@ -728,10 +728,7 @@ impl Dcuda {
         }
         self.moving.insert(m.tenant, (m.to, m.reason));
         self.report.migrations += 1;
-        self.report.recent.push(MigrationRecord { at: now, decided: Move { from: home, ..m } });
-        if self.report.recent.len() > DcudaReport::RECENT {
-            self.report.recent.remove(0);
-        }
+        record_move(&mut self.report.recent, now, Move { from: home, ..m });
         true
     }
 
@@ -802,21 +799,7 @@ impl Dcuda {
                 }
             }
         }
-        let moving: Vec<(TenantId, GpuId)> =
-            self.moving.iter().map(|(t, (to, _))| (*t, *to)).collect();
-        for (tenant, to) in moving {
-            let Some(from) = self.home.get(&tenant).copied() else {
-                self.moving.remove(&tenant);
-                continue;
-            };
-            if self.board.is_migrating(tenant) || self.board.tenant_gpus(tenant).next().is_some() {
-                continue; // its running task finishes on the source first
-            }
-            if !self.board.migrate(tenant, from, to, actions) {
-                // refused (no room for its memory, target unavailable): it stays
-                self.moving.remove(&tenant);
-            }
-        }
+        start_moves(&mut self.board, &self.home, &mut self.moving, actions);
         let tenants: Vec<(TenantId, GpuId)> = self.home.iter().map(|(t, g)| (*t, *g)).collect();
         for (tenant, gpu) in tenants {
             let (queued, _) = self.board.queue_of(tenant);
@@ -845,6 +828,38 @@ impl Dcuda {
                 }
             }
         }
+    }
+}
+
+/// Start the decided moves (`moving`: tenant to target) of tenants now between tasks:
+/// a tenant's running task finishes on its `home` first (§3.4). A move the board
+/// refuses (no room for its memory, target unavailable) is dropped: the tenant stays.
+pub(crate) fn start_moves(
+    board: &mut Board,
+    home: &BTreeMap<TenantId, GpuId>,
+    moving: &mut BTreeMap<TenantId, (GpuId, MoveReason)>,
+    actions: &mut Vec<Action>,
+) {
+    let decided: Vec<(TenantId, GpuId)> = moving.iter().map(|(t, (to, _))| (*t, *to)).collect();
+    for (tenant, to) in decided {
+        let Some(from) = home.get(&tenant).copied() else {
+            moving.remove(&tenant);
+            continue;
+        };
+        if board.is_migrating(tenant) || board.tenant_gpus(tenant).next().is_some() {
+            continue;
+        }
+        if !board.migrate(tenant, from, to, actions) {
+            moving.remove(&tenant);
+        }
+    }
+}
+
+/// Keep `decided` among the recent moves, at most [`DcudaReport::RECENT`] of them.
+pub(crate) fn record_move(recent: &mut Vec<MigrationRecord>, at: Nanos, decided: Move) {
+    recent.push(MigrationRecord { at, decided });
+    if recent.len() > DcudaReport::RECENT {
+        recent.remove(0);
     }
 }
 

@@ -125,11 +125,6 @@ impl FairQueue {
         FairQueue { spin, ..FairQueue::default() }
     }
 
-    /// The spin budget.
-    pub fn spin(&self) -> Nanos {
-        self.spin
-    }
-
     /// The global virtual time: the smallest start tag of the active tenants.
     pub fn virtual_time(&self) -> VirtualTime {
         self.order.first().map_or(self.idle_v, |(s, _)| *s)
@@ -465,9 +460,8 @@ impl FairQueue {
         );
     }
 
-    /// Every key whose eligibility may have changed (`touched`), listed again; call
-    /// after changing the board in a way that may change who can run.
-    pub fn relist_touched(&mut self, board: &Board) {
+    /// Every key whose eligibility may have changed (`touched`), listed again.
+    fn relist_touched(&mut self, board: &Board) {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
@@ -482,12 +476,6 @@ impl FairQueue {
                 && self.listed.keys().all(|k| self.is_eligible(board, *k)),
             "the eligible list drifted"
         );
-    }
-
-    /// `tenant`'s eligibility may have changed for reasons the queue does not see (it
-    /// became able to run again): looked at on the next [`FairQueue::relist_touched`].
-    pub fn touch(&mut self, tenant: TenantId) {
-        self.touched.extend(self.key_of(tenant));
     }
 
     /// Give each of `gpus` (idle ones) to the active tenant (or group member) with the
@@ -668,6 +656,11 @@ mod tests {
                 };
                 p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
             }
+            Driver::of(p)
+        }
+
+        /// A driver of `p`, its tenants registered already.
+        fn of(p: FairQueuing) -> Driver {
             Driver {
                 p,
                 now: Nanos::ZERO,
@@ -749,14 +742,7 @@ mod tests {
             register(&mut p, id, 2, 7);
         }
         register(&mut p, 4, 4, 9);
-        let mut d = Driver {
-            p,
-            now: Nanos::ZERO,
-            next_id: 0,
-            running: None,
-            lengths: BTreeMap::new(),
-            served: Vec::new(),
-        };
+        let mut d = Driver::of(p);
         let quantum = Nanos::from_millis(6);
         for _ in 0..2 {
             for t in 0..5 {
@@ -794,14 +780,7 @@ mod tests {
         }
         let alone = TenantSpec { weight: 4, ..TenantSpec::new(TenantId(2), ServiceClass::Batch) };
         p.on_event(Nanos::ZERO, &Event::TenantRegistered(alone), &mut Vec::new());
-        let mut d = Driver {
-            p,
-            now: Nanos::ZERO,
-            next_id: 0,
-            running: None,
-            lengths: BTreeMap::new(),
-            served: Vec::new(),
-        };
+        let mut d = Driver::of(p);
         let quantum = Nanos::from_millis(6);
         for t in 0..3 {
             d.submit(t, quantum);

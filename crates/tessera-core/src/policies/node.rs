@@ -227,9 +227,13 @@ impl NodePolicy {
                     .then(a.cmp(b))
             });
         let Some(gpu) = pick else { return false };
+        self.home_on(tenant, gpu);
+        true
+    }
+
+    fn home_on(&mut self, tenant: TenantId, gpu: GpuId) {
         self.homes.insert(tenant, gpu);
         self.homed_memory[gpu.0 as usize].0 += self.memory_of(tenant).0;
-        true
     }
 
     fn unhome(&mut self, tenant: TenantId) {
@@ -320,30 +324,7 @@ impl NodePolicy {
         }
         self.moving.insert(m.tenant, (m.to, m.reason));
         self.report.migrations += 1;
-        self.report
-            .recent
-            .push(dcuda::MigrationRecord { at: now, decided: Move { from: home, ..m } });
-        if self.report.recent.len() > dcuda::DcudaReport::RECENT {
-            self.report.recent.remove(0);
-        }
-    }
-
-    /// Start the decided moves of tenants now between tasks.
-    fn migrate(&mut self, actions: &mut Vec<Action>) {
-        let moving: Vec<(TenantId, GpuId)> =
-            self.moving.iter().map(|(t, (to, _))| (*t, *to)).collect();
-        for (tenant, to) in moving {
-            let Some(from) = self.homes.get(&tenant).copied() else {
-                self.moving.remove(&tenant);
-                continue;
-            };
-            if self.board.is_migrating(tenant) || self.board.tenant_gpus(tenant).next().is_some() {
-                continue; // its running task finishes where it is first
-            }
-            if !self.board.migrate(tenant, from, to, actions) {
-                self.moving.remove(&tenant);
-            }
-        }
+        dcuda::record_move(&mut self.report.recent, now, Move { from: home, ..m });
     }
 
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
@@ -434,24 +415,17 @@ impl Policy for NodePolicy {
             }
             Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
             Event::MigrationDone { tenant, to } => {
-                let m = self.memory_of(*tenant);
-                if let Some(from) = self.homes.insert(*tenant, *to) {
-                    self.homed_memory[from.0 as usize].0 -=
-                        m.0.min(self.homed_memory[from.0 as usize].0);
-                }
-                self.homed_memory[to.0 as usize].0 += m.0;
+                self.unhome(*tenant);
+                self.home_on(*tenant, *to);
                 self.moving.remove(tenant);
                 self.arrived.insert(*tenant, now);
-                self.batch.touch(*tenant);
             }
             Event::MigrationFailed { tenant, .. } => {
                 self.moving.remove(tenant);
-                self.batch.touch(*tenant);
             }
             Event::ActionRefused { action, .. } => {
                 if let Action::Migrate { tenant, .. } = action.as_ref() {
                     self.moving.remove(tenant);
-                    self.batch.touch(*tenant);
                 }
             }
             _ => {}
@@ -469,7 +443,6 @@ impl Policy for NodePolicy {
                 if !self.place(tenant) {
                     self.unplaced.push(tenant);
                 }
-                self.batch.touch(tenant);
             }
         }
         if now >= self.next_sample {
@@ -478,11 +451,7 @@ impl Policy for NodePolicy {
                 self.next_sample += self.params.interval;
             }
         }
-        self.migrate(actions);
-        for t in self.moving.keys().copied().collect::<Vec<_>>() {
-            self.batch.touch(t);
-        }
-        self.batch.relist_touched(&self.board);
+        dcuda::start_moves(&mut self.board, &self.homes, &mut self.moving, actions);
         self.dispatch(now, actions);
         self.hold_waiting(now);
         self.pool.reset_if_needed(&mut self.board, now, actions);
