@@ -17,8 +17,9 @@
 //!   by weight, then a job's tenants by their weight within it, among the tenants
 //!   whose home that GPU is.
 //! - **Memory** (schedGPU's rule, every allocation admitted before it is used): a
-//!   batch tenant is homed only on a GPU whose homed tenants' declared memory leaves
-//!   room for its own, and moved only where it fits; a tenant that fits nowhere waits
+//!   batch tenant is homed only on a GPU whose homed tenants' declared memory, with the
+//!   user-facing tenants' (kept free everywhere, since the pool may take any GPU),
+//!   leaves room for its own, and moved only where it fits; a tenant that fits nowhere waits
 //!   unplaced until memory frees (its tasks wait, none fails). The daemon's ledger
 //!   admits each task's memory on top, as for every policy.
 //! - **Slurm jobs** are accepted: a job's tenant lives on its job's first GPU and moves
@@ -113,6 +114,11 @@ pub struct NodePolicy {
     /// here: the board forgets a tenant before the policy hears that it left).
     homed_memory: Vec<Bytes>,
     declared: BTreeMap<TenantId, Bytes>,
+    /// Declared memory of the user-facing tenants, kept free on every GPU: the pool
+    /// may take any GPU, and a service's context lives on each pool GPU it runs on.
+    user_facing_memory: Bytes,
+    /// Each user-facing tenant's declared memory.
+    services: BTreeMap<TenantId, Bytes>,
     /// Batch tenants waiting for a GPU with room for their memory, in arrival order.
     unplaced: Vec<TenantId>,
     /// Moves decided, waiting for the tenant to be between tasks.
@@ -139,6 +145,8 @@ impl NodePolicy {
             homes: BTreeMap::new(),
             homed_memory: vec![Bytes(0); gpus.len()],
             declared: BTreeMap::new(),
+            user_facing_memory: Bytes(0),
+            services: BTreeMap::new(),
             unplaced: Vec::new(),
             moving: BTreeMap::new(),
             arrived: BTreeMap::new(),
@@ -184,7 +192,8 @@ impl NodePolicy {
 
     fn fits(&self, tenant: TenantId, gpu: GpuId) -> bool {
         let spec_memory = self.board.gpu_memory(gpu);
-        self.homed_memory[gpu.0 as usize].0 + self.memory_of(tenant).0 <= spec_memory.0
+        self.homed_memory[gpu.0 as usize].0 + self.user_facing_memory.0 + self.memory_of(tenant).0
+            <= spec_memory.0
     }
 
     /// A tenant's demand for the balancer: the monitor's, or a whole GPU for one that
@@ -399,13 +408,20 @@ impl Policy for NodePolicy {
         // pool as it now stands
         self.pool.repartition(&mut self.board, now, actions);
         match event {
-            Event::TenantRegistered(spec) if !spec.class.is_user_facing() => {
+            Event::TenantRegistered(spec) if spec.class.is_user_facing() => {
+                self.services.insert(spec.id, spec.memory);
+                self.user_facing_memory.0 += spec.memory.0;
+            }
+            Event::TenantRegistered(spec) => {
                 self.declared.insert(spec.id, spec.memory);
                 if !self.place(spec.id) {
                     self.unplaced.push(spec.id);
                 }
             }
             Event::TenantLeft { tenant } => {
+                if let Some(m) = self.services.remove(tenant) {
+                    self.user_facing_memory.0 -= m.0.min(self.user_facing_memory.0);
+                }
                 self.unhome(*tenant);
                 self.declared.remove(tenant);
                 self.unplaced.retain(|t| t != tenant);

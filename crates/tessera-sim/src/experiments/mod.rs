@@ -6,6 +6,7 @@ pub mod dcuda;
 pub mod fairgv;
 pub mod flexy;
 pub mod gpulets;
+pub mod node;
 pub mod schedgpu;
 pub mod schedgpu_node;
 

@@ -1,5 +1,6 @@
 //! Workload generators, one module per paper.
 
+pub mod alibaba;
 pub mod colocated;
 pub mod dcuda;
 pub mod flexy;
