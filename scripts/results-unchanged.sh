@@ -4,14 +4,14 @@
 # not move any number must leave alone. Byte for byte, except wall-clock measurements
 # (gpu-lets' scheduler decision times, keys starting "decision_us"), which differ on
 # every run and are compared by key only. Usage:
-#   scripts/results-unchanged.sh [experiment ...]     (default: all five)
+#   scripts/results-unchanged.sh [experiment ...]     (default: all six)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p tessera
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 status=0
-for e in ${@:-flexy schedgpu dcuda fairgv gpulets}; do
+for e in ${@:-flexy schedgpu dcuda fairgv gpulets node}; do
   target/release/tessera sim "$e" --out "$out/$e" > /dev/null
   if python3 - "$out/$e/results.json" "docs/results/$e/results.json" <<'PY'
 import json, sys

@@ -266,7 +266,7 @@ impl NodePolicy {
         let unreachable = self.params.thresh_over + 1.0;
         let movable = |t: &TenantId| {
             !self.moving.contains_key(t)
-                && !self.arrived.get(t).is_some_and(|at| now < *at + self.params.min_stay)
+                && self.arrived.get(t).is_none_or(|at| now >= *at + self.params.min_stay)
                 && self.board.tenant_spec(*t).is_none_or(|s| s.gpus.is_empty())
         };
         let mut candidates: Loads = loads

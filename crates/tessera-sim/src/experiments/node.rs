@@ -236,7 +236,7 @@ pub fn workload(cfg: &NodeConfig, pods: &[Pod]) -> Result<NodeWorkload, Experime
         let mut arrivals = Vec::new();
         while t < horizon {
             arrivals.push(t);
-            t = t + Nanos::from_secs_f64(gap.sample(&mut rng));
+            t += Nanos::from_secs_f64(gap.sample(&mut rng));
         }
         let id = i as u64;
         let memory = share * cfg.service_memory_gib;
@@ -456,8 +456,8 @@ impl Policy for Observer {
         }
         let before = actions.len();
         self.inner.on_event(now, event, actions);
-        for i in before..actions.len() {
-            match &actions[i] {
+        for action in &actions[before..] {
+            match action {
                 Action::Dispatch { task, placement } => {
                     if let Some(t) = self.owner.get(task).copied() {
                         self.arrive(now, t, placement.gpu);
@@ -549,7 +549,10 @@ pub struct NodeResults {
 
 /// The policies compared: each single one (as its paper configures it for such a
 /// node) and the composed one.
-fn policies(cfg: &NodeConfig) -> Vec<(String, Box<dyn Fn() -> Box<dyn Policy> + Send + Sync>)> {
+/// Builds a fresh policy for one run.
+type MakePolicy = Box<dyn Fn() -> Box<dyn Policy> + Send + Sync>;
+
+fn policies(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
     let gpus = cfg.gpu_specs();
     let flexy = FlexyParams {
         reserve: 1,
@@ -851,8 +854,13 @@ fn judge(rows: &[PolicyRow], margins: &Margins) -> (Vec<(String, Vec<String>)>, 
         claims.push(claim);
     }
     let all_within = |r: &PolicyRow| within_lists.iter().all(|(_, who)| who.contains(&r.policy));
-    let singles_on_all = singles.iter().filter(|r| all_within(r)).count();
-    let node_on_all = all_within(node);
+    let singles_on_all: Vec<&str> =
+        singles.iter().filter(|r| all_within(r)).map(|r| r.policy.as_str()).collect();
+    let node_misses: Vec<&str> = within_lists
+        .iter()
+        .filter(|(_, who)| !who.contains(&node.policy))
+        .map(|(m, _)| m.as_str())
+        .collect();
     claims.push(Claim::judge(
         "only-one",
         "all measures",
@@ -860,10 +868,11 @@ fn judge(rows: &[PolicyRow], margins: &Margins) -> (Vec<(String, Vec<String>)>, 
         "the composed policy is within its margin on every measure, and no single policy is",
         Test::AtMost { paper: 0.0, tolerance: 0.0 },
         Unit::Count,
-        Some(if node_on_all { singles_on_all as f64 } else { f64::NAN }),
+        Some((node_misses.len() + singles_on_all.len()) as f64),
         format!(
-            "composed on all: {}; single policies on all: {singles_on_all}",
-            if node_on_all { "yes" } else { "no" }
+            "measures the composed policy misses: {}; single policies within on all: {}",
+            if node_misses.is_empty() { "none".into() } else { node_misses.join(", ") },
+            if singles_on_all.is_empty() { "none".into() } else { singles_on_all.join(", ") }
         ),
     ));
     (within_lists, claims)
@@ -939,7 +948,7 @@ pub fn report(r: &NodeResults) -> String {
     let _ = writeln!(
         s,
         "\n## Each class's measure, side by side\n\n\
-         | policy | SLA met | batch max-min ratio | worst batch share | OOM tenants (failures) | \
+         | policy | SLA met | batch max-min ratio | worst batch share | OOM tenants (failed dispatches) | \
          utilization | energy | makespan | migrations |\n|---|---|---|---|---|---|---|---|---|"
     );
     for x in &r.rows {

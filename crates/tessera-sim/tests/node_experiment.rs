@@ -1,0 +1,62 @@
+//! `tessera sim node`: the composed policy and each single one on the trace workload.
+//! Where a mechanism must make a difference between a policy and its baseline, it does;
+//! the verdicts follow from the run's own numbers.
+
+use tessera_sim::experiments::claims::Verdict;
+use tessera_sim::experiments::node::{self, NodeConfig, NodeResults, PolicyRow};
+
+fn results() -> NodeResults {
+    node::run(&NodeConfig::standard(), &|_, _| {}).expect("the experiment runs")
+}
+
+fn row<'a>(r: &'a NodeResults, prefix: &str) -> &'a PolicyRow {
+    r.rows.iter().find(|x| x.policy.starts_with(prefix)).expect("policy ran")
+}
+
+#[test]
+fn every_policy_ends_every_task_and_the_mechanisms_differ_where_they_should() {
+    let r = results();
+    assert_eq!(r.rows.len(), 7);
+    for x in &r.rows {
+        assert_eq!(x.not_completed, 0, "{}: tasks not completed", x.policy);
+        assert!(!x.shares.is_empty(), "{}: no batch shares", x.policy);
+    }
+    let node = row(&r, "Node");
+    // memory: homing by declared memory, with the services' memory kept free on every
+    // GPU, never over-commits; a policy that runs any tenant anywhere does (the node
+    // policy without the services' reservation crashed one tenant here)
+    assert_eq!(node.crashed_tenants, 0, "node crashes: {:?}", node.crashes);
+    assert!(row(&r, "time-slicing").crashed_tenants > 0);
+    // weights: FairGV shares by weight, Flexy knows none
+    assert!(row(&r, "FairGV").max_min_ratio > 0.9, "{}", row(&r, "FairGV").max_min_ratio);
+    assert!(row(&r, "Flexy").max_min_ratio < 0.5, "{}", row(&r, "Flexy").max_min_ratio);
+    // SLAs: a policy with a user-facing class keeps them; one without does not
+    assert!(node.sla_met > 0.9 && row(&r, "Flexy").sla_met > 0.9);
+    assert!(row(&r, "time-slicing").sla_met < 0.8);
+}
+
+#[test]
+fn the_verdicts_and_the_report_come_from_the_runs_numbers() {
+    let r = results();
+    let node = row(&r, "Node");
+    let claim = |id: &str| r.claims.iter().find(|c| c.id == id).expect("claim");
+    // the memory claim is judged on the composed policy's own count
+    assert_eq!(claim("no-oom").ours, Some(node.crashed_tenants as f64));
+    assert_eq!(claim("no-oom").verdict == Verdict::Holds, node.crashed_tenants == 0);
+    // the SLA claim against the best single policy and the stated margin
+    let best = r.rows.iter().filter(|x| !x.composed).map(|x| x.sla_met).fold(0.0, f64::max);
+    assert_eq!(claim("sla").verdict == Verdict::Holds, node.sla_met >= best - r.margins.sla);
+    // "only one": the composed policy's misses and the singles within on all
+    let misses = r.within.iter().filter(|(_, who)| !who.contains(&node.policy)).count();
+    let singles = r
+        .rows
+        .iter()
+        .filter(|x| !x.composed && r.within.iter().all(|(_, who)| who.contains(&x.policy)))
+        .count();
+    assert_eq!(claim("only-one").ours, Some((misses + singles) as f64));
+    let report = node::report(&r);
+    for x in &r.rows {
+        let line = format!("| {} | {:.1}% | {:.2} |", x.policy, 100.0 * x.sla_met, x.max_min_ratio);
+        assert!(report.contains(&line), "report lacks {line}");
+    }
+}
