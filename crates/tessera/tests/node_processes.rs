@@ -63,6 +63,14 @@ fn keep_busy(c: &mut Client, tenant: u64, until: SystemTime) -> Vec<Option<u32>>
     }
 }
 
+/// A client's result line on stdout, which its parent reads.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*).expect("stdout")
+    }};
+}
+
 /// The client roles, each run in a process of its own: `role start_ms socket`. Each
 /// prints one `RESULT` line.
 fn client_role(role: &str, start_ms: u64, socket: &Path) {
@@ -80,7 +88,7 @@ fn client_role(role: &str, start_ms: u64, socket: &Path) {
             let t =
                 c.register(TenantOptions { memory: 700 * MIB, ..TenantOptions::batch() }).unwrap();
             let gpus = keep_busy(&mut c, t, at(1000));
-            println!("RESULT big tasks={}", gpus.len());
+            report!("RESULT big tasks={}", gpus.len());
         }
         "light" | "heavy" => {
             wait_until(at(100));
@@ -96,7 +104,7 @@ fn client_role(role: &str, start_ms: u64, socket: &Path) {
             let on_job_gpu = gpus.iter().all(|g| *g == Some(1));
             let st = c.status().unwrap();
             let ms = st.tenants.iter().find(|x| x.tenant == t).map_or(0.0, |x| x.gpu_ms);
-            println!("RESULT {role} gpu_ms={ms} on_job_gpu={on_job_gpu}");
+            report!("RESULT {role} gpu_ms={ms} on_job_gpu={on_job_gpu}");
         }
         "newcomer" => {
             wait_until(at(300));
@@ -109,7 +117,7 @@ fn client_role(role: &str, start_ms: u64, socket: &Path) {
                 .iter()
                 .any(|m| m.from == 1 && m.to == 2 && m.reason == "balance" && m.tenant == Some(t));
             let gpu = |g: Option<&Option<u32>>| g.copied().flatten().map_or(-1, i64::from);
-            println!(
+            report!(
                 "RESULT newcomer first={} last={} moved_1_to_2={moved}",
                 gpu(gpus.first()),
                 gpu(gpus.last())
@@ -135,7 +143,7 @@ fn client_role(role: &str, start_ms: u64, socket: &Path) {
                 met += usize::from(sent.elapsed().mul_f64(SPEEDUP) <= sla);
                 std::thread::sleep(Duration::from_millis(50).div_f64(SPEEDUP));
             }
-            println!("RESULT sla met={met} total={total}");
+            report!("RESULT sla met={met} total={total}");
         }
         other => panic!("unknown role {other}"),
     }
