@@ -78,11 +78,13 @@ fn top_shows_the_node_live_under_tmux_and_quits_on_q() {
     let (light_pid, heavy_pid) = (light.id(), heavy.id());
     cleanup.children.extend([light, heavy]);
     let exited = dir.join("exited");
+    // written aside and renamed, so that the file never exists empty: the shell creates
+    // a redirect's file before echo writes into it, and a poll in between read ""
     let command = format!(
-        "{} top --socket {} --interval 0.5; echo $? > {}",
+        "{} top --socket {} --interval 0.5; echo $? > {e}.tmp && mv {e}.tmp {e}",
         env!("CARGO_BIN_EXE_tessera"),
         socket.display(),
-        exited.display()
+        e = exited.display()
     );
     let tm = |args: &[&str]| {
         Command::new("tmux").args(["-L", &tmux]).args(args).output().expect("tmux runs")
