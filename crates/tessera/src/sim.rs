@@ -182,9 +182,7 @@ fn run_node(a: NodeArgs) -> Result<()> {
             x.energy_j
         )?;
     }
-    for c in &r.claims {
-        writeln!(out, "  {:<12} {}", c.id, c.verdict.label())?;
-    }
+    write_verdicts(&mut out, &r.claims, 12)?;
     Ok(())
 }
 
@@ -201,9 +199,7 @@ fn run_fairgv(a: FairgvArgs) -> Result<()> {
             x.setup, x.benchmark, x.scheduler, x.mmr, x.overhead
         )?;
     }
-    for c in &r.claims {
-        writeln!(out, "  {:<22} {}", c.id, c.verdict.label())?;
-    }
+    write_verdicts(&mut out, &r.claims, 22)?;
     Ok(())
 }
 
@@ -230,9 +226,7 @@ fn run_dcuda(a: DcudaArgs) -> Result<()> {
             m.migrations
         )?;
     }
-    for c in &r.claims {
-        writeln!(out, "  {:<22} {}", c.id, c.verdict.label())?;
-    }
+    write_verdicts(&mut out, &r.claims, 22)?;
     Ok(())
 }
 
@@ -254,9 +248,7 @@ fn run_gpulets(a: GpuletsArgs) -> Result<()> {
         100.0 * r.fitted_errors.p90,
         100.0 * r.fitted_errors.p95
     )?;
-    for c in &r.claims {
-        writeln!(out, "  {:<10} {}", c.id, c.verdict.label())?;
-    }
+    write_verdicts(&mut out, &r.claims, 10)?;
     Ok(())
 }
 
@@ -364,6 +356,18 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
         };
         let ours = c.ours.map_or("-".into(), |x| c.unit.show(x));
         writeln!(out, "  [{verdict:>13}] {}: ours {ours} — {}", c.id, c.paper)?;
+    }
+    Ok(())
+}
+
+/// Each claim's id and verdict, one per line, ids padded to `width`.
+fn write_verdicts(
+    out: &mut impl std::io::Write,
+    claims: &[tessera_sim::experiments::claims::Claim],
+    width: usize,
+) -> std::io::Result<()> {
+    for c in claims {
+        writeln!(out, "  {:<width$} {}", c.id, c.verdict.label())?;
     }
     Ok(())
 }

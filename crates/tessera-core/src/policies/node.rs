@@ -114,10 +114,8 @@ pub struct NodePolicy {
     /// here: the board forgets a tenant before the policy hears that it left).
     homed_memory: Vec<Bytes>,
     declared: BTreeMap<TenantId, Bytes>,
-    /// Declared memory of the user-facing tenants, kept free on every GPU: the pool
-    /// may take any GPU, and a service's context lives on each pool GPU it runs on.
-    user_facing_memory: Bytes,
-    /// Each user-facing tenant's declared memory.
+    /// Each user-facing tenant's declared memory, kept free on every GPU: the pool may
+    /// take any GPU, and a service's context lives on each pool GPU it runs on.
     services: BTreeMap<TenantId, Bytes>,
     /// Batch tenants waiting for a GPU with room for their memory, in arrival order.
     unplaced: Vec<TenantId>,
@@ -145,7 +143,6 @@ impl NodePolicy {
             homes: BTreeMap::new(),
             homed_memory: vec![Bytes(0); gpus.len()],
             declared: BTreeMap::new(),
-            user_facing_memory: Bytes(0),
             services: BTreeMap::new(),
             unplaced: Vec::new(),
             moving: BTreeMap::new(),
@@ -192,8 +189,8 @@ impl NodePolicy {
 
     fn fits(&self, tenant: TenantId, gpu: GpuId) -> bool {
         let spec_memory = self.board.gpu_memory(gpu);
-        self.homed_memory[gpu.0 as usize].0 + self.user_facing_memory.0 + self.memory_of(tenant).0
-            <= spec_memory.0
+        let services: u64 = self.services.values().map(|m| m.0).sum();
+        self.homed_memory[gpu.0 as usize].0 + services + self.memory_of(tenant).0 <= spec_memory.0
     }
 
     /// A tenant's demand for the balancer: the monitor's, or a whole GPU for one that
@@ -410,7 +407,6 @@ impl Policy for NodePolicy {
         match event {
             Event::TenantRegistered(spec) if spec.class.is_user_facing() => {
                 self.services.insert(spec.id, spec.memory);
-                self.user_facing_memory.0 += spec.memory.0;
             }
             Event::TenantRegistered(spec) => {
                 self.declared.insert(spec.id, spec.memory);
@@ -419,9 +415,7 @@ impl Policy for NodePolicy {
                 }
             }
             Event::TenantLeft { tenant } => {
-                if let Some(m) = self.services.remove(tenant) {
-                    self.user_facing_memory.0 -= m.0.min(self.user_facing_memory.0);
-                }
+                self.services.remove(tenant);
                 self.unhome(*tenant);
                 self.declared.remove(tenant);
                 self.unplaced.retain(|t| t != tenant);

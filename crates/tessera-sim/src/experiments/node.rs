@@ -62,7 +62,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tessera_core::policies::dcuda::{Dcuda, DcudaParams};
 use tessera_core::policies::flexy::{FlexyParams, PoolOrder};
-use tessera_core::policies::node::{NodeParams, NodePolicy};
+use tessera_core::policies::node::NodeParams;
 use tessera_core::{
     Action, Bytes, Event, GpuId, GpuSpec, Nanos, Policy, PolicyConfig, ServiceClass, TaskId,
     TenantId, TenantSpec,
@@ -340,7 +340,11 @@ struct Observed {
     /// First submission and last completion per tenant.
     first: BTreeMap<TenantId, Nanos>,
     last: BTreeMap<TenantId, Nanos>,
+    /// Each tenant's first out-of-memory failure.
     crashes: Vec<Crash>,
+    /// Out-of-memory failures in all (a tenant that did not fit fails again at each
+    /// dispatch there).
+    failures: usize,
 }
 
 /// A policy wrapped to observe what a run gives each tenant and where each tenant's
@@ -374,6 +378,10 @@ impl Observer {
         let with = self.resident_bytes(g) + need;
         if with > self.capacity[g] {
             if let Ok(mut seen) = self.seen.lock() {
+                seen.failures += 1;
+                if seen.crashes.iter().any(|c| c.tenant == tenant.0) {
+                    return;
+                }
                 seen.crashes.push(Crash {
                     at_s: now.as_secs_f64(),
                     tenant: tenant.0,
@@ -494,8 +502,10 @@ pub struct PolicyRow {
     pub shares: BTreeMap<u64, f64>,
     /// Tenants that would have died of out-of-memory.
     pub crashed_tenants: usize,
-    /// Out-of-memory failures in all.
+    /// Each of those tenants' first out-of-memory failure.
     pub crashes: Vec<Crash>,
+    /// Out-of-memory failures in all (dispatches that found no room).
+    pub oom_failures: usize,
     /// GPU busy over GPU time (0-1).
     pub utilization: f64,
     /// The node's energy, J.
@@ -561,12 +571,11 @@ fn policies(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
         history: 10,
         order: PoolOrder::Packing,
     };
-    let build = move |c: PolicyConfig| {
+    let build = |c: PolicyConfig| {
         let gpus = gpus.clone();
         move || c.build(&gpus).expect("a valid configuration")
     };
-    let gpus = cfg.gpu_specs();
-    let gpus2 = cfg.gpu_specs();
+    let dcuda_gpus = gpus.clone();
     vec![
         ("time-slicing (RoundRobin)".into(), Box::new(build(PolicyConfig::RoundRobin))),
         (
@@ -585,15 +594,16 @@ fn policies(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
         ),
         ("FairGV".into(), Box::new(build(PolicyConfig::Fair { spin: Nanos::from_millis(2) }))),
         ("least-loaded".into(), Box::new(build(PolicyConfig::LeastLoaded { per_gpu: 1 }))),
+        // DCUDA is not a `PolicyConfig`: the daemon runs it as a balancer over a placement
         (
             "DCUDA".into(),
-            Box::new(move || Box::new(Dcuda::new(&gpus, DcudaParams::PAPER)) as Box<dyn Policy>),
+            Box::new(move || {
+                Box::new(Dcuda::new(&dcuda_gpus, DcudaParams::PAPER)) as Box<dyn Policy>
+            }),
         ),
         (
             "Node (composed)".into(),
-            Box::new(move || {
-                Box::new(NodePolicy::new(&gpus2, NodeParams::new(flexy))) as Box<dyn Policy>
-            }),
+            Box::new(build(PolicyConfig::Node { params: NodeParams::new(flexy) })),
         ),
     ]
 }
@@ -710,9 +720,6 @@ fn run_one(
     let shares = shares(cfg, &w.tenants, &seen, end);
     let (lo, hi) =
         shares.values().fold((f64::INFINITY, 0.0_f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-    let mut crashed: Vec<u64> = seen.crashes.iter().map(|c| c.tenant).collect();
-    crashed.sort_unstable();
-    crashed.dedup();
     let gpus = m.gpus.clone().ok_or_else(|| ExperimentError::Config("no GPU measures".into()))?;
     Ok(PolicyRow {
         policy: label.into(),
@@ -721,8 +728,9 @@ fn run_one(
         max_min_ratio: if hi > 0.0 { lo / hi } else { 0.0 },
         worst_share: if lo.is_finite() { lo } else { 0.0 },
         shares,
-        crashed_tenants: crashed.len(),
+        crashed_tenants: seen.crashes.len(),
         crashes: seen.crashes.clone(),
+        oom_failures: seen.failures,
         utilization: m.utilization,
         energy_j: gpus.energy_j.iter().sum(),
         makespan_s: m.makespan_s,
@@ -731,38 +739,59 @@ fn run_one(
     })
 }
 
-/// The five measures, each with how to read "better" and the composed policy's margin.
-struct Measure {
-    name: &'static str,
-    value: fn(&PolicyRow) -> f64,
-    higher_is_better: bool,
+/// The five measures the composed policy is judged on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Measure {
+    Sla,
+    Fairness,
+    Crashes,
+    Utilization,
+    Energy,
 }
 
-const MEASURES: [Measure; 5] = [
-    Measure { name: "SLA attainment", value: |r| r.sla_met, higher_is_better: true },
-    Measure { name: "batch max-min ratio", value: |r| r.max_min_ratio, higher_is_better: true },
-    Measure {
-        name: "memory crashes (tenants)",
-        value: |r| r.crashed_tenants as f64,
-        higher_is_better: false,
-    },
-    Measure { name: "GPU utilization", value: |r| r.utilization, higher_is_better: true },
-    Measure { name: "energy", value: |r| r.energy_j, higher_is_better: false },
-];
+impl Measure {
+    const ALL: [Measure; 5] =
+        [Measure::Sla, Measure::Fairness, Measure::Crashes, Measure::Utilization, Measure::Energy];
 
-fn within(m: &Measure, margins: &Margins, best: f64, x: f64) -> bool {
-    match m.name {
-        "SLA attainment" => x >= best - margins.sla,
-        "batch max-min ratio" => x >= best - margins.fairness,
-        "memory crashes (tenants)" => x <= margins.crashes as f64,
-        "GPU utilization" => x >= best - margins.utilization,
-        _ => x <= best * margins.energy,
+    fn name(self) -> &'static str {
+        match self {
+            Measure::Sla => "SLA attainment",
+            Measure::Fairness => "batch max-min ratio",
+            Measure::Crashes => "memory crashes (tenants)",
+            Measure::Utilization => "GPU utilization",
+            Measure::Energy => "energy",
+        }
+    }
+
+    fn value(self, r: &PolicyRow) -> f64 {
+        match self {
+            Measure::Sla => r.sla_met,
+            Measure::Fairness => r.max_min_ratio,
+            Measure::Crashes => r.crashed_tenants as f64,
+            Measure::Utilization => r.utilization,
+            Measure::Energy => r.energy_j,
+        }
+    }
+
+    fn higher_is_better(self) -> bool {
+        !matches!(self, Measure::Crashes | Measure::Energy)
+    }
+
+    /// Whether `x` is within the margin of `best`.
+    fn within(self, margins: &Margins, best: f64, x: f64) -> bool {
+        match self {
+            Measure::Sla => x >= best - margins.sla,
+            Measure::Fairness => x >= best - margins.fairness,
+            Measure::Crashes => x <= margins.crashes as f64,
+            Measure::Utilization => x >= best - margins.utilization,
+            Measure::Energy => x <= best * margins.energy,
+        }
     }
 }
 
-fn best(m: &Measure, rows: &[&PolicyRow]) -> Option<(f64, String)> {
-    rows.iter().map(|r| ((m.value)(r), r.policy.clone())).reduce(|a, b| {
-        let better = if m.higher_is_better { b.0 > a.0 } else { b.0 < a.0 };
+fn best(m: Measure, rows: &[&PolicyRow]) -> Option<(f64, String)> {
+    rows.iter().map(|r| (m.value(r), r.policy.clone())).reduce(|a, b| {
+        let better = if m.higher_is_better() { b.0 > a.0 } else { b.0 < a.0 };
         if better { b } else { a }
     })
 }
@@ -773,19 +802,19 @@ fn judge(rows: &[PolicyRow], margins: &Margins) -> (Vec<(String, Vec<String>)>, 
     let Some(node) = rows.iter().find(|r| r.composed) else { return (Vec::new(), Vec::new()) };
     let mut within_lists: Vec<(String, Vec<String>)> = Vec::new();
     let mut claims = Vec::new();
-    for m in &MEASURES {
+    for m in Measure::ALL {
         let Some((top, who)) = best(m, &singles) else { continue };
-        let ours = (m.value)(node);
+        let ours = m.value(node);
         within_lists.push((
-            m.name.to_string(),
+            m.name().to_string(),
             rows.iter()
-                .filter(|r| within(m, margins, top, (m.value)(r)))
+                .filter(|r| m.within(margins, top, m.value(r)))
                 .map(|r| r.policy.clone())
                 .collect(),
         ));
         let source = "issue 30, item 2";
-        let claim = match m.name {
-            "SLA attainment" => Claim::judge(
+        let claim = match m {
+            Measure::Sla => Claim::judge(
                 "sla",
                 "user-facing",
                 source,
@@ -798,7 +827,7 @@ fn judge(rows: &[PolicyRow], margins: &Margins) -> (Vec<(String, Vec<String>)>, 
                 Some(ours),
                 format!("best single {}: {who}", Unit::Percent.show(top)),
             ),
-            "batch max-min ratio" => Claim::judge(
+            Measure::Fairness => Claim::judge(
                 "fair-shares",
                 "batch",
                 source,
@@ -814,7 +843,7 @@ fn judge(rows: &[PolicyRow], margins: &Margins) -> (Vec<(String, Vec<String>)>, 
                     node.worst_share
                 ),
             ),
-            "memory crashes (tenants)" => Claim::judge(
+            Measure::Crashes => Claim::judge(
                 "no-oom",
                 "all tenants",
                 source,
@@ -824,7 +853,7 @@ fn judge(rows: &[PolicyRow], margins: &Margins) -> (Vec<(String, Vec<String>)>, 
                 Some(ours),
                 format!("fewest among the single policies: {top:.0} ({who})"),
             ),
-            "GPU utilization" => Claim::judge(
+            Measure::Utilization => Claim::judge(
                 "utilization",
                 "node",
                 source,
@@ -837,7 +866,7 @@ fn judge(rows: &[PolicyRow], margins: &Margins) -> (Vec<(String, Vec<String>)>, 
                 Some(ours),
                 format!("best single {}: {who}", Unit::Percent.show(top)),
             ),
-            _ => Claim::judge(
+            Measure::Energy => Claim::judge(
                 "energy",
                 "node",
                 source,
@@ -960,7 +989,7 @@ pub fn report(r: &NodeResults) -> String {
             x.max_min_ratio,
             x.worst_share,
             x.crashed_tenants,
-            x.crashes.len(),
+            x.oom_failures,
             100.0 * x.utilization,
             x.energy_j,
             x.makespan_s,
