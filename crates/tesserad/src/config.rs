@@ -688,21 +688,21 @@ impl DaemonConfig {
             PolicyName::Credit => PolicyConfig::Credit,
             PolicyName::Node => {
                 let d = &self.dcuda;
+                let flexy = tessera_core::policies::flexy::FlexyParams {
+                    reserve,
+                    reset,
+                    sla,
+                    history: 10,
+                    order: Default::default(),
+                };
                 PolicyConfig::Node {
                     params: tessera_core::policies::node::NodeParams {
-                        flexy: tessera_core::policies::flexy::FlexyParams {
-                            reserve,
-                            reset,
-                            sla,
-                            history: 10,
-                            order: Default::default(),
-                        },
-                        spin: Nanos::from_millis(2),
                         interval: Nanos::from_millis(d.interval_ms),
                         thresh_over: f64::from(d.thresh_over_pct) / 100.0,
                         thresh_under: f64::from(d.thresh_under_pct) / 100.0,
                         energy: d.energy,
                         min_stay: Nanos::from_millis(d.min_stay_ms),
+                        ..tessera_core::policies::node::NodeParams::new(flexy)
                     },
                 }
             }

@@ -149,6 +149,12 @@ pub enum MoveReason {
     Balance,
     /// Step 2: compacting two light GPUs.
     Energy,
+    /// Not DCUDA's: the node policy's step that evens out weighted fair shares
+    /// across GPUs ([`super::node`]).
+    Shares,
+    /// Not DCUDA's: the node policy's move that frees memory on one GPU for a
+    /// tenant that fits nowhere ([`super::node`]).
+    Room,
 }
 
 /// One application to move.

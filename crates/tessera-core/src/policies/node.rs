@@ -65,7 +65,38 @@ pub struct NodeParams {
     pub energy: bool,
     /// A moved tenant stays at least this long.
     pub min_stay: Nanos,
+    /// DCUDA's steps (1, and 2 when `energy`): off for an ablation.
+    #[serde(default = "yes")]
+    pub balance: bool,
+    /// The node policy's own step after DCUDA's: even out weighted fair shares across
+    /// the GPUs outside the pool. Off for an ablation.
+    #[serde(default = "yes")]
+    pub even_shares: bool,
+    /// The node policy's own move that frees one GPU's memory for a tenant waiting
+    /// unplaced. Off for an ablation.
+    #[serde(default = "yes")]
+    pub make_room: bool,
+    /// A pool GPU with no user-facing task waiting lends itself to a batch tenant
+    /// homed there whose next task is expected to end within half of what the SLA
+    /// leaves after a user-facing task's own time (see [`NodePolicy::lend_budget`]).
+    /// Off for an ablation.
+    #[serde(default = "yes")]
+    pub lend: bool,
+    /// schedGPU's rule for homes: a batch tenant is homed and moved only where its
+    /// declared memory fits. Off for an ablation only (tenants then crash each other
+    /// out of memory, as under every single policy but schedGPU's).
+    #[serde(default = "yes")]
+    pub memory_homes: bool,
 }
+
+fn yes() -> bool {
+    true
+}
+
+/// The share step moves a tenant only when that raises the lowest share per unit of
+/// weight by more than this fraction: a move pauses the tenant, so a small gain is not
+/// worth it, and it keeps two near-equal GPUs from trading a tenant back and forth.
+const SHARES_HYSTERESIS: f64 = 0.1;
 
 impl NodeParams {
     /// The defaults: each paper's values (Flexy's k = 10, FairGV's quanta with a 2 ms
@@ -79,6 +110,11 @@ impl NodeParams {
             thresh_under: 0.9,
             energy: true,
             min_stay: Nanos::from_secs(1),
+            balance: true,
+            even_shares: true,
+            make_room: true,
+            lend: true,
+            memory_homes: true,
         }
     }
 }
@@ -187,10 +223,119 @@ impl NodePolicy {
         self.declared.get(&tenant).copied().unwrap_or(Bytes(0))
     }
 
+    /// Whether `tenant`'s declared memory fits on `gpu` beside the tenants homed there,
+    /// those already moving there (counted at both ends until their move is done) and
+    /// the user-facing tenants'.
     fn fits(&self, tenant: TenantId, gpu: GpuId) -> bool {
+        self.fits_beside(tenant, gpu, 0)
+    }
+
+    /// [`Self::fits`] with `extra` bytes more promised to `gpu`.
+    fn fits_beside(&self, tenant: TenantId, gpu: GpuId, extra: u64) -> bool {
+        if !self.params.memory_homes {
+            return true;
+        }
         let spec_memory = self.board.gpu_memory(gpu);
         let services: u64 = self.services.values().map(|m| m.0).sum();
-        self.homed_memory[gpu.0 as usize].0 + services + self.memory_of(tenant).0 <= spec_memory.0
+        let incoming: u64 = self
+            .moving
+            .iter()
+            .filter(|(t, (to, _))| *to == gpu && self.homes.get(*t) != Some(&gpu))
+            .map(|(t, _)| self.memory_of(*t).0)
+            .sum();
+        self.homed_memory[gpu.0 as usize].0 + incoming + extra + services + self.memory_of(tenant).0
+            <= spec_memory.0
+    }
+
+    /// Whether a batch tenant contends for its GPU now: it has work queued or running,
+    /// or used its GPU in the last interval.
+    fn contends(&self, tenant: TenantId) -> bool {
+        self.board.queue_of(tenant).0 > 0
+            || self.board.tenant_gpus(tenant).next().is_some()
+            || self.monitor.demand(tenant).is_some_and(|d| d > 0.0)
+    }
+
+    /// Whether a tenant may be moved now: not moving already, not arrived by a move
+    /// within `min_stay`, not a Slurm job's (pinned to its job's GPUs).
+    fn movable(&self, now: Nanos, tenant: TenantId) -> bool {
+        !self.moving.contains_key(&tenant)
+            && self.arrived.get(&tenant).is_none_or(|at| now >= *at + self.params.min_stay)
+            && self.board.tenant_spec(tenant).is_none_or(|s| s.gpus.is_empty())
+    }
+
+    /// The share step (not DCUDA's; see [`NodeParams::even_shares`]). Fair queuing
+    /// gives each tenant of a GPU its weight's part of that GPU, so a tenant's share is
+    /// its weight over the summed weight of the contending tenants homed with it. DCUDA's
+    /// step 1 balances *load*: with every tenant backlogged, every GPU is overloaded
+    /// and it moves nothing, however unequal those sums are. This step takes the GPU
+    /// outside the pool with the largest summed weight and moves the one tenant whose
+    /// move lowers the larger of the two GPUs' sums the most, where its memory fits,
+    /// while that raises the lowest share per unit of weight by more than
+    /// [`SHARES_HYSTERESIS`]; then again, each tenant at most once.
+    fn even_shares(&self, now: Nanos) -> Vec<Move> {
+        let n = self.board.gpu_count();
+        let outside: Vec<bool> = (0..n)
+            .map(|g| {
+                let gpu = GpuId(g as u32);
+                !self.pool.contains(gpu) && self.board.state(gpu).is_powered()
+            })
+            .collect();
+        let weight_of =
+            |t: TenantId| self.board.tenant_spec(t).map_or(1.0, |s| f64::from(s.weight.max(1)));
+        let mut summed = vec![0.0_f64; n];
+        let mut candidates: Vec<Vec<(TenantId, f64)>> = vec![Vec::new(); n];
+        for (tenant, home) in &self.homes {
+            let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
+            if !self.contends(*tenant) {
+                continue;
+            }
+            let w = weight_of(*tenant);
+            summed[at.0 as usize] += w;
+            if self.movable(now, *tenant) {
+                candidates[at.0 as usize].push((*tenant, w));
+            }
+        }
+        // memory promised by this step's own moves, per target
+        let mut promised = vec![0_u64; n];
+        let room = |t: TenantId, g: usize, promised: &[u64]| {
+            let gpu = GpuId(g as u32);
+            self.board.may_run_on(t, gpu) && self.fits_beside(t, gpu, promised[g])
+        };
+        let mut moves = Vec::new();
+        loop {
+            let Some(from) = (0..n)
+                .filter(|g| outside[*g])
+                .max_by(|a, b| summed[*a].total_cmp(&summed[*b]).then(b.cmp(a)))
+            else {
+                break;
+            };
+            let (sums, outside) = (&summed, &outside);
+            let best = candidates[from]
+                .iter()
+                .enumerate()
+                .flat_map(|(i, (t, w))| {
+                    (0..n)
+                        .filter(move |g| outside[*g] && *g != from)
+                        .map(move |g| ((sums[from] - w).max(sums[g] + w), i, g, *t))
+                })
+                .filter(|(_, _, g, t)| room(*t, *g, &promised))
+                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+            let Some((larger, i, to, tenant)) = best else { break };
+            if larger >= summed[from] * (1.0 - SHARES_HYSTERESIS) {
+                break;
+            }
+            let (_, w) = candidates[from].remove(i);
+            summed[from] -= w;
+            summed[to] += w;
+            promised[to] += self.memory_of(tenant).0;
+            moves.push(Move {
+                tenant,
+                from: GpuId(from as u32),
+                to: GpuId(to as u32),
+                reason: MoveReason::Shares,
+            });
+        }
+        moves
     }
 
     /// A tenant's demand for the balancer: the monitor's, or a whole GPU for one that
@@ -249,6 +394,73 @@ impl NodePolicy {
         }
     }
 
+    /// Free memory for the first tenant waiting unplaced (not DCUDA's; see
+    /// [`NodeParams::make_room`]): homes admitted one by one, each on the least-loaded
+    /// GPU, spread small tenants over every GPU, so that a large one arriving later may
+    /// fit on none though the node has room for it in all. On the GPU where that takes
+    /// the fewest bytes moved, the movable tenants homed there, largest first, move to
+    /// where they fit (the GPU with the least summed weight) until the waiting tenant
+    /// fits; a GPU from which they cannot all move is not chosen. Nothing when no GPU
+    /// can be freed.
+    fn make_room(&self, now: Nanos) -> Vec<Move> {
+        let Some(&waiting) = self.unplaced.first() else { return Vec::new() };
+        let need = self.memory_of(waiting).0;
+        let n = self.board.gpu_count();
+        let services: u64 = self.services.values().map(|m| m.0).sum();
+        let weight_of =
+            |t: TenantId| self.board.tenant_spec(t).map_or(1.0, |s| f64::from(s.weight.max(1)));
+        let mut summed = vec![0.0_f64; n];
+        for (tenant, home) in &self.homes {
+            let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
+            summed[at.0 as usize] += weight_of(*tenant);
+        }
+        let mut best: Option<(u64, Vec<Move>)> = None;
+        for g in 0..n {
+            let gpu = GpuId(g as u32);
+            if !self.board.may_run_on(waiting, gpu) || !self.board.state(gpu).is_powered() {
+                continue;
+            }
+            let used = self.homed_memory[g].0 + services;
+            let Some(deficit) = (used + need).checked_sub(self.board.gpu_memory(gpu).0) else {
+                continue; // it fits already: the next placement takes it
+            };
+            if deficit == 0 {
+                continue;
+            }
+            let mut here: Vec<(u64, TenantId)> = self
+                .homes
+                .iter()
+                .filter(|(t, h)| **h == gpu && self.movable(now, **t))
+                .map(|(t, _)| (self.memory_of(*t).0, *t))
+                .collect();
+            here.sort_by(|a, b| b.cmp(a));
+            let (mut freed, mut promised, mut sums) = (0_u64, vec![0_u64; n], summed.clone());
+            let mut moves = Vec::new();
+            for (bytes, tenant) in here {
+                if freed >= deficit {
+                    break;
+                }
+                let to = (0..n)
+                    .filter(|h| *h != g)
+                    .filter(|h| {
+                        let target = GpuId(*h as u32);
+                        self.board.may_run_on(tenant, target)
+                            && self.fits_beside(tenant, target, promised[*h])
+                    })
+                    .min_by(|a, b| sums[*a].total_cmp(&sums[*b]).then(a.cmp(b)));
+                let Some(to) = to else { continue };
+                promised[to] += bytes;
+                sums[to] += weight_of(tenant);
+                freed += bytes;
+                moves.push(Move { tenant, from: gpu, to: GpuId(to as u32), reason: MoveReason::Room });
+            }
+            if freed >= deficit && best.as_ref().is_none_or(|(b, _)| freed < *b) {
+                best = Some((freed, moves));
+            }
+        }
+        best.map(|(_, moves)| moves).unwrap_or_default()
+    }
+
     /// The monitor's sample and DCUDA's steps 1 and 2 over the GPUs outside the pool;
     /// tenants homed inside the pool move out when a GPU has room for them.
     fn sample(&mut self, now: Nanos) {
@@ -261,11 +473,7 @@ impl NodePolicy {
         // take, so that the balancer moves their tenants out and nothing in
         const POOL: TenantId = TenantId(u64::MAX);
         let unreachable = self.params.thresh_over + 1.0;
-        let movable = |t: &TenantId| {
-            !self.moving.contains_key(t)
-                && self.arrived.get(t).is_none_or(|at| now >= *at + self.params.min_stay)
-                && self.board.tenant_spec(*t).is_none_or(|s| s.gpus.is_empty())
-        };
+        let movable = |t: &TenantId| self.movable(now, *t);
         let mut candidates: Loads = loads
             .iter()
             .enumerate()
@@ -280,9 +488,12 @@ impl NodePolicy {
                 l
             })
             .collect();
-        let mut moves =
-            dcuda::balance(&mut candidates, self.params.thresh_over, self.params.thresh_under);
-        if self.params.energy {
+        let mut moves = if self.params.balance {
+            dcuda::balance(&mut candidates, self.params.thresh_over, self.params.thresh_under)
+        } else {
+            Vec::new()
+        };
+        if self.params.balance && self.params.energy {
             // step 2 among the GPUs outside the pool only
             let mut outside: Loads = (0..n)
                 .map(|g| {
@@ -299,6 +510,18 @@ impl NodePolicy {
             moves.iter().map(|m| m.tenant == POOL || !movable(&m.tenant)).collect();
         for (m, stays) in moves.into_iter().zip(stays) {
             if !stays {
+                self.decide(now, m);
+            }
+        }
+        if self.params.even_shares {
+            for m in self.even_shares(now) {
+                self.decide(now, m);
+            }
+        }
+        // one tenant's room at a time, and none while earlier room moves are under way
+        let making_room = self.moving.values().any(|(_, r)| *r == MoveReason::Room);
+        if self.params.make_room && !making_room {
+            for m in self.make_room(now) {
                 self.decide(now, m);
             }
         }
@@ -333,21 +556,48 @@ impl NodePolicy {
         dcuda::record_move(&mut self.report.recent, now, Move { from: home, ..m });
     }
 
+    /// How long a batch task may be expected to run for a pool GPU to lend itself to
+    /// it: half of what the SLA leaves after a user-facing task's mean time (le), so
+    /// that a request arriving just after the loan still meets its SLA with room to
+    /// spare — the same reasoning as F-Reset's, which leaves alone a batch task
+    /// expected to end within the reset's latency. Zero (no loans) before any
+    /// user-facing task completed.
+    fn lend_budget(&self) -> Nanos {
+        self.pool
+            .task_time()
+            .map_or(Nanos::ZERO, |le| Nanos(self.params.flexy.sla.saturating_sub(le).0 / 2))
+    }
+
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
         let idle = self.board.idle_gpus();
-        let (pool, rest): (Vec<GpuId>, Vec<GpuId>) =
+        let (pool, mut rest): (Vec<GpuId>, Vec<GpuId>) =
             idle.into_iter().partition(|g| self.pool.contains(*g));
+        let mut lent = Vec::new();
         for gpu in pool {
             if let Some(tenant) = self.board.oldest_head(Classes::UserFacing) {
                 self.board.dispatch(now, gpu, tenant, actions);
+            } else if self.params.lend {
+                lent.push(gpu);
             }
         }
+        rest.extend(&lent);
+        let budget = self.lend_budget();
         let homes = &self.homes;
         let moving = &self.moving;
         let migrating: Vec<TenantId> =
             homes.keys().filter(|t| self.board.is_migrating(**t)).copied().collect();
+        // the tenants homed on a lent GPU whose next task is short enough
+        let short: Vec<TenantId> = homes
+            .iter()
+            .filter(|(_, g)| lent.contains(g))
+            .filter(|(t, _)| self.board.predicted_head_duration(**t).is_some_and(|d| d <= budget))
+            .map(|(t, _)| *t)
+            .collect();
         let may_run = |t: TenantId, g: GpuId| {
-            homes.get(&t) == Some(&g) && !moving.contains_key(&t) && !migrating.contains(&t)
+            homes.get(&t) == Some(&g)
+                && !moving.contains_key(&t)
+                && !migrating.contains(&t)
+                && (!lent.contains(&g) || short.contains(&t))
         };
         let before = actions.len();
         self.batch.dispatch(&mut self.board, now, &rest, &may_run, actions);

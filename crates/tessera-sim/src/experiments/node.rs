@@ -551,6 +551,9 @@ pub struct NodeResults {
     pub tenants: Vec<TenantRow>,
     /// One row per policy, the composed one last.
     pub rows: Vec<PolicyRow>,
+    /// The composed policy with one of its parts switched off at a time.
+    #[serde(default)]
+    pub ablations: Vec<PolicyRow>,
     /// Per measure, which policies are within its margin.
     pub within: Vec<(String, Vec<String>)>,
     /// The claims.
@@ -564,13 +567,7 @@ type MakePolicy = Box<dyn Fn() -> Box<dyn Policy> + Send + Sync>;
 
 fn policies(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
     let gpus = cfg.gpu_specs();
-    let flexy = FlexyParams {
-        reserve: 1,
-        reset: None,
-        sla: cfg.sla(),
-        history: 10,
-        order: PoolOrder::Packing,
-    };
+    let flexy = flexy_params(cfg);
     let build = |c: PolicyConfig| {
         let gpus = gpus.clone();
         move || c.build(&gpus).expect("a valid configuration")
@@ -603,9 +600,45 @@ fn policies(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
         ),
         (
             "Node (composed)".into(),
-            Box::new(build(PolicyConfig::Node { params: NodeParams::new(flexy) })),
+            Box::new(build(PolicyConfig::Node { params: node_params(cfg) })),
         ),
     ]
+}
+
+/// The composed policy with one part switched off at a time: what each part
+/// contributes to each measure is the difference to the whole.
+fn ablations(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
+    let gpus = cfg.gpu_specs();
+    let whole = node_params(cfg);
+    let variants: [(&str, fn(&mut NodeParams)); 5] = [
+        ("without DCUDA's balancer", |p| p.balance = false),
+        ("without the share step", |p| p.even_shares = false),
+        ("without making room", |p| p.make_room = false),
+        ("without the pool's loans", |p| p.lend = false),
+        ("without memory-safe homes", |p| p.memory_homes = false),
+    ];
+    variants
+        .into_iter()
+        .map(|(label, off)| {
+            let mut params = whole;
+            off(&mut params);
+            let gpus = gpus.clone();
+            let make: MakePolicy = Box::new(move || {
+                PolicyConfig::Node { params }.build(&gpus).expect("a valid configuration")
+            });
+            (format!("Node {label}"), make)
+        })
+        .collect()
+}
+
+/// The composed policy's parameters for this node: Flexy's pool as the single Flexy
+/// run configures it, every other part at its default.
+fn node_params(cfg: &NodeConfig) -> NodeParams {
+    NodeParams::new(flexy_params(cfg))
+}
+
+fn flexy_params(cfg: &NodeConfig) -> FlexyParams {
+    FlexyParams { reserve: 1, reset: None, sla: cfg.sla(), history: 10, order: PoolOrder::Packing }
 }
 
 /// Weighted max-min water-filling: `capacity` among `(weight, cap)` claimants.
@@ -912,19 +945,33 @@ pub fn run(cfg: &NodeConfig, progress: Progress<'_>) -> Result<NodeResults, Expe
     let pods = alibaba::pods().map_err(|e| ExperimentError::Config(e.to_string()))?;
     let w = workload(cfg, &pods)?;
     let policies = policies(cfg);
+    let singles = policies.len();
+    let all: Vec<(String, MakePolicy)> = policies.into_iter().chain(ablations(cfg)).collect();
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let rows: Vec<PolicyRow> = policies
+    let mut rows: Vec<PolicyRow> = all
         .par_iter()
         .map(|(label, make)| {
             let r = run_one(cfg, &w, label, make());
             let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            progress(n, policies.len());
+            progress(n, all.len());
             r
         })
         .collect::<Result<_, _>>()?;
+    let mut ablations = rows.split_off(singles);
+    for a in &mut ablations {
+        a.composed = false;
+    }
     let margins = Margins::STATED;
     let (within, claims) = judge(&rows, &margins);
-    Ok(NodeResults { config: cfg.clone(), margins, tenants: w.tenants, rows, within, claims })
+    Ok(NodeResults {
+        config: cfg.clone(),
+        margins,
+        tenants: w.tenants,
+        rows,
+        ablations,
+        within,
+        claims,
+    })
 }
 
 /// The report: the workload, the measures side by side, the claims, and where the
@@ -1015,7 +1062,51 @@ pub fn report(r: &NodeResults) -> String {
     let _ = writeln!(s, "\n## Claims\n\n{}", claims::table(&r.claims));
     let (yes, no, unmeasured) = claims::tally(&r.claims);
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.\n");
+    let _ = writeln!(s, "## What each part of the composition does\n\n{}", ablation_table(r));
     let _ = writeln!(s, "## Where the composition costs\n\n{}", costs(r));
+    s
+}
+
+/// The ablation runs beside the whole, each measure with its difference to the whole.
+fn ablation_table(r: &NodeResults) -> String {
+    let mut s = String::new();
+    let Some(node) = r.rows.iter().find(|x| x.composed) else { return s };
+    let _ = writeln!(
+        s,
+        "The composed policy again, with one part switched off at a time \
+         (`NodeParams`' switches); in brackets, the difference to the whole.\n\n\
+         | run | SLA met | batch max-min ratio | OOM tenants | utilization | energy | migrations |\n\
+         |---|---|---|---|---|---|---|"
+    );
+    let _ = writeln!(
+        s,
+        "| {} (whole) | {:.1}% | {:.2} | {} | {:.1}% | {:.0} J | {} |",
+        node.policy,
+        100.0 * node.sla_met,
+        node.max_min_ratio,
+        node.crashed_tenants,
+        100.0 * node.utilization,
+        node.energy_j,
+        node.migrations
+    );
+    for a in &r.ablations {
+        let _ = writeln!(
+            s,
+            "| {} | {:.1}% ({:+.1}) | {:.2} ({:+.2}) | {} ({:+}) | {:.1}% ({:+.1}) | {:.0} J ({:+.1}%) | {} |",
+            a.policy,
+            100.0 * a.sla_met,
+            100.0 * (a.sla_met - node.sla_met),
+            a.max_min_ratio,
+            a.max_min_ratio - node.max_min_ratio,
+            a.crashed_tenants,
+            a.crashed_tenants as i64 - node.crashed_tenants as i64,
+            100.0 * a.utilization,
+            100.0 * (a.utilization - node.utilization),
+            a.energy_j,
+            100.0 * (a.energy_j / node.energy_j - 1.0),
+            a.migrations
+        );
+    }
     s
 }
 

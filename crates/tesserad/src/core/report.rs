@@ -183,6 +183,8 @@ impl Core {
                         reason: match m.decided.reason {
                             MoveReason::Balance => "balance".into(),
                             MoveReason::Energy => "energy".into(),
+                            MoveReason::Shares => "shares".into(),
+                            MoveReason::Room => "room".into(),
                         },
                     })
                     .collect(),
