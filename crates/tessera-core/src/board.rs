@@ -666,15 +666,6 @@ impl Board {
             .unwrap_or(Nanos::ZERO)
     }
 
-    /// Predicted duration of `tenant`'s head-of-line task; `None` when its queue is
-    /// empty or nothing is known of its kernel or class yet.
-    pub fn predicted_head_duration(&self, tenant: TenantId) -> Option<Nanos> {
-        let t = self.tenants.get(tenant.0)?;
-        let head = t.queue.front()?;
-        let d = self.predicted_duration_at(head.spec.kernel, class_index(t.spec.class));
-        (d > Nanos::ZERO).then_some(d)
-    }
-
     /// Predicted end of a running task: its start plus the current prediction for its
     /// kernel (re-read every time, so tasks started before anything was known benefit
     /// from what has been learnt since). `None` while nothing is known.

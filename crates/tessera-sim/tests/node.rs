@@ -200,3 +200,142 @@ fn flexy_alone_keeps_the_sla_but_not_the_weights() {
     let within = ratio(&service, 1, 2);
     assert!(within > 0.8, "tenant 1 : tenant 2 = {within:.3}: Flexy has no weights");
 }
+
+/// Two 1 GiB GPUs and no user-facing tenant (the pool's reservation 0, so every GPU is
+/// the batch tenants'), and `jobs`; the node policy with `params` changed by `change`.
+/// Returns each tenant's GPU time in `window` and the report.
+fn run_batch(
+    jobs: Vec<Job>,
+    window: (Nanos, Nanos),
+    change: impl FnOnce(&mut NodeParams),
+) -> (BTreeMap<TenantId, u64>, NodeReport, RunMetrics) {
+    let mut params = NodeParams::new(FlexyParams { reserve: 0, ..flexy_params() });
+    change(&mut params);
+    let gpus = GpuSpec::uniform(2, Bytes::gib(1));
+    let report = Arc::new(Mutex::new(NodeReport::default()));
+    let node = NodePolicy::new(&gpus, params).with_report(report.clone());
+    let service = Arc::new(Mutex::new(BTreeMap::new()));
+    let tally =
+        Windowed { inner: Box::new(node), window, owner: BTreeMap::new(), service: service.clone() };
+    let workload = Workload { kernels: scenario().kernels, jobs };
+    let options = SimOptions { gpus, ..options() };
+    let metrics = Simulation::new(&workload, Box::new(tally), options).run().expect("the run ends");
+    let service = service.lock().unwrap().clone();
+    let report = report.lock().unwrap().clone();
+    (service, report, metrics)
+}
+
+/// [`Tally`] over a window: GPU time of the tasks that finish within it.
+#[derive(Debug)]
+struct Windowed {
+    inner: Box<dyn Policy>,
+    window: (Nanos, Nanos),
+    owner: BTreeMap<TaskId, TenantId>,
+    service: Arc<Mutex<BTreeMap<TenantId, u64>>>,
+}
+
+impl Policy for Windowed {
+    fn label(&self) -> String {
+        self.inner.label()
+    }
+    fn tick_interval(&self) -> Option<Nanos> {
+        self.inner.tick_interval()
+    }
+    fn home(&self, tenant: TenantId) -> Option<GpuId> {
+        self.inner.home(tenant)
+    }
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        match event {
+            Event::TaskSubmitted(spec) => {
+                self.owner.insert(spec.id, spec.tenant);
+            }
+            Event::TaskFinished { task, ran_for, .. }
+                if now >= self.window.0 && now <= self.window.1 =>
+            {
+                if let Some(t) = self.owner.get(task) {
+                    *self.service.lock().unwrap().entry(*t).or_default() += ran_for.0;
+                }
+            }
+            _ => {}
+        }
+        self.inner.on_event(now, event, actions);
+    }
+}
+
+/// Received over entitled GPU time for backlogged tenants of `weights` on `gpus` GPUs
+/// (weighted water-filling, each capped at one GPU), the lowest over the highest.
+fn max_min(service: &BTreeMap<TenantId, u64>, weights: &[(u64, f64)], gpus: f64) -> f64 {
+    let total: f64 = weights.iter().map(|(_, w)| w).sum();
+    let got: f64 = weights.iter().map(|(t, _)| service[&TenantId(*t)] as f64).sum();
+    // no tenant here is entitled to more than one GPU, so no cap binds
+    let ratios: Vec<f64> = weights
+        .iter()
+        .map(|(t, w)| {
+            let entitled = got * w / total;
+            assert!(entitled <= got / gpus + 1.0, "a cap binds: the helper does not apply it");
+            service[&TenantId(*t)] as f64 / entitled
+        })
+        .collect();
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(0.0, f64::max);
+    lo / hi
+}
+
+/// Three backlogged batch tenants weighted 3, 1 and 3, the third arriving after the
+/// first two are homed one per GPU: it is homed beside the first (ties go to the lower
+/// GPU), so that GPU's tenants weigh 6 and the other's 1. Every GPU is busy, so DCUDA's
+/// step 1 (load, not weight) moves nothing; the share step moves one weight-3 tenant
+/// over, and the shares by weight follow.
+#[test]
+fn the_share_step_evens_weighted_shares_where_dcudas_balancer_moves_nothing() {
+    let weighted = |id, weight| TenantSpec { weight, ..tenant(id, ServiceClass::Batch, 100) };
+    let jobs = || {
+        vec![
+            job(0, weighted(1, 3), 2_000, 10),
+            job(0, weighted(2, 1), 2_000, 10),
+            job(500, weighted(3, 3), 2_000, 10),
+        ]
+    };
+    let window = (Nanos::from_secs(3), Nanos::from_secs(9));
+    let weights = [(1, 3.0), (2, 1.0), (3, 3.0)];
+    let (on, report_on, m) = run_batch(jobs(), window, |_| {});
+    assert_eq!(m.not_completed, 0);
+    let (off, report_off, _) = run_batch(jobs(), window, |p| p.even_shares = false);
+    // moves while all three are backlogged (once tenant 2 is done, its GPU is light
+    // and DCUDA's step 1 rightly moves a tenant there)
+    let moves = |r: &NodeReport, reason| {
+        r.recent.iter().filter(|x| x.decided.reason == reason && x.at <= window.1).count()
+    };
+    assert_eq!(moves(&report_off, MoveReason::Balance), 0, "DCUDA moved: {:?}", report_off.recent);
+    assert_eq!(moves(&report_off, MoveReason::Shares), 0);
+    assert_eq!(moves(&report_on, MoveReason::Shares), 1, "{:?}", report_on.recent);
+    let (ratio_on, ratio_off) = (max_min(&on, &weights, 2.0), max_min(&off, &weights, 2.0));
+    // on: 1 GPU : 0.75 : 0.25 against 0.86 : 0.86 : 0.29 (0.75); off: 0.5 : 1 : 0.5 (0.14)
+    assert!(ratio_on > 0.65, "max-min with the share step {ratio_on:.3}: {on:?}");
+    assert!(ratio_off < 0.3, "max-min without it {ratio_off:.3}: {off:?}");
+}
+
+/// Two 400 MiB tenants homed one per 1 GiB GPU leave 624 MiB on each: a 700 MiB tenant
+/// arriving next fits on neither, though the node has room for it. Making room moves
+/// one 400 MiB tenant beside the other, and the newcomer runs at once; without it, it
+/// waits until one of the first two has finished its 5 s of work.
+#[test]
+fn making_room_homes_a_large_newcomer_that_fits_nowhere_without_waiting_for_a_departure() {
+    let jobs = || {
+        vec![
+            job(0, tenant(1, ServiceClass::Batch, 400), 500, 10),
+            job(0, tenant(2, ServiceClass::Batch, 400), 500, 10),
+            job(1_000, tenant(3, ServiceClass::Batch, 700), 300, 10),
+        ]
+    };
+    let window = (Nanos::ZERO, Nanos::from_secs(4));
+    let (on, report, m) = run_batch(jobs(), window, |_| {});
+    assert_eq!(m.not_completed, 0);
+    let room: Vec<_> =
+        report.recent.iter().filter(|x| x.decided.reason == MoveReason::Room).collect();
+    assert_eq!(room.len(), 1, "{:?}", report.recent);
+    assert!(on.get(&TenantId(3)).is_some_and(|ns| *ns > 1_000_000_000), "{on:?}");
+    let (off, _, m) = run_batch(jobs(), window, |p| p.make_room = false);
+    assert_eq!(m.not_completed, 0);
+    assert_eq!(off.get(&TenantId(3)), None, "ran before a departure without making room");
+}

@@ -17,6 +17,7 @@ fn row<'a>(r: &'a NodeResults, prefix: &str) -> &'a PolicyRow {
 fn every_policy_ends_every_task_and_the_mechanisms_differ_where_they_should() {
     let r = results();
     assert_eq!(r.rows.len(), 7);
+    assert!(r.rows.iter().all(|x| x.composed == x.policy.starts_with("Node")));
     for x in &r.rows {
         assert_eq!(x.not_completed, 0, "{}: tasks not completed", x.policy);
         assert!(!x.shares.is_empty(), "{}: no batch shares", x.policy);
@@ -33,6 +34,39 @@ fn every_policy_ends_every_task_and_the_mechanisms_differ_where_they_should() {
     // SLAs: a policy with a user-facing class keeps them; one without does not
     assert!(node.sla_met > 0.9 && row(&r, "Flexy").sla_met > 0.9);
     assert!(row(&r, "time-slicing").sla_met < 0.8);
+}
+
+#[test]
+fn each_part_of_the_composition_makes_its_difference_in_the_ablations() {
+    let r = results();
+    assert_eq!(r.ablations.len(), 5);
+    let node = row(&r, "Node");
+    let without = |part: &str| {
+        r.ablations.iter().find(|x| x.policy.contains(part)).expect("ablation ran")
+    };
+    for x in &r.ablations {
+        assert_eq!(x.not_completed, 0, "{}: tasks not completed", x.policy);
+    }
+    // memory-safe homes are what keeps every tenant alive
+    assert!(without("memory-safe homes").crashed_tenants > 0);
+    // the share step and making room are what bring the weighted shares across GPUs
+    // closer (DCUDA's step 1 balances load, and with every tenant backlogged moves
+    // nothing but the tenants the pool's GPUs hold)
+    for part in ["share step", "making room"] {
+        let x = without(part);
+        assert!(
+            x.max_min_ratio < node.max_min_ratio - 0.1,
+            "{}: {:.2} against the whole's {:.2}",
+            x.policy,
+            x.max_min_ratio,
+            node.max_min_ratio
+        );
+    }
+    // the ablation table reports each run
+    let report = node::report(&r);
+    for x in &r.ablations {
+        assert!(report.contains(&format!("| {} | {:.1}% (", x.policy, 100.0 * x.sla_met)));
+    }
 }
 
 #[test]

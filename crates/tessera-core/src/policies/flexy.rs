@@ -149,11 +149,6 @@ impl ElasticPool {
         self.in_user_pool.get(gpu.0 as usize).copied().unwrap_or(false)
     }
 
-    /// le(t): the mean time of the last k user-facing tasks, once one completed.
-    pub fn task_time(&self) -> Option<Nanos> {
-        self.le.mean()
-    }
-
     /// A user-facing task ran for `ran` and completed: le's window takes it.
     pub fn learn(&mut self, ran: Nanos) {
         self.le.push(ran);

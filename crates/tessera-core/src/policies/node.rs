@@ -16,6 +16,14 @@
 //!   fair queuing ([`FairQueue`]), hierarchical: Slurm jobs (groups) and lone tenants
 //!   by weight, then a job's tenants by their weight within it, among the tenants
 //!   whose home that GPU is.
+//! - **Weighted shares across GPUs** (the node policy's own step, after DCUDA's:
+//!   [`NodePolicy::even_shares`]): one tenant at a time moves from the GPU outside
+//!   the pool whose contending tenants weigh the most to where the move evens the
+//!   summed weights, since fair queuing gives each tenant its weight over its GPU's
+//!   summed weight. DCUDA's step 1 balances load, and with every tenant backlogged it
+//!   moves nothing.
+//! - **Room for a large tenant** (the node policy's own, [`NodePolicy::make_room`]):
+//!   a tenant that fits on no GPU has small tenants moved off one GPU until it fits.
 //! - **Memory** (schedGPU's rule, every allocation admitted before it is used): a
 //!   batch tenant is homed only on a GPU whose homed tenants' declared memory, with the
 //!   user-facing tenants' (kept free everywhere, since the pool may take any GPU),
@@ -30,8 +38,9 @@
 //! What the composition costs, by construction: a pool that grows over a batch tenant's
 //! home holds that tenant until the pool shrinks or the next interval moves it (a
 //! migration's pause); fair shares hold among the tenants of one GPU, and across GPUs
-//! only as far as the balancer evens the loads out. Not here yet: gpu-lets' partitions
-//! for registered models inside the pool.
+//! only as far as whole tenants even out the summed weights. `tessera sim node`
+//! measures each part by switching it off ([`NodeParams`]' switches). Not here yet:
+//! gpu-lets' partitions for registered models inside the pool.
 
 use crate::action::Action;
 use crate::board::{Board, Classes};
@@ -65,7 +74,8 @@ pub struct NodeParams {
     pub energy: bool,
     /// A moved tenant stays at least this long.
     pub min_stay: Nanos,
-    /// DCUDA's steps (1, and 2 when `energy`): off for an ablation.
+    /// DCUDA's steps 1 and 2 (2 when `energy`) among the GPUs outside the pool. Off for
+    /// an ablation, which keeps step 1's moves off the pool's GPUs.
     #[serde(default = "yes")]
     pub balance: bool,
     /// The node policy's own step after DCUDA's: even out weighted fair shares across
@@ -76,12 +86,6 @@ pub struct NodeParams {
     /// unplaced. Off for an ablation.
     #[serde(default = "yes")]
     pub make_room: bool,
-    /// A pool GPU with no user-facing task waiting lends itself to a batch tenant
-    /// homed there whose next task is expected to end within half of what the SLA
-    /// leaves after a user-facing task's own time (see [`NodePolicy::lend_budget`]).
-    /// Off for an ablation.
-    #[serde(default = "yes")]
-    pub lend: bool,
     /// schedGPU's rule for homes: a batch tenant is homed and moved only where its
     /// declared memory fits. Off for an ablation only (tenants then crash each other
     /// out of memory, as under every single policy but schedGPU's).
@@ -113,7 +117,6 @@ impl NodeParams {
             balance: true,
             even_shares: true,
             make_room: true,
-            lend: true,
             memory_homes: true,
         }
     }
@@ -488,11 +491,14 @@ impl NodePolicy {
                 l
             })
             .collect();
-        let mut moves = if self.params.balance {
-            dcuda::balance(&mut candidates, self.params.thresh_over, self.params.thresh_under)
-        } else {
-            Vec::new()
-        };
+        let mut moves =
+            dcuda::balance(&mut candidates, self.params.thresh_over, self.params.thresh_under);
+        if !self.params.balance {
+            // the ablation keeps the one duty the composition cannot do without: moving
+            // tenants off the pool's GPUs (else a tenant homed where the pool stays
+            // would wait for ever)
+            moves.retain(|m| self.pool.contains(m.from));
+        }
         if self.params.balance && self.params.energy {
             // step 2 among the GPUs outside the pool only
             let mut outside: Loads = (0..n)
@@ -556,48 +562,23 @@ impl NodePolicy {
         dcuda::record_move(&mut self.report.recent, now, Move { from: home, ..m });
     }
 
-    /// How long a batch task may be expected to run for a pool GPU to lend itself to
-    /// it: half of what the SLA leaves after a user-facing task's mean time (le), so
-    /// that a request arriving just after the loan still meets its SLA with room to
-    /// spare — the same reasoning as F-Reset's, which leaves alone a batch task
-    /// expected to end within the reset's latency. Zero (no loans) before any
-    /// user-facing task completed.
-    fn lend_budget(&self) -> Nanos {
-        self.pool
-            .task_time()
-            .map_or(Nanos::ZERO, |le| Nanos(self.params.flexy.sla.saturating_sub(le).0 / 2))
-    }
-
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
         let idle = self.board.idle_gpus();
-        let (pool, mut rest): (Vec<GpuId>, Vec<GpuId>) =
+        let (pool, rest): (Vec<GpuId>, Vec<GpuId>) =
             idle.into_iter().partition(|g| self.pool.contains(*g));
-        let mut lent = Vec::new();
         for gpu in pool {
             if let Some(tenant) = self.board.oldest_head(Classes::UserFacing) {
                 self.board.dispatch(now, gpu, tenant, actions);
-            } else if self.params.lend {
-                lent.push(gpu);
             }
         }
-        rest.extend(&lent);
-        let budget = self.lend_budget();
         let homes = &self.homes;
         let moving = &self.moving;
         let migrating: Vec<TenantId> =
             homes.keys().filter(|t| self.board.is_migrating(**t)).copied().collect();
-        // the tenants homed on a lent GPU whose next task is short enough
-        let short: Vec<TenantId> = homes
-            .iter()
-            .filter(|(_, g)| lent.contains(g))
-            .filter(|(t, _)| self.board.predicted_head_duration(**t).is_some_and(|d| d <= budget))
-            .map(|(t, _)| *t)
-            .collect();
         let may_run = |t: TenantId, g: GpuId| {
             homes.get(&t) == Some(&g)
                 && !moving.contains_key(&t)
                 && !migrating.contains(&t)
-                && (!lent.contains(&g) || short.contains(&t))
         };
         let before = actions.len();
         self.batch.dispatch(&mut self.board, now, &rest, &may_run, actions);
