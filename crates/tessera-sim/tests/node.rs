@@ -339,3 +339,99 @@ fn making_room_homes_a_large_newcomer_that_fits_nowhere_without_waiting_for_a_de
     assert_eq!(m.not_completed, 0);
     assert_eq!(off.get(&TenantId(3)), None, "ran before a departure without making room");
 }
+
+/// A service registering after batch tenants filled a GPU's memory. Two 1 GiB GPUs, no
+/// reservation: a 700 MiB tenant is homed on GPU 0 and a 200 MiB one on GPU 1; then a
+/// 500 MiB service registers and sends requests. GPU 0 has no room for it, and none
+/// can be made (the 700 MiB tenant fits nowhere else beside the service), so the pool
+/// must serve it on GPU 1 only: the service's context on GPU 0 would not fit. A
+/// second node, with 500 + 300 MiB on GPU 0 and 100 MiB on GPU 1 before a 300 MiB
+/// service, has room made: a tenant of GPU 0 moves to GPU 1 once the service registers.
+#[test]
+fn a_service_registering_after_batch_filled_a_gpu_is_served_where_its_memory_fits() {
+    let service = |memory| Job {
+        arrivals: (0..125).map(|i| Nanos::from_millis(1_000 + 40 * i)).collect(),
+        submission: Submission::Open,
+        window: usize::MAX,
+        ..job(1_000, tenant(9, ServiceClass::UserFacing { sla: SLA }, memory), 125, 20)
+    };
+    let placements = Arc::new(Mutex::new(BTreeMap::<GpuId, usize>::new()));
+    let gpus = GpuSpec::uniform(2, Bytes::gib(1));
+    let run_with = |jobs: Vec<Job>| {
+        let params = NodeParams::new(FlexyParams { reserve: 0, ..flexy_params() });
+        let report = Arc::new(Mutex::new(NodeReport::default()));
+        let node = NodePolicy::new(&gpus, params).with_report(report.clone());
+        placements.lock().unwrap().clear();
+        let policy = ServicePlacements {
+            inner: Box::new(node),
+            service: TenantId(9),
+            owner: BTreeMap::new(),
+            seen: placements.clone(),
+        };
+        let workload = Workload { kernels: scenario().kernels, jobs };
+        let options = SimOptions { gpus: gpus.clone(), ..options() };
+        let m = Simulation::new(&workload, Box::new(policy), options).run().expect("the run ends");
+        let report = report.lock().unwrap().clone();
+        (m, report, placements.lock().unwrap().clone())
+    };
+    let (m, _, seen) = run_with(vec![
+        job(0, tenant(1, ServiceClass::Batch, 700), 1_000, 10),
+        job(0, tenant(2, ServiceClass::Batch, 200), 1_000, 10),
+        service(500),
+    ]);
+    assert_eq!(m.not_completed, 0);
+    assert!(m.sla_met >= 0.95, "SLA met {:.3}", m.sla_met);
+    assert_eq!(seen.get(&GpuId(0)), None, "the service ran beside the 700 MiB tenant: {seen:?}");
+    assert_eq!(seen.get(&GpuId(1)), Some(&125));
+    let (m, report, _) = run_with(vec![
+        job(0, tenant(1, ServiceClass::Batch, 500), 1_000, 10),
+        job(0, tenant(2, ServiceClass::Batch, 100), 1_000, 10),
+        job(0, tenant(3, ServiceClass::Batch, 300), 1_000, 10),
+        service(300),
+    ]);
+    assert_eq!(m.not_completed, 0);
+    let room: Vec<_> =
+        report.recent.iter().filter(|x| x.decided.reason == MoveReason::Room).collect();
+    assert!(
+        room.iter().any(|x| {
+            x.at >= Nanos::from_secs(1) && x.decided.from == GpuId(0) && x.decided.to == GpuId(1)
+        }),
+        "{:?}",
+        report.recent
+    );
+}
+
+/// Counts where one tenant's tasks ran.
+#[derive(Debug)]
+struct ServicePlacements {
+    inner: Box<dyn Policy>,
+    service: TenantId,
+    owner: BTreeMap<TaskId, TenantId>,
+    seen: Arc<Mutex<BTreeMap<GpuId, usize>>>,
+}
+
+impl Policy for ServicePlacements {
+    fn label(&self) -> String {
+        self.inner.label()
+    }
+    fn tick_interval(&self) -> Option<Nanos> {
+        self.inner.tick_interval()
+    }
+    fn home(&self, tenant: TenantId) -> Option<GpuId> {
+        self.inner.home(tenant)
+    }
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        match event {
+            Event::TaskSubmitted(spec) => {
+                self.owner.insert(spec.id, spec.tenant);
+            }
+            Event::TaskFinished { task, placement, .. }
+                if self.owner.get(task) == Some(&self.service) =>
+            {
+                *self.seen.lock().unwrap().entry(placement.gpu).or_default() += 1;
+            }
+            _ => {}
+        }
+        self.inner.on_event(now, event, actions);
+    }
+}

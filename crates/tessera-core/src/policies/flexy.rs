@@ -227,9 +227,38 @@ impl ElasticPool {
         }
         debug_assert_eq!(
             top,
-            self.sorted_order(board, now, u),
+            self.sorted_order(board, now, u, &|_| false),
             "the pool differs from a full sort's"
         );
+        self.install(board, top, u, actions);
+    }
+
+    /// Algorithm 1 with the GPUs `avoid` names last, whatever Flexy's order says: the
+    /// composed node policy avoids a GPU whose batch tenants' memory leaves no room for
+    /// the user-facing tenants' (a full sort: it is called only while one is).
+    pub fn repartition_avoiding(
+        &mut self,
+        board: &mut Board,
+        now: Nanos,
+        actions: &mut Vec<Action>,
+        avoid: &dyn Fn(GpuId) -> bool,
+    ) {
+        let q = board.queued(Classes::UserFacing) + board.running(Classes::UserFacing);
+        let le = self.le.mean().unwrap_or(self.params.sla);
+        let n = board.gpu_count();
+        let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
+        let top = self.sorted_order(board, now, u, avoid);
+        self.install(board, top, u, actions);
+    }
+
+    /// Make `top`, the first `u` GPUs, the pool and announce it.
+    fn install(
+        &mut self,
+        board: &mut Board,
+        mut top: Vec<GpuId>,
+        u: usize,
+        actions: &mut Vec<Action>,
+    ) {
         for g in &self.pool {
             self.in_user_pool[g.0 as usize] = false;
         }
@@ -244,8 +273,14 @@ impl ElasticPool {
 
     /// The first `u` GPUs by a full sort of the node, as Algorithm 1 is written (the
     /// check of the index in debug builds).
-    fn sorted_order(&self, board: &Board, now: Nanos, u: usize) -> Vec<GpuId> {
-        let mut order: Vec<(bool, Nanos, bool, bool, GpuId)> = board
+    fn sorted_order(
+        &self,
+        board: &Board,
+        now: Nanos,
+        u: usize,
+        avoid: &dyn Fn(GpuId) -> bool,
+    ) -> Vec<GpuId> {
+        let mut order: Vec<(bool, bool, Nanos, bool, bool, GpuId)> = board
             .gpu_ids()
             .map(|g| {
                 let in_pool = self.in_user_pool[g.0 as usize];
@@ -254,11 +289,11 @@ impl ElasticPool {
                     && in_pool
                     && (state.is_idle() || runs_only_user_facing(board, g));
                 let busy = !state.is_idle();
-                (!kept, board.expected_free_at(g, now), busy, !in_pool, g)
+                (avoid(g), !kept, board.expected_free_at(g, now), busy, !in_pool, g)
             })
             .collect();
         order.sort_unstable();
-        order.into_iter().take(u).map(|(_, _, _, _, g)| g).collect()
+        order.into_iter().take(u).map(|(_, _, _, _, _, g)| g).collect()
     }
 
     /// F-Reset (§II-C3, §IV): when user-facing tasks wait and the user-facing pool's

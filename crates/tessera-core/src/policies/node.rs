@@ -29,7 +29,10 @@
 //!   user-facing tenants' (kept free everywhere, since the pool may take any GPU),
 //!   leaves room for its own, and moved only where it fits; a tenant that fits nowhere waits
 //!   unplaced until memory frees (its tasks wait, none fails). The daemon's ledger
-//!   admits each task's memory on top, as for every policy.
+//!   admits each task's memory on top, as for every policy. A service that registers
+//!   after batch tenants filled a GPU finds that GPU *over-committed*: the pool takes
+//!   it last and serves user-facing work there only when every pool GPU is so, and
+//!   the room step moves batch tenants off it where they fit elsewhere.
 //! - **Slurm jobs** are accepted: a job's tenant lives on its job's first GPU and moves
 //!   only among the job's GPUs. The pool may take a job's GPU while the user-facing
 //!   load needs it, as it takes any batch GPU; the job waits meanwhile (Flexy's
@@ -238,16 +241,7 @@ impl NodePolicy {
         if !self.params.memory_homes {
             return true;
         }
-        let spec_memory = self.board.gpu_memory(gpu);
-        let services: u64 = self.services.values().map(|m| m.0).sum();
-        let incoming: u64 = self
-            .moving
-            .iter()
-            .filter(|(t, (to, _))| *to == gpu && self.homes.get(*t) != Some(&gpu))
-            .map(|(t, _)| self.memory_of(*t).0)
-            .sum();
-        self.homed_memory[gpu.0 as usize].0 + incoming + extra + services + self.memory_of(tenant).0
-            <= spec_memory.0
+        self.committed(gpu) + extra + self.memory_of(tenant).0 <= self.board.gpu_memory(gpu).0
     }
 
     /// Whether a batch tenant contends for its GPU now: it has work queued or running,
@@ -397,71 +391,109 @@ impl NodePolicy {
         }
     }
 
-    /// Free memory for the first tenant waiting unplaced (not DCUDA's; see
-    /// [`NodeParams::make_room`]): homes admitted one by one, each on the least-loaded
-    /// GPU, spread small tenants over every GPU, so that a large one arriving later may
-    /// fit on none though the node has room for it in all. On the GPU where that takes
-    /// the fewest bytes moved, the movable tenants homed there, largest first, move to
-    /// where they fit (the GPU with the least summed weight) until the waiting tenant
-    /// fits; a GPU from which they cannot all move is not chosen. Nothing when no GPU
-    /// can be freed.
+    /// Declared memory that `gpu` holds or is promised: the batch tenants homed there,
+    /// those moving there (counted at both ends until their move is done), and the
+    /// user-facing tenants' (kept free everywhere).
+    fn committed(&self, gpu: GpuId) -> u64 {
+        let services: u64 = self.services.values().map(|m| m.0).sum();
+        let incoming: u64 = self
+            .moving
+            .iter()
+            .filter(|(t, (to, _))| *to == gpu && self.homes.get(*t) != Some(&gpu))
+            .map(|(t, _)| self.memory_of(*t).0)
+            .sum();
+        self.homed_memory[gpu.0 as usize].0 + incoming + services
+    }
+
+    /// Whether `gpu`'s homed batch tenants leave no room for the user-facing tenants'
+    /// memory: a service that registered after they were homed would run out of
+    /// memory there.
+    fn overcommitted(&self, gpu: GpuId) -> bool {
+        self.params.memory_homes
+            && !self.services.is_empty()
+            && self.committed(gpu) > self.board.gpu_memory(gpu).0
+    }
+
+    /// Free memory (not DCUDA's; see [`NodeParams::make_room`]), for one need at a
+    /// time:
+    /// - a GPU over-committed since a service registered: its batch tenants move off
+    ///   until the services' memory fits there again;
+    /// - else the first tenant waiting unplaced: homes admitted one by one, each on the
+    ///   least-loaded GPU, spread small tenants over every GPU, so that a large one
+    ///   arriving later may fit on none though the node has room for it in all. The GPU
+    ///   where that takes the fewest bytes moved is freed for it.
+    ///
+    /// Nothing when no GPU can be freed.
     fn make_room(&self, now: Nanos) -> Vec<Move> {
+        for gpu in self.board.gpu_ids() {
+            if self.overcommitted(gpu) {
+                let deficit = self.committed(gpu) - self.board.gpu_memory(gpu).0;
+                if let Some((_, moves)) = self.free_on(now, gpu, deficit) {
+                    return moves;
+                }
+            }
+        }
         let Some(&waiting) = self.unplaced.first() else { return Vec::new() };
         let need = self.memory_of(waiting).0;
-        let n = self.board.gpu_count();
-        let services: u64 = self.services.values().map(|m| m.0).sum();
-        let weight_of =
-            |t: TenantId| self.board.tenant_spec(t).map_or(1.0, |s| f64::from(s.weight.max(1)));
-        let mut summed = vec![0.0_f64; n];
-        for (tenant, home) in &self.homes {
-            let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
-            summed[at.0 as usize] += weight_of(*tenant);
-        }
         let mut best: Option<(u64, Vec<Move>)> = None;
-        for g in 0..n {
-            let gpu = GpuId(g as u32);
+        for gpu in self.board.gpu_ids() {
             if !self.board.may_run_on(waiting, gpu) || !self.board.state(gpu).is_powered() {
                 continue;
             }
-            let used = self.homed_memory[g].0 + services;
-            let Some(deficit) = (used + need).checked_sub(self.board.gpu_memory(gpu).0) else {
-                continue; // it fits already: the next placement takes it
-            };
+            let deficit = (self.committed(gpu) + need).saturating_sub(self.board.gpu_memory(gpu).0);
             if deficit == 0 {
-                continue;
+                continue; // it fits already: the next placement takes it
             }
-            let mut here: Vec<(u64, TenantId)> = self
-                .homes
-                .iter()
-                .filter(|(t, h)| **h == gpu && self.movable(now, **t))
-                .map(|(t, _)| (self.memory_of(*t).0, *t))
-                .collect();
-            here.sort_by(|a, b| b.cmp(a));
-            let (mut freed, mut promised, mut sums) = (0_u64, vec![0_u64; n], summed.clone());
-            let mut moves = Vec::new();
-            for (bytes, tenant) in here {
-                if freed >= deficit {
-                    break;
-                }
-                let to = (0..n)
-                    .filter(|h| *h != g)
-                    .filter(|h| {
-                        let target = GpuId(*h as u32);
-                        self.board.may_run_on(tenant, target)
-                            && self.fits_beside(tenant, target, promised[*h])
-                    })
-                    .min_by(|a, b| sums[*a].total_cmp(&sums[*b]).then(a.cmp(b)));
-                let Some(to) = to else { continue };
-                promised[to] += bytes;
-                sums[to] += weight_of(tenant);
-                freed += bytes;
-                moves.push(Move { tenant, from: gpu, to: GpuId(to as u32), reason: MoveReason::Room });
-            }
-            if freed >= deficit && best.as_ref().is_none_or(|(b, _)| freed < *b) {
+            if let Some((freed, moves)) = self.free_on(now, gpu, deficit)
+                && best.as_ref().is_none_or(|(b, _)| freed < *b)
+            {
                 best = Some((freed, moves));
             }
         }
         best.map(|(_, moves)| moves).unwrap_or_default()
+    }
+
+    /// Moves that free at least `deficit` bytes of declared memory on `gpu`: its
+    /// movable tenants, largest first, each to where it fits (the GPU with the least
+    /// summed weight); with the bytes freed, or `None` if they cannot free enough.
+    fn free_on(&self, now: Nanos, gpu: GpuId, deficit: u64) -> Option<(u64, Vec<Move>)> {
+        let n = self.board.gpu_count();
+        let weight_of =
+            |t: TenantId| self.board.tenant_spec(t).map_or(1.0, |s| f64::from(s.weight.max(1)));
+        let mut sums = vec![0.0_f64; n];
+        for (tenant, home) in &self.homes {
+            let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
+            sums[at.0 as usize] += weight_of(*tenant);
+        }
+        let mut here: Vec<(u64, TenantId)> = self
+            .homes
+            .iter()
+            .filter(|(t, h)| **h == gpu && self.movable(now, **t))
+            .map(|(t, _)| (self.memory_of(*t).0, *t))
+            .collect();
+        here.sort_by(|a, b| b.cmp(a));
+        let (mut freed, mut promised) = (0_u64, vec![0_u64; n]);
+        let mut moves = Vec::new();
+        for (bytes, tenant) in here {
+            if freed >= deficit {
+                break;
+            }
+            let to = (0..n)
+                .filter(|h| *h != gpu.0 as usize)
+                .filter(|h| {
+                    let target = GpuId(*h as u32);
+                    self.board.may_run_on(tenant, target)
+                        && !self.overcommitted(target)
+                        && self.fits_beside(tenant, target, promised[*h])
+                })
+                .min_by(|a, b| sums[*a].total_cmp(&sums[*b]).then(a.cmp(b)));
+            let Some(to) = to else { continue };
+            promised[to] += bytes;
+            sums[to] += weight_of(tenant);
+            freed += bytes;
+            moves.push(Move { tenant, from: gpu, to: GpuId(to as u32), reason: MoveReason::Room });
+        }
+        (freed >= deficit).then_some((freed, moves))
     }
 
     /// The monitor's sample and DCUDA's steps 1 and 2 over the GPUs outside the pool;
@@ -566,7 +598,13 @@ impl NodePolicy {
         let idle = self.board.idle_gpus();
         let (pool, rest): (Vec<GpuId>, Vec<GpuId>) =
             idle.into_iter().partition(|g| self.pool.contains(*g));
+        // a pool GPU over-committed by batch homes serves only when every pool GPU is
+        // (the ledger then has the last word)
+        let roomy = self.pool.gpus().iter().any(|g| !self.overcommitted(*g));
         for gpu in pool {
+            if roomy && self.overcommitted(gpu) {
+                continue;
+            }
             if let Some(tenant) = self.board.oldest_head(Classes::UserFacing) {
                 self.board.dispatch(now, gpu, tenant, actions);
             }
@@ -634,7 +672,14 @@ impl Policy for NodePolicy {
         }
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
-        self.pool.repartition(&mut self.board, now, actions);
+        let overcommitted: Vec<bool> =
+            self.board.gpu_ids().map(|g| self.overcommitted(g)).collect();
+        if overcommitted.contains(&true) {
+            let avoid = |g: GpuId| overcommitted[g.0 as usize];
+            self.pool.repartition_avoiding(&mut self.board, now, actions, &avoid);
+        } else {
+            self.pool.repartition(&mut self.board, now, actions);
+        }
         match event {
             Event::TenantRegistered(spec) if spec.class.is_user_facing() => {
                 self.services.insert(spec.id, spec.memory);
