@@ -1,7 +1,7 @@
 //! The composed node policy on the engine, beside the single policies it composes:
 //! where each mechanism must make a difference, it does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tessera_core::policies::dcuda::MoveReason;
 use tessera_core::policies::flexy::{FlexyParams, PoolOrder};
@@ -433,5 +433,163 @@ impl Policy for ServicePlacements {
             _ => {}
         }
         self.inner.on_event(now, event, actions);
+    }
+}
+
+/// A registered model's latency for the scheduler: 4 ms of work per request, slower in
+/// a smaller partition (the engine runs an unprofiled kernel's batch for the sum of
+/// its requests' work, whatever the partition: the scheduler's view is pessimistic).
+struct FourMsPerRequest;
+
+impl tessera_core::policies::gpulets::LatencyProfile for FourMsPerRequest {
+    fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
+        Some(4.0 * f64::from(batch) * 100.0 / f64::from(percent))
+    }
+}
+
+/// gpu-lets inside the node policy: three 1 GiB GPUs with a plain service (Flexy's
+/// pool), a registered model at 100 requests per second (gpu-lets' server), and two
+/// backlogged batch tenants. The model is served in batches on a gpu-let partition;
+/// no batch task runs on the server's GPU while its schedule is in force; every task
+/// ends and the engine saw no conflict (it fails the run on a dispatch to a busy GPU
+/// or a missing partition).
+#[test]
+fn registered_models_are_served_on_gpulets_inside_the_node() {
+    use tessera_core::policies::gpulets::{
+        AdaptiveGpulets, Model, NoInterference, Options, ServingPlan, elastic_partitioning,
+    };
+    let gpus = GpuSpec::uniform(3, Bytes::gib(1));
+    let reschedule = Box::new(|_: Nanos, tenants: &[TenantId], rates: &[f64]| {
+        let models: Vec<Model<'_>> = rates
+            .iter()
+            .map(|r| Model { rate: *r, slo_ms: 100.0, profile: &FourMsPerRequest })
+            .collect();
+        let opts = Options::paper(3);
+        let schedule = elastic_partitioning(&models, &opts, &NoInterference).ok()?;
+        let plan = ServingPlan::new(3, &schedule, &models, tenants, &opts, &NoInterference);
+        Some((schedule, plan))
+    });
+    let empty = ServingPlan::new(3, &[], &[], &[], &Options::paper(3), &NoInterference);
+    let server = AdaptiveGpulets::new(
+        &gpus,
+        (Vec::new(), empty),
+        Vec::new(),
+        Nanos::ZERO,
+        Nanos::from_secs(20),
+        Nanos::ZERO,
+        0.5,
+        0.5,
+        reschedule,
+    );
+    const MODEL: TenantId = TenantId(5);
+    let node = NodePolicy::new(&gpus, NodeParams::new(flexy_params()))
+        .with_inference(server, Box::new(|t| t == MODEL));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let policy = AllPlacements {
+        inner: Box::new(node),
+        owner: BTreeMap::new(),
+        seen: seen.clone(),
+        dropped: dropped.clone(),
+    };
+    let model = Job {
+        arrivals: (0..2_000).map(|i| Nanos::from_millis(10 * i)).collect(),
+        submission: Submission::Open,
+        window: usize::MAX,
+        ..job(0, tenant(5, ServiceClass::UserFacing { sla: SLA }, 200), 2_000, 4)
+    };
+    let plain = Job {
+        arrivals: (0..500).map(|i| Nanos::from_millis(40 * i)).collect(),
+        submission: Submission::Open,
+        window: usize::MAX,
+        ..job(0, tenant(0, ServiceClass::UserFacing { sla: SLA }, 100), 500, 20)
+    };
+    let workload = Workload {
+        kernels: scenario().kernels,
+        jobs: vec![
+            plain,
+            model,
+            job(0, tenant(1, ServiceClass::Batch, 100), 3_000, 10),
+            job(0, tenant(2, ServiceClass::Batch, 100), 3_000, 10),
+        ],
+    };
+    let perf = PerfModel { repartition_latency: Nanos::from_millis(500), ..PerfModel::default() };
+    let options = SimOptions { gpus: gpus.clone(), perf, ..options() };
+    let m = Simulation::new(&workload, Box::new(policy), options).run().expect("no conflict");
+    let seen: Vec<(Nanos, TenantId, tessera_core::Placement)> = seen.lock().unwrap().clone();
+    let dropped: Vec<Nanos> = dropped.lock().unwrap().clone();
+    let model_gpus: BTreeSet<GpuId> =
+        seen.iter().filter(|(_, t, _)| *t == MODEL).map(|(_, _, p)| p.gpu).collect();
+    let partitioned = seen.iter().filter(|(_, t, p)| *t == MODEL && p.partition.is_some()).count();
+    assert!(partitioned > 0, "the model never ran on a gpu-let partition: {model_gpus:?}");
+    // once the schedule is in force (its first check is after a second, its
+    // repartition half a second later) and while the model has requests (20 s; the
+    // server may then give its GPU back), batch tenants keep off the model's GPUs
+    let from = seen
+        .iter()
+        .filter(|(_, t, p)| *t == MODEL && p.partition.is_some())
+        .map(|(at, _, _)| *at)
+        .min()
+        .unwrap();
+    let batch_beside: Vec<_> = seen
+        .iter()
+        .filter(|(at, t, p)| {
+            (from..Nanos::from_secs(20)).contains(at)
+                && [TenantId(1), TenantId(2)].contains(t)
+                && model_gpus.contains(&p.gpu)
+        })
+        .take(3)
+        .collect();
+    assert!(batch_beside.is_empty(), "batch work on the model's GPUs: {batch_beside:?}");
+    // every request ends: the model's that came before any gpu-let served it are
+    // dropped once past their SLO, as gpu-lets' server does; none after
+    assert_eq!(m.not_completed, dropped.len());
+    assert!(dropped.iter().all(|at| *at <= from + SLA), "late drops: {dropped:?} ({from:?})");
+    let model_done = seen.iter().filter(|(_, t, _)| *t == MODEL).count();
+    assert_eq!(model_done + dropped.len(), 2_000);
+    assert_eq!(m.batch_done, m.batch_tasks);
+    assert!(m.sla_met >= 0.9, "SLA met {:.3}", m.sla_met);
+}
+
+/// Every finished task's end time, tenant and placement, and every dropped request's
+/// time.
+#[derive(Debug)]
+struct AllPlacements {
+    inner: Box<dyn Policy>,
+    owner: BTreeMap<TaskId, TenantId>,
+    seen: Arc<Mutex<Vec<(Nanos, TenantId, tessera_core::Placement)>>>,
+    dropped: Arc<Mutex<Vec<Nanos>>>,
+}
+
+impl Policy for AllPlacements {
+    fn label(&self) -> String {
+        self.inner.label()
+    }
+    fn tick_interval(&self) -> Option<Nanos> {
+        self.inner.tick_interval()
+    }
+    fn home(&self, tenant: TenantId) -> Option<GpuId> {
+        self.inner.home(tenant)
+    }
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        match event {
+            Event::TaskSubmitted(spec) => {
+                self.owner.insert(spec.id, spec.tenant);
+            }
+            Event::TaskFinished { task, placement, .. } => {
+                if let Some(t) = self.owner.get(task) {
+                    self.seen.lock().unwrap().push((now, *t, *placement));
+                }
+            }
+            _ => {}
+        }
+        let before = actions.len();
+        self.inner.on_event(now, event, actions);
+        for a in &actions[before..] {
+            if let Action::EndTask { reason: tessera_core::action::TaskEndReason::Dropped, .. } = a
+            {
+                self.dropped.lock().unwrap().push(now);
+            }
+        }
     }
 }

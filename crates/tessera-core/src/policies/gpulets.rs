@@ -1468,6 +1468,23 @@ impl AdaptiveGpulets {
     pub fn schedule(&self) -> &[Gpulet] {
         &self.schedule
     }
+
+    /// Per GPU, whether the server uses it or is about to: the schedule (in force or
+    /// being put in force) places a gpu-let serving a model there, a gpu-let in force
+    /// serves there, it is partitioned or waits for a repartition, or a batch still
+    /// runs there. The composed node policy keeps its other tenants off these GPUs.
+    pub fn gpus_in_use(&self) -> Vec<bool> {
+        let s = &self.serving;
+        (0..s.board.gpu_count())
+            .map(|g| {
+                self.schedule.iter().any(|x| x.gpu == g && !x.served.is_empty())
+                    || s.current[g].0.is_some()
+                    || s.current[g].1.iter().any(|l| !l.models.is_empty())
+                    || s.waiting[g].is_some()
+                    || !s.board.state(GpuId(g as u32)).running().is_empty()
+            })
+            .collect()
+    }
 }
 
 impl crate::policy::Policy for AdaptiveGpulets {

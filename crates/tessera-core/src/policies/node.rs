@@ -51,12 +51,14 @@ use crate::event::Event;
 use crate::ids::{GpuId, TenantId};
 use crate::model::GpuSpec;
 use crate::policies::dcuda::{self, Loads, Monitor, Move, MoveReason};
+use crate::ids::TaskId;
 use crate::policies::fair::FairQueue;
+use crate::policies::gpulets::AdaptiveGpulets;
 use crate::policies::flexy::{ElasticPool, FlexyParams};
 use crate::policy::Policy;
 use crate::units::{Bytes, Nanos};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 /// The node policy's parameters.
@@ -171,6 +173,90 @@ pub struct NodePolicy {
     /// The balancer's part, in DCUDA's form, for displays that show DCUDA's.
     balance_shared: Option<Arc<Mutex<dcuda::DcudaReport>>>,
     samples: u64,
+    /// Registered inference models, served on gpu-lets ([`NodePolicy::with_inference`]).
+    inference: Option<Inference>,
+}
+
+/// Tells whether a user-facing tenant registering now serves a registered model.
+pub type IsModel = Box<dyn Fn(TenantId) -> bool + Send>;
+
+/// The gpu-lets server inside the node policy, and what the node routes to it.
+struct Inference {
+    server: AdaptiveGpulets,
+    is_model: IsModel,
+    /// The tenants that serve models, and their tasks not yet finished.
+    models: BTreeSet<TenantId>,
+    tasks: BTreeSet<TaskId>,
+    /// The server's actions on a GPU where the node's own tasks still run, held until
+    /// they have finished (a GPU joins the server's while busy with others' work).
+    held: Vec<Action>,
+    /// Per GPU, whether the server uses it ([`AdaptiveGpulets::gpus_in_use`]).
+    in_use: Vec<bool>,
+}
+
+impl std::fmt::Debug for Inference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inference")
+            .field("server", &self.server)
+            .field("models", &self.models)
+            .field("held", &self.held.len())
+            .field("in_use", &self.in_use)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which policy an event is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Node,
+    Server,
+    Both,
+}
+
+impl Inference {
+    /// Route `event`, learning the models and their tasks as they come.
+    fn route(&mut self, event: &Event) -> Route {
+        let model = |t: &TenantId| self.models.contains(t);
+        match event {
+            Event::TenantRegistered(spec) => {
+                if spec.class.is_user_facing() && (self.is_model)(spec.id) {
+                    self.models.insert(spec.id);
+                    Route::Server
+                } else {
+                    Route::Node
+                }
+            }
+            Event::TenantLeft { tenant } => {
+                if self.models.remove(tenant) {
+                    Route::Server
+                } else {
+                    Route::Node
+                }
+            }
+            Event::TaskSubmitted(t) if model(&t.tenant) => {
+                self.tasks.insert(t.id);
+                Route::Server
+            }
+            Event::TaskFinished { task, .. } if self.tasks.remove(task) => Route::Server,
+            Event::TaskCancelRequested { task, .. } if self.tasks.contains(task) => Route::Server,
+            Event::MemoryRequested { tenant, .. }
+            | Event::MemoryFreed { tenant, .. }
+            | Event::TenantWeightChanged { tenant, .. }
+            | Event::TenantCharged { tenant, .. }
+                if model(tenant) =>
+            {
+                Route::Server
+            }
+            Event::RepartitionDone { .. } | Event::RepartitionFailed { .. } => Route::Server,
+            Event::ActionRefused { action, .. } => match action.as_ref() {
+                Action::DispatchBatch { .. } | Action::Repartition { .. } => Route::Server,
+                Action::Dispatch { task, .. } if self.tasks.contains(task) => Route::Server,
+                _ => Route::Node,
+            },
+            Event::Tick => Route::Both,
+            _ => Route::Node,
+        }
+    }
 }
 
 impl NodePolicy {
@@ -194,7 +280,69 @@ impl NodePolicy {
             shared: None,
             balance_shared: None,
             samples: 0,
+            inference: None,
         }
+    }
+
+    /// Serve registered inference models on gpu-lets (gpu-lets' elastic partitioning,
+    /// batching and rescheduling: `server`, built over the same GPUs) inside the
+    /// user-facing share of the node: a user-facing tenant for which `is_model` holds
+    /// when it registers is the server's, every other tenant the node's. The GPUs the
+    /// server uses ([`AdaptiveGpulets::gpus_in_use`]) are kept from Flexy's pool (taken
+    /// last) and from batch homes (tenants there move off as from the pool's); a
+    /// server's dispatch or repartition on a GPU where the node's tasks still run waits
+    /// until they have finished.
+    pub fn with_inference(mut self, server: AdaptiveGpulets, is_model: IsModel) -> NodePolicy {
+        let n = self.board.gpu_count();
+        self.inference = Some(Inference {
+            server,
+            is_model,
+            models: BTreeSet::new(),
+            tasks: BTreeSet::new(),
+            held: Vec::new(),
+            in_use: vec![false; n],
+        });
+        self
+    }
+
+    /// Whether the inference server uses `gpu`.
+    fn serves_models(&self, gpu: GpuId) -> bool {
+        self.inference.as_ref().is_some_and(|i| i.in_use.get(gpu.0 as usize) == Some(&true))
+    }
+
+    /// Whether `gpu` is kept from batch homes: Flexy's pool's or the inference
+    /// server's.
+    fn reserved(&self, gpu: GpuId) -> bool {
+        self.pool.contains(gpu) || self.serves_models(gpu)
+    }
+
+    /// Pass the server's actions on, holding those for a GPU where the node's own
+    /// tasks still run; release the held ones whose GPU is free of them now.
+    fn server_actions(&mut self, out: Vec<Action>, actions: &mut Vec<Action>) {
+        let Some(inf) = self.inference.as_mut() else { return };
+        let busy = |a: &Action, board: &Board| {
+            let gpu = match a {
+                Action::Dispatch { placement, .. } | Action::DispatchBatch { placement, .. } => {
+                    placement.gpu
+                }
+                Action::Repartition { gpu, .. } => *gpu,
+                _ => return false,
+            };
+            !board.state(gpu).running().is_empty()
+        };
+        let mut waiting = std::mem::take(&mut inf.held);
+        waiting.extend(out);
+        for a in waiting {
+            if let Action::EndTask { task, .. } = &a {
+                inf.tasks.remove(task);
+            }
+            if busy(&a, &self.board) {
+                inf.held.push(a);
+            } else {
+                actions.push(a);
+            }
+        }
+        inf.in_use = inf.server.gpus_in_use();
     }
 
     /// Publish the report to `to` after every sample.
@@ -274,7 +422,7 @@ impl NodePolicy {
         let outside: Vec<bool> = (0..n)
             .map(|g| {
                 let gpu = GpuId(g as u32);
-                !self.pool.contains(gpu) && self.board.state(gpu).is_powered()
+                !self.reserved(gpu) && self.board.state(gpu).is_powered()
             })
             .collect();
         let weight_of =
@@ -367,9 +515,8 @@ impl NodePolicy {
             // outside the pool if possible; a pinned tenant takes its GPU regardless
             .min_by(|a, b| {
                 let (la, lb) = (&loads[a.0 as usize], &loads[b.0 as usize]);
-                self.pool
-                    .contains(*a)
-                    .cmp(&self.pool.contains(*b))
+                self.reserved(*a)
+                    .cmp(&self.reserved(*b))
                     .then(dcuda::utilization(la).total_cmp(&dcuda::utilization(lb)))
                     .then(la.len().cmp(&lb.len()))
                     .then(a.cmp(b))
@@ -517,7 +664,7 @@ impl NodePolicy {
                     .iter()
                     .map(|(t, d)| (*t, if movable(t) { *d } else { *d + unreachable }))
                     .collect();
-                if self.pool.contains(GpuId(g as u32)) {
+                if self.reserved(GpuId(g as u32)) {
                     l.push((POOL, unreachable));
                 }
                 l
@@ -529,13 +676,13 @@ impl NodePolicy {
             // the ablation keeps the one duty the composition cannot do without: moving
             // tenants off the pool's GPUs (else a tenant homed where the pool stays
             // would wait for ever)
-            moves.retain(|m| self.pool.contains(m.from));
+            moves.retain(|m| self.reserved(m.from));
         }
         if self.params.balance && self.params.energy {
             // step 2 among the GPUs outside the pool only
             let mut outside: Loads = (0..n)
                 .map(|g| {
-                    if self.pool.contains(GpuId(g as u32)) {
+                    if self.reserved(GpuId(g as u32)) {
                         Vec::new()
                     } else {
                         candidates[g].clone()
@@ -595,12 +742,15 @@ impl NodePolicy {
     }
 
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        let idle = self.board.idle_gpus();
+        let mut idle = self.board.idle_gpus();
+        // the inference server's GPUs are its own
+        idle.retain(|g| !self.serves_models(*g));
         let (pool, rest): (Vec<GpuId>, Vec<GpuId>) =
             idle.into_iter().partition(|g| self.pool.contains(*g));
         // a pool GPU over-committed by batch homes serves only when every pool GPU is
         // (the ledger then has the last word)
-        let roomy = self.pool.gpus().iter().any(|g| !self.overcommitted(*g));
+        let roomy =
+            self.pool.gpus().iter().any(|g| !self.overcommitted(*g) && !self.serves_models(*g));
         for gpu in pool {
             if roomy && self.overcommitted(gpu) {
                 continue;
@@ -651,7 +801,9 @@ impl Policy for NodePolicy {
 
     fn tick_interval(&self) -> Option<Nanos> {
         let spin = self.params.spin;
-        Some(if spin > Nanos::ZERO { spin.min(self.params.interval) } else { self.params.interval })
+        let own = if spin > Nanos::ZERO { spin.min(self.params.interval) } else { self.params.interval };
+        let server = self.inference.as_ref().and_then(|i| i.server.tick_interval());
+        Some(server.map_or(own, |s| s.min(own)))
     }
 
     fn min_reservation(&self) -> usize {
@@ -663,6 +815,26 @@ impl Policy for NodePolicy {
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        let route = self.inference.as_mut().map_or(Route::Node, |i| i.route(event));
+        if route != Route::Node {
+            let mut out = Vec::new();
+            if let Some(inf) = self.inference.as_mut() {
+                inf.server.on_event(now, event, &mut out);
+            }
+            self.server_actions(out, actions);
+            if route == Route::Server {
+                return;
+            }
+        }
+        self.node_event(now, event, actions);
+        // the node's tasks may have left a GPU the server waits for
+        self.server_actions(Vec::new(), actions);
+    }
+}
+
+impl NodePolicy {
+    /// An event of the node's own tenants (or a tick).
+    fn node_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         let finished = self.board.finishing(event);
         if let Some(done) = self.board.observe(now, event, actions)
             && done.completed
@@ -672,10 +844,13 @@ impl Policy for NodePolicy {
         }
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
-        let overcommitted: Vec<bool> =
-            self.board.gpu_ids().map(|g| self.overcommitted(g)).collect();
-        if overcommitted.contains(&true) {
-            let avoid = |g: GpuId| overcommitted[g.0 as usize];
+        let avoided: Vec<bool> = self
+            .board
+            .gpu_ids()
+            .map(|g| self.overcommitted(g) || self.serves_models(g))
+            .collect();
+        if avoided.contains(&true) {
+            let avoid = |g: GpuId| avoided[g.0 as usize];
             self.pool.repartition_avoiding(&mut self.board, now, actions, &avoid);
         } else {
             self.pool.repartition(&mut self.board, now, actions);
