@@ -215,8 +215,12 @@ fn run_batch(
     let report = Arc::new(Mutex::new(NodeReport::default()));
     let node = NodePolicy::new(&gpus, params).with_report(report.clone());
     let service = Arc::new(Mutex::new(BTreeMap::new()));
-    let tally =
-        Windowed { inner: Box::new(node), window, owner: BTreeMap::new(), service: service.clone() };
+    let tally = Windowed {
+        inner: Box::new(node),
+        window,
+        owner: BTreeMap::new(),
+        service: service.clone(),
+    };
     let workload = Workload { kernels: scenario().kernels, jobs };
     let options = SimOptions { gpus, ..options() };
     let metrics = Simulation::new(&workload, Box::new(tally), options).run().expect("the run ends");
@@ -586,7 +590,9 @@ impl Policy for AllPlacements {
         let before = actions.len();
         self.inner.on_event(now, event, actions);
         for a in &actions[before..] {
-            if let Action::EndTask { reason: tessera_core::action::TaskEndReason::Dropped, .. } = a
+            if let Action::EndTask {
+                reason: tessera_core::action::TaskEndReason::Dropped, ..
+            } = a
             {
                 self.dropped.lock().unwrap().push(now);
             }

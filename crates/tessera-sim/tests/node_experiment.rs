@@ -41,9 +41,8 @@ fn each_part_of_the_composition_makes_its_difference_in_the_ablations() {
     let r = results();
     assert_eq!(r.ablations.len(), 5);
     let node = row(&r, "Node");
-    let without = |part: &str| {
-        r.ablations.iter().find(|x| x.policy.contains(part)).expect("ablation ran")
-    };
+    let without =
+        |part: &str| r.ablations.iter().find(|x| x.policy.contains(part)).expect("ablation ran");
     for x in &r.ablations {
         assert_eq!(x.not_completed, 0, "{}: tasks not completed", x.policy);
     }

@@ -210,6 +210,11 @@ impl Inference {
         }
     }
 
+    /// Whether `tenant` registered a model (the node policy routes it to gpu-lets).
+    pub fn serves_model(&self, tenant: TenantId) -> bool {
+        self.registry.lock().is_ok_and(|r| r.contains_key(&tenant))
+    }
+
     /// Forget a tenant's model.
     pub fn forget(&self, tenant: TenantId) {
         if let Ok(mut r) = self.registry.lock() {

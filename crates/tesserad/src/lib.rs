@@ -253,7 +253,10 @@ impl Daemon {
                 .collect(),
             None => GpuSpec::uniform(cfg.gpus, Bytes::mib(cfg.gpu_memory_mib)),
         };
-        let inference = (cfg.policy == config::PolicyName::Gpulets)
+        // gpulets serves models only; node serves registered models on gpu-lets inside
+        // the node, beside every other kind of tenant
+        let models_only = cfg.policy == config::PolicyName::Gpulets;
+        let inference = (models_only || cfg.policy == config::PolicyName::Node)
             .then(|| inference::Inference::new(&cfg.gpulets))
             .transpose()?;
         let balance_report = cfg.migration_pause().map(|_| {
@@ -262,7 +265,7 @@ impl Daemon {
         let balance = cfg.dcuda_params().zip(balance_report.clone());
         let policy: Box<dyn tessera_core::Policy> =
             match (&inference, cfg.policy_config(gpus.len())) {
-                (Some(inf), _) => Box::new(inf.policy(&gpus, &cfg.gpulets)),
+                (Some(inf), _) if models_only => Box::new(inf.policy(&gpus, &cfg.gpulets)),
                 (None, _) if balance.is_some() => {
                     let (params, report) = balance.as_ref().expect("checked");
                     Box::new(
@@ -270,7 +273,7 @@ impl Daemon {
                             .with_report(report.clone()),
                     )
                 }
-                (None, Some(PolicyConfig::Node { params })) => {
+                (_, Some(PolicyConfig::Node { params })) => {
                     // built here rather than by the configuration: it publishes its
                     // balancer's report for status
                     PolicyConfig::Node { params }.validate(gpus.len())?;
@@ -278,10 +281,17 @@ impl Daemon {
                     if let Some(report) = &balance_report {
                         node = node.with_balance_report(report.clone());
                     }
+                    if let Some(inf) = &inference {
+                        let registry = inf.clone();
+                        node = node.with_inference(
+                            inf.policy(&gpus, &cfg.gpulets),
+                            Box::new(move |t| registry.serves_model(t)),
+                        );
+                    }
                     Box::new(node)
                 }
-                (None, Some(p)) => p.build(&gpus)?,
-                (None, None) => {
+                (_, Some(p)) => p.build(&gpus)?,
+                (_, None) => {
                     return Err(DaemonError::Config(config::ConfigError::Invalid(
                         "the gpulets policy needs its inference state".into(),
                     )));
@@ -356,7 +366,7 @@ impl Daemon {
                 slurm_refusal: cfg.slurm_refusal(),
             },
         )
-        .with_inference(inference)
+        .with_inference(inference, models_only)
         .with_policy_name(cfg.policy.name())
         .with_uuids(driver.as_ref().map(|d| d.device_uuids()).unwrap_or_default())
         .with_memory_desk(desk.clone())

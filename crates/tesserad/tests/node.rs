@@ -163,3 +163,158 @@ fn an_sla_tenant_keeps_its_sla_weights_hold_and_a_newcomer_is_moved() {
         "{b:?}"
     );
 }
+
+/// Registered models inside the node: under `policy = "node"`, a tenant that registers
+/// a model (resnet50, the measured V100 profile) is served by gpu-lets' server on a
+/// partition, beside a plain SLA tenant in Flexy's pool and a backlogged batch tenant.
+/// The model meets its SLO, the SLA tenant its SLA, and the batch tenant keeps off the
+/// model's GPU while it serves. (The gpulets policy refuses tenants without a model;
+/// the node policy serves them beside the models.)
+#[test]
+fn a_registered_model_is_served_on_gpulets_beside_sla_and_batch_tenants() {
+    let gpulets = tesserad::config::GpuletsConfig { period_s: 4, ..Default::default() };
+    let cfg = DaemonConfig {
+        gpus: 3,
+        gpu_memory_mib: 1024,
+        sla_ms: 200,
+        executor: ExecutorKind::Emulated { speedup: 1.0 },
+        ring_slots: 1024,
+        gpulets: gpulets.clone(),
+        ..common::config(PolicyName::Node)
+    };
+    let inference = tesserad::inference::Inference::new(&gpulets).unwrap();
+    let slo_ms = (2.0 * inference.whole_gpu_latency_ms("resnet50", 32).unwrap()).floor();
+    // a third of what one GPU's gpu-lets can serve
+    let (mut lo, mut hi) = (1.0, 4000.0);
+    while hi - lo > 1.0 {
+        let mid = f64::midpoint(lo, hi);
+        if inference.schedulable(&[("resnet50", slo_ms, mid)], 1, &gpulets) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let rate = lo / 3.0;
+    let d = Daemon::start(&cfg).unwrap();
+    let socket = d.socket().to_path_buf();
+    let start = Instant::now();
+    let (wall, warm_up) = (Duration::from_secs(10), Duration::from_secs(4));
+    let model = {
+        let socket = socket.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&socket).unwrap();
+            let slo = Duration::from_millis(slo_ms as u64);
+            let t = c.register_model("classifier", "resnet50", slo).unwrap();
+            // evenly spaced requests; those sent after the warm-up are measured
+            let gap = Duration::from_secs_f64(1.0 / rate);
+            let (mut sent, mut met, mut measured, mut inflight) = (0u64, 0u64, 0u64, 0u64);
+            let mut next = Instant::now();
+            let request = TaskRequest {
+                kernel: 0,
+                cost: Duration::from_millis(1),
+                memory: 0,
+                input: vec![],
+                output_len: 0,
+            };
+            let mut counted = std::collections::BTreeSet::new();
+            while start.elapsed() < wall {
+                if Instant::now() >= next {
+                    let h = c.submit(t, &request).unwrap();
+                    inflight += 1;
+                    sent += 1;
+                    if start.elapsed() >= warm_up {
+                        counted.insert(h);
+                    }
+                    next += gap;
+                }
+                let left = next.saturating_duration_since(Instant::now());
+                if let Ok(done) = c.wait_any(left.min(Duration::from_millis(2))) {
+                    inflight -= 1;
+                    if counted.remove(&done.handle) {
+                        measured += 1;
+                        met += u64::from(
+                            done.outcome == Outcome::Done && done.queued + done.ran <= slo,
+                        );
+                    }
+                }
+            }
+            while inflight > 0 {
+                let done = c.wait_any(Duration::from_secs(30)).expect("every request ends");
+                inflight -= 1;
+                if counted.remove(&done.handle) {
+                    measured += 1;
+                    met +=
+                        u64::from(done.outcome == Outcome::Done && done.queued + done.ran <= slo);
+                }
+            }
+            let st = c.status().unwrap();
+            let lets = st.tenants.iter().find(|x| x.tenant == t).and_then(|x| x.model.clone());
+            (sent, measured, met, lets)
+        })
+    };
+    // the batch tenant: two 20 ms tasks in flight, each GPU it ran on with when it ended
+    let batch = {
+        let socket = socket.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&socket).unwrap();
+            let t =
+                c.register(TenantOptions { memory: 100 * MIB, ..TenantOptions::batch() }).unwrap();
+            let mut ran = Vec::new();
+            let mut inflight = 0;
+            while start.elapsed() < wall {
+                while inflight < 2 {
+                    c.submit(t, &task(20)).unwrap();
+                    inflight += 1;
+                }
+                let done = c.wait_any(Duration::from_secs(30)).expect("every task ends");
+                assert_eq!(done.outcome, Outcome::Done, "{done:?}");
+                ran.push((start.elapsed(), done.gpu));
+                inflight -= 1;
+            }
+            while inflight > 0 {
+                c.wait_any(Duration::from_secs(30)).expect("every task ends");
+                inflight -= 1;
+            }
+            ran
+        })
+    };
+    // the plain SLA tenant: one 20 ms request every 100 ms
+    let mut c = Client::connect(&socket).unwrap();
+    let sla = Duration::from_millis(200);
+    let uf = c
+        .register(TenantOptions { class: TenantClass::UserFacing, sla, ..TenantOptions::batch() })
+        .unwrap();
+    let (mut met, mut total) = (0, 0);
+    while start.elapsed() < wall {
+        let sent = Instant::now();
+        let h = c.submit(uf, &task(20)).unwrap();
+        let done = c.wait(h, Duration::from_secs(30)).unwrap();
+        assert_eq!(done.outcome, Outcome::Done);
+        total += 1;
+        met += usize::from(sent.elapsed() <= sla);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (sent, measured, model_met, lets) = model.join().unwrap();
+    let ran = batch.join().unwrap();
+    let lets = lets.expect("the status shows the tenant's model");
+    let model_gpus: Vec<u32> = lets.gpulets.iter().map(|(g, _, _)| *g).collect();
+    eprintln!(
+        "model: {rate:.0} req/s, SLO {slo_ms} ms, {sent} sent, {model_met} of {measured} \
+         measured within the SLO, gpu-lets {:?}; SLA tenant {met} of {total}; batch ran on {:?}",
+        lets.gpulets,
+        ran.iter()
+            .filter(|(at, _)| *at >= warm_up)
+            .map(|(_, g)| *g)
+            .collect::<std::collections::BTreeSet<_>>()
+    );
+    assert!(!model_gpus.is_empty(), "the model has gpu-lets: {lets:?}");
+    assert!(measured as f64 > 0.8 * rate * (wall - warm_up).as_secs_f64(), "{measured}");
+    assert!(model_met as f64 >= 0.95 * measured as f64, "{model_met} of {measured} within the SLO");
+    assert!(met as f64 >= 0.95 * total as f64, "SLA met by {met} of {total}");
+    let beside: Vec<_> = ran
+        .iter()
+        .filter(|(at, g)| *at >= warm_up && g.is_some_and(|g| model_gpus.contains(&g)))
+        .take(3)
+        .collect();
+    assert!(beside.is_empty(), "batch tasks on the model's GPU {model_gpus:?}: {beside:?}");
+}

@@ -48,13 +48,13 @@
 use crate::action::Action;
 use crate::board::{Board, Classes};
 use crate::event::Event;
+use crate::ids::TaskId;
 use crate::ids::{GpuId, TenantId};
 use crate::model::GpuSpec;
 use crate::policies::dcuda::{self, Loads, Monitor, Move, MoveReason};
-use crate::ids::TaskId;
 use crate::policies::fair::FairQueue;
-use crate::policies::gpulets::AdaptiveGpulets;
 use crate::policies::flexy::{ElasticPool, FlexyParams};
+use crate::policies::gpulets::AdaptiveGpulets;
 use crate::policy::Policy;
 use crate::units::{Bytes, Nanos};
 use serde::{Deserialize, Serialize};
@@ -447,13 +447,10 @@ impl NodePolicy {
             self.board.may_run_on(t, gpu) && self.fits_beside(t, gpu, promised[g])
         };
         let mut moves = Vec::new();
-        loop {
-            let Some(from) = (0..n)
-                .filter(|g| outside[*g])
-                .max_by(|a, b| summed[*a].total_cmp(&summed[*b]).then(b.cmp(a)))
-            else {
-                break;
-            };
+        while let Some(from) = (0..n)
+            .filter(|g| outside[*g])
+            .max_by(|a, b| summed[*a].total_cmp(&summed[*b]).then(b.cmp(a)))
+        {
             let (sums, outside) = (&summed, &outside);
             let best = candidates[from]
                 .iter()
@@ -682,11 +679,7 @@ impl NodePolicy {
             // step 2 among the GPUs outside the pool only
             let mut outside: Loads = (0..n)
                 .map(|g| {
-                    if self.reserved(GpuId(g as u32)) {
-                        Vec::new()
-                    } else {
-                        candidates[g].clone()
-                    }
+                    if self.reserved(GpuId(g as u32)) { Vec::new() } else { candidates[g].clone() }
                 })
                 .collect();
             moves.extend(dcuda::compact(&mut outside, self.params.thresh_under));
@@ -764,9 +757,7 @@ impl NodePolicy {
         let migrating: Vec<TenantId> =
             homes.keys().filter(|t| self.board.is_migrating(**t)).copied().collect();
         let may_run = |t: TenantId, g: GpuId| {
-            homes.get(&t) == Some(&g)
-                && !moving.contains_key(&t)
-                && !migrating.contains(&t)
+            homes.get(&t) == Some(&g) && !moving.contains_key(&t) && !migrating.contains(&t)
         };
         let before = actions.len();
         self.batch.dispatch(&mut self.board, now, &rest, &may_run, actions);
@@ -801,7 +792,8 @@ impl Policy for NodePolicy {
 
     fn tick_interval(&self) -> Option<Nanos> {
         let spin = self.params.spin;
-        let own = if spin > Nanos::ZERO { spin.min(self.params.interval) } else { self.params.interval };
+        let own =
+            if spin > Nanos::ZERO { spin.min(self.params.interval) } else { self.params.interval };
         let server = self.inference.as_ref().and_then(|i| i.server.tick_interval());
         Some(server.map_or(own, |s| s.min(own)))
     }
@@ -844,11 +836,8 @@ impl NodePolicy {
         }
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
-        let avoided: Vec<bool> = self
-            .board
-            .gpu_ids()
-            .map(|g| self.overcommitted(g) || self.serves_models(g))
-            .collect();
+        let avoided: Vec<bool> =
+            self.board.gpu_ids().map(|g| self.overcommitted(g) || self.serves_models(g)).collect();
         if avoided.contains(&true) {
             let avoid = |g: GpuId| avoided[g.0 as usize];
             self.pool.repartition_avoiding(&mut self.board, now, actions, &avoid);

@@ -610,10 +610,10 @@ fn policies(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
 fn ablations(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
     let gpus = cfg.gpu_specs();
     let whole = node_params(cfg);
-    let variants: [(&str, fn(&mut NodeParams)); 5] = [
-        ("without the pool's minimum reservation (K = 0 instead of 1)", |p| {
-            p.flexy.reserve = 0
-        }),
+    /// A part's name and how to switch it off.
+    type Ablation = (&'static str, fn(&mut NodeParams));
+    let variants: [Ablation; 5] = [
+        ("without the pool's minimum reservation (K = 0 instead of 1)", |p| p.flexy.reserve = 0),
         ("without DCUDA's balancer", |p| p.balance = false),
         ("without the share step", |p| p.even_shares = false),
         ("without making room", |p| p.make_room = false),

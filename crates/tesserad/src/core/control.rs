@@ -135,7 +135,7 @@ impl Core {
                         );
                     }
                     None => (class, sla_ms, weight, None),
-                    Some(_) if self.inference.is_some() => {
+                    Some(_) if self.models_only => {
                         return err(
                             ErrorCode::BadRequest,
                             "Slurm jobs are not served in the gpulets inference mode".into(),
@@ -194,10 +194,12 @@ impl Core {
                     (None, Some(_)) => {
                         return err(
                             ErrorCode::BadRequest,
-                            "this daemon serves no models (its policy is not gpulets)".into(),
+                            "this daemon serves no models (its policy is neither gpulets nor \
+                             node)"
+                                .into(),
                         );
                     }
-                    (Some(_), None) => {
+                    (Some(_), None) if self.models_only => {
                         return err(
                             ErrorCode::BadRequest,
                             "this daemon serves inference models (policy gpulets): register \
@@ -216,7 +218,7 @@ impl Core {
                             return err(ErrorCode::BadRequest, e.to_string());
                         }
                     }
-                    (None, None) => {}
+                    (_, None) => {}
                 }
                 if class.is_user_facing()
                     && job.is_none()

@@ -359,8 +359,10 @@ pub struct Core {
     limits: Limits,
     drain_started: Option<Instant>,
     uid_use: BTreeMap<u32, UidUse>,
-    /// Inference serving (`policy = "gpulets"`).
+    /// Inference serving (`policy = "gpulets"`, or registered models under `node`).
     inference: Option<crate::inference::Inference>,
+    /// Every tenant must register a model (`policy = "gpulets"`).
+    models_only: bool,
     /// DCUDA's balancer (`balance = "dcuda"`): what it publishes, and its migrations'
     /// pause.
     balance: Option<(Arc<Mutex<DcudaReport>>, Nanos)>,
@@ -545,6 +547,7 @@ impl Core {
             drain_started: None,
             uid_use: BTreeMap::new(),
             inference: None,
+            models_only: false,
             balance: None,
             arriving: Vec::new(),
             transfer: BTreeMap::new(),
@@ -595,9 +598,16 @@ impl Core {
         self
     }
 
-    /// Serve inference models with `inference` (the gpulets policy's state).
-    pub fn with_inference(mut self, inference: Option<crate::inference::Inference>) -> Core {
+    /// Serve inference models with `inference` (the gpulets or node policy's state);
+    /// with `models_only` (gpulets), every tenant must register a model and Slurm jobs
+    /// are refused, else (node) a model is optional.
+    pub fn with_inference(
+        mut self,
+        inference: Option<crate::inference::Inference>,
+        models_only: bool,
+    ) -> Core {
         self.inference = inference;
+        self.models_only = models_only;
         self
     }
 
