@@ -57,8 +57,9 @@ pub enum PolicyName {
     /// The composed node policy: Flexy's pool for user-facing tenants (`reserve`,
     /// `sla_ms`, `reset_ms`), hierarchical fair queuing by weight for batch tenants and
     /// Slurm jobs on the other GPUs, each batch tenant on a home GPU placed and moved by
-    /// DCUDA's monitor and balancer (`[dcuda]`'s thresholds, interval, energy, pause),
-    /// homes admitted by declared memory (emulated executor only: it migrates).
+    /// DCUDA's monitor and balancer (`[dcuda]`'s thresholds, interval, energy, pause)
+    /// and by weight, homes admitted by declared memory; tenants that register a model
+    /// are served on gpu-lets (`[gpulets]`) (emulated executor only: it migrates).
     Node,
 }
 
@@ -297,7 +298,8 @@ pub struct DaemonConfig {
     /// A connection that has not opened rings (a status query, say) and has said
     /// nothing for this long is closed, seconds.
     pub idle_timeout_s: u64,
-    /// Inference serving (`policy = "gpulets"`).
+    /// Inference serving (`policy = "gpulets"`, and registered models under
+    /// `policy = "node"`).
     pub gpulets: GpuletsConfig,
     /// Dynamic balancing across GPUs.
     pub balance: BalanceName,

@@ -1,4 +1,5 @@
-//! Inference serving (`policy = "gpulets"`): tenants register models (a name, a latency
+//! Inference serving (`policy = "gpulets"`, and under `policy = "node"` the tenants that
+//! register a model): tenants register models (a name, a latency
 //! profile, an SLO), each task a tenant submits is one request, and the core's gpu-lets
 //! policy ([`AdaptiveGpulets`]) tracks each model's rate, schedules gpu-lets by elastic
 //! partitioning with interference (gpu-lets §4), batches requests per model and

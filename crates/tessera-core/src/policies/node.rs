@@ -33,6 +33,10 @@
 //!   after batch tenants filled a GPU finds that GPU *over-committed*: the pool takes
 //!   it last and serves user-facing work there only when every pool GPU is so, and
 //!   the room step moves batch tenants off it where they fit elsewhere.
+//! - **Registered inference models** ([`NodePolicy::with_inference`]) are served by
+//!   gpu-lets' adaptive server ([`AdaptiveGpulets`]) on partitions of GPUs kept from
+//!   the pool and from homes; its actions on a GPU where the node's tasks still run
+//!   wait until those have finished.
 //! - **Slurm jobs** are accepted: a job's tenant lives on its job's first GPU and moves
 //!   only among the job's GPUs. The pool may take a job's GPU while the user-facing
 //!   load needs it, as it takes any batch GPU; the job waits meanwhile (Flexy's
@@ -42,8 +46,7 @@
 //! home holds that tenant until the pool shrinks or the next interval moves it (a
 //! migration's pause); fair shares hold among the tenants of one GPU, and across GPUs
 //! only as far as whole tenants even out the summed weights. `tessera sim node`
-//! measures each part by switching it off ([`NodeParams`]' switches). Not here yet:
-//! gpu-lets' partitions for registered models inside the pool.
+//! measures each part by switching it off ([`NodeParams`]' switches).
 
 use crate::action::Action;
 use crate::board::{Board, Classes};
