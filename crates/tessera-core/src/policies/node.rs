@@ -7,8 +7,8 @@
 //!   [`super::flexy::Flexy`].
 //! - **Batch tenants** each live on one *home* GPU outside the pool, as a process's
 //!   context does: DCUDA's placement (the least-loaded GPU by the [`Monitor`]'s
-//!   demand, ties to the fewest tenants), and DCUDA's step 1 and step 2 ([`balance`],
-//!   [`compact`]) every interval over the GPUs outside the pool, migrating a tenant
+//!   demand, ties to the fewest tenants), and DCUDA's step 1 and step 2 ([`dcuda::balance`],
+//!   [`dcuda::compact`]) every interval over the GPUs outside the pool, migrating a tenant
 //!   between its tasks. A GPU's load is its tenants' share of its *time* (one task
 //!   runs at a time: [`Monitor::started_exclusive`]); time a tenant waits for its turn
 //!   is held, not idle.
@@ -17,12 +17,12 @@
 //!   by weight, then a job's tenants by their weight within it, among the tenants
 //!   whose home that GPU is.
 //! - **Weighted shares across GPUs** (the node policy's own step, after DCUDA's:
-//!   [`NodePolicy::even_shares`]): one tenant at a time moves from the GPU outside
+//!   [`NodeParams::even_shares`]): one tenant at a time moves from the GPU outside
 //!   the pool whose contending tenants weigh the most to where the move evens the
 //!   summed weights, since fair queuing gives each tenant its weight over its GPU's
 //!   summed weight. DCUDA's step 1 balances load, and with every tenant backlogged it
 //!   moves nothing.
-//! - **Room for a large tenant** (the node policy's own, [`NodePolicy::make_room`]):
+//! - **Room for a large tenant** (the node policy's own, [`NodeParams::make_room`]):
 //!   a tenant that fits on no GPU has small tenants moved off one GPU until it fits.
 //! - **Memory** (schedGPU's rule, every allocation admitted before it is used): a
 //!   batch tenant is homed only on a GPU whose homed tenants' declared memory, with the
