@@ -450,6 +450,27 @@ impl NodePolicy {
             self.board.may_run_on(t, gpu) && self.fits_beside(t, gpu, promised[g])
         };
         let mut moves = Vec::new();
+        // a contending tenant homed on a reserved GPU (the pool's or the inference
+        // server's) receives nothing there: it moves to the GPU outside with the least
+        // summed weight where it fits, loaded or not (DCUDA's step 1 moves it only to
+        // an underloaded GPU, and with every tenant backlogged there is none)
+        for g in (0..n).filter(|g| !outside[*g]) {
+            for (tenant, w) in std::mem::take(&mut candidates[g]) {
+                let to = (0..n)
+                    .filter(|h| outside[*h] && room(tenant, *h, &promised))
+                    .min_by(|a, b| summed[*a].total_cmp(&summed[*b]).then(a.cmp(b)));
+                let Some(to) = to else { continue };
+                summed[g] -= w;
+                summed[to] += w;
+                promised[to] += self.memory_of(tenant).0;
+                moves.push(Move {
+                    tenant,
+                    from: GpuId(g as u32),
+                    to: GpuId(to as u32),
+                    reason: MoveReason::Shares,
+                });
+            }
+        }
         while let Some(from) = (0..n)
             .filter(|g| outside[*g])
             .max_by(|a, b| summed[*a].total_cmp(&summed[*b]).then(b.cmp(a)))
