@@ -227,27 +227,28 @@ impl ElasticPool {
         }
         debug_assert_eq!(
             top,
-            self.sorted_order(board, now, u, &|_| false),
+            self.sorted_order(board, now, u, &|_| 0),
             "the pool differs from a full sort's"
         );
         self.install(board, top, u, actions);
     }
 
-    /// Algorithm 1 with the GPUs `avoid` names last, whatever Flexy's order says: the
-    /// composed node policy avoids a GPU whose batch tenants' memory leaves no room for
-    /// the user-facing tenants' (a full sort: it is called only while one is).
-    pub fn repartition_avoiding(
+    /// Algorithm 1 with the GPUs taken by `rank` first (lower first), in Flexy's order
+    /// within a rank: the composed node policy ranks GPUs by the batch contexts that
+    /// live on them, which Flexy's tasks do not have (a full sort: the node policy runs
+    /// on a handful of GPUs).
+    pub fn repartition_ranked(
         &mut self,
         board: &mut Board,
         now: Nanos,
         actions: &mut Vec<Action>,
-        avoid: &dyn Fn(GpuId) -> bool,
+        rank: &dyn Fn(GpuId) -> u8,
     ) {
         let q = board.queued(Classes::UserFacing) + board.running(Classes::UserFacing);
         let le = self.le.mean().unwrap_or(self.params.sla);
         let n = board.gpu_count();
         let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
-        let top = self.sorted_order(board, now, u, avoid);
+        let top = self.sorted_order(board, now, u, rank);
         self.install(board, top, u, actions);
     }
 
@@ -278,9 +279,9 @@ impl ElasticPool {
         board: &Board,
         now: Nanos,
         u: usize,
-        avoid: &dyn Fn(GpuId) -> bool,
+        rank: &dyn Fn(GpuId) -> u8,
     ) -> Vec<GpuId> {
-        let mut order: Vec<(bool, bool, Nanos, bool, bool, GpuId)> = board
+        let mut order: Vec<(u8, bool, Nanos, bool, bool, GpuId)> = board
             .gpu_ids()
             .map(|g| {
                 let in_pool = self.in_user_pool[g.0 as usize];
@@ -289,7 +290,7 @@ impl ElasticPool {
                     && in_pool
                     && (state.is_idle() || runs_only_user_facing(board, g));
                 let busy = !state.is_idle();
-                (avoid(g), !kept, board.expected_free_at(g, now), busy, !in_pool, g)
+                (rank(g), !kept, board.expected_free_at(g, now), busy, !in_pool, g)
             })
             .collect();
         order.sort_unstable();

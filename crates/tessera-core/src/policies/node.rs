@@ -99,6 +99,12 @@ pub struct NodeParams {
     /// out of memory, as under every single policy but schedGPU's).
     #[serde(default = "yes")]
     pub memory_homes: bool,
+    /// The pool keeps its GPUs and grows onto GPUs where no batch tenant lives before
+    /// others, in Flexy's order within each; off for an ablation: the pool then takes
+    /// whichever GPUs Flexy's order says (idle ones first), and roams over the batch
+    /// tenants' homes, which the balancer and the share step then move out of its way.
+    #[serde(default = "yes")]
+    pub steady_pool: bool,
 }
 
 fn yes() -> bool {
@@ -126,6 +132,7 @@ impl NodeParams {
             even_shares: true,
             make_room: true,
             memory_homes: true,
+            steady_pool: true,
         }
     }
 }
@@ -311,6 +318,38 @@ impl NodePolicy {
     /// Whether the inference server uses `gpu`.
     fn serves_models(&self, gpu: GpuId) -> bool {
         self.inference.as_ref().is_some_and(|i| i.in_use.get(gpu.0 as usize) == Some(&true))
+    }
+
+    /// Whether the pool should take `gpu` only when it must: its batch tenants' memory
+    /// leaves no room for the services', or the inference server uses it.
+    fn shunned(&self, gpu: GpuId) -> bool {
+        self.overcommitted(gpu) || self.serves_models(gpu)
+    }
+
+    /// The order in which the pool takes GPUs ([`NodeParams::steady_pool`]): its own
+    /// GPUs first, then GPUs where no contending batch tenant lives, then the others,
+    /// shunned ones last; Flexy's order within each.
+    fn pool_ranks(&self) -> Vec<u8> {
+        let mut homed = vec![false; self.board.gpu_count()];
+        for (tenant, gpu) in &self.homes {
+            if self.contends(*tenant) {
+                homed[gpu.0 as usize] = true;
+            }
+        }
+        self.board
+            .gpu_ids()
+            .map(|g| {
+                if self.shunned(g) {
+                    3
+                } else if self.pool.contains(g) {
+                    0
+                } else if !homed[g.0 as usize] {
+                    1
+                } else {
+                    2
+                }
+            })
+            .collect()
     }
 
     /// Whether `gpu` is kept from batch homes: Flexy's pool's or the inference
@@ -860,13 +899,16 @@ impl NodePolicy {
         }
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
-        let avoided: Vec<bool> =
-            self.board.gpu_ids().map(|g| self.overcommitted(g) || self.serves_models(g)).collect();
-        if avoided.contains(&true) {
-            let avoid = |g: GpuId| avoided[g.0 as usize];
-            self.pool.repartition_avoiding(&mut self.board, now, actions, &avoid);
+        if self.params.steady_pool {
+            let rank = self.pool_ranks();
+            self.pool.repartition_ranked(&mut self.board, now, actions, &|g| rank[g.0 as usize]);
         } else {
-            self.pool.repartition(&mut self.board, now, actions);
+            let avoided: Vec<u8> = self.board.gpu_ids().map(|g| u8::from(self.shunned(g))).collect();
+            if avoided.contains(&1) {
+                self.pool.repartition_ranked(&mut self.board, now, actions, &|g| avoided[g.0 as usize]);
+            } else {
+                self.pool.repartition(&mut self.board, now, actions);
+            }
         }
         match event {
             Event::TenantRegistered(spec) if spec.class.is_user_facing() => {
