@@ -185,6 +185,8 @@ pub struct NodePolicy {
     samples: u64,
     /// Registered inference models, served on gpu-lets ([`NodePolicy::with_inference`]).
     inference: Option<Inference>,
+    /// Since when each GPU has been the pool's.
+    pool_since: Vec<Option<Nanos>>,
 }
 
 /// Tells whether a user-facing tenant registering now serves a registered model.
@@ -291,6 +293,7 @@ impl NodePolicy {
             balance_shared: None,
             samples: 0,
             inference: None,
+            pool_since: vec![None; gpus.len()],
         }
     }
 
@@ -326,9 +329,11 @@ impl NodePolicy {
         self.overcommitted(gpu) || self.serves_models(gpu)
     }
 
-    /// The order in which the pool takes GPUs ([`NodeParams::steady_pool`]): its own
-    /// GPUs first, then GPUs where no contending batch tenant lives, then the others,
-    /// shunned ones last; Flexy's order within each.
+    /// The order in which the pool takes GPUs ([`NodeParams::steady_pool`]): GPUs where
+    /// no contending batch tenant lives first, then the others, shunned ones last;
+    /// Flexy's order within each (which keeps the pool's own GPUs at equal times). So
+    /// the pool borrows a batch GPU only while the user-facing load needs it, and gives
+    /// it back first when the load falls.
     fn pool_ranks(&self) -> Vec<u8> {
         let mut homed = vec![false; self.board.gpu_count()];
         for (tenant, gpu) in &self.homes {
@@ -340,16 +345,27 @@ impl NodePolicy {
             .gpu_ids()
             .map(|g| {
                 if self.shunned(g) {
-                    3
-                } else if self.pool.contains(g) {
-                    0
-                } else if !homed[g.0 as usize] {
+                    2
+                } else if homed[g.0 as usize] {
                     1
                 } else {
-                    2
+                    0
                 }
             })
             .collect()
+    }
+
+    /// Whether `gpu` has been the pool's for a whole interval, or the inference server
+    /// uses it: its batch tenants are moved off. A GPU the pool borrows for a moment of
+    /// user-facing load is not (it is given back within the interval).
+    fn held_from_batch(&self, gpu: GpuId, now: Nanos) -> bool {
+        self.serves_models(gpu)
+            || self
+                .pool_since
+                .get(gpu.0 as usize)
+                .copied()
+                .flatten()
+                .is_some_and(|since| now >= since + self.params.interval)
     }
 
     /// Whether `gpu` is kept from batch homes: Flexy's pool's or the inference
@@ -493,7 +509,7 @@ impl NodePolicy {
         // server's) receives nothing there: it moves to the GPU outside with the least
         // summed weight where it fits, loaded or not (DCUDA's step 1 moves it only to
         // an underloaded GPU, and with every tenant backlogged there is none)
-        for g in (0..n).filter(|g| !outside[*g]) {
+        for g in (0..n).filter(|g| !outside[*g] && self.held_from_batch(GpuId(*g as u32), now)) {
             for (tenant, w) in std::mem::take(&mut candidates[g]) {
                 let to = (0..n)
                     .filter(|h| outside[*h] && room(tenant, *h, &promised))
@@ -724,7 +740,7 @@ impl NodePolicy {
                     .iter()
                     .map(|(t, d)| (*t, if movable(t) { *d } else { *d + unreachable }))
                     .collect();
-                if self.reserved(GpuId(g as u32)) {
+                if self.held_from_batch(GpuId(g as u32), now) {
                     l.push((POOL, unreachable));
                 }
                 l
@@ -736,7 +752,7 @@ impl NodePolicy {
             // the ablation keeps the one duty the composition cannot do without: moving
             // tenants off the pool's GPUs (else a tenant homed where the pool stays
             // would wait for ever)
-            moves.retain(|m| self.reserved(m.from));
+            moves.retain(|m| self.held_from_batch(m.from, now));
         }
         if self.params.balance && self.params.energy {
             // step 2 among the GPUs outside the pool only
@@ -908,6 +924,13 @@ impl NodePolicy {
                 self.pool.repartition_ranked(&mut self.board, now, actions, &|g| avoided[g.0 as usize]);
             } else {
                 self.pool.repartition(&mut self.board, now, actions);
+            }
+        }
+        for (g, since) in self.pool_since.iter_mut().enumerate() {
+            if !self.pool.contains(GpuId(g as u32)) {
+                *since = None;
+            } else if since.is_none() {
+                *since = Some(now);
             }
         }
         match event {
