@@ -22,6 +22,9 @@
 //!   summed weights, since fair queuing gives each tenant its weight over its GPU's
 //!   summed weight. DCUDA's step 1 balances load, and with every tenant backlogged it
 //!   moves nothing.
+//! - **A steady pool** ([`NodeParams::steady_pool`]): Flexy's pool takes GPUs where no
+//!   batch tenant lives before the others, and tenants leave only GPUs the pool has
+//!   held for an interval: a task leaves nothing behind, a context does.
 //! - **Room for a large tenant** (the node policy's own, [`NodeParams::make_room`]):
 //!   a tenant that fits on no GPU has small tenants moved off one GPU until it fits.
 //! - **Memory** (schedGPU's rule, every allocation admitted before it is used): a
@@ -919,9 +922,11 @@ impl NodePolicy {
             let rank = self.pool_ranks();
             self.pool.repartition_ranked(&mut self.board, now, actions, &|g| rank[g.0 as usize]);
         } else {
-            let avoided: Vec<u8> = self.board.gpu_ids().map(|g| u8::from(self.shunned(g))).collect();
+            let avoided: Vec<u8> =
+                self.board.gpu_ids().map(|g| u8::from(self.shunned(g))).collect();
             if avoided.contains(&1) {
-                self.pool.repartition_ranked(&mut self.board, now, actions, &|g| avoided[g.0 as usize]);
+                self.pool
+                    .repartition_ranked(&mut self.board, now, actions, &|g| avoided[g.0 as usize]);
             } else {
                 self.pool.repartition(&mut self.board, now, actions);
             }

@@ -812,7 +812,9 @@ impl Measure {
     /// A value of this measure as the report prints it.
     fn show(self, x: f64) -> String {
         match self {
-            Measure::Sla | Measure::Utilization => format!("{:.1}%", 100.0 * x),
+            // two decimals: a miss by less than a tenth of a point must show
+            Measure::Sla => format!("{:.2}%", 100.0 * x),
+            Measure::Utilization => format!("{:.1}%", 100.0 * x),
             Measure::Fairness => format!("{x:.2}"),
             Measure::Crashes => format!("{x:.0} tenants"),
             Measure::Energy => format!("{x:.0} J"),
@@ -1194,9 +1196,9 @@ fn costs(r: &NodeResults) -> String {
                          FairGV runs any tenant on any GPU and so lost {} tenants to memory; \
                          ours keeps each tenant on one home, where fair queuing is exact \
                          among that GPU's tenants, and evens the summed weights across GPUs \
-                         only by whole tenants, when a move gains more than 10%, while the \
-                         pool takes GPUs from under homes as the services' load comes and \
-                         goes. ",
+                         only by whole tenants, when a move gains more than 10%, each move \
+                         pausing the tenant, while the pool borrows batch GPUs as the \
+                         services' load comes and goes. ",
                         single("FairGV").map_or(0, |x| x.crashed_tenants)
                     );
                 }
