@@ -17,17 +17,50 @@ use tessera_sim::workload::{Job, Kernel, Submission, Workload};
 
 const SLA: Nanos = Nanos(100_000_000);
 
-/// A policy wrapped to tally each tenant's GPU time from its finished tasks, up to a
-/// time (while every batch tenant of the scenario is still backlogged).
-#[derive(Debug)]
-struct Tally {
-    inner: Box<dyn Policy>,
-    until: Nanos,
-    owner: BTreeMap<TaskId, TenantId>,
-    service: Arc<Mutex<BTreeMap<TenantId, u64>>>,
+/// One finished task as a [`Recorder`] saw it.
+#[derive(Clone, Copy, Debug)]
+struct Finished {
+    at: Nanos,
+    tenant: TenantId,
+    placement: tessera_core::Placement,
+    ran_for: Nanos,
 }
 
-impl Policy for Tally {
+/// What a [`Recorder`] saw: every finished task, and when each dropped request was.
+#[derive(Debug, Default)]
+struct Record {
+    finished: Vec<Finished>,
+    dropped: Vec<Nanos>,
+}
+
+impl Record {
+    /// Each tenant's GPU time from the tasks that finished within `window`.
+    fn service(&self, window: (Nanos, Nanos)) -> BTreeMap<TenantId, u64> {
+        let mut out = BTreeMap::new();
+        for f in self.finished.iter().filter(|f| (window.0..=window.1).contains(&f.at)) {
+            *out.entry(f.tenant).or_default() += f.ran_for.0;
+        }
+        out
+    }
+}
+
+/// A policy wrapped to record what its tasks did (the engine's metrics aggregate over
+/// tenants).
+#[derive(Debug)]
+struct Recorder {
+    inner: Box<dyn Policy>,
+    owner: BTreeMap<TaskId, TenantId>,
+    record: Arc<Mutex<Record>>,
+}
+
+impl Recorder {
+    fn wrap(inner: Box<dyn Policy>) -> (Recorder, Arc<Mutex<Record>>) {
+        let record = Arc::new(Mutex::new(Record::default()));
+        (Recorder { inner, owner: BTreeMap::new(), record: record.clone() }, record)
+    }
+}
+
+impl Policy for Recorder {
     fn label(&self) -> String {
         self.inner.label()
     }
@@ -42,14 +75,29 @@ impl Policy for Tally {
             Event::TaskSubmitted(spec) => {
                 self.owner.insert(spec.id, spec.tenant);
             }
-            Event::TaskFinished { task, ran_for, .. } if now <= self.until => {
-                if let Some(t) = self.owner.get(task) {
-                    *self.service.lock().unwrap().entry(*t).or_default() += ran_for.0;
+            Event::TaskFinished { task, placement, ran_for, .. } => {
+                if let Some(tenant) = self.owner.get(task) {
+                    let f = Finished {
+                        at: now,
+                        tenant: *tenant,
+                        placement: *placement,
+                        ran_for: *ran_for,
+                    };
+                    self.record.lock().unwrap().finished.push(f);
                 }
             }
             _ => {}
         }
+        let before = actions.len();
         self.inner.on_event(now, event, actions);
+        for a in &actions[before..] {
+            if let Action::EndTask {
+                reason: tessera_core::action::TaskEndReason::Dropped, ..
+            } = a
+            {
+                self.record.lock().unwrap().dropped.push(now);
+            }
+        }
     }
 }
 
@@ -130,16 +178,10 @@ fn flexy_params() -> FlexyParams {
 /// Run `policy` on the scenario; its metrics and each tenant's GPU time in the first
 /// 15 s.
 fn run(policy: Box<dyn Policy>) -> (RunMetrics, BTreeMap<TenantId, u64>) {
-    let service = Arc::new(Mutex::new(BTreeMap::new()));
-    let tally = Tally {
-        inner: policy,
-        until: Nanos::from_secs(15),
-        owner: BTreeMap::new(),
-        service: service.clone(),
-    };
+    let (recorder, record) = Recorder::wrap(policy);
     let metrics =
-        Simulation::new(&scenario(), Box::new(tally), options()).run().expect("the run ends");
-    let service = service.lock().unwrap().clone();
+        Simulation::new(&scenario(), Box::new(recorder), options()).run().expect("the run ends");
+    let service = record.lock().unwrap().service((Nanos::ZERO, Nanos::from_secs(15)));
     (metrics, service)
 }
 
@@ -214,56 +256,14 @@ fn run_batch(
     let gpus = GpuSpec::uniform(2, Bytes::gib(1));
     let report = Arc::new(Mutex::new(NodeReport::default()));
     let node = NodePolicy::new(&gpus, params).with_report(report.clone());
-    let service = Arc::new(Mutex::new(BTreeMap::new()));
-    let tally = Windowed {
-        inner: Box::new(node),
-        window,
-        owner: BTreeMap::new(),
-        service: service.clone(),
-    };
+    let (recorder, record) = Recorder::wrap(Box::new(node));
     let workload = Workload { kernels: scenario().kernels, jobs };
     let options = SimOptions { gpus, ..options() };
-    let metrics = Simulation::new(&workload, Box::new(tally), options).run().expect("the run ends");
-    let service = service.lock().unwrap().clone();
+    let metrics =
+        Simulation::new(&workload, Box::new(recorder), options).run().expect("the run ends");
+    let service = record.lock().unwrap().service(window);
     let report = report.lock().unwrap().clone();
     (service, report, metrics)
-}
-
-/// [`Tally`] over a window: GPU time of the tasks that finish within it.
-#[derive(Debug)]
-struct Windowed {
-    inner: Box<dyn Policy>,
-    window: (Nanos, Nanos),
-    owner: BTreeMap<TaskId, TenantId>,
-    service: Arc<Mutex<BTreeMap<TenantId, u64>>>,
-}
-
-impl Policy for Windowed {
-    fn label(&self) -> String {
-        self.inner.label()
-    }
-    fn tick_interval(&self) -> Option<Nanos> {
-        self.inner.tick_interval()
-    }
-    fn home(&self, tenant: TenantId) -> Option<GpuId> {
-        self.inner.home(tenant)
-    }
-    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
-        match event {
-            Event::TaskSubmitted(spec) => {
-                self.owner.insert(spec.id, spec.tenant);
-            }
-            Event::TaskFinished { task, ran_for, .. }
-                if now >= self.window.0 && now <= self.window.1 =>
-            {
-                if let Some(t) = self.owner.get(task) {
-                    *self.service.lock().unwrap().entry(*t).or_default() += ran_for.0;
-                }
-            }
-            _ => {}
-        }
-        self.inner.on_event(now, event, actions);
-    }
 }
 
 /// Received over entitled GPU time for backlogged tenants of `weights` on `gpus` GPUs
@@ -359,24 +359,23 @@ fn a_service_registering_after_batch_filled_a_gpu_is_served_where_its_memory_fit
         window: usize::MAX,
         ..job(1_000, tenant(9, ServiceClass::UserFacing { sla: SLA }, memory), 125, 20)
     };
-    let placements = Arc::new(Mutex::new(BTreeMap::<GpuId, usize>::new()));
     let gpus = GpuSpec::uniform(2, Bytes::gib(1));
     let run_with = |jobs: Vec<Job>| {
         let params = NodeParams::new(FlexyParams { reserve: 0, ..flexy_params() });
         let report = Arc::new(Mutex::new(NodeReport::default()));
         let node = NodePolicy::new(&gpus, params).with_report(report.clone());
-        placements.lock().unwrap().clear();
-        let policy = ServicePlacements {
-            inner: Box::new(node),
-            service: TenantId(9),
-            owner: BTreeMap::new(),
-            seen: placements.clone(),
-        };
+        let (recorder, record) = Recorder::wrap(Box::new(node));
         let workload = Workload { kernels: scenario().kernels, jobs };
         let options = SimOptions { gpus: gpus.clone(), ..options() };
-        let m = Simulation::new(&workload, Box::new(policy), options).run().expect("the run ends");
+        let m =
+            Simulation::new(&workload, Box::new(recorder), options).run().expect("the run ends");
         let report = report.lock().unwrap().clone();
-        (m, report, placements.lock().unwrap().clone())
+        // where the service's requests ran
+        let mut seen = BTreeMap::<GpuId, usize>::new();
+        for f in record.lock().unwrap().finished.iter().filter(|f| f.tenant == TenantId(9)) {
+            *seen.entry(f.placement.gpu).or_default() += 1;
+        }
+        (m, report, seen)
     };
     let (m, _, seen) = run_with(vec![
         job(0, tenant(1, ServiceClass::Batch, 700), 1_000, 10),
@@ -403,41 +402,6 @@ fn a_service_registering_after_batch_filled_a_gpu_is_served_where_its_memory_fit
         "{:?}",
         report.recent
     );
-}
-
-/// Counts where one tenant's tasks ran.
-#[derive(Debug)]
-struct ServicePlacements {
-    inner: Box<dyn Policy>,
-    service: TenantId,
-    owner: BTreeMap<TaskId, TenantId>,
-    seen: Arc<Mutex<BTreeMap<GpuId, usize>>>,
-}
-
-impl Policy for ServicePlacements {
-    fn label(&self) -> String {
-        self.inner.label()
-    }
-    fn tick_interval(&self) -> Option<Nanos> {
-        self.inner.tick_interval()
-    }
-    fn home(&self, tenant: TenantId) -> Option<GpuId> {
-        self.inner.home(tenant)
-    }
-    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
-        match event {
-            Event::TaskSubmitted(spec) => {
-                self.owner.insert(spec.id, spec.tenant);
-            }
-            Event::TaskFinished { task, placement, .. }
-                if self.owner.get(task) == Some(&self.service) =>
-            {
-                *self.seen.lock().unwrap().entry(placement.gpu).or_default() += 1;
-            }
-            _ => {}
-        }
-        self.inner.on_event(now, event, actions);
-    }
 }
 
 /// A registered model's latency for the scheduler: 4 ms of work per request, slower in
@@ -488,14 +452,7 @@ fn registered_models_are_served_on_gpulets_inside_the_node() {
     const MODEL: TenantId = TenantId(5);
     let node = NodePolicy::new(&gpus, NodeParams::new(flexy_params()))
         .with_inference(server, Box::new(|t| t == MODEL));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let dropped = Arc::new(Mutex::new(Vec::new()));
-    let policy = AllPlacements {
-        inner: Box::new(node),
-        owner: BTreeMap::new(),
-        seen: seen.clone(),
-        dropped: dropped.clone(),
-    };
+    let (recorder, record) = Recorder::wrap(Box::new(node));
     let model = Job {
         arrivals: (0..2_000).map(|i| Nanos::from_millis(10 * i)).collect(),
         submission: Submission::Open,
@@ -519,9 +476,11 @@ fn registered_models_are_served_on_gpulets_inside_the_node() {
     };
     let perf = PerfModel { repartition_latency: Nanos::from_millis(500), ..PerfModel::default() };
     let options = SimOptions { gpus: gpus.clone(), perf, ..options() };
-    let m = Simulation::new(&workload, Box::new(policy), options).run().expect("no conflict");
-    let seen: Vec<(Nanos, TenantId, tessera_core::Placement)> = seen.lock().unwrap().clone();
-    let dropped: Vec<Nanos> = dropped.lock().unwrap().clone();
+    let m = Simulation::new(&workload, Box::new(recorder), options).run().expect("no conflict");
+    let record = record.lock().unwrap();
+    let seen: Vec<(Nanos, TenantId, tessera_core::Placement)> =
+        record.finished.iter().map(|f| (f.at, f.tenant, f.placement)).collect();
+    let dropped = record.dropped.clone();
     let model_gpus: BTreeSet<GpuId> =
         seen.iter().filter(|(_, t, _)| *t == MODEL).map(|(_, _, p)| p.gpu).collect();
     let partitioned = seen.iter().filter(|(_, t, p)| *t == MODEL && p.partition.is_some()).count();
@@ -553,49 +512,4 @@ fn registered_models_are_served_on_gpulets_inside_the_node() {
     assert_eq!(model_done + dropped.len(), 2_000);
     assert_eq!(m.batch_done, m.batch_tasks);
     assert!(m.sla_met >= 0.9, "SLA met {:.3}", m.sla_met);
-}
-
-/// Every finished task's end time, tenant and placement, and every dropped request's
-/// time.
-#[derive(Debug)]
-struct AllPlacements {
-    inner: Box<dyn Policy>,
-    owner: BTreeMap<TaskId, TenantId>,
-    seen: Arc<Mutex<Vec<(Nanos, TenantId, tessera_core::Placement)>>>,
-    dropped: Arc<Mutex<Vec<Nanos>>>,
-}
-
-impl Policy for AllPlacements {
-    fn label(&self) -> String {
-        self.inner.label()
-    }
-    fn tick_interval(&self) -> Option<Nanos> {
-        self.inner.tick_interval()
-    }
-    fn home(&self, tenant: TenantId) -> Option<GpuId> {
-        self.inner.home(tenant)
-    }
-    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
-        match event {
-            Event::TaskSubmitted(spec) => {
-                self.owner.insert(spec.id, spec.tenant);
-            }
-            Event::TaskFinished { task, placement, .. } => {
-                if let Some(t) = self.owner.get(task) {
-                    self.seen.lock().unwrap().push((now, *t, *placement));
-                }
-            }
-            _ => {}
-        }
-        let before = actions.len();
-        self.inner.on_event(now, event, actions);
-        for a in &actions[before..] {
-            if let Action::EndTask {
-                reason: tessera_core::action::TaskEndReason::Dropped, ..
-            } = a
-            {
-                self.dropped.lock().unwrap().push(now);
-            }
-        }
-    }
 }

@@ -192,6 +192,30 @@ pub struct NodePolicy {
     pool_since: Vec<Option<Nanos>>,
 }
 
+/// Moves a step has decided, with the summed weights and promised memory they leave.
+struct Planned {
+    /// Summed weight per GPU, the moves applied.
+    summed: Vec<f64>,
+    /// Declared memory the moves bring to each GPU.
+    promised: Vec<u64>,
+    moves: Vec<Move>,
+}
+
+impl Planned {
+    fn new(summed: Vec<f64>) -> Planned {
+        let n = summed.len();
+        Planned { summed, promised: vec![0; n], moves: Vec::new() }
+    }
+
+    /// Decide `m`, of a tenant of `weight` declaring `bytes`.
+    fn add(&mut self, m: Move, weight: f64, bytes: u64) {
+        self.summed[m.from.0 as usize] -= weight;
+        self.summed[m.to.0 as usize] += weight;
+        self.promised[m.to.0 as usize] += bytes;
+        self.moves.push(m);
+    }
+}
+
 /// Tells whether a user-facing tenant registering now serves a registered model.
 pub type IsModel = Box<dyn Fn(TenantId) -> bool + Send>;
 
@@ -486,28 +510,18 @@ impl NodePolicy {
                 !self.reserved(gpu) && self.board.state(gpu).is_powered()
             })
             .collect();
-        let weight_of =
-            |t: TenantId| self.board.tenant_spec(t).map_or(1.0, |s| f64::from(s.weight.max(1)));
-        let mut summed = vec![0.0_f64; n];
+        let mut plan = Planned::new(self.summed_weights(true));
         let mut candidates: Vec<Vec<(TenantId, f64)>> = vec![Vec::new(); n];
         for (tenant, home) in &self.homes {
             let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
-            if !self.contends(*tenant) {
-                continue;
-            }
-            let w = weight_of(*tenant);
-            summed[at.0 as usize] += w;
-            if self.movable(now, *tenant) {
-                candidates[at.0 as usize].push((*tenant, w));
+            if self.contends(*tenant) && self.movable(now, *tenant) {
+                candidates[at.0 as usize].push((*tenant, self.weight_of(*tenant)));
             }
         }
-        // memory promised by this step's own moves, per target
-        let mut promised = vec![0_u64; n];
         let room = |t: TenantId, g: usize, promised: &[u64]| {
             let gpu = GpuId(g as u32);
             self.board.may_run_on(t, gpu) && self.fits_beside(t, gpu, promised[g])
         };
-        let mut moves = Vec::new();
         // a contending tenant homed on a reserved GPU (the pool's or the inference
         // server's) receives nothing there: it moves to the GPU outside with the least
         // summed weight where it fits, loaded or not (DCUDA's step 1 moves it only to
@@ -515,25 +529,27 @@ impl NodePolicy {
         for g in (0..n).filter(|g| !outside[*g] && self.held_from_batch(GpuId(*g as u32), now)) {
             for (tenant, w) in std::mem::take(&mut candidates[g]) {
                 let to = (0..n)
-                    .filter(|h| outside[*h] && room(tenant, *h, &promised))
-                    .min_by(|a, b| summed[*a].total_cmp(&summed[*b]).then(a.cmp(b)));
+                    .filter(|h| outside[*h] && room(tenant, *h, &plan.promised))
+                    .min_by(|a, b| plan.summed[*a].total_cmp(&plan.summed[*b]).then(a.cmp(b)));
                 let Some(to) = to else { continue };
-                summed[g] -= w;
-                summed[to] += w;
-                promised[to] += self.memory_of(tenant).0;
-                moves.push(Move {
-                    tenant,
-                    from: GpuId(g as u32),
-                    to: GpuId(to as u32),
-                    reason: MoveReason::Shares,
-                });
+                let bytes = self.memory_of(tenant).0;
+                plan.add(
+                    Move {
+                        tenant,
+                        from: GpuId(g as u32),
+                        to: GpuId(to as u32),
+                        reason: MoveReason::Shares,
+                    },
+                    w,
+                    bytes,
+                );
             }
         }
         while let Some(from) = (0..n)
             .filter(|g| outside[*g])
-            .max_by(|a, b| summed[*a].total_cmp(&summed[*b]).then(b.cmp(a)))
+            .max_by(|a, b| plan.summed[*a].total_cmp(&plan.summed[*b]).then(b.cmp(a)))
         {
-            let (sums, outside) = (&summed, &outside);
+            let (sums, outside) = (&plan.summed, &outside);
             let best = candidates[from]
                 .iter()
                 .enumerate()
@@ -542,24 +558,44 @@ impl NodePolicy {
                         .filter(move |g| outside[*g] && *g != from)
                         .map(move |g| ((sums[from] - w).max(sums[g] + w), i, g, *t))
                 })
-                .filter(|(_, _, g, t)| room(*t, *g, &promised))
+                .filter(|(_, _, g, t)| room(*t, *g, &plan.promised))
                 .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
             let Some((larger, i, to, tenant)) = best else { break };
-            if larger >= summed[from] * (1.0 - SHARES_HYSTERESIS) {
+            if larger >= plan.summed[from] * (1.0 - SHARES_HYSTERESIS) {
                 break;
             }
             let (_, w) = candidates[from].remove(i);
-            summed[from] -= w;
-            summed[to] += w;
-            promised[to] += self.memory_of(tenant).0;
-            moves.push(Move {
-                tenant,
-                from: GpuId(from as u32),
-                to: GpuId(to as u32),
-                reason: MoveReason::Shares,
-            });
+            let bytes = self.memory_of(tenant).0;
+            plan.add(
+                Move {
+                    tenant,
+                    from: GpuId(from as u32),
+                    to: GpuId(to as u32),
+                    reason: MoveReason::Shares,
+                },
+                w,
+                bytes,
+            );
         }
-        moves
+        plan.moves
+    }
+
+    /// A batch tenant's weight (at least 1).
+    fn weight_of(&self, tenant: TenantId) -> f64 {
+        self.board.tenant_spec(tenant).map_or(1.0, |s| f64::from(s.weight.max(1)))
+    }
+
+    /// The summed weight of the batch tenants on each GPU (each at the GPU it is moving
+    /// to), of the contending ones only if `contending`.
+    fn summed_weights(&self, contending: bool) -> Vec<f64> {
+        let mut summed = vec![0.0_f64; self.board.gpu_count()];
+        for (tenant, home) in &self.homes {
+            let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
+            if !contending || self.contends(*tenant) {
+                summed[at.0 as usize] += self.weight_of(*tenant);
+            }
+        }
+        summed
     }
 
     /// A tenant's demand for the balancer: the monitor's, or a whole GPU for one that
@@ -684,13 +720,7 @@ impl NodePolicy {
     /// summed weight); with the bytes freed, or `None` if they cannot free enough.
     fn free_on(&self, now: Nanos, gpu: GpuId, deficit: u64) -> Option<(u64, Vec<Move>)> {
         let n = self.board.gpu_count();
-        let weight_of =
-            |t: TenantId| self.board.tenant_spec(t).map_or(1.0, |s| f64::from(s.weight.max(1)));
-        let mut sums = vec![0.0_f64; n];
-        for (tenant, home) in &self.homes {
-            let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
-            sums[at.0 as usize] += weight_of(*tenant);
-        }
+        let mut plan = Planned::new(self.summed_weights(false));
         let mut here: Vec<(u64, TenantId)> = self
             .homes
             .iter()
@@ -698,8 +728,7 @@ impl NodePolicy {
             .map(|(t, _)| (self.memory_of(*t).0, *t))
             .collect();
         here.sort_by(|a, b| b.cmp(a));
-        let (mut freed, mut promised) = (0_u64, vec![0_u64; n]);
-        let mut moves = Vec::new();
+        let mut freed = 0_u64;
         for (bytes, tenant) in here {
             if freed >= deficit {
                 break;
@@ -710,16 +739,15 @@ impl NodePolicy {
                     let target = GpuId(*h as u32);
                     self.board.may_run_on(tenant, target)
                         && !self.overcommitted(target)
-                        && self.fits_beside(tenant, target, promised[*h])
+                        && self.fits_beside(tenant, target, plan.promised[*h])
                 })
-                .min_by(|a, b| sums[*a].total_cmp(&sums[*b]).then(a.cmp(b)));
+                .min_by(|a, b| plan.summed[*a].total_cmp(&plan.summed[*b]).then(a.cmp(b)));
             let Some(to) = to else { continue };
-            promised[to] += bytes;
-            sums[to] += weight_of(tenant);
             freed += bytes;
-            moves.push(Move { tenant, from: gpu, to: GpuId(to as u32), reason: MoveReason::Room });
+            let m = Move { tenant, from: gpu, to: GpuId(to as u32), reason: MoveReason::Room };
+            plan.add(m, self.weight_of(tenant), bytes);
         }
-        (freed >= deficit).then_some((freed, moves))
+        (freed >= deficit).then_some((freed, plan.moves))
     }
 
     /// The monitor's sample and DCUDA's steps 1 and 2 over the GPUs outside the pool;
