@@ -25,8 +25,9 @@ fn task(ms: u64) -> TaskRequest {
     }
 }
 
-/// Keep two tasks of `tenant` in flight until `until`; the GPU each ran on, in order.
-fn keep_busy(c: &mut Client, tenant: u64, until: Instant) -> Vec<Option<u32>> {
+/// Keep two tasks of `tenant` in flight until `until`; when each ended and the GPU it
+/// ran on, in order.
+fn keep_busy(c: &mut Client, tenant: u64, until: Instant) -> Vec<(Instant, Option<u32>)> {
     let mut gpus = Vec::new();
     let mut inflight = 0;
     while Instant::now() < until {
@@ -36,13 +37,13 @@ fn keep_busy(c: &mut Client, tenant: u64, until: Instant) -> Vec<Option<u32>> {
         }
         let done = c.wait_any(Duration::from_secs(30)).expect("every task ends");
         assert_eq!(done.outcome, Outcome::Done, "{done:?}");
-        gpus.push(done.gpu);
+        gpus.push((Instant::now(), done.gpu));
         inflight -= 1;
     }
     while inflight > 0 {
         let done = c.wait_any(Duration::from_secs(30)).expect("every task ends");
         assert_eq!(done.outcome, Outcome::Done, "{done:?}");
-        gpus.push(done.gpu);
+        gpus.push((Instant::now(), done.gpu));
         inflight -= 1;
     }
     gpus
@@ -98,8 +99,8 @@ fn an_sla_tenant_keeps_its_sla_weights_hold_and_a_newcomer_is_moved() {
                 ..TenantOptions::batch()
             };
             let t = c.register(options).unwrap();
-            let gpus = keep_busy(&mut c, t, end);
-            assert!(gpus.iter().all(|g| *g == Some(1)), "a job's tenant runs on its GPU");
+            let ran = keep_busy(&mut c, t, end);
+            assert!(ran.iter().all(|(_, g)| *g == Some(1)), "a job's tenant runs on its GPU");
             let st = c.status().unwrap();
             st.tenants.iter().find(|x| x.tenant == t).map_or(0.0, |x| x.gpu_ms)
         })
@@ -114,7 +115,8 @@ fn an_sla_tenant_keeps_its_sla_weights_hold_and_a_newcomer_is_moved() {
             let mut c = Client::connect(&socket).unwrap();
             let t =
                 c.register(TenantOptions { memory: 600 * MIB, ..TenantOptions::batch() }).unwrap();
-            let gpus = keep_busy(&mut c, t, end);
+            let gpus: Vec<Option<u32>> =
+                keep_busy(&mut c, t, end).into_iter().map(|r| r.1).collect();
             // the status names a tenant to its own uid while it is open
             (t, gpus, c.status().unwrap().balance)
         })
@@ -252,30 +254,14 @@ fn a_registered_model_is_served_on_gpulets_beside_sla_and_batch_tenants() {
             (sent, measured, met, lets)
         })
     };
-    // the batch tenant: two 20 ms tasks in flight, each GPU it ran on with when it ended
+    // the batch tenant: two 20 ms tasks in flight
     let batch = {
         let socket = socket.clone();
         std::thread::spawn(move || {
             let mut c = Client::connect(&socket).unwrap();
             let t =
                 c.register(TenantOptions { memory: 100 * MIB, ..TenantOptions::batch() }).unwrap();
-            let mut ran = Vec::new();
-            let mut inflight = 0;
-            while start.elapsed() < wall {
-                while inflight < 2 {
-                    c.submit(t, &task(20)).unwrap();
-                    inflight += 1;
-                }
-                let done = c.wait_any(Duration::from_secs(30)).expect("every task ends");
-                assert_eq!(done.outcome, Outcome::Done, "{done:?}");
-                ran.push((start.elapsed(), done.gpu));
-                inflight -= 1;
-            }
-            while inflight > 0 {
-                c.wait_any(Duration::from_secs(30)).expect("every task ends");
-                inflight -= 1;
-            }
-            ran
+            keep_busy(&mut c, t, start + wall)
         })
     };
     // the plain SLA tenant: one 20 ms request every 100 ms
@@ -303,7 +289,7 @@ fn a_registered_model_is_served_on_gpulets_beside_sla_and_batch_tenants() {
          measured within the SLO, gpu-lets {:?}; SLA tenant {met} of {total}; batch ran on {:?}",
         lets.gpulets,
         ran.iter()
-            .filter(|(at, _)| *at >= warm_up)
+            .filter(|(at, _)| *at >= start + warm_up)
             .map(|(_, g)| *g)
             .collect::<std::collections::BTreeSet<_>>()
     );
@@ -313,7 +299,7 @@ fn a_registered_model_is_served_on_gpulets_beside_sla_and_batch_tenants() {
     assert!(met as f64 >= 0.95 * total as f64, "SLA met by {met} of {total}");
     let beside: Vec<_> = ran
         .iter()
-        .filter(|(at, g)| *at >= warm_up && g.is_some_and(|g| model_gpus.contains(&g)))
+        .filter(|(at, g)| *at >= start + warm_up && g.is_some_and(|g| model_gpus.contains(&g)))
         .take(3)
         .collect();
     assert!(beside.is_empty(), "batch tasks on the model's GPU {model_gpus:?}: {beside:?}");
