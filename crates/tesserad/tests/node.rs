@@ -49,6 +49,48 @@ fn keep_busy(c: &mut Client, tenant: u64, until: Instant) -> Vec<(Instant, Optio
     gpus
 }
 
+/// A batch tenant of `memory_mib` on a thread of its own, kept busy until `until`.
+fn busy_batch_tenant(
+    socket: &std::path::Path,
+    memory_mib: u64,
+    until: Instant,
+) -> std::thread::JoinHandle<Vec<(Instant, Option<u32>)>> {
+    let socket = socket.to_path_buf();
+    std::thread::spawn(move || {
+        let mut c = Client::connect(&socket).unwrap();
+        let options = TenantOptions { memory: memory_mib * MIB, ..TenantOptions::batch() };
+        let t = c.register(options).unwrap();
+        keep_busy(&mut c, t, until)
+    })
+}
+
+/// A user-facing tenant with a 200 ms SLA sending one 20 ms request at a time, one
+/// every `gap` of emulated time until `until`, on a daemon running at `speedup`: its
+/// requests within the SLA, and all of them.
+fn sla_tenant(
+    socket: &std::path::Path,
+    until: Instant,
+    gap: Duration,
+    speedup: f64,
+) -> (usize, usize) {
+    let mut c = Client::connect(socket).unwrap();
+    let sla = Duration::from_millis(200);
+    let uf = c
+        .register(TenantOptions { class: TenantClass::UserFacing, sla, ..TenantOptions::batch() })
+        .unwrap();
+    let (mut met, mut total) = (0, 0);
+    while Instant::now() < until {
+        let sent = Instant::now();
+        let h = c.submit(uf, &task(20)).unwrap();
+        let done = c.wait(h, Duration::from_secs(30)).unwrap();
+        assert_eq!(done.outcome, Outcome::Done);
+        total += 1;
+        met += usize::from(sent.elapsed().mul_f64(speedup) <= sla);
+        std::thread::sleep(gap.div_f64(speedup));
+    }
+    (met, total)
+}
+
 #[test]
 fn an_sla_tenant_keeps_its_sla_weights_hold_and_a_newcomer_is_moved() {
     let cfg = DaemonConfig {
@@ -77,15 +119,7 @@ fn an_sla_tenant_keeps_its_sla_weights_hold_and_a_newcomer_is_moved() {
     let start = Instant::now();
     let end = start + Duration::from_secs(4);
     // the 700 MiB tenant: busy for the first second, then gone
-    let big = {
-        let socket = socket.clone();
-        std::thread::spawn(move || {
-            let mut c = Client::connect(&socket).unwrap();
-            let t =
-                c.register(TenantOptions { memory: 700 * MIB, ..TenantOptions::batch() }).unwrap();
-            keep_busy(&mut c, t, start + Duration::from_secs(1));
-        })
-    };
+    let big = busy_batch_tenant(&socket, 700, start + Duration::from_secs(1));
     std::thread::sleep(Duration::from_millis(100));
     // the job's two tenants, weighted 1 : 3 within it
     let member = |weight: u32| {
@@ -122,22 +156,7 @@ fn an_sla_tenant_keeps_its_sla_weights_hold_and_a_newcomer_is_moved() {
         })
     };
     // the SLA tenant: one 20 ms request at a time, every 50 ms of emulated time
-    let mut c = Client::connect(&socket).unwrap();
-    let sla = Duration::from_millis(200);
-    let uf = c
-        .register(TenantOptions { class: TenantClass::UserFacing, sla, ..TenantOptions::batch() })
-        .unwrap();
-    let (mut met, mut total) = (0, 0);
-    while Instant::now() < end {
-        let sent = Instant::now();
-        let h = c.submit(uf, &task(20)).unwrap();
-        let done = c.wait(h, Duration::from_secs(30)).unwrap();
-        assert_eq!(done.outcome, Outcome::Done);
-        let latency = sent.elapsed().mul_f64(SPEEDUP);
-        total += 1;
-        met += usize::from(latency <= sla);
-        std::thread::sleep(Duration::from_millis(50).div_f64(SPEEDUP));
-    }
+    let (met, total) = sla_tenant(&socket, end, Duration::from_millis(50), SPEEDUP);
     big.join().unwrap();
     let (light_ms, heavy_ms) = (light.join().unwrap(), heavy.join().unwrap());
     let (moved_tenant, gpus, balance) = newcomer.join().unwrap();
@@ -255,31 +274,9 @@ fn a_registered_model_is_served_on_gpulets_beside_sla_and_batch_tenants() {
         })
     };
     // the batch tenant: two 20 ms tasks in flight
-    let batch = {
-        let socket = socket.clone();
-        std::thread::spawn(move || {
-            let mut c = Client::connect(&socket).unwrap();
-            let t =
-                c.register(TenantOptions { memory: 100 * MIB, ..TenantOptions::batch() }).unwrap();
-            keep_busy(&mut c, t, start + wall)
-        })
-    };
+    let batch = busy_batch_tenant(&socket, 100, start + wall);
     // the plain SLA tenant: one 20 ms request every 100 ms
-    let mut c = Client::connect(&socket).unwrap();
-    let sla = Duration::from_millis(200);
-    let uf = c
-        .register(TenantOptions { class: TenantClass::UserFacing, sla, ..TenantOptions::batch() })
-        .unwrap();
-    let (mut met, mut total) = (0, 0);
-    while start.elapsed() < wall {
-        let sent = Instant::now();
-        let h = c.submit(uf, &task(20)).unwrap();
-        let done = c.wait(h, Duration::from_secs(30)).unwrap();
-        assert_eq!(done.outcome, Outcome::Done);
-        total += 1;
-        met += usize::from(sent.elapsed() <= sla);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (met, total) = sla_tenant(&socket, start + wall, Duration::from_millis(100), 1.0);
     let (sent, measured, model_met, lets) = model.join().unwrap();
     let ran = batch.join().unwrap();
     let lets = lets.expect("the status shows the tenant's model");
