@@ -155,6 +155,20 @@ pub fn run(a: SimBenchArgs) -> Result<()> {
         (PolicyConfig::LeastLoaded { per_gpu: 8 }, Sharing::Processor),
         (PolicyConfig::Credit, Sharing::Exclusive),
         (PolicyConfig::Fair { spin: Nanos::ZERO }, Sharing::Exclusive),
+        (
+            PolicyConfig::Node {
+                params: tessera_core::policies::node::NodeParams::new(
+                    tessera_core::policies::flexy::FlexyParams {
+                        reserve: 1,
+                        reset: None,
+                        sla,
+                        history: 10,
+                        order: Default::default(),
+                    },
+                ),
+            },
+            Sharing::Exclusive,
+        ),
     ];
     let scaled_policies: Vec<_> = scaled_policies
         .into_iter()
