@@ -174,6 +174,10 @@ pub struct NodePolicy {
     /// Each user-facing tenant's declared memory, kept free on every GPU: the pool may
     /// take any GPU, and a service's context lives on each pool GPU it runs on.
     services: BTreeMap<TenantId, Bytes>,
+    /// Their sum, and the batch tenants homed on each GPU (kept at each change: they
+    /// are read on every event).
+    services_memory: u64,
+    homed_on: Vec<BTreeSet<TenantId>>,
     /// Batch tenants waiting for a GPU with room for their memory, in arrival order.
     unplaced: Vec<TenantId>,
     /// Moves decided, waiting for the tenant to be between tasks.
@@ -311,6 +315,8 @@ impl NodePolicy {
             homed_memory: vec![Bytes(0); gpus.len()],
             declared: BTreeMap::new(),
             services: BTreeMap::new(),
+            services_memory: 0,
+            homed_on: vec![BTreeSet::new(); gpus.len()],
             unplaced: Vec::new(),
             moving: BTreeMap::new(),
             arrived: BTreeMap::new(),
@@ -362,18 +368,15 @@ impl NodePolicy {
     /// the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
     fn pool_ranks(&self) -> Vec<u8> {
-        let mut homed = vec![false; self.board.gpu_count()];
-        for (tenant, gpu) in &self.homes {
-            if self.contends(*tenant) {
-                homed[gpu.0 as usize] = true;
-            }
-        }
+        // on every event: each GPU's homed tenants only until one contends
+        let contended =
+            |g: GpuId| self.homed_on[g.0 as usize].iter().any(|t| self.contends(*t));
         self.board
             .gpu_ids()
             .map(|g| {
                 if self.shunned(g) {
                     2
-                } else if homed[g.0 as usize] {
+                } else if contended(g) {
                     1
                 } else {
                     0
@@ -644,12 +647,14 @@ impl NodePolicy {
     fn home_on(&mut self, tenant: TenantId, gpu: GpuId) {
         self.homes.insert(tenant, gpu);
         self.homed_memory[gpu.0 as usize].0 += self.memory_of(tenant).0;
+        self.homed_on[gpu.0 as usize].insert(tenant);
     }
 
     fn unhome(&mut self, tenant: TenantId) {
         if let Some(gpu) = self.homes.remove(&tenant) {
             let m = self.memory_of(tenant);
             self.homed_memory[gpu.0 as usize].0 -= m.0.min(self.homed_memory[gpu.0 as usize].0);
+            self.homed_on[gpu.0 as usize].remove(&tenant);
         }
     }
 
@@ -657,7 +662,7 @@ impl NodePolicy {
     /// those moving there (counted at both ends until their move is done), and the
     /// user-facing tenants' (kept free everywhere).
     fn committed(&self, gpu: GpuId) -> u64 {
-        let services: u64 = self.services.values().map(|m| m.0).sum();
+        let services = self.services_memory;
         let incoming: u64 = self
             .moving
             .iter()
@@ -864,11 +869,9 @@ impl NodePolicy {
         }
         let homes = &self.homes;
         let moving = &self.moving;
-        let migrating: Vec<TenantId> =
-            homes.keys().filter(|t| self.board.is_migrating(**t)).copied().collect();
-        let may_run = |t: TenantId, g: GpuId| {
-            homes.get(&t) == Some(&g) && !moving.contains_key(&t) && !migrating.contains(&t)
-        };
+        // a migrating tenant is among those moving until its move is done
+        let may_run =
+            |t: TenantId, g: GpuId| homes.get(&t) == Some(&g) && !moving.contains_key(&t);
         let before = actions.len();
         self.batch.dispatch(&mut self.board, now, &rest, &may_run, actions);
         for a in &actions[before..] {
@@ -880,10 +883,14 @@ impl NodePolicy {
         }
     }
 
-    /// Time a batch tenant waits with work queued is held (its turn, a move), not idle.
-    fn hold_waiting(&mut self, now: Nanos) {
-        let tenants: Vec<TenantId> = self.homes.keys().copied().collect();
+    /// Time a batch tenant waits with work queued is held (its turn, a move), not idle:
+    /// `tenants`' holds follow their state now (a tenant's state changes only with an
+    /// event of its own or a dispatch; every sample looks at every tenant).
+    fn hold_waiting(&mut self, now: Nanos, tenants: Vec<TenantId>) {
         for tenant in tenants {
+            if !self.homes.contains_key(&tenant) {
+                continue;
+            }
             let waiting = self.board.queue_of(tenant).0 > 0
                 && self.board.tenant_gpus(tenant).next().is_none();
             if waiting {
@@ -937,7 +944,18 @@ impl Policy for NodePolicy {
 impl NodePolicy {
     /// An event of the node's own tenants (or a tick).
     fn node_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        let first_action = actions.len();
         let finished = self.board.finishing(event);
+        // the tenants whose waiting may change with this event
+        let mut touched: Vec<TenantId> = finished.map(|(t, _)| t).into_iter().collect();
+        match event {
+            Event::TaskSubmitted(t) => touched.push(t.tenant),
+            Event::TenantRegistered(spec) => touched.push(spec.id),
+            Event::MigrationDone { tenant, .. } | Event::MigrationFailed { tenant, .. } => {
+                touched.push(*tenant)
+            }
+            _ => {}
+        }
         if let Some(done) = self.board.observe(now, event, actions)
             && done.completed
             && done.class.is_user_facing()
@@ -969,6 +987,7 @@ impl NodePolicy {
         match event {
             Event::TenantRegistered(spec) if spec.class.is_user_facing() => {
                 self.services.insert(spec.id, spec.memory);
+                self.services_memory = self.services.values().map(|m| m.0).sum();
             }
             Event::TenantRegistered(spec) => {
                 self.declared.insert(spec.id, spec.memory);
@@ -977,7 +996,9 @@ impl NodePolicy {
                 }
             }
             Event::TenantLeft { tenant } => {
-                self.services.remove(tenant);
+                if self.services.remove(tenant).is_some() {
+                    self.services_memory = self.services.values().map(|m| m.0).sum();
+                }
                 self.unhome(*tenant);
                 self.declared.remove(tenant);
                 self.unplaced.retain(|t| t != tenant);
@@ -1022,10 +1043,18 @@ impl NodePolicy {
             while self.next_sample <= now {
                 self.next_sample += self.params.interval;
             }
+            touched = self.homes.keys().copied().collect();
         }
         dcuda::start_moves(&mut self.board, &self.homes, &mut self.moving, actions);
         self.dispatch(now, actions);
-        self.hold_waiting(now);
+        for a in &actions[first_action..] {
+            if let Action::Dispatch { task, placement } = a
+                && let Some(r) = self.board.running_task(placement.gpu, *task)
+            {
+                touched.push(r.spec.tenant);
+            }
+        }
+        self.hold_waiting(now, touched);
         self.pool.reset_if_needed(&mut self.board, now, actions);
     }
 }
