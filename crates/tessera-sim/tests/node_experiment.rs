@@ -84,7 +84,7 @@ fn the_verdicts_and_the_report_come_from_the_runs_numbers() {
     assert_eq!(claim("only-one").ours, Some((misses + singles) as f64));
     let report = node::report(&r);
     for x in &r.rows {
-        let line = format!("| {} | {:.1}% | {:.2} |", x.policy, 100.0 * x.sla_met, x.max_min_ratio);
+        let line = format!("| {} | {:.2}% | {:.2} |", x.policy, 100.0 * x.sla_met, x.max_min_ratio);
         assert!(report.contains(&line), "report lacks {line}");
     }
 }

@@ -369,8 +369,7 @@ impl NodePolicy {
     /// it back first when the load falls.
     fn pool_ranks(&self) -> Vec<u8> {
         // on every event: each GPU's homed tenants only until one contends
-        let contended =
-            |g: GpuId| self.homed_on[g.0 as usize].iter().any(|t| self.contends(*t));
+        let contended = |g: GpuId| self.homed_on[g.0 as usize].iter().any(|t| self.contends(*t));
         self.board
             .gpu_ids()
             .map(|g| {
@@ -870,8 +869,7 @@ impl NodePolicy {
         let homes = &self.homes;
         let moving = &self.moving;
         // a migrating tenant is among those moving until its move is done
-        let may_run =
-            |t: TenantId, g: GpuId| homes.get(&t) == Some(&g) && !moving.contains_key(&t);
+        let may_run = |t: TenantId, g: GpuId| homes.get(&t) == Some(&g) && !moving.contains_key(&t);
         let before = actions.len();
         self.batch.dispatch(&mut self.board, now, &rest, &may_run, actions);
         for a in &actions[before..] {

@@ -1045,7 +1045,7 @@ pub fn report(r: &NodeResults) -> String {
     for x in &r.rows {
         let _ = writeln!(
             s,
-            "| {} | {:.1}% | {:.2} | {:.2} | {} ({}) | {:.1}% | {:.0} J | {:.1} s | {} |",
+            "| {} | {:.2}% | {:.2} | {:.2} | {} ({}) | {:.1}% | {:.0} J | {:.1} s | {} |",
             x.policy,
             100.0 * x.sla_met,
             x.max_min_ratio,
