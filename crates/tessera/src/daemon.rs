@@ -20,8 +20,9 @@ enum PolicyArg {
     Fair,
     /// Xen's credit scheduler on GPUs (FairGV's baseline).
     Credit,
-    /// The composed node policy: Flexy's pool for user-facing tenants, fair queuing by
-    /// weight for batch tenants and Slurm jobs, DCUDA's balancer, memory-safe homes.
+    /// The composed node policy: Flexy's pool for user-facing tenants, gpu-lets for
+    /// registered models, fair queuing by weight for batch tenants and Slurm jobs,
+    /// DCUDA's balancer, memory-safe homes (on real GPUs: no migrations, no models).
     Node,
 }
 

@@ -59,7 +59,8 @@ pub enum PolicyName {
     /// Slurm jobs on the other GPUs, each batch tenant on a home GPU placed and moved by
     /// DCUDA's monitor and balancer (`[dcuda]`'s thresholds, interval, energy, pause)
     /// and by weight, homes admitted by declared memory; tenants that register a model
-    /// are served on gpu-lets (`[gpulets]`) (emulated executor only: it migrates).
+    /// are served on gpu-lets (`[gpulets]`). On real GPUs (the cuda executor) it places
+    /// and never migrates, and serves no models (partitions are emulated only).
     Node,
 }
 
@@ -498,12 +499,14 @@ impl DaemonConfig {
                  (least-loaded with tasks_per_gpu > 1) needs the emulated executor"
                 .into());
         }
-        if self.policy == PolicyName::Gpulets {
-            if matches!(self.executor, ExecutorKind::Cuda { .. }) {
-                return bad(
-                    "gpulets serves on emulated partitions only: use the emulated executor".into(),
-                );
-            }
+        if self.policy == PolicyName::Gpulets && matches!(self.executor, ExecutorKind::Cuda { .. })
+        {
+            return bad(
+                "gpulets serves on emulated partitions only: use the emulated executor".into()
+            );
+        }
+        // gpu-lets' settings serve gpulets, and registered models under node
+        if matches!(self.policy, PolicyName::Gpulets | PolicyName::Node) {
             let g = &self.gpulets;
             if g.period_s == 0 || g.period_s > 3600 {
                 return bad(format!("gpulets.period_s must be 1..=3600, got {}", g.period_s));
@@ -536,19 +539,10 @@ impl DaemonConfig {
         if !(1..=86_400_000).contains(&self.slurm.sla_ms) {
             return bad(format!("slurm.sla_ms must be 1..=86400000, got {}", self.slurm.sla_ms));
         }
-        if self.policy == PolicyName::Node {
-            if matches!(self.executor, ExecutorKind::Cuda { .. }) {
-                return bad(
-                    "policy = \"node\" migrates batch tenants between emulated GPUs only: \
-                     real programs move with the interposer's migration, not built yet"
-                        .into(),
-                );
-            }
-            if self.balance == BalanceName::Dcuda {
-                return bad("policy = \"node\" balances with DCUDA already: leave balance unset \
-                     (its settings are read from [dcuda])"
-                    .into());
-            }
+        if self.policy == PolicyName::Node && self.balance == BalanceName::Dcuda {
+            return bad("policy = \"node\" balances with DCUDA already: leave balance unset \
+                 (its settings are read from [dcuda])"
+                .into());
         }
         if self.balance == BalanceName::Dcuda {
             if !matches!(self.policy, PolicyName::LeastLoaded | PolicyName::RoundRobin) {
@@ -704,6 +698,9 @@ impl DaemonConfig {
                         thresh_under: f64::from(d.thresh_under_pct) / 100.0,
                         energy: d.energy,
                         min_stay: Nanos::from_millis(d.min_stay_ms),
+                        // real programs cannot be moved yet (the interposer's migration
+                        // is not built): on real GPUs the node places and never moves
+                        migrate: !matches!(self.executor, ExecutorKind::Cuda { .. }),
                         ..tessera_core::policies::node::NodeParams::new(flexy)
                     },
                 }
@@ -730,6 +727,29 @@ mod tests {
                 PolicyConfig::Flexy { reserve: 1, .. } | PolicyConfig::Priority { reserve: 1, .. }
             ));
         }
+    }
+
+    /// The node policy on real GPUs: before, the configuration was refused (it
+    /// migrates, and real programs cannot be moved yet); now it is accepted and the
+    /// policy places without moving. On emulated GPUs it migrates.
+    #[test]
+    fn the_node_policy_runs_on_real_gpus_without_migrating() {
+        let cuda: DaemonConfig =
+            toml::from_str("policy = \"node\"\n[executor]\nkind = \"cuda\"\n").unwrap();
+        cuda.validate().unwrap();
+        let migrates = |c: &DaemonConfig| match c.policy_config(4) {
+            Some(PolicyConfig::Node { params }) => params.migrate,
+            other => panic!("{other:?}"),
+        };
+        assert!(!migrates(&cuda));
+        let emulated = DaemonConfig { policy: PolicyName::Node, ..DaemonConfig::default() };
+        assert!(migrates(&emulated));
+        // gpu-lets' settings are checked under node too (registered models use them)
+        let bad = DaemonConfig {
+            gpulets: GpuletsConfig { period_s: 0, ..GpuletsConfig::default() },
+            ..emulated
+        };
+        assert!(bad.validate().is_err());
     }
 
     #[test]

@@ -256,7 +256,9 @@ impl Daemon {
         // gpulets serves models only; node serves registered models on gpu-lets inside
         // the node, beside every other kind of tenant
         let models_only = cfg.policy == config::PolicyName::Gpulets;
-        let inference = (models_only || cfg.policy == config::PolicyName::Node)
+        // (models need emulated partitions: under node on real GPUs there are none)
+        let emulated = !matches!(cfg.executor, config::ExecutorKind::Cuda { .. });
+        let inference = (models_only || (cfg.policy == config::PolicyName::Node && emulated))
             .then(|| inference::Inference::new(&cfg.gpulets))
             .transpose()?;
         let balance_report = cfg.migration_pause().map(|_| {

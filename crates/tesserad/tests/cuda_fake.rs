@@ -230,3 +230,44 @@ fn the_builtin_ptx_assembles_for_sm_70_80_90() {
     }
     let _ = std::fs::remove_file(&ptx);
 }
+
+/// The node policy on the CUDA executor (a fake driver with two devices): before, the
+/// daemon refused `policy = "node"` on real GPUs, since it migrates; now it runs,
+/// homing batch tenants without moving them, and refuses a model (partitions are
+/// emulated only). An SLA tenant and two batch tenants of weights 1 and 3 all finish
+/// their tasks, nothing migrates, and the books balance.
+#[test]
+fn the_node_policy_runs_on_the_cuda_executor_without_migrating() {
+    let Some(lib) = fake_driver("node") else { return };
+    let cfg =
+        DaemonConfig { policy: PolicyName::Node, reserve: 1, ..config("node", Some(lib.clone())) };
+    let d = Daemon::start(&cfg).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    assert!(c.register_model("m", "resnet50", Duration::from_millis(100)).is_err());
+    let service = c.register(uf()).unwrap();
+    let batch: Vec<u64> = [1, 3]
+        .into_iter()
+        .map(|weight| {
+            let options =
+                TenantOptions { class: TenantClass::Batch, weight, memory: 1 << 20, ..uf() };
+            c.register(options).unwrap()
+        })
+        .collect();
+    let mut handles = Vec::new();
+    for _ in 0..5 {
+        handles.push(c.submit(service, &spin(2, 0)).unwrap());
+        for t in &batch {
+            handles.push(c.submit(*t, &spin(5, 1 << 20)).unwrap());
+        }
+    }
+    for h in handles {
+        let done = c.wait(h, Duration::from_secs(20)).unwrap();
+        assert_eq!(done.outcome, Outcome::Done, "{done:?}");
+    }
+    let s = c.status().unwrap();
+    assert_eq!(s.balance.map_or(0, |b| b.migrations), 0, "nothing moves on real GPUs");
+    drop(c);
+    d.shutdown();
+    let b = books(&lib);
+    assert_eq!((b.retains, b.live), ([0, 0], [0, 0]), "released and freed: {b:?}");
+}

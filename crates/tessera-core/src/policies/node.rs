@@ -108,6 +108,11 @@ pub struct NodeParams {
     /// tenants' homes, which the balancer and the share step then move out of its way.
     #[serde(default = "yes")]
     pub steady_pool: bool,
+    /// Whether tenants may be moved at all. Off on real GPUs, whose programs cannot be
+    /// moved yet: tenants are then homed and never moved (no balancer, share step or
+    /// room step), and one that fits nowhere waits for memory to free.
+    #[serde(default = "yes")]
+    pub migrate: bool,
 }
 
 fn yes() -> bool {
@@ -136,6 +141,7 @@ impl NodeParams {
             make_room: true,
             memory_homes: true,
             steady_pool: true,
+            migrate: true,
         }
     }
 }
@@ -759,6 +765,14 @@ impl NodePolicy {
     fn sample(&mut self, now: Nanos) {
         self.monitor.sample(now);
         let loads = self.loads();
+        if self.params.migrate {
+            self.decide_moves(now, &loads);
+        }
+        self.publish(&loads);
+    }
+
+    /// DCUDA's steps, the share step and the room step: the moves this sample decides.
+    fn decide_moves(&mut self, now: Nanos, loads: &Loads) {
         let n = loads.len();
         // a tenant that may not move now (moving already, arrived lately, a Slurm job's)
         // is counted above any GPU's room, so that its load keeps its GPU's state and
@@ -817,6 +831,10 @@ impl NodePolicy {
                 self.decide(now, m);
             }
         }
+    }
+
+    /// The report as of this sample, to whoever reads it.
+    fn publish(&mut self, loads: &Loads) {
         self.report.load = loads.iter().map(|l| dcuda::utilization(l)).collect();
         self.report.homed = loads.iter().map(Vec::len).collect();
         self.report.pool = self.pool.gpus().to_vec();

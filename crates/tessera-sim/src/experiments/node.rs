@@ -612,7 +612,8 @@ fn ablations(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
     let whole = node_params(cfg);
     /// A part's name and how to switch it off.
     type Ablation = (&'static str, fn(&mut NodeParams));
-    let variants: [Ablation; 6] = [
+    let variants: [Ablation; 7] = [
+        ("without migrations (as on real GPUs)", |p| p.migrate = false),
         ("without the steady pool", |p| p.steady_pool = false),
         ("without the pool's minimum reservation (K = 0 instead of 1)", |p| p.flexy.reserve = 0),
         ("without DCUDA's balancer", |p| p.balance = false),

@@ -195,7 +195,7 @@ impl Core {
                         return err(
                             ErrorCode::BadRequest,
                             "this daemon serves no models (its policy is neither gpulets nor \
-                             node)"
+                             node, or it runs real GPUs, where partitions are not built yet)"
                                 .into(),
                         );
                     }
