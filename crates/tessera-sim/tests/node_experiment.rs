@@ -61,7 +61,7 @@ fn each_part_of_the_composition_makes_its_difference_in_the_ablations() {
     // the ablation table reports each run
     let report = node::report(&r);
     for x in &r.ablations {
-        assert!(report.contains(&format!("| {} | {:.1}% (", x.policy, 100.0 * x.sla_met)));
+        assert!(report.contains(&format!("| {} | {:.2}% (", x.policy, 100.0 * x.sla_met)));
     }
 }
 

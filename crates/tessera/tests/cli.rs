@@ -62,10 +62,11 @@ fn bench_sim_prints_ratios() {
         .collect();
     let (measured, growth): (Vec<_>, Vec<_>) =
         lines.iter().partition(|l| l["measurement"] == "simulator");
-    // four Flexy policies at 1x, then nine policies at two scales each
-    assert_eq!(measured.len(), 4 + 9 * 2);
+    // four Flexy policies at 1x, then ten policies (the node policy's since stop 48) at
+    // two scales each
+    assert_eq!(measured.len(), 4 + 10 * 2);
     assert!(measured.iter().all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
-    assert_eq!(growth.len(), 9);
+    assert_eq!(growth.len(), 10);
     assert!(growth.iter().all(|l| l["ratio"].as_f64().is_some_and(|r| r > 0.0)));
     assert!(growth.iter().all(|l| l["floor_ratio"].as_f64().is_some_and(|r| r > 0.0)));
     let shared = measured.iter().filter(|l| l["path"] == "shared").count();

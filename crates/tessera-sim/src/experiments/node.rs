@@ -1096,7 +1096,7 @@ fn ablation_table(r: &NodeResults) -> String {
     );
     let _ = writeln!(
         s,
-        "| {} (whole) | {:.1}% | {:.2} | {} | {:.1}% | {:.0} J | {} |",
+        "| {} (whole) | {:.2}% | {:.2} | {} | {:.1}% | {:.0} J | {} |",
         node.policy,
         100.0 * node.sla_met,
         node.max_min_ratio,
@@ -1108,7 +1108,7 @@ fn ablation_table(r: &NodeResults) -> String {
     for a in &r.ablations {
         let _ = writeln!(
             s,
-            "| {} | {:.1}% ({:+.1}) | {:.2} ({:+.2}) | {} ({:+}) | {:.1}% ({:+.1}) | {:.0} J ({:+.1}%) | {} |",
+            "| {} | {:.2}% ({:+.2}) | {:.2} ({:+.2}) | {} ({:+}) | {:.1}% ({:+.1}) | {:.0} J ({:+.1}%) | {} |",
             a.policy,
             100.0 * a.sla_met,
             100.0 * (a.sla_met - node.sla_met),
@@ -1130,7 +1130,8 @@ fn ablation_table(r: &NodeResults) -> String {
 /// less the value without the part, best first ("+" helps the measure).
 fn contributions(r: &NodeResults, node: &PolicyRow, m: Measure) -> String {
     let show = |d: f64| match m {
-        Measure::Sla | Measure::Utilization => format!("{:+.1} points", 100.0 * d),
+        Measure::Sla => format!("{:+.2} points", 100.0 * d),
+        Measure::Utilization => format!("{:+.1} points", 100.0 * d),
         Measure::Fairness => format!("{d:+.2}"),
         Measure::Crashes => format!("{:+} tenants", -d as i64),
         Measure::Energy => format!("{:+.1}%", 100.0 * d / node.energy_j),
