@@ -368,8 +368,9 @@ impl NodePolicy {
         self.overcommitted(gpu) || self.serves_models(gpu)
     }
 
-    /// The order in which the pool takes GPUs ([`NodeParams::steady_pool`]): GPUs where
-    /// no contending batch tenant lives first, then the others, shunned ones last;
+    /// The order in which the pool takes GPUs: shunned ones last; with
+    /// [`NodeParams::steady_pool`], GPUs where no contending batch tenant lives before
+    /// the others;
     /// Flexy's order within each (which keeps the pool's own GPUs at equal times). So
     /// the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
@@ -381,7 +382,7 @@ impl NodePolicy {
             .map(|g| {
                 if self.shunned(g) {
                     2
-                } else if contended(g) {
+                } else if self.params.steady_pool && contended(g) {
                     1
                 } else {
                     0
@@ -423,6 +424,9 @@ impl NodePolicy {
             };
             !board.state(gpu).running().is_empty()
         };
+        if inf.held.is_empty() && out.is_empty() {
+            return;
+        }
         let mut waiting = std::mem::take(&mut inf.held);
         waiting.extend(out);
         for a in waiting {
@@ -435,7 +439,6 @@ impl NodePolicy {
                 actions.push(a);
             }
         }
-        inf.in_use = inf.server.gpus_in_use();
     }
 
     /// Publish the report to `to` after every sample.
@@ -945,6 +948,8 @@ impl Policy for NodePolicy {
             let mut out = Vec::new();
             if let Some(inf) = self.inference.as_mut() {
                 inf.server.on_event(now, event, &mut out);
+                // only the server's own events change the GPUs it uses
+                inf.in_use = inf.server.gpus_in_use();
             }
             self.server_actions(out, actions);
             if route == Route::Server {
@@ -980,18 +985,12 @@ impl NodePolicy {
         }
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
-        if self.params.steady_pool {
-            let rank = self.pool_ranks();
+        // (all ranks equal: Flexy's own order, by its indices instead of a sort)
+        let rank = self.pool_ranks();
+        if rank.iter().any(|r| *r > 0) {
             self.pool.repartition_ranked(&mut self.board, now, actions, &|g| rank[g.0 as usize]);
         } else {
-            let avoided: Vec<u8> =
-                self.board.gpu_ids().map(|g| u8::from(self.shunned(g))).collect();
-            if avoided.contains(&1) {
-                self.pool
-                    .repartition_ranked(&mut self.board, now, actions, &|g| avoided[g.0 as usize]);
-            } else {
-                self.pool.repartition(&mut self.board, now, actions);
-            }
+            self.pool.repartition(&mut self.board, now, actions);
         }
         for (g, since) in self.pool_since.iter_mut().enumerate() {
             if !self.pool.contains(GpuId(g as u32)) {
