@@ -149,6 +149,11 @@ impl ElasticPool {
         self.in_user_pool.get(gpu.0 as usize).copied().unwrap_or(false)
     }
 
+    /// le: the estimated user-facing task time (the SLA while nothing is known).
+    pub fn estimate(&self) -> Nanos {
+        self.le.mean().unwrap_or(self.params.sla)
+    }
+
     /// A user-facing task ran for `ran` and completed: le's window takes it.
     pub fn learn(&mut self, ran: Nanos) {
         self.le.push(ran);

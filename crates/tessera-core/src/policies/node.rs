@@ -56,7 +56,7 @@ use crate::board::{Board, Classes};
 use crate::event::Event;
 use crate::ids::TaskId;
 use crate::ids::{GpuId, TenantId};
-use crate::model::GpuSpec;
+use crate::model::{GpuSpec, ServiceClass};
 use crate::policies::dcuda::{self, Loads, Monitor, Move, MoveReason};
 use crate::policies::fair::FairQueue;
 use crate::policies::flexy::{ElasticPool, FlexyParams};
@@ -113,6 +113,23 @@ pub struct NodeParams {
     /// room step), and one that fits nowhere waits for memory to free.
     #[serde(default = "yes")]
     pub migrate: bool,
+    /// Flexy's minimum reservation (`flexy.reserve`) holds only while a user-facing
+    /// tenant is registered; with none, every GPU is the batch tenants'. Off for an
+    /// ablation: the reserved GPUs then stay idle with no service to use them.
+    #[serde(default = "yes")]
+    pub reserve_only_with_services: bool,
+    /// A user-facing request about to miss its SLA in the pool's queue runs on the next
+    /// GPU outside the pool to free, before batch work. Off for an ablation: Flexy's
+    /// pool alone.
+    #[serde(default = "yes")]
+    pub overflow: bool,
+    /// With the steady pool, among the GPUs where contending batch tenants live the
+    /// pool takes the one whose tenants are furthest ahead of their fair share (by
+    /// fair queuing's start tags, at each sample): where the tenants' memory keeps
+    /// them from moving off, the pool's stop rotates among them instead of falling on
+    /// the same ones. Off for an ablation: Flexy's order among those GPUs.
+    #[serde(default = "yes")]
+    pub fair_pool: bool,
 }
 
 fn yes() -> bool {
@@ -142,6 +159,9 @@ impl NodeParams {
             memory_homes: true,
             steady_pool: true,
             migrate: true,
+            reserve_only_with_services: true,
+            overflow: true,
+            fair_pool: true,
         }
     }
 }
@@ -200,6 +220,9 @@ pub struct NodePolicy {
     inference: Option<Inference>,
     /// Since when each GPU has been the pool's.
     pool_since: Vec<Option<Nanos>>,
+    /// The pool's order among GPUs with contending batch tenants, as of the last
+    /// sample ([`NodeParams::fair_pool`]; all 0 without it).
+    lead_rank: Vec<u8>,
 }
 
 /// Moves a step has decided, with the summed weights and promised memory they leave.
@@ -333,6 +356,7 @@ impl NodePolicy {
             samples: 0,
             inference: None,
             pool_since: vec![None; gpus.len()],
+            lead_rank: vec![0; gpus.len()],
         }
     }
 
@@ -370,8 +394,8 @@ impl NodePolicy {
 
     /// The order in which the pool takes GPUs: shunned ones last; with
     /// [`NodeParams::steady_pool`], GPUs where no contending batch tenant lives before
-    /// the others;
-    /// Flexy's order within each (which keeps the pool's own GPUs at equal times). So
+    /// the others, and among those others, with [`NodeParams::fair_pool`], the one
+    /// whose tenants are furthest ahead first; Flexy's order within each (which keeps the pool's own GPUs at equal times). So
     /// the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
     fn pool_ranks(&self) -> Vec<u8> {
@@ -381,9 +405,9 @@ impl NodePolicy {
             .gpu_ids()
             .map(|g| {
                 if self.shunned(g) {
-                    2
+                    u8::MAX
                 } else if self.params.steady_pool && contended(g) {
-                    1
+                    1 + self.lead_rank.get(g.0 as usize).copied().unwrap_or(0)
                 } else {
                     0
                 }
@@ -763,9 +787,37 @@ impl NodePolicy {
         (freed >= deficit).then_some((freed, plan.moves))
     }
 
+    /// The GPUs with contending batch tenants ranked for the pool: the one whose
+    /// tenants are furthest ahead of their fair share (the largest least start tag)
+    /// first, so that the tenants that fell behind are not the ones the pool stops
+    /// (a GPU's place is its rank; a sample's ranks hold until the next, so the pool
+    /// moves at most once per interval for this).
+    fn rank_leads(&mut self) {
+        let n = self.board.gpu_count();
+        let mut least: Vec<(std::cmp::Reverse<u128>, usize)> = (0..n)
+            .map(|g| {
+                let min = self.homed_on[g]
+                    .iter()
+                    .filter(|t| self.contends(**t))
+                    .filter_map(|t| self.batch.tags(*t).map(|x| x.start))
+                    .min()
+                    .unwrap_or(u128::MAX);
+                (std::cmp::Reverse(min), g)
+            })
+            .collect();
+        least.sort_unstable();
+        self.lead_rank = vec![0; n];
+        for (i, (_, g)) in least.into_iter().enumerate() {
+            self.lead_rank[g] = i.min(200) as u8;
+        }
+    }
+
     /// The monitor's sample and DCUDA's steps 1 and 2 over the GPUs outside the pool;
     /// tenants homed inside the pool move out when a GPU has room for them.
     fn sample(&mut self, now: Nanos) {
+        if self.params.steady_pool && self.params.fair_pool {
+            self.rank_leads();
+        }
         self.monitor.sample(now);
         let loads = self.loads();
         if self.params.migrate {
@@ -887,6 +939,10 @@ impl NodePolicy {
                 self.board.dispatch(now, gpu, tenant, actions);
             }
         }
+        let mut rest = rest;
+        if self.params.overflow {
+            self.overflow(now, &mut rest, actions);
+        }
         let homes = &self.homes;
         let moving = &self.moving;
         // a migrating tenant is among those moving until its move is done
@@ -899,6 +955,31 @@ impl NodePolicy {
             {
                 self.monitor.started_exclusive(*task, r.spec.tenant, now);
             }
+        }
+    }
+
+    /// A user-facing request still queued when only two task times are left before its
+    /// SLA would miss it waiting for the pool: it takes an idle GPU outside the pool
+    /// where the services' memory fits, before batch work (batch GPUs free at every
+    /// task's end, so one is never far).
+    fn overflow(&mut self, now: Nanos, idle: &mut Vec<GpuId>, actions: &mut Vec<Action>) {
+        let le = self.pool.estimate();
+        while !idle.is_empty() {
+            let Some(tenant) = self.board.oldest_head(Classes::UserFacing) else { return };
+            let (Some(spec), (_, Some(since))) =
+                (self.board.tenant_spec(tenant), self.board.queue_of(tenant))
+            else {
+                return;
+            };
+            let ServiceClass::UserFacing { sla } = spec.class else { return };
+            let latest_start = since + sla.saturating_sub(le + le);
+            if now < latest_start {
+                return;
+            }
+            // only where the services' memory fits beside the batch tenants homed there
+            let Some(i) = idle.iter().position(|g| !self.overcommitted(*g)) else { return };
+            let gpu = idle.remove(i);
+            self.board.dispatch(now, gpu, tenant, actions);
         }
     }
 
@@ -983,6 +1064,25 @@ impl NodePolicy {
         {
             self.pool.learn(done.ran_for);
         }
+        match event {
+            Event::TenantRegistered(spec) if spec.class.is_user_facing() => {
+                self.services.insert(spec.id, spec.memory);
+                self.services_memory = self.services.values().map(|m| m.0).sum();
+            }
+            Event::TenantLeft { tenant } => {
+                if self.services.remove(tenant).is_some() {
+                    self.services_memory = self.services.values().map(|m| m.0).sum();
+                }
+            }
+            _ => {}
+        }
+        // Flexy's minimum reservation keeps GPUs ready for user-facing requests; with no
+        // service registered it would keep them idle for none, so batch tenants get
+        // them until one registers (the pool then takes one back at once)
+        if self.params.reserve_only_with_services {
+            let k = if self.services.is_empty() { 0 } else { self.params.flexy.reserve };
+            self.pool.set_reserve(k);
+        }
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
         // (all ranks equal: Flexy's own order, by its indices instead of a sort)
@@ -1000,10 +1100,7 @@ impl NodePolicy {
             }
         }
         match event {
-            Event::TenantRegistered(spec) if spec.class.is_user_facing() => {
-                self.services.insert(spec.id, spec.memory);
-                self.services_memory = self.services.values().map(|m| m.0).sum();
-            }
+            Event::TenantRegistered(spec) if spec.class.is_user_facing() => {}
             Event::TenantRegistered(spec) => {
                 self.declared.insert(spec.id, spec.memory);
                 if !self.place(spec.id) {
@@ -1011,9 +1108,6 @@ impl NodePolicy {
                 }
             }
             Event::TenantLeft { tenant } => {
-                if self.services.remove(tenant).is_some() {
-                    self.services_memory = self.services.values().map(|m| m.0).sum();
-                }
                 self.unhome(*tenant);
                 self.declared.remove(tenant);
                 self.unplaced.retain(|t| t != tenant);

@@ -131,6 +131,9 @@ pub enum Unit {
     Percent,
     /// A ratio.
     Ratio,
+    /// A ratio between 0 and 1 where a tenth is coarse (a max-min ratio): two
+    /// decimals, no "x".
+    Fraction,
     /// Seconds.
     Seconds,
     /// A count.
@@ -143,6 +146,7 @@ impl Unit {
         match self {
             Unit::Percent => format!("{:.1}%", 100.0 * x),
             Unit::Ratio => format!("{x:.1}x"),
+            Unit::Fraction => format!("{x:.2}"),
             Unit::Seconds => format!("{x:.1} s"),
             Unit::Count => format!("{x:.0}"),
         }
@@ -152,6 +156,7 @@ impl Unit {
         match self {
             Unit::Percent => format!("{:.0} points", 100.0 * x),
             Unit::Ratio => format!("{x:.1}"),
+            Unit::Fraction => format!("{x:.2}"),
             Unit::Seconds => format!("{x:.1} s"),
             Unit::Count => format!("{x:.0}"),
         }

@@ -105,6 +105,11 @@ pub struct NodeConfig {
     pub slice_s: f64,
     /// Seed of the requests' arrival times.
     pub seed: u64,
+    /// The single policies and the composed one are also run on this many further
+    /// seeds (`seed + 1`, ...), to show how far the verdicts depend on the one run
+    /// judged.
+    #[serde(default)]
+    pub other_seeds: u64,
 }
 
 impl NodeConfig {
@@ -128,6 +133,7 @@ impl NodeConfig {
             min_work_s: 5.0,
             slice_s: 1.0,
             seed: 1,
+            other_seeds: 4,
         }
     }
 
@@ -558,6 +564,22 @@ pub struct NodeResults {
     pub within: Vec<(String, Vec<String>)>,
     /// The claims.
     pub claims: Vec<Claim>,
+    /// The same comparison on the other seeds (not judged: shown).
+    #[serde(default)]
+    pub other_seeds: Vec<SeedRun>,
+}
+
+/// The composed policy and the best single policies on one more seed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SeedRun {
+    /// The seed of the requests' arrivals.
+    pub seed: u64,
+    /// The composed policy's row.
+    pub node: PolicyRow,
+    /// Per measure, the best single policy's value.
+    pub best_single: Vec<(String, f64)>,
+    /// The claims' verdicts on this seed (`holds` per claim id).
+    pub holds: Vec<(String, bool)>,
 }
 
 /// The policies compared: each single one (as its paper configures it for such a
@@ -612,9 +634,15 @@ fn ablations(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
     let whole = node_params(cfg);
     /// A part's name and how to switch it off.
     type Ablation = (&'static str, fn(&mut NodeParams));
-    let variants: [Ablation; 7] = [
+    let variants: [Ablation; 10] = [
         ("without migrations (as on real GPUs)", |p| p.migrate = false),
+        ("without the overflow of late requests", |p| p.overflow = false),
         ("without the steady pool", |p| p.steady_pool = false),
+        ("without the fair pool order", |p| p.fair_pool = false),
+        (
+            "without freeing the reservation when no service is registered",
+            |p| p.reserve_only_with_services = false,
+        ),
         ("without the pool's minimum reservation (K = 0 instead of 1)", |p| p.flexy.reserve = 0),
         ("without DCUDA's balancer", |p| p.balance = false),
         ("without the share step", |p| p.even_shares = false),
@@ -822,6 +850,17 @@ impl Measure {
         }
     }
 
+    /// The id of the claim that judges this measure.
+    fn claim_id(self) -> &'static str {
+        match self {
+            Measure::Sla => "sla",
+            Measure::Fairness => "fair-shares",
+            Measure::Crashes => "no-oom",
+            Measure::Utilization => "utilization",
+            Measure::Energy => "energy",
+        }
+    }
+
     fn higher_is_better(self) -> bool {
         !matches!(self, Measure::Crashes | Measure::Energy)
     }
@@ -885,7 +924,7 @@ fn judge(rows: &[PolicyRow], margins: &Margins) -> (Vec<(String, Vec<String>)>, 
                     margins.fairness
                 ),
                 Test::AtLeast { paper: top, tolerance: margins.fairness },
-                Unit::Ratio,
+                Unit::Fraction,
                 Some(ours),
                 format!(
                     "best single {top:.2}: {who}; worst tenant's share {:.2}",
@@ -979,6 +1018,9 @@ pub fn run(cfg: &NodeConfig, progress: Progress<'_>) -> Result<NodeResults, Expe
     }
     let margins = Margins::STATED;
     let (within, claims) = judge(&rows, &margins);
+    let other_seeds = (1..=cfg.other_seeds)
+        .map(|i| other_seed(cfg, &pods, cfg.seed + i, &margins))
+        .collect::<Result<_, _>>()?;
     Ok(NodeResults {
         config: cfg.clone(),
         margins,
@@ -987,7 +1029,36 @@ pub fn run(cfg: &NodeConfig, progress: Progress<'_>) -> Result<NodeResults, Expe
         ablations,
         within,
         claims,
+        other_seeds,
     })
+}
+
+/// The single policies and the composed one on `seed`, judged as the main run is.
+fn other_seed(
+    cfg: &NodeConfig,
+    pods: &[Pod],
+    seed: u64,
+    margins: &Margins,
+) -> Result<SeedRun, ExperimentError> {
+    let cfg = NodeConfig { seed, ..cfg.clone() };
+    let w = workload(&cfg, pods)?;
+    let rows: Vec<PolicyRow> = policies(&cfg)
+        .par_iter()
+        .map(|(label, make)| run_one(&cfg, &w, label, make()))
+        .collect::<Result<_, _>>()?;
+    let node = rows
+        .iter()
+        .find(|x| x.composed)
+        .cloned()
+        .ok_or_else(|| ExperimentError::Config("no composed policy".into()))?;
+    let singles: Vec<&PolicyRow> = rows.iter().filter(|x| !x.composed).collect();
+    let best_single = Measure::ALL
+        .iter()
+        .filter_map(|m| best(*m, &singles).map(|(v, _)| (m.name().to_string(), v)))
+        .collect();
+    let (_, claims) = judge(&rows, margins);
+    let holds = claims.iter().map(|c| (c.id.clone(), c.verdict.holds() == Some(true))).collect();
+    Ok(SeedRun { seed, node, best_single, holds })
 }
 
 /// The report: the workload, the measures side by side, the claims, and where the
@@ -1080,6 +1151,10 @@ pub fn report(r: &NodeResults) -> String {
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.\n");
     let _ = writeln!(s, "## What each part of the composition does\n\n{}", ablation_table(r));
     let _ = writeln!(s, "## Where the composition costs\n\n{}", costs(r));
+    let seeds = seeds_table(r);
+    if !seeds.is_empty() {
+        let _ = writeln!(s, "## Other seeds\n\n{seeds}");
+    }
     s
 }
 
@@ -1136,18 +1211,26 @@ fn contributions(r: &NodeResults, node: &PolicyRow, m: Measure) -> String {
         Measure::Crashes => format!("{:+} tenants", -d as i64),
         Measure::Energy => format!("{:+.1}%", 100.0 * d / node.energy_j),
     };
-    let mut parts: Vec<(f64, String)> = r
+    let mut parts: Vec<(f64, String, String)> = r
         .ablations
         .iter()
         .map(|a| {
             let d = m.value(node) - m.value(a);
             let gain = if m.higher_is_better() { d } else { -d };
             let part = a.policy.split(" without ").nth(1).unwrap_or(&a.policy).to_string();
-            (gain, format!("{part} {}", show(if m.higher_is_better() { d } else { -d })))
+            (gain, part, show(gain))
         })
         .collect();
     parts.sort_by(|a, b| b.0.total_cmp(&a.0));
-    parts.into_iter().map(|(_, p)| p).collect::<Vec<_>>().join(", ")
+    // parts whose difference rounds to nothing at the shown precision are not listed
+    let moves = |v: &str| v.chars().any(|c| c.is_ascii_digit() && c != '0');
+    let listed: Vec<String> =
+        parts.iter().filter(|p| moves(&p.2)).map(|(_, part, v)| format!("{part} {v}")).collect();
+    match (listed.is_empty(), listed.len() < parts.len()) {
+        (true, _) => "no part moves it".into(),
+        (false, true) => format!("{}; no other part moves it", listed.join(", ")),
+        (false, false) => listed.join(", "),
+    }
 }
 
 /// For each measure the composed policy misses, what the runs say costs it: the best
@@ -1159,13 +1242,8 @@ fn costs(r: &NodeResults) -> String {
     let single = |prefix: &str| r.rows.iter().find(|x| x.policy.starts_with(prefix));
     let singles: Vec<&PolicyRow> = r.rows.iter().filter(|x| !x.composed).collect();
     for claim in r.claims.iter().filter(|c| c.verdict.holds() == Some(false)) {
-        let measure = match claim.id.as_str() {
-            "sla" => Measure::Sla,
-            "fair-shares" => Measure::Fairness,
-            "no-oom" => Measure::Crashes,
-            "utilization" => Measure::Utilization,
-            "energy" => Measure::Energy,
-            _ => continue,
+        let Some(measure) = Measure::ALL.into_iter().find(|m| m.claim_id() == claim.id) else {
+            continue;
         };
         let (best_value, best_name) = best(measure, &singles).unwrap_or((0.0, "—".into()));
         let show = |x: f64| measure.show(x);
@@ -1200,7 +1278,8 @@ fn costs(r: &NodeResults) -> String {
                          among that GPU's tenants, and evens the summed weights across GPUs \
                          only by whole tenants, when a move gains more than 10%, each move \
                          pausing the tenant, while the pool borrows batch GPUs as the \
-                         services' load comes and goes. ",
+                         services' load comes and goes (stopping the tenants furthest \
+                         ahead first). ",
                         single("FairGV").map_or(0, |x| x.crashed_tenants)
                     );
                 }
@@ -1228,9 +1307,81 @@ fn costs(r: &NodeResults) -> String {
             contributions(r, node, measure)
         );
     }
-    if s.is_empty() {
-        s.push_str("The composed policy is within its margin on every measure.\n");
+    let holding: Vec<Measure> = Measure::ALL
+        .into_iter()
+        .filter(|m| {
+            r.claims.iter().any(|c| c.id == m.claim_id() && c.verdict.holds() == Some(true))
+        })
+        .collect();
+    if !holding.is_empty() {
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        let _ = writeln!(
+            s,
+            "Within its margin on {}. What each part contributes there, measured as the \
+             whole less the run without it:",
+            holding.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+        );
+        for m in holding {
+            let _ = writeln!(s, "- {}: {}.", m.name(), contributions(r, node, m));
+        }
     }
+    s
+}
+
+/// The comparison on the other seeds: the composed policy's measures beside the best
+/// single policy's, and which claims hold on each.
+fn seeds_table(r: &NodeResults) -> String {
+    let mut s = String::new();
+    if r.other_seeds.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "The same policies on {} more seeds of the services' request arrivals (the \
+         claims above judge seed {} only; these show how far they depend on it). Each \
+         cell: the composed policy, then the best single policy.\n\n\
+         | seed | SLA met | batch max-min ratio | OOM tenants | utilization | energy | claims holding |\n\
+         |---|---|---|---|---|---|---|",
+        r.other_seeds.len(),
+        r.config.seed
+    );
+    let mut all_hold = 0;
+    for x in &r.other_seeds {
+        let b = |m: Measure| {
+            x.best_single.iter().find(|(n, _)| n == m.name()).map_or(f64::NAN, |(_, v)| *v)
+        };
+        let held = x.holds.iter().filter(|(_, h)| *h).count();
+        if held == x.holds.len() {
+            all_hold += 1;
+        }
+        let failing: Vec<&str> =
+            x.holds.iter().filter(|(_, h)| !*h).map(|(id, _)| id.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {:.2}% / {:.2}% | {:.2} / {:.2} | {} / {} | {:.1}% / {:.1}% | {:.0} J / {:.0} J | {} of {}{} |",
+            x.seed,
+            100.0 * x.node.sla_met,
+            100.0 * b(Measure::Sla),
+            x.node.max_min_ratio,
+            b(Measure::Fairness),
+            x.node.crashed_tenants,
+            b(Measure::Crashes),
+            100.0 * x.node.utilization,
+            100.0 * b(Measure::Utilization),
+            x.node.energy_j,
+            b(Measure::Energy),
+            held,
+            x.holds.len(),
+            if failing.is_empty() { String::new() } else { format!(" (not: {})", failing.join(", ")) }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nEvery claim holds on {all_hold} of these {} seeds.",
+        r.other_seeds.len()
+    );
     s
 }
 
