@@ -380,7 +380,7 @@ impl Default for DaemonConfig {
             gpu_memory_mib: 4096,
             executor: ExecutorKind::Emulated { speedup: 1.0 },
             gpu_lock_dir: PathBuf::from("/dev/shm"),
-            policy: PolicyName::Flexy,
+            policy: PolicyName::Node,
             reserve: 1,
             tasks_per_gpu: 4,
             reset_ms: 0,
@@ -540,8 +540,9 @@ impl DaemonConfig {
             return bad(format!("slurm.sla_ms must be 1..=86400000, got {}", self.slurm.sla_ms));
         }
         if self.policy == PolicyName::Node && self.balance == BalanceName::Dcuda {
-            return bad("policy = \"node\" balances with DCUDA already: leave balance unset \
-                 (its settings are read from [dcuda])"
+            return bad("policy = \"node\" (the default) balances with DCUDA already: leave \
+                 balance unset (its settings are read from [dcuda]), or set policy = \
+                 \"least-loaded\" or \"round-robin\" for DCUDA over that placement"
                 .into());
         }
         if self.balance == BalanceName::Dcuda {
@@ -719,6 +720,17 @@ mod tests {
     #[test]
     fn a_one_gpu_node_runs_with_the_default_policy() {
         let gpus = tessera_core::GpuSpec::uniform(1, tessera_core::Bytes::mib(1024));
+        let node = DaemonConfig::default();
+        assert_eq!(node.policy, PolicyName::Node, "the composed policy is the default");
+        assert!(node.policy_config(1).unwrap().build(&gpus).is_ok());
+        assert!(matches!(
+            node.policy_config(2).unwrap(),
+            PolicyConfig::Node { params } if params.flexy.reserve == 1
+        ));
+        // balance = "dcuda" alone now meets the default policy, which balances already
+        let dcuda: DaemonConfig = toml::from_str("balance = \"dcuda\"\n").unwrap();
+        let err = dcuda.validate().unwrap_err().to_string();
+        assert!(err.contains("the default") && err.contains("least-loaded"), "{err}");
         for policy in [PolicyName::Flexy, PolicyName::Priority] {
             let c = DaemonConfig { policy, ..DaemonConfig::default() };
             assert!(c.policy_config(1).unwrap().build(&gpus).is_ok(), "{policy:?}");
