@@ -245,7 +245,7 @@ fn the_banner_names_the_emulated_gpus_and_one_gpu_is_enough() {
         .find(|l| l.starts_with("tesserad listening"))
         .unwrap_or_default();
     let daemon = DaemonProcess(daemon);
-    assert!(banner.contains("policy flexy"), "{banner}");
+    assert!(banner.contains("policy node"), "{banner}");
     assert!(banner.contains("1 EMULATED GPU(s) of 2048 MiB"), "{banner}");
     sigterm(&daemon);
     let mut daemon = daemon;
