@@ -108,6 +108,14 @@ pub struct FairQueue {
     /// each is listed under: a dispatch walks these, not every active one (most run).
     eligible: BTreeSet<(VirtualTime, Queued)>,
     listed: BTreeMap<Queued, VirtualTime>,
+    /// With homes ([`FairQueue::set_home`]): the eligible ones again per GPU, each under
+    /// every GPU where a member of it lives, and the GPUs each is listed under. A
+    /// dispatch for a GPU then walks that GPU's own, not every eligible tenant of the
+    /// node (`by_home` says homes are in use).
+    by_home: bool,
+    homes: BTreeMap<TenantId, GpuId>,
+    eligible_on: Vec<BTreeSet<(VirtualTime, Queued)>>,
+    listed_on: BTreeMap<Queued, Vec<GpuId>>,
     /// Scratch: keys whose eligibility an event may have changed.
     touched: Vec<Queued>,
     /// The virtual time when nobody is active (the last one's).
@@ -155,6 +163,43 @@ impl FairQueue {
         }
     }
 
+    /// `tenant` lives on `gpu` from now on (`None`: nowhere): its tasks may run only
+    /// there, and [`FairQueue::dispatch`]'s `may_run` must say so. Once a home is set, a
+    /// dispatch for a GPU looks only at the tenants that live there, so that its cost
+    /// does not grow with the node's eligible tenants; the choice is the one a walk of
+    /// them all would make, since `may_run` refuses every other GPU.
+    pub fn set_home(&mut self, board: &Board, tenant: TenantId, gpu: Option<GpuId>) {
+        self.by_home = true;
+        match gpu {
+            Some(g) => {
+                self.homes.insert(tenant, g);
+                if self.eligible_on.len() <= g.0 as usize {
+                    self.eligible_on.resize_with(g.0 as usize + 1, BTreeSet::new);
+                }
+            }
+            None => {
+                self.homes.remove(&tenant);
+            }
+        }
+        if let Some(key) = self.key_of(tenant) {
+            self.relist(board, key);
+        }
+    }
+
+    /// The GPUs where a member of `key` lives.
+    fn homes_of(&self, key: Queued) -> Vec<GpuId> {
+        let mut gpus: Vec<GpuId> = self
+            .members
+            .get(&key)
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .filter_map(|t| self.homes.get(t).copied())
+            .collect();
+        gpus.sort_unstable();
+        gpus.dedup();
+        gpus
+    }
+
     /// Whether `key` may take a GPU now (see `eligible`); pinning and a lingering
     /// one's budget are checked per GPU by the dispatch.
     fn is_eligible(&self, board: &Board, key: Queued) -> bool {
@@ -176,12 +221,23 @@ impl FairQueue {
     fn relist(&mut self, board: &Board, key: Queued) {
         if let Some(at) = self.listed.remove(&key) {
             self.eligible.remove(&(at, key));
+            for g in self.listed_on.remove(&key).unwrap_or_default() {
+                self.eligible_on[g.0 as usize].remove(&(at, key));
+            }
         }
         if self.is_eligible(board, key)
             && let Some(t) = self.tags.get(&key)
         {
-            self.eligible.insert((t.start, key));
-            self.listed.insert(key, t.start);
+            let start = t.start;
+            self.eligible.insert((start, key));
+            self.listed.insert(key, start);
+            if self.by_home {
+                let gpus = self.homes_of(key);
+                for g in &gpus {
+                    self.eligible_on[g.0 as usize].insert((start, key));
+                }
+                self.listed_on.insert(key, gpus);
+            }
         }
     }
 
@@ -374,7 +430,11 @@ impl FairQueue {
         finished: Option<(TenantId, Nanos)>,
     ) {
         match event {
-            Event::TenantRegistered(spec) => self.register(spec),
+            Event::TenantRegistered(spec) => {
+                self.register(spec);
+                // a member with a home already adds its GPU to its group's listing
+                self.touched.extend(self.key_of(spec.id));
+            }
             Event::TenantLeft { tenant } => {
                 if let Some((key, _)) = self.tenants.remove(tenant) {
                     let empty = self.members.get_mut(&key).is_none_or(|m| {
@@ -476,6 +536,18 @@ impl FairQueue {
                 && self.listed.keys().all(|k| self.is_eligible(board, *k)),
             "the eligible list drifted"
         );
+        debug_assert!(
+            !self.by_home
+                || self.eligible_on.iter().enumerate().all(|(g, on)| {
+                    let gpu = GpuId(g as u32);
+                    on.iter().copied().eq(self
+                        .eligible
+                        .iter()
+                        .copied()
+                        .filter(|(_, k)| self.homes_of(*k).contains(&gpu)))
+                }),
+            "the eligible lists per GPU drifted"
+        );
     }
 
     /// Give each of `gpus` (idle ones) to the active tenant (or group member) with the
@@ -490,9 +562,15 @@ impl FairQueue {
     ) {
         // a lingering one ahead in the order keeps one GPU waiting for it
         let mut held: BTreeSet<Queued> = BTreeSet::new();
+        let nobody = BTreeSet::new();
         for &gpu in gpus {
             let mut chosen = None;
-            for (_, key) in &self.eligible {
+            let walk = if self.by_home {
+                self.eligible_on.get(gpu.0 as usize).unwrap_or(&nobody)
+            } else {
+                &self.eligible
+            };
+            for (_, key) in walk {
                 if held.contains(key) {
                     continue;
                 }

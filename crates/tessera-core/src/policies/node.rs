@@ -677,12 +677,14 @@ impl NodePolicy {
     }
 
     fn home_on(&mut self, tenant: TenantId, gpu: GpuId) {
+        self.batch.set_home(&self.board, tenant, Some(gpu));
         self.homes.insert(tenant, gpu);
         self.homed_memory[gpu.0 as usize].0 += self.memory_of(tenant).0;
         self.homed_on[gpu.0 as usize].insert(tenant);
     }
 
     fn unhome(&mut self, tenant: TenantId) {
+        self.batch.set_home(&self.board, tenant, None);
         if let Some(gpu) = self.homes.remove(&tenant) {
             let m = self.memory_of(tenant);
             self.homed_memory[gpu.0 as usize].0 -= m.0.min(self.homed_memory[gpu.0 as usize].0);
