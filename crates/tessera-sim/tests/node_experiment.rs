@@ -113,7 +113,12 @@ fn the_other_seeds_are_judged_as_the_main_run_is() {
         let best = x.best_single.iter().find(|(m, _)| m == "SLA attainment").expect("sla").1;
         let sla = x.holds.iter().find(|(id, _)| id == "sla").expect("sla claim").1;
         assert_eq!(sla, x.node.sla_met >= best - r.margins.sla, "seed {}", x.seed);
-        assert!(report.contains(&format!("| {} | {:.2}% / {:.2}% |", x.seed, 100.0 * x.node.sla_met, 100.0 * best)));
+        assert!(report.contains(&format!(
+            "| {} | {:.2}% / {:.2}% |",
+            x.seed,
+            100.0 * x.node.sla_met,
+            100.0 * best
+        )));
     }
     // another seed is another run: the composed policy's numbers differ
     assert!(r.other_seeds.iter().any(|x| x.node.sla_met != row(&r, "Node").sla_met

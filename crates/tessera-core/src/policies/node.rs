@@ -1071,10 +1071,8 @@ impl NodePolicy {
                 self.services.insert(spec.id, spec.memory);
                 self.services_memory = self.services.values().map(|m| m.0).sum();
             }
-            Event::TenantLeft { tenant } => {
-                if self.services.remove(tenant).is_some() {
-                    self.services_memory = self.services.values().map(|m| m.0).sum();
-                }
+            Event::TenantLeft { tenant } if self.services.remove(tenant).is_some() => {
+                self.services_memory = self.services.values().map(|m| m.0).sum();
             }
             _ => {}
         }

@@ -639,10 +639,9 @@ fn ablations(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
         ("without the overflow of late requests", |p| p.overflow = false),
         ("without the steady pool", |p| p.steady_pool = false),
         ("without the fair pool order", |p| p.fair_pool = false),
-        (
-            "without freeing the reservation when no service is registered",
-            |p| p.reserve_only_with_services = false,
-        ),
+        ("without freeing the reservation when no service is registered", |p| {
+            p.reserve_only_with_services = false
+        }),
         ("without the pool's minimum reservation (K = 0 instead of 1)", |p| p.flexy.reserve = 0),
         ("without DCUDA's balancer", |p| p.balance = false),
         ("without the share step", |p| p.even_shares = false),
@@ -1374,14 +1373,15 @@ fn seeds_table(r: &NodeResults) -> String {
             b(Measure::Energy),
             held,
             x.holds.len(),
-            if failing.is_empty() { String::new() } else { format!(" (not: {})", failing.join(", ")) }
+            if failing.is_empty() {
+                String::new()
+            } else {
+                format!(" (not: {})", failing.join(", "))
+            }
         );
     }
-    let _ = writeln!(
-        s,
-        "\nEvery claim holds on {all_hold} of these {} seeds.",
-        r.other_seeds.len()
-    );
+    let _ =
+        writeln!(s, "\nEvery claim holds on {all_hold} of these {} seeds.", r.other_seeds.len());
     s
 }
 
