@@ -334,7 +334,7 @@ impl Inference {
 impl NodePolicy {
     /// The node policy over `gpus`.
     pub fn new(gpus: &[GpuSpec], params: NodeParams) -> NodePolicy {
-        NodePolicy {
+        let mut node = NodePolicy {
             board: Board::new(gpus),
             params,
             pool: ElasticPool::new(gpus.len(), params.flexy),
@@ -357,7 +357,10 @@ impl NodePolicy {
             inference: None,
             pool_since: vec![None; gpus.len()],
             lead_rank: vec![0; gpus.len()],
-        }
+        };
+        // no service registered yet
+        node.services_changed();
+        node
     }
 
     /// Serve registered inference models on gpu-lets (gpu-lets' elastic partitioning,
@@ -395,8 +398,8 @@ impl NodePolicy {
     /// The order in which the pool takes GPUs: shunned ones last; with
     /// [`NodeParams::steady_pool`], GPUs where no contending batch tenant lives before
     /// the others, and among those others, with [`NodeParams::fair_pool`], the one
-    /// whose tenants are furthest ahead first; Flexy's order within each (which keeps the pool's own GPUs at equal times). So
-    /// the pool borrows a batch GPU only while the user-facing load needs it, and gives
+    /// whose tenants are furthest ahead first; Flexy's order within each (which keeps
+    /// the pool's own GPUs at equal times). So the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
     fn pool_ranks(&self) -> Vec<u8> {
         // on every event: each GPU's homed tenants only until one contends
@@ -808,7 +811,6 @@ impl NodePolicy {
             })
             .collect();
         least.sort_unstable();
-        self.lead_rank = vec![0; n];
         for (i, (_, g)) in least.into_iter().enumerate() {
             self.lead_rank[g] = i.min(200) as u8;
         }
@@ -927,7 +929,7 @@ impl NodePolicy {
         let mut idle = self.board.idle_gpus();
         // the inference server's GPUs are its own
         idle.retain(|g| !self.serves_models(*g));
-        let (pool, rest): (Vec<GpuId>, Vec<GpuId>) =
+        let (pool, mut rest): (Vec<GpuId>, Vec<GpuId>) =
             idle.into_iter().partition(|g| self.pool.contains(*g));
         // a pool GPU over-committed by batch homes serves only when every pool GPU is
         // (the ledger then has the last word)
@@ -941,7 +943,6 @@ impl NodePolicy {
                 self.board.dispatch(now, gpu, tenant, actions);
             }
         }
-        let mut rest = rest;
         if self.params.overflow {
             self.overflow(now, &mut rest, actions);
         }
@@ -957,6 +958,19 @@ impl NodePolicy {
             {
                 self.monitor.started_exclusive(*task, r.spec.tenant, now);
             }
+        }
+    }
+
+    /// The registered services changed: their memory, kept free on every GPU, and
+    /// Flexy's minimum reservation. The reservation keeps GPUs ready for user-facing
+    /// requests; with no service registered it would keep them idle for none, so with
+    /// [`NodeParams::reserve_only_with_services`] batch tenants get them until one
+    /// registers (the pool then takes one back at once).
+    fn services_changed(&mut self) {
+        self.services_memory = self.services.values().map(|m| m.0).sum();
+        if self.params.reserve_only_with_services {
+            let k = if self.services.is_empty() { 0 } else { self.params.flexy.reserve };
+            self.pool.set_reserve(k);
         }
     }
 
@@ -1066,22 +1080,16 @@ impl NodePolicy {
         {
             self.pool.learn(done.ran_for);
         }
+        // the services first: Algorithm 1 below sizes the pool for them
         match event {
             Event::TenantRegistered(spec) if spec.class.is_user_facing() => {
                 self.services.insert(spec.id, spec.memory);
-                self.services_memory = self.services.values().map(|m| m.0).sum();
+                self.services_changed();
             }
             Event::TenantLeft { tenant } if self.services.remove(tenant).is_some() => {
-                self.services_memory = self.services.values().map(|m| m.0).sum();
+                self.services_changed();
             }
             _ => {}
-        }
-        // Flexy's minimum reservation keeps GPUs ready for user-facing requests; with no
-        // service registered it would keep them idle for none, so batch tenants get
-        // them until one registers (the pool then takes one back at once)
-        if self.params.reserve_only_with_services {
-            let k = if self.services.is_empty() { 0 } else { self.params.flexy.reserve };
-            self.pool.set_reserve(k);
         }
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
