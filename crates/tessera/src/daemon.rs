@@ -65,7 +65,7 @@ pub struct DaemonArgs {
     /// Emulated time runs this many times faster than the wall clock.
     #[arg(long)]
     speedup: Option<f64>,
-    /// Scheduling policy.
+    /// Scheduling policy (default: the configuration file's `policy`, else node).
     #[arg(long, value_enum)]
     policy: Option<PolicyArg>,
     /// Minimum reservation K.

@@ -66,18 +66,22 @@ fn busy_batch_tenant(
 
 /// A user-facing tenant with a 200 ms SLA sending one 20 ms request at a time, one
 /// every `gap` of emulated time until `until`, on a daemon running at `speedup`: its
-/// requests within the SLA, and all of them.
+/// requests within the SLA, and all of them. It says on `registered` once registered.
 fn sla_tenant(
     socket: &std::path::Path,
     until: Instant,
     gap: Duration,
     speedup: f64,
+    registered: Option<std::sync::mpsc::Sender<()>>,
 ) -> (usize, usize) {
     let mut c = Client::connect(socket).unwrap();
     let sla = Duration::from_millis(200);
     let uf = c
         .register(TenantOptions { class: TenantClass::UserFacing, sla, ..TenantOptions::batch() })
         .unwrap();
+    if let Some(tx) = registered {
+        tx.send(()).unwrap();
+    }
     let (mut met, mut total) = (0, 0);
     while Instant::now() < until {
         let sent = Instant::now();
@@ -118,6 +122,17 @@ fn an_sla_tenant_keeps_its_sla_weights_hold_and_a_newcomer_is_moved() {
         .unwrap();
     let start = Instant::now();
     let end = start + Duration::from_secs(4);
+    // the SLA tenant first (the pool's reservation holds only once a service is
+    // registered, and the story is of batch tenants arriving beside a service): one
+    // 20 ms request at a time, every 50 ms of emulated time
+    let (registered, sla_up) = std::sync::mpsc::channel();
+    let sla = {
+        let socket = socket.clone();
+        std::thread::spawn(move || {
+            sla_tenant(&socket, end, Duration::from_millis(50), SPEEDUP, Some(registered))
+        })
+    };
+    sla_up.recv().unwrap();
     // the 700 MiB tenant: busy for the first second, then gone
     let big = busy_batch_tenant(&socket, 700, start + Duration::from_secs(1));
     std::thread::sleep(Duration::from_millis(100));
@@ -155,8 +170,7 @@ fn an_sla_tenant_keeps_its_sla_weights_hold_and_a_newcomer_is_moved() {
             (t, gpus, c.status().unwrap().balance)
         })
     };
-    // the SLA tenant: one 20 ms request at a time, every 50 ms of emulated time
-    let (met, total) = sla_tenant(&socket, end, Duration::from_millis(50), SPEEDUP);
+    let (met, total) = sla.join().unwrap();
     big.join().unwrap();
     let (light_ms, heavy_ms) = (light.join().unwrap(), heavy.join().unwrap());
     let (moved_tenant, gpus, balance) = newcomer.join().unwrap();
@@ -276,7 +290,7 @@ fn a_registered_model_is_served_on_gpulets_beside_sla_and_batch_tenants() {
     // the batch tenant: two 20 ms tasks in flight
     let batch = busy_batch_tenant(&socket, 100, start + wall);
     // the plain SLA tenant: one 20 ms request every 100 ms
-    let (met, total) = sla_tenant(&socket, start + wall, Duration::from_millis(100), 1.0);
+    let (met, total) = sla_tenant(&socket, start + wall, Duration::from_millis(100), 1.0, None);
     let (sent, measured, model_met, lets) = model.join().unwrap();
     let ran = batch.join().unwrap();
     let lets = lets.expect("the status shows the tenant's model");
