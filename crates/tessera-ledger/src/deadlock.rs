@@ -15,12 +15,17 @@
 //! as returnable), so the ledger runs the check there and refuses the newest request
 //! of the cycle instead of queueing it.
 //!
+//! Only waits without a deadline can deadlock: a timed wait ends by itself, and its
+//! client runs on (and may free) after it, so a client whose waits are all timed counts
+//! as running, and a timed request is never refused by this check (the ledger asks it
+//! only for untimed ones).
+//!
 //! A client with a waiting request counts as blocked as a whole. A process with another
 //! thread still running could free memory and break the cycle; the check cannot see
 //! that and refuses the request anyway — the waiting call fails with an out-of-memory
 //! error the program already handles, which is better than a hang.
 
-use crate::layout::State;
+use crate::layout::{State, WAIT_TIMED};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Would queueing `bytes` on `gpu` for `client` leave it (with others) waiting for
@@ -31,7 +36,7 @@ pub(crate) fn would_deadlock(state: &State, client: u64, gpu: u32, bytes: u64) -
     // what each waiting client asks for, per GPU (its requests must all fit at once:
     // they are in flight together), and the new request among them
     let mut wants: BTreeMap<u64, BTreeMap<u32, u64>> = BTreeMap::new();
-    for w in state.waiters.iter().filter(|w| w.granted == 0) {
+    for w in state.waiters.iter().filter(|w| w.granted == 0 && w.flags & WAIT_TIMED == 0) {
         *wants.entry(w.client).or_default().entry(w.gpu).or_default() += w.bytes;
     }
     *wants.entry(client).or_default().entry(gpu).or_default() += bytes;
@@ -101,6 +106,7 @@ mod tests {
             bytes,
             seq,
             priority: 0,
+            flags: 0,
             granted: 0,
         });
     }
@@ -133,6 +139,17 @@ mod tests {
         hold(&mut s, 3, 0, 200 * MIB);
         wait(&mut s, 1, 0, 150 * MIB);
         assert_eq!(would_deadlock(&s, 2, 0, 400 * MIB), None);
+    }
+
+    #[test]
+    fn a_timed_waiter_is_no_party_to_a_deadlock() {
+        // the cycle, but A's wait has a deadline: when it gives up A runs on
+        let mut s = one_gpu(1024 * MIB);
+        hold(&mut s, 1, 0, 600 * MIB);
+        hold(&mut s, 2, 0, 300 * MIB);
+        wait(&mut s, 1, 0, 300 * MIB);
+        s.waiters[0].flags = WAIT_TIMED;
+        assert_eq!(would_deadlock(&s, 2, 0, 200 * MIB), None);
     }
 
     #[test]

@@ -80,7 +80,9 @@ impl From<&LedgerError> for TesseraStatus {
                 TesseraStatus::TesseraTimedOut
             }
             LedgerError::WouldDeadlock { .. } => TesseraStatus::TesseraWouldDeadlock,
-            LedgerError::ExceedsCapacity { .. } => TesseraStatus::TesseraExceedsCapacity,
+            LedgerError::ExceedsCapacity { .. } | LedgerError::NeverFits { .. } => {
+                TesseraStatus::TesseraExceedsCapacity
+            }
             LedgerError::NoSuchGpu { .. } => TesseraStatus::TesseraNoSuchGpu,
             LedgerError::OverFree { .. } => TesseraStatus::TesseraOverFree,
             LedgerError::TableFull { .. } => TesseraStatus::TesseraTableFull,
@@ -433,17 +435,27 @@ mod tests {
         // SAFETY: a valid C string and one readable u64, both alive for the call.
         let init = unsafe { tessera_init_with(cpath.as_ptr(), gpus.as_ptr(), 1, 0, 0) };
         assert_eq!(init, TesseraStatus::TesseraOk);
-        assert_eq!(tessera_pre_alloc(0, 900, 0), TesseraStatus::TesseraOk);
+        assert_eq!(tessera_pre_alloc(0, 300, 0), TesseraStatus::TesseraOk);
+        // another client holds the rest, so that this process's wait can end (a wait
+        // only its own memory stands in the way of is refused at once)
+        let other = crate::Ledger::open(&crate::LedgerConfig::new(
+            &path,
+            crate::GpuSource::Explicit(vec![tessera_core::Bytes(1000)]),
+        ))
+        .unwrap();
+        other.pre_alloc(0, 600, crate::Wait::NoWait).unwrap();
         let waiter = std::thread::spawn(|| tessera_pre_alloc(0, 500, 10_000));
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert_eq!(tessera_shutdown(), TesseraStatus::TesseraBusy, "a thread is waiting");
-        assert_eq!(tessera_post_free(0, 900), TesseraStatus::TesseraOk);
+        other.post_free(0, 600).unwrap();
         assert_eq!(waiter.join().unwrap(), TesseraStatus::TesseraOk);
+        drop(other);
         assert_eq!(
             tessera_post_free(0, 500),
             TesseraStatus::TesseraOk,
             "the grant survived the refused shutdown"
         );
+        assert_eq!(tessera_post_free(0, 300), TesseraStatus::TesseraOk);
         assert_eq!(tessera_shutdown(), TesseraStatus::TesseraOk);
         assert_eq!(tessera_pre_alloc(0, 1, 0), TesseraStatus::TesseraNotInitialised);
         let _ = std::fs::remove_file(&path);

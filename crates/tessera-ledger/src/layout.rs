@@ -194,11 +194,19 @@ pub struct WaiterRow {
     pub bytes: u64,
     /// Arrival order (its ticket).
     pub seq: u64,
-    /// Priority (higher first, for the priority policies).
-    pub priority: u32,
+    /// Priority (higher first, for the priority policies; 0-255).
+    pub priority: u16,
+    /// [`WAIT_TIMED`] and any later flags. (Until these bits had a meaning the field
+    /// was the upper half of a 32-bit priority that never exceeded 255, so files
+    /// written before read as flags 0: the layout did not change.)
+    pub flags: u16,
     /// Non-zero once a notifier granted it (and added the holder row for it).
     pub granted: u32,
 }
+
+/// A [`WaiterRow`] flag: the request gives up at a deadline, so its client is not
+/// blocked for good (the deadlock check counts what it holds as returnable).
+pub const WAIT_TIMED: u16 = 1;
 
 /// Everything the ledger knows, in memory.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use crate::access::Access;
 use crate::file::{FileError, LedgerFile, Opened};
 use crate::layout::{
     CopyFault, DEFAULT_HOLDERS, DEFAULT_WAITERS, GpuRow, Header, HolderRow, MAGIC, MAX_GPUS,
-    MAX_TABLE, PAGE, State, VERSION, WaiterRow, capacities_valid, older,
+    MAX_TABLE, PAGE, State, VERSION, WAIT_TIMED, WaiterRow, capacities_valid, older,
 };
 use crate::records::{self, ClientRecord, LedgerShape, LiveRecord, Liveness};
 use rustix::thread::futex;
@@ -143,6 +143,23 @@ pub enum LedgerError {
         requested: u64,
         /// Pids (as they registered) of the other waiting holders on that GPU.
         holders: Vec<u32>,
+    },
+    /// More than the GPU's memory less what this client already holds there: it could
+    /// not be granted even if every other client released everything, so waiting for
+    /// it would never end (a program that outgrows its own holdings). Asked at once.
+    #[error(
+        "{requested} bytes can never be granted on GPU {gpu}: this program already holds {held} of its {capacity} bytes, so even if every other program released everything there would be only {} free; free some of its own memory first",
+        capacity - held
+    )]
+    NeverFits {
+        /// GPU.
+        gpu: u32,
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes this client holds there already.
+        held: u64,
+        /// The GPU's capacity.
+        capacity: u64,
     },
     /// More than the GPU's total memory: can never be granted.
     #[error("{requested} bytes exceed GPU {gpu}'s total memory of {capacity} bytes")]
@@ -330,6 +347,10 @@ pub struct Ledger {
     access: Access,
     /// The pid that opened the handle: a forked child must open its own.
     pid: u32,
+    /// The pid the handle's rows and record name as their holder: the opener's own,
+    /// or the program a daemon holds the handle for ([`Ledger::open_for`]), so that
+    /// a refusal names the program, not the daemon.
+    owner: u32,
     priority: u8,
     /// The ledger's configuration, to rebuild it if no live record has one.
     shape: LedgerShape,
@@ -610,6 +631,13 @@ impl Ledger {
     /// there is none, repairing it from the live clients' records if it is damaged —
     /// and register this client.
     pub fn open(cfg: &LedgerConfig) -> Result<Ledger, LedgerError> {
+        Ledger::open_for(cfg, std::process::id())
+    }
+
+    /// [`Ledger::open`] for a daemon holding the handle on behalf of the program
+    /// `owner` (its pid as the opener sees it): the handle's rows and record name that
+    /// pid, so that `status` and a deadlock's refusal name the program.
+    pub fn open_for(cfg: &LedgerConfig, owner: u32) -> Result<Ledger, LedgerError> {
         if !capacities_valid(cfg.max_holders, cfg.max_waiters) {
             return Err(LedgerError::BadConfig(format!(
                 "table capacities must be 1..={MAX_TABLE}, got {} holders and {} waiters",
@@ -647,13 +675,14 @@ impl Ledger {
                 state.last_janitor_ns = now_ns();
                 file.write_state(&header, &state).map_err(|e| io("writing", e))?;
             }
-            let record = ClientRecord::create(&records_dir, cfg.access, pid, &shape)
+            let record = ClientRecord::create(&records_dir, cfg.access, owner, &shape)
                 .map_err(|e| io("creating this client's record in", e))?;
             Ok(Ledger {
                 path: cfg.path.clone(),
                 records_dir: records_dir.clone(),
                 access: cfg.access,
                 pid,
+                owner,
                 priority: cfg.priority,
                 shape,
                 record,
@@ -782,6 +811,14 @@ impl Ledger {
             });
         }
         let me = self.record.client;
+        // what this client holds counts against it: waiting for memory only it holds
+        // would never end (the deadlock check below leaves the asker's own holdings
+        // out), so such a wait fails at once (a request that does not wait is answered
+        // at once anyway, as not available now)
+        let held = l.holder_index(gpu, me).map_or(0, |i| l.state.holders[i].bytes);
+        if wait != Wait::NoWait && bytes > row.total.saturating_sub(held) {
+            return Err(LedgerError::NeverFits { gpu, requested: bytes, held, capacity: row.total });
+        }
         let mut ticket: Option<u64> = None; // our waiter row's seq, once queued
         loop {
             match ticket {
@@ -801,7 +838,9 @@ impl Ledger {
                     if wait == Wait::NoWait {
                         return Err(LedgerError::NotAvailableNow { gpu, requested: bytes });
                     }
-                    if let Some(holders) = crate::deadlock::would_deadlock(&l.state, me, gpu, bytes)
+                    if wait == Wait::Forever
+                        && let Some(holders) =
+                            crate::deadlock::would_deadlock(&l.state, me, gpu, bytes)
                     {
                         return Err(LedgerError::WouldDeadlock { gpu, requested: bytes, holders });
                     }
@@ -816,10 +855,11 @@ impl Ledger {
                     l.state.waiters.push(WaiterRow {
                         client: me,
                         gpu,
-                        pid: self.pid,
+                        pid: self.owner,
                         bytes,
                         seq,
-                        priority: u32::from(self.priority),
+                        priority: u16::from(self.priority),
+                        flags: if matches!(wait, Wait::Timeout(_)) { WAIT_TIMED } else { 0 },
                         granted: 0,
                     });
                     l.commit()?;
@@ -925,7 +965,7 @@ impl Ledger {
         ) {
             return Ok(false);
         }
-        let held = l.add_holding(gpu, self.record.client, self.pid, bytes)?;
+        let held = l.add_holding(gpu, self.record.client, self.owner, bytes)?;
         l.commit()?;
         self.record.set(gpu as usize, held);
         Ok(true)

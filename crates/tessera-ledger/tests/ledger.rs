@@ -56,6 +56,11 @@ fn life_cycle_with_typed_errors() {
         Err(LedgerError::NoSuchGpu { gpu: 7, count: 2 })
     ));
     assert!(matches!(a.pre_alloc(0, 500, Wait::NoWait), Err(LedgerError::NotAvailableNow { .. })));
+    // only this client holds memory: a wait for more than it leaves could never end
+    assert!(matches!(
+        a.pre_alloc(0, 500, Wait::Timeout(Duration::from_secs(60))),
+        Err(LedgerError::NeverFits { held: 600, capacity: 1000, .. })
+    ));
     assert!(matches!(
         a.post_free(0, 601),
         Err(LedgerError::OverFree { held: 600, freed: 601, .. })
@@ -69,6 +74,77 @@ fn life_cycle_with_typed_errors() {
     a.shutdown().unwrap();
     let b = open(&path, NotificationPolicy::Fifo);
     assert_eq!(b.status().unwrap().gpus[0].used, 0, "shutdown released everything");
+}
+
+/// Issue 51, item 1: a request that cannot be met even if every other client released
+/// everything fails at once, whatever the wait — here a forever wait that used to
+/// hang — and the program that frees some of its own memory and retries gets it.
+#[test]
+fn outgrowing_memory_only_this_client_holds_fails_at_once_and_a_retry_after_a_free_succeeds() {
+    let path = fresh_path("self");
+    let gib = 1u64 << 30;
+    let mib = 1u64 << 20;
+    let l = Ledger::open(&config(&path, &[gib], NotificationPolicy::Fifo)).unwrap();
+    l.pre_alloc(0, 900 * mib, Wait::NoWait).unwrap();
+    let l = std::sync::Arc::new(l);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // on its own thread, so that a wait that never ends fails the test instead of
+    // hanging it
+    thread::spawn({
+        let l = l.clone();
+        move || tx.send(l.pre_alloc(0, 200 * mib, Wait::Forever)).unwrap()
+    });
+    match rx.recv_timeout(Duration::from_secs(2)).expect("the request must fail at once, not wait") {
+        Err(LedgerError::NeverFits { held, capacity, .. }) => {
+            assert_eq!((held, capacity), (900 * mib, gib));
+        }
+        other => panic!("expected NeverFits, got {other:?}"),
+    }
+    l.post_free(0, 300 * mib).unwrap();
+    l.pre_alloc(0, 200 * mib, Wait::Forever).unwrap();
+    assert_eq!(l.status().unwrap().gpus[0].used, 800 * mib);
+}
+
+/// Issue 51, item 6b: timed waits end by themselves, so a storm of them is never
+/// refused as a deadlock (each times out, none is told it would deadlock).
+#[test]
+fn a_storm_of_timed_waits_gets_no_false_deadlock() {
+    let path = fresh_path("storm");
+    let gib = 1u64 << 30;
+    let mib = 1u64 << 20;
+    let handles: Vec<Ledger> =
+        (0..8).map(|_| Ledger::open(&config(&path, &[gib], NotificationPolicy::Fifo)).unwrap()).collect();
+    for h in &handles {
+        h.pre_alloc(0, 120 * mib, Wait::NoWait).unwrap();
+    }
+    let deadlocks = AtomicU32::new(0);
+    thread::scope(|s| {
+        for h in &handles {
+            let deadlocks = &deadlocks;
+            s.spawn(move || {
+                for _ in 0..40 {
+                    match h.pre_alloc(0, 200 * mib, Wait::Timeout(Duration::from_millis(3))) {
+                        Err(LedgerError::WouldDeadlock { .. }) => {
+                            deadlocks.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(()) => h.post_free(0, 200 * mib).unwrap(),
+                        Err(_) => {}
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(deadlocks.load(Ordering::Relaxed), 0, "timed waits refused as deadlocks");
+}
+
+/// A daemon's handle for a program names the program's pid in its rows.
+#[test]
+fn a_handle_opened_for_a_program_names_its_pid() {
+    let path = fresh_path("owner");
+    let l = Ledger::open_for(&config(&path, &[1000], NotificationPolicy::Fifo), 4242).unwrap();
+    l.pre_alloc(0, 10, Wait::NoWait).unwrap();
+    let s = l.status().unwrap();
+    assert_eq!(s.holdings[0].pid, 4242);
 }
 
 #[test]
@@ -298,6 +374,11 @@ proptest! {
                         }
                         Err(LedgerError::NoSuchGpu { .. }) => prop_assert!(gpu >= 2),
                         Err(LedgerError::ExceedsCapacity { .. }) => prop_assert!(bytes > caps[gpu as usize]),
+                        Err(LedgerError::NeverFits { held: h, .. }) => {
+                            prop_assert!(wait != Wait::NoWait);
+                            prop_assert_eq!(h, held[client][gpu as usize]);
+                            prop_assert!(h + bytes > caps[gpu as usize]);
+                        }
                         Err(LedgerError::NotAvailableNow { .. } | LedgerError::TimedOut { .. }) => {
                             prop_assert!(used + bytes > caps[gpu as usize] || policy == NotificationPolicy::Fifo || policy == NotificationPolicy::PriorityFifo || policy == NotificationPolicy::PriorityMmu);
                         }

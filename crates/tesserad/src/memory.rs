@@ -11,12 +11,20 @@
 //! Programs lease memory in chunks and allocate from their leases without asking (the
 //! unused part of a lease is a word per GPU in the program's shared region). Before a
 //! reservation that does not fit at once waits or is refused, the desk takes back every
-//! tenant's unused lease on that GPU and returns it to the ledger, so that a waiter is
-//! never refused, nor kept waiting, for memory that sits unused in a lease.
+//! tenant's unused lease on that GPU and returns it to the ledger; and while anyone
+//! waits, the desk's lease watcher takes back, every [`LEASE_WATCH`], whatever a program
+//! frees into its lease on a GPU someone waits for — so that a waiter is never refused,
+//! nor kept waiting, for memory that sits unused in a lease.
+//!
+//! A tenant reserves only on the GPUs it is placed on (a Slurm job's tenant: its job's
+//! GPUs), and a job's memory entitlement is counted per GPU.
 //!
 //! Ledger operations take the ledger file's lock and may wait for memory, so none runs
 //! on the control loop or the core: each request runs on a thread of its own, at most
-//! [`MAX_IN_FLIGHT`] at once (beyond that a request is refused with `NoCapacity`).
+//! [`MAX_IN_FLIGHT`] at once. Requests that may wait are capped lower, per uid
+//! ([`MAX_WAITS_PER_UID`]) and for the node ([`MAX_WAITS`]), so that one user's waits
+//! leave room for everyone else's requests and for every free (beyond a cap a request
+//! is refused with `NoCapacity`).
 
 use crate::events::{EventLog, NodeEvent};
 use crate::metrics::NodeMetrics;
@@ -32,6 +40,18 @@ use tessera_ledger::{Ledger, LedgerConfig, LedgerError, Wait};
 /// Memory requests being carried out at once (each on a thread; most wait for memory).
 pub const MAX_IN_FLIGHT: usize = 1024;
 
+/// Requests that may wait (a reservation with a wait), of all users together: the rest
+/// of [`MAX_IN_FLIGHT`] is kept for requests that never wait (frees, queries, no-wait
+/// reservations), so that waits can never crowd out the free that would end them.
+pub const MAX_WAITS: usize = 896;
+
+/// Requests that may wait, of one uid: a quarter of the node's, so that one user's
+/// waits leave room for at least three others'.
+pub const MAX_WAITS_PER_UID: usize = MAX_WAITS / 4;
+
+/// How often the lease watcher looks at the leases of GPUs someone waits for.
+pub const LEASE_WATCH: Duration = Duration::from_millis(5);
+
 /// The desk, shared by the control loop (requests), the core (tenants come and go) and
 /// the threads carrying requests out.
 #[derive(Debug)]
@@ -42,6 +62,10 @@ pub struct MemoryDesk {
     /// Slurm jobs' shared memory, while any of their tenants is open.
     jobs: Mutex<HashMap<u64, Arc<JobMemory>>>,
     in_flight: AtomicUsize,
+    /// Requests that may wait, in all and per uid.
+    waits: Mutex<Waits>,
+    /// Whether the lease watcher thread runs (it stops once nobody waits).
+    watching: AtomicBool,
     /// Bytes a program's context takes on each GPU it uses.
     context_bytes: u64,
     /// Bytes asked for by reservations waiting now, per GPU (the metrics).
@@ -52,10 +76,22 @@ pub struct MemoryDesk {
     metrics: Option<Arc<NodeMetrics>>,
 }
 
+/// Requests that may wait, being carried out.
+#[derive(Debug, Default)]
+struct Waits {
+    all: usize,
+    per_uid: HashMap<u32, usize>,
+}
+
 /// One tenant's memory, as the desk keeps it.
 #[derive(Debug)]
 struct TenantMemory {
     uid: u32,
+    /// Its program's pid, as the daemon sees it: the ledger's rows name it.
+    pid: u32,
+    /// The GPUs it may reserve on: those it is placed on (a job's tenant: the job's).
+    /// Empty: any (a client that lets the policy dispatch anywhere).
+    gpus: Mutex<Vec<u32>>,
     /// Its shared region, whose lease words it allocates from.
     region: Option<Arc<Region>>,
     /// Its declared memory, when it declared one: reservations never exceed it.
@@ -81,42 +117,92 @@ struct TenantMemory {
 pub struct JobMemory {
     job: u64,
     entitled: u64,
-    held: std::sync::atomic::AtomicU64,
+    /// Its entitlement on each of its GPUs (never more than the GPU has, nor than
+    /// `entitled`).
+    per_gpu: HashMap<u32, u64>,
+    /// What its tenants hold, per GPU.
+    held: Mutex<HashMap<u32, u64>>,
+}
+
+/// A Slurm job's memory entitlement, as the core hands it to the desk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entitlement {
+    /// The job.
+    pub job: u64,
+    /// Bytes its shards entitle it to, on all its GPUs together.
+    pub total: u64,
+    /// Bytes on each of its GPUs.
+    pub per_gpu: Vec<(u32, u64)>,
 }
 
 impl JobMemory {
-    /// Take `bytes` of the job's entitlement, if that much is left.
-    fn take(&self, bytes: u64) -> Result<(), String> {
-        self.held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| {
-                h.checked_add(bytes).filter(|n| *n <= self.entitled)
-            })
-            .map(|_| ())
-            .map_err(|h| {
-                format!(
-                    "{bytes} bytes more would exceed Slurm job {}'s entitlement of {} bytes (its tenants hold {h})",
-                    self.job, self.entitled
-                )
-            })
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u64>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn give_back(&self, bytes: u64) {
-        let _ = self
-            .held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| Some(h.saturating_sub(bytes)));
+    fn held_total(&self) -> u64 {
+        self.held().values().sum()
+    }
+
+    /// Take `bytes` of the job's entitlement on `gpu`, if that much is left there and
+    /// in all.
+    fn take(&self, gpu: u32, bytes: u64) -> Result<(), String> {
+        let mut held = self.held();
+        let total: u64 = held.values().sum();
+        let here = held.get(&gpu).copied().unwrap_or(0);
+        let Some(cap) = self.per_gpu.get(&gpu).copied() else {
+            return Err(format!("Slurm job {} has no entitlement on GPU {gpu}", self.job));
+        };
+        if here.saturating_add(bytes) > cap {
+            return Err(format!(
+                "{bytes} bytes more would exceed Slurm job {}'s entitlement of {cap} bytes on GPU {gpu} (its tenants hold {here} there)",
+                self.job
+            ));
+        }
+        if total.saturating_add(bytes) > self.entitled {
+            return Err(format!(
+                "{bytes} bytes more would exceed Slurm job {}'s entitlement of {} bytes (its tenants hold {total})",
+                self.job, self.entitled
+            ));
+        }
+        held.insert(gpu, here + bytes);
+        Ok(())
+    }
+
+    fn give_back(&self, gpu: u32, bytes: u64) {
+        if let Some(h) = self.held().get_mut(&gpu) {
+            *h = h.saturating_sub(bytes);
+        }
     }
 }
 
 impl TenantMemory {
     fn ledger(&self, config: &LedgerConfig) -> Result<&Ledger, String> {
         self.handle
-            .get_or_init(|| Ledger::open(config).map_err(|e| e.to_string()))
+            .get_or_init(|| Ledger::open_for(config, self.pid).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(Clone::clone)
     }
 
     fn held_total(&self) -> u64 {
         self.held.lock().unwrap_or_else(|p| p.into_inner()).values().sum()
+    }
+
+    /// Whether it may reserve on `gpu`; `Err`: why not.
+    fn may_use(&self, tenant: u64, gpu: u32) -> Result<(), String> {
+        let gpus = self.gpus.lock().unwrap_or_else(|p| p.into_inner());
+        if gpus.is_empty() || gpus.contains(&gpu) {
+            return Ok(());
+        }
+        Err(match &self.job {
+            Some(job) => format!(
+                "tenant {tenant} belongs to Slurm job {}, whose GPUs are {gpus:?}: it cannot reserve on GPU {gpu}",
+                job.job
+            ),
+            None => format!(
+                "tenant {tenant} is placed on GPU(s) {gpus:?}: it cannot reserve on GPU {gpu}"
+            ),
+        })
     }
 }
 
@@ -125,7 +211,9 @@ impl Drop for TenantMemory {
     /// job's share of the entitlement comes back too.
     fn drop(&mut self) {
         if let Some(job) = &self.job {
-            job.give_back(self.held_total());
+            for (gpu, bytes) in self.held.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                job.give_back(*gpu, *bytes);
+            }
         }
     }
 }
@@ -143,16 +231,54 @@ fn wait_of(wait_ms: Option<u64>) -> Wait {
 fn ledger_refusal(tenant: u64, e: LedgerError) -> Reply {
     match e {
         LedgerError::NoSuchGpu { .. } => refused(ErrorCode::BadRequest, e.to_string()),
+        LedgerError::WouldDeadlock { gpu, requested, holders } => refused(
+            ErrorCode::NoMemory,
+            format!(
+                "waiting for {requested} bytes on GPU {gpu} would deadlock: the memory is held by {}, which wait(s) for memory this program holds",
+                programs(&holders)
+            ),
+        ),
         LedgerError::NotAvailableNow { .. }
         | LedgerError::TimedOut { .. }
         | LedgerError::ExceedsCapacity { .. }
-        | LedgerError::WouldDeadlock { .. }
+        | LedgerError::NeverFits { .. }
         | LedgerError::Cancelled { .. } => refused(ErrorCode::NoMemory, e.to_string()),
         e => {
             tracing::error!(tenant, error = %e, "the ledger failed a reservation");
             refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}"))
         }
     }
+}
+
+/// The programs `pids` (as the daemon sees them), each with its command line, for a
+/// message: "pid 41 (python train.py), pid 42 (./serve)".
+fn programs(pids: &[u32]) -> String {
+    pids.iter()
+        .map(|pid| match command_of(*pid) {
+            Some(cmd) => format!("pid {pid} ({cmd})"),
+            None => format!("pid {pid}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A process's command line, shortened for a message; `None` when it cannot be read
+/// (gone, or hidden from the daemon).
+pub(crate) fn command_of(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let mut cmd = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if cmd.is_empty() {
+        cmd = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim().to_string();
+    }
+    if cmd.chars().count() > 80 {
+        cmd = cmd.chars().take(77).collect::<String>() + "...";
+    }
+    Some(cmd)
 }
 
 fn refused(code: ErrorCode, message: impl Into<String>) -> Reply {
@@ -167,6 +293,8 @@ impl MemoryDesk {
             tenants: Mutex::new(HashMap::new()),
             jobs: Mutex::new(HashMap::new()),
             in_flight: AtomicUsize::new(0),
+            waits: Mutex::new(Waits::default()),
+            watching: AtomicBool::new(false),
             context_bytes,
             waiting: Mutex::new(HashMap::new()),
             events: Arc::new(EventLog::new(None).expect("a log without a file always opens")),
@@ -193,7 +321,7 @@ impl MemoryDesk {
     /// Wait for `bytes` on `gpu` for `tenant` as `wait` says, logged as a memory wait
     /// and its end, and counted in the bytes waited for.
     fn wait_for(
-        &self,
+        self: &Arc<Self>,
         (tenant, uid, t): (u64, u32, &TenantMemory),
         ledger: &Ledger,
         gpu: u32,
@@ -211,6 +339,7 @@ impl MemoryDesk {
             .record(Some(uid), NodeEvent::MemoryWait { tenant, gpu, bytes, free, waiting_before });
         let began = std::time::Instant::now();
         *self.waiting.lock().unwrap_or_else(|p| p.into_inner()).entry(gpu).or_default() += bytes;
+        self.watch_leases();
         let granted = ledger.pre_alloc_unless(gpu, bytes, wait, &t.closed);
         if let Some(w) = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&gpu) {
             *w = w.saturating_sub(bytes);
@@ -233,29 +362,41 @@ impl MemoryDesk {
         self.tenants.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A tenant of `uid` was registered, with `declared` bytes (0: no limit), its
-    /// connection's shared region `region` holding its leases; `job`: the Slurm job it
-    /// belongs to and the job's memory entitlement, which its reservations share with
-    /// the job's other tenants.
+    /// A tenant of `uid` was registered by its program `pid`, with `declared` bytes (0:
+    /// no limit), placed on `gpus` (empty: any), its connection's shared region
+    /// `region` holding its leases; `job`: the Slurm job it belongs to and the job's
+    /// memory entitlement, which its reservations share with the job's other tenants.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         &self,
         tenant: u64,
         uid: u32,
+        pid: u32,
         declared: u64,
+        gpus: Vec<u32>,
         region: Option<Arc<Region>>,
-        job: Option<(u64, u64)>,
+        job: Option<Entitlement>,
     ) {
-        let job = job.map(|(job, entitled)| {
+        let job = job.map(|e| {
             let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
             jobs.retain(|_, j| Arc::strong_count(j) > 1);
-            jobs.entry(job)
-                .or_insert_with(|| Arc::new(JobMemory { job, entitled, held: Default::default() }))
+            jobs.entry(e.job)
+                .or_insert_with(|| {
+                    Arc::new(JobMemory {
+                        job: e.job,
+                        entitled: e.total,
+                        per_gpu: e.per_gpu.iter().copied().collect(),
+                        held: Default::default(),
+                    })
+                })
                 .clone()
         });
         self.tenants().insert(
             tenant,
             Arc::new(TenantMemory {
                 uid,
+                pid,
+                gpus: Mutex::new(gpus),
                 region,
                 job,
                 limit: (declared > 0).then_some(declared),
@@ -276,6 +417,14 @@ impl MemoryDesk {
             .collect()
     }
 
+    /// The tenant was placed anew (a policy gave it a home GPU): it reserves only there
+    /// from now on.
+    pub fn place(&self, tenant: u64, gpus: Vec<u32>) {
+        if let Some(t) = self.tenants().get(&tenant) {
+            *t.gpus.lock().unwrap_or_else(|p| p.into_inner()) = gpus;
+        }
+    }
+
     /// A tenant closed: its waits give up and its handle, once no request uses it, is
     /// dropped — which releases everything it held in the ledger.
     pub fn close(&self, tenant: u64) {
@@ -287,8 +436,20 @@ impl MemoryDesk {
     /// Carry out a memory request of a connection of `uid`, answering `reply` from a
     /// thread of its own.
     pub fn submit(self: &Arc<Self>, uid: u32, pid: u32, request: Request, reply: ReplyTo) {
+        let may_wait = match &request {
+            Request::Reserve { wait_ms, lease, .. } => !lease && *wait_ms != Some(0),
+            Request::ReserveContext { wait_ms, .. } => *wait_ms != Some(0),
+            _ => false,
+        };
+        if may_wait && let Err(why) = self.start_wait(uid) {
+            reply.send(refused(ErrorCode::NoCapacity, why));
+            return;
+        }
         if self.in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_IN_FLIGHT {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if may_wait {
+                self.end_wait(uid);
+            }
             reply.send(refused(
                 ErrorCode::NoCapacity,
                 format!("{MAX_IN_FLIGHT} memory requests are being served; try again"),
@@ -309,11 +470,84 @@ impl MemoryDesk {
                 );
             }
             desk.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if may_wait {
+                desk.end_wait(uid);
+            }
             reply.send(answer);
         });
         if let Err(e) = spawned {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if may_wait {
+                self.end_wait(uid);
+            }
             tracing::error!(error = %e, "cannot start a thread for a memory request");
+        }
+    }
+
+    /// Count a request that may wait, within the node's and `uid`'s caps.
+    fn start_wait(&self, uid: u32) -> Result<(), String> {
+        let mut w = self.waits.lock().unwrap_or_else(|p| p.into_inner());
+        let mine = w.per_uid.get(&uid).copied().unwrap_or(0);
+        if mine >= MAX_WAITS_PER_UID {
+            return Err(format!(
+                "uid {uid} has {mine} memory requests that may wait being served (at most {MAX_WAITS_PER_UID} per user); try again"
+            ));
+        }
+        if w.all >= MAX_WAITS {
+            return Err(format!(
+                "{MAX_WAITS} memory requests that may wait are being served; try again"
+            ));
+        }
+        w.all += 1;
+        *w.per_uid.entry(uid).or_default() += 1;
+        Ok(())
+    }
+
+    fn end_wait(&self, uid: u32) {
+        let mut w = self.waits.lock().unwrap_or_else(|p| p.into_inner());
+        w.all = w.all.saturating_sub(1);
+        if let Some(n) = w.per_uid.get_mut(&uid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                w.per_uid.remove(&uid);
+            }
+        }
+    }
+
+    /// Start the lease watcher unless it runs: while anyone waits for memory, it takes
+    /// back, every [`LEASE_WATCH`], the unused leases on the GPUs waited for, so that
+    /// memory a program frees into its lease reaches a waiter at once instead of when
+    /// the program exits.
+    fn watch_leases(self: &Arc<Self>) {
+        if self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let desk = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new().name("leases".into()).spawn(move || {
+            loop {
+                std::thread::sleep(LEASE_WATCH);
+                let Some(desk) = desk.upgrade() else { return };
+                let gpus: Vec<u32> =
+                    desk.waiting_bytes().into_iter().filter(|(_, b)| *b > 0).map(|(g, _)| g).collect();
+                if gpus.is_empty() {
+                    desk.watching.store(false, Ordering::Release);
+                    // a wait that began after the look and before the store started no
+                    // watcher: look once more
+                    if desk.waiting_bytes().values().all(|b| *b == 0)
+                        || desk.watching.swap(true, Ordering::AcqRel)
+                    {
+                        return;
+                    }
+                    continue;
+                }
+                for gpu in gpus {
+                    desk.reclaim_leases(gpu);
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            self.watching.store(false, Ordering::Release);
+            tracing::error!(error = %e, "cannot start the lease watcher");
         }
     }
 
@@ -333,6 +567,9 @@ impl MemoryDesk {
             let back = region.lease_reclaim(gpu).min(has);
             if back > 0 && ledger.post_free(gpu, back).is_ok() {
                 held.insert(gpu, has - back);
+                if let Some(job) = &t.job {
+                    job.give_back(gpu, back);
+                }
                 tracing::debug!(tenant = id, gpu, bytes = back, "took back an unused lease");
             }
         }
@@ -349,7 +586,7 @@ impl MemoryDesk {
         }
     }
 
-    fn carry_out(&self, uid: u32, request: Request) -> Reply {
+    fn carry_out(self: &Arc<Self>, uid: u32, request: Request) -> Reply {
         let (tenant, t) = match &request {
             Request::Reserve { tenant, .. }
             | Request::ReserveContext { tenant, .. }
@@ -369,6 +606,9 @@ impl MemoryDesk {
         };
         match request {
             Request::Reserve { gpu, bytes, wait_ms, lease, .. } => {
+                if let Err(why) = t.may_use(tenant, gpu) {
+                    return refused(ErrorCode::Forbidden, why);
+                }
                 if let Some(limit) = t.limit
                     && t.held_total().saturating_add(bytes) > limit
                 {
@@ -380,7 +620,7 @@ impl MemoryDesk {
                     );
                 }
                 if let Some(job) = &t.job
-                    && let Err(why) = job.take(bytes)
+                    && let Err(why) = job.take(gpu, bytes)
                 {
                     return refused(ErrorCode::NoMemory, why);
                 }
@@ -409,13 +649,16 @@ impl MemoryDesk {
                     }
                     Err(e) => {
                         if let Some(job) = &t.job {
-                            job.give_back(bytes);
+                            job.give_back(gpu, bytes);
                         }
                         ledger_refusal(tenant, e)
                     }
                 }
             }
             Request::ReserveContext { gpu, wait_ms, .. } => {
+                if let Err(why) = t.may_use(tenant, gpu) {
+                    return refused(ErrorCode::Forbidden, why);
+                }
                 // one at a time per tenant, so that two threads' first allocations on
                 // a GPU reserve its context once
                 let mut contexts = t.contexts.lock().unwrap_or_else(|p| p.into_inner());
@@ -451,7 +694,7 @@ impl MemoryDesk {
                     Ok(()) => {
                         held.insert(gpu, has - bytes);
                         if let Some(job) = &t.job {
-                            job.give_back(bytes);
+                            job.give_back(gpu, bytes);
                         }
                         Reply::Unreserved { gpu, bytes }
                     }
@@ -465,11 +708,15 @@ impl MemoryDesk {
                 // a job's tenant: what is left of the job's entitlement (and of its own
                 // limit, if it declared one)
                 (limit, Some(job)) => {
-                    let job_free = job.entitled.saturating_sub(job.held.load(Ordering::Acquire));
+                    let cap = job.per_gpu.get(&gpu).copied().unwrap_or(0);
+                    let here = job.held().get(&gpu).copied().unwrap_or(0);
+                    let job_free = cap
+                        .saturating_sub(here)
+                        .min(job.entitled.saturating_sub(job.held_total()));
                     let own = limit.map_or(u64::MAX, |l| l.saturating_sub(t.held_total()));
                     Reply::Memory {
                         free: job_free.min(own),
-                        total: limit.map_or(job.entitled, |l| l.min(job.entitled)),
+                        total: limit.map_or(cap, |l| l.min(cap)),
                     }
                 }
                 (Some(limit), None) => {

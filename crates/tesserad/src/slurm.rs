@@ -68,6 +68,10 @@ pub struct Job {
     pub weight: u32,
     /// Memory its shards entitle it to, all its tenants together.
     pub memory_entitled: u64,
+    /// Its entitlement on each of its GPUs: a GPU's whole memory for a job of whole
+    /// GPUs, else its shards' part (never more than the GPU has); the job's tenants
+    /// together hold at most this on each, and at most `memory_entitled` in all.
+    pub memory_per_gpu: Vec<(u32, u64)>,
     /// Its open tenants.
     pub tenants: BTreeSet<TenantId>,
 }
@@ -117,8 +121,22 @@ impl Job {
                 .min(u128::from(whole)) as u64;
             (grant.shards, bytes)
         };
+        let memory_per_gpu = grant
+            .gpus
+            .iter()
+            .zip(&memories)
+            .map(|(g, m)| (*g, if grant.shards == 0 { *m } else { memory_entitled.min(*m) }))
+            .collect();
         let (class, sla_ms) = classify(&grant, s);
-        Ok(Job { grant, class, sla_ms, weight, memory_entitled, tenants: BTreeSet::new() })
+        Ok(Job {
+            grant,
+            class,
+            sla_ms,
+            weight,
+            memory_entitled,
+            memory_per_gpu,
+            tenants: BTreeSet::new(),
+        })
     }
 
     /// The job as a report; `declared` is what its open tenants declared, `waiting` its

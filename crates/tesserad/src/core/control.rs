@@ -304,9 +304,14 @@ impl Core {
                 }
                 if let Some(desk) = &self.desk {
                     let region = self.conns.get(&conn).map(|c| c.region.clone());
-                    let entitlement =
-                        job.and_then(|j| self.jobs.get(&j).map(|jb| (j, jb.memory_entitled)));
-                    desk.open(id.0, uid, memory, region, entitlement);
+                    let entitlement = job.and_then(|j| {
+                        self.jobs.get(&j).map(|jb| crate::memory::Entitlement {
+                            job: j,
+                            total: jb.memory_entitled,
+                            per_gpu: jb.memory_per_gpu.clone(),
+                        })
+                    });
+                    desk.open(id.0, uid, pid, memory, placed.clone(), region, entitlement);
                 }
                 if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
                     j.tenants.insert(id);
@@ -348,6 +353,9 @@ impl Core {
                         }
                         if let Some(t) = self.tenants.get_mut(&id) {
                             t.placed = vec![home.0];
+                        }
+                        if let Some(desk) = &self.desk {
+                            desk.place(id.0, vec![home.0]);
                         }
                         vec![home.0]
                     }
