@@ -390,6 +390,39 @@ impl Client {
         }
     }
 
+    /// The ledger record `tenant`'s reservations are held under: its client id and a
+    /// descriptor of it, which the program keeps open for its life so that its
+    /// reservations outlive a crash of the daemon.
+    pub fn keep_ledger_record(&mut self, tenant: u64) -> Result<(u64, File), ClientError> {
+        if let Err(e) = proto::write_frame(&mut self.stream, &Request::KeepLedgerRecord { tenant })
+        {
+            return Err(self.refusal_after(e));
+        }
+        match recv_with_fds(&self.stream)? {
+            (Reply::LedgerRecord { client }, fds) => match fds.into_iter().next() {
+                Some(record) => Ok((client, record)),
+                None => Err(ClientError::Protocol("a ledger record without its descriptor".into())),
+            },
+            (other, _) => Err(refused(other)),
+        }
+    }
+
+    /// Take back, for `tenant` (just registered by this program with a daemon that
+    /// restarted), the reservations the ledger kept under the program's record
+    /// `client`; `contexts`: the node's GPUs whose context memory they include. What
+    /// the tenant holds now, per GPU.
+    pub fn adopt(
+        &mut self,
+        tenant: u64,
+        client: u64,
+        contexts: Vec<u32>,
+    ) -> Result<Vec<(u32, u64)>, ClientError> {
+        match self.call(&Request::Adopt { tenant, client, contexts })? {
+            Reply::Adopted { held } => Ok(held),
+            other => Err(refused(other)),
+        }
+    }
+
     /// (free, total) bytes `tenant` sees on GPU `gpu`.
     pub fn memory_info(&mut self, tenant: u64, gpu: u32) -> Result<(u64, u64), ClientError> {
         match self.call(&Request::MemoryInfo { tenant, gpu })? {

@@ -54,6 +54,8 @@ impl Request {
             Request::Unreserve { .. } => "unreserve",
             Request::ReserveContext { .. } => "reserve_context",
             Request::MemoryInfo { .. } => "memory_info",
+            Request::KeepLedgerRecord { .. } => "keep_ledger_record",
+            Request::Adopt { .. } => "adopt",
             Request::Ping => "ping",
         }
     }
@@ -209,6 +211,28 @@ pub enum Request {
         tenant: u64,
         /// The node's GPU index.
         gpu: u32,
+    },
+    /// The descriptor of the ledger record the daemon holds the tenant's reservations
+    /// under, for the program to keep open for its life: its reservations then outlive
+    /// a crash of the daemon (the ledger keeps a client's memory while any process
+    /// holds its record) and end with the program. Answered `LedgerRecord`, with the
+    /// descriptor (`SCM_RIGHTS`).
+    KeepLedgerRecord {
+        /// The tenant (of this connection's uid).
+        tenant: u64,
+    },
+    /// After the daemon restarted: take back, for `tenant` (newly registered by the
+    /// same program), the reservations the ledger kept under the program's record
+    /// `client` (from `LedgerRecord`). Only the program the record names (by pid) may,
+    /// and only while it holds the record. Answered `Adopted`.
+    Adopt {
+        /// The tenant (of this connection's uid, registered by the record's program).
+        tenant: u64,
+        /// The ledger client id `LedgerRecord` named.
+        client: u64,
+        /// The node's GPUs whose context memory the reservations include.
+        #[serde(default)]
+        contexts: Vec<u32>,
     },
     /// Answered at once by the connection (transport benchmark).
     Ping,
@@ -604,6 +628,16 @@ pub enum Reply {
         /// Bytes.
         bytes: u64,
     },
+    /// Answer to `KeepLedgerRecord`; the record's descriptor comes with it.
+    LedgerRecord {
+        /// The ledger client id of the tenant's reservations.
+        client: u64,
+    },
+    /// Answer to `Adopt`: what the tenant holds now, per GPU (contexts included).
+    Adopted {
+        /// (the node's GPU index, bytes) for each GPU it holds memory on.
+        held: Vec<(u32, u64)>,
+    },
     /// Answer to `MemoryInfo`: (free, total) as the tenant should see them.
     Memory {
         /// Bytes the tenant may still reserve there.
@@ -688,6 +722,8 @@ mod tests {
             Request::JobEnd { job: 3 },
             Request::MemoryInfo { tenant: 1, gpu: 0 },
             Request::Unreserve { tenant: 1, gpu: 0, bytes: 1 },
+            Request::KeepLedgerRecord { tenant: 1 },
+            Request::Adopt { tenant: 1, client: 2, contexts: vec![0] },
             Request::Status { tenant: None, uid: None, gpu: None, offset: 0, limit: 0, events: 0 },
         ];
         for r in requests {

@@ -167,17 +167,31 @@ static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 /// (the daemon ends a tenant when its connection closes).
 static TENANT_SOCKET: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
 
+/// The ledger record the tenant of this process keeps open (its reservations live as
+/// long as any process holds it), which a forked child must not keep: the parent's
+/// memory must be released when the parent ends, not when its child does.
+static LEDGER_RECORD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
 /// Runs in a forked child, before `fork()` returns there: only async-signal-safe work.
 extern "C" fn in_forked_child() {
     use std::sync::atomic::Ordering;
     FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
-    let fd = TENANT_SOCKET.swap(-1, Ordering::SeqCst);
-    if fd >= 0 {
-        // SAFETY: close(2) is async-signal-safe; the descriptor is the child's copy of
-        // the parent's tenant socket, which nothing in the child uses again (its own
-        // tenant gets its own connection).
-        unsafe { libc::close(fd) };
+    for fd in [TENANT_SOCKET.swap(-1, Ordering::SeqCst), LEDGER_RECORD.swap(-1, Ordering::SeqCst)]
+    {
+        if fd >= 0 {
+            // SAFETY: close(2) is async-signal-safe; the descriptor is the child's copy
+            // of the parent's tenant socket or ledger record, which nothing in the
+            // child uses again (its own tenant gets its own of each).
+            unsafe { libc::close(fd) };
+        }
     }
+}
+
+/// `record` is the ledger record the current tenant keeps: a forked child closes its
+/// copy at once. The fork handler is installed by [`watch_fork`], which registration
+/// calls first.
+pub fn watch_record(record: std::os::fd::RawFd) {
+    LEDGER_RECORD.store(record, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// [`FORK_GENERATION`]: 0 in the process that loaded the library.

@@ -90,7 +90,9 @@ impl From<&LedgerError> for TesseraStatus {
             LedgerError::Incompatible { .. } => TesseraStatus::TesseraIncompatible,
             LedgerError::Io { .. } => TesseraStatus::TesseraIo,
             LedgerError::UsedAfterFork => TesseraStatus::TesseraForked,
-            LedgerError::BadConfig(_) => TesseraStatus::TesseraBadArgument,
+            LedgerError::BadConfig(_) | LedgerError::NotAdoptable { .. } => {
+                TesseraStatus::TesseraBadArgument
+            }
             LedgerError::Insecure { .. } => TesseraStatus::TesseraInsecure,
             LedgerError::NotALedger { .. } => TesseraStatus::TesseraNotALedger,
             LedgerError::Unrepairable { .. } => TesseraStatus::TesseraUnrepairable,

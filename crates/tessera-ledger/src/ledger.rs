@@ -240,6 +240,14 @@ pub enum LedgerError {
         /// Why.
         reason: String,
     },
+    /// A record could not be adopted ([`Ledger::adopt`]).
+    #[error("cannot adopt ledger client {client}: {reason}")]
+    NotAdoptable {
+        /// The client asked for.
+        client: u64,
+        /// Why not.
+        reason: String,
+    },
     /// The handle was opened by the parent of this (forked) process.
     #[error(
         "this ledger handle was opened before fork(); open a new one in the child (C: call tessera_init again)"
@@ -638,6 +646,41 @@ impl Ledger {
     /// `owner` (its pid as the opener sees it): the handle's rows and record name that
     /// pid, so that `status` and a deadlock's refusal name the program.
     pub fn open_for(cfg: &LedgerConfig, owner: u32) -> Result<Ledger, LedgerError> {
+        Ledger::attach_client(cfg, owner, None)
+    }
+
+    /// A handle on the live client `client` whose record names `owner` and is held by
+    /// that program (see [`Ledger::record_descriptor`]): what a daemon that restarted
+    /// uses to take back the reservations its predecessor made for the program, which
+    /// the ledger kept since the program kept its record alive. The record's lock stays
+    /// the program's; dropping the handle releases everything it holds, as for any.
+    pub fn adopt(cfg: &LedgerConfig, client: u64, owner: u32) -> Result<Ledger, LedgerError> {
+        Ledger::attach_client(cfg, owner, Some(client))
+    }
+
+    /// A descriptor of this handle's record sharing its lock: the client stays alive —
+    /// its reservations held — while any process keeps it open. A daemon hands it to
+    /// the program it holds the handle for.
+    pub fn record_descriptor(&self) -> Result<std::os::fd::OwnedFd, LedgerError> {
+        self.record.descriptor().map_err(|source| LedgerError::Io {
+            what: "duplicating the record of",
+            path: self.records_dir.join(self.record.client.to_string()),
+            source,
+        })
+    }
+
+    /// What this handle holds, per GPU (GPUs it holds nothing on left out).
+    pub fn held(&self) -> Result<Vec<(u32, u64)>, LedgerError> {
+        let l = self.locked()?;
+        let me = self.record.client;
+        Ok(l.state.holders.iter().filter(|h| h.client == me).map(|h| (h.gpu, h.bytes)).collect())
+    }
+
+    fn attach_client(
+        cfg: &LedgerConfig,
+        owner: u32,
+        adopt: Option<u64>,
+    ) -> Result<Ledger, LedgerError> {
         if !capacities_valid(cfg.max_holders, cfg.max_waiters) {
             return Err(LedgerError::BadConfig(format!(
                 "table capacities must be 1..={MAX_TABLE}, got {} holders and {} waiters",
@@ -675,8 +718,12 @@ impl Ledger {
                 state.last_janitor_ns = now_ns();
                 file.write_state(&header, &state).map_err(|e| io("writing", e))?;
             }
-            let record = ClientRecord::create(&records_dir, cfg.access, owner, &shape)
-                .map_err(|e| io("creating this client's record in", e))?;
+            let record = match adopt {
+                None => ClientRecord::create(&records_dir, cfg.access, owner, &shape)
+                    .map_err(|e| io("creating this client's record in", e))?,
+                Some(client) => ClientRecord::adopt(&records_dir, client, owner)
+                    .map_err(|reason| LedgerError::NotAdoptable { client, reason })?,
+            };
             Ok(Ledger {
                 path: cfg.path.clone(),
                 records_dir: records_dir.clone(),

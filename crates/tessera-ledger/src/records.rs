@@ -204,6 +204,47 @@ impl ClientRecord {
         Ok(ClientRecord { file, path, client })
     }
 
+    /// Take over the live record of client `client` in `dir`, whose lock its owner, the
+    /// program `owner` (its pid as the record names it), holds: a daemon that restarted
+    /// adopts the handle its predecessor held for that program. The lock stays the
+    /// program's, so the record lives exactly as long as the program. `Err`: why not.
+    pub(crate) fn adopt(dir: &Path, client: u64, owner: u32) -> Result<ClientRecord, String> {
+        let path = dir.join(client.to_string());
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(crate::access::open_flags())
+            .open(&path)
+            .map_err(|e| format!("no record of client {client}: {e}"))?;
+        let mut body = RecordBody::zeroed();
+        file.read_exact_at(bytemuck::bytes_of_mut(&mut body), 0)
+            .map_err(|e| format!("client {client}'s record cannot be read: {e}"))?;
+        if !body.is_valid(client) {
+            return Err(format!("client {client}'s record is not a valid record"));
+        }
+        if body.pid != owner {
+            return Err(format!(
+                "client {client}'s record belongs to pid {}, not to pid {owner}",
+                body.pid
+            ));
+        }
+        match owner_gone(&file) {
+            Ok(false) => Ok(ClientRecord { file, path, client }),
+            Ok(true) => Err(format!(
+                "client {client}'s record is not held by any process: its program is gone"
+            )),
+            Err(e) => Err(format!("client {client}'s record cannot be checked: {e}")),
+        }
+    }
+
+    /// A descriptor of the record that shares its lock (a duplicate of the same open
+    /// file): while any process keeps one open the client counts as alive. A daemon
+    /// hands it to the program it holds the handle for, so that the program's
+    /// reservations outlive a crash of the daemon and end with the program.
+    pub(crate) fn descriptor(&self) -> io::Result<std::os::fd::OwnedFd> {
+        Ok(self.file.try_clone()?.into())
+    }
+
     /// Record that this client now holds `bytes` on `gpu`.
     pub(crate) fn set(&self, gpu: usize, bytes: u64) {
         if let Err(e) = self.file.write_all_at(&bytes.to_le_bytes(), HELD_OFFSET + gpu as u64 * 8) {

@@ -147,6 +147,38 @@ fn a_handle_opened_for_a_program_names_its_pid() {
     assert_eq!(s.holdings[0].pid, 4242);
 }
 
+/// A live client's record is adopted only by its owner's pid, and the adopter takes
+/// over its holdings (what a restarted daemon does for a program its predecessor held
+/// memory for); a dead client's record cannot be adopted.
+#[test]
+fn a_live_record_is_adopted_by_its_owner_only() {
+    let path = fresh_path("adopt");
+    let cfg = config(&path, &[1000], NotificationPolicy::Fifo);
+    let first = Ledger::open_for(&cfg, 4242).unwrap();
+    first.pre_alloc(0, 600, Wait::NoWait).unwrap();
+    let client = first.client_id();
+    assert!(matches!(
+        Ledger::adopt(&cfg, client, 4243),
+        Err(LedgerError::NotAdoptable { reason, .. }) if reason.contains("pid 4242")
+    ));
+    let second = Ledger::adopt(&cfg, client, 4242).unwrap();
+    assert_eq!(second.client_id(), client);
+    assert_eq!(second.held().unwrap(), vec![(0, 600)]);
+    second.post_free(0, 100).unwrap();
+    assert_eq!(first.held().unwrap(), vec![(0, 500)], "one client, two handles");
+    // the record outlives the handle that made it while a descriptor of it is open
+    let fd = first.record_descriptor().unwrap();
+    std::mem::forget(first); // as a daemon killed by SIGKILL: nothing released
+    drop(fd);
+    drop(second);
+    let other = Ledger::open(&cfg).unwrap();
+    assert_eq!(other.status().unwrap().gpus[0].used, 0, "the adopter's drop released it");
+    assert!(matches!(
+        Ledger::adopt(&cfg, 99, 4242),
+        Err(LedgerError::NotAdoptable { client: 99, .. })
+    ));
+}
+
 #[test]
 fn a_second_client_sees_the_first_clients_configuration() {
     let path = fresh_path("config");

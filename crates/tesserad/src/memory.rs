@@ -30,6 +30,7 @@ use crate::events::{EventLog, NodeEvent};
 use crate::metrics::NodeMetrics;
 use crate::server::ReplyTo;
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -173,6 +174,12 @@ impl JobMemory {
         if let Some(h) = self.held().get_mut(&gpu) {
             *h = h.saturating_sub(bytes);
         }
+    }
+
+    /// Count `bytes` its tenant holds already (adopted after a restart), whatever is
+    /// left: they are held, so they count.
+    fn count(&self, gpu: u32, bytes: u64) {
+        *self.held().entry(gpu).or_default() += bytes;
     }
 }
 
@@ -459,7 +466,13 @@ impl MemoryDesk {
         let desk = self.clone();
         let spawned = std::thread::Builder::new().name("memory".into()).spawn(move || {
             let kind = request.kind();
-            let answer = desk.carry_out(uid, request);
+            let (answer, fd) = match request {
+                Request::KeepLedgerRecord { tenant } => match desk.record_of(uid, tenant) {
+                    Ok((client, fd)) => (Reply::LedgerRecord { client }, Some(fd)),
+                    Err(refusal) => (refusal, None),
+                },
+                request => (desk.carry_out(uid, request), None),
+            };
             if let Reply::Error { code, message } = &answer {
                 if let Some(m) = &desk.metrics {
                     m.refusals.get_or_create(&crate::metrics::reason(*code)).inc();
@@ -473,7 +486,10 @@ impl MemoryDesk {
             if may_wait {
                 desk.end_wait(uid);
             }
-            reply.send(answer);
+            match fd {
+                Some(fd) => reply.send_with_fd(answer, fd),
+                None => reply.send(answer),
+            }
         });
         if let Err(e) = spawned {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -586,17 +602,79 @@ impl MemoryDesk {
         }
     }
 
+    /// The ledger record of `tenant`'s reservations, for its program to keep open
+    /// (opening the tenant's handle if it has none yet).
+    fn record_of(&self, uid: u32, tenant: u64) -> Result<(u64, OwnedFd), Reply> {
+        let t = self.tenant_of(uid, tenant).map_err(|(code, message)| refused(code, message))?;
+        let ledger = t.ledger(&self.ledger).map_err(|why| {
+            refused(ErrorCode::NoCapacity, format!("the node's ledger: {why}"))
+        })?;
+        let fd = ledger
+            .record_descriptor()
+            .map_err(|e| refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}")))?;
+        Ok((ledger.client_id(), fd))
+    }
+
+    /// `Adopt`: give `tenant` the handle on the ledger client `client` a previous
+    /// daemon held for the same program, with what it holds.
+    fn adopt(&self, tenant: u64, t: &TenantMemory, client: u64, contexts: &[u32]) -> Reply {
+        if t.handle.get().is_some() {
+            return refused(
+                ErrorCode::BadRequest,
+                format!("tenant {tenant} has reserved memory of its own already: adopt first"),
+            );
+        }
+        let adopted = match Ledger::adopt(&self.ledger, client, t.pid) {
+            Ok(l) => l,
+            Err(e @ LedgerError::NotAdoptable { .. }) => {
+                return refused(ErrorCode::Forbidden, e.to_string());
+            }
+            Err(e) => return refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}")),
+        };
+        if t.handle.set(Ok(adopted)).is_err() {
+            return refused(ErrorCode::BadRequest, format!("tenant {tenant} reserved meanwhile"));
+        }
+        let Ok(ledger) = t.ledger(&self.ledger) else {
+            return refused(ErrorCode::NoCapacity, "the adopted handle is gone");
+        };
+        let held = match ledger.held() {
+            Ok(h) => h,
+            Err(e) => return refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}")),
+        };
+        let mut books = t.held.lock().unwrap_or_else(|p| p.into_inner());
+        let mut reserved = t.contexts.lock().unwrap_or_else(|p| p.into_inner());
+        for &(gpu, bytes) in &held {
+            // the context's part is held beside the allocations, as when reserved anew
+            let context = if contexts.contains(&gpu) && bytes >= self.context_bytes {
+                reserved.insert(gpu);
+                self.context_bytes
+            } else {
+                0
+            };
+            books.insert(gpu, bytes - context);
+            if let Some(job) = &t.job {
+                job.count(gpu, bytes - context);
+            }
+        }
+        tracing::info!(tenant, client, pid = t.pid, ?held, "adopted the reservations of a program the previous daemon served");
+        Reply::Adopted { held }
+    }
+
     fn carry_out(self: &Arc<Self>, uid: u32, request: Request) -> Reply {
         let (tenant, t) = match &request {
             Request::Reserve { tenant, .. }
             | Request::ReserveContext { tenant, .. }
             | Request::Unreserve { tenant, .. }
-            | Request::MemoryInfo { tenant, .. } => match self.tenant_of(uid, *tenant) {
+            | Request::MemoryInfo { tenant, .. }
+            | Request::Adopt { tenant, .. } => match self.tenant_of(uid, *tenant) {
                 Ok(t) => (*tenant, t),
                 Err((code, message)) => return refused(code, message),
             },
             _ => return refused(ErrorCode::BadRequest, "not a memory request"),
         };
+        if let Request::Adopt { client, contexts, .. } = &request {
+            return self.adopt(tenant, &t, *client, contexts);
+        }
         let ledger = match t.ledger(&self.ledger) {
             Ok(l) => l,
             Err(why) => {

@@ -73,14 +73,24 @@ impl Connections {
 #[derive(Debug)]
 pub struct ReplyTo {
     conn: ConnId,
-    tx: Sender<(ConnId, Reply)>,
+    tx: Sender<Answer>,
     waker: Arc<Waker>,
 }
+
+/// An answer for a connection, with a descriptor to pass along with it, if any.
+type Answer = (ConnId, Reply, Option<std::os::fd::OwnedFd>);
 
 impl ReplyTo {
     /// Answer (and wake the control loop).
     pub fn send(self, reply: Reply) {
-        if self.tx.send((self.conn, reply)).is_ok() {
+        if self.tx.send((self.conn, reply, None)).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Answer with a descriptor for the client (`SCM_RIGHTS`).
+    pub fn send_with_fd(self, reply: Reply, fd: std::os::fd::OwnedFd) {
+        if self.tx.send((self.conn, reply, Some(fd))).is_ok() {
             let _ = self.waker.wake();
         }
     }
@@ -216,7 +226,7 @@ impl Server {
 struct Loop<'a> {
     server: &'a Server,
     registry: mio::Registry,
-    tx: Sender<(ConnId, Reply)>,
+    tx: Sender<Answer>,
     conns: HashMap<ConnId, Conn>,
     per_uid: HashMap<u32, u32>,
     next_conn: ConnId,
@@ -298,11 +308,14 @@ impl Loop<'_> {
         }
     }
 
-    fn replies(&mut self, rx: &Receiver<(ConnId, Reply)>) {
-        while let Ok((conn, reply)) = rx.try_recv() {
+    fn replies(&mut self, rx: &Receiver<Answer>) {
+        while let Ok((conn, reply, fd)) = rx.try_recv() {
             let Some(c) = self.conns.get_mut(&conn) else { continue };
             c.awaiting = false;
-            c.outbuf.extend_from_slice(&frame(&reply));
+            match fd {
+                None => c.outbuf.extend_from_slice(&frame(&reply)),
+                Some(fd) => send_with_fd(conn, c, &reply, fd),
+            }
             // frames that waited behind this request, and data left unread meanwhile
             self.ready(conn, true);
         }
@@ -437,7 +450,9 @@ impl Loop<'_> {
             request @ (Request::Reserve { .. }
             | Request::ReserveContext { .. }
             | Request::Unreserve { .. }
-            | Request::MemoryInfo { .. }) => {
+            | Request::MemoryInfo { .. }
+            | Request::KeepLedgerRecord { .. }
+            | Request::Adopt { .. }) => {
                 c.awaiting = true;
                 let reply = ReplyTo { conn, tx: self.tx.clone(), waker: server.waker.clone() };
                 server.desk.submit(c.uid, c.pid, request, reply);
@@ -481,6 +496,35 @@ impl Loop<'_> {
         }
         self.server.mailbox.send(Msg::Disconnected { conn });
         tracing::debug!(conn, pid = c.pid, "client disconnected");
+    }
+}
+
+/// Send `reply` with `fd` (`SCM_RIGHTS`): at once if nothing is pending before it (one
+/// request at a time: the client waits for this answer, so it reads), finishing the
+/// frame if the kernel takes it in parts; a client that left earlier answers unread
+/// gets the answer without the descriptor, which it reports as a protocol error.
+fn send_with_fd(conn: ConnId, c: &mut Conn, reply: &Reply, fd: std::os::fd::OwnedFd) {
+    if !c.outbuf.is_empty() {
+        let _ = c.stream.write(&c.outbuf).map(|n| c.outbuf.drain(..n).count());
+    }
+    let bytes = frame(reply);
+    if !c.outbuf.is_empty() {
+        tracing::info!(conn, pid = c.pid, "answers unread: a descriptor is not sent");
+        c.outbuf.extend_from_slice(&bytes);
+        return;
+    }
+    let fds = [fd.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut cmsg = SendAncillaryBuffer::new(&mut space);
+    cmsg.push(SendAncillaryMessage::ScmRights(&fds));
+    match rustix::net::sendmsg(&c.stream, &[IoSlice::new(&bytes)], &mut cmsg, SendFlags::NOSIGNAL)
+    {
+        // the rest of the frame, if any, goes as the loop writes
+        Ok(n) => c.outbuf.extend_from_slice(&bytes[n..]),
+        Err(e) => {
+            tracing::info!(conn, pid = c.pid, error = %e, "a descriptor could not be sent");
+            c.outbuf.extend_from_slice(&bytes);
+        }
     }
 }
 

@@ -94,7 +94,9 @@ impl Core {
             | Request::Reserve { .. }
             | Request::ReserveContext { .. }
             | Request::Unreserve { .. }
-            | Request::MemoryInfo { .. } => {
+            | Request::MemoryInfo { .. }
+            | Request::KeepLedgerRecord { .. }
+            | Request::Adopt { .. } => {
                 err(ErrorCode::BadRequest, "handled by the connection".into())
             }
             Request::Status { tenant, uid: of_uid, gpu, offset, limit, events } => Reply::Status(

@@ -1,0 +1,213 @@
+//! A daemon killed with SIGKILL and started again — what systemd's `Restart=on-failure`
+//! does — loses no reservation and grants nothing twice (issue 51, item 2), with real
+//! processes: `tessera daemon` on one emulated 1 GiB GPU, and unmodified programs under
+//! `tessera run` on the fake driver (NVIDIA's `cuda.h`; skipped with the reason where it
+//! cannot be fetched). Three restarts in a row.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+use tessera_client::Client;
+
+const MIB: u64 = 1 << 20;
+
+/// A process killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_daemon(socket: &Path, ledger: &Path) -> Killed {
+    let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["daemon", "--emulate", "--speedup", "10", "--gpus", "1", "--gpu-memory-mib"])
+        .arg("1024")
+        .args(["--policy", "round-robin", "--socket"])
+        .arg(socket)
+        .arg("--ledger")
+        .arg(ledger)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    let t = Instant::now();
+    while Client::connect_control(socket).and_then(|mut c| c.status()).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(20), "the daemon did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// A program of memory_app's `hold` mode under `tessera run`, driven line by line.
+struct Program {
+    child: Killed,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Program {
+    fn start(s: &Setup, args: &[&str], wait: &str) -> Program {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("run")
+            .arg("--preload")
+            .arg(&s.preload)
+            .arg("--socket")
+            .arg(&s.socket)
+            .arg("--")
+            .arg(&s.app)
+            .args(args)
+            .env("LD_LIBRARY_PATH", &s.dir)
+            .env("TESSERA_MEMORY_WAIT", wait)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Program { child: Killed(child), stdin, stdout }
+    }
+
+    /// The next line starting with `allocated`, `freed`, `done` or `error`.
+    fn next(&mut self) -> String {
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.0.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                panic!("the program ended: {err}");
+            }
+            if ["allocated", "freed", "done", "error"].iter().any(|w| line.starts_with(w)) {
+                return line.trim().to_string();
+            }
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.0.id()
+    }
+}
+
+struct Setup {
+    dir: PathBuf,
+    app: PathBuf,
+    preload: PathBuf,
+    socket: PathBuf,
+    _scratch: common::Scratch,
+}
+
+/// What the daemon at `socket` reports: its tenants' (pid, memory held) and the GPU's
+/// granted memory.
+fn books(socket: &Path) -> (Vec<(u32, u64)>, u64) {
+    let s = Client::connect_control(socket).unwrap().status().unwrap();
+    (s.tenants.iter().map(|t| (t.pid, t.memory_held)).collect(), s.gpus[0].memory_used)
+}
+
+/// A program that is asked for 768 MiB on the GPU where `a` holds 768 MiB of 1,024
+/// gets out-of-memory at once (it does not wait): nothing is granted twice.
+fn no_double_grant(s: &Setup) {
+    let mut b = Program::start(s, &["hold", "768"], "none");
+    let first = b.next();
+    assert!(first.starts_with("error alloc 2"), "a second 768 MiB was granted: {first}");
+}
+
+#[test]
+fn a_killed_daemon_restarted_three_times_loses_no_reservation_and_grants_nothing_twice() {
+    let Some(scratch) = common::scratch("restart") else { return };
+    scratch.fake_driver();
+    let app = tessera_driver::testing::build_c_program(
+        &scratch.artifacts,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-cuda/tests/memory_app.c"),
+        &scratch.dir.join("memory_app"),
+    )
+    .unwrap();
+    let preload = if scratch.bin.join("libtessera_cuda.so").is_file() {
+        scratch.bin.join("libtessera_cuda.so")
+    } else {
+        scratch.bin.join("deps/libtessera_cuda.so")
+    };
+    let s = Setup {
+        dir: scratch.dir.clone(),
+        app,
+        preload,
+        socket: scratch.dir.join("d.sock"),
+        _scratch: scratch,
+    };
+    let ledger = s.dir.join("ledger");
+    let mut daemon = start_daemon(&s.socket, &ledger);
+    let mut a = Program::start(&s, &["hold", "768"], "forever");
+    assert_eq!(a.next().split_whitespace().next(), Some("allocated"));
+    // a program that dies while the daemon is down
+    let mut d = Program::start(&s, &["hold", "100"], "forever");
+    assert_eq!(d.next().split_whitespace().next(), Some("allocated"));
+    no_double_grant(&s);
+    for round in 0..3 {
+        daemon.0.kill().unwrap();
+        daemon.0.wait().unwrap();
+        if round == 0 {
+            d.child.0.kill().unwrap();
+            d.child.0.wait().unwrap();
+        }
+        daemon = start_daemon(&s.socket, &ledger);
+        // A is re-adopted without doing anything: it shows in status under its own pid
+        let t = Instant::now();
+        loop {
+            let (tenants, _) = books(&s.socket);
+            if let Some((_, held)) = tenants.iter().find(|(pid, _)| *pid == a.pid()) {
+                assert!(*held >= 768 * MIB, "round {round}: A holds {held} bytes");
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "round {round}: A was not re-adopted: {tenants:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        no_double_grant(&s);
+        // the dead program's 100 MiB came back; A's 768 MiB (and at most one lease
+        // chunk) are all that is granted
+        let t = Instant::now();
+        loop {
+            let (tenants, used) = books(&s.socket);
+            if used <= (768 + 64) * MIB && used >= 768 * MIB {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "round {round}: {used} bytes granted, tenants {tenants:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // A's later frees return its memory: then another program's 768 MiB fits
+    a.say("free");
+    assert_eq!(a.next().split_whitespace().next(), Some("freed"));
+    let mut b = Program::start(&s, &["hold", "768"], "2000");
+    let got = b.next();
+    assert!(got.starts_with("allocated"), "after A's free: {got}");
+    b.say("exit");
+    assert_eq!(b.next(), "done");
+    a.say("exit");
+    assert_eq!(a.next(), "done");
+    let (_, used) = books(&s.socket);
+    let t = Instant::now();
+    let mut used = used;
+    while used != 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "{used} bytes still granted at the end");
+        std::thread::sleep(Duration::from_millis(50));
+        used = books(&s.socket).1;
+    }
+    drop(daemon);
+}
