@@ -469,7 +469,7 @@ impl MemoryDesk {
             let (answer, fd) = match request {
                 Request::KeepLedgerRecord { tenant } => match desk.record_of(uid, tenant) {
                     Ok((client, fd)) => (Reply::LedgerRecord { client }, Some(fd)),
-                    Err(refusal) => (refusal, None),
+                    Err((code, message)) => (refused(code, message), None),
                 },
                 request => (desk.carry_out(uid, request), None),
             };
@@ -604,14 +604,14 @@ impl MemoryDesk {
 
     /// The ledger record of `tenant`'s reservations, for its program to keep open
     /// (opening the tenant's handle if it has none yet).
-    fn record_of(&self, uid: u32, tenant: u64) -> Result<(u64, OwnedFd), Reply> {
-        let t = self.tenant_of(uid, tenant).map_err(|(code, message)| refused(code, message))?;
-        let ledger = t.ledger(&self.ledger).map_err(|why| {
-            refused(ErrorCode::NoCapacity, format!("the node's ledger: {why}"))
-        })?;
+    fn record_of(&self, uid: u32, tenant: u64) -> Result<(u64, OwnedFd), (ErrorCode, String)> {
+        let t = self.tenant_of(uid, tenant)?;
+        let ledger = t
+            .ledger(&self.ledger)
+            .map_err(|why| (ErrorCode::NoCapacity, format!("the node's ledger: {why}")))?;
         let fd = ledger
             .record_descriptor()
-            .map_err(|e| refused(ErrorCode::NoCapacity, format!("the node's ledger: {e}")))?;
+            .map_err(|e| (ErrorCode::NoCapacity, format!("the node's ledger: {e}")))?;
         Ok((ledger.client_id(), fd))
     }
 
