@@ -202,6 +202,9 @@ impl Tenant {
     /// (a restarted daemon adopts them, `readopt`). A daemon that cannot hand it over
     /// only loses that (logged).
     fn keep_record(&self) {
+        if self.record_refused.load(Ordering::Relaxed) {
+            return;
+        }
         let Ok(mut kept) = self.record.lock() else { return };
         if kept.is_some() {
             return;
@@ -212,7 +215,12 @@ impl Tenant {
                 line(format_args!("ledger record {client} kept"));
                 *kept = Some((client, file));
             }
-            Err(e) => line(format_args!("the ledger record was not handed over: {e}")),
+            Err(e) => {
+                if matches!(e, ClientError::Refused { code: ErrorCode::BadRequest, .. }) {
+                    self.record_refused.store(true, Ordering::Relaxed);
+                }
+                line(format_args!("the ledger record was not handed over: {e}"));
+            }
         }
     }
 

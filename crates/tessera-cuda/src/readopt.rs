@@ -101,6 +101,7 @@ impl Tenant {
             None => Err("this program kept no ledger record".into()),
         };
         crate::real::watch_fork(client.socket_fd());
+        self.record_refused.store(false, Ordering::Relaxed);
         self.session.store(Arc::new(Session {
             client: Mutex::new(client),
             id: placement.tenant,

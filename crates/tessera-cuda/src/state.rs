@@ -263,6 +263,7 @@ impl State {
             options,
             gpus_asked: config.gpus,
             record: Mutex::new(None),
+            record_refused: AtomicBool::new(false),
             readopting: Mutex::new(None),
             slice: config.slice,
             last_launch: Default::default(),

@@ -45,6 +45,9 @@ pub struct Tenant {
     /// this process keeps open for its life, so that they outlive a crash of the
     /// daemon), once it reserved anything.
     pub(crate) record: Mutex<Option<(u64, std::fs::File)>>,
+    /// The daemon does not hand records over (an older one): not asked again until a
+    /// daemon re-adopts the program.
+    pub(crate) record_refused: AtomicBool,
     /// One re-adoption at a time, and when the last was tried.
     pub(crate) readopting: Mutex<Option<std::time::Instant>>,
     /// The slice a launch asks for.
