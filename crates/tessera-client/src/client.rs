@@ -298,6 +298,18 @@ impl Client {
         gpus: u32,
         visible: Option<Vec<String>>,
     ) -> Result<Placement, ClientError> {
+        self.register_placed_as(o, gpus, visible, false)
+    }
+
+    /// [`Client::register_within`] for a program that may be moved to any GPU it may
+    /// see (`migratable`: it reserves memory on any of them).
+    pub fn register_placed_as(
+        &mut self,
+        o: TenantOptions,
+        gpus: u32,
+        visible: Option<Vec<String>>,
+        migratable: bool,
+    ) -> Result<Placement, ClientError> {
         let req = Request::Register {
             class: o.class,
             sla_ms: o.sla.as_millis() as u64,
@@ -308,6 +320,7 @@ impl Client {
             model: None,
             job: o.job,
             visible,
+            migratable,
         };
         match self.call(&req)? {
             Reply::Registered { tenant, gpus, uuids, pid } => {
@@ -335,6 +348,7 @@ impl Client {
             model: Some(crate::proto::ModelSpec { name: name.into(), profile: profile.into() }),
             job: None,
             visible: None,
+            migratable: false,
         };
         match self.call(&req)? {
             Reply::Registered { tenant, .. } => Ok(tenant),

@@ -111,6 +111,11 @@ pub enum Request {
         /// whose `CUDA_VISIBLE_DEVICES` device cgroups renumber from 0).
         #[serde(default)]
         visible: Option<Vec<String>>,
+        /// The program may be moved to any GPU it may see (DCUDA's migration,
+        /// `TESSERA_MIGRATION`): it reserves memory on any of them, not only where it
+        /// is placed. Left out when false, so a daemon of before it reads the request.
+        #[serde(default, skip_serializing_if = "is_false")]
+        migratable: bool,
     },
     /// A Slurm job starts on this node (its Prolog, as root): root and the daemon's
     /// user only.
@@ -240,6 +245,10 @@ pub enum Request {
 
 fn one() -> u32 {
     1
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 /// An inference model a tenant serves.
@@ -745,6 +754,7 @@ mod tests {
             model: Some(ModelSpec { name: "r".into(), profile: "resnet50".into() }),
             job: Some(17),
             visible: Some(vec!["1".into(), "GPU-fa".into()]),
+            migratable: true,
         };
         write_frame(&mut buf, &msg).unwrap();
         assert_eq!(read_frame::<Request>(&mut buf.as_slice()).unwrap(), msg);
@@ -764,6 +774,7 @@ mod tests {
                 model: None,
                 job: None,
                 visible: None,
+                migratable: false,
             }
         );
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();

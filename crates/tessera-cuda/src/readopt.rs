@@ -67,15 +67,17 @@ impl Tenant {
         }
         *last = Some(Instant::now());
         let nodes = self.node_list();
-        let within = Some(nodes.iter().map(u32::to_string).collect());
+        // on the same GPUs (a migratable program: anywhere, as the first time; it
+        // follows its slices where the daemon grants them)
+        let within = (!self.migratable).then(|| nodes.iter().map(u32::to_string).collect());
         let mut client = Client::connect(&self.socket).map_err(|e| e.to_string())?;
         let placement = client
-            .register_within(self.options, self.gpus_asked, within)
+            .register_placed_as(self.options, self.gpus_asked, within, self.migratable)
             .map_err(|e| format!("registering again: {e}"))?;
         let (mut placed, mut wanted) = (placement.gpus.clone(), nodes.clone());
         placed.sort_unstable();
         wanted.sort_unstable();
-        if placed != wanted {
+        if placed != wanted && !self.migratable {
             complain(&format!(
                 "the restarted tesserad placed this program on GPU(s) {:?}, but it runs on {nodes:?}: not re-adopted",
                 placement.gpus

@@ -171,8 +171,9 @@ impl State {
         let visible = std::env::var("CUDA_VISIBLE_DEVICES")
             .ok()
             .map(|v| v.split(',').map(|e| e.trim().to_string()).collect::<Vec<_>>());
+        let migratable = matches!(binding, Binding::NodeOrder);
         let registered = Client::connect(&config.socket).and_then(|mut c| {
-            let placement = c.register_within(options.clone(), config.gpus, visible)?;
+            let placement = c.register_placed_as(options, config.gpus, visible, migratable)?;
             Ok((c, placement))
         });
         let (client, placement) = match (registered, config.on_no_daemon) {
@@ -262,6 +263,7 @@ impl State {
             }),
             options,
             gpus_asked: config.gpus,
+            migratable,
             record: Mutex::new(None),
             record_refused: AtomicBool::new(false),
             readopting: Mutex::new(None),

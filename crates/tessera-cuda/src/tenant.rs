@@ -41,6 +41,8 @@ pub struct Tenant {
     pub(crate) options: TenantOptions,
     /// GPUs it asked for at registration.
     pub(crate) gpus_asked: u32,
+    /// It may be moved to any GPU it sees (`TESSERA_MIGRATION`), and registered so.
+    pub(crate) migratable: bool,
     /// The ledger record its reservations are held under (client id, and a descriptor
     /// this process keeps open for its life, so that they outlive a crash of the
     /// daemon), once it reserved anything.

@@ -432,6 +432,17 @@ impl MemoryDesk {
         }
     }
 
+    /// The daemon moved the tenant to `gpu` (DCUDA's balancer): it may reserve there
+    /// too (its program moves its reservations there before returning those it leaves).
+    pub fn allow(&self, tenant: u64, gpu: u32) {
+        if let Some(t) = self.tenants().get(&tenant) {
+            let mut gpus = t.gpus.lock().unwrap_or_else(|p| p.into_inner());
+            if !gpus.is_empty() && !gpus.contains(&gpu) {
+                gpus.push(gpu);
+            }
+        }
+    }
+
     /// A tenant closed: its waits give up and its handle, once no request uses it, is
     /// dropped — which releases everything it held in the ledger.
     pub fn close(&self, tenant: u64) {

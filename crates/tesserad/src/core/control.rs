@@ -112,6 +112,7 @@ impl Core {
                 model,
                 job,
                 visible,
+                migratable,
             } => {
                 if self.draining {
                     return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
@@ -313,7 +314,13 @@ impl Core {
                             per_gpu: jb.memory_per_gpu.clone(),
                         })
                     });
-                    desk.open(id.0, uid, pid, memory, placed.clone(), region, entitlement);
+                    // a migratable program may be moved to any GPU it may see
+                    let may_use = match (&within, migratable && job.is_none()) {
+                        (_, false) => placed.clone(),
+                        (Some(w), true) => w.clone(),
+                        (None, true) => Vec::new(),
+                    };
+                    desk.open(id.0, uid, pid, memory, may_use, region, entitlement);
                 }
                 if let Some(j) = job.and_then(|j| self.jobs.get_mut(&j)) {
                     j.tenants.insert(id);
@@ -356,7 +363,9 @@ impl Core {
                         if let Some(t) = self.tenants.get_mut(&id) {
                             t.placed = vec![home.0];
                         }
-                        if let Some(desk) = &self.desk {
+                        if let Some(desk) = &self.desk
+                            && !migratable
+                        {
                             desk.place(id.0, vec![home.0]);
                         }
                         vec![home.0]

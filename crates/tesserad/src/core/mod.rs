@@ -1001,6 +1001,10 @@ impl Core {
                 // would follow on demand while it runs on `to`
                 let pause = self.balance.as_ref().map_or(Nanos::ZERO, |(_, p)| *p);
                 self.totals.migrations += 1;
+                // the program's reservations follow it there
+                if let Some(desk) = &self.desk {
+                    desk.allow(tenant.0, to.0);
+                }
                 let uid = self.tenants.get(&tenant).map(|t| t.uid);
                 self.log(
                     uid,
