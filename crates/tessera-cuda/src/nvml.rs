@@ -3,8 +3,13 @@
 //! shows the program:
 //!
 //! - devices: only the GPUs the daemon placed the tenant on, numbered as the program's
-//!   CUDA ordinals (NVML itself ignores `CUDA_VISIBLE_DEVICES`); a look-up by index,
-//!   UUID, PCI bus id or serial of any other GPU finds nothing;
+//!   CUDA ordinals (NVML itself ignores `CUDA_VISIBLE_DEVICES`). Every entry point that
+//!   hands out a device handle is governed: a look-up by index, UUID, PCI bus id or
+//!   serial of any other GPU finds nothing, the topology look-ups and a unit's GPUs
+//!   list the tenant's GPUs only, a MIG device's handle is refused (whole GPUs are
+//!   placed), a GPU instance, compute instance or event of another GPU is not found;
+//!   and every entry point that takes a handle refuses one of another GPU (which the
+//!   program could only have forged), those not governed otherwise in `devices`;
 //! - memory: the figures `cuMemGetInfo` gives (the tenant's limit and what it holds,
 //!   or the GPU's capacity and what the ledger has not granted);
 //! - processes: the tenant's own process only;
@@ -25,16 +30,22 @@
 // the hooks carry NVML's own names
 #![allow(non_snake_case)]
 
-use crate::state::{Tenant, complain, state};
+use crate::state::{complain, state};
+use crate::tenant::Tenant;
 use nvml_wrapper_sys::bindings::{
-    NvmlLib, nvmlDevice_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlProcessDetail_v1_t,
+    NvmlLib, nvmlAccountingStats_t, nvmlComputeInstance_t, nvmlComputeInstanceInfo_t, nvmlDevice_t,
+    nvmlEncoderSessionInfo_t, nvmlEventData_t, nvmlEventSet_t, nvmlFBCSessionInfo_t,
+    nvmlGpuInstance_t, nvmlGpuInstanceInfo_t, nvmlGpuP2PCapsIndex_t, nvmlGpuP2PStatus_t,
+    nvmlGpuTopologyLevel_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlProcessDetail_v1_t,
     nvmlProcessDetailList_t, nvmlProcessInfo_t, nvmlProcessInfo_v1_t,
     nvmlProcessUtilizationInfo_v1_t, nvmlProcessUtilizationSample_t,
-    nvmlProcessesUtilizationInfo_t, nvmlReturn_t, nvmlUtilization_t,
+    nvmlProcessesUtilizationInfo_t, nvmlReturn_t, nvmlUnit_t, nvmlUtilization_t,
 };
 use std::cell::Cell;
+use std::ffi::c_int;
 use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// NVML's return codes the hooks give.
 mod code {
@@ -45,6 +56,8 @@ mod code {
     pub use b::nvmlReturn_enum_NVML_ERROR_LIBRARY_NOT_FOUND as LIBRARY_NOT_FOUND;
     pub use b::nvmlReturn_enum_NVML_ERROR_NOT_FOUND as NOT_FOUND;
     pub use b::nvmlReturn_enum_NVML_ERROR_NOT_READY as NOT_READY;
+    pub use b::nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED as NOT_SUPPORTED;
+    pub use b::nvmlReturn_enum_NVML_ERROR_TIMEOUT as TIMEOUT;
     pub use b::nvmlReturn_enum_NVML_ERROR_UNINITIALIZED as UNINITIALIZED;
     pub use b::nvmlReturn_enum_NVML_ERROR_UNKNOWN as UNKNOWN;
     pub use b::nvmlReturn_enum_NVML_SUCCESS as SUCCESS;
@@ -130,7 +143,6 @@ fn guarded(name: &str, body: impl FnOnce() -> nvmlReturn_t) -> nvmlReturn_t {
 }
 
 /// What the tenant sees of NVML: its GPUs in the program's order.
-#[derive(Clone)]
 struct View {
     /// The tenant it was made for (a forked child's tenant is another).
     tenant: u64,
@@ -145,17 +157,17 @@ struct View {
 /// passes through). Made on first use after NVML was initialised, from the tenant's
 /// placement: each GPU found by the UUID the daemon gave, else by the node index
 /// (which the daemon and NVML share when it has no UUIDs).
-fn view() -> Option<View> {
-    static VIEW: Mutex<Option<View>> = Mutex::new(None);
+fn view() -> Option<Arc<View>> {
+    static VIEW: Mutex<Option<Arc<View>>> = Mutex::new(None);
     let tenant = state().tenant()?;
     let mut slot = VIEW.lock().ok()?;
     if let Some(v) = slot.as_ref()
         && v.tenant == tenant.id()
     {
-        return Some(v.clone());
+        return Some(Arc::clone(v));
     }
-    let made = make_view(tenant)?;
-    *slot = Some(made.clone());
+    let made = Arc::new(make_view(tenant)?);
+    *slot = Some(Arc::clone(&made));
     Some(made)
 }
 
@@ -190,15 +202,43 @@ impl View {
     fn ordinal(&self, handle: nvmlDevice_t) -> Option<usize> {
         self.gpus.iter().position(|g| g.0 == handle as usize)
     }
+
+    /// Whether `handle` is one of the tenant's GPUs.
+    fn shows(&self, handle: nvmlDevice_t) -> bool {
+        self.ordinal(handle).is_some()
+    }
 }
 
-/// A hook for a per-device query: `None` passes the call through (not a tenant, or a
-/// handle that is not one of its GPUs: only NVML's own look-ups hand those out, which
-/// the hooks refuse); `Some((view, ordinal))` governs it.
-fn governed(handle: nvmlDevice_t) -> Option<(View, usize)> {
-    let v = view()?;
-    let i = v.ordinal(handle)?;
-    Some((v, i))
+/// A device handle a program gave a hook, as the tenant's view sees it.
+enum Seen {
+    /// Not a tenant (or its view is not made yet): NVML's own answer.
+    Unmanaged,
+    /// One of the tenant's GPUs: the view and the program's ordinal of it.
+    Mine(Arc<View>, usize),
+    /// Any other: a GPU the tenant is not placed on, or no GPU at all. Every route to a
+    /// handle is governed, so the program can hold one only by forging it; it is
+    /// refused as NVML refuses a handle that is not a device's.
+    Hidden,
+}
+
+fn seen(handle: nvmlDevice_t) -> Seen {
+    let Some(v) = view() else { return Seen::Unmanaged };
+    match v.ordinal(handle) {
+        Some(i) => Seen::Mine(v, i),
+        None => Seen::Hidden,
+    }
+}
+
+/// What a hook answers for a [`Seen::Hidden`] handle: `NVML_ERROR_INVALID_ARGUMENT`, as
+/// for a handle that is no device's (which GPU it names, if any, is not told).
+const HIDDEN: nvmlReturn_t = code::INVALID_ARGUMENT;
+
+/// Refuse `name` for a tenant, with one line (once per entry point and process).
+fn refused(name: &str, said: &AtomicBool, why: &str) -> nvmlReturn_t {
+    if !said.swap(true, Ordering::Relaxed) {
+        complain(&format!("{name} is refused: {why}"));
+    }
+    code::NOT_SUPPORTED
 }
 
 /// `nvmlInit` and its variants: NVML's own, then the process becomes a tenant (if
@@ -420,14 +460,19 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo(
     memory: *mut nvmlMemory_t,
 ) -> nvmlReturn_t {
     guarded("nvmlDeviceGetMemoryInfo", || {
+        let mine = match seen(device) {
+            Seen::Hidden => return HIDDEN,
+            Seen::Mine(v, i) => Some(v.gpus[i].1),
+            Seen::Unmanaged => None,
+        };
         let r = nvml!(nvmlDeviceGetMemoryInfo(device, memory));
         if r != code::SUCCESS || memory.is_null() {
             return r;
         }
-        let Some((v, i)) = governed(device) else { return r };
+        let Some(ordinal) = mine else { return r };
         // SAFETY: checked non-null; the real call just filled it.
         let m = unsafe { &mut *memory };
-        if let Some((free, total)) = tenant_memory(v.gpus[i].1, m.free, m.total) {
+        if let Some((free, total)) = tenant_memory(ordinal, m.free, m.total) {
             (m.free, m.total, m.used) = (free, total, total - free);
         }
         r
@@ -442,14 +487,19 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     memory: *mut nvmlMemory_v2_t,
 ) -> nvmlReturn_t {
     guarded("nvmlDeviceGetMemoryInfo_v2", || {
+        let mine = match seen(device) {
+            Seen::Hidden => return HIDDEN,
+            Seen::Mine(v, i) => Some(v.gpus[i].1),
+            Seen::Unmanaged => None,
+        };
         let r = nvml!(nvmlDeviceGetMemoryInfo_v2(device, memory));
         if r != code::SUCCESS || memory.is_null() {
             return r;
         }
-        let Some((v, i)) = governed(device) else { return r };
+        let Some(ordinal) = mine else { return r };
         // SAFETY: checked non-null; the real call just filled it.
         let m = unsafe { &mut *memory };
-        if let Some((free, total)) = tenant_memory(v.gpus[i].1, m.free, m.total) {
+        if let Some((free, total)) = tenant_memory(ordinal, m.free, m.total) {
             (m.free, m.total, m.used, m.reserved) = (free, total, total - free, 0);
         }
         r
@@ -465,14 +515,19 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(
     utilization: *mut nvmlUtilization_t,
 ) -> nvmlReturn_t {
     guarded("nvmlDeviceGetUtilizationRates", || {
+        let node = match seen(device) {
+            Seen::Hidden => return HIDDEN,
+            Seen::Mine(v, i) => Some(v.gpus[i].2),
+            Seen::Unmanaged => None,
+        };
         let r = nvml!(nvmlDeviceGetUtilizationRates(device, utilization));
         if r != code::SUCCESS || utilization.is_null() {
             return r;
         }
-        let Some((v, i)) = governed(device) else { return r };
+        let Some(node) = node else { return r };
         let Some(t) = state().tenant() else { return r };
         let busy = match recent_busy(t) {
-            Ok(b) => b.get(&v.gpus[i].2).copied().unwrap_or(0.0),
+            Ok(b) => b.get(&node).copied().unwrap_or(0.0),
             Err(_) => return code::UNKNOWN,
         };
         // SAFETY: checked non-null; the real call just filled it.
@@ -563,9 +618,10 @@ macro_rules! own_processes {
         #[doc = concat!("`", stringify!($name), "`: the tenant's own process only.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $name(device: nvmlDevice_t, count: *mut c_uint, infos: *mut $info) -> nvmlReturn_t {
-            guarded(stringify!($name), || match governed(device) {
-                None => nvml!($name(device, count, infos)),
-                Some((v, _)) => filtered_list(count, infos, |p: &$info| p.pid == v.pid, |n, buf| {
+            guarded(stringify!($name), || match seen(device) {
+                Seen::Unmanaged => nvml!($name(device, count, infos)),
+                Seen::Hidden => HIDDEN,
+                Seen::Mine(v, _) => filtered_list(count, infos, |p: &$info| p.pid == v.pid, |n, buf| {
                     nvml!($name(device, n, buf))
                 }),
             })
@@ -591,8 +647,10 @@ pub extern "C" fn nvmlDeviceGetRunningProcessDetailList(
     list: *mut nvmlProcessDetailList_t,
 ) -> nvmlReturn_t {
     guarded("nvmlDeviceGetRunningProcessDetailList", || {
-        let Some((v, _)) = governed(device) else {
-            return nvml!(nvmlDeviceGetRunningProcessDetailList(device, list));
+        let v = match seen(device) {
+            Seen::Unmanaged => return nvml!(nvmlDeviceGetRunningProcessDetailList(device, list)),
+            Seen::Hidden => return HIDDEN,
+            Seen::Mine(v, _) => v,
         };
         if list.is_null() {
             return code::INVALID_ARGUMENT;
@@ -626,9 +684,12 @@ pub extern "C" fn nvmlDeviceGetProcessUtilization(
     count: *mut c_uint,
     last_seen: c_ulonglong,
 ) -> nvmlReturn_t {
-    guarded("nvmlDeviceGetProcessUtilization", || match governed(device) {
-        None => nvml!(nvmlDeviceGetProcessUtilization(device, samples, count, last_seen)),
-        Some((v, _)) => filtered_list(
+    guarded("nvmlDeviceGetProcessUtilization", || match seen(device) {
+        Seen::Unmanaged => {
+            nvml!(nvmlDeviceGetProcessUtilization(device, samples, count, last_seen))
+        }
+        Seen::Hidden => HIDDEN,
+        Seen::Mine(v, _) => filtered_list(
             count,
             samples,
             |s: &nvmlProcessUtilizationSample_t| s.pid == v.pid,
@@ -644,8 +705,10 @@ pub extern "C" fn nvmlDeviceGetProcessesUtilizationInfo(
     info: *mut nvmlProcessesUtilizationInfo_t,
 ) -> nvmlReturn_t {
     guarded("nvmlDeviceGetProcessesUtilizationInfo", || {
-        let Some((v, _)) = governed(device) else {
-            return nvml!(nvmlDeviceGetProcessesUtilizationInfo(device, info));
+        let v = match seen(device) {
+            Seen::Unmanaged => return nvml!(nvmlDeviceGetProcessesUtilizationInfo(device, info)),
+            Seen::Hidden => return HIDDEN,
+            Seen::Mine(v, _) => v,
         };
         if info.is_null() {
             return code::INVALID_ARGUMENT;
@@ -678,15 +741,262 @@ pub extern "C" fn nvmlDeviceGetAccountingPids(
     count: *mut c_uint,
     pids: *mut c_uint,
 ) -> nvmlReturn_t {
-    guarded("nvmlDeviceGetAccountingPids", || match governed(device) {
-        None => nvml!(nvmlDeviceGetAccountingPids(device, count, pids)),
-        Some((v, _)) => filtered_list(
+    guarded("nvmlDeviceGetAccountingPids", || match seen(device) {
+        Seen::Unmanaged => nvml!(nvmlDeviceGetAccountingPids(device, count, pids)),
+        Seen::Hidden => HIDDEN,
+        Seen::Mine(v, _) => filtered_list(
             count,
             pids,
             |p: &c_uint| *p == v.pid,
             |n, buf| nvml!(nvmlDeviceGetAccountingPids(device, n, buf)),
         ),
     })
+}
+
+/// Encoder and frame-buffer-capture sessions: the tenant's own process's only.
+macro_rules! own_sessions {
+    ($($name:ident: $info:ty;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: the tenant's own process's sessions only.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $name(device: nvmlDevice_t, count: *mut c_uint, infos: *mut $info) -> nvmlReturn_t {
+            guarded(stringify!($name), || match seen(device) {
+                Seen::Unmanaged => nvml!($name(device, count, infos)),
+                Seen::Hidden => HIDDEN,
+                Seen::Mine(v, _) => filtered_list(count, infos, |p: &$info| p.pid == v.pid, |n, buf| {
+                    nvml!($name(device, n, buf))
+                }),
+            })
+        }
+    )*};
+}
+own_sessions! {
+    nvmlDeviceGetEncoderSessions: nvmlEncoderSessionInfo_t;
+    nvmlDeviceGetFBCSessions: nvmlFBCSessionInfo_t;
+}
+
+/// `nvmlDeviceGetAccountingStats`: of the tenant's own process only (another pid is
+/// `NVML_ERROR_NOT_FOUND`, as a process NVML has no record of).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetAccountingStats(
+    device: nvmlDevice_t,
+    pid: c_uint,
+    stats: *mut nvmlAccountingStats_t,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetAccountingStats", || match seen(device) {
+        Seen::Hidden => HIDDEN,
+        Seen::Mine(v, _) if pid != v.pid => code::NOT_FOUND,
+        _ => nvml!(nvmlDeviceGetAccountingStats(device, pid, stats)),
+    })
+}
+
+/// A topology look-up's list (`count` zero: how many there are; else up to `count`
+/// handles), with only the tenant's GPUs in it: NVML's whole list is read into a buffer
+/// of this module's own (neither its length nor its handles reach the program), then
+/// what is kept is handed out as NVML would.
+fn topology_list(
+    v: &View,
+    count: *mut c_uint,
+    out: *mut nvmlDevice_t,
+    mut fill: impl FnMut(&mut c_uint, *mut nvmlDevice_t) -> nvmlReturn_t,
+) -> nvmlReturn_t {
+    if count.is_null() {
+        return code::INVALID_ARGUMENT;
+    }
+    let mut n: c_uint = 0;
+    let r = fill(&mut n, std::ptr::null_mut());
+    if r != code::SUCCESS {
+        return r;
+    }
+    let mut all: Vec<nvmlDevice_t> = vec![std::ptr::null_mut(); n as usize];
+    if n > 0 {
+        let r = fill(&mut n, all.as_mut_ptr());
+        if r != code::SUCCESS {
+            return r;
+        }
+        all.truncate(n as usize);
+    }
+    let kept: Vec<nvmlDevice_t> = all.into_iter().filter(|h| v.shows(*h)).collect();
+    // SAFETY: checked non-null: the caller's count word.
+    let room = unsafe { *count } as usize;
+    if room == 0 {
+        // SAFETY: as above.
+        unsafe { *count = kept.len() as c_uint };
+        return code::SUCCESS;
+    }
+    if out.is_null() {
+        return code::INVALID_ARGUMENT;
+    }
+    let given = kept.len().min(room);
+    // SAFETY: the caller's array holds `room` >= `given` handles; its count word.
+    unsafe {
+        std::ptr::copy_nonoverlapping(kept.as_ptr(), out, given);
+        *count = given as c_uint;
+    }
+    code::SUCCESS
+}
+
+/// `nvmlSystemGetTopologyGpuSet`: the GPUs near a CPU, the tenant's only.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlSystemGetTopologyGpuSet(
+    cpu: c_uint,
+    count: *mut c_uint,
+    devices: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    guarded("nvmlSystemGetTopologyGpuSet", || match view() {
+        None => nvml!(nvmlSystemGetTopologyGpuSet(cpu, count, devices)),
+        Some(v) => topology_list(&v, count, devices, |n, buf| {
+            nvml!(nvmlSystemGetTopologyGpuSet(cpu, n, buf))
+        }),
+    })
+}
+
+/// `nvmlDeviceGetTopologyNearestGpus`: the GPUs nearest one of the tenant's, the
+/// tenant's only.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetTopologyNearestGpus(
+    device: nvmlDevice_t,
+    level: nvmlGpuTopologyLevel_t,
+    count: *mut c_uint,
+    devices: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    guarded("nvmlDeviceGetTopologyNearestGpus", || match seen(device) {
+        Seen::Unmanaged => nvml!(nvmlDeviceGetTopologyNearestGpus(device, level, count, devices)),
+        Seen::Hidden => HIDDEN,
+        Seen::Mine(v, _) => topology_list(&v, count, devices, |n, buf| {
+            nvml!(nvmlDeviceGetTopologyNearestGpus(device, level, n, buf))
+        }),
+    })
+}
+
+/// `nvmlUnitGetDevices` (S-class units): the unit's GPUs, the tenant's only.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlUnitGetDevices(
+    unit: nvmlUnit_t,
+    count: *mut c_uint,
+    devices: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    guarded("nvmlUnitGetDevices", || match view() {
+        None => nvml!(nvmlUnitGetDevices(unit, count, devices)),
+        Some(v) => filtered_list(
+            count,
+            devices,
+            |h: &nvmlDevice_t| v.shows(*h),
+            |n, buf| nvml!(nvmlUnitGetDevices(unit, n, buf)),
+        ),
+    })
+}
+
+/// An entry point that relates two GPUs: both must be the tenant's.
+macro_rules! device_pair {
+    ($($name:ident ( $($arg:ident : $ty:ty),* );)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: of two of the tenant's GPUs only.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $name(device1: nvmlDevice_t, device2: nvmlDevice_t $(, $arg: $ty)*) -> nvmlReturn_t {
+            guarded(stringify!($name), || match (seen(device1), seen(device2)) {
+                (Seen::Hidden, _) | (_, Seen::Hidden) => HIDDEN,
+                _ => nvml!($name(device1, device2 $(, $arg)*)),
+            })
+        }
+    )*};
+}
+device_pair! {
+    nvmlDeviceOnSameBoard(same: *mut c_int);
+    nvmlDeviceGetTopologyCommonAncestor(level: *mut nvmlGpuTopologyLevel_t);
+    nvmlDeviceGetP2PStatus(index: nvmlGpuP2PCapsIndex_t, status: *mut nvmlGpuP2PStatus_t);
+}
+
+/// `nvmlDeviceGetMigDeviceHandleByIndex`: refused for a tenant — tesserad places a
+/// program on whole GPUs, and a MIG device's handle would be one outside its view.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: nvmlDevice_t,
+    index: c_uint,
+    mig: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    guarded("nvmlDeviceGetMigDeviceHandleByIndex", || match seen(device) {
+        Seen::Unmanaged => nvml!(nvmlDeviceGetMigDeviceHandleByIndex(device, index, mig)),
+        Seen::Hidden => HIDDEN,
+        Seen::Mine(..) => refused(
+            "nvmlDeviceGetMigDeviceHandleByIndex",
+            &SAID,
+            "tesserad places a program on whole GPUs; it sees no MIG device",
+        ),
+    })
+}
+
+/// `nvmlDeviceGetDeviceHandleFromMigDeviceHandle`: only a GPU the tenant was placed
+/// on.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
+    mig: nvmlDevice_t,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    look_up("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", device, || {
+        nvml!(nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig, device))
+    })
+}
+
+/// An entry point that fills a struct naming a GPU (`$field`, its parent device) from
+/// a handle of a GPU's part: answered only when it names one of the tenant's GPUs (the
+/// part is reached from a device handle, which every hook checks; this is the second
+/// lock), else the struct is cleared and `NVML_ERROR_NOT_FOUND` answered.
+macro_rules! part_of_device {
+    ($($name:ident ( $part:ident : $pty:ty, $info:ident : *mut $ity:ty ) . $field:ident;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: of a part of one of the tenant's GPUs only.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $name($part: $pty, $info: *mut $ity) -> nvmlReturn_t {
+            guarded(stringify!($name), || {
+                let r = nvml!($name($part, $info));
+                if r != code::SUCCESS || $info.is_null() {
+                    return r;
+                }
+                let Some(v) = view() else { return r };
+                // SAFETY: checked non-null; the real call just filled it.
+                if v.shows(unsafe { (*$info).$field }) {
+                    return r;
+                }
+                // SAFETY: as above; a plain C struct, all zeroes valid
+                unsafe { std::ptr::write_bytes($info, 0, 1) };
+                code::NOT_FOUND
+            })
+        }
+    )*};
+}
+part_of_device! {
+    nvmlGpuInstanceGetInfo(instance: nvmlGpuInstance_t, info: *mut nvmlGpuInstanceInfo_t).device;
+    nvmlComputeInstanceGetInfo(instance: nvmlComputeInstance_t, info: *mut nvmlComputeInstanceInfo_t).device;
+    nvmlComputeInstanceGetInfo_v2(instance: nvmlComputeInstance_t, info: *mut nvmlComputeInstanceInfo_t).device;
+}
+
+/// An event wait: an event of a GPU outside the tenant's view (registering one needs
+/// its handle, which every hook refuses; this is the second lock) is not handed out —
+/// the wait answers `NVML_ERROR_TIMEOUT`, the event data cleared.
+macro_rules! event_wait {
+    ($($name:ident;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: events of the tenant's GPUs only.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $name(set: nvmlEventSet_t, data: *mut nvmlEventData_t, timeout_ms: c_uint) -> nvmlReturn_t {
+            guarded(stringify!($name), || {
+                let r = nvml!($name(set, data, timeout_ms));
+                if r != code::SUCCESS || data.is_null() {
+                    return r;
+                }
+                let Some(v) = view() else { return r };
+                // SAFETY: checked non-null; the real call just filled it.
+                if v.shows(unsafe { (*data).device }) {
+                    return r;
+                }
+                // SAFETY: as above; a plain C struct, all zeroes valid
+                unsafe { std::ptr::write_bytes(data, 0, 1) };
+                code::TIMEOUT
+            })
+        }
+    )*};
+}
+event_wait! {
+    nvmlEventSetWait;
+    nvmlEventSetWait_v2;
 }
 
 /// The governed entry points, named once: [`hook_for`] answers their hooks by name,
@@ -700,8 +1010,10 @@ macro_rules! governed_entry_points {
             $(if name == stringify!($name).as_bytes() {
                 return Some($name as *mut c_void);
             })*
-            (name == b"nvmlDeviceGetHandleByUUIDV")
-                .then_some(nvmlDeviceGetHandleByUUIDV as *mut c_void)
+            if name == b"nvmlDeviceGetHandleByUUIDV" {
+                return Some(nvmlDeviceGetHandleByUUIDV as *mut c_void);
+            }
+            devices::hook_for(name)
         }
 
         #[allow(dead_code)]
@@ -739,4 +1051,22 @@ governed_entry_points!(
     nvmlDeviceGetProcessUtilization,
     nvmlDeviceGetProcessesUtilizationInfo,
     nvmlDeviceGetAccountingPids,
+    nvmlDeviceGetAccountingStats,
+    nvmlDeviceGetEncoderSessions,
+    nvmlDeviceGetFBCSessions,
+    nvmlSystemGetTopologyGpuSet,
+    nvmlDeviceGetTopologyNearestGpus,
+    nvmlUnitGetDevices,
+    nvmlDeviceOnSameBoard,
+    nvmlDeviceGetTopologyCommonAncestor,
+    nvmlDeviceGetP2PStatus,
+    nvmlDeviceGetMigDeviceHandleByIndex,
+    nvmlDeviceGetDeviceHandleFromMigDeviceHandle,
+    nvmlGpuInstanceGetInfo,
+    nvmlComputeInstanceGetInfo,
+    nvmlComputeInstanceGetInfo_v2,
+    nvmlEventSetWait,
+    nvmlEventSetWait_v2,
 );
+
+mod devices;

@@ -174,3 +174,83 @@ fn a_monitoring_tool_sees_its_placed_gpu_as_device_0() {
     assert!(!calls.lines().any(|l| l == "nvmlDeviceGetHandleByIndex_v2 0"), "{calls}");
     assert!(calls.lines().any(|l| l == "nvmlDeviceGetName"), "{calls}");
 }
+
+/// Every route NVML has to a device handle, tried by a tenant placed on one GPU of two
+/// (issue 51 item 9), beside a neighbour tenant on the same GPU: the topology look-ups
+/// (the GPUs near CPU 0, the GPUs nearest its own), the S-class unit's GPUs, the MIG
+/// devices (refused for a tenant, with one line), and the look-ups by UUID, PCI bus id
+/// and serial find its own GPU only; a handle of the other GPU forged from its own (the
+/// fake NVML's handles are 4 bytes apart) is refused by every entry point that takes
+/// one (NVML_ERROR_INVALID_ARGUMENT, 2), even one NVML answers unchanged for its own
+/// GPU (the name), or one relating two GPUs; the encoder sessions list its own process
+/// only, and another pid's accounting is not found (6). The same program outside tessera
+/// reaches the other GPU by each route and sees both processes: the difference is the
+/// interposer's. Before, the topology, unit and MIG routes and every forged handle
+/// passed through.
+#[test]
+fn no_route_reaches_a_gpu_the_tenant_is_not_placed_on() {
+    let Some((s, app)) = nvml_setup("nvml-routes") else { return };
+    let prefix = s.dir.join("timeline");
+    let gpu0 = [("CUDA_VISIBLE_DEVICES", "0")];
+    let mut neighbour = s.app(&["alloc", "10", "8000"], &gpu0);
+    neighbour.env("FAKE_CUDA_TIMELINE", &prefix).env("FAKE_CUDA_STATS", "0");
+    let mut neighbour = Reaped(neighbour.spawn().unwrap());
+    wait_for(&mut neighbour, "allocated");
+    let knobs = [("FORGE_STRIDE", "4"), ("FAKE_NVML_MIG", "1")];
+    let mut tenant = s.app_at(&app, &["16", "0", "3000"], &gpu0);
+    tenant.envs(knobs).env("FAKE_CUDA_TIMELINE", &prefix).env("FAKE_CUDA_STATS", "0");
+    let mut tenant = Reaped(tenant.spawn().unwrap());
+    let lines = wait_for(&mut tenant, "done");
+    let out: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+    let outside = Command::new(&app)
+        .args(["0", "0", "0"])
+        .envs(knobs)
+        .env("LD_LIBRARY_PATH", &s.dir)
+        .env("FAKE_CUDA_TIMELINE", &prefix)
+        .env("NVML_ONLY", "1")
+        .output()
+        .unwrap();
+    let outside = String::from_utf8_lossy(&outside.stdout).into_owned();
+    let (tenant_pid, neighbour_pid) = (u64::from(tenant.id()), u64::from(neighbour.id()));
+    let _ = tenant.0.wait();
+    let err = stderr_of(&mut tenant.0);
+    drop(neighbour);
+
+    let (mine, other) =
+        ("GPU-fa000000-0000-0000-0000-000000000000", "GPU-fa000000-0000-0000-0000-000000000001");
+    assert_eq!(field(&out, "count after"), "1", "{out}");
+    assert_eq!(field(&out, "gpuset"), format!("0 1 {mine}"), "{out}");
+    assert_eq!(field(&out, "nearest"), "0 0", "{out}");
+    assert_eq!(field(&out, "unit"), format!("0 1 {mine}"), "{out}");
+    assert_eq!(field(&out, "mig"), "3", "NVML_ERROR_NOT_SUPPORTED: {out}");
+    assert_eq!(err.matches("nvmlDeviceGetMigDeviceHandleByIndex is refused").count(), 1, "{err}");
+    assert!(!out.contains("frommig"), "{out}");
+    for kind in ["uuid", "pci", "serial"] {
+        assert_eq!(field(&out, &format!("lookup {kind} 1")), "6 -1", "{out}");
+    }
+    assert_eq!(field(&out, "forged 1"), "2 2 2 2 2", "{out}");
+    assert_eq!(numbers(field(&out, "encoder")), [0, tenant_pid], "{out}");
+    assert_eq!(field(&out, "accounting"), "6", "{out}");
+
+    // outside tessera: every route reaches the other GPU
+    assert_eq!(field(&outside, "gpuset"), format!("0 2 {mine},{other}"), "{outside}");
+    assert_eq!(field(&outside, "nearest"), format!("0 1 {other}"), "{outside}");
+    assert_eq!(field(&outside, "unit"), format!("0 2 {mine},{other}"), "{outside}");
+    assert_eq!(field(&outside, "mig"), "0", "{outside}");
+    assert_eq!(field(&outside, "frommig"), format!("0 1 {mine}"), "{outside}");
+    assert_eq!(field(&outside, "forged 1"), "0 0 0 0 0", "{outside}");
+    let mut sessions = numbers(field(&outside, "encoder"));
+    sessions.sort_unstable();
+    let mut both = vec![0, tenant_pid, neighbour_pid];
+    both.sort_unstable();
+    assert_eq!(sessions, both, "{outside}");
+}
+
+/// What `child` wrote on stderr.
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut err = String::new();
+    if let Some(e) = child.stderr.as_mut() {
+        let _ = std::io::Read::read_to_string(e, &mut err);
+    }
+    err
+}

@@ -17,6 +17,18 @@
  * Look-ups: "lookup KIND PHYSICAL RESULT INDEX" (INDEX by nvmlDeviceGetIndex, -1 when
  * not found), "byindex N RESULT". "pid PID" first. "error STEP CODE" on a failure,
  * exiting 2.
+ * The other routes to a device handle, from its device 0 (after the look-ups): "gpuset
+ * RESULT N UUID,..." (nvmlSystemGetTopologyGpuSet of CPU 0: how many, then the
+ * handles), "nearest RESULT N UUID,..." (nvmlDeviceGetTopologyNearestGpus, system
+ * level), "unit RESULT N UUID,..." (nvmlUnitGetDevices of unit 0), "mig RESULT"
+ * (nvmlDeviceGetMigDeviceHandleByIndex 0) and, when that found one, "frommig RESULT
+ * UUID" (nvmlDeviceGetDeviceHandleFromMigDeviceHandle); "encoder RESULT PID,..."
+ * (nvmlDeviceGetEncoderSessions), "accounting RESULT" (nvmlDeviceGetAccountingStats
+ * of pid 1). FORGE_STRIDE=s: each other GPU's handle forged from device 0's (the fake
+ * NVML's handles are s bytes apart, by physical index), then "forged PHYSICAL NAME
+ * MEMORY PROCESSES SAMEBOARD NEAREST" (the results of nvmlDeviceGetName,
+ * nvmlDeviceGetMemoryInfo, nvmlDeviceGetComputeRunningProcesses_v3,
+ * nvmlDeviceOnSameBoard and nvmlDeviceGetTopologyNearestGpus with it).
  */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <cuda.h>
@@ -90,6 +102,76 @@ static void view(const char *phase) {
         nvmlUtilization_t u;
         CHECK("utilization", NVML(nvmlDeviceGetUtilizationRates)(d, &u));
         printf("utilization %s %u %u %u\n", phase, i, u.gpu, u.memory);
+    }
+}
+
+/* "KIND RESULT N UUID,..." for a list of `n` handles */
+static void handles(const char *kind, nvmlReturn_t r, unsigned n, const nvmlDevice_t *list) {
+    printf("%s %d %u ", kind, (int)r, r == NVML_SUCCESS ? n : 0);
+    for (unsigned k = 0; r == NVML_SUCCESS && k < n; k++) {
+        char uuid[NVML_DEVICE_UUID_BUFFER_SIZE] = "?";
+        NVML(nvmlDeviceGetUUID)(list[k], uuid, sizeof uuid);
+        printf("%s%s", k ? "," : "", uuid);
+    }
+    printf("\n");
+}
+
+/* Every route to a device handle but the look-ups, from `own` (the program's device 0),
+ * and forged handles of the machine's other GPUs. */
+static void routes(nvmlDevice_t own, int machine) {
+    nvmlDevice_t list[16];
+    unsigned n = 0;
+    nvmlReturn_t r = NVML(nvmlSystemGetTopologyGpuSet)(0, &n, 0);
+    if (r == NVML_SUCCESS && n > 0) {
+        n = n > 16 ? 16 : n;
+        r = NVML(nvmlSystemGetTopologyGpuSet)(0, &n, list);
+    }
+    handles("gpuset", r, n, list);
+    n = 0;
+    r = NVML(nvmlDeviceGetTopologyNearestGpus)(own, NVML_TOPOLOGY_SYSTEM, &n, 0);
+    if (r == NVML_SUCCESS && n > 0) {
+        n = n > 16 ? 16 : n;
+        r = NVML(nvmlDeviceGetTopologyNearestGpus)(own, NVML_TOPOLOGY_SYSTEM, &n, list);
+    }
+    handles("nearest", r, n, list);
+    nvmlUnit_t unit;
+    n = 16;
+    r = NVML(nvmlUnitGetHandleByIndex)(0, &unit);
+    if (r == NVML_SUCCESS) r = NVML(nvmlUnitGetDevices)(unit, &n, list);
+    handles("unit", r, n, list);
+    nvmlDevice_t mig = 0, parent = 0;
+    r = NVML(nvmlDeviceGetMigDeviceHandleByIndex)(own, 0, &mig);
+    printf("mig %d\n", (int)r);
+    if (r == NVML_SUCCESS) {
+        r = NVML(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(mig, &parent);
+        handles("frommig", r, 1, &parent);
+    }
+    nvmlEncoderSessionInfo_t sessions[16];
+    n = 16;
+    r = NVML(nvmlDeviceGetEncoderSessions)(own, &n, sessions);
+    printf("encoder %d ", (int)r);
+    for (unsigned k = 0; r == NVML_SUCCESS && k < n; k++) printf("%s%u", k ? "," : "", sessions[k].pid);
+    printf("\n");
+    nvmlAccountingStats_t stats;
+    printf("accounting %d\n", (int)NVML(nvmlDeviceGetAccountingStats)(own, 1, &stats));
+    long stride = getenv("FORGE_STRIDE") ? atol(getenv("FORGE_STRIDE")) : 0;
+    if (!stride) return;
+    char uuid[NVML_DEVICE_UUID_BUFFER_SIZE] = "";
+    CHECK("uuid", NVML(nvmlDeviceGetUUID)(own, uuid, sizeof uuid));
+    int mine = (int)strtol(uuid + strlen(uuid) - 2, 0, 16);
+    for (int g = 0; g < machine; g++) {
+        if (g == mine) continue;
+        nvmlDevice_t forged = (nvmlDevice_t)((char *)own + (g - mine) * stride);
+        char name[NVML_DEVICE_NAME_BUFFER_SIZE];
+        nvmlMemory_t m;
+        nvmlProcessInfo_t procs[16];
+        unsigned np = 16, nn = 0;
+        int same = 0;
+        printf("forged %d %d %d %d %d %d\n", g, (int)NVML(nvmlDeviceGetName)(forged, name, sizeof name),
+               (int)NVML(nvmlDeviceGetMemoryInfo)(forged, &m),
+               (int)NVML(nvmlDeviceGetComputeRunningProcesses_v3)(forged, &np, procs),
+               (int)NVML(nvmlDeviceOnSameBoard)(own, forged, &same),
+               (int)NVML(nvmlDeviceGetTopologyNearestGpus)(forged, NVML_TOPOLOGY_SYSTEM, &nn, 0));
     }
 }
 
@@ -171,6 +253,8 @@ int main(int argc, char **argv) {
     CHECK("count", NVML(nvmlDeviceGetCount_v2)(&count));
     nvmlDevice_t d;
     printf("byindex %u %d\n", count, (int)NVML(nvmlDeviceGetHandleByIndex_v2)(count, &d));
+    CHECK("handle", NVML(nvmlDeviceGetHandleByIndex_v2)(0, &d));
+    routes(d, machine);
     printf("done\n");
     struct timespec hold = {hold_ms / 1000, (hold_ms % 1000) * 1000000};
     nanosleep(&hold, 0);

@@ -40,8 +40,16 @@
  * capturing stream, and "potentially unsafe" calls (cuCtxSynchronize here) made while
  * this thread has a capture not in relaxed mode or any thread one in global mode, fail
  * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate those captures, whose
- * cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. A graph
- * replays what its capture recorded (the spin kernels' time) when launched.
+ * cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; so does
+ * work on the legacy stream while a blocking stream captures, which fails with
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (the legacy stream cannot be captured itself). A
+ * graph replays what its capture recorded (the spin kernels' time) when launched.
+ *
+ * Every entry point here that cuda.h also declares as a _ptsz/_ptds variant (what a
+ * program built with CUDA_API_PER_THREAD_DEFAULT_STREAM, nvcc's --default-stream
+ * per-thread, calls) has that variant too, where, as on the real driver, the NULL
+ * stream is the calling thread's per-thread default stream (CU_STREAM_PER_THREAD, a
+ * blocking stream of its own, which can be captured), not the legacy stream.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -69,14 +77,22 @@ static __thread CUcontext current;
 enum kind { SPIN, ECHO, AXPY, NOOP, KINDS };
 static struct fn { int dev; int kind; } fns[MAX_DEVICES][KINDS];
 struct mod { int dev; const char *image; };
-/* streams belong to a device too; 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are the
- * current context's */
+/* streams belong to a device too. Special handles: 0 is the legacy stream (NULL stream)
+ * — or, given to a _ptsz/_ptds entry point, the calling thread's per-thread default
+ * stream, as the real driver reads it — CU_STREAM_LEGACY the legacy stream and
+ * CU_STREAM_PER_THREAD the calling thread's per-thread default stream, whatever entry
+ * point they are given to; both belong to the current context's device. */
+struct graph;
 struct stream {
-    int dev, live;
-    /* stream capture: capturing (a CUstreamCaptureStatus), its mode and thread, and
-     * what it recorded (launches, spin time) */
+    int dev, live, flags;
+    int per_thread; /* a thread's per-thread default stream (made on its first use) */
+    /* stream capture: capturing (a CUstreamCaptureStatus), its mode, thread and id, the
+     * graph it records into (a new one, or the one cuStreamBeginCaptureToGraph named),
+     * and what it recorded (launches, spin time) */
     int capture, mode;
     pthread_t owner;
+    unsigned long long id;
+    struct graph *graph, *into;
     long launches;
     uint64_t spin_ns;
 };
@@ -84,11 +100,8 @@ struct stream {
 static int global_captures;
 static __thread int my_strict_captures;
 struct graph { long launches; uint64_t spin_ns; };
-static int stream_ok(CUstream h, int dev) {
-    if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return 1;
-    const struct stream *s = (const struct stream *)h;
-    return s->live && s->dev == dev;
-}
+/* the legacy stream: never captures */
+static struct stream legacy_stream = {.live = 1};
 
 static pthread_mutex_t books = PTHREAD_MUTEX_INITIALIZER;
 static int retains[MAX_DEVICES];
@@ -550,6 +563,10 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUm
     if (!pool) return CUDA_ERROR_INVALID_VALUE;
     return alloc_on(((struct pool *)pool)->dev, dptr, bytesize, "cuMemAllocFromPoolAsync");
 }
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                              CUstream hStream) {
+    return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
+}
 /* peer access: any two devices this process sees */
 CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev) {
     NEED_INIT();
@@ -739,27 +756,86 @@ CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice d
     log_call("cuMemPrefetchAsync %zu to %d -> %d", count, (int)dstDevice, (int)r);
     return r;
 }
+CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream) {
+    return cuMemPrefetchAsync(devPtr, count, dstDevice, hStream);
+}
+/* A synchronous copy is work on the legacy stream — or, by a _ptds entry point, on the
+ * calling thread's per-thread default stream — done at once; not while a capture makes
+ * that stream unusable (see the stream capture entry points below). */
+static CUresult sync_copy_on(int ptds);
 CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
     NEED_CTX();
-    memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
-    return CUDA_SUCCESS;
+    CUresult r = sync_copy_on(0);
+    if (r == CUDA_SUCCESS) memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
+    return r;
+}
+CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+    NEED_CTX();
+    CUresult r = sync_copy_on(1);
+    if (r == CUDA_SUCCESS) memcpy((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
+    return r;
 }
 CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
     NEED_CTX();
-    memcpy(dstHost, (void *)(uintptr_t)srcDevice, ByteCount);
-    return CUDA_SUCCESS;
+    CUresult r = sync_copy_on(0);
+    if (r == CUDA_SUCCESS) memcpy(dstHost, (void *)(uintptr_t)srcDevice, ByteCount);
+    return r;
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+    NEED_CTX();
+    CUresult r = sync_copy_on(1);
+    if (r == CUDA_SUCCESS) memcpy(dstHost, (void *)(uintptr_t)srcDevice, ByteCount);
+    return r;
 }
 
-/* the stream if it is a created one in capture (active or invalidated) */
-static struct stream *capturing(CUstream h) {
-    if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return 0;
-    struct stream *s = (struct stream *)h;
-    return s->capture != CU_STREAM_CAPTURE_STATUS_NONE ? s : 0;
-}
-/* every stream in capture, for invalidation (created streams are never freed) */
+/* every stream that may capture (created ones and per-thread default streams, never
+ * freed), for invalidation */
 #define MAX_STREAMS 1024
 static struct stream *streams[MAX_STREAMS];
 static int stream_count;
+static void remember_stream(struct stream *s) {
+    pthread_mutex_lock(&books);
+    if (stream_count < MAX_STREAMS) streams[stream_count++] = s;
+    pthread_mutex_unlock(&books);
+}
+/* The calling thread's per-thread default stream, made on its first use (never freed,
+ * like a created stream: a thread that exits leaves it idle); it belongs to the current
+ * context's device. Null if it cannot be made. */
+static __thread struct stream *my_per_thread;
+static struct stream *per_thread_stream(void) {
+    if (!my_per_thread) {
+        struct stream *s = calloc(1, sizeof *s);
+        if (!s) return 0;
+        s->live = 1;
+        s->per_thread = 1;
+        remember_stream(s);
+        my_per_thread = s;
+    }
+    if (my_per_thread->capture == CU_STREAM_CAPTURE_STATUS_NONE) my_per_thread->dev = dev_of_current();
+    return my_per_thread;
+}
+/* The stream handle `h` names, given to a plain entry point (ptsz 0) or to a _ptsz/_ptds
+ * one (ptsz 1): see struct stream. */
+static struct stream *stream_of(CUstream h, int ptsz) {
+    if (h == CU_STREAM_PER_THREAD || (!h && ptsz)) return per_thread_stream();
+    if (!h || h == CU_STREAM_LEGACY) {
+        legacy_stream.dev = dev_of_current();
+        return &legacy_stream;
+    }
+    return (struct stream *)h;
+}
+/* Whether `s` can take work on device `dev` (a created stream of another device, or a
+ * destroyed one, cannot). */
+static int stream_ok(const struct stream *s, int dev) {
+    if (!s) return 0;
+    if (s == &legacy_stream || s->per_thread) return 1;
+    return s->live && s->dev == dev;
+}
+/* `s` if it is in capture (active or invalidated) */
+static struct stream *capturing(struct stream *s) {
+    if (!s || s == &legacy_stream) return 0;
+    return s->capture != CU_STREAM_CAPTURE_STATUS_NONE ? s : 0;
+}
 /* a potentially unsafe call while captures forbid it: those captures are invalidated */
 static int unsafe_during_capture(void) {
     if (!my_strict_captures && !global_captures) return 0;
@@ -775,21 +851,63 @@ static int unsafe_during_capture(void) {
     log_call("unsafe call during stream capture: captures invalidated");
     return 1;
 }
+/* The legacy stream synchronises with every blocking stream of its device (a created
+ * stream without CU_STREAM_NON_BLOCKING, and every thread's per-thread default stream):
+ * while one of them captures, the legacy stream is unusable ("an implicit dependency
+ * on the capturing stream"). Whether one captures now; with `invalidate`, work on the
+ * legacy stream was attempted, which invalidates those captures (cuda.h,
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
+static int blocking_capture(int invalidate) {
+    int d = dev_of_current(), found = 0;
+    pthread_mutex_lock(&books);
+    for (int i = 0; i < stream_count; i++) {
+        struct stream *s = streams[i];
+        if (s->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE || s->dev != d || (s->flags & CU_STREAM_NON_BLOCKING)) continue;
+        found = 1;
+        if (invalidate) s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    }
+    pthread_mutex_unlock(&books);
+    if (found && invalidate) log_call("legacy stream used during stream capture: captures invalidated");
+    return found;
+}
+/* Work is about to be put on `s` (the checks every entry point that enqueues does):
+ * CUDA_SUCCESS, or why not. A capturing stream that was invalidated refuses work. */
+static CUresult enqueue_on(struct stream *s) {
+    if (!stream_ok(s, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    if (s == &legacy_stream && blocking_capture(1)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    if (s->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    return CUDA_SUCCESS;
+}
 
-CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
-                                unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-                                unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
-    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)extra;
+static CUresult sync_copy_on(int ptds) {
+    struct stream *s = stream_of(0, ptds);
+    if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (s == &legacy_stream) return blocking_capture(1) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
+    if (capturing(s)) {
+        s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int blockDimX, struct stream *st,
+                              void **kernelParams) {
     NEED_CTX();
-    log_call("cuLaunchKernel %u %u on %d", gridDimX, blockDimX, dev_of_current());
+    log_call("cuLaunchKernel %u %u on %d%s", gridDimX, blockDimX, dev_of_current(),
+             st && st->per_thread ? " (per-thread stream)" : "");
     if (fail("launch")) return CUDA_ERROR_LAUNCH_FAILED;
     const struct fn *fn = function(f);
-    if (!fn || fn->dev != dev_of_current() || !stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
-    struct stream *cs = capturing(hStream);
+    if (!fn || fn->dev != dev_of_current()) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = enqueue_on(st);
+    if (r != CUDA_SUCCESS) return r;
+    struct stream *cs = capturing(st);
     if (cs) {
-        if (cs->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         cs->launches++;
-        if (fn->kind == SPIN) cs->spin_ns += *(uint64_t *)kernelParams[0];
+        cs->graph->launches++;
+        if (fn->kind == SPIN) {
+            cs->spin_ns += *(uint64_t *)kernelParams[0];
+            cs->graph->spin_ns += *(uint64_t *)kernelParams[0];
+        }
         return CUDA_SUCCESS;
     }
     if (fn->kind == AXPY) {
@@ -797,7 +915,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
         uint64_t xp = *(uint64_t *)kernelParams[1], yp = *(uint64_t *)kernelParams[2];
         uint32_t n = *(uint32_t *)kernelParams[3];
         if ((uint64_t)gridDimX * blockDimX < n) return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = touch(xp, (size_t)n * sizeof(float));
+        r = touch(xp, (size_t)n * sizeof(float));
         if (r == CUDA_SUCCESS) r = touch(yp, (size_t)n * sizeof(float));
         if (r != CUDA_SUCCESS) return r;
         const float *x = (const float *)(uintptr_t)xp;
@@ -823,18 +941,23 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
     }
     return CUDA_SUCCESS; /* any other entry does nothing */
 }
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
+    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)extra;
+    NEED_CTX();
+    return launch_kernel(f, gridDimX, blockDimX, stream_of(hStream, 0), kernelParams);
+}
 
 CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
-    (void)Flags;
     NEED_CTX();
     struct stream *st = malloc(sizeof *st); /* freed never: a destroyed handle stays invalid */
     if (!st) return CUDA_ERROR_OUT_OF_MEMORY;
     memset(st, 0, sizeof *st);
     st->dev = dev_of_current();
     st->live = 1;
-    pthread_mutex_lock(&books);
-    if (stream_count < MAX_STREAMS) streams[stream_count++] = st;
-    pthread_mutex_unlock(&books);
+    st->flags = (int)Flags;
+    remember_stream(st);
     *phStream = (CUstream)st;
     log_call("cuStreamCreate on %d", st->dev);
     return CUDA_SUCCESS;
@@ -851,61 +974,103 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
     st->live = 0;
     return CUDA_SUCCESS;
 }
-/* the echo kernel completes inside cuLaunchKernel; the spin kernel keeps the stream busy */
-CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
-    NEED_CTX();
-    struct stream *cs = capturing(hStream);
-    if (cs) {
-        cs->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
-    return now_ns() < busy_until[dev_of_current()] ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
-}
-CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
-    NEED_CTX();
-    if (!stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
-    struct stream *cs = capturing(hStream);
-    if (cs) {
-        cs->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
+/* Wait until the current device has run what was launched on it. */
+static void wait_device(void) {
     uint64_t until = busy_until[dev_of_current()];
     while (now_ns() < until) {
         struct timespec t = {0, 100000};
         nanosleep(&t, 0);
     }
+}
+/* The echo kernel completes inside cuLaunchKernel; the spin kernel keeps the device busy.
+ * Querying or synchronising a capturing stream is not allowed (the capture is
+ * invalidated); nor is using the legacy stream while a blocking stream captures. */
+static CUresult stream_query(struct stream *s) {
+    NEED_CTX();
+    if (!stream_ok(s, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    struct stream *cs = capturing(s);
+    if (cs) {
+        cs->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (s == &legacy_stream && blocking_capture(1)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    return now_ns() < busy_until[dev_of_current()] ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+static CUresult stream_synchronize(struct stream *s) {
+    CUresult r = stream_query(s);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) return r;
+    wait_device();
     return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuStreamQuery(CUstream hStream) { return stream_query(stream_of(hStream, 0)); }
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return stream_query(stream_of(hStream, 1)); }
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) { return stream_synchronize(stream_of(hStream, 0)); }
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) { return stream_synchronize(stream_of(hStream, 1)); }
 CUresult CUDAAPI cuCtxSynchronize(void) {
     NEED_CTX();
     if (unsafe_during_capture()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return cuStreamSynchronize(0);
+    wait_device();
+    return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+/* Stream capture, begun on `s` into a new graph, or into `into`. */
+static unsigned long long capture_ids;
+static CUresult begin_capture(struct stream *s, CUstreamCaptureMode mode, struct graph *into) {
     NEED_CTX();
-    if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD)
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot be captured */
-    struct stream *s = (struct stream *)hStream;
-    if (!s->live || s->dev != dev_of_current()) return CUDA_ERROR_INVALID_HANDLE;
+    if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (s == &legacy_stream) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot be captured */
+    if (!stream_ok(s, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
     if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
     if (mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+    struct graph *g = into ? into : calloc(1, sizeof *g);
+    if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+    s->graph = g;
+    s->into = into;
     s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     s->mode = (int)mode;
     s->owner = pthread_self();
+    s->id = __atomic_add_fetch(&capture_ids, 1, __ATOMIC_SEQ_CST);
     s->launches = 0;
     s->spin_ns = 0;
     if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) __atomic_add_fetch(&global_captures, 1, __ATOMIC_SEQ_CST);
     if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) my_strict_captures++;
-    log_call("cuStreamBeginCapture mode %d", (int)mode);
+    log_call("cuStreamBeginCapture mode %d%s", (int)mode, s->per_thread ? " (per-thread stream)" : "");
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream) {
-    return cuStreamBeginCapture_v2(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+    return begin_capture(stream_of(hStream, 0), mode, 0);
 }
-CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+    return begin_capture(stream_of(hStream, 1), mode, 0);
+}
+/* CUDA 10.0's capture (no mode: global) */
+CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream) {
+    return begin_capture(stream_of(hStream, 0), CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+}
+CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream) {
+    return begin_capture(stream_of(hStream, 1), CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+}
+/* a capture into an existing graph (its dependencies are not modelled) */
+static CUresult begin_capture_to_graph(struct stream *s, CUgraph hGraph, CUstreamCaptureMode mode) {
+    if (!hGraph) return CUDA_ERROR_INVALID_VALUE;
+    return begin_capture(s, mode, (struct graph *)hGraph);
+}
+CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                             CUstreamCaptureMode mode) {
+    (void)dependencies; (void)dependencyData; (void)numDependencies;
+    return begin_capture_to_graph(stream_of(hStream, 0), hGraph, mode);
+}
+CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                                  const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                  CUstreamCaptureMode mode) {
+    (void)dependencies; (void)dependencyData; (void)numDependencies;
+    return begin_capture_to_graph(stream_of(hStream, 1), hGraph, mode);
+}
+static CUresult end_capture(struct stream *hs, CUgraph *phGraph) {
     NEED_CTX();
-    struct stream *s = capturing(hStream);
+    struct stream *s = capturing(hs);
     if (!s) return CUDA_ERROR_ILLEGAL_STATE;
     if (!pthread_equal(s->owner, pthread_self()) && s->mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
@@ -913,29 +1078,85 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
     if (s->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) __atomic_sub_fetch(&global_captures, 1, __ATOMIC_SEQ_CST);
     if (s->mode != CU_STREAM_CAPTURE_MODE_RELAXED) my_strict_captures--;
-    log_call("cuStreamEndCapture: %ld launches%s", s->launches, invalidated ? ", invalidated" : "");
-    if (invalidated) {
+    log_call("cuStreamEndCapture: %ld launches%s%s", s->launches, invalidated ? ", invalidated" : "",
+             s->per_thread ? " (per-thread stream)" : "");
+    struct graph *g = s->graph;
+    s->graph = 0;
+    if (invalidated || !phGraph) {
+        if (!s->into) free(g);
         if (phGraph) *phGraph = 0;
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        return invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_INVALID_VALUE;
     }
-    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
-    struct graph *g = malloc(sizeof *g);
-    if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
-    g->launches = s->launches;
-    g->spin_ns = s->spin_ns;
     *phGraph = (CUgraph)g;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) { return cuStreamEndCapture(hStream, phGraph); }
-CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) { return end_capture(stream_of(hStream, 0), phGraph); }
+CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+    return end_capture(stream_of(hStream, 1), phGraph);
+}
+/* The capture status of `s` (the legacy stream's is unusable while a blocking stream
+ * captures: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, the capture left as it is); its id and
+ * graph while it captures. */
+static CUresult capture_info(struct stream *s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph) {
     NEED_CTX();
-    if (!captureStatus) return CUDA_ERROR_INVALID_VALUE;
-    struct stream *s = capturing(hStream);
-    *captureStatus = s ? (CUstreamCaptureStatus)s->capture : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    if (!stream_ok(s, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    if (s == &legacy_stream && blocking_capture(0)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    struct stream *c = capturing(s);
+    *status = c ? (CUstreamCaptureStatus)c->capture : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (id) *id = c ? c->id : 0;
+    if (graph) *graph = c && c->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE ? (CUgraph)c->graph : 0;
     return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    return capture_info(stream_of(hStream, 0), captureStatus, 0, 0);
+}
 CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
-    return cuStreamIsCapturing(hStream, captureStatus);
+    return capture_info(stream_of(hStream, 1), captureStatus, 0, 0);
+}
+CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out) {
+    return capture_info(stream_of(hStream, 0), captureStatus_out, id_out, 0);
+}
+CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                             cuuint64_t *id_out) {
+    return capture_info(stream_of(hStream, 1), captureStatus_out, id_out, 0);
+}
+/* the versions that also give the graph and its dependencies (none are modelled) */
+static CUresult capture_info_deps(struct stream *s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                  const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n) {
+    CUresult r = capture_info(s, status, id, graph);
+    if (r == CUDA_SUCCESS) {
+        if (deps) *deps = 0;
+        if (edges) *edges = 0;
+        if (n) *n = 0;
+    }
+    return r;
+}
+CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                           cuuint64_t *id_out, CUgraph *graph_out,
+                                           const CUgraphNode **dependencies_out, size_t *numDependencies_out) {
+    return capture_info_deps(stream_of(hStream, 0), captureStatus_out, id_out, graph_out, dependencies_out, 0,
+                             numDependencies_out);
+}
+CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                cuuint64_t *id_out, CUgraph *graph_out,
+                                                const CUgraphNode **dependencies_out, size_t *numDependencies_out) {
+    return capture_info_deps(stream_of(hStream, 1), captureStatus_out, id_out, graph_out, dependencies_out, 0,
+                             numDependencies_out);
+}
+CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                           cuuint64_t *id_out, CUgraph *graph_out,
+                                           const CUgraphNode **dependencies_out,
+                                           const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out) {
+    return capture_info_deps(stream_of(hStream, 0), captureStatus_out, id_out, graph_out, dependencies_out,
+                             edgeData_out, numDependencies_out);
+}
+CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                cuuint64_t *id_out, CUgraph *graph_out,
+                                                const CUgraphNode **dependencies_out,
+                                                const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out) {
+    return capture_info_deps(stream_of(hStream, 1), captureStatus_out, id_out, graph_out, dependencies_out,
+                             edgeData_out, numDependencies_out);
 }
 CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
     (void)flags;
@@ -988,7 +1209,9 @@ CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height
     (void)grid_width; (void)grid_height;
     NEED_CTX();
     const struct fn *fn = function(f);
-    if (!fn || fn->dev != dev_of_current() || !stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    if (!fn || fn->dev != dev_of_current()) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = enqueue_on(stream_of(hStream, 0));
+    if (r != CUDA_SUCCESS) return r;
     log_call("legacy launch on %d", dev_of_current());
     return CUDA_SUCCESS;
 }
@@ -1004,21 +1227,29 @@ CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launch
 }
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) { free(hGraphExec); return CUDA_SUCCESS; }
 
-/* The per-thread-default-stream variants (what cuGetProcAddress answers for
- * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM); one device stream here, so the same. */
+/* The per-thread-default-stream variants (what a program built with
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM calls, and what cuGetProcAddress answers for
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM): the NULL stream is the calling
+ * thread's per-thread default stream. */
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                      unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
-    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                          kernelParams, extra);
+    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)extra;
+    NEED_CTX();
+    return launch_kernel(f, gridDimX, blockDimX, stream_of(hStream, 1), kernelParams);
+}
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams, int ptsz) {
+    if (!config) return CUDA_ERROR_INVALID_VALUE;
+    NEED_CTX();
+    return launch_kernel(f, config->gridDimX, config->blockDimX, stream_of(config->hStream, ptsz), kernelParams);
 }
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) {
-    if (!config) return CUDA_ERROR_INVALID_VALUE;
-    return cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX, config->blockDimY,
-                          config->blockDimZ, config->sharedMemBytes, config->hStream, kernelParams, extra);
+    (void)extra;
+    return launch_ex(config, f, kernelParams, 0);
 }
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) {
-    return cuLaunchKernelEx(config, f, kernelParams, extra);
+    (void)extra;
+    return launch_ex(config, f, kernelParams, 1);
 }
 CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
@@ -1031,22 +1262,34 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                                 unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                                 void **kernelParams) {
-    return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                     sharedMemBytes, hStream, kernelParams);
+    return cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                               hStream, kernelParams, 0);
 }
-/* an executable graph replays its capture: the stream is busy for its spin time */
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+/* an executable graph replays its capture: the device is busy for its spin time (or,
+ * launched into a capturing stream, it is recorded there) */
+static CUresult graph_launch(CUgraphExec hGraphExec, struct stream *s) {
     NEED_CTX();
     if (!hGraphExec) return CUDA_ERROR_INVALID_VALUE;
-    if (!stream_ok(hStream, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = enqueue_on(s);
+    if (r != CUDA_SUCCESS) return r;
     const struct graph *g = (const struct graph *)hGraphExec;
-    log_call("cuGraphLaunch: %ld launches", g->launches);
+    log_call("cuGraphLaunch: %ld launches%s", g->launches, s->per_thread ? " (per-thread stream)" : "");
+    struct stream *cs = capturing(s);
+    if (cs) {
+        cs->launches += g->launches;
+        cs->graph->launches += g->launches;
+        cs->graph->spin_ns += g->spin_ns;
+        return CUDA_SUCCESS;
+    }
     if (g->spin_ns) schedule_kernel(dev_of_current(), g->spin_ns);
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { return cuGraphLaunch(hGraphExec, hStream); }
-CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
-CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+    return graph_launch(hGraphExec, stream_of(hStream, 0));
+}
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+    return graph_launch(hGraphExec, stream_of(hStream, 1));
+}
 
 /* What numba-cuda (through NVIDIA's cuda-bindings) calls beyond the above: the
  * context stack, the driver's version of things, CUDA 12's libraries and kernels (a
@@ -1211,6 +1454,11 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuMemAlloc), E(cuMemFree), E(cuMemAllocPitch), E(cuDeviceTotalMem), E(cuDeviceGetByPCIBusId),
     E(cuMipmappedArrayCreate), E(cuMipmappedArrayDestroy), E(cuLaunch), E(cuLaunchGrid), E(cuLaunchGridAsync),
     E(cuLaunchCooperativeKernelMultiDevice), E(cuMemGetInfo), E(cuMulticastCreate), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+    E(cuMemAllocFromPoolAsync_ptsz), E(cuMemPrefetchAsync_ptsz), E(cuMemcpyHtoD_v2_ptds), E(cuMemcpyDtoH_v2_ptds),
+    E(cuStreamDestroy), E(cuStreamBeginCapture), E(cuStreamBeginCapture_v2_ptsz), E(cuStreamBeginCaptureToGraph),
+    E(cuStreamBeginCaptureToGraph_ptsz), E(cuStreamGetCaptureInfo), E(cuStreamGetCaptureInfo_ptsz),
+    E(cuStreamGetCaptureInfo_v2), E(cuStreamGetCaptureInfo_v2_ptsz), E(cuStreamGetCaptureInfo_v3),
+    E(cuStreamGetCaptureInfo_v3_ptsz),
 };
 static void *lookup(const char *name) {
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
@@ -1219,7 +1467,9 @@ static void *lookup(const char *name) {
 }
 
 /* The versioned look-up of CUDA >= 11.3: a newer variant (_v3, _v2) when the caller's
- * version allows it, the per-thread-stream variant (_ptsz, _ptds) when asked for. */
+ * version allows it, the per-thread-stream variant (_ptsz, _ptds) when asked for — as
+ * the real driver does, the variant whose NULL stream is the calling thread's
+ * per-thread default stream, not the plain entry point. */
 CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                      CUdriverProcAddressQueryResult *symbolStatus) {
     /* answers before cuInit, as the real driver does (the runtime looks up cuInit so) */
@@ -1231,6 +1481,9 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
         if (cudaVersion < 3020 && i < 2) continue;
         if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
             snprintf(name, sizeof name, "%s%s_ptsz", symbol, suffixes[i]);
+            found = lookup(name);
+            if (found) break;
+            snprintf(name, sizeof name, "%s%s_ptds", symbol, suffixes[i]);
             found = lookup(name);
             if (found) break;
         }

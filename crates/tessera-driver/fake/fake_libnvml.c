@@ -22,6 +22,11 @@
  * figure half of it (a fake's choice, so the two differ). Processes that exited are
  * left out. Without FAKE_CUDA_TIMELINE the GPUs are idle and empty.
  *
+ * Every route NVML has to a device handle is here too — the look-ups by index, UUID, PCI
+ * bus id and serial, the topology look-ups (every GPU near every CPU and near each
+ * other, on one board), the one S-class unit holding every GPU, and MIG devices (one
+ * per GPU when FAKE_NVML_MIG=1, else none) — so that a test can try each.
+ *
  * Its own books, for tests: each call is appended to "<this library>.log" when
  * FAKE_NVML_LOG=1. FAKE_NVML_FAIL=init makes initialisation fail with
  * NVML_ERROR_DRIVER_NOT_LOADED, as on a machine whose kernel module is not loaded.
@@ -410,4 +415,155 @@ nvmlReturn_t DECLDIR nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     }
     *processSamplesCount = n;
     return NVML_SUCCESS;
+}
+
+/* Routes to a device handle other than a look-up (what a program under the interposer
+ * must not use to reach a GPU it is not placed on). The machine's topology: every GPU
+ * has affinity with every CPU and is on one board and one PCIe switch with the others;
+ * there is one S-class unit, holding every GPU; each GPU holds one MIG device when
+ * FAKE_NVML_MIG=1 (else none: NVML_ERROR_NOT_FOUND). */
+/* The handles of `n` GPUs (those of `p`s that `pick` keeps), as the topology look-ups
+ * hand them out: `count` zero asks how many. */
+static nvmlReturn_t topology_set(unsigned int *count, nvmlDevice_t *deviceArray, int skip) {
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int n = 0;
+    for (int p = 0; p < physical_devices(); p++) n += p != skip;
+    if (*count == 0) {
+        *count = n;
+        return NVML_SUCCESS;
+    }
+    if (!deviceArray) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int given = 0;
+    for (int p = 0; p < physical_devices() && given < *count; p++)
+        if (p != skip) handle_of((unsigned int)p, &deviceArray[given++]);
+    *count = given;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t DECLDIR nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigned int *count,
+                                                 nvmlDevice_t *deviceArray) {
+    (void)cpuNumber;
+    log_call("nvmlSystemGetTopologyGpuSet");
+    NEED_INIT();
+    return topology_set(count, deviceArray, -1);
+}
+nvmlReturn_t DECLDIR nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGpuTopologyLevel_t level,
+                                                      unsigned int *count, nvmlDevice_t *deviceArray) {
+    log_call("nvmlDeviceGetTopologyNearestGpus");
+    DEVICE(device, p);
+    if (level == NVML_TOPOLOGY_INTERNAL) {
+        if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+        *count = 0;
+        return NVML_SUCCESS;
+    }
+    return topology_set(count, deviceArray, p);
+}
+nvmlReturn_t DECLDIR nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                         nvmlGpuTopologyLevel_t *pathInfo) {
+    DEVICE(device1, p1);
+    DEVICE(device2, p2);
+    if (!pathInfo) return NVML_ERROR_INVALID_ARGUMENT;
+    *pathInfo = p1 == p2 ? NVML_TOPOLOGY_INTERNAL : NVML_TOPOLOGY_SINGLE;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t DECLDIR nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
+                                            nvmlGpuP2PCapsIndex_t p2pIndex, nvmlGpuP2PStatus_t *p2pStatus) {
+    (void)p2pIndex;
+    DEVICE(device1, p1);
+    DEVICE(device2, p2);
+    if (!p2pStatus) return NVML_ERROR_INVALID_ARGUMENT;
+    *p2pStatus = p1 == p2 ? NVML_P2P_STATUS_NOT_SUPPORTED : NVML_P2P_STATUS_OK;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t DECLDIR nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard) {
+    DEVICE(device1, p1);
+    DEVICE(device2, p2);
+    (void)p1; (void)p2;
+    if (!onSameBoard) return NVML_ERROR_INVALID_ARGUMENT;
+    *onSameBoard = 1;
+    return NVML_SUCCESS;
+}
+static int unit_token;
+nvmlReturn_t DECLDIR nvmlUnitGetCount(unsigned int *unitCount) {
+    NEED_INIT();
+    if (!unitCount) return NVML_ERROR_INVALID_ARGUMENT;
+    *unitCount = 1;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t DECLDIR nvmlUnitGetHandleByIndex(unsigned int index, nvmlUnit_t *unit) {
+    NEED_INIT();
+    if (!unit || index != 0) return NVML_ERROR_INVALID_ARGUMENT;
+    *unit = (nvmlUnit_t)&unit_token;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t DECLDIR nvmlUnitGetDevices(nvmlUnit_t unit, unsigned int *deviceCount, nvmlDevice_t *devices) {
+    log_call("nvmlUnitGetDevices");
+    NEED_INIT();
+    if (unit != (nvmlUnit_t)&unit_token || !deviceCount) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int n = (unsigned int)physical_devices();
+    if (*deviceCount < n || !devices) {
+        *deviceCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int p = 0; p < n; p++) handle_of(p, &devices[p]);
+    *deviceCount = n;
+    return NVML_SUCCESS;
+}
+/* MIG devices: one per GPU (FAKE_NVML_MIG=1), a handle of their own */
+static struct device mig_table[MAX_DEVICES];
+static int mig_enabled(void) {
+    const char *e = getenv("FAKE_NVML_MIG");
+    return e && !strcmp(e, "1");
+}
+nvmlReturn_t DECLDIR nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                         nvmlDevice_t *migDevice) {
+    log_call("nvmlDeviceGetMigDeviceHandleByIndex");
+    DEVICE(device, p);
+    if (!migDevice) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig_enabled() || index != 0) return NVML_ERROR_NOT_FOUND;
+    mig_table[p].index = p;
+    *migDevice = (nvmlDevice_t)&mig_table[p];
+    return NVML_SUCCESS;
+}
+nvmlReturn_t DECLDIR nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device) {
+    log_call("nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+    NEED_INIT();
+    if (!device) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int p = 0; p < physical_devices(); p++)
+        if (migDevice == (nvmlDevice_t)&mig_table[p]) return handle_of((unsigned int)p, device);
+    return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device's handle */
+}
+
+/* What else names processes: an encoder session per process on the device (as if each
+ * encoded video), and accounting, which is off (NVML_ERROR_NOT_SUPPORTED). */
+nvmlReturn_t DECLDIR nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsigned int *sessionCount,
+                                                  nvmlEncoderSessionInfo_t *sessionInfos) {
+    log_call("nvmlDeviceGetEncoderSessions");
+    DEVICE(device, p);
+    if (!sessionCount) return NVML_ERROR_INVALID_ARGUMENT;
+    struct process procs[MAX_PROCESSES];
+    unsigned int n = processes(p, procs);
+    if (*sessionCount == 0) {
+        *sessionCount = n;
+        return NVML_SUCCESS;
+    }
+    if (!sessionInfos) return NVML_ERROR_INVALID_ARGUMENT;
+    if (*sessionCount < n) {
+        *sessionCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        memset(&sessionInfos[i], 0, sizeof sessionInfos[i]);
+        sessionInfos[i].sessionId = i + 1;
+        sessionInfos[i].pid = procs[i].pid;
+    }
+    *sessionCount = n;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t DECLDIR nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
+                                                  nvmlAccountingStats_t *stats) {
+    (void)pid;
+    DEVICE(device, p);
+    (void)p;
+    if (!stats) return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_ERROR_NOT_SUPPORTED;
 }

@@ -225,6 +225,10 @@ driver_api! {
     fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph);
     /// `cuStreamIsCapturing`.
     fn cuStreamIsCapturing(stream: CUstream, status: *mut CUstreamCaptureStatus);
+    /// `cuStreamGetCaptureInfo_v2`.
+    fn cuStreamGetCaptureInfo_v2(stream: CUstream, status: *mut CUstreamCaptureStatus, id: *mut cuuint64_t, graph: *mut CUgraph, dependencies: *mut *const CUgraphNode, count: *mut usize);
+    /// `cuStreamGetCaptureInfo_v3`.
+    fn cuStreamGetCaptureInfo_v3(stream: CUstream, status: *mut CUstreamCaptureStatus, id: *mut cuuint64_t, graph: *mut CUgraph, dependencies: *mut *const CUgraphNode, edges: *mut *const CUgraphEdgeData, count: *mut usize);
     /// `cuCtxSynchronize`.
     fn cuCtxSynchronize();
     /// `cuStreamCreate`.

@@ -1,0 +1,285 @@
+//! The launch gate's hooks: every kernel and graph launch (and its per-thread-stream
+//! variant) waits for the slice the daemon's policy grants and is accounted after it,
+//! unless it is recorded into a stream capture; and the functions and kernels the
+//! launches name (noted for the gate's facts, virtual ones when the program may
+//! migrate).
+#![allow(unsafe_code)]
+// the unit-test binary does not export the hooks, so nothing calls them there
+#![cfg_attr(test, allow(dead_code))]
+// the hooks carry the driver's own names
+#![allow(non_snake_case)]
+
+use super::{capture, current_gpu, guarded, variant};
+use crate::migrate::migration;
+use crate::state::state;
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::OnceLock;
+use tessera_driver::sys::{
+    CUDA_LAUNCH_PARAMS, CUfunction, CUfunction_attribute, CUgraphExec, CUkernel, CUlaunchConfig,
+    CUlibrary, CUmodule, CUstream,
+};
+use tessera_driver::{CuResult, status};
+
+hooks! {
+    checked: [
+        cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, cuLaunch,
+        cuLaunchGrid, cuLaunchGridAsync, cuLaunchCooperativeKernelMultiDevice, cuModuleLoadData,
+        cuModuleGetFunction, cuFuncGetAttribute, cuLibraryGetKernel,
+    ],
+    variants: [
+        cuLaunchKernel_ptsz => cuLaunchKernel,
+        cuLaunchKernelEx_ptsz => cuLaunchKernelEx,
+        cuLaunchCooperativeKernel_ptsz => cuLaunchCooperativeKernel,
+        cuGraphLaunch_ptsz => cuGraphLaunch,
+    ],
+    unchecked: [],
+}
+
+/// `cuModuleLoadData`: a PTX module is kept, for loading on another GPU after a move.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult {
+    guarded("cuModuleLoadData", || migration().load(module, image))
+}
+
+/// `cuModuleGetFunction`: a virtual function for a virtual module.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuModuleGetFunction(
+    function: *mut CUfunction,
+    module: CUmodule,
+    name: *const c_char,
+) -> CuResult {
+    guarded("cuModuleGetFunction", || migration().function(function, module, name))
+}
+
+/// `cuFuncGetAttribute`: of the current device's function for a virtual one.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuFuncGetAttribute(
+    value: *mut c_int,
+    attribute: CUfunction_attribute,
+    f: CUfunction,
+) -> CuResult {
+    guarded("cuFuncGetAttribute", || match migration().real_function(f) {
+        Ok(f) => real!(cuFuncGetAttribute(value, attribute, f)),
+        Err(e) => e,
+    })
+}
+
+/// The CUDA 12 kernels (`CUkernel`) the program got from `cuLibraryGetKernel`: a
+/// kernel handle may be launched where a function goes, and stands for the kernel's
+/// function in the current context.
+fn kernels() -> &'static std::sync::Mutex<std::collections::HashSet<u64>> {
+    static KERNELS: OnceLock<std::sync::Mutex<std::collections::HashSet<u64>>> = OnceLock::new();
+    KERNELS.get_or_init(Default::default)
+}
+
+/// If `handle` is a `CUkernel`, the device it runs on when launched now (the current
+/// context's).
+pub(crate) fn kernel_device(handle: u64) -> Option<i32> {
+    if !kernels().lock().ok()?.contains(&handle) {
+        return None;
+    }
+    current_gpu().ok().and_then(|g| i32::try_from(g).ok())
+}
+
+/// `cuLibraryGetKernel`: notes the kernel handle (for the launch gate's facts).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuLibraryGetKernel(
+    kernel: *mut CUkernel,
+    library: CUlibrary,
+    name: *const c_char,
+) -> CuResult {
+    guarded("cuLibraryGetKernel", || {
+        let r = real!(cuLibraryGetKernel(kernel, library, name));
+        if r == status::SUCCESS
+            && !kernel.is_null()
+            && let Ok(mut known) = kernels().lock()
+        {
+            // SAFETY: checked non-null; the driver just wrote it.
+            known.insert(unsafe { *kernel } as u64);
+        }
+        r
+    })
+}
+
+/// A launch's shape: (function, grid blocks, threads per block, dynamic shared bytes).
+type Shape = (u64, u64, u32, u32);
+
+/// Note the launch's shape and hold the launch gate (a tenant's launches wait for the
+/// slice the policy grants).
+#[inline]
+fn gate(shape: Option<Shape>) -> Result<(), CuResult> {
+    match state().tenant() {
+        Some(t) => {
+            if let Some((f, grid, threads, shared)) = shape {
+                t.note_launch(f, grid, threads, shared);
+            }
+            t.acquire()
+        }
+        None => Ok(()),
+    }
+}
+
+/// Account a launch that went through (see `Tenant::after_launch`); pass its result on.
+#[inline]
+fn accounted(r: CuResult) -> CuResult {
+    if r == status::SUCCESS
+        && let Some(t) = state().tenant()
+    {
+        t.after_launch();
+    }
+    r
+}
+
+/// The shape of a launch given by its dimensions.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn dims(
+    f: CUfunction,
+    gx: c_uint,
+    gy: c_uint,
+    gz: c_uint,
+    bx: c_uint,
+    by: c_uint,
+    bz: c_uint,
+    shared: c_uint,
+) -> Option<Shape> {
+    let grid = u64::from(gx) * u64::from(gy) * u64::from(gz);
+    Some((f as u64, grid, bx.saturating_mul(by).saturating_mul(bz), shared))
+}
+
+/// The shape of a `cuLaunchKernelEx` launch (its configuration read as integers).
+#[inline]
+fn config_shape(f: CUfunction, config: *const CUlaunchConfig) -> Option<Shape> {
+    if config.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, the caller's launch configuration; plain integer fields.
+    let c = unsafe { &*config };
+    dims(
+        f,
+        c.gridDimX,
+        c.gridDimY,
+        c.gridDimZ,
+        c.blockDimX,
+        c.blockDimY,
+        c.blockDimZ,
+        c.sharedMemBytes,
+    )
+}
+
+/// A copy of a launch configuration whose stream stands for the current device's (see
+/// `migrate`), or `None` for a null configuration.
+fn config_on_current_device(
+    config: *const CUlaunchConfig,
+) -> Result<Option<CUlaunchConfig>, CuResult> {
+    if config.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-null, the caller's launch configuration, copied (plain fields and a
+    // pointer to its attributes, left as they are)
+    let mut copy = unsafe { *config };
+    copy.hStream = migration().real_stream(copy.hStream)?;
+    Ok(Some(copy))
+}
+
+/// What every gated launch does before calling the driver: a due migration (between
+/// launches) and the program's function made the current device's; the gate held; a
+/// slice granted on another GPU followed; the stream or configuration translated.
+/// Rebinds the named arguments; returns the error from the hook's closure. `$ptsz`:
+/// the hook is a `_ptsz` variant's (its NULL stream the per-thread default stream).
+macro_rules! launch_prelude {
+    ($recorded:ident, $ptsz:literal; $shape:expr, $($f:ident)?, $($s:ident)?, $($c:ident)?) => {
+        // a launch into a capturing stream is recorded into a graph, not run: no slice
+        // is needed for it, and it must not be measured (see `capture`)
+        let $recorded = false
+            $( || capture::recording(if $ptsz { capture::per_thread($s) } else { $s }) )?
+            $( || capture::config_recording($c, $ptsz) )?;
+        $( let program_f = $f;
+        let $f = match migration().before_launch($f) {
+            Ok(real) => real,
+            Err(e) => return e,
+        }; )?
+        if !$recorded && let Err(e) = gate($shape) {
+            return e;
+        }
+        $( let $f = if $recorded {
+            $f
+        } else {
+            match migration().follow_grant(program_f, $f) {
+                Ok(real) => real,
+                Err(e) => return e,
+            }
+        }; )?
+        $( let $s = match migration().real_stream($s) {
+            Ok(real) => real,
+            Err(e) => return e,
+        }; )?
+        $( let translated = match config_on_current_device($c) {
+            Ok(copy) => copy,
+            Err(e) => return e,
+        };
+        let $c = translated.as_ref().map_or($c, |copy| copy as *const CUlaunchConfig); )?
+    };
+}
+
+/// A gated launch entry point and its per-thread-default-stream variant (`_ptsz`),
+/// each passing through to the real driver's symbol of the same name once the gate
+/// is held.
+macro_rules! gated_launch_plain {
+    ($plain:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)?) => {
+        #[doc = concat!("`", stringify!($plain), "`, behind the launch gate.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
+            guarded(stringify!($plain), || {
+                launch_prelude!(recorded, false; $shape, $($f)?, $($s)?, $($c)?);
+                let r = real!($plain($($arg),*));
+                if recorded { r } else { accounted(r) }
+            })
+        }
+    };
+}
+
+macro_rules! gated_launch {
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)?) => {
+        gated_launch_plain!($plain, ( $($arg : $ty),* ), $shape $(, migrating $f)? $(, on $s)? $(, configured $c)?);
+
+        #[doc = concat!("`", stringify!($ptsz), "`, behind the launch gate.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $ptsz($($arg: $ty),*) -> CuResult {
+            type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
+            static REAL: OnceLock<Option<usize>> = OnceLock::new();
+            guarded(stringify!($ptsz), || {
+                launch_prelude!(recorded, true; $shape, $($f)?, $($s)?, $($c)?);
+                let r = match variant(&REAL, stringify!($ptsz)) {
+                    // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
+                    // point's C signature; the caller's arguments.
+                    Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
+                    None => status::NOT_FOUND,
+                };
+                if recorded { r } else { accounted(r) }
+            })
+        }
+    };
+}
+
+gated_launch!(cuLaunchKernel, cuLaunchKernel_ptsz, (
+    f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+    shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void
+), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream);
+gated_launch!(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, (
+    config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void
+), config_shape(f, config), migrating f, configured config);
+gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
+    f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+    shared: c_uint, stream: CUstream, params: *mut *mut c_void
+), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream);
+// a graph's kernels are not visible here: no shape
+gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream), None, on stream);
+// the legacy launches (block shape set by cuFuncSetBlockShape, not seen here) and the
+// deprecated multi-device launch, gated like the others
+gated_launch_plain!(cuLaunch, (f: CUfunction), None, migrating f);
+gated_launch_plain!(cuLaunchGrid, (f: CUfunction, width: c_int, height: c_int), None, migrating f);
+gated_launch_plain!(cuLaunchGridAsync, (f: CUfunction, width: c_int, height: c_int, stream: CUstream),
+    None, migrating f, on stream);
+gated_launch_plain!(cuLaunchCooperativeKernelMultiDevice,
+    (params: *mut CUDA_LAUNCH_PARAMS, devices: c_uint, flags: c_uint), None);
