@@ -18,6 +18,7 @@
 
 pub mod access;
 mod deadlock;
+mod error;
 pub mod ffi;
 mod file;
 pub mod layout;

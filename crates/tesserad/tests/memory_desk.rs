@@ -186,3 +186,42 @@ print(json.dumps(recv(mem)))
     d.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Item 6a: a departed tenant's wait never makes a newcomer fail. Tenant A holds
+/// 600 MiB of a 1 GiB GPU and asks for 500 more, which only its own memory stands in
+/// the way of; its program goes; at once a new tenant asks for 900 MiB. Before, A's
+/// request waited for ever, and until its cancellation was seen (up to 50 ms after A
+/// closed) its rows made the newcomer's request look like a deadlock: refused. Now A's
+/// request fails at once, and the newcomer's is granted once A's memory is released.
+#[test]
+fn a_departed_tenants_wait_never_makes_a_newcomer_fail() {
+    let mut cfg = common::config(PolicyName::RoundRobin);
+    cfg.gpu_memory_mib = 1024;
+    let d = Daemon::start(&cfg).unwrap();
+    let socket = d.socket().to_path_buf();
+    let mut a = Client::connect(&socket).unwrap();
+    let ta = a.register_within(TenantOptions::batch(), 1, Some(vec!["0".into()])).unwrap().tenant;
+    let mut desk = Client::connect_control(&socket).unwrap();
+    desk.reserve(ta, 0, 600 * MIB, Some(Duration::ZERO), false).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = socket.clone();
+    std::thread::spawn(move || {
+        let mut grow = Client::connect_control(&s).unwrap();
+        let _ = tx.send(grow.reserve(ta, 0, 500 * MIB, None, false));
+    });
+    let grown = rx.recv_timeout(Duration::from_millis(500));
+    drop(a); // A's program goes
+    let mut c = Client::connect(&socket).unwrap();
+    let tc = c.register_within(TenantOptions::batch(), 1, Some(vec!["0".into()])).unwrap().tenant;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut mine = Client::connect_control(&socket).unwrap();
+        let _ = tx.send(mine.reserve(tc, 0, 900 * MIB, None, false));
+    });
+    let newcomer = rx.recv_timeout(Duration::from_secs(10)).expect("the newcomer waited for ever");
+    assert!(newcomer.is_ok(), "the newcomer's 900 MiB on a GPU nobody holds: {newcomer:?}");
+    let e = grown.expect("A's request for memory only it stands in the way of waited").unwrap_err();
+    assert!(e.to_string().contains("can never be granted"), "{e}");
+    drop(c);
+    d.shutdown();
+}

@@ -9,6 +9,15 @@
 //! refusals — the core counts as it happens. A scrape the core does not answer within
 //! [`SCRAPE_TIMEOUT`] gets `503`.
 //!
+//! Serving: one thread runs a `mio` event loop over non-blocking sockets, so no client
+//! can hold up another or grow the daemon's threads (issue 51: clients that pipeline
+//! requests and never read stalled the blocking server it replaced). Each connection
+//! gets one answer, then is closed; its request head is capped at [`MAX_REQUEST_HEAD`]
+//! and must arrive within [`REQUEST_TIMEOUT`], an answer not read for
+//! [`WRITE_STALL_TIMEOUT`] is dropped, and at most [`MAX_CONNECTIONS`] are open (past
+//! it the oldest goes). Requests waiting at once share one refresh and one encoding,
+//! and the core is asked at most once per [`REFRESH_INTERVAL`].
+//!
 //! Label cardinality is bounded: the first `max_tenants` tenants open at once get their
 //! own labels (tenant, uid, pid, job, class; the gauges add the GPUs it is placed on),
 //! every tenant beyond them is counted under `tenant="other"`, and a departed tenant's
@@ -626,109 +635,11 @@ impl std::str::FromStr for Listen {
     }
 }
 
-/// The HTTP endpoint: a thread serving `GET /metrics`.
-pub struct MetricsServer {
-    http: std::sync::Arc<tiny_http::Server>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    socket: Option<std::path::PathBuf>,
-    /// Where it listens, as bound (the port chosen when 0 was asked).
-    pub address: String,
-}
-
-impl std::fmt::Debug for MetricsServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MetricsServer").field("address", &self.address).finish()
-    }
-}
-
-/// The endpoint could not start.
-#[derive(Debug, thiserror::Error)]
-#[error("metrics endpoint on {listen}: {message}")]
-pub struct MetricsError {
-    /// Where it was to listen.
-    pub listen: String,
-    /// Why it cannot.
-    pub message: String,
-}
-
-impl MetricsServer {
-    /// Listen on `listen`; each scrape calls `refresh` (which asks the core to bring
-    /// the metrics up to date, `false` if it did not answer in time), then encodes.
-    pub fn start(
-        listen: &Listen,
-        metrics: std::sync::Arc<NodeMetrics>,
-        refresh: impl Fn() -> bool + Send + 'static,
-    ) -> Result<MetricsServer, MetricsError> {
-        let err = |e: &dyn std::fmt::Display| MetricsError {
-            listen: format!("{listen:?}"),
-            message: e.to_string(),
-        };
-        let (http, socket) = match listen {
-            Listen::Tcp(addr) => (tiny_http::Server::http(addr).map_err(|e| err(&e))?, None),
-            Listen::Unix(path) => {
-                if std::fs::symlink_metadata(path)
-                    .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-                {
-                    let _ = std::fs::remove_file(path);
-                }
-                let s = tiny_http::Server::http_unix(path).map_err(|e| err(&e))?;
-                (s, Some(path.clone()))
-            }
-        };
-        let address = match http.server_addr() {
-            tiny_http::ListenAddr::IP(a) => a.to_string(),
-            tiny_http::ListenAddr::Unix(a) => {
-                a.as_pathname().map(|p| p.display().to_string()).unwrap_or_default()
-            }
-        };
-        let http = std::sync::Arc::new(http);
-        let serving = http.clone();
-        let thread = std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                for request in serving.incoming_requests() {
-                    let response = if request.method() != &tiny_http::Method::Get {
-                        tiny_http::Response::from_string("only GET\n").with_status_code(405)
-                    } else if request.url() != "/metrics" {
-                        tiny_http::Response::from_string("see /metrics\n").with_status_code(404)
-                    } else if !refresh() {
-                        tiny_http::Response::from_string("the daemon's core did not answer\n")
-                            .with_status_code(503)
-                    } else {
-                        let header = tiny_http::Header::from_bytes(
-                            &b"Content-Type"[..],
-                            &b"application/openmetrics-text; version=1.0.0; charset=utf-8"[..],
-                        )
-                        .expect("a valid header");
-                        tiny_http::Response::from_string(metrics.encode()).with_header(header)
-                    };
-                    if let Err(e) = request.respond(response) {
-                        tracing::debug!(error = %e, "a metrics scraper went away");
-                    }
-                }
-            })
-            .map_err(|e| err(&e))?;
-        tracing::info!(%address, "metrics endpoint listening");
-        Ok(MetricsServer { http, thread: Some(thread), socket, address })
-    }
-
-    /// Stop serving.
-    pub fn stop(&mut self) {
-        self.http.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if let Some(s) = self.socket.take() {
-            let _ = std::fs::remove_file(s);
-        }
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+mod http;
+pub use http::{
+    MAX_CONNECTIONS, MAX_REQUEST_HEAD, MetricsError, MetricsServer, REFRESH_INTERVAL, REQUEST_TIMEOUT,
+    WRITE_STALL_TIMEOUT,
+};
 
 #[cfg(test)]
 mod tests {
