@@ -612,10 +612,11 @@ fn filtered_list<T: Copy>(
     code::SUCCESS
 }
 
-/// The running-process queries: only the tenant's own process.
-macro_rules! own_processes {
-    ($($name:ident: $info:ty;)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: the tenant's own process only.")]
+/// Lists of a GPU's processes, or of their sessions, filtered to the tenant's own
+/// process (`$what` says which, for the docs).
+macro_rules! own_only {
+    ($what:literal; $($name:ident: $info:ty;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: ", $what, " only.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $name(device: nvmlDevice_t, count: *mut c_uint, infos: *mut $info) -> nvmlReturn_t {
             guarded(stringify!($name), || match seen(device) {
@@ -628,7 +629,8 @@ macro_rules! own_processes {
         }
     )*};
 }
-own_processes! {
+own_only! {
+    "the tenant's own process";
     nvmlDeviceGetComputeRunningProcesses: nvmlProcessInfo_v1_t;
     nvmlDeviceGetComputeRunningProcesses_v2: nvmlProcessInfo_t;
     nvmlDeviceGetComputeRunningProcesses_v3: nvmlProcessInfo_t;
@@ -753,23 +755,9 @@ pub extern "C" fn nvmlDeviceGetAccountingPids(
     })
 }
 
-/// Encoder and frame-buffer-capture sessions: the tenant's own process's only.
-macro_rules! own_sessions {
-    ($($name:ident: $info:ty;)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: the tenant's own process's sessions only.")]
-        #[cfg_attr(not(test), unsafe(no_mangle))]
-        pub extern "C" fn $name(device: nvmlDevice_t, count: *mut c_uint, infos: *mut $info) -> nvmlReturn_t {
-            guarded(stringify!($name), || match seen(device) {
-                Seen::Unmanaged => nvml!($name(device, count, infos)),
-                Seen::Hidden => HIDDEN,
-                Seen::Mine(v, _) => filtered_list(count, infos, |p: &$info| p.pid == v.pid, |n, buf| {
-                    nvml!($name(device, n, buf))
-                }),
-            })
-        }
-    )*};
-}
-own_sessions! {
+// Encoder and frame-buffer-capture sessions: the tenant's own process's only.
+own_only! {
+    "the tenant's own process's sessions";
     nvmlDeviceGetEncoderSessions: nvmlEncoderSessionInfo_t;
     nvmlDeviceGetFBCSessions: nvmlFBCSessionInfo_t;
 }

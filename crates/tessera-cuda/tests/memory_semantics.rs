@@ -27,22 +27,6 @@ fn memory_app(s: &Setup) -> PathBuf {
     .unwrap()
 }
 
-/// Wait for `child` at most `limit`; kill it and say so if it is still running.
-fn finish_within(child: &mut Child, limit: Duration, what: &str) -> i32 {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        if Instant::now() >= end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} still running after {limit:?}: it hung");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn rest_of(child: &mut Child) -> (String, String) {
     let (mut out, mut err) = (String::new(), String::new());
     if let Some(mut o) = child.stdout.take() {

@@ -11,7 +11,6 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// The harness (one emulated GPU) and `ptsz_app.c` built against the real `cuda.h`,
 /// linked with the fake driver as `libcuda.so.1`, so that it calls the per-thread
@@ -96,16 +95,6 @@ fn a_capture_on_the_per_thread_default_stream_replays_under_the_gate() {
     // the graphs' replays and the other threads' launches took slices of the gate (one
     // per program at least, ended as done at its exit)
     slices_done(&s, 3);
-}
-
-/// Wait (at most 5 s) until the daemon counts `n` slices done.
-fn slices_done(s: &Setup, n: u64) {
-    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while control.status().unwrap().totals.batch_done < n {
-        assert!(Instant::now() < deadline, "{:?}", control.status().unwrap().totals);
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The fake driver implements the per-thread default stream variants as NVIDIA's

@@ -9,30 +9,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-/// Wait for `child` at most `limit`; kill it and say so if it is still running.
-fn finish_within(child: &mut std::process::Child, limit: Duration, what: &str) -> i32 {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        if Instant::now() >= end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} still running after {limit:?}: it hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn stderr_of(child: &mut std::process::Child) -> String {
-    let mut s = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut s);
-    }
-    s
-}
-
 /// The reproduction: on a 1 GiB GPU, A holds 600 MiB and asks for 300 more, B
 /// holds 300 MiB and asks for 200 more. Without deadlock detection both wait for ever;
 /// with it B's request (the newest of the cycle) fails with CUDA_ERROR_OUT_OF_MEMORY
@@ -308,17 +284,6 @@ fn stream_capture_is_not_invalidated_by_the_gate() {
     assert!(log.contains("capture ended"), "the interposer saw the captures end: {log}");
     // the graphs' launches took slices of the gate (one per program, ended at its exit)
     slices_done(&s, 3);
-}
-
-/// Wait (at most 5 s) until the daemon counts `n` slices done; panic with its totals
-/// if it does not.
-fn slices_done(s: &Setup, n: u64) {
-    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while control.status().unwrap().totals.batch_done < n {
-        assert!(Instant::now() < deadline, "{:?}", control.status().unwrap().totals);
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Allocations are served from a lease (a chunk reserved beyond what the first

@@ -167,3 +167,39 @@ pub fn placed_gpu(out: &str) -> usize {
         .map(|b| b - 0x10)
         .unwrap_or_else(|| panic!("no device line in {out}"))
 }
+
+/// Wait for `child` at most `limit`; kill it and say so if it is still running.
+pub fn finish_within(child: &mut Child, limit: std::time::Duration, what: &str) -> i32 {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running after {limit:?}: it hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// What `child` wrote on stderr, to the end.
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut s);
+    }
+    s
+}
+
+/// Wait (at most 5 s) until the daemon counts `n` slices done; panic with its totals
+/// if it does not.
+pub fn slices_done(s: &Setup, n: u64) {
+    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    while control.status().unwrap().totals.batch_done < n {
+        assert!(Instant::now() < deadline, "{:?}", control.status().unwrap().totals);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
