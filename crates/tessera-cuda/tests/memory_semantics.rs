@@ -105,13 +105,12 @@ fn one_threads_free_is_never_stuck_behind_another_threads_wait() {
     let _other = Holder::start(&s, &app, &["hold", "300"]);
     let mut p = Reaped(s.app_at(&app, &["threads", "2", "300", "200", "300"], &[]).spawn().unwrap());
     wait_for(&mut p, "allocated");
-    let lines = wait_for(&mut p, "granted");
     let code = finish_within(&mut p, Duration::from_secs(2), "the two-thread program");
     let (out, err) = rest_of(&mut p);
-    assert_eq!(code, 0, "{lines:?}{out}{err}");
-    let at = |w: &str| lines.iter().find(|(_, l)| l.starts_with(w)).map(|(_, l)| stamp(l));
+    assert_eq!(code, 0, "{out}{err}");
+    let at = |w: &str| out.lines().find(|l| l.starts_with(w)).map(stamp);
     let (freed, granted) = (at("freed").expect("freed"), at("granted").expect("granted"));
-    assert!(granted >= freed, "the wait ended only once the other thread freed: {lines:?}");
+    assert!(granted >= freed, "the wait ended only once the other thread freed: {out}");
 }
 
 /// Item 3: a waiter is served as soon as free and leased-but-unused memory cover it.
@@ -133,6 +132,17 @@ fn memory_freed_into_a_lease_reaches_a_waiter_within_50_ms() {
         let mut q = Holder::start(&s, &app, &["hold", "400"]);
         // 60 MiB free: the waiter's 100 MiB needs P's next free
         let mut waiter = Reaped(s.app_at(&app, &["hold", "100"], &[]).stdin(std::process::Stdio::piped()).spawn().unwrap());
+        // a waiter never served is killed after 10 s, so that the test fails instead of
+        // hanging on its output
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (pid, seen) = (waiter.id().to_string(), served.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(10));
+            // only while the waiter is still ours (not reaped: its pid not reused)
+            if !seen.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = std::process::Command::new("kill").args(["-9", &pid]).status();
+            }
+        });
         let t0 = Instant::now();
         while !tenants(&s).iter().any(|t| t.pid == waiter.id()) {
             assert!(t0.elapsed() < Duration::from_secs(10), "the waiter never registered");
@@ -160,6 +170,7 @@ fn memory_freed_into_a_lease_reaches_a_waiter_within_50_ms() {
             );
         }
         let granted = stamp(&wait_for(&mut waiter, "allocated").pop().unwrap().1);
+        served.store(true, std::sync::atomic::Ordering::SeqCst);
         delays.push(Duration::from_nanos(granted.saturating_sub(freed)));
         drop(waiter);
         q.say("exit");
