@@ -1,36 +1,65 @@
 #!/usr/bin/env bash
-# Fetch NVIDIA's published CUDA 12.9 artefacts that tessera's tests check against —
-# the driver API header (cuda.h), the CUDA runtime (libcudart.so.12), the PTX
-# assembler (ptxas) and the NVML header (nvml.h) — from PyPI's nvidia-cuda-runtime-cu12,
-# nvidia-cuda-nvcc-cu12 and nvidia-nvml-dev-cu12 wheels, into a cache. No GPU and no CUDA installation are needed.
+# Fetch NVIDIA's published CUDA artefacts that tessera's tests check against — the
+# driver API header (cuda.h), the CUDA runtime (libcudart.so.N), the PTX assembler
+# (ptxas) and the NVML header (nvml.h) — from PyPI's CUDA wheels, into a cache. No GPU
+# and no CUDA installation are needed. Two CUDA versions: 12.9 (the default; the
+# nvidia-*-cu12 wheels) and 13.0 (what driver 580 runs; the nvidia-cuda-runtime,
+# nvidia-cuda-nvcc and nvidia-nvml-dev 13.0 wheels), chosen by TESSERA_CUDA_VERSION.
 #
-# usage: scripts/fetch-nvidia-artifacts.sh [CACHE_DIR]
-#   CACHE_DIR defaults to $TESSERA_NVIDIA_CACHE, else ~/.cache/tessera/nvidia-cu12.9
+# usage: [TESSERA_CUDA_VERSION=12.9|13.0] scripts/fetch-nvidia-artifacts.sh [CACHE_DIR]
+#   CACHE_DIR defaults to $TESSERA_NVIDIA_CACHE (12.9 only), else
+#   ~/.cache/tessera/nvidia-cu<version>
 # Prints the cache directory, which then holds include/ (cuda.h, cuda_runtime_api.h and
-# what it includes, nvml.h), lib/libcudart.so.12 and bin/ptxas. Safe to run concurrently (a lock) and again (does nothing when complete).
+# what it includes, nvml.h), lib/libcudart.so.<major> and bin/ptxas. Safe to run
+# concurrently (a lock) and again (does nothing when complete). Says what it fetches,
+# and how much, on stderr: the first run downloads about 40 MB.
 set -euo pipefail
-cache="${1:-${TESSERA_NVIDIA_CACHE:-$HOME/.cache/tessera/nvidia-cu12.9}}"
+version="${TESSERA_CUDA_VERSION:-12.9}"
+case "$version" in
+  12.9)
+    cache="${1:-${TESSERA_NVIDIA_CACHE:-$HOME/.cache/tessera/nvidia-cu12.9}}"
+    # the versions cudarc's cuda-12090 bindings were generated for
+    wheels=("nvidia-cuda-runtime-cu12==12.9.79" "nvidia-cuda-nvcc-cu12==12.9.86" "nvidia-nvml-dev-cu12==12.9.79")
+    prefix="nvidia/"; major=12
+    ;;
+  13.0)
+    cache="${1:-$HOME/.cache/tessera/nvidia-cu13.0}"
+    # CUDA 13.0, which NVIDIA's 580-series driver runs
+    wheels=("nvidia-cuda-runtime==13.0.96" "nvidia-cuda-nvcc==13.0.88" "nvidia-nvml-dev==13.0.87")
+    prefix="nvidia/cu13/"; major=13
+    ;;
+  *)
+    echo "TESSERA_CUDA_VERSION must be 12.9 or 13.0, not $version" >&2
+    exit 2
+    ;;
+esac
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 if [ ! -f "$cache/.complete-3" ]; then
-  # the versions cudarc's cuda-12090 bindings were generated for
+  echo "fetching CUDA $version's headers, runtime and ptxas from PyPI (about 40 MB) into $cache" >&2
   python3 -m pip download --quiet --no-deps --only-binary=:all: \
     --platform manylinux2014_x86_64 --python-version 3.11 \
-    --dest "$cache/wheels" \
-    "nvidia-cuda-runtime-cu12==12.9.79" "nvidia-cuda-nvcc-cu12==12.9.86" \
-    "nvidia-nvml-dev-cu12==12.9.79" >&2
-  python3 - "$cache" <<'PY'
+    --dest "$cache/wheels" "${wheels[@]}" >&2
+  python3 - "$cache" "$prefix" "$major" <<'PY'
 import pathlib, sys, zipfile, stat
-cache = pathlib.Path(sys.argv[1])
-wanted = {
-    "nvidia/cuda_runtime/include/": "include/",
-    # crt/host_defines.h and friends, which cuda_runtime_api.h includes
-    "nvidia/cuda_nvcc/include/": "include/",
-    "nvidia/nvml_dev/include/": "include/",
-    "nvidia/cuda_runtime/lib/libcudart.so.12": "lib/libcudart.so.12",
-    "nvidia/cuda_nvcc/bin/ptxas": "bin/ptxas",
-}
+cache, prefix, major = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+if prefix == "nvidia/":
+    wanted = {
+        "nvidia/cuda_runtime/include/": "include/",
+        # crt/host_defines.h and friends, which cuda_runtime_api.h includes
+        "nvidia/cuda_nvcc/include/": "include/",
+        "nvidia/nvml_dev/include/": "include/",
+        "nvidia/cuda_runtime/lib/libcudart.so.12": "lib/libcudart.so.12",
+        "nvidia/cuda_nvcc/bin/ptxas": "bin/ptxas",
+    }
+else:
+    # CUDA 13's wheels share one tree, nvidia/cu13/
+    wanted = {
+        prefix + "include/": "include/",
+        prefix + f"lib/libcudart.so.{major}": f"lib/libcudart.so.{major}",
+        prefix + "bin/ptxas": "bin/ptxas",
+    }
 for wheel in (cache / "wheels").glob("*.whl"):
     with zipfile.ZipFile(wheel) as z:
         for name in z.namelist():
@@ -41,9 +70,11 @@ for wheel in (cache / "wheels").glob("*.whl"):
                     out.write_bytes(z.read(name))
                     if dst == "bin/ptxas":
                         out.chmod(out.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-for need in ["include/cuda.h", "include/nvml.h", "include/crt/host_defines.h", "lib/libcudart.so.12", "bin/ptxas"]:
+for need in ["include/cuda.h", "include/nvml.h", f"lib/libcudart.so.{major}", "bin/ptxas"]:
     if not (cache / need).is_file():
         sys.exit(f"{need} not found in the wheels")
+if not any((cache / "include" / h).is_file() for h in ["crt/host_defines.h", "host_defines.h"]):
+    sys.exit("host_defines.h not found in the wheels")
 PY
   rm -rf "$cache/wheels"
   touch "$cache/.complete-3"

@@ -72,7 +72,12 @@ int main(int argc, char **argv) {
     cuuint64_t id = 0;
     CUgraph capturing = 0;
     status = CU_STREAM_CAPTURE_STATUS_NONE;
+#if CUDA_VERSION >= 13000
+    /* CUDA 13's cuStreamGetCaptureInfo is the _v3 one, with the edges' data */
+    CHECK("captureinfo", cuStreamGetCaptureInfo(0, &status, &id, &capturing, 0, 0, 0));
+#else
     CHECK("captureinfo", cuStreamGetCaptureInfo(0, &status, &id, &capturing, 0, 0));
+#endif
     printf("info %d\n", (int)status);
     printf("legacy_status %d\n", (int)cuStreamIsCapturing(CU_STREAM_LEGACY, &status));
     for (long i = 0; i < n; i++) {

@@ -11,10 +11,17 @@ use std::process::Command;
 /// fetched from PyPI into the cache when missing. An error (no network, no Python)
 /// says why, for a test to print as its reason to skip.
 pub fn nvidia_artifacts() -> Result<PathBuf, String> {
+    nvidia_artifacts_for("12.9")
+}
+
+/// [`nvidia_artifacts`] of CUDA `version` (`"12.9"`, or `"13.0"`: what NVIDIA's
+/// 580-series driver runs; its runtime is `lib/libcudart.so.13`).
+pub fn nvidia_artifacts_for(version: &str) -> Result<PathBuf, String> {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-nvidia-artifacts.sh");
     let out = Command::new("bash")
         .arg(&script)
+        .env("TESSERA_CUDA_VERSION", version)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
     if !out.status.success() {
@@ -35,10 +42,15 @@ pub fn nvidia_artifacts() -> Result<PathBuf, String> {
 /// [`nvidia_artifacts`], or `None` after printing the test's reason to skip
 /// (`SKIPPED: NVIDIA's <what> is not available: …`).
 pub fn nvidia_artifacts_or_skip(what: &str) -> Option<PathBuf> {
-    match nvidia_artifacts() {
+    nvidia_artifacts_or_skip_for("12.9", what)
+}
+
+/// [`nvidia_artifacts_for`], or `None` after printing the test's reason to skip.
+pub fn nvidia_artifacts_or_skip_for(version: &str, what: &str) -> Option<PathBuf> {
+    match nvidia_artifacts_for(version) {
         Ok(dir) => Some(dir),
         Err(why) => {
-            eprintln!("SKIPPED: NVIDIA's {what} is not available: {why}");
+            eprintln!("SKIPPED: NVIDIA's CUDA {version} {what} is not available: {why}");
             None
         }
     }
