@@ -351,7 +351,8 @@ fn no_entry_point_escapes_the_interposer() {
 }
 
 /// The list of entry points (docs/interposer-entry-points.md) is NVIDIA's `cuda.h` as
-/// it is: regenerated from the header the tests fetch and the symbols the interposer
+/// it is, CUDA 12.9's and 13.0's: regenerated from the headers the tests fetch (a name
+/// only one declares says which) and the symbols the interposer
 /// exports, it must equal the committed one, every entry point that allocates, launches
 /// or names a device must say what the interposer does with it, and every name that
 /// looks like it takes resources or does work must be classified — so a new header
@@ -359,6 +360,10 @@ fn no_entry_point_escapes_the_interposer() {
 #[test]
 fn the_entry_point_list_covers_cuda_h() {
     let Some(artifacts) = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h") else {
+        return;
+    };
+    let Some(cuda13) = tessera_driver::testing::nvidia_artifacts_or_skip_for("13.0", "cuda.h")
+    else {
         return;
     };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -369,6 +374,8 @@ fn the_entry_point_list_covers_cuda_h() {
         .arg(root.join("scripts/cuda_entry_points.py"))
         .arg("--header")
         .arg(artifacts.join("include/cuda.h"))
+        .arg("--header")
+        .arg(cuda13.join("include/cuda.h"))
         .arg("--interposer")
         .arg(&library)
         .arg("--markdown")
