@@ -117,8 +117,23 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // one line with its causes, never a backtrace (whatever RUST_BACKTRACE
             // says): these are errors for the person who ran the command
-            eprintln!("tessera: {e:#}");
+            eprintln!("tessera: {}", one_line(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes on one line, each cause once: many errors already say their
+/// source in their own message ("cannot reach tesserad: No such file …"), and the
+/// chain would say it again.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !line.contains(&cause) {
+            line.push_str(": ");
+            line.push_str(&cause);
+        }
+    }
+    line
 }

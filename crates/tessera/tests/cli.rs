@@ -144,3 +144,17 @@ fn bench_interposer_prints_percentiles() {
     let ratio = &lines[5];
     assert!(ratio["ratio"].as_f64().unwrap() > 0.0 && ratio["target"] == 3.0, "{ratio}");
 }
+
+/// An error says each cause once (issue 53, item 6): `tessera status` with no daemon
+/// said "No such file or directory (os error 2)" twice, once from the error and once
+/// from its source.
+#[test]
+fn an_error_says_each_cause_once() {
+    let socket = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("no-daemon-{}.sock", std::process::id()));
+    let out = tessera().args(["status", "--socket"]).arg(&socket).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    assert!(err.starts_with("tessera: "), "{err}");
+}

@@ -181,7 +181,7 @@ fn a_killed_daemon_restarted_three_times_loses_no_reservation_and_grants_nothing
         let t = Instant::now();
         loop {
             let (tenants, used) = books(&s.socket);
-            if used <= (768 + 64) * MIB && used >= 768 * MIB {
+            if (768 * MIB..=(768 + 64) * MIB).contains(&used) {
                 break;
             }
             assert!(
