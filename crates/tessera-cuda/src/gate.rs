@@ -108,24 +108,25 @@ impl Tenant {
     /// the tenant really used, not what it held or what the mean predicted.
     #[inline]
     pub fn after_launch(&self) {
+        let session = self.session();
         let n = self.launches.fetch_add(1, Ordering::Relaxed);
         let add = if n < MEASURED_LAUNCHES && !crate::hooks::capture::open() {
             let t0 = std::time::Instant::now();
             // the slice lasts until this launch is done, however long it runs
-            self.session().region.set_gate_busy(true);
+            session.region.set_gate_busy(true);
             crate::real::synchronize();
             let dt = t0.elapsed().as_nanos() as u64;
             self.unsynced.store(false, Ordering::Relaxed);
             self.last_idle.store(epoch_ns(), Ordering::Relaxed);
-            if self.session().region.granted().is_none() {
+            if session.region.granted().is_none() {
                 // the kernel ran past the slice it was launched in, whose end the
                 // daemon deferred until now: the whole measured time is owed, charged
                 // as the slice ends (FairGV §3.3.2)
-                self.session().region.add_owed(dt);
+                session.region.add_owed(dt);
                 self.give_back(Waiter::Program, GiveBack::Now);
                 return;
             }
-            self.session().region.set_gate_busy(false);
+            session.region.set_gate_busy(false);
             self.measured_ns.fetch_add(dt, Ordering::Relaxed);
             dt
         } else {
@@ -135,14 +136,14 @@ impl Tenant {
                 self.unsynced_since.store(epoch_ns(), Ordering::Relaxed);
                 self.context.store(crate::real::current_context(), Ordering::Relaxed);
                 self.unsynced.store(true, Ordering::Relaxed);
-                self.session().region.set_gate_busy(true);
+                session.region.set_gate_busy(true);
             }
             self.measured_ns.load(Ordering::Relaxed) / MEASURED_LAUNCHES
         };
         let used = self.accounted_ns.fetch_add(add, Ordering::Relaxed) + add;
         // what the daemon charges when the slice ends with nothing in flight, if it is
         // not given back first
-        self.session().region.set_slice_used(used, n >= MEASURED_LAUNCHES);
+        session.region.set_slice_used(used, n >= MEASURED_LAUNCHES);
         if used >= self.slice.as_nanos() as u64 {
             self.give_back(Waiter::Program, GiveBack::Now);
         }
@@ -156,7 +157,8 @@ impl Tenant {
     /// [`SLICE_SPIN`] each, after which the watcher waits for them). The caller holds
     /// `settling`.
     fn settle(&self, waiter: Waiter) -> u64 {
-        self.session().region.set_gate_busy(true);
+        let session = self.session.load_full();
+        session.region.set_gate_busy(true);
         let t0 = epoch_ns();
         let begin = if self.unsynced.load(Ordering::Relaxed) {
             self.unsynced_since.load(Ordering::Relaxed).min(t0)
@@ -172,17 +174,17 @@ impl Tenant {
         let done = epoch_ns().max(t0);
         self.unsynced.store(false, Ordering::Relaxed);
         let ran = done - begin;
-        let open = self.session().region.granted().is_some();
+        let open = session.region.granted().is_some();
         // the part of the wait after the daemon ended the slice
-        let after = if open { 0 } else { done - self.session().region.closed_at().clamp(begin, done) };
+        let after = if open { 0 } else { done - session.region.closed_at().clamp(begin, done) };
         let used = self.measured_ns.load(Ordering::Relaxed)
             + self.settled_ns.fetch_add(ran - after, Ordering::Relaxed)
             + (ran - after);
         // from now on the measured figure is the slice's
         self.accounted_ns.store(used, Ordering::Relaxed);
-        self.session().region.set_slice_used(used, false);
+        session.region.set_slice_used(used, false);
         if after > 0 {
-            self.session().region.add_owed(after);
+            session.region.add_owed(after);
         }
         used
     }
@@ -193,17 +195,17 @@ impl Tenant {
     /// busy, and ends it on this word rather than on its next look.
     #[cold]
     fn give_back(&self, waiter: Waiter, when: GiveBack) {
+        let session = self.session.load_full();
         let Ok(_one) = self.settling.lock() else { return };
         let go = match when {
             GiveBack::Now => true,
             GiveBack::InFlight => self.in_flight(),
-            GiveBack::Idle => !self.in_flight() && self.session().region.granted().is_some(),
+            GiveBack::Idle => !self.in_flight() && session.region.granted().is_some(),
         };
         if !go {
             return;
         }
         let used = self.settle(waiter);
-        let session = self.session();
         if let (Ok(mut client), Ok(outstanding)) = (session.client.lock(), session.outstanding.lock())
             && let Some(h) = *outstanding
         {
@@ -211,7 +213,7 @@ impl Tenant {
             // release of a slice already ended is ignored
             let _ = client.release_slice(h, Duration::from_nanos(used), true);
         }
-        self.session().region.set_gate_busy(false);
+        session.region.set_gate_busy(false);
     }
 
     /// The GPU of the slice held now, if any.
@@ -246,13 +248,14 @@ impl Tenant {
     /// it — a program that launches once and then computes on the CPU does not keep it
     /// for the whole slice.
     pub fn watch(&self, quiet: &mut (u64, u64)) {
+        let session = self.session();
         let now = epoch_ns();
         let spin = SLICE_SPIN.as_nanos() as u64;
         if self.unsynced.load(Ordering::Relaxed) {
             let launches = self.launches.load(Ordering::Relaxed);
-            if self.session().region.granted().is_some() && launches != quiet.0 {
+            if session.region.granted().is_some() && launches != quiet.0 {
                 *quiet = (launches, now);
-            } else if self.session().region.granted().is_none() {
+            } else if session.region.granted().is_none() {
                 line(format_args!("work runs past its slice: measured, then owed"));
                 self.give_back(Waiter::Watcher, GiveBack::InFlight);
             } else if now.saturating_sub(quiet.1) >= spin
@@ -263,12 +266,12 @@ impl Tenant {
                 // slice is given back once nothing does
                 self.settle(Waiter::Watcher);
                 self.last_idle.store(epoch_ns(), Ordering::Relaxed);
-                self.session().region.set_gate_busy(false);
+                session.region.set_gate_busy(false);
             }
             return;
         }
         let idle = self.last_idle.load(Ordering::Relaxed);
-        if idle == 0 || self.session().region.granted().is_none() || now.saturating_sub(idle) < spin {
+        if idle == 0 || session.region.granted().is_none() || now.saturating_sub(idle) < spin {
             return;
         }
         // claimed: a launch starting now (which clears it) keeps the slice instead
