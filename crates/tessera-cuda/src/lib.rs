@@ -20,8 +20,10 @@
 //! grants). Only ever run against a fake driver and NVIDIA's real runtime on it.
 //!
 //! Module map: [`config`] (the environment), `real` (`unsafe`: the real driver and
-//! the loader's `dlsym`), `state` (the tenant, its ledger and allocation book),
-//! `hooks` (`unsafe`: the exports), `migrate` (`unsafe`: DCUDA's live migration of
+//! the loader's `dlsym`), `state` (becoming a tenant), `tenant` (the tenant, its session
+//! with the daemon and allocation book), `gate` (the launch gate), `memory`
+//! (reservations and leases), `readopt` (re-registering with a restarted daemon), `log`,
+//! `hooks/` (`unsafe`: the exports), `migrate` (`unsafe`: DCUDA's live migration of
 //! driver-API programs, `TESSERA_MIGRATION`), `nvml` (`unsafe`: NVML's exports, which
 //! show a tenant its own GPUs, memory, process and utilization).
 
