@@ -319,7 +319,7 @@ HOOKED = [
     (r"cuMemFree\w*|cuMemRelease|cu(Mipmapped)?ArrayDestroy", None, "governed: the reservation is returned"),
     (r"cuGraphAddMemAllocNode|cuGraphAddNode", None, "memory allocation nodes refused for a tenant (CUDA_ERROR_NOT_SUPPORTED and one line); other nodes pass"),
     (r"cuGraphLaunch|cuLaunch\w*", None, "governed: behind the launch gate (recorded without it into a capturing stream)"),
-    (r"cuMemPoolCreate|cuMemPoolDestroy|cuDeviceGetDefaultMemPool|cuDeviceGetMemPool", None, "governed: the pool's GPU is noted; an allocation from the pool is reserved there"),
+    (r"cuMemPoolCreate|cuMemPoolDestroy|cuDeviceGetDefaultMemPool|cuDeviceGetMemPool|cuMemGetDefaultMemPool|cuMemGetMemPool", None, "governed: the pool's GPU is noted; an allocation from the pool is reserved there"),
     (r"cuCtxSetLimit", None, "governed: a stack, printf-FIFO or malloc-heap limit beyond its default is reserved through the daemon (CUDA_ERROR_OUT_OF_MEMORY when refused); raising the device runtime's limits is refused (CUDA_ERROR_NOT_SUPPORTED and one line)"),
     (r"cuDeviceGetCount|cuDeviceGet|cuDeviceGetByPCIBusId", None, "governed: the driver shows only the GPUs the daemon placed the program on (CUDA_VISIBLE_DEVICES, set by UUID before cuInit), numbered from 0"),
     (r"cuDeviceTotalMem|cuMemGetInfo", None, "governed: the tenant's limit (or the GPU's memory the ledger has not granted)"),

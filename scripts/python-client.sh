@@ -6,9 +6,14 @@
 #               its CUDA 12 extra (NVVM, NVRTC, nvJitLink and the runtime from PyPI;
 #               about 400 MB to download the first time);
 #   pynvml      NVIDIA's NVML bindings (PyPI's nvidia-ml-py), which dlopen
-#               libnvidia-ml.so.1 (crates/tessera/tests/pynvml.rs).
+#               libnvidia-ml.so.1 (crates/tessera/tests/pynvml.rs);
+#   cuda-bindings12, cuda-bindings13
+#               NVIDIA's Python driver API bindings alone (PyPI's cuda-bindings), the
+#               newest of the 12.9 line and of 13.x: the layer numba-cuda loads the
+#               driver through, whose 13.x asks the driver for CUDA 13 entry points
+#               (crates/tessera/tests/cuda_bindings.rs).
 #
-# usage: scripts/python-client.sh numba-cuda|pynvml [CACHE_DIR]
+# usage: scripts/python-client.sh numba-cuda|pynvml|cuda-bindings12|cuda-bindings13 [CACHE_DIR]
 #   CACHE_DIR defaults to $TESSERA_PYTHON_CACHE/<client>-<version>, else
 #   ~/.cache/tessera/<client>-<version>
 # Prints the environment's python. Safe to run concurrently (a lock) and again (does
@@ -17,7 +22,9 @@ set -euo pipefail
 case "${1:-}" in
   numba-cuda) version=0.30.4; spec="numba-cuda[cu12]==$version" ;;
   pynvml) version=12.575.51; spec="nvidia-ml-py==$version" ;;
-  *) echo "usage: $0 numba-cuda|pynvml [CACHE_DIR]" >&2; exit 64 ;;
+  cuda-bindings12) version=12.9.10; spec="cuda-bindings==$version" ;;
+  cuda-bindings13) version=13.5.0; spec="cuda-bindings==$version" ;;
+  *) echo "usage: $0 numba-cuda|pynvml|cuda-bindings12|cuda-bindings13 [CACHE_DIR]" >&2; exit 64 ;;
 esac
 cache="${2:-${TESSERA_PYTHON_CACHE:-$HOME/.cache/tessera}/$1-$version}"
 mkdir -p "$cache"

@@ -54,7 +54,11 @@ pub(crate) fn watch_forever(t: &'static Tenant) {
         let held = t.granted().is_some() || t.in_flight();
         t.watch(&mut quiet);
         t.readopt_if_gone();
-        std::thread::sleep(if held { Duration::from_micros(500) } else { Duration::from_millis(5) });
+        std::thread::sleep(if held {
+            Duration::from_micros(500)
+        } else {
+            Duration::from_millis(5)
+        });
     }
 }
 
@@ -206,7 +210,8 @@ impl Tenant {
             return;
         }
         let used = self.settle(waiter);
-        if let (Ok(mut client), Ok(outstanding)) = (session.client.lock(), session.outstanding.lock())
+        if let (Ok(mut client), Ok(outstanding)) =
+            (session.client.lock(), session.outstanding.lock())
             && let Some(h) = *outstanding
         {
             // a failure here means the daemon is gone, which the next launch reports; a

@@ -47,13 +47,13 @@ macro_rules! real {
 }
 
 pub mod config;
-mod hooks;
-mod migrate;
-mod nvml;
-mod real;
 mod gate;
+mod hooks;
 mod log;
 mod memory;
+mod migrate;
+mod nvml;
 mod readopt;
+mod real;
 mod state;
 mod tenant;

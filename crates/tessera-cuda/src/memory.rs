@@ -130,7 +130,13 @@ impl Tenant {
         if chunk > 0
             && self
                 .desk(|c| {
-                    c.reserve(self.id(), self.node(gpu), missing + chunk, Some(Duration::ZERO), true)
+                    c.reserve(
+                        self.id(),
+                        self.node(gpu),
+                        missing + chunk,
+                        Some(Duration::ZERO),
+                        true,
+                    )
                 })
                 .is_ok()
         {

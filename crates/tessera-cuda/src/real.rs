@@ -176,8 +176,7 @@ static LEDGER_RECORD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI3
 extern "C" fn in_forked_child() {
     use std::sync::atomic::Ordering;
     FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
-    for fd in [TENANT_SOCKET.swap(-1, Ordering::SeqCst), LEDGER_RECORD.swap(-1, Ordering::SeqCst)]
-    {
+    for fd in [TENANT_SOCKET.swap(-1, Ordering::SeqCst), LEDGER_RECORD.swap(-1, Ordering::SeqCst)] {
         if fd >= 0 {
             // SAFETY: close(2) is async-signal-safe; the descriptor is the child's copy
             // of the parent's tenant socket or ledger record, which nothing in the

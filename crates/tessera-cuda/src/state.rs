@@ -305,4 +305,3 @@ enum Binding {
     /// in node order), `count` of them.
     Inherited { nodes: Vec<u32>, count: usize },
 }
-

@@ -10,7 +10,7 @@ use std::process::Command;
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
-/// A daemon on one emulated 1 GiB GPU, and the fake driver and programs built against
+/// A daemon on two emulated 1 GiB GPUs, and the fake driver and programs built against
 /// CUDA 13.0's headers, in a directory of the test's own.
 struct Cuda13 {
     dir: PathBuf,
@@ -27,9 +27,10 @@ impl Drop for Cuda13 {
     }
 }
 
-fn setup() -> Option<Cuda13> {
+fn setup(tag: &str) -> Option<Cuda13> {
     let artifacts = tessera_driver::testing::nvidia_artifacts_or_skip_for("13.0", "cuda.h")?;
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cuda13-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cuda13-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     tessera_driver::testing::build_fake_driver(&artifacts, &dir.join("libcuda.so.1"))
@@ -57,7 +58,7 @@ fn setup() -> Option<Cuda13> {
     let daemon = Daemon::start(&DaemonConfig {
         socket: socket.clone(),
         ledger: dir.join("ledger"),
-        gpus: 1,
+        gpus: 2,
         gpu_memory_mib: 1024,
         executor: ExecutorKind::Emulated { speedup: 10.0 },
         policy: PolicyName::RoundRobin,
@@ -89,13 +90,15 @@ impl Cuda13 {
 
 #[test]
 fn programs_built_against_cuda_13_run_under_the_interposer() {
-    let Some(s) = setup() else { return };
+    let Some(s) = setup("programs") else { return };
     // memory: admitted, and its share is what the limit says
-    let (code, out, err) = s.run("driver_app", &["meminfo", "100"], &[("TESSERA_MEMORY", "512MiB")]);
+    let (code, out, err) =
+        s.run("driver_app", &["meminfo", "100"], &[("TESSERA_MEMORY", "512MiB")]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("meminfo 536870912 536870912"), "{out}");
     // beyond the limit: out-of-memory (2), said once
-    let (code, out, err) = s.run("driver_app", &["alloc", "300", "0"], &[("TESSERA_MEMORY", "256MiB")]);
+    let (code, out, err) =
+        s.run("driver_app", &["alloc", "300", "0"], &[("TESSERA_MEMORY", "256MiB")]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("error alloc 2"), "{out}");
     // kernels through the launch gate
@@ -117,4 +120,48 @@ fn programs_built_against_cuda_13_run_under_the_interposer() {
     let (code, out, err) = s.run("memory_app", &["retry", "3", "300", "200"], &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("oom 2 ") && out.contains("retried"), "{out}");
+}
+
+/// CUDA 13's pool look-ups by location (`cuMemGetDefaultMemPool`): an allocation from
+/// the default pool of the program's device 1 is reserved on that device's GPU, though
+/// its current context is on device 0 — as for the pools CUDA 12 looks up by device.
+/// Before, the interposer did not see the look-up and reserved the allocation on the
+/// current context's GPU.
+#[test]
+fn a_pool_looked_up_by_location_reserves_on_its_device() {
+    let Some(s) = setup("pool") else { return };
+    let preload = std::env::current_exe().unwrap().parent().unwrap().join("libtessera_cuda.so");
+    let mut p = Command::new(s.dir.join("driver_app"))
+        .args(["pool13", "300", "1000"])
+        .env("LD_PRELOAD", preload)
+        .env("LD_LIBRARY_PATH", &s.dir)
+        .env("TESSERA_SOCKET", &s.socket)
+        .env("TESSERA_GPUS", "2")
+        .env("POOL_DEVICE", "1")
+        .env("SHOW_DEVICES", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(p.stdout.take().unwrap()));
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if line == "allocated" {
+            break;
+        }
+    }
+    assert!(out.contains("allocated"), "{out}");
+    let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
+    let used: Vec<u64> = control.status().unwrap().gpus.iter().map(|g| g.memory_used).collect();
+    for line in lines {
+        out.push_str(&line.unwrap());
+        out.push('\n');
+    }
+    assert!(p.wait().unwrap().success(), "{out}");
+    // the program's device 1 is the node's GPU it says it sees as 1
+    let device1 = if out.contains("sees 1 0000:11:00.0") { 1 } else { 0 };
+    let mib = 1 << 20;
+    assert!(used[device1] >= 300 * mib && used[1 - device1] < 300 * mib, "{used:?} {out}");
 }

@@ -6,7 +6,7 @@
  * usage: driver_app alloc MIB HOLD_MS   allocate, hold, free
  *        driver_app getproc MIB          allocate through cuGetProcAddress("cuMemAlloc")
  *        driver_app meminfo MIB          print cuMemGetInfo before and after allocating
- *        driver_app async|vmm|pool|array MIB HOLD_MS
+ *        driver_app async|vmm|pool|pool13|array MIB HOLD_MS
  *                                        the same as alloc, through cuMemAllocAsync /
  *                                        cuMemFreeAsync, cuMemCreate (at device 0's
  *                                        location) / cuMemRelease, a pool created at
@@ -340,6 +340,19 @@ int main(int argc, char **argv) {
         CUmemoryPool pool;
         CHECK("pool", pool_create(&pool, &props));
         CHECK("alloc", from_pool(&p, bytes, pool, 0));
+    } else if (!strcmp(argv[1], "pool13")) {
+        /* CUDA 13's look-up by location: the default pool of device POOL_DEVICE */
+#if CUDA_VERSION >= 13000
+        CUresult (*get_pool)(CUmemoryPool *, CUmemLocation *, CUmemAllocationType) = sym("cuMemGetDefaultMemPool");
+        CUresult (*from_pool)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) = sym("cuMemAllocFromPoolAsync");
+        CUmemLocation where = {CU_MEM_LOCATION_TYPE_DEVICE, getenv("POOL_DEVICE") ? atoi(getenv("POOL_DEVICE")) : (int)dev};
+        CUmemoryPool pool;
+        CHECK("pool", get_pool(&pool, &where, CU_MEM_ALLOCATION_TYPE_PINNED));
+        CHECK("alloc", from_pool(&p, bytes, pool, 0));
+#else
+        fprintf(stderr, "pool13 needs CUDA 13's cuda.h\n");
+        return 3;
+#endif
     } else if (!strcmp(argv[1], "array")) {
         CUresult (*create)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *) = sym("cuArrayCreate_v2");
         CUDA_ARRAY_DESCRIPTOR d = {bytes / 4 / 256, 256, CU_AD_FORMAT_FLOAT, 1};
@@ -355,7 +368,7 @@ int main(int argc, char **argv) {
     long hold_ms = argc > 3 ? atol(argv[3]) : 0;
     struct timespec t = {hold_ms / 1000, (hold_ms % 1000) * 1000000L};
     nanosleep(&t, 0);
-    if (!strcmp(argv[1], "async") || !strcmp(argv[1], "pool")) {
+    if (!strcmp(argv[1], "async") || !strcmp(argv[1], "pool") || !strcmp(argv[1], "pool13")) {
         CUresult (*free_async)(CUdeviceptr, CUstream) = sym("cuMemFreeAsync");
         CHECK("free", free_async(p, 0));
     } else if (!strcmp(argv[1], "vmm")) {

@@ -103,7 +103,8 @@ fn one_threads_free_is_never_stuck_behind_another_threads_wait() {
     let Some(s) = setup("threads", 1) else { return };
     let app = memory_app(&s);
     let _other = Holder::start(&s, &app, &["hold", "300"]);
-    let mut p = Reaped(s.app_at(&app, &["threads", "2", "300", "200", "300"], &[]).spawn().unwrap());
+    let mut p =
+        Reaped(s.app_at(&app, &["threads", "2", "300", "200", "300"], &[]).spawn().unwrap());
     wait_for(&mut p, "allocated");
     let code = finish_within(&mut p, Duration::from_secs(2), "the two-thread program");
     let (out, err) = rest_of(&mut p);
@@ -131,7 +132,12 @@ fn memory_freed_into_a_lease_reaches_a_waiter_within_50_ms() {
         p.expect("allocated");
         let mut q = Holder::start(&s, &app, &["hold", "400"]);
         // 60 MiB free: the waiter's 100 MiB needs P's next free
-        let mut waiter = Reaped(s.app_at(&app, &["hold", "100"], &[]).stdin(std::process::Stdio::piped()).spawn().unwrap());
+        let mut waiter = Reaped(
+            s.app_at(&app, &["hold", "100"], &[])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
         // a waiter never served is killed after 10 s, so that the test fails instead of
         // hanging on its output
         let served = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -272,7 +272,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
 }
 CUresult CUDAAPI cuDriverGetVersion(int *driverVersion) {
     if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = 12090;
+    *driverVersion = CUDA_VERSION; /* the version of the header it is built against */
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGetCount(int *count) { NEED_INIT(); *count = devices(); return CUDA_SUCCESS; }
@@ -541,6 +541,18 @@ CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) { return cuDeviceGetDefaultMemPool(pool, dev); }
+#if CUDA_VERSION >= 13000
+/* CUDA 13's look-ups by location: a device's pools only (host pools are not faked) */
+CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type) {
+    NEED_INIT();
+    if (!location || location->type != CU_MEM_LOCATION_TYPE_DEVICE || type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuDeviceGetDefaultMemPool(pool_out, location->id);
+}
+CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type) {
+    return cuMemGetDefaultMemPool(pool, location, type);
+}
+#endif
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
     NEED_INIT();
     if (!pool || !props || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
@@ -758,6 +770,17 @@ CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice d
 }
 CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream) {
     return cuMemPrefetchAsync(devPtr, count, dstDevice, hStream);
+}
+/* CUDA 12.2's form, by location (what cuGetProcAddress answers from 12020, and CUDA
+ * 13's cuda.h calls cuMemPrefetchAsync): a device's only (host prefetch is not faked) */
+CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,
+                                       CUstream hStream) {
+    if (location.type != CU_MEM_LOCATION_TYPE_DEVICE || flags) return CUDA_ERROR_INVALID_VALUE;
+    return cuMemPrefetchAsync(devPtr, count, location.id, hStream);
+}
+CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location,
+                                            unsigned int flags, CUstream hStream) {
+    return cuMemPrefetchAsync_v2(devPtr, count, location, flags, hStream);
 }
 /* A synchronous copy is work on the legacy stream — or, by a _ptds entry point, on the
  * calling thread's per-thread default stream — done at once; not while a capture makes
@@ -1013,6 +1036,27 @@ CUresult CUDAAPI cuCtxSynchronize(void) {
     wait_device();
     return CUDA_SUCCESS;
 }
+#if CUDA_VERSION >= 13000
+/* CUDA 13's forms naming their context (NULL: the current one), what cuGetProcAddress
+ * answers for cuCtxGetDevice and cuCtxSynchronize at version 13000 */
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+    if (!ctx) return cuCtxGetDevice(device);
+    NEED_INIT();
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (ctx == (CUcontext)&ctx_token[d]) {
+            *device = d;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_CONTEXT;
+}
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+    CUcontext saved = current;
+    if (ctx) current = ctx;
+    CUresult r = cuCtxSynchronize();
+    current = saved;
+    return r;
+}
+#endif
 
 /* Stream capture, begun on `s` into a new graph, or into `into`. */
 static unsigned long long capture_ids;
@@ -1454,11 +1498,14 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuMemAlloc), E(cuMemFree), E(cuMemAllocPitch), E(cuDeviceTotalMem), E(cuDeviceGetByPCIBusId),
     E(cuMipmappedArrayCreate), E(cuMipmappedArrayDestroy), E(cuLaunch), E(cuLaunchGrid), E(cuLaunchGridAsync),
     E(cuLaunchCooperativeKernelMultiDevice), E(cuMemGetInfo), E(cuMulticastCreate), E(cuStreamQuery_ptsz), E(cuStreamSynchronize_ptsz), E(cuGetErrorString), E(cuGetExportTable), E(cuGetProcAddress), E(cuGetProcAddress_v2),
-    E(cuMemAllocFromPoolAsync_ptsz), E(cuMemPrefetchAsync_ptsz), E(cuMemcpyHtoD_v2_ptds), E(cuMemcpyDtoH_v2_ptds),
+    E(cuMemAllocFromPoolAsync_ptsz), E(cuMemPrefetchAsync_ptsz), E(cuMemPrefetchAsync_v2), E(cuMemPrefetchAsync_v2_ptsz), E(cuMemcpyHtoD_v2_ptds), E(cuMemcpyDtoH_v2_ptds),
     E(cuStreamDestroy), E(cuStreamBeginCapture), E(cuStreamBeginCapture_v2_ptsz), E(cuStreamBeginCaptureToGraph),
     E(cuStreamBeginCaptureToGraph_ptsz), E(cuStreamGetCaptureInfo), E(cuStreamGetCaptureInfo_ptsz),
     E(cuStreamGetCaptureInfo_v2), E(cuStreamGetCaptureInfo_v2_ptsz), E(cuStreamGetCaptureInfo_v3),
     E(cuStreamGetCaptureInfo_v3_ptsz),
+#if CUDA_VERSION >= 13000
+    E(cuCtxGetDevice_v2), E(cuCtxSynchronize_v2), E(cuMemGetDefaultMemPool), E(cuMemGetMemPool),
+#endif
 };
 static void *lookup(const char *name) {
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
@@ -1466,33 +1513,69 @@ static void *lookup(const char *name) {
     return 0;
 }
 
-/* The versioned look-up of CUDA >= 11.3: a newer variant (_v3, _v2) when the caller's
- * version allows it, the per-thread-stream variant (_ptsz, _ptds) when asked for — as
- * the real driver does, the variant whose NULL stream is the calling thread's
- * per-thread default stream, not the plain entry point. */
+/* The versioned look-up of CUDA >= 11.3, as the real driver answers it: the newest
+ * variant of `symbol` whose version is at most the caller's `cudaVersion`, the
+ * per-thread-stream one (_ptsz, _ptds: its NULL stream is the calling thread's
+ * per-thread default stream) when asked for and there is one. The variants and their
+ * versions are cudaTypedefs.h's (PFN_<name>_v<version>), as a table the test support
+ * generates from the header this is compiled against (tessera_driver::testing::
+ * proc_variants); a variant the fake does not implement is not found. */
+#ifdef FAKE_PROC_TABLE
+static const struct { const char *name; int version; int per_thread; const char *symbol; } variants[] = {
+#include FAKE_PROC_TABLE
+};
+#else
+/* built by hand (scripts/try-without-gpu.sh): no table, so every name is looked up as
+ * itself, its newest variant first (_v3, _v2), the per-thread one when asked for */
+#define FAKE_NO_PROC_TABLE 1
+static const struct { const char *name; int version; int per_thread; const char *symbol; } variants[] = {
+    {"", 0, 0, ""},
+};
+#endif
 CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                      CUdriverProcAddressQueryResult *symbolStatus) {
     /* answers before cuInit, as the real driver does (the runtime looks up cuInit so) */
     if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-    char name[256];
+    int threaded = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    const char *chosen = 0;
+    int best = -1, best_threaded = 0, known = 0;
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        if (strcmp(variants[i].name, symbol)) continue;
+        known = 1;
+        if (variants[i].version > cudaVersion || (variants[i].per_thread && !threaded)) continue;
+        /* a per-thread variant beats any plain one; then the newest */
+        if (variants[i].per_thread > best_threaded ||
+            (variants[i].per_thread == best_threaded && variants[i].version > best)) {
+            best = variants[i].version;
+            best_threaded = variants[i].per_thread;
+            chosen = variants[i].symbol;
+        }
+    }
+    /* a name the header has no typedef for is looked up as itself */
+#ifndef FAKE_NO_PROC_TABLE
+    void *found = known ? (chosen ? lookup(chosen) : 0) : lookup(symbol);
+#else
     void *found = 0;
+    char name[256];
     const char *suffixes[] = {"_v3", "_v2", ""};
     for (int i = 0; !found && i < 3; i++) {
-        if (cudaVersion < 3020 && i < 2) continue;
-        if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+        if (threaded) {
             snprintf(name, sizeof name, "%s%s_ptsz", symbol, suffixes[i]);
-            found = lookup(name);
-            if (found) break;
+            if ((found = lookup(name))) break;
             snprintf(name, sizeof name, "%s%s_ptds", symbol, suffixes[i]);
-            found = lookup(name);
-            if (found) break;
+            if ((found = lookup(name))) break;
         }
         snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]);
         found = lookup(name);
     }
+#endif
     *pfn = found;
-    if (symbolStatus) *symbolStatus = found ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    log_call("cuGetProcAddress %s %d %llu -> %s", symbol, cudaVersion, (unsigned long long)flags, found ? "found" : "none");
+    if (symbolStatus)
+        *symbolStatus = found ? CU_GET_PROC_ADDRESS_SUCCESS
+                        : (known && !chosen) ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                             : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    log_call("cuGetProcAddress %s %d %llu -> %s", symbol, cudaVersion, (unsigned long long)flags,
+             found ? (chosen ? chosen : symbol) : "none");
     return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {

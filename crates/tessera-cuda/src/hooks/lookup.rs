@@ -24,6 +24,7 @@ hooks! {
 fn driver_hook(name: &[u8]) -> Option<*mut c_void> {
     super::device::hook_for(name)
         .or_else(|| super::memory::hook_for(name))
+        .or_else(|| super::pools::hook_for(name))
         .or_else(|| super::launch::hook_for(name))
         .or_else(|| super::capture::hook_for(name))
         .or_else(|| hook_for(name))
@@ -31,8 +32,10 @@ fn driver_hook(name: &[u8]) -> Option<*mut c_void> {
 
 /// The driver symbols a `cuGetProcAddress` answer for `symbol` may be: the name itself
 /// and its versioned and per-thread-stream variants (every suffix `cuda.h` gives).
-const VARIANTS: [&str; 9] =
-    ["", "_v2", "_v3", "_ptsz", "_v2_ptsz", "_v3_ptsz", "_ptds", "_v2_ptds", "_v3_ptds"];
+const VARIANTS: [&str; 12] = [
+    "", "_v2", "_v3", "_v4", "_ptsz", "_v2_ptsz", "_v3_ptsz", "_v4_ptsz", "_ptds", "_v2_ptds",
+    "_v3_ptds", "_v4_ptds",
+];
 
 /// Replace the real driver's answer `found` for `symbol` by the hook of the variant it
 /// is, when that variant is governed.

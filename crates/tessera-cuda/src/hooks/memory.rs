@@ -9,6 +9,7 @@
 // the hooks carry the driver's own names
 #![allow(non_snake_case)]
 
+use super::pools::pool_device;
 use super::{current_gpu, guarded, refuse_ungoverned, variant};
 use crate::migrate::migration;
 use crate::state::{Allocation, complain, state};
@@ -18,15 +19,14 @@ use tessera_driver::sys::{
     CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, CUDA_MEM_ALLOC_NODE_PARAMS, CUarray, CUdevice,
     CUdevice_attribute, CUdeviceptr, CUgraph, CUgraphEdgeData, CUgraphNode, CUgraphNodeParams,
     CUgraphNodeType, CUlimit, CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocationType,
-    CUmemPoolProps, CUmemoryPool, CUmipmappedArray, CUmulticastObjectProp, CUstream,
+    CUmemoryPool, CUmipmappedArray, CUmulticastObjectProp, CUstream,
 };
 use tessera_driver::{CuResult, status};
 
 hooks! {
     checked: [
         cuMemAlloc_v2, cuMemAllocManaged, cuMemAllocPitch_v2, cuMemFree_v2, cuMemAllocAsync,
-        cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemPoolCreate, cuMemPoolDestroy,
-        cuDeviceGetDefaultMemPool, cuDeviceGetMemPool, cuMemCreate, cuMemRelease,
+        cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemCreate, cuMemRelease,
         cuArrayCreate_v2, cuArray3DCreate_v2, cuArrayDestroy, cuMemGetInfo_v2,
         cuMipmappedArrayCreate, cuMipmappedArrayDestroy, cuGraphAddMemAllocNode, cuGraphAddNode,
         cuGraphAddNode_v2, cuMulticastCreate, cuCtxSetLimit, cuDeviceTotalMem_v2,
@@ -237,85 +237,6 @@ stream_alloc!(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz,
     (dptr: *mut CUdeviceptr, bytes: usize, pool: CUmemoryPool, stream: CUstream), dptr, bytes,
     pool_device(pool));
 
-/// Memory pools' devices (the driver's ordinals), as their creation or look-up named
-/// them: an allocation from a pool is reserved on the pool's device, which need not be
-/// the current context's.
-fn pools() -> &'static std::sync::Mutex<std::collections::HashMap<usize, u32>> {
-    static POOLS: OnceLock<std::sync::Mutex<std::collections::HashMap<usize, u32>>> =
-        OnceLock::new();
-    POOLS.get_or_init(Default::default)
-}
-
-/// The device of `pool`, when the interposer saw where it is.
-fn pool_device(pool: CUmemoryPool) -> Option<u32> {
-    pools().lock().ok()?.get(&(pool as usize)).copied()
-}
-
-fn note_pool(pool: *mut CUmemoryPool, dev: c_int) {
-    if let (false, Ok(dev), Ok(mut pools)) = (pool.is_null(), u32::try_from(dev), pools().lock()) {
-        // SAFETY: checked non-null; the driver just wrote the pool there.
-        pools.insert(unsafe { *pool } as usize, dev);
-    }
-}
-
-/// `cuMemPoolCreate`: notes the pool's device (its location).
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub extern "C" fn cuMemPoolCreate(
-    pool: *mut CUmemoryPool,
-    props: *const CUmemPoolProps,
-) -> CuResult {
-    guarded("cuMemPoolCreate", || {
-        let r = real!(cuMemPoolCreate(pool, props));
-        if r == status::SUCCESS && !props.is_null() {
-            // SAFETY: non-null, the caller's CUmemPoolProps; read as plain integers.
-            let (kind, id) = unsafe {
-                let location = std::ptr::addr_of!((*props).location);
-                (
-                    std::ptr::addr_of!((*location).type_).cast::<u32>().read_unaligned(),
-                    std::ptr::addr_of!((*location).id).read_unaligned(),
-                )
-            };
-            if kind == CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE as u32 {
-                note_pool(pool, id);
-            }
-        }
-        r
-    })
-}
-
-/// `cuMemPoolDestroy`: forgets the pool.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> CuResult {
-    guarded("cuMemPoolDestroy", || {
-        let r = real!(cuMemPoolDestroy(pool));
-        if r == status::SUCCESS
-            && let Ok(mut pools) = pools().lock()
-        {
-            pools.remove(&(pool as usize));
-        }
-        r
-    })
-}
-
-/// A device's pool look-up (its default pool, or its current one): notes the pool's
-/// device.
-macro_rules! device_pool_lookup {
-    ($name:ident) => {
-        #[doc = concat!("`", stringify!($name), "`: notes the pool's device.")]
-        #[cfg_attr(not(test), unsafe(no_mangle))]
-        pub extern "C" fn $name(pool: *mut CUmemoryPool, dev: CUdevice) -> CuResult {
-            guarded(stringify!($name), || {
-                let r = real!($name(pool, dev));
-                if r == status::SUCCESS {
-                    note_pool(pool, dev);
-                }
-                r
-            })
-        }
-    };
-}
-device_pool_lookup!(cuDeviceGetDefaultMemPool);
-device_pool_lookup!(cuDeviceGetMemPool);
 stream_free!(cuMemFreeAsync, cuMemFreeAsync_ptsz);
 
 /// `cuMemCreate`: a physical allocation, reserved on the device its properties name

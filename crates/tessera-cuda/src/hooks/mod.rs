@@ -67,6 +67,7 @@ mod device;
 mod launch;
 mod lookup;
 mod memory;
+mod pools;
 
 pub(crate) use launch::kernel_device;
 

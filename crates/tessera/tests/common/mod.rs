@@ -107,7 +107,7 @@ pub fn demo_client(dir: &Path, socket: &Path, weight: u32, tasks: usize) -> std:
 }
 
 /// The python of a virtual environment holding the Python CUDA client `name`
-/// (`scripts/python-client.sh`: `numba-cuda` or `pynvml`), installed from PyPI the
+/// (`scripts/python-client.sh`: `numba-cuda`, `pynvml`, `cuda-bindings12` or `cuda-bindings13`), installed from PyPI the
 /// first time; or why there is none.
 pub fn python_client(name: &str) -> Result<PathBuf, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/python-client.sh");

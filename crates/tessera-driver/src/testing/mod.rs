@@ -7,6 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod proc_table;
+pub use proc_table::{ProcVariant, c_rows, proc_variants, resolve};
+
 /// The directory holding `include/cuda.h`, `lib/libcudart.so.12` and `bin/ptxas`,
 /// fetched from PyPI into the cache when missing. An error (no network, no Python)
 /// says why, for a test to print as its reason to skip.
@@ -108,7 +111,16 @@ fn build_fake_library(artifacts: &Path, source: &str, out: &Path) -> Result<Path
     // named as the library it stands for, so that a program linked with it needs it by
     // that name (found on the library path, as the real one is)
     let soname = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut table = Vec::new();
+    if source == "fake_libcuda.c" {
+        // cuGetProcAddress's versions, from the header the fake is compiled against
+        let rows = out.with_extension("procs.h");
+        std::fs::write(&rows, c_rows(&proc_variants(artifacts)?))
+            .map_err(|e| format!("writing {}: {e}", rows.display()))?;
+        table.push(format!("-DFAKE_PROC_TABLE=\"{}\"", rows.display()));
+    }
     let built = Command::new(&cc)
+        .args(&table)
         .arg(format!("-Wl,-soname,{soname}"))
         // -Bsymbolic: the library's references to its own functions bind inside it, as
         // NVIDIA's libraries do, so that a preloaded interposer does not capture them
