@@ -150,7 +150,7 @@ fn check(version: &str) {
         for (how, got, want) in
             [("direct", &direct[i], want_direct), ("interposed", &interposed[i], want_hooked)]
         {
-            let got_pair = (got.0 == 0).then(|| (got.1.as_str(), got.2.as_str()));
+            let got_pair = (got.0 == 0).then_some((got.1.as_str(), got.2.as_str()));
             if got_pair != want {
                 wrong.push(format!("{how} {name} {v} flags {flags}: got {got:?}, want {want:?}"));
             }

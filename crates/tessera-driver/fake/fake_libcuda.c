@@ -25,7 +25,9 @@
  * primary context is reset). Kernels: "tessera_spin" (busy for its u64 nanoseconds
  * parameter, asynchronously), "tessera_echo" (copies its input to its output),
  * "tessera_axpy" (y[i] = a * x[i] + y[i] for float a, float pointers x and y and a u32
- * n), and any other ".entry" of a loaded module, which does nothing.
+ * n), "tessera_spin_stamped" (a spin of its u64 nanoseconds that writes its start and
+ * end, in CLOCK_MONOTONIC nanoseconds, to its u64[2] output), and any other ".entry" of
+ * a loaded module, which does nothing.
  *
  * Handles are per device, as on a real GPU: a module is loaded into the current
  * context's device and a function belongs to it; launching a function of another
@@ -74,7 +76,7 @@ static int initialised;
 static int ctx_token[MAX_DEVICES];
 static __thread CUcontext current;
 /* functions per device and kind, so that a handle says which device it belongs to */
-enum kind { SPIN, ECHO, AXPY, NOOP, KINDS };
+enum kind { SPIN, ECHO, AXPY, NOOP, STAMPED, KINDS };
 static struct fn { int dev; int kind; } fns[MAX_DEVICES][KINDS];
 struct mod { int dev; const char *image; };
 /* streams belong to a device too. Special handles: 0 is the legacy stream (NULL stream)
@@ -422,6 +424,7 @@ static int kind_of(const char *name) {
     if (!strcmp(name, "tessera_spin")) return SPIN;
     if (!strcmp(name, "tessera_echo")) return ECHO;
     if (!strcmp(name, "tessera_axpy")) return AXPY;
+    if (!strcmp(name, "tessera_spin_stamped")) return STAMPED;
     return NOOP;
 }
 CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
@@ -927,7 +930,7 @@ static CUresult launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int 
     if (cs) {
         cs->launches++;
         cs->graph->launches++;
-        if (fn->kind == SPIN) {
+        if (fn->kind == SPIN || fn->kind == STAMPED) {
             cs->spin_ns += *(uint64_t *)kernelParams[0];
             cs->graph->spin_ns += *(uint64_t *)kernelParams[0];
         }
@@ -951,6 +954,18 @@ static CUresult launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int 
         if (ns == 777000000u) { broken[dev_of_current()] = 1; return CUDA_SUCCESS; } /* faults on the device */
         /* asynchronous, as on a GPU: the stream is busy until the spin ends */
         schedule_kernel(dev_of_current(), ns);
+        return CUDA_SUCCESS;
+    }
+    if (fn->kind == STAMPED) {
+        /* a spin that writes when it started and ended (the timeline's nanoseconds, as
+         * the real kernel writes %globaltimer's) to its u64[2] output */
+        uint64_t ns = *(uint64_t *)kernelParams[0], outp = *(uint64_t *)kernelParams[1];
+        r = touch(outp, 2 * sizeof(uint64_t));
+        if (r != CUDA_SUCCESS) return r;
+        uint64_t start = schedule_kernel(dev_of_current(), ns);
+        uint64_t *out = (uint64_t *)(uintptr_t)outp;
+        out[0] = start;
+        out[1] = start + ns;
         return CUDA_SUCCESS;
     }
     if (fn->kind == ECHO) {

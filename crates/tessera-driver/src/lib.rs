@@ -13,6 +13,8 @@
 //! - [`api`] (`unsafe`: function pointers from a library): the entry points and their
 //!   resolution from any symbol look-up.
 //! - [`library`] (`unsafe`: `dlopen`): opening a driver library by path.
+//! - [`context`] (`unsafe`: calls into the driver): one GPU as a program uses it
+//!   (memory, PTX kernels, launches), for `tessera selftest`'s programs.
 //! - [`probe`] (`unsafe`: calls into the driver and NVML): what a node's NVIDIA
 //!   libraries say of it (versions, devices), for `tessera doctor`.
 //! - [`testing`]: for tests, NVIDIA's published artefacts (`cuda.h`, `libcudart.so.12`,
@@ -20,11 +22,13 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod api;
+pub mod context;
 pub mod library;
 pub mod probe;
 pub mod testing;
 
 pub use api::{CuResult, DriverApi, status};
+pub use context::{ContextError, Gpu, Kernel};
 pub use cudarc::driver::sys;
 pub use library::{DriverLibrary, LibraryError};
 

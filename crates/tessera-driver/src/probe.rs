@@ -143,3 +143,56 @@ pub fn probe_nvml(path: Option<&Path>) -> Result<NvmlReport, String> {
         answer
     }
 }
+
+/// What NVML says of each device's memory: (total, used) bytes, in NVML's order. Under
+/// the interposer a tenant sees its own share here.
+pub fn nvml_memory(path: Option<&Path>) -> Result<Vec<(u64, u64)>, String> {
+    let path = path.map_or_else(|| PathBuf::from("libnvidia-ml.so.1"), Path::to_path_buf);
+    // SAFETY: loading NVML runs its initialisers, as every NVML program does.
+    let lib =
+        unsafe { NvmlLib::new(&path) }.map_err(|e| format!("no NVML ({}): {e}", path.display()))?;
+    let missing = |name: &str| format!("NVML {} lacks {name}", path.display());
+    let init = lib.nvmlInit_v2.as_ref().map_err(|_| missing("nvmlInit_v2"))?;
+    let shutdown = lib.nvmlShutdown.as_ref().map_err(|_| missing("nvmlShutdown"))?;
+    let count = lib.nvmlDeviceGetCount_v2.as_ref().map_err(|_| missing("nvmlDeviceGetCount_v2"))?;
+    let handle = lib
+        .nvmlDeviceGetHandleByIndex_v2
+        .as_ref()
+        .map_err(|_| missing("nvmlDeviceGetHandleByIndex_v2"))?;
+    let memory =
+        lib.nvmlDeviceGetMemoryInfo.as_ref().map_err(|_| missing("nvmlDeviceGetMemoryInfo"))?;
+    const SUCCESS: u32 = 0;
+    let fail = |what: &str, r| format!("{what} failed with NVML error {r}");
+    // SAFETY: NVML's entry points with out-pointers to locals of the declared types,
+    // between nvmlInit_v2 and nvmlShutdown.
+    unsafe {
+        let r = init();
+        if r != SUCCESS {
+            return Err(fail("nvmlInit_v2", r));
+        }
+        let answer = (|| {
+            let mut n: c_uint = 0;
+            let r = count(&mut n);
+            if r != SUCCESS {
+                return Err(fail("nvmlDeviceGetCount_v2", r));
+            }
+            let mut out = Vec::new();
+            for i in 0..n {
+                let mut device = std::ptr::null_mut();
+                let r = handle(i, &mut device);
+                if r != SUCCESS {
+                    return Err(fail("nvmlDeviceGetHandleByIndex_v2", r));
+                }
+                let mut m = std::mem::zeroed::<nvml_wrapper_sys::bindings::nvmlMemory_t>();
+                let r = memory(device, &mut m);
+                if r != SUCCESS {
+                    return Err(fail("nvmlDeviceGetMemoryInfo", r));
+                }
+                out.push((m.total, m.used));
+            }
+            Ok(out)
+        })();
+        shutdown();
+        answer
+    }
+}

@@ -11,6 +11,7 @@ mod demo;
 mod doctor;
 mod ledger;
 mod run;
+mod selftest;
 mod sim;
 mod slurm;
 mod top;
@@ -67,6 +68,13 @@ enum Command {
     /// check (see docs/slurm.md).
     #[command(subcommand)]
     Slurm(slurm::SlurmCommand),
+    /// Check tessera on this node's GPUs: a tenant's share, memory limits, a killed
+    /// program's memory, the launch path's cost, fair shares; a table of PASS/FAIL with
+    /// what was measured (`--json`). Needs only the driver.
+    Selftest(selftest::SelftestArgs),
+    /// Internal: one program of the self-test.
+    #[command(hide = true)]
+    SelftestWorker(selftest::worker::WorkerArgs),
     /// Check this node: driver and NVML, daemon, socket, ledger, interposer, Slurm's
     /// gres.conf; one line each, with the fix; exit status 1 when a check fails.
     Doctor(doctor::DoctorArgs),
@@ -111,6 +119,8 @@ fn main() -> std::process::ExitCode {
         Command::Run(a) => run::run(a),
         Command::Slurm(cmd) => slurm::run(cmd),
         Command::Doctor(a) => doctor::run(a),
+        Command::Selftest(a) => selftest::run(a),
+        Command::SelftestWorker(a) => selftest::worker::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
