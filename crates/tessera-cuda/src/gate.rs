@@ -112,25 +112,25 @@ impl Tenant {
     /// the tenant really used, not what it held or what the mean predicted.
     #[inline]
     pub fn after_launch(&self) {
-        let session = self.session();
+        let region = self.region();
         let n = self.launches.fetch_add(1, Ordering::Relaxed);
         let add = if n < MEASURED_LAUNCHES && !crate::hooks::capture::open() {
             let t0 = std::time::Instant::now();
             // the slice lasts until this launch is done, however long it runs
-            session.region.set_gate_busy(true);
+            region.set_gate_busy(true);
             crate::real::synchronize();
             let dt = t0.elapsed().as_nanos() as u64;
             self.unsynced.store(false, Ordering::Relaxed);
             self.last_idle.store(epoch_ns(), Ordering::Relaxed);
-            if session.region.granted().is_none() {
+            if region.granted().is_none() {
                 // the kernel ran past the slice it was launched in, whose end the
                 // daemon deferred until now: the whole measured time is owed, charged
                 // as the slice ends (FairGV §3.3.2)
-                session.region.add_owed(dt);
+                region.add_owed(dt);
                 self.give_back(Waiter::Program, GiveBack::Now);
                 return;
             }
-            session.region.set_gate_busy(false);
+            region.set_gate_busy(false);
             self.measured_ns.fetch_add(dt, Ordering::Relaxed);
             dt
         } else {
@@ -140,14 +140,14 @@ impl Tenant {
                 self.unsynced_since.store(epoch_ns(), Ordering::Relaxed);
                 self.context.store(crate::real::current_context(), Ordering::Relaxed);
                 self.unsynced.store(true, Ordering::Relaxed);
-                session.region.set_gate_busy(true);
+                region.set_gate_busy(true);
             }
             self.measured_ns.load(Ordering::Relaxed) / MEASURED_LAUNCHES
         };
         let used = self.accounted_ns.fetch_add(add, Ordering::Relaxed) + add;
         // what the daemon charges when the slice ends with nothing in flight, if it is
         // not given back first
-        session.region.set_slice_used(used, n >= MEASURED_LAUNCHES);
+        region.set_slice_used(used, n >= MEASURED_LAUNCHES);
         if used >= self.slice.as_nanos() as u64 {
             self.give_back(Waiter::Program, GiveBack::Now);
         }
@@ -234,7 +234,7 @@ impl Tenant {
     pub fn acquire(&self) -> Result<(), CuResult> {
         // a launch is under way: the slice is in use
         self.last_idle.store(0, Ordering::Relaxed);
-        if self.session().region.granted().is_some() {
+        if self.region().granted().is_some() {
             return Ok(());
         }
         self.acquire_slow()

@@ -91,6 +91,7 @@ pub struct Migration {
 }
 
 /// The process's migration state (off unless the settings turn it on).
+#[inline]
 pub fn migration() -> &'static Migration {
     static M: OnceLock<Migration> = OnceLock::new();
     M.get_or_init(|| {
@@ -234,10 +235,13 @@ impl Migration {
 
     /// Before a launch: count it, carry out a migration order that is due, and give
     /// the real function to launch.
+    #[inline]
     pub fn before_launch(&self, f: CUfunction) -> Result<CUfunction, CuResult> {
-        if !self.enabled {
-            return Ok(f);
-        }
+        // the launch path's common case, inlined at every hook: not migratable
+        if !self.enabled { Ok(f) } else { self.before_launch_movable(f) }
+    }
+
+    fn before_launch_movable(&self, f: CUfunction) -> Result<CUfunction, CuResult> {
         let due = {
             let Ok(mut b) = self.books.lock() else { return Err(status::UNKNOWN) };
             b.launches += 1;
@@ -255,6 +259,7 @@ impl Migration {
     /// After the launch gate: when the daemon granted the slice on another GPU than
     /// the program runs on (its balancer moved the tenant), move there; `program_f` is
     /// the program's handle, `current` the real function resolved before the gate.
+    #[inline]
     pub fn follow_grant(
         &self,
         program_f: CUfunction,
@@ -262,8 +267,17 @@ impl Migration {
     ) -> Result<CUfunction, CuResult> {
         // an order given by hand replaces the daemon's (which does not know of it)
         if !self.enabled || self.order.is_some() {
-            return Ok(current);
+            Ok(current)
+        } else {
+            self.follow_grant_movable(program_f, current)
         }
+    }
+
+    fn follow_grant_movable(
+        &self,
+        program_f: CUfunction,
+        current: CUfunction,
+    ) -> Result<CUfunction, CuResult> {
         let Some(gpu) = state().tenant().and_then(|t| t.granted()) else { return Ok(current) };
         let Ok(to) = i32::try_from(gpu) else { return Ok(current) };
         let here = self.books.lock().ok().and_then(|b| b.device);
@@ -395,10 +409,12 @@ impl Migration {
     /// The stream `h` stands for on the current device: itself before any move (and
     /// the default streams always); after a move, one made there with the same flags
     /// and priority, on first use.
+    #[inline]
     pub fn real_stream(&self, h: CUstream) -> Result<CUstream, CuResult> {
-        if !self.enabled || h.is_null() {
-            return Ok(h);
-        }
+        if !self.enabled || h.is_null() { Ok(h) } else { self.real_stream_movable(h) }
+    }
+
+    fn real_stream_movable(&self, h: CUstream) -> Result<CUstream, CuResult> {
         let Ok(mut b) = self.books.lock() else { return Err(status::UNKNOWN) };
         let Some(dev) = b.device else { return Ok(h) };
         let Some(s) = b.streams.get(&(h as usize)) else { return Ok(h) };

@@ -110,6 +110,7 @@ impl Tenant {
             region: region.clone(),
             outstanding: Mutex::new(None),
         }));
+        self.fast_region.store(crate::tenant::publish_region(&region), Ordering::Release);
         // the old daemon's connections
         if let Ok(mut pool) = self.memory.lock() {
             pool.clear();

@@ -255,6 +255,7 @@ impl State {
         self.log(format_args!("tenant {id} on {placed:?} (node GPUs {:?})", placement.gpus));
         crate::real::watch_fork(client.socket_fd());
         Ok(Mode::Managed(Box::new(Tenant {
+            fast_region: std::sync::atomic::AtomicPtr::new(crate::tenant::publish_region(&region)),
             session: ArcSwap::from_pointee(Session {
                 client: Mutex::new(client),
                 id,
