@@ -39,7 +39,8 @@
 # ends within about 9 minutes whatever hangs. A check that hangs is killed and FAILS
 # "timed out"; a failing check never stops the others.
 #
-# Other settings: TESSERA_GPU_CHECK_PYTHON (default python3), TESSERA_GPU_CHECK_MEMORY
+# Other settings: TESSERA_GPU_CHECK_SELFTEST_SECONDS (each fair-share check of the
+# self-test, default 10; the test suite's dry run uses less), TESSERA_GPU_CHECK_PYTHON (default python3), TESSERA_GPU_CHECK_MEMORY
 # (the tenants' limit, default 4GiB; training gets 16GiB, so that its step time is the
 # interposer's and not the limit's).
 #
@@ -56,6 +57,7 @@ usage() {
 root="$(cd "$(dirname "$0")/.." && pwd)"
 here="$root/scripts/gpu-check"
 fake="${TESSERA_GPU_CHECK_FAKE:-0}"
+selftest_seconds="${TESSERA_GPU_CHECK_SELFTEST_SECONDS:-10}"
 bin_arg=""
 for arg in "$@"; do
   case "$arg" in
@@ -515,7 +517,7 @@ first_daemon || true
 # program's memory, the launch path's cost, fair shares), through this daemon. Its
 # text table is run again at the very end, with whatever time is left.
 if ensure_daemon; then
-  run_one selftest tessera.json 150 out="$out/selftest.json" -- "$bin/tessera" selftest --socket "$sock" --json
+  run_one selftest tessera.json 150 out="$out/selftest.json" -- "$bin/tessera" selftest --socket "$sock" --seconds "$selftest_seconds" --json
 else
   record check=selftest mode=tessera.json error="no daemon to test"
 fi
@@ -555,7 +557,7 @@ both cuda-core 90 "$memory" -- "$python" "$here/cuda_core_check.py"
 if grep '"check": "selftest"' "$runs" | grep -q '"timed_out": true'; then
   record check=selftest mode=tessera.text skipped="the --json run timed out"
 elif ensure_daemon; then
-  run_one selftest tessera.text 120 out="$out/selftest.txt" -- "$bin/tessera" selftest --socket "$sock"
+  run_one selftest tessera.text 120 out="$out/selftest.txt" -- "$bin/tessera" selftest --socket "$sock" --seconds "$selftest_seconds"
 else
   record check=selftest mode=tessera.text error="no daemon to test"
 fi
