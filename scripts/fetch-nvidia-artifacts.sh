@@ -38,9 +38,12 @@ exec 9>"$cache/.lock"
 flock 9
 if [ ! -f "$cache/.complete-3" ]; then
   echo "fetching CUDA $version's headers, runtime and ptxas from PyPI (about 40 MB) into $cache" >&2
-  python3 -m pip download --quiet --no-deps --only-binary=:all: \
+  # not --quiet: pip names each wheel with its size as it downloads it, with a progress
+  # bar when stderr is a terminal
+  python3 -m pip download --disable-pip-version-check --no-deps --only-binary=:all: \
     --platform manylinux2014_x86_64 --python-version 3.11 \
     --dest "$cache/wheels" "${wheels[@]}" >&2
+  echo "extracting cuda.h, nvml.h, libcudart.so.$major and ptxas from the wheels" >&2
   python3 - "$cache" "$prefix" "$major" <<'PY'
 import pathlib, sys, zipfile, stat
 cache, prefix, major = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -9,7 +9,9 @@ version="3.6.2"
 cache="${TESSERA_CACHE:-$HOME/.cache/tessera}"
 root="$cache/cargo-deb-$version"
 if [ ! -x "$root/bin/cargo-deb" ]; then
-  echo "installing cargo-deb $version into $root (a few minutes, once)..." >&2
-  cargo install --quiet --locked --version "=$version" --root "$root" cargo-deb >&2
+  echo "installing cargo-deb $version into $root: compiling it and its dependencies, about 100 crates, from crates.io (about 5 minutes on 2 cores, once)" >&2
+  # not --quiet: cargo says what it downloads and compiles, crate by crate, and draws a
+  # progress bar when stderr is a terminal
+  cargo install --locked --version "=$version" --root "$root" cargo-deb >&2
 fi
 echo "$root/bin"

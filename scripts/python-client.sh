@@ -17,13 +17,16 @@
 #   CACHE_DIR defaults to $TESSERA_PYTHON_CACHE/<client>-<version>, else
 #   ~/.cache/tessera/<client>-<version>
 # Prints the environment's python. Safe to run concurrently (a lock) and again (does
-# nothing when complete).
+# nothing when complete). The first time, says on stderr what it installs, how much,
+# and pip's progress.
 set -euo pipefail
+# size: what the first install downloads (the wheels, roughly), for the line that says
+# what it does
 case "${1:-}" in
-  numba-cuda) version=0.30.4; spec="numba-cuda[cu12]==$version" ;;
-  pynvml) version=12.575.51; spec="nvidia-ml-py==$version" ;;
-  cuda-bindings12) version=12.9.10; spec="cuda-bindings==$version" ;;
-  cuda-bindings13) version=13.5.0; spec="cuda-bindings==$version" ;;
+  numba-cuda) version=0.30.4; spec="numba-cuda[cu12]==$version"; size="about 400 MB, 5 minutes or more" ;;
+  pynvml) version=12.575.51; spec="nvidia-ml-py==$version"; size="under 1 MB" ;;
+  cuda-bindings12) version=12.9.10; spec="cuda-bindings==$version"; size="about 15 MB" ;;
+  cuda-bindings13) version=13.5.0; spec="cuda-bindings==$version"; size="about 15 MB" ;;
   *) echo "usage: $0 numba-cuda|pynvml|cuda-bindings12|cuda-bindings13 [CACHE_DIR]" >&2; exit 64 ;;
 esac
 cache="${2:-${TESSERA_PYTHON_CACHE:-$HOME/.cache/tessera}/$1-$version}"
@@ -31,9 +34,12 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 if [ ! -f "$cache/.complete" ]; then
+  echo "installing $spec from PyPI ($size) into $cache/venv" >&2
   rm -rf "$cache/venv"
   python3 -m venv "$cache/venv" >&2
-  "$cache/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" >&2
+  # not --quiet: pip says what it collects and downloads, each wheel with its size, and
+  # draws a progress bar while it downloads when stderr is a terminal
+  "$cache/venv/bin/python" -m pip install --disable-pip-version-check "$spec" >&2
   touch "$cache/.complete"
 fi
 echo "$cache/venv/bin/python"
