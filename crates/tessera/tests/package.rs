@@ -5,7 +5,8 @@
 //! GPU), a program run by another user under the installed `tessera run` without
 //! flags, and the package purged leaving nothing behind. Needs root (SKIPPED
 //! otherwise); it is its own test binary so that no other test runs while the node's
-//! socket exists.
+//! socket exists. Beside it, the maintainer scripts alone in a mount namespace: purge
+//! removes only what the package made, and nothing in use.
 
 mod common;
 
@@ -17,6 +18,8 @@ use std::process::{Child, Command, Stdio};
 const UNIT: &str = "/usr/lib/systemd/system/tesserad.service";
 const SOCKET: &str = "/run/tessera/tesserad.sock";
 const LEDGER: &str = "/dev/shm/tessera-ledger";
+/// postinst's record of the user and group it made
+const CREATED: &str = "/var/lib/tessera/created";
 
 fn run(cmd: &mut Command) -> std::process::Output {
     cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
@@ -97,6 +100,11 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
             return;
         }
     }
+    if getent("passwd", "tessera") || getent("group", "tessera") {
+        // postinst would not make them, and purge would rightly keep them
+        eprintln!("SKIPPED: this machine has a tessera user or group of its own");
+        return;
+    }
     if let Err(why) = common::debian_tool("systemd-analyze", "systemd") {
         eprintln!("SKIPPED: {why}");
         return;
@@ -105,20 +113,30 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
     scratch.fake_driver();
     let slurm_dir_before = Path::new("/etc/slurm").exists();
 
-    // build: the workspace's own script, in a target directory of its own (the test
-    // run holds the workspace's)
+    // build: the workspace's own script, packaging the build this test run made (a
+    // release build of its own took minutes of the suite; the packaging is the same)
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = run(Command::new("bash")
         .arg(root.join("scripts/build-deb.sh"))
         .arg(scratch.dir.join("deb"))
-        .env("CARGO_TARGET_DIR", root.join("target/package")));
+        .env("TESSERA_DEB_PROFILE", "test"));
     assert!(out.status.success(), "build-deb.sh: {}", text(&out));
     let deb = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap());
     assert!(deb.extension().is_some_and(|e| e == "deb"), "{}", deb.display());
+    // the binaries are stripped; their debug info is in a -dbgsym package beside it
+    let dbgsym = std::fs::read_dir(scratch.dir.join("deb"))
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("tessera-dbgsym_"));
+    assert!(dbgsym, "no tessera-dbgsym package beside {}", deb.display());
 
     let mut cleanup = Cleanup { daemon: None, public: None };
     let out = run(Command::new("dpkg").arg("-i").arg(&deb));
     assert!(out.status.success(), "dpkg -i: {}", text(&out));
+    for binary in ["/usr/bin/tessera", "/usr/lib/tessera/libtessera_cuda.so"] {
+        let sections = text(&run(Command::new("readelf").args(["-S", "-W", binary])));
+        assert!(!sections.contains(".debug_info"), "{binary} is not stripped");
+    }
     let files: Vec<PathBuf> =
         String::from_utf8_lossy(&run(Command::new("dpkg").args(["-L", "tessera"])).stdout)
             .lines()
@@ -143,6 +161,13 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
     assert!(
         getent("group", "tessera") && getent("passwd", "tessera"),
         "postinst made no tessera user and group"
+    );
+    // and wrote down that it made them, for purge
+    let record = std::fs::read_to_string(CREATED).unwrap_or_default();
+    assert!(
+        record.lines().any(|l| l.starts_with("user tessera "))
+            && record.lines().any(|l| l.starts_with("group tessera ")),
+        "{CREATED}: {record:?}"
     );
     // the Slurm hooks call the installed command at the node's socket, as docs/slurm.md says
     for hook in ["prolog", "epilog", "task-prolog"] {
@@ -302,6 +327,7 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
         "/usr/lib/tessera",
         "/usr/include/tessera",
         "/usr/share/doc/tessera",
+        "/var/lib/tessera",
         LEDGER,
         "/run/tessera",
     ] {
@@ -314,4 +340,94 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
         !getent("group", "tessera") && !getent("passwd", "tessera"),
         "the tessera user or group left after purge"
     );
+}
+
+/// Purge removes only what the package made, and nothing in use ("the front door",
+/// item 5): `packaging/debian/postinst configure` and `postrm purge` run on a node of
+/// their own — a mount namespace where /etc is a copy of this machine's and /run,
+/// /dev/shm and /var are empty (`tests/data/postrm_purge.sh`) — in five scenarios:
+/// another owner's ledger at the package's path, held open by a process of that owner,
+/// stays (the runtime directory, user and group the package made go); the package's
+/// daemon's own ledger stays while a client holds it open; with nobody using it, it
+/// goes with its lock file, its clients' records, the runtime directory, the user and
+/// the group and postinst's record; a site's own `tessera` user and group stay; and a
+/// site's own group stays, with its id, when the user the package made in it goes.
+/// Before, purge removed every one of them. Needs root and mount namespaces (SKIPPED
+/// otherwise, with why).
+#[test]
+fn purge_removes_only_what_the_package_made_and_nothing_in_use() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: the maintainer scripts' users and groups need root");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/postrm_purge.sh");
+    // the copy of /etc: not under a path the namespace replaces
+    let scratch =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("postrm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let out = match Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "bash"])
+        .arg(&script)
+        .arg(&root)
+        .arg(&scratch)
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIPPED: no unshare (util-linux) to make a mount namespace: {e}");
+            return;
+        }
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (said, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() && err.starts_with("unshare:") {
+        eprintln!("SKIPPED: no mount namespace here: {}", err.trim());
+        return;
+    }
+    assert!(out.status.success(), "{script:?}: {said}{err}");
+    let expect = |scenario: &str, lines: &[&str]| {
+        for line in lines {
+            let line = format!("{scenario} {line}");
+            assert!(said.lines().any(|l| l == line), "no {line:?} in\n{said}{err}");
+        }
+    };
+    let gone = ["run-dir absent", "user absent", "group absent", "record absent"];
+    // another owner's live ledger: kept, and purge says why; the rest goes
+    expect("other-owners-live-ledger", &["ledger present"]);
+    expect("other-owners-live-ledger", &gone);
+    assert!(
+        said.contains(
+            "other-owners-live-ledger said: tessera: purge leaves /dev/shm/tessera-ledger "
+        ) && said.contains("/dev/shm/tessera-ledger belongs to uid 65534, not to the tessera user"),
+        "{said}"
+    );
+    // the package's ledger in use: kept, records and all
+    expect("in-use-ledger", &["ledger present", "records present"]);
+    expect("in-use-ledger", &gone);
+    assert!(
+        said.contains("in-use-ledger said: tessera: purge leaves /dev/shm/tessera-ledger ")
+            && said.contains("/dev/shm/tessera-ledger is in use"),
+        "{said}"
+    );
+    // nobody's using it: all of it goes, and purge says nothing
+    expect("unused", &["ledger absent", "records absent"]);
+    expect("unused", &gone);
+    assert!(!said.contains("unused said:"), "{said}");
+    // a site's own user and group stay
+    expect("site-user-and-group", &["user present", "group present"]);
+    expect(
+        "site-user-and-group",
+        &[
+            "said: tessera: purge leaves the user tessera: the package did not make it",
+            "said: tessera: purge leaves the group tessera: the package did not make it",
+        ],
+    );
+    // a site's own group stays, the same group, when the package's user in it goes
+    let before = said
+        .lines()
+        .find_map(|l| l.strip_prefix("site-group group-id-before "))
+        .unwrap_or_else(|| panic!("{said}"));
+    expect("site-group", &["user absent", "group present", &format!("group-id {before}")]);
 }
