@@ -1,12 +1,32 @@
 //! The DCUDA experiment end to end, small: every run completes every application, the
-//! results are reproducible, and the claims are all judged.
+//! results are reproducible, and the claims are all judged. The tests share two runs —
+//! the paper's setup with two arrival orders and the contention fitted, and one order
+//! unfitted — rather than each running its own (the full experiment, 50 orders, is
+//! `tessera sim dcuda`'s; its committed results are checked by
+//! `scripts/results-unchanged.sh`).
 
-use tessera_sim::experiments::dcuda::{DcudaConfig, POLICIES, report, run};
+use std::sync::OnceLock;
+use tessera_sim::experiments::dcuda::{DcudaConfig, DcudaResults, POLICIES, report, run};
+
+/// The paper's setup, two orders, the contention fitted.
+fn fitted() -> &'static DcudaResults {
+    static RUN: OnceLock<DcudaResults> = OnceLock::new();
+    RUN.get_or_init(|| run(&DcudaConfig { orders: 2, ..DcudaConfig::paper(3) }).unwrap())
+}
+
+/// One order, the contention as used, not fitted.
+fn plain_config() -> DcudaConfig {
+    DcudaConfig { orders: 1, fit_contention: false, ..DcudaConfig::paper(3) }
+}
+
+fn plain() -> &'static DcudaResults {
+    static RUN: OnceLock<DcudaResults> = OnceLock::new();
+    RUN.get_or_init(|| run(&plain_config()).unwrap())
+}
 
 #[test]
 fn a_small_dcuda_experiment_runs_every_application_and_judges_every_claim() {
-    let cfg = DcudaConfig { orders: 2, ..DcudaConfig::paper(3) };
-    let r = run(&cfg).unwrap();
+    let r = fitted();
     assert_eq!(r.runs.len(), 3 * POLICIES.len() * 2);
     for run in &r.runs {
         assert_eq!(run.normalized.len(), 20);
@@ -24,9 +44,10 @@ fn a_small_dcuda_experiment_runs_every_application_and_judges_every_claim() {
     // Table 2 by construction
     let ll = r.summary("least-loaded", "medium").unwrap();
     assert!((ll.energy_j - 74_935.0).abs() < 1.0, "{}", ll.energy_j);
-    let again = run(&cfg).unwrap();
-    assert_eq!(again.runs, r.runs, "reproducible");
-    let md = report(&r);
+    // reproducible (on the unfitted run, which takes a fraction of the time)
+    let again = run(&plain_config()).unwrap();
+    assert_eq!(again.runs, plain().runs, "reproducible");
+    let md = report(r);
     assert!(md.contains("## Claims") && md.contains("calibrated"));
 }
 
@@ -52,8 +73,7 @@ fn constants_out_of_range_are_a_typed_error() {
 #[test]
 fn energy_claims_cannot_hold_with_the_wrong_sign() {
     use tessera_sim::experiments::claims::Test;
-    let cfg = DcudaConfig { orders: 1, ..DcudaConfig::paper(3) };
-    let r = run(&cfg).unwrap();
+    let r = fitted();
     for load in ["light", "medium", "heavy"] {
         let c = r.claims.iter().find(|c| c.id == format!("table2-{load}")).unwrap();
         match c.test {
@@ -73,9 +93,8 @@ fn the_group_slack_reaches_dcuda() {
     use tessera_sim::experiments::dcuda::Constants;
     let at = |group_slack| {
         let cfg = DcudaConfig {
-            orders: 1,
             constants: Constants { group_slack, ..Constants::USED },
-            ..DcudaConfig::paper(3)
+            ..plain_config()
         };
         run(&cfg).unwrap()
     };
@@ -93,8 +112,7 @@ fn the_group_slack_reaches_dcuda() {
 #[test]
 fn the_contention_is_fitted_on_least_loaded_alone() {
     use tessera_sim::experiments::dcuda::{FIT_CANDIDATES, FIT_TARGET_QOS};
-    let cfg = DcudaConfig { orders: 1, ..DcudaConfig::paper(3) };
-    let r = run(&cfg).unwrap();
+    let r = fitted();
     let fit = r.contention_fit.as_ref().expect("the paper's setup fits the contention");
     let tried: Vec<f64> = fit.candidates.iter().map(|c| c.0).collect();
     assert_eq!(tried, FIT_CANDIDATES);
@@ -108,7 +126,7 @@ fn the_contention_is_fitted_on_least_loaded_alone() {
     let c = r.claims.iter().find(|c| c.id == "fig13a-least-loaded").unwrap();
     assert!(!c.is_evidence(), "the fit's input is not counted");
     // unfitted, the same claim is evidence
-    let plain = run(&DcudaConfig { fit_contention: false, ..cfg }).unwrap();
+    let plain = plain();
     assert!(plain.contention_fit.is_none());
     let c = plain.claims.iter().find(|c| c.id == "fig13a-least-loaded").unwrap();
     assert!(c.is_evidence());
@@ -119,8 +137,7 @@ fn the_contention_is_fitted_on_least_loaded_alone() {
 /// the middle band, at most everything above the lowest band plus half of it.
 #[test]
 fn utilization_is_the_placed_demand_over_the_capacity() {
-    let cfg = DcudaConfig { orders: 1, fit_contention: false, ..DcudaConfig::paper(3) };
-    let r = run(&cfg).unwrap();
+    let r = plain();
     for x in &r.runs {
         let n = x.bands.len() as f64;
         let band = |i: usize| x.bands.iter().map(|b| b[i]).sum::<f64>() / n;
@@ -136,8 +153,7 @@ fn utilization_is_the_placed_demand_over_the_capacity() {
 #[test]
 fn light_pairs_are_measured_on_one_gpu() {
     use tessera_sim::experiments::dcuda::LIGHT_APPS;
-    let cfg = DcudaConfig { orders: 1, fit_contention: false, ..DcudaConfig::paper(3) };
-    let r = run(&cfg).unwrap();
+    let r = plain();
     assert_eq!(r.pairs.len(), LIGHT_APPS * (LIGHT_APPS - 1) / 2);
     for p in &r.pairs {
         assert!(p.slowdown.iter().all(|s| s.is_finite() && *s > -1e-3), "{p:?}");

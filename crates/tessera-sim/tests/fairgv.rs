@@ -1,11 +1,21 @@
 //! The FairGV experiment end to end, short: every setup, benchmark and scheduler runs,
-//! every claim is judged, and a second run gives the same numbers.
+//! every claim is judged, and a second run gives the same numbers. One short run (0.5 s
+//! of simulated time per run, every constant's sensitivity included) serves every test
+//! here; the full run (4 s) is `tessera sim fairgv`'s, and its committed results are
+//! checked by `scripts/results-unchanged.sh`, not by every test run.
 
-use tessera_sim::experiments::fairgv::{report, run_for};
+use std::sync::OnceLock;
+use tessera_sim::experiments::fairgv::{FairgvResults, report, run_for};
+
+/// The short run the tests share.
+fn short() -> &'static FairgvResults {
+    static RUN: OnceLock<FairgvResults> = OnceLock::new();
+    RUN.get_or_init(|| run_for(0.5).unwrap())
+}
 
 #[test]
 fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
-    let r = run_for(0.5).unwrap();
+    let r = short();
     assert_eq!(r.rows.len(), (4 + 2) * 4);
     for x in &r.rows {
         assert!(x.mmr > 0.0 && x.mmr <= 1.0 + 1e-9, "{x:?}");
@@ -26,10 +36,14 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
         assert_eq!(c.claims.len(), 17, "{}", c.constant);
         assert!(c.values[0] != c.values[1] && c.values[1] != c.values[2], "{c:?}");
     }
-    assert_eq!(run_for(0.5).unwrap().rows, r.rows, "deterministic");
-    assert!(report(&r).contains("## Claims"));
+    // deterministic: two runs give the same numbers (shorter ones, to spare the time;
+    // the same code paths)
+    assert_eq!(run_for(0.1).unwrap().rows, run_for(0.1).unwrap().rows, "deterministic");
+    assert!(report(r).contains("## Claims"));
+    // the files `tessera sim fairgv` writes, from this run (the full one writes the same
+    // files from a longer run)
     let dir = std::env::temp_dir().join(format!("tessera-fairgv-test-{}", std::process::id()));
-    tessera_sim::experiments::fairgv::run_and_write(&dir).unwrap();
+    tessera_sim::experiments::fairgv::write(r, &dir).unwrap();
     for f in [
         "results.json",
         "report.md",
@@ -50,7 +64,7 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
 /// (the two gave the same numbers to three decimals when Strict's VMs spun too).
 #[test]
 fn strict_and_credit_hs_differ_on_the_interactive_benchmarks() {
-    let r = run_for(0.5).unwrap();
+    let r = short();
     let mmr = |b: &str, s: &str| {
         r.rows
             .iter()
@@ -70,7 +84,7 @@ fn strict_and_credit_hs_differ_on_the_interactive_benchmarks() {
 /// with CPU and GPU both busy (which SRD1 cannot reach) every scheduler was above 1.5.
 #[test]
 fn overhead_is_against_the_program_alone() {
-    let r = run_for(0.5).unwrap();
+    let r = short();
     let x = r
         .rows
         .iter()

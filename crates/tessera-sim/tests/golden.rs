@@ -288,12 +288,20 @@ fn gpulets_schedules(
 }
 
 /// gpu-lets' interference model: the same seed gives the same results, the fit's error
-/// quantiles are ordered, and the claims are judged from them.
+/// quantiles are ordered, and the claims are judged from them. At a tenth of the
+/// paper's simulated durations (Figure 14's trace replayed in 180 s, 1 s rate searches,
+/// 3 s runs at the maximum rates) and every tenth schedulability scenario: every part
+/// runs; the full experiment is `tessera sim gpulets`'s, its committed results checked
+/// by `scripts/results-unchanged.sh`.
 #[test]
 fn gpulets_interference_is_deterministic_and_judged() {
     use tessera_sim::experiments::gpulets::{GpuletsConfig, run};
-    let a = run(&GpuletsConfig { seed: 1, constants: Default::default() }).unwrap();
-    let b = run(&GpuletsConfig { seed: 1, constants: Default::default() }).unwrap();
+    let short = |seed| GpuletsConfig { scale: 0.1, ..GpuletsConfig::paper(seed) };
+    // the two runs at once (each is single-threaded)
+    let (a, b) = std::thread::scope(|s| {
+        let b = s.spawn(|| run(&short(1)).unwrap());
+        (run(&short(1)).unwrap(), b.join().unwrap())
+    });
     // everything but the decision times, which are wall clock
     assert_eq!(a.clone().without_timings(), b.without_timings());
     assert_eq!((a.rows, a.split.0 + a.split.1), (750, a.samples));
@@ -301,7 +309,7 @@ fn gpulets_interference_is_deterministic_and_judged() {
     assert!(e.p50 <= e.p75 && e.p75 <= e.p90 && e.p90 <= e.p95 && e.p95 <= e.p99, "{e:?}");
     assert_eq!(a.claims.len(), 2 + 3 * 2 + 6 + 1);
     let f = &a.fluctuating;
-    assert_eq!(f.periods.len(), 90, "1,800 s in 20 s periods");
+    assert_eq!(f.periods.len(), 9, "180 s in 20 s periods");
     assert!(f.reorganizations > 0, "rates that rise and fall are rescheduled for");
     assert_eq!(
         f.requests,
@@ -317,13 +325,16 @@ fn gpulets_interference_is_deterministic_and_judged() {
         }
     }
     let (paper, v100) = (&a.sets[0].schedulability, &a.sets[1].schedulability);
-    assert_eq!(paper.scenarios, 1023, "the paper's five models, 4 rates each, all zero excepted");
-    assert_eq!(v100.scenarios, 255, "the four V100 models");
+    // every tenth of the scenarios: of the paper's five models at 4 rates each (all zero
+    // excepted) 1,023, of the four V100 models 255
+    assert_eq!(paper.scenarios, 103, "every tenth of the paper's 1,023 scenarios");
+    assert_eq!(v100.scenarios, 26, "every tenth of the V100 models' 255");
     for s in [paper, v100] {
         assert!(s.gpulet_int <= s.scenarios && s.sbp <= s.scenarios);
     }
     assert_eq!(a.comparisons[0].ours, Some(e.p90));
-    let other = run(&GpuletsConfig { seed: 2, constants: Default::default() }).unwrap();
+    let other = run(&short(2)).unwrap();
+    assert!(run(&GpuletsConfig { scale: 0.0, ..short(1) }).is_err(), "a scale of 0 is refused");
     assert_ne!(other.fitted, a.fitted, "the split follows the seed");
 }
 

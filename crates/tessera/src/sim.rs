@@ -232,10 +232,7 @@ fn run_dcuda(a: DcudaArgs) -> Result<()> {
 
 fn run_gpulets(a: GpuletsArgs) -> Result<()> {
     use tessera_sim::experiments::gpulets;
-    let r = gpulets::run_and_write(
-        &gpulets::GpuletsConfig { seed: a.seed, constants: Default::default() },
-        &a.out,
-    )?;
+    let r = gpulets::run_and_write(&gpulets::GpuletsConfig::paper(a.seed), &a.out)?;
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     writeln!(out, "wrote results.json and report.md to {}", a.out.display())?;

@@ -5,7 +5,7 @@
 //!   `target/release/tessera`, `/usr/bin/tessera`, `cargo run -p tessera --`) must parse
 //!   with the command line as built now;
 //! - the quick ones that need only a daemon, a ledger or a few seconds (`status`,
-//!   `ledger status`, `slurm gres-conf`, `doctor`, `sim schedgpu`, `sim fairgv`, `bench
+//!   `ledger status`, `slurm gres-conf`, `doctor`, `sim schedgpu`, `bench
 //!   transport`…) are run for real, against a scratch emulated daemon, and must succeed;
 //!   every emulated `tessera daemon` line is started as written (its socket, ledger,
 //!   event log and metrics made the test's own), must answer `tessera status` and drain
@@ -162,7 +162,6 @@ fn runs_for_real(args: &[String]) -> bool {
             | ["slurm", "gres-conf", ..]
             | ["doctor", ..]
             | ["sim", "schedgpu", ..]
-            | ["sim", "fairgv", ..]
             | ["bench", "transport", ..]
     )
 }
@@ -232,7 +231,7 @@ fn why_not_run(args: &[String]) -> &'static str {
         ["top", ..] => "interactive: tests/top.rs drives it under tmux",
         ["slurm", ..] => "one of Slurm's hooks: tests/slurm.rs runs them under a real slurmd",
         ["demo", ..] | ["sim", ..] | ["bench", ..] => {
-            "minutes at full size: tests/cli.rs, tests/daemon_processes.rs and the crates' tests run reduced ones"
+            "a minute or more at full size: tests/cli.rs, tests/daemon_processes.rs and the crates' tests run reduced ones (tessera-sim's tests/fairgv.rs writes fairgv's files from a short run)"
         }
         _ => "not quick or self-contained",
     }

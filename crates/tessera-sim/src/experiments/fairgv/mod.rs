@@ -937,7 +937,12 @@ pub fn report(r: &FairgvResults) -> String {
 /// Run and write `results.json` and `report.md` to `out`.
 pub fn run_and_write(out: &Path) -> Result<FairgvResults, ExperimentError> {
     let r = run()?;
-    super::write_results(out, &r, &report(&r))?;
-    figures::draw(&r, out)?;
+    write(&r, out)?;
     Ok(r)
+}
+
+/// Write `r`'s `results.json`, `report.md` and figures to `out`.
+pub fn write(r: &FairgvResults, out: &Path) -> Result<(), ExperimentError> {
+    super::write_results(out, r, &report(r))?;
+    figures::draw(r, out)
 }

@@ -75,7 +75,13 @@ fn rate_at(base: f64, t: f64, peaks: (f64, f64), shift: f64) -> f64 {
 }
 
 /// Run it on the `paper` set with `seed`.
-pub fn run(seed: u64, k: &super::Constants) -> Result<Fluctuating, super::ExperimentError> {
+pub fn run(
+    seed: u64,
+    k: &super::Constants,
+    scale: f64,
+) -> Result<Fluctuating, super::ExperimentError> {
+    // a shorter run replays the whole trace faster: its rates still rise and fall
+    let seconds = SECONDS * scale;
     let bad = |e: String| super::ExperimentError::Config(e);
     // the policy's rescheduler owns what it uses: its own copy of the profiles, from
     // which it builds the set on each call
@@ -102,11 +108,11 @@ pub fn run(seed: u64, k: &super::Constants) -> Result<Fluctuating, super::Experi
         let mut arrivals = Vec::new();
         loop {
             t += exp.sample(&mut rng);
-            if t >= SECONDS {
+            if t >= seconds {
                 break;
             }
             // thinning: a Poisson process at the trace's rate
-            if rng.random::<f64>() * top < rate_at(k.base_rate, t, *peaks, *shift) {
+            if rng.random::<f64>() * top < rate_at(k.base_rate, t / scale, *peaks, *shift) {
                 arrivals.push(prep + Nanos((t * 1e9) as u64));
             }
         }

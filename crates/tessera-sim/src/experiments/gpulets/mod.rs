@@ -54,6 +54,28 @@ pub struct GpuletsConfig {
     /// The constants of ours.
     #[serde(default)]
     pub constants: Constants,
+    /// The simulated durations as a share of the paper's (Figure 14's 1,800 s, whose
+    /// rate trace is compressed to fit, the 10 s runs of the rate searches, the 30 s
+    /// runs at the maximum rates): 1 for the experiment; the tests run a tenth, which
+    /// takes every code path in a fraction of the time.
+    #[serde(default = "full_scale", skip_serializing_if = "is_full_scale")]
+    pub scale: f64,
+}
+
+fn full_scale() -> f64 {
+    1.0
+}
+
+/// The experiment's own scale is not written out, so its results read as before.
+fn is_full_scale(scale: &f64) -> bool {
+    *scale == 1.0
+}
+
+impl GpuletsConfig {
+    /// The experiment as `tessera sim gpulets` runs it, with `seed`.
+    pub fn paper(seed: u64) -> GpuletsConfig {
+        GpuletsConfig { seed, constants: Constants::default(), scale: 1.0 }
+    }
 }
 
 /// The constants of the experiment that are ours, not the paper's.
@@ -257,10 +279,11 @@ fn quantiles(errors: &[f64]) -> ErrorQuantiles {
 }
 
 /// Schedulability and serving on `set`, 4 GPUs.
-fn on_set(set: &ProfileSet<'_>, seed: u64) -> Result<SetResults, ExperimentError> {
+fn on_set(set: &ProfileSet<'_>, seed: u64, scale: f64) -> Result<SetResults, ExperimentError> {
     Ok(SetResults {
         set: set.name.into(),
-        schedulability: schedulability::run(set, 4),
+        // a shorter run judges every `1 / scale`-th scenario
+        schedulability: schedulability::run(set, 4, (1.0 / scale).round().max(1.0) as usize),
         serving: serve_heaviest(set, seed)?,
     })
 }
@@ -331,24 +354,26 @@ pub fn with_paper_set<T>(f: impl FnOnce(&ProfileSet<'_>) -> T) -> Result<T, Expe
 
 /// Run the experiment.
 pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
+    if !(cfg.scale > 0.0 && cfg.scale <= 1.0) {
+        return Err(ExperimentError::Config(format!("scale must be in (0, 1], got {}", cfg.scale)));
+    }
     let bad = |e: tessera_gpu::partition::PartitionError| ExperimentError::Config(e.to_string());
     let profiles = Profiles::from_v100_jsonl(V100).map_err(bad)?;
     let rows = colocations_from_v100_jsonl(V100).map_err(bad)?;
     let authors = Interference::from_csv(AUTHORS_2080TI).map_err(bad)?;
     let samples = interference::samples(&profiles, &rows);
     let (training, validation) = interference::split(&samples, cfg.seed);
-    let fitted = interference::fit(&training)
-        .ok_or_else(|| ExperimentError::Config("the interference fit is degenerate".into()))?;
+    let fitted = fit_on(&training)?;
     let fitted_errors = quantiles(&interference::errors(&fitted, &validation));
     let authors_errors = quantiles(&interference::errors(&authors, &validation));
     let paper = profiles::paper(UTIL_2080TI, cfg.constants.batching(), &profiles, authors)
         .map_err(|e| ExperimentError::Config(e.to_string()))?;
     let v100 = profiles::v100(&profiles, fitted);
-    let sets = vec![on_set(&paper, cfg.seed)?, on_set(&v100, cfg.seed)?];
-    let throughput = throughput::run(&paper, cfg.seed)
+    let sets = vec![on_set(&paper, cfg.seed, cfg.scale)?, on_set(&v100, cfg.seed, cfg.scale)?];
+    let throughput = throughput::run(&paper, cfg.seed, cfg.scale)
         .map_err(|source| ExperimentError::Sim { trial: "maximum served rates".into(), source })?;
-    let at_max_rate = serve_at_max(&paper, &throughput, cfg.seed)?;
-    let fluctuating = fluctuating::run(cfg.seed, &cfg.constants)?;
+    let at_max_rate = serve_at_max(&paper, &throughput, cfg.seed, cfg.scale)?;
+    let fluctuating = fluctuating::run(cfg.seed, &cfg.constants, cfg.scale)?;
     // tolerances fixed before reading our numbers: 5 points of error on each quantile
     let mut claims = vec![
         Claim::judge(
@@ -407,6 +432,21 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         comparisons,
         sensitivity: Vec::new(),
     })
+}
+
+fn fit_on(training: &[interference::Sample]) -> Result<Interference, ExperimentError> {
+    interference::fit(training)
+        .ok_or_else(|| ExperimentError::Config("the interference fit is degenerate".into()))
+}
+
+/// The interference model's c1..c5 fitted on `seed`'s 70% training split of the V100
+/// co-locations: what [`run`] fits, without the rest of the experiment.
+pub fn interference_fit(seed: u64) -> Result<[f64; 5], ExperimentError> {
+    let bad = |e: tessera_gpu::partition::PartitionError| ExperimentError::Config(e.to_string());
+    let profiles = Profiles::from_v100_jsonl(V100).map_err(bad)?;
+    let rows = colocations_from_v100_jsonl(V100).map_err(bad)?;
+    let samples = interference::samples(&profiles, &rows);
+    Ok(fit_on(&interference::split(&samples, seed).0)?.c)
 }
 
 /// Every constant of ours, with the range we think plausible (the reason in `what`).
@@ -479,6 +519,7 @@ fn serve_at_max(
     set: &ProfileSet<'_>,
     found: &[throughput::MixThroughput],
     seed: u64,
+    scale: f64,
 ) -> Result<Vec<AtMaxRate>, ExperimentError> {
     use throughput::Scheduler;
     found
@@ -492,11 +533,12 @@ fn serve_at_max(
                 if total <= 0.0 {
                     return Ok((total, None));
                 }
-                let served = throughput::serve_at(set, &t.mix, s, total / per_unit, 30.0, seed)
-                    .map_err(|source| ExperimentError::Sim {
-                        trial: format!("{} at {total:.0}", t.mix.name),
-                        source,
-                    })?;
+                let served =
+                    throughput::serve_at(set, &t.mix, s, total / per_unit, 30.0 * scale, seed)
+                        .map_err(|source| ExperimentError::Sim {
+                            trial: format!("{} at {total:.0}", t.mix.name),
+                            source,
+                        })?;
                 let Some((schedule, served)) = served else { return Ok((total, None)) };
                 if s == Scheduler::GpuletInt {
                     requests = served.requests;

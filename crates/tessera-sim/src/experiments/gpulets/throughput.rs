@@ -274,6 +274,7 @@ pub fn max_served_units(
     scheduler: Scheduler,
     schedulable: f64,
     seed: u64,
+    scale: f64,
 ) -> Result<(f64, Option<f64>), SimError> {
     let steps = (1.0 / SEARCH_STEP).round() as u32;
     for k in 0..steps {
@@ -281,7 +282,8 @@ pub fn max_served_units(
         if units <= 0.0 {
             break;
         }
-        if let Some((_, served)) = serve_at(set, mix, scheduler, units, SEARCH_SECONDS, seed)?
+        if let Some((_, served)) =
+            serve_at(set, mix, scheduler, units, SEARCH_SECONDS * scale, seed)?
             && served.violation <= VIOLATION_TARGET
         {
             return Ok((units, Some(served.violation)));
@@ -291,7 +293,7 @@ pub fn max_served_units(
 }
 
 /// Every workload under every scheduler: schedulable, then served.
-pub fn run(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<MixThroughput>, SimError> {
+pub fn run(set: &ProfileSet<'_>, seed: u64, scale: f64) -> Result<Vec<MixThroughput>, SimError> {
     mixes()
         .into_iter()
         .map(|mix| {
@@ -301,7 +303,7 @@ pub fn run(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<MixThroughput>, SimErr
             let mut served_violation = Vec::new();
             for s in Scheduler::ALL {
                 let units = max_units(set, &mix, s);
-                let (at, violation) = max_served_units(set, &mix, s, units, seed)?;
+                let (at, violation) = max_served_units(set, &mix, s, units, seed, scale)?;
                 tracing::debug!(mix = %mix.name, scheduler = s.label(), units, at, "maximum rates");
                 throughput.push(units * per_unit);
                 served.push(at * per_unit);
