@@ -524,7 +524,7 @@ impl Client {
             events: filter.events,
         };
         match self.call(&req)? {
-            Reply::Status(s) => Ok(s),
+            Reply::Status(s) => Ok(*s),
             other => Err(refused(other)),
         }
     }

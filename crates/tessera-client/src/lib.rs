@@ -19,9 +19,18 @@ pub mod region;
 pub const NODE_SOCKET: &str = "/run/tessera/tesserad.sock";
 
 /// A daemon's own socket when its configuration names none: `tesserad.sock` in
-/// `runtime_dir` (the caller's `$XDG_RUNTIME_DIR`), else in the temporary directory.
+/// `runtime_dir` (the caller's `$XDG_RUNTIME_DIR`, private to the user), else in
+/// `tessera-<uid>/` of the temporary directory — never in the world-writable temporary
+/// directory itself, where another user could create the name first and pose as the
+/// daemon. The daemon makes that directory private (0700) and refuses one another
+/// user owns.
 pub fn per_user_socket(runtime_dir: Option<std::path::PathBuf>) -> std::path::PathBuf {
-    runtime_dir.unwrap_or_else(std::env::temp_dir).join("tesserad.sock")
+    match runtime_dir {
+        Some(dir) => dir.join("tesserad.sock"),
+        None => std::env::temp_dir()
+            .join(format!("tessera-{}", rustix::process::geteuid().as_raw()))
+            .join("tesserad.sock"),
+    }
 }
 
 /// Where a client looks for tesserad when not told: the node daemon's socket

@@ -498,6 +498,9 @@ pub struct Totals {
 pub struct StatusReport {
     /// Policy label.
     pub policy: String,
+    /// The daemon's memory ledger (its path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<String>,
     /// Executor (`emulated` or `cuda`).
     pub executor: String,
     /// Seconds since start.
@@ -613,7 +616,7 @@ pub enum Reply {
         weight: u32,
     },
     /// The node's state.
-    Status(StatusReport),
+    Status(Box<StatusReport>),
     /// A Slurm job started, or its information.
     Job(JobReport),
     /// A Slurm job ended.

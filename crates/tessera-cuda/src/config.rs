@@ -129,8 +129,8 @@ impl Config {
             Some(v) => v
                 .parse::<u32>()
                 .ok()
-                .filter(|w| *w > 0)
-                .ok_or_else(|| bad("TESSERA_WEIGHT", &v, "a positive integer"))?,
+                .filter(|w| (1..=1000).contains(w))
+                .ok_or_else(|| bad("TESSERA_WEIGHT", &v, "an integer from 1 to 1000"))?,
         };
         let priority = match get("TESSERA_PRIORITY") {
             None => 0,

@@ -119,7 +119,7 @@ fn nvml_shows_a_tenant_its_gpu_memory_process_and_share() {
     }
     assert_eq!(field(&out, "byindex 1"), "2", "INVALID_ARGUMENT: {out}");
     // the names pass through: NVML's own
-    assert_eq!(field(&out, "name after 0"), "Tessera Fake GPU 0", "{out}");
+    assert_eq!(field(&out, "name after 0"), "Fake GPU 0", "{out}");
 
     // outside tessera: the machine
     assert_eq!(field(&outside, "count before"), "2", "{outside}");

@@ -276,7 +276,7 @@ nvmlReturn_t DECLDIR nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned
     log_call("nvmlDeviceGetName");
     DEVICE(device, p);
     char t[64];
-    snprintf(t, sizeof t, "Tessera Fake GPU %d", p);
+    snprintf(t, sizeof t, "Fake GPU %d", p); /* as the fake driver names it */
     return copy_text(name, length, t);
 }
 nvmlReturn_t DECLDIR nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {

@@ -104,7 +104,6 @@ impl LedgerConfig {
     }
 }
 
-
 /// One GPU in a [`LedgerStatus`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuStatus {
@@ -704,7 +703,12 @@ impl Ledger {
         // at once anyway, as not available now)
         let held = l.holder_index(gpu, me).map_or(0, |i| l.state.holders[i].bytes);
         if wait != Wait::NoWait && bytes > row.total.saturating_sub(held) {
-            return Err(LedgerError::NeverFits { gpu, requested: bytes, held, capacity: row.total });
+            return Err(LedgerError::NeverFits {
+                gpu,
+                requested: bytes,
+                held,
+                capacity: row.total,
+            });
         }
         let mut ticket: Option<u64> = None; // our waiter row's seq, once queued
         loop {
@@ -835,8 +839,7 @@ impl Ledger {
     /// looking already.
     pub fn nudge(&self) {
         if let Ok(local) = self.local.try_lock() {
-            let _ =
-                futex::wake(local.file.wake_word(), futex::Flags::empty(), i32::MAX as u32);
+            let _ = futex::wake(local.file.wake_word(), futex::Flags::empty(), i32::MAX as u32);
         }
     }
 

@@ -94,7 +94,8 @@ fn outgrowing_memory_only_this_client_holds_fails_at_once_and_a_retry_after_a_fr
         let l = l.clone();
         move || tx.send(l.pre_alloc(0, 200 * mib, Wait::Forever)).unwrap()
     });
-    match rx.recv_timeout(Duration::from_secs(2)).expect("the request must fail at once, not wait") {
+    match rx.recv_timeout(Duration::from_secs(2)).expect("the request must fail at once, not wait")
+    {
         Err(LedgerError::NeverFits { held, capacity, .. }) => {
             assert_eq!((held, capacity), (900 * mib, gib));
         }
@@ -112,8 +113,9 @@ fn a_storm_of_timed_waits_gets_no_false_deadlock() {
     let path = fresh_path("storm");
     let gib = 1u64 << 30;
     let mib = 1u64 << 20;
-    let handles: Vec<Ledger> =
-        (0..8).map(|_| Ledger::open(&config(&path, &[gib], NotificationPolicy::Fifo)).unwrap()).collect();
+    let handles: Vec<Ledger> = (0..8)
+        .map(|_| Ledger::open(&config(&path, &[gib], NotificationPolicy::Fifo)).unwrap())
+        .collect();
     for h in &handles {
         h.pre_alloc(0, 120 * mib, Wait::NoWait).unwrap();
     }

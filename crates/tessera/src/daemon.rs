@@ -313,10 +313,10 @@ fn print_status_to(
             g.pool,
             g.busy,
             format!("{} / {}", mib(g.memory_used), mib(g.memory_total)),
-            100.0 * g.utilization
+            (100.0 * g.utilization).max(0.0) + 0.0
         )?;
         if let Some((u, state)) = &g.load {
-            writeln!(out, "     placed demand {:.0}% of the GPU: {state}", 100.0 * u)?;
+            writeln!(out, "     placed demand {} of the GPU: {state}", percent(*u))?;
         }
         if !g.partitions.is_empty() {
             let sizes: Vec<String> = g.partitions.iter().map(|p| format!("{p}%")).collect();
@@ -372,7 +372,7 @@ fn print_status_to(
             mib(t.memory_held),
             format!("{:.1} s", t.gpu_ms / 1e3),
             // the latest kernel's share of the GPU, for programs under the interposer
-            t.demand.map_or("-".into(), |d| format!("{:.0}%", 100.0 * d))
+            t.demand.map_or("-".into(), percent)
         )?;
     }
     if (s.policy == "fair" || s.policy == "credit") && !s.tenants.is_empty() {
@@ -487,4 +487,21 @@ fn print_status_to(
         }
     }
     Ok(())
+}
+
+/// A fraction as a whole percentage, never "-0%" (a float a hair below zero, or
+/// negative zero, prints with its sign).
+fn percent(fraction: f64) -> String {
+    // `+ 0.0` turns negative zero into zero
+    format!("{:.0}%", (100.0 * fraction).max(0.0) + 0.0)
+}
+
+#[cfg(test)]
+mod percent_tests {
+    #[test]
+    fn no_negative_zero_percent() {
+        assert_eq!(super::percent(-0.0), "0%");
+        assert_eq!(super::percent(-1e-9), "0%");
+        assert_eq!(super::percent(0.456), "46%");
+    }
 }

@@ -48,6 +48,17 @@ pub fn run(a: DoctorArgs) -> Result<()> {
     let socket = a.socket.clone().unwrap_or_else(|| {
         if config_read { config.socket.clone() } else { crate::default_socket() }
     });
+    // without its configuration file, the running daemon says which ledger it uses:
+    // that one is checked, not the built-in default
+    let mut config = config;
+    if !config_read
+        && let Some(ledger) = tessera_client::Client::connect_control(&socket)
+            .and_then(|mut c| c.status())
+            .ok()
+            .and_then(|s| s.ledger)
+    {
+        config.ledger = PathBuf::from(ledger);
+    }
     let node = Node {
         interposer: a
             .preload

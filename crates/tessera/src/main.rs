@@ -128,6 +128,9 @@ fn main() -> std::process::ExitCode {
             // one line with its causes, never a backtrace (whatever RUST_BACKTRACE
             // says): these are errors for the person who ran the command
             eprintln!("tessera: {}", one_line(&e));
+            if let Some(fix) = fix_for(&e) {
+                eprintln!("  fix: {fix}");
+            }
             std::process::ExitCode::FAILURE
         }
     }
@@ -146,4 +149,29 @@ fn one_line(e: &anyhow::Error) -> String {
         }
     }
     line
+}
+
+/// The one-line fix `tessera doctor` would give for `e`, for the errors a user meets
+/// first: no daemon where the command looked, a socket or ledger this user may not
+/// open. Recognised by the error's kind and what it was doing, not by its wording.
+fn fix_for(e: &anyhow::Error) -> Option<&'static str> {
+    use std::io::ErrorKind;
+    let text = e.to_string();
+    let kind =
+        e.chain().find_map(|c| c.downcast_ref::<std::io::Error>().map(std::io::Error::kind))?;
+    let about_daemon =
+        text.contains("tesserad") || text.contains("daemon") || text.contains(".sock");
+    let about_ledger = text.contains("ledger");
+    match kind {
+        ErrorKind::NotFound | ErrorKind::ConnectionRefused if about_daemon => Some(
+            "start the daemon (`systemctl start tesserad`, or `tessera daemon`), or name its socket with --socket or TESSERA_SOCKET; `tessera doctor` checks the node",
+        ),
+        ErrorKind::PermissionDenied if about_ledger => Some(
+            "this user may not open the node's ledger: ask for membership of its group (`tessera doctor` names it and its mode), or use a ledger of your own with --path",
+        ),
+        ErrorKind::PermissionDenied if about_daemon => Some(
+            "the daemon's socket keeps this user out: its operator sets socket_mode = 0o666 in the daemon's configuration (each request is still checked by uid); `tessera doctor` shows the mode",
+        ),
+        _ => None,
+    }
 }

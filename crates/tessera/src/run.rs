@@ -30,8 +30,8 @@ pub struct RunArgs {
     /// User-facing SLA, ms.
     #[arg(long)]
     sla_ms: Option<u64>,
-    /// Weight for fair sharing.
-    #[arg(long)]
+    /// Weight for fair sharing, 1 to 1000 (what the daemon accepts).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     weight: Option<u32>,
     /// Priority (0-255).
     #[arg(long)]
@@ -82,6 +82,9 @@ pub(crate) fn default_preload() -> Option<PathBuf> {
         dir.join("../lib/tessera/libtessera_cuda.so"),
     ]
     .into_iter()
+    // reversed: of equally new ones (cargo hard-links deps/'s copy up) the first wins,
+    // the path a person expects rather than deps/
+    .rev()
     .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
     .max_by_key(|(modified, _)| *modified)
     .map(|(_, p)| p)

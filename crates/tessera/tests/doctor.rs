@@ -131,6 +131,22 @@ fn doctor_passes_a_healthy_node_and_names_each_break_with_its_fix() {
     assert!(!ok && line(&said, "driver").starts_with("FAIL"), "{said}");
     assert!(line(&said, "driver").contains("fix: install NVIDIA's driver"), "{said}");
 
+    // without its configuration file, the running daemon's ledger is checked, not the
+    // built-in default (before: /dev/shm/tessera-ledger, whichever the daemon used);
+    // and the interposer found beside tessera is named as built, not by its deps/ copy
+    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["doctor", "--config"])
+        .arg(dir.join("absent.toml"))
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--nvml")
+        .arg(dir.join("libnvidia-ml.so.1"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(line(&said, "ledger").contains(&ledger.display().to_string()), "{said}");
+    assert!(!line(&said, "interposer").contains("/deps/"), "{said}");
+
     // no daemon (stopped as a service is, so that it removes its GPU claims in /dev/shm)
     assert!(common::terminate(&mut daemon).success());
     assert!(!socket.exists());

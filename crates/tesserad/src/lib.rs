@@ -200,6 +200,7 @@ impl Daemon {
         // one daemon per socket, per ledger and per GPU; whatever this start makes is
         // removed again if it fails (and when the daemon stops)
         let mut made = Made::default();
+        private_socket_dir(&cfg.socket)?;
         let holder = format!("pid {} socket {}", std::process::id(), cfg.socket.display());
         made.locks.push(locks::InstanceLock::claim(
             &suffixed(&cfg.socket, ".lock"),
@@ -370,6 +371,7 @@ impl Daemon {
         )
         .with_inference(inference, models_only)
         .with_policy_name(cfg.policy.name())
+        .with_ledger_path(&cfg.ledger)
         .with_uuids(driver.as_ref().map(|d| d.device_uuids()).unwrap_or_default())
         .with_memory_desk(desk.clone())
         .with_observers(events, node_metrics.clone())
@@ -504,4 +506,38 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The socket's directory: made private (0700) when missing; refused when another user
+/// (not root) owns it — a directory planted under the temporary directory by someone
+/// who would then own the daemon's name (`tessera_client::per_user_socket`) — or when
+/// everyone may write there without the sticky bit.
+fn private_socket_dir(socket: &std::path::Path) -> Result<(), DaemonError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io(format!("creating the socket's directory {}", dir.display())))?;
+    }
+    let m = std::fs::metadata(dir).map_err(io(format!("reading {}", dir.display())))?;
+    let me = rustix::process::geteuid().as_raw();
+    if m.uid() != me && m.uid() != 0 {
+        return Err(DaemonError::Unsafe(format!(
+            "the socket's directory {} belongs to uid {}, not this user: whoever owns it could take the daemon's socket; remove it or choose another --socket",
+            dir.display(),
+            m.uid()
+        )));
+    }
+    if m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0 {
+        return Err(DaemonError::Unsafe(format!(
+            "the socket's directory {} is writable by everyone (and not sticky): anyone could replace the daemon's socket; choose another --socket",
+            dir.display()
+        )));
+    }
+    Ok(())
 }

@@ -517,8 +517,7 @@ fn send_with_fd(conn: ConnId, c: &mut Conn, reply: &Reply, fd: std::os::fd::Owne
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut cmsg = SendAncillaryBuffer::new(&mut space);
     cmsg.push(SendAncillaryMessage::ScmRights(&fds));
-    match rustix::net::sendmsg(&c.stream, &[IoSlice::new(&bytes)], &mut cmsg, SendFlags::NOSIGNAL)
-    {
+    match rustix::net::sendmsg(&c.stream, &[IoSlice::new(&bytes)], &mut cmsg, SendFlags::NOSIGNAL) {
         // the rest of the frame, if any, goes as the loop writes
         Ok(n) => c.outbuf.extend_from_slice(&bytes[n..]),
         Err(e) => {

@@ -304,6 +304,55 @@ fn the_daemon_does_not_follow_or_delete_what_others_planted() {
     assert_eq!(std::fs::read(&cfg.socket).unwrap(), b"not a socket");
 }
 
+/// Without `XDG_RUNTIME_DIR` the default socket is in a directory of the user's own
+/// under the temporary directory, not the world-writable directory itself; the daemon
+/// makes that directory private, and refuses one another user planted there (root
+/// only: it hands the directory to `nobody`). Before, the default was
+/// `/tmp/tesserad.sock`, a name any user could take first.
+#[test]
+fn the_default_socket_is_in_a_directory_of_the_users_own() {
+    let me = rustix::process::geteuid().as_raw();
+    let default = tessera_client::per_user_socket(None);
+    let dir = default.parent().unwrap();
+    assert_eq!(dir.parent().unwrap(), std::env::temp_dir(), "{}", default.display());
+    assert_eq!(dir.file_name().unwrap().to_string_lossy(), format!("tessera-{me}"));
+
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mut cfg = config();
+    let base = cfg.socket.with_extension("dirs");
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    // missing: made, private
+    cfg.socket = base.join("fresh/tesserad.sock");
+    let d = Daemon::start(&cfg).unwrap();
+    let m = std::fs::metadata(base.join("fresh")).unwrap();
+    assert_eq!(m.mode() & 0o777, 0o700);
+    d.shutdown();
+    // world-writable without the sticky bit: refused
+    let open = base.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    cfg.socket = open.join("tesserad.sock");
+    let r = Daemon::start(&cfg);
+    assert!(matches!(r, Err(tesserad::DaemonError::Unsafe(_))), "{r:?}");
+    // another user's
+    if rustix::process::geteuid().is_root() {
+        let planted = base.join("planted");
+        std::fs::create_dir_all(&planted).unwrap();
+        std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+        cfg.socket = planted.join("tesserad.sock");
+        let r = Daemon::start(&cfg);
+        assert!(
+            matches!(&r, Err(tesserad::DaemonError::Unsafe(m)) if m.contains("uid 65534")),
+            "{r:?}"
+        );
+        assert!(!planted.join("tesserad.sock").exists());
+    } else {
+        eprintln!("SKIPPED (in part): a directory of another user needs root to make");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// Connections per uid are capped, and a control connection that says nothing is
 /// closed after the idle timeout (sessions with rings are not).
 #[test]

@@ -67,6 +67,44 @@ impl Bench {
     }
 }
 
+/// What preloading the interposer costs a program that never touches CUDA — every
+/// process of a tenant (shells, Python's helpers) pays it: `/bin/true` started 200
+/// times each way, alternating, its whole run (fork, exec, loading, exit) timed.
+fn start_times(preload: &Path) -> Result<Vec<serde_json::Value>> {
+    let size = std::fs::metadata(preload)?.len();
+    let mut times = [Vec::new(), Vec::new()];
+    for i in 0..400 {
+        let with = i % 2 == 1;
+        let mut c = Command::new("true");
+        if with {
+            c.env("LD_PRELOAD", preload);
+        } else {
+            c.env_remove("LD_PRELOAD");
+        }
+        let t = std::time::Instant::now();
+        let st = c.status().context("running true")?;
+        let ns = t.elapsed().as_nanos() as f64;
+        if !st.success() {
+            bail!("true failed{}", if with { " with the interposer preloaded" } else { "" });
+        }
+        times[usize::from(with)].push(ns);
+    }
+    let row = |label: &str, v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        serde_json::json!({
+            "call": label,
+            "p50_ns": v[v.len() / 2],
+            "p99_ns": v[v.len() * 99 / 100],
+            "interposer_bytes": size,
+        })
+    };
+    let [mut direct, mut preloaded] = times;
+    Ok(vec![
+        row("program start and exit (true), direct", &mut direct),
+        row("the same with libtessera_cuda.so preloaded", &mut preloaded),
+    ])
+}
+
 fn build(artifacts: &Path, dir: &Path) -> Result<PathBuf> {
     tessera_driver::testing::build_fake_driver(artifacts, &dir.join("libcuda.so.1"))
         .map_err(anyhow::Error::msg)?;
@@ -144,6 +182,7 @@ pub fn run(a: InterposerBenchArgs) -> Result<()> {
         let _ = rival.kill();
         let _ = rival.wait();
         rows.push(switched?);
+        rows.extend(start_times(&b.preload)?);
         daemon.shutdown();
         Ok::<_, anyhow::Error>(rows)
     })();
@@ -190,6 +229,12 @@ pub fn run(a: InterposerBenchArgs) -> Result<()> {
         writeln!(
             out,
             "an allocation pair through the interposer costs {alloc_ratio:.2}x the direct one at p50 (target: <= 3x)"
+        )?;
+        writeln!(
+            out,
+            "the interposer ({:.1} MB) adds {:.2} ms to a program's start at p50",
+            rows[5]["interposer_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            (p50(&rows[6]) - p50(&rows[5])) / 1e6
         )?;
     }
     Ok(())

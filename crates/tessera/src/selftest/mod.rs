@@ -130,7 +130,11 @@ pub fn run(args: SelftestArgs) -> Result<()> {
             bail!("no check named {name:?}: the checks are {}", ALL.join(", "));
         }
     }
-    if !args.seconds.is_finite() || args.seconds <= 0.0 || args.memory_mib < 16 || args.launches < 100 {
+    if !args.seconds.is_finite()
+        || args.seconds <= 0.0
+        || args.memory_mib < 16
+        || args.launches < 100
+    {
         bail!("--seconds must be positive, --memory-mib at least 16, --launches at least 100");
     }
     let driver = tessera_driver::probe::probe_driver(args.driver.as_deref())

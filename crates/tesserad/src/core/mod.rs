@@ -355,6 +355,8 @@ pub struct Core {
     started: Instant,
     executor_name: String,
     policy_name: String,
+    /// The ledger's path, for the status (`tessera doctor` checks the running daemon's).
+    ledger_path: Option<String>,
     slot_bytes: u32,
     limits: Limits,
     drain_started: Option<Instant>,
@@ -541,6 +543,7 @@ impl Core {
             draining: false,
             started: Instant::now(),
             policy_name: String::new(),
+            ledger_path: None,
             executor_name,
             slot_bytes: limits.slot_bytes,
             limits,
@@ -587,6 +590,12 @@ impl Core {
     /// The policy's name as the operator wrote it (`fair`, `flexy-pid`), for status.
     pub fn with_policy_name(mut self, name: &str) -> Core {
         self.policy_name = name.to_string();
+        self
+    }
+
+    /// The ledger's path, as the status reports it.
+    pub fn with_ledger_path(mut self, path: &std::path::Path) -> Core {
+        self.ledger_path = Some(path.display().to_string());
         self
     }
 

@@ -55,6 +55,7 @@ impl Core {
             jobs_total,
             slurm_shards_per_gpu: self.limits.slurm.shards_per_gpu,
             policy: self.policy_name.clone(),
+            ledger: self.ledger_path.clone(),
             executor: self.executor_name.clone(),
             uptime_s: uptime.as_secs_f64(),
             gpus: self

@@ -115,7 +115,6 @@ struct TenantMemory {
     closed: AtomicBool,
 }
 
-
 impl TenantMemory {
     fn ledger(&self, config: &LedgerConfig) -> Result<&Ledger, String> {
         self.handle
@@ -387,7 +386,8 @@ impl MemoryDesk {
             }
             // dropping the handle releases what it held under the ledger's lock, which
             // any process can hold: never on the caller's thread (the core's)
-            let dropped = std::thread::Builder::new().name("memory-close".into()).spawn(move || drop(t));
+            let dropped =
+                std::thread::Builder::new().name("memory-close".into()).spawn(move || drop(t));
             if let Err(e) = dropped {
                 tracing::warn!(tenant, error = %e, "released a tenant's memory on the core thread");
             }
@@ -497,8 +497,12 @@ impl MemoryDesk {
             loop {
                 std::thread::sleep(LEASE_WATCH);
                 let Some(desk) = desk.upgrade() else { return };
-                let gpus: Vec<u32> =
-                    desk.waiting_bytes().into_iter().filter(|(_, b)| *b > 0).map(|(g, _)| g).collect();
+                let gpus: Vec<u32> = desk
+                    .waiting_bytes()
+                    .into_iter()
+                    .filter(|(_, b)| *b > 0)
+                    .map(|(g, _)| g)
+                    .collect();
                 if gpus.is_empty() {
                     desk.watching.store(false, Ordering::Release);
                     // a wait that began after the look and before the store started no
@@ -610,7 +614,13 @@ impl MemoryDesk {
                 job.count(gpu, bytes - context);
             }
         }
-        tracing::info!(tenant, client, pid = t.pid, ?held, "adopted the reservations of a program the previous daemon served");
+        tracing::info!(
+            tenant,
+            client,
+            pid = t.pid,
+            ?held,
+            "adopted the reservations of a program the previous daemon served"
+        );
         Reply::Adopted { held }
     }
 
@@ -742,9 +752,8 @@ impl MemoryDesk {
                 (limit, Some(job)) => {
                     let cap = job.per_gpu.get(&gpu).copied().unwrap_or(0);
                     let here = job.held().get(&gpu).copied().unwrap_or(0);
-                    let job_free = cap
-                        .saturating_sub(here)
-                        .min(job.entitled.saturating_sub(job.held_total()));
+                    let job_free =
+                        cap.saturating_sub(here).min(job.entitled.saturating_sub(job.held_total()));
                     let own = limit.map_or(u64::MAX, |l| l.saturating_sub(t.held_total()));
                     Reply::Memory {
                         free: job_free.min(own),

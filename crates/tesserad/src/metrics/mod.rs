@@ -637,8 +637,8 @@ impl std::str::FromStr for Listen {
 
 mod http;
 pub use http::{
-    MAX_CONNECTIONS, MAX_REQUEST_HEAD, MetricsError, MetricsServer, REFRESH_INTERVAL, REQUEST_TIMEOUT,
-    WRITE_STALL_TIMEOUT,
+    MAX_CONNECTIONS, MAX_REQUEST_HEAD, MetricsError, MetricsServer, REFRESH_INTERVAL,
+    REQUEST_TIMEOUT, WRITE_STALL_TIMEOUT,
 };
 
 #[cfg(test)]
