@@ -93,9 +93,19 @@ pub fn probe_driver(path: Option<&Path>) -> Result<DriverReport, String> {
     Ok(report)
 }
 
-/// Load NVML (`path`, default `libnvidia-ml.so.1`), initialise it, read the versions
-/// and the device count, and shut it down.
-pub fn probe_nvml(path: Option<&Path>) -> Result<NvmlReport, String> {
+/// NVML's success code.
+const NVML_SUCCESS: u32 = 0;
+
+fn nvml_failed(what: &str, r: u32) -> String {
+    format!("{what} failed with NVML error {r}")
+}
+
+/// Load NVML (`path`, default `libnvidia-ml.so.1`), initialise it, run `body` on it
+/// (with how to name an entry point it lacks), and shut it down.
+fn with_nvml<T>(
+    path: Option<&Path>,
+    body: impl FnOnce(&NvmlLib, &dyn Fn(&str) -> String, &Path) -> Result<T, String>,
+) -> Result<T, String> {
     let path = path.map_or_else(|| PathBuf::from("libnvidia-ml.so.1"), Path::to_path_buf);
     // SAFETY: loading NVML runs its initialisers, as in any program that uses it.
     let lib =
@@ -103,96 +113,90 @@ pub fn probe_nvml(path: Option<&Path>) -> Result<NvmlReport, String> {
     let missing = |name: &str| format!("NVML {} lacks {name}", path.display());
     let init = lib.nvmlInit_v2.as_ref().map_err(|_| missing("nvmlInit_v2"))?;
     let shutdown = lib.nvmlShutdown.as_ref().map_err(|_| missing("nvmlShutdown"))?;
-    let driver = lib
-        .nvmlSystemGetDriverVersion
-        .as_ref()
-        .map_err(|_| missing("nvmlSystemGetDriverVersion"))?;
-    let nvml =
-        lib.nvmlSystemGetNVMLVersion.as_ref().map_err(|_| missing("nvmlSystemGetNVMLVersion"))?;
-    let count = lib.nvmlDeviceGetCount_v2.as_ref().map_err(|_| missing("nvmlDeviceGetCount_v2"))?;
-    // NVML_SUCCESS
-    const SUCCESS: u32 = 0;
-    let fail = |what: &str, r| format!("{what} failed with NVML error {r}");
-    // SAFETY: NVML's own entry points (the library lives until the end of this
-    // function), called with buffers of the sizes passed; the strings NVML writes are
-    // NUL-terminated within them.
-    unsafe {
-        let r = init();
-        if r != SUCCESS {
-            return Err(fail("nvmlInit_v2", r));
-        }
+    // SAFETY: NVML's own entry points, without arguments, on the library loaded above.
+    let r = unsafe { init() };
+    if r != NVML_SUCCESS {
+        return Err(nvml_failed("nvmlInit_v2", r));
+    }
+    let answer = body(&lib, &missing, &path);
+    // SAFETY: as above; after every call of `body`.
+    unsafe { shutdown() };
+    answer
+}
+
+/// Load NVML (`path`, default `libnvidia-ml.so.1`), initialise it, read the versions
+/// and the device count, and shut it down.
+pub fn probe_nvml(path: Option<&Path>) -> Result<NvmlReport, String> {
+    with_nvml(path, |lib, missing, path| {
+        let driver = lib
+            .nvmlSystemGetDriverVersion
+            .as_ref()
+            .map_err(|_| missing("nvmlSystemGetDriverVersion"))?;
+        let nvml = lib
+            .nvmlSystemGetNVMLVersion
+            .as_ref()
+            .map_err(|_| missing("nvmlSystemGetNVMLVersion"))?;
+        let count =
+            lib.nvmlDeviceGetCount_v2.as_ref().map_err(|_| missing("nvmlDeviceGetCount_v2"))?;
         let text = |f: &unsafe extern "C" fn(*mut c_char, c_uint) -> u32, what: &str| {
             let mut buf = [0 as c_char; 96];
-            let r = f(buf.as_mut_ptr(), buf.len() as c_uint);
-            if r != SUCCESS {
-                return Err(fail(what, r));
+            // SAFETY: NVML's own entry point, with a buffer of the size passed; the
+            // string it writes is NUL-terminated within it.
+            unsafe {
+                let r = f(buf.as_mut_ptr(), buf.len() as c_uint);
+                if r != NVML_SUCCESS {
+                    return Err(nvml_failed(what, r));
+                }
+                Ok(CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
             }
-            Ok(CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
         };
-        let answer = (|| {
-            let driver_version = text(driver, "nvmlSystemGetDriverVersion")?;
-            let nvml_version = text(nvml, "nvmlSystemGetNVMLVersion")?;
-            let mut devices: c_uint = 0;
-            let r = count(&mut devices);
-            if r != SUCCESS {
-                return Err(fail("nvmlDeviceGetCount_v2", r));
-            }
-            Ok(NvmlReport { path: path.clone(), driver_version, nvml_version, devices })
-        })();
-        shutdown();
-        answer
-    }
+        let driver_version = text(driver, "nvmlSystemGetDriverVersion")?;
+        let nvml_version = text(nvml, "nvmlSystemGetNVMLVersion")?;
+        let mut devices: c_uint = 0;
+        // SAFETY: NVML's own entry point, its out-pointer a local.
+        let r = unsafe { count(&mut devices) };
+        if r != NVML_SUCCESS {
+            return Err(nvml_failed("nvmlDeviceGetCount_v2", r));
+        }
+        Ok(NvmlReport { path: path.to_path_buf(), driver_version, nvml_version, devices })
+    })
 }
 
 /// What NVML says of each device's memory: (total, used) bytes, in NVML's order. Under
 /// the interposer a tenant sees its own share here.
 pub fn nvml_memory(path: Option<&Path>) -> Result<Vec<(u64, u64)>, String> {
-    let path = path.map_or_else(|| PathBuf::from("libnvidia-ml.so.1"), Path::to_path_buf);
-    // SAFETY: loading NVML runs its initialisers, as every NVML program does.
-    let lib =
-        unsafe { NvmlLib::new(&path) }.map_err(|e| format!("no NVML ({}): {e}", path.display()))?;
-    let missing = |name: &str| format!("NVML {} lacks {name}", path.display());
-    let init = lib.nvmlInit_v2.as_ref().map_err(|_| missing("nvmlInit_v2"))?;
-    let shutdown = lib.nvmlShutdown.as_ref().map_err(|_| missing("nvmlShutdown"))?;
-    let count = lib.nvmlDeviceGetCount_v2.as_ref().map_err(|_| missing("nvmlDeviceGetCount_v2"))?;
-    let handle = lib
-        .nvmlDeviceGetHandleByIndex_v2
-        .as_ref()
-        .map_err(|_| missing("nvmlDeviceGetHandleByIndex_v2"))?;
-    let memory =
-        lib.nvmlDeviceGetMemoryInfo.as_ref().map_err(|_| missing("nvmlDeviceGetMemoryInfo"))?;
-    const SUCCESS: u32 = 0;
-    let fail = |what: &str, r| format!("{what} failed with NVML error {r}");
-    // SAFETY: NVML's entry points with out-pointers to locals of the declared types,
-    // between nvmlInit_v2 and nvmlShutdown.
-    unsafe {
-        let r = init();
-        if r != SUCCESS {
-            return Err(fail("nvmlInit_v2", r));
-        }
-        let answer = (|| {
-            let mut n: c_uint = 0;
+    with_nvml(path, |lib, missing, _| {
+        let count =
+            lib.nvmlDeviceGetCount_v2.as_ref().map_err(|_| missing("nvmlDeviceGetCount_v2"))?;
+        let handle = lib
+            .nvmlDeviceGetHandleByIndex_v2
+            .as_ref()
+            .map_err(|_| missing("nvmlDeviceGetHandleByIndex_v2"))?;
+        let memory =
+            lib.nvmlDeviceGetMemoryInfo.as_ref().map_err(|_| missing("nvmlDeviceGetMemoryInfo"))?;
+        let mut n: c_uint = 0;
+        // SAFETY: NVML's own entry points, their out-pointers locals of the declared
+        // types, the handles NVML gave.
+        unsafe {
             let r = count(&mut n);
-            if r != SUCCESS {
-                return Err(fail("nvmlDeviceGetCount_v2", r));
+            if r != NVML_SUCCESS {
+                return Err(nvml_failed("nvmlDeviceGetCount_v2", r));
             }
             let mut out = Vec::new();
             for i in 0..n {
                 let mut device = std::ptr::null_mut();
                 let r = handle(i, &mut device);
-                if r != SUCCESS {
-                    return Err(fail("nvmlDeviceGetHandleByIndex_v2", r));
+                if r != NVML_SUCCESS {
+                    return Err(nvml_failed("nvmlDeviceGetHandleByIndex_v2", r));
                 }
                 let mut m = std::mem::zeroed::<nvml_wrapper_sys::bindings::nvmlMemory_t>();
                 let r = memory(device, &mut m);
-                if r != SUCCESS {
-                    return Err(fail("nvmlDeviceGetMemoryInfo", r));
+                if r != NVML_SUCCESS {
+                    return Err(nvml_failed("nvmlDeviceGetMemoryInfo", r));
                 }
                 out.push((m.total, m.used));
             }
             Ok(out)
-        })();
-        shutdown();
-        answer
-    }
+        }
+    })
 }

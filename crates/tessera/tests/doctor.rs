@@ -55,7 +55,9 @@ fn doctor_passes_a_healthy_node_and_names_each_break_with_its_fix() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    common::wait_for_socket(&mut daemon, &socket).unwrap();
+    // stopped however the test ends (a panic must not leave it holding the fake GPU)
+    let mut daemon = common::KillOnDrop(daemon);
+    common::wait_for_socket(&mut daemon.0, &socket).unwrap();
     // Slurm's gres.conf as `tessera slurm gres-conf` writes it for this daemon
     let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["slurm", "gres-conf", "--socket"])
@@ -145,10 +147,17 @@ fn doctor_passes_a_healthy_node_and_names_each_break_with_its_fix() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(line(&said, "ledger").contains(&ledger.display().to_string()), "{said}");
-    assert!(!line(&said, "interposer").contains("/deps/"), "{said}");
+    // (when a build put one beside tessera, as `cargo build` does, as new as deps/'s)
+    let exe = Path::new(env!("CARGO_BIN_EXE_tessera"));
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let beside = modified(&exe.with_file_name("libtessera_cuda.so"));
+    let deps = modified(&exe.with_file_name("deps").join("libtessera_cuda.so"));
+    if beside.is_some() && beside >= deps {
+        assert!(!line(&said, "interposer").contains("/deps/"), "{said}");
+    }
 
     // no daemon (stopped as a service is, so that it removes its GPU claims in /dev/shm)
-    assert!(common::terminate(&mut daemon).success());
+    assert!(common::terminate(&mut daemon.0).success());
     assert!(!socket.exists());
     let (ok, said) = doctor(dir, &config, &[]);
     assert!(!ok && line(&said, "daemon").starts_with("FAIL"), "{said}");

@@ -150,3 +150,16 @@ pub fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
     }
     child.wait().unwrap()
 }
+
+/// A child process killed (and reaped) when dropped, if it has not ended: a test that
+/// panics must not leave a daemon behind holding its GPUs and sockets.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}

@@ -99,9 +99,14 @@ impl Core {
             | Request::Adopt { .. } => {
                 err(ErrorCode::BadRequest, "handled by the connection".into())
             }
-            Request::Status { tenant, uid: of_uid, gpu, offset, limit, events } => Reply::Status(Box::new(
-                self.status(uid, StatusQuery { tenant, uid: of_uid, gpu, offset, limit, events }),
-            )),
+            Request::Status { tenant, uid: of_uid, gpu, offset, limit, events } => {
+                Reply::Status(Box::new(
+                    self.status(
+                        uid,
+                        StatusQuery { tenant, uid: of_uid, gpu, offset, limit, events },
+                    ),
+                ))
+            }
             Request::Register {
                 class,
                 sla_ms,
