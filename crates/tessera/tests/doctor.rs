@@ -48,7 +48,7 @@ fn doctor_passes_a_healthy_node_and_names_each_break_with_its_fix() {
         dir.join("libcuda.so.1")
     );
     std::fs::write(&config, &toml).unwrap();
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_tessera"))
+    let daemon = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["daemon", "--config"])
         .arg(&config)
         .stdout(Stdio::null())
