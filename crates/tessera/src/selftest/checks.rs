@@ -107,7 +107,9 @@ fn memory(env: &Tenants, args: &SelftestArgs, expected: &str) -> Result<Check> {
 
 fn kill(env: &Tenants, args: &SelftestArgs, expected: &str) -> Result<Check> {
     let hold = (args.memory_mib / 2).max(1);
-    let ledger_before = env.ledger_used()?;
+    // the checks before this one ended their programs; the daemon returns their memory
+    // a moment later: the baseline is the ledger once it stopped moving
+    let ledger_before = settled_ledger(env)?;
     let mut watch = env.direct("nvml-watch", &role(&["nvml-watch"]))?;
     let nvml_before = watch.next(START)?["used"].as_u64();
     let mut holder = env.tenant(
@@ -254,4 +256,18 @@ fn stamps(path: &std::path::Path) -> Result<Vec<(u64, u64)>> {
             Some((f.next()?.ok()?, f.next()?.ok()?))
         })
         .collect())
+}
+
+/// The ledger's use on GPU 0 once it has not moved for 200 ms (at most 5 s).
+fn settled_ledger(env: &Tenants) -> Result<u64> {
+    let began = Instant::now();
+    let (mut last, mut since) = (env.ledger_used()?, Instant::now());
+    while since.elapsed() < Duration::from_millis(200) && began.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = env.ledger_used()?;
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+    Ok(last)
 }
