@@ -13,7 +13,6 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 use tesserad::Daemon;
-use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
 /// The client's output and the interposer's log, after running it with cuda-bindings
 /// `major` as a tenant of 256 MiB (100 MiB kept, then 200 MiB asked beside it) on a
@@ -35,15 +34,7 @@ fn run_client(major: u32) -> Option<(Vec<String>, String)> {
     let artifacts = tessera_driver::testing::nvidia_artifacts_or_skip_for(&header, "cuda.h")?;
     tessera_driver::testing::build_fake_driver(&artifacts, &dir.join("libcuda.so.1")).unwrap();
     std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).unwrap();
-    let config = DaemonConfig {
-        socket: dir.join("d.sock"),
-        ledger: dir.join("ledger"),
-        gpus: 1,
-        gpu_memory_mib: 1024,
-        executor: ExecutorKind::Emulated { speedup: 1.0 },
-        policy: PolicyName::RoundRobin,
-        ..DaemonConfig::default()
-    };
+    let config = common::fake_node_config(dir, 1);
     let daemon = Daemon::start(&config).unwrap();
     let out = Command::new(bin.join("tessera"))
         .args(["run", "--socket"])

@@ -13,7 +13,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tessera_client::{Client, TaskRequest, TenantOptions};
 use tesserad::Daemon;
-use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
 /// numba-cuda as a tenant: of the fake driver's two GPUs it sees the one the daemon
 /// has; `cuMemGetInfo` (numba's `get_memory_info`) shows its 256 MiB share; 300 MiB
@@ -36,15 +35,7 @@ fn numba_cuda_runs_as_a_tenant() {
         }
     };
     scratch.fake_driver();
-    let config = DaemonConfig {
-        socket: dir.join("d.sock"),
-        ledger: dir.join("ledger"),
-        gpus: 1,
-        gpu_memory_mib: 1024,
-        executor: ExecutorKind::Emulated { speedup: 1.0 },
-        policy: PolicyName::RoundRobin,
-        ..DaemonConfig::default()
-    };
+    let config = common::fake_node_config(dir, 1);
     let daemon = Daemon::start(&config).unwrap();
     let mut numba = Command::new(bin.join("tessera"))
         .args(["run", "--socket"])

@@ -12,7 +12,6 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use tesserad::Daemon;
-use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 
 const MIB: u64 = 1 << 20;
 
@@ -75,15 +74,7 @@ fn pynvml_sees_only_the_tenants_share() {
     };
     scratch.fake_driver();
     tessera_driver::testing::build_fake_nvml(&artifacts, &dir.join("libnvidia-ml.so.1")).unwrap();
-    let config = DaemonConfig {
-        socket: dir.join("d.sock"),
-        ledger: dir.join("ledger"),
-        gpus: 2,
-        gpu_memory_mib: 1024,
-        executor: ExecutorKind::Emulated { speedup: 1.0 },
-        policy: PolicyName::RoundRobin,
-        ..DaemonConfig::default()
-    };
+    let config = common::fake_node_config(dir, 2);
     let daemon = Daemon::start(&config).unwrap();
     let script: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pynvml_client.py");
     let timeline = dir.join("timeline");

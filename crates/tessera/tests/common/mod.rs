@@ -163,3 +163,18 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// A daemon's configuration in `dir` for programs on the fake driver: `gpus` emulated
+/// 1 GiB GPUs in real time, round-robin placement.
+pub fn fake_node_config(dir: &Path, gpus: usize) -> tesserad::config::DaemonConfig {
+    use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
+    DaemonConfig {
+        socket: dir.join("d.sock"),
+        ledger: dir.join("ledger"),
+        gpus,
+        gpu_memory_mib: 1024,
+        executor: ExecutorKind::Emulated { speedup: 1.0 },
+        policy: PolicyName::RoundRobin,
+        ..DaemonConfig::default()
+    }
+}
