@@ -240,8 +240,8 @@ impl Default for SlurmSection {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
-    /// Control socket path: `tesserad.sock` in `$XDG_RUNTIME_DIR`, else in the
-    /// temporary directory, by default; the Debian package's configuration puts the
+    /// Control socket path: `tesserad.sock` in `$XDG_RUNTIME_DIR`, else in a private
+    /// `tessera-<uid>/` directory of the temporary directory (made 0700), by default; the Debian package's configuration puts the
     /// node's daemon at `/run/tessera/tesserad.sock`, where clients look first.
     pub socket: PathBuf,
     /// GPU memory ledger path (shared with non-daemon clients).
