@@ -42,8 +42,8 @@ pub struct DaemonArgs {
     /// Control socket.
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// GPU memory ledger file.
-    #[arg(long)]
+    /// GPU memory ledger file (also TESSERA_LEDGER, where the ledger's clients look).
+    #[arg(long, env = "TESSERA_LEDGER")]
     ledger: Option<PathBuf>,
     /// GPUs: how many to emulate, or (with real GPUs) how many the driver must report.
     #[arg(long)]

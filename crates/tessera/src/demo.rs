@@ -24,10 +24,10 @@ use tesserad::config::{DaemonConfig, ExecutorKind, PolicyName};
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Emulated time runs this many times faster than the wall clock.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, env = "TESSERA_DEMO_SPEEDUP", default_value_t = 5.0)]
     speedup: f64,
     /// Jobs (client processes) per policy, from Flexy's W1 mix.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, env = "TESSERA_DEMO_JOBS", default_value_t = 60)]
     jobs: usize,
     /// Load factor f of the job arrivals (0.25 fills four GPUs).
     #[arg(long, default_value_t = 0.3)]

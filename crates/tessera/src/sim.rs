@@ -26,6 +26,26 @@ pub enum SimCommand {
     Node(NodeArgs),
 }
 
+/// `--quick`: the experiment reduced to seconds. The docs' test runs every documented
+/// `tessera sim` line verbatim with `TESSERA_SIM_QUICK=1`, so the flag also reads it.
+#[derive(Debug, Args)]
+pub struct Quick {
+    /// Run a reduced configuration that takes every code path in seconds (also
+    /// TESSERA_SIM_QUICK=1): a smoke run, whose numbers are not the paper's evaluation.
+    #[arg(long, env = "TESSERA_SIM_QUICK", value_parser = clap::builder::BoolishValueParser::new())]
+    quick: bool,
+}
+
+impl Quick {
+    /// Says so on stderr when the run is reduced.
+    fn announce(&self, what: &str) -> bool {
+        if self.quick {
+            eprintln!("tessera: --quick: {what} (a smoke run; its numbers are not the evaluation)");
+        }
+        self.quick
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct NodeArgs {
     /// Directory for results.json, report.md and node.svg.
@@ -44,6 +64,8 @@ pub struct FairgvArgs {
     /// Directory for results.json and report.md.
     #[arg(long, default_value = "results/fairgv")]
     out: PathBuf,
+    #[command(flatten)]
+    quick: Quick,
 }
 
 #[derive(Debug, Args)]
@@ -57,6 +79,8 @@ pub struct DcudaArgs {
     /// Arrival orders per load (the paper: 50).
     #[arg(long, default_value_t = 50)]
     orders: usize,
+    #[command(flatten)]
+    quick: Quick,
 }
 
 #[derive(Debug, Args)]
@@ -67,6 +91,8 @@ pub struct GpuletsArgs {
     /// Seed of the 70/30 train/validation split.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    #[command(flatten)]
+    quick: Quick,
 }
 
 #[derive(Debug, Args)]
@@ -137,6 +163,8 @@ pub struct FlexyArgs {
     /// Directory for results.json, fig5/6/7.svg and report.md.
     #[arg(long, default_value = "results/flexy")]
     out: PathBuf,
+    #[command(flatten)]
+    quick: Quick,
 }
 
 pub fn run(cmd: SimCommand) -> Result<()> {
@@ -188,7 +216,16 @@ fn run_node(a: NodeArgs) -> Result<()> {
 
 fn run_fairgv(a: FairgvArgs) -> Result<()> {
     use tessera_sim::experiments::fairgv;
-    let r = fairgv::run_and_write(&a.out)?;
+    let seconds = if a.quick.announce(&format!(
+        "{} s of simulated time per run instead of {}",
+        fairgv::QUICK_SECONDS,
+        fairgv::SECONDS
+    )) {
+        fairgv::QUICK_SECONDS
+    } else {
+        fairgv::SECONDS
+    };
+    let r = fairgv::run_for_and_write(seconds, &a.out)?;
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     writeln!(out, "wrote results.json and report.md to {}", a.out.display())?;
@@ -209,7 +246,13 @@ fn run_dcuda(a: DcudaArgs) -> Result<()> {
         bail!("--orders must be at least 1");
     }
     let cfg = dcuda::DcudaConfig { orders: a.orders, ..dcuda::DcudaConfig::paper(a.seed) };
-    let r = dcuda::run_and_write(&cfg, &a.out)?;
+    let r = if a.quick.announce("2 arrival orders per load, no sensitivity re-runs") {
+        let r = dcuda::run(&cfg.quick())?;
+        dcuda::write(&r, &a.out)?;
+        r
+    } else {
+        dcuda::run_and_write(&cfg, &a.out)?
+    };
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     writeln!(out, "wrote results.json, report.md and fig10-14.svg to {}", a.out.display())?;
@@ -232,7 +275,17 @@ fn run_dcuda(a: DcudaArgs) -> Result<()> {
 
 fn run_gpulets(a: GpuletsArgs) -> Result<()> {
     use tessera_sim::experiments::gpulets;
-    let r = gpulets::run_and_write(&gpulets::GpuletsConfig::paper(a.seed), &a.out)?;
+    let cfg = gpulets::GpuletsConfig::paper(a.seed);
+    let r = if a.quick.announce(&format!(
+        "{} of the simulated durations, no sensitivity re-runs",
+        gpulets::QUICK_SCALE
+    )) {
+        let r = gpulets::run(&cfg.quick())?;
+        gpulets::write(&r, &a.out)?;
+        r
+    } else {
+        gpulets::run_and_write(&cfg, &a.out)?
+    };
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     writeln!(out, "wrote results.json and report.md to {}", a.out.display())?;
@@ -315,6 +368,12 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
         background_batch: !a.no_background_batch,
         host_ms: a.host_ms,
     };
+    let cfg =
+        if a.quick.announce("1 run per point, the heaviest and lightest loads, the main reading") {
+            cfg.quick()
+        } else {
+            cfg
+        };
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template(

@@ -88,6 +88,8 @@ fn the_debian_package_installs_serves_a_user_and_purges_cleanly() {
         eprintln!("SKIPPED: no dpkg on this machine (not Debian)");
         return;
     }
+    // the docs' `needs-root` blocks install the package too (tests/doc_commands.rs)
+    let _lock = common::package_lock();
     if installed() {
         eprintln!(
             "SKIPPED: a tessera package is installed on this machine; the test would remove it"

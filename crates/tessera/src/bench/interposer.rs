@@ -27,6 +27,8 @@ pub struct InterposerBenchArgs {
     /// The interposer library (default: libtessera_cuda.so beside this program).
     #[arg(long)]
     preload: Option<PathBuf>,
+    #[command(flatten)]
+    quick: super::Quick,
 }
 
 struct Bench {
@@ -128,6 +130,10 @@ fn build(artifacts: &Path, dir: &Path) -> Result<PathBuf> {
 }
 
 pub fn run(a: InterposerBenchArgs) -> Result<()> {
+    let mut a = a;
+    if a.quick.on() {
+        (a.batches, a.switches) = (a.batches.min(50), a.switches.min(5));
+    }
     let preload = a
         .preload
         .clone()

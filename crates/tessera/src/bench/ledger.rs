@@ -35,6 +35,8 @@ pub struct LedgerBenchArgs {
     /// Internal: hold 1 MiB on this ledger until killed.
     #[arg(long, hide = true)]
     hold_on: Option<PathBuf>,
+    #[command(flatten)]
+    quick: super::Quick,
 }
 
 /// schedGPU Figure 9, shared memory with file lock, in microseconds; the other
@@ -217,6 +219,13 @@ fn spawn_contender(path: &Path) -> Result<Child> {
 }
 
 pub fn run(a: LedgerBenchArgs) -> Result<()> {
+    let mut a = a;
+    if a.contend_on.is_none() && a.hold_on.is_none() && a.quick.on() {
+        a.iterations = a.iterations.min(500);
+        a.slow_iterations = a.slow_iterations.min(20);
+        a.contenders = a.contenders.min(2);
+        a.holders.retain(|&h| h <= 1);
+    }
     if let Some(path) = &a.contend_on {
         return contend(path);
     }

@@ -7,7 +7,29 @@ mod sim;
 mod transport;
 
 use anyhow::Result;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
+
+/// `--quick`: a bench reduced to a few seconds, to see that it runs (the docs' test runs
+/// every documented `tessera bench` line verbatim with `TESSERA_BENCH_QUICK=1`).
+#[derive(Debug, Args)]
+pub struct Quick {
+    /// A few iterations of each measurement (also TESSERA_BENCH_QUICK=1): shows that
+    /// the bench runs; its figures are too few to mean anything.
+    #[arg(long, env = "TESSERA_BENCH_QUICK", value_parser = clap::builder::BoolishValueParser::new())]
+    quick: bool,
+}
+
+impl Quick {
+    /// Whether the run is reduced; says so on stderr when it is.
+    fn on(&self) -> bool {
+        if self.quick {
+            eprintln!(
+                "tessera: --quick: a few iterations of each measurement; the figures mean nothing"
+            );
+        }
+        self.quick
+    }
+}
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {

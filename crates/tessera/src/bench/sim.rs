@@ -29,6 +29,8 @@ pub struct SimBenchArgs {
     /// Only the scaled rows of policies whose label contains this (for profiling).
     #[arg(long)]
     only: Option<String>,
+    #[command(flatten)]
+    quick: super::Quick,
 }
 
 /// One measured configuration.
@@ -101,6 +103,11 @@ struct Scaled {
 }
 
 pub fn run(a: SimBenchArgs) -> Result<()> {
+    let mut a = a;
+    if a.quick.on() {
+        a.runs = a.runs.min(1);
+        a.scales.retain(|&s| s == 1);
+    }
     let gpus = GpuSpec::uniform(4, Bytes::gib(4));
     let sla = Nanos::from_millis(200);
     let f_minres1 = PolicyConfig::Flexy {

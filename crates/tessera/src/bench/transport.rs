@@ -34,6 +34,8 @@ pub struct TransportBenchArgs {
     /// Internal: spin until the parent exits.
     #[arg(long, hide = true)]
     spin: bool,
+    #[command(flatten)]
+    quick: super::Quick,
 }
 
 /// Burn a core until the benchmark that started us is gone.
@@ -81,6 +83,13 @@ fn time(n: usize, mut f: impl FnMut() -> Result<()>) -> Result<(u64, u64)> {
 pub fn run(a: TransportBenchArgs) -> Result<()> {
     if a.spin {
         return spin();
+    }
+    let mut a = a;
+    if a.quick.on() {
+        a.iterations = a.iterations.min(500);
+        a.clients = a.clients.min(4);
+        a.seconds = a.seconds.min(0.3);
+        a.crowd = a.crowd.min(20);
     }
     let dir = std::env::temp_dir();
     let tag = std::process::id();

@@ -178,3 +178,13 @@ pub fn fake_node_config(dir: &Path, gpus: usize) -> tesserad::config::DaemonConf
         ..DaemonConfig::default()
     }
 }
+
+/// The lock around installing tessera's package with `dpkg` (tests/package.rs and the
+/// docs' `needs-root` blocks): one install at a time, and none while a test checks that
+/// the machine has no package installed. Held until the file is dropped.
+pub fn package_lock() -> std::fs::File {
+    let f = std::fs::File::create(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dpkg.lock"))
+        .unwrap();
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    f
+}

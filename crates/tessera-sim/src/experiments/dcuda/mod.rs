@@ -204,6 +204,13 @@ impl DcudaConfig {
             fit_contention: true,
         }
     }
+
+    /// The same experiment reduced to run in seconds (`tessera sim dcuda --quick`):
+    /// two arrival orders per load instead of the paper's 50, the contention still
+    /// fitted. Every part runs; the numbers are a smoke run's, not the evaluation.
+    pub fn quick(self) -> DcudaConfig {
+        DcudaConfig { orders: self.orders.min(2), ..self }
+    }
 }
 
 /// One run's measurements.
@@ -1206,7 +1213,13 @@ pub fn sensitivity(cfg: &DcudaConfig) -> Result<Vec<Sensitivity>, ExperimentErro
 pub fn run_and_write(cfg: &DcudaConfig, out: &Path) -> Result<DcudaResults, ExperimentError> {
     let mut r = run(cfg)?;
     r.sensitivity = sensitivity(&r.config)?;
-    super::write_results(out, &r, &report(&r))?;
-    figures::draw(&r, out)?;
+    write(&r, out)?;
     Ok(r)
+}
+
+/// Write `r`'s `results.json`, `report.md` and figures to `out` (without the
+/// sensitivity re-runs unless `r` has them: `tessera sim dcuda --quick` leaves them out).
+pub fn write(r: &DcudaResults, out: &Path) -> Result<(), ExperimentError> {
+    super::write_results(out, r, &report(r))?;
+    figures::draw(r, out)
 }

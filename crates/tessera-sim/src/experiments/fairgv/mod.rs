@@ -37,6 +37,10 @@ pub const TABLE3: &str = include_str!("../../../../../data/fairgv/table3.csv");
 /// Simulated seconds per run.
 pub const SECONDS: f64 = 4.0;
 
+/// Simulated seconds per run of `tessera sim fairgv --quick` (and the tests): every
+/// part runs, the numbers are a smoke run's.
+pub const QUICK_SECONDS: f64 = 0.5;
+
 /// One benchmark of Table 3 by its short name.
 pub fn benchmark(short: &str) -> Result<Benchmark, ExperimentError> {
     for line in TABLE3.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
@@ -936,7 +940,12 @@ pub fn report(r: &FairgvResults) -> String {
 
 /// Run and write `results.json` and `report.md` to `out`.
 pub fn run_and_write(out: &Path) -> Result<FairgvResults, ExperimentError> {
-    let r = run()?;
+    run_for_and_write(SECONDS, out)
+}
+
+/// [`run_for`] `seconds`, and write its outputs to `out`.
+pub fn run_for_and_write(seconds: f64, out: &Path) -> Result<FairgvResults, ExperimentError> {
+    let r = run_for(seconds)?;
     write(&r, out)?;
     Ok(r)
 }

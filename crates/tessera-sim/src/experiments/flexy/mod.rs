@@ -184,6 +184,24 @@ impl Default for FlexyConfig {
     }
 }
 
+impl FlexyConfig {
+    /// The same experiment reduced to run in seconds (`tessera sim flexy --quick`, and
+    /// what the test suite runs): one instance per point, the heaviest and the
+    /// lightest of the loads asked for, the main reading only. Every code path runs —
+    /// each policy, the claims, the sensitivity re-runs, the figures — but its numbers
+    /// are a smoke run's, not the paper's evaluation.
+    pub fn quick(mut self) -> FlexyConfig {
+        self.runs = 1;
+        if self.loads.len() > 2 {
+            let (lo, hi) =
+                self.loads.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+            self.loads = vec![hi, lo];
+        }
+        self.modes.truncate(1);
+        self
+    }
+}
+
 /// One run: one workload instance under one policy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {

@@ -76,7 +76,17 @@ impl GpuletsConfig {
     pub fn paper(seed: u64) -> GpuletsConfig {
         GpuletsConfig { seed, constants: Constants::default(), scale: 1.0 }
     }
+
+    /// The same experiment reduced to run in seconds (`tessera sim gpulets --quick`):
+    /// a tenth of the simulated durations ([`GpuletsConfig::scale`]), which takes every
+    /// code path; the numbers are a smoke run's, not the evaluation.
+    pub fn quick(self) -> GpuletsConfig {
+        GpuletsConfig { scale: QUICK_SCALE, ..self }
+    }
 }
+
+/// [`GpuletsConfig::quick`]'s scale.
+pub const QUICK_SCALE: f64 = 0.1;
 
 /// The constants of the experiment that are ours, not the paper's.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -1162,7 +1172,13 @@ pub fn report(r: &GpuletsResults) -> String {
 pub fn run_and_write(cfg: &GpuletsConfig, out: &Path) -> Result<GpuletsResults, ExperimentError> {
     let mut r = run(cfg)?;
     r.sensitivity = sensitivity(&r)?;
-    super::write_results(out, &r, &report(&r))?;
-    figures::draw(&r, out)?;
+    write(&r, out)?;
     Ok(r)
+}
+
+/// Write `r`'s `results.json`, `report.md` and figures to `out` (without the
+/// sensitivity re-runs unless `r` has them: `tessera sim gpulets --quick` leaves them out).
+pub fn write(r: &GpuletsResults, out: &Path) -> Result<(), ExperimentError> {
+    super::write_results(out, r, &report(r))?;
+    figures::draw(r, out)
 }
