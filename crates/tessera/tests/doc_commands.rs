@@ -318,9 +318,10 @@ __ready() {  # a daemon started in the background: wait, as a reader would, unti
   done
   echo "no daemon answered within 10 s" >&2; return 1
 }
-__end() {  # the page's background jobs: SIGTERM, and each must end cleanly
+__bg=()
+__end() {  # the page's background jobs: SIGTERM, and each must end (or have ended) cleanly
   local rc=0
-  for p in $(jobs -p); do
+  for p in "${__bg[@]}"; do
     kill -TERM "$p" 2>/dev/null || true
     wait "$p" || { echo "background job $p ended with status $?" >&2; rc=1; }
   done
@@ -353,6 +354,9 @@ trap 'rc=$?; __end || rc=1; exit $rc' EXIT
             }
             let w = words(line);
             let background = line.split(" #").next().unwrap().trim_end().ends_with('&');
+            if background {
+                s.push_str("__bg+=($!)\n");
+            }
             let args = tessera_args(&w).unwrap_or_default();
             if background && args.first().is_some_and(|x| x == "daemon") {
                 let socket = args.iter().position(|a| a == "--socket").map(|i| &args[i + 1]);
@@ -491,7 +495,13 @@ fn a_failing_block_fails_the_session() {
     assert!(run(&[b(&["true"]), b(&["echo fine"])]).status.success());
     assert!(!run(&[b(&["true"]), b(&["false"]), b(&["true"])]).status.success());
     assert!(!run(&[b(&["true | false"])]).status.success(), "pipefail");
-    assert!(!run(&[b(&["sh -c 'exit 3' &"])]).status.success(), "a background job that fails");
+    // a background job that failed before the page ended, and one that does not end
+    // cleanly on SIGTERM (a daemon that does not drain)
+    assert!(!run(&[b(&["sh -c 'exit 3' &", "sleep 0.2"])]).status.success(), "failed early");
+    let undrained = "sh -c 'trap \"exit 3\" TERM; while :; do sleep 0.05; done' &";
+    assert!(!run(&[b(&[undrained, "sleep 0.2"])]).status.success(), "not drained");
+    let drained = "sh -c 'trap \"exit 0\" TERM; while :; do sleep 0.05; done' &";
+    assert!(run(&[b(&[drained, "sleep 0.2"])]).status.success(), "drained");
 }
 
 macro_rules! page_tests {
