@@ -129,8 +129,7 @@ fn build(artifacts: &Path, dir: &Path) -> Result<PathBuf> {
     Ok(program)
 }
 
-pub fn run(a: InterposerBenchArgs) -> Result<()> {
-    let mut a = a;
+pub fn run(mut a: InterposerBenchArgs) -> Result<()> {
     if a.quick.on() {
         (a.batches, a.switches) = (a.batches.min(50), a.switches.min(5));
     }

@@ -218,8 +218,7 @@ fn spawn_contender(path: &Path) -> Result<Child> {
         .context("spawning a contender")
 }
 
-pub fn run(a: LedgerBenchArgs) -> Result<()> {
-    let mut a = a;
+pub fn run(mut a: LedgerBenchArgs) -> Result<()> {
     if a.contend_on.is_none() && a.hold_on.is_none() && a.quick.on() {
         a.iterations = a.iterations.min(500);
         a.slow_iterations = a.slow_iterations.min(20);

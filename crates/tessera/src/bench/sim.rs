@@ -102,8 +102,7 @@ struct Scaled {
     at: Vec<(usize, u64, f64, f64)>,
 }
 
-pub fn run(a: SimBenchArgs) -> Result<()> {
-    let mut a = a;
+pub fn run(mut a: SimBenchArgs) -> Result<()> {
     if a.quick.on() {
         a.runs = a.runs.min(1);
         a.scales.retain(|&s| s == 1);

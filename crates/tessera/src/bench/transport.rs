@@ -80,11 +80,10 @@ fn time(n: usize, mut f: impl FnMut() -> Result<()>) -> Result<(u64, u64)> {
     Ok(percentiles(&mut samples))
 }
 
-pub fn run(a: TransportBenchArgs) -> Result<()> {
+pub fn run(mut a: TransportBenchArgs) -> Result<()> {
     if a.spin {
         return spin();
     }
-    let mut a = a;
     if a.quick.on() {
         a.iterations = a.iterations.min(500);
         a.clients = a.clients.min(4);
