@@ -4,9 +4,7 @@
 //! against NVIDIA's `cuda.h`. Skipped, with the reason, where that header cannot be
 //! fetched.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};

@@ -10,8 +10,9 @@
  *            ("done")
  *        memory_app threads BLOCKS BLOCK_MIB ASK_MIB PAUSE_MS
  *            allocate BLOCKS blocks ("allocated"); a second thread asks ASK_MIB
- *            ("asking T"), and PAUSE_MS later the first thread frees one block ("freed
- *            T"); "granted T" once the second thread's allocation returns, then "done"
+ *            ("asking T"), and PAUSE_MS later the first thread frees one block
+ *            ("freeing T" before, "freed T" after); "granted T" once the second
+ *            thread's allocation returns, then "done"
  *        memory_app hold MIB [STEP_MIB]
  *            allocate MIB ("allocated", in blocks of STEP_MIB when given), then obey
  *            lines on stdin: "free" frees the last block ("freed T"), "alloc MIB"
@@ -119,6 +120,9 @@ int main(int argc, char **argv) {
         pthread_t t;
         if (pthread_create(&t, 0, asker, 0)) { printf("error thread 0\n"); return 2; }
         sleep_ms(pause);
+        /* stamped before the free too: the grant may come (and be stamped) before this
+         * thread is back on a CPU to stamp "freed" */
+        printf("freeing %llu\n", now_ns());
         CHECK("free", free_(blocks[--nblocks]));
         printf("freed %llu\n", now_ns());
         pthread_join(t, 0);

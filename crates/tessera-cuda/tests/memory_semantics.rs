@@ -6,9 +6,7 @@
 //! stuck behind another's wait, memory freed into a lease reaches a waiter at once, a
 //! killed waiter leaves nothing behind, and a deadlock's refusal names the programs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin};
@@ -110,8 +108,11 @@ fn one_threads_free_is_never_stuck_behind_another_threads_wait() {
     let (out, err) = rest_of(&mut p);
     assert_eq!(code, 0, "{out}{err}");
     let at = |w: &str| out.lines().find(|l| l.starts_with(w)).map(stamp);
-    let (freed, granted) = (at("freed").expect("freed"), at("granted").expect("granted"));
-    assert!(granted >= freed, "the wait ended only once the other thread freed: {out}");
+    // "freeing" is stamped just before the free: the grant may be stamped before the
+    // freeing thread stamps "freed" (measured on a loaded 2-core machine, 0.2 ms early)
+    let at_free = at("freeing ").expect("freeing");
+    let granted = at("granted").expect("granted");
+    assert!(granted >= at_free, "the wait ended only once the other thread freed: {out}");
 }
 
 /// Item 3: a waiter is served as soon as free and leased-but-unused memory cover it.

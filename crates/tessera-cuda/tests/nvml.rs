@@ -5,9 +5,7 @@
 //! fake NVML, both compiled against NVIDIA's real headers (skipped, with the reason,
 //! where those cannot be fetched).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -6,9 +6,7 @@
 //! NVIDIA's `cuda.h` (skipped, with the reason, where it cannot be fetched), which
 //! implements those variants as the real driver does.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -4,9 +4,7 @@
 //! fake driver compiled against NVIDIA's `cuda.h` (skipped, with the reason, where that
 //! header cannot be fetched).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::time::{Duration, Instant};
 
 /// The reproduction: on a 1 GiB GPU, A holds 600 MiB and asks for 300 more, B
@@ -293,7 +291,7 @@ fn stream_capture_is_not_invalidated_by_the_gate() {
 /// back before refusing.
 #[test]
 fn a_waiter_is_never_refused_for_memory_in_a_lease() {
-    let Some(s) = setup("lease", 1) else { return };
+    let Some(s) = setup("lease-shared", 1) else { return };
     let mut idle = Reaped(s.app(&["alloc", "100", "0"], &[("AFTER_MS", "5000")]).spawn().unwrap());
     wait_for(&mut idle, "freed");
     let (code, out, err) = run(s.app(&["alloc", "1000", "0"], &[("TESSERA_MEMORY_WAIT", "none")]));

@@ -59,9 +59,7 @@ fn records_dir(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-mod common;
-
-use common::Reaper;
+use crate::common::Reaper;
 
 impl Reaper {
     /// Start a child doing `mode` on `path` (optionally under `prefix`, e.g. `unshare`),
@@ -77,7 +75,8 @@ impl Reaper {
             None => Command::new(&exe),
         };
         let mut child = cmd
-            .args(["child", "--exact", "--nocapture", "--test-threads=1"])
+            .arg(crate::common::harness_name(module_path!(), "child"))
+            .args(["--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, format!("{mode}:{gpu}:{bytes}:{}", path.display()))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -3,6 +3,7 @@
 //! granted memory never exceeds capacity, and once a live client has looked nothing
 //! stays reserved for a dead process.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -29,9 +30,7 @@ fn exit_with_parent() {
     });
 }
 
-mod common;
-
-use common::Reaper;
+use crate::common::Reaper;
 
 fn config(path: PathBuf) -> LedgerConfig {
     LedgerConfig {
@@ -73,7 +72,8 @@ fn child_process_loop() {
 
 fn spawn_child(path: &PathBuf) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["child_process_loop", "--exact", "--nocapture", "--test-threads=1"])
+        .arg(crate::common::harness_name(module_path!(), "child_process_loop"))
+        .args(["--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, path)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -103,7 +103,10 @@ fn clients_killed_at_random_points_leave_a_sound_ledger() {
             let i = rand(children.len() as u64) as usize;
             let mut victim = children.swap_remove(i);
             victim.kill().unwrap(); // SIGKILL
-            victim.wait().unwrap();
+            // killed in its loop, not a process that had already ended (one that ran no
+            // test at all, say, exits 0 at once and would leave this test nothing to check)
+            let status = victim.wait().unwrap();
+            assert_eq!(status.signal(), Some(9), "the child was running its loop: {status}");
             kills += 1;
             children.push(spawn_child(&path));
         }
@@ -158,7 +161,8 @@ fn a_dead_waiter_does_not_block_the_queue() {
     holder.pre_alloc(0, 900, Wait::NoWait).unwrap();
     let mut reaper = Reaper(Vec::new());
     let waiter = Command::new(std::env::current_exe().unwrap())
-        .args(["child_waiter", "--exact", "--nocapture", "--test-threads=1"])
+        .arg(crate::common::harness_name(module_path!(), "child_waiter"))
+        .args(["--exact", "--nocapture", "--test-threads=1"])
         .env(WAITER_ENV, &path)
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -8,7 +8,7 @@
 //! cuda-bindings12|cuda-bindings13`); SKIPPED, with the reason, where PyPI or NVIDIA's
 //! header cannot be reached or the interposer is not built.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! `tessera run` on the fake driver (NVIDIA's `cuda.h`; skipped with the reason where it
 //! cannot be fetched). Three restarts in a row.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

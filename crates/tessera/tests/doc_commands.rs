@@ -293,11 +293,21 @@ fn scratch(page: &str) -> PathBuf {
             symlink(p, dir.join("target/release").join(lib)).unwrap();
         }
     }
-    let real = std::env::var_os("CARGO").map_or_else(|| PathBuf::from("cargo"), PathBuf::from);
+    // an absolute path: a bare `cargo` would find this stand-in first on the page's PATH
+    // and call itself forever (the test binary run directly, without cargo's CARGO)
+    let real = std::env::var_os("CARGO")
+        .map(PathBuf::from)
+        .or_else(on_path)
+        .expect("the real cargo: neither CARGO is set nor is cargo on PATH");
     std::fs::write(dir.join("bin/cargo"), cargo_shim(&real)).unwrap();
     std::fs::set_permissions(dir.join("bin/cargo"), std::fs::Permissions::from_mode(0o755))
         .unwrap();
     dir
+}
+
+/// `cargo` on this process's PATH, before the page's stand-in is put ahead of it.
+fn on_path() -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("cargo")).find(|p| p.is_file())
 }
 
 /// `s` in single quotes for bash.

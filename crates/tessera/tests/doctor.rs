@@ -3,7 +3,7 @@
 //! broken one way at a time, each break named on its own FAIL line with its fix and
 //! the exit status 1.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! FAILS for want of it; the summary says it is a fake run. SKIPPED where NVIDIA's
 //! headers cannot be fetched.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

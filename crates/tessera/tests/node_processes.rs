@@ -192,7 +192,8 @@ fn spawn_client(prefix: &[&str], role: &str, start_ms: u64, socket: &Path) -> Ch
         }
         None => Command::new(&exe),
     };
-    cmd.args(["--exact", "client_process", "--nocapture", "--test-threads", "1"])
+    cmd.arg(crate::common::harness_name(module_path!(), "client_process"))
+        .args(["--exact", "--nocapture", "--test-threads", "1"])
         .env(ROLE, format!("{role} {start_ms} {}", socket.display()))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

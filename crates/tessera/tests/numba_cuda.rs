@@ -5,7 +5,7 @@
 //! (`scripts/python-client.sh numba-cuda`); SKIPPED, with the reason, where PyPI or NVIDIA's
 //! header cannot be reached or the interposer is not built.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

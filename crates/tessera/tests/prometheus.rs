@@ -7,7 +7,7 @@
 //! Needs root to install the package; where Prometheus cannot be had the test says
 //! SKIPPED with the reason.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, Read as _, Write as _};
 use std::path::PathBuf;

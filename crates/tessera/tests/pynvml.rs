@@ -6,7 +6,7 @@
 //! with the reason, where PyPI or NVIDIA's headers cannot be reached or the interposer
 //! is not built.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 //! the fake). Its kernels are PTX that NVIDIA's `ptxas` accepts for sm_90 (H100) and
 //! sm_52. SKIPPED where NVIDIA's headers cannot be fetched.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -6,7 +6,7 @@
 //!
 //! tmux is installed from Debian when missing (root); otherwise the test says SKIPPED.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 //! with the reason, where NVIDIA's header or pynvml cannot be fetched or the
 //! interposer is not built.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -21,7 +21,7 @@ pub fn markdown() -> String {
     let mut out = String::from(
         "# tesserad's configuration\n\n\
          <!-- Generated from crates/tesserad/src/config.rs by crates/tesserad/src/config_reference.rs; \
-         do not edit: `TESSERA_UPDATE_DOCS=1 cargo test -p tesserad --test config_reference` rewrites it. -->\n\n\
+         do not edit: `TESSERA_UPDATE_DOCS=1 cargo test -p tesserad --test integration config_reference` rewrites it. -->\n\n\
          `tessera daemon --config FILE` reads a TOML file with these keys; its flags override the \
          file, and a key not listed here is an error. Every key may be left out: the default \
          applies. The Debian package's file is `/etc/tessera/tesserad.toml`; `tessera doctor` \

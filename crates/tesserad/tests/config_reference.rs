@@ -14,7 +14,7 @@ fn the_configuration_reference_matches_the_configuration_struct() {
     let committed = std::fs::read_to_string(&page).unwrap_or_default();
     assert!(
         committed == generated,
-        "{} is stale: rewrite it with `TESSERA_UPDATE_DOCS=1 cargo test -p tesserad --test config_reference` and commit it",
+        "{} is stale: rewrite it with `TESSERA_UPDATE_DOCS=1 cargo test -p tesserad --test integration config_reference` and commit it",
         page.display()
     );
 }

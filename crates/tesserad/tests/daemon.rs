@@ -10,9 +10,7 @@ use tessera_client::{Client, ClientError, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, Departed, ExecutorKind, PolicyName};
 
-mod common;
-
-use common::config;
+use crate::common::config;
 
 fn uf() -> TenantOptions {
     TenantOptions::user_facing(Duration::from_millis(200))

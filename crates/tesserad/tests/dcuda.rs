@@ -9,7 +9,7 @@ use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::{BalanceName, PolicyName};
 
-mod common;
+use crate::common;
 
 #[test]
 fn the_balancer_moves_a_tenant_off_an_overloaded_gpu_and_every_task_completes_in_order() {

@@ -2,7 +2,7 @@
 //! waited (a memory wait, its length, what was free), why one was refused, who came
 //! and went; and `status` shows a viewer only its own uid's events.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 use tessera_client::{Client, StatusFilter, TenantOptions};

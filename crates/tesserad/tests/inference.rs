@@ -11,7 +11,7 @@ use tessera_client::{Client, ClientError, Outcome, TaskRequest};
 use tesserad::Daemon;
 use tesserad::config::{ExecutorKind, GpuletsConfig, PolicyName};
 
-mod common;
+use crate::common;
 
 /// One request: the emulated executor times it from the model's profile, not from
 /// `cost` (which only counts against the client's quota).

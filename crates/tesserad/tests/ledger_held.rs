@@ -9,7 +9,7 @@ use tessera_client::{Client, Outcome, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 use tesserad::config::PolicyName;
 
-mod common;
+use crate::common;
 
 fn task(memory: u64) -> TaskRequest {
     TaskRequest { kernel: 1, cost: Duration::from_millis(20), memory, input: vec![], output_len: 0 }

@@ -2,7 +2,7 @@
 //! placement (a tenant's GPUs, a Slurm job's GPUs), and one user's waits cannot use up
 //! the desk for everyone else.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

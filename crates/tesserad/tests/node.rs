@@ -4,7 +4,7 @@
 //! a newcomer that fits only beside the job is moved off the job's overloaded GPU
 //! once the GPU that could not hold its memory is free.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 use tessera_client::proto::{JobGrant, TenantClass};

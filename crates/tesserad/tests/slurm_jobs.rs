@@ -2,7 +2,7 @@
 //! tenants get its GPUs, weight and class within its memory entitlement; only its uid
 //! registers under it; its end closes its tenants and cancels their tasks.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 use tessera_client::proto::{ErrorCode, JobGrant, TenantClass};

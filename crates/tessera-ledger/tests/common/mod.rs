@@ -13,3 +13,12 @@ impl Drop for Reaper {
         }
     }
 }
+
+/// The name the test harness gives `test` of the module whose `module_path!()` is
+/// `module` (`file::test`: the tests are modules of one binary), for a test that runs
+/// its own binary with `--exact` to start a helper process (a wrong name would run no
+/// test at all, and exit 0).
+pub fn harness_name(module: &str, test: &str) -> String {
+    let file = module.split_once("::").map_or(module, |(_, m)| m);
+    format!("{file}::{test}")
+}

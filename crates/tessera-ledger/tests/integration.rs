@@ -1,0 +1,10 @@
+//! The integration tests of this crate, one module per file, in one test binary:
+//! the modules' tests run side by side on the test threads (most of them wait on
+//! processes they started), and the suite links one binary instead of one per file.
+
+mod common;
+
+mod c_abi;
+mod hardening;
+mod kill;
+mod ledger;
