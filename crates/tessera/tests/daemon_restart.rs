@@ -133,11 +133,7 @@ fn a_killed_daemon_restarted_three_times_loses_no_reservation_and_grants_nothing
         &scratch.dir.join("memory_app"),
     )
     .unwrap();
-    let preload = if scratch.bin.join("libtessera_cuda.so").is_file() {
-        scratch.bin.join("libtessera_cuda.so")
-    } else {
-        scratch.bin.join("deps/libtessera_cuda.so")
-    };
+    let preload = scratch.bin.join("libtessera_cuda.so");
     let s = Setup {
         dir: scratch.dir.clone(),
         app,

@@ -18,17 +18,8 @@ fn the_gpu_check_dry_runs_on_the_fake_driver() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = scratch.dir.join("out");
     // the script's BIN_DIR: tessera and the interposer side by side, as gpu-bin.sh makes
-    // them (a clean `cargo test` leaves the interposer in deps/ only)
-    let bin = scratch.dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let interposer = ["libtessera_cuda.so", "deps/libtessera_cuda.so"]
-        .iter()
-        .map(|p| scratch.bin.join(p))
-        .filter(|p| p.is_file())
-        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-        .unwrap();
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tessera"), bin.join("tessera")).unwrap();
-    std::os::unix::fs::symlink(&interposer, bin.join("libtessera_cuda.so")).unwrap();
+    // them
+    let bin = &scratch.bin;
     let run = Command::new("bash")
         .arg(root.join("scripts/gpu-check.sh"))
         .arg("--fake")

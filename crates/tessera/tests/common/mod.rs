@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 pub struct Scratch {
     /// NVIDIA's artefacts (`include/cuda.h`, ...).
     pub artifacts: PathBuf,
-    /// The directory of the `tessera` binary and `libtessera_cuda.so`.
+    /// A directory of the test's with `tessera` and `libtessera_cuda.so` (links to the
+    /// build's).
     pub bin: PathBuf,
     /// A fresh directory of the test's own, removed when it ends.
     pub dir: PathBuf,
@@ -23,11 +24,13 @@ impl Drop for Scratch {
 /// after a SKIPPED line.
 pub fn scratch(tag: &str) -> Option<Scratch> {
     let artifacts = tessera_driver::testing::nvidia_artifacts_or_skip("cuda.h")?;
-    let bin = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap().to_path_buf();
-    if !bin.join("libtessera_cuda.so").is_file() && !bin.join("deps/libtessera_cuda.so").is_file() {
+    let built = Path::new(env!("CARGO_BIN_EXE_tessera")).parent().unwrap();
+    if !built.join("libtessera_cuda.so").is_file()
+        && !built.join("deps/libtessera_cuda.so").is_file()
+    {
         eprintln!(
             "SKIPPED: {} has no libtessera_cuda.so (run the workspace's tests)",
-            bin.display()
+            built.display()
         );
         return None;
     }
@@ -35,6 +38,21 @@ pub fn scratch(tag: &str) -> Option<Scratch> {
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // `bin`: tessera and the newest interposer side by side. The scripts under test
+    // (try-without-gpu.sh, gpu-check.sh) look for the interposer beside `tessera`, as a
+    // release build lays them out, and try-without-gpu.sh runs `cargo build --release`
+    // when it is not there; a test build keeps it in deps/ until a later build copies it
+    // up, and that copy may be an older build's (measured: a release build inside the
+    // suite, +130 s, when no test had made the copy yet)
+    let interposer = ["libtessera_cuda.so", "deps/libtessera_cuda.so"]
+        .iter()
+        .map(|p| built.join(p))
+        .filter(|p| p.is_file())
+        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())?;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tessera"), bin.join("tessera")).unwrap();
+    std::os::unix::fs::symlink(&interposer, bin.join("libtessera_cuda.so")).unwrap();
     Some(Scratch { artifacts, bin, dir })
 }
 
