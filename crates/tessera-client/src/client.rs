@@ -84,6 +84,9 @@ pub struct TenantOptions {
     /// The Slurm job to register under (see `Request::Register`'s `job`); a job's
     /// tenant gets the job's GPUs, weight, class and memory entitlement.
     pub job: Option<u64>,
+    /// The Kubernetes allocation to register under, by its token (see
+    /// `Request::Register`'s `token`).
+    pub token: Option<crate::pod::Token>,
 }
 
 /// Where the daemon placed a tenant.
@@ -110,6 +113,7 @@ impl TenantOptions {
             priority: 0,
             memory: 0,
             job: None,
+            token: None,
         }
     }
 
@@ -321,6 +325,7 @@ impl Client {
             job: o.job,
             visible,
             migratable,
+            token: o.token,
         };
         match self.call(&req)? {
             Reply::Registered { tenant, gpus, uuids, pid } => {
@@ -349,6 +354,7 @@ impl Client {
             job: None,
             visible: None,
             migratable: false,
+            token: None,
         };
         match self.call(&req)? {
             Reply::Registered { tenant, .. } => Ok(tenant),
@@ -468,6 +474,27 @@ impl Client {
     /// closed.
     pub fn job_end(&mut self, job: u64) -> Result<u32, ClientError> {
         match self.call(&Request::JobEnd { job })? {
+            Reply::JobEnded { tenants_closed, .. } => Ok(tenants_closed),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// Tell the daemon a Kubernetes container was allocated (the device plugin, as root
+    /// or the daemon's user); the allocation is answered as a job.
+    pub fn pod_start(
+        &mut self,
+        grant: crate::pod::PodGrant,
+    ) -> Result<crate::proto::JobReport, ClientError> {
+        match self.call(&Request::PodStart(grant))? {
+            Reply::Job(r) => Ok(r),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// Tell the daemon a Kubernetes container's allocation ended; returns the tenants
+    /// it closed.
+    pub fn pod_end(&mut self, token: crate::pod::Token) -> Result<u32, ClientError> {
+        match self.call(&Request::PodEnd { token })? {
             Reply::JobEnded { tenants_closed, .. } => Ok(tenants_closed),
             other => Err(refused(other)),
         }

@@ -161,6 +161,7 @@ pub unsafe extern "C" fn tessera_client_register(
             priority,
             memory,
             job: None,
+            token: None,
         };
         match c.inner.register(options) {
             Ok(t) => {

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod ffi;
+pub mod pod;
 pub mod proto;
 pub mod region;
 

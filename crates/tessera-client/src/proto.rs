@@ -47,6 +47,8 @@ impl Request {
             Request::JobStart(_) => "job_start",
             Request::JobEnd { .. } => "job_end",
             Request::JobInfo { .. } => "job_info",
+            Request::PodStart(_) => "pod_start",
+            Request::PodEnd { .. } => "pod_end",
             Request::Close { .. } => "close",
             Request::SetWeight { .. } => "set_weight",
             Request::Status { .. } => "status",
@@ -116,6 +118,13 @@ pub enum Request {
         /// is placed. Left out when false, so a daemon of before it reads the request.
         #[serde(default, skip_serializing_if = "is_false")]
         migratable: bool,
+        /// The Kubernetes allocation this tenant belongs to, by its secret (its
+        /// processes get it from `TESSERA_TOKEN`, which the device plugin puts in the
+        /// container): the daemon gives the tenant the allocation's GPU, weight and
+        /// memory entitlement instead of what this request asks, and refuses a token
+        /// it did not give. Left out when none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<crate::pod::Token>,
     },
     /// A Slurm job starts on this node (its Prolog, as root): root and the daemon's
     /// user only.
@@ -125,6 +134,17 @@ pub enum Request {
     JobEnd {
         /// The job id.
         job: u64,
+    },
+    /// A Kubernetes container's allocation (`tessera k8s device-plugin`'s `Allocate`):
+    /// root and the daemon's user only. Answered with the allocation as a job
+    /// ([`Reply::Job`], its `job` an id of the daemon's); the same grant again is the same
+    /// allocation.
+    PodStart(crate::pod::PodGrant),
+    /// A Kubernetes container's allocation ended (its pod is gone): as [`Request::JobEnd`]
+    /// for its job. Root and the daemon's user.
+    PodEnd {
+        /// Its token.
+        token: crate::pod::Token,
     },
     /// What the daemon gives a Slurm job (its TaskProlog, as the job's user): the job's
     /// uid, root and the daemon's user only.
@@ -732,6 +752,14 @@ mod tests {
             Request::Close { tenant: 1 },
             Request::SetWeight { tenant: 1, weight: 2 },
             Request::JobEnd { job: 3 },
+            Request::PodEnd { token: crate::pod::Token([1; 16]) },
+            Request::PodStart(crate::pod::PodGrant {
+                token: crate::pod::Token([1; 16]),
+                gpu: 0,
+                memory: 1,
+                weight: 1,
+                name: String::new(),
+            }),
             Request::MemoryInfo { tenant: 1, gpu: 0 },
             Request::Unreserve { tenant: 1, gpu: 0, bytes: 1 },
             Request::KeepLedgerRecord { tenant: 1 },
@@ -758,6 +786,7 @@ mod tests {
             job: Some(17),
             visible: Some(vec!["1".into(), "GPU-fa".into()]),
             migratable: true,
+            token: Some(crate::pod::Token([0xab; 16])),
         };
         write_frame(&mut buf, &msg).unwrap();
         assert_eq!(read_frame::<Request>(&mut buf.as_slice()).unwrap(), msg);
@@ -778,6 +807,7 @@ mod tests {
                 job: None,
                 visible: None,
                 migratable: false,
+                token: None,
             }
         );
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();

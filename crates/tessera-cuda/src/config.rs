@@ -18,6 +18,7 @@
 //! | `TESSERA_MIGRATION` | `1`: make the program movable between GPUs (DCUDA §3.4: device allocations become managed, contexts, PTX modules and functions get virtual handles) | off |
 //! | `TESSERA_MIGRATE_AT` | `K:D`: move to real device D after K launches (the migration order, until the daemon gives it; implies `TESSERA_MIGRATION=1`) | none |
 //! | `TESSERA_SLURM_JOB` | the Slurm job to register under (exported by `tessera slurm task-prolog`): the daemon gives the tenant the job's GPUs, weight, class and memory | none |
+//! | `TESSERA_TOKEN` | the Kubernetes allocation to register under (put in the container by `tessera k8s device-plugin`): the daemon gives the tenant the allocation's GPU, weight and memory, and refuses a token it did not give | none |
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -98,6 +99,8 @@ pub struct Config {
     pub migrate_at: Option<(u64, i32)>,
     /// The Slurm job to register under (`TESSERA_SLURM_JOB`).
     pub slurm_job: Option<u64>,
+    /// The Kubernetes allocation to register under (`TESSERA_TOKEN`).
+    pub token: Option<tessera_client::pod::Token>,
 }
 
 /// Parse a byte size, in tessera's one size syntax (see `tessera_core::Bytes`).
@@ -181,6 +184,13 @@ impl Config {
                     .map_err(|_| bad("TESSERA_SLURM_JOB", &v, "a Slurm job id"))?,
             ),
         };
+        // the value is a secret: a bad one is not repeated in the message
+        let token = match get("TESSERA_TOKEN") {
+            None => None,
+            Some(v) => Some(v.parse().map_err(|_| {
+                bad("TESSERA_TOKEN", "(not shown)", "32 hex digits, as the device plugin gives")
+            })?),
+        };
         let migrate_at = match get("TESSERA_MIGRATE_AT") {
             None => None,
             Some(v) => {
@@ -225,6 +235,7 @@ impl Config {
             },
             migrate_at,
             slurm_job,
+            token,
         })
     }
 

@@ -165,6 +165,7 @@ impl State {
             priority: config.priority,
             memory: config.memory.unwrap_or(0),
             job: config.slurm_job,
+            token: config.token,
         };
         // the daemon places the program among the GPUs it may see (a forked child's
         // are its parent's, which the inherited variable names)

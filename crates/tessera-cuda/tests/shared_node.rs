@@ -668,3 +668,37 @@ fn a_long_kernel_behind_measured_ones_is_charged_as_it_ran() {
         "the gaming program received {gaming:.2} s, the plain one {plain:.2} s: share {got:.2}, want 0.50"
     );
 }
+
+/// Issue 54, item 2, through the interposer: a Kubernetes container's program presents
+/// its allocation's token (`TESSERA_TOKEN`, as the device plugin's `Allocate` sets it)
+/// and runs on the allocation's GPU within its memory, whatever its own environment
+/// asks for (another GPU, more memory); one presenting a token the daemon did not give
+/// is refused before it can use a GPU.
+#[test]
+fn a_containers_program_runs_in_its_allocation_by_its_token() {
+    use tessera_client::pod::{PodGrant, Token};
+    let Some(s) = setup("pod-token", 2) else { return };
+    let token = Token::random().unwrap();
+    tessera_client::Client::connect(&s.socket)
+        .unwrap()
+        .pod_start(PodGrant { token, gpu: 1, memory: 400 * MIB, weight: 2, name: "ns/p/c".into() })
+        .unwrap();
+    let t = token.to_string();
+    let (out, used) = granted_while_held(
+        &s,
+        &["alloc", "300", "300"],
+        &[("TESSERA_TOKEN", &t), ("TESSERA_MEMORY", "4GiB"), ("CUDA_VISIBLE_DEVICES", "0")],
+    );
+    assert_eq!(placed_gpu(&out), 1, "the allocation's GPU: {out}");
+    assert!(used[0] == 0 && used[1] >= 300 * MIB, "{used:?}");
+    // past the allocation's 400 MiB: out of memory, whatever TESSERA_MEMORY says
+    let (code, out, _) = run(s.app(&["alloc", "500", "0"], &[("TESSERA_TOKEN", &t)]));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("error alloc 2"), "{out}");
+    // a forged token: refused at registration, so no device at all
+    let forged = Token::random().unwrap().to_string();
+    let (code, out, err) = run(s.app(&["alloc", "10", "0"], &[("TESSERA_TOKEN", &forged)]));
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("no allocation on this node has this token"), "{err}");
+    assert!(!err.contains(&forged), "the token is not repeated: {err}");
+}

@@ -100,6 +100,7 @@ pub fn run_client(a: DemoClientArgs) -> Result<()> {
         priority: 0,
         memory: 0,
         job: None,
+        token: None,
     })?;
     let mut next = 0;
     let mut outstanding = 0;

@@ -23,6 +23,7 @@ pub mod doctor;
 pub mod events;
 mod locks;
 pub mod metrics;
+pub mod pods;
 /// The CUDA executor's built-in kernels, in PTX (exported for the test that assembles
 /// them with NVIDIA's `ptxas`).
 pub use cuda::BUILTIN_PTX;

@@ -74,6 +74,9 @@ pub struct Job {
     pub memory_per_gpu: Vec<(u32, u64)>,
     /// Its open tenants.
     pub tenants: BTreeSet<TenantId>,
+    /// For a Kubernetes container's allocation ([`crate::pods`]): the token its
+    /// processes enter it by, instead of the grant's uid. `None` for a Slurm job.
+    pub token: Option<tessera_client::pod::Token>,
 }
 
 impl Job {
@@ -136,6 +139,7 @@ impl Job {
             memory_entitled,
             memory_per_gpu,
             tenants: BTreeSet::new(),
+            token: None,
         })
     }
 

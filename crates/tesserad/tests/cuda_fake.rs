@@ -68,6 +68,7 @@ fn uf() -> TenantOptions {
         priority: 0,
         memory: 0,
         job: None,
+        token: None,
     }
 }
 
@@ -162,6 +163,7 @@ fn tasks_run_through_the_cuda_executor_on_a_fake_driver() {
             priority: 0,
             memory: 0,
             job: None,
+            token: None,
         })
         .unwrap();
     let hs: Vec<u64> = (0..6)

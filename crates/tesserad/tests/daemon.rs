@@ -450,3 +450,44 @@ fn idle_rings_are_not_polled_and_still_answered() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     busy.join().unwrap();
 }
+
+/// A daemon that stops removes its ledger when no program uses it — also when its
+/// threads are slow to run (a loaded node). Before, the thread holding the daemon's
+/// ledger handle was left to wind down on its own, and the daemon looked whether the
+/// ledger was in use before that thread had let go of it: under load, it kept the
+/// ledger (seen in a clean-clone run of the suite). Stopped 20 times beside a spinning
+/// thread per core.
+#[test]
+fn a_stopped_daemon_leaves_no_ledger_even_on_a_loaded_node() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners: Vec<_> = (0..cores)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let mut kept = 0;
+    for _ in 0..20 {
+        let cfg = config(PolicyName::Fair);
+        let ledger = cfg.ledger.clone();
+        let d = Daemon::start(&cfg).unwrap();
+        let mut c = Client::connect(d.socket()).unwrap();
+        let t = c.register(TenantOptions { memory: 1 << 20, ..batch() }).unwrap();
+        let h = c.submit(t, &TaskRequest { memory: 1 << 20, ..Default::default() }).unwrap();
+        c.wait(h, LONG).unwrap();
+        drop(c);
+        drop(d);
+        kept += usize::from(ledger.exists());
+        let _ = std::fs::remove_file(&ledger);
+    }
+    stop.store(true, Ordering::Relaxed);
+    spinners.into_iter().for_each(|s| s.join().unwrap());
+    assert_eq!(kept, 0, "stopped daemons kept their ledger {kept} times in 20");
+}

@@ -13,4 +13,5 @@ mod inference;
 mod ledger_held;
 mod memory_desk;
 mod node;
+mod pods;
 mod slurm_jobs;

@@ -27,6 +27,22 @@ pub struct LedgerWorker {
     /// Jobs asked so far.
     asked: std::sync::atomic::AtomicU64,
     view: Arc<(Mutex<View>, std::sync::Condvar)>,
+    /// The thread, joined when the worker is dropped: it holds the daemon's handle on
+    /// the ledger (its client record), and the daemon removes the ledger at its end only
+    /// if no live client holds one — a thread still winding down then kept it (seen
+    /// under CPU load: a stopped daemon left its ledger behind).
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LedgerWorker {
+    fn drop(&mut self) {
+        // a fresh sender in place of ours: the thread sees its channel disconnected,
+        // finishes the jobs already asked and returns, dropping the ledger
+        drop(std::mem::replace(&mut self.jobs, std::sync::mpsc::channel().0));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The worker's latest reading of the ledger, and how many jobs were done before it.
@@ -53,7 +69,7 @@ impl LedgerWorker {
             std::sync::Condvar::new(),
         ));
         let shared = view.clone();
-        std::thread::Builder::new().name("ledger".into()).spawn(move || {
+        let thread = std::thread::Builder::new().name("ledger".into()).spawn(move || {
             let mut done = 0;
             loop {
                 let job = rx.recv_timeout(REFRESH);
@@ -87,7 +103,7 @@ impl LedgerWorker {
                 }
             }
         })?;
-        Ok(LedgerWorker { jobs, asked: Default::default(), view })
+        Ok(LedgerWorker { jobs, asked: Default::default(), view, thread: Some(thread) })
     }
 
     fn ask(&self, job: LedgerJob) {

@@ -118,6 +118,7 @@ impl Core {
                 job,
                 visible,
                 migratable,
+                token,
             } => {
                 if self.draining {
                     return err(ErrorCode::ShuttingDown, "the daemon is shutting down".into());
@@ -125,6 +126,26 @@ impl Core {
                 if !self.conns.contains_key(&conn) {
                     return err(ErrorCode::BadRequest, "send hello before registering".into());
                 }
+                // a Kubernetes container's process enters its allocation by the token
+                // alone, whatever job its environment names
+                let job = match &token {
+                    Some(t) => match self.pod_of(t) {
+                        Some(id) => Some(id),
+                        None => {
+                            return err(
+                                ErrorCode::Forbidden,
+                                "no allocation on this node has this token (TESSERA_TOKEN): \
+                                 its pod ended, or the token was not given here"
+                                    .into(),
+                            );
+                        }
+                    },
+                    None => job,
+                };
+                // a container's processes share its allocation as they go: what one
+                // declares (its environment's TESSERA_MEMORY) is not held against the
+                // others, and the allocation's memory bounds them all
+                let memory = if token.is_some() { 0 } else { memory };
                 // within a job, the weight asked for shares the job's among its tenants
                 let weight_in_group = weight.clamp(1, 1000);
                 // a Slurm job's tenant: the job's class, weight and GPUs, within its
@@ -159,21 +180,46 @@ impl Core {
                                 ),
                             );
                         };
-                        if uid != jb.grant.uid {
-                            return err(
-                                ErrorCode::Forbidden,
-                                format!("Slurm job {j} belongs to uid {}, not {uid}", jb.grant.uid),
-                            );
+                        match jb.token {
+                            // found by the token above; a job id alone does not enter it
+                            Some(_) if token.is_none() => {
+                                return err(
+                                    ErrorCode::Forbidden,
+                                    format!(
+                                        "job {j} is a Kubernetes container's allocation: \
+                                         entered with its token only"
+                                    ),
+                                );
+                            }
+                            Some(_) => {}
+                            None if uid != jb.grant.uid => {
+                                return err(
+                                    ErrorCode::Forbidden,
+                                    format!(
+                                        "Slurm job {j} belongs to uid {}, not {uid}",
+                                        jb.grant.uid
+                                    ),
+                                );
+                            }
+                            None => {}
                         }
                         let declared = self.job_declared(j);
                         if declared.saturating_add(memory) > jb.memory_entitled {
+                            let whose = match jb.token {
+                                Some(_) => {
+                                    format!(
+                                        "this container's allocation ({}) entitles",
+                                        jb.grant.comment
+                                    )
+                                }
+                                None => format!("Slurm job {j}'s {} shard(s) entitle", jb.weight),
+                            };
                             return err(
                                 ErrorCode::NoCapacity,
                                 format!(
-                                    "Slurm job {j}'s {} shard(s) entitle it to {} bytes of GPU \
-                                     memory; its tenants declared {declared}, this one asks \
-                                     {memory}",
-                                    jb.weight, jb.memory_entitled
+                                    "{whose} it to {} bytes of GPU memory; its \
+                                     tenants declared {declared}, this one asks {memory}",
+                                    jb.memory_entitled
                                 ),
                             );
                         }
@@ -474,54 +520,10 @@ impl Core {
                         format!("only root or the daemon's user end Slurm jobs, not uid {uid}"),
                     );
                 }
-                // an Epilog may run for a job whose Prolog never reached us: nothing to do
-                // taken out first: closing its tenants must not let a parked
-                // registration into a job that is ending
-                let Some(j) = self.jobs.remove(&job) else {
-                    return Reply::JobEnded { job, tenants_closed: 0 };
-                };
-                let tenants: Vec<TenantId> = j.tenants.iter().copied().collect();
-                // every task of the job still running: its open tenants', and those of
-                // tenants that closed earlier (their clients left; `departed_running =
-                // "finish"` let them run on) — nothing of a job outlives it
-                let running: Vec<(TaskId, ConnId, u64, bool)> = self
-                    .tasks
-                    .iter()
-                    .filter(|(_, x)| x.started.is_some())
-                    .filter(|(_, x)| {
-                        self.tenants.get(&x.tenant).is_some_and(|t| t.job == Some(job))
-                    })
-                    .map(|(id, x)| (*id, x.conn, x.seq, j.tenants.contains(&x.tenant)))
-                    .collect();
-                // queued tasks end with TenantLeft, first: a running task stopped first
-                // would let the next queued one start
-                for t in &tenants {
-                    self.close_tenant(*t);
-                }
-                for (task, conn, seq, open) in running {
-                    // answered here only if it was still running (not ended or requeued
-                    // meanwhile) and an open tenant's client waits: every task once
-                    if self.cancel_running(task)
-                        && open
-                        && self.conns.get(&conn).is_some_and(|c| c.alive)
-                    {
-                        self.respond(
-                            conn,
-                            ResponseDesc {
-                                seq,
-                                status: status::CANCELLED,
-                                reason: reason::TENANT_CLOSED,
-                                gpu: u32::MAX,
-                                ..Default::default()
-                            },
-                        );
-                    }
-                }
-                // registrations still waiting for this job's memory are refused
-                self.retry_parked();
-                self.log(Some(j.grant.uid), crate::events::NodeEvent::JobEnded { job });
-                Reply::JobEnded { job, tenants_closed: tenants.len() as u32 }
+                self.end_job(job)
             }
+            Request::PodStart(grant) => self.pod_start(uid, grant),
+            Request::PodEnd { token } => self.pod_end(uid, token),
             Request::JobInfo { job } => match self.jobs.get(&job) {
                 Some(j) if uid == 0 || uid == self.daemon_uid || uid == j.grant.uid => {
                     let waiting = self.parked_for(job) as u32;

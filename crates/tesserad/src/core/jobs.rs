@@ -27,9 +27,14 @@ impl Core {
         if !self.conns.contains_key(&conn) {
             return None; // no session: refused with a reason, never parked
         }
-        let tessera_client::proto::Request::Register { job: Some(job), memory, .. } = request
-        else {
+        let tessera_client::proto::Request::Register { job, token, memory, .. } = request else {
             return None;
+        };
+        // a pod's process is in its allocation by its token (checked here); a Slurm
+        // job's by its uid (below)
+        let job = &match token {
+            Some(t) => self.pod_of(t)?,
+            None => (*job)?,
         };
         let j = self.jobs.get(job)?;
         // a registration that will be refused anyway is answered now
@@ -37,7 +42,7 @@ impl Core {
             return None;
         }
         (self.limits.slurm.over_entitlement == crate::config::OverEntitlement::Wait
-            && j.grant.uid == uid
+            && (if j.token.is_some() { token.is_some() } else { j.grant.uid == uid })
             && *memory <= j.memory_entitled
             && self.job_declared(*job).saturating_add(*memory) > j.memory_entitled)
             .then_some(*job)
@@ -59,5 +64,53 @@ impl Core {
             let reply = self.control(p.conn, p.pid, p.uid, p.request);
             p.reply.send(reply);
         }
+    }
+
+    /// End job `job` (a Slurm job's Epilog, or a pod allocation's end): every tenant
+    /// of it is closed, its queued tasks cancelled and its running ones stopped, its
+    /// parked registrations refused.
+    pub(super) fn end_job(&mut self, job: u64) -> Reply {
+        // an Epilog may run for a job whose Prolog never reached us: nothing to do
+        // taken out first: closing its tenants must not let a parked
+        // registration into a job that is ending
+        let Some(j) = self.jobs.remove(&job) else {
+            return Reply::JobEnded { job, tenants_closed: 0 };
+        };
+        let tenants: Vec<TenantId> = j.tenants.iter().copied().collect();
+        // every task of the job still running: its open tenants', and those of
+        // tenants that closed earlier (their clients left; `departed_running =
+        // "finish"` let them run on) — nothing of a job outlives it
+        let running: Vec<(TaskId, ConnId, u64, bool)> = self
+            .tasks
+            .iter()
+            .filter(|(_, x)| x.started.is_some())
+            .filter(|(_, x)| self.tenants.get(&x.tenant).is_some_and(|t| t.job == Some(job)))
+            .map(|(id, x)| (*id, x.conn, x.seq, j.tenants.contains(&x.tenant)))
+            .collect();
+        // queued tasks end with TenantLeft, first: a running task stopped first
+        // would let the next queued one start
+        for t in &tenants {
+            self.close_tenant(*t);
+        }
+        for (task, conn, seq, open) in running {
+            // answered here only if it was still running (not ended or requeued
+            // meanwhile) and an open tenant's client waits: every task once
+            if self.cancel_running(task) && open && self.conns.get(&conn).is_some_and(|c| c.alive) {
+                self.respond(
+                    conn,
+                    ResponseDesc {
+                        seq,
+                        status: status::CANCELLED,
+                        reason: reason::TENANT_CLOSED,
+                        gpu: u32::MAX,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+        // registrations still waiting for this job's memory are refused
+        self.retry_parked();
+        self.log(Some(j.grant.uid), crate::events::NodeEvent::JobEnded { job });
+        Reply::JobEnded { job, tenants_closed: tenants.len() as u32 }
     }
 }

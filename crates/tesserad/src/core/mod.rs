@@ -32,6 +32,7 @@ mod admission;
 mod control;
 mod jobs;
 mod placement;
+mod pods;
 mod report;
 mod rings;
 mod tasks;

@@ -1,0 +1,80 @@
+//! Kubernetes containers' allocations (`PodStart`, `PodEnd`): jobs entered by a token
+//! ([`crate::pods`]).
+
+use super::*;
+use tessera_client::pod::{PodGrant, Token};
+
+impl Core {
+    /// The job of the pod allocation whose token is `token`.
+    pub(super) fn pod_of(&self, token: &Token) -> Option<u64> {
+        self.jobs
+            .range(crate::pods::POD_IDS..)
+            .find(|(_, j)| j.token.is_some_and(|t| t.matches(token)))
+            .map(|(id, _)| *id)
+    }
+
+    pub(super) fn pod_start(&mut self, uid: u32, grant: PodGrant) -> Reply {
+        if uid != 0 && uid != self.daemon_uid {
+            return refused(
+                ErrorCode::Forbidden,
+                format!("only root or the daemon's user allocate for pods, not uid {uid}"),
+            );
+        }
+        if let Some(why) = &self.limits.slurm_refusal {
+            // what keeps a Slurm job's tenants together keeps a pod's
+            return refused(ErrorCode::BadRequest, why.clone());
+        }
+        if let Some(id) = self.pod_of(&grant.token) {
+            let j = &self.jobs[&id];
+            if j.is_pod(&grant) {
+                // the plugin's retry, or its restart rebuilding what it gave
+                return Reply::Job(j.report(self.job_declared(id), self.parked_for(id) as u32));
+            }
+            return refused(ErrorCode::BadRequest, crate::pods::PodError::Conflict.to_string());
+        }
+        if self.jobs.len() >= crate::slurm::MAX_JOBS {
+            let e = crate::slurm::SlurmError::TooMany(self.jobs.len());
+            return refused(ErrorCode::NoCapacity, e.to_string());
+        }
+        let id = self
+            .jobs
+            .range(crate::pods::POD_IDS..)
+            .next_back()
+            .map_or(crate::pods::POD_IDS, |(id, _)| id + 1);
+        let memory: Vec<u64> = self.gpus.iter().map(|g| g.memory).collect();
+        match crate::slurm::Job::pod(&grant, id, &memory) {
+            Ok(j) => {
+                self.log(
+                    None,
+                    crate::events::NodeEvent::JobGranted {
+                        job: id,
+                        gpus: vec![grant.gpu],
+                        shards: 0,
+                    },
+                );
+                let report = j.report(0, 0);
+                self.jobs.insert(id, j);
+                Reply::Job(report)
+            }
+            Err(e) => refused(ErrorCode::BadRequest, e.to_string()),
+        }
+    }
+
+    pub(super) fn pod_end(&mut self, uid: u32, token: Token) -> Reply {
+        if uid != 0 && uid != self.daemon_uid {
+            return refused(
+                ErrorCode::Forbidden,
+                format!("only root or the daemon's user end pod allocations, not uid {uid}"),
+            );
+        }
+        match self.pod_of(&token) {
+            Some(id) => self.end_job(id),
+            // a pod whose allocation never reached us, or ended already: nothing to do
+            None => Reply::JobEnded { job: 0, tenants_closed: 0 },
+        }
+    }
+}
+
+fn refused(code: ErrorCode, message: String) -> Reply {
+    Reply::Error { code, message }
+}
