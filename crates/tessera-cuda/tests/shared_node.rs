@@ -702,3 +702,42 @@ fn a_containers_program_runs_in_its_allocation_by_its_token() {
     assert!(err.contains("no allocation on this node has this token"), "{err}");
     assert!(!err.contains(&forged), "the token is not repeated: {err}");
 }
+
+/// Issue 54: with `[kubernetes] require_token_in_containers`, a process in its own pid
+/// namespace (a container's, under `unshare --pid`) that presents no token is refused
+/// before it can use a GPU; with its allocation's token it runs; a process of the
+/// daemon's own namespace (the node's) needs none. Root only (`unshare --pid`).
+#[test]
+fn a_containers_program_without_a_token_is_refused_when_tokens_are_required() {
+    use tessera_client::pod::{PodGrant, Token};
+    if !root() {
+        eprintln!("SKIPPED: a pid namespace (unshare --pid) needs root");
+        return;
+    }
+    let Some(s) = setup_config("pod-ns", |c| c.kubernetes.require_token_in_containers = true)
+    else {
+        return;
+    };
+    let token = Token::random().unwrap();
+    tessera_client::Client::connect(&s.socket)
+        .unwrap()
+        .pod_start(PodGrant { token, gpu: 0, memory: 200 * MIB, weight: 1, name: "ns/p/c".into() })
+        .unwrap();
+    let t = token.to_string();
+    let app = s.app.to_str().unwrap();
+    let in_container = |env: &[(&str, &str)]| {
+        run(s.app_at(
+            std::path::Path::new("unshare"),
+            &["--pid", "--fork", "--kill-child", app, "alloc", "100", "0"],
+            env,
+        ))
+    };
+    let (code, out, err) = in_container(&[]);
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("register with their allocation's token"), "{err}");
+    let (code, out, err) = in_container(&[("TESSERA_TOKEN", &t)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("allocated"), "{out}");
+    let (code, out, err) = run(s.app(&["alloc", "100", "0"], &[]));
+    assert_eq!(code, 0, "the node's own process: {out}{err}");
+}

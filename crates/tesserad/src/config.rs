@@ -236,6 +236,18 @@ impl Default for SlurmSection {
     }
 }
 
+/// The `[kubernetes]` section: how containers' processes become tenants (issue 54;
+/// the device plugin that makes their allocations is not built yet).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesSection {
+    /// A process in another pid namespace than the daemon's (a container's, the daemon
+    /// running in the host's: a DaemonSet with `hostPID: true`) registers only with an
+    /// allocation's token (`TESSERA_TOKEN`), so that a container the kubelet gave no
+    /// GPU memory gets none through the daemon.
+    pub require_token_in_containers: bool,
+}
+
 /// The daemon's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -313,6 +325,8 @@ pub struct DaemonConfig {
     /// How Slurm jobs become tenants (docs/slurm.md). A configuration with this section
     /// is a Slurm node's: only jobs' tenants register (`require_job`).
     pub slurm: SlurmSection,
+    /// How Kubernetes containers' processes become tenants.
+    pub kubernetes: KubernetesSection,
     /// GPU memory a program's context takes on each GPU it uses, before its first
     /// allocation (CUDA's context: code, stacks, heaps; a few hundred MiB on real
     /// GPUs), reserved for each tenant on each GPU it uses, MiB. Unset: 300 with the
@@ -403,6 +417,7 @@ impl Default for DaemonConfig {
             socket_mode: 0o600,
             // no [slurm] section: not a Slurm node, anyone may register
             slurm: SlurmSection { require_job: false, ..SlurmSection::default() },
+            kubernetes: KubernetesSection::default(),
             context_mib: None,
             metrics: MetricsSection::default(),
             events: None,

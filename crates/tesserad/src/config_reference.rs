@@ -8,7 +8,7 @@ use crate::config::DaemonConfig;
 use serde_json::Value;
 
 /// The sections of the file: tables under their own `[name]` header.
-const SECTIONS: [&str; 5] = ["executor", "gpulets", "dcuda", "slurm", "metrics"];
+const SECTIONS: [&str; 6] = ["executor", "gpulets", "dcuda", "slurm", "kubernetes", "metrics"];
 
 /// The page, in Markdown.
 pub fn markdown() -> String {

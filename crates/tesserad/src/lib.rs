@@ -368,6 +368,7 @@ impl Daemon {
                 departed_running: cfg.departed_running,
                 slurm: cfg.slurm.clone(),
                 slurm_refusal: cfg.slurm_refusal(),
+                require_token_in_containers: cfg.kubernetes.require_token_in_containers,
             },
         )
         .with_inference(inference, models_only)

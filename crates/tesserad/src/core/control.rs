@@ -151,6 +151,16 @@ impl Core {
                 // a Slurm job's tenant: the job's class, weight and GPUs, within its
                 // memory entitlement, for the job's own uid only
                 let (class, sla_ms, weight, job_gpus) = match job {
+                    None if self.limits.require_token_in_containers
+                        && super::pods::in_a_container(pid) =>
+                    {
+                        return err(
+                            ErrorCode::Forbidden,
+                            "a container's processes register with their allocation's token \
+                             (TESSERA_TOKEN, which the device plugin sets): this one has none"
+                                .into(),
+                        );
+                    }
                     None if self.limits.slurm.require_job
                         && uid != 0
                         && uid != self.daemon_uid

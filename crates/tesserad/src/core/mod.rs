@@ -426,6 +426,9 @@ pub struct Limits {
     /// Why this daemon takes no Slurm jobs, if it does not (its policy cannot keep a
     /// job's tasks on the job's GPUs).
     pub slurm_refusal: Option<String>,
+    /// Processes in another pid namespace register with a pod allocation's token only
+    /// (`[kubernetes] require_token_in_containers`).
+    pub require_token_in_containers: bool,
 }
 
 /// Slurm jobs listed in one status reply.

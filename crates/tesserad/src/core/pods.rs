@@ -75,6 +75,15 @@ impl Core {
     }
 }
 
+/// Whether the process `pid` (in the daemon's pid namespace, as `SO_PEERCRED` gives
+/// it) lives in another pid namespace than the daemon: a container's. One whose
+/// namespace cannot be read (it is gone, or `/proc` hides it) counts as a container's:
+/// the check fails closed.
+pub(super) fn in_a_container(pid: u32) -> bool {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    ns(&pid.to_string()) != ns("self")
+}
+
 fn refused(code: ErrorCode, message: String) -> Reply {
     Reply::Error { code, message }
 }
