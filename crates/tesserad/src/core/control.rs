@@ -215,21 +215,13 @@ impl Core {
                         }
                         let declared = self.job_declared(j);
                         if declared.saturating_add(memory) > jb.memory_entitled {
-                            let whose = match jb.token {
-                                Some(_) => {
-                                    format!(
-                                        "this container's allocation ({}) entitles",
-                                        jb.grant.comment
-                                    )
-                                }
-                                None => format!("Slurm job {j}'s {} shard(s) entitle", jb.weight),
-                            };
                             return err(
                                 ErrorCode::NoCapacity,
                                 format!(
-                                    "{whose} it to {} bytes of GPU memory; its \
-                                     tenants declared {declared}, this one asks {memory}",
-                                    jb.memory_entitled
+                                    "Slurm job {j}'s {} shard(s) entitle it to {} bytes of GPU \
+                                     memory; its tenants declared {declared}, this one asks \
+                                     {memory}",
+                                    jb.weight, jb.memory_entitled
                                 ),
                             );
                         }
