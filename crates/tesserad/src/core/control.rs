@@ -471,11 +471,8 @@ impl Core {
                 Reply::WeightSet { tenant, weight }
             }
             Request::JobStart(grant) => {
-                if uid != 0 && uid != self.daemon_uid {
-                    return err(
-                        ErrorCode::Forbidden,
-                        format!("only root or the daemon's user start Slurm jobs, not uid {uid}"),
-                    );
+                if let Some(refusal) = self.unless_admin(uid, "start Slurm jobs") {
+                    return refusal;
                 }
                 if let Some(why) = &self.limits.slurm_refusal {
                     return err(ErrorCode::BadRequest, why.clone());
@@ -516,11 +513,8 @@ impl Core {
                 }
             }
             Request::JobEnd { job } => {
-                if uid != 0 && uid != self.daemon_uid {
-                    return err(
-                        ErrorCode::Forbidden,
-                        format!("only root or the daemon's user end Slurm jobs, not uid {uid}"),
-                    );
+                if let Some(refusal) = self.unless_admin(uid, "end Slurm jobs") {
+                    return refusal;
                 }
                 self.end_job(job)
             }

@@ -3,6 +3,16 @@
 use super::*;
 
 impl Core {
+    /// The refusal of a request only root and the daemon's user may make (starting and
+    /// ending Slurm jobs and pod allocations), for any other `uid`; `what` says what it
+    /// was ("start Slurm jobs").
+    pub(super) fn unless_admin(&self, uid: u32, what: &str) -> Option<Reply> {
+        (uid != 0 && uid != self.daemon_uid).then(|| Reply::Error {
+            code: ErrorCode::Forbidden,
+            message: format!("only root or the daemon's user {what}, not uid {uid}"),
+        })
+    }
+
     /// Registrations parked for job `job`'s memory.
     pub(super) fn parked_for(&self, job: u64) -> usize {
         self.parked.iter().filter(|p| p.job == job).count()

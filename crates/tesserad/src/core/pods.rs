@@ -14,11 +14,8 @@ impl Core {
     }
 
     pub(super) fn pod_start(&mut self, uid: u32, grant: PodGrant) -> Reply {
-        if uid != 0 && uid != self.daemon_uid {
-            return refused(
-                ErrorCode::Forbidden,
-                format!("only root or the daemon's user allocate for pods, not uid {uid}"),
-            );
+        if let Some(refusal) = self.unless_admin(uid, "allocate for pods") {
+            return refusal;
         }
         if let Some(why) = &self.limits.slurm_refusal {
             // what keeps a Slurm job's tenants together keeps a pod's
@@ -61,11 +58,8 @@ impl Core {
     }
 
     pub(super) fn pod_end(&mut self, uid: u32, token: Token) -> Reply {
-        if uid != 0 && uid != self.daemon_uid {
-            return refused(
-                ErrorCode::Forbidden,
-                format!("only root or the daemon's user end pod allocations, not uid {uid}"),
-            );
+        if let Some(refusal) = self.unless_admin(uid, "end pod allocations") {
+            return refusal;
         }
         match self.pod_of(&token) {
             Some(id) => self.end_job(id),
