@@ -45,8 +45,22 @@ pub enum PodError {
     #[error("weight {0} is out of 1-1000")]
     BadWeight(u32),
     /// The token is already another allocation's.
-    #[error("this token is already another allocation's (a different GPU, memory or weight)")]
+    #[error("this token is already another allocation's (a different GPU or memory)")]
     Conflict,
+    /// The GPU's pod allocations would hold more than its memory.
+    #[error(
+        "GPU {gpu} has {has} bytes and its pod allocations hold {held}: {memory} more do not fit (each unit the device plugin advertises is given once)"
+    )]
+    Full {
+        /// The GPU.
+        gpu: u32,
+        /// What was asked.
+        memory: u64,
+        /// What its pod allocations hold already.
+        held: u64,
+        /// What the GPU has.
+        has: u64,
+    },
 }
 
 impl Job {
@@ -82,13 +96,13 @@ impl Job {
         })
     }
 
-    /// Whether this job is the allocation `grant` describes (a plugin's retried
-    /// `Allocate`, or its restart rebuilding what the kubelet already gave).
+    /// Whether this job is the allocation `grant` describes: its token, GPU and memory
+    /// (a plugin's retried `Allocate`, its restart rebuilding what the kubelet already
+    /// gave, or the weight it learned from the pod's namespace after `Allocate`).
     pub fn is_pod(&self, grant: &PodGrant) -> bool {
         self.token.is_some_and(|t| t.matches(&grant.token))
             && self.grant.gpus == [grant.gpu]
             && self.memory_entitled == grant.memory
-            && self.weight == grant.weight
     }
 }
 
@@ -110,6 +124,8 @@ mod tests {
         assert_eq!(j.memory_per_gpu, vec![(1, 2 * GIB)]);
         assert!(j.is_pod(&grant(1, 2 * GIB, 3)));
         assert!(!j.is_pod(&grant(1, GIB, 3)) && !j.is_pod(&grant(0, 2 * GIB, 3)));
+        // the weight the plugin learns later is a change of the same allocation
+        assert!(j.is_pod(&grant(1, 2 * GIB, 5)));
         assert!(!j.is_pod(&PodGrant { token: Token([8; 16]), ..grant(1, 2 * GIB, 3) }));
         let r = j.report(0, 0);
         assert_eq!((r.job, r.uid), (POD_IDS, NO_UID));

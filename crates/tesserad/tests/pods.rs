@@ -99,3 +99,45 @@ fn a_pods_processes_share_its_allocation_and_nothing_else_enters_it() {
     assert_eq!(plugin.pod_end(a).unwrap(), 0, "ending it again is a no-op");
     drop(d);
 }
+
+/// The device plugin learns a pod's namespace, and so its weight, only after
+/// `Allocate` (the kubelet lists the pod once its container is being made): the same
+/// grant with another weight reweights the allocation and its processes already
+/// running. And the daemon checks what the plugin's units promise: a GPU's pod
+/// allocations never hold more than its memory.
+#[test]
+fn a_pods_weight_follows_the_plugin_and_its_gpu_is_never_overcommitted() {
+    let cfg = common::config(PolicyName::Fair);
+    let gpu = cfg.gpu_memory_mib * MIB;
+    let unit = gpu / 4;
+    let d = Daemon::start(&cfg).unwrap();
+    let mut plugin = Client::connect(d.socket()).unwrap();
+    let a = Token::random().unwrap();
+    let grant = PodGrant { token: a, gpu: 0, memory: 3 * unit, weight: 1, name: "units".into() };
+    plugin.pod_start(grant.clone()).unwrap();
+    let mut p = Client::connect(d.socket()).unwrap();
+    p.register_placed(with(a, 0), 0).unwrap();
+    let named = PodGrant { weight: 4, name: "team-a/a/main".into(), ..grant.clone() };
+    let r = plugin.pod_start(named).unwrap();
+    assert_eq!(r.weight, 4);
+    let status = plugin.status().unwrap();
+    let weights: Vec<u32> = status.tenants.iter().map(|t| t.weight).collect();
+    assert_eq!(weights, vec![4], "the running process's weight follows its pod's");
+    let e = plugin.pod_start(PodGrant { weight: 0, ..grant.clone() }).unwrap_err();
+    assert!(e.to_string().contains("weight 0 is out of 1-1000"), "{e}");
+    // GPU 0 has 4 units, A holds 3: a second allocation of 2 does not fit, of 1 does
+    let more = |memory| PodGrant {
+        token: Token::random().unwrap(),
+        gpu: 0,
+        memory,
+        weight: 1,
+        name: "b".into(),
+    };
+    let e = plugin.pod_start(more(2 * unit)).unwrap_err();
+    assert!(e.to_string().contains("pod allocations hold"), "{e}");
+    assert_eq!(code(e), ErrorCode::NoCapacity);
+    plugin.pod_start(more(unit)).expect("the last unit fits");
+    // A's end gives its units back
+    plugin.pod_end(a).unwrap();
+    plugin.pod_start(more(3 * unit)).expect("A's units, free again");
+}

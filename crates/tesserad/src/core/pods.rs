@@ -2,6 +2,7 @@
 //! ([`crate::pods`]).
 
 use super::*;
+use crate::pods::PodError;
 use tessera_client::pod::{PodGrant, Token};
 
 impl Core {
@@ -22,12 +23,35 @@ impl Core {
             return refused(ErrorCode::BadRequest, why.clone());
         }
         if let Some(id) = self.pod_of(&grant.token) {
-            let j = &self.jobs[&id];
-            if j.is_pod(&grant) {
-                // the plugin's retry, or its restart rebuilding what it gave
-                return Reply::Job(j.report(self.job_declared(id), self.parked_for(id) as u32));
+            if !self.jobs[&id].is_pod(&grant) {
+                return refused(ErrorCode::BadRequest, PodError::Conflict.to_string());
             }
-            return refused(ErrorCode::BadRequest, crate::pods::PodError::Conflict.to_string());
+            if !(1..=1000).contains(&grant.weight) {
+                return refused(
+                    ErrorCode::BadRequest,
+                    PodError::BadWeight(grant.weight).to_string(),
+                );
+            }
+            // the plugin's retry, its restart rebuilding what it gave, or the weight it
+            // learned from the pod's namespace once the kubelet listed the pod (after
+            // `Allocate`, so its processes may be running already)
+            self.reweight_pod(id, grant.weight, grant.name);
+            let j = &self.jobs[&id];
+            return Reply::Job(j.report(self.job_declared(id), self.parked_for(id) as u32));
+        }
+        // the daemon's own check of what the plugin's units promise: a GPU's pod
+        // allocations never hold more than its memory
+        let held: u64 = self
+            .jobs
+            .range(crate::pods::POD_IDS..)
+            .filter(|(_, j)| j.grant.gpus == [grant.gpu])
+            .map(|(_, j)| j.memory_entitled)
+            .sum();
+        if let Some(g) = self.gpus.get(grant.gpu as usize)
+            && held.saturating_add(grant.memory) > g.memory
+        {
+            let e = PodError::Full { gpu: grant.gpu, memory: grant.memory, held, has: g.memory };
+            return refused(ErrorCode::NoCapacity, e.to_string());
         }
         if self.jobs.len() >= crate::slurm::MAX_JOBS {
             let e = crate::slurm::SlurmError::TooMany(self.jobs.len());
@@ -54,6 +78,25 @@ impl Core {
                 Reply::Job(report)
             }
             Err(e) => refused(ErrorCode::BadRequest, e.to_string()),
+        }
+    }
+
+    /// A pod allocation's weight (and name) changed: its job's, and every open tenant's
+    /// from its next quantum on.
+    fn reweight_pod(&mut self, id: u64, weight: u32, name: String) {
+        let Some(j) = self.jobs.get_mut(&id) else { return };
+        j.grant.comment = name;
+        if j.weight == weight {
+            return;
+        }
+        j.weight = weight;
+        let tenants: Vec<TenantId> = j.tenants.iter().copied().collect();
+        for t in tenants {
+            if let Some(tn) = self.tenants.get_mut(&t) {
+                tn.weight = weight;
+            }
+            // the job's tenants are queued as one group: each carries its weight
+            self.deliver(Event::TenantWeightChanged { tenant: t, weight });
         }
     }
 
