@@ -741,3 +741,50 @@ fn a_containers_program_without_a_token_is_refused_when_tokens_are_required() {
     let (code, out, err) = run(s.app(&["alloc", "100", "0"], &[]));
     assert_eq!(code, 0, "the node's own process: {out}{err}");
 }
+
+/// Issue 54: a pod allocation's token enters its own container's processes only.
+/// While a process of one container (its own pid namespace, under `unshare --pid`)
+/// holds the allocation, the same token presented from another container's namespace
+/// is refused; a process forked in the first container's namespace enters; once the
+/// first container's processes are gone, a restarted container (a new namespace) does.
+/// Root only (`unshare --pid`).
+#[test]
+fn a_pods_token_does_not_let_another_containers_processes_in() {
+    use tessera_client::pod::{PodGrant, Token};
+    if !root() {
+        eprintln!("SKIPPED: a pid namespace (unshare --pid) needs root");
+        return;
+    }
+    let Some(s) = setup("pod-bound", 1) else { return };
+    let token = Token::random().unwrap();
+    tessera_client::Client::connect(&s.socket)
+        .unwrap()
+        .pod_start(PodGrant { token, gpu: 0, memory: 400 * MIB, weight: 1, name: "ns/p/c".into() })
+        .unwrap();
+    let t = token.to_string();
+    let app = s.app.to_str().unwrap();
+    let container = |args: &[&str], env: &[(&str, &str)]| {
+        let mut all = vec!["--pid", "--fork", "--kill-child", app];
+        all.extend_from_slice(args);
+        s.app_at(std::path::Path::new("unshare"), &all, env)
+    };
+    // the first container holds 100 MiB for 3 s; its forked child (FORK=1, the same
+    // namespace) enters beside it
+    let mut first = Reaped(
+        container(&["launch", "3", "1000"], &[("TESSERA_TOKEN", &t), ("FORK", "1")])
+            .spawn()
+            .unwrap(),
+    );
+    let control = || tessera_client::Client::connect_control(&s.socket).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while control().status().unwrap().tenants.len() < 2 {
+        assert!(Instant::now() < deadline, "the first container's two processes never registered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, out, err) = run(container(&["alloc", "10", "0"], &[("TESSERA_TOKEN", &t)]));
+    assert_ne!(code, 0, "another container's process entered: {out}");
+    assert!(err.contains("in use by another container's processes"), "{err}");
+    assert_eq!(finish_within(&mut first, Duration::from_secs(30), "the first container"), 0);
+    let (code, out, err) = run(container(&["alloc", "10", "0"], &[("TESSERA_TOKEN", &t)]));
+    assert_eq!(code, 0, "the restarted container: {out}{err}");
+}

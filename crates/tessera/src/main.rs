@@ -9,6 +9,7 @@ mod bench;
 mod daemon;
 mod demo;
 mod doctor;
+mod k8s;
 mod ledger;
 mod run;
 mod selftest;
@@ -68,6 +69,10 @@ enum Command {
     /// check (see docs/slurm.md).
     #[command(subcommand)]
     Slurm(slurm::SlurmCommand),
+    /// Kubernetes: the device plugin that gives pods shares of GPU memory (see
+    /// docs/kubernetes.md).
+    #[command(subcommand)]
+    K8s(k8s::K8sCommand),
     /// Check tessera on this node's GPUs: a tenant's share, memory limits, a killed
     /// program's memory, the launch path's cost, fair shares; a table of PASS/FAIL with
     /// what was measured (`--json`). Needs only the driver.
@@ -97,6 +102,7 @@ fn main() -> std::process::ExitCode {
     // the daemon's decisions are logged by default; other commands say only warnings
     let default = match cli.command {
         Command::Daemon(_) => "warn,tessera::event=info",
+        Command::K8s(_) => "warn,tessera_k8s=info",
         _ => "warn",
     };
     let filter =
@@ -118,6 +124,7 @@ fn main() -> std::process::ExitCode {
         Command::Top(a) => top::run(a),
         Command::Run(a) => run::run(a),
         Command::Slurm(cmd) => slurm::run(cmd),
+        Command::K8s(cmd) => k8s::run(cmd),
         Command::Doctor(a) => doctor::run(a),
         Command::Selftest(a) => selftest::run(a),
         Command::SelftestWorker(a) => selftest::worker::run(a),

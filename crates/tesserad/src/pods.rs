@@ -93,6 +93,7 @@ impl Job {
             memory_per_gpu: vec![(grant.gpu, grant.memory)],
             tenants: BTreeSet::new(),
             token: Some(grant.token),
+            pid_namespace: None,
         })
     }
 

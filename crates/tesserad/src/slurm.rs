@@ -77,6 +77,10 @@ pub struct Job {
     /// For a Kubernetes container's allocation ([`crate::pods`]): the token its
     /// processes enter it by, instead of the grant's uid. `None` for a Slurm job.
     pub token: Option<tessera_client::pod::Token>,
+    /// A pod allocation's processes' pid namespace (`/proc/PID/ns/pid`), taken from
+    /// the first while none is open: a container's processes share one, so the token
+    /// does not let another container's in beside them.
+    pub pid_namespace: Option<String>,
 }
 
 impl Job {
@@ -140,6 +144,7 @@ impl Job {
             memory_per_gpu,
             tenants: BTreeSet::new(),
             token: None,
+            pid_namespace: None,
         })
     }
 

@@ -130,6 +130,14 @@ impl Core {
                 // alone, whatever job its environment names
                 let job = match &token {
                     Some(t) => match self.pod_of(t) {
+                        Some(id) if !self.may_enter_pod(id, pid) => {
+                            return err(
+                                ErrorCode::Forbidden,
+                                "this allocation's token (TESSERA_TOKEN) is in use by another \
+                                 container's processes: a token enters its own container's only"
+                                    .into(),
+                            );
+                        }
                         Some(id) => Some(id),
                         None => {
                             return err(

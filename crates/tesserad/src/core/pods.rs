@@ -14,6 +14,21 @@ impl Core {
             .map(|(id, _)| *id)
     }
 
+    /// Whether the process `pid` may enter the pod allocation `id` by its token: while
+    /// any of the allocation's processes is open, only from their pid namespace (a
+    /// container's own; a restarted container, with a new one, enters once the old
+    /// one's processes are gone). Unreadable namespaces compare as themselves: a
+    /// daemon that cannot see `/proc` falls back to the token alone.
+    pub(super) fn may_enter_pod(&mut self, id: u64, pid: u32) -> bool {
+        let ns = pid_namespace(pid);
+        let Some(j) = self.jobs.get_mut(&id) else { return false };
+        if !j.tenants.is_empty() {
+            return j.pid_namespace == ns;
+        }
+        j.pid_namespace = ns;
+        true
+    }
+
     pub(super) fn pod_start(&mut self, uid: u32, grant: PodGrant) -> Reply {
         if let Some(refusal) = self.unless_admin(uid, "allocate for pods") {
             return refusal;
@@ -112,13 +127,18 @@ impl Core {
     }
 }
 
+/// The pid namespace of the process `pid` (`pid:[INODE]`), `None` where `/proc` does
+/// not say.
+pub(super) fn pid_namespace(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok().map(|l| l.to_string_lossy().into_owned())
+}
+
 /// Whether the process `pid` (in the daemon's pid namespace, as `SO_PEERCRED` gives
 /// it) lives in another pid namespace than the daemon: a container's. One whose
 /// namespace cannot be read (it is gone, or `/proc` hides it) counts as a container's:
 /// the check fails closed.
 pub(super) fn in_a_container(pid: u32) -> bool {
-    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
-    ns(&pid.to_string()) != ns("self")
+    pid_namespace(pid) != pid_namespace(std::process::id())
 }
 
 fn refused(code: ErrorCode, message: String) -> Reply {
