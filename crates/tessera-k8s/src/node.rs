@@ -311,3 +311,29 @@ impl Node {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_of_a_gpu_gone_or_of_a_silent_daemon_are_unhealthy() {
+        let dir = std::env::temp_dir().join(format!("tessera-k8s-node-{}", std::process::id()));
+        let cfg = PluginConfig { state: dir.join("book.json"), ..PluginConfig::default() };
+        let node = Node::open(cfg).unwrap();
+        *node.gpus.lock().unwrap() = Gpus {
+            gpus: vec![(0, 2 << 30, true), (1, (3 << 30) + 5, false)],
+            daemon_up: true,
+            uptime_s: 1.0,
+        };
+        let health = |node: &Node| -> Vec<(String, String)> {
+            node.devices().into_iter().map(|d| (d.id, d.health)).collect()
+        };
+        let h = health(&node);
+        assert_eq!(h.len(), 5, "2 + 3 whole units: {h:?}");
+        assert!(h[..2].iter().all(|(_, s)| s == "Healthy"), "{h:?}");
+        assert!(h[2..].iter().all(|(_, s)| s == "Unhealthy"), "GPU 1 is gone: {h:?}");
+        node.gpus.lock().unwrap().daemon_up = false;
+        assert!(health(&node).iter().all(|(_, s)| s == "Unhealthy"));
+    }
+}

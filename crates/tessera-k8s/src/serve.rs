@@ -38,8 +38,14 @@ struct Serving {
 
 impl Serving {
     async fn end(self) {
+        // a graceful stop would wait for the kubelet's ListAndWatch streams, which
+        // never end: give it a moment, then drop them (the kubelet dials again after
+        // the registration that follows)
         let _ = self.stop.send(());
-        let _ = self.task.await;
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(Duration::from_millis(200), self.task).await.is_err() {
+            abort.abort();
+        }
         if identity(&self.socket) == self.identity {
             let _ = std::fs::remove_file(&self.socket);
         }

@@ -10,6 +10,7 @@ mod daemon_processes;
 mod daemon_restart;
 mod doctor;
 mod gpu_check;
+mod k8s;
 mod node_processes;
 mod numba_cuda;
 mod prometheus;
