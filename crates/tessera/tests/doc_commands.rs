@@ -2,9 +2,9 @@
 //! verbatim, in the order a reader meets it, so that the docs cannot drift from the code.
 //!
 //! Each page runs in one `bash` session of its own (one test per page), in a scratch
-//! directory laid out like the source tree: `scripts/`, `examples/`, `crates/`, `data/`
-//! and `packaging/` are the repository's, `target/release/` holds the build this test
-//! suite made, and an empty `docs/results/` takes the experiments' outputs. What a
+//! directory laid out like the source tree: `scripts/`, `examples/`, `crates/`, `data/`,
+//! `packaging/` and `deploy/` are the repository's, `target/release/` holds the build
+//! this test suite made, and an empty `docs/results/` takes the experiments' outputs. What a
 //! reader's machine would give the commands, the session gives them, named here:
 //!
 //! - `tessera` on the `PATH` is the suite's build;
@@ -277,9 +277,17 @@ fn scratch(page: &str) -> PathBuf {
     }
     use std::os::unix::fs::{PermissionsExt, symlink};
     std::fs::set_permissions(dir.join("run"), std::fs::Permissions::from_mode(0o700)).unwrap();
-    for entry in
-        ["scripts", "examples", "crates", "data", "packaging", ".ci", "Cargo.toml", "Cargo.lock"]
-    {
+    for entry in [
+        "scripts",
+        "examples",
+        "crates",
+        "data",
+        "packaging",
+        "deploy",
+        ".ci",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
         symlink(root().join(entry), dir.join(entry)).unwrap();
     }
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_tessera"));
@@ -476,6 +484,7 @@ fn every_page_with_commands_is_run() {
         "README.md",
         "docs/benchmarks.md",
         "docs/install.md",
+        "docs/kubernetes.md",
         "docs/ledger.md",
         "docs/operators.md",
         "docs/policies/dcuda.md",
@@ -527,6 +536,7 @@ page_tests! {
     readme => "README.md",
     benchmarks => "docs/benchmarks.md",
     install => "docs/install.md",
+    kubernetes => "docs/kubernetes.md",
     ledger => "docs/ledger.md",
     operators => "docs/operators.md",
     policy_dcuda => "docs/policies/dcuda.md",

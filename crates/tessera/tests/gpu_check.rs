@@ -23,7 +23,7 @@ fn the_gpu_check_dry_runs_on_the_fake_driver() {
     let run = Command::new("bash")
         .arg(root.join("scripts/gpu-check.sh"))
         .arg("--fake")
-        .arg(&bin)
+        .arg(bin)
         .env("OUT", &out)
         .env("TESSERA_GPU_CHECK_SELFTEST_SECONDS", "3")
         .env("TMPDIR", &scratch.dir)

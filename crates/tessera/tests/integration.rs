@@ -11,6 +11,7 @@ mod daemon_restart;
 mod doctor;
 mod gpu_check;
 mod k8s;
+mod k8s_manifests;
 mod node_processes;
 mod numba_cuda;
 mod prometheus;
