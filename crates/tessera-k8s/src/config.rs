@@ -71,6 +71,41 @@ pub struct PluginConfig {
     pub control_devices: Vec<PathBuf>,
     /// GPU time weights: the cluster admin's, never the pod's own.
     pub weights: Weights,
+    /// The DRA driver (Kubernetes 1.34+), served by the same process.
+    pub dra: DraConfig,
+}
+
+/// The DRA driver's settings.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DraConfig {
+    /// Serve it.
+    pub enabled: bool,
+    /// The driver's name (its `DeviceClass` selects on it).
+    pub driver: String,
+    /// The kubelet's plugin registration directory (it watches it for sockets).
+    pub plugins_registry: PathBuf,
+    /// The directory of the driver's DRA socket.
+    pub plugin_dir: PathBuf,
+    /// Where the driver reads the `ResourceClaim`s it prepares (JSON, as the API server
+    /// serves them, `NAMESPACE/NAME.json`): reading them from the API server is not
+    /// built.
+    pub claims_dir: PathBuf,
+    /// Where it keeps the claims it prepared.
+    pub state: PathBuf,
+}
+
+impl Default for DraConfig {
+    fn default() -> Self {
+        DraConfig {
+            enabled: false,
+            driver: "gpu.tessera.io".into(),
+            plugins_registry: "/var/lib/kubelet/plugins_registry".into(),
+            plugin_dir: "/var/lib/kubelet/plugins/gpu.tessera.io".into(),
+            claims_dir: "/var/lib/tessera/claims".into(),
+            state: "/var/lib/tessera/dra-claims.json".into(),
+        }
+    }
 }
 
 /// Weights by the pod's namespace (the kubelet's pod resources list names it).
@@ -119,6 +154,7 @@ impl Default for PluginConfig {
                 "/dev/nvidia-uvm-tools".into(),
             ],
             weights: Weights::default(),
+            dra: DraConfig::default(),
         }
     }
 }
@@ -165,6 +201,17 @@ impl PluginConfig {
             if !(1..=1000).contains(w) {
                 return bad(format!("weight {w} of {ns} is out of 1-1000"));
             }
+        }
+        let d = &self.dra.driver;
+        if !d.contains('.')
+            || d.len() > 63
+            || !d
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        {
+            return bad(format!(
+                "dra.driver {d:?} must be a DNS subdomain of at most 63 characters (e.g. gpu.tessera.io)"
+            ));
         }
         for p in [&self.container_socket_dir, &self.container_interposer] {
             if !p.is_absolute() {

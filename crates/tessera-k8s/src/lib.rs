@@ -16,6 +16,8 @@
 pub mod allocations;
 pub mod cdi;
 pub mod config;
+pub mod dra;
+pub mod dra_grpc;
 pub mod kubelet;
 pub mod node;
 pub mod plugin;

@@ -52,14 +52,15 @@ pub struct Node {
     unended: Mutex<Vec<Allocation>>,
 }
 
-fn daemon(cfg: &PluginConfig) -> Result<Client, String> {
+/// A control connection to the daemon, with a timeout.
+pub(crate) fn daemon(cfg: &PluginConfig) -> Result<Client, String> {
     let mut c = Client::connect_control(&cfg.daemon_socket)
         .map_err(|e| format!("{}: {e}", cfg.daemon_socket.display()))?;
     c.set_timeout(Duration::from_secs(5)).map_err(|e| e.to_string())?;
     Ok(c)
 }
 
-fn now_s() -> u64 {
+pub(crate) fn now_s() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
@@ -251,15 +252,21 @@ impl Node {
         }
     }
 
-    /// What makes a container the tenant of `a`: the interposer and the daemon's
-    /// socket directory mounted read-only, the interposer preloaded, the token; its
-    /// GPU's device nodes (those the node has).
+    /// What makes a container the tenant of `a`: see [`Node::edits_for`].
     fn edits(&self, a: &Allocation) -> ContainerAllocateResponse {
+        self.edits_for(a.gpu, &a.token, &a.units.join(","))
+    }
+
+    /// What makes a container the tenant of the allocation with `token` on `gpu`: the
+    /// interposer and the daemon's socket directory mounted read-only, the interposer
+    /// preloaded, the token; its GPU's device nodes (those the node has); `units` as
+    /// the annotation `tessera.io/units`.
+    pub fn edits_for(&self, gpu: u32, token: &Token, units: &str) -> ContainerAllocateResponse {
         let c = &self.cfg;
         let mut envs = HashMap::new();
         envs.insert("LD_PRELOAD".to_string(), c.container_interposer.display().to_string());
         envs.insert("TESSERA_SOCKET".to_string(), c.container_socket().display().to_string());
-        envs.insert("TESSERA_TOKEN".to_string(), a.token.to_string());
+        envs.insert("TESSERA_TOKEN".to_string(), token.to_string());
         let mounts = vec![
             Mount {
                 container_path: c.container_socket_dir.display().to_string(),
@@ -272,7 +279,7 @@ impl Node {
                 read_only: true,
             },
         ];
-        let gpu_node = std::path::PathBuf::from(format!("/dev/nvidia{}", a.gpu));
+        let gpu_node = std::path::PathBuf::from(format!("/dev/nvidia{gpu}"));
         let devices = std::iter::once(&gpu_node)
             .chain(&c.control_devices)
             .filter(|p| p.exists())
@@ -283,8 +290,20 @@ impl Node {
             })
             .collect();
         let annotations =
-            [("tessera.io/units".to_string(), a.units.join(","))].into_iter().collect();
+            [("tessera.io/units".to_string(), units.to_string())].into_iter().collect();
         ContainerAllocateResponse { envs, mounts, devices, annotations, cdi_devices: vec![] }
+    }
+
+    /// The memory of GPU `gpu` as the daemon last said, while it lists it.
+    pub fn gpu_memory(&self, gpu: u32) -> Option<u64> {
+        let g = self.gpus.lock().expect("gpus");
+        g.gpus.iter().find(|(i, _, listed)| *i == gpu && *listed).map(|(_, m, _)| *m)
+    }
+
+    /// The daemon's GPUs and their memory, while it lists them.
+    pub fn gpu_list(&self) -> Vec<(u32, u64)> {
+        let g = self.gpus.lock().expect("gpus");
+        g.gpus.iter().filter(|(_, _, listed)| *listed).map(|(i, m, _)| (*i, *m)).collect()
     }
 
     /// Match the book against the kubelet's list: pods learned get their namespace's

@@ -3,9 +3,13 @@
 //! follow the daemon's GPUs (health) and the kubelet's pod resources list (pods gone).
 
 use crate::config::PluginConfig;
+use crate::dra::Dra;
+use crate::dra_grpc::{DraService, Registrar};
 use crate::node::Node;
 use crate::plugin::Plugin;
 use crate::proto::deviceplugin::device_plugin_server::DevicePluginServer;
+use crate::proto::dra::dra_plugin_server::DraPluginServer;
+use crate::proto::pluginregistration::registration_server::RegistrationServer;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +22,9 @@ pub enum ServeError {
     /// Its book cannot be read.
     #[error(transparent)]
     Book(#[from] crate::allocations::BookError),
+    /// The DRA driver's book cannot be read.
+    #[error(transparent)]
+    Dra(#[from] crate::dra::DraError),
     /// The runtime cannot be made.
     #[error("cannot start the plugin's runtime: {0}")]
     Runtime(std::io::Error),
@@ -52,34 +59,57 @@ impl Serving {
     }
 }
 
-fn serve(
-    socket: &Path,
-    node: &Arc<Node>,
-    devices: &watch::Receiver<Vec<crate::proto::deviceplugin::Device>>,
-) -> std::io::Result<Serving> {
+/// Serve `router` on a new socket `socket` (any file there removed first), readable by
+/// root only: whoever reaches it can take units or prepare claims (the kubelet, root).
+fn serve(socket: &Path, router: tonic::transport::server::Router) -> std::io::Result<Serving> {
     match std::fs::remove_file(socket) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     let listener = tokio::net::UnixListener::bind(socket)?;
-    // whoever reaches it can take units: the kubelet (root) only
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
     let (stop, stopped) = oneshot::channel::<()>();
-    let service = DevicePluginServer::new(Plugin::new(node.clone(), devices.clone()));
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
     let task = tokio::spawn(async move {
-        let r = tonic::transport::Server::builder()
-            .add_service(service)
+        let r = router
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             })
             .await;
         if let Err(e) = r {
-            tracing::error!(error = %e, "the plugin's gRPC server stopped");
+            tracing::error!(error = %e, "a gRPC server of the plugin stopped");
         }
     });
     Ok(Serving { stop, task, socket: socket.into(), identity: identity(socket) })
+}
+
+fn device_plugin(
+    node: &Arc<Node>,
+    devices: &watch::Receiver<Vec<crate::proto::deviceplugin::Device>>,
+) -> tonic::transport::server::Router {
+    tonic::transport::Server::builder()
+        .add_service(DevicePluginServer::new(Plugin::new(node.clone(), devices.clone())))
+}
+
+/// The DRA driver's two sockets: its registration (in the kubelet's plugins_registry)
+/// and its DRA service.
+fn serve_dra(dra: &Arc<Dra>, cfg: &PluginConfig) -> std::io::Result<(Serving, Serving)> {
+    let endpoint = cfg.dra.plugin_dir.join("dra.sock");
+    let service = tonic::transport::Server::builder()
+        .add_service(DraPluginServer::new(DraService(dra.clone())));
+    let dra_sock = serve(&endpoint, service)?;
+    let registrar = Registrar { driver: cfg.dra.driver.clone(), endpoint };
+    let registration =
+        tonic::transport::Server::builder().add_service(RegistrationServer::new(registrar));
+    let reg = serve(
+        &cfg.dra.plugins_registry.join(format!("{}-reg.sock", cfg.dra.driver)),
+        registration,
+    )?;
+    Ok((reg, dra_sock))
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
@@ -102,6 +132,8 @@ pub async fn run(
         allocations = node.allocations().len(),
         "tessera device plugin starting"
     );
+    let dra = if cfg.dra.enabled { Some(Arc::new(Dra::open(node.clone())?)) } else { None };
+    let mut dra_serving: Option<(Serving, Serving)> = None;
     let mut serving: Option<Serving> = None;
     let mut registered_with = None;
     let mut said_no_list = false;
@@ -119,6 +151,30 @@ pub async fn run(
         if blocking(move || n.check_daemon()).await == Some(true) {
             let n = node.clone();
             blocking(move || n.regrant_all()).await;
+            if let Some(d) = &dra {
+                let d = d.clone();
+                blocking(move || d.regrant_all()).await;
+            }
+        }
+        // the DRA driver: its sockets made again when one is gone (the kubelet's
+        // plugin watcher finds the registration socket by itself)
+        if let Some(d) = &dra {
+            let gone = dra_serving.as_ref().is_none_or(|(r, s)| {
+                identity(&r.socket) != r.identity || identity(&s.socket) != s.identity
+            });
+            if gone {
+                if let Some((r, s)) = dra_serving.take() {
+                    r.end().await;
+                    s.end().await;
+                }
+                match serve_dra(d, &cfg) {
+                    Ok(pair) => {
+                        tracing::info!(driver = %cfg.dra.driver, "DRA driver serving");
+                        dra_serving = Some(pair);
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot serve the DRA driver's sockets"),
+                }
+            }
         }
         let n = node.clone();
         blocking(move || n.retry_ends()).await;
@@ -139,7 +195,7 @@ pub async fn run(
             if let Some(s) = serving.take() {
                 s.end().await;
             }
-            match serve(&own_sock, &node, &devices) {
+            match serve(&own_sock, device_plugin(&node, &devices)) {
                 Ok(s) => serving = Some(s),
                 Err(e) => {
                     tracing::error!(socket = %own_sock.display(), error = %e, "cannot serve the plugin's socket");
@@ -174,6 +230,10 @@ pub async fn run(
         }
     }
     if let Some(s) = serving.take() {
+        s.end().await;
+    }
+    if let Some((r, s)) = dra_serving.take() {
+        r.end().await;
         s.end().await;
     }
     tracing::info!("tessera device plugin stopped (allocations kept for its next start)");

@@ -179,88 +179,147 @@ fn start_plugin(bin: &Path, config: &Path, log: &Path) -> Killed {
     )
 }
 
+/// A node for the tests: the daemon on one emulated 4 GiB GPU (fair queuing, tokens
+/// required in containers), the kubelet stand-in, the plugin with `extra` appended to
+/// its configuration; `None` after a SKIPPED line.
+struct TestNode {
+    scratch: common::Scratch,
+    app: PathBuf,
+    daemon: Option<tesserad::Daemon>,
+    socket: PathBuf,
+    kubelet: Kubelet,
+    kubelet_root: PathBuf,
+    plugin: Killed,
+    plugin_toml: PathBuf,
+    log: PathBuf,
+}
+
+impl TestNode {
+    fn start(tag: &str, extra: &str) -> Option<TestNode> {
+        if !root() {
+            eprintln!("SKIPPED: a pod's mount and pid namespaces (unshare) need root");
+            return None;
+        }
+        let scratch = common::scratch(tag)?;
+        let python = match common::python_client("grpcio-tools") {
+            Ok(p) => p,
+            Err(why) => {
+                eprintln!("SKIPPED: grpcio-tools could not be installed from PyPI: {why}");
+                return None;
+            }
+        };
+        let protos = match Command::new("bash").arg(script("kubelet-protos.sh")).output() {
+            Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
+            Ok(o) => {
+                eprintln!(
+                    "SKIPPED: the kubelet's protos could not be fetched from crates.io: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                return None;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let dir = scratch.dir.clone();
+        scratch.fake_driver();
+        let app = tessera_driver::testing::build_c_program(
+            &scratch.artifacts,
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-cuda/tests/driver_app.c"),
+            &dir.join("driver_app"),
+        )
+        .unwrap();
+        let mut config = common::fake_node_config(&dir, 1);
+        config.gpu_memory_mib = 4096;
+        config.policy = tesserad::config::PolicyName::Fair;
+        config.kubernetes.require_token_in_containers = true;
+        let daemon = tesserad::Daemon::start(&config).unwrap();
+        let socket = config.socket.clone();
+        // the kubelet stand-in
+        let kubelet_root = dir.join("kubelet");
+        let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kubelet_standin.py");
+        let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-k8s/proto");
+        let mut child = Command::new(&python)
+            .arg(&standin)
+            .arg(&protos)
+            .arg(&ours)
+            .arg(&kubelet_root)
+            .arg("tessera.io/gpu-memory")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (input, answers) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let kubelet = Kubelet { child, input, output: BufReader::new(answers) };
+        // the plugin, as the DaemonSet runs it
+        let plugin_toml = dir.join("k8s.toml");
+        let interposer = std::fs::canonicalize(scratch.bin.join("libtessera_cuda.so")).unwrap();
+        std::fs::write(
+            &plugin_toml,
+            format!(
+                "daemon_socket = {:?}\ndevice_plugin_dir = {:?}\npod_resources_socket = {:?}\n\
+                 interposer = {:?}\nstate = {:?}\npoll_ms = 100\ncontrol_devices = []\n\
+                 cdi_dir = {:?}\n\
+                 [weights]\nnamespaces = {{ team-a = 3, team-b = 1 }}\n{extra}",
+                socket,
+                kubelet_root.join("device-plugins"),
+                kubelet_root.join("pod-resources/kubelet.sock"),
+                interposer,
+                dir.join("plugin-state.json"),
+                dir.join("cdi"),
+            ),
+        )
+        .unwrap();
+        let log = dir.join("plugin.log");
+        let plugin = start_plugin(&scratch.bin, &plugin_toml, &log);
+        Some(TestNode {
+            scratch,
+            app,
+            daemon: Some(daemon),
+            socket,
+            kubelet,
+            kubelet_root,
+            plugin,
+            plugin_toml,
+            log,
+        })
+    }
+
+    fn plugin_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `script` in a container of `allocated` (see [`container`]), with the fake driver
+    /// as the node's driver and `extra` in its environment.
+    fn run_in(&self, allocated: &Value, script: &str, extra: &[(&str, String)]) -> (i32, String) {
+        let mut e: Vec<(&str, String)> = vec![
+            ("LD_LIBRARY_PATH", self.scratch.dir.display().to_string()),
+            ("FAKE_CUDA_DEVICE_MIB", "4096".into()),
+        ];
+        e.extend(extra.iter().cloned());
+        let pairs: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        output(&mut container(allocated, script, &pairs))
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        if let Some(d) = self.daemon.take() {
+            d.shutdown();
+        }
+    }
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts").join(name)
+}
+
 #[test]
 fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
-    if !root() {
-        eprintln!("SKIPPED: a pod's mount and pid namespaces (unshare) need root");
-        return;
-    }
-    let Some(scratch) = common::scratch("k8s") else { return };
-    let python = match common::python_client("grpcio-tools") {
-        Ok(p) => p,
-        Err(why) => {
-            eprintln!("SKIPPED: grpcio-tools could not be installed from PyPI: {why}");
-            return;
-        }
-    };
-    let script =
-        |name: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts").join(name);
-    let protos = match Command::new("bash").arg(script("kubelet-protos.sh")).output() {
-        Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
-        Ok(o) => {
-            eprintln!(
-                "SKIPPED: the kubelet's protos could not be fetched from crates.io: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
-    let dir = &scratch.dir;
-    scratch.fake_driver();
-    let app = tessera_driver::testing::build_c_program(
-        &scratch.artifacts,
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-cuda/tests/driver_app.c"),
-        &dir.join("driver_app"),
-    )
-    .unwrap();
-
-    // the node: one emulated 4 GiB GPU, fair queuing, tokens required in containers
-    let mut config = common::fake_node_config(dir, 1);
-    config.gpu_memory_mib = 4096;
-    config.policy = tesserad::config::PolicyName::Fair;
-    config.kubernetes.require_token_in_containers = true;
-    let daemon = tesserad::Daemon::start(&config).unwrap();
-    let socket = config.socket.clone();
-
-    // the kubelet stand-in
-    let kubelet_root = dir.join("kubelet");
-    let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kubelet_standin.py");
-    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-k8s/proto");
-    let mut child = Command::new(&python)
-        .arg(&standin)
-        .arg(&protos)
-        .arg(&ours)
-        .arg(&kubelet_root)
-        .arg("tessera.io/gpu-memory")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (input, answers) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-    let mut kubelet = Kubelet { child, input, output: BufReader::new(answers) };
-
-    // the plugin, as the DaemonSet runs it
-    let plugin_toml = dir.join("k8s.toml");
-    let interposer = std::fs::canonicalize(scratch.bin.join("libtessera_cuda.so")).unwrap();
-    std::fs::write(
-        &plugin_toml,
-        format!(
-            "daemon_socket = {:?}\ndevice_plugin_dir = {:?}\npod_resources_socket = {:?}\n\
-             interposer = {:?}\nstate = {:?}\npoll_ms = 100\ncontrol_devices = []\n\
-             [weights]\nnamespaces = {{ team-a = 3, team-b = 1 }}\n",
-            socket,
-            kubelet_root.join("device-plugins"),
-            kubelet_root.join("pod-resources/kubelet.sock"),
-            interposer,
-            dir.join("plugin-state.json"),
-        ),
-    )
-    .unwrap();
-    let log = dir.join("plugin.log");
-    let mut plugin = start_plugin(&scratch.bin, &plugin_toml, &log);
+    let Some(mut n) = TestNode::start("k8s", "") else { return };
+    let dir = n.scratch.dir.clone();
+    let socket = n.socket.clone();
+    let log = n.log.clone();
     let plugin_log = || std::fs::read_to_string(&log).unwrap_or_default();
-
+    let kubelet = &mut n.kubelet;
     let r = kubelet.ask("wait_registered 1 20");
     assert_eq!(r["ok"], true, "never registered: {r}\n{}", plugin_log());
     let reg = &r["registrations"][0];
@@ -306,7 +365,7 @@ fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
         let pairs: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
         output(&mut container(alloc, script, &pairs))
     };
-    let app_s = app.display().to_string();
+    let app_s = n.app.display().to_string();
 
     // each sees its own memory, and is refused past it
     let (code, out) = run_in(&a, &format!("{app_s} meminfo 0"), &[]);
@@ -418,12 +477,12 @@ fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
 
     // the plugin is killed and restarted: A's allocation survives
     let a_job = pod_jobs(&socket).iter().find(|j| j.2 == 2 * GIB).unwrap().0;
-    let _ = plugin.0.kill();
-    let _ = plugin.0.wait();
-    plugin = start_plugin(&scratch.bin, &plugin_toml, &log);
-    let n = kubelet.ask("wait_registered 0 0")["registrations"].as_array().unwrap().len();
+    let _ = n.plugin.0.kill();
+    let _ = n.plugin.0.wait();
+    n.plugin = start_plugin(&n.scratch.bin, &n.plugin_toml, &log);
+    let count = kubelet.ask("wait_registered 0 0")["registrations"].as_array().unwrap().len();
     assert_eq!(
-        kubelet.ask(&format!("wait_registered {} 10", n + 1))["ok"],
+        kubelet.ask(&format!("wait_registered {} 10", count + 1))["ok"],
         true,
         "{}",
         plugin_log()
@@ -438,9 +497,192 @@ fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
     assert!(code == 0 && out.contains(&format!("meminfo {} {}", 2 * GIB, 2 * GIB)), "{out}");
 
     // the daemon goes away: every unit Unhealthy
-    daemon.shutdown();
+    n.daemon.take().unwrap().shutdown();
     let r = kubelet.ask("wait_health gpu0-0 Unhealthy 5");
     assert_eq!(r["ok"], true, "{r}");
     kubelet.ask("quit");
-    drop(plugin);
+}
+
+/// A `ResourceClaim` in `namespace` named `name` (uid `claim-<name>`) allocated `memory`
+/// of GPU 0's device on node `node-a`, as the scheduler leaves it.
+fn claim(namespace: &str, name: &str, memory: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("claim-{name}")},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.tessera.io",
+            "capacity": {"requests": {"memory": memory}},
+        }}]}},
+        "status": {"allocation": {"devices": {"results": [{
+            "request": "gpu", "driver": "gpu.tessera.io", "pool": "node-a", "device": "gpu-0",
+            "consumedCapacity": {"memory": memory},
+        }]}}},
+    })
+}
+
+/// What a CDI runtime would make of the spec of CDI device `id` in `cdi_dir`: the
+/// environment and mounts it names, in the form [`container`] takes.
+fn cdi_edits(cdi_dir: &Path, id: &str) -> Value {
+    let (kind, name) = id.split_once('=').unwrap();
+    let path = cdi_dir.join(format!("{}-{name}.json", kind.replace('/', "_")));
+    let spec: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(spec["kind"], kind);
+    let dev = spec["devices"].as_array().unwrap().iter().find(|d| d["name"] == name).unwrap();
+    let edits = &dev["containerEdits"];
+    let envs: serde_json::Map<String, Value> = edits["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let (k, v) = e.as_str().unwrap().split_once('=').unwrap();
+            (k.to_string(), Value::from(v))
+        })
+        .collect();
+    let mounts: Vec<Value> = edits["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "container_path": m["containerPath"],
+                "host_path": m["hostPath"],
+                "read_only": m["options"].as_array().unwrap().iter().any(|o| o == "ro"),
+            })
+        })
+        .collect();
+    serde_json::json!({"envs": envs, "mounts": mounts})
+}
+
+/// Issue 54, item 5: the DRA driver. Its `ResourceSlice` (one device per GPU whose
+/// memory several claims consume) is valid against Kubernetes 1.34's schema; the
+/// kubelet stand-in finds it through plugin registration (the kubelet's own
+/// `pluginregistration` proto) and prepares claims over `DRAPlugin` (tessera's
+/// transcription): claims of 3 GiB and 1 GiB on one 4 GiB GPU are prepared, their
+/// containers (CDI edits applied as a runtime would) see and are held to their
+/// memory, a third claim that would exceed the GPU is refused by the driver, and fits
+/// once a claim is unprepared; preparing a claim again answers the same.
+#[test]
+fn dra_claims_consume_a_gpus_memory_and_one_too_many_is_refused() {
+    let Some(mut n) = TestNode::start("k8s-dra", "") else { return };
+    let dir = n.scratch.dir.clone();
+    let registry = n.kubelet_root.join("plugins_registry");
+    let claims = dir.join("claims");
+    let cdi = dir.join("cdi");
+    std::fs::write(
+        &n.plugin_toml,
+        std::fs::read_to_string(&n.plugin_toml).unwrap()
+            + &format!(
+                "[dra]\nenabled = true\nplugins_registry = {:?}\nplugin_dir = {:?}\n\
+                 claims_dir = {:?}\nstate = {:?}\n",
+                registry,
+                n.kubelet_root.join("plugins/gpu.tessera.io"),
+                claims,
+                dir.join("dra-state.json"),
+            ),
+    )
+    .unwrap();
+    // the plugin started before [dra] was written: again, with it
+    let _ = n.plugin.0.kill();
+    let _ = n.plugin.0.wait();
+    n.plugin = start_plugin(&n.scratch.bin, &n.plugin_toml, &n.log);
+
+    // the ResourceSlice it would publish, and the claims the test supplies, against
+    // Kubernetes 1.34's schema
+    let out = Command::new(n.scratch.bin.join("tessera"))
+        .args(["k8s", "resource-slice", "--node", "node-a", "--config"])
+        .arg(&n.plugin_toml)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let slice: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let device = &slice["spec"]["devices"][0];
+    assert_eq!(device["name"], "gpu-0");
+    assert_eq!(device["allowMultipleAllocations"], true);
+    assert_eq!(device["capacity"]["memory"]["value"], (4 * GIB).to_string());
+    let (a, b, c) =
+        (claim("team-a", "a", "3Gi"), claim("team-b", "b", "1Gi"), claim("team-b", "c", "1Gi"));
+    let mut objects = vec![dir.join("slice.json")];
+    std::fs::write(&objects[0], &out.stdout).unwrap();
+    for x in [&a, &b, &c] {
+        let ns = x["metadata"]["namespace"].as_str().unwrap();
+        let name = x["metadata"]["name"].as_str().unwrap();
+        std::fs::create_dir_all(claims.join(ns)).unwrap();
+        let path = claims.join(ns).join(format!("{name}.json"));
+        std::fs::write(&path, x.to_string()).unwrap();
+        objects.push(path);
+    }
+    let check = Command::new("bash")
+        .arg(script("check-k8s-manifests.sh"))
+        .arg("1.34.0")
+        .args(&objects)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout).to_string()
+        + &String::from_utf8_lossy(&check.stderr);
+    if said.contains("did not validate") || check.status.success() {
+        assert!(check.status.success(), "the slice and the claims against 1.34: {said}");
+        eprintln!("{said}");
+    } else {
+        eprintln!("SKIPPED (the schema check only): kubernetes-validate: {said}");
+    }
+
+    // the kubelet's plugin watcher finds the driver
+    let kubelet = &mut n.kubelet;
+    let info = kubelet.ask("dra_register 10");
+    assert_eq!(
+        info["type"],
+        "DRAPlugin",
+        "{info}\n{}",
+        std::fs::read_to_string(&n.log).unwrap_or_default()
+    );
+    assert_eq!(info["name"], "gpu.tessera.io");
+    assert_eq!(info["versions"], serde_json::json!(["v1.DRAPlugin"]));
+
+    let pa = kubelet.ask("dra_prepare team-a a claim-a");
+    let pb = kubelet.ask("dra_prepare team-b b claim-b");
+    for p in [&pa, &pb] {
+        assert_eq!(p["error"], "", "{p}");
+        assert_eq!(p["devices"][0]["device"], "gpu-0", "{p}");
+        assert_eq!(p["devices"][0]["pool"], "node-a", "{p}");
+        assert_eq!(p["devices"][0]["requests"], serde_json::json!(["gpu"]), "{p}");
+    }
+    let again = kubelet.ask("dra_prepare team-a a claim-a");
+    assert_eq!(again, pa, "preparing a claim again answers the same");
+    let pc = kubelet.ask("dra_prepare team-b c claim-c");
+    let e = pc["error"].as_str().unwrap();
+    assert!(
+        e.contains("its prepared claims hold") && pc["devices"] == serde_json::json!([]),
+        "the driver refuses: {pc}"
+    );
+
+    // the containers, with the CDI edits a runtime would apply
+    let id = |p: &Value| p["devices"][0]["cdi"][0].as_str().unwrap().to_string();
+    let (ea, eb) = (cdi_edits(&cdi, &id(&pa)), cdi_edits(&cdi, &id(&pb)));
+    assert_eq!(ea["envs"]["LD_PRELOAD"], "/opt/tessera/libtessera_cuda.so");
+    let app = n.app.display().to_string();
+    let (code, out) = n.run_in(&ea, &format!("{app} meminfo 0"), &[]);
+    assert!(code == 0 && out.contains(&format!("meminfo {} {}", 3 * GIB, 3 * GIB)), "{out}");
+    let (code, out) = n.run_in(&eb, &format!("{app} meminfo 0"), &[]);
+    assert!(code == 0 && out.contains(&format!("meminfo {GIB} {GIB}")), "{out}");
+    let (code, out) = n.run_in(&ea, &format!("{app} alloc 3200 0"), &[]);
+    assert!(code == 2 && out.contains("error alloc 2"), "A past its 3 GiB: {out}");
+    let (code, out) = n.run_in(&eb, &format!("{app} alloc 1100 0"), &[]);
+    assert!(code == 2 && out.contains("error alloc 2"), "B past its GiB: {out}");
+    let weights: Vec<(u32, u64)> = pod_jobs(&n.socket).iter().map(|j| (j.1, j.2)).collect();
+    assert!(weights.contains(&(3, 3 * GIB)) && weights.contains(&(1, GIB)), "{weights:?}");
+
+    // B unprepared: its spec gone, its memory the GPU's, and C fits
+    let kubelet = &mut n.kubelet;
+    assert_eq!(kubelet.ask("dra_unprepare team-b b claim-b")["error"], "");
+    assert!(
+        !std::fs::read_dir(&cdi).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("claim-claim-b"))
+    );
+    let pc = kubelet.ask("dra_prepare team-b c claim-c");
+    assert_eq!(pc["error"], "", "{pc}");
+    kubelet.ask("quit");
 }

@@ -34,7 +34,7 @@ fn check(files: &[PathBuf]) -> Option<(bool, String)> {
 
 fn manifests() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    for dir in ["deploy/kubernetes", "deploy/kubernetes/examples"] {
+    for dir in ["deploy/kubernetes", "deploy/kubernetes/examples", "deploy/kubernetes/dra"] {
         for e in std::fs::read_dir(repo().join(dir)).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "yaml") {
@@ -52,7 +52,11 @@ fn the_manifests_are_valid_kubernetes_objects_and_a_typo_is_caught() {
     assert!(files.len() >= 4, "{files:?}");
     let Some((ok, out)) = check(&files) else { return };
     assert!(ok, "{out}");
-    assert_eq!(out.matches(" passed for resource ").count(), files.len(), "{out}");
+    // every file's every object (claim-8gib.yaml has two)
+    let objects: usize =
+        files.iter().map(|f| std::fs::read_to_string(f).unwrap().matches("\nkind: ").count()).sum();
+    assert_eq!(out.matches(" passed for resource ").count(), objects, "{out}");
+    assert!(objects > files.len(), "{objects} objects in {files:?}");
     // the check bites: a field the schema does not have
     let bad = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("k8s-typo-{}.yaml", std::process::id()));

@@ -14,3 +14,13 @@ pub mod deviceplugin {
 pub mod podresources {
     include!("podresources.rs");
 }
+
+/// DRA kubelet plugin API `v1` (the driver's `DRAPlugin`).
+pub mod dra {
+    include!("dra.rs");
+}
+
+/// Plugin registration API `v1` (the plugin's `Registration`, which the kubelet calls).
+pub mod pluginregistration {
+    include!("pluginregistration.rs");
+}

@@ -1,8 +1,9 @@
 """A kubelet stand-in for tessera's device plugin test (crates/tessera/tests/k8s.rs).
 
 Built from the kubelet's own .proto files with grpcio-tools (the device plugin API
-v1beta1, from scripts/kubelet-protos.sh) and, for the pod resources API v1 that no
-registry carries, tessera's transcription (crates/tessera-k8s/proto/podresources.proto).
+v1beta1 and plugin registration v1, from scripts/kubelet-protos.sh) and, for the pod
+resources API v1 and the DRA plugin API v1 that no registry carries, tessera's
+transcriptions (crates/tessera-k8s/proto/podresources.proto and dra.proto).
 It does what the kubelet does with a device plugin, over the same sockets:
 
 - serves `v1beta1.Registration` on DIR/device-plugins/kubelet.sock; on a registration,
@@ -12,7 +13,10 @@ It does what the kubelet does with a device plugin, over the same sockets:
 - admits a pod's container: `GetPreferredAllocation` over the healthy units no pod
   holds, then `Allocate`;
 - restarts: its socket removed with every plugin socket in the directory (as the
-  kubelet's device manager does when it starts), then made anew.
+  kubelet's device manager does when it starts), then made anew;
+- finds a DRA driver by its socket in DIR/plugins_registry (GetInfo, then
+  NotifyRegistrationStatus, as the kubelet's plugin watcher does) and calls its
+  NodePrepareResources and NodeUnprepareResources.
 
 Driven by one command per line on stdin, each answered by one JSON line on stdout:
   wait_registered N SECONDS   until N registrations in all
@@ -21,6 +25,8 @@ Driven by one command per line on stdin, each answered by one JSON line on stdou
   allocate POD NAMESPACE CONTAINER SIZE
   delete POD
   restart
+  dra_register SECONDS        find the DRA driver's registration socket, GetInfo, notify
+  dra_prepare NAMESPACE NAME UID / dra_unprepare NAMESPACE NAME UID
   quit
 """
 
@@ -40,7 +46,9 @@ def build(official, ours):
     out = tempfile.mkdtemp(prefix="kubelet-standin-")
     for include, proto in [
         (official, "deviceplugin/v1beta1/deviceplugin.proto"),
+        (official, "pluginregistration/v1/pluginregistration.proto"),
         (ours, "podresources.proto"),
+        (ours, "dra.proto"),
     ]:
         rc = protoc.main(
             ["protoc", f"-I{include}", f"--python_out={out}", f"--grpc_python_out={out}", proto]
@@ -49,6 +57,7 @@ def build(official, ours):
             sys.exit(f"protoc failed on {proto}")
     sys.path.insert(0, out)
     sys.path.insert(0, os.path.join(out, "deviceplugin", "v1beta1"))
+    sys.path.insert(0, os.path.join(out, "pluginregistration", "v1"))
 
 
 def main():
@@ -58,8 +67,13 @@ def main():
     import deviceplugin_pb2_grpc as dp_grpc
     import podresources_pb2 as pr
     import podresources_pb2_grpc as pr_grpc
+    import pluginregistration_pb2 as reg
+    import pluginregistration_pb2_grpc as reg_grpc
+    import dra_pb2 as dra
+    import dra_pb2_grpc as dra_grpc
 
     plugin_dir = os.path.join(root, "device-plugins")
+    registry_dir = os.path.join(root, "plugins_registry")
     pr_dir = os.path.join(root, "pod-resources")
     os.makedirs(plugin_dir, exist_ok=True)
     os.makedirs(pr_dir, exist_ok=True)
@@ -137,6 +151,10 @@ def main():
     lister.add_insecure_port("unix://" + os.path.join(pr_dir, "kubelet.sock"))
     lister.start()
     registration = serve_registration()
+
+    def dial(path):
+        # :authority "localhost", as the kubelet sends since 1.26 (see follow)
+        return grpc.insecure_channel("unix://" + path, options=[("grpc.default_authority", "localhost")])
 
     def answer(obj):
         sys.stdout.write(json.dumps(obj) + "\n")
@@ -223,6 +241,35 @@ def main():
                     state["plugin"] = None
                 registration = serve_registration()
                 answer({"ok": True, "now": time.monotonic()})
+            elif cmd == "dra_register":
+                # the kubelet's plugin watcher: a socket appears in plugins_registry
+                deadline = time.monotonic() + float(args[0])
+                socks = []
+                while time.monotonic() < deadline:
+                    socks = [f for f in sorted(os.listdir(registry_dir)) if f.endswith(".sock")] if os.path.isdir(registry_dir) else []
+                    if socks:
+                        break
+                    time.sleep(0.05)
+                if not socks:
+                    answer({"error": "no registration socket"})
+                    continue
+                stub = reg_grpc.RegistrationStub(dial(os.path.join(registry_dir, socks[0])))
+                info = stub.GetInfo(reg.InfoRequest())
+                stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=True))
+                state["dra"] = dra_grpc.DRAPluginStub(dial(info.endpoint))
+                answer({"type": info.type, "name": info.name, "endpoint": info.endpoint,
+                        "versions": list(info.supported_versions)})
+            elif cmd in ("dra_prepare", "dra_unprepare"):
+                claim = dra.Claim(namespace=args[0], name=args[1], uid=args[2])
+                if cmd == "dra_prepare":
+                    r = state["dra"].NodePrepareResources(dra.NodePrepareResourcesRequest(claims=[claim]))
+                    c = r.claims[args[2]]
+                    answer({"error": c.error, "devices": [
+                        {"requests": list(d.request_names), "pool": d.pool_name, "device": d.device_name,
+                         "cdi": list(d.cdi_device_ids)} for d in c.devices]})
+                else:
+                    r = state["dra"].NodeUnprepareResources(dra.NodeUnprepareResourcesRequest(claims=[claim]))
+                    answer({"error": r.claims[args[2]].error})
             elif cmd == "quit":
                 answer({"ok": True})
                 break
