@@ -628,14 +628,9 @@ fn dra_claims_consume_a_gpus_memory_and_one_too_many_is_refused() {
     }
 
     // the kubelet's plugin watcher finds the driver
+    let info = n.kubelet.ask("dra_register 10");
+    assert_eq!(info["type"], "DRAPlugin", "{info}\n{}", n.plugin_log());
     let kubelet = &mut n.kubelet;
-    let info = kubelet.ask("dra_register 10");
-    assert_eq!(
-        info["type"],
-        "DRAPlugin",
-        "{info}\n{}",
-        std::fs::read_to_string(&n.log).unwrap_or_default()
-    );
     assert_eq!(info["name"], "gpu.tessera.io");
     assert_eq!(info["versions"], serde_json::json!(["v1.DRAPlugin"]));
 
