@@ -428,6 +428,17 @@ fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
         Killed(container(alloc, &format!("{app_s} launch 80 20"), &pairs).spawn().unwrap())
     };
     let (mut pa, mut pb) = (spawn(&a, "a"), spawn(&b, "b"));
+    // while A's program runs, pod B's container presenting A's token is refused: a
+    // token enters its own container's processes only
+    let a_job = pod_jobs(&socket).iter().find(|j| j.2 == 2 * GIB).unwrap().0;
+    until("A's program registers", Duration::from_secs(10), || {
+        let mut c = Client::connect_control(&socket).unwrap();
+        c.job_info(a_job).is_ok_and(|j| !j.tenants.is_empty())
+    });
+    let mut b_with_a = b.clone();
+    b_with_a["envs"]["TESSERA_TOKEN"] = a["envs"]["TESSERA_TOKEN"].clone();
+    let (code, out) = run_in(&b_with_a, &format!("{app_s} alloc 100 0"), &[]);
+    assert!(code != 0 && out.contains("in use by another container's processes"), "{out}");
     for (p, name) in [(&mut pa, "A"), (&mut pb, "B")] {
         let status = p.0.wait().unwrap();
         let mut err = String::new();
@@ -476,7 +487,6 @@ fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
     assert_eq!(kubelet.ask("wait_health gpu0-3 Healthy 5")["ok"], true);
 
     // the plugin is killed and restarted: A's allocation survives
-    let a_job = pod_jobs(&socket).iter().find(|j| j.2 == 2 * GIB).unwrap().0;
     let _ = n.plugin.0.kill();
     let _ = n.plugin.0.wait();
     n.plugin = start_plugin(&n.scratch.bin, &n.plugin_toml, &log);
