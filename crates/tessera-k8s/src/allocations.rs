@@ -58,8 +58,8 @@ pub struct Allocation {
     pub weight: u32,
     /// Its pod, once the kubelet listed it.
     pub pod: Option<PodRef>,
-    /// When it was made, seconds since the epoch.
-    pub made_at: u64,
+    /// When it was made, milliseconds since the epoch.
+    pub made_ms: u64,
     /// Its CDI device's name, where the plugin gives CDI devices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cdi: Option<String>,
@@ -162,22 +162,33 @@ impl Book {
         self.allocations.retain(|a| !a.token.matches(token));
     }
 
-    /// Match the book against the kubelet's list of containers holding this resource:
-    /// a listed allocation learns its pod and its namespace's weight (`weight_of`); one
-    /// whose pod was listed before and is not now has ended; one never listed ends
-    /// `grace_s` after it was made (its container was never made). `now` in seconds
-    /// since the epoch.
+    /// Match the book against the kubelet's list of containers holding this resource,
+    /// read at `listed_ms` (milliseconds since the epoch): a listed allocation (the same
+    /// units) learns its pod and its namespace's weight (`weight_of`); one whose pod was
+    /// listed before and is not now has ended; one never listed ends `grace_ms` after it
+    /// was made (its container was never made). An allocation made after the list was
+    /// read is left as it is: the list cannot know it.
     pub fn reconcile(
         &mut self,
         listed: &[Listed],
         weight_of: impl Fn(&str) -> u32,
-        now: u64,
-        grace_s: u64,
+        listed_ms: u64,
+        grace_ms: u64,
     ) -> Changes {
         let mut changes = Changes::default();
         let mut kept = Vec::with_capacity(self.allocations.len());
+        let same = |l: &Listed, a: &Allocation| {
+            let mut u = l.units.clone();
+            u.sort();
+            u.dedup();
+            u == a.units
+        };
         for mut a in std::mem::take(&mut self.allocations) {
-            match listed.iter().find(|l| l.units.iter().any(|u| a.units.contains(u))) {
+            if a.made_ms >= listed_ms {
+                kept.push(a);
+                continue;
+            }
+            match listed.iter().find(|l| same(l, &a)) {
                 Some(l) => {
                     let weight = weight_of(&l.pod.namespace);
                     if a.pod.as_ref() != Some(&l.pod) || a.weight != weight {
@@ -187,7 +198,7 @@ impl Book {
                     }
                     kept.push(a);
                 }
-                None if a.pod.is_some() || now.saturating_sub(a.made_at) >= grace_s => {
+                None if a.pod.is_some() || listed_ms.saturating_sub(a.made_ms) >= grace_ms => {
                     changes.ended.push(a)
                 }
                 None => kept.push(a),
@@ -213,7 +224,7 @@ impl Private for std::fs::OpenOptions {
 mod tests {
     use super::*;
 
-    fn alloc(units: &[&str], made_at: u64) -> Allocation {
+    fn alloc(units: &[&str], made_ms: u64) -> Allocation {
         Allocation {
             token: Token::random().unwrap(),
             gpu: 0,
@@ -221,7 +232,7 @@ mod tests {
             memory: units.len() as u64,
             weight: 1,
             pod: None,
-            made_at,
+            made_ms,
             cdi: None,
         }
     }
@@ -264,6 +275,15 @@ mod tests {
         assert_eq!(ended, vec![c.units.clone(), fresh.units.clone()]);
         assert_eq!(b.all().len(), 1);
         assert_eq!(b.all()[0].grant().name, "team-a/a/main");
+        // the kubelet gives A's second unit to a new container while a list read before
+        // is reconciled: the new one is not taken for A's, nor ended
+        let new = alloc(&["gpu0-1"], 200);
+        b.add(new.clone());
+        let ch = b.reconcile(&list[..1], w, 199, 60);
+        assert_eq!(ch, Changes::default(), "made after the list was read");
+        let ch = b.reconcile(&list[..0], w, 201, 60);
+        assert!(ch.ended.is_empty(), "never listed, young: {ch:?}");
+        assert_eq!(b.all(), &[new]);
     }
 
     #[test]

@@ -216,8 +216,10 @@ impl Dra {
 
     /// Give the daemon every prepared claim again (after its restart).
     pub fn regrant_all(&self) {
-        for p in self.prepared() {
-            let grant = grant_of(&p);
+        // under the lock: a claim unprepared meanwhile is not given back
+        let claims = self.claims.lock().expect("claims");
+        for p in claims.values() {
+            let grant = grant_of(p);
             if let Err(e) = daemon(&self.node.cfg)
                 .and_then(|mut c| c.pod_start(grant).map_err(|e| e.to_string()))
             {
@@ -248,7 +250,10 @@ impl Dra {
         name: &str,
         uid: &str,
     ) -> Result<Vec<PreparedDevice>, DraError> {
-        if let Some(p) = self.claims.lock().expect("claims").get(uid) {
+        // held throughout, daemon call included: two calls for one claim (a claim two
+        // pods share) prepare it once, and the capacity check sees every claim
+        let mut claims = self.claims.lock().expect("claims");
+        if let Some(p) = claims.get(uid) {
             return Ok(self.answer(p));
         }
         let claim = self.read_claim(namespace, name)?;
@@ -281,13 +286,14 @@ impl Dra {
             }
             let q = r.consumed_capacity.as_ref().and_then(|c| c.get("memory")).map(|q| q.0.clone());
             let b = q.as_deref().and_then(bytes_of).filter(|b| *b > 0);
-            memory += b.ok_or(DraError::NoMemory { device: r.device.clone(), got: q })?;
+            memory = b
+                .and_then(|b| memory.checked_add(b))
+                .ok_or(DraError::NoMemory { device: r.device.clone(), got: q })?;
         }
         let has = self
             .node
             .gpu_memory(gpu)
             .ok_or_else(|| DraError::NoSuchDevice(first.device.clone()))?;
-        let mut claims = self.claims.lock().expect("claims");
         let held: u64 = claims.values().filter(|p| p.gpu == gpu).map(|p| p.memory).sum();
         if held.saturating_add(memory) > has {
             return Err(DraError::OverCapacity { gpu, asked: memory, held, has });

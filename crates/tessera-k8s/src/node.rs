@@ -60,8 +60,11 @@ pub(crate) fn daemon(cfg: &PluginConfig) -> Result<Client, String> {
     Ok(c)
 }
 
-pub(crate) fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+/// Milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Node {
@@ -140,8 +143,10 @@ impl Node {
     /// Give the daemon every allocation again (after its restart, or the plugin's):
     /// the same grant twice is the same allocation.
     pub fn regrant_all(&self) {
-        for a in self.allocations() {
-            self.grant(&a);
+        // under the book's lock: an allocation ended meanwhile is not given back
+        let book = self.book.lock().expect("book");
+        for a in book.all() {
+            self.grant(a);
         }
     }
 
@@ -194,12 +199,15 @@ impl Node {
         }
         unit_list.sort_unstable();
         unit_list.dedup();
-        let token = Token::random().map_err(|e| AllocateError::Keep(e.to_string()))?;
-        let cdi = self.cfg.cdi.then(|| {
+        let random = || Token::random().map_err(|e| AllocateError::Keep(e.to_string()));
+        let token = random()?;
+        let cdi = if self.cfg.cdi {
             // a name of its own, not the token's
-            let t = Token::random().map(|t| t.to_string()).unwrap_or_default();
-            format!("{}-{}", units::Unit { gpu, index: unit_list[0].index }, &t[..12])
-        });
+            let t = random()?.to_string();
+            Some(format!("{}-{}", units::Unit { gpu, index: unit_list[0].index }, &t[..12]))
+        } else {
+            None
+        };
         let a = Allocation {
             token,
             gpu,
@@ -207,7 +215,7 @@ impl Node {
             memory: unit_list.len() as u64 * self.cfg.unit_bytes,
             weight: self.cfg.weights.default,
             pod: None,
-            made_at: now_s(),
+            made_ms: now_ms(),
             cdi: cdi.clone(),
         };
         // the book first: a plugin that dies after the daemon's grant would otherwise
@@ -249,6 +257,45 @@ impl Node {
                     ..Default::default()
                 })
             }
+        }
+    }
+
+    /// `Allocate` for several containers: all or none (those made before one that
+    /// cannot be are ended).
+    pub fn allocate_all(
+        &self,
+        containers: &[Vec<String>],
+    ) -> Result<Vec<ContainerAllocateResponse>, AllocateError> {
+        let mut made = Vec::new();
+        for ids in containers {
+            match self.allocate(ids) {
+                Ok(r) => made.push(r),
+                Err(e) => {
+                    for r in &made {
+                        self.release(r);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(made)
+    }
+
+    /// End the allocation an `Allocate` answer gave (its token, in its environment or
+    /// its CDI spec's).
+    fn release(&self, answer: &ContainerAllocateResponse) {
+        let units = answer.annotations.get("tessera.io/units").cloned().unwrap_or_default();
+        let gone = {
+            let mut book = self.book.lock().expect("book");
+            let found = book.all().iter().find(|a| a.units.join(",") == units).cloned();
+            if let Some(a) = &found {
+                book.remove(&a.token);
+                let _ = book.save();
+            }
+            found
+        };
+        if let Some(a) = gone {
+            self.end(&a);
         }
     }
 
@@ -308,24 +355,25 @@ impl Node {
 
     /// Match the book against the kubelet's list: pods learned get their namespace's
     /// weight; allocations of pods gone (or never made) end.
-    pub fn reconcile(&self, listed: &[Listed]) {
-        let changes = {
+    pub fn reconcile(&self, listed: &[Listed], listed_ms: u64) {
+        let ended = {
             let mut book = self.book.lock().expect("book");
             let weights = &self.cfg.weights;
-            let ch =
-                book.reconcile(listed, |ns| weights.of(ns), now_s(), self.cfg.unlisted_grace_s);
+            let grace_ms = self.cfg.unlisted_grace_s.saturating_mul(1000);
+            let ch = book.reconcile(listed, |ns| weights.of(ns), listed_ms, grace_ms);
             if !(ch.regranted.is_empty() && ch.ended.is_empty())
                 && let Err(e) = book.save()
             {
                 tracing::error!(error = %e, "cannot keep the allocations' book");
             }
-            ch
+            // under the book's lock: an allocation ended meanwhile is not given back
+            for a in &ch.regranted {
+                tracing::info!(pod = ?a.pod, weight = a.weight, "allocation's pod listed");
+                self.grant(a);
+            }
+            ch.ended
         };
-        for a in &changes.regranted {
-            tracing::info!(pod = ?a.pod, weight = a.weight, "allocation's pod listed");
-            self.grant(a);
-        }
-        for a in &changes.ended {
+        for a in &ended {
             self.end(a);
         }
     }

@@ -91,7 +91,9 @@ impl DevicePlugin for Plugin {
         let requests = request.into_inner().container_requests;
         // the daemon's client blocks: off the runtime's thread
         let answers = tokio::task::spawn_blocking(move || {
-            requests.iter().map(|r| node.allocate(&r.devices_ids)).collect::<Result<Vec<_>, _>>()
+            let containers: Vec<Vec<String>> =
+                requests.into_iter().map(|r| r.devices_ids).collect();
+            node.allocate_all(&containers)
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?;

@@ -70,7 +70,13 @@ fn serve(socket: &Path, router: tonic::transport::server::Router) -> std::io::Re
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let listener = tokio::net::UnixListener::bind(socket)?;
+    // made 0600 from the start (a connection accepted before a chmod would be
+    // served): the process's umask is the only way to bind so; other threads' files
+    // made meanwhile only come out more private
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    let bound = tokio::net::UnixListener::bind(socket);
+    rustix::process::umask(old);
+    let listener = bound?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
     let (stop, stopped) = oneshot::channel::<()>();
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
@@ -191,7 +197,9 @@ pub async fn run(
         // it starts)
         let kubelet = identity(&kubelet_sock);
         let own_gone = serving.as_ref().is_none_or(|s| identity(&own_sock) != s.identity);
-        if kubelet.is_some() && (kubelet != registered_with || own_gone) {
+        // a node gives its GPUs' memory to one of the two: the device plugin's units,
+        // or the DRA driver's claims (each would promise the same memory)
+        if !cfg.dra.enabled && kubelet.is_some() && (kubelet != registered_with || own_gone) {
             if let Some(s) = serving.take() {
                 s.end().await;
             }
@@ -214,11 +222,12 @@ pub async fn run(
             }
         }
         // the pod resources list: the pods of the allocations, and those gone
+        let listed_ms = crate::node::now_ms();
         match crate::kubelet::listed(&cfg.pod_resources_socket, &cfg.resource).await {
             Ok(listed) => {
                 said_no_list = false;
                 let n = node.clone();
-                blocking(move || n.reconcile(&listed)).await;
+                blocking(move || n.reconcile(&listed, listed_ms)).await;
             }
             Err(e) => {
                 // nothing is ended on a list that cannot be read

@@ -184,6 +184,7 @@ fn start_plugin(bin: &Path, config: &Path, log: &Path) -> Killed {
 /// its configuration; `None` after a SKIPPED line.
 struct TestNode {
     scratch: common::Scratch,
+    python: PathBuf,
     app: PathBuf,
     daemon: Option<tesserad::Daemon>,
     socket: PathBuf,
@@ -272,6 +273,7 @@ impl TestNode {
         let plugin = start_plugin(&scratch.bin, &plugin_toml, &log);
         Some(TestNode {
             scratch,
+            python,
             app,
             daemon: Some(daemon),
             socket,
@@ -415,6 +417,23 @@ fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
     let (code, out) = run_in(&forged, &format!("{app_s} alloc 100 0"), &[]);
     assert!(code != 0 && out.contains("no allocation on this node has this token"), "{out}");
 
+    // a container's root is not the node's admin: it can neither make an allocation
+    // nor end another pod's
+    let admin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/admin_from_container.py");
+    let (code, out) = run_in(
+        &b,
+        &format!(
+            "{} {} /run/tessera/d.sock {}",
+            n.python.display(),
+            admin.display(),
+            a["envs"]["TESSERA_TOKEN"].as_str().unwrap()
+        ),
+        &[],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches("not a container's").count(), 2, "{out}");
+    assert_eq!(pod_jobs(&socket).len(), 2, "A's and B's allocations, and no other");
+
     // GPU time by the namespaces' weights, 3:1, measured from the fake's books
     let timeline = dir.join("timeline");
     let books = |p: &str| dir.join(format!("books-{p}"));
@@ -505,6 +524,11 @@ fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
     );
     let (code, out) = run_in(&a, &format!("{app_s} meminfo 0"), &[]);
     assert!(code == 0 && out.contains(&format!("meminfo {} {}", 2 * GIB, 2 * GIB)), "{out}");
+    // the restarted plugin knows A's allocation (its book): A's pod deleted, it ends
+    kubelet.ask("delete a");
+    until("A's allocation ends after the plugin's restart", Duration::from_secs(5), || {
+        pod_jobs(&socket).iter().all(|j| j.0 != a_job)
+    });
 
     // the daemon goes away: every unit Unhealthy
     n.daemon.take().unwrap().shutdown();
@@ -654,6 +678,16 @@ fn dra_claims_consume_a_gpus_memory_and_one_too_many_is_refused() {
     }
     let again = kubelet.ask("dra_prepare team-a a claim-a");
     assert_eq!(again, pa, "preparing a claim again answers the same");
+    // the driver restarts: its prepared claims are in its book (C, below, is refused
+    // for A's and B's memory by the driver itself, not by the daemon)
+    let _ = n.plugin.0.kill();
+    let _ = n.plugin.0.wait();
+    n.plugin = start_plugin(&n.scratch.bin, &n.plugin_toml, &n.log);
+    let info = n.kubelet.ask("dra_register 10");
+    assert_eq!(info["type"], "DRAPlugin", "{info}\n{}", n.plugin_log());
+    let kubelet = &mut n.kubelet;
+    let again = kubelet.ask("dra_prepare team-a a claim-a");
+    assert_eq!(again, pa, "after the restart too");
     let pc = kubelet.ask("dra_prepare team-b c claim-c");
     let e = pc["error"].as_str().unwrap();
     assert!(
@@ -677,9 +711,11 @@ fn dra_claims_consume_a_gpus_memory_and_one_too_many_is_refused() {
     let weights: Vec<(u32, u64)> = pod_jobs(&n.socket).iter().map(|j| (j.1, j.2)).collect();
     assert!(weights.contains(&(3, 3 * GIB)) && weights.contains(&(1, GIB)), "{weights:?}");
 
-    // B unprepared: its spec gone, its memory the GPU's, and C fits
+    // B unprepared: its allocation ended, its spec gone, its memory the GPU's, and C fits
     let kubelet = &mut n.kubelet;
     assert_eq!(kubelet.ask("dra_unprepare team-b b claim-b")["error"], "");
+    let left: Vec<u64> = pod_jobs(&n.socket).iter().map(|j| j.2).collect();
+    assert_eq!(left, vec![3 * GIB], "B's allocation ended");
     assert!(
         !std::fs::read_dir(&cdi).unwrap().any(|e| e
             .unwrap()

@@ -243,18 +243,23 @@ def main():
                 answer({"ok": True, "now": time.monotonic()})
             elif cmd == "dra_register":
                 # the kubelet's plugin watcher: a socket appears in plugins_registry
+                # (a socket a killed driver left answers nothing: tried again, as the
+                # kubelet's watcher does, until the deadline)
                 deadline = time.monotonic() + float(args[0])
-                socks = []
-                while time.monotonic() < deadline:
+                info, why = None, "no registration socket"
+                while info is None and time.monotonic() < deadline:
                     socks = [f for f in sorted(os.listdir(registry_dir)) if f.endswith(".sock")] if os.path.isdir(registry_dir) else []
                     if socks:
-                        break
+                        stub = reg_grpc.RegistrationStub(dial(os.path.join(registry_dir, socks[0])))
+                        try:
+                            info = stub.GetInfo(reg.InfoRequest(), timeout=1)
+                            break
+                        except grpc.RpcError as e:
+                            why = f"{e.code().name}: {e.details()}"
                     time.sleep(0.05)
-                if not socks:
-                    answer({"error": "no registration socket"})
+                if info is None:
+                    answer({"error": why})
                     continue
-                stub = reg_grpc.RegistrationStub(dial(os.path.join(registry_dir, socks[0])))
-                info = stub.GetInfo(reg.InfoRequest())
                 stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=True))
                 state["dra"] = dra_grpc.DRAPluginStub(dial(info.endpoint))
                 answer({"type": info.type, "name": info.name, "endpoint": info.endpoint,

@@ -479,7 +479,7 @@ impl Core {
                 Reply::WeightSet { tenant, weight }
             }
             Request::JobStart(grant) => {
-                if let Some(refusal) = self.unless_admin(uid, "start Slurm jobs") {
+                if let Some(refusal) = self.unless_admin(uid, pid, "start Slurm jobs") {
                     return refusal;
                 }
                 if let Some(why) = &self.limits.slurm_refusal {
@@ -521,13 +521,13 @@ impl Core {
                 }
             }
             Request::JobEnd { job } => {
-                if let Some(refusal) = self.unless_admin(uid, "end Slurm jobs") {
+                if let Some(refusal) = self.unless_admin(uid, pid, "end Slurm jobs") {
                     return refusal;
                 }
                 self.end_job(job)
             }
-            Request::PodStart(grant) => self.pod_start(uid, grant),
-            Request::PodEnd { token } => self.pod_end(uid, token),
+            Request::PodStart(grant) => self.pod_start(uid, pid, grant),
+            Request::PodEnd { token } => self.pod_end(uid, pid, token),
             Request::JobInfo { job } => match self.jobs.get(&job) {
                 Some(j) if uid == 0 || uid == self.daemon_uid || uid == j.grant.uid => {
                     let waiting = self.parked_for(job) as u32;

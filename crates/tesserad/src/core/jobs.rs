@@ -5,11 +5,24 @@ use super::*;
 impl Core {
     /// The refusal of a request only root and the daemon's user may make (starting and
     /// ending Slurm jobs and pod allocations), for any other `uid`; `what` says what it
-    /// was ("start Slurm jobs").
-    pub(super) fn unless_admin(&self, uid: u32, what: &str) -> Option<Reply> {
-        (uid != 0 && uid != self.daemon_uid).then(|| Reply::Error {
-            code: ErrorCode::Forbidden,
-            message: format!("only root or the daemon's user {what}, not uid {uid}"),
+    /// was ("start Slurm jobs"). On a Kubernetes node (`require_token_in_containers`),
+    /// also for a process `pid` in a container's pid namespace: a container's root is
+    /// uid 0 too, and the daemon's socket is mounted into every container with a share.
+    pub(super) fn unless_admin(&self, uid: u32, pid: u32, what: &str) -> Option<Reply> {
+        if uid != 0 && uid != self.daemon_uid {
+            return Some(Reply::Error {
+                code: ErrorCode::Forbidden,
+                message: format!("only root or the daemon's user {what}, not uid {uid}"),
+            });
+        }
+        (self.limits.require_token_in_containers && super::pods::in_a_container(pid)).then(|| {
+            Reply::Error {
+                code: ErrorCode::Forbidden,
+                message: format!(
+                    "only the node's root or the daemon's user {what}, not a container's \
+                     (a process in another pid namespace than the daemon's)"
+                ),
+            }
         })
     }
 

@@ -29,8 +29,8 @@ impl Core {
         true
     }
 
-    pub(super) fn pod_start(&mut self, uid: u32, grant: PodGrant) -> Reply {
-        if let Some(refusal) = self.unless_admin(uid, "allocate for pods") {
+    pub(super) fn pod_start(&mut self, uid: u32, pid: u32, grant: PodGrant) -> Reply {
+        if let Some(refusal) = self.unless_admin(uid, pid, "allocate for pods") {
             return refusal;
         }
         if let Some(why) = &self.limits.slurm_refusal {
@@ -115,8 +115,8 @@ impl Core {
         }
     }
 
-    pub(super) fn pod_end(&mut self, uid: u32, token: Token) -> Reply {
-        if let Some(refusal) = self.unless_admin(uid, "end pod allocations") {
+    pub(super) fn pod_end(&mut self, uid: u32, pid: u32, token: Token) -> Reply {
+        if let Some(refusal) = self.unless_admin(uid, pid, "end pod allocations") {
             return refusal;
         }
         match self.pod_of(&token) {
