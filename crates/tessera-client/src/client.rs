@@ -677,6 +677,21 @@ impl Client {
         Ok(())
     }
 
+    /// Run a task of `tenant` costing `cost` over the socket, waiting for its end: the
+    /// rings' baseline (transport benchmark); returns its `region::status`. Needs a
+    /// connection made with [`Client::connect`].
+    pub fn run_task_over_socket(
+        &mut self,
+        tenant: u64,
+        cost: Duration,
+    ) -> Result<u32, ClientError> {
+        let cost_ns = u64::try_from(cost.as_nanos()).unwrap_or(u64::MAX);
+        match self.call(&Request::RunTask { tenant, cost_ns })? {
+            Reply::TaskDone { status, .. } => Ok(status),
+            other => Err(refused(other)),
+        }
+    }
+
     /// Round trip through the rings with no scheduling (transport benchmark).
     pub fn echo(&mut self) -> Result<(), ClientError> {
         let h = self.push(RequestDesc { op: op::ECHO, ..Default::default() }, &[])?;

@@ -49,6 +49,7 @@ impl Request {
             Request::JobInfo { .. } => "job_info",
             Request::PodStart(_) => "pod_start",
             Request::PodEnd { .. } => "pod_end",
+            Request::RunTask { .. } => "run_task",
             Request::Close { .. } => "close",
             Request::SetWeight { .. } => "set_weight",
             Request::Status { .. } => "status",
@@ -145,6 +146,15 @@ pub enum Request {
     PodEnd {
         /// Its token.
         token: crate::pod::Token,
+    },
+    /// Run a task of one of this connection's tenants and answer when it ends, over
+    /// the socket (the rings' baseline in `tessera bench transport`; the rings are
+    /// the data plane). The connection must have said hello.
+    RunTask {
+        /// The tenant.
+        tenant: u64,
+        /// Its work, ns of GPU time.
+        cost_ns: u64,
     },
     /// What the daemon gives a Slurm job (its TaskProlog, as the job's user): the job's
     /// uid, root and the daemon's user only.
@@ -679,6 +689,15 @@ pub enum Reply {
     },
     /// Answer to `Ping`.
     Pong,
+    /// A task run over the socket (`RunTask`) ended.
+    TaskDone {
+        /// How (`region::status`).
+        status: u32,
+        /// Why, when it did not finish (`region::reason`).
+        reason: u32,
+        /// The GPU it ran on (`u32::MAX`: none).
+        gpu: u32,
+    },
     /// The request failed.
     Error {
         /// What kind of failure.
@@ -761,6 +780,7 @@ mod tests {
                 name: String::new(),
             }),
             Request::MemoryInfo { tenant: 1, gpu: 0 },
+            Request::RunTask { tenant: 1, cost_ns: 0 },
             Request::Unreserve { tenant: 1, gpu: 0, bytes: 1 },
             Request::KeepLedgerRecord { tenant: 1 },
             Request::Adopt { tenant: 1, client: 2, contexts: vec![0] },

@@ -31,6 +31,18 @@ use std::time::Duration;
 /// Identifies a region.
 pub const REGION_MAGIC: u64 = 0x5445_5353_5249_4e47; // "TESSRING"
 
+/// How the daemon serves a ring (its `daemon_sleeping` word): whether a client must
+/// ring its doorbell, and whether it may spin for the answer.
+pub mod daemon_state {
+    /// The core polls the ring: no doorbell; spinning for the answer pays.
+    pub const POLLING: u32 = 0;
+    /// The core sleeps: ring; it wakes promptly, so a short spin still pays.
+    pub const ASLEEP: u32 = 1;
+    /// The host's CPUs are oversubscribed: ring, and block for the answer (a spin would
+    /// burn the time slice the core needs).
+    pub const BUSY: u32 = 2;
+}
+
 /// Request operations.
 pub mod op {
     /// Run a task.
@@ -403,12 +415,24 @@ impl Region {
     /// the client's tail store and flag load in [`Region::push_request`] then
     /// [`Region::daemon_sleeping`].
     pub fn set_daemon_sleeping(&self, sleeping: bool) {
-        self.header().daemon_sleeping.value.store(u32::from(sleeping), Ordering::SeqCst);
+        let state = if sleeping { daemon_state::ASLEEP } else { daemon_state::POLLING };
+        self.set_daemon_state(state);
+    }
+
+    /// Daemon: say how it serves this ring now (one of [`daemon_state`]).
+    pub fn set_daemon_state(&self, state: u32) {
+        self.header().daemon_sleeping.value.store(state, Ordering::SeqCst);
     }
 
     /// Client: whether the daemon sleeps (so that a new request needs the doorbell).
     pub fn daemon_sleeping(&self) -> bool {
-        self.header().daemon_sleeping.value.load(Ordering::SeqCst) != 0
+        self.header().daemon_sleeping.value.load(Ordering::SeqCst) != daemon_state::POLLING
+    }
+
+    /// Client: whether the daemon says the host is busy: ring, and block rather than
+    /// spin for the answer.
+    pub fn host_busy(&self) -> bool {
+        self.header().daemon_sleeping.value.load(Ordering::SeqCst) == daemon_state::BUSY
     }
 
     /// Daemon: grant the client a slice of `gpu`, or (`None`) end its slice, and wake
@@ -562,14 +586,22 @@ impl Region {
         timeout: Duration,
         gone: &dyn Fn() -> bool,
     ) -> Option<ResponseDesc> {
-        for _ in 0..spins {
+        // spin only on a quiet host (the daemon says when it is not, `daemon_state::BUSY`)
+        // and while this spin is not descheduled: against a core that is descheduled,
+        // spinning burns the time slice it needs, and blocking gets this thread woken
+        // promptly (issue 59); against one that sleeps, it wakes promptly when rung. A pure spin: a yield
+        // that does switch costs as much as a wake-up, and on a busy host puts this
+        // thread behind every runnable one
+        let started = std::time::Instant::now();
+        for i in 0..spins {
             if let Some(r) = self.pop_response() {
                 return Some(r);
             }
-            // a pure spin: the daemon's idle spin is the side that yields its core
-            // when every core is busy. Yielding here as well made the echo beside
-            // 1,000 idle clients bimodal (0.3 us or 6.7 us by run), as a yield that
-            // does switch costs a wake-up
+            if i % 256 == 0 && (self.host_busy() || started.elapsed() > Duration::from_micros(200))
+            {
+                // the host is busy, or this spin was descheduled
+                break;
+            }
             std::hint::spin_loop();
         }
         let h = self.header();
@@ -735,6 +767,30 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         assert!(a.push_response(&ResponseDesc { seq: 42, ..Default::default() }));
         assert_eq!(t.join().unwrap(), Some(42));
+    }
+
+    /// Issue 59: when the daemon says the host is busy, a client waiting for an answer
+    /// blocks (its `client_sleeping` flag set) at once instead of spinning its budget
+    /// out — here a budget the old code would have spun for seconds.
+    #[test]
+    fn a_client_blocks_at_once_on_a_busy_host() {
+        let f = memfd("ring-busy");
+        let a = Region::create(&f, 8, 64).unwrap();
+        let b = Region::map(&f).unwrap();
+        a.set_daemon_state(daemon_state::BUSY);
+        assert!(b.host_busy() && b.daemon_sleeping(), "a busy host: ring, and block");
+        let t = std::thread::spawn(move || {
+            b.wait_response(u32::MAX, Duration::from_secs(30), &|| false).map(|r| r.seq)
+        });
+        let start = std::time::Instant::now();
+        while a.header().client_sleeping.value.load(Ordering::SeqCst) == 0 {
+            assert!(start.elapsed() < Duration::from_secs(2), "the client never blocked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(a.push_response(&ResponseDesc { seq: 7, ..Default::default() }));
+        assert_eq!(t.join().unwrap(), Some(7));
+        a.set_daemon_sleeping(false);
+        assert!(!a.daemon_sleeping() && !a.host_busy());
     }
 
     #[test]

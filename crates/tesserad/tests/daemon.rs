@@ -71,6 +71,27 @@ fn a_client_cannot_touch_another_clients_tenant() {
     assert_eq!(a.wait(h, LONG).unwrap().outcome, Outcome::Done);
 }
 
+/// Issue 59: a task over the socket (the rings' baseline in the transport bench) runs
+/// as a ring's does and is answered when it ends; another connection's tenant is not
+/// this one's; a connection without rings is told to say hello; the rings' tasks of
+/// the same connection are unaffected.
+#[test]
+fn a_task_runs_over_the_socket_as_over_the_rings() {
+    use tessera_client::region::status;
+    let d = Daemon::start(&config(PolicyName::Fair)).unwrap();
+    let mut c = Client::connect(d.socket()).unwrap();
+    let t = c.register(batch()).unwrap();
+    let h = c.submit(t, &task(30)).unwrap();
+    assert_eq!(c.run_task_over_socket(t, Duration::from_millis(20)).unwrap(), status::DONE);
+    assert_eq!(c.wait(h, LONG).unwrap().outcome, Outcome::Done, "the ring's task too");
+    let mut other = Client::connect(d.socket()).unwrap();
+    assert_eq!(other.run_task_over_socket(t, Duration::ZERO).unwrap(), status::FAILED);
+    let mut bare = Client::connect_control(d.socket()).unwrap();
+    let e = bare.run_task_over_socket(t, Duration::ZERO).unwrap_err();
+    assert!(e.to_string().contains("send hello"), "{e}");
+    assert_eq!(c.status().unwrap().totals.batch_done, 2);
+}
+
 #[test]
 fn closing_a_tenant_cancels_its_queued_tasks() {
     let d = Daemon::start(&config(PolicyName::RoundRobin)).unwrap();

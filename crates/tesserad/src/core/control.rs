@@ -96,7 +96,9 @@ impl Core {
             | Request::Unreserve { .. }
             | Request::MemoryInfo { .. }
             | Request::KeepLedgerRecord { .. }
-            | Request::Adopt { .. } => {
+            | Request::Adopt { .. }
+            // answered when its task ends (Core::run_task_over_socket)
+            | Request::RunTask { .. } => {
                 err(ErrorCode::BadRequest, "handled by the connection".into())
             }
             Request::Status { tenant, uid: of_uid, gpu, offset, limit, events } => {

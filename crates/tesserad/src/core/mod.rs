@@ -15,7 +15,7 @@ use tessera_client::proto::{
     TenantClass, TenantReport, Totals,
 };
 use tessera_client::region::{
-    Doorbell, LaunchFacts, Region, RequestDesc, ResponseDesc, op, reason, status,
+    Doorbell, LaunchFacts, Region, RequestDesc, ResponseDesc, daemon_state, op, reason, status,
 };
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::ExecutionFailure;
@@ -30,6 +30,7 @@ use tessera_ledger::{Ledger, Wait};
 
 mod admission;
 mod control;
+mod host_load;
 mod jobs;
 mod placement;
 mod pods;
@@ -313,6 +314,13 @@ struct RunningBatch {
 
 /// The core's state.
 pub struct Core {
+    /// Whether the host's CPUs are oversubscribed: then nothing spins.
+    host: host_load::HostLoad,
+    /// Tasks run over the socket (`RunTask`), by connection and their sequence number
+    /// (from [`rings::SOCKET_SEQ`] up): where to answer when they end.
+    socket_tasks:
+        std::cell::RefCell<std::collections::HashMap<(ConnId, u64), crate::server::ReplyTo>>,
+    next_socket_seq: u64,
     /// To close a misbehaving client's connection.
     connections: Arc<crate::server::Connections>,
     /// The daemon's effective uid: its clients of that uid see every tenant.
@@ -456,7 +464,7 @@ struct UidUse {
     tenants: u32,
 }
 
-/// Spin this long without work before sleeping on the doorbell.
+/// Spin this long without work before sleeping on the doorbell (on a quiet host).
 const SPIN: Duration = Duration::from_micros(20);
 
 /// A ring without a request for this long leaves the polled list (see `Core::active`).
@@ -500,6 +508,9 @@ impl Core {
         listen(&epoll, &mailbox.bell, 0, false);
         let worker_mailbox = mailbox.clone();
         Core {
+            host: host_load::HostLoad::new(),
+            socket_tasks: Default::default(),
+            next_socket_seq: 0,
             connections,
             daemon_uid: rustix::process::geteuid().as_raw(),
             epoll,
@@ -689,12 +700,14 @@ impl Core {
             }
             if worked {
                 idle_since = None;
+                self.host.reset();
                 if let Some(m) = &self.metrics {
                     m.loop_latency.observe(pass.elapsed().as_secs_f64());
                 }
             } else if self.spin(&mut idle_since) {
                 self.sleep(next_tick);
                 idle_since = None;
+                self.host.reset();
             }
         }
         // answer what arrived during the last pass, then tell every client we are gone
@@ -753,17 +766,42 @@ impl Core {
         false
     }
 
-    /// Nothing to do: spin [`SPIN`] (a pure spin first; then giving the core to a
-    /// runnable client, since when every core is busy the request it is about to write
-    /// needs this one). Whether the spin is over and the core should sleep.
-    fn spin(&self, idle_since: &mut Option<Instant>) -> bool {
-        let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
+    /// Nothing to do: on a quiet host, spin [`SPIN`] (a pure spin first; then giving
+    /// the core to a runnable client at each turn: a client woken onto the core's own
+    /// CPU would otherwise wait out the spin); on a busy host, not at all — a yield
+    /// there hands the CPU to a CPU-bound thread for a whole time slice (see
+    /// [`host_load`]). Whether the core should sleep now.
+    fn spin(&mut self, idle_since: &mut Option<Instant>) -> bool {
+        let now = Instant::now();
+        if self.host.busy(now, true) {
+            return true;
+        }
+        let idle = now.saturating_duration_since(*idle_since.get_or_insert(now));
         if idle < PURE_SPIN {
             std::hint::spin_loop();
         } else if idle < SPIN {
             std::thread::yield_now();
         }
         idle >= SPIN
+    }
+
+    /// What a ring the core polls says to its client: that the core polls it
+    /// (`POLLING`: no doorbell, a spin pays) on a quiet host; `BUSY` on a busy one.
+    fn awake_state(&mut self) -> u32 {
+        if self.host.busy(Instant::now(), false) {
+            daemon_state::BUSY
+        } else {
+            daemon_state::POLLING
+        }
+    }
+
+    /// What a ring says while the core sleeps: `ASLEEP`, or `BUSY` on a busy host.
+    fn asleep_state(&mut self) -> u32 {
+        if self.host.busy(Instant::now(), false) {
+            daemon_state::BUSY
+        } else {
+            daemon_state::ASLEEP
+        }
     }
 
     /// Sleep on the doorbells until something happens, the policy's next tick or the
@@ -780,15 +818,18 @@ impl Core {
             self.clock.wall(t.saturating_sub(self.clock.now())).min(Duration::from_millis(100))
         });
         self.mailbox.sleeping.store(true, Ordering::SeqCst);
+        let asleep = self.asleep_state();
         for (_, r, _) in &self.active {
-            r.set_daemon_sleeping(true);
+            r.set_daemon_state(asleep);
         }
         let pending = self.active.iter().any(|(_, r, _)| r.has_requests());
         if pending {
             // a request came in as the core was going to sleep: it stays awake, and
-            // the active rings stay polled (their clients need not ring)
+            // the active rings stay polled (their clients need not ring, on a quiet
+            // host)
+            let awake = self.awake_state();
             for (_, r, _) in &self.active {
-                r.set_daemon_sleeping(false);
+                r.set_daemon_state(awake);
             }
         } else {
             self.active.clear();
@@ -812,6 +853,8 @@ impl Core {
         let mut events = [std::mem::MaybeUninit::<epoll::Event>::uninit(); 64];
         let Ok((ready, _)) = epoll::wait(&self.epoll, &mut events, Some(&ts)) else { return };
         let now = Instant::now();
+        // on a busy host clients ring with every request, the core awake or not
+        let awake = self.awake_state();
         for ev in ready.iter() {
             let data = ev.data.u64();
             if data == 0 {
@@ -821,9 +864,13 @@ impl Core {
             let Some(c) = self.conns.get_mut(&data) else { continue };
             if c.region.has_requests() {
                 if !self.active.iter().any(|(id, _, _)| *id == data) {
-                    c.region.set_daemon_sleeping(false);
+                    c.region.set_daemon_state(awake);
                     self.active.push((data, c.region.clone(), now));
                 }
+                continue;
+            }
+            if awake == daemon_state::BUSY {
+                // its request was served while the core was awake: not spurious
                 continue;
             }
             if now.duration_since(c.window) > Duration::from_secs(1) {
@@ -863,7 +910,7 @@ impl Core {
         // whatever it asked while muted (its rings went unheard) is polled now
         for (id, region) in unmuted {
             if !self.active.iter().any(|(a, _, _)| *a == id) {
-                region.set_daemon_sleeping(false);
+                region.set_daemon_state(awake);
                 self.active.push((id, region, now));
             }
         }
@@ -1072,6 +1119,12 @@ impl Core {
                     },
                 );
             }
+            Msg::Control {
+                conn,
+                request: tessera_client::proto::Request::RunTask { tenant, cost_ns },
+                reply,
+                ..
+            } => self.run_task_over_socket(conn, tenant, cost_ns, reply),
             Msg::Control { conn, pid, uid, request, reply } => {
                 if let Some(job) = self.must_wait(conn, uid, &request) {
                     let waiting = self.parked_for(job);

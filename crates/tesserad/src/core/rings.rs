@@ -2,10 +2,14 @@
 
 use super::*;
 
+/// The sequence numbers of tasks run over the socket: far above any a ring uses.
+pub(super) const SOCKET_SEQ: u64 = 1 << 62;
+
 impl Core {
     pub(super) fn poll_rings(&mut self) -> bool {
         let mut worked = false;
         let now = Instant::now();
+        let (awake, asleep) = (self.awake_state(), self.asleep_state());
         // by index: a ring may leave the list as it goes quiet
         let mut i = 0;
         while let Some((conn, region, last)) = self.active.get(i) {
@@ -14,12 +18,12 @@ impl Core {
                     // quiet: its client rings its doorbell with its next request (the
                     // flag is set before the ring is looked at once more, so a request
                     // written meanwhile is seen now or rung for)
-                    region.set_daemon_sleeping(true);
+                    region.set_daemon_state(asleep);
                     if !region.has_requests() {
                         self.active.swap_remove(i);
                         continue;
                     }
-                    region.set_daemon_sleeping(false);
+                    region.set_daemon_state(awake);
                 } else {
                     i += 1;
                     continue;
@@ -42,7 +46,36 @@ impl Core {
         worked
     }
 
+    /// A task over the socket (`RunTask`): submitted as the rings submit one, answered
+    /// on the socket when it ends.
+    pub(super) fn run_task_over_socket(
+        &mut self,
+        conn: ConnId,
+        tenant: u64,
+        cost_ns: u64,
+        reply: crate::server::ReplyTo,
+    ) {
+        let Some(region) = self.conns.get(&conn).map(|c| c.region.clone()) else {
+            reply.send(Reply::Error {
+                code: ErrorCode::BadRequest,
+                message: "send hello before running tasks".into(),
+            });
+            return;
+        };
+        let seq = SOCKET_SEQ | self.next_socket_seq;
+        self.next_socket_seq += 1;
+        self.socket_tasks.borrow_mut().insert((conn, seq), reply);
+        let d = RequestDesc { seq, op: op::SUBMIT, tenant, cost_ns, ..Default::default() };
+        self.request(conn, &region, d);
+    }
+
     pub(super) fn respond(&self, conn: ConnId, r: ResponseDesc) {
+        if r.seq & SOCKET_SEQ != 0 {
+            if let Some(reply) = self.socket_tasks.borrow_mut().remove(&(conn, r.seq)) {
+                reply.send(Reply::TaskDone { status: r.status, reason: r.reason, gpu: r.gpu });
+            }
+            return;
+        }
         if let Some(c) = self.conns.get(&conn).filter(|c| c.alive && !c.kicked.get())
             && !c.region.push_response(&r)
         {
