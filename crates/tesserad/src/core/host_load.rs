@@ -6,11 +6,13 @@
 //! so on a busy host the core blocks as soon as it is idle and tells every client to
 //! ring and to block too (their `daemon_sleeping` flag stays set).
 //!
-//! Busy: more than twice as many threads runnable as CPUs (`/proc/loadavg`'s fourth
-//! field, looked at every 10 ms; it counts the core and its spinning clients too, so
-//! "more than the CPUs" would call a quiet host with one busy client busy), or the
-//! core's own spin was descheduled (a gap of over 200 us between two of its passes).
-//! Quiet again only after 100 ms without either.
+//! Busy: more threads runnable than one beyond the CPUs, at two looks in a row
+//! (`/proc/loadavg`'s fourth field, looked at every 10 ms; it counts the core and a
+//! client spinning for its answer too), or the core's own spin was descheduled (a gap
+//! of over 200 us between two of its passes). Quiet again only after 100 ms without
+//! either. Spinning on a host that is even slightly oversubscribed also costs later:
+//! a thread that spun has used more than its share, and the kernel's fair scheduler
+//! (EEVDF) then lets it preempt CPU-bound threads later when it is woken.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,9 @@ pub(super) struct HostLoad {
     looked: Option<Instant>,
     busy_until: Option<Instant>,
     last_pass: Option<Instant>,
+    /// Whether the last look at `/proc/loadavg` found more runnable threads than it
+    /// allows.
+    over_before: bool,
 }
 
 /// The number of runnable threads in `/proc/loadavg`'s text (`1.00 0.5 0.2 3/412 77`).
@@ -38,7 +43,7 @@ pub(super) fn runnable(loadavg: &str) -> Option<usize> {
 impl HostLoad {
     pub(super) fn new() -> HostLoad {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        HostLoad { cpus, looked: None, busy_until: None, last_pass: None }
+        HostLoad { cpus, looked: None, busy_until: None, last_pass: None, over_before: false }
     }
 
     /// Whether the host is busy now; `idle_pass`: the core is spinning without work
@@ -55,9 +60,14 @@ impl HostLoad {
         if self.looked.is_none_or(|t| now.saturating_duration_since(t) >= LOOK_EVERY) {
             self.looked = Some(now);
             let n = std::fs::read_to_string("/proc/loadavg").ok().as_deref().and_then(runnable);
-            if n.is_some_and(|n| n > self.cpus.saturating_mul(2)) {
+            // the count includes the core itself and a client spinning for its answer:
+            // more than one beyond the CPUs, twice in a row (a passing thread is not a
+            // busy host), means threads wait for a CPU
+            let over = n.is_some_and(|n| n > self.cpus + 1);
+            if over && self.over_before {
                 self.busy_until = Some(now + HOLD);
             }
+            self.over_before = over;
         }
         self.busy_until.is_some_and(|t| now < t)
     }
@@ -81,7 +91,13 @@ mod tests {
 
     #[test]
     fn a_descheduled_spin_makes_the_host_busy_for_a_while() {
-        let mut h = HostLoad { cpus: usize::MAX, looked: None, busy_until: None, last_pass: None };
+        let mut h = HostLoad {
+            cpus: usize::MAX - 1,
+            looked: None,
+            busy_until: None,
+            last_pass: None,
+            over_before: false,
+        };
         let t = Instant::now();
         assert!(!h.busy(t, true));
         assert!(!h.busy(t + Duration::from_micros(50), true));
