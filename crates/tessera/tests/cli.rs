@@ -52,7 +52,7 @@ fn bad_arguments_fail_with_a_message() {
 #[test]
 fn bench_sim_prints_ratios() {
     let out = tessera()
-        .args(["bench", "sim", "--runs", "1", "--scales", "1,2", "--json"])
+        .args(["bench", "sim", "--runs", "1", "--scales", "1,2", "--floor-ms", "2", "--json"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -65,7 +65,13 @@ fn bench_sim_prints_ratios() {
     // four Flexy policies at 1x, then ten policies (the node policy's since stop 48) at
     // two scales each
     assert_eq!(measured.len(), 4 + 10 * 2);
-    assert!(measured.iter().all(|l| l["ratio_to_floor"].as_f64().is_some_and(|r| r > 0.0)));
+    assert!(measured.iter().all(|l| l["floor_over_task"].as_f64().is_some_and(|r| r > 0.0)));
+    // issue 55: cost per task completed, beside the per-event figure and the floor's
+    for l in &measured {
+        let (tasks, per_task) = (l["tasks"].as_u64().unwrap(), l["ns_per_task"].as_f64().unwrap());
+        assert!(tasks > 0 && per_task > 0.0 && l["ns_per_event"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(l["floor_ns_per_event"].as_f64().unwrap() > 0.0, "{l}");
+    }
     assert_eq!(growth.len(), 10);
     assert!(growth.iter().all(|l| l["ratio"].as_f64().is_some_and(|r| r > 0.0)));
     assert!(growth.iter().all(|l| l["floor_ratio"].as_f64().is_some_and(|r| r > 0.0)));

@@ -29,6 +29,9 @@ pub struct SimBenchArgs {
     /// Only the scaled rows of policies whose label contains this (for profiling).
     #[arg(long)]
     only: Option<String>,
+    /// Milliseconds of each of the floor's 5 timed runs (`--quick`: 10).
+    #[arg(long, default_value_t = 100)]
+    floor_ms: u64,
     #[command(flatten)]
     quick: super::Quick,
 }
@@ -40,19 +43,39 @@ struct Row {
     policy: String,
     events: u64,
     events_per_s: f64,
+    tasks: u64,
+    ns_per_task: f64,
     queue_len: usize,
 }
 
-/// Run every workload under `policy` with `sharing`; events, events/s and the
-/// engine's mean queue length.
+/// What a run of every workload under a policy measured.
+struct Measured {
+    events: u64,
+    /// Tasks completed or dropped: what a simulation is for, comparable across
+    /// policies (a policy's events include its superseded predictions and ticks).
+    tasks: u64,
+    secs: f64,
+    queue_len: usize,
+}
+
+impl Measured {
+    fn events_per_s(&self) -> f64 {
+        self.events as f64 / self.secs
+    }
+    fn ns_per_task(&self) -> f64 {
+        self.secs * 1e9 / self.tasks.max(1) as f64
+    }
+}
+
+/// Run every workload under `policy` with `sharing`.
 fn measure(
     workloads: &[Workload],
     gpus: &[GpuSpec],
     policy: &PolicyConfig,
     sharing: Sharing,
-) -> Result<(u64, f64, usize)> {
+) -> Result<Measured> {
     let start = Instant::now();
-    let mut events = 0u64;
+    let (mut events, mut tasks) = (0u64, 0u64);
     let mut queue_len_sum = 0.0;
     for w in workloads {
         let opts = SimOptions {
@@ -66,45 +89,75 @@ fn measure(
         };
         let m = Simulation::new(w, policy.build(gpus)?, opts).run()?;
         events += m.events;
+        tasks += (m.uf_tasks + m.batch_done) as u64;
         queue_len_sum += m.mean_queue_len;
     }
     let secs = start.elapsed().as_secs_f64();
     let queue_len = ((queue_len_sum / workloads.len().max(1) as f64).round() as usize).max(1);
-    Ok((events, events as f64 / secs, queue_len))
+    Ok(Measured { events, tasks, secs, queue_len })
 }
 
-/// The floor: `events` through a bare binary heap (push + pop) held at `len` entries —
-/// the least any discrete-event engine with a queue that long must do per event.
-fn heap_floor(events: u64, len: usize) -> f64 {
-    let start = Instant::now();
-    let mut heap = BinaryHeap::new();
+/// An event queue's entry as large as the engine's (40 bytes: when, a sequence number
+/// for ties, and what happens).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct FloorEntry {
+    at: Reverse<(u64, u64)>,
+    what: [u64; 3],
+}
+
+/// The floor: ns per event of a real event queue held at `len` entries — pop the
+/// earliest, push one at its time plus a random delay (entries the engine's size) —
+/// the least any discrete-event engine with a queue that long must do per event. The
+/// median of 5 runs of at least `ms` milliseconds each.
+fn queue_floor_ns(len: usize, ms: u64) -> f64 {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    for i in 0..events {
+    let mut next = move || {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        heap.push(Reverse((x % 1_000_000_000, i)));
-        if heap.len() > len {
-            black_box(heap.pop());
-        }
-    }
-    while let Some(e) = heap.pop() {
-        black_box(e);
-    }
-    events as f64 / start.elapsed().as_secs_f64()
+        x
+    };
+    let mut heap: BinaryHeap<FloorEntry> = (0..len.max(1) as u64)
+        .map(|i| FloorEntry { at: Reverse((next() % 1_000_000_000, i)), what: [i; 3] })
+        .collect();
+    let mut seq = len as u64;
+    let mut runs: Vec<f64> = (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            let mut events = 0u64;
+            while start.elapsed() < std::time::Duration::from_millis(ms) {
+                for _ in 0..4096 {
+                    let e = heap.pop().expect("the queue is never empty");
+                    let now = e.at.0.0;
+                    seq += 1;
+                    let what = black_box(e.what);
+                    heap.push(FloorEntry {
+                        at: Reverse((now + 1 + next() % 1_000_000, seq)),
+                        what,
+                    });
+                }
+                events += 4096;
+            }
+            start.elapsed().as_nanos() as f64 / events as f64
+        })
+        .collect();
+    runs.sort_by(f64::total_cmp);
+    runs[runs.len() / 2]
 }
 
 /// One policy measured at every scale on the co-location workload.
 struct Scaled {
     policy: String,
     path: &'static str,
-    /// (scale, events, events/s, heap floor events/s) per scale.
-    at: Vec<(usize, u64, f64, f64)>,
+    /// (scale, what was measured, the floor's ns per event at its queue length) per
+    /// scale.
+    at: Vec<(usize, Measured, f64)>,
 }
 
 pub fn run(mut a: SimBenchArgs) -> Result<()> {
     if a.quick.on() {
         a.runs = a.runs.min(1);
+        a.floor_ms = a.floor_ms.min(10);
         a.scales.retain(|&s| s == 1);
     }
     let gpus = GpuSpec::uniform(4, Bytes::gib(4));
@@ -194,6 +247,11 @@ pub fn run(mut a: SimBenchArgs) -> Result<()> {
             })
             .collect()
     };
+    // the floor at each queue length met, timed once
+    let floor_ms = a.floor_ms.max(1);
+    let mut floor_cache = std::collections::BTreeMap::new();
+    let mut floor_at =
+        |len: usize| *floor_cache.entry(len).or_insert_with(|| queue_floor_ns(len, floor_ms));
     // one unmeasured run first, so that the first row does not pay for a cold process
     // (page faults, allocator growth)
     measure(&flexy[..1], &gpus, &flexy_policies[0], Sharing::Exclusive)?;
@@ -207,9 +265,11 @@ pub fn run(mut a: SimBenchArgs) -> Result<()> {
             workload: "flexy-w2",
             path: "exclusive",
             policy: policy.label(),
-            events: r.0,
-            events_per_s: r.1,
-            queue_len: r.2,
+            events: r.events,
+            events_per_s: r.events_per_s(),
+            tasks: r.tasks,
+            ns_per_task: r.ns_per_task(),
+            queue_len: r.queue_len,
         });
         progress.inc(1);
     }
@@ -221,8 +281,9 @@ pub fn run(mut a: SimBenchArgs) -> Result<()> {
         let mut at = Vec::new();
         for (&scale, workload) in a.scales.iter().zip(&workloads) {
             let node = GpuSpec::uniform(4 * scale, Bytes::gib(4));
-            let (events, per_s, queue) = measure(workload, &node, policy, *sharing)?;
-            at.push((scale, events, per_s, heap_floor(events, queue)));
+            let m = measure(workload, &node, policy, *sharing)?;
+            let floor = floor_at(m.queue_len);
+            at.push((scale, m, floor));
             progress.inc(1);
         }
         scaled.push(Scaled {
@@ -233,15 +294,14 @@ pub fn run(mut a: SimBenchArgs) -> Result<()> {
     }
     progress.finish_and_clear();
 
-    let floors: Vec<f64> = rows.iter().map(|r| heap_floor(r.events, r.queue_len)).collect();
+    let floors: Vec<f64> = rows.iter().map(|r| floor_at(r.queue_len)).collect();
     let mut out = std::io::stdout().lock();
     use std::io::Write;
-    // cost per event at the largest scale over that at the smallest (the first and last
-    // given), of the engine or (`floor`) of the bare heap: how much a queue's cost per
-    // event grows with its length and the cache misses that come with it
+    // cost per task at the largest scale over that at the smallest (the first and last
+    // given), of the engine and (`floor`, per event) of the bare event queue
     let growth_of = |s: &Scaled, floor: bool| {
-        let per_s = |x: &(usize, u64, f64, f64)| if floor { x.3 } else { x.2 };
-        s.at.first().map_or(f64::NAN, per_s) / s.at.last().map_or(f64::NAN, per_s)
+        let cost = |x: &(usize, Measured, f64)| if floor { x.2 } else { x.1.ns_per_task() };
+        s.at.last().map_or(f64::NAN, cost) / s.at.first().map_or(f64::NAN, cost)
     };
     let growth = |s: &Scaled| growth_of(s, false);
     let floor_growth = |s: &Scaled| growth_of(s, true);
@@ -250,21 +310,21 @@ pub fn run(mut a: SimBenchArgs) -> Result<()> {
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({"measurement": "simulator", "workload": r.workload, "path": r.path, "policy": r.policy, "scale": 1, "events": r.events, "events_per_s": r.events_per_s, "queue_len": r.queue_len, "floor_events_per_s": floor, "ratio_to_floor": r.events_per_s / floor})
+                serde_json::json!({"measurement": "simulator", "workload": r.workload, "path": r.path, "policy": r.policy, "scale": 1, "events": r.events, "events_per_s": r.events_per_s, "tasks": r.tasks, "ns_per_task": r.ns_per_task, "ns_per_event": 1e9 / r.events_per_s, "queue_len": r.queue_len, "floor_ns_per_event": floor, "floor_over_task": floor / r.ns_per_task})
             )?;
         }
         for s in &scaled {
-            for (scale, events, per_s, floor) in &s.at {
+            for (scale, m, floor) in &s.at {
                 writeln!(
                     out,
                     "{}",
-                    serde_json::json!({"measurement": "simulator", "workload": "colocated", "path": s.path, "policy": s.policy, "scale": scale, "gpus": 4 * scale, "tenants": 32 * scale, "events": events, "events_per_s": per_s, "floor_events_per_s": floor, "ratio_to_floor": per_s / floor})
+                    serde_json::json!({"measurement": "simulator", "workload": "colocated", "path": s.path, "policy": s.policy, "scale": scale, "gpus": 4 * scale, "tenants": 32 * scale, "events": m.events, "tasks": m.tasks, "ns_per_task": m.ns_per_task(), "ns_per_event": 1e9 / m.events_per_s(), "queue_len": m.queue_len, "floor_ns_per_event": floor, "floor_over_task": floor / m.ns_per_task()})
                 )?;
             }
             writeln!(
                 out,
                 "{}",
-                serde_json::json!({"measurement": "cost per event, largest scale over smallest", "policy": s.policy, "path": s.path, "scales": [a.scales.first(), a.scales.last()], "ratio": growth(s), "floor_ratio": floor_growth(s)})
+                serde_json::json!({"measurement": "cost per task, largest scale over smallest", "policy": s.policy, "path": s.path, "scales": [a.scales.first(), a.scales.last()], "ratio": growth(s), "floor_ratio": floor_growth(s)})
             )?;
         }
     } else {
@@ -275,43 +335,54 @@ pub fn run(mut a: SimBenchArgs) -> Result<()> {
         )?;
         writeln!(
             out,
-            "{:<10} {:<10} {:<14} {:>11} {:>12} {:>6} {:>12} {:>8}",
-            "workload", "path", "policy", "events", "events/s", "queue", "heap floor/s", "x floor"
+            "{:<10} {:<10} {:<14} {:>9} {:>9} {:>10} {:>10} {:>6} {:>12} {:>8}",
+            "workload",
+            "path",
+            "policy",
+            "tasks",
+            "events",
+            "ns/task",
+            "ns/event",
+            "queue",
+            "floor ns/ev",
+            "x floor"
         )?;
         for (r, floor) in rows.iter().zip(&floors) {
             writeln!(
                 out,
-                "{:<10} {:<10} {:<14} {:>11} {:>12.0} {:>6} {:>12.0} {:>8.3}",
+                "{:<10} {:<10} {:<14} {:>9} {:>9} {:>10.0} {:>10.0} {:>6} {:>12.1} {:>8.3}",
                 r.workload,
                 r.path,
                 r.policy,
+                r.tasks,
                 r.events,
-                r.events_per_s,
+                r.ns_per_task,
+                1e9 / r.events_per_s,
                 r.queue_len,
                 floor,
-                r.events_per_s / floor
+                floor / r.ns_per_task
             )?;
         }
         writeln!(
             out,
-            "\nevery policy on the co-location workload (8 jobs per GPU, 100 tasks each) at {:?} times the node (4 GPUs, 32 tenants)",
+            "\nevery policy on the co-location workload (8 jobs per GPU, 100 tasks each) at {:?} times the node (4 GPUs, 32 tenants): ns per task completed (x floor: the event queue's ns per event over it)",
             a.scales
         )?;
         write!(out, "{:<14} {:<10}", "policy", "path")?;
         for scale in &a.scales {
-            write!(out, " {:>10} {:>10}", format!("ev/s {scale}x"), "x floor")?;
+            write!(out, " {:>11} {:>8}", format!("ns/task {scale}x"), "x floor")?;
         }
         writeln!(out, " {:>15} {:>16}", "cost last/first", "floor last/first")?;
         for s in &scaled {
             write!(out, "{:<14} {:<10}", s.policy, s.path)?;
-            for (_, _, per_s, floor) in &s.at {
-                write!(out, " {:>10.0} {:>10.3}", per_s, per_s / floor)?;
+            for (_, m, floor) in &s.at {
+                write!(out, " {:>11.0} {:>8.3}", m.ns_per_task(), floor / m.ns_per_task())?;
             }
             writeln!(out, " {:>15.2} {:>16.2}", growth(s), floor_growth(s))?;
         }
         writeln!(
             out,
-            "(each row's floor is a bare binary heap held at that row's mean engine queue length, over the same number of events)"
+            "(the floor: an event queue held at the row's mean engine queue length, 40-byte entries, pop the earliest and push at its time plus a delay; median of 5 runs of 100 ms)"
         )?;
     }
     Ok(())
