@@ -420,6 +420,16 @@ impl Board {
             .map(|(spec, _)| spec.id)
     }
 
+    /// Whether any of this tenant's tasks runs now: its count of running tasks, kept at
+    /// each dispatch, finish and requeue, instead of [`Board::tenant_gpus`]'s walk of
+    /// every GPU (which a policy asking it of every tenant on each event made O(GPUs²)
+    /// per event: issue 55's node policy at 400 GPUs).
+    pub fn tenant_runs(&self, tenant: TenantId) -> bool {
+        let runs = self.tenants.get(tenant.0).is_some_and(|t| t.running > 0);
+        debug_assert_eq!(runs, self.tenant_gpus(tenant).next().is_some(), "{tenant:?}'s count");
+        runs
+    }
+
     /// The tenants with queued tasks, in id order.
     pub fn backlogged(&self) -> impl Iterator<Item = TenantId> + '_ {
         self.backlogged.iter().copied()

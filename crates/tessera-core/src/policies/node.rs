@@ -519,7 +519,7 @@ impl NodePolicy {
     /// or used its GPU in the last interval.
     fn contends(&self, tenant: TenantId) -> bool {
         self.board.queue_of(tenant).0 > 0
-            || self.board.tenant_gpus(tenant).next().is_some()
+            || self.board.tenant_runs(tenant)
             || self.monitor.demand(tenant).is_some_and(|d| d > 0.0)
     }
 

@@ -395,7 +395,7 @@ pub fn run(mut a: SimBenchArgs) -> Result<()> {
         }
         writeln!(
             out,
-            "(the floor: an event queue held at the row's mean engine queue length, 40-byte entries, pop the earliest and push at its time plus a delay; median of 5 runs of 100 ms)"
+            "(the floor: an event queue held at the row's mean engine queue length, 40-byte entries, pop the earliest and push at its time plus a delay; median of 5 runs of {floor_ms} ms)"
         )?;
     }
     Ok(())
