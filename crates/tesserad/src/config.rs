@@ -286,6 +286,11 @@ pub struct DaemonConfig {
     pub ring_slots: u32,
     /// Data bytes per slot: the largest task input or output.
     pub slot_bytes: u32,
+    /// On a host whose CPUs are oversubscribed, the core and its clients block for
+    /// each other's requests and answers instead of spinning (issue 59, in progress:
+    /// `tessera bench transport` turns it on; docs/benchmarks.md). Off: they spin as on
+    /// a quiet host, whatever the load.
+    pub block_when_busy: bool,
     /// Longest task cost accepted, ms of emulated time; longer tasks fail at once.
     pub max_task_ms: u64,
     /// How long a drain waits for running tasks, ms of wall time, before resetting
@@ -400,6 +405,7 @@ impl Default for DaemonConfig {
             reset_ms: 0,
             sla_ms: 200,
             ring_slots: 64,
+            block_when_busy: false,
             slot_bytes: 4096,
             max_task_ms: 60_000,
             drain_timeout_ms: 30_000,

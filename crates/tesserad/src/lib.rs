@@ -369,6 +369,7 @@ impl Daemon {
                 slurm: cfg.slurm.clone(),
                 slurm_refusal: cfg.slurm_refusal(),
                 require_token_in_containers: cfg.kubernetes.require_token_in_containers,
+                block_when_busy: cfg.block_when_busy,
             },
         )
         .with_inference(inference, models_only)

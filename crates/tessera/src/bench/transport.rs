@@ -156,6 +156,8 @@ pub fn run(mut a: TransportBenchArgs) -> Result<()> {
         max_tenants_per_conn: 1 << 20,
         max_tenants_per_uid: 1 << 20,
         max_conns_per_uid: 1 << 20,
+        // issue 59's blocking on a busy host, which this bench measures
+        block_when_busy: true,
         ..DaemonConfig::default()
     };
     let daemon = Daemon::start(&cfg)?;

@@ -437,6 +437,8 @@ pub struct Limits {
     /// Processes in another pid namespace register with a pod allocation's token only
     /// (`[kubernetes] require_token_in_containers`).
     pub require_token_in_containers: bool,
+    /// Block rather than spin on an oversubscribed host (`block_when_busy`).
+    pub block_when_busy: bool,
 }
 
 /// Slurm jobs listed in one status reply.
@@ -773,7 +775,7 @@ impl Core {
     /// [`host_load`]). Whether the core should sleep now.
     fn spin(&mut self, idle_since: &mut Option<Instant>) -> bool {
         let now = Instant::now();
-        if self.host.busy(now, true) {
+        if self.limits.block_when_busy && self.host.busy(now, true) {
             return true;
         }
         let idle = now.saturating_duration_since(*idle_since.get_or_insert(now));
@@ -788,7 +790,7 @@ impl Core {
     /// What a ring the core polls says to its client: that the core polls it
     /// (`POLLING`: no doorbell, a spin pays) on a quiet host; `BUSY` on a busy one.
     fn awake_state(&mut self) -> u32 {
-        if self.host.busy(Instant::now(), false) {
+        if self.limits.block_when_busy && self.host.busy(Instant::now(), false) {
             daemon_state::BUSY
         } else {
             daemon_state::POLLING
@@ -797,7 +799,7 @@ impl Core {
 
     /// What a ring says while the core sleeps: `ASLEEP`, or `BUSY` on a busy host.
     fn asleep_state(&mut self) -> u32 {
-        if self.host.busy(Instant::now(), false) {
+        if self.limits.block_when_busy && self.host.busy(Instant::now(), false) {
             daemon_state::BUSY
         } else {
             daemon_state::ASLEEP
