@@ -4,7 +4,6 @@
 //! whose pod is gone.
 
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use tessera_client::pod::{PodGrant, Token};
 
@@ -128,22 +127,9 @@ impl Book {
     /// Write the book: a new file renamed over the old, readable by root only (it holds
     /// the tokens).
     pub fn save(&self) -> Result<(), BookError> {
-        let io = |source| BookError::Io { path: self.path.clone(), source };
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let tmp = self.path.with_extension("tmp");
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode_0600()
-            .open(&tmp)
-            .map_err(io)?;
-        let json = serde_json::to_vec_pretty(&self.allocations).expect("allocations serialise");
-        f.write_all(&json).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, &self.path).map_err(io)
+        let json = serde_json::to_value(&self.allocations).expect("allocations serialise");
+        crate::cdi::write(&self.path, &json)
+            .map_err(|e| BookError::Io { path: e.path, source: e.source })
     }
 
     /// Add `a`; returns the allocations that held any of its units, removed: the kubelet
@@ -206,17 +192,6 @@ impl Book {
         }
         self.allocations = kept;
         changes
-    }
-}
-
-/// `OpenOptions::mode(0o600)`, named for what it is for.
-trait Private {
-    fn mode_0600(&mut self) -> &mut Self;
-}
-
-impl Private for std::fs::OpenOptions {
-    fn mode_0600(&mut self) -> &mut Self {
-        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600)
     }
 }
 

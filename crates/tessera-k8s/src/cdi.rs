@@ -55,8 +55,9 @@ pub fn spec(kind: &str, name: &str, edits: &ContainerAllocateResponse) -> serde_
     })
 }
 
-/// Write `spec` to `path`, readable by root only (it holds the allocation's token):
-/// a new file renamed into place, so a runtime never reads half of one.
+/// Write `spec` (a CDI spec, or the plugin's and the DRA driver's books) to `path`,
+/// readable by root only (each holds tokens): a new file, synced, renamed into place,
+/// so a reader never sees half of one.
 pub fn write(path: &Path, spec: &serde_json::Value) -> Result<(), CdiError> {
     let err = |source| CdiError { path: path.into(), source };
     if let Some(dir) = path.parent() {
