@@ -10,6 +10,7 @@ use crate::action::{Action, MemoryDenial, TaskEndReason};
 use crate::estimate::WindowMean;
 use crate::event::Event;
 use crate::free_order::{Busy, FreeOrder};
+use crate::id_set::IdSet;
 use crate::id_table::IdTable;
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
@@ -180,16 +181,18 @@ pub struct Board {
     /// Migrations under way: tenant -> (from, to).
     migrating: BTreeMap<TenantId, (GpuId, GpuId)>,
     tenants: IdTable<TenantQueue>,
-    /// Tenants with a non-empty queue, in id order (round-robin walks these).
-    backlogged: BTreeSet<TenantId>,
+    /// Tenants with a non-empty queue, in id order (round-robin walks these): a bitset,
+    /// since it changes on nearly every event.
+    backlogged: IdSet,
     /// Per class (batch, user-facing), each backlogged tenant's head-of-line task as
     /// (submission order, tenant): the oldest head is the first entry, so the queries
     /// policies make on every event cost a tree look-up, not a walk of the tenants.
-    heads: [BTreeSet<(u64, TenantId)>; 2],
+    /// Kept only for a policy that asks ([`Board::with_head_index`]).
+    heads: Option<[BTreeSet<(u64, TenantId)>; 2]>,
     /// Per class, tasks queued and tasks running.
     queued_count: [usize; 2],
     running_count: [usize; 2],
-    kernel_time: BTreeMap<u32, WindowMean>,
+    kernel_time: IdTable<WindowMean>,
     class_time: [WindowMean; 2],
     next_seq: u64,
     rr_cursor: Option<TenantId>,
@@ -199,12 +202,14 @@ pub struct Board {
     /// The idle GPUs (available, running nothing), by id: kept up to date at every
     /// change of a GPU's state, so that the policies' question on every event costs
     /// the idle GPUs, not a walk of the node.
-    idle: BTreeSet<GpuId>,
+    idle: IdSet,
     /// The whole GPUs with room for one more task, by (summed demand, tasks running,
-    /// id), and each GPU's key there: least-loaded placement takes the first.
-    with_room: BTreeSet<(u32, usize, GpuId)>,
+    /// id), and each GPU's key there: least-loaded placement takes the first. Kept
+    /// only for a policy that asks ([`Board::with_load_order`]).
+    with_room: Option<BTreeSet<(u32, usize, GpuId)>>,
     room_key: Vec<Option<(u32, usize, GpuId)>>,
     /// The busy GPUs by expected freeing, on an exclusive board (one task per GPU).
+    /// Kept only for a policy that asks ([`Board::with_free_order`]).
     free_order: Option<FreeOrder>,
 }
 
@@ -241,7 +246,10 @@ impl Classes {
 
 impl Board {
     /// A board for these GPUs, all idle, with no tenants, that runs one task at a time
-    /// per GPU or partition.
+    /// per GPU or partition. It keeps the idle GPUs and the backlogged tenants; the
+    /// other indices only when the policy asks for them ([`Board::with_head_index`],
+    /// [`Board::with_load_order`], [`Board::with_free_order`]): an index no one reads
+    /// costs on every event all the same (issue 55).
     pub fn new(gpus: &[GpuSpec]) -> Board {
         Board::with_colocation(gpus, 1)
     }
@@ -249,27 +257,59 @@ impl Board {
     /// A board that lets up to `per_placement` tasks run at once on one GPU or
     /// partition (the driver's model decides how they share it).
     pub fn with_colocation(gpus: &[GpuSpec], per_placement: usize) -> Board {
+        let mut idle = IdSet::default();
+        for g in gpus {
+            idle.insert(u64::from(g.id.0));
+        }
         Board {
             gpus: gpus.iter().map(|g| (g.clone(), GpuState::new())).collect(),
             colocation: per_placement.max(1),
             migrating: BTreeMap::new(),
             tenants: IdTable::default(),
-            backlogged: BTreeSet::new(),
-            heads: [BTreeSet::new(), BTreeSet::new()],
+            backlogged: IdSet::default(),
+            heads: None,
             queued_count: [0; 2],
             running_count: [0; 2],
-            kernel_time: BTreeMap::new(),
+            kernel_time: IdTable::default(),
             class_time: [WindowMean::new(KERNEL_HISTORY), WindowMean::new(KERNEL_HISTORY)],
             next_seq: 0,
             rr_cursor: None,
             memory_used: vec![Bytes(0); gpus.len()],
             memory_held: BTreeMap::new(),
             announced_pools: None,
-            idle: gpus.iter().map(|g| g.id).collect(),
-            with_room: gpus.iter().map(|g| (0, 0, g.id)).collect(),
-            room_key: gpus.iter().map(|g| Some((0, 0, g.id))).collect(),
-            free_order: (per_placement <= 1).then(|| FreeOrder::new(gpus.len())),
+            idle,
+            with_room: None,
+            room_key: vec![None; gpus.len()],
+            free_order: None,
         }
+    }
+
+    /// Keep each class's oldest head-of-line task indexed, for a policy that asks for
+    /// it on every event ([`Board::oldest_head`], [`Board::oldest_queued_since`]);
+    /// without it they walk the backlogged tenants. Call before any event.
+    pub fn with_head_index(mut self) -> Board {
+        debug_assert!(self.tenants.iter().next().is_none(), "an index made before any event");
+        self.heads = Some([BTreeSet::new(), BTreeSet::new()]);
+        self
+    }
+
+    /// Keep the whole GPUs with room in load order ([`Board::gpus_with_room_by_load`]);
+    /// without it that sorts the node. Call before any event.
+    pub fn with_load_order(mut self) -> Board {
+        let keys: Vec<_> = self.gpus.iter().map(|(g, _)| Some((0, 0, g.id))).collect();
+        self.with_room = Some(keys.iter().flatten().copied().collect());
+        self.room_key = keys;
+        self
+    }
+
+    /// Keep the busy GPUs in the order of their expected freeing, on an exclusive
+    /// board ([`Board::first_busy_to_free`]); without it (or co-locating) that sorts
+    /// the node. Call before any event.
+    pub fn with_free_order(mut self) -> Board {
+        if self.colocation <= 1 {
+            self.free_order = Some(FreeOrder::new(self.gpus.len()));
+        }
+        self
     }
 
     /// Bring the GPU indices (the idle set, the load order, the free order) up to date
@@ -278,19 +318,25 @@ impl Board {
         let Some((spec, state)) = self.gpus.get(index) else { return };
         let id = spec.id;
         if state.is_idle() {
-            self.idle.insert(id);
+            self.idle.insert(u64::from(id.0));
         } else {
-            self.idle.remove(&id);
+            self.idle.remove(u64::from(id.0));
         }
-        let key =
-            self.has_room(Placement::whole(id)).then(|| (state.demand(), state.running.len(), id));
-        if let Some(old) = self.room_key[index].take() {
-            self.with_room.remove(&old);
+        if self.with_room.is_some() {
+            let key = self
+                .has_room(Placement::whole(id))
+                .then(|| (state.demand(), state.running.len(), id));
+            let old = self.room_key[index].take();
+            if let Some(with_room) = &mut self.with_room {
+                if let Some(old) = old {
+                    with_room.remove(&old);
+                }
+                if let Some(key) = key {
+                    with_room.insert(key);
+                }
+            }
+            self.room_key[index] = key;
         }
-        if let Some(key) = key {
-            self.with_room.insert(key);
-        }
-        self.room_key[index] = key;
         if let Some(order) = &mut self.free_order {
             let busy = if state.is_idle() {
                 None
@@ -311,7 +357,14 @@ impl Board {
 
     /// The idle GPUs, by id.
     pub fn idle_ids(&self) -> impl Iterator<Item = GpuId> + '_ {
-        self.idle.iter().copied()
+        self.idle.iter().map(|g| GpuId(g as u32))
+    }
+
+    /// The first idle GPU with an id at or above `from`: a walk of the idle GPUs that
+    /// lets the walker dispatch as it goes, without a list made per event. A dispatch
+    /// changes only its own GPU, so the walk sees what a list taken first would.
+    pub fn next_idle(&self, from: u32) -> Option<GpuId> {
+        self.idle.first_from(u64::from(from)).map(|g| GpuId(g as u32))
     }
 
     /// Append to `out` the first `m` GPUs that are not idle, in the order of when each
@@ -344,20 +397,25 @@ impl Board {
     /// The whole GPUs with room for one more task, least loaded first: by summed
     /// demand of what runs there, then tasks running, then id.
     pub fn gpus_with_room_by_load(&self) -> impl Iterator<Item = GpuId> + '_ {
+        let sorted = || {
+            let mut all: Vec<_> = self
+                .gpus
+                .iter()
+                .filter(|(spec, _)| self.has_room(Placement::whole(spec.id)))
+                .map(|(spec, st)| (st.demand(), st.running.len(), spec.id))
+                .collect();
+            all.sort_unstable();
+            all
+        };
         debug_assert!(
-            self.with_room.iter().copied().eq({
-                let mut all: Vec<_> = self
-                    .gpus
-                    .iter()
-                    .filter(|(spec, _)| self.has_room(Placement::whole(spec.id)))
-                    .map(|(spec, st)| (st.demand(), st.running.len(), spec.id))
-                    .collect();
-                all.sort_unstable();
-                all
-            }),
+            self.with_room.as_ref().is_none_or(|w| w.iter().copied().eq(sorted())),
             "the load order drifted from the GPUs' states"
         );
-        self.with_room.iter().map(|(_, _, g)| *g)
+        let (indexed, walked) = match &self.with_room {
+            Some(w) => (Some(w.iter().map(|(_, _, g)| *g)), None),
+            None => (None, Some(sorted().into_iter().map(|(_, _, g)| g))),
+        };
+        indexed.into_iter().flatten().chain(walked.into_iter().flatten())
     }
 
     /// Number of GPUs.
@@ -384,14 +442,14 @@ impl Board {
     /// Idle GPUs (available, running nothing), in id order.
     pub fn idle_gpus(&self) -> Vec<GpuId> {
         debug_assert!(
-            self.idle.iter().copied().eq(self
+            self.idle_ids().eq(self
                 .gpus
                 .iter()
                 .filter(|(_, s)| s.is_idle())
                 .map(|(spec, _)| spec.id)),
             "the idle set drifted from the GPUs' states"
         );
-        self.idle.iter().copied().collect()
+        self.idle_ids().collect()
     }
 
     /// Whether `tenant`'s tasks may run on `gpu` (a tenant pinned to some GPUs, as a
@@ -432,7 +490,7 @@ impl Board {
 
     /// The tenants with queued tasks, in id order.
     pub fn backlogged(&self) -> impl Iterator<Item = TenantId> + '_ {
-        self.backlogged.iter().copied()
+        self.backlogged.iter().map(TenantId)
     }
 
     /// The tenant's declared memory and what it holds per GPU.
@@ -564,21 +622,24 @@ impl Board {
     /// queue, after its front changed.
     fn reindex(&mut self, tenant_id: TenantId) {
         let Some(t) = self.tenants.get_mut(tenant_id.0) else { return };
-        let heads = &mut self.heads[class_index(t.spec.class)];
+        let mut heads = self.heads.as_mut().map(|h| &mut h[class_index(t.spec.class)]);
         let was_backlogged = t.head.is_some();
-        if let Some(seq) = t.head.take() {
+        let old = t.head.take();
+        if let (Some(seq), Some(heads)) = (old, heads.as_deref_mut()) {
             heads.remove(&(seq, tenant_id));
         }
         match t.queue.front() {
             Some(front) => {
                 t.head = Some(front.seq);
-                heads.insert((front.seq, tenant_id));
+                if let Some(heads) = heads {
+                    heads.insert((front.seq, tenant_id));
+                }
                 if !was_backlogged {
-                    self.backlogged.insert(tenant_id);
+                    self.backlogged.insert(tenant_id.0);
                 }
             }
             None if was_backlogged => {
-                self.backlogged.remove(&tenant_id);
+                self.backlogged.remove(tenant_id.0);
             }
             None => {}
         }
@@ -588,8 +649,8 @@ impl Board {
         // Cancellations are rare: a walk of the queues costs less overall than an index
         // of every task kept up to date on every submission and completion.
         let found = self.backlogged.iter().find_map(|id| {
-            let pos = self.tenants.get(id.0)?.queue.iter().position(|q| q.spec.id == task)?;
-            Some((*id, pos))
+            let pos = self.tenants.get(id)?.queue.iter().position(|q| q.spec.id == task)?;
+            Some((TenantId(id), pos))
         });
         let Some((tenant_id, pos)) = found else { return };
         let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
@@ -643,8 +704,9 @@ impl Board {
         self.running_count[class_index(running.class)] -= 1;
         if completed {
             self.kernel_time
-                .entry(running.spec.kernel)
-                .or_insert_with(|| WindowMean::new(KERNEL_HISTORY))
+                .get_or_insert_with(u64::from(running.spec.kernel), || {
+                    WindowMean::new(KERNEL_HISTORY)
+                })
                 .push(ran_for);
             self.class_time[class_index(running.class)].push(ran_for);
         }
@@ -670,7 +732,7 @@ impl Board {
 
     fn predicted_duration_at(&self, kernel: u32, class: usize) -> Nanos {
         self.kernel_time
-            .get(&kernel)
+            .get(u64::from(kernel))
             .and_then(WindowMean::mean)
             .or_else(|| self.class_time[class].mean())
             .unwrap_or(Nanos::ZERO)
@@ -729,7 +791,20 @@ impl Board {
     /// `classes` with a non-empty queue (first-come first-served across tenants).
     pub fn oldest_head(&self, classes: Classes) -> Option<TenantId> {
         self.debug_check();
-        classes.indices().iter().filter_map(|&c| self.heads[c].first()).min().map(|(_, id)| *id)
+        let Some(heads) = &self.heads else {
+            // no index asked for: a walk of the backlogged tenants
+            let wanted = |c: ServiceClass| classes.indices().contains(&class_index(c));
+            return self
+                .backlogged
+                .iter()
+                .filter_map(|id| {
+                    let t = self.tenants.get(id)?;
+                    wanted(t.spec.class).then_some((t.head?, TenantId(id)))
+                })
+                .min()
+                .map(|(_, id)| id);
+        };
+        classes.indices().iter().filter_map(|&c| heads[c].first()).min().map(|(_, id)| *id)
     }
 
     /// In debug builds, check the indexes against the queues they summarise.
@@ -740,10 +815,10 @@ impl Board {
                 let id = &TenantId(id);
                 let c = class_index(t.spec.class);
                 queued[c] += t.queue.len();
-                assert_eq!(t.queue.is_empty(), !self.backlogged.contains(id), "backlog of {id}");
+                assert_eq!(t.queue.is_empty(), !self.backlogged.contains(id.0), "backlog of {id}");
                 assert_eq!(t.head, t.queue.front().map(|q| q.seq), "head of {id}");
-                if let Some(seq) = t.head {
-                    assert!(self.heads[c].contains(&(seq, *id)), "head index of {id}");
+                if let (Some(seq), Some(heads)) = (t.head, &self.heads) {
+                    assert!(heads[c].contains(&(seq, *id)), "head index of {id}");
                 }
             }
             assert_eq!(queued, self.queued_count, "queued counts");
@@ -794,14 +869,30 @@ impl Board {
     /// The next tenant after the round-robin cursor with a non-empty queue (Flexy
     /// §II-A) that may run on `gpu`, and advance the cursor to it.
     pub fn next_round_robin_on(&mut self, gpu: GpuId) -> Option<TenantId> {
-        use std::ops::Bound::{Excluded, Unbounded};
-        let from = self.rr_cursor.map_or(Unbounded, Excluded);
-        let next = self
-            .backlogged
-            .range((from, Unbounded))
-            .chain(self.backlogged.iter())
-            .find(|t| self.may_run_on(**t, gpu))
-            .copied();
+        let after = match self.rr_cursor {
+            Some(c) => self.backlogged.first_after(c.0),
+            None => self.backlogged.first_from(0),
+        };
+        // from the cursor to the end, then from the start: the first that may run here
+        let mut id = after;
+        let mut wrapped = false;
+        let next = loop {
+            let Some(t) = id else {
+                if wrapped {
+                    break None;
+                }
+                wrapped = true;
+                id = self.backlogged.first_from(0);
+                continue;
+            };
+            if self.may_run_on(TenantId(t), gpu) {
+                break Some(TenantId(t));
+            }
+            if wrapped && after.is_some_and(|a| t >= a) {
+                break None;
+            }
+            id = self.backlogged.first_after(t);
+        };
         if next.is_some() {
             self.rr_cursor = next;
         }

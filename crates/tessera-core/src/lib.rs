@@ -26,6 +26,7 @@ pub mod board;
 pub mod estimate;
 pub mod event;
 mod free_order;
+mod id_set;
 mod id_table;
 pub mod ids;
 pub mod model;

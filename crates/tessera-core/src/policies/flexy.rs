@@ -342,7 +342,10 @@ pub struct Flexy {
 impl Flexy {
     /// Flexy over `gpus`.
     pub fn new(gpus: &[GpuSpec], params: FlexyParams) -> Flexy {
-        Flexy { board: Board::new(gpus), pool: ElasticPool::new(gpus.len(), params) }
+        Flexy {
+            board: Board::new(gpus).with_head_index().with_free_order(),
+            pool: ElasticPool::new(gpus.len(), params),
+        }
     }
 
     /// Change the minimum reservation (the PID variant's actuator).

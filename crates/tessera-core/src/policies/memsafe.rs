@@ -189,7 +189,7 @@ impl MemSafe {
     /// schedGPU over `gpus` with `policy`.
     pub fn new(gpus: &[GpuSpec], policy: NotificationPolicy) -> MemSafe {
         MemSafe {
-            board: Board::new(gpus),
+            board: Board::new(gpus).with_head_index(),
             policy,
             capacity: gpus.iter().map(|g| g.memory).collect(),
             used: vec![Bytes(0); gpus.len()],
@@ -367,7 +367,9 @@ impl Policy for MemSafe {
             return;
         }
         self.board.observe(now, event, actions);
-        for gpu in self.board.idle_gpus() {
+        let mut from = 0;
+        while let Some(gpu) = self.board.next_idle(from) {
+            from = gpu.0 + 1;
             if let Some(tenant) = self.board.oldest_head(Classes::All) {
                 self.board.dispatch(now, gpu, tenant, actions);
             }

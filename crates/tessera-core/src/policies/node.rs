@@ -335,7 +335,7 @@ impl NodePolicy {
     /// The node policy over `gpus`.
     pub fn new(gpus: &[GpuSpec], params: NodeParams) -> NodePolicy {
         let mut node = NodePolicy {
-            board: Board::new(gpus),
+            board: Board::new(gpus).with_head_index().with_free_order(),
             params,
             pool: ElasticPool::new(gpus.len(), params.flexy),
             batch: FairQueue::new(params.spin),

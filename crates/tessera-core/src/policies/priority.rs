@@ -38,7 +38,7 @@ impl Priority {
     pub fn new(gpus: &[GpuSpec], reserve: usize, reset: Option<Nanos>) -> Priority {
         let reserved_gpus =
             gpus.iter().map(|g| g.id).filter(|g| (g.0 as usize) < reserve).collect();
-        Priority { board: Board::new(gpus), reserve, reset, reserved_gpus }
+        Priority { board: Board::new(gpus).with_head_index(), reserve, reset, reserved_gpus }
     }
 
     fn reserved(&self, gpu: GpuId) -> bool {
@@ -58,7 +58,9 @@ impl Policy for Priority {
         self.board.observe(now, event, actions);
         self.board.announce_pools(&self.reserved_gpus, actions);
 
-        for gpu in self.board.idle_gpus() {
+        let mut from = 0;
+        while let Some(gpu) = self.board.next_idle(from) {
+            from = gpu.0 + 1;
             let tenant = self.board.oldest_head(Classes::UserFacing).or_else(|| {
                 if self.reserved(gpu) { None } else { self.board.oldest_head(Classes::Batch) }
             });

@@ -1,0 +1,212 @@
+//! A sorted set of ids handed out in increasing order (tenants), as a bitset over the
+//! window of live ids: the board's backlog (tenants with queued tasks) changes on
+//! nearly every event, and a B-tree insert or remove there cost hundreds of
+//! instructions where a bit costs a few (issue 55). Like [`crate::id_table::IdTable`],
+//! an id far outside the window goes to a sorted side set, so that an odd id costs a
+//! tree operation, never a bitset of its size.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::ops::Bound::{Excluded, Unbounded};
+
+/// The most empty words an insertion may add to the window (4096 × 64 ids).
+const MAX_GAP_WORDS: u64 = 4096;
+
+/// See the module docs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct IdSet {
+    /// The word of `words[0]` (id / 64).
+    base: u64,
+    words: VecDeque<u64>,
+    /// Ids that did not fit the window; never also in it.
+    sparse: BTreeSet<u64>,
+}
+
+impl IdSet {
+    /// Whether `id` is in the set.
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        match self.word_index(id) {
+            Some(w) => self.words[w] & (1 << (id % 64)) != 0,
+            None => !self.sparse.is_empty() && self.sparse.contains(&id),
+        }
+    }
+
+    fn word_index(&self, id: u64) -> Option<usize> {
+        let w = (id / 64).checked_sub(self.base)?;
+        (w < self.words.len() as u64).then_some(w as usize)
+    }
+
+    /// Add `id`; false if it was there.
+    pub(crate) fn insert(&mut self, id: u64) -> bool {
+        if self.words.is_empty() && self.sparse.is_empty() {
+            self.base = id / 64;
+        }
+        let word = id / 64;
+        let end = self.base + self.words.len() as u64;
+        if word < self.base && self.base - word <= MAX_GAP_WORDS {
+            self.grow_down_to(word);
+        }
+        if word < self.base || word >= end.saturating_add(MAX_GAP_WORDS) {
+            return self.sparse.insert(id);
+        }
+        let w = (word - self.base) as usize;
+        if w >= self.words.len() {
+            self.grow_to(w + 1);
+        }
+        let bit = 1 << (id % 64);
+        let was = self.words[w] & bit != 0;
+        self.words[w] |= bit;
+        !was
+    }
+
+    /// Grow the window to `len` words, moving into it the side set's ids it now covers.
+    fn grow_to(&mut self, len: usize) {
+        let old_end = (self.base + self.words.len() as u64).saturating_mul(64);
+        self.words.resize(len, 0);
+        if self.sparse.is_empty() {
+            return;
+        }
+        let new_end = (self.base + len as u64).saturating_mul(64);
+        let mut covered = self.sparse.split_off(&old_end);
+        let mut beyond = covered.split_off(&new_end);
+        self.sparse.append(&mut beyond);
+        for id in covered {
+            let w = (id / 64 - self.base) as usize;
+            self.words[w] |= 1 << (id % 64);
+        }
+    }
+
+    /// Extend the window down to start at `word`, moving into it the side set's ids it
+    /// now covers (an id below the window, inserted after the window slid past it:
+    /// GPU 0 idle again after GPUs 0-63 were all busy).
+    fn grow_down_to(&mut self, word: u64) {
+        let old_start = self.base * 64;
+        for _ in word..self.base {
+            self.words.push_front(0);
+        }
+        self.base = word;
+        if self.sparse.is_empty() {
+            return;
+        }
+        let mut above = self.sparse.split_off(&(word * 64));
+        let mut rest = above.split_off(&old_start);
+        self.sparse.append(&mut rest);
+        for id in above {
+            let w = (id / 64 - self.base) as usize;
+            self.words[w] |= 1 << (id % 64);
+        }
+    }
+
+    /// Remove `id`; false if it was not there. The window slides past leading empty
+    /// words.
+    pub(crate) fn remove(&mut self, id: u64) -> bool {
+        let Some(w) = self.word_index(id) else { return self.sparse.remove(&id) };
+        let bit = 1 << (id % 64);
+        let was = self.words[w] & bit != 0;
+        self.words[w] &= !bit;
+        while self.words.front() == Some(&0) {
+            self.words.pop_front();
+            self.base += 1;
+        }
+        was
+    }
+
+    /// The smallest id at or after `from`.
+    pub(crate) fn first_from(&self, from: u64) -> Option<u64> {
+        let dense = self.dense_from(from);
+        if self.sparse.is_empty() {
+            return dense;
+        }
+        let sparse = self.sparse.range(from..).next().copied();
+        match (dense, sparse) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The smallest id after `id`.
+    pub(crate) fn first_after(&self, id: u64) -> Option<u64> {
+        let from = id.checked_add(1)?;
+        if self.sparse.is_empty() {
+            return self.dense_from(from);
+        }
+        let dense = self.dense_from(from);
+        let sparse = self.sparse.range((Excluded(id), Unbounded)).next().copied();
+        match (dense, sparse) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The smallest id in the window at or after `from`.
+    fn dense_from(&self, from: u64) -> Option<u64> {
+        let start = self.base * 64;
+        let (mut w, mut mask) = if from <= start {
+            (0, u64::MAX)
+        } else {
+            let rel = from - start;
+            (usize::try_from(rel / 64).ok()?, u64::MAX << (rel % 64))
+        };
+        while w < self.words.len() {
+            let bits = self.words[w] & mask;
+            if bits != 0 {
+                return Some(start + w as u64 * 64 + u64::from(bits.trailing_zeros()));
+            }
+            w += 1;
+            mask = u64::MAX;
+        }
+        None
+    }
+
+    /// Every id, ascending.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut next = self.first_from(0);
+        std::iter::from_fn(move || {
+            let id = next?;
+            next = self.first_after(id);
+            Some(id)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the ids and their order, the set answers as a sorted set does.
+        #[test]
+        fn behaves_as_a_sorted_set(ops in proptest::collection::vec(
+            (any::<bool>(), prop_oneof![0u64..200, 0u64..1_000_000, any::<u64>()]), 0..300)
+        ) {
+            let mut set = IdSet::default();
+            let mut model = BTreeSet::new();
+            for (insert, id) in ops {
+                if insert {
+                    prop_assert_eq!(set.insert(id), model.insert(id));
+                } else {
+                    prop_assert_eq!(set.remove(id), model.remove(&id));
+                }
+                prop_assert_eq!(set.contains(id), model.contains(&id));
+                prop_assert_eq!(set.first_after(id), model.range((Excluded(id), Unbounded)).next().copied());
+                prop_assert_eq!(set.first_from(id), model.range(id..).next().copied());
+            }
+            prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+        }
+    }
+
+    /// Ids leaving in order slide the window: it holds only the live ones' words.
+    #[test]
+    fn the_window_slides_as_the_oldest_ids_leave() {
+        let mut s = IdSet::default();
+        for id in 0..10_000u64 {
+            s.insert(id);
+            if id >= 10 {
+                s.remove(id - 10);
+            }
+        }
+        assert!(s.words.len() <= 2, "{} words", s.words.len());
+        assert!(s.sparse.is_empty());
+        assert_eq!(s.iter().collect::<Vec<_>>(), (9990..10_000).collect::<Vec<_>>());
+    }
+}
