@@ -37,7 +37,13 @@ impl IdSet {
 
     /// Add `id`; false if it was there.
     pub(crate) fn insert(&mut self, id: u64) -> bool {
-        if self.words.is_empty() && self.sparse.is_empty() {
+        // (a window of several words never starts with an empty one: `remove` trims)
+        if self.sparse.is_empty()
+            && self.words.len() <= 1
+            && self.words.front().is_none_or(|w| *w == 0)
+        {
+            // empty: the window moves to the id (its one word, if kept, is reused)
+            self.words.truncate(1);
             self.base = id / 64;
         }
         let word = id / 64;
@@ -103,7 +109,9 @@ impl IdSet {
         let bit = 1 << (id % 64);
         let was = self.words[w] & bit != 0;
         self.words[w] &= !bit;
-        while self.words.front() == Some(&0) {
+        // the last word stays, so that a set that empties and fills again (the idle
+        // GPUs of a small node, on every event) does not free and grow its window
+        while self.words.len() > 1 && self.words.front() == Some(&0) {
             self.words.pop_front();
             self.base += 1;
         }

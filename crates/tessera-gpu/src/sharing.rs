@@ -247,6 +247,11 @@ impl SharedGpu {
         if now < self.now {
             return Err(SharingError::TimeBackwards { now, last: self.now });
         }
+        if now == self.now {
+            // nothing to integrate (adding zeros leaves every float as it is): the
+            // engine moves a slot to its present at each start and finish
+            return Ok(());
+        }
         let dt = (now - self.now) as f64;
         let r = self.rate();
         let load = self.demand_sum / self.capacity;
