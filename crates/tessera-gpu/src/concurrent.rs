@@ -202,6 +202,10 @@ pub struct ConcurrentGpu {
     demand_present: f64,
     /// Scratch: blocks placed per SM in one placement.
     scratch: Vec<u32>,
+    /// Scratch: each SM's room for the kernel being placed, and how many SMs have
+    /// each room.
+    rooms: Vec<u32>,
+    by_room: Vec<u32>,
     order: Vec<PieceId>,
     /// Per finished kernel: block time run, and blocks × block time (tests).
     #[cfg(test)]
@@ -240,6 +244,8 @@ impl ConcurrentGpu {
             threads_in_use: 0,
             demand_present: 0.0,
             scratch: vec![0; limits.sms as usize],
+            rooms: vec![0; limits.sms as usize],
+            by_room: Vec::new(),
             order: Vec::new(),
             #[cfg(test)]
             ran_at_end: BTreeMap::new(),
@@ -694,6 +700,71 @@ impl ConcurrentGpu {
     }
 
     /// Place waiting blocks (see the module docs).
+    /// Place up to `pending` blocks costing `cost` breadth-first — a block on each SM
+    /// in turn, round after round, while any fits — counting them per SM in `scratch`;
+    /// returns how many. Each block placed on an SM lowers its room by exactly one
+    /// (every resource's floor((left - each) / each) is one less), so SM s receives
+    /// min(room, K) blocks after K whole rounds, and the rest of the blocks go one
+    /// each to the SMs still with room, in SM order: computed so, not round by round
+    /// (a kernel of thousands of blocks was a walk of the SMs per round).
+    fn place_breadth_first(&mut self, cost: &BlockCost, pending: u64) -> u64 {
+        let mut total = 0u64;
+        let mut most = 0u32;
+        for (sm, room) in self.rooms.iter_mut().enumerate() {
+            *room = self.sms[sm].room_for(cost, &self.limits);
+            total += u64::from(*room);
+            most = most.max(*room);
+        }
+        if total == 0 {
+            return 0;
+        }
+        if pending >= total {
+            // all that fits (the usual case: a kernel of more blocks than the room)
+            for sm in 0..self.rooms.len() {
+                let n = self.rooms[sm];
+                if n > 0 {
+                    self.take_sm(sm, cost, i64::from(n));
+                    self.scratch[sm] += n;
+                }
+            }
+            return total;
+        }
+        let rooms = std::mem::take(&mut self.rooms);
+        // K: the most whole rounds the blocks fill. Round k + 1 places one block on
+        // each SM with room above k, so from a count of the SMs by room the blocks
+        // after each round follow without a walk.
+        let mut by_room = std::mem::take(&mut self.by_room);
+        by_room.clear();
+        by_room.resize(most as usize + 1, 0);
+        for r in &rooms {
+            by_room[*r as usize] += 1;
+        }
+        let (mut rounds, mut filled) = (0u32, 0u64);
+        let mut above = rooms.len() as u64 - u64::from(by_room[0]);
+        while rounds < most && filled + above <= pending {
+            filled += above;
+            rounds += 1;
+            above -= u64::from(by_room[rounds as usize]);
+        }
+        self.by_room = by_room;
+        let mut rest = pending - filled;
+        let mut placed = 0u64;
+        for (sm, room) in rooms.iter().enumerate() {
+            let mut n = (*room).min(rounds);
+            if *room > rounds && rest > 0 {
+                n += 1;
+                rest -= 1;
+            }
+            if n > 0 {
+                self.take_sm(sm, cost, i64::from(n));
+                self.scratch[sm] += n;
+                placed += u64::from(n);
+            }
+        }
+        self.rooms = rooms;
+        placed
+    }
+
     fn dispatch(&mut self) {
         self.dirty = false;
         if self.paused || (self.switching.is_some() && self.chosen_at != Some(self.now)) {
@@ -771,35 +842,44 @@ impl ConcurrentGpu {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(self.waiting.iter().map(|(_, _, id)| *id));
+        // The most of each resource any one SM has left, as the use of an SM that had
+        // just that: its room bounds every SM's, so a kernel none of whose blocks fits
+        // anywhere (a full GPU with many kernels waiting) is passed over without a walk
+        // of the SMs. Placing only takes resources, so the bound holds through the loop.
+        let lim = self.limits;
+        let least_used = |sms: &[SmUse]| {
+            sms.iter().fold(
+                SmUse {
+                    blocks: lim.max_blocks_per_sm,
+                    threads: lim.max_threads_per_sm,
+                    registers: lim.registers_per_sm,
+                    shared: lim.shared_per_sm,
+                },
+                |m, u| SmUse {
+                    blocks: m.blocks.min(u.blocks),
+                    threads: m.threads.min(u.threads),
+                    registers: m.registers.min(u.registers),
+                    shared: m.shared.min(u.shared),
+                },
+            )
+        };
+        let mut bound = least_used(&self.sms);
         for id in order.iter().copied() {
             let Some(k) = self.kernels.get(&id) else { continue };
             if active.is_some_and(|a| a != k.context) {
                 continue;
             }
             let (cost, mut pending, block_ps) = (k.cost, k.pending, k.block_ps);
-            // breadth-first: a block per SM in turn while any fits
-            let mut placed = 0u64;
-            loop {
-                let mut any = false;
-                for sm in 0..self.sms.len() {
-                    if pending == 0 {
-                        break;
-                    }
-                    if self.sms[sm].room_for(&cost, &self.limits) > 0 {
-                        self.take_sm(sm, &cost, 1);
-                        self.scratch[sm] += 1;
-                        pending -= 1;
-                        placed += 1;
-                        any = true;
-                    }
-                }
-                if pending == 0 || !any {
-                    break;
-                }
+            if pending == 0 || bound.room_for(&cost, &lim) == 0 {
+                continue;
             }
+            let placed = self.place_breadth_first(&cost, pending);
+            pending -= placed;
             if placed == 0 {
                 continue;
             }
+            // tighter after a placement (which often fills the GPU)
+            bound = least_used(&self.sms);
             let i = self.free_cohorts.pop().unwrap_or_else(|| {
                 self.cohorts.push(Cohort::default());
                 self.cohorts.len() - 1
@@ -986,6 +1066,52 @@ mod tests {
     }
 
     proptest! {
+        /// The placement computed in closed form puts on each SM what a block per SM in
+        /// turn, round after round while any fits, puts there (issue 55's rewrite of
+        /// that loop).
+        #[test]
+        fn breadth_first_placement_is_the_rounds(
+            used in proptest::collection::vec((0u32..33, 0u32..2049, 0u32..65537), 80),
+            threads in 1u32..1024,
+            regs in 1u32..128,
+            per_mille in 0u64..1300,
+        ) {
+            let mut g = shared();
+            let launch = Launch { grid_blocks: 1, threads_per_block: threads, registers_per_thread: regs, shared_per_block: 0 };
+            let Some(cost) = BlockCost::of(&launch, &V) else { return Ok(()) };
+            for (sm, (b, t, r)) in used.iter().enumerate() {
+                g.sms[sm] = SmUse { blocks: (*b).min(V.max_blocks_per_sm), threads: (*t).min(V.max_threads_per_sm), registers: (*r).min(V.registers_per_sm), shared: 0 };
+            }
+            // mostly fewer blocks than fit (a last round that stops part way), some more
+            let fits: u64 = g.sms.iter().map(|u| u64::from(u.room_for(&cost, &V))).sum();
+            let pending = fits * per_mille / 1000;
+            // the rounds, as the loop was
+            let mut sms = g.sms.clone();
+            let mut expected = vec![0u32; sms.len()];
+            let mut left = pending;
+            loop {
+                let mut any = false;
+                for sm in 0..sms.len() {
+                    if left == 0 {
+                        break;
+                    }
+                    if sms[sm].room_for(&cost, &V) > 0 {
+                        sms[sm].add(&cost, 1);
+                        expected[sm] += 1;
+                        left -= 1;
+                        any = true;
+                    }
+                }
+                if left == 0 || !any {
+                    break;
+                }
+            }
+            let placed = g.place_breadth_first(&cost, pending);
+            prop_assert_eq!(placed, pending - left);
+            prop_assert_eq!(&g.scratch, &expected);
+            prop_assert_eq!(&g.sms, &sms);
+        }
+
         #[test]
         fn a_kernel_alone_takes_its_time((_, grid, threads, alone, p) in arb_kernel()) {
             let mut g = shared();

@@ -53,17 +53,22 @@ impl ModelProfile {
     /// Linear interpolation over the measured partition percentages of `batch`;
     /// `None` outside the measured range (no extrapolation).
     fn interpolate(table: &BTreeMap<(u32, u32), f64>, batch: u32, percent: f64) -> Option<f64> {
-        let row: Vec<(f64, f64)> = table
-            .range((batch, 0)..=(batch, u32::MAX))
-            .map(|(&(_, p), &v)| (f64::from(p), v))
-            .collect();
-        row.windows(2)
-            .find_map(|w| {
-                let ((p0, v0), (p1, v1)) = (w[0], w[1]);
-                (p0 <= percent && percent <= p1)
-                    .then(|| v0 + (v1 - v0) * (percent - p0) / (p1 - p0))
-            })
-            .or_else(|| row.iter().find(|(p, _)| *p == percent).map(|(_, v)| *v))
+        // the first measured pair around `percent`, linearly; else an exact match (a
+        // row of one). No list is made: the gpu-lets experiments ask this millions of
+        // times (issue 55).
+        let row =
+            || table.range((batch, 0)..=(batch, u32::MAX)).map(|(&(_, p), &v)| (f64::from(p), v));
+        let mut prev: Option<(f64, f64)> = None;
+        for (p1, v1) in row() {
+            if let Some((p0, v0)) = prev
+                && p0 <= percent
+                && percent <= p1
+            {
+                return Some(v0 + (v1 - v0) * (percent - p0) / (p1 - p0));
+            }
+            prev = Some((p1, v1));
+        }
+        row().find(|(p, _)| *p == percent).map(|(_, v)| v)
     }
 
     /// L(batch, share): latency in ms of one batch in a partition of `share_permille`.
