@@ -3,7 +3,8 @@
 # results.json with the committed one under docs/results/: what a change that should
 # not move any number must leave alone. Byte for byte, except wall-clock measurements
 # (gpu-lets' scheduler decision times, keys starting "decision_us"), which differ on
-# every run and are compared by key only. Usage:
+# every run and are compared by key only. Prints each experiment's CPU time (user and
+# system, from bash's `time`), the figure issue 55's budgets are stated in. Usage:
 #   scripts/results-unchanged.sh [experiment ...]     (default: all six)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 status=0
 for e in ${@:-flexy schedgpu dcuda fairgv gpulets node}; do
-  target/release/tessera sim "$e" --out "$out/$e" > /dev/null
+  TIMEFORMAT="$e: %U s user, %S s system, %R s wall"
+  time target/release/tessera sim "$e" --out "$out/$e" > /dev/null
   if python3 - "$out/$e/results.json" "docs/results/$e/results.json" <<'PY'
 import json, sys
 def strip(v):

@@ -44,6 +44,13 @@ impl Quick {
         }
         self.quick
     }
+
+    /// For an experiment that runs whole in seconds: says so when asked for less.
+    fn whole_anyway(&self, takes: &str) {
+        if self.quick {
+            eprintln!("tessera: --quick: the whole evaluation runs, since it takes {takes}");
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -57,6 +64,8 @@ pub struct NodeArgs {
     /// Where in the trace the window of pods starts, days (0 to 149).
     #[arg(long, default_value_t = 100.0)]
     start_day: f64,
+    #[command(flatten)]
+    quick: Quick,
 }
 
 #[derive(Debug, Args)]
@@ -100,6 +109,8 @@ pub struct SchedGpuArgs {
     /// Directory for results.json, report.md and timeline.svg.
     #[arg(long, default_value = "results/schedgpu")]
     out: PathBuf,
+    #[command(flatten)]
+    quick: Quick,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -182,6 +193,9 @@ fn run_node(a: NodeArgs) -> Result<()> {
     use tessera_sim::experiments::node;
     let cfg =
         node::NodeConfig { seed: a.seed, start_day: a.start_day, ..node::NodeConfig::standard() };
+    // the whole evaluation takes about 2 s of CPU: --quick is accepted (every
+    // experiment takes it) and runs it whole
+    a.quick.whole_anyway("about 2 s of CPU");
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} policies, {elapsed} elapsed")
@@ -303,6 +317,9 @@ fn run_gpulets(a: GpuletsArgs) -> Result<()> {
 }
 
 fn run_schedgpu(a: SchedGpuArgs) -> Result<()> {
+    // the whole evaluation takes well under a second: --quick is accepted (every
+    // experiment takes it) and runs it whole
+    a.quick.whole_anyway("under a second");
     let (mut results, series) = schedgpu::run()?;
     results.sensitivity = schedgpu::sensitivity(&results)?;
     schedgpu::write_outputs(&results, &series, &a.out)?;

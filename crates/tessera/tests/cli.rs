@@ -33,6 +33,21 @@ fn sim_flexy_writes_its_outputs() {
     assert!(report.contains("Where we differ"));
 }
 
+/// Issue 55: every experiment has a `--quick` form a reader can run in seconds (those
+/// that run whole in seconds accept it and say so).
+#[test]
+fn every_experiment_takes_quick() {
+    for e in ["flexy", "schedgpu", "gpulets", "dcuda", "fairgv", "node"] {
+        let out = tessera().args(["sim", e, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("--quick"), "sim {e} has no --quick:\n{help}");
+    }
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-schedgpu-quick");
+    let run = tessera().args(["sim", "schedgpu", "--quick", "--out"]).arg(&out).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("the whole evaluation runs"));
+}
+
 #[test]
 fn bad_arguments_fail_with_a_message() {
     for args in [
