@@ -1,0 +1,124 @@
+//! What the board knows of one GPU: the tasks running there, whether it is resetting
+//! or powered, and its spatial partitions.
+
+use crate::ids::TaskId;
+use crate::model::{Placement, ServiceClass, TaskSpec};
+use crate::units::{Nanos, PerMille};
+
+/// A task running on a GPU.
+#[derive(Clone, Debug)]
+pub struct RunningTask {
+    /// The task.
+    pub spec: TaskSpec,
+    /// Its tenant's class.
+    pub class: ServiceClass,
+    /// When it was submitted (kept across a reset and re-issue).
+    pub submitted: Nanos,
+    /// When it started on this GPU.
+    pub started: Nanos,
+    /// Where it runs (after a migration, where it moved to).
+    pub placement: Placement,
+    /// For a request dispatched in a batch, the batch's first task (the execution it
+    /// belongs to); `None` for a task run alone.
+    pub batch_lead: Option<TaskId>,
+    pub(super) seq: u64,
+}
+
+impl RunningTask {
+    /// The share of a GPU it asks for, per mille: its launch's occupancy-derived demand
+    /// when the driver knows it, else the whole GPU.
+    pub fn demand(&self) -> PerMille {
+        self.spec.launch.map_or(PerMille(1000), |l| l.demand)
+    }
+}
+
+/// A power state change asked for and not yet acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PowerChange {
+    Down,
+    Up,
+}
+
+/// What a GPU is doing, as far as the policy knows: the tasks running on it (several
+/// when the board co-locates, see [`super::Board::with_colocation`]), whether it is resetting
+/// or powered down, and its spatial partitions.
+#[derive(Clone, Debug)]
+pub struct GpuState {
+    pub(super) running: Vec<RunningTask>,
+    /// Cache of [`GpuState::is_available`] (asked on every event by every policy),
+    /// refreshed by [`GpuState::refresh`] whenever what it derives from changes.
+    pub(super) available: bool,
+    pub(super) resetting_until: Option<Nanos>,
+    pub(super) powered: bool,
+    pub(super) power_change: Option<PowerChange>,
+    pub(super) partitions: Vec<PerMille>,
+    pub(super) pending_partitions: Option<Vec<PerMille>>,
+}
+
+impl GpuState {
+    pub(super) fn new() -> GpuState {
+        GpuState {
+            running: Vec::new(),
+            available: true,
+            resetting_until: None,
+            powered: true,
+            power_change: None,
+            partitions: Vec::new(),
+            pending_partitions: None,
+        }
+    }
+
+    /// The tasks running on it (in no particular order).
+    pub fn running(&self) -> &[RunningTask] {
+        &self.running
+    }
+
+    /// Able to take work: powered, no power change under way, not resetting.
+    pub fn is_available(&self) -> bool {
+        self.available
+    }
+
+    pub(super) fn refresh(&mut self) {
+        self.available =
+            self.powered && self.power_change.is_none() && self.resetting_until.is_none();
+    }
+
+    /// Available and running nothing.
+    pub fn is_idle(&self) -> bool {
+        self.is_available() && self.running.is_empty()
+    }
+
+    /// When its reset is expected to end, if it is resetting.
+    pub fn resetting_until(&self) -> Option<Nanos> {
+        self.resetting_until
+    }
+
+    /// Powered (a power-down asked for counts as down at once; a power-up counts only
+    /// once acknowledged).
+    pub fn is_powered(&self) -> bool {
+        self.powered && self.power_change != Some(PowerChange::Down)
+    }
+
+    /// Its spatial partitions' shares (empty: not partitioned).
+    pub fn partitions(&self) -> &[PerMille] {
+        &self.partitions
+    }
+
+    /// Whether a repartition was asked for and is not done yet.
+    pub fn is_repartitioning(&self) -> bool {
+        self.pending_partitions.is_some()
+    }
+
+    /// Summed demand of its running tasks, per mille of the GPU (may exceed 1000).
+    pub fn demand(&self) -> u32 {
+        self.running.iter().map(|r| u32::from(r.demand().0)).sum()
+    }
+
+    /// Executions running at `placement` (a batch counts once).
+    pub fn running_at(&self, placement: Placement) -> usize {
+        self.running
+            .iter()
+            .filter(|r| r.placement == placement && r.batch_lead.is_none_or(|l| l == r.spec.id))
+            .count()
+    }
+}
