@@ -219,20 +219,28 @@ impl FairQueue {
 
     /// Bring `key`'s place among the eligible up to date.
     fn relist(&mut self, board: &Board, key: Queued) {
+        let want =
+            if self.is_eligible(board, key) { self.tags.get(&key).map(|t| t.start) } else { None };
+        // With homes, most calls find the listing as it was (same start tag, same GPUs):
+        // those cost the look-ups, not a remove and an insert in every GPU's index
+        // (issue 55: the node policy relists on every event).
+        let homes = (self.by_home && want.is_some()).then(|| self.homes_of(key));
+        if self.by_home
+            && want == self.listed.get(&key).copied()
+            && homes.as_ref() == self.listed_on.get(&key)
+        {
+            return;
+        }
         if let Some(at) = self.listed.remove(&key) {
             self.eligible.remove(&(at, key));
             for g in self.listed_on.remove(&key).unwrap_or_default() {
                 self.eligible_on[g.0 as usize].remove(&(at, key));
             }
         }
-        if self.is_eligible(board, key)
-            && let Some(t) = self.tags.get(&key)
-        {
-            let start = t.start;
+        if let Some(start) = want {
             self.eligible.insert((start, key));
             self.listed.insert(key, start);
-            if self.by_home {
-                let gpus = self.homes_of(key);
+            if let Some(gpus) = homes {
                 for g in &gpus {
                     self.eligible_on[g.0 as usize].insert((start, key));
                 }
