@@ -758,30 +758,15 @@ impl Board {
     /// The next tenant after the round-robin cursor with a non-empty queue (Flexy
     /// §II-A) that may run on `gpu`, and advance the cursor to it.
     pub fn next_round_robin_on(&mut self, gpu: GpuId) -> Option<TenantId> {
-        let after = match self.rr_cursor {
-            Some(c) => self.backlogged.first_after(c.0),
-            None => self.backlogged.first_from(0),
-        };
-        // from the cursor to the end, then from the start: the first that may run here
-        let mut id = after;
-        let mut wrapped = false;
-        let next = loop {
-            let Some(t) = id else {
-                if wrapped {
-                    break None;
-                }
-                wrapped = true;
-                id = self.backlogged.first_from(0);
-                continue;
-            };
-            if self.may_run_on(TenantId(t), gpu) {
-                break Some(TenantId(t));
-            }
-            if wrapped && after.is_some_and(|a| t >= a) {
-                break None;
-            }
-            id = self.backlogged.first_after(t);
-        };
+        // from past the cursor to the end, then from the start up to it: the first
+        // that may run here
+        let after = self.rr_cursor.map_or(Some(0), |c| c.0.checked_add(1));
+        let next = after
+            .into_iter()
+            .flat_map(|a| self.backlogged.iter_from(a))
+            .chain(self.backlogged.iter().take_while(|t| after.is_none_or(|a| *t < a)))
+            .map(TenantId)
+            .find(|t| self.may_run_on(*t, gpu));
         if next.is_some() {
             self.rr_cursor = next;
         }

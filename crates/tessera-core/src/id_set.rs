@@ -6,7 +6,6 @@
 //! tree operation, never a bitset of its size.
 
 use std::collections::{BTreeSet, VecDeque};
-use std::ops::Bound::{Excluded, Unbounded};
 
 /// The most empty words an insertion may add to the window (4096 × 64 ids).
 const MAX_GAP_WORDS: u64 = 4096;
@@ -133,16 +132,7 @@ impl IdSet {
 
     /// The smallest id after `id`.
     pub(crate) fn first_after(&self, id: u64) -> Option<u64> {
-        let from = id.checked_add(1)?;
-        if self.sparse.is_empty() {
-            return self.dense_from(from);
-        }
-        let dense = self.dense_from(from);
-        let sparse = self.sparse.range((Excluded(id), Unbounded)).next().copied();
-        match (dense, sparse) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.first_from(id.checked_add(1)?)
     }
 
     /// The smallest id in the window at or after `from`.
@@ -167,7 +157,12 @@ impl IdSet {
 
     /// Every id, ascending.
     pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        let mut next = self.first_from(0);
+        self.iter_from(0)
+    }
+
+    /// Every id at or after `from`, ascending.
+    pub(crate) fn iter_from(&self, from: u64) -> impl Iterator<Item = u64> + '_ {
+        let mut next = self.first_from(from);
         std::iter::from_fn(move || {
             let id = next?;
             next = self.first_after(id);
@@ -180,6 +175,7 @@ impl IdSet {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::ops::Bound::{Excluded, Unbounded};
 
     proptest! {
         /// Whatever the ids and their order, the set answers as a sorted set does.

@@ -718,35 +718,30 @@ impl ConcurrentGpu {
         if total == 0 {
             return 0;
         }
-        if pending >= total {
-            // all that fits (the usual case: a kernel of more blocks than the room)
-            for sm in 0..self.rooms.len() {
-                let n = self.rooms[sm];
-                if n > 0 {
-                    self.take_sm(sm, cost, i64::from(n));
-                    self.scratch[sm] += n;
-                }
-            }
-            return total;
-        }
         let rooms = std::mem::take(&mut self.rooms);
-        // K: the most whole rounds the blocks fill. Round k + 1 places one block on
-        // each SM with room above k, so from a count of the SMs by room the blocks
-        // after each round follow without a walk.
-        let mut by_room = std::mem::take(&mut self.by_room);
-        by_room.clear();
-        by_room.resize(most as usize + 1, 0);
-        for r in &rooms {
-            by_room[*r as usize] += 1;
-        }
-        let (mut rounds, mut filled) = (0u32, 0u64);
-        let mut above = rooms.len() as u64 - u64::from(by_room[0]);
-        while rounds < most && filled + above <= pending {
-            filled += above;
-            rounds += 1;
-            above -= u64::from(by_room[rounds as usize]);
-        }
-        self.by_room = by_room;
+        // K: the most whole rounds the blocks fill — all of them when everything fits
+        // (the usual case: a kernel of more blocks than the room). Round k + 1 places
+        // one block on each SM with room above k, so from a count of the SMs by room
+        // the blocks after each round follow without a walk.
+        let (rounds, filled) = if pending >= total {
+            (most, total)
+        } else {
+            let mut by_room = std::mem::take(&mut self.by_room);
+            by_room.clear();
+            by_room.resize(most as usize + 1, 0);
+            for r in &rooms {
+                by_room[*r as usize] += 1;
+            }
+            let (mut rounds, mut filled) = (0u32, 0u64);
+            let mut above = rooms.len() as u64 - u64::from(by_room[0]);
+            while rounds < most && filled + above <= pending {
+                filled += above;
+                rounds += 1;
+                above -= u64::from(by_room[rounds as usize]);
+            }
+            self.by_room = by_room;
+            (rounds, filled)
+        };
         let mut rest = pending - filled;
         let mut placed = 0u64;
         for (sm, room) in rooms.iter().enumerate() {
