@@ -76,7 +76,14 @@ class Report:
         self.data["elapsed_s"] = round(time.monotonic() - self.t0, 3)
         print(json.dumps(self.data, default=str), flush=True)
 
+    # keys the report keeps itself: a finding named like one would overwrite it (a
+    # training run's step count once replaced the steps' findings, on the H200)
+    RESERVED = ("program", "part", "mode", "pid", "stage", "steps", "elapsed_s")
+
     def set(self, **values):
+        clash = [k for k in values if k in self.RESERVED]
+        if clash:
+            raise KeyError(f"Report.set: {clash} name the report's own fields")
         self.data.update(values)
 
     @contextlib.contextmanager

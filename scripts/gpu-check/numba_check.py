@@ -18,6 +18,13 @@ def main():
     report = Report("numba_check", "all")
     np = import_or_skip(report, "numpy")
     numba = import_or_skip(report, "numba")
+    if not hasattr(np, "row_stack"):
+        # numba-cuda 0.30 registers an overload of np.row_stack, which numpy 2.5
+        # removed (an alias of vstack since numpy 2.0): without the alias back, its CUDA
+        # target fails to import, with or without tessera (seen on the H200,
+        # 2026-11-28: numba-cuda 0.30.4, numpy 2.5.2). Set in both modes alike.
+        np.row_stack = np.vstack
+        report.set(numpy_shim=f"np.row_stack = np.vstack (numpy {np.__version__} has none)")
     try:
         from numba import cuda
     except Exception as e:  # noqa: BLE001 - numba without its CUDA target

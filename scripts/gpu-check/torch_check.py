@@ -216,7 +216,7 @@ def train(report, torch, steps, batch, rounds):
     gen = torch.Generator(device="cuda").manual_seed(52)
     x = torch.randn(batch, 3, 224, 224, device="cuda", generator=gen)
     y = torch.randint(0, 1000, (batch,), device="cuda", generator=gen)
-    report.set(batch=batch, steps=steps, rounds=rounds)
+    report.set(batch=batch, steps_per_round=steps, rounds=rounds)
 
     def step():
         opt.zero_grad(set_to_none=True)

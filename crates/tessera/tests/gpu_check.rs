@@ -71,3 +71,48 @@ fn the_gpu_check_dry_runs_on_the_fake_driver() {
         assert!(v == "SKIPPED" || v == "PASS", "{lacking}: {v}: {summary}");
     }
 }
+
+/// The H200's first run (2026-11-28): torch_check.py's training part set `steps` (its
+/// step count) into the report, replacing the steps' findings, and died before its
+/// first step with and without tessera. The report now refuses its own field names,
+/// and no check program passes one to `Report.set` (read from their syntax trees, so
+/// a program this machine cannot run, for want of torch, is checked too).
+#[test]
+fn no_check_program_overwrites_the_reports_own_fields() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let here = root.join("scripts/gpu-check");
+    let probe = r#"
+import ast, pathlib, sys
+sys.path.insert(0, sys.argv[1])
+from common import Report
+r = Report("probe", "part")
+r.set(batch=1, steps_per_round=50)
+try:
+    r.set(steps=50)
+    print("Report.set(steps=...) was accepted")
+    sys.exit(1)
+except KeyError:
+    pass
+bad = []
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.py")):
+    for node in ast.walk(ast.parse(f.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "set" \
+                and getattr(node.func.value, "id", None) == "report":
+            bad += [f"{f.name}:{node.lineno} {k.arg}" for k in node.keywords if k.arg in Report.RESERVED]
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+"#;
+    let run = match Command::new("python3").arg("-c").arg(probe).arg(&here).output() {
+        Ok(run) => run,
+        Err(e) => {
+            eprintln!("SKIPPED: python3 could not run: {e}");
+            return;
+        }
+    };
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+}

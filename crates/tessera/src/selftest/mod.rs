@@ -39,6 +39,11 @@ pub struct SelftestArgs {
     /// Launches timed on each side of the launch-path check.
     #[arg(long, default_value_t = 20000)]
     launches: usize,
+    /// Rounds of the launch-path check: each runs a program directly and one through
+    /// tessera back to back (the launches split among them), and the verdict is the
+    /// median of the rounds' differences.
+    #[arg(long, default_value_t = 5)]
+    launch_rounds: usize,
     /// Only these checks (comma-separated: share, memory, kill, launch, fair-weights,
     /// fair-kernels).
     #[arg(long, value_delimiter = ',')]

@@ -48,10 +48,13 @@ enum Role {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Launch COUNT empty kernels, timing each launch call.
+    /// Launch COUNT empty kernels, timing each launch call; pinned to CPU, when given,
+    /// before the driver starts (its threads inherit the mask).
     Launch {
         #[arg(long)]
         count: usize,
+        #[arg(long)]
+        cpu: Option<usize>,
     },
     /// No CUDA context: for each stdin line `below BYTES`, poll NVML until device 0
     /// uses at most BYTES (at most 10 s), and say how long that took.
@@ -75,6 +78,14 @@ fn code_of<T>(r: &Result<T, tessera_driver::ContextError>) -> u32 {
 pub fn run(args: WorkerArgs) -> Result<()> {
     if let Role::NvmlWatch = args.role {
         return nvml_watch();
+    }
+    if let Role::Launch { cpu: Some(cpu), .. } = args.role {
+        // both sides of the launch check on the same CPU: which core, and whose
+        // neighbour, a process lands on moved the p50 by hundreds of ns on the H200
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set)
+            .with_context(|| format!("pinning the launch worker to CPU {cpu}"))?;
     }
     let gpu = Gpu::open(None, 0).context("opening device 0")?;
     match args.role {
@@ -150,7 +161,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
             say(json!({"kernels": launched}));
         }
-        Role::Launch { count } => {
+        Role::Launch { count, .. } => {
             let kernel = gpu.kernel(PTX, "tessera_noop")?;
             for _ in 0..100 {
                 gpu.launch(kernel, 1, &[])?;
