@@ -148,9 +148,39 @@ impl Tenant {
         // what the daemon charges when the slice ends with nothing in flight, if it is
         // not given back first
         region.set_slice_used(used, n >= MEASURED_LAUNCHES);
-        if used >= self.slice.as_nanos() as u64 {
-            self.give_back(Waiter::Program, GiveBack::Now);
+        let end = self.slice_end_ns.load(Ordering::Relaxed);
+        if used >= end {
+            if region.gpu_shared() {
+                self.give_back(Waiter::Program, GiveBack::Now);
+            } else {
+                // the GPU is its own: going on costs no one anything, while giving back
+                // would drain the queue the program keeps ahead of the GPU (the daemon
+                // renews the slice, charging what it used so far)
+                self.slice_end_ns.store(used + self.slice.as_nanos() as u64, Ordering::Relaxed);
+                self.pace();
+            }
         }
+    }
+
+    /// Going on alone past a slice's end, the program stays at most about two slices
+    /// ahead of the GPU: it waits for the mark set at the previous slice's end (an
+    /// event on its launches' stream) and sets one here. Its queue keeps the work since
+    /// that mark — never drained, as a give-back would — and a tenant that comes later
+    /// waits behind at most that much, not behind everything a program queued while
+    /// alone (up to the driver's limit: seconds, with long kernels).
+    #[cold]
+    fn pace(&self) {
+        if crate::hooks::capture::open() {
+            return;
+        }
+        // another thread pacing now does it for both
+        let Ok(mut mark) = self.pace_mark.try_lock() else { return };
+        if let Some(previous) = mark.take() {
+            self.pacing.store(true, Ordering::Relaxed);
+            crate::real::wait_mark(previous);
+            self.pacing.store(false, Ordering::Relaxed);
+        }
+        *mark = crate::real::mark(crate::hooks::launch_stream());
     }
 
     /// Wait for this process's work in flight (the gate busy meanwhile, so the daemon
@@ -258,7 +288,10 @@ impl Tenant {
         let spin = SLICE_SPIN.as_nanos() as u64;
         if self.unsynced.load(Ordering::Relaxed) {
             let launches = self.launches.load(Ordering::Relaxed);
-            if session.region.granted().is_some() && launches != quiet.0 {
+            // a program waiting at its pacing mark is as busy as one launching
+            if session.region.granted().is_some()
+                && (launches != quiet.0 || self.pacing.load(Ordering::Relaxed))
+            {
                 *quiet = (launches, now);
             } else if session.region.granted().is_none() {
                 line(format_args!("work runs past its slice: measured, then owed"));
@@ -345,6 +378,7 @@ impl Tenant {
                     // a new slice: its accounting starts from nothing
                     self.launches.store(0, Ordering::Relaxed);
                     self.accounted_ns.store(0, Ordering::Relaxed);
+                    self.slice_end_ns.store(self.slice.as_nanos() as u64, Ordering::Relaxed);
                     self.measured_ns.store(0, Ordering::Relaxed);
                     self.settled_ns.store(0, Ordering::Relaxed);
                     session.region.set_slice_used(0, false);

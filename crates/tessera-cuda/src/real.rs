@@ -140,6 +140,47 @@ pub fn current_context() -> u64 {
     ctx as u64
 }
 
+/// Wait for the GPU to reach `event` (from [`mark`]) and destroy it.
+pub fn wait_mark(event: usize) {
+    if let Ok(real) = &crate::state::state().real {
+        let event = event as tessera_driver::sys::CUevent;
+        // SAFETY: driver entry points; `event` was made by `mark` and is destroyed
+        // once, here (an error leaves nothing to undo).
+        unsafe {
+            if let Some(sync) = real.api.cuEventSynchronize {
+                let _ = sync(event);
+            }
+            if let Some(destroy) = real.api.cuEventDestroy_v2 {
+                let _ = destroy(event);
+            }
+        }
+    }
+}
+
+/// An event recorded now on `stream`, in the current context (`None` when the driver
+/// cannot make one): the end of what was queued there so far.
+pub fn mark(stream: tessera_driver::sys::CUstream) -> Option<usize> {
+    let real = crate::state::state().real.as_ref().ok()?;
+    let (create, record) = (real.api.cuEventCreate?, real.api.cuEventRecord?);
+    let mut event: tessera_driver::sys::CUevent = std::ptr::null_mut();
+    // CU_EVENT_DISABLE_TIMING: a marker only, the cheapest kind
+    const DISABLE_TIMING: std::ffi::c_uint = 2;
+    // SAFETY: driver entry points, given a valid output word and the stream of the
+    // program's own latest launch.
+    unsafe {
+        if create(&mut event, DISABLE_TIMING) != 0 || event.is_null() {
+            return None;
+        }
+        if record(event, stream) != 0 {
+            if let Some(destroy) = real.api.cuEventDestroy_v2 {
+                let _ = destroy(event);
+            }
+            return None;
+        }
+    }
+    Some(event as usize)
+}
+
 /// Wait, from a thread of the interposer's own, for the work of context `ctx` (from
 /// [`current_context`]) to finish; nothing if it is 0 or a stream capture is open.
 pub fn synchronize_context(ctx: u64) {

@@ -66,6 +66,16 @@ pub struct Tenant {
     /// accounted (ns), and the time measured for the first [`MEASURED_LAUNCHES`].
     pub(crate) launches: AtomicU64,
     pub(crate) accounted_ns: AtomicU64,
+    /// The accounted time at which the slice's time is up: its length, pushed on by
+    /// a length each time it is reached while no other tenant shares the GPU (the
+    /// daemon renews such a slice instead of ending it).
+    pub(crate) slice_end_ns: AtomicU64,
+    /// The event marking where the program's queue stood at the last slice's end it
+    /// went past alone (see `Tenant::pace`).
+    pub(crate) pace_mark: Mutex<Option<usize>>,
+    /// Set while the program waits at that mark: busy with the GPU, not idle, for the
+    /// watcher (which would otherwise drain its queue and give the slice back).
+    pub(crate) pacing: AtomicBool,
     pub(crate) measured_ns: AtomicU64,
     /// tesserad's socket, for the memory connection.
     pub(crate) socket: std::path::PathBuf,

@@ -5,6 +5,7 @@
 mod common;
 
 mod cuda13;
+mod fair_gate;
 mod getproc;
 mod interposer;
 mod memory_semantics;

@@ -1049,6 +1049,50 @@ CUresult CUDAAPI cuStreamQuery(CUstream hStream) { return stream_query(stream_of
 CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) { return stream_query(stream_of(hStream, 1)); }
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) { return stream_synchronize(stream_of(hStream, 0)); }
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) { return stream_synchronize(stream_of(hStream, 1)); }
+/* Events: one marks the end of what the device had queued when it was recorded (the
+ * fake runs a device's work in launch order, whatever the stream); recorded into a
+ * capturing stream it marks nothing. */
+struct fake_event { int live; uint64_t at; };
+CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+    (void)Flags;
+    NEED_CTX();
+    if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
+    struct fake_event *e = calloc(1, sizeof *e);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    e->live = 1;
+    *phEvent = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+static CUresult event_record(CUevent hEvent, struct stream *s) {
+    NEED_CTX();
+    struct fake_event *e = (struct fake_event *)hEvent;
+    if (!e || !e->live) return CUDA_ERROR_INVALID_HANDLE;
+    if (!stream_ok(s, dev_of_current())) return CUDA_ERROR_INVALID_HANDLE;
+    if (!capturing(s)) e->at = busy_until[dev_of_current()];
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) { return event_record(hEvent, stream_of(hStream, 0)); }
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) { return event_record(hEvent, stream_of(hStream, 1)); }
+CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+    struct fake_event *e = (struct fake_event *)hEvent;
+    if (!e || !e->live) return CUDA_ERROR_INVALID_HANDLE;
+    return now_ns() < e->at ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+    struct fake_event *e = (struct fake_event *)hEvent;
+    if (!e || !e->live) return CUDA_ERROR_INVALID_HANDLE;
+    while (now_ns() < e->at) {
+        struct timespec t = {0, 100000};
+        nanosleep(&t, 0);
+    }
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
+    struct fake_event *e = (struct fake_event *)hEvent;
+    if (!e || !e->live) return CUDA_ERROR_INVALID_HANDLE;
+    e->live = 0; /* kept, not freed: a stale handle stays recognisable */
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuCtxSynchronize(void) {
     NEED_CTX();
     if (unsafe_during_capture()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -1521,7 +1565,8 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuStreamDestroy), E(cuStreamBeginCapture), E(cuStreamBeginCapture_v2_ptsz), E(cuStreamBeginCaptureToGraph),
     E(cuStreamBeginCaptureToGraph_ptsz), E(cuStreamGetCaptureInfo), E(cuStreamGetCaptureInfo_ptsz),
     E(cuStreamGetCaptureInfo_v2), E(cuStreamGetCaptureInfo_v2_ptsz), E(cuStreamGetCaptureInfo_v3),
-    E(cuStreamGetCaptureInfo_v3_ptsz),
+    E(cuStreamGetCaptureInfo_v3_ptsz), E(cuEventCreate), E(cuEventRecord), E(cuEventRecord_ptsz),
+    E(cuEventQuery), E(cuEventSynchronize), E(cuEventDestroy_v2),
 #if CUDA_VERSION >= 13000
     E(cuCtxGetDevice_v2), E(cuCtxSynchronize_v2), E(cuMemGetDefaultMemPool), E(cuMemGetMemPool),
 #endif

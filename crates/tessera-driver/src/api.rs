@@ -239,6 +239,14 @@ driver_api! {
     fn cuStreamDestroy_v2(stream: CUstream);
     /// `cuStreamSynchronize`.
     fn cuStreamSynchronize(stream: CUstream);
+    /// `cuEventCreate`.
+    fn cuEventCreate(event: *mut CUevent, flags: c_uint);
+    /// `cuEventRecord`.
+    fn cuEventRecord(event: CUevent, stream: CUstream);
+    /// `cuEventSynchronize`.
+    fn cuEventSynchronize(event: CUevent);
+    /// `cuEventDestroy_v2`.
+    fn cuEventDestroy_v2(event: CUevent);
     /// `cuGetProcAddress_v2`.
     fn cuGetProcAddress_v2(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: cuuint64_t, status: *mut CUdriverProcAddressQueryResult);
     /// `cuGetExportTable`.

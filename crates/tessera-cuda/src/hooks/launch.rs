@@ -210,14 +210,21 @@ macro_rules! launch_prelude {
                 Err(e) => return e,
             }
         }; )?
+        // the stream the gate paces a program alone on its GPU by (see `Tenant::pace`):
+        // the legacy stream unless the launch names one
+        super::note_stream(std::ptr::null_mut(), $ptsz);
         $( let $s = match migration().real_stream($s) {
             Ok(real) => real,
             Err(e) => return e,
-        }; )?
+        };
+        super::note_stream($s, $ptsz); )?
         $( let translated = match config_on_current_device($c) {
             Ok(copy) => copy,
             Err(e) => return e,
         };
+        if let Some(copy) = &translated {
+            super::note_stream(copy.hStream, $ptsz);
+        }
         let $c = translated.as_ref().map_or($c, |copy| copy as *const CUlaunchConfig); )?
     };
 }

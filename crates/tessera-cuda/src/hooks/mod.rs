@@ -71,6 +71,24 @@ mod pools;
 
 pub(crate) use launch::kernel_device;
 
+thread_local! {
+    /// The stream of this thread's latest gated launch (a real handle; the per-thread
+    /// default stream as `CU_STREAM_PER_THREAD`).
+    static LAUNCH_STREAM: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Note the stream a launch goes to (`ptsz`: its NULL is the per-thread stream).
+#[inline]
+fn note_stream(stream: tessera_driver::sys::CUstream, ptsz: bool) {
+    let s = if ptsz { capture::per_thread(stream) } else { stream };
+    LAUNCH_STREAM.with(|c| c.set(s as usize));
+}
+
+/// The stream of the calling thread's latest gated launch.
+pub(crate) fn launch_stream() -> tessera_driver::sys::CUstream {
+    LAUNCH_STREAM.with(|c| c.get()) as tessera_driver::sys::CUstream
+}
+
 /// Run a hook body; a panic becomes `CUDA_ERROR_UNKNOWN` and one line on stderr.
 fn guarded(name: &str, body: impl FnOnce() -> CuResult) -> CuResult {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {

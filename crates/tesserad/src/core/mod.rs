@@ -273,6 +273,12 @@ struct TaskInfo {
     /// A launch-gate slice: nothing runs for it; while dispatched, the client's grant
     /// word names the GPU.
     slice: bool,
+    /// Of a slice renewed while its holder had the GPU to itself: the GPU time its gate
+    /// accounted (`slice_used`, cumulative over the renewals) charged so far, ns.
+    charged: u64,
+    /// Of such a slice: the time its renewed legs held and did not charge (a later
+    /// charge, of work the gate accounted ahead, may use it).
+    slack: Nanos,
 }
 
 struct GpuRt {
@@ -1199,6 +1205,11 @@ impl Core {
                 if !self.runs_on(gpu, task) {
                     return; // stale: the GPU was reset under it
                 }
+                // a slice of a GPU its holder has to itself goes on (work conserving):
+                // the holder keeps its queue, and is charged what it used so far
+                if self.renew_slice(gpu, task, ran_for) {
+                    return;
+                }
                 // a slice whose holder still waits for its launch keeps the GPU (a
                 // non-preemptive GPU runs the kernel on anyway): it ends when the
                 // holder reports, charged what it measured (FairGV §3.3.2)
@@ -1216,11 +1227,13 @@ impl Core {
                 }
                 let Some(info) = self.tasks.remove(&task) else { return };
                 // a slice is charged what the client's launch gate accounted (measured,
-                // or partly inferred), never more than the slice it held
+                // or partly inferred) since its last renewal, never more than it held
                 let (ran_for, measured) = match self.conns.get(&info.conn) {
                     Some(c) if info.slice => {
                         let (used, inferred) = c.region.slice_used();
-                        (self.clock.emulated(Duration::from_nanos(used)).min(ran_for), !inferred)
+                        let used = used.saturating_sub(info.charged);
+                        let held = ran_for + info.slack;
+                        (self.clock.emulated(Duration::from_nanos(used)).min(held), !inferred)
                     }
                     _ => (ran_for, true),
                 };

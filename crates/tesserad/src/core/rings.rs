@@ -200,6 +200,8 @@ impl Core {
                         submitted: self.clock.now(),
                         started: None,
                         slice,
+                        charged: 0,
+                        slack: Nanos::ZERO,
                     },
                 );
                 self.by_seq.insert((conn, d.seq), id);

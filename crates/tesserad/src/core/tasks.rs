@@ -131,11 +131,15 @@ impl Core {
                 },
             );
         }
+        let (tenant, slice) = (info.tenant, info.slice);
+        let others = slice && self.others_share(gpu, tenant);
+        let Some(info) = self.tasks.get(&task) else { return };
         let conn = self.conns.get(&info.conn).filter(|c| c.alive);
         let data = conn.map(|c| (c.region.clone(), info.seq, info.in_len, info.out_len));
         let hold = info.slice;
         if hold && let Some(c) = conn {
             // the launch gate opens: the client's own kernels may run on this GPU
+            c.region.set_gpu_shared(others);
             c.region.set_grant(Some(gpu.0));
         }
         let g = &mut self.gpus[gpu.0 as usize];
@@ -150,6 +154,72 @@ impl Core {
             work += extra;
         }
         self.exec.send(gpu, Command::Run { task, work, data, memory: info.memory, hold, demand });
+    }
+
+    /// Whether a tenant other than `holder` shares `gpu`: is open and placed there (or
+    /// anywhere), waiting for it or not. A slice is renewed only on a GPU its holder
+    /// has to itself — beside others, each slice's end is where the policy decides
+    /// (whose turn it is, or, balancing, whom to move: DCUDA §3.4 moves a tenant
+    /// between its tasks). A scan of the tenants, made when a slice is granted or its
+    /// time is up (once a slice per GPU), not per launch.
+    pub(super) fn others_share(&self, gpu: GpuId, holder: TenantId) -> bool {
+        self.tenants.iter().any(|(id, t)| {
+            *id != holder && t.open && (t.placed.is_empty() || t.placed.contains(&gpu.0))
+        })
+    }
+
+    /// A slice's time is up (`ran_for` since it started or was last renewed): when its
+    /// holder still holds it, is alive and open, and has the GPU to itself,
+    /// it goes on for another slice — charged now what its gate accounted since the
+    /// last charge (as a late charge, which moves its start tag and the virtual time
+    /// with it, so a tenant that had the GPU alone owes nothing once others come) — and
+    /// its gate stays open: no drain, no new request. Whether it was renewed.
+    pub(super) fn renew_slice(&mut self, gpu: GpuId, task: TaskId, ran_for: Nanos) -> bool {
+        let Some(info) = self.tasks.get(&task) else { return false };
+        if !info.slice || self.draining || self.overrunning.iter().any(|(t, _, _)| *t == task) {
+            return false;
+        }
+        let (tenant, conn) = (info.tenant, info.conn);
+        let Some(c) = self.conns.get(&conn).filter(|c| c.alive) else { return false };
+        // a holder giving the slice back has dropped its grant first
+        // and only on a GPU it is placed on (where its program's kernels run): a slice
+        // the policy granted elsewhere ends, so that the next may be granted there
+        if c.region.granted() != Some(gpu.0)
+            || !self
+                .tenants
+                .get(&tenant)
+                .is_some_and(|t| t.open && (t.placed.is_empty() || t.placed.contains(&gpu.0)))
+            || self.others_share(gpu, tenant)
+        {
+            return false;
+        }
+        let region = c.region.clone();
+        let (used, _) = region.slice_used();
+        // never more than the leg held; what the gate accounted beyond it (launches
+        // queued ahead of the GPU, counted at the mean) is charged with later legs
+        let take = used
+            .saturating_sub(info.charged)
+            .min(self.clock.wall(ran_for).as_nanos() as u64);
+        let leg = self.clock.emulated(Duration::from_nanos(take));
+        let now = self.clock.now();
+        if let Some(info) = self.tasks.get_mut(&task) {
+            info.charged += take;
+            info.slack += ran_for.saturating_sub(leg);
+            info.started = Some((gpu, now));
+        }
+        region.set_gpu_shared(false);
+        if leg > Nanos::ZERO {
+            self.charge(tenant, Some(gpu), leg);
+            self.deliver(Event::TenantCharged { tenant, ran: leg });
+        }
+        let Some(info) = self.tasks.get(&task) else { return true };
+        let data = Some((region, info.seq, info.in_len, info.out_len));
+        tracing::trace!(%gpu, %task, leg_ns = leg.0, "slice renewed: its holder has the GPU to itself");
+        self.exec.send(
+            gpu,
+            Command::Run { task, work: info.work, data, memory: info.memory, hold: true, demand: 1.0 },
+        );
+        true
     }
 
     /// A slice that stopped being dispatched closes its client's launch gate.
@@ -277,7 +347,10 @@ impl Core {
         self.exec.send(gpu, Command::Cancel { task });
         let Some(info) = self.tasks.remove(&task) else { return false };
         self.finish_bookkeeping(gpu, task, &info, true, reason::NONE, 0);
-        let held = self.clock.now() - started;
+        // what renewals charged already is not charged again; what their legs held
+        // and did not charge may be
+        let held = self.clock.now() - started + info.slack;
+        let used = used.saturating_sub(Duration::from_nanos(info.charged));
         let used = self.clock.emulated(used).min(held);
         self.charge(info.tenant, Some(gpu), used);
         self.deliver(Event::TaskFinished {
