@@ -193,6 +193,8 @@ pub struct Client {
     /// Requests in flight.
     in_flight: usize,
     ready: VecDeque<Completion>,
+    /// Handles whose completions no one will wait for (see [`Client::forget`]).
+    forgotten: std::collections::BTreeSet<u64>,
 }
 
 fn refused(reply: Reply) -> ClientError {
@@ -249,6 +251,7 @@ impl Client {
             slot_busy: Vec::new(),
             in_flight: 0,
             ready: VecDeque::new(),
+            forgotten: std::collections::BTreeSet::new(),
         })
     }
 
@@ -758,8 +761,26 @@ impl Client {
         if let Some(c) = self.ready.pop_front() {
             return Ok(c);
         }
-        let r = self.wait_response(timeout)?;
-        Ok(self.completion(r))
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        loop {
+            let left = deadline
+                .map_or(Duration::MAX, |d| d.saturating_duration_since(std::time::Instant::now()));
+            let r = self.wait_response(left)?;
+            let c = self.completion(r);
+            if !self.forgotten.remove(&c.handle) {
+                return Ok(c);
+            }
+        }
+    }
+
+    /// No one will wait for `handle`'s completion (a slice released whose next one was
+    /// already asked for): it is dropped when it comes, its slot freed all the same.
+    pub fn forget(&mut self, handle: u64) {
+        if let Some(i) = self.ready.iter().position(|c| c.handle == handle) {
+            self.ready.remove(i);
+        } else {
+            self.forgotten.insert(handle);
+        }
     }
 
     /// The completion of `handle`, waiting up to `timeout` (`Duration::MAX`: no
@@ -779,7 +800,9 @@ impl Client {
             if c.handle == handle {
                 return Ok(c);
             }
-            self.ready.push_back(c);
+            if !self.forgotten.remove(&c.handle) {
+                self.ready.push_back(c);
+            }
         }
     }
 

@@ -257,3 +257,21 @@ fn a_program_arriving_beside_a_renewed_slice_receives_its_share() {
     eprintln!("late: the second program's share {share:.2} over {:.2} s", (to - from) as f64 / 1e9);
     assert!((share - 0.5).abs() <= 0.15, "the second program received {share:.2} of the GPU");
 }
+
+/// The self-test's fair-weights check on the fake driver: two programs waiting on each
+/// 2 ms kernel, at weights 1:3, the weight-1 one receives 0.25 ± 0.05 of the GPU
+/// time while both run (on the H200, 2026-11-28, the self-test measured 0.26-0.31 in
+/// six runs: above the share in every one).
+#[test]
+fn synchronous_programs_at_weights_1_to_3_receive_a_quarter_and_three() {
+    let Some(([one, three], _)) = fair_run(
+        "fair-sync-13",
+        (&["launch", "1000", "2"], &[("TESSERA_WEIGHT", "1")]),
+        (&["launch", "1000", "2"], &[("TESSERA_WEIGHT", "3")]),
+    ) else {
+        return;
+    };
+    let got = one / (one + three);
+    eprintln!("(d) weights 1:3, 2 ms kernels each waited on: {one:.2} s and {three:.2} s: share {got:.3}");
+    assert!((got - 0.25).abs() <= 0.05, "weight 1 received {got:.3} of the GPU (want 0.25 ± 0.05)");
+}
