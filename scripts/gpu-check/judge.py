@@ -630,7 +630,18 @@ def judge_selftest(v, runs):
     if j.rec.get("rc") != 0:
         v.fail(f"exit status {j.rec.get('rc')}" + (f"; stderr: {hint}" if hint else ""))
     if t is not None and t.rec.get("rc") not in (0, None) and not t.rec.get("skipped"):
-        v.text.append(f"text table: exit status {t.rec.get('rc')}")
+        # the table is a second run of the same checks: a check it fails is a finding
+        # too (on the H200 a run's table failed two checks its JSON run had passed,
+        # and the summary said PASS)
+        failed = [
+            " ".join(line.split())
+            for line in read_text(t.rec.get("out", "")).splitlines()
+            if len(line.split()) > 1 and line.split()[1] == "FAIL"
+        ]
+        for line in failed:
+            v.fail(f"text table run: {line}")
+        if not failed:
+            v.fail(f"text table run: exit status {t.rec.get('rc')}")
 
 
 def judge_daemon(v, recs):
