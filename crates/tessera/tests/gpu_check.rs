@@ -116,3 +116,59 @@ sys.exit(1 if bad else 0)
         String::from_utf8_lossy(&run.stderr)
     );
 }
+
+/// The H200's third run (2026-11-28): the self-test's table run failed two checks its
+/// JSON run had passed, and the summary said PASS ("text table: exit status 1"). A check
+/// the table run fails now fails the self-test, named in the reason.
+#[test]
+fn the_judge_fails_the_selftest_on_a_check_its_table_run_fails() {
+    let Some(scratch) = common::scratch("gpu-judge") else { return };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let (logs, out) = (scratch.dir.join("logs"), scratch.dir.join("out"));
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let json = out.join("selftest.json");
+    let text = out.join("selftest.txt");
+    std::fs::write(
+        &json,
+        r#"{"device": "NVIDIA H200", "cuda": "13.0", "checks": [
+            {"name": "launch", "result": "PASS", "measured": "+11 ns", "expected": "at most 100 ns"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        &text,
+        "CHECK         RESULT   MEASURED (EXPECTED)\nlaunch        FAIL     +407 ns (at most 100 ns)\n",
+    )
+    .unwrap();
+    let record = |mode: &str, rc: i32, file: &std::path::Path| {
+        serde_json::json!({"check": "selftest", "mode": mode, "rc": rc, "wall_s": 20.0,
+            "limit_s": 150, "timed_out": false, "out": file})
+        .to_string()
+    };
+    std::fs::write(
+        logs.join("runs.jsonl"),
+        format!("{}\n{}\n", record("tessera.json", 0, &json), record("tessera.text", 1, &text)),
+    )
+    .unwrap();
+    let run = Command::new("python3")
+        .arg(root.join("scripts/gpu-check/judge.py"))
+        .args(["--logs", logs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--final"])
+        .output();
+    let Ok(run) = run else {
+        eprintln!("SKIPPED: python3 could not run");
+        return;
+    };
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("results.json")).unwrap_or_else(|_| {
+            panic!("no results.json: {}", String::from_utf8_lossy(&run.stderr))
+        }),
+    )
+    .unwrap();
+    let selftest = results["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "selftest"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(selftest["status"], "FAIL", "{selftest}");
+    assert!(selftest.to_string().contains("+407 ns"), "{selftest}");
+}
