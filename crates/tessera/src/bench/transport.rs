@@ -124,6 +124,33 @@ fn echo_inproc(x: u64) -> u64 {
     black_box(x)
 }
 
+/// Round trips over two paths (`f(true)`: the rings; `f(false)`: the socket),
+/// alternated sample by sample (rings then socket, then socket then rings), so that a
+/// phase of the host weighs on both alike: on the loaded 2-core development machine,
+/// round trips of about 8 ms come and go in phases of their own, and measured one path
+/// after the other, a phase that fell on one path's block decided the comparison (run
+/// 3 of 2026-11-28: both paths 8 ms at p50, in their turns). Percentiles of the rings,
+/// then of the socket.
+fn time_pair(n: usize, mut f: impl FnMut(bool) -> Result<()>) -> Result<((u64, u64), (u64, u64))> {
+    let (mut rings, mut socket) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut once = |rings_path: bool, into: &mut Vec<u64>| -> Result<()> {
+        let t = Instant::now();
+        f(rings_path)?;
+        into.push(t.elapsed().as_nanos() as u64);
+        Ok(())
+    };
+    for i in 0..n {
+        if i % 2 == 0 {
+            once(true, &mut rings)?;
+            once(false, &mut socket)?;
+        } else {
+            once(false, &mut socket)?;
+            once(true, &mut rings)?;
+        }
+    }
+    Ok((percentiles(&mut rings), percentiles(&mut socket)))
+}
+
 fn time(n: usize, mut f: impl FnMut() -> Result<()>) -> Result<(u64, u64)> {
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
@@ -222,21 +249,22 @@ pub fn run(mut a: TransportBenchArgs) -> Result<()> {
         let mut hogs = start_spinners(per_core * cores)?;
         let measured = (|| -> Result<()> {
             std::thread::sleep(Duration::from_millis(200));
-            let (p50, p99) = time(slow, || Ok(c.echo()?))?;
-            rows.push((load_row("shm", per_core), p50, p99));
-            let (p50, p99) = time(slow, || Ok(c.ping()?))?;
-            rows.push((load_row("socket", per_core), p50, p99));
+            let (shm, socket) =
+                time_pair(slow, |rings| if rings { Ok(c.echo()?) } else { Ok(c.ping()?) })?;
+            rows.push((load_row("shm", per_core), shm.0, shm.1));
+            rows.push((load_row("socket", per_core), socket.0, socket.1));
             let empty = TaskRequest::default();
-            let (p50, p99) = time(slow, || {
-                let h = c.submit(tenant_loaded, &empty)?;
-                c.wait(h, Duration::from_secs(10))?;
-                Ok(())
+            let (task, task_socket) = time_pair(slow, |rings| {
+                if rings {
+                    let h = c.submit(tenant_loaded, &empty)?;
+                    c.wait(h, Duration::from_secs(10))?;
+                    Ok(())
+                } else {
+                    Ok(c.run_task_over_socket(tenant_loaded, Duration::ZERO).map(|_| ())?)
+                }
             })?;
-            rows.push((load_row("task", per_core), p50, p99));
-            let (p50, p99) = time(slow, || {
-                Ok(c.run_task_over_socket(tenant_loaded, Duration::ZERO).map(|_| ())?)
-            })?;
-            rows.push((load_row("task_socket", per_core), p50, p99));
+            rows.push((load_row("task", per_core), task.0, task.1));
+            rows.push((load_row("task_socket", per_core), task_socket.0, task_socket.1));
             Ok(())
         })();
         for h in &mut hogs {
