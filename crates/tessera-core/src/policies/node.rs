@@ -220,6 +220,8 @@ pub struct NodePolicy {
     inference: Option<Inference>,
     /// Since when each GPU has been the pool's.
     pool_since: Vec<Option<Nanos>>,
+    /// The pool's generation `pool_since` was last brought up to.
+    pool_seen: u64,
     /// The pool's order among GPUs with contending batch tenants, as of the last
     /// sample ([`NodeParams::fair_pool`]; all 0 without it).
     lead_rank: Vec<u8>,
@@ -356,6 +358,7 @@ impl NodePolicy {
             samples: 0,
             inference: None,
             pool_since: vec![None; gpus.len()],
+            pool_seen: 0,
             lead_rank: vec![0; gpus.len()],
         };
         // no service registered yet
@@ -1100,11 +1103,15 @@ impl NodePolicy {
         } else {
             self.pool.repartition(&mut self.board, now, actions);
         }
-        for (g, since) in self.pool_since.iter_mut().enumerate() {
-            if !self.pool.contains(GpuId(g as u32)) {
-                *since = None;
-            } else if since.is_none() {
-                *since = Some(now);
+        // only when the pool's GPUs changed (a walk of the node on every event, before)
+        if self.pool.generation() != self.pool_seen {
+            self.pool_seen = self.pool.generation();
+            for (g, since) in self.pool_since.iter_mut().enumerate() {
+                if !self.pool.contains(GpuId(g as u32)) {
+                    *since = None;
+                } else if since.is_none() {
+                    *since = Some(now);
+                }
             }
         }
         match event {
