@@ -761,7 +761,15 @@ impl Client {
         if let Some(c) = self.ready.pop_front() {
             return Ok(c);
         }
-        let deadline = std::time::Instant::now().checked_add(timeout);
+        self.next_completion(std::time::Instant::now().checked_add(timeout))
+    }
+
+    /// The next completion to arrive that is not forgotten (see [`Client::forget`]),
+    /// waiting until `deadline` (`None`: no limit).
+    fn next_completion(
+        &mut self,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Completion, ClientError> {
         loop {
             let left = deadline
                 .map_or(Duration::MAX, |d| d.saturating_duration_since(std::time::Instant::now()));
@@ -793,16 +801,11 @@ impl Client {
         }
         let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
-            let left = deadline
-                .map_or(Duration::MAX, |d| d.saturating_duration_since(std::time::Instant::now()));
-            let r = self.wait_response(left)?;
-            let c = self.completion(r);
+            let c = self.next_completion(deadline)?;
             if c.handle == handle {
                 return Ok(c);
             }
-            if !self.forgotten.remove(&c.handle) {
-                self.ready.push_back(c);
-            }
+            self.ready.push_back(c);
         }
     }
 

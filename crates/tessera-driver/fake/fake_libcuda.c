@@ -1017,14 +1017,15 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
-/* Wait until the current device has run what was launched on it. */
-static void wait_device(void) {
-    uint64_t until = busy_until[dev_of_current()];
+/* Sleep until CLOCK_MONOTONIC reaches `until` (ns), in 0.1 ms naps. */
+static void sleep_until(uint64_t until) {
     while (now_ns() < until) {
         struct timespec t = {0, 100000};
         nanosleep(&t, 0);
     }
 }
+/* Wait until the current device has run what was launched on it. */
+static void wait_device(void) { sleep_until(busy_until[dev_of_current()]); }
 /* The echo kernel completes inside cuLaunchKernel; the spin kernel keeps the device busy.
  * Querying or synchronising a capturing stream is not allowed (the capture is
  * invalidated); nor is using the legacy stream while a blocking stream captures. */
@@ -1081,10 +1082,7 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
     struct fake_event *e = (struct fake_event *)hEvent;
     if (!e || !e->live) return CUDA_ERROR_INVALID_HANDLE;
-    while (now_ns() < e->at) {
-        struct timespec t = {0, 100000};
-        nanosleep(&t, 0);
-    }
+    sleep_until(e->at);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {

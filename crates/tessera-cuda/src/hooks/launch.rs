@@ -212,20 +212,23 @@ macro_rules! launch_prelude {
         }; )?
         // the stream the gate paces a program alone on its GPU by (see `Tenant::pace`):
         // the legacy stream unless the launch names one
-        super::note_stream(std::ptr::null_mut(), $ptsz);
+        // (a hook without a stream keeps the legacy one; one with overwrites it)
+        #[allow(unused_mut, unused_assignments)]
+        let mut pace_stream: CUstream = std::ptr::null_mut();
         $( let $s = match migration().real_stream($s) {
             Ok(real) => real,
             Err(e) => return e,
         };
-        super::note_stream($s, $ptsz); )?
+        pace_stream = $s; )?
         $( let translated = match config_on_current_device($c) {
             Ok(copy) => copy,
             Err(e) => return e,
         };
         if let Some(copy) = &translated {
-            super::note_stream(copy.hStream, $ptsz);
+            pace_stream = copy.hStream;
         }
         let $c = translated.as_ref().map_or($c, |copy| copy as *const CUlaunchConfig); )?
+        super::note_stream(pace_stream, $ptsz);
     };
 }
 
