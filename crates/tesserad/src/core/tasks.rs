@@ -181,9 +181,9 @@ impl Core {
         }
         let (tenant, conn) = (info.tenant, info.conn);
         let Some(c) = self.conns.get(&conn).filter(|c| c.alive) else { return false };
-        // a holder giving the slice back has dropped its grant first
-        // and only on a GPU it is placed on (where its program's kernels run): a slice
-        // the policy granted elsewhere ends, so that the next may be granted there
+        // not a slice its holder is giving back (it drops its grant first), nor one on a
+        // GPU the holder is not placed on (its program's kernels run elsewhere: that
+        // slice ends, so that the next may be granted where they run)
         if c.region.granted() != Some(gpu.0)
             || !self
                 .tenants
@@ -209,8 +209,7 @@ impl Core {
         }
         region.set_gpu_shared(false);
         if leg > Nanos::ZERO {
-            self.charge(tenant, Some(gpu), leg);
-            self.deliver(Event::TenantCharged { tenant, ran: leg });
+            self.charge_late(tenant, Some(gpu), leg);
         }
         let Some(info) = self.tasks.get(&task) else { return true };
         let data = Some((region, info.seq, info.in_len, info.out_len));
@@ -394,10 +393,11 @@ impl Core {
         any
     }
 
-    /// Charge `tenant` GPU time it used after its slice ended (FairGV §3.3.2: a kernel
-    /// that runs past its slice moves its start tag past the whole kernel).
-    pub(super) fn charge_late(&mut self, tenant: TenantId, ran: Nanos) {
-        self.charge(tenant, None, ran);
+    /// Charge `tenant` GPU time it used outside a task's end — after its slice ended
+    /// (FairGV §3.3.2: a kernel that runs past its slice moves its start tag past the
+    /// whole kernel), or in a leg of a renewed slice — on `gpu` when known.
+    pub(super) fn charge_late(&mut self, tenant: TenantId, gpu: Option<GpuId>, ran: Nanos) {
+        self.charge(tenant, gpu, ran);
         self.deliver(Event::TenantCharged { tenant, ran });
     }
 
@@ -407,7 +407,7 @@ impl Core {
         let Some(c) = self.conns.get(&conn) else { return };
         let owed = c.region.take_owed().min(self.limits.max_task.0);
         if owed > 0 {
-            self.charge_late(tenant, self.clock.emulated(Duration::from_nanos(owed)));
+            self.charge_late(tenant, None, self.clock.emulated(Duration::from_nanos(owed)));
         }
     }
 
