@@ -163,7 +163,6 @@ fn a_long_kernel_behind_measured_ones_is_charged_as_it_ran() {
     );
 }
 
-
 /// The daemon's record of a tenant that departed: (slices done, GPU time charged, s),
 /// from its events log (waited for: the daemon hears of the exit on its own time).
 fn departed(events: &std::path::Path, pid: u32) -> Option<(u64, f64)> {
@@ -176,10 +175,9 @@ fn departed(events: &std::path::Path, pid: u32) -> Option<(u64, f64)> {
             .iter()
             .find(|e| e["event"] == "admitted" && e["pid"] == pid)
             .and_then(|e| e["tenant"].as_u64());
-        if let Some(e) = lines
-            .iter()
-            .find(|e| e["event"] == "departed" && tenant.is_some() && e["tenant"].as_u64() == tenant)
-        {
+        if let Some(e) = lines.iter().find(|e| {
+            e["event"] == "departed" && tenant.is_some() && e["tenant"].as_u64() == tenant
+        }) {
             return Some((e["done"].as_u64()?, e["gpu_ms"].as_f64()? / 1e3));
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -222,7 +220,10 @@ fn a_program_alone_on_its_gpu_keeps_its_slice_and_is_charged_what_it_ran() {
     let ran = kernels.iter().map(|(s, e)| e - s).sum::<u64>() as f64 / 1e9;
     let (done, charged) = departed(&events, p.0.id()).expect("the daemon logs the departure");
     let _ = std::fs::remove_file(&events);
-    eprintln!("alone: {done} slice(s) done, charged {charged:.3} s, its kernels ran {ran:.3} s\n{}", s.log());
+    eprintln!(
+        "alone: {done} slice(s) done, charged {charged:.3} s, its kernels ran {ran:.3} s\n{}",
+        s.log()
+    );
     // 1-2 measured here (the last one as the program ends); a loaded host can
     // deschedule it long enough for the watcher to take it for idle now and then
     assert!(done <= 4, "a program alone on its GPU gave its slice back {done} times: {}", s.log());
@@ -283,6 +284,8 @@ fn synchronous_programs_at_weights_1_to_3_receive_a_quarter_and_three() {
         return;
     };
     let got = one / (one + three);
-    eprintln!("(d) weights 1:3, 2 ms kernels each waited on: {one:.2} s and {three:.2} s: share {got:.3}");
+    eprintln!(
+        "(d) weights 1:3, 2 ms kernels each waited on: {one:.2} s and {three:.2} s: share {got:.3}"
+    );
     assert!((got - 0.25).abs() <= 0.1, "weight 1 received {got:.3} of the GPU (want 0.25 ± 0.1)");
 }

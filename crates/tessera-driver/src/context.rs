@@ -78,7 +78,24 @@ pub struct Gpu {
     lib: DriverLibrary,
     dev: CUdevice,
     ctx: CUcontext,
+    /// The library's own `cuLaunchKernel`, past any interposer (absent if not found).
+    own_launch: Option<LaunchFn>,
 }
+
+/// `cuLaunchKernel`'s C signature.
+type LaunchFn = unsafe extern "C" fn(
+    CUfunction,
+    u32,
+    u32,
+    u32,
+    u32,
+    u32,
+    u32,
+    u32,
+    crate::sys::CUstream,
+    *mut *mut c_void,
+    *mut *mut c_void,
+) -> CuResult;
 
 impl Gpu {
     /// Initialise the driver `library` (default `libcuda.so.1`) and make device
@@ -90,7 +107,11 @@ impl Gpu {
         call!(lib, cuDeviceGet(&mut dev, ordinal))?;
         let mut ctx: CUcontext = std::ptr::null_mut();
         call!(lib, cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
-        let gpu = Gpu { lib, dev, ctx };
+        let own = lib.own_symbol(c"cuLaunchKernel");
+        // SAFETY: the driver's own cuLaunchKernel, whose C signature is `LaunchFn`.
+        let own_launch =
+            (!own.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, LaunchFn>(own) });
+        let gpu = Gpu { lib, dev, ctx, own_launch };
         call!(gpu.lib, cuCtxSetCurrent(gpu.ctx))?;
         Ok(gpu)
     }
@@ -174,6 +195,55 @@ impl Gpu {
                 std::ptr::null_mut()
             )
         )
+    }
+
+    /// [`Self::launch`] through the driver's own `cuLaunchKernel`, past any interposer
+    /// (see [`DriverLibrary::own_symbol`]); the same arguments, built the same way, so
+    /// that the two differ only in the entry point called.
+    pub fn launch_unhooked(
+        &self,
+        kernel: Kernel,
+        threads: u32,
+        params: &[u64],
+    ) -> Result<(), ContextError> {
+        let f = self.own_launch.ok_or_else(|| {
+            ContextError::Library(LibraryError::Missing {
+                path: self.lib.path().to_path_buf(),
+                symbol: "cuLaunchKernel (the library's own)",
+            })
+        })?;
+        let mut values: Vec<u64> = params.to_vec();
+        let mut pointers: Vec<*mut c_void> =
+            values.iter_mut().map(|v| std::ptr::from_mut(v).cast::<c_void>()).collect();
+        // SAFETY: the driver library's own cuLaunchKernel (typed from cuda.h), with the
+        // arguments `launch` passes.
+        let code = unsafe {
+            f(
+                kernel.0,
+                1,
+                1,
+                1,
+                threads,
+                1,
+                1,
+                0,
+                std::ptr::null_mut(),
+                pointers.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        match code {
+            status::SUCCESS => Ok(()),
+            code => Err(ContextError::Cuda { call: "cuLaunchKernel", code }),
+        }
+    }
+
+    /// Whether the program's `cuLaunchKernel` (what `dlsym` answered) is another
+    /// function than the driver's own: true under an interposer that hooks it.
+    pub fn launch_is_interposed(&self) -> bool {
+        let program = self.lib.api().cuLaunchKernel.map(|f| f as usize);
+        let own = self.own_launch.map(|f| f as usize);
+        own.is_some() && program != own
     }
 
     /// Wait for everything launched.

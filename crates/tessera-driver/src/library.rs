@@ -63,6 +63,44 @@ impl DriverLibrary {
         &self.path
     }
 
+    /// The library's own symbol `name`, as the loader finds it in this library, even
+    /// where an interposer (tessera's own, under `tessera run`) answers `dlsym` with a
+    /// hook: the self-test's launch check times the driver's `cuLaunchKernel` beside
+    /// the hooked one in the same process, so that the hook's cost is measured without
+    /// the hundreds of nanoseconds two processes differ by. Null when absent or when
+    /// the loader's own `dlsym` cannot be found.
+    pub fn own_symbol(&self, name: &std::ffi::CStr) -> *mut std::ffi::c_void {
+        type Dlsym = unsafe extern "C" fn(
+            *mut std::ffi::c_void,
+            *const std::ffi::c_char,
+        ) -> *mut std::ffi::c_void;
+        let Ok(path) = std::ffi::CString::new(self.path.as_os_str().as_encoded_bytes()) else {
+            return std::ptr::null_mut();
+        };
+        // glibc 2.34 and later define dlsym in libc at GLIBC_2.34, older ones in libdl at
+        // GLIBC_2.2.5; an interposer's unversioned dlsym matches neither
+        let dlsym = [c"GLIBC_2.34", c"GLIBC_2.2.5"].iter().find_map(|version| {
+            // SAFETY: dlvsym only looks up; both strings are NUL-terminated.
+            let p =
+                unsafe { libc::dlvsym(libc::RTLD_DEFAULT, c"dlsym".as_ptr(), version.as_ptr()) };
+            (!p.is_null()).then_some(p)
+        });
+        let Some(dlsym) = dlsym else { return std::ptr::null_mut() };
+        // SAFETY: the loader's dlsym, whose C signature is `Dlsym`.
+        let dlsym = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Dlsym>(dlsym) };
+        // SAFETY: RTLD_NOLOAD only finds the library `self` keeps loaded (no initialiser
+        // runs); the extra reference is dropped below, leaving it loaded by `self`.
+        let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if handle.is_null() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: a handle from dlopen and a NUL-terminated name.
+        let found = unsafe { dlsym(handle, name.as_ptr()) };
+        // SAFETY: the reference taken above; `self` still holds the library.
+        unsafe { libc::dlclose(handle) };
+        found
+    }
+
     /// Fail with [`LibraryError::Missing`] unless `present` (an entry point of
     /// [`Self::api`] checked with `is_some()`).
     pub fn require(&self, present: bool, symbol: &'static str) -> Result<(), LibraryError> {

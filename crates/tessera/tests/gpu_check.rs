@@ -158,12 +158,11 @@ fn the_judge_fails_the_selftest_on_a_check_its_table_run_fails() {
         eprintln!("SKIPPED: python3 could not run");
         return;
     };
-    let results: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("results.json")).unwrap_or_else(|_| {
-            panic!("no results.json: {}", String::from_utf8_lossy(&run.stderr))
-        }),
-    )
-    .unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap_or_else(
+            |_| panic!("no results.json: {}", String::from_utf8_lossy(&run.stderr)),
+        ))
+        .unwrap();
     let selftest = results["checks"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["name"] == "selftest"))

@@ -71,6 +71,17 @@ fn every_check_the_fake_can_do_passes_as_a_stand_in() {
     let launch = result(&report, "launch");
     assert!(launch["numbers"]["direct"]["p50_ns"].as_f64().is_some(), "{text}");
     assert!(launch["numbers"]["tessera"]["p50_ns"].as_f64().is_some(), "{text}");
+    // the verdict's comparison is within each program: the hook beside the driver's
+    // own cuLaunchKernel, reached past the interposer's dlsym; run directly, a program
+    // has no hook and both paths are the driver's (the control)
+    assert!(launch["numbers"]["hook_ns"].as_f64().is_some(), "{text}");
+    assert!(launch["numbers"]["control_ns"].as_f64().is_some(), "{text}");
+    for (side, interposed) in [("tessera", true), ("direct", false)] {
+        for round in launch["numbers"][side]["rounds"].as_array().unwrap() {
+            assert_eq!(round["interposed"], interposed, "{side}: {text}");
+            assert!(round["own_p50_ns"].as_f64().is_some(), "{side}: {text}");
+        }
+    }
     // the exit status says whether every check passed
     let all_pass = report["checks"].as_array().unwrap().iter().all(|c| c["result"] != "FAIL");
     assert_eq!(code == 0, all_pass, "{text}");

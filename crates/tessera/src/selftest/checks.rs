@@ -22,7 +22,9 @@ pub(super) fn run(name: &'static str, env: &Tenants, args: &SelftestArgs, view: 
             "past the limit: out of memory within 100 ms; free and retry succeed; a neighbour's allocation succeeds"
         }
         "kill" => "a killed tenant's memory is back in the ledger and the driver within 2 s",
-        "launch" => "p50 launch through tessera at most 100 ns over direct",
+        "launch" => {
+            "p50 launch through tessera at most 100 ns over the driver's own (same process; with no hook within ±50 ns)"
+        }
         "fair-weights" => "weights 1:3, the weight-1 tenant receives 0.25 ± 0.05 of the GPU time",
         "fair-kernels" => "100 ms kernels beside 1 ms kernels at 1:1, each receives 0.5 ± 0.1",
         _ => "",
@@ -158,8 +160,9 @@ fn kill(env: &Tenants, args: &SelftestArgs, expected: &str) -> Result<Check> {
 }
 
 /// The CPU both sides of the launch check run on: the last this process may use (the
-/// daemon and the shell tend to the first ones).
-fn launch_cpu() -> Option<usize> {
+/// daemon and the shell tend to the first ones; a daemon the self-test starts is kept
+/// off it, see `Tenants::new`).
+pub(super) fn launch_cpu() -> Option<usize> {
     let set = rustix::thread::sched_getaffinity(None).ok()?;
     (0..rustix::thread::CpuSet::MAX_CPU).rev().find(|&c| set.is_set(c))
 }
@@ -175,29 +178,50 @@ fn median(values: &[f64]) -> f64 {
     if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
 }
 
-/// The launch path's added cost from rounds of (direct p50, through-tessera p50), each
-/// pair run back to back: the median of the pairs' differences, so that one pair that
-/// drew a slow process (on the H200 a direct p50 moved 2.9 -> 3.4 µs between two runs)
-/// does not decide the verdict.
+/// The launch path's added cost between processes, from rounds of (direct p50,
+/// through-tessera p50), each pair run back to back: the median of the pairs'
+/// differences, so that one pair that drew a slow process (on the H200 a direct p50
+/// moved 2.9 -> 3.4 µs between two runs) does not decide it. Reported beside the
+/// verdict, which is [`hook_cost`]'s.
 pub(super) fn launch_overhead(pairs: &[(f64, f64)]) -> f64 {
     median(&pairs.iter().map(|(d, t)| t - d).collect::<Vec<_>>())
+}
+
+/// What the launch check judges, from each program's two p50s: the one through its
+/// `cuLaunchKernel` (the hook, under tessera) and the one through the driver's own,
+/// timed in alternating blocks in the same process. `governed`: the programs run
+/// under tessera; `control`: the programs run directly, where both entry points are
+/// the driver's. Returns (the hook's cost: the median of the governed programs'
+/// differences, the control's median, whether it passes). Between processes the same
+/// binaries differed by -32 to +411 ns on the H200 (seven runs' medians of 1-5 pairs:
+/// -6 to +407 ns), which a cost of 100 ns cannot be told apart from; within a process
+/// that difference is gone, and the control shows what the comparison reads with no
+/// hook at all: the verdict needs it near zero (|control| <= 50 ns), or the method is
+/// not measuring what it claims.
+pub(super) fn hook_cost(governed: &[(f64, f64)], control: &[(f64, f64)]) -> (f64, f64, bool) {
+    let diff =
+        |v: &[(f64, f64)]| median(&v.iter().map(|(hook, own)| hook - own).collect::<Vec<_>>());
+    let (cost, ctl) = (diff(governed), diff(control));
+    (cost, ctl, cost <= 100.0 && ctl.abs() <= 50.0)
 }
 
 fn launch(env: &Tenants, args: &SelftestArgs, expected: &str) -> Result<Check> {
     let rounds = args.launch_rounds.max(1);
     let count = (args.launches / rounds).max(100).to_string();
-    let cpu = launch_cpu();
+    let cpu = args.launch_cpu;
     let mut words = vec!["launch", "--count", &count];
     let cpu_text = cpu.map(|c| c.to_string());
     if let Some(c) = &cpu_text {
         words.extend(["--cpu", c]);
     }
     let p50 = |v: &serde_json::Value| v["p50_ns"].as_f64().unwrap_or(f64::NAN);
+    let own50 = |v: &serde_json::Value| v["own_p50_ns"].as_f64().unwrap_or(f64::NAN);
     let rate = |v: &serde_json::Value| v["per_second"].as_f64().unwrap_or(f64::NAN);
     let (mut directs, mut governed) = (Vec::new(), Vec::new());
     for r in 0..rounds {
         let direct = || env.direct(&format!("launch-direct-{r}"), &role(&words))?.finish(START);
-        let tenant = || env.tenant(&format!("launch-{r}"), None, None, &role(&words))?.finish(START);
+        let tenant =
+            || env.tenant(&format!("launch-{r}"), None, None, &role(&words))?.finish(START);
         // A B, B A, ...: a drift during the check weighs on both sides alike
         let (d, t) = if r % 2 == 0 {
             let d = direct()?;
@@ -211,23 +235,31 @@ fn launch(env: &Tenants, args: &SelftestArgs, expected: &str) -> Result<Check> {
     }
     let pairs: Vec<(f64, f64)> =
         directs.iter().zip(&governed).map(|(d, t)| (p50(d), p50(t))).collect();
-    let over = launch_overhead(&pairs);
+    let within = |v: &[serde_json::Value]| v.iter().map(|x| (p50(x), own50(x))).collect::<Vec<_>>();
+    let (hooked, control) = (within(&governed), within(&directs));
+    let (cost, ctl, pass) = hook_cost(&hooked, &control);
+    let between = launch_overhead(&pairs);
     let d50 = median(&pairs.iter().map(|p| p.0).collect::<Vec<_>>());
     let t50 = median(&pairs.iter().map(|p| p.1).collect::<Vec<_>>());
     let d_rate = median(&directs.iter().map(rate).collect::<Vec<_>>());
     let t_rate = median(&governed.iter().map(rate).collect::<Vec<_>>());
-    let each: Vec<String> = pairs.iter().map(|(d, t)| format!("{:+.0}", t - d)).collect();
+    let signed = |v: Vec<f64>| v.iter().map(|x| format!("{x:+.0}")).collect::<Vec<_>>().join(" ");
     let measured = format!(
-        "p50 {d50:.0} ns direct, {t50:.0} ns through tessera: {over:+.0} ns, the median of {rounds} \
-         paired rounds ({}){}; {d_rate:.0} and {t_rate:.0} launches/s (ratio {:.2})",
-        each.join(" "),
+        "the hook {cost:+.0} ns over the driver's own cuLaunchKernel in the same process (median of \
+         {rounds} programs: {}; with no hook the same comparison reads {ctl:+.0}: {}); between \
+         processes p50 {d50:.0} ns direct, {t50:.0} ns through tessera, {between:+.0} (paired \
+         rounds: {}){}; {d_rate:.0} and {t_rate:.0} launches/s (ratio {:.2})",
+        signed(hooked.iter().map(|(h, o)| h - o).collect()),
+        signed(control.iter().map(|(h, o)| h - o).collect()),
+        signed(pairs.iter().map(|(d, t)| t - d).collect()),
         cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default(),
         t_rate / d_rate
     );
-    Ok(Check::judged("launch", over <= 100.0, measured, expected).with(json!({
+    Ok(Check::judged("launch", pass, measured, expected).with(json!({
         "direct": {"p50_ns": d50, "per_second": d_rate, "rounds": directs},
         "tessera": {"p50_ns": t50, "per_second": t_rate, "rounds": governed},
-        "over_ns": over, "paired_over_ns": pairs.iter().map(|(d, t)| t - d).collect::<Vec<_>>(),
+        "hook_ns": cost, "control_ns": ctl,
+        "over_ns": between, "paired_over_ns": pairs.iter().map(|(d, t)| t - d).collect::<Vec<_>>(),
         "cpu": cpu,
     })))
 }
@@ -342,5 +374,27 @@ mod tests {
         assert!(launch_overhead(&steady) > 100.0, "{}", launch_overhead(&steady));
         assert_eq!(median(&[1.0, f64::NAN, 3.0]), 2.0);
         assert!(median(&[]).is_nan());
+    }
+
+    /// The H200's runs judged the launch path between processes: seven medians from -6
+    /// to +407 ns, the same binaries, so a 100 ns cost could neither pass nor fail
+    /// reliably. The verdict is now the in-process comparison (the hook beside the
+    /// driver's own entry point), which such a spread between processes does not move,
+    /// checked by a control that must read near zero.
+    #[test]
+    fn the_launch_verdict_is_the_in_process_difference_with_a_control_near_zero() {
+        // the processes differ by hundreds of ns; within each, the hook adds ~40
+        let governed = [(3420.0, 3380.0), (2950.0, 2905.0), (3810.0, 3772.0)];
+        let control = [(2900.0, 2896.0), (3300.0, 3309.0), (3050.0, 3047.0)];
+        let (cost, ctl, pass) = hook_cost(&governed, &control);
+        assert!((cost - 40.0).abs() < 1e-9 && ctl.abs() <= 5.0 && pass, "{cost} {ctl}");
+        // a steady 150 ns fails, however the processes fall
+        let slow = [(3550.0, 3400.0), (3050.0, 2900.0), (3200.0, 3049.0)];
+        assert!(!hook_cost(&slow, &control).2);
+        // a method that reads 80 ns with no hook present judges nothing
+        let biased = [(3000.0, 2920.0), (3100.0, 3020.0), (2990.0, 2911.0)];
+        assert!(!hook_cost(&governed, &biased).2);
+        // a program that reported nothing is not a pass
+        assert!(!hook_cost(&[(f64::NAN, f64::NAN)], &control).2);
     }
 }

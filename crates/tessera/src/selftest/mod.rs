@@ -40,9 +40,10 @@ pub struct SelftestArgs {
     #[arg(long, default_value_t = 20000)]
     launches: usize,
     /// Rounds of the launch-path check: each runs a program directly and one through
-    /// tessera back to back (the launches split among them), and the verdict is the
-    /// median of the rounds' differences.
-    #[arg(long, default_value_t = 5)]
+    /// tessera back to back (the launches split among them). Each program times its
+    /// own `cuLaunchKernel` beside the driver's in alternating blocks; the verdict is
+    /// the median over the rounds of that in-process difference.
+    #[arg(long, default_value_t = 7)]
     launch_rounds: usize,
     /// Only these checks (comma-separated: share, memory, kill, launch, fair-weights,
     /// fair-kernels).
@@ -54,6 +55,10 @@ pub struct SelftestArgs {
     /// The interposer (default: libtessera_cuda.so beside tessera, or the installed one).
     #[arg(long)]
     preload: Option<PathBuf>,
+    /// The CPU the launch check's programs run on (the last this process may use),
+    /// which a daemon the self-test starts is kept off.
+    #[arg(skip)]
+    launch_cpu: Option<usize>,
 }
 
 /// A check's verdict.
@@ -129,7 +134,7 @@ struct Report {
 
 const ALL: [&str; 6] = ["share", "memory", "kill", "launch", "fair-weights", "fair-kernels"];
 
-pub fn run(args: SelftestArgs) -> Result<()> {
+pub fn run(mut args: SelftestArgs) -> Result<()> {
     for name in &args.only {
         if !ALL.contains(&name.as_str()) {
             bail!("no check named {name:?}: the checks are {}", ALL.join(", "));
@@ -144,6 +149,7 @@ pub fn run(args: SelftestArgs) -> Result<()> {
     }
     let driver = tessera_driver::probe::probe_driver(args.driver.as_deref())
         .map_err(|e| anyhow::anyhow!("{e}: the self-test needs NVIDIA's driver"))?;
+    args.launch_cpu = checks::launch_cpu();
     let env = Tenants::new(&args).context("setting up the self-test")?;
     let view = env.unmanaged_view().context("a program without tessera could not use device 0")?;
     let stand_in = view.name.starts_with("Fake GPU");

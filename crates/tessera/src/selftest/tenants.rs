@@ -27,6 +27,17 @@ pub(super) struct View {
     pub total: u64,
 }
 
+/// Take `cpu` out of the calling thread's CPU mask when others remain; the mask as it
+/// was, to restore, when it did.
+fn keep_off(cpu: Option<usize>) -> Option<rustix::thread::CpuSet> {
+    let cpu = cpu?;
+    let all = rustix::thread::sched_getaffinity(None).ok()?;
+    let mut rest = all;
+    rest.unset(cpu);
+    let others = (0..rustix::thread::CpuSet::MAX_CPU).any(|c| rest.is_set(c));
+    (others && rustix::thread::sched_setaffinity(None, &rest).is_ok()).then_some(all)
+}
+
 impl Tenants {
     pub fn new(args: &SelftestArgs) -> Result<Tenants> {
         let exe = std::env::current_exe().context("finding the tessera binary")?;
@@ -59,8 +70,16 @@ impl Tenants {
                     policy: tesserad::config::PolicyName::Fair,
                     ..tesserad::config::DaemonConfig::default()
                 };
+                // the daemon's threads (spawned now, inheriting this thread's mask) stay
+                // off the launch check's CPU, whose programs would otherwise share it
+                // with them
+                let mask = keep_off(args.launch_cpu);
                 let daemon = tesserad::Daemon::start(&config)
-                    .map_err(|e| anyhow!("starting a daemon on this node's GPUs: {e}"))?;
+                    .map_err(|e| anyhow!("starting a daemon on this node's GPUs: {e}"));
+                if let Some(all) = mask {
+                    let _ = rustix::thread::sched_setaffinity(None, &all);
+                }
+                let daemon = daemon?;
                 (config.socket, Some(daemon))
             }
         };

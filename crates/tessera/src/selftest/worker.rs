@@ -48,8 +48,10 @@ enum Role {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Launch COUNT empty kernels, timing each launch call; pinned to CPU, when given,
-    /// before the driver starts (its threads inherit the mask).
+    /// Launch COUNT empty kernels through the program's `cuLaunchKernel` and COUNT
+    /// through the driver's own, in alternating blocks, timing each launch call;
+    /// pinned to CPU, when given, before the driver starts (its threads inherit the
+    /// mask).
     Launch {
         #[arg(long)]
         count: usize,
@@ -165,25 +167,47 @@ pub fn run(args: WorkerArgs) -> Result<()> {
             let kernel = gpu.kernel(PTX, "tessera_noop")?;
             for _ in 0..100 {
                 gpu.launch(kernel, 1, &[])?;
+                gpu.launch_unhooked(kernel, 1, &[])?;
             }
             gpu.synchronize()?;
-            let mut each = Vec::with_capacity(count);
+            // blocks of the program's entry point (the hook, under `tessera run`) and of
+            // the driver's own, alternating, so that both see the same process, the
+            // same driver state and the same drift; in a program run directly both
+            // are the driver's, which shows what the comparison reads when no hook is
+            // there (a control)
+            const BLOCK: usize = 256;
+            let (mut hooked, mut own) = (Vec::with_capacity(count), Vec::with_capacity(count));
             let began = Instant::now();
-            for i in 0..count {
-                let t = Instant::now();
-                gpu.launch(kernel, 1, &[])?;
-                each.push(t.elapsed().as_nanos() as u64);
-                // the queue kept short, as a program's is
-                if i % 256 == 255 {
+            let mut hooked_s = 0.0;
+            for block in 0..count.div_ceil(BLOCK) {
+                let n = BLOCK.min(count - block * BLOCK);
+                for through_hook in [block % 2 == 0, block % 2 != 0] {
+                    let t0 = Instant::now();
+                    for _ in 0..n {
+                        let t = Instant::now();
+                        if through_hook {
+                            gpu.launch(kernel, 1, &[])?;
+                        } else {
+                            gpu.launch_unhooked(kernel, 1, &[])?;
+                        }
+                        let ns = t.elapsed().as_nanos() as u64;
+                        if through_hook { hooked.push(ns) } else { own.push(ns) }
+                    }
+                    // the queue kept short, as a program's is
                     gpu.synchronize()?;
+                    if through_hook {
+                        hooked_s += t0.elapsed().as_secs_f64();
+                    }
                 }
             }
-            gpu.synchronize()?;
             let wall = began.elapsed().as_secs_f64();
-            each.sort_unstable();
+            hooked.sort_unstable();
+            own.sort_unstable();
             say(json!({
-                "launches": count, "per_second": count as f64 / wall,
-                "p50_ns": each[count / 2], "p90_ns": each[count * 9 / 10],
+                "launches": count, "per_second": count as f64 / hooked_s,
+                "p50_ns": hooked[count / 2], "p90_ns": hooked[count * 9 / 10],
+                "own_p50_ns": own[count / 2], "own_p90_ns": own[count * 9 / 10],
+                "wall_s": wall, "interposed": gpu.launch_is_interposed(),
             }));
         }
     }

@@ -197,9 +197,8 @@ impl Core {
         let (used, _) = region.slice_used();
         // never more than the leg held; what the gate accounted beyond it (launches
         // queued ahead of the GPU, counted at the mean) is charged with later legs
-        let take = used
-            .saturating_sub(info.charged)
-            .min(self.clock.wall(ran_for).as_nanos() as u64);
+        let take =
+            used.saturating_sub(info.charged).min(self.clock.wall(ran_for).as_nanos() as u64);
         let leg = self.clock.emulated(Duration::from_nanos(take));
         let now = self.clock.now();
         if let Some(info) = self.tasks.get_mut(&task) {
@@ -216,7 +215,14 @@ impl Core {
         tracing::trace!(%gpu, %task, leg_ns = leg.0, "slice renewed: its holder has the GPU to itself");
         self.exec.send(
             gpu,
-            Command::Run { task, work: info.work, data, memory: info.memory, hold: true, demand: 1.0 },
+            Command::Run {
+                task,
+                work: info.work,
+                data,
+                memory: info.memory,
+                hold: true,
+                demand: 1.0,
+            },
         );
         true
     }
