@@ -171,3 +171,74 @@ fn the_judge_fails_the_selftest_on_a_check_its_table_run_fails() {
     assert_eq!(selftest["status"], "FAIL", "{selftest}");
     assert!(selftest.to_string().contains("+407 ns"), "{selftest}");
 }
+
+/// Repeats of the self-test's launch and fair-weights checks
+/// (`TESSERA_GPU_CHECK_REPEAT`) are more samples of the same claims: a check one of
+/// them fails fails the self-test, and every run's numbers are reported side by side.
+#[test]
+fn the_judge_fails_the_selftest_on_a_check_a_repeat_fails_and_lists_every_runs_numbers() {
+    let Some(scratch) = common::scratch("gpu-judge-repeat") else { return };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let (logs, out) = (scratch.dir.join("logs"), scratch.dir.join("out"));
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let report = |hook: f64, share: f64, launch: &str| {
+        format!(
+            r#"{{"device": "NVIDIA H200", "cuda": "13.0", "checks": [
+            {{"name": "launch", "result": "{launch}", "measured": "the hook {hook:+} ns", "expected": "at most 100 ns",
+              "numbers": {{"hook_ns": {hook}, "control_ns": 3.0}}}},
+            {{"name": "fair-weights", "result": "PASS", "measured": "{share}", "expected": "0.25 ± 0.05",
+              "numbers": {{"share": {share}}}}}]}}"#
+        )
+    };
+    let record = |mode: &str, rc: i32, file: &std::path::Path| {
+        serde_json::json!({"check": "selftest", "mode": mode, "rc": rc, "wall_s": 20.0,
+            "limit_s": 150, "timed_out": false, "out": file})
+        .to_string()
+    };
+    let judge = |repeat_launch: &str| {
+        let files = [
+            ("tessera.json", out.join("selftest.json"), report(64.0, 0.232, "PASS"), 0),
+            ("repeat.1", logs.join("selftest.repeat.1.out"), report(58.0, 0.241, "PASS"), 0),
+            (
+                "repeat.2",
+                logs.join("selftest.repeat.2.out"),
+                report(130.0, 0.236, repeat_launch),
+                i32::from(repeat_launch == "FAIL"),
+            ),
+        ];
+        let mut runs = String::new();
+        for (mode, file, text, rc) in &files {
+            std::fs::write(file, text).unwrap();
+            runs.push_str(&record(mode, *rc, file));
+            runs.push('\n');
+        }
+        std::fs::write(logs.join("runs.jsonl"), runs).unwrap();
+        let run = Command::new("python3")
+            .arg(root.join("scripts/gpu-check/judge.py"))
+            .args(["--logs", logs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--final"])
+            .output()
+            .ok()?;
+        let results: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("results.json")).unwrap_or_else(|_| {
+                panic!("no results.json: {}", String::from_utf8_lossy(&run.stderr))
+            }),
+        )
+        .unwrap();
+        results["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "selftest"))
+            .cloned()
+    };
+    let Some(failed) = judge("FAIL") else {
+        eprintln!("SKIPPED: python3 could not run");
+        return;
+    };
+    assert_eq!(failed["status"], "FAIL", "{failed}");
+    assert!(failed.to_string().contains("repeat.2: launch"), "{failed}");
+    let passed = judge("PASS").unwrap();
+    assert_eq!(passed["status"], "PASS", "{passed}");
+    let across = &passed["measured"]["across_runs"];
+    assert_eq!(across["launch.hook_ns"], serde_json::json!([64, 58, 130]), "{passed}");
+    assert_eq!(across["fair-weights.share"], serde_json::json!([0.232, 0.241, 0.236]), "{passed}");
+}
