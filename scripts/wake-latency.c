@@ -7,10 +7,14 @@
  * Build and run (a few seconds; the hogs are killed at the end):
  *   cc -O2 -pthread -o /tmp/wake-latency scripts/wake-latency.c
  *   /tmp/wake-latency 8 2000      # 8 CPU-bound processes (4 per core on 2 cores)
+ *   /tmp/wake-latency 8 2000 1    # both threads pinned to CPU 0
+ *   /tmp/wake-latency 8 2000 2    # one thread on CPU 0, the other on CPU 1
  *
- * On the 2-core development machine (2026-11-28), twelve runs beside 8: every
- * mechanism, the plain futex included, was sometimes in a slow state for a whole block
- * (p50 about 25 us instead of 6-7 us, p99 up to 8 ms), at random from block to block.
+ * On the 2-core development machine (2026-11-28), beside 8: unpinned, every mechanism,
+ * the plain futex included, was sometimes in a slow state for a whole block (p50 about
+ * 25 us instead of 6-7 us, p99 up to 8 ms), at random from run to run. Pinned, the slow
+ * state is exactly the two threads on different CPUs (futex 22 us / 8 ms), and the fast
+ * one both on one CPU (futex 5.4 us / 5.9 us): docs/benchmarks.md, issue 59.
  */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -37,15 +41,16 @@ static void fwait(_Atomic uint32_t *w, uint32_t v){ while (atomic_load(w)==v) sy
 static void fwake(_Atomic uint32_t *w){ atomic_fetch_add(w,1); syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1,0,0,0); }
 static void send1(int fd){ uint64_t x=1; if (write(fd,&x,mode==1?8:1)<0) exit(3); }
 static void recv1(int fd){ uint64_t x; if (read(fd,&x,mode==1?8:1)<0) exit(3); }
-static void *peer(void *arg){ (void)arg; for(int i=0;i<rounds;i++){
+static int pin; static void pinme(int cpu){ cpu_set_t s; CPU_ZERO(&s); CPU_SET(cpu,&s); pthread_setaffinity_np(pthread_self(),sizeof s,&s);}
+static void *peer(void *arg){ (void)arg; if(pin==1) pinme(0); else if(pin==2) pinme(1); for(int i=0;i<rounds;i++){
   if(mode==0){ fwait(&f1,(uint32_t)i); fwake(&f2);}
   else if(mode==4){ struct epoll_event e; while(epoll_wait(ep,&e,1,-1)<1){} uint64_t x; if(read(a[0],&x,8)<0) exit(3); fwake(&f2);}
   else { recv1(a[0]); send1(b[1]); } } return 0; }
 static int cmp(const void*x,const void*y){long long p=*(long long*)x,q=*(long long*)y;return p<q?-1:p>q;}
 int main(int argc,char**argv){
-  int hogs=atoi(argv[1]); rounds=atoi(argv[2]);
+  int hogs=atoi(argv[1]); rounds=atoi(argv[2]); pin=argc>3?atoi(argv[3]):0;
   pid_t pids[64]; for(int h=0;h<hogs;h++){ if((pids[h]=fork())==0){ volatile unsigned long x=0; for(;;) x++; } }
-  usleep(200000);
+  usleep(200000); if(pin) pinme(0);
   const char*names[]={"futex","eventfd","pipe","socketpair","efd+epoll"};
   for(mode=0;mode<5;mode++){
     if(mode==1){a[0]=a[1]=eventfd(0,0); b[0]=b[1]=eventfd(0,0);}

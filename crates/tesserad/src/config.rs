@@ -287,9 +287,9 @@ pub struct DaemonConfig {
     /// Data bytes per slot: the largest task input or output.
     pub slot_bytes: u32,
     /// On a host whose CPUs are oversubscribed, the core and its clients block for
-    /// each other's requests and answers instead of spinning (issue 59, in progress:
-    /// `tessera bench transport` turns it on; docs/benchmarks.md). Off: they spin as on
-    /// a quiet host, whatever the load.
+    /// each other's requests and answers instead of spinning, and the core waits on
+    /// its latest client's CPU (issue 59; docs/benchmarks.md). Off: they spin as on a
+    /// quiet host, whatever the load.
     pub block_when_busy: bool,
     /// Longest task cost accepted, ms of emulated time; longer tasks fail at once.
     pub max_task_ms: u64,
@@ -405,7 +405,7 @@ impl Default for DaemonConfig {
             reset_ms: 0,
             sla_ms: 200,
             ring_slots: 64,
-            block_when_busy: false,
+            block_when_busy: true,
             slot_bytes: 4096,
             max_task_ms: 60_000,
             drain_timeout_ms: 30_000,

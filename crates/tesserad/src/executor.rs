@@ -71,6 +71,9 @@ pub enum Command {
 pub struct Executor {
     senders: Vec<Sender<Command>>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// The GPU threads' kernel thread ids (for the core's CPU pinning on a busy host,
+    /// `core::follow`).
+    tids: Vec<rustix::thread::Pid>,
     /// Per GPU, the running tasks and the share of the GPU each holds, as the emulated
     /// GPUs' model says (`None` for executors that do not model shares).
     shares: Option<SharesBoard>,
@@ -118,18 +121,32 @@ impl Executor {
     ) -> Executor {
         let mut senders = Vec::new();
         let mut threads = Vec::new();
+        let (tid_tx, tid_rx) = mpsc::channel();
         for g in 0..gpus {
             let (tx, rx) = mpsc::channel();
             let run = body(GpuId(g as u32), rx);
+            let tid_tx = tid_tx.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("gpu{g}"))
-                    .spawn(run)
+                    .spawn(move || {
+                        let _ = tid_tx.send(rustix::thread::gettid());
+                        drop(tid_tx);
+                        run();
+                    })
                     .expect("spawn GPU thread"),
             );
             senders.push(tx);
         }
-        Executor { senders, threads, shares: None }
+        drop(tid_tx);
+        // each thread says its id first thing; one that died before leaves the list short
+        let tids = tid_rx.iter().take(gpus).collect();
+        Executor { senders, threads, tids, shares: None }
+    }
+
+    /// The GPU threads' kernel thread ids.
+    pub fn thread_ids(&self) -> &[rustix::thread::Pid] {
+        &self.tids
     }
 
     /// Send a command to `gpu`'s thread.

@@ -120,6 +120,8 @@ pub struct Daemon {
     server: Arc<Server>,
     socket: PathBuf,
     core: Option<JoinHandle<()>>,
+    /// The core thread's kernel thread id.
+    core_tid: Option<rustix::thread::Pid>,
     accept: Option<JoinHandle<()>>,
     /// A second handle on the listening socket, to shut it down and so wake the accept
     /// loop even if someone removed the socket file.
@@ -379,10 +381,15 @@ impl Daemon {
         .with_memory_desk(desk.clone())
         .with_observers(events, node_metrics.clone())
         .with_balance(balance_report.zip(cfg.migration_pause()), cfg.dcuda.pcie_gb_per_s * 1e9);
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let core = std::thread::Builder::new()
             .name("core".into())
-            .spawn(move || core.run())
+            .spawn(move || {
+                let _ = tid_tx.send(rustix::thread::gettid());
+                core.run()
+            })
             .map_err(io("spawning the core"))?;
+        let core_tid = tid_rx.recv().ok();
         let listener_handle = listener.try_clone().map_err(io("cloning the listening socket"))?;
         let built = Server::new(
             mailbox.clone(),
@@ -453,6 +460,7 @@ impl Daemon {
             server,
             socket: cfg.socket.clone(),
             core: Some(core),
+            core_tid,
             accept: Some(accept),
             listener: listener_handle,
             made,
@@ -469,6 +477,12 @@ impl Daemon {
     /// What the daemon runs on, as found at start: the executor and its GPUs.
     pub fn description(&self) -> &str {
         &self.description
+    }
+
+    /// The core thread's kernel thread id (`/proc/self/task/ID`): what it runs on can
+    /// be seen there, e.g. the CPU it waits on while the host is busy.
+    pub fn core_thread(&self) -> Option<i32> {
+        self.core_tid.map(rustix::thread::Pid::as_raw_nonzero).map(std::num::NonZeroI32::get)
     }
 
     /// The control socket.

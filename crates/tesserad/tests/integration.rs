@@ -4,6 +4,7 @@
 
 mod common;
 
+mod busy_host;
 mod config_reference;
 mod cuda_fake;
 mod daemon;

@@ -30,6 +30,7 @@ use tessera_ledger::{Ledger, Wait};
 
 mod admission;
 mod control;
+mod follow;
 mod host_load;
 mod jobs;
 mod placement;
@@ -322,6 +323,8 @@ struct RunningBatch {
 pub struct Core {
     /// Whether the host's CPUs are oversubscribed: then nothing spins.
     host: host_load::HostLoad,
+    /// Where the core waits on a busy host: its latest client's CPU.
+    follow: follow::Follow,
     /// Tasks run over the socket (`RunTask`), by connection and their sequence number
     /// (from [`rings::SOCKET_SEQ`] up): where to answer when they end.
     socket_tasks:
@@ -517,6 +520,7 @@ impl Core {
         let worker_mailbox = mailbox.clone();
         Core {
             host: host_load::HostLoad::new(),
+            follow: follow::Follow::new(exec.thread_ids()),
             socket_tasks: Default::default(),
             next_socket_seq: 0,
             connections,
@@ -842,6 +846,7 @@ impl Core {
         } else {
             self.active.clear();
             if self.mailbox.pending.load(Ordering::SeqCst) == 0 {
+                self.follow.before_sleep(asleep == daemon_state::BUSY);
                 self.wait_for_bells(timeout.max(Duration::from_micros(100)));
             }
         }
