@@ -274,6 +274,39 @@ fn schedgpu_sequential_is_the_sum_of_single_instances() {
     }
 }
 
+/// Issue 56: priority changes who gets memory first in the model, as in the paper's §5.
+/// Given to GPU-BLAST's instances (the large requests MMU does not favour), it cuts
+/// their wait for memory below MMU's and lengthens the others'; given to MUMmerGPU's,
+/// it never waits them longer than MMU does.
+#[test]
+fn schedgpu_priority_serves_the_prioritised_application_first() {
+    use tessera_sim::experiments::schedgpu::{BLAST_FIRST, PRIORITY_CHECK};
+    let (results, _) = tessera_sim::experiments::schedgpu::run().unwrap();
+    let wait = |scenario: &str, configuration: &str, app: &str| {
+        results
+            .scenarios
+            .iter()
+            .find(|s| s.scenario == scenario && s.configuration == configuration)
+            .and_then(|s| s.mean_wait_by_app_s.get(app).copied())
+            .unwrap_or_else(|| panic!("no {scenario} / {configuration} / {app}"))
+    };
+    let mmu = |app| wait("mixed", "MMU", app);
+    let blast_first = |app| wait(PRIORITY_CHECK, BLAST_FIRST, app);
+    assert!(
+        blast_first("GPU-BLAST") < mmu("GPU-BLAST"),
+        "{} vs {}",
+        blast_first("GPU-BLAST"),
+        mmu("GPU-BLAST")
+    );
+    assert!(
+        blast_first("MUMmerGPU") + blast_first("ARA") > mmu("MUMmerGPU") + mmu("ARA"),
+        "the others wait longer while GPU-BLAST goes first"
+    );
+    for c in ["Priority FIFO", "Priority MMU"] {
+        assert!(wait("mixed", c, "MUMmerGPU") <= mmu("MUMmerGPU") + 1e-9, "{c}");
+    }
+}
+
 /// Whether `s` schedules `mix` at a counted throughput of `rate` on the paper set.
 fn gpulets_schedules(
     s: tessera_sim::experiments::gpulets::throughput::Scheduler,
