@@ -154,7 +154,11 @@ impl Unit {
 
     fn span(self, x: f64) -> String {
         match self {
-            Unit::Percent => format!("{:.0} points", 100.0 * x),
+            // a tolerance of 1.4 points is not "1 points"
+            Unit::Percent => {
+                let points = format!("{:.1}", 100.0 * x);
+                format!("{} points", points.strip_suffix(".0").unwrap_or(&points))
+            }
             Unit::Ratio => format!("{x:.1}"),
             Unit::Fraction => format!("{x:.2}"),
             Unit::Seconds => format!("{x:.1} s"),
