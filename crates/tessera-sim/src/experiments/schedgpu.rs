@@ -94,6 +94,18 @@ const PRIORITY_GAIN_S: f64 = 7.5;
 /// as 1.4-4.2%).
 const MMU_GAIN: f64 = 0.014;
 const UTILISATION: f64 = 0.05;
+/// Below a quarter of the GPU the utilisation tolerance is relative, as the speed-ups'
+/// (issue 56: 5 points on Table 1's 0.9% let 2.9% "hold").
+const UTILISATION_RELATIVE: f64 = 0.20;
+
+/// A utilisation's tolerance: 5 points, or a fifth of the paper's value where that is
+/// less.
+fn utilisation_tolerance(paper: f64) -> f64 {
+    UTILISATION.min(UTILISATION_RELATIVE * paper)
+}
+
+const ARA_MEMORY_INPUT: &str = "ARA's GPU phase is as long as Table 1's average memory (0.37%) \
+     over the share it holds (16%, §6), so its average memory alone is built in";
 const SPEED_UP: f64 = 0.20;
 
 /// Figure 11's speed-ups of twelve instances run concurrently over sequentially.
@@ -152,14 +164,20 @@ fn claims(scenarios: &[ScenarioResult]) -> Vec<Claim> {
             (
                 "gpu-util",
                 format!("average GPU utilisation {paper_gpu:.2}%"),
-                Test::Near { paper: paper_gpu / 100.0, tolerance: UTILISATION },
+                Test::Near {
+                    paper: paper_gpu / 100.0,
+                    tolerance: utilisation_tolerance(paper_gpu / 100.0),
+                },
                 Unit::Percent,
                 ours.map(|x| x.gpu_util),
             ),
             (
                 "memory",
                 format!("average GPU memory utilisation {paper_memory:.2}%"),
-                Test::Near { paper: paper_memory / 100.0, tolerance: UTILISATION },
+                Test::Near {
+                    paper: paper_memory / 100.0,
+                    tolerance: utilisation_tolerance(paper_memory / 100.0),
+                },
                 Unit::Percent,
                 ours.map(|x| x.memory_util),
             ),
@@ -271,15 +289,21 @@ fn claims(scenarios: &[ScenarioResult]) -> Vec<Claim> {
                         "{app}, {what}: average GPU {} {paper:.2}%",
                         if measure == "gpu" { "utilisation" } else { "memory utilisation" }
                     ),
-                    Test::Near { paper: paper / 100.0, tolerance: UTILISATION },
+                    Test::Near {
+                        paper: paper / 100.0,
+                        tolerance: utilisation_tolerance(paper / 100.0),
+                    },
                     Unit::Percent,
                     ours,
                     String::new(),
                 );
-                // the GPU shares are built from the single instance's utilisation; its
-                // memory from §6's maxima, so Table 1's average memory is a result
-                out.push(if i == 0 && measure == "gpu" {
-                    claim.input(PROFILE_INPUT)
+                // the GPU shares are built from the single instance's utilisation; the
+                // memory from §6's maxima, so Table 1's average memory is a result, except
+                // ARA's alone: its GPU phase's length is that average over its share held
+                // (0.37% / 16%, workloads::schedgpu)
+                let input = i == 0 && (measure == "gpu" || app == "ARA");
+                out.push(if input {
+                    claim.input(if measure == "gpu" { PROFILE_INPUT } else { ARA_MEMORY_INPUT })
                 } else {
                     claim
                 });
@@ -722,9 +746,10 @@ pub fn report(r: &SchedGpuResults) -> String {
     let inputs = r.claims.iter().filter(|c| !c.is_evidence()).count();
     let _ = writeln!(
         s,
-        "\n## The paper's claims\n\nEach judged by a tolerance fixed in the code before this run (makespans within {:.0}%, utilisations within {:.0} points, speed-ups within {:.0}%, the policies' order exactly): {holds} hold, {fails} do not, {unmeasured} not measured. {inputs} more compare numbers the model was built from (inputs, shown and not counted).\n",
+        "\n## The paper's claims\n\nEach judged by a tolerance fixed in the code before this run (makespans within {:.0}%, utilisations within {:.0} points or {:.0}% of the paper's value where that is less, speed-ups within {:.0}%, the policies' order strictly, the two gains of §7.3.2 within half the paper's): {holds} hold, {fails} do not, {unmeasured} not measured. {inputs} more compare numbers the model was built from (inputs, shown and not counted).\n",
         100.0 * MAKESPAN,
         100.0 * UTILISATION,
+        100.0 * UTILISATION_RELATIVE,
         100.0 * SPEED_UP
     );
     let _ = writeln!(s, "{}", crate::experiments::claims::table(&r.claims));
