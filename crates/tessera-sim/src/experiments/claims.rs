@@ -619,6 +619,38 @@ pub fn makes_hold(sensitivity: &[Sensitivity], id: &str) -> Vec<String> {
     out
 }
 
+/// The constants of ours that, at their low or high value, make `id` fail (the
+/// reverse of [`makes_hold`]): a claim that holds as judged but fails at one of them is
+/// fragile.
+pub fn makes_fail(sensitivity: &[Sensitivity], id: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in sensitivity {
+        for k in v.claims.iter().filter(|k| k.id == id) {
+            for (i, side) in [(0usize, "low"), (2, "high")] {
+                if k.holds[i] == Some(false) {
+                    out.push(format!("`{}` at its {side} value {}", v.constant, v.values[i]));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Of the counted claims that hold, those that hold at every constant's low and high
+/// value (robust) and those that fail at one (fragile, with what flips them). Only
+/// meaningful when `sensitivity` was run over these claims.
+pub fn robustness<'a>(
+    claims: &'a [Claim],
+    sensitivity: &[Sensitivity],
+) -> (Vec<&'a Claim>, Vec<(&'a Claim, Vec<String>)>) {
+    let (mut robust, mut fragile) = (Vec::new(), Vec::new());
+    for c in claims.iter().filter(|c| c.is_evidence() && c.verdict == Verdict::Holds) {
+        let flips = makes_fail(sensitivity, &c.id);
+        if flips.is_empty() { robust.push(c) } else { fragile.push((c, flips)) }
+    }
+    (robust, fragile)
+}
+
 /// The report's list of differences: one line per counted claim that does not hold —
 /// ours and the paper's value, what `beside` says the run measured next to it (may be
 /// empty), and the constants of ours that make it hold at their low or high value;

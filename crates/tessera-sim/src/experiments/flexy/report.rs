@@ -43,7 +43,9 @@ pub fn report(r: &FlexyResults) -> String {
          level, 10 for a utilization, a factor of 2 for reset counts). Tests are two-sided where the paper gives a \
          value, one-sided where it states a bound, and a trend where it states one. Structural claims (any policy \
          would meet them on this node) are shown but not counted. A claim is checked on every reading of the \
-         workload; the main reading is `{main}`, and only its tally is ours.\n"
+         workload; the main reading is `{main}`, and only its tally is ours. Like every judged run, this one was \
+         made from committed claims and a committed model (an earlier judged run preceded the model's change that \
+         stops the background job with the foreground, issue 56; this one follows both).\n"
     );
     for m in &c.modes {
         let label = m.label();
@@ -58,6 +60,9 @@ pub fn report(r: &FlexyResults) -> String {
         );
         s.push_str(&claims::table(&mine));
         s.push('\n');
+        if label == main && !r.sensitivity.is_empty() {
+            robustness(&mut s, &mine, &r.sensitivity, yes);
+        }
     }
     differences(&mut s, r);
     corrections(&mut s, r);
@@ -325,4 +330,26 @@ fn assumptions(s: &mut String, r: &FlexyResults) {
         g.setpoint,
         g.period.0 / 1_000_000
     );
+}
+
+/// The main reading's holding claims split into robust (they hold at every constant's
+/// low and high value) and fragile (one flips them: named), and the tally both ways
+/// (issue 56: a reader counting only what survives the sweep).
+fn robustness(s: &mut String, mine: &[Claim], sensitivity: &[claims::Sensitivity], holds: usize) {
+    let (robust, fragile) = claims::robustness(mine, sensitivity);
+    let _ = writeln!(
+        s,
+        "Of the {holds} that hold, {} are robust (they hold at every constant of ours at its low and high \
+         value, below) and {} fragile: counted as judged, {holds} hold; counting only the robust, {}.\n",
+        robust.len(),
+        fragile.len(),
+        robust.len()
+    );
+    for c in &robust {
+        let _ = writeln!(s, "- robust: `{}`", c.id);
+    }
+    for (c, flips) in &fragile {
+        let _ = writeln!(s, "- fragile: `{}`, fails with {}", c.id, flips.join(", "));
+    }
+    s.push('\n');
 }
