@@ -371,6 +371,41 @@ fn short(x: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// A claim that holds is robust unless a constant of ours at its low or high value
+    /// makes it fail; structural and failing claims are neither.
+    #[test]
+    fn robust_and_fragile_claims_are_told_apart_by_the_sweep() {
+        let at = |id: &str, holds: [Option<bool>; 3]| ClaimAtValues {
+            id: id.into(),
+            ours: [None; 3],
+            holds,
+        };
+        let sweep = vec![Sensitivity {
+            constant: "k".into(),
+            what: String::new(),
+            values: ["1".into(), "2".into(), "3".into()],
+            claims: vec![
+                at("steady", [Some(true), Some(true), Some(true)]),
+                at("shaky", [Some(true), Some(true), Some(false)]),
+            ],
+        }];
+        let holds = |id: &str| {
+            Claim::judge(id, "", "", "", Test::AtLeast { paper: 0.0, tolerance: 0.0 }, Unit::Count, Some(1.0), String::new())
+        };
+        let claims = vec![
+            holds("steady"),
+            holds("shaky"),
+            holds("built-in").structural("by construction"),
+            Claim::judge("fails", "", "", "", Test::AtLeast { paper: 2.0, tolerance: 0.0 }, Unit::Count, Some(1.0), String::new()),
+        ];
+        let (robust, fragile) = robustness(&claims, &sweep);
+        assert_eq!(robust.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["steady"]);
+        assert_eq!(fragile.len(), 1);
+        assert_eq!(fragile[0].0.id, "shaky");
+        assert_eq!(fragile[0].1, vec!["`k` at its high value 3".to_string()]);
+    }
+
     use super::*;
 
     #[test]

@@ -339,8 +339,8 @@ fn robustness(s: &mut String, mine: &[Claim], sensitivity: &[claims::Sensitivity
     let (robust, fragile) = claims::robustness(mine, sensitivity);
     let _ = writeln!(
         s,
-        "Of the {holds} that hold, {} are robust (they hold at every constant of ours at its low and high \
-         value, below) and {} fragile: counted as judged, {holds} hold; counting only the robust, {}.\n",
+        "Of the {holds} that hold, robust (they hold at every constant of ours at its low and high value, \
+         below): {}; fragile: {}. Counted as judged, {holds} hold; counting only the robust, {}.\n",
         robust.len(),
         fragile.len(),
         robust.len()
