@@ -391,13 +391,31 @@ mod tests {
             ],
         }];
         let holds = |id: &str| {
-            Claim::judge(id, "", "", "", Test::AtLeast { paper: 0.0, tolerance: 0.0 }, Unit::Count, Some(1.0), String::new())
+            Claim::judge(
+                id,
+                "",
+                "",
+                "",
+                Test::AtLeast { paper: 0.0, tolerance: 0.0 },
+                Unit::Count,
+                Some(1.0),
+                String::new(),
+            )
         };
         let claims = vec![
             holds("steady"),
             holds("shaky"),
             holds("built-in").structural("by construction"),
-            Claim::judge("fails", "", "", "", Test::AtLeast { paper: 2.0, tolerance: 0.0 }, Unit::Count, Some(1.0), String::new()),
+            Claim::judge(
+                "fails",
+                "",
+                "",
+                "",
+                Test::AtLeast { paper: 2.0, tolerance: 0.0 },
+                Unit::Count,
+                Some(1.0),
+                String::new(),
+            ),
         ];
         let (robust, fragile) = robustness(&claims, &sweep);
         assert_eq!(robust.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["steady"]);
