@@ -110,7 +110,17 @@ pub struct NodeConfig {
     /// judged.
     #[serde(default)]
     pub other_seeds: u64,
+    /// Further windows of the trace (start days) the same comparison is judged on,
+    /// chosen before any run at them ([`HELD_OUT_DAYS`]).
+    #[serde(default)]
+    pub held_out_days: Vec<f64>,
 }
+
+/// The held-out windows (issue 56): start days fixed on 2026-11-28 before any run at
+/// them. None is the development window (day 100), nor one a review ran (20, 50, 80,
+/// 130); three lie where the trace is sparse (its first 110 days hold 22 pods) and
+/// five where it is dense (over 2,000 pods in each later ten days).
+pub const HELD_OUT_DAYS: [f64; 8] = [5.0, 35.0, 65.0, 112.0, 118.0, 124.0, 136.0, 142.0];
 
 impl NodeConfig {
     /// The run the report is about.
@@ -134,6 +144,7 @@ impl NodeConfig {
             slice_s: 1.0,
             seed: 1,
             other_seeds: 4,
+            held_out_days: HELD_OUT_DAYS.to_vec(),
         }
     }
 
@@ -567,6 +578,9 @@ pub struct NodeResults {
     /// The same comparison on the other seeds (not judged: shown).
     #[serde(default)]
     pub other_seeds: Vec<SeedRun>,
+    /// The same comparison, judged, on the held-out windows of the trace.
+    #[serde(default)]
+    pub held_out: Vec<SeedRun>,
 }
 
 /// The composed policy and the best single policies on one more seed.
@@ -574,6 +588,9 @@ pub struct NodeResults {
 pub struct SeedRun {
     /// The seed of the requests' arrivals.
     pub seed: u64,
+    /// The window's start day, for a held-out window (`None`: the main window).
+    #[serde(default)]
+    pub start_day: Option<f64>,
     /// The composed policy's row.
     pub node: PolicyRow,
     /// Per measure, the best single policy's value.
@@ -613,6 +630,11 @@ fn policies(cfg: &NodeConfig) -> Vec<(String, MakePolicy)> {
         ),
         ("FairGV".into(), Box::new(build(PolicyConfig::Fair { spin: Nanos::from_millis(2) }))),
         ("least-loaded".into(), Box::new(build(PolicyConfig::LeastLoaded { per_gpu: 1 }))),
+        // schedGPU's own: memory admission, FIFO notification (issue 56)
+        (
+            "schedGPU (MemSafe)".into(),
+            Box::new(build(PolicyConfig::MemSafe { notification: Default::default() })),
+        ),
         // DCUDA is not a `PolicyConfig`: the daemon runs it as a balancer over a placement
         (
             "DCUDA".into(),
@@ -1018,7 +1040,12 @@ pub fn run(cfg: &NodeConfig, progress: Progress<'_>) -> Result<NodeResults, Expe
     let margins = Margins::STATED;
     let (within, claims) = judge(&rows, &margins);
     let other_seeds = (1..=cfg.other_seeds)
-        .map(|i| other_seed(cfg, &pods, cfg.seed + i, &margins))
+        .map(|i| compare(&NodeConfig { seed: cfg.seed + i, ..cfg.clone() }, &pods, &margins, None))
+        .collect::<Result<_, _>>()?;
+    let held_out = cfg
+        .held_out_days
+        .iter()
+        .map(|&d| compare(&NodeConfig { start_day: d, ..cfg.clone() }, &pods, &margins, Some(d)))
         .collect::<Result<_, _>>()?;
     Ok(NodeResults {
         config: cfg.clone(),
@@ -1029,21 +1056,22 @@ pub fn run(cfg: &NodeConfig, progress: Progress<'_>) -> Result<NodeResults, Expe
         within,
         claims,
         other_seeds,
+        held_out,
     })
 }
 
-/// The single policies and the composed one on `seed`, judged as the main run is.
-fn other_seed(
+/// The single policies and the composed one as `cfg` says (another seed, another
+/// window: `start_day`), judged as the main run is.
+fn compare(
     cfg: &NodeConfig,
     pods: &[Pod],
-    seed: u64,
     margins: &Margins,
+    start_day: Option<f64>,
 ) -> Result<SeedRun, ExperimentError> {
-    let cfg = NodeConfig { seed, ..cfg.clone() };
-    let w = workload(&cfg, pods)?;
-    let rows: Vec<PolicyRow> = policies(&cfg)
+    let w = workload(cfg, pods)?;
+    let rows: Vec<PolicyRow> = policies(cfg)
         .par_iter()
-        .map(|(label, make)| run_one(&cfg, &w, label, make()))
+        .map(|(label, make)| run_one(cfg, &w, label, make()))
         .collect::<Result<_, _>>()?;
     let node = rows
         .iter()
@@ -1057,7 +1085,7 @@ fn other_seed(
         .collect();
     let (_, claims) = judge(&rows, margins);
     let holds = claims.iter().map(|c| (c.id.clone(), c.verdict.holds() == Some(true))).collect();
-    Ok(SeedRun { seed, node, best_single, holds })
+    Ok(SeedRun { seed: cfg.seed, start_day, node, best_single, holds })
 }
 
 /// The report: the workload, the measures side by side, the claims, and where the
@@ -1148,12 +1176,90 @@ pub fn report(r: &NodeResults) -> String {
     let _ = writeln!(s, "\n## Claims\n\n{}", claims::table(&r.claims));
     let (yes, no, unmeasured) = claims::tally(&r.claims);
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.\n");
+    let held = held_out_table(r);
+    if !held.is_empty() {
+        let _ = writeln!(s, "## Held-out windows\n\n{held}");
+    }
     let _ = writeln!(s, "## What each part of the composition does\n\n{}", ablation_table(r));
     let _ = writeln!(s, "## Where the composition costs\n\n{}", costs(r));
     let seeds = seeds_table(r);
     if !seeds.is_empty() {
         let _ = writeln!(s, "## Other seeds\n\n{seeds}");
     }
+    s
+}
+
+/// The claims judged on the held-out windows (issue 56): one row per window, each
+/// measure as the composed policy's value / the best single policy's, and per claim
+/// the windows where it holds, beside the development window's verdicts.
+fn held_out_table(r: &NodeResults) -> String {
+    let mut s = String::new();
+    if r.held_out.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "The same comparison on {} windows of the trace chosen before any run at them \
+         (`HELD_OUT_DAYS`; the claims above are the development window's, day {}), seed \
+         {}, margins as above. Each cell: the composed policy, then the best single policy.\n\n\
+         | start day | SLA met | batch max-min ratio | OOM tenants | utilization | energy | claims holding |\n\
+         |---|---|---|---|---|---|---|",
+        r.held_out.len(),
+        r.config.start_day,
+        r.config.seed
+    );
+    for x in &r.held_out {
+        let b = |m: Measure| {
+            x.best_single.iter().find(|(n, _)| n == m.name()).map_or(f64::NAN, |(_, v)| *v)
+        };
+        let held = x.holds.iter().filter(|(_, h)| *h).count();
+        let failing: Vec<&str> =
+            x.holds.iter().filter(|(_, h)| !*h).map(|(id, _)| id.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {:.2}% / {:.2}% | {:.2} / {:.2} | {} / {} | {:.1}% / {:.1}% | {:.0} J / {:.0} J | {} of {}{} |",
+            x.start_day.map_or("-".into(), |d| format!("{d}")),
+            100.0 * x.node.sla_met,
+            100.0 * b(Measure::Sla),
+            x.node.max_min_ratio,
+            b(Measure::Fairness),
+            x.node.crashed_tenants,
+            b(Measure::Crashes),
+            100.0 * x.node.utilization,
+            100.0 * b(Measure::Utilization),
+            x.node.energy_j,
+            b(Measure::Energy),
+            held,
+            x.holds.len(),
+            if failing.is_empty() {
+                String::new()
+            } else {
+                format!(" (not: {})", failing.join(", "))
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n| claim | development window | held-out windows where it holds |\n|---|---|---|"
+    );
+    for c in &r.claims {
+        let n =
+            r.held_out.iter().filter(|x| x.holds.iter().any(|(id, h)| *id == c.id && *h)).count();
+        let dev = match c.verdict.holds() {
+            Some(true) => "holds",
+            Some(false) => "does not hold",
+            None => "not measured",
+        };
+        let _ = writeln!(s, "| {} | {dev} | {n} of {} |", c.id, r.held_out.len());
+    }
+    let all = r.held_out.iter().filter(|x| x.holds.iter().all(|(_, h)| *h)).count();
+    let _ = writeln!(
+        s,
+        "\nEvery claim holds in {all} of the {} held-out windows: what the composed policy \
+         is shown to do out of sample is the per-claim count above, not the development \
+         window's tally.",
+        r.held_out.len()
+    );
     s
 }
 
