@@ -16,7 +16,11 @@ fn row<'a>(r: &'a NodeResults, prefix: &str) -> &'a PolicyRow {
 #[test]
 fn every_policy_ends_every_task_and_the_mechanisms_differ_where_they_should() {
     let r = results();
-    assert_eq!(r.rows.len(), 7);
+    assert_eq!(
+        r.rows.len(),
+        8,
+        "seven single policies (schedGPU's among them) and the composed one"
+    );
     assert!(r.rows.iter().all(|x| x.composed == x.policy.starts_with("Node")));
     for x in &r.rows {
         assert_eq!(x.not_completed, 0, "{}: tasks not completed", x.policy);
@@ -123,4 +127,22 @@ fn the_other_seeds_are_judged_as_the_main_run_is() {
     // another seed is another run: the composed policy's numbers differ
     assert!(r.other_seeds.iter().any(|x| x.node.sla_met != row(&r, "Node").sla_met
         || x.node.max_min_ratio != row(&r, "Node").max_min_ratio));
+}
+
+/// Issue 56: the claims are judged again on the held-out windows, fixed before any run
+/// at them, each a different stretch of the trace (other tenants, other numbers), none
+/// of them the development window.
+#[test]
+fn the_held_out_windows_are_judged_apart_from_the_development_window() {
+    let r = results();
+    let days: Vec<f64> = r.held_out.iter().map(|x| x.start_day.expect("a window")).collect();
+    assert_eq!(days, node::HELD_OUT_DAYS.to_vec());
+    assert!(!days.contains(&r.config.start_day));
+    for x in &r.held_out {
+        assert_eq!(x.holds.len(), r.claims.len(), "day {:?}", x.start_day);
+        assert_eq!(x.node.not_completed, 0, "day {:?}", x.start_day);
+    }
+    let node = row(&r, "Node");
+    let differ = r.held_out.iter().filter(|x| x.node.energy_j != node.energy_j).count();
+    assert_eq!(differ, r.held_out.len(), "each window is its own workload");
 }

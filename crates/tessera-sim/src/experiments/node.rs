@@ -1520,7 +1520,14 @@ pub fn draw(r: &NodeResults, dir: &Path) -> Result<(), ExperimentError> {
 }
 
 fn short_name(policy: &str) -> String {
-    policy.split(' ').next().unwrap_or(policy).to_string()
+    let first = policy.split(' ').next().unwrap_or(policy);
+    // eight bars under each plot: the long names ran into each other
+    match first {
+        "time-slicing" => "RR",
+        "least-loaded" => "LL",
+        other => other,
+    }
+    .to_string()
 }
 
 /// Run, write `results.json`, `report.md` and `node.svg` into `out`.
