@@ -372,3 +372,32 @@ fn invalid_configurations_are_typed_errors() {
         PolicyError::ZeroSla
     );
 }
+
+/// A tenant that leaves while its move is under way has no memory anywhere: the move's
+/// completion, arriving after, must not home it again. (Under the node policy such a
+/// ghost let a GPU be over-committed: 7 tenants lost out of memory in `sim node`'s
+/// held-out window at day 142.)
+#[test]
+fn a_move_completing_after_its_tenant_left_homes_nobody() {
+    use tessera_core::policies::dcuda::{Dcuda, DcudaParams};
+    use tessera_core::policies::flexy::FlexyParams;
+    use tessera_core::policies::node::NodeParams;
+    let flexy =
+        FlexyParams { reserve: 1, reset: None, sla: SLA, history: 10, order: Default::default() };
+    let policies: Vec<Box<dyn Policy>> = vec![
+        PolicyConfig::Node { params: NodeParams::new(flexy) }.build(&gpus(4)).unwrap(),
+        Box::new(Dcuda::new(&gpus(4), DcudaParams::PAPER)),
+    ];
+    for mut p in policies {
+        let mut out = Vec::new();
+        let t = TenantId(7);
+        let spec = TenantSpec { memory: Bytes::gib(1), ..TenantSpec::new(t, ServiceClass::Batch) };
+        p.on_event(ms(0), &Event::TenantRegistered(spec), &mut out);
+        let home = p.home(t).expect("a batch tenant is homed at registration");
+        let other = GpuId((home.0 + 1) % 4);
+        p.on_event(ms(10), &Event::TenantLeft { tenant: t }, &mut out);
+        assert_eq!(p.home(t), None, "{}: left", p.label());
+        p.on_event(ms(20), &Event::MigrationDone { tenant: t, to: other }, &mut out);
+        assert_eq!(p.home(t), None, "{}: homed again after it left", p.label());
+    }
+}

@@ -924,6 +924,10 @@ impl Policy for Dcuda {
                 self.monitor.forget(*tenant);
             }
             Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
+            // a tenant that left while its move was under way is gone: no home for it
+            Event::MigrationDone { tenant, .. } if !self.home.contains_key(tenant) => {
+                self.moving.remove(tenant);
+            }
             Event::MigrationDone { tenant, to } => {
                 self.home.insert(*tenant, *to);
                 self.moving.remove(tenant);

@@ -1131,6 +1131,12 @@ impl NodePolicy {
                 self.monitor.forget(*tenant);
             }
             Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
+            // a tenant that left while its move was under way has no memory anywhere:
+            // homing it again would keep a ghost on the target (the held-out window at
+            // day 142: such ghosts let the node over-commit a GPU, 7 tenants lost)
+            Event::MigrationDone { tenant, .. } if !self.declared.contains_key(tenant) => {
+                self.moving.remove(tenant);
+            }
             Event::MigrationDone { tenant, to } => {
                 self.unhome(*tenant);
                 self.home_on(*tenant, *to);

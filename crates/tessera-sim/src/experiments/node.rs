@@ -468,15 +468,22 @@ impl Policy for Observer {
                     }
                 }
             }
-            Event::MigrationDone { tenant, to } => {
+            // a tenant that left during its move has no memory left to bring
+            Event::MigrationDone { tenant, to } if self.memory.contains_key(tenant) => {
                 let from = self.moving.remove(tenant);
                 self.leave(*tenant, from);
                 self.arrive(now, *tenant, *to);
             }
+            Event::MigrationDone { tenant, .. } => {
+                self.moving.remove(tenant);
+            }
             Event::MigrationFailed { tenant, .. } => {
                 self.moving.remove(tenant);
             }
-            Event::TenantLeft { tenant } => self.leave(*tenant, None),
+            Event::TenantLeft { tenant } => {
+                self.leave(*tenant, None);
+                self.memory.remove(tenant);
+            }
             _ => {}
         }
         let before = actions.len();
