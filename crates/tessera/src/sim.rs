@@ -64,6 +64,10 @@ pub struct NodeArgs {
     /// Where in the trace the window of pods starts, days (0 to 149).
     #[arg(long, default_value_t = 100.0)]
     start_day: f64,
+    /// A development run: skip the held-out windows, so that a change to the policy is
+    /// looked at on the development window only, never on the windows that judge it.
+    #[arg(long)]
+    development: bool,
     #[command(flatten)]
     quick: Quick,
 }
@@ -191,8 +195,9 @@ pub fn run(cmd: SimCommand) -> Result<()> {
 
 fn run_node(a: NodeArgs) -> Result<()> {
     use tessera_sim::experiments::node;
-    let cfg =
-        node::NodeConfig { seed: a.seed, start_day: a.start_day, ..node::NodeConfig::standard() };
+    let standard = node::NodeConfig::standard();
+    let held_out_days = if a.development { Vec::new() } else { standard.held_out_days.clone() };
+    let cfg = node::NodeConfig { seed: a.seed, start_day: a.start_day, held_out_days, ..standard };
     // the whole evaluation takes about 2 s of CPU: --quick is accepted (every
     // experiment takes it) and runs it whole
     a.quick.whole_anyway("about 2 s of CPU");

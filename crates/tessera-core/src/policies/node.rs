@@ -983,6 +983,17 @@ impl NodePolicy {
     /// task's end, so one is never far).
     fn overflow(&mut self, now: Nanos, idle: &mut Vec<GpuId>, actions: &mut Vec<Action>) {
         let le = self.pool.estimate();
+        // a request that would be late by the time the next GPU outside the pool frees
+        // cannot wait for it: with batch tasks as long as the SLA, waiting for a late
+        // request's last moment left it behind a fresh batch task (issue 56: 92.5% of
+        // requests in time where priority keeps 100%)
+        let next_free = self
+            .board
+            .gpu_ids()
+            .filter(|g| !self.pool.contains(*g) && !idle.contains(g) && !self.serves_models(*g))
+            .map(|g| self.board.expected_free_at(g, now))
+            .min()
+            .map_or(Nanos::ZERO, |at| at.saturating_sub(now));
         while !idle.is_empty() {
             let Some(tenant) = self.board.oldest_head(Classes::UserFacing) else { return };
             let (Some(spec), (_, Some(since))) =
@@ -992,7 +1003,7 @@ impl NodePolicy {
             };
             let ServiceClass::UserFacing { sla } = spec.class else { return };
             let latest_start = since + sla.saturating_sub(le + le);
-            if now < latest_start {
+            if now + next_free < latest_start {
                 return;
             }
             // only where the services' memory fits beside the batch tenants homed there
