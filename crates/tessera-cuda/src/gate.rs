@@ -199,6 +199,12 @@ impl Tenant {
         } else {
             t0
         };
+        // launches the program makes while the watcher waits (it was descheduled, not
+        // done) may still be queued when the wait ends: they stay in flight, counted at
+        // the mean, until the next wait measures them. Dropped as done, they were never
+        // charged and the slice looked idle while they ran (a lone program on a loaded
+        // host was charged 73% of its kernels' time, issue 52's test)
+        let launches_before = self.launches.load(Ordering::Relaxed);
         match waiter {
             Waiter::Program => crate::real::synchronize(),
             Waiter::Watcher => {
@@ -206,17 +212,31 @@ impl Tenant {
             }
         }
         let done = epoch_ns().max(t0);
-        self.unsynced.store(false, Ordering::Relaxed);
         let ran = done - begin;
         let open = session.region.granted().is_some();
         // the part of the wait after the daemon ended the slice
         let after = if open { 0 } else { done - session.region.closed_at().clamp(begin, done) };
-        let used = self.measured_ns.load(Ordering::Relaxed)
+        let measured = self.measured_ns.load(Ordering::Relaxed)
             + self.settled_ns.fetch_add(ran - after, Ordering::Relaxed)
             + (ran - after);
-        // from now on the measured figure is the slice's
-        self.accounted_ns.store(used, Ordering::Relaxed);
-        session.region.set_slice_used(used, false);
+        let mean = self.measured_ns.load(Ordering::Relaxed) / MEASURED_LAUNCHES;
+        // from now on the measured figure is the slice's, plus the launches made during
+        // the wait; looked at again until no launch slipped in while it was written
+        let mut used;
+        loop {
+            let seen = self.launches.load(Ordering::Relaxed);
+            let during = seen.saturating_sub(launches_before);
+            if during > 0 {
+                self.unsynced_since.store(done, Ordering::Relaxed);
+            }
+            self.unsynced.store(during > 0, Ordering::Relaxed);
+            used = measured + during * mean;
+            self.accounted_ns.store(used, Ordering::Relaxed);
+            session.region.set_slice_used(used, during > 0);
+            if self.launches.load(Ordering::Relaxed) == seen {
+                break;
+            }
+        }
         if after > 0 {
             session.region.add_owed(after);
         }

@@ -225,7 +225,10 @@ fn a_program_alone_on_its_gpu_keeps_its_slice_and_is_charged_what_it_ran() {
         s.log()
     );
     // 1-2 measured here (the last one as the program ends); a loaded host can
-    // deschedule it long enough for the watcher to take it for idle now and then
+    // deschedule it long enough for the watcher to take it for idle now and then.
+    // Beside 4 CPU-bound processes on 2 cores the charge was 0.42-0.56 s (3 of 5 runs
+    // outside the quarter) while launches made during the watcher's wait were dropped
+    // as done; counted as in flight since, 0.519-0.536 s in six runs
     assert!(done <= 4, "a program alone on its GPU gave its slice back {done} times: {}", s.log());
     assert!(
         (charged - ran).abs() <= 0.25 * ran,
