@@ -627,7 +627,8 @@ fn throughput_claims(found: &[throughput::MixThroughput], at_max: &[AtMaxRate]) 
             scope,
             "§6.2, Figure 12",
             "gpulet, ignoring interference, reaches only 3.4% more throughput than gpulet+int on average",
-            Test::AtMost { paper: 0.034, tolerance: 0.05 },
+            // two-sided (issue 57): one-sided, a gain of the other sign (-11.1%) passed
+            Test::Near { paper: 0.034, tolerance: 0.05 },
             Unit::Percent,
             mean_over(found, |t| t.served_of(Gpulet) / t.served_of(GpuletInt) - 1.0),
             "mean over the workloads, rates served within 1%".into(),
