@@ -588,10 +588,7 @@ impl Client {
         if !region.push_request(&d) {
             return Err(ClientError::TooManyInFlight(slots));
         }
-        if region.daemon_sleeping() {
-            say_cpu_if_busy(region);
-            bell.ring();
-        }
+        ring_if_asleep(region, bell);
         self.next_seq = seq + 1;
         self.slot_busy[slot(seq)] = true;
         self.in_flight += 1;
@@ -657,10 +654,7 @@ impl Client {
         if !region.push_request(&d) {
             return Err(ClientError::TooManyInFlight(region.slots()));
         }
-        if region.daemon_sleeping() {
-            say_cpu_if_busy(region);
-            bell.ring();
-        }
+        ring_if_asleep(region, bell);
         Ok(())
     }
 
@@ -676,10 +670,7 @@ impl Client {
         if !region.push_request(&d) {
             return Err(ClientError::TooManyInFlight(region.slots()));
         }
-        if region.daemon_sleeping() {
-            say_cpu_if_busy(region);
-            bell.ring();
-        }
+        ring_if_asleep(region, bell);
         Ok(())
     }
 
@@ -867,11 +858,15 @@ fn recv_with_fds(stream: &UnixStream) -> Result<(Reply, Vec<File>), ClientError>
     }
 }
 
-/// On a busy host, tell the daemon which CPU this thread asks from before ringing: its
-/// core then waits on that CPU, where the wake-ups between the two find a CPU-bound
-/// neighbour to preempt rather than a queue on another CPU (see `Region::set_client_cpu`).
-fn say_cpu_if_busy(region: &Region) {
-    if region.host_busy() {
-        region.set_client_cpu(rustix::thread::sched_getcpu());
+/// After a request: ring the daemon's doorbell if it does not poll this ring; on a busy
+/// host, tell it first which CPU this thread asks from, so that its core waits there,
+/// where the wake-ups between the two find a CPU-bound neighbour to preempt rather than
+/// a queue on another CPU (see `Region::set_client_cpu`).
+fn ring_if_asleep(region: &Region, bell: &Doorbell) {
+    if region.daemon_sleeping() {
+        if region.host_busy() {
+            region.set_client_cpu(rustix::thread::sched_getcpu());
+        }
+        bell.ring();
     }
 }

@@ -123,7 +123,6 @@ sys.exit(1 if bad else 0)
 #[test]
 fn the_judge_fails_the_selftest_on_a_check_its_table_run_fails() {
     let Some(scratch) = common::scratch("gpu-judge") else { return };
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let (logs, out) = (scratch.dir.join("logs"), scratch.dir.join("out"));
     std::fs::create_dir_all(&logs).unwrap();
     std::fs::create_dir_all(&out).unwrap();
@@ -140,34 +139,11 @@ fn the_judge_fails_the_selftest_on_a_check_its_table_run_fails() {
         "CHECK         RESULT   MEASURED (EXPECTED)\nlaunch        FAIL     +407 ns (at most 100 ns)\n",
     )
     .unwrap();
-    let record = |mode: &str, rc: i32, file: &std::path::Path| {
-        serde_json::json!({"check": "selftest", "mode": mode, "rc": rc, "wall_s": 20.0,
-            "limit_s": 150, "timed_out": false, "out": file})
-        .to_string()
-    };
-    std::fs::write(
-        logs.join("runs.jsonl"),
-        format!("{}\n{}\n", record("tessera.json", 0, &json), record("tessera.text", 1, &text)),
-    )
-    .unwrap();
-    let run = Command::new("python3")
-        .arg(root.join("scripts/gpu-check/judge.py"))
-        .args(["--logs", logs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--final"])
-        .output();
-    let Ok(run) = run else {
+    let runs = [("tessera.json", 0, json.as_path()), ("tessera.text", 1, text.as_path())];
+    let Some(selftest) = judge_selftest(&logs, &out, &runs) else {
         eprintln!("SKIPPED: python3 could not run");
         return;
     };
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap_or_else(
-            |_| panic!("no results.json: {}", String::from_utf8_lossy(&run.stderr)),
-        ))
-        .unwrap();
-    let selftest = results["checks"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["name"] == "selftest"))
-        .cloned()
-        .unwrap_or_default();
     assert_eq!(selftest["status"], "FAIL", "{selftest}");
     assert!(selftest.to_string().contains("+407 ns"), "{selftest}");
 }
@@ -178,7 +154,6 @@ fn the_judge_fails_the_selftest_on_a_check_its_table_run_fails() {
 #[test]
 fn the_judge_fails_the_selftest_on_a_check_a_repeat_fails_and_lists_every_runs_numbers() {
     let Some(scratch) = common::scratch("gpu-judge-repeat") else { return };
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let (logs, out) = (scratch.dir.join("logs"), scratch.dir.join("out"));
     std::fs::create_dir_all(&logs).unwrap();
     std::fs::create_dir_all(&out).unwrap();
@@ -191,11 +166,6 @@ fn the_judge_fails_the_selftest_on_a_check_a_repeat_fails_and_lists_every_runs_n
               "numbers": {{"share": {share}}}}}]}}"#
         )
     };
-    let record = |mode: &str, rc: i32, file: &std::path::Path| {
-        serde_json::json!({"check": "selftest", "mode": mode, "rc": rc, "wall_s": 20.0,
-            "limit_s": 150, "timed_out": false, "out": file})
-        .to_string()
-    };
     let judge = |repeat_launch: &str| {
         let files = [
             ("tessera.json", out.join("selftest.json"), report(64.0, 0.232, "PASS"), 0),
@@ -207,28 +177,11 @@ fn the_judge_fails_the_selftest_on_a_check_a_repeat_fails_and_lists_every_runs_n
                 i32::from(repeat_launch == "FAIL"),
             ),
         ];
-        let mut runs = String::new();
-        for (mode, file, text, rc) in &files {
+        for (_, file, text, _) in &files {
             std::fs::write(file, text).unwrap();
-            runs.push_str(&record(mode, *rc, file));
-            runs.push('\n');
         }
-        std::fs::write(logs.join("runs.jsonl"), runs).unwrap();
-        let run = Command::new("python3")
-            .arg(root.join("scripts/gpu-check/judge.py"))
-            .args(["--logs", logs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--final"])
-            .output()
-            .ok()?;
-        let results: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(out.join("results.json")).unwrap_or_else(|_| {
-                panic!("no results.json: {}", String::from_utf8_lossy(&run.stderr))
-            }),
-        )
-        .unwrap();
-        results["checks"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["name"] == "selftest"))
-            .cloned()
+        let runs: Vec<_> = files.iter().map(|(m, f, _, rc)| (*m, *rc, f.as_path())).collect();
+        judge_selftest(&logs, &out, &runs)
     };
     let Some(failed) = judge("FAIL") else {
         eprintln!("SKIPPED: python3 could not run");
@@ -241,4 +194,42 @@ fn the_judge_fails_the_selftest_on_a_check_a_repeat_fails_and_lists_every_runs_n
     let across = &passed["measured"]["across_runs"];
     assert_eq!(across["launch.hook_ns"], serde_json::json!([64, 58, 130]), "{passed}");
     assert_eq!(across["fair-weights.share"], serde_json::json!([0.232, 0.241, 0.236]), "{passed}");
+}
+
+/// Write the GPU check's runs log of self-test runs (mode, exit status, its output
+/// file), run `judge.py --final` on it, and return the self-test's verdict from
+/// results.json; `None` when python3 cannot run.
+fn judge_selftest(
+    logs: &std::path::Path,
+    out: &std::path::Path,
+    runs: &[(&str, i32, &std::path::Path)],
+) -> Option<serde_json::Value> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let lines: String = runs
+        .iter()
+        .map(|(mode, rc, file)| {
+            serde_json::json!({"check": "selftest", "mode": mode, "rc": rc, "wall_s": 20.0,
+                "limit_s": 150, "timed_out": false, "out": file})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(logs.join("runs.jsonl"), lines).unwrap();
+    let run = Command::new("python3")
+        .arg(root.join("scripts/gpu-check/judge.py"))
+        .args(["--logs", logs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--final"])
+        .output()
+        .ok()?;
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap_or_else(
+            |_| panic!("no results.json: {}", String::from_utf8_lossy(&run.stderr)),
+        ))
+        .unwrap();
+    Some(
+        results["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "selftest"))
+            .cloned()
+            .unwrap_or_default(),
+    )
 }

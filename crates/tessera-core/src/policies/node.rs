@@ -986,14 +986,10 @@ impl NodePolicy {
         // a request that would be late by the time the next GPU outside the pool frees
         // cannot wait for it: with batch tasks as long as the SLA, waiting for a late
         // request's last moment left it behind a fresh batch task (issue 56: 92.5% of
-        // requests in time where priority keeps 100%)
-        let next_free = self
-            .board
-            .gpu_ids()
-            .filter(|g| !self.pool.contains(*g) && !idle.contains(g) && !self.serves_models(*g))
-            .map(|g| self.board.expected_free_at(g, now))
-            .min()
-            .map_or(Nanos::ZERO, |at| at.saturating_sub(now));
+        // requests in time where priority keeps 100%). Looked up only when a request
+        // waits beside an idle GPU (a walk of the node), which is first asked before any
+        // idle GPU is taken below
+        let mut next_free: Option<Nanos> = None;
         while !idle.is_empty() {
             let Some(tenant) = self.board.oldest_head(Classes::UserFacing) else { return };
             let (Some(spec), (_, Some(since))) =
@@ -1003,7 +999,17 @@ impl NodePolicy {
             };
             let ServiceClass::UserFacing { sla } = spec.class else { return };
             let latest_start = since + sla.saturating_sub(le + le);
-            if now + next_free < latest_start {
+            let wait = *next_free.get_or_insert_with(|| {
+                self.board
+                    .gpu_ids()
+                    .filter(|g| {
+                        !self.pool.contains(*g) && !idle.contains(g) && !self.serves_models(*g)
+                    })
+                    .map(|g| self.board.expected_free_at(g, now))
+                    .min()
+                    .map_or(Nanos::ZERO, |at| at.saturating_sub(now))
+            });
+            if now + wait < latest_start {
                 return;
             }
             // only where the services' memory fits beside the batch tenants homed there

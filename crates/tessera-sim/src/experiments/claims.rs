@@ -659,28 +659,23 @@ where
 /// Which constants of ours, at their low or high value, make the claim `id` hold:
 /// "`name` at its low value v", for the report's explanations of a difference.
 pub fn makes_hold(sensitivity: &[Sensitivity], id: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for v in sensitivity {
-        for k in v.claims.iter().filter(|k| k.id == id) {
-            for (i, side) in [(0usize, "low"), (2, "high")] {
-                if k.holds[i] == Some(true) {
-                    out.push(format!("`{}` at its {side} value {}", v.constant, v.values[i]));
-                }
-            }
-        }
-    }
-    out
+    verdict_at_ends(sensitivity, id, true)
 }
 
 /// The constants of ours that, at their low or high value, make `id` fail (the
 /// reverse of [`makes_hold`]): a claim that holds as judged but fails at one of them is
 /// fragile.
 pub fn makes_fail(sensitivity: &[Sensitivity], id: &str) -> Vec<String> {
+    verdict_at_ends(sensitivity, id, false)
+}
+
+/// The constants at whose low or high value `id`'s verdict is `holds`.
+fn verdict_at_ends(sensitivity: &[Sensitivity], id: &str, holds: bool) -> Vec<String> {
     let mut out = Vec::new();
     for v in sensitivity {
         for k in v.claims.iter().filter(|k| k.id == id) {
             for (i, side) in [(0usize, "low"), (2, "high")] {
-                if k.holds[i] == Some(false) {
+                if k.holds[i] == Some(holds) {
                     out.push(format!("`{}` at its {side} value {}", v.constant, v.values[i]));
                 }
             }

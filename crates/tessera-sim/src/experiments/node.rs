@@ -1241,33 +1241,10 @@ fn held_out_table(r: &NodeResults) -> String {
         r.config.seed
     );
     for x in &r.held_out {
-        let b = |m: Measure| {
-            x.best_single.iter().find(|(n, _)| n == m.name()).map_or(f64::NAN, |(_, v)| *v)
-        };
-        let held = x.holds.iter().filter(|(_, h)| *h).count();
-        let failing: Vec<&str> =
-            x.holds.iter().filter(|(_, h)| !*h).map(|(id, _)| id.as_str()).collect();
         let _ = writeln!(
             s,
-            "| {} | {:.2}% / {:.2}% | {:.2} / {:.2} | {} / {} | {:.1}% / {:.1}% | {:.0} J / {:.0} J | {} of {}{} |",
-            x.start_day.map_or("-".into(), |d| format!("{d}")),
-            100.0 * x.node.sla_met,
-            100.0 * b(Measure::Sla),
-            x.node.max_min_ratio,
-            b(Measure::Fairness),
-            x.node.crashed_tenants,
-            b(Measure::Crashes),
-            100.0 * x.node.utilization,
-            100.0 * b(Measure::Utilization),
-            x.node.energy_j,
-            b(Measure::Energy),
-            held,
-            x.holds.len(),
-            if failing.is_empty() {
-                String::new()
-            } else {
-                format!(" (not: {})", failing.join(", "))
-            }
+            "{}",
+            comparison_row(&x.start_day.map_or("-".into(), |d| format!("{d}")), x)
         );
     }
     let _ = writeln!(
@@ -1479,6 +1456,34 @@ fn costs(r: &NodeResults) -> String {
     s
 }
 
+/// One row of the seeds' and the held-out windows' tables, labelled `label`: each
+/// measure as the composed policy's value / the best single policy's, and the counted
+/// claims holding (the others named).
+fn comparison_row(label: &str, x: &SeedRun) -> String {
+    let b = |m: Measure| {
+        x.best_single.iter().find(|(n, _)| n == m.name()).map_or(f64::NAN, |(_, v)| *v)
+    };
+    let held = x.holds.iter().filter(|(_, h)| *h).count();
+    let failing: Vec<&str> =
+        x.holds.iter().filter(|(_, h)| !*h).map(|(id, _)| id.as_str()).collect();
+    format!(
+        "| {label} | {:.2}% / {:.2}% | {:.2} / {:.2} | {} / {} | {:.1}% / {:.1}% | {:.0} J / {:.0} J | {} of {}{} |",
+        100.0 * x.node.sla_met,
+        100.0 * b(Measure::Sla),
+        x.node.max_min_ratio,
+        b(Measure::Fairness),
+        x.node.crashed_tenants,
+        b(Measure::Crashes),
+        100.0 * x.node.utilization,
+        100.0 * b(Measure::Utilization),
+        x.node.energy_j,
+        b(Measure::Energy),
+        held,
+        x.holds.len(),
+        if failing.is_empty() { String::new() } else { format!(" (not: {})", failing.join(", ")) }
+    )
+}
+
 /// The comparison on the other seeds: the composed policy's measures beside the best
 /// single policy's, and which claims hold on each.
 fn seeds_table(r: &NodeResults) -> String {
@@ -1498,37 +1503,10 @@ fn seeds_table(r: &NodeResults) -> String {
     );
     let mut all_hold = 0;
     for x in &r.other_seeds {
-        let b = |m: Measure| {
-            x.best_single.iter().find(|(n, _)| n == m.name()).map_or(f64::NAN, |(_, v)| *v)
-        };
-        let held = x.holds.iter().filter(|(_, h)| *h).count();
-        if held == x.holds.len() {
+        if x.holds.iter().all(|(_, h)| *h) {
             all_hold += 1;
         }
-        let failing: Vec<&str> =
-            x.holds.iter().filter(|(_, h)| !*h).map(|(id, _)| id.as_str()).collect();
-        let _ = writeln!(
-            s,
-            "| {} | {:.2}% / {:.2}% | {:.2} / {:.2} | {} / {} | {:.1}% / {:.1}% | {:.0} J / {:.0} J | {} of {}{} |",
-            x.seed,
-            100.0 * x.node.sla_met,
-            100.0 * b(Measure::Sla),
-            x.node.max_min_ratio,
-            b(Measure::Fairness),
-            x.node.crashed_tenants,
-            b(Measure::Crashes),
-            100.0 * x.node.utilization,
-            100.0 * b(Measure::Utilization),
-            x.node.energy_j,
-            b(Measure::Energy),
-            held,
-            x.holds.len(),
-            if failing.is_empty() {
-                String::new()
-            } else {
-                format!(" (not: {})", failing.join(", "))
-            }
-        );
+        let _ = writeln!(s, "{}", comparison_row(&x.seed.to_string(), x));
     }
     let _ =
         writeln!(s, "\nEvery claim holds on {all_hold} of these {} seeds.", r.other_seeds.len());
