@@ -47,8 +47,15 @@ fn size(b: u64) -> String {
 }
 
 fn status(a: StatusArgs) -> Result<()> {
-    if !a.path.is_file() {
-        bail!("no ledger at {} (it is created by the first client's init)", a.path.display());
+    // only a path that is not there is "no ledger": one this user may not reach (a
+    // directory on the way it may not enter) is opened below, which says so and how
+    // to get access (`is_file` read both as absent)
+    match std::fs::metadata(&a.path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("no ledger at {} (it is created by the first client's init)", a.path.display())
+        }
+        Ok(m) if !m.is_file() => bail!("{} is not a ledger: not a file", a.path.display()),
+        _ => {}
     }
     let cfg = LedgerConfig {
         access: a.access()?,

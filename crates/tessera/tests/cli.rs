@@ -194,29 +194,34 @@ fn a_ledger_this_user_may_not_open_says_how_to_get_access() {
         eprintln!("SKIPPED: running as another user needs root");
         return;
     }
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("ledger-denied-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let ledger = dir.join("ledger");
-    std::fs::write(&ledger, vec![0u8; 4096]).unwrap();
-    std::fs::set_permissions(&ledger, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_tessera"))
-        .args(["ledger", "status", "--path"])
-        .arg(&ledger)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
-    assert!(
-        err.lines().any(|l| l.starts_with("  fix: this user may not open the node's ledger")),
-        "{err}"
-    );
+    // a ledger file it may not open, and one in a directory it may not enter (a clone
+    // of the repository under `mktemp -d`, 0700, put the first in the second: the
+    // command said "no ledger at ...")
+    for (tag, dir_mode) in [("file", 0o755), ("dir", 0o700)] {
+        let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("ledger-denied-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(dir_mode)).unwrap();
+        let ledger = dir.join("ledger");
+        std::fs::write(&ledger, vec![0u8; 4096]).unwrap();
+        std::fs::set_permissions(&ledger, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_tessera"))
+            .args(["ledger", "status", "--path"])
+            .arg(&ledger)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{tag}: {err}");
+        assert_eq!(err.matches("Permission denied").count(), 1, "{tag}: {err}");
+        assert!(
+            err.lines().any(|l| l.starts_with("  fix: this user may not open the node's ledger")),
+            "{tag}: {err}"
+        );
+    }
 }
 
 /// `tessera run --weight` takes what the daemon accepts, 1 to 1000; 0 was accepted.
