@@ -760,13 +760,27 @@ impl Board {
     pub fn next_round_robin_on(&mut self, gpu: GpuId) -> Option<TenantId> {
         // from past the cursor to the end, then from the start up to it: the first
         // that may run here
+        // (a loop over the bitset, not an iterator chain: this runs on every dispatch)
         let after = self.rr_cursor.map_or(Some(0), |c| c.0.checked_add(1));
-        let next = after
-            .into_iter()
-            .flat_map(|a| self.backlogged.iter_from(a))
-            .chain(self.backlogged.iter().take_while(|t| after.is_none_or(|a| *t < a)))
-            .map(TenantId)
-            .find(|t| self.may_run_on(*t, gpu));
+        let mut next = None;
+        let mut at = after.and_then(|a| self.backlogged.first_from(a));
+        while let Some(id) = at {
+            if self.may_run_on(TenantId(id), gpu) {
+                next = Some(TenantId(id));
+                break;
+            }
+            at = self.backlogged.first_after(id);
+        }
+        if next.is_none() {
+            let mut at = self.backlogged.first_from(0);
+            while let Some(id) = at.filter(|id| after.is_none_or(|a| *id < a)) {
+                if self.may_run_on(TenantId(id), gpu) {
+                    next = Some(TenantId(id));
+                    break;
+                }
+                at = self.backlogged.first_after(id);
+            }
+        }
         if next.is_some() {
             self.rr_cursor = next;
         }

@@ -5,7 +5,7 @@
 //! an id far outside the window goes to a sorted side set, so that an odd id costs a
 //! tree operation, never a bitset of its size.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 /// The most empty words an insertion may add to the window (4096 × 64 ids).
 const MAX_GAP_WORDS: u64 = 4096;
@@ -15,7 +15,9 @@ const MAX_GAP_WORDS: u64 = 4096;
 pub(crate) struct IdSet {
     /// The word of `words[0]` (id / 64).
     base: u64,
-    words: VecDeque<u64>,
+    /// A plain vector, not a deque: indexing it is what every query does, and the
+    /// window slides (a shift of a few words) only when its first word empties.
+    words: Vec<u64>,
     /// Ids that did not fit the window; never also in it.
     sparse: BTreeSet<u64>,
 }
@@ -36,10 +38,17 @@ impl IdSet {
 
     /// Add `id`; false if it was there.
     pub(crate) fn insert(&mut self, id: u64) -> bool {
+        if let Some(w) = self.word_index(id) {
+            // the common case, inside the window: one bit
+            let bit = 1 << (id % 64);
+            let was = self.words[w] & bit != 0;
+            self.words[w] |= bit;
+            return !was;
+        }
         // (a window of several words never starts with an empty one: `remove` trims)
         if self.sparse.is_empty()
             && self.words.len() <= 1
-            && self.words.front().is_none_or(|w| *w == 0)
+            && self.words.first().is_none_or(|w| *w == 0)
         {
             // empty: the window moves to the id (its one word, if kept, is reused)
             self.words.truncate(1);
@@ -85,9 +94,8 @@ impl IdSet {
     /// GPU 0 idle again after GPUs 0-63 were all busy).
     fn grow_down_to(&mut self, word: u64) {
         let old_start = self.base * 64;
-        for _ in word..self.base {
-            self.words.push_front(0);
-        }
+        let add = (self.base - word) as usize;
+        self.words.splice(0..0, std::iter::repeat_n(0, add));
         self.base = word;
         if self.sparse.is_empty() {
             return;
@@ -110,9 +118,11 @@ impl IdSet {
         self.words[w] &= !bit;
         // the last word stays, so that a set that empties and fills again (the idle
         // GPUs of a small node, on every event) does not free and grow its window
-        while self.words.len() > 1 && self.words.front() == Some(&0) {
-            self.words.pop_front();
-            self.base += 1;
+        if w == 0 && self.words[0] == 0 && self.words.len() > 1 {
+            let empty =
+                self.words.iter().take(self.words.len() - 1).take_while(|w| **w == 0).count();
+            self.words.drain(..empty);
+            self.base += empty as u64;
         }
         was
     }
@@ -138,6 +148,16 @@ impl IdSet {
     /// The smallest id in the window at or after `from`.
     fn dense_from(&self, from: u64) -> Option<u64> {
         let start = self.base * 64;
+        if let [word] = self.words[..] {
+            // one word (a small node's GPUs, a few dozen tenants): no loop
+            let mask = match from.checked_sub(start) {
+                None | Some(0) => u64::MAX,
+                Some(rel) if rel < 64 => u64::MAX << rel,
+                Some(_) => return None,
+            };
+            let bits = word & mask;
+            return (bits != 0).then(|| start + u64::from(bits.trailing_zeros()));
+        }
         let (mut w, mut mask) = if from <= start {
             (0, u64::MAX)
         } else {

@@ -8,6 +8,8 @@
 //! - [`sharing`]: the work running on one GPU — exclusive, co-running with processor
 //!   sharing (all slow in proportion once their summed demand passes capacity), or
 //!   time-sliced contexts — with finish times kept by a virtual clock per GPU.
+//! - [`exclusive`]: its one-piece case alone, for exclusive runs (the same arithmetic,
+//!   without the general model's cost per task).
 //! - [`concurrent`]: kernels at their own rates — thread blocks placed on SMs by a
 //!   greedy in-order dispatcher, contexts co-running (MPS) or time-sliced with a switch
 //!   cost, and a named contention parameter.
@@ -16,12 +18,14 @@
 //! - [`migration`]: what moving a tenant's context between GPUs costs.
 //! - [`power`]: power states and energy.
 //!
-//! Status: the simulator's task engine runs its GPUs on [`sharing::SharedGpu`] in
-//! exclusive mode and the daemon's emulated executor in processor-sharing mode; the
-//! core's vocabulary and shared dispatch do not use the rest yet (issue 10's item 2).
+//! Status: the simulator's task engine runs its exclusive GPUs on
+//! [`exclusive::ExclusiveGpu`] and its shared ones on [`sharing::SharedGpu`], the
+//! daemon's emulated executor in processor-sharing mode; the core's vocabulary and
+//! shared dispatch do not use the rest yet (issue 10's item 2).
 #![forbid(unsafe_code)]
 
 pub mod concurrent;
+pub mod exclusive;
 pub mod migration;
 pub mod occupancy;
 pub mod partition;

@@ -1,10 +1,13 @@
 //! The performance model of one place work runs (a whole GPU or a partition), as the
-//! task engine drives it: either `tessera-gpu`'s fluid model ([`SharedGpu`]: every
-//! piece at one common rate) or its block model ([`ConcurrentGpu`]: kernels as thread
-//! blocks on SMs, each at its own rate). The engine speaks to both through
+//! task engine drives it: `tessera-gpu`'s exclusive model ([`ExclusiveGpu`]: one piece
+//! at a time), its fluid model ([`SharedGpu`]: every piece at one common rate) or its
+//! block model ([`ConcurrentGpu`]: kernels as thread blocks on SMs, each at its own
+//! rate). Exclusive runs do not go through the fluid model: it computes the same
+//! finishes, at several times the cost per task (issue 55). The engine speaks to both through
 //! [`SlotModel`]; which one a run uses is its [`Sharing`].
 
 use tessera_gpu::concurrent::{ConcurrentGpu, Contention, Contexts, KernelLaunch};
+use tessera_gpu::exclusive::ExclusiveGpu;
 use tessera_gpu::occupancy::SmLimits;
 use tessera_gpu::sharing::{self, Ns, PieceId, SharedGpu};
 
@@ -41,6 +44,7 @@ pub enum Sharing {
 /// One slot's model.
 #[derive(Debug)]
 pub(crate) enum SlotModel {
+    Exclusive(ExclusiveGpu),
     Fluid(SharedGpu),
     Blocks {
         gpu: Box<ConcurrentGpu>,
@@ -74,7 +78,7 @@ impl SlotModel {
     pub(crate) fn new(sharing: Sharing, capacity: f64) -> SlotModel {
         let fluid = |s| SlotModel::Fluid(SharedGpu::with_capacity(s, capacity));
         match sharing {
-            Sharing::Exclusive => fluid(sharing::Sharing::Exclusive),
+            Sharing::Exclusive => SlotModel::Exclusive(ExclusiveGpu::with_capacity(capacity)),
             Sharing::Processor => fluid(sharing::Sharing::Processor),
             Sharing::TimeSliced { slice, switch } => {
                 fluid(sharing::Sharing::TimeSliced { slice, switch })
@@ -95,6 +99,7 @@ impl SlotModel {
 
     pub(crate) fn capacity(&self) -> f64 {
         match self {
+            SlotModel::Exclusive(m) => m.capacity(),
             SlotModel::Fluid(m) => m.capacity(),
             SlotModel::Blocks { capacity, .. } => *capacity,
         }
@@ -102,6 +107,7 @@ impl SlotModel {
 
     pub(crate) fn now(&self) -> Ns {
         match self {
+            SlotModel::Exclusive(m) => m.now(),
             SlotModel::Fluid(m) => m.now(),
             SlotModel::Blocks { gpu, .. } => gpu.now(),
         }
@@ -109,6 +115,7 @@ impl SlotModel {
 
     pub(crate) fn is_empty(&self) -> bool {
         match self {
+            SlotModel::Exclusive(m) => m.is_empty(),
             SlotModel::Fluid(m) => m.is_empty(),
             SlotModel::Blocks { gpu, .. } => gpu.is_empty(),
         }
@@ -118,6 +125,9 @@ impl SlotModel {
     /// refused: the model cannot place what has no blocks.
     pub(crate) fn start(&mut self, now: Ns, id: PieceId, piece: Piece) -> Result<(), String> {
         match self {
+            SlotModel::Exclusive(m) => {
+                m.start(now, id, piece.work, piece.demand).map_err(|e| e.to_string())
+            }
             SlotModel::Fluid(m) => {
                 m.start(now, id, piece.work, piece.demand).map_err(|e| e.to_string())
             }
@@ -134,6 +144,7 @@ impl SlotModel {
     /// Take `id` off at `now`; the time alone it still needed.
     pub(crate) fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, String> {
         match self {
+            SlotModel::Exclusive(m) => m.remove(now, id).map_err(|e| e.to_string()),
             SlotModel::Fluid(m) => m.remove(now, id).map_err(|e| e.to_string()),
             SlotModel::Blocks { gpu, .. } => gpu.remove(now, id).map_err(|e| e.to_string()),
         }
@@ -141,6 +152,7 @@ impl SlotModel {
 
     pub(crate) fn advance(&mut self, now: Ns) -> Result<(), String> {
         match self {
+            SlotModel::Exclusive(m) => m.advance(now).map_err(|e| e.to_string()),
             SlotModel::Fluid(m) => m.advance(now).map_err(|e| e.to_string()),
             SlotModel::Blocks { gpu, .. } => gpu.advance(now).map_err(|e| e.to_string()),
         }
@@ -151,6 +163,7 @@ impl SlotModel {
     /// kernel ends: a cohort of blocks, a slice or a switch ends).
     pub(crate) fn next_wake(&mut self) -> Option<(Ns, Option<PieceId>)> {
         match self {
+            SlotModel::Exclusive(m) => m.next_finish().map(|(at, id)| (at, Some(id))),
             SlotModel::Fluid(m) => m.next_finish().map(|(at, id)| (at, Some(id))),
             SlotModel::Blocks { gpu, .. } => gpu.next_event().map(|at| (at, None)),
         }
@@ -159,6 +172,7 @@ impl SlotModel {
     /// A piece finished by `now`, if any (one per call).
     pub(crate) fn pop_finished(&mut self, now: Ns) -> Result<Option<PieceId>, String> {
         match self {
+            SlotModel::Exclusive(m) => m.pop_finished(now).map_err(|e| e.to_string()),
             SlotModel::Fluid(m) => m.pop_finished(now).map_err(|e| e.to_string()),
             SlotModel::Blocks { gpu, .. } => {
                 gpu.advance(now).map_err(|e| e.to_string())?;
@@ -169,6 +183,10 @@ impl SlotModel {
 
     pub(crate) fn usage(&self) -> SlotUsage {
         match self {
+            SlotModel::Exclusive(m) => {
+                let u = m.usage();
+                SlotUsage { sm_busy_ns: u.sm_busy_ns, piece_ns: u.piece_ns, load_ns: u.load_ns }
+            }
             SlotModel::Fluid(m) => {
                 let u = m.usage();
                 SlotUsage { sm_busy_ns: u.sm_busy_ns, piece_ns: u.piece_ns, load_ns: u.load_ns }

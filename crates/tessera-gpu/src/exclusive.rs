@@ -1,0 +1,242 @@
+//! One piece at a time on a GPU or partition (Flexy's and schedGPU's testbeds): the
+//! one-piece case of [`crate::sharing::SharedGpu`] without its general machinery (a
+//! sorted vector of pieces, a rate recomputed from the sharing mode at every step),
+//! which the simulator's exclusive runs paid for on every task (issue 55).
+//!
+//! It computes exactly what `SharedGpu` in [`Sharing::Exclusive`] mode computes — the
+//! same virtual clock, the same floating-point operations in the same order, the same
+//! rounding of a finish to whole nanoseconds — so that a run's results do not move by
+//! a nanosecond when the simulator switches between them. The property test below
+//! drives both with the same operations and compares every answer and the usage bit
+//! for bit.
+//!
+//! [`Sharing::Exclusive`]: crate::sharing::Sharing::Exclusive
+
+use crate::sharing::{Ns, PieceId, SharingError, Usage};
+
+/// Virtual time within which a piece counts as finished (as in `sharing`).
+const FINISH_TOLERANCE: f64 = 1e-3;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Piece {
+    id: PieceId,
+    finish_v: f64,
+    demand: f64,
+}
+
+/// A GPU (or partition) that runs one piece at a time.
+#[derive(Clone, Debug)]
+pub struct ExclusiveGpu {
+    capacity: f64,
+    now: Ns,
+    /// Virtual time: full-speed work done since time 0 (as `SharedGpu`'s).
+    v: f64,
+    piece: Option<Piece>,
+    usage: Usage,
+}
+
+impl ExclusiveGpu {
+    /// An idle GPU (or partition of `capacity`, clamped to (0, 1]) at time 0.
+    pub fn with_capacity(capacity: f64) -> ExclusiveGpu {
+        ExclusiveGpu {
+            capacity: capacity.clamp(f64::MIN_POSITIVE, 1.0),
+            now: 0,
+            v: 0.0,
+            piece: None,
+            usage: Usage::default(),
+        }
+    }
+
+    /// The share of a whole GPU it holds.
+    pub fn capacity(&self) -> f64 {
+        self.capacity
+    }
+
+    /// The model's time.
+    pub fn now(&self) -> Ns {
+        self.now
+    }
+
+    /// Whether nothing runs.
+    pub fn is_empty(&self) -> bool {
+        self.piece.is_none()
+    }
+
+    /// What it did so far.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// The running piece's rate (full-speed ns per ns); 0 when idle.
+    #[inline]
+    fn rate(&self) -> f64 {
+        match &self.piece {
+            Some(p) => (self.capacity / p.demand).min(1.0),
+            None => 0.0,
+        }
+    }
+
+    /// Move to `now`, integrating usage.
+    #[inline]
+    pub fn advance(&mut self, now: Ns) -> Result<(), SharingError> {
+        if now < self.now {
+            return Err(SharingError::TimeBackwards { now, last: self.now });
+        }
+        if now == self.now {
+            return Ok(());
+        }
+        let dt = (now - self.now) as f64;
+        let r = self.rate();
+        let demand = self.piece.map_or(0.0, |p| p.demand);
+        let load = demand / self.capacity;
+        let band = if load > 1.0 + 1e-9 {
+            2
+        } else if load >= 0.5 {
+            1
+        } else {
+            0
+        };
+        self.usage.load_ns[band] += dt;
+        if r > 0.0 {
+            self.v += r * dt;
+            self.usage.busy_ns += dt;
+            self.usage.sm_busy_ns += (demand * r).min(self.capacity) * dt;
+            self.usage.piece_ns += dt;
+        }
+        self.now = now;
+        Ok(())
+    }
+
+    /// Start a piece of `work` ns (alone, at full speed) and `demand` at `now`.
+    pub fn start(
+        &mut self,
+        now: Ns,
+        id: PieceId,
+        work: Ns,
+        demand: f64,
+    ) -> Result<(), SharingError> {
+        if !(demand > 0.0 && demand <= 1.0) {
+            return Err(SharingError::BadDemand(format!("{demand}")));
+        }
+        if let Some(p) = &self.piece {
+            return Err(if p.id == id {
+                SharingError::Duplicate(id)
+            } else {
+                SharingError::Occupied(p.id)
+            });
+        }
+        self.advance(now)?;
+        self.piece = Some(Piece { id, finish_v: self.v + work as f64, demand });
+        Ok(())
+    }
+
+    /// Take the piece off at `now`; the work it still had, ns at full speed.
+    pub fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, SharingError> {
+        self.advance(now)?;
+        match self.piece {
+            Some(p) if p.id == id => {
+                self.piece = None;
+                Ok((p.finish_v - self.v).max(0.0).round() as Ns)
+            }
+            _ => Err(SharingError::Unknown(id)),
+        }
+    }
+
+    /// When the piece finishes, rounded up to whole nanoseconds; `None` when idle.
+    pub fn next_finish(&self) -> Option<(Ns, PieceId)> {
+        let p = self.piece.as_ref()?;
+        let r = self.rate();
+        let exact = (p.finish_v - self.v) / r;
+        let wait = if exact <= FINISH_TOLERANCE { 0.0 } else { (exact - 1e-6).ceil().max(1.0) };
+        Some((self.now + wait as Ns, p.id))
+    }
+
+    /// Move to `now` and take the piece if it finished by then.
+    #[inline]
+    pub fn pop_finished(&mut self, now: Ns) -> Result<Option<PieceId>, SharingError> {
+        self.advance(now)?;
+        match self.piece {
+            Some(p) if p.finish_v <= self.v + FINISH_TOLERANCE => {
+                self.piece = None;
+                Ok(Some(p.id))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sharing::{SharedGpu, Sharing};
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Start { id: PieceId, work: Ns, demand_milli: u16 },
+        Remove(PieceId),
+        Pop,
+        Advance,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u64..4, 0u64..50_000_000_000, 0u16..=1100)
+                .prop_map(|(id, work, demand_milli)| Op::Start { id, work, demand_milli }),
+            (0u64..4).prop_map(Op::Remove),
+            Just(Op::Pop),
+            Just(Op::Advance),
+        ]
+    }
+
+    proptest! {
+        /// Driven with the same operations at the same times, the exclusive model gives
+        /// every answer the shared model in exclusive mode gives, and the same usage to
+        /// the last bit: a run's results cannot move when the simulator switches.
+        #[test]
+        fn answers_as_the_shared_model_in_exclusive_mode_does(
+            capacity_milli in 1u32..=1000,
+            ops in proptest::collection::vec((op(), 0u64..3_000_000_000), 1..200),
+        ) {
+            let capacity = f64::from(capacity_milli) / 1000.0;
+            let mut shared = SharedGpu::with_capacity(Sharing::Exclusive, capacity);
+            let mut exclusive = ExclusiveGpu::with_capacity(capacity);
+            let mut now: Ns = 0;
+            for (op, step) in ops {
+                // sometimes exactly at the predicted finish, as the engine wakes
+                now = match (step % 3, shared.next_finish()) {
+                    (0, Some((at, _))) if at >= now => at,
+                    _ => now + step,
+                };
+                match op {
+                    Op::Start { id, work, demand_milli } => {
+                        let demand = f64::from(demand_milli) / 1000.0;
+                        prop_assert_eq!(
+                            shared.start(now, id, work, demand),
+                            exclusive.start(now, id, work, demand)
+                        );
+                    }
+                    Op::Remove(id) => {
+                        prop_assert_eq!(shared.remove(now, id), exclusive.remove(now, id));
+                    }
+                    Op::Pop => {
+                        prop_assert_eq!(shared.pop_finished(now), exclusive.pop_finished(now));
+                    }
+                    Op::Advance => {
+                        prop_assert_eq!(shared.advance(now), exclusive.advance(now));
+                    }
+                }
+                prop_assert_eq!(shared.next_finish(), exclusive.next_finish());
+                prop_assert_eq!(shared.is_empty(), exclusive.is_empty());
+                prop_assert_eq!(shared.now(), exclusive.now());
+                let (a, b) = (shared.usage(), exclusive.usage());
+                prop_assert_eq!(a.busy_ns.to_bits(), b.busy_ns.to_bits());
+                prop_assert_eq!(a.sm_busy_ns.to_bits(), b.sm_busy_ns.to_bits());
+                prop_assert_eq!(a.piece_ns.to_bits(), b.piece_ns.to_bits());
+                for band in 0..3 {
+                    prop_assert_eq!(a.load_ns[band].to_bits(), b.load_ns[band].to_bits());
+                }
+            }
+        }
+    }
+}
