@@ -18,10 +18,12 @@ use crate::units::{Bytes, Nanos, PerMille};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod gpu_state;
+mod head_index;
 #[cfg(test)]
 mod tests;
 
 use gpu_state::PowerChange;
+use head_index::HeadIndex;
 pub use gpu_state::{GpuState, RunningTask};
 
 /// How many recent durations per kernel predict a running task's completion time.
@@ -77,7 +79,7 @@ pub struct Board {
     /// (submission order, tenant): the oldest head is the first entry, so the queries
     /// policies make on every event cost a tree look-up, not a walk of the tenants.
     /// Kept only for a policy that asks ([`Board::with_head_index`]).
-    heads: Option<[BTreeSet<(u64, TenantId)>; 2]>,
+    heads: Option<[HeadIndex; 2]>,
     /// Per class, tasks queued and tasks running.
     queued_count: [usize; 2],
     running_count: [usize; 2],
@@ -178,7 +180,7 @@ impl Board {
     /// without it they walk the backlogged tenants. Call before any event.
     pub fn with_head_index(mut self) -> Board {
         debug_assert!(self.tenants.iter().next().is_none(), "an index made before any event");
-        self.heads = Some([BTreeSet::new(), BTreeSet::new()]);
+        self.heads = Some([HeadIndex::default(), HeadIndex::default()]);
         self
     }
 
@@ -511,17 +513,13 @@ impl Board {
     /// queue, after its front changed.
     fn reindex(&mut self, tenant_id: TenantId) {
         let Some(t) = self.tenants.get_mut(tenant_id.0) else { return };
-        let mut heads = self.heads.as_mut().map(|h| &mut h[class_index(t.spec.class)]);
+        let class = class_index(t.spec.class);
         let was_backlogged = t.head.is_some();
-        let old = t.head.take();
-        if let (Some(seq), Some(heads)) = (old, heads.as_deref_mut()) {
-            heads.remove(&(seq, tenant_id));
-        }
-        match t.queue.front() {
-            Some(front) => {
-                t.head = Some(front.seq);
-                if let Some(heads) = heads {
-                    heads.insert((front.seq, tenant_id));
+        t.head = t.queue.front().map(|front| front.seq);
+        match t.head {
+            Some(seq) => {
+                if let Some(heads) = &mut self.heads {
+                    heads[class].push(seq, tenant_id);
                 }
                 if !was_backlogged {
                     self.backlogged.insert(tenant_id.0);
@@ -531,6 +529,26 @@ impl Board {
                 self.backlogged.remove(tenant_id.0);
             }
             None => {}
+        }
+        if let Some(heads) = &mut self.heads {
+            // the old head's entry, if it was on top, goes now (the top stays current)
+            let tenants = &self.tenants;
+            let backlogged = &self.backlogged;
+            // (stale entries are bounded by the class's queued tasks, which bound its
+            // current heads)
+            heads[class].settle(
+                self.queued_count[class],
+                |seq, id| tenants.get(id.0).is_some_and(|t| t.head == Some(seq)),
+                || {
+                    backlogged
+                        .iter()
+                        .filter_map(|id| {
+                            let t = tenants.get(id)?;
+                            (class_index(t.spec.class) == class).then_some((t.head?, TenantId(id)))
+                        })
+                        .collect()
+                },
+            );
         }
     }
 
@@ -693,7 +711,7 @@ impl Board {
                 .min()
                 .map(|(_, id)| id);
         };
-        classes.indices().iter().filter_map(|&c| heads[c].first()).min().map(|(_, id)| *id)
+        classes.indices().iter().filter_map(|&c| heads[c].first()).min().map(|(_, id)| id)
     }
 
     /// In debug builds, check the indexes against the queues they summarise.
@@ -707,7 +725,11 @@ impl Board {
                 assert_eq!(t.queue.is_empty(), !self.backlogged.contains(id.0), "backlog of {id}");
                 assert_eq!(t.head, t.queue.front().map(|q| q.seq), "head of {id}");
                 if let (Some(seq), Some(heads)) = (t.head, &self.heads) {
-                    assert!(heads[c].contains(&(seq, *id)), "head index of {id}");
+                    assert!(heads[c].holds(seq, *id), "head index of {id}");
+                    let top = heads[c].first().expect("a backlogged tenant's class has a head");
+                    assert!(top <= (seq, *id), "the head index's top is not the oldest");
+                    let current = self.tenants.get(top.1.0).and_then(|t| t.head);
+                    assert_eq!(current, Some(top.0), "the head index's top is stale");
                 }
             }
             assert_eq!(queued, self.queued_count, "queued counts");

@@ -16,7 +16,23 @@
 
 use crate::ids::GpuId;
 use crate::units::Nanos;
-use std::collections::{BTreeMap, BTreeSet};
+use smallvec::SmallVec;
+use std::collections::{btree_set, BTreeMap, BTreeSet};
+
+/// One sorted source of busy GPUs by expected freeing: a set ordered by (time, GPU)
+/// and what turns its time into the expected freeing (plus a prediction, or never).
+struct Stream<'a> {
+    range: btree_set::Range<'a, (Nanos, GpuId)>,
+    /// Added to the set's time; `None`: never expected (nothing known of the kernel).
+    plus: Option<Nanos>,
+}
+
+impl Stream<'_> {
+    fn next(&mut self) -> Option<(Nanos, GpuId)> {
+        let &(t, gpu) = self.range.next()?;
+        Some((self.plus.map_or(Nanos::MAX, |d| t + d), gpu))
+    }
+}
 
 /// What a busy GPU's expected freeing depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,12 +123,11 @@ impl FreeOrder {
         }
         match self.entries[i].take() {
             Some(Busy::Running { kernel, class, started }) => {
+                // an emptied group stays (the kernels of a run are few): dropping it
+                // and making it again cost an allocation on nearly every event
                 if let Some(g) = self.groups.get_mut(&(kernel, class)) {
                     g.by_start.remove(&(started, gpu));
                     g.starts.set(i, u64::MAX);
-                    if g.by_start.is_empty() {
-                        self.groups.remove(&(kernel, class));
-                    }
                 }
             }
             Some(Busy::Until(until)) => {
@@ -179,6 +194,9 @@ impl FreeOrder {
         while out.len() < want {
             let mut next: Option<usize> = self.fixed_until.leftmost(from, now.0);
             for (&(kernel, class), g) in &self.groups {
+                if g.by_start.is_empty() {
+                    continue;
+                }
                 let d = predict(kernel, class);
                 if d == Nanos::ZERO || d > now {
                     continue;
@@ -196,26 +214,30 @@ impl FreeOrder {
         if out.len() == want {
             return;
         }
-        // the rest by E, ties by (!pool, id): merge the groups and the fixed ones
-        let mut streams: Vec<Box<dyn Iterator<Item = (Nanos, GpuId)> + '_>> = Vec::new();
-        streams.push(Box::new(
-            self.fixed.range((Nanos(now.0.saturating_add(1)), GpuId(0))..).copied(),
-        ));
+        // the rest by E, ties by (!pool, id): merge the groups and the fixed ones (on
+        // the stack: this runs on nearly every event)
+        let mut streams: SmallVec<[Stream<'_>; 8]> = SmallVec::new();
+        streams.push(Stream {
+            range: self.fixed.range((Nanos(now.0.saturating_add(1)), GpuId(0))..),
+            plus: Some(Nanos::ZERO),
+        });
         for (&(kernel, class), g) in &self.groups {
+            if g.by_start.is_empty() {
+                continue;
+            }
             let d = predict(kernel, class);
             if d == Nanos::ZERO {
-                streams.push(Box::new(g.by_start.iter().map(|(_, gpu)| (Nanos::MAX, *gpu))));
+                streams.push(Stream { range: g.by_start.range(..), plus: None });
             } else {
                 // started + d > now
                 let after = Nanos(now.0.saturating_sub(d.0).saturating_add(1));
                 let lower = if d > now { Nanos::ZERO } else { after };
-                streams.push(Box::new(
-                    g.by_start.range((lower, GpuId(0))..).map(move |(s, gpu)| (*s + d, *gpu)),
-                ));
+                streams.push(Stream { range: g.by_start.range((lower, GpuId(0))..), plus: Some(d) });
             }
         }
-        let mut heads: Vec<Option<(Nanos, GpuId)>> = streams.iter_mut().map(|s| s.next()).collect();
-        let mut tie: Vec<(bool, GpuId)> = Vec::new();
+        let mut heads: SmallVec<[Option<(Nanos, GpuId)>; 8]> =
+            streams.iter_mut().map(Stream::next).collect();
+        let mut tie: SmallVec<[(bool, GpuId); 8]> = SmallVec::new();
         while out.len() < want {
             let Some(e) = heads.iter().flatten().map(|(e, _)| *e).min() else { break };
             tie.clear();
@@ -225,7 +247,7 @@ impl FreeOrder {
                         break;
                     }
                     tie.push((!in_pool.get(g.0 as usize).copied().unwrap_or(false), g));
-                    *head = stream.next();
+                    *head = Stream::next(stream);
                 }
             }
             tie.sort_unstable();
