@@ -17,12 +17,12 @@
 use crate::ids::GpuId;
 use crate::units::Nanos;
 use smallvec::SmallVec;
-use std::collections::{btree_set, BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// One sorted source of busy GPUs by expected freeing: a set ordered by (time, GPU)
 /// and what turns its time into the expected freeing (plus a prediction, or never).
 struct Stream<'a> {
-    range: btree_set::Range<'a, (Nanos, GpuId)>,
+    range: std::slice::Iter<'a, (Nanos, GpuId)>,
     /// Added to the set's time; `None`: never expected (nothing known of the kernel).
     plus: Option<Nanos>,
 }
@@ -89,9 +89,39 @@ impl MinTree {
     }
 }
 
+/// (time, GPU) pairs in order, in a vector: a group's GPUs are added as their tasks
+/// start, at the present, so nearly always at the end, where a B-tree set paid an
+/// allocation-heavy insertion and removal on every event (issue 55).
+#[derive(Clone, Debug, Default)]
+struct Sorted(Vec<(Nanos, GpuId)>);
+
+impl Sorted {
+    fn insert(&mut self, key: (Nanos, GpuId)) {
+        let at = self.0.partition_point(|k| *k < key);
+        if self.0.get(at) != Some(&key) {
+            self.0.insert(at, key);
+        }
+    }
+
+    fn remove(&mut self, key: (Nanos, GpuId)) {
+        if let Ok(at) = self.0.binary_search(&key) {
+            self.0.remove(at);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The pairs at or after `key`, in order.
+    fn from(&self, key: (Nanos, GpuId)) -> std::slice::Iter<'_, (Nanos, GpuId)> {
+        self.0[self.0.partition_point(|k| *k < key)..].iter()
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Group {
-    by_start: BTreeSet<(Nanos, GpuId)>,
+    by_start: Sorted,
     /// Start time per GPU id (`u64::MAX`: not in the group).
     starts: MinTree,
 }
@@ -101,7 +131,7 @@ struct Group {
 pub(crate) struct FreeOrder {
     entries: Vec<Option<Busy>>,
     groups: BTreeMap<(u32, usize), Group>,
-    fixed: BTreeSet<(Nanos, GpuId)>,
+    fixed: Sorted,
     fixed_until: MinTree,
 }
 
@@ -110,7 +140,7 @@ impl FreeOrder {
         FreeOrder {
             entries: vec![None; gpus],
             groups: BTreeMap::new(),
-            fixed: BTreeSet::new(),
+            fixed: Sorted::default(),
             fixed_until: MinTree::new(gpus),
         }
     }
@@ -126,12 +156,12 @@ impl FreeOrder {
                 // an emptied group stays (the kernels of a run are few): dropping it
                 // and making it again cost an allocation on nearly every event
                 if let Some(g) = self.groups.get_mut(&(kernel, class)) {
-                    g.by_start.remove(&(started, gpu));
+                    g.by_start.remove((started, gpu));
                     g.starts.set(i, u64::MAX);
                 }
             }
             Some(Busy::Until(until)) => {
-                self.fixed.remove(&(until, gpu));
+                self.fixed.remove((until, gpu));
                 self.fixed_until.set(i, u64::MAX);
             }
             None => {}
@@ -140,7 +170,7 @@ impl FreeOrder {
             Some(Busy::Running { kernel, class, started }) => {
                 let n = self.entries.len();
                 let g = self.groups.entry((kernel, class)).or_insert_with(|| Group {
-                    by_start: BTreeSet::new(),
+                    by_start: Sorted::default(),
                     starts: MinTree::new(n),
                 });
                 g.by_start.insert((started, gpu));
@@ -218,7 +248,7 @@ impl FreeOrder {
         // the stack: this runs on nearly every event)
         let mut streams: SmallVec<[Stream<'_>; 8]> = SmallVec::new();
         streams.push(Stream {
-            range: self.fixed.range((Nanos(now.0.saturating_add(1)), GpuId(0))..),
+            range: self.fixed.from((Nanos(now.0.saturating_add(1)), GpuId(0))),
             plus: Some(Nanos::ZERO),
         });
         for (&(kernel, class), g) in &self.groups {
@@ -227,12 +257,12 @@ impl FreeOrder {
             }
             let d = predict(kernel, class);
             if d == Nanos::ZERO {
-                streams.push(Stream { range: g.by_start.range(..), plus: None });
+                streams.push(Stream { range: g.by_start.0.iter(), plus: None });
             } else {
                 // started + d > now
                 let after = Nanos(now.0.saturating_sub(d.0).saturating_add(1));
                 let lower = if d > now { Nanos::ZERO } else { after };
-                streams.push(Stream { range: g.by_start.range((lower, GpuId(0))..), plus: Some(d) });
+                streams.push(Stream { range: g.by_start.from((lower, GpuId(0))), plus: Some(d) });
             }
         }
         let mut heads: SmallVec<[Option<(Nanos, GpuId)>; 8]> =
