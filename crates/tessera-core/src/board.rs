@@ -23,8 +23,8 @@ mod head_index;
 mod tests;
 
 use gpu_state::PowerChange;
-use head_index::HeadIndex;
 pub use gpu_state::{GpuState, RunningTask};
+use head_index::HeadIndex;
 
 /// How many recent durations per kernel predict a running task's completion time.
 const KERNEL_HISTORY: usize = 10;
@@ -712,6 +712,25 @@ impl Board {
                 .map(|(_, id)| id);
         };
         classes.indices().iter().filter_map(|&c| heads[c].first()).min().map(|(_, id)| id)
+    }
+
+    /// The oldest head-of-line task's tenant among tenants in `classes` for which
+    /// `wanted` holds: a walk of the backlogged tenants, for the rare question that
+    /// filters them ([`Board::oldest_head`] is the index's answer).
+    pub fn oldest_head_where(
+        &self,
+        classes: Classes,
+        wanted: impl Fn(TenantId) -> bool,
+    ) -> Option<TenantId> {
+        self.backlogged
+            .iter()
+            .filter_map(|id| {
+                let t = self.tenants.get(id)?;
+                let class_ok = classes.indices().contains(&class_index(t.spec.class));
+                (class_ok && wanted(TenantId(id))).then_some((t.head?, TenantId(id)))
+            })
+            .min()
+            .map(|(_, id)| id)
     }
 
     /// In debug builds, check the indexes against the queues they summarise.

@@ -404,6 +404,54 @@ fn a_service_registering_after_batch_filled_a_gpu_is_served_where_its_memory_fit
     );
 }
 
+/// Issue 56, day 139 of the trace: the pool held a GPU whose batch homes left no room
+/// for every service, served no request there while another pool GPU had room, and ran
+/// no batch work there either, so the GPU idled while the services' queue grew without
+/// bound (SLA met 26%). Two 1 GiB GPUs: batch tenants of 400 and 300 MiB live on GPU 0,
+/// one of 100 MiB on GPU 1 (Slurm-pinned), all backlogged; two services of 200 MiB
+/// register at 1 s, together needing 1.6 GPUs. GPU 0 then holds 700 MiB of homes, room
+/// for one service's context but not both: it must serve the one that fits, and the
+/// SLA hold, with no GPU over its memory.
+#[test]
+fn a_pool_gpu_with_room_for_one_services_context_serves_that_service_instead_of_idling() {
+    let pinned = |id, memory, gpu| TenantSpec {
+        gpus: vec![GpuId(gpu)],
+        ..tenant(id, ServiceClass::Batch, memory)
+    };
+    let service = |id| Job {
+        arrivals: (0..200).map(|i| Nanos::from_millis(1_000 + 25 * i)).collect(),
+        submission: Submission::Open,
+        window: usize::MAX,
+        ..job(1_000, tenant(id, ServiceClass::UserFacing { sla: SLA }, 200), 200, 20)
+    };
+    let gpus = GpuSpec::uniform(2, Bytes::gib(1));
+    let params = NodeParams::new(FlexyParams { reserve: 0, ..flexy_params() });
+    let (recorder, record) = Recorder::wrap(Box::new(NodePolicy::new(&gpus, params)));
+    let workload = Workload {
+        kernels: scenario().kernels,
+        jobs: vec![
+            job(0, pinned(1, 400, 0), 1_000, 10),
+            job(0, pinned(2, 300, 0), 1_000, 10),
+            job(0, pinned(3, 100, 1), 1_000, 10),
+            service(8),
+            service(9),
+        ],
+    };
+    let options = SimOptions { gpus: gpus.clone(), ..options() };
+    let m = Simulation::new(&workload, Box::new(recorder), options).run().expect("the run ends");
+    assert_eq!(m.not_completed, 0);
+    assert!(m.sla_met >= 0.9, "SLA met {:.3}", m.sla_met);
+    // each service's context lives where it ran: on GPU 0 only one of them fits
+    let record = record.lock().unwrap();
+    let on_gpu0: BTreeSet<TenantId> = record
+        .finished
+        .iter()
+        .filter(|f| f.placement.gpu == GpuId(0) && f.tenant.0 >= 8)
+        .map(|f| f.tenant)
+        .collect();
+    assert_eq!(on_gpu0.len(), 1, "services that ran on GPU 0 (room for one): {on_gpu0:?}");
+}
+
 /// A registered model's latency for the scheduler: 4 ms of work per request, slower in
 /// a smaller partition (the engine runs an unprofiled kernel's batch for the sum of
 /// its requests' work, whatever the partition: the scheduler's view is pessimistic).

@@ -34,8 +34,10 @@
 //!   unplaced until memory frees (its tasks wait, none fails). The daemon's ledger
 //!   admits each task's memory on top, as for every policy. A service that registers
 //!   after batch tenants filled a GPU finds that GPU *over-committed*: the pool takes
-//!   it last and serves user-facing work there only when every pool GPU is so, and
-//!   the room step moves batch tenants off it where they fit elsewhere.
+//!   it last; there it serves only the services whose context fits beside the homes
+//!   and the services already living there (a service's context stays where it ran),
+//!   and while no waiting request fits, the GPU runs its batch tenants' work rather
+//!   than idle; the room step moves batch tenants off it where they fit elsewhere.
 //! - **Registered inference models** ([`NodePolicy::with_inference`]) are served by
 //!   gpu-lets' adaptive server ([`AdaptiveGpulets`]) on partitions of GPUs kept from
 //!   the pool and from homes; its actions on a GPU where the node's tasks still run
@@ -203,6 +205,10 @@ pub struct NodePolicy {
     /// Their sum, and the batch tenants homed on each GPU (kept at each change: they
     /// are read on every event).
     services_memory: u64,
+    /// Per GPU, the user-facing tenants whose context lives there (a task of theirs
+    /// ran there; until they leave): where the batch tenants homed on a GPU leave no
+    /// room for every service, a request runs there only if its own context fits.
+    service_on: Vec<Vec<TenantId>>,
     homed_on: Vec<BTreeSet<TenantId>>,
     /// Batch tenants waiting for a GPU with room for their memory, in arrival order.
     unplaced: Vec<TenantId>,
@@ -347,6 +353,7 @@ impl NodePolicy {
             declared: BTreeMap::new(),
             services: BTreeMap::new(),
             services_memory: 0,
+            service_on: vec![Vec::new(); gpus.len()],
             homed_on: vec![BTreeSet::new(); gpus.len()],
             unplaced: Vec::new(),
             moving: BTreeMap::new(),
@@ -934,16 +941,18 @@ impl NodePolicy {
         idle.retain(|g| !self.serves_models(*g));
         let (pool, mut rest): (Vec<GpuId>, Vec<GpuId>) =
             idle.into_iter().partition(|g| self.pool.contains(*g));
-        // a pool GPU over-committed by batch homes serves only when every pool GPU is
-        // (the ledger then has the last word)
-        let roomy =
-            self.pool.gpus().iter().any(|g| !self.overcommitted(*g) && !self.serves_models(*g));
         for gpu in pool {
-            if roomy && self.overcommitted(gpu) {
-                continue;
-            }
-            if let Some(tenant) = self.board.oldest_head(Classes::UserFacing) {
-                self.board.dispatch(now, gpu, tenant, actions);
+            match self.oldest_service_for(gpu) {
+                Some(tenant) => self.serve(now, gpu, tenant, actions),
+                // a pool GPU whose batch tenants leave room for no waiting request's
+                // context runs their work meanwhile, rather than idle (issue 56: day 139
+                // of the trace, where such a GPU sat idle in the pool for 70 s while
+                // the services' queue grew without bound and its tenants starved)
+                None if self.overcommitted(gpu) && self.board.queued(Classes::UserFacing) > 0 => {
+                    let at = rest.partition_point(|g| *g < gpu);
+                    rest.insert(at, gpu);
+                }
+                None => {}
             }
         }
         if self.params.overflow {
@@ -1012,10 +1021,50 @@ impl NodePolicy {
             if now + wait < latest_start {
                 return;
             }
-            // only where the services' memory fits beside the batch tenants homed there
-            let Some(i) = idle.iter().position(|g| !self.overcommitted(*g)) else { return };
+            // only where its context fits beside the batch tenants homed there
+            let Some(i) = idle.iter().position(|g| self.service_fits(*g, tenant)) else {
+                return;
+            };
             let gpu = idle.remove(i);
-            self.board.dispatch(now, gpu, tenant, actions);
+            self.serve(now, gpu, tenant, actions);
+        }
+    }
+
+    /// Whether user-facing `tenant`'s context fits on `gpu`: it lives there already,
+    /// or it fits beside the batch tenants homed (or moving) there and the services
+    /// that live there. Where the homes leave room for every service (the rule for
+    /// homing), every service fits.
+    fn service_fits(&self, gpu: GpuId, tenant: TenantId) -> bool {
+        if !self.overcommitted(gpu) {
+            return true;
+        }
+        let on = &self.service_on[gpu.0 as usize];
+        if on.contains(&tenant) {
+            return true;
+        }
+        let batch = self.committed(gpu) - self.services_memory;
+        let living: u64 = on.iter().map(|t| self.services.get(t).map_or(0, |b| b.0)).sum();
+        let own = self.services.get(&tenant).map_or(0, |b| b.0);
+        batch + living + own <= self.board.gpu_memory(gpu).0
+    }
+
+    /// The user-facing tenant whose request `gpu` serves next: the oldest head, or on a
+    /// GPU whose homes leave no room for every service, the oldest among those whose
+    /// context fits there (a walk of the waiting tenants, on that rare GPU only).
+    fn oldest_service_for(&self, gpu: GpuId) -> Option<TenantId> {
+        if !self.overcommitted(gpu) {
+            return self.board.oldest_head(Classes::UserFacing);
+        }
+        self.board.oldest_head_where(Classes::UserFacing, |t| self.service_fits(gpu, t))
+    }
+
+    /// Dispatch user-facing `tenant`'s head to `gpu`, where its context lives from now.
+    fn serve(&mut self, now: Nanos, gpu: GpuId, tenant: TenantId, actions: &mut Vec<Action>) {
+        if self.board.dispatch(now, gpu, tenant, actions).is_some() {
+            let on = &mut self.service_on[gpu.0 as usize];
+            if !on.contains(&tenant) {
+                on.push(tenant);
+            }
         }
     }
 
@@ -1107,6 +1156,9 @@ impl NodePolicy {
                 self.services_changed();
             }
             Event::TenantLeft { tenant } if self.services.remove(tenant).is_some() => {
+                for on in &mut self.service_on {
+                    on.retain(|t| t != tenant);
+                }
                 self.services_changed();
             }
             _ => {}
