@@ -2233,7 +2233,12 @@ impl Search<'_, '_> {
                     served[m] += gains[i].1;
                 }
             }
-            owners[at..at + width].copy_from_slice(&pick[..width]);
+            // element by element: a slice copy of one or two entries was a memcpy call
+            // per choice, 10% of the search
+            owners[at] = pick[0];
+            if width == 2 {
+                owners[at + 1] = pick[1];
+            }
             // the next GPU, if partitioned alike, takes only assignments from this one on
             let next_from = match self.layout.get(g + 1) {
                 Some(&next) if next == l => c,
