@@ -710,8 +710,20 @@ impl ConcurrentGpu {
     fn place_breadth_first(&mut self, cost: &BlockCost, pending: u64) -> u64 {
         let mut total = 0u64;
         let mut most = 0u32;
+        // breadth-first placement leaves runs of SMs in the same state: an SM like the
+        // one before it has its room (three divisions each, the block model's hottest
+        // line, issue 55)
+        let mut last: Option<(SmUse, u32)> = None;
         for (sm, room) in self.rooms.iter_mut().enumerate() {
-            *room = self.sms[sm].room_for(cost, &self.limits);
+            let used = self.sms[sm];
+            *room = match last {
+                Some((u, r)) if u == used => r,
+                _ => {
+                    let r = used.room_for(cost, &self.limits);
+                    last = Some((used, r));
+                    r
+                }
+            };
             total += u64::from(*room);
             most = most.max(*room);
         }
