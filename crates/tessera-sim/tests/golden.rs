@@ -424,3 +424,26 @@ fn schedgpu_differences_prose_follows_the_numbers() {
     r.sensitivity = vec![at(false)];
     assert!(line(section(&r)).contains("the cause is not identified by this run"));
 }
+
+/// Issue 56: the report's "where packing loses" table comes from the runs' tasks: each
+/// reset policy's per-kernel counts add up to its run's user-facing tasks and to the
+/// share that met the SLA.
+#[test]
+fn the_misses_by_kernel_add_up_to_each_runs_sla() {
+    let r = flexy::run(&small(), &|_, _| {}).unwrap();
+    let mut seen = 0;
+    for rec in r.records.iter().filter(|x| x.policy.contains("Reset")) {
+        let (tasks, missed) =
+            rec.uf_by_kernel.values().fold((0, 0), |(t, m), (a, b)| (t + a, m + b));
+        assert_eq!(tasks, rec.metrics.uf_tasks, "{} f={}", rec.policy, rec.load);
+        let met = (tasks - missed) as f64 / tasks.max(1) as f64;
+        assert!((met - rec.metrics.sla_met).abs() < 1e-9, "{met} against {}", rec.metrics.sla_met);
+        seen += 1;
+    }
+    assert!(seen >= 4, "{seen} reset runs");
+    assert!(
+        r.records.iter().filter(|x| !x.policy.contains("Reset")).all(|x| x.uf_by_kernel.is_empty())
+    );
+    let report = flexy::report(&r);
+    assert!(report.contains("## Where packing loses"), "{report}");
+}

@@ -30,6 +30,7 @@ use crate::workload::Submission;
 use crate::workloads::flexy::{FlexyWorkloadParams, Mix, UfOutstanding, generate};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tessera_core::policies::flexy::PoolOrder;
@@ -220,6 +221,11 @@ pub struct Record {
     /// What was measured.
     #[serde(flatten)]
     pub metrics: RunMetrics,
+    /// The reset policies' user-facing tasks per kernel (Table I's name): how many
+    /// ended, and how many of those missed their SLA (late or dropped), for the
+    /// explanation of where packing loses (issue 56); empty for the others.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub uf_by_kernel: BTreeMap<String, (usize, usize)>,
 }
 
 /// The mean over runs of one (workload, policy, SLA, load).
@@ -454,6 +460,20 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 metrics.uf_latencies_s = std::mem::take(&mut metrics.uf_head_latencies_s);
             }
             metrics.uf_head_latencies_s.clear();
+            let mut uf_by_kernel = BTreeMap::new();
+            if t.keep_latencies {
+                for job in &workload.jobs {
+                    let (Some(c), Some(k)) = (
+                        metrics.uf_by_tenant.get(&job.tenant.id),
+                        workload.kernels.get(job.kernel as usize),
+                    ) else {
+                        continue;
+                    };
+                    let e: &mut (usize, usize) = uf_by_kernel.entry(k.name.clone()).or_default();
+                    e.0 += c.tasks;
+                    e.1 += c.late + c.dropped;
+                }
+            }
             progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
             Ok(Record {
                 workload: t.mix.name().into(),
@@ -463,6 +483,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 load: t.load,
                 run: t.run,
                 metrics,
+                uf_by_kernel,
             })
         })
         .collect();
