@@ -432,12 +432,21 @@ fn schedgpu_differences_prose_follows_the_numbers() {
 fn the_misses_by_kernel_add_up_to_each_runs_sla() {
     let r = flexy::run(&small(), &|_, _| {}).unwrap();
     let mut seen = 0;
-    for rec in r.records.iter().filter(|x| x.policy.contains("Reset")) {
+    for rec in
+        r.records.iter().filter(|x| x.policy.contains("Reset") && x.sla_ms == r.config.sla_ms)
+    {
         let (tasks, missed) =
             rec.uf_by_kernel.values().fold((0, 0), |(t, m), (a, b)| (t + a, m + b));
         assert_eq!(tasks, rec.metrics.uf_tasks, "{} f={}", rec.policy, rec.load);
         let met = (tasks - missed) as f64 / tasks.max(1) as f64;
         assert!((met - rec.metrics.sla_met).abs() < 1e-9, "{met} against {}", rec.metrics.sla_met);
+        // the results' sums over runs (one run here) are the record's
+        let summed: (usize, usize) = r
+            .uf_by_kernel
+            .iter()
+            .filter(|m| m.policy == rec.policy && m.load == rec.load)
+            .fold((0, 0), |(t, m), k| (t + k.tasks, m + k.missed));
+        assert_eq!(summed, (tasks, missed), "{} f={}", rec.policy, rec.load);
         seen += 1;
     }
     assert!(seen >= 4, "{seen} reset runs");

@@ -222,10 +222,53 @@ pub struct Record {
     #[serde(flatten)]
     pub metrics: RunMetrics,
     /// The reset policies' user-facing tasks per kernel (Table I's name): how many
-    /// ended, and how many of those missed their SLA (late or dropped), for the
-    /// explanation of where packing loses (issue 56); empty for the others.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// ended, and how many of those missed their SLA (late or dropped); empty for the
+    /// others. Summed into [`FlexyResults::uf_by_kernel`], not kept per run.
+    #[serde(skip)]
     pub uf_by_kernel: BTreeMap<String, (usize, usize)>,
+}
+
+/// The user-facing tasks of one kernel under one reset policy at one load of W1 (the
+/// main reading, the main SLA), summed over the runs: where packing loses (issue 56).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelMisses {
+    /// Policy label.
+    pub policy: String,
+    /// Load factor f.
+    pub load: f64,
+    /// Table I's kernel name.
+    pub kernel: String,
+    /// Tasks that ended (done or dropped).
+    pub tasks: usize,
+    /// Of those, the ones that missed the SLA (late or dropped).
+    pub missed: usize,
+}
+
+/// [`FlexyResults::uf_by_kernel`] from the runs' records.
+fn kernel_misses(cfg: &FlexyConfig, records: &[Record]) -> Vec<KernelMisses> {
+    let main = cfg.modes.first().map(|m| m.label());
+    let mut sums: BTreeMap<(String, u64, String), (f64, usize, usize)> = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| Some(&r.mode) == main.as_ref() && r.workload == "w1" && r.sla_ms == cfg.sla_ms)
+    {
+        for (kernel, (tasks, missed)) in &r.uf_by_kernel {
+            let e = sums
+                .entry((r.policy.clone(), r.load.to_bits(), kernel.clone()))
+                .or_insert((r.load, 0, 0));
+            e.1 += tasks;
+            e.2 += missed;
+        }
+    }
+    sums.into_iter()
+        .map(|((policy, _, kernel), (load, tasks, missed))| KernelMisses {
+            policy,
+            load,
+            kernel,
+            tasks,
+            missed,
+        })
+        .collect()
 }
 
 /// The mean over runs of one (workload, policy, SLA, load).
@@ -296,6 +339,10 @@ pub struct FlexyResults {
     /// constant of ours ([`sensitivity`]); empty when not run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sensitivity: Vec<Sensitivity>,
+    /// The reset policies' user-facing tasks per kernel in W1 (main reading), per
+    /// load: where packing loses (issue 56).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uf_by_kernel: Vec<KernelMisses>,
 }
 
 struct Trial {
@@ -490,6 +537,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
     let mut records = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
     let points = aggregate(&records);
     let latency_cdfs = cdfs(&records);
+    let uf_by_kernel = kernel_misses(cfg, &records);
     for r in &mut records {
         r.metrics.uf_latencies_s.clear(); // summarised in the CDFs; too bulky per run
     }
@@ -502,6 +550,7 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
         claims: vec![],
         comparisons: vec![],
         sensitivity: vec![],
+        uf_by_kernel,
     };
     rejudge(&mut results);
     Ok(results)

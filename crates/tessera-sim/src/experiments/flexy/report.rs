@@ -422,21 +422,11 @@ fn direction_load(r: &FlexyResults) -> Option<f64> {
 /// assumes against ours.
 fn misses_by_kernel(r: &FlexyResults) -> String {
     let Some(f) = direction_load(r) else { return String::new() };
-    let main = r.config.modes[0].label();
-    let sla = r.config.sla_ms;
     let policies = ["P-Reset", "F-Reset", "F-Reset-completion"];
     let mut by: BTreeMap<&str, BTreeMap<&str, (usize, usize)>> = BTreeMap::new();
-    for rec in r
-        .records
-        .iter()
-        .filter(|x| x.mode == main && x.workload == "w1" && x.sla_ms == sla && x.load == f)
-    {
-        let Some(p) = policies.iter().find(|p| **p == rec.policy) else { continue };
-        for (kernel, (tasks, missed)) in &rec.uf_by_kernel {
-            let e = by.entry(p).or_default().entry(kernel.as_str()).or_default();
-            e.0 += tasks;
-            e.1 += missed;
-        }
+    for m in r.uf_by_kernel.iter().filter(|m| m.load == f) {
+        let Some(p) = policies.iter().find(|p| **p == m.policy) else { continue };
+        by.entry(p).or_default().insert(m.kernel.as_str(), (m.tasks, m.missed));
     }
     if by.len() < policies.len() {
         return String::new();
