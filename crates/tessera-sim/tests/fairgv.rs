@@ -31,7 +31,7 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
     assert!(r.collaborative.iter().all(|x| x.normalized_run_time.is_finite()));
     assert!(r.claims.iter().all(|c| c.ours.is_some()));
     // every constant of ours varied, every claim of the setting judged at each value
-    assert_eq!(r.sensitivity.len(), 9);
+    assert_eq!(r.sensitivity.len(), 10);
     for c in &r.sensitivity {
         assert_eq!(c.claims.len(), 17, "{}", c.constant);
         assert!(c.values[0] != c.values[1] && c.values[1] != c.values[2], "{c:?}");
@@ -91,4 +91,20 @@ fn overhead_is_against_the_program_alone() {
         .find(|x| x.setup == "non-congested" && x.benchmark == "SRD1" && x.scheduler == "FairGV")
         .unwrap();
     assert!(x.overhead < 1.3, "{x:?}");
+}
+
+/// Issue 57 item 9: the experiment judges the GPU-side wait the daemon runs (the
+/// daemon ran 2 ms while the experiment judged 50 µs), and the report states it with
+/// its history and its sensitivity.
+#[test]
+fn the_experiment_judges_the_turn_wait_the_daemon_runs() {
+    use tessera_core::policies::fair::TURN_WAIT;
+    use tessera_sim::experiments::fairgv::setting::Constants;
+    let r = short();
+    assert_eq!(Constants::DEFAULT.turn_wait, TURN_WAIT);
+    assert_eq!(r.constants.turn_wait, TURN_WAIT);
+    let text = report(r);
+    assert!(text.contains("**The GPU's turn wait**"), "{text}");
+    assert!(text.contains("daemon 2 ms"), "{text}");
+    assert!(r.sensitivity.iter().any(|v| v.constant == "turn_wait"), "no turn_wait sensitivity");
 }

@@ -701,8 +701,10 @@ impl DaemonConfig {
             }
             PolicyName::LeastLoaded => PolicyConfig::LeastLoaded { per_gpu: self.tasks_per_gpu },
             PolicyName::Gpulets => return None,
-            // a client's next slice request follows its give-back within a millisecond
-            PolicyName::Fair => PolicyConfig::Fair { spin: Nanos::from_millis(2) },
+            // the wait `tessera sim fairgv` judges (issue 57)
+            PolicyName::Fair => {
+                PolicyConfig::Fair { spin: tessera_core::policies::fair::TURN_WAIT }
+            }
             PolicyName::Credit => PolicyConfig::Credit,
             PolicyName::Node => {
                 let d = &self.dcuda;
@@ -734,6 +736,17 @@ impl DaemonConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 57: `--policy fair` waits what `tessera sim fairgv` judges (it waited 2 ms
+    /// while the experiment judged 50 µs).
+    #[test]
+    fn the_fair_policy_waits_the_judged_turn_wait() {
+        let c = DaemonConfig { policy: PolicyName::Fair, ..DaemonConfig::default() };
+        assert_eq!(
+            c.policy_config(2),
+            Some(PolicyConfig::Fair { spin: tessera_core::policies::fair::TURN_WAIT })
+        );
+    }
 
     /// A one-GPU node runs with the default settings: before, the default reservation
     /// of one GPU was refused ("must be smaller than the number of GPUs") and the

@@ -202,11 +202,19 @@ fn variations() -> Vec<Variation<Constants>> {
         },
         Variation {
             name: "spin",
-            what: "hybrid spinning's spin (the paper: 100K iterations, no time; tens to \
-                   hundreds of µs)",
+            what: "hybrid spinning's spin, VM side (the paper: 100K iterations, no time; \
+                   tens to hundreds of µs)",
             show: |k| us(k.spin),
             low: |k| k.spin = Nanos(20_000),
             high: |k| k.spin = Nanos(200_000),
+        },
+        Variation {
+            name: "turn_wait",
+            what: "how long the GPU waits for the tenant whose turn it is (the daemon's \
+                   TURN_WAIT; the daemon ran 2 ms before issue 57)",
+            show: |k| us(k.turn_wait),
+            low: |k| k.turn_wait = Nanos(20_000),
+            high: |k| k.turn_wait = Nanos::from_millis(2),
         },
         Variation {
             name: "ring",
@@ -718,6 +726,39 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
     earlier
 }
 
+/// The GPU's turn wait beside the headline: what ships, its history, and the claims it
+/// moves at its low and high value (issue 57).
+fn turn_wait_note(r: &FairgvResults) -> String {
+    let mut s = format!(
+        "\n**The GPU's turn wait** (FairGV's spin budget, GPU side) is {} µs, the daemon's own \
+         (`tessera_core::policies::fair::TURN_WAIT`). Its history: the first FairGV model \
+         (fa0be56) waited 200 µs; the program engine's setting (c5eceb5) 50 µs, a change not \
+         mentioned then, with one constant for this wait and the VMs' hybrid spin; the \
+         daemon 2 ms from its first `--policy fair` (3e160ad) until issue 57, which split the \
+         two constants and made the daemon run what is judged here.",
+        r.constants.turn_wait.0 / 1_000
+    );
+    match r.sensitivity.iter().find(|x| x.constant == "turn_wait") {
+        Some(v) if !v.claims.is_empty() => {
+            let _ = write!(s, " At {} / {} / {}:", v.values[0], v.values[1], v.values[2]);
+            for c in &v.claims {
+                let show = |i: usize| match (c.ours[i], c.holds[i]) {
+                    (Some(x), Some(true)) => format!("{x:.3} (holds)"),
+                    (Some(x), _) => format!("{x:.3} (**no**)"),
+                    (None, _) => "not measured".to_string(),
+                };
+                let _ = write!(s, " `{}` {} / {} / {};", c.id, show(0), show(1), show(2));
+            }
+            s.pop();
+            s.push('.');
+        }
+        Some(_) => s.push_str(" No claim changes at its low or high value."),
+        None => s.push_str(" (Its sensitivity was not run.)"),
+    }
+    s.push('\n');
+    s
+}
+
 /// The report.
 pub fn report(r: &FairgvResults) -> String {
     let mut s = String::new();
@@ -734,7 +775,8 @@ pub fn report(r: &FairgvResults) -> String {
          paper's: the CPU work between calls (what the kernels leave of 10 ms, over the \
          calls, at least {} µs), a vCPU switch costing {} µs, a CPU tick of {} ms, a wake-up \
          granularity of {} µs, a ring of {} requests, a synchronisation costing {} µs of idle \
-         GPU; the paper's: spinning {} µs, slices of {} and {} ms, {} sampled requests. \
+         GPU, hybrid spinning for {} µs (the paper gives 100K iterations, no time); the \
+         paper's: slices of {} and {} ms, {} sampled requests. \
          x = measured over ideal fair throughput (the weight's \
          share of what the bottleneck — the cores or the GPU — completes with every \
          resource busy); MMR = min x / max x; overhead = ideal aggregated throughput / \
@@ -861,6 +903,7 @@ pub fn report(r: &FairgvResults) -> String {
     let _ = writeln!(s, "\n## Claims\n\n{}", claims::table(&r.claims));
     let (yes, no, unmeasured) = claims::tally(&r.claims);
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.");
+    s.push_str(&turn_wait_note(r));
     let judged = "every claim that depends on the setting judged again";
     let _ = writeln!(s, "\n{}", claims::sensitivity_section(judged, &r.sensitivity));
     let spin_share = r
