@@ -740,8 +740,14 @@ fn turn_wait_note(r: &FairgvResults) -> String {
     );
     match r.sensitivity.iter().find(|x| x.constant == "turn_wait") {
         Some(v) if !v.claims.is_empty() => {
-            let _ = write!(s, " At {} / {} / {}:", v.values[0], v.values[1], v.values[2]);
-            for c in &v.claims {
+            let _ = write!(
+                s,
+                " At {} / {} / {}, the headline claims and those whose verdict changes:",
+                v.values[0], v.values[1], v.values[2]
+            );
+            let headline = |id: &str| id == "fig8-mmr" || id == "fig9-mmr";
+            let changes = |c: &&claims::ClaimAtValues| c.holds.iter().any(|h| *h != c.holds[1]);
+            for c in v.claims.iter().filter(|c| headline(&c.id) || changes(c)) {
                 let show = |i: usize| match (c.ours[i], c.holds[i]) {
                     (Some(x), Some(true)) => format!("{x:.3} (holds)"),
                     (Some(x), _) => format!("{x:.3} (**no**)"),
