@@ -24,7 +24,7 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
         assert_eq!(x.completion_s.len(), x.weights.len());
         assert!(x.completion_s.iter().all(|v| v.is_finite() && *v > 0.0), "{x:?}");
     }
-    assert_eq!(r.claims.len(), 19);
+    assert_eq!(r.claims.len(), 31);
     assert_eq!(r.work_conserving.len(), 4 * 2);
     assert_eq!(r.collaborative.len(), 2 * 8 * 2);
     assert!(r.work_conserving.iter().all(|x| x.gpu_busy > 0.0 && x.gpu_busy <= 1.0));
@@ -33,7 +33,7 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
     // every constant of ours varied, every claim of the setting judged at each value
     assert_eq!(r.sensitivity.len(), 10);
     for c in &r.sensitivity {
-        assert_eq!(c.claims.len(), 17, "{}", c.constant);
+        assert!(c.claims.len() >= 17, "{}: {}", c.constant, c.claims.len());
         assert!(c.values[0] != c.values[1] && c.values[1] != c.values[2], "{c:?}");
     }
     // deterministic: two runs give the same numbers (shorter ones, to spare the time;
@@ -107,4 +107,54 @@ fn the_experiment_judges_the_turn_wait_the_daemon_runs() {
     assert!(text.contains("**The GPU's turn wait**"), "{text}");
     assert!(text.contains("daemon 2 ms"), "{text}");
     assert!(r.sensitivity.iter().any(|v| v.constant == "turn_wait"), "no turn_wait sensitivity");
+}
+
+/// Issue 57 item 10: one-sided tests passed the wrong side. A foreground that takes 89%
+/// of the GPU beside a 21 µs background (normalized run time 1.12, under the equal
+/// share's 2.0) and an overhead below the ideal (0.778) now fail; Credit-hs's overhead
+/// claims name their mechanism (vCPU switches); claims that cannot fail are structural
+/// and out of the tally.
+#[test]
+fn fairgvs_claims_are_two_sided_and_name_their_mechanism() {
+    use tessera_sim::experiments::claims::{ClaimKind, Verdict};
+    use tessera_sim::experiments::fairgv::judge;
+    let verdict = |r: &FairgvResults, id: &str| {
+        judge(r).into_iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no {id}")).verdict
+    };
+    let mut r = short().clone();
+    for x in r.collaborative.iter_mut().filter(|x| x.scheduler == "FairGV") {
+        x.normalized_run_time = 2.0;
+    }
+    assert_eq!(verdict(&r, "fig11-fairgv-robust"), Verdict::Holds);
+    r.collaborative.iter_mut().find(|x| x.scheduler == "FairGV").unwrap().normalized_run_time =
+        1.12;
+    assert_eq!(verdict(&r, "fig11-fairgv-robust"), Verdict::DoesNotHold);
+    let mut r = short().clone();
+    for x in r.rows.iter_mut().filter(|x| x.setup == "congested" && x.scheduler == "FairGV") {
+        x.overhead = 1.0;
+    }
+    assert_eq!(verdict(&r, "fig9-overhead"), Verdict::Holds);
+    r.rows
+        .iter_mut()
+        .find(|x| x.setup == "congested" && x.scheduler == "FairGV" && x.benchmark == "SRD1")
+        .unwrap()
+        .overhead = 0.778;
+    assert_eq!(verdict(&r, "fig9-overhead"), Verdict::DoesNotHold);
+    let claims = judge(short());
+    for id in ["fig8-credit-hs-srd1-switches", "fig9-credit-hs-srd1-switches"] {
+        assert!(claims.iter().any(|c| c.id == id), "{id}");
+    }
+    for id in [
+        "fig10-wc-gain",
+        "fig10-non-wc-falls",
+        "table4-larger-cheaper",
+        "fig8-credit-non-interactive-overhead",
+    ] {
+        let c = claims.iter().find(|c| c.id == id).unwrap();
+        assert!(matches!(c.kind, ClaimKind::Structural { .. }), "{id} is counted");
+    }
+    // Table 4's predicted rows one by one, and Figure 11 whole
+    assert_eq!(claims.iter().filter(|c| c.id.starts_with("table4-810000-")).count(), 8);
+    assert!(claims.iter().any(|c| c.id == "fig11-credit-rises"));
+    assert!(claims.iter().any(|c| c.id == "fig9-strict-favours-heavy"));
 }

@@ -425,7 +425,9 @@ fn row<'a>(r: &'a FairgvResults, setup: &str, bench: &str, sched: &str) -> Optio
     r.rows.iter().find(|x| x.setup == setup && x.benchmark == bench && x.scheduler == sched)
 }
 
-fn judge(r: &FairgvResults) -> Vec<Claim> {
+/// The paper's claims judged on `r`'s numbers (public so that a test can judge
+/// numbers it changed).
+pub fn judge(r: &FairgvResults) -> Vec<Claim> {
     let worst = |setup: &str, sched: &str, f: fn(&Row) -> f64, pick_max: bool| {
         let v = r.rows.iter().filter(|x| x.setup == setup && x.scheduler == sched).map(f);
         if pick_max { v.reduce(f64::max) } else { v.reduce(f64::min) }
@@ -451,12 +453,6 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
     };
     let (small, large) =
         (BACKGROUND_KERNELS_US[0], BACKGROUND_KERNELS_US[BACKGROUND_KERNELS_US.len() - 1]);
-    let fairgv_worst = r
-        .collaborative
-        .iter()
-        .filter(|x| x.scheduler == "FairGV")
-        .map(|x| x.normalized_run_time)
-        .reduce(f64::max);
     let rule_ok = r
         .slicing
         .rows
@@ -520,6 +516,74 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
             .map(|v| v.iter().filter(|x| **x).count() as f64)
     };
     let congested_srd1 = |s: &str| row(r, "congested", "SRD1", s).map(|x| x.overhead);
+    // two-sided (issue 57): the value furthest from `centre` over `values`
+    let furthest = |values: Vec<f64>, centre: f64| {
+        values
+            .into_iter()
+            .reduce(|a, b| if (b - centre).abs() > (a - centre).abs() { b } else { a })
+    };
+    let fairgv_furthest = furthest(
+        r.collaborative
+            .iter()
+            .filter(|x| x.scheduler == "FairGV")
+            .map(|x| x.normalized_run_time)
+            .collect(),
+        2.0,
+    );
+    let congested_overhead = furthest(
+        r.rows
+            .iter()
+            .filter(|x| x.setup == "congested" && x.scheduler == "FairGV")
+            .map(|x| x.overhead)
+            .collect(),
+        1.01,
+    );
+    let switches = |setup: &str| {
+        let of = |s: &str| row(r, setup, "SRD1", s).map(|x| x.switches_per_s);
+        of("Credit-hs").zip(of("FairGV")).map(|(a, b)| a / b.max(1e-9))
+    };
+    // Figure 11 whole: Credit-poll's foreground slows as the background's kernels grow,
+    // for both programs: the drops between consecutive sizes (more than 1%)
+    let credit_drops = {
+        let mut drops = 0usize;
+        let mut seen = false;
+        for fg in ["MM", "HS"] {
+            let curve: Vec<f64> = BACKGROUND_KERNELS_US
+                .iter()
+                .filter_map(|k| {
+                    r.collaborative
+                        .iter()
+                        .find(|x| {
+                            x.scheduler == "Credit-poll"
+                                && x.foreground == fg
+                                && x.background_kernel_us == *k
+                        })
+                        .map(|x| x.normalized_run_time)
+                })
+                .collect();
+            seen |= curve.len() == BACKGROUND_KERNELS_US.len();
+            drops += curve.windows(2).filter(|w| w[1] < w[0] * 0.99).count();
+        }
+        seen.then_some(drops as f64)
+    };
+    // §5.4.4: under Strict, of two VMs on one core the higher-weight one does better
+    // (its x, throughput over its fair share, is the higher), BS and SRD1
+    let strict_favours_heavy = {
+        let pairs: Vec<bool> = ["BS", "SRD1"]
+            .iter()
+            .filter_map(|b| row(r, "congested", b, "Strict"))
+            .flat_map(|x| {
+                x.normalized
+                    .chunks(2)
+                    .zip(x.weights.chunks(2))
+                    .filter(|(_, w)| w.len() == 2 && w[0] != w[1])
+                    .map(|(n, w)| if w[1] > w[0] { n[1] > n[0] } else { n[0] > n[1] })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        (!pairs.is_empty())
+            .then(|| pairs.iter().filter(|x| **x).count() as f64 / pairs.len() as f64)
+    };
     let mut added = vec![
         Claim::judge(
             "fig8-credit-non-interactive-fair",
@@ -540,6 +604,10 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
             Unit::Ratio,
             over("non-congested", &["MM", "HS"], &credits, |x| x.overhead, true),
             "the highest overhead of the four".into(),
+        )
+        .structural(
+            "MM and HS make almost no synchronous calls, so their VMs never wait on the GPU in \
+             the model: the overhead is 1 whatever the scheduler",
         ),
         Claim::judge(
             "fig8-strict-unfair-non-interactive",
@@ -594,14 +662,82 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
             congested_srd1("Credit-hs").zip(congested_srd1("FairGV")).map(|(a, b)| a / b),
             "Credit-hs's overhead over FairGV's".into(),
         ),
+        // the mechanism the paper names for both Credit-hs claims (issue 57)
+        Claim::judge(
+            "fig8-credit-hs-srd1-switches",
+            "3 VMs on one core, SRD1, Credit-hs and FairGV",
+            "§5.4.3, Figure 8",
+            "the mechanism of Credit-hs's overhead on SRD1: frequent synchronous calls cause excessive \
+             vCPU context switching (judged: Credit-hs switches vCPUs at least 1.05x as often as FairGV)",
+            Test::RatioAtLeast { paper: 1.05, factor: 1.0 },
+            Unit::Ratio,
+            switches("non-congested"),
+            "Credit-hs's vCPU switches per second over FairGV's".into(),
+        ),
+        Claim::judge(
+            "fig9-credit-hs-srd1-switches",
+            "6 VMs on 3 cores, weights 1:2:2:3:3:4, SRD1, Credit-hs and FairGV",
+            "§5.4.4, Figure 9",
+            "the mechanism of Credit-hs's low performance on SRD1: its yields turn into vCPU \
+             context switches (judged: Credit-hs switches vCPUs at least 1.05x as often as FairGV)",
+            Test::RatioAtLeast { paper: 1.05, factor: 1.0 },
+            Unit::Ratio,
+            switches("congested"),
+            "Credit-hs's vCPU switches per second over FairGV's".into(),
+        ),
+        Claim::judge(
+            "fig9-strict-favours-heavy",
+            "6 VMs on 3 cores, weights 1:2:2:3:3:4, BS and SRD1, Strict",
+            "§5.4.4, Figure 9",
+            "under Strict, of two VMs on one core the one with the higher weight achieves better \
+             performance (its coscheduling requests follow its vCPU weight)",
+            Test::AtLeast { paper: 1.0, tolerance: 0.0 },
+            Unit::Percent,
+            strict_favours_heavy,
+            "share of same-core pairs, BS and SRD1, where the heavier VM's x is the higher".into(),
+        ),
+        Claim::judge(
+            "fig11-credit-rises",
+            "MM or HS beside a background MM of 21-1,605 µs kernels, Credit-poll",
+            "§5.5.1, Figure 11",
+            "under Credit-poll the foreground's normalized run time grows with the background's \
+             kernel size (judged over the whole figure: no drop of more than 1% from one size to \
+             the next, for either program)",
+            Test::AtMost { paper: 0.0, tolerance: 0.0 },
+            Unit::Count,
+            credit_drops,
+            "drops from one background size to the next, MM and HS".into(),
+        ),
     ];
+    // Table 4's 900 × 900 rows one by one: the wave model's predictions (those rows are
+    // not fitted); the one-sub-kernel row is no slicing at all
+    for x in r.slicing.rows.iter().filter(|x| !x.fitted && x.sub_kernels > 1) {
+        let paper = x.paper_pct / 100.0;
+        added.push(Claim::judge(
+            &format!("table4-{}-{}", x.grid_blocks, x.sub_kernels),
+            &format!("MM of {} blocks in {} sub-kernels", x.grid_blocks, x.sub_kernels),
+            "§5.5.2, Table 4",
+            &format!(
+                "slicing into {} sub-kernels of {} blocks slows MM by {:.1}% (the wave model \
+                 fitted on the 600 × 600 rows predicts it; within 2 points or a quarter of \
+                 the paper's value)",
+                x.sub_kernels, x.blocks_per_sub_kernel, x.paper_pct
+            ),
+            Test::Near { paper, tolerance: (0.25 * paper).max(0.02) },
+            Unit::Percent,
+            Some(x.ours_pct / 100.0),
+            String::new(),
+        ));
+    }
     let mut earlier = vec![
         Claim::judge(
             "fig8-mmr",
             "3 VMs on one core, weights 1:2:3, MM, HS, BS, SRD1",
             "§5.4.3, Figure 8",
             "FairGV achieves nearly ideal weighted fair sharing, MMR >= 0.99, on every benchmark",
-            Test::AtLeast { paper: 0.99, tolerance: 0.02 },
+            // the paper's bound as it states it (issue 57: 2 points of tolerance let
+            // 97.8% pass)
+            Test::AtLeast { paper: 0.99, tolerance: 0.0 },
             Unit::Percent,
             worst("non-congested", "FairGV", |x| x.mmr, false),
             "the lowest MMR over the four benchmarks".into(),
@@ -620,11 +756,12 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
             "fig9-overhead",
             "6 VMs on 3 cores, weights 1:2:2:3:3:4, BS and SRD1",
             "§5.4.4, Figure 9",
-            "FairGV's aggregated overhead stays <= 1.02 under congestion",
-            Test::AtMost { paper: 1.02, tolerance: 0.03 },
+            "FairGV's aggregated overhead stays <= 1.02 under congestion, and no lower than the \
+             ideal 1.0 (judged two-sided: 1.01 +- 0.04)",
+            Test::Near { paper: 1.01, tolerance: 0.04 },
             Unit::Ratio,
-            worst("congested", "FairGV", |x| x.overhead, true),
-            "the higher overhead of BS and SRD1".into(),
+            congested_overhead,
+            "the overhead of BS and SRD1 furthest from 1.01".into(),
         ),
         Claim::judge(
             "fig9-strict-unfair",
@@ -659,7 +796,8 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
             Unit::Percent,
             wc_gain,
             "the smallest gain in utilization over the four sleep ratios".into(),
-        ),
+        )
+        .structural("without work conservation the GPU idles while BS waits, by construction"),
         Claim::judge(
             "fig10-non-wc-falls",
             "BS beside an MM sleeping 50-80% of its time, FairGV without work conservation",
@@ -669,7 +807,8 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
             Unit::Percent,
             non_wc_fall,
             "utilization at 50% sleep less at 80%".into(),
-        ),
+        )
+        .structural("a program that sleeps more asks the GPU for less, by construction"),
         Claim::judge(
             "fig11-credit-small",
             "MM or HS beside a background MM of 21 µs kernels, Credit-poll",
@@ -694,11 +833,12 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
             "fig11-fairgv-robust",
             "MM or HS beside a background MM of 21-1,605 µs kernels, FairGV",
             "§5.5.1, Figure 11",
-            "FairGV keeps fairness whatever the background's kernel size: about 2.0, an equal share (judged: at most 2.2)",
-            Test::AtMost { paper: 2.0, tolerance: 0.2 },
+            "FairGV keeps fairness whatever the background's kernel size: about 2.0, an equal share \
+             (judged two-sided: 2.0 +- 0.2; a foreground well under 2.0 takes more than its share)",
+            Test::Near { paper: 2.0, tolerance: 0.2 },
             Unit::Ratio,
-            fairgv_worst,
-            "the largest normalized run time over every size and both programs".into(),
+            fairgv_furthest,
+            "the normalized run time furthest from 2.0 over every size and both programs".into(),
         ),
         Claim::judge(
             "table4-1500-blocks",
@@ -720,6 +860,10 @@ fn judge(r: &FairgvResults) -> Vec<Claim> {
             bigger_cheaper,
             "share of sub-kernel counts where the 900 × 900 slowdown is at most the 600 × 600 one"
                 .into(),
+        )
+        .structural(
+            "in the wave model a larger kernel leaves a smaller share of part-empty waves, by \
+             construction",
         ),
     ];
     earlier.append(&mut added);
