@@ -340,7 +340,25 @@ fn gpulets_interference_is_deterministic_and_judged() {
     assert_eq!((a.rows, a.split.0 + a.split.1), (750, a.samples));
     let e = &a.fitted_errors;
     assert!(e.p50 <= e.p75 && e.p75 <= e.p90 && e.p90 <= e.p95 && e.p95 <= e.p99, "{e:?}");
-    assert_eq!(a.claims.len(), 2 + 3 * 2 + 6 + 1);
+    assert_eq!(a.claims.len(), 2 + 3 * 2 + 7 + 1);
+    // issue 57 item 4: Figure 13 judged at every rate of the ramp, not only the maximum,
+    // and Figure 4 at the paper's "completely eliminate" (half could not fail)
+    use tessera_sim::experiments::claims::{Test, Verdict};
+    let every = a.claims.iter().find(|c| c.id == "fig13-every-rate").unwrap();
+    for m in a.at_max_rate.iter().filter(|m| m.gpulet_int.0 > 0.0) {
+        assert_eq!(m.ramp.len(), 4, "{}", m.mix);
+    }
+    let worst = a
+        .at_max_rate
+        .iter()
+        .flat_map(|m| m.ramp.iter().filter_map(|(_, v)| *v).chain(m.gpulet_int.1))
+        .reduce(f64::max);
+    assert_eq!(every.ours, worst);
+    for c in a.claims.iter().filter(|c| c.id.starts_with("fig4-")) {
+        assert_eq!(c.test, Test::AtLeast { paper: 1.0, tolerance: 0.0 }, "{}", c.id);
+        let rescued_all = c.ours.is_some_and(|x| x >= 1.0);
+        assert_eq!(c.verdict == Verdict::Holds, rescued_all, "{}", c.id);
+    }
     let f = &a.fluctuating;
     assert_eq!(f.periods.len(), 9, "180 s in 20 s periods");
     assert!(f.reorganizations > 0, "rates that rise and fall are rescheduled for");
