@@ -3,6 +3,7 @@
 
 mod interposer;
 mod ledger;
+mod serve;
 mod sim;
 mod transport;
 
@@ -43,6 +44,10 @@ pub enum BenchCommand {
     /// The CUDA interposer's cost: a governed launch inside its slice against a direct
     /// call, allocations through the ledger, a launch waiting for a slice switch.
     Interposer(interposer::InterposerBenchArgs),
+    /// A client of a model served by the daemon (`policy = "gpulets"`): Poisson
+    /// requests, each timed from this side, requests it could not send counted against
+    /// the SLO.
+    Serve(serve::ServeBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -51,6 +56,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Ledger(a) => ledger::run(a),
         BenchCommand::Transport(a) => transport::run(a),
         BenchCommand::Interposer(a) => interposer::run(a),
+        BenchCommand::Serve(a) => serve::run(a),
     }
 }
 

@@ -918,13 +918,19 @@ fn throughput_section(
         .iter()
         .map(|a| {
             let v = |x: Option<f64>| x.map_or("not schedulable".into(), pct);
+            let ramp: Vec<String> = a
+                .ramp
+                .iter()
+                .map(|(share, x)| format!("{:.0}%: {}", 100.0 * share, v(*x)))
+                .collect();
             format!(
-                "| {} | {:.0} | {} | {:.0} | {} | {} | {} |",
+                "| {} | {:.0} | {} | {:.0} | {} | {} | {} | {} |",
                 a.mix,
                 a.gpulet.0,
                 v(a.gpulet.1),
                 a.gpulet_int.0,
                 v(a.gpulet_int.1),
+                if ramp.is_empty() { "-".into() } else { ramp.join(", ") },
                 a.requests,
                 a.most_missed.as_ref().map_or("none".into(), MissedModel::describe),
             )
@@ -958,8 +964,8 @@ fn throughput_section(
          |---|---|---|---|---|---|---|---|\n{rows}\n\n\
          Each workload served for 30 s at gpulet's and at gpulet+int's maximum schedulable \
          rate, each with its own schedule (Figure 13 at the edge of the schedule):\n\n\
-         | workload | gpulet rate | gpulet violations | gpulet+int rate | gpulet+int violations | requests (gpulet+int) | most missed (gpulet+int) |\n\
-         |---|---|---|---|---|---|---|\n{at_max_rows}\n\n\
+         | workload | gpulet rate | gpulet violations | gpulet+int rate | gpulet+int violations | gpulet+int below its maximum (share of it: violations) | requests (gpulet+int) | most missed (gpulet+int) |\n\
+         |---|---|---|---|---|---|---|---|\n{at_max_rows}\n\n\
          At the maximum schedulable rate {worst_text}. The ideal scheduler does not search \
          temporal sharing (one model per gpu-let), which is why gpulet+int can pass it \
          where many small models share (game).\n\n\
