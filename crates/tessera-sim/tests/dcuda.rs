@@ -68,8 +68,8 @@ fn constants_out_of_range_are_a_typed_error() {
 
 /// Table 2's savings are judged relative to the paper's value, so a saving of the wrong
 /// sign can never hold (with 5 points either way, -2.4% passed the paper's 2.6%); they
-/// say they rest on a constant of ours; least-loaded's energy at light and heavy load
-/// checks the power fit out of sample, the medium one is the fit's input.
+/// and least-loaded's own energy rest on constants of ours fitted to Table 2, so none
+/// counts as evidence (issue 57).
 #[test]
 fn energy_claims_cannot_hold_with_the_wrong_sign() {
     use tessera_sim::experiments::claims::Test;
@@ -80,9 +80,12 @@ fn energy_claims_cannot_hold_with_the_wrong_sign() {
             Test::Near { paper, tolerance } => assert!(paper > 0.0 && tolerance < paper, "{c:?}"),
             other => panic!("{other:?}"),
         }
-        assert!(c.depends_on.is_some(), "{c:?}");
+        // issue 57 item 8: they rest on constants of ours fitted to Table 2, so they are
+        // marked fitted (inputs) and not counted as evidence; least-loaded's own energy
+        // too, the medium one being the fit's input
+        assert!(!c.is_evidence(), "{c:?}");
         let e = r.claims.iter().find(|c| c.id == format!("table2-{load}-least-loaded-energy"));
-        assert_eq!(e.unwrap().is_evidence(), load != "medium");
+        assert!(!e.unwrap().is_evidence(), "{load}");
     }
 }
 
@@ -160,4 +163,24 @@ fn light_pairs_are_measured_on_one_gpu() {
     }
     let c = r.claims.iter().find(|c| c.id == "s2.2-light-pairs").unwrap();
     assert!(c.ours.is_some());
+}
+
+/// Issue 57 item 8: §2.2's light pairs started at the same instant sent their kernels'
+/// blocks out in whole waves together, one blocking the other every iteration (26.3%
+/// with no contention, where an independent fluid model gives 2.0-3.4%). Started half an
+/// iteration apart, as two programs are, the worst pair slows by less than half as much
+/// (measured: 4.6% against 26.3%).
+#[test]
+fn light_pairs_started_apart_do_not_block_each_other_in_whole_waves() {
+    use tessera_sim::experiments::dcuda::{Constants, light_pairs_started};
+    use tessera_sim::workloads::dcuda::{APPS_CSV, parse_apps};
+    let apps = parse_apps(APPS_CSV).unwrap();
+    let k = Constants { contention: 0.0, ..Constants::USED };
+    let worst = |apart| {
+        let pairs = light_pairs_started(&apps, &k, apart).unwrap();
+        pairs.iter().flat_map(|p| p.slowdown).fold(f64::NEG_INFINITY, f64::max)
+    };
+    let (together, apart) = (worst(false), worst(true));
+    eprintln!("worst light-pair slowdown, no contention: together {together:.4}, apart {apart:.4}");
+    assert!(apart <= 0.5 * together, "apart {apart} against together {together}");
 }

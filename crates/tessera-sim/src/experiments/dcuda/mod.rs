@@ -479,15 +479,33 @@ pub fn fit_contention(
     Ok(ContentionFit { target_qos: FIT_TARGET_QOS, orders, candidates, chosen })
 }
 
-/// §2.2: every pair of the [`LIGHT_APPS`] applications of least mean demand, both
-/// started at once on one GPU under least-loaded; each one's slowdown over its time
-/// alone on the same engine.
+/// §2.2: every pair of the [`LIGHT_APPS`] applications of least mean demand on one GPU
+/// under least-loaded, the second started half an iteration of the first after it;
+/// each one's slowdown over its time alone on the same engine. Started at the same
+/// instant, the two kernels' blocks went out in whole waves together, one pair's every
+/// iteration blocking the other's (7.9%, 26.3% with no contention, where an independent
+/// fluid model gives 2.0-3.4%: issue 57); the paper's "running two applications
+/// concurrently" starts two programs, whose kernels do not meet at one instant.
 pub fn light_pairs(apps: &[App], k: &Constants) -> Result<Vec<PairRun>, ExperimentError> {
+    light_pairs_started(apps, k, true)
+}
+
+/// [`light_pairs`], each pair's second application started half an iteration of the
+/// first after it (`apart`) or at the same instant (the reading before issue 57).
+pub fn light_pairs_started(
+    apps: &[App],
+    k: &Constants,
+    apart: bool,
+) -> Result<Vec<PairRun>, ExperimentError> {
     let mut light: Vec<usize> = (0..apps.len()).collect();
     light.sort_by(|a, b| apps[*a].mean_demand().total_cmp(&apps[*b].mean_demand()));
     light.truncate(LIGHT_APPS);
+    // the second of a pair starts half the first's iteration later
+    let stagger = |order: &[usize]| {
+        if apart { Nanos(apps[order[0]].chunk_ms * 500_000) } else { Nanos::ZERO }
+    };
     let end_s = |order: &[usize]| -> Result<Vec<f64>, ExperimentError> {
-        let w = workload(apps, order, Nanos::ZERO);
+        let w = workload(apps, order, stagger(order));
         let gpus = GpuSpec::uniform(1, GPU_MEMORY);
         let p = Dcuda::new(&gpus, params("least-loaded", k));
         let opts = SimOptions {
@@ -518,9 +536,10 @@ pub fn light_pairs(apps: &[App], k: &Constants) -> Result<Vec<PairRun>, Experime
         for b in &light[i + 1..] {
             let (a, b) = (*a.min(b), *a.max(b));
             let t = end_s(&[a, b])?;
+            let later = stagger(&[a, b]).as_secs_f64();
             pairs.push(PairRun {
                 apps: [a, b],
-                slowdown: [t[0] / alone[&a] - 1.0, t[1] / alone[&b] - 1.0],
+                slowdown: [t[0] / alone[&a] - 1.0, (t[1] - later) / alone[&b] - 1.0],
             });
         }
     }
@@ -847,7 +866,12 @@ fn judge(r: &DcudaResults) -> Vec<Claim> {
         c.push(if load == "medium" {
             claim.input("the power model's first step is calibrated on this number")
         } else {
-            claim
+            // issue 57: fitted, not evidence
+            claim.input(
+                "it rests on constants of ours fitted to Table 2: the power model's first \
+                 step (calibrated at medium load) and the 10% tolerance, chosen after a \
+                 -6.9% deviation was known",
+            )
         });
     }
     for (load, paper_ll, paper_dc) in TABLE_2 {
@@ -869,9 +893,10 @@ fn judge(r: &DcudaResults) -> Vec<Claim> {
                 _ => "not run".into(),
             },
         )
-        .depends_on(
-            "the power step of each further co-located application, a constant of ours \
-             (Figure 1's values are not in the text): see its low and high values below",
+        .input(
+            "it rests on constants of ours, fitted, not evidence (issue 57): the power step of \
+             each further co-located application (Figure 1's values are not in the text) and \
+             the band of half the paper's saving",
         ));
     }
     c
@@ -949,6 +974,20 @@ pub fn report(r: &DcudaResults) -> String {
             f.orders,
             pct(f.target_qos)
         );
+        if let (Some((_, at_zero)), Some((_, fitted))) = (
+            f.candidates.iter().find(|(c, _)| *c == 0.0),
+            f.candidates.iter().find(|(c, _)| *c == f.chosen),
+        ) {
+            let _ = writeln!(
+                s,
+                "With no contention least-loaded already keeps {} of applications within 20% of \
+                 solo; the {} of the runs below is the fitted constant's: least-loaded's \
+                 unfairness here, which DCUDA is judged against, comes from the fit, not from \
+                 placement alone.\n",
+                pct(*at_zero),
+                pct(*fitted)
+            );
+        }
         let _ = writeln!(s, "| contention | least-loaded within 20% of solo |\n|---|---|");
         for (c, q) in &f.candidates {
             let mark = if *c == f.chosen { " (chosen)" } else { "" };
@@ -960,8 +999,10 @@ pub fn report(r: &DcudaResults) -> String {
         let _ = writeln!(s, "## Two light applications on one GPU (§2.2)\n");
         let _ = writeln!(
             s,
-            "The {} applications of least mean demand ({}), every pair started together on \
-             one GPU; each one's run time over its time alone, less one.\n",
+            "The {} applications of least mean demand ({}), every pair on one GPU, the second \
+             started half an iteration of the first after it (started at the same instant, \
+             their kernels' blocks went out in whole waves together: issue 57); each one's \
+             run time over its time alone, less one.\n",
             LIGHT_APPS,
             light_names(r)
         );
