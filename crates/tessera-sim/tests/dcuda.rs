@@ -184,3 +184,25 @@ fn light_pairs_started_apart_do_not_block_each_other_in_whole_waves() {
     eprintln!("worst light-pair slowdown, no contention: together {together:.4}, apart {apart:.4}");
     assert!(apart <= 0.5 * together, "apart {apart} against together {together}");
 }
+
+/// Issue 57 item 6: the report states why the slicing step loses from the experiment
+/// that isolates it, and its conclusion follows the numbers: slicing's cost with the
+/// CPU phases against without them.
+#[test]
+fn the_slicing_section_concludes_from_its_numbers() {
+    use tessera_sim::experiments::dcuda::SlicingCause;
+    let mut r = plain().clone();
+    let cause = |without| SlicingCause {
+        orders: 1,
+        with_cpu: [1.42, 1.17],
+        without_cpu: without,
+        utilization_with_cpu: [0.75, 0.68],
+    };
+    r.slicing_cause = Some(cause([1.201, 1.199]));
+    let text = report(&r);
+    assert!(text.contains("## Why the slicing step loses"), "{text}");
+    assert!(text.contains("| with CPU phases | 1.420x solo | 1.170x solo | 1.214x |"), "{text}");
+    assert!(text.contains("Slicing's cost goes with the CPU phases"), "{text}");
+    r.slicing_cause = Some(cause([1.42, 1.17]));
+    assert!(report(&r).contains("does not identify the CPU phases as its cause"));
+}

@@ -266,7 +266,8 @@ fn run_dcuda(a: DcudaArgs) -> Result<()> {
     }
     let cfg = dcuda::DcudaConfig { orders: a.orders, ..dcuda::DcudaConfig::paper(a.seed) };
     let r = if a.quick.announce("2 arrival orders per load, no sensitivity re-runs") {
-        let r = dcuda::run(&cfg.quick())?;
+        let mut r = dcuda::run(&cfg.quick())?;
+        dcuda::add_slicing_cause(&mut r)?;
         dcuda::write(&r, &a.out)?;
         r
     } else {

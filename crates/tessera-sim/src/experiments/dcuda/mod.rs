@@ -324,6 +324,85 @@ pub struct DcudaResults {
     /// §2.2's pairs of lightweight applications.
     #[serde(default)]
     pub pairs: Vec<PairRun>,
+    /// Why the slicing step loses (issue 57 item 6): slicing's cost with and without
+    /// the applications' CPU phases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slicing_cause: Option<SlicingCause>,
+}
+
+/// The experiment that isolates why DCUDA's fair slicing turns a gain into a loss: the
+/// same applications at medium load under DCUDA with and without the slicing step, once
+/// as they are (each loop iteration a kernel and a CPU phase) and once with their CPU
+/// phases removed (the same kernels, as many, back to back). If slicing stops one
+/// application's CPU work from overlapping another's kernels — a sliced-out
+/// application's GPU stands idle while the one whose slice it is computes on its CPU —
+/// its cost goes with the CPU phases.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlicingCause {
+    /// Arrival orders each mean is over.
+    pub orders: usize,
+    /// Mean normalized run time (over solo) of DCUDA, and of DCUDA without slicing, with
+    /// the CPU phases.
+    pub with_cpu: [f64; 2],
+    /// The same with the CPU phases removed.
+    pub without_cpu: [f64; 2],
+    /// GPU utilization (§4.3's) of DCUDA and DCUDA without slicing, with the CPU phases.
+    pub utilization_with_cpu: [f64; 2],
+}
+
+impl SlicingCause {
+    /// Slicing's cost: DCUDA's mean normalized time over DCUDA's without slicing, with
+    /// and without the CPU phases.
+    pub fn cost(&self) -> (f64, f64) {
+        (self.with_cpu[0] / self.with_cpu[1], self.without_cpu[0] / self.without_cpu[1])
+    }
+}
+
+/// Add [`SlicingCause`] to `r` (on [`SENSITIVITY_ORDERS`] of its orders, with its
+/// applications and constants, the contention as fitted), and say so in the claims'
+/// evidence.
+pub fn add_slicing_cause(r: &mut DcudaResults) -> Result<(), ExperimentError> {
+    r.slicing_cause = slicing_cause(&r.apps, &r.config, r.config.orders.min(SENSITIVITY_ORDERS))?;
+    Ok(())
+}
+
+/// [`SlicingCause`] over `orders` arrival orders at `cfg`'s medium load.
+pub fn slicing_cause(
+    apps: &[App],
+    cfg: &DcudaConfig,
+    orders: usize,
+) -> Result<Option<SlicingCause>, ExperimentError> {
+    let Some(medium) = cfg.loads.iter().find(|l| l.name == "medium") else { return Ok(None) };
+    // the same kernels, as many, with no CPU phase between them
+    let gpu_only: Vec<App> = apps
+        .iter()
+        .map(|a| {
+            let share = f64::from(a.duty) / 1000.0;
+            App {
+                duty: 1000,
+                chunk_ms: ((a.chunk_ms as f64 * share).round() as u64).max(1),
+                solo_s: a.solo_s * share,
+                ..a.clone()
+            }
+        })
+        .collect();
+    let means = |apps: &[App], policy: &str| -> Result<(f64, f64), ExperimentError> {
+        let runs: Vec<RunResult> = (0..orders)
+            .into_par_iter()
+            .map(|o| run_one(apps, policy, medium, o, cfg.seed, &cfg.constants))
+            .collect::<Result<_, _>>()?;
+        Ok((mean(runs.iter().map(|r| r.mean_normalized)), mean(runs.iter().map(|r| r.utilization))))
+    };
+    let (with_dc, with_dc_u) = means(apps, "dcuda")?;
+    let (with_ns, with_ns_u) = means(apps, "dcuda-no-slicing")?;
+    let (without_dc, _) = means(&gpu_only, "dcuda")?;
+    let (without_ns, _) = means(&gpu_only, "dcuda-no-slicing")?;
+    Ok(Some(SlicingCause {
+        orders,
+        with_cpu: [with_dc, with_ns],
+        without_cpu: [without_dc, without_ns],
+        utilization_with_cpu: [with_dc_u, with_ns_u],
+    }))
 }
 
 impl DcudaResults {
@@ -650,6 +729,7 @@ pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
         sensitivity: Vec::new(),
         contention_fit,
         pairs,
+        slicing_cause: None,
     };
     r.claims = judge(&r);
     r.comparisons = claims::comparisons(&r.claims);
@@ -1079,6 +1159,7 @@ pub fn report(r: &DcudaResults) -> String {
             dc.occupancy_evaluations
         );
     }
+    s.push_str(&slicing_section(r));
     let _ = writeln!(s, "## Where we differ\n");
     let _ = writeln!(s, "{}\n", differences(r));
     let _ = writeln!(s, "## Claims\n");
@@ -1095,6 +1176,43 @@ pub fn report(r: &DcudaResults) -> String {
         let _ = writeln!(s, "\n{}", claims::sensitivity_section(&judged, &r.sensitivity));
     }
     s
+}
+
+/// Issue 57 item 6: why the slicing step turns a gain into a loss, from the experiment
+/// that isolates it.
+fn slicing_section(r: &DcudaResults) -> String {
+    let Some(x) = &r.slicing_cause else { return String::new() };
+    let (with, without) = x.cost();
+    format!(
+        "## Why the slicing step loses (issue 57)\n\n\
+         DCUDA with and without its fair slicing at medium load, {} arrival orders, the \
+         applications as they are (each loop iteration a kernel and a CPU phase) and with \
+         their CPU phases removed (the same kernels, as many, back to back; their demand \
+         is then the kernel's, so the placement sees heavier applications):\n\n\
+         | applications | DCUDA | DCUDA without slicing | slicing's cost |\n|---|---|---|---|\n\
+         | with CPU phases | {:.3}x solo | {:.3}x solo | {:.3}x |\n\
+         | CPU phases removed | {:.3}x solo | {:.3}x solo | {:.3}x |\n\n\
+         With the CPU phases, §4.3's utilization is {} under DCUDA and {} without slicing. \
+         {}\n\n",
+        x.orders,
+        x.with_cpu[0],
+        x.with_cpu[1],
+        with,
+        x.without_cpu[0],
+        x.without_cpu[1],
+        without,
+        pct(x.utilization_with_cpu[0]),
+        pct(x.utilization_with_cpu[1]),
+        if with > 1.0 && (without - 1.0) < 0.5 * (with - 1.0) {
+            "Slicing's cost goes with the CPU phases: an application sliced out cannot run \
+             its kernels while the one whose slice it is computes on its CPU, so the GPU \
+             idles through that CPU work where, unsliced, another application's kernels fill \
+             it. That is why DCUDA, whose other steps gain, loses overall in this model."
+        } else {
+            "Slicing's cost does not go with the CPU phases here: this experiment does not \
+             identify the CPU phases as its cause."
+        }
+    )
 }
 
 /// The explanation of the differences, with numbers from the run.
@@ -1114,10 +1232,18 @@ fn differences(r: &DcudaResults) -> String {
     // beside each failing claim: the run's numbers that bear on it
     let beside = |c: &Claim| -> String {
         if c.id.starts_with("fig11") || c.id.starts_with("fig12") || c.id.starts_with("fig13") {
+            let cause = r.slicing_cause.as_ref().map_or(String::new(), |x| {
+                let (with, without) = x.cost();
+                format!(
+                    " Slicing costs {:.2}x in run time with the applications' CPU phases and \
+                     {:.2}x without them (\"Why the slicing step loses\" below).",
+                    with, without
+                )
+            });
             format!(
                 "At medium load DCUDA without its slicing step (a diagnostic) runs {:.2}x solo \
                  (DCUDA {:.2}x, least-loaded {:.2}x), utilization {}, overloaded {}, {} within \
-                 20% of solo, Jain {:.3}.",
+                 20% of solo, Jain {:.3}.{cause}",
                 ns.mean_normalized,
                 dc.mean_normalized,
                 ll.mean_normalized,
@@ -1253,6 +1379,7 @@ pub fn sensitivity(cfg: &DcudaConfig) -> Result<Vec<Sensitivity>, ExperimentErro
 /// `report.md` and the figures to `out`.
 pub fn run_and_write(cfg: &DcudaConfig, out: &Path) -> Result<DcudaResults, ExperimentError> {
     let mut r = run(cfg)?;
+    add_slicing_cause(&mut r)?;
     r.sensitivity = sensitivity(&r.config)?;
     write(&r, out)?;
     Ok(r)
