@@ -709,6 +709,17 @@ pub fn differences_list(
     sensitivity: &[Sensitivity],
     beside: impl Fn(&Claim) -> String,
 ) -> String {
+    differences_list_explained(claims, sensitivity, beside, |_| false)
+}
+
+/// [`differences_list`], where `explained` says which claims `beside` gives the cause
+/// of (an experiment of the run isolated it): those say so instead of "not identified".
+pub fn differences_list_explained(
+    claims: &[Claim],
+    sensitivity: &[Sensitivity],
+    beside: impl Fn(&Claim) -> String,
+    explained: impl Fn(&Claim) -> bool,
+) -> String {
     let mut s = String::new();
     for c in claims.iter().filter(|c| c.is_evidence() && c.verdict == Verdict::DoesNotHold) {
         let ours = c.ours.map_or("—".into(), |x| c.unit.show(x));
@@ -721,6 +732,8 @@ pub fn differences_list(
         let holds_with = makes_hold(sensitivity, &c.id);
         if !holds_with.is_empty() {
             let _ = write!(line, " It holds with {}.", holds_with.join(", "));
+        } else if explained(c) {
+            line.push_str(" No constant of ours varied in this run makes it hold; its cause is the one stated.");
         } else if !sensitivity.is_empty() {
             line.push_str(
                 " No constant of ours varied in this run makes it hold: the cause is not \

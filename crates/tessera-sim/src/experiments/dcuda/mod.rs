@@ -1178,6 +1178,15 @@ pub fn report(r: &DcudaResults) -> String {
     s
 }
 
+/// Whether the run's isolating experiment found slicing's cost to go with the CPU
+/// phases (its cost without them less than half of it with them).
+fn slicing_explains(r: &DcudaResults) -> bool {
+    r.slicing_cause.as_ref().is_some_and(|x| {
+        let (with, without) = x.cost();
+        with > 1.0 && (without - 1.0) < 0.5 * (with - 1.0)
+    })
+}
+
 /// Issue 57 item 6: why the slicing step turns a gain into a loss, from the experiment
 /// that isolates it.
 fn slicing_section(r: &DcudaResults) -> String {
@@ -1203,7 +1212,7 @@ fn slicing_section(r: &DcudaResults) -> String {
         without,
         pct(x.utilization_with_cpu[0]),
         pct(x.utilization_with_cpu[1]),
-        if with > 1.0 && (without - 1.0) < 0.5 * (with - 1.0) {
+        if slicing_explains(r) {
             "Slicing's cost goes with the CPU phases: an application sliced out cannot run \
              its kernels while the one whose slice it is computes on its CPU, so the GPU \
              idles through that CPU work where, unsliced, another application's kernels fill \
@@ -1305,7 +1314,13 @@ fn differences(r: &DcudaResults) -> String {
         k.migration_pause_ms,
         100.0 * k.group_slack,
         SENSITIVITY_ORDERS.min(r.config.orders),
-        claims::differences_list(&r.claims, &r.sensitivity, beside).trim_end()
+        claims::differences_list_explained(&r.claims, &r.sensitivity, beside, |c| {
+            slicing_explains(r)
+                && (c.id.starts_with("fig11")
+                    || c.id.starts_with("fig12")
+                    || c.id.starts_with("fig13"))
+        })
+        .trim_end()
     )
 }
 
