@@ -1245,7 +1245,7 @@ fn differences(r: &DcudaResults) -> String {
                 let (with, without) = x.cost();
                 format!(
                     " Slicing costs {:.2}x in run time with the applications' CPU phases and \
-                     {:.2}x without them (\"Why the slicing step loses\" below).",
+                     {:.2}x without them (\"Why the slicing step loses\" above).",
                     with, without
                 )
             });
