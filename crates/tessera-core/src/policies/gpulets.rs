@@ -577,8 +577,62 @@ pub fn elastic_partitioning(
     opts: &Options,
     interference: &dyn InterferenceModel,
 ) -> Result<Vec<Gpulet>, ScheduleError> {
-    let mut remain: Vec<Gpulet> =
-        (0..opts.gpus).map(|gpu| Gpulet { gpu, size: 100, served: Vec::new() }).collect();
+    let whole = (0..opts.gpus).map(|gpu| Gpulet { gpu, size: 100, served: Vec::new() }).collect();
+    elastic_partitioning_from(models, opts, interference, whole, true)
+}
+
+/// Algorithm 1 on the GPUs partitioned as `layout` says (an index of [`GPU_LAYOUTS`] per
+/// GPU), their gpu-lets never split nor merged: the authors' ideal scheduler runs their
+/// scheduler, time sharing included, so on each fixed partitioning ([`ideal_authors`]).
+pub fn elastic_partitioning_on(
+    models: &[Model<'_>],
+    opts: &Options,
+    interference: &dyn InterferenceModel,
+    layout: &[usize],
+) -> Result<Vec<Gpulet>, ScheduleError> {
+    let fixed = layout
+        .iter()
+        .enumerate()
+        .flat_map(|(gpu, &l)| {
+            GPU_LAYOUTS[l].iter().map(move |&size| Gpulet { gpu, size, served: Vec::new() })
+        })
+        .collect();
+    elastic_partitioning_from(models, opts, interference, fixed, false)
+}
+
+/// The ideal scheduler as the authors compute it (§6.2, Figure 15: "exhaustively trying
+/// all possible gpu-let combinations available for a given set of partitions", each GPU
+/// in one of [`GPU_LAYOUTS`]; issue 57: their code runs the full scheduler, temporal
+/// sharing included, on each): [`elastic_partitioning_on`] every partitioning of the
+/// node until one schedules the models. GPUs are identical, so each multiset of
+/// partitionings is tried once.
+pub fn ideal_authors(
+    models: &[Model<'_>],
+    opts: &Options,
+    interference: &dyn InterferenceModel,
+) -> Option<(Vec<usize>, Vec<Gpulet>)> {
+    let mut layout = vec![0usize; opts.gpus];
+    loop {
+        if let Ok(s) = elastic_partitioning_on(models, opts, interference, &layout) {
+            return Some((layout, s));
+        }
+        // the next non-decreasing sequence of partitioning indices
+        let i = layout.iter().rposition(|&l| l + 1 < GPU_LAYOUTS.len())?;
+        let next = layout[i] + 1;
+        for l in &mut layout[i..] {
+            *l = next;
+        }
+    }
+}
+
+/// Algorithm 1 from the gpu-lets in `remain`, splitting a whole GPU when `split`.
+fn elastic_partitioning_from(
+    models: &[Model<'_>],
+    opts: &Options,
+    interference: &dyn InterferenceModel,
+    mut remain: Vec<Gpulet>,
+    split: bool,
+) -> Result<Vec<Gpulet>, ScheduleError> {
     let mut alloc: Vec<Gpulet> = Vec::new();
     let mut order: Vec<usize> = (0..models.len()).collect();
     order.sort_by(|a, b| models[*b].rate.total_cmp(&models[*a].rate).then(a.cmp(b)));
@@ -605,6 +659,7 @@ pub fn elastic_partitioning(
                         interference,
                         &mut remain,
                         &mut alloc,
+                        split,
                     )
                 })
                 .flatten();
@@ -718,6 +773,7 @@ fn find_best_fit(
     interference: &dyn InterferenceModel,
     remain: &mut Vec<Gpulet>,
     alloc: &mut Vec<Gpulet>,
+    split: bool,
 ) -> Option<(f64, Vec<(usize, f64)>)> {
     let model = &models[m];
     remain.sort_by_key(|g| (g.size, g.gpu));
@@ -727,7 +783,7 @@ fn find_best_fit(
         if g.size < p_ideal {
             continue;
         }
-        let (mut placed, remainder) = if g.size == 100 && p_ideal < 100 {
+        let (mut placed, remainder) = if split && g.size == 100 && p_ideal < 100 {
             (
                 Gpulet { gpu: g.gpu, size: p_ideal, served: Vec::new() },
                 Some(Gpulet { gpu: g.gpu, size: 100 - p_ideal, served: Vec::new() }),
@@ -2320,6 +2376,38 @@ mod ideal_tests {
             .map(|x| (x.gpu, x.size, x.served[0].batch, (x.served[0].rate * 10.0).round() / 10.0))
             .collect();
         assert_eq!(rates, vec![(0, 100, 19, 950.0), (1, 100, 17, 850.0)]);
+    }
+
+    /// Issue 57 item 2: the authors' ideal runs the scheduler, time sharing included, on
+    /// every fixed partitioning: three light models on one GPU share a gpu-let in time,
+    /// which the one-model-per-gpu-let search cannot (a GPU holds at most two gpu-lets);
+    /// its schedule meets every SLO and covers every rate on one of the partitionings.
+    #[test]
+    fn the_authors_ideal_time_shares_a_gpulet() {
+        let p = Linear(1.0, 0.1, 100);
+        let models: Vec<Model<'_>> =
+            (0..3).map(|_| Model { rate: 20.0, slo_ms: 100.0, profile: &p }).collect();
+        let opts = exact(1);
+        assert_eq!(ideal(&models, &opts, &NoInterference), None);
+        let (layout, s) = ideal_authors(&models, &opts, &NoInterference).expect("schedulable");
+        assert_eq!(layout.len(), 1);
+        assert!(s.iter().any(|g| g.served.len() > 1), "a gpu-let shared in time: {s:?}");
+        for m in 0..3 {
+            let served: f64 =
+                s.iter().flat_map(|g| &g.served).filter(|x| x.model == m).map(|x| x.rate).sum();
+            assert!((served - 20.0).abs() < 1e-6, "model {m}: {served}");
+        }
+        for g in &s {
+            assert_eq!(
+                g.size,
+                GPU_LAYOUTS[layout[g.gpu]].iter().copied().find(|x| *x == g.size).unwrap()
+            );
+            assert!(gpulet_meets_slos(g, &[], &models, &opts, &NoInterference), "{g:?}");
+        }
+        // nothing when no partitioning can: far more than a GPU's worth
+        let heavy: Vec<Model<'_>> =
+            (0..3).map(|_| Model { rate: 1e6, slo_ms: 100.0, profile: &p }).collect();
+        assert!(ideal_authors(&heavy, &opts, &NoInterference).is_none());
     }
 
     /// Interference growing with the neighbour's size and batch.

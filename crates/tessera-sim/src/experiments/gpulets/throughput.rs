@@ -22,7 +22,7 @@ use super::serving::{Node, Served, serve};
 use crate::engine::SimError;
 use serde::{Deserialize, Serialize};
 use tessera_core::policies::gpulets::{
-    Gpulet, Model, NoInterference, elastic_partitioning, guided_self_tuning, ideal, ideal_gpulets,
+    Gpulet, Model, NoInterference, elastic_partitioning, guided_self_tuning, ideal_authors,
     squishy_bin_packing,
 };
 
@@ -153,8 +153,8 @@ impl Scheduler {
             Scheduler::GuidedSelfTuning => guided_self_tuning(models, &opts).ok(),
             Scheduler::Gpulet => elastic_partitioning(models, &opts, &NoInterference).ok(),
             Scheduler::GpuletInt => elastic_partitioning(models, &opts, set).ok(),
-            Scheduler::Ideal => ideal(models, &opts, set)
-                .map(|(layout, owners)| ideal_gpulets(models, &opts, set, &layout, &owners)),
+            // the authors' ideal: the scheduler on every fixed partitioning (issue 57)
+            Scheduler::Ideal => ideal_authors(models, &opts, set).map(|(_, s)| s),
         }
     }
 }
