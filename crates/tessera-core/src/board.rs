@@ -700,16 +700,7 @@ impl Board {
         self.debug_check();
         let Some(heads) = &self.heads else {
             // no index asked for: a walk of the backlogged tenants
-            let wanted = |c: ServiceClass| classes.indices().contains(&class_index(c));
-            return self
-                .backlogged
-                .iter()
-                .filter_map(|id| {
-                    let t = self.tenants.get(id)?;
-                    wanted(t.spec.class).then_some((t.head?, TenantId(id)))
-                })
-                .min()
-                .map(|(_, id)| id);
+            return self.oldest_head_where(classes, |_| true);
         };
         classes.indices().iter().filter_map(|&c| heads[c].first()).min().map(|(_, id)| id)
     }

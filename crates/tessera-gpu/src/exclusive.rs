@@ -12,10 +12,7 @@
 //!
 //! [`Sharing::Exclusive`]: crate::sharing::Sharing::Exclusive
 
-use crate::sharing::{Ns, PieceId, SharingError, Usage};
-
-/// Virtual time within which a piece counts as finished (as in `sharing`).
-const FINISH_TOLERANCE: f64 = 1e-3;
+use crate::sharing::{FINISH_TOLERANCE, Ns, PieceId, SharingError, Usage, finish_wait, load_band};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Piece {
@@ -88,15 +85,7 @@ impl ExclusiveGpu {
         let dt = (now - self.now) as f64;
         let r = self.rate();
         let demand = self.piece.map_or(0.0, |p| p.demand);
-        let load = demand / self.capacity;
-        let band = if load > 1.0 + 1e-9 {
-            2
-        } else if load >= 0.5 {
-            1
-        } else {
-            0
-        };
-        self.usage.load_ns[band] += dt;
+        self.usage.load_ns[load_band(demand / self.capacity)] += dt;
         if r > 0.0 {
             self.v += r * dt;
             self.usage.busy_ns += dt;
@@ -145,10 +134,7 @@ impl ExclusiveGpu {
     /// When the piece finishes, rounded up to whole nanoseconds; `None` when idle.
     pub fn next_finish(&self) -> Option<(Ns, PieceId)> {
         let p = self.piece.as_ref()?;
-        let r = self.rate();
-        let exact = (p.finish_v - self.v) / r;
-        let wait = if exact <= FINISH_TOLERANCE { 0.0 } else { (exact - 1e-6).ceil().max(1.0) };
-        Some((self.now + wait as Ns, p.id))
+        Some((self.now + finish_wait((p.finish_v - self.v) / self.rate()), p.id))
     }
 
     /// Move to `now` and take the piece if it finished by then.

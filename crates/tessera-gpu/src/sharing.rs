@@ -44,7 +44,26 @@ pub type Ns = u64;
 
 /// Virtual time within which a piece counts as finished (a thousandth of a
 /// nanosecond of work: absorbs floating-point rounding, never a real difference).
-const FINISH_TOLERANCE: f64 = 1e-3;
+pub(crate) const FINISH_TOLERANCE: f64 = 1e-3;
+
+/// The load band of a summed demand over the capacity: below 50%, 50-100%, above 100%
+/// (the index into [`Usage::load_ns`]).
+pub(crate) fn load_band(load: f64) -> usize {
+    if load > 1.0 + 1e-9 {
+        2
+    } else if load >= 0.5 {
+        1
+    } else {
+        0
+    }
+}
+
+/// Whole nanoseconds until a piece `exact` ns of (rate-scaled) work from its end is
+/// done, rounded up so that it is done by then; the small allowance keeps float noise
+/// on an exact value from adding a nanosecond.
+pub(crate) fn finish_wait(exact: f64) -> Ns {
+    (if exact <= FINISH_TOLERANCE { 0.0 } else { (exact - 1e-6).ceil().max(1.0) }) as Ns
+}
 
 /// Identifies a piece of work (the caller's task id).
 pub type PieceId = u64;
@@ -254,15 +273,7 @@ impl SharedGpu {
         }
         let dt = (now - self.now) as f64;
         let r = self.rate();
-        let load = self.demand_sum / self.capacity;
-        let band = if load > 1.0 + 1e-9 {
-            2
-        } else if load >= 0.5 {
-            1
-        } else {
-            0
-        };
-        self.usage.load_ns[band] += dt;
+        self.usage.load_ns[load_band(self.demand_sum / self.capacity)] += dt;
         if r > 0.0 {
             self.v += r * dt;
             self.usage.busy_ns += dt;
@@ -361,11 +372,7 @@ impl SharedGpu {
         }
         let first = self.running.first()?;
         let (finish_v, id) = (first.finish_v, first.id);
-        let exact = (finish_v - self.v) / r;
-        // whole nanoseconds, rounded up so that the piece is done by then; the small
-        // allowance keeps float noise on an exact value from adding a nanosecond
-        let wait = if exact <= FINISH_TOLERANCE { 0.0 } else { (exact - 1e-6).ceil().max(1.0) };
-        Some((self.now + wait as Ns, id))
+        Some((self.now + finish_wait((finish_v - self.v) / r), id))
     }
 
     /// Move to `now` and take every piece finished by then, in finishing order (ties by

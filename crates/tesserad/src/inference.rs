@@ -166,6 +166,42 @@ impl Inference {
         })
     }
 
+    /// The largest rate `k` (req/s, within 1) at which models of these (profile, SLO ms,
+    /// share) are schedulable on `gpus` GPUs with rates `share * k`, searched between 1
+    /// and 4,000; `None` unless 1 is schedulable and 4,000 is not. The edge a load near
+    /// the schedule's limit is taken from (the inference tests').
+    pub fn schedulable_edge(
+        &self,
+        mix: &[(&str, f64, f64)],
+        gpus: usize,
+        cfg: &GpuletsConfig,
+    ) -> Option<f64> {
+        let fits = |k: f64| {
+            let models: Vec<(&str, f64, f64)> =
+                mix.iter().map(|&(p, slo, share)| (p, slo, share * k)).collect();
+            self.schedulable(&models, gpus, cfg)
+        };
+        let (mut lo, mut hi) = (1.0, 4000.0);
+        if !fits(lo) || fits(hi) {
+            return None;
+        }
+        while hi - lo > 1.0 {
+            let mid = f64::midpoint(lo, hi);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(lo)
+    }
+
+    /// A profile's SLO by the paper's rule, ms: twice its batch 32's latency on a whole
+    /// GPU, whole milliseconds.
+    pub fn paper_slo_ms(&self, profile: &str) -> Option<f64> {
+        Some((2.0 * self.whole_gpu_latency_ms(profile, 32)?).floor())
+    }
+
     /// A profile's latency for `batch` on a whole GPU, ms (the paper's SLO rule is twice
     /// batch 32's).
     pub fn whole_gpu_latency_ms(&self, profile: &str, batch: u32) -> Option<f64> {

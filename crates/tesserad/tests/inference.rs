@@ -126,25 +126,11 @@ fn two_models_with_poisson_clients_meet_their_slos_on_gpulets() {
     // the largest the daemon's scheduler calls schedulable on its 2 GPUs (one detector
     // request to two classifier requests)
     let inference = tesserad::inference::Inference::new(&gpulets).unwrap();
-    let slo = |p: &str| (2.0 * inference.whole_gpu_latency_ms(p, 32).unwrap()).floor();
+    let slo = |p: &str| inference.paper_slo_ms(p).unwrap();
     let (ssd_slo, resnet_slo) = (slo("ssd"), slo("resnet50"));
-    let fits = |k: f64| {
-        inference.schedulable(
-            &[("ssd", ssd_slo, k), ("resnet50", resnet_slo, 2.0 * k)],
-            2,
-            &gpulets,
-        )
-    };
-    let (mut lo, mut hi) = (1.0, 4000.0);
-    assert!(fits(lo) && !fits(hi));
-    while hi - lo > 1.0 {
-        let mid = f64::midpoint(lo, hi);
-        if fits(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
+    let lo = inference
+        .schedulable_edge(&[("ssd", ssd_slo, 1.0), ("resnet50", resnet_slo, 2.0)], 2, &gpulets)
+        .expect("schedulable at 1 req/s and not at 4,000");
     let k = 0.7 * lo;
     eprintln!(
         "EDGE {lo:.0} req/s of ssd; running at {k:.0}; SLOs {ssd_slo:.1} / {resnet_slo:.1} ms"

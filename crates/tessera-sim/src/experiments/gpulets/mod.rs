@@ -549,6 +549,15 @@ fn serve_at_max(
         .iter()
         .map(|t| {
             let per_unit = t.mix.counted_per_unit();
+            // `s`'s schedule at `share` of its maximum total rate, served for 30 s
+            let serve = |s: Scheduler, share: f64| {
+                let total = t.of(s);
+                throughput::serve_at(set, &t.mix, s, total * share / per_unit, 30.0 * scale, seed)
+                    .map_err(|source| ExperimentError::Sim {
+                        trial: format!("{} at {share} of {total:.0}", t.mix.name),
+                        source,
+                    })
+            };
             let mut requests = 0;
             let mut most_missed = None;
             let mut at = |s: Scheduler| -> Result<(f64, Option<f64>), ExperimentError> {
@@ -556,13 +565,7 @@ fn serve_at_max(
                 if total <= 0.0 {
                     return Ok((total, None));
                 }
-                let served =
-                    throughput::serve_at(set, &t.mix, s, total / per_unit, 30.0 * scale, seed)
-                        .map_err(|source| ExperimentError::Sim {
-                            trial: format!("{} at {total:.0}", t.mix.name),
-                            source,
-                        })?;
-                let Some((schedule, served)) = served else { return Ok((total, None)) };
+                let Some((schedule, served)) = serve(s, 1.0)? else { return Ok((total, None)) };
                 if s == Scheduler::GpuletInt {
                     requests = served.requests;
                     most_missed = MissedModel::of(set, &t.mix.models, &served.by_model, &schedule);
@@ -571,23 +574,10 @@ fn serve_at_max(
             };
             let gpulet = at(Scheduler::Gpulet)?;
             let gpulet_int = at(Scheduler::GpuletInt)?;
-            let total = t.of(Scheduler::GpuletInt);
             let mut ramp = Vec::new();
-            if total > 0.0 {
+            if gpulet_int.0 > 0.0 {
                 for share in RAMP {
-                    let units = total * share / per_unit;
-                    let served = throughput::serve_at(
-                        set,
-                        &t.mix,
-                        Scheduler::GpuletInt,
-                        units,
-                        30.0 * scale,
-                        seed,
-                    )
-                    .map_err(|source| ExperimentError::Sim {
-                        trial: format!("{} at {share} of {total:.0}", t.mix.name),
-                        source,
-                    })?;
+                    let served = serve(Scheduler::GpuletInt, share)?;
                     ramp.push((share, served.map(|(_, x)| x.violation)));
                 }
             }
