@@ -24,11 +24,14 @@
 use crate::action::Action;
 use crate::board::Board;
 use crate::event::Event;
+use crate::id_table::IdTable;
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::{GpuSpec, TenantSpec};
 use crate::policy::Policy;
 use crate::units::Nanos;
 use std::collections::{BTreeMap, BTreeSet};
+
+use super::queued::QueuedMap;
 
 /// How long a GPU waits for the tenant whose turn it is to submit its next request
 /// (§3.2.2's work conservation with a spin budget), as the daemon's `--policy fair` and
@@ -47,16 +50,7 @@ pub type VirtualTime = u128;
 
 const SCALE: u32 = 20;
 
-/// Who is queued fairly: a tenant, or a group of tenants that share one weight (a
-/// Slurm job's processes: the job's shards are the job's, however many processes it
-/// runs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Queued {
-    /// A tenant on its own.
-    Tenant(TenantId),
-    /// A group (its id, e.g. the Slurm job's).
-    Group(u64),
-}
+pub use super::queued::Queued;
 
 /// The tags of a tenant or group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,11 +98,11 @@ enum MemberChoice {
 /// themselves by theirs.
 #[derive(Debug, Default)]
 pub struct FairQueue {
-    tags: BTreeMap<Queued, Tags>,
+    tags: QueuedMap<Tags>,
     /// What each tenant is queued as, and its quantum running now, if any.
-    tenants: BTreeMap<TenantId, (Queued, Option<TaskId>)>,
+    tenants: IdTable<(Queued, Option<TaskId>)>,
     /// A group's members with their second-level tags.
-    members: BTreeMap<Queued, BTreeMap<TenantId, MemberTags>>,
+    members: QueuedMap<BTreeMap<TenantId, MemberTags>>,
     /// Active ones by start tag.
     order: BTreeSet<(VirtualTime, Queued)>,
     /// Those lingering, by when their spin budget runs out (an entry whose tags say
@@ -118,15 +112,15 @@ pub struct FairQueue {
     /// running, or lingering with nothing running — by start tag, and the start tag
     /// each is listed under: a dispatch walks these, not every active one (most run).
     eligible: BTreeSet<(VirtualTime, Queued)>,
-    listed: BTreeMap<Queued, VirtualTime>,
+    listed: QueuedMap<Option<VirtualTime>>,
     /// With homes ([`FairQueue::set_home`]): the eligible ones again per GPU, each under
     /// every GPU where a member of it lives, and the GPUs each is listed under. A
     /// dispatch for a GPU then walks that GPU's own, not every eligible tenant of the
     /// node (`by_home` says homes are in use).
     by_home: bool,
-    homes: BTreeMap<TenantId, GpuId>,
+    homes: IdTable<GpuId>,
     eligible_on: Vec<BTreeSet<(VirtualTime, Queued)>>,
-    listed_on: BTreeMap<Queued, Vec<GpuId>>,
+    listed_on: QueuedMap<Vec<GpuId>>,
     /// Scratch: keys whose eligibility an event may have changed.
     touched: Vec<Queued>,
     /// The virtual time when nobody is active (the last one's).
@@ -151,7 +145,7 @@ impl FairQueue {
 
     /// The tags `tenant` is queued under (its group's, if it has one).
     pub fn tags(&self, tenant: TenantId) -> Option<Tags> {
-        let (key, _) = self.tenants.get(&tenant)?;
+        let (key, _) = self.tenants.get(tenant.0)?;
         self.tags.get(key).copied()
     }
 
@@ -162,12 +156,12 @@ impl FairQueue {
 
     /// Whether `tenant` is queued here.
     pub fn knows(&self, tenant: TenantId) -> bool {
-        self.tenants.contains_key(&tenant)
+        self.tenants.get(tenant.0).is_some()
     }
 
     /// Change a tenant's weight (its group's, if it has one), from its next quantum on.
     pub fn set_weight(&mut self, tenant: TenantId, weight: u32) {
-        if let Some((key, _)) = self.tenants.get(&tenant)
+        if let Some((key, _)) = self.tenants.get(tenant.0)
             && let Some(t) = self.tags.get_mut(key)
         {
             t.weight = weight.max(1);
@@ -183,13 +177,13 @@ impl FairQueue {
         self.by_home = true;
         match gpu {
             Some(g) => {
-                self.homes.insert(tenant, g);
+                self.homes.insert(tenant.0, g);
                 if self.eligible_on.len() <= g.0 as usize {
                     self.eligible_on.resize_with(g.0 as usize + 1, BTreeSet::new);
                 }
             }
             None => {
-                self.homes.remove(&tenant);
+                self.homes.remove(tenant.0);
             }
         }
         if let Some(key) = self.key_of(tenant) {
@@ -204,7 +198,7 @@ impl FairQueue {
             .get(&key)
             .into_iter()
             .flat_map(|m| m.keys())
-            .filter_map(|t| self.homes.get(t).copied())
+            .filter_map(|t| self.homes.get(t.0).copied())
             .collect();
         gpus.sort_unstable();
         gpus.dedup();
@@ -223,7 +217,8 @@ impl FairQueue {
         }
         self.members.get(&key).is_some_and(|m| {
             m.keys().any(|id| {
-                self.tenants.get(id).is_some_and(|(_, r)| r.is_none()) && board.queue_of(*id).0 > 0
+                self.tenants.get(id.0).is_some_and(|(_, r)| r.is_none())
+                    && board.queue_of(*id).0 > 0
             })
         })
     }
@@ -235,22 +230,32 @@ impl FairQueue {
         // With homes, most calls find the listing as it was (same start tag, same GPUs):
         // those cost the look-ups, not a remove and an insert in every GPU's index
         // (issue 55: the node policy relists on every event).
+        // (without homes, both sides of the second test are None)
         let homes = (self.by_home && want.is_some()).then(|| self.homes_of(key));
-        if self.by_home
-            && want == self.listed.get(&key).copied()
-            && homes.as_ref() == self.listed_on.get(&key)
-        {
+        let was = self.listed.get(&key).copied().flatten();
+        if want == was && homes.as_ref() == self.listed_on.get(&key) {
             return;
         }
-        if let Some(at) = self.listed.remove(&key) {
+        if let Some(at) = was {
             self.eligible.remove(&(at, key));
             for g in self.listed_on.remove(&key).unwrap_or_default() {
                 self.eligible_on[g.0 as usize].remove(&(at, key));
             }
         }
+        // a known key keeps its slot while unlisted (a tenant's eligibility flips with
+        // every quantum: a removal and an insertion would slide the table's window)
+        if want.is_none() {
+            if self.tags.contains_key(&key) {
+                if let Some(l) = self.listed.get_mut(&key) {
+                    *l = None;
+                }
+            } else {
+                self.listed.remove(&key);
+            }
+        }
         if let Some(start) = want {
             self.eligible.insert((start, key));
-            self.listed.insert(key, start);
+            *self.listed.get_or_insert_with(key, || None) = Some(start);
             if let Some(gpus) = homes {
                 for g in &gpus {
                     self.eligible_on[g.0 as usize].insert((start, key));
@@ -261,7 +266,7 @@ impl FairQueue {
     }
 
     fn key_of(&self, tenant: TenantId) -> Option<Queued> {
-        self.tenants.get(&tenant).map(|(k, _)| *k)
+        self.tenants.get(tenant.0).map(|(k, _)| *k)
     }
 
     fn backlogged(&self, board: &Board, key: Queued) -> bool {
@@ -273,7 +278,7 @@ impl FairQueue {
     /// group's other members with work.
     fn wake(&mut self, board: &Board, tenant: TenantId) {
         let v = self.virtual_time();
-        let Some((key, running)) = self.tenants.get(&tenant) else { return };
+        let Some((key, running)) = self.tenants.get(tenant.0) else { return };
         let (key, running) = (*key, running.is_some());
         let lingering = self
             .members
@@ -286,7 +291,7 @@ impl FairQueue {
             && let Some(members) = self.members.get_mut(&key)
         {
             let busy = |t: &TenantId| {
-                self.tenants.get(t).is_some_and(|(_, r)| r.is_some()) || board.queue_of(*t).0 > 0
+                self.tenants.get(t.0).is_some_and(|(_, r)| r.is_some()) || board.queue_of(*t).0 > 0
             };
             let inner_v = members
                 .iter()
@@ -314,7 +319,7 @@ impl FairQueue {
     /// L / w, S = F (and its own within the group); it stays active if it has more
     /// queued.
     fn charge(&mut self, board: &Board, now: Nanos, tenant: TenantId, ran: Nanos) {
-        let Some((key, running)) = self.tenants.get_mut(&tenant) else { return };
+        let Some((key, running)) = self.tenants.get_mut(tenant.0) else { return };
         *running = None;
         let key = *key;
         *self.service.entry(tenant).or_default() += ran.0;
@@ -349,7 +354,7 @@ impl FairQueue {
     /// `tenant` used `ran` beyond its last quantum's charge (a kernel that ran past its
     /// slice, §3.3.2): its tags move past it — F += L / w, and S with it when active.
     fn charge_late(&mut self, tenant: TenantId, ran: Nanos) {
-        let Some((key, _)) = self.tenants.get(&tenant) else { return };
+        let Some((key, _)) = self.tenants.get(tenant.0) else { return };
         let key = *key;
         *self.service.entry(tenant).or_default() += ran.0;
         if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
@@ -414,7 +419,7 @@ impl FairQueue {
         let members = self.members.get(&key)?;
         let mut best: Option<(VirtualTime, TenantId, bool)> = None;
         for (t, m) in members {
-            let idle = self.tenants.get(t).is_some_and(|(_, r)| r.is_none());
+            let idle = self.tenants.get(t.0).is_some_and(|(_, r)| r.is_none());
             if !idle || !board.may_run_on(*t, gpu) || !may_run(*t, gpu) {
                 continue;
             }
@@ -429,7 +434,7 @@ impl FairQueue {
             (_, _, false) => {
                 // waiting for one member is worth it only if another one could run
                 let others = members.keys().any(|t| {
-                    self.tenants.get(t).is_some_and(|(_, r)| r.is_none())
+                    self.tenants.get(t.0).is_some_and(|(_, r)| r.is_none())
                         && board.queue_of(*t).0 > 0
                         && board.may_run_on(*t, gpu)
                         && may_run(*t, gpu)
@@ -455,7 +460,7 @@ impl FairQueue {
                 self.touched.extend(self.key_of(spec.id));
             }
             Event::TenantLeft { tenant } => {
-                if let Some((key, _)) = self.tenants.remove(tenant) {
+                if let Some((key, _)) = self.tenants.remove(tenant.0) {
                     let empty = self.members.get_mut(&key).is_none_or(|m| {
                         m.remove(tenant);
                         m.is_empty()
@@ -496,10 +501,10 @@ impl FairQueue {
                 .tenants
                 .iter()
                 .filter(|(_, (_, r))| *r == Some(*task))
-                .map(|(t, (k, _))| (*t, *k))
+                .map(|(t, (k, _))| (TenantId(t), *k))
                 .collect();
             for (tenant, key) in refused {
-                if let Some((_, r)) = self.tenants.get_mut(&tenant) {
+                if let Some((_, r)) = self.tenants.get_mut(tenant.0) {
                     *r = None;
                 }
                 if let Some(t) = self.tags.get_mut(&key) {
@@ -516,7 +521,7 @@ impl FairQueue {
     pub fn register(&mut self, spec: &TenantSpec) {
         let key = spec.group.map_or(Queued::Tenant(spec.id), Queued::Group);
         let v = self.virtual_time();
-        self.tags.entry(key).or_insert(Tags {
+        self.tags.get_or_insert_with(key, || Tags {
             weight: spec.weight.max(1),
             start: v,
             finish: v,
@@ -524,8 +529,8 @@ impl FairQueue {
             running: 0,
             lingering_until: None,
         });
-        self.tenants.insert(spec.id, (key, None));
-        let members = self.members.entry(key).or_default();
+        self.tenants.insert(spec.id.0, (key, None));
+        let members = self.members.get_or_insert_with(key, BTreeMap::new);
         // a newcomer starts level with the group's least-served member
         let inner = members.values().map(|m| m.start).min().unwrap_or(0);
         members.insert(
@@ -549,10 +554,11 @@ impl FairQueue {
         }
         self.touched = touched;
         debug_assert!(
-            self.order
-                .iter()
-                .all(|(_, k)| self.is_eligible(board, *k) == self.listed.contains_key(k))
-                && self.listed.keys().all(|k| self.is_eligible(board, *k)),
+            self.order.iter().all(|(_, k)| {
+                self.is_eligible(board, *k) == self.listed.get(k).is_some_and(Option::is_some)
+            }) && self.listed.keys().all(|k| {
+                self.listed.get(&k).is_some_and(Option::is_none) || self.is_eligible(board, k)
+            }) && self.listed.keys().all(|k| self.tags.contains_key(&k)),
             "the eligible list drifted"
         );
         debug_assert!(
@@ -624,7 +630,7 @@ impl FairQueue {
             };
             let task = board.dispatch(now, gpu, tenant, actions);
             if let Some(task) = task {
-                if let Some((_, running)) = self.tenants.get_mut(&tenant) {
+                if let Some((_, running)) = self.tenants.get_mut(tenant.0) {
                     *running = Some(task);
                 }
                 if let Some(t) = self.tags.get_mut(&key) {

@@ -24,6 +24,7 @@ pub mod memsafe;
 pub mod node;
 pub mod pid;
 pub mod priority;
+mod queued;
 pub mod round_robin;
 
 use crate::board::Board;
