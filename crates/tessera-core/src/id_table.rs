@@ -127,6 +127,13 @@ impl<V> IdTable<V> {
         v
     }
 
+    /// Remove every value, keeping the window's memory for the next ones.
+    pub(crate) fn clear(&mut self) {
+        self.dense.clear();
+        self.dense_len = 0;
+        self.sparse.clear();
+    }
+
     /// Every (id, value), in id order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
         let mut dense = self
@@ -171,6 +178,11 @@ mod tests {
             for (_, v) in table.iter_mut() {
                 *v += 1;
             }
+            let mut cleared = table.clone();
+            cleared.clear();
+            prop_assert_eq!(cleared.iter().count(), 0);
+            prop_assert_eq!(cleared.insert(5, 1), None);
+            prop_assert_eq!(cleared.iter().map(|(k, v)| (k, *v)).collect::<Vec<_>>(), vec![(5, 1)]);
             for v in model.values_mut() {
                 *v += 1;
             }
