@@ -697,3 +697,23 @@ fn the_pool_stops_the_batch_tenants_furthest_ahead_in_turn() {
     assert!(ratio_on > 0.8, "max-min in turn {ratio_on:.3}: {on:?}");
     assert!(ratio_off < 0.2, "max-min in Flexy's order {ratio_off:.3}: {off:?}");
 }
+
+/// gpu-lets' part in the composition, where it is needed (issue 56 item 8): the
+/// development window with one registered model (resnet50 at 600 req/s, fixed before
+/// any run). Served on gpu-lets, its batches share one GPU's partition, and the batch
+/// tenants get the GPUs Flexy's pool would have held for one request at a time: the
+/// model's SLO is met more often or the batch work ends sooner, neither worse (the
+/// report's test). Without the inference server in the composition (the node before
+/// this issue) the two arms would be one run, and this fails.
+#[test]
+fn gpulets_is_needed_when_the_node_serves_a_registered_model() {
+    use tessera_sim::experiments::node::NodeConfig;
+    use tessera_sim::experiments::node_inference;
+    let pods = tessera_sim::workloads::alibaba::pods().expect("the trace");
+    let cfg = NodeConfig::standard();
+    let a = node_inference::run(&cfg, &pods, &[cfg.start_day]).expect("the runs end");
+    let w = &a.windows[0];
+    assert!(w.with.model_requests > 50_000, "{w:?}");
+    assert_eq!(w.with.model_requests, w.without.model_requests, "the same arrivals in both");
+    assert!(w.needed, "{}", node_inference::report(&a));
+}

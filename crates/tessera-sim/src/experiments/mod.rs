@@ -7,6 +7,8 @@ pub mod fairgv;
 pub mod flexy;
 pub mod gpulets;
 pub mod node;
+pub mod node_inference;
+pub mod node_workload;
 pub mod schedgpu;
 pub mod schedgpu_node;
 
