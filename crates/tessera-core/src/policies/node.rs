@@ -1244,6 +1244,20 @@ impl NodePolicy {
             }
             touched = self.homes.keys().copied().collect();
         }
+        // a move decided before the inference server took its target (it waits for the
+        // tenant's task to end) is dropped: the server partitions that GPU, and a
+        // migration there would break its layout (the engine refuses it)
+        if self.inference.is_some() {
+            let taken: Vec<TenantId> = self
+                .moving
+                .iter()
+                .filter(|(t, (to, _))| self.serves_models(*to) && !self.board.is_migrating(**t))
+                .map(|(t, _)| *t)
+                .collect();
+            for tenant in taken {
+                self.moving.remove(&tenant);
+            }
+        }
         dcuda::start_moves(&mut self.board, &self.homes, &mut self.moving, actions);
         self.dispatch(now, actions);
         for a in &actions[first_action..] {
