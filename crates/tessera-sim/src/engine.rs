@@ -962,7 +962,7 @@ impl<'w> Simulation<'w> {
                 "{task} on {gpu}: resident tenants would declare {resident} bytes, above its memory"
             )));
         }
-        let piece = self.piece(tasks.len(), slot, job, work, placement)?;
+        let piece = self.piece(task, tasks.len(), slot, job, work, placement)?;
         let now = self.now;
         let s = &mut self.slots[slot];
         if let Err(e) = s.model.start(now.0, task.0, piece) {
@@ -982,10 +982,11 @@ impl<'w> Simulation<'w> {
         Ok(())
     }
 
-    /// How the execution of `count` requests of `job` with `work` in all runs in
+    /// How the execution `lead` of `count` requests of `job` with `work` in all runs in
     /// `slot`: its time alone there, its demand and (block model) its launch.
     fn piece(
         &self,
+        lead: TaskId,
         count: usize,
         slot: usize,
         job: usize,
@@ -1006,8 +1007,10 @@ impl<'w> Simulation<'w> {
                         count
                     )));
                 };
-                let factor = self.neighbour_factor(gpu, slot, profile, batch, percent);
-                let ns = (latency.0 as f64 * factor / self.opts.perf.speed).round() as u64;
+                let factor = self.neighbour_factor(gpu, slot, kernel, profile, batch, percent);
+                let spread =
+                    self.opts.perf.world.as_ref().map_or(1.0, |w| w.spread(kernel, lead.0));
+                let ns = (latency.0 as f64 * factor * spread / self.opts.perf.speed).round() as u64;
                 (Nanos(ns.max(1)), capacity)
             }
             // a batch costs the sum of its requests' work; workloads rarely carry a
@@ -1056,25 +1059,35 @@ impl<'w> Simulation<'w> {
         &self,
         gpu: GpuId,
         slot: usize,
+        kernel: u32,
         profile: &crate::perf::KernelProfile,
         batch: u32,
         percent: u32,
     ) -> f64 {
-        let Some(model) = self.opts.perf.interference else { return 1.0 };
-        let Some(own) = profile.utilization.get(&(batch, percent)) else { return 1.0 };
+        let (fit, world) = (self.opts.perf.interference, self.opts.perf.world.as_deref());
+        if fit.is_none() && world.is_none() {
+            return 1.0;
+        }
+        let own = profile.utilization.get(&(batch, percent)).copied();
         self.gpu_slots(gpu)
             .into_iter()
             .filter(|s| *s != slot)
             .filter_map(|s| {
                 let (lead, _) = self.slots[s].running.first()?;
                 let job = self.tasks[lead.0 as usize].job;
-                let other = self.opts.perf.profiles.get(&self.workload.jobs[job].kernel)?;
+                let other_kernel = self.workload.jobs[job].kernel;
+                let other = self.opts.perf.profiles.get(&other_kernel)?;
                 let p = (self.slots[s].model.capacity() * 100.0).round() as u32;
                 let b = self.members(*lead).len() as u32;
                 let (ob, _) = other.batch_latency(b, p)?;
-                other.utilization.get(&(ob, p)).copied()
+                // the measured slowdown where the pair was measured, else the fit's
+                if let Some(f) =
+                    world.and_then(|w| w.factor(kernel, batch, percent, other_kernel, ob))
+                {
+                    return Some(f);
+                }
+                Some(fit?.factor(own?, other.utilization.get(&(ob, p)).copied()?))
             })
-            .map(|o| model.factor(*own, o))
             .fold(1.0, f64::max)
     }
 
@@ -1181,7 +1194,7 @@ impl<'w> Simulation<'w> {
                 let work =
                     members.iter().fold(Nanos::ZERO, |w, m| w + self.tasks[m.0 as usize].work);
                 let whole =
-                    self.piece(members.len(), slot, job, work, self.slots[slot].placement)?;
+                    self.piece(task, members.len(), slot, job, work, self.slots[slot].placement)?;
                 let left = self.slots[slot]
                     .model
                     .remove(now.0, task.0)

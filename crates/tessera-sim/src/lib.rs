@@ -25,6 +25,7 @@ pub mod programs;
 pub mod slot_model;
 pub mod workload;
 pub mod workloads;
+pub mod world;
 
 pub use engine::{SimError, Simulation};
 pub use metrics::RunMetrics;

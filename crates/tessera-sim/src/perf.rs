@@ -54,6 +54,11 @@ pub struct PerfModel {
     /// interference).
     #[serde(skip)]
     pub interference: Option<Interference>,
+    /// A world for profiled kernels that is not the planner's: measured co-location
+    /// slowdowns (the fit's factor where a pair was not measured) and each execution's
+    /// measured spread (none: the profile's means and the fit alone).
+    #[serde(skip)]
+    pub world: Option<std::sync::Arc<crate::world::MeasuredWorld>>,
 }
 
 /// One kernel's measured profile, by (batch, partition %).
@@ -87,6 +92,7 @@ impl Default for PerfModel {
             power: PowerModel::DCUDA_SHAPE,
             profiles: BTreeMap::new(),
             interference: None,
+            world: None,
         }
     }
 }

@@ -1299,6 +1299,7 @@ pub fn run_and_write(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workloads::alibaba::Qos;
 
     #[test]
     fn water_filling_gives_by_weight_and_caps_at_one_gpu() {

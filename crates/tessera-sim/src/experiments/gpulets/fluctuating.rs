@@ -90,7 +90,9 @@ pub fn run(
     let owned = Profiles::from_v100_jsonl(super::V100).map_err(|e| bad(e.to_string()))?;
     let set =
         paper(super::UTIL_2080TI, k.batching(), &v100, authors).map_err(|e| bad(e.to_string()))?;
-    let set = &set;
+    // served in the measured world (issue 57 item 1), planned with the profiles' means
+    let world = super::world::measured(&set, &v100, super::V100, seed)?;
+    let set = &set.with_world(world);
     let n = set.models.len();
     let mut rng = Pcg64::seed_from_u64(seed);
     let traces: Vec<((f64, f64), f64)> = (0..n)
@@ -161,7 +163,7 @@ pub fn run(
         reschedule,
     );
     // the swap itself takes no time; the 15 s of preparation are the policy's
-    let perf = super::serving::serving_perf(set, true);
+    let perf = super::serving::serving_perf(set, super::serving::World::Measured);
     let opts = SimOptions {
         gpus: specs,
         perf,

@@ -20,11 +20,13 @@ pub mod profiles;
 pub mod schedulability;
 pub mod serving;
 pub mod throughput;
+pub mod world;
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation};
 use profiles::ProfileSet;
 use serde::{Deserialize, Serialize};
+use serving::World;
 use std::path::Path;
 use tessera_core::policies::gpulets::{Gpulet, NoInterference, elastic_partitioning};
 use tessera_gpu::partition::{Interference, Profiles, colocations_from_v100_jsonl};
@@ -155,6 +157,11 @@ pub struct ServingRow {
     pub requests: usize,
     /// The model with the largest part of gpulet+int's violations, when any.
     pub most_missed: Option<MissedModel>,
+    /// gpulet+int's violation served in the planner's own model (the profiles' means,
+    /// the fitted interference): the labelled reference for `gpulet_int`, which is
+    /// served in the measured world (issue 57 item 1).
+    #[serde(default)]
+    pub gpulet_int_planner_world: Option<f64>,
 }
 
 /// The model that missed most in a served scenario, and how it was scheduled.
@@ -223,6 +230,10 @@ pub struct AtMaxRate {
     pub gpulet: (f64, Option<f64>),
     /// gpulet+int's, likewise.
     pub gpulet_int: (f64, Option<f64>),
+    /// gpulet+int's violation at its maximum in the planner's own model (the reference;
+    /// the judged runs are served in the measured world).
+    #[serde(default)]
+    pub gpulet_int_planner_world: Option<f64>,
     /// Requests served in the gpulet+int run.
     pub requests: usize,
     /// The model with the largest part of gpulet+int's violations, when any.
@@ -286,6 +297,13 @@ pub struct GpuletsResults {
     pub claims: Vec<Claim>,
     /// The claims as (id, paper, ours, holds).
     pub comparisons: Vec<Comparison>,
+    /// The measured world the serving runs take place in (issue 57 item 1): each
+    /// `v100` model's latency spread (coefficient of variation) and the co-location
+    /// points its interference is taken from.
+    #[serde(default)]
+    pub world_cv: Vec<(String, f64)>,
+    #[serde(default)]
+    pub world_points: usize,
     /// The claims judged again at a low and a high value of each constant of ours
     /// ([`sensitivity`]); empty when not run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -392,6 +410,17 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
     let paper = profiles::paper(UTIL_2080TI, cfg.constants.batching(), &profiles, authors)
         .map_err(|e| ExperimentError::Config(e.to_string()))?;
     let v100 = profiles::v100(&profiles, fitted);
+    // the judged serving runs take place in the measured world, not the planner's
+    let paper_world = world::measured(&paper, &profiles, V100, cfg.seed)?;
+    let v100_world = world::measured(&v100, &profiles, V100, cfg.seed)?;
+    let world_cv: Vec<(String, f64)> = v100
+        .models
+        .iter()
+        .enumerate()
+        .filter_map(|(k, m)| Some((m.clone(), *v100_world.cv.get(&(k as u32))?)))
+        .collect();
+    let world_points = v100_world.colocated.values().map(Vec::len).sum();
+    let (paper, v100) = (paper.with_world(paper_world), v100.with_world(v100_world));
     let sets = vec![on_set(&paper, cfg.seed, cfg.scale)?, on_set(&v100, cfg.seed, cfg.scale)?];
     let throughput = throughput::run(&paper, cfg.seed, cfg.scale)
         .map_err(|source| ExperimentError::Sim { trial: "maximum served rates".into(), source })?;
@@ -453,6 +482,8 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         fluctuating,
         claims,
         comparisons,
+        world_cv,
+        world_points,
         sensitivity: Vec::new(),
     })
 }
@@ -550,14 +581,17 @@ fn serve_at_max(
         .map(|t| {
             let per_unit = t.mix.counted_per_unit();
             // `s`'s schedule at `share` of its maximum total rate, served for 30 s
-            let serve = |s: Scheduler, share: f64| {
+            let serve_in = |world: World, s: Scheduler, share: f64| {
                 let total = t.of(s);
-                throughput::serve_at(set, &t.mix, s, total * share / per_unit, 30.0 * scale, seed)
-                    .map_err(|source| ExperimentError::Sim {
+                let units = total * share / per_unit;
+                throughput::serve_at(set, &t.mix, s, units, 30.0 * scale, seed, world).map_err(
+                    |source| ExperimentError::Sim {
                         trial: format!("{} at {share} of {total:.0}", t.mix.name),
                         source,
-                    })
+                    },
+                )
             };
+            let serve = |s: Scheduler, share: f64| serve_in(World::Measured, s, share);
             let mut requests = 0;
             let mut most_missed = None;
             let mut at = |s: Scheduler| -> Result<(f64, Option<f64>), ExperimentError> {
@@ -574,6 +608,11 @@ fn serve_at_max(
             };
             let gpulet = at(Scheduler::Gpulet)?;
             let gpulet_int = at(Scheduler::GpuletInt)?;
+            let gpulet_int_planner_world = if gpulet_int.0 > 0.0 {
+                serve_in(World::Planner, Scheduler::GpuletInt, 1.0)?.map(|(_, x)| x.violation)
+            } else {
+                None
+            };
             let mut ramp = Vec::new();
             if gpulet_int.0 > 0.0 {
                 for share in RAMP {
@@ -585,6 +624,7 @@ fn serve_at_max(
                 mix: t.mix.name.clone(),
                 gpulet,
                 gpulet_int,
+                gpulet_int_planner_world,
                 requests,
                 most_missed,
                 ramp,
@@ -712,7 +752,7 @@ fn serve_heaviest(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<ServingRow>, Ex
     let opts = schedulability::paper_options(4);
     let kinds: Vec<usize> = (0..n).collect();
     let node =
-        serving::Node { set, models: &kinds, slo_ms: &set.slo_ms, interference: true, gpus: 4 };
+        serving::Node { set, models: &kinds, slo_ms: &set.slo_ms, world: World::Measured, gpus: 4 };
     let mut candidates: Vec<Vec<f64>> = (1..schedulability::RATES.len().pow(n as u32))
         .map(|c| schedulability::scenario(c, n))
         .collect();
@@ -724,12 +764,15 @@ fn serve_heaviest(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<ServingRow>, Ex
         }
         let models = schedulability::set_models(set, &rates);
         let Ok(with_int) = elastic_partitioning(&models, &opts, set) else { continue };
-        let run = |schedule: &[Gpulet]| {
-            serving::serve(&node, &rates, schedule, 30.0, seed).map_err(|source| {
+        let run_in = |node: &serving::Node<'_>, schedule: &[Gpulet]| {
+            serving::serve(node, &rates, schedule, 30.0, seed).map_err(|source| {
                 ExperimentError::Sim { trial: format!("serving {rates:?}"), source }
             })
         };
+        let run = |schedule: &[Gpulet]| run_in(&node, schedule);
         let served = run(&with_int)?;
+        let planner = serving::Node { world: World::Planner, ..node };
+        let in_planner_world = run_in(&planner, &with_int)?.violation;
         let without = match elastic_partitioning(&models, &opts, &NoInterference) {
             Ok(s) => Some(run(&s)?.violation),
             Err(_) => None,
@@ -741,6 +784,7 @@ fn serve_heaviest(set: &ProfileSet<'_>, seed: u64) -> Result<Vec<ServingRow>, Ex
             gpulet_int_dropped: served.dropped,
             requests: served.requests,
             most_missed: MissedModel::of(set, &kinds, &served.by_model, &with_int),
+            gpulet_int_planner_world: Some(in_planner_world),
         });
     }
     Ok(rows)
@@ -775,10 +819,11 @@ fn set_section(r: &SetResults) -> String {
         .iter()
         .map(|x| {
             format!(
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 x.rates.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(", "),
                 v(x.gpulet),
                 v(x.gpulet_int),
+                x.gpulet_int_planner_world.map_or("-".into(), pct),
                 pct(x.gpulet_int_dropped),
                 x.requests,
                 x.most_missed.as_ref().map_or("none".into(), MissedModel::describe),
@@ -806,9 +851,10 @@ fn set_section(r: &SetResults) -> String {
          largest): squishy bin packing {t_sbp}; gpulet+int {t_int}; ideal {t_ideal}.\n\n\
          Served for 30 s each: the five scenarios of highest total rate that gpulet+int \
          schedules (SLO violations: requests answered late or dropped, over all \
-         requests).\n\n\
-         | rates (req/s) | gpulet | gpulet+int | of which dropped | requests | most missed (gpulet+int) |\n\
-         |---|---|---|---|---|---|\n{rows}\n\n\
+         requests), in the measured world; beside them, gpulet+int's schedule served in \
+         the planner's own model, the reference.\n\n\
+         | rates (req/s) | gpulet | gpulet+int | gpulet+int in the planner's world (reference) | of which dropped | requests | most missed (gpulet+int) |\n\
+         |---|---|---|---|---|---|---|\n{rows}\n\n\
          SLO violations under gpulet+int: {v}.\n",
         set = r.set,
         slos = s
@@ -913,12 +959,13 @@ fn throughput_section(
                 .map(|(share, x)| format!("{:.0}%: {}", 100.0 * share, v(*x)))
                 .collect();
             format!(
-                "| {} | {:.0} | {} | {:.0} | {} | {} | {} | {} |",
+                "| {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} |",
                 a.mix,
                 a.gpulet.0,
                 v(a.gpulet.1),
                 a.gpulet_int.0,
                 v(a.gpulet_int.1),
+                a.gpulet_int_planner_world.map_or("-".into(), pct),
                 if ramp.is_empty() { "-".into() } else { ramp.join(", ") },
                 a.requests,
                 a.most_missed.as_ref().map_or("none".into(), MissedModel::describe),
@@ -953,8 +1000,12 @@ fn throughput_section(
          |---|---|---|---|---|---|---|---|\n{rows}\n\n\
          Each workload served for 30 s at gpulet's and at gpulet+int's maximum schedulable \
          rate, each with its own schedule (Figure 13 at the edge of the schedule):\n\n\
-         | workload | gpulet rate | gpulet violations | gpulet+int rate | gpulet+int violations | gpulet+int below its maximum (share of it: violations) | requests (gpulet+int) | most missed (gpulet+int) |\n\
-         |---|---|---|---|---|---|---|---|\n{at_max_rows}\n\n\
+         | workload | gpulet rate | gpulet violations | gpulet+int rate | gpulet+int violations | gpulet+int in the planner's world (reference) | gpulet+int below its maximum (share of it: violations) | requests (gpulet+int) | most missed (gpulet+int) |\n\
+         |---|---|---|---|---|---|---|---|---|\n{at_max_rows}\n\n\
+         Every violation here is served in the measured world (measured latency spread; the \
+         `paper` set keeps its fitted interference: see \"The world requests are served \
+         in\"); the reference column serves gpulet+int's schedule in the planner's own \
+         model.\n\n\
          At the maximum schedulable rate {worst_text}. The ideal is the authors': their \
          scheduler, time sharing included, on every fixed partitioning (until issue 57 it \
          was a search of one model per gpu-let, below gpulet+int where many small models \
@@ -1180,6 +1231,20 @@ pub fn report(r: &GpuletsResults) -> String {
          data differ: ours are V100 measurements of {models} models served with TensorRT in MPS \
          partitions, the paper's its own model set on an RTX 2080 Ti. That difference is the \
          likely cause, but without the paper's measurements we cannot test it.\n\n\
+         ## The world requests are served in\n\n\
+         The schedulers plan with the profiles' mean latencies and a fitted interference \
+         model; serving a schedule in that same model would judge it by itself (its only \
+         misses: Poisson queueing). Every judged serving run (Figures 13 and 14, the served \
+         rates of Figure 12) takes place in a world of its own: each batch's time is \
+         multiplied by a log-normal factor of mean 1 with the model's measured coefficient \
+         of variation (the median, over the model's co-location measurements, of their \
+         standard deviation over their mean: {world_cv}; a `paper` model takes that of the \
+         V100 model giving its partition shape), and on the `v100` set a batch beside \
+         another model's batch slows down as measured at the nearest of {world_points} \
+         measured points (the co-located latency over the measured solo latency), not by \
+         the fit. A model beside itself, and every `paper` pair, keep the fitted factor: no \
+         co-location of them was measured. The tables give gpulet+int's schedules served \
+         in the planner's own model beside, as the reference.\n\n\
          ## Schedulability and serving (Figures 4, 13 and 15)\n\n\
          Every scenario of rates 0, 200, 400 or 600 req/s per model, all zero excepted, on 4 \
          GPUs with partitions of 20, 40, 50, 60, 80 and 100%, on two profile sets. `paper`: the \
@@ -1197,6 +1262,16 @@ pub fn report(r: &GpuletsResults) -> String {
          {fluctuating}\n\
          ## Claims\n\n{table}\n{yes} hold, {no} do not, {unmeasured} not measured.\n\n\
          {failing}{constants}",
+        world_cv = if r.world_cv.is_empty() {
+            "not measured".to_string()
+        } else {
+            r.world_cv
+                .iter()
+                .map(|(m, c)| format!("{m} {}", pct(*c)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        world_points = r.world_points,
         rows = r.rows,
         samples = r.samples,
         train = r.split.0,

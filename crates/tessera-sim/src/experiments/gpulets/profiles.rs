@@ -109,6 +109,17 @@ pub struct ProfileSet<'a> {
     pub slo_ms: Vec<f64>,
     /// §4.4's coefficients for this GPU.
     pub interference: Interference,
+    /// The world its schedules are served in when it is not the planner's
+    /// ([`super::world`]); `None`: the planner's own model.
+    pub world: Option<std::sync::Arc<crate::world::MeasuredWorld>>,
+}
+
+impl ProfileSet<'_> {
+    /// Serve this set's schedules in `world`.
+    pub fn with_world(mut self, world: crate::world::MeasuredWorld) -> Self {
+        self.world = Some(std::sync::Arc::new(world));
+        self
+    }
 }
 
 impl InterferenceModel for ProfileSet<'_> {
@@ -154,7 +165,7 @@ pub fn v100<'a>(profiles: &'a Profiles, fitted: Interference) -> ProfileSet<'a> 
         .map(|m| Box::new(V100Model(m)) as Box<dyn Profiled + 'a>)
         .collect();
     let slo_ms = boxed.iter().map(|p| 2.0 * p.latency_ms(32, 100).unwrap_or(f64::NAN)).collect();
-    ProfileSet { name: "v100", models, profiles: boxed, slo_ms, interference: fitted }
+    ProfileSet { name: "v100", models, profiles: boxed, slo_ms, interference: fitted, world: None }
 }
 
 /// The paper's models with their Table 4 SLOs, ms, the V100 model giving each its
@@ -261,6 +272,7 @@ pub fn paper<'a>(
         profiles: Vec::new(),
         slo_ms: Vec::new(),
         interference: authors,
+        world: None,
     };
     for (name, slo, shape, input) in PAPER_MODELS {
         let batching_ms = batching.of(input)?;

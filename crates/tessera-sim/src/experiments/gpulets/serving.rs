@@ -59,10 +59,23 @@ pub struct Node<'a> {
     pub models: &'a [usize],
     /// Each model's SLO, ms (the set's own, or an application's).
     pub slo_ms: &'a [f64],
-    /// Whether the engine applies the set's interference.
-    pub interference: bool,
+    /// The world the requests are served in.
+    pub world: World,
     /// GPUs.
     pub gpus: usize,
+}
+
+/// What the engine serves a schedule in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum World {
+    /// The profiles' means, no interference.
+    NoInterference,
+    /// The planner's own model: the profiles' means and the set's fitted interference
+    /// (the reference the judged runs are compared with, issue 57 item 1).
+    Planner,
+    /// The set's measured world ([`super::world`]) where it has one: measured
+    /// co-location slowdowns and latency spread.
+    Measured,
 }
 
 /// Serve `schedule` on `node` for models at these `rates` (req/s) for `seconds`.
@@ -111,10 +124,10 @@ pub fn serve(
         .collect();
     let opts = super::schedulability::paper_options(gpus);
     let interference: &dyn InterferenceModel =
-        if node.interference { set } else { &NoInterference };
+        if node.world == World::NoInterference { &NoInterference } else { set };
     let plan = ServingPlan::new(gpus, schedule, &models, &tenants, &opts, interference);
     let policy = Box::new(GpuletServing::new(&specs, plan));
-    let perf = serving_perf(set, node.interference);
+    let perf = serving_perf(set, node.world);
     let opts = SimOptions {
         gpus: specs,
         perf,
@@ -178,7 +191,8 @@ pub fn request_workload(kinds: usize, mut jobs: Vec<Job>) -> Workload {
 /// The performance model that serves `set`: each model's profiled batch latency, the
 /// set's interference when `interference`, and repartitions taking no time (a policy
 /// that prepares layouts charges that itself).
-pub fn serving_perf(set: &ProfileSet<'_>, interference: bool) -> PerfModel {
+pub fn serving_perf(set: &ProfileSet<'_>, world: World) -> PerfModel {
+    let interference = world != World::NoInterference;
     PerfModel {
         repartition_latency: Nanos::ZERO,
         profiles: set
@@ -188,6 +202,7 @@ pub fn serving_perf(set: &ProfileSet<'_>, interference: bool) -> PerfModel {
             .map(|(i, m)| (i as u32, kernel_profile(m.as_ref())))
             .collect(),
         interference: interference.then_some(set.interference),
+        world: if world == World::Measured { set.world.clone() } else { None },
         ..PerfModel::default()
     }
 }
@@ -213,8 +228,13 @@ mod tests {
         let schedule =
             elastic_partitioning(&set_models(&set, &rates), &opts, &NoInterference).unwrap();
         let kinds: Vec<usize> = (0..set.models.len()).collect();
-        let node =
-            Node { set: &set, models: &kinds, slo_ms: &set.slo_ms, interference: false, gpus: 2 };
+        let node = Node {
+            set: &set,
+            models: &kinds,
+            slo_ms: &set.slo_ms,
+            world: World::NoInterference,
+            gpus: 2,
+        };
         let light = serve(&node, &rates, &schedule, 20.0, 1).unwrap();
         assert!(light.requests > 1500, "{light:?}");
         assert!(light.violation < 0.01, "{light:?}");

@@ -18,7 +18,7 @@
 //! second phase's longest, VGG-16, 130 ms).
 
 use super::profiles::{PAPER_MODELS, ProfileSet};
-use super::serving::{Node, Served, serve};
+use super::serving::{Node, Served, World, serve};
 use crate::engine::SimError;
 use serde::{Deserialize, Serialize};
 use tessera_core::policies::gpulets::{
@@ -246,8 +246,8 @@ impl MixThroughput {
     }
 }
 
-/// Serve `scheduler`'s schedule of `mix` at `units` for `seconds` on the engine (with
-/// the set's interference); `None` when it does not schedule them.
+/// Serve `scheduler`'s schedule of `mix` at `units` for `seconds` on the engine in
+/// `world`; `None` when it does not schedule them.
 pub fn serve_at(
     set: &ProfileSet<'_>,
     mix: &Mix,
@@ -255,12 +255,12 @@ pub fn serve_at(
     units: f64,
     seconds: f64,
     seed: u64,
+    world: World,
 ) -> Result<Option<(Vec<Gpulet>, Served)>, SimError> {
     let models = models_at(set, mix, units);
     let Some(schedule) = scheduler.schedule(set, &mix.models, &models) else { return Ok(None) };
     let rates: Vec<f64> = models.iter().map(|m| m.rate).collect();
-    let node =
-        Node { set, models: &mix.models, slo_ms: &mix.slo_ms, interference: true, gpus: GPUS };
+    let node = Node { set, models: &mix.models, slo_ms: &mix.slo_ms, world, gpus: GPUS };
     let served = serve(&node, &rates, &schedule, seconds, seed)?;
     Ok(Some((schedule, served)))
 }
@@ -283,7 +283,7 @@ pub fn max_served_units(
             break;
         }
         if let Some((_, served)) =
-            serve_at(set, mix, scheduler, units, SEARCH_SECONDS * scale, seed)?
+            serve_at(set, mix, scheduler, units, SEARCH_SECONDS * scale, seed, World::Measured)?
             && served.violation <= VIOLATION_TARGET
         {
             return Ok((units, Some(served.violation)));

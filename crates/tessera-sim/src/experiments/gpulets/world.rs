@@ -1,0 +1,132 @@
+//! The world gpu-lets' schedules are served in, apart from the planner's model (issue 57
+//! item 1): [`crate::world::MeasuredWorld`] built from the V100 file's co-location
+//! measurements (`interference` line: `latency` rows and their `std` rows).
+//!
+//! - For the `v100` set, a batch beside another model's batch slows down as measured:
+//!   the co-located latency over the same model's measured solo latency at that batch
+//!   and partition (750 co-locations, both sides). A model beside itself was not
+//!   measured and keeps the fit's factor.
+//! - For the `paper` set (2080 Ti models, no co-location measured), interference stays
+//!   the authors' fit, which the planner also uses: its world differs by the spread only.
+//! - Spread: each model's coefficient of variation is the median, over its measured
+//!   co-locations, of the measured standard deviation over the mean (a paper model
+//!   takes that of the V100 model giving its partition shape). The file gives no spread
+//!   for solo runs; this is the only measured one.
+
+use super::profiles::{PAPER_MODELS, ProfileSet};
+use crate::experiments::ExperimentError;
+use crate::world::MeasuredWorld;
+use std::collections::BTreeMap;
+use tessera_gpu::partition::{Profiles, colocations_from_v100_jsonl};
+
+/// One side of a measured co-location: model, batch, partition %, the other model and
+/// its batch, the co-located latency and its standard deviation, ms.
+struct Side<'a> {
+    model: &'a str,
+    batch: u32,
+    percent: u32,
+    other: &'a str,
+    other_batch: u32,
+    latency_ms: f64,
+    std_ms: f64,
+}
+
+/// The `std` rows of the file's `interference` line, in the order of its `latency` rows.
+fn stds(text: &str) -> Result<Vec<(f64, f64)>, ExperimentError> {
+    type Row = (String, String, u32, u32, u32, f64, f64);
+    for line in text.lines().filter(|l| l.contains("\"interference\"") && l.contains("\"std\"")) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| ExperimentError::Config(e.to_string()))?;
+        let rows: Vec<Row> = serde_json::from_value(v["interference"]["std"].clone())
+            .map_err(|e| ExperimentError::Config(format!("std rows: {e}")))?;
+        return Ok(rows.into_iter().map(|r| (r.5, r.6)).collect());
+    }
+    Err(ExperimentError::Config("no co-location spread in the V100 file".into()))
+}
+
+/// The measured world for `set`, its spread drawn from `seed`.
+pub fn measured(
+    set: &ProfileSet<'_>,
+    profiles: &Profiles,
+    v100_text: &str,
+    seed: u64,
+) -> Result<MeasuredWorld, ExperimentError> {
+    let rows = colocations_from_v100_jsonl(v100_text)
+        .map_err(|e| ExperimentError::Config(e.to_string()))?;
+    let stds = stds(v100_text)?;
+    if stds.len() != rows.len() {
+        return Err(ExperimentError::Config(format!(
+            "{} co-location rows but {} spreads",
+            rows.len(),
+            stds.len()
+        )));
+    }
+    let sides: Vec<Side<'_>> = rows
+        .iter()
+        .zip(&stds)
+        .flat_map(|(r, (s1, s2))| {
+            let p2 = 100u32.saturating_sub(r.part1);
+            [
+                Side {
+                    model: &r.m1,
+                    batch: r.b1,
+                    percent: r.part1,
+                    other: &r.m2,
+                    other_batch: r.b2,
+                    latency_ms: r.lat1_ms,
+                    std_ms: *s1,
+                },
+                Side {
+                    model: &r.m2,
+                    batch: r.b2,
+                    percent: p2,
+                    other: &r.m1,
+                    other_batch: r.b1,
+                    latency_ms: r.lat2_ms,
+                    std_ms: *s2,
+                },
+            ]
+        })
+        .filter(|s| s.latency_ms > 0.0)
+        .collect();
+    // each V100 model's median spread
+    let mut ratios: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for s in &sides {
+        ratios.entry(s.model).or_default().push(s.std_ms / s.latency_ms);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let cv_of: BTreeMap<&str, f64> = ratios.into_iter().map(|(m, v)| (m, median(v))).collect();
+    let shape = |m: &str| -> String {
+        if set.name == "v100" {
+            return m.to_string();
+        }
+        PAPER_MODELS.iter().find(|p| p.0 == m).map_or_else(|| m.to_string(), |p| p.2.to_string())
+    };
+    let mut world = MeasuredWorld { seed, ..MeasuredWorld::default() };
+    for (k, m) in set.models.iter().enumerate() {
+        if let Some(cv) = cv_of.get(shape(m).as_str()) {
+            world.cv.insert(k as u32, *cv);
+        }
+    }
+    if set.name == "v100" {
+        let index = |m: &str| set.models.iter().position(|x| x == m).map(|i| i as u32);
+        for s in &sides {
+            let (Some(i), Some(j)) = (index(s.model), index(s.other)) else { continue };
+            let Some(solo) =
+                profiles.models.get(s.model).and_then(|p| p.latency_ms(s.batch, s.percent * 10))
+            else {
+                continue;
+            };
+            world.colocated.entry((i, j)).or_default().push((
+                s.batch,
+                s.other_batch,
+                s.percent,
+                s.latency_ms / solo,
+            ));
+        }
+    }
+    Ok(world)
+}
