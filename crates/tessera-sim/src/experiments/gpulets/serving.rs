@@ -238,6 +238,22 @@ mod tests {
         let light = serve(&node, &rates, &schedule, 20.0, 1).unwrap();
         assert!(light.requests > 1500, "{light:?}");
         assert!(light.violation < 0.01, "{light:?}");
+        // the same schedule served in the measured world (issue 57 item 1) is timed by
+        // other latencies than the planner's model: before, the engine had only the latter
+        let plain =
+            super::super::profiles::v100(&profiles, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
+        let world = super::super::world::measured(&plain, &profiles, super::super::V100, 1);
+        let worldly = plain.with_world(world.unwrap());
+        let measured = Node { set: &worldly, world: World::Measured, ..node };
+        let planner = Node { set: &worldly, world: World::Planner, ..node };
+        let in_plan = serve(&planner, &rates, &schedule, 20.0, 1).unwrap();
+        assert_eq!(in_plan, light, "no interference with one model: the planner's is the ideal");
+        // overloaded, where every batch's time moves the count of late requests
+        let over = [0.0, 400.0, 0.0, 0.0];
+        let in_world = serve(&measured, &over, &schedule, 5.0, 1).unwrap();
+        let in_plan = serve(&planner, &over, &schedule, 5.0, 1).unwrap();
+        assert_eq!(in_world.requests, in_plan.requests);
+        assert_ne!(in_world, in_plan, "the spread changes the run");
         // the same schedule at ten times the rate it was made for
         let heavy = serve(&node, &[0.0, 1000.0, 0.0, 0.0], &schedule, 5.0, 1).unwrap();
         assert!(heavy.violation > 0.5, "{heavy:?}");

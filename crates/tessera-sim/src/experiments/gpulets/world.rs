@@ -130,3 +130,28 @@ pub fn measured(
     }
     Ok(world)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::gpulets::{V100, profiles};
+    use tessera_gpu::partition::Interference;
+
+    /// The file's first co-location (alexnet at batch 2 on 20% beside resnet50 at batch
+    /// 2: 2.761 ms, alone 2.532 ms) is the world's slowdown there, for alexnet; resnet50
+    /// beside itself was not measured; every model has its measured spread.
+    #[test]
+    fn the_world_takes_the_measured_slowdown_and_spread() {
+        let p = Profiles::from_v100_jsonl(V100).unwrap();
+        let set = profiles::v100(&p, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
+        let w = measured(&set, &p, V100, 1).unwrap();
+        let at = |m: &str| set.models.iter().position(|x| x == m).unwrap() as u32;
+        let (alexnet, resnet50) = (at("alexnet"), at("resnet50"));
+        let f = w.factor(alexnet, 2, 20, resnet50, 2).unwrap();
+        assert!((f - 2.7610640856844304 / 2.532432363344048).abs() < 1e-9, "{f}");
+        assert_eq!(w.factor(resnet50, 2, 20, resnet50, 2), None);
+        assert_eq!(w.colocated.values().map(Vec::len).sum::<usize>(), 1500);
+        assert_eq!(w.cv.len(), 4);
+        assert!(w.cv.values().all(|c| *c > 0.001 && *c < 0.1), "{:?}", w.cv);
+    }
+}
