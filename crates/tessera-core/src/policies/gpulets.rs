@@ -159,6 +159,25 @@ pub fn max_efficient_partition(
     knee(&curve).map(|x| x.round() as u32)
 }
 
+/// [`AuthorsCode::size_per_percent`]: the size whose gpu-let serves the most requests
+/// per percent of GPU, or a larger one whose rate per percent is within `threshold` of
+/// that (the largest such).
+pub fn size_per_percent(
+    profile: &dyn LatencyProfile,
+    opts: &Options,
+    slo_ms: f64,
+    threshold: f64,
+) -> Option<u32> {
+    let per: Vec<(u32, f64)> = opts
+        .sizes
+        .iter()
+        .map(|&p| (p, max_rate(profile, opts, p, slo_ms) / f64::from(p)))
+        .filter(|(_, r)| *r > 0.0)
+        .collect();
+    let best = per.iter().map(|(_, r)| *r).fold(0.0, f64::max);
+    per.iter().filter(|(_, r)| r * threshold >= best).map(|(p, _)| *p).max()
+}
+
 /// The x of the point of maximum curvature of a curve given by points (x ascending),
 /// from finite differences on non-uniform spacing, both axes scaled to 0..1.
 pub fn knee(points: &[(f64, f64)]) -> Option<f64> {
@@ -417,6 +436,26 @@ mod tests {
         assert!(!refit(&mut neighbour, &[&heavy], &models, &exact(1), &ByBatch, &mut lost));
     }
 
+    /// Two of the authors' departures (issue 57 item 3) doing what they say: a residue
+    /// up to the slack is left unplaced, and the size rule takes the size serving the
+    /// most per percent (the largest within the threshold of it).
+    #[test]
+    fn the_authors_slack_and_size_rule_do_what_they_say() {
+        let t = linear();
+        let models = [Model { rate: 10.0, slo_ms: 68.0, profile: &t }];
+        assert_eq!(elastic_partitioning(&models, &exact(1), &NoInterference).unwrap().len(), 1);
+        let authors = AuthorsCode { residue_slack: 15.0, ..AuthorsCode::default() };
+        let slack = Options { authors, ..exact(1) };
+        assert!(elastic_partitioning(&models, &slack, &NoInterference).unwrap().is_empty());
+        // latency 100/p: the same rate per percent at every size, so the largest
+        assert_eq!(size_per_percent(&t, &exact(1), 68.0, 1.05), Some(100));
+        // half a GPU as fast as a whole one, less serves nothing: 50% serves the most per
+        // percent, 60% only 5/6 of it
+        let half = Table(|b, p| (p >= 50).then(|| f64::from(1 + b)));
+        assert_eq!(size_per_percent(&half, &exact(1), 68.0, 1.05), Some(50));
+        assert_eq!(size_per_percent(&half, &exact(1), 68.0, 1.25), Some(60));
+    }
+
     /// Squishy bin packing under the same rule: a model filling more than a GPU gets
     /// whole GPUs at its saturated batch (b=16 within 34 ms, no margin), its residue
     /// shares a GPU with another's by a duty cycle; too many whole GPUs are not
@@ -548,6 +587,38 @@ pub struct Options {
     pub latency_margin: f64,
     /// Models one gpu-let may serve in turn (the authors' "max model", 3).
     pub max_models: usize,
+    /// Where the authors' code departs from the paper's Algorithm 1; none of it in
+    /// [`Options::paper`] (issue 57 runs each as a named variant).
+    pub authors: AuthorsCode,
+}
+
+/// The authors' code's departures from Algorithm 1 as the paper writes it, as a
+/// review of their scheduler described them (issue 57 item 3). Off by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AuthorsCode {
+    /// Models in ascending order of rate × SLO, where the paper takes them by rate,
+    /// descending.
+    pub order_rate_slo: bool,
+    /// The efficient size by rate per percent of GPU instead of the knee (Figure 8): the
+    /// size whose gpu-let serves the most per percent, a larger one preferred while its
+    /// rate per percent is within this factor of the best (`Some(1.05)`). Our reading of
+    /// "the largest throughput gain per percent, 1.05 threshold".
+    pub size_per_percent: Option<f64>,
+    /// A model's rate still to place at most this many req/s is left unplaced (15).
+    pub residue_slack: f64,
+    /// The share of a model's rate a neighbour's interference may take from it without
+    /// the lost rate being placed again (0.15: the schedule is accepted at 85%).
+    pub interference_loss: f64,
+}
+
+impl AuthorsCode {
+    /// Every departure at the values the review gives.
+    pub const ALL: AuthorsCode = AuthorsCode {
+        order_rate_slo: true,
+        size_per_percent: Some(1.05),
+        residue_slack: 15.0,
+        interference_loss: 0.15,
+    };
 }
 
 impl Options {
@@ -561,6 +632,7 @@ impl Options {
             batches: (1..=MAX_BATCH).collect(),
             latency_margin: 1.1,
             max_models: 3,
+            authors: AuthorsCode::default(),
         }
     }
 }
@@ -635,17 +707,31 @@ fn elastic_partitioning_from(
 ) -> Result<Vec<Gpulet>, ScheduleError> {
     let mut alloc: Vec<Gpulet> = Vec::new();
     let mut order: Vec<usize> = (0..models.len()).collect();
-    order.sort_by(|a, b| models[*b].rate.total_cmp(&models[*a].rate).then(a.cmp(b)));
+    if opts.authors.order_rate_slo {
+        let key = |m: usize| models[m].rate * models[m].slo_ms;
+        order.sort_by(|a, b| key(*a).total_cmp(&key(*b)).then(a.cmp(b)));
+    } else {
+        order.sort_by(|a, b| models[*b].rate.total_cmp(&models[*a].rate).then(a.cmp(b)));
+    }
     let mut work: std::collections::VecDeque<(usize, f64)> =
         order.into_iter().map(|m| (m, models[m].rate)).filter(|(_, r)| *r > 1e-9).collect();
+    // what interference may take from each model without being placed again
+    let mut forgiven: Vec<f64> =
+        models.iter().map(|m| m.rate * opts.authors.interference_loss).collect();
+    let slack = opts.authors.residue_slack.max(1e-9);
     // every step places some rate or fails; lost rate shrinks as batches do, so the
     // passes end — the bound guards it
     let mut steps = 64 * (models.len() + opts.gpus + 1);
     while let Some((m, mut left)) = work.pop_front() {
         let model = &models[m];
-        while left > 1e-9 {
+        while left > slack {
             steps = steps.saturating_sub(1);
-            let p_eff = max_efficient_partition(model.profile, opts, model.slo_ms).unwrap_or(100);
+            let p_eff = match opts.authors.size_per_percent {
+                Some(threshold) => {
+                    size_per_percent(model.profile, opts, model.slo_ms, threshold).unwrap_or(100)
+                }
+                None => max_efficient_partition(model.profile, opts, model.slo_ms).unwrap_or(100),
+            };
             let p_req =
                 min_required_partition(model.profile, opts, left, model.slo_ms).unwrap_or(100);
             let found = (steps > 0)
@@ -667,7 +753,13 @@ fn elastic_partitioning_from(
                 return Err(ScheduleError::NotSchedulable { model: m, unassigned: left });
             };
             left -= served;
-            work.extend(lost);
+            for (lm, r) in lost {
+                let kept = r.min(forgiven[lm]);
+                forgiven[lm] -= kept;
+                if r - kept > 1e-9 {
+                    work.push_back((lm, r - kept));
+                }
+            }
         }
     }
     alloc.retain(|g| !g.served.is_empty());

@@ -13,6 +13,7 @@
 //! rescheduling every 20 s (Figure 14, [`fluctuating`]). The daemon's inference mode is
 //! not built; the report says so.
 
+pub mod authors;
 mod figures;
 pub mod fluctuating;
 pub mod interference;
@@ -46,6 +47,7 @@ const BATCHING_2080TI: profiles::BatchingCosts<'static> = profiles::BatchingCost
     imagenet: include_str!("../../../../../data/profiles/gpulets-2080ti/3_224_224.txt"),
     camera: include_str!("../../../../../data/profiles/gpulets-2080ti/3_300_300.txt"),
     charged: Constants::USED.batching_charged,
+    authors_overhead: false,
 };
 
 /// What to run.
@@ -304,6 +306,9 @@ pub struct GpuletsResults {
     pub world_cv: Vec<(String, f64)>,
     #[serde(default)]
     pub world_points: usize,
+    /// The authors' code's departures from Algorithm 1 as named variants (issue 57).
+    #[serde(default)]
+    pub authors_variants: Option<authors::AuthorsVariants>,
     /// The claims judged again at a low and a high value of each constant of ours
     /// ([`sensitivity`]); empty when not run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -395,6 +400,12 @@ pub fn with_paper_set<T>(f: impl FnOnce(&ProfileSet<'_>) -> T) -> Result<T, Expe
 
 /// Run the experiment.
 pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
+    measure(cfg, true)
+}
+
+/// Run it; the authors' variants only `with_variants` (they judge no claim, so the
+/// sensitivity re-runs leave them out).
+fn measure(cfg: &GpuletsConfig, with_variants: bool) -> Result<GpuletsResults, ExperimentError> {
     if !(cfg.scale > 0.0 && cfg.scale <= 1.0) {
         return Err(ExperimentError::Config(format!("scale must be in (0, 1], got {}", cfg.scale)));
     }
@@ -426,6 +437,13 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         .map_err(|source| ExperimentError::Sim { trial: "maximum served rates".into(), source })?;
     let at_max_rate = serve_at_max(&paper, &throughput, cfg.seed, cfg.scale)?;
     let fluctuating = fluctuating::run(cfg.seed, &cfg.constants, cfg.scale)?;
+    // every scenario in the full run, every tenth in a quick one
+    let stride = if cfg.scale < 1.0 { 10 } else { 1 };
+    let authors_variants = if with_variants {
+        Some(authors::run(&profiles, authors, fitted, cfg.constants.batching(), stride)?)
+    } else {
+        None
+    };
     // tolerances fixed before reading our numbers: 5 points of error on each quantile
     let mut claims = vec![
         Claim::judge(
@@ -484,6 +502,7 @@ pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
         comparisons,
         world_cv,
         world_points,
+        authors_variants,
         sensitivity: Vec::new(),
     })
 }
@@ -547,7 +566,7 @@ pub fn sensitivity(results: &GpuletsResults) -> Result<Vec<Sensitivity>, Experim
         &results.claims,
         &variations(),
         |_| true,
-        |k| run(&GpuletsConfig { constants: *k, ..cfg.clone() }).map(|r| r.claims),
+        |k| measure(&GpuletsConfig { constants: *k, ..cfg.clone() }, false).map(|r| r.claims),
     )
 }
 
@@ -1259,6 +1278,7 @@ pub fn report(r: &GpuletsResults) -> String {
          beside it; a request answered after its SLO is a violation.\n\n{sets}\n\
          {serving_causes}\n\n\
          {throughput}\n\
+         {authors_variants}\n\
          {fluctuating}\n\
          ## Claims\n\n{table}\n{yes} hold, {no} do not, {unmeasured} not measured.\n\n\
          {failing}{constants}",
@@ -1288,6 +1308,11 @@ pub fn report(r: &GpuletsResults) -> String {
         sets = sets.join("\n"),
         throughput = throughput_section(&r.throughput, &r.at_max_rate, &r.sets),
         fluctuating = fluctuating_section(&r.fluctuating, &r.config.constants),
+        authors_variants = r.authors_variants.as_ref().map_or(String::new(), |a| authors::section(
+            a,
+            &r.throughput,
+            &r.at_max_rate
+        )),
         serving_causes = serving_causes(&r.sets),
         failing = failing_causes(r),
         constants = if r.sensitivity.is_empty() {

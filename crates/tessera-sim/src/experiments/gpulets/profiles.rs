@@ -83,6 +83,7 @@ impl LatencyProfile for PaperModel<'_> {
         let kernels =
             full * self.shape.latency_ms(batch, percent)? / self.shape.latency_ms(batch, 100)?;
         Some(kernels + self.batching_charged * self.batching_ms.get(&batch)?)
+        // (with the authors' overhead, `batching_ms` holds their charge and the share is 1)
     }
 }
 
@@ -202,6 +203,10 @@ pub struct BatchingCosts<'t> {
     /// with the gpu-let's batches; 0: the frontend hides it entirely). The paper does not
     /// say; a constant of ours.
     pub charged: f64,
+    /// Charge what the authors' scheduler charges instead (issue 57 item 3): 1.9 times
+    /// the measured cost for ImageNet inputs, 2.5 times for SSD's camera frames, a
+    /// flat 0.4 ms for LeNet's MNIST digits; `charged` is then unused.
+    pub authors_overhead: bool,
 }
 
 impl BatchingCosts<'_> {
@@ -297,6 +302,18 @@ pub fn paper<'a>(
         );
         let full_ms =
             rows.iter().map(|(b, r)| (*b, r.0 / at32 * (slo / 2.0 - at32_batching))).collect();
+        // the kernels are sized by the measured cost above: the authors' overhead is
+        // what their scheduler charges on top, not a different GPU
+        let (batching_ms, charged) = if batching.authors_overhead {
+            let charge = |ms: f64| match input {
+                InputShape::Imagenet => 1.9 * ms,
+                InputShape::Camera => 2.5 * ms,
+                InputShape::Mnist => 0.4,
+            };
+            (batching_ms.iter().map(|(b, ms)| (*b, charge(*ms))).collect(), 1.0)
+        } else {
+            (batching_ms, batching.charged)
+        };
         let l2 = rows.iter().map(|(b, r)| (*b, r.1)).collect();
         let dram = rows.iter().map(|(b, r)| (*b, r.2)).collect();
         set.models.push(name.to_string());
@@ -306,7 +323,7 @@ pub fn paper<'a>(
             dram,
             shape,
             batching_ms,
-            batching_charged: batching.charged,
+            batching_charged: charged,
         }));
         set.slo_ms.push(slo);
     }

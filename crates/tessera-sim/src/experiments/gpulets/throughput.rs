@@ -22,8 +22,8 @@ use super::serving::{Node, Served, World, serve};
 use crate::engine::SimError;
 use serde::{Deserialize, Serialize};
 use tessera_core::policies::gpulets::{
-    Gpulet, Model, NoInterference, elastic_partitioning, guided_self_tuning, ideal_authors,
-    squishy_bin_packing,
+    Gpulet, Model, NoInterference, Options, elastic_partitioning, guided_self_tuning,
+    ideal_authors, squishy_bin_packing,
 };
 
 /// GPUs of the server.
@@ -146,7 +146,18 @@ impl Scheduler {
         kinds: &[usize],
         models: &[Model<'_>],
     ) -> Option<Vec<Gpulet>> {
-        let opts = super::schedulability::paper_options(GPUS);
+        self.schedule_with(set, kinds, models, &super::schedulability::paper_options(GPUS))
+    }
+
+    /// [`Scheduler::schedule`] with `opts` (the authors' variants, issue 57).
+    pub fn schedule_with(
+        self,
+        set: &ProfileSet<'_>,
+        kinds: &[usize],
+        models: &[Model<'_>],
+        opts: &Options,
+    ) -> Option<Vec<Gpulet>> {
+        let opts = opts.clone();
         let set = &set.of_models(kinds);
         match self {
             Scheduler::Sbp => squishy_bin_packing(models, &opts, 100, GPUS).ok(),
@@ -177,8 +188,19 @@ pub fn models_at<'a>(set: &'a ProfileSet<'_>, mix: &Mix, units: f64) -> Vec<Mode
 /// one unit until it says no, then bisection until the bracket is under 1 req/s of
 /// counted throughput (0 when even one unit is not schedulable).
 pub fn max_units(set: &ProfileSet<'_>, mix: &Mix, scheduler: Scheduler) -> f64 {
-    let ok =
-        |units: f64| scheduler.schedule(set, &mix.models, &models_at(set, mix, units)).is_some();
+    max_units_with(set, mix, scheduler, &super::schedulability::paper_options(GPUS))
+}
+
+/// [`max_units`] with `opts`.
+pub fn max_units_with(
+    set: &ProfileSet<'_>,
+    mix: &Mix,
+    scheduler: Scheduler,
+    opts: &Options,
+) -> f64 {
+    let ok = |units: f64| {
+        scheduler.schedule_with(set, &mix.models, &models_at(set, mix, units), opts).is_some()
+    };
     let per_unit = mix.counted_per_unit();
     let (mut lo, mut hi) = (0.0, 1.0);
     while ok(hi) {
