@@ -15,12 +15,15 @@
 
 use std::collections::BTreeMap;
 
+/// One measured co-location point: own batch, neighbour's batch, own partition %, and
+/// the co-located latency over the solo latency.
+pub type Point = (u32, u32, u32, f64);
+
 /// See the module documentation.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MeasuredWorld {
-    /// Per (kernel, neighbour's kernel): measured points (own batch, neighbour's batch,
-    /// own partition %, co-located latency over solo latency).
-    pub colocated: BTreeMap<(u32, u32), Vec<(u32, u32, u32, f64)>>,
+    /// Per (kernel, neighbour's kernel): the measured points.
+    pub colocated: BTreeMap<(u32, u32), Vec<Point>>,
     /// Per kernel, the coefficient of variation of one execution's time.
     pub cv: BTreeMap<u32, f64>,
     /// Seed of the spread's draws (each execution's draw is a hash of it and the

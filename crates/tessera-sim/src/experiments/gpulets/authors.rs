@@ -203,14 +203,14 @@ pub fn section(
     for v in &a.variants {
         let _ = writeln!(
             s,
-            "| {} | {} / {} | {} / {} | {} | {} |",
+            "| {} | {} / {} | {} / {} | {} | {:.2}x |",
             v.name,
             v.paper_gpulet_int,
             v.paper_sbp,
             v.v100_gpulet_int,
             v.v100_sbp,
             v.over_sbp.iter().map(|(_, x)| format!("{x:.2}x")).collect::<Vec<_>>().join(" | "),
-            format!("{:.2}x", v.mean_over_sbp())
+            v.mean_over_sbp()
         );
     }
     let _ = writeln!(

@@ -34,14 +34,15 @@ struct Side<'a> {
 /// The `std` rows of the file's `interference` line, in the order of its `latency` rows.
 fn stds(text: &str) -> Result<Vec<(f64, f64)>, ExperimentError> {
     type Row = (String, String, u32, u32, u32, f64, f64);
-    for line in text.lines().filter(|l| l.contains("\"interference\"") && l.contains("\"std\"")) {
-        let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| ExperimentError::Config(e.to_string()))?;
-        let rows: Vec<Row> = serde_json::from_value(v["interference"]["std"].clone())
-            .map_err(|e| ExperimentError::Config(format!("std rows: {e}")))?;
-        return Ok(rows.into_iter().map(|r| (r.5, r.6)).collect());
-    }
-    Err(ExperimentError::Config("no co-location spread in the V100 file".into()))
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"interference\"") && l.contains("\"std\""))
+        .ok_or_else(|| ExperimentError::Config("no co-location spread in the V100 file".into()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| ExperimentError::Config(e.to_string()))?;
+    let rows: Vec<Row> = serde_json::from_value(v["interference"]["std"].clone())
+        .map_err(|e| ExperimentError::Config(format!("std rows: {e}")))?;
+    Ok(rows.into_iter().map(|r| (r.5, r.6)).collect())
 }
 
 /// The measured world for `set`, its spread drawn from `seed`.
