@@ -11,6 +11,7 @@ mod demo;
 mod doctor;
 mod k8s;
 mod ledger;
+mod ptx;
 mod run;
 mod selftest;
 mod sim;
@@ -80,6 +81,9 @@ enum Command {
     /// Internal: one program of the self-test.
     #[command(hide = true)]
     SelftestWorker(selftest::worker::WorkerArgs),
+    /// Kernel slicing: what the interposer makes of a PTX file's kernels.
+    #[command(subcommand)]
+    Ptx(ptx::PtxCommand),
     /// Check this node: driver and NVML, daemon, socket, ledger, interposer, Slurm's
     /// gres.conf; one line each, with the fix; exit status 1 when a check fails.
     Doctor(doctor::DoctorArgs),
@@ -126,6 +130,7 @@ fn main() -> std::process::ExitCode {
         Command::Slurm(cmd) => slurm::run(cmd),
         Command::K8s(cmd) => k8s::run(cmd),
         Command::Doctor(a) => doctor::run(a),
+        Command::Ptx(cmd) => ptx::run(cmd),
         Command::Selftest(a) => selftest::run(a),
         Command::SelftestWorker(a) => selftest::worker::run(a),
     };

@@ -16,6 +16,7 @@ mod k8s_manifests;
 mod node_processes;
 mod numba_cuda;
 mod prometheus;
+mod ptx_cli;
 mod pynvml;
 mod run;
 mod selftest;

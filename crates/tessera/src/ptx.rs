@@ -1,0 +1,102 @@
+//! `tessera ptx slice FILE.ptx`: what kernel slicing (FairGV §3.3.2, issue 58) makes of
+//! a PTX file, so that an operator can see what will run: the module with each
+//! sliceable kernel's twin (on standard output, or `--out`), and per kernel a line on
+//! standard error saying which twin it got, or why it stays whole.
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use std::io::Write as _;
+use std::path::PathBuf;
+use tessera_ptx::{Outcome, SliceConfig, plan, rewrite};
+
+#[derive(Debug, Subcommand)]
+pub enum PtxCommand {
+    /// Print FILE with each kernel's sliced twin after it (or why a kernel has none).
+    Slice(SliceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SliceArgs {
+    /// The PTX file (as numba, NVRTC or `nvcc -ptx` write it).
+    file: PathBuf,
+    /// Write the rewritten module here instead of standard output.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Also say how a launch of this grid (X,Y,Z blocks) would be cut.
+    #[arg(long, value_parser = parse_grid)]
+    grid: Option<[u32; 3]>,
+    /// The decisions as JSON on standard error instead of lines.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_grid(s: &str) -> Result<[u32; 3], String> {
+    let v: Vec<u32> = s
+        .split(',')
+        .map(|x| x.trim().parse::<u32>().map_err(|e| format!("{x:?}: {e}")))
+        .collect::<Result<_, _>>()?;
+    match v.as_slice() {
+        [x] => Ok([*x, 1, 1]),
+        [x, y] => Ok([*x, *y, 1]),
+        [x, y, z] => Ok([*x, *y, *z]),
+        _ => Err(format!("a grid is X[,Y[,Z]] blocks, not {s:?}")),
+    }
+}
+
+pub fn run(cmd: PtxCommand) -> Result<()> {
+    match cmd {
+        PtxCommand::Slice(a) => slice(a),
+    }
+}
+
+fn slice(a: SliceArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let r = rewrite(&text)
+        .with_context(|| format!("{} is not PTX the rewrite can read", a.file.display()))?;
+    let mut err = std::io::stderr().lock();
+    if a.json {
+        writeln!(err, "{}", serde_json::to_string(&r.kernels)?)?;
+    } else {
+        for k in &r.kernels {
+            match &k.outcome {
+                Outcome::Sliced { twin, params } => writeln!(
+                    err,
+                    "{}: sliced as {twin} (its first block and the grid's X, Y, Z at bytes {} of the parameters)",
+                    k.name,
+                    params.params[params.params.len() - 4..]
+                        .iter()
+                        .map(|p| p.offset.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )?,
+                Outcome::Unsliced(why) => writeln!(err, "{}: left unsliced: {why}", k.name)?,
+            }
+        }
+        if let Some(grid) = a.grid {
+            let config = SliceConfig::default();
+            match plan(grid, config) {
+                Some(s) => writeln!(
+                    err,
+                    "a launch of {}x{}x{} blocks: {} sub-kernels of up to {} blocks",
+                    grid[0],
+                    grid[1],
+                    grid[2],
+                    s.len(),
+                    config.blocks_per_slice
+                )?,
+                None => writeln!(
+                    err,
+                    "a launch of {}x{}x{} blocks runs whole (sliced above {} blocks, up to 2^32)",
+                    grid[0], grid[1], grid[2], config.min_grid_blocks
+                )?,
+            }
+        }
+    }
+    match a.out {
+        Some(path) => std::fs::write(&path, &r.ptx)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => std::io::stdout().lock().write_all(r.ptx.as_bytes())?,
+    }
+    Ok(())
+}

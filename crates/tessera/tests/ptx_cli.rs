@@ -1,0 +1,40 @@
+//! `tessera ptx slice` as an operator runs it (issue 58 item 2): the module with the
+//! twins on standard output, a line per kernel on standard error, a clear error for a
+//! file that is not PTX it can read.
+
+use std::process::Command;
+
+fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+#[test]
+fn ptx_slice_prints_the_twins_and_says_why_a_kernel_stays_whole() {
+    let file =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../tessera-ptx/tests/data/edge/handwritten.ptx");
+    let out = tessera().args(["ptx", "slice", file, "--grid", "900,900"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ptx = String::from_utf8(out.stdout).unwrap();
+    let said = String::from_utf8(out.stderr).unwrap();
+    let original = std::fs::read_to_string(file).unwrap();
+    assert!(ptx.len() > original.len());
+    assert!(ptx.contains(".visible .entry aligned_array__tessera_slice("));
+    assert!(!ptx.contains("in_clusters__tessera_slice"));
+    assert!(said.contains("aligned_array: sliced as aligned_array__tessera_slice"), "{said}");
+    assert!(said.contains("bytes 56, 60, 64, 68"), "{said}");
+    assert!(said.contains("in_clusters: left unsliced: it uses thread-block clusters"), "{said}");
+    assert!(said.contains("900x900x1 blocks: 540 sub-kernels of up to 1500 blocks"), "{said}");
+    let json = tessera().args(["ptx", "slice", file, "--json"]).output().unwrap();
+    let kernels: serde_json::Value =
+        serde_json::from_slice(String::from_utf8(json.stderr).unwrap().trim().as_bytes()).unwrap();
+    assert_eq!(kernels.as_array().unwrap().len(), 3);
+    let dir = std::env::temp_dir().join(format!("tessera-ptx-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.ptx");
+    std::fs::write(&bad, ".entry k( .param .pred p ) { ret; }\n").unwrap();
+    let out = tessera().args(["ptx", "slice"]).arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains("is not PTX the rewrite can read") && said.contains(".pred p"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
