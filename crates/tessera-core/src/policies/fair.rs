@@ -233,7 +233,10 @@ impl FairQueue {
         // (without homes, both sides of the second test are None)
         let homes = (self.by_home && want.is_some()).then(|| self.homes_of(key));
         let was = self.listed.get(&key).copied().flatten();
-        if want == was && homes.as_ref() == self.listed_on.get(&key) {
+        // (a departed key's slot goes even when it was unlisted already: kept, it would
+        // hold the table's window open for every tenant after it)
+        let departed = !self.tags.contains_key(&key) && self.listed.contains_key(&key);
+        if want == was && homes.as_ref() == self.listed_on.get(&key) && !departed {
             return;
         }
         if let Some(at) = was {
@@ -824,6 +827,22 @@ mod tests {
             self.apply(actions);
             Some((tenant, length))
         }
+    }
+
+    /// A tenant that leaves while it has nothing queued (its listing kept empty since
+    /// its last quantum) leaves no listing behind: one kept would hold the listing
+    /// table's window open for every tenant after it, growing with each departure (the
+    /// daemon's fair gate tripped the drift check on it).
+    #[test]
+    fn a_tenant_leaving_unlisted_leaves_no_listing() {
+        let mut d = Driver::new(&[1, 1]);
+        d.submit(0, Nanos::from_millis(1));
+        d.submit(1, Nanos::from_millis(1));
+        while d.finish().is_some() {}
+        assert!(d.p.queue.listed.get(&Queued::Tenant(TenantId(0))).is_some(), "kept while known");
+        d.p.on_event(d.now, &Event::TenantLeft { tenant: TenantId(0) }, &mut Vec::new());
+        assert!(d.p.queue.listed.get(&Queued::Tenant(TenantId(0))).is_none());
+        assert_eq!(d.p.queue.listed.keys().collect::<Vec<_>>(), [Queued::Tenant(TenantId(1))]);
     }
 
     /// A group's tenants share its weight: a 2-shard job running four processes and a
