@@ -17,6 +17,9 @@
 //! | `TESSERA_CUDA_LOG` | a file to log governed calls and look-ups to | none |
 //! | `TESSERA_MIGRATION` | `1`: make the program movable between GPUs (DCUDA §3.4: device allocations become managed, contexts, PTX modules and functions get virtual handles) | off |
 //! | `TESSERA_MIGRATE_AT` | `K:D`: move to real device D after K launches (the migration order, until the daemon gives it; implies `TESSERA_MIGRATION=1`) | none |
+//! | `TESSERA_KERNEL_SLICING` | `1`: launches of PTX kernels above the threshold run as sub-kernels (FairGV §3.3.2; off until checked on a GPU, issue 58) | off |
+//! | `TESSERA_KERNEL_SLICE_MIN_BLOCKS` | launches of more blocks than this are sliced | 360000 (600 × 600) |
+//! | `TESSERA_KERNEL_SLICE_BLOCKS` | blocks per sub-kernel | 1500 (FairGV's Table 4) |
 //! | `TESSERA_SLURM_JOB` | the Slurm job to register under (exported by `tessera slurm task-prolog`): the daemon gives the tenant the job's GPUs, weight, class and memory | none |
 //! | `TESSERA_TOKEN` | the Kubernetes allocation to register under (put in the container by `tessera k8s device-plugin`): the daemon gives the tenant the allocation's GPU, weight and memory, and refuses a token it did not give | none |
 
@@ -97,6 +100,8 @@ pub struct Config {
     pub migration: bool,
     /// Move to real device `.1` after `.0` launches (`TESSERA_MIGRATE_AT`).
     pub migrate_at: Option<(u64, i32)>,
+    /// Kernel slicing, when on (`TESSERA_KERNEL_SLICING` and its two sizes).
+    pub kernel_slicing: Option<tessera_ptx::SliceConfig>,
     /// The Slurm job to register under (`TESSERA_SLURM_JOB`).
     pub slurm_job: Option<u64>,
     /// The Kubernetes allocation to register under (`TESSERA_TOKEN`).
@@ -176,6 +181,26 @@ impl Config {
             Some("passthrough") => OnNoDaemon::Passthrough,
             Some(v) => return Err(bad("TESSERA_ON_NO_DAEMON", v, "fail or passthrough")),
         };
+        let kernel_slicing = match get("TESSERA_KERNEL_SLICING").as_deref() {
+            None | Some("0") => None,
+            Some("1") => {
+                let defaults = tessera_ptx::SliceConfig::default();
+                let min_grid_blocks = match get("TESSERA_KERNEL_SLICE_MIN_BLOCKS") {
+                    None => defaults.min_grid_blocks,
+                    Some(v) => v.parse::<u64>().map_err(|_| {
+                        bad("TESSERA_KERNEL_SLICE_MIN_BLOCKS", &v, "a number of blocks")
+                    })?,
+                };
+                let blocks_per_slice = match get("TESSERA_KERNEL_SLICE_BLOCKS") {
+                    None => defaults.blocks_per_slice,
+                    Some(v) => v.parse::<u32>().ok().filter(|b| *b > 0).ok_or_else(|| {
+                        bad("TESSERA_KERNEL_SLICE_BLOCKS", &v, "a positive number of blocks")
+                    })?,
+                };
+                Some(tessera_ptx::SliceConfig { min_grid_blocks, blocks_per_slice })
+            }
+            Some(v) => return Err(bad("TESSERA_KERNEL_SLICING", v, "1 (on) or 0 (off)")),
+        };
         let slurm_job = match get("TESSERA_SLURM_JOB") {
             None => None,
             Some(v) => Some(
@@ -234,6 +259,7 @@ impl Config {
                 Some(v) => return Err(bad("TESSERA_MIGRATION", v, "0 or 1")),
             },
             migrate_at,
+            kernel_slicing,
             slurm_job,
             token,
         })

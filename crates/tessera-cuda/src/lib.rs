@@ -55,5 +55,6 @@ mod migrate;
 mod nvml;
 mod readopt;
 mod real;
+mod slicing;
 mod state;
 mod tenant;

@@ -546,3 +546,51 @@ fn three_programs_share_a_gpu_by_their_weights() {
     assert!(c.set_weight(t, 0).is_err());
     assert_eq!(c.status().unwrap().tenants.iter().find(|x| x.tenant == t).unwrap().weight, 4);
 }
+
+/// Kernel slicing in the interposer (issue 58): with `TESSERA_KERNEL_SLICING=1` the
+/// program's PTX module is loaded with its kernel's twin, and each of its axpy launches
+/// (16 blocks of 256 threads over 4,096 elements), above a threshold of 4 blocks, runs
+/// as sub-kernels of 5 blocks (first blocks 0, 5, 10 and 15; the last of 1), each a
+/// launch of the twin through the interposer's gated launch path. The result is the
+/// unsliced run's: the fake twin computes only its blocks' elements, so a wrong first
+/// block, a range missed or run twice, or parameters out of place show in it. Off (the
+/// default), nothing is sliced.
+#[test]
+fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
+    let Some(s) = setup("slicing", 1) else { return };
+    let app = build_migrate_app(&s);
+    let fake_log = s.dir.join("libcuda.so.1.log");
+    let result = |out: &str| out.lines().find(|l| l.starts_with("result")).map(String::from);
+    let logged = || {
+        let text = std::fs::read_to_string(&fake_log).unwrap_or_default();
+        let _ = std::fs::remove_file(&fake_log);
+        text
+    };
+    let (code, whole, err) = run(s.app_at(&app, &["3", "4096"], &[("FAKE_CUDA_LOG", "1")]));
+    assert_eq!(code, 0, "{whole}{err}");
+    let log = logged();
+    assert!(!log.contains("axpy slice"), "sliced while off: {log}");
+    assert_eq!(log.matches("cuLaunchKernel 16 256").count(), 3, "{log}");
+    let env = [
+        ("TESSERA_KERNEL_SLICING", "1"),
+        ("TESSERA_KERNEL_SLICE_MIN_BLOCKS", "4"),
+        ("TESSERA_KERNEL_SLICE_BLOCKS", "5"),
+        ("FAKE_CUDA_LOG", "1"),
+    ];
+    let (code, sliced, err) = run(s.app_at(&app, &["3", "4096"], &env));
+    assert_eq!(code, 0, "{sliced}{err}");
+    assert_eq!(result(&sliced), result(&whole), "{sliced}");
+    assert!(result(&sliced).is_some_and(|r| r.starts_with("result ok")), "{sliced}");
+    let log = logged();
+    let slices: Vec<String> =
+        log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
+    let one = ["0 5 of 16 1 1", "5 5 of 16 1 1", "10 5 of 16 1 1", "15 1 of 16 1 1"];
+    assert_eq!(slices, [one, one, one].concat(), "{log}");
+    assert_eq!(log.matches("cuLaunchKernel 16 256").count(), 0, "a whole launch: {log}");
+    assert_eq!(log.matches("cuLaunchKernel 5 256").count(), 9, "{log}");
+    // a bad setting is a clear error
+    let (code, out, err) =
+        run(s.app_at(&app, &["1", "4096"], &[("TESSERA_KERNEL_SLICING", "yes")]));
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("TESSERA_KERNEL_SLICING"), "{err}");
+}

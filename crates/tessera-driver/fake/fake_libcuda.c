@@ -76,7 +76,10 @@ static int initialised;
 static int ctx_token[MAX_DEVICES];
 static __thread CUcontext current;
 /* functions per device and kind, so that a handle says which device it belongs to */
-enum kind { SPIN, ECHO, AXPY, NOOP, STAMPED, KINDS };
+/* AXPY_SLICE: tessera_axpy's twin from kernel slicing (tessera-ptx): axpy's four
+ * parameters, then the first block of its range and the original grid's X, Y, Z; it
+ * computes only the elements of its blocks */
+enum kind { SPIN, ECHO, AXPY, NOOP, STAMPED, AXPY_SLICE, KINDS };
 static struct fn { int dev; int kind; } fns[MAX_DEVICES][KINDS];
 struct mod { int dev; const char *image; };
 /* streams belong to a device too. Special handles: 0 is the legacy stream (NULL stream)
@@ -429,6 +432,7 @@ static int kind_of(const char *name) {
     if (!strcmp(name, "tessera_echo")) return ECHO;
     if (!strcmp(name, "tessera_axpy")) return AXPY;
     if (!strcmp(name, "tessera_spin_stamped")) return STAMPED;
+    if (!strcmp(name, "tessera_axpy__tessera_slice")) return AXPY_SLICE;
     return NOOP;
 }
 CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
@@ -951,6 +955,23 @@ static CUresult launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int 
         const float *x = (const float *)(uintptr_t)xp;
         float *y = (float *)(uintptr_t)yp;
         for (uint32_t i = 0; i < n; i++) y[i] = a * x[i] + y[i];
+        return CUDA_SUCCESS;
+    }
+    if (fn->kind == AXPY_SLICE) {
+        float a = *(float *)kernelParams[0];
+        uint64_t xp = *(uint64_t *)kernelParams[1], yp = *(uint64_t *)kernelParams[2];
+        uint32_t n = *(uint32_t *)kernelParams[3];
+        uint32_t first = *(uint32_t *)kernelParams[4], gx = *(uint32_t *)kernelParams[5];
+        uint32_t gy = *(uint32_t *)kernelParams[6], gz = *(uint32_t *)kernelParams[7];
+        log_call("axpy slice %u %u of %u %u %u", first, gridDimX, gx, gy, gz);
+        if ((uint64_t)first + gridDimX > (uint64_t)gx * gy * gz) return CUDA_ERROR_INVALID_VALUE;
+        r = touch(xp, (size_t)n * sizeof(float));
+        if (r == CUDA_SUCCESS) r = touch(yp, (size_t)n * sizeof(float));
+        if (r != CUDA_SUCCESS) return r;
+        const float *x = (const float *)(uintptr_t)xp;
+        float *y = (float *)(uintptr_t)yp;
+        for (uint64_t i = (uint64_t)first * blockDimX; i < ((uint64_t)first + gridDimX) * blockDimX && i < n; i++)
+            y[i] = a * x[i] + y[i];
         return CUDA_SUCCESS;
     }
     if (fn->kind == SPIN) {

@@ -11,8 +11,9 @@
 
 use super::{capture, current_gpu, guarded, variant};
 use crate::migrate::migration;
+use crate::slicing::slicing;
 use crate::state::state;
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use tessera_driver::sys::{
     CUDA_LAUNCH_PARAMS, CUfunction, CUfunction_attribute, CUgraphExec, CUkernel, CUlaunchConfig,
@@ -35,20 +36,109 @@ hooks! {
     unchecked: [],
 }
 
-/// `cuModuleLoadData`: a PTX module is kept, for loading on another GPU after a move.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult {
-    guarded("cuModuleLoadData", || migration().load(module, image))
+/// The program's PTX `image` with its kernels' twins, when kernel slicing is on and the
+/// image is PTX text some kernel of which the rewrite handles.
+fn with_twins(image: *const c_void) -> Option<crate::slicing::Rewritten> {
+    if !slicing().enabled() || image.is_null() {
+        return None;
+    }
+    // SAFETY: non-null; a module image begins with at least 4 bytes (ELF and fatbin
+    // magics, or PTX text).
+    let head = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) };
+    if head == b"\x7fELF" || head == [0x50, 0xed, 0x55, 0xba] || head[0] == 0 {
+        return None;
+    }
+    // SAFETY: a PTX image is a NUL-terminated string (cuModuleLoadData's contract).
+    let text = unsafe { CStr::from_ptr(image.cast::<c_char>()) }.to_str().ok()?;
+    slicing().rewrite(text)
 }
 
-/// `cuModuleGetFunction`: a virtual function for a virtual module.
+/// `cuModuleLoadData`: a PTX module is kept, for loading on another GPU after a move;
+/// with kernel slicing, loaded with its kernels' twins (as given, if the driver refuses
+/// them).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult {
+    guarded("cuModuleLoadData", || {
+        if let Some(rewritten) = with_twins(image) {
+            let r = migration().load(module, rewritten.image.as_ptr().cast());
+            if r == status::SUCCESS && !module.is_null() {
+                // SAFETY: checked non-null; the load just wrote it.
+                slicing().loaded(unsafe { *module } as usize, rewritten);
+                return r;
+            }
+            crate::log::line(format_args!(
+                "kernel slicing: the driver refused the module with twins ({r}); loaded as given"
+            ));
+        }
+        migration().load(module, image)
+    })
+}
+
+/// `cuModuleGetFunction`: a virtual function for a virtual module; with kernel slicing,
+/// the kernel's twin noted beside it.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuModuleGetFunction(
     function: *mut CUfunction,
     module: CUmodule,
     name: *const c_char,
 ) -> CuResult {
-    guarded("cuModuleGetFunction", || migration().function(function, module, name))
+    guarded("cuModuleGetFunction", || {
+        let r = migration().function(function, module, name);
+        if r == status::SUCCESS && slicing().enabled() && !name.is_null() && !function.is_null() {
+            // SAFETY: non-null, the program's NUL-terminated name.
+            let name = unsafe { CStr::from_ptr(name) };
+            if let Some((twin, params)) = slicing().twin_of(module as usize, name) {
+                let mut t: CUfunction = std::ptr::null_mut();
+                if migration().function(&mut t, module, twin.as_ptr()) == status::SUCCESS {
+                    // SAFETY: checked non-null; the driver just wrote it.
+                    slicing().function_has_twin(unsafe { *function } as usize, t as usize, params);
+                }
+            }
+        }
+        r
+    })
+}
+
+/// A launch of a kernel with a twin, above the threshold, as its sub-kernels: each a
+/// launch of the twin (through this hook again: the launch gate, the migration's
+/// translation and the accounting, one sub-kernel at a time) on a one-dimensional grid,
+/// with the original's parameters and the range's first block and the grid. `None`:
+/// launch it whole (no twin, under the threshold, or parameters passed in an `extra`
+/// buffer, which is not rewritten).
+#[allow(clippy::too_many_arguments)]
+fn sliced(
+    ptsz: bool,
+    f: CUfunction,
+    (gx, gy, gz): (c_uint, c_uint, c_uint),
+    (bx, by, bz): (c_uint, c_uint, c_uint),
+    shared: c_uint,
+    stream: CUstream,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> Option<CuResult> {
+    if params.is_null() || !extra.is_null() || !slicing().enabled() {
+        return None;
+    }
+    let (twin, count, slices) = slicing().slices(f as usize, [gx, gy, gz])?;
+    for s in slices {
+        let mut values = [s.first, gx, gy, gz];
+        let mut args: Vec<*mut c_void> = (0..count)
+            // SAFETY: the program's kernelParams holds one pointer per parameter of the
+            // kernel, `count` of them (the module's declaration)
+            .map(|i| unsafe { *params.add(i) })
+            .collect();
+        args.extend(values.iter_mut().map(|v| std::ptr::from_mut(v).cast::<c_void>()));
+        let (twin, args_p, none) = (twin as CUfunction, args.as_mut_ptr(), std::ptr::null_mut());
+        let r = if ptsz {
+            cuLaunchKernel_ptsz(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args_p, none)
+        } else {
+            cuLaunchKernel(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args_p, none)
+        };
+        if r != status::SUCCESS {
+            return Some(r);
+        }
+    }
+    Some(status::SUCCESS)
 }
 
 /// `cuFuncGetAttribute`: of the current device's function for a virtual one.
@@ -236,11 +326,12 @@ macro_rules! launch_prelude {
 /// each passing through to the real driver's symbol of the same name once the gate
 /// is held.
 macro_rules! gated_launch_plain {
-    ($plain:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)?) => {
+    ($plain:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)? $(, first $pre:expr)?) => {
         #[doc = concat!("`", stringify!($plain), "`, behind the launch gate.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub extern "C" fn $plain($($arg: $ty),*) -> CuResult {
             guarded(stringify!($plain), || {
+                $( if let Some(r) = $pre { return r; } )?
                 launch_prelude!(recorded, false; $shape, $($f)?, $($s)?, $($c)?);
                 let r = real!($plain($($arg),*));
                 if recorded { r } else { accounted(r) }
@@ -250,8 +341,8 @@ macro_rules! gated_launch_plain {
 }
 
 macro_rules! gated_launch {
-    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)?) => {
-        gated_launch_plain!($plain, ( $($arg : $ty),* ), $shape $(, migrating $f)? $(, on $s)? $(, configured $c)?);
+    ($plain:ident, $ptsz:ident, ( $($arg:ident : $ty:ty),* ), $shape:expr $(, migrating $f:ident)? $(, on $s:ident)? $(, configured $c:ident)? $(, first $pre:expr, $pre_ptsz:expr)?) => {
+        gated_launch_plain!($plain, ( $($arg : $ty),* ), $shape $(, migrating $f)? $(, on $s)? $(, configured $c)? $(, first $pre)?);
 
         #[doc = concat!("`", stringify!($ptsz), "`, behind the launch gate.")]
         #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -259,6 +350,7 @@ macro_rules! gated_launch {
             type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
             static REAL: OnceLock<Option<usize>> = OnceLock::new();
             guarded(stringify!($ptsz), || {
+                $( if let Some(r) = $pre_ptsz { return r; } )?
                 launch_prelude!(recorded, true; $shape, $($f)?, $($s)?, $($c)?);
                 let r = match variant(&REAL, stringify!($ptsz)) {
                     // SAFETY: the driver's own `_ptsz` variant, which has the plain entry
@@ -275,7 +367,9 @@ macro_rules! gated_launch {
 gated_launch!(cuLaunchKernel, cuLaunchKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void
-), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream);
+), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream,
+    first sliced(false, f, (gx, gy, gz), (bx, by, bz), shared, stream, params, extra),
+    sliced(true, f, (gx, gy, gz), (bx, by, bz), shared, stream, params, extra));
 gated_launch!(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, (
     config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void
 ), config_shape(f, config), migrating f, configured config);

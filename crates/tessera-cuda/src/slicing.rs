@@ -1,0 +1,132 @@
+//! Kernel slicing in the interposer (FairGV §3.3.2, issue 58): with
+//! `TESSERA_KERNEL_SLICING=1`, a PTX module is loaded with its kernels' twins
+//! (`tessera_ptx::rewrite`), and a launch of a kernel that has one, above the
+//! threshold, is issued as sub-kernels of the twin in order on the program's stream,
+//! each through the launch gate, so that the daemon can end the program's slice between
+//! two of them. The books here map the handles the program holds (modules, functions)
+//! to their twins; the hooks do the launching.
+//!
+//! Whatever the rewrite cannot handle runs as it was: a module whose rewrite the driver
+//! refuses is loaded as the program gave it (once said in the log), a kernel the
+//! rewrite leaves whole has no twin, and launches through `extra` buffers, cooperative
+//! launches and `cuLaunchKernelEx` are never sliced.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Mutex, OnceLock};
+use tessera_ptx::{Outcome, Slice, SliceConfig, plan, rewrite};
+
+/// A kernel's twin as the program's module names it, and its original's parameter count.
+#[derive(Clone, Debug)]
+struct Twin {
+    name: CString,
+    params: usize,
+}
+
+#[derive(Debug, Default)]
+struct Books {
+    /// Per module handle (as the program holds it): kernel name -> twin.
+    modules: HashMap<usize, HashMap<CString, Twin>>,
+    /// Per function handle (as the program holds it): the twin's handle and the
+    /// original's parameter count.
+    functions: HashMap<usize, (usize, usize)>,
+    /// The rewritten images, kept for the driver (and for reloading on another GPU).
+    images: Vec<CString>,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Slicing {
+    config: Option<SliceConfig>,
+    books: Mutex<Books>,
+}
+
+/// The process's slicing, as its configuration says.
+pub fn slicing() -> &'static Slicing {
+    static S: OnceLock<Slicing> = OnceLock::new();
+    S.get_or_init(|| {
+        let config = match &crate::state::state().config {
+            Ok(c) => c.kernel_slicing,
+            Err(_) => None,
+        };
+        Slicing { config, books: Mutex::new(Books::default()) }
+    })
+}
+
+/// A module image rewritten with its twins, to load instead of the program's.
+#[derive(Debug)]
+pub struct Rewritten {
+    /// NUL-terminated; lives as long as the process (see [`Slicing::loaded`]).
+    pub image: CString,
+    twins: HashMap<CString, Twin>,
+}
+
+impl Slicing {
+    /// Whether slicing is on.
+    pub fn enabled(&self) -> bool {
+        self.config.is_some()
+    }
+
+    /// The program's PTX `text` with its kernels' twins, when slicing is on and some
+    /// kernel has one (`None`: load the image as it is). Kernels left whole are logged.
+    pub fn rewrite(&self, text: &str) -> Option<Rewritten> {
+        self.config?;
+        let r = match rewrite(text) {
+            Ok(r) => r,
+            Err(e) => {
+                crate::log::line(format_args!("kernel slicing: module left as it is: {e}"));
+                return None;
+            }
+        };
+        let mut twins = HashMap::new();
+        for k in &r.kernels {
+            match &k.outcome {
+                Outcome::Sliced { twin, .. } => {
+                    if let (Ok(name), Ok(twin)) =
+                        (CString::new(k.name.clone()), CString::new(twin.clone()))
+                    {
+                        twins.insert(name, Twin { name: twin, params: k.params.params.len() });
+                    }
+                }
+                Outcome::Unsliced(why) => {
+                    crate::log::line(format_args!("kernel slicing: {} runs whole: {why}", k.name));
+                }
+            }
+        }
+        if twins.is_empty() {
+            return None;
+        }
+        let image = CString::new(r.ptx).ok()?;
+        Some(Rewritten { image, twins })
+    }
+
+    /// The rewritten image was loaded as `module` (the handle the program holds).
+    pub fn loaded(&self, module: usize, rewritten: Rewritten) {
+        if let Ok(mut b) = self.books.lock() {
+            b.modules.insert(module, rewritten.twins);
+            b.images.push(rewritten.image);
+        }
+    }
+
+    /// The twin's name of kernel `name` of `module`, if it has one.
+    pub fn twin_of(&self, module: usize, name: &std::ffi::CStr) -> Option<(CString, usize)> {
+        let b = self.books.lock().ok()?;
+        let t = b.modules.get(&module)?.get(name)?;
+        Some((t.name.clone(), t.params))
+    }
+
+    /// `function` (the program's handle) has `twin`, with `params` parameters of its own.
+    pub fn function_has_twin(&self, function: usize, twin: usize, params: usize) {
+        if let Ok(mut b) = self.books.lock() {
+            b.functions.insert(function, (twin, params));
+        }
+    }
+
+    /// How a launch of `function` on `grid` is issued: its twin, the original's parameter
+    /// count and the sub-kernels; `None`: whole.
+    pub fn slices(&self, function: usize, grid: [u32; 3]) -> Option<(usize, usize, Vec<Slice>)> {
+        let config = self.config?;
+        let (twin, params) = *self.books.lock().ok()?.functions.get(&function)?;
+        Some((twin, params, plan(grid, config)?))
+    }
+}
