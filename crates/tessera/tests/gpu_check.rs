@@ -233,3 +233,49 @@ fn judge_selftest(
             .unwrap_or_default(),
     )
 }
+
+/// `scripts/gpu-slicing-check.sh --fake` (issue 58, item 3's dry run): on the fake
+/// driver, whose kernels compute nothing, the slicing check's every step runs and
+/// passes — the rewrite gives each of its four kernels a twin, the twins' sub-kernels
+/// are launched through cuda.bindings with the appended parameters, both Table 4 grids
+/// are timed against the paper's rows — so that the one call on a GPU machine spends
+/// its time on the GPU, not on the script's mistakes. SKIPPED without numba-cuda's
+/// Python (cuda.bindings and numpy) or NVIDIA's headers.
+#[test]
+fn the_slicing_check_dry_runs_on_the_fake_driver() {
+    let Some(scratch) = common::scratch("slicing-check") else { return };
+    let python = match common::python_client("numba-cuda") {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("SKIPPED: no Python with cuda.bindings: {why}");
+            return;
+        }
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = scratch.dir.join("out");
+    let run = Command::new("bash")
+        .arg(root.join("scripts/gpu-slicing-check.sh"))
+        .arg("--fake")
+        .arg(&scratch.bin)
+        .env("OUT", &out)
+        .env("TESSERA_GPU_CHECK_PYTHON", &python)
+        .output()
+        .unwrap();
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default();
+    let log = std::fs::read_to_string(out.join("log.txt")).unwrap_or_default();
+    assert!(run.status.success(), "{summary}\n{log}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert!(summary.contains("FAKE MODE"), "{summary}");
+    for step in [
+        "rewrite",
+        "init",
+        "identity.matmul",
+        "identity.stencil3d",
+        "identity.grid_stride",
+        "identity.block_sums",
+        "table4.600x600",
+        "table4.900x900",
+    ] {
+        assert!(summary.contains(&format!("PASS  {step}")), "{step}: {summary}");
+    }
+    assert_eq!(summary.matches("sub-kernels of").count(), 4 + 16, "{summary}");
+}
