@@ -554,7 +554,7 @@ fn three_programs_share_a_gpu_by_their_weights() {
 /// launch of the twin through the interposer's gated launch path. The result is the
 /// unsliced run's: the fake twin computes only its blocks' elements, so a wrong first
 /// block, a range missed or run twice, or parameters out of place show in it. Off (the
-/// default), nothing is sliced.
+/// default), nothing is sliced. The same through `cuLaunchKernelEx`.
 #[test]
 fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     let Some(s) = setup("slicing", 1) else { return };
@@ -588,6 +588,15 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     assert_eq!(slices, [one, one, one].concat(), "{log}");
     assert_eq!(log.matches("cuLaunchKernel 16 256").count(), 0, "a whole launch: {log}");
     assert_eq!(log.matches("cuLaunchKernel 5 256").count(), 9, "{log}");
+    // the same through cuLaunchKernelEx (a configuration without attributes)
+    let ex = [env.as_slice(), &[("LAUNCH_EX", "1")]].concat();
+    let (code, sliced_ex, err) = run(s.app_at(&app, &["3", "4096"], &ex));
+    assert_eq!(code, 0, "{sliced_ex}{err}");
+    assert_eq!(result(&sliced_ex), result(&whole), "{sliced_ex}");
+    let log = logged();
+    let slices: Vec<String> =
+        log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
+    assert_eq!(slices, [one, one, one].concat(), "{log}");
     // a bad setting is a clear error
     let (code, out, err) =
         run(s.app_at(&app, &["1", "4096"], &[("TESSERA_KERNEL_SLICING", "yes")]));

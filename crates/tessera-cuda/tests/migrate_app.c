@@ -5,7 +5,7 @@
  * each launch on a stream of its own making and synchronised on it, then checks the
  * result on the host.
  *
- * usage: migrate_app N [N_ELEMS]
+ * usage: migrate_app N [N_ELEMS]   (LAUNCH_EX set: each launch through cuLaunchKernelEx)
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
     CUresult (*function)(CUfunction *, CUmodule, const char *) = sym("cuModuleGetFunction");
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                        void **, void **) = sym("cuLaunchKernel");
+    CUresult (*launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **) = sym("cuLaunchKernelEx");
     CUresult (*make_stream)(CUstream *, unsigned) = sym("cuStreamCreate");
     CUresult (*drop_stream)(CUstream) = sym("cuStreamDestroy_v2");
     CUresult (*sync)(CUstream) = sym("cuStreamSynchronize");
@@ -75,7 +76,16 @@ int main(int argc, char **argv) {
     void *params[] = {&a, &dx, &dy, &n};
     unsigned block = 256, grid = (n + block - 1) / block;
     for (long i = 0; i < launches; i++) {
-        CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, params, 0));
+        if (getenv("LAUNCH_EX")) {
+            /* the same launch through cuLaunchKernelEx, its configuration without attributes */
+            CUlaunchConfig config = {0};
+            config.gridDimX = grid; config.gridDimY = 1; config.gridDimZ = 1;
+            config.blockDimX = block; config.blockDimY = 1; config.blockDimZ = 1;
+            config.hStream = stream;
+            CHECK("launch", launch_ex(&config, axpy, params, 0));
+        } else {
+            CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, params, 0));
+        }
         CHECK("sync", sync(stream));
         CUdevice now;
         CHECK("ctxdevice", ctx_device(&now));

@@ -99,6 +99,47 @@ pub extern "C" fn cuModuleGetFunction(
     })
 }
 
+/// [`sliced`] for `cuLaunchKernelEx`: its configuration copied with a one-dimensional
+/// grid per sub-kernel. Only configurations without attributes (an attribute may make
+/// the launch cooperative or clustered, which sub-kernels cannot be).
+fn sliced_ex(
+    ptsz: bool,
+    config: *const CUlaunchConfig,
+    f: CUfunction,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> Option<CuResult> {
+    if config.is_null() || params.is_null() || !extra.is_null() || !slicing().enabled() {
+        return None;
+    }
+    // SAFETY: non-null, the caller's launch configuration; plain fields, copied.
+    let c = unsafe { *config };
+    if c.numAttrs != 0 {
+        return None;
+    }
+    let grid = (c.gridDimX, c.gridDimY, c.gridDimZ);
+    let (twin, count, slices) = slicing().slices(f as usize, [grid.0, grid.1, grid.2])?;
+    for s in slices {
+        let mut values = [s.first, grid.0, grid.1, grid.2];
+        let mut args: Vec<*mut c_void> = (0..count)
+            // SAFETY: as in `sliced`: one pointer per parameter of the kernel
+            .map(|i| unsafe { *params.add(i) })
+            .collect();
+        args.extend(values.iter_mut().map(|v| std::ptr::from_mut(v).cast::<c_void>()));
+        let copy = CUlaunchConfig { gridDimX: s.blocks, gridDimY: 1, gridDimZ: 1, ..c };
+        let (twin, args_p, none) = (twin as CUfunction, args.as_mut_ptr(), std::ptr::null_mut());
+        let r = if ptsz {
+            cuLaunchKernelEx_ptsz(&copy, twin, args_p, none)
+        } else {
+            cuLaunchKernelEx(&copy, twin, args_p, none)
+        };
+        if r != status::SUCCESS {
+            return Some(r);
+        }
+    }
+    Some(status::SUCCESS)
+}
+
 /// A launch of a kernel with a twin, above the threshold, as its sub-kernels: each a
 /// launch of the twin (through this hook again: the launch gate, the migration's
 /// translation and the accounting, one sub-kernel at a time) on a one-dimensional grid,
@@ -372,7 +413,8 @@ gated_launch!(cuLaunchKernel, cuLaunchKernel_ptsz, (
     sliced(true, f, (gx, gy, gz), (bx, by, bz), shared, stream, params, extra));
 gated_launch!(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, (
     config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void
-), config_shape(f, config), migrating f, configured config);
+), config_shape(f, config), migrating f, configured config,
+    first sliced_ex(false, config, f, params, extra), sliced_ex(true, config, f, params, extra));
 gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void
