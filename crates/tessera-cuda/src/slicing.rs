@@ -115,10 +115,15 @@ impl Slicing {
         Some((t.name.clone(), t.params))
     }
 
-    /// `function` (the program's handle) has `twin`, with `params` parameters of its own.
-    pub fn function_has_twin(&self, function: usize, twin: usize, params: usize) {
+    /// `function` (the program's handle) has `twin`, with `params` parameters of its own;
+    /// `None`: it has none (a handle the driver hands out again, after a module was
+    /// unloaded, must not keep the twin of the function it named before).
+    pub fn function_twin(&self, function: usize, twin: Option<(usize, usize)>) {
         if let Ok(mut b) = self.books.lock() {
-            b.functions.insert(function, (twin, params));
+            match twin {
+                Some(t) => b.functions.insert(function, t),
+                None => b.functions.remove(&function),
+            };
         }
     }
 

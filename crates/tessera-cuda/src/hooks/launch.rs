@@ -87,13 +87,13 @@ pub extern "C" fn cuModuleGetFunction(
         if r == status::SUCCESS && slicing().enabled() && !name.is_null() && !function.is_null() {
             // SAFETY: non-null, the program's NUL-terminated name.
             let name = unsafe { CStr::from_ptr(name) };
-            if let Some((twin, params)) = slicing().twin_of(module as usize, name) {
+            let twin = slicing().twin_of(module as usize, name).and_then(|(twin, params)| {
                 let mut t: CUfunction = std::ptr::null_mut();
-                if migration().function(&mut t, module, twin.as_ptr()) == status::SUCCESS {
-                    // SAFETY: checked non-null; the driver just wrote it.
-                    slicing().function_has_twin(unsafe { *function } as usize, t as usize, params);
-                }
-            }
+                (migration().function(&mut t, module, twin.as_ptr()) == status::SUCCESS)
+                    .then_some((t as usize, params))
+            });
+            // SAFETY: checked non-null; the driver just wrote it.
+            slicing().function_twin(unsafe { *function } as usize, twin);
         }
         r
     })
