@@ -108,6 +108,9 @@ pub struct ElasticPool {
     top: Vec<GpuId>,
     /// Scratch: the pool's GPUs running user-facing work, by expected freeing.
     kept: Vec<(Nanos, GpuId)>,
+    /// Scratch: each GPU's key in Algorithm 1's order, for the ranked selection (a
+    /// vector per event before: issue 55).
+    keys: Vec<OrderKey>,
     /// Counts the times the pool's GPUs changed (see [`ElasticPool::generation`]).
     generation: u64,
 }
@@ -123,6 +126,7 @@ impl ElasticPool {
             pool: Vec::new(),
             top: Vec::new(),
             kept: Vec::new(),
+            keys: Vec::new(),
             generation: 0,
         }
     }
@@ -283,19 +287,24 @@ impl ElasticPool {
     /// selection, linear in the node's GPUs, where the sort was n log n on every event
     /// (a third of the composed node policy's time at 10x its node).
     fn first_by_order(
-        &self,
+        &mut self,
         board: &Board,
         now: Nanos,
         u: usize,
         rank: &dyn Fn(GpuId) -> u8,
     ) -> Vec<GpuId> {
-        let mut order = self.order_keys(board, now, rank);
+        let mut order = std::mem::take(&mut self.keys);
+        self.order_keys(board, now, rank, &mut order);
         if u < order.len() {
             // the keys end with the GPU: a total order, so the first u are one set
             order.select_nth_unstable(u);
             order.truncate(u);
         }
-        order.into_iter().map(|(_, _, _, _, _, g)| g).collect()
+        let mut top = std::mem::take(&mut self.top);
+        top.clear();
+        top.extend(order.iter().map(|(_, _, _, _, _, g)| *g));
+        self.keys = order;
+        top
     }
 
     /// Make `top`, the first `u` GPUs, the pool and announce it.
@@ -330,30 +339,30 @@ impl ElasticPool {
         u: usize,
         rank: &dyn Fn(GpuId) -> u8,
     ) -> Vec<GpuId> {
-        let mut order = self.order_keys(board, now, rank);
+        let mut order = Vec::new();
+        self.order_keys(board, now, rank, &mut order);
         order.sort_unstable();
         order.into_iter().take(u).map(|(_, _, _, _, _, g)| g).collect()
     }
 
-    /// Each GPU's key in Algorithm 1's order, within `rank`.
+    /// Each GPU's key in Algorithm 1's order, within `rank`, into `out` (emptied first).
     fn order_keys(
         &self,
         board: &Board,
         now: Nanos,
         rank: &dyn Fn(GpuId) -> u8,
-    ) -> Vec<(u8, bool, Nanos, bool, bool, GpuId)> {
-        board
-            .gpu_ids()
-            .map(|g| {
-                let in_pool = self.in_user_pool[g.0 as usize];
-                let state = board.state(g);
-                let kept = self.params.order == PoolOrder::Packing
-                    && in_pool
-                    && (state.is_idle() || runs_only_user_facing(board, g));
-                let busy = !state.is_idle();
-                (rank(g), !kept, board.expected_free_at(g, now), busy, !in_pool, g)
-            })
-            .collect()
+        out: &mut Vec<OrderKey>,
+    ) {
+        out.clear();
+        out.extend(board.gpu_ids().map(|g| {
+            let in_pool = self.in_user_pool[g.0 as usize];
+            let state = board.state(g);
+            let kept = self.params.order == PoolOrder::Packing
+                && in_pool
+                && (state.is_idle() || runs_only_user_facing(board, g));
+            let busy = !state.is_idle();
+            (rank(g), !kept, board.expected_free_at(g, now), busy, !in_pool, g)
+        }));
     }
 
     /// F-Reset (§II-C3, §IV): when user-facing tasks wait and the user-facing pool's
@@ -379,6 +388,10 @@ impl ElasticPool {
         }
     }
 }
+
+/// A GPU's key in Algorithm 1's order: its rank, then not kept by packing, its expected
+/// freeing, busy, not in the pool, and its id (a total order).
+type OrderKey = (u8, bool, Nanos, bool, bool, GpuId);
 
 /// Whether `gpu` runs tasks, all of them user-facing.
 fn runs_only_user_facing(board: &Board, gpu: GpuId) -> bool {

@@ -231,6 +231,8 @@ pub struct NodePolicy {
     /// The pool's order among GPUs with contending batch tenants, as of the last
     /// sample ([`NodeParams::fair_pool`]; all 0 without it).
     lead_rank: Vec<u8>,
+    /// Scratch: each GPU's rank for the pool this event ([`NodePolicy::pool_ranks`]).
+    ranks: Vec<u8>,
 }
 
 /// Moves a step has decided, with the summed weights and promised memory they leave.
@@ -367,6 +369,7 @@ impl NodePolicy {
             pool_since: vec![None; gpus.len()],
             pool_seen: 0,
             lead_rank: vec![0; gpus.len()],
+            ranks: Vec::new(),
         };
         // no service registered yet
         node.services_changed();
@@ -411,21 +414,19 @@ impl NodePolicy {
     /// whose tenants are furthest ahead first; Flexy's order within each (which keeps
     /// the pool's own GPUs at equal times). So the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
-    fn pool_ranks(&self) -> Vec<u8> {
+    fn pool_ranks(&self, out: &mut Vec<u8>) {
         // on every event: each GPU's homed tenants only until one contends
         let contended = |g: GpuId| self.homed_on[g.0 as usize].iter().any(|t| self.contends(*t));
-        self.board
-            .gpu_ids()
-            .map(|g| {
-                if self.shunned(g) {
-                    u8::MAX
-                } else if self.params.steady_pool && contended(g) {
-                    1 + self.lead_rank.get(g.0 as usize).copied().unwrap_or(0)
-                } else {
-                    0
-                }
-            })
-            .collect()
+        out.clear();
+        out.extend(self.board.gpu_ids().map(|g| {
+            if self.shunned(g) {
+                u8::MAX
+            } else if self.params.steady_pool && contended(g) {
+                1 + self.lead_rank.get(g.0 as usize).copied().unwrap_or(0)
+            } else {
+                0
+            }
+        }));
     }
 
     /// Whether `gpu` has been the pool's for a whole interval, or the inference server
@@ -1166,12 +1167,14 @@ impl NodePolicy {
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
         // (all ranks equal: Flexy's own order, by its indices instead of a sort)
-        let rank = self.pool_ranks();
+        let mut rank = std::mem::take(&mut self.ranks);
+        self.pool_ranks(&mut rank);
         if rank.iter().any(|r| *r > 0) {
             self.pool.repartition_ranked(&mut self.board, now, actions, &|g| rank[g.0 as usize]);
         } else {
             self.pool.repartition(&mut self.board, now, actions);
         }
+        self.ranks = rank;
         // only when the pool's GPUs changed (a walk of the node on every event, before)
         if self.pool.generation() != self.pool_seen {
             self.pool_seen = self.pool.generation();
