@@ -95,55 +95,120 @@ fn occurrences(s: &str, word: &str) -> Vec<usize> {
     s.match_indices(word).map(|(i, _)| i).filter(|&i| word_at(b, i, word)).collect()
 }
 
-/// Whether `body` reads the block index or the grid's size in any form.
-fn reads_index(body: &str) -> bool {
-    !occurrences(body, "%ctaid").is_empty()
-        || !occurrences(body, "%nctaid").is_empty()
-        || ["x", "y", "z"].iter().any(|c| {
-            !occurrences(body, &format!("%ctaid.{c}")).is_empty()
-                || !occurrences(body, &format!("%nctaid.{c}")).is_empty()
-        })
+/// What one body (comments blanked) says that the rewrite must know, read in one pass
+/// over its tokens: a module's device functions are read once, not once per kernel
+/// that might reach them (a 2 MB module of 300 kernels and 400 functions took 5 s
+/// that way).
+#[derive(Debug, Default)]
+struct Facts {
+    /// Which of [`CLUSTER_REGISTERS`] it names (bit i: entry i).
+    clusters: u32,
+    /// Which of [`GRID_SYNC`] it names.
+    grid_sync: u32,
+    gridid: bool,
+    /// It reads the block index or the grid's size in any form.
+    reads_index: bool,
+    /// It reads `%ctaid` (bit 0) or `%nctaid` (bit 1) whole, as a vector.
+    vector: u32,
+    /// The module's device functions it names (indices), once each.
+    names: Vec<usize>,
+}
+
+/// The tokens of `text`: maximal runs of identifier characters.
+fn tokens(text: &str) -> impl Iterator<Item = &str> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < b.len() && !scan::is_ident(b[i]) {
+            i += 1;
+        }
+        if i >= b.len() {
+            return None;
+        }
+        let start = i;
+        while i < b.len() && scan::is_ident(b[i]) {
+            i += 1;
+        }
+        Some(&text[start..i])
+    })
+}
+
+fn facts(text: &str, funcs: &BTreeMap<&str, usize>) -> Facts {
+    let mut f = Facts::default();
+    for t in tokens(text) {
+        if let Some(rest) = t.strip_prefix('%') {
+            for (k, r) in CLUSTER_REGISTERS.iter().enumerate() {
+                if t.starts_with(r) {
+                    f.clusters |= 1 << k;
+                }
+            }
+            match rest {
+                "gridid" => f.gridid = true,
+                "ctaid" => f.vector |= 1,
+                "nctaid" => f.vector |= 2,
+                _ => {}
+            }
+            let (base, component) = rest.split_once('.').unwrap_or((rest, ""));
+            if matches!(base, "ctaid" | "nctaid") && matches!(component, "" | "x" | "y" | "z") {
+                f.reads_index = true;
+            }
+            continue;
+        }
+        for (k, g) in GRID_SYNC.iter().enumerate() {
+            if t.contains(g) {
+                f.grid_sync |= 1 << k;
+            }
+        }
+        if let Some(&i) = funcs.get(t)
+            && !f.names.contains(&i)
+        {
+            f.names.push(i);
+        }
+    }
+    f
 }
 
 /// Why the kernel `item` (its masked text) cannot be sliced, if it cannot; `funcs`: the
-/// module's device functions by name, with their masked bodies.
-fn refusal(masked: &str, item: &Item, funcs: &BTreeMap<String, &str>) -> Option<Unsliced> {
+/// module's device functions' names and facts.
+fn refusal(
+    masked: &str,
+    item: &Item,
+    funcs: &[(&str, Facts)],
+    index: &BTreeMap<&str, usize>,
+) -> Option<Unsliced> {
     let Some((open, end)) = item.body else { return Some(Unsliced::NoBody) };
     let header = &masked[item.keyword..open];
-    let body = &masked[open..end];
     if let Some(d) = CLUSTER_DIRECTIVES.iter().find(|d| !occurrences(header, d).is_empty()) {
         return Some(Unsliced::Clusters { what: (*d).to_string() });
     }
-    // what the kernel reaches: its body and every device function it names, transitively
+    let own = facts(&masked[open..end], index);
+    // what the kernel reaches: every device function it names, transitively
     let mut reached: BTreeSet<&str> = BTreeSet::new();
-    let mut todo = vec![body];
-    while let Some(text) = todo.pop() {
-        for (name, f) in funcs {
-            if !reached.contains(name.as_str()) && !occurrences(text, name).is_empty() {
-                reached.insert(name);
-                todo.push(f);
-            }
+    let mut todo: Vec<usize> = own.names.clone();
+    while let Some(i) = todo.pop() {
+        if reached.insert(funcs[i].0) {
+            todo.extend(&funcs[i].1.names);
         }
     }
-    let texts = std::iter::once(("", body)).chain(reached.iter().map(|n| (*n, funcs[*n])));
-    for (function, text) in texts {
-        // (with or without a component: a prefix)
-        if let Some(r) = CLUSTER_REGISTERS.iter().find(|r| text.contains(*r)) {
-            return Some(Unsliced::Clusters { what: (*r).to_string() });
+    let texts = std::iter::once(("", &own)).chain(reached.iter().map(|n| (*n, &funcs[index[n]].1)));
+    let first = |bits: u32, names: &[&str]| {
+        names.iter().enumerate().find(|(k, _)| bits & (1 << k) != 0).map(|(_, n)| n.to_string())
+    };
+    for (function, f) in texts {
+        if let Some(what) = first(f.clusters, &CLUSTER_REGISTERS) {
+            return Some(Unsliced::Clusters { what });
         }
-        if let Some(g) = GRID_SYNC.iter().find(|g| text.contains(*g)) {
-            return Some(Unsliced::GridSync { what: (*g).to_string() });
+        if let Some(what) = first(f.grid_sync, &GRID_SYNC) {
+            return Some(Unsliced::GridSync { what });
         }
-        if !occurrences(text, "%gridid").is_empty() {
+        if f.gridid {
             return Some(Unsliced::GridId);
         }
-        if !function.is_empty() && reads_index(text) {
+        if !function.is_empty() && f.reads_index {
             return Some(Unsliced::DeviceFunction { function: function.to_string() });
         }
-        for register in ["%ctaid", "%nctaid"] {
-            if !occurrences(text, register).is_empty() {
-                return Some(Unsliced::VectorRead { register: register.to_string() });
-            }
+        if let Some(register) = first(f.vector, &["%ctaid", "%nctaid"]) {
+            return Some(Unsliced::VectorRead { register });
         }
     }
     None
@@ -161,11 +226,15 @@ fn fresh(masked: &str, base: &str) -> String {
 pub fn rewrite(ptx: &str) -> Result<Rewrite, PtxError> {
     let masked = scan::mask_comments(ptx)?;
     let items = scan::items(&masked)?;
-    let funcs: BTreeMap<String, &str> = items
+    let bodies: Vec<(&str, &str)> = items
         .iter()
         .filter(|i| i.kind == ItemKind::Func)
-        .filter_map(|i| i.body.map(|(o, e)| (i.name.clone(), &masked[o..e])))
+        .filter_map(|i| i.body.map(|(o, e)| (i.name.as_str(), &masked[o..e])))
         .collect();
+    let index: BTreeMap<&str, usize> =
+        bodies.iter().enumerate().map(|(k, (name, _))| (*name, k)).collect();
+    let funcs: Vec<(&str, Facts)> =
+        bodies.iter().map(|(name, body)| (*name, facts(body, &index))).collect();
     let names: BTreeSet<&str> = items.iter().map(|i| i.name.as_str()).collect();
     let reg = fresh(&masked, "%tss_");
     let mut out = String::with_capacity(ptx.len() * 2);
@@ -182,7 +251,7 @@ pub fn rewrite(ptx: &str) -> Result<Rewrite, PtxError> {
         let twin_name = format!("{}{SLICE_SUFFIX}", item.name);
         let outcome = if names.contains(twin_name.as_str()) {
             Outcome::Unsliced(Unsliced::AlreadySliced { twin: twin_name })
-        } else if let Some(why) = refusal(&masked, item, &funcs) {
+        } else if let Some(why) = refusal(&masked, item, &funcs, &index) {
             Outcome::Unsliced(why)
         } else {
             let added: Vec<String> =
@@ -356,6 +425,16 @@ mod tests {
             Unsliced::VectorRead { .. }
         ));
         assert_eq!(why("call f, ();", ""), Unsliced::DeviceFunction { function: "f".into() });
+        // through another device function that reads nothing itself
+        let text = ".version 8.0\n.target sm_90\n.address_size 64\n\
+                    .func g()\n{\n\tmov.u32 %r1, %nctaid.z;\n\tret;\n}\n\
+                    .func h()\n{\n\tcall g, ();\n\tret;\n}\n\
+                    .visible .entry k()\n{\n\tcall h, ();\n\tret;\n}\n";
+        let r = rewrite(text).unwrap();
+        assert_eq!(
+            r.kernels[0].outcome,
+            Outcome::Unsliced(Unsliced::DeviceFunction { function: "g".into() })
+        );
         assert!(matches!(why("call cudaCGSynchronizeGrid, ();", ""), Unsliced::GridSync { .. }));
     }
 }

@@ -80,7 +80,7 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|c| **c == b'\n').count() + 1
 }
 
-fn is_ident(c: u8) -> bool {
+pub(crate) fn is_ident(c: u8) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$' | b'.' | b'%')
 }
 
