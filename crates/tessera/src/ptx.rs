@@ -50,8 +50,17 @@ pub fn run(cmd: PtxCommand) -> Result<()> {
 }
 
 fn slice(a: SliceArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let bytes =
+        std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display()))?;
+    // a binary module (SASS) has no PTX to rewrite: its kernels run whole
+    if bytes.starts_with(b"\x7fELF") || bytes.starts_with(&[0x50, 0xed, 0x55, 0xba]) {
+        anyhow::bail!(
+            "{} is a binary module (cubin or fatbin), not PTX: its kernels would run unsliced",
+            a.file.display()
+        );
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("{} is not PTX: not text", a.file.display()))?;
     let r = rewrite(&text)
         .with_context(|| format!("{} is not PTX the rewrite can read", a.file.display()))?;
     let mut err = std::io::stderr().lock();

@@ -36,5 +36,12 @@ fn ptx_slice_prints_the_twins_and_says_why_a_kernel_stays_whole() {
     assert!(!out.status.success());
     let said = String::from_utf8(out.stderr).unwrap();
     assert!(said.contains("is not PTX the rewrite can read") && said.contains(".pred p"), "{said}");
+    // a binary module is named as such, not read as text
+    let cubin = dir.join("k.cubin");
+    std::fs::write(&cubin, b"\x7fELF\x02\x01\x01\x33binary").unwrap();
+    let out = tessera().args(["ptx", "slice"]).arg(&cubin).output().unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains("binary module (cubin or fatbin), not PTX"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
