@@ -7,7 +7,11 @@
 # FairGV's Table 4 is measured (a matrix multiply of 600 x 600 and 900 x 900 blocks
 # sliced into the paper's numbers of sub-kernels) beside the paper's numbers
 # (data/fairgv/table4.csv). Judged: every identity step bit for bit; Table 4's claim,
-# with at least 1,500 blocks per sub-kernel the slowdown stays under 5%.
+# with at least 1,500 blocks per sub-kernel the slowdown stays under 5%; and the case
+# slicing exists for, under a daemon of this build (`--cuda --policy fair`): a program
+# of 10 s kernels beside one of 1 ms kernels at weights 1:1 receives 0.5 +- 0.1 of the
+# GPU time with TESSERA_KERNEL_SLICING=1, far from it without (2 x 40 s,
+# TESSERA_SLICING_FAIR_SECONDS).
 #
 # usage: scripts/gpu-slicing-check.sh [--fake] [BIN_DIR]
 #   BIN_DIR   holds tessera (default gpu-bin/, made by scripts/gpu-bin.sh)
@@ -16,12 +20,13 @@
 #             there, so it checks the script, not slicing
 # Python: TESSERA_GPU_CHECK_PYTHON (default python3), with numpy and cuda-bindings.
 # Results go to ${OUT:-gpu-slicing-out}/: summary.txt (PASS/FAIL per step, the Table 4
-# rows beside the paper's), slicing.json (the check's report), log.txt (its stderr).
+# rows beside the paper's), slicing.json (the check's report), fair.json (each run's
+# GPU time per tenant), log.txt (stderr of everything).
 # Exit status 0 when nothing FAILED.
 #
 # Run there with the device tool, carrying the build:
 #   bash scripts/gpu-bin.sh
-#   run(command="bash scripts/gpu-slicing-check.sh", carry=["gpu-bin"], timeout_s=300)
+#   run(command="bash scripts/gpu-slicing-check.sh", carry=["gpu-bin"], timeout_s=360)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 fake=0
@@ -56,14 +61,85 @@ if [ "$fake" = 1 ]; then
   small=(--small)
 fi
 status=0
-(cd "$root/scripts/gpu-check" && "$python" slicing_check.py "$bin_dir/tessera" \
+here="$root/scripts/gpu-check"
+(cd "$here" && "$python" slicing_check.py "$bin_dir/tessera" \
   "$root/scripts/gpu-check/slicing_kernels.ptx" "$root/data/fairgv/table4.csv" "$out" "${small[@]}") \
   >"$out/reports.jsonl" 2>"$out/log.txt" || status=$?
 tail -n 1 "$out/reports.jsonl" >"$out/slicing.json"
 rm -f "$out/reports.jsonl" "$out/slicing_sliced.ptx"
-"$python" - "$out/slicing.json" "$fake" "$status" >"$out/summary.txt" <<'PY'
+
+# The case slicing exists for: a program of 10 s kernels (361,000 blocks of 1,024
+# threads) beside one of 1 ms kernels (132 blocks), at weights 1:1 under the daemon's
+# fair policy, with slicing and then without; each tenant's GPU time as the daemon
+# charged it (`tessera status`) near the end of each run. Each spin's length comes from
+# a short launch timed alone, before either run.
+fair_seconds="${TESSERA_SLICING_FAIR_SECONDS:-40}"
+long_ms=10000
+if [ "$fake" = 1 ]; then fair_seconds="${TESSERA_SLICING_FAIR_SECONDS:-4}"; long_ms=200; fi
+spin="$here/slicing_spin.ptx"
+runtime="$(mktemp -d /tmp/tessera-slicing-fair.XXXXXX)"
+fair_log="$out/log.txt"
+long_ns="$(cd "$here" && "$python" slicing_fair.py calibrate "$spin" "$long_ms" 361000 2>>"$fair_log" || echo 0)"
+short_ns="$(cd "$here" && "$python" slicing_fair.py calibrate "$spin" 1 132 2>>"$fair_log" || echo 0)"
+echo "calibrated: $long_ns ns per block of the long kernel, $short_ns of the short" >>"$fair_log"
+for slicing in 1 0; do
+  sock="$runtime/d$slicing.sock"
+  if [ "$fake" = 1 ]; then
+    kind=(--emulate --gpus 1 --gpu-memory-mib 8192 --speedup 1)
+  else
+    kind=(--cuda)
+  fi
+  "$bin_dir/tessera" daemon "${kind[@]}" --policy fair --socket "$sock" --ledger "$runtime/ledger$slicing" \
+    >>"$fair_log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 300); do
+    "$bin_dir/tessera" status --socket "$sock" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  programs=()
+  for shape in "$long_ns 361000" "$short_ns 132"; do
+    # shellcheck disable=SC2086 # the shape is two words
+    # exec: the job's pid is the program's (tessera run execs it too), which the
+    # daemon's status names each tenant by
+    (cd "$here" && exec env TESSERA_KERNEL_SLICING=$slicing "$bin_dir/tessera" run --socket "$sock" \
+      --weight 1 --memory 1GiB -- "$python" slicing_fair.py run "$spin" $shape "$fair_seconds") \
+      >>"$runtime/programs$slicing.jsonl" 2>>"$fair_log" &
+    programs+=($!)
+  done
+  echo "${programs[0]}" >"$runtime/long$slicing.pid"
+  sleep "$(awk -v s="$fair_seconds" 'BEGIN { print (s > 3 ? s - 2 : s / 2) }')"
+  "$bin_dir/tessera" status --socket "$sock" --json >"$runtime/status$slicing.json" 2>>"$fair_log" || true
+  # a long kernel launched just before the end runs on (for its length, unsliced)
+  for p in "${programs[@]}"; do
+    for _ in $(seq 600); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  kill -TERM "$daemon" 2>/dev/null || true
+  wait "$daemon" 2>/dev/null || true
+done
+"$python" - "$runtime" "$long_ns" >"$out/fair.json" 2>>"$fair_log" <<'PY'
 import json, sys
-path, fake, status = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+runtime, long_ns = sys.argv[1], int(sys.argv[2])
+result = {}
+for slicing in ("1", "0"):
+    try:
+        tenants = json.load(open(f"{runtime}/status{slicing}.json"))["tenants"]
+    except Exception as e:  # noqa: BLE001 - a run without a report is a finding
+        result[slicing] = {"error": f"{type(e).__name__}: {e}"}
+        continue
+    long_pid = int(open(f"{runtime}/long{slicing}.pid").read())
+    long_ms = [t["gpu_ms"] for t in tenants if t["pid"] == long_pid]
+    short_ms = [t["gpu_ms"] for t in tenants if t["pid"] != long_pid]
+    total = sum(long_ms) + sum(short_ms)
+    share = sum(long_ms) / total if len(long_ms) == 1 and len(short_ms) == 1 and total > 0 else None
+    result[slicing] = {"long_gpu_ms": long_ms, "short_gpu_ms": short_ms, "long_share": share}
+json.dump({"with_slicing": result["1"], "without_slicing": result["0"], "long_ns_per_block": long_ns}, sys.stdout)
+PY
+rm -rf "$runtime"
+"$python" - "$out/slicing.json" "$fake" "$status" "$out/fair.json" >"$out/summary.txt" <<'PY'
+import json, sys
+path, fake, status, fair_path = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
 try:
     r = json.load(open(path))
 except Exception as e:  # noqa: BLE001 - a run that wrote nothing is a finding
@@ -95,6 +171,26 @@ if big and not fake:
     holds = worst < 5.0
     failed |= not holds
     print(f"{'PASS' if holds else 'FAIL':5} table4: with at least 1,500 blocks per sub-kernel the slowdown stays under 5% (worst {worst:.1f}%)")
+try:
+    fair = json.load(open(fair_path))
+except Exception as e:  # noqa: BLE001
+    fair = None
+    failed = True
+    print(f"FAIL  fairness: no result ({type(e).__name__}: {e})")
+if fair is not None:
+    on, off = fair["with_slicing"].get("long_share"), fair["without_slicing"].get("long_share")
+    show = lambda x: "none" if x is None else f"{x:.3f}"
+    detail = f"10 s kernels' tenant received {show(on)} of the GPU time with slicing, {show(off)} without (weights 1:1)"
+    if fake:
+        ok = on is not None and off is not None
+        print(f"{'PASS' if ok else 'FAIL':5} fairness.dry  {detail}")
+    else:
+        ok = on is not None and abs(on - 0.5) <= 0.1
+        print(f"{'PASS' if ok else 'FAIL':5} fairness.with_slicing  {detail} (0.5 +- 0.1)")
+        far = off is not None and abs(off - 0.5) > 0.1
+        print(f"{'PASS' if far else 'FAIL':5} fairness.without_slicing  far from 0.5 without slicing")
+        ok = ok and far
+    failed |= not ok
 print("device:", r["steps"].get("init", {}).get("gpu", "?"))
 sys.exit(1 if failed else 0)
 PY

@@ -238,7 +238,9 @@ fn judge_selftest(
 /// driver, whose kernels compute nothing, the slicing check's every step runs and
 /// passes — the rewrite gives each of its four kernels a twin, the twins' sub-kernels
 /// are launched through cuda.bindings with the appended parameters, both Table 4 grids
-/// are timed against the paper's rows — so that the one call on a GPU machine spends
+/// are timed against the paper's rows, the fairness case's two programs run under a
+/// daemon of this build with slicing on and off and are found in its status by pid —
+/// so that the one call on a GPU machine spends
 /// its time on the GPU, not on the script's mistakes. SKIPPED without numba-cuda's
 /// Python (cuda.bindings and numpy) or NVIDIA's headers.
 #[test]
@@ -278,4 +280,11 @@ fn the_slicing_check_dry_runs_on_the_fake_driver() {
         assert!(summary.contains(&format!("PASS  {step}")), "{step}: {summary}");
     }
     assert_eq!(summary.matches("sub-kernels of").count(), 4 + 16, "{summary}");
+    // the fairness case ran both ways under a daemon of this build, each tenant found
+    assert!(summary.contains("PASS  fairness.dry"), "{summary}\n{log}");
+    let fair: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("fair.json")).unwrap()).unwrap();
+    for run in ["with_slicing", "without_slicing"] {
+        assert!(fair[run]["long_share"].is_f64(), "{run}: {fair}");
+    }
 }
