@@ -22,12 +22,20 @@ pub struct SliceArgs {
     /// Write the rewritten module here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Also say how a launch of this grid (X,Y,Z blocks) would be cut.
+    /// Also say how a launch of this grid (X,Y,Z blocks) would be cut, with the two
+    /// sizes below.
     #[arg(long, value_parser = parse_grid)]
     grid: Option<[u32; 3]>,
     /// The decisions as JSON on standard error instead of lines.
     #[arg(long)]
     json: bool,
+    /// Launches of more blocks than this are sliced (as the interposer's setting).
+    #[arg(long, env = "TESSERA_KERNEL_SLICE_MIN_BLOCKS", default_value_t = SliceConfig::default().min_grid_blocks)]
+    min_blocks: u64,
+    /// Blocks per sub-kernel (as the interposer's setting).
+    #[arg(long, env = "TESSERA_KERNEL_SLICE_BLOCKS", default_value_t = SliceConfig::default().blocks_per_slice,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    blocks: u32,
 }
 
 fn parse_grid(s: &str) -> Result<[u32; 3], String> {
@@ -83,7 +91,7 @@ fn slice(a: SliceArgs) -> Result<()> {
             }
         }
         if let Some(grid) = a.grid {
-            let config = SliceConfig::default();
+            let config = SliceConfig { min_grid_blocks: a.min_blocks, blocks_per_slice: a.blocks };
             match plan(grid, config) {
                 Some(s) => writeln!(
                     err,

@@ -24,6 +24,16 @@ fn ptx_slice_prints_the_twins_and_says_why_a_kernel_stays_whole() {
     assert!(said.contains("bytes 56, 60, 64, 68"), "{said}");
     assert!(said.contains("in_clusters: left unsliced: it uses thread-block clusters"), "{said}");
     assert!(said.contains("900x900x1 blocks: 540 sub-kernels of up to 1500 blocks"), "{said}");
+    // the interposer's sizes, given as it takes them or as flags
+    let out = tessera()
+        .args(["ptx", "slice", file, "--grid", "100,1,1", "--blocks", "7"])
+        .env("TESSERA_KERNEL_SLICE_MIN_BLOCKS", "50")
+        .output()
+        .unwrap();
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains("100x1x1 blocks: 15 sub-kernels of up to 7 blocks"), "{said}");
+    let out = tessera().args(["ptx", "slice", file, "--blocks", "0"]).output().unwrap();
+    assert!(!out.status.success(), "0 blocks per sub-kernel refused");
     let json = tessera().args(["ptx", "slice", file, "--json"]).output().unwrap();
     let kernels: serde_json::Value =
         serde_json::from_slice(String::from_utf8(json.stderr).unwrap().trim().as_bytes()).unwrap();
