@@ -597,6 +597,15 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     let slices: Vec<String> =
         log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
     assert_eq!(slices, [one, one, one].concat(), "{log}");
+    // a function handle handed out again for a kernel without a twin launches whole:
+    // the twin noted for the handle before is not used
+    let second = [env.as_slice(), &[("SECOND_MODULE", "1")]].concat();
+    let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &second));
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(result(&out), result(&whole), "{out}");
+    let log = logged();
+    assert!(!log.contains("axpy slice"), "the old twin was launched: {log}");
+    assert_eq!(log.matches("cuLaunchKernel 16 256").count(), 3, "{log}");
     // a bad setting is a clear error
     let (code, out, err) =
         run(s.app_at(&app, &["1", "4096"], &[("TESSERA_KERNEL_SLICING", "yes")]));

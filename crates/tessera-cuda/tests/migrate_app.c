@@ -5,7 +5,8 @@
  * each launch on a stream of its own making and synchronised on it, then checks the
  * result on the host.
  *
- * usage: migrate_app N [N_ELEMS]   (LAUNCH_EX set: each launch through cuLaunchKernelEx)
+ * usage: migrate_app N [N_ELEMS]   (LAUNCH_EX set: each launch through cuLaunchKernelEx;
+ * SECOND_MODULE set: the kernel launched is a second module's, which slicing leaves whole)
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -61,6 +62,18 @@ int main(int argc, char **argv) {
     CUfunction axpy;
     CHECK("module", load(&module, ptx));
     CHECK("function", function(&axpy, module, "tessera_axpy"));
+    if (getenv("SECOND_MODULE")) {
+        /* a second module whose axpy reads %gridid (kernel slicing leaves it whole); the
+         * program launches that one (tessera's fake driver hands out the same function
+         * handle for both) */
+        static const char whole[] =
+            ".version 6.0\n.target sm_50\n.address_size 64\n"
+            ".visible .entry tessera_axpy(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)\n{\n"
+            "    .reg .b64 %rd<2>;\n    mov.u64 %rd1, %gridid;\n    ret;\n}\n";
+        CUmodule second;
+        CHECK("module", load(&second, whole));
+        CHECK("function", function(&axpy, second, "tessera_axpy"));
+    }
     size_t bytes = (size_t)n * sizeof(float);
     float *x = malloc(bytes), *y = malloc(bytes), *out = malloc(bytes);
     if (!x || !y || !out) { printf("error malloc 0\n"); return 2; }
