@@ -156,7 +156,7 @@ impl Migration {
         // SAFETY: non-null; a module image begins with at least 4 bytes (ELF and fatbin
         // magics, or PTX text).
         let head = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) };
-        let binary = head == b"\x7fELF" || head == [0x50, 0xed, 0x55, 0xba] || head[0] == 0;
+        let binary = tessera_ptx::is_binary_module(head);
         let r = real!(cuModuleLoadData(module, image));
         if r != status::SUCCESS {
             return r;

@@ -30,6 +30,15 @@ pub use launch::{Slice, SliceConfig, plan};
 pub use params::{Param, ParamLayout};
 pub use rewrite::{Kernel, Outcome, Rewrite, SLICE_SUFFIX, Unsliced, rewrite};
 
+/// Whether a module image beginning with `head` is binary (a cubin's ELF magic, a
+/// fatbin's, or a NUL where text would begin): it carries no PTX to rewrite, and its
+/// kernels run whole.
+pub fn is_binary_module(head: &[u8]) -> bool {
+    head.starts_with(b"\x7fELF")
+        || head.starts_with(&[0x50, 0xed, 0x55, 0xba])
+        || head.first() == Some(&0)
+}
+
 /// Why a PTX text could not be read at all (a kernel the rewrite cannot handle is not an
 /// error: it is [`Unsliced`]).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -98,42 +98,36 @@ fn skip_space(s: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// The offset of the parenthesis closing the one at `open`.
-fn close_paren(masked: &str, open: usize) -> Result<usize, PtxError> {
-    let s = masked.as_bytes();
+/// The offset of the `close` that matches the `open_char` at `open` (nested pairs
+/// counted); `what` names the pair in the error.
+fn matching(
+    masked: &str,
+    open: usize,
+    (open_char, close): (u8, u8),
+    what: &'static str,
+) -> Result<usize, PtxError> {
     let mut depth = 0usize;
-    for (i, c) in s.iter().enumerate().skip(open) {
-        match c {
-            b'(' => depth += 1,
-            b')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Ok(i);
-                }
+    for (i, c) in masked.as_bytes().iter().enumerate().skip(open) {
+        if *c == open_char {
+            depth += 1;
+        } else if *c == close {
+            depth -= 1;
+            if depth == 0 {
+                return Ok(i);
             }
-            _ => {}
         }
     }
-    Err(PtxError::Unbalanced { what: "parenthesis", line: line_of(masked, open) })
+    Err(PtxError::Unbalanced { what, line: line_of(masked, open) })
+}
+
+/// The offset of the parenthesis closing the one at `open`.
+fn close_paren(masked: &str, open: usize) -> Result<usize, PtxError> {
+    matching(masked, open, (b'(', b')'), "parenthesis")
 }
 
 /// The offset just past the brace closing the one at `open`.
 pub(crate) fn close_brace(masked: &str, open: usize) -> Result<usize, PtxError> {
-    let s = masked.as_bytes();
-    let mut depth = 0usize;
-    for (i, c) in s.iter().enumerate().skip(open) {
-        match c {
-            b'{' => depth += 1,
-            b'}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Ok(i + 1);
-                }
-            }
-            _ => {}
-        }
-    }
-    Err(PtxError::Unbalanced { what: "brace", line: line_of(masked, open) })
+    matching(masked, open, (b'{', b'}'), "brace").map(|i| i + 1)
 }
 
 /// Every `.entry` and `.func` at the top level of `masked`, in order.

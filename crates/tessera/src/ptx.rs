@@ -61,7 +61,7 @@ fn slice(a: SliceArgs) -> Result<()> {
     let bytes =
         std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display()))?;
     // a binary module (SASS) has no PTX to rewrite: its kernels run whole
-    if bytes.starts_with(b"\x7fELF") || bytes.starts_with(&[0x50, 0xed, 0x55, 0xba]) {
+    if tessera_ptx::is_binary_module(&bytes) {
         anyhow::bail!(
             "{} is a binary module (cubin or fatbin), not PTX: its kernels would run unsliced",
             a.file.display()

@@ -45,7 +45,7 @@ fn with_twins(image: *const c_void) -> Option<crate::slicing::Rewritten> {
     // SAFETY: non-null; a module image begins with at least 4 bytes (ELF and fatbin
     // magics, or PTX text).
     let head = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) };
-    if head == b"\x7fELF" || head == [0x50, 0xed, 0x55, 0xba] || head[0] == 0 {
+    if tessera_ptx::is_binary_module(head) {
         return None;
     }
     // SAFETY: a PTX image is a NUL-terminated string (cuModuleLoadData's contract).
@@ -99,6 +99,19 @@ pub extern "C" fn cuModuleGetFunction(
     })
 }
 
+/// A sub-kernel's `kernelParams`: the program's `count` parameter pointers, then
+/// pointers to the twin's four added values (which must outlive the launch).
+fn twin_args(params: *mut *mut c_void, count: usize, values: &mut [u32; 4]) -> Vec<*mut c_void> {
+    let mut args: Vec<*mut c_void> = (0..count)
+        // SAFETY: the program's kernelParams holds one pointer per parameter of the
+        // kernel, `count` of them (the module's declaration); the caller checked it
+        // non-null
+        .map(|i| unsafe { *params.add(i) })
+        .collect();
+    args.extend(values.iter_mut().map(|v| std::ptr::from_mut(v).cast::<c_void>()));
+    args
+}
+
 /// [`sliced`] for `cuLaunchKernelEx`: its configuration copied with a one-dimensional
 /// grid per sub-kernel. Only configurations without attributes (an attribute may make
 /// the launch cooperative or clustered, which sub-kernels cannot be).
@@ -121,11 +134,7 @@ fn sliced_ex(
     let (twin, count, slices) = slicing().slices(f as usize, [grid.0, grid.1, grid.2])?;
     for s in slices {
         let mut values = [s.first, grid.0, grid.1, grid.2];
-        let mut args: Vec<*mut c_void> = (0..count)
-            // SAFETY: as in `sliced`: one pointer per parameter of the kernel
-            .map(|i| unsafe { *params.add(i) })
-            .collect();
-        args.extend(values.iter_mut().map(|v| std::ptr::from_mut(v).cast::<c_void>()));
+        let mut args = twin_args(params, count, &mut values);
         let copy = CUlaunchConfig { gridDimX: s.blocks, gridDimY: 1, gridDimZ: 1, ..c };
         let (twin, args_p, none) = (twin as CUfunction, args.as_mut_ptr(), std::ptr::null_mut());
         let r = if ptsz {
@@ -163,12 +172,7 @@ fn sliced(
     let (twin, count, slices) = slicing().slices(f as usize, [gx, gy, gz])?;
     for s in slices {
         let mut values = [s.first, gx, gy, gz];
-        let mut args: Vec<*mut c_void> = (0..count)
-            // SAFETY: the program's kernelParams holds one pointer per parameter of the
-            // kernel, `count` of them (the module's declaration)
-            .map(|i| unsafe { *params.add(i) })
-            .collect();
-        args.extend(values.iter_mut().map(|v| std::ptr::from_mut(v).cast::<c_void>()));
+        let mut args = twin_args(params, count, &mut values);
         let (twin, args_p, none) = (twin as CUfunction, args.as_mut_ptr(), std::ptr::null_mut());
         let r = if ptsz {
             cuLaunchKernel_ptsz(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args_p, none)

@@ -238,28 +238,20 @@ pub fn section(
             .filter(|g| g.workloads.contains(&t.mix.name) && g.best_split < g.whole)
             .map(|g| format!("{} at {:.1} ms ({})", g.model, g.slo_ms, pct(g.best_split / g.whole)))
             .collect();
+        let splitting = format!("splitting loses for {}", losing.join(", "));
+        let also = if losing.is_empty() { String::new() } else { format!("; {splitting}") };
         let cause = if int >= sbp && int_s >= sbp_s {
             "gpulet+int leads".to_string()
         } else if int >= sbp {
             format!(
-                "served, not scheduled: gpulet+int's schedules miss over 1% near its maximum ({missed} most){}",
-                if losing.is_empty() {
-                    String::new()
-                } else {
-                    format!("; splitting loses for {}", losing.join(", "))
-                }
+                "served, not scheduled: gpulet+int's schedules miss over 1% near its maximum ({missed} most){also}"
             )
         } else if gpulet >= sbp {
             format!(
-                "the interference check: without it elastic partitioning schedules {gpulet:.0}{}",
-                if losing.is_empty() {
-                    String::new()
-                } else {
-                    format!("; splitting loses for {}", losing.join(", "))
-                }
+                "the interference check: without it elastic partitioning schedules {gpulet:.0}{also}"
             )
         } else if !losing.is_empty() {
-            format!("splitting loses for {}", losing.join(", "))
+            splitting
         } else {
             "not identified by these measures".to_string()
         };
