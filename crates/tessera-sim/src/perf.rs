@@ -73,11 +73,12 @@ pub struct KernelProfile {
 impl KernelProfile {
     /// The smallest profiled batch of at least `batch` at `percent`, with its latency.
     pub fn batch_latency(&self, batch: u32, percent: u32) -> Option<(u32, Nanos)> {
+        // keys are ordered by batch: the first at or after `batch` with this percent (a
+        // walk from there, not of the whole table: the serving engine asks on every batch)
         self.latency
-            .iter()
-            .filter(|((b, p), _)| *b >= batch && *p == percent)
+            .range((batch, 0)..)
+            .find(|((_, p), _)| *p == percent)
             .map(|((b, _), l)| (*b, *l))
-            .min_by_key(|(b, _)| *b)
     }
 }
 

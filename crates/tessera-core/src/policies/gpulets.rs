@@ -1423,11 +1423,9 @@ impl crate::policy::Policy for GpuletServing {
             for m in &l.models {
                 self.board.drop_waiting_since(m.tenant, now.saturating_sub(m.drop_after), actions);
             }
-            if !self.board.has_room(l.placement) {
-                continue;
-            }
             // a model whose oldest request can wait no longer goes first (the most
-            // overdue of them); else the next full batch in turn
+            // overdue of them); else the next full batch in turn. The gpu-let's room
+            // is asked only when one is due (it walks the GPU's running requests)
             let n = l.models.len();
             let board = &self.board;
             let model = |k: usize| l.models[(l.next + k) % n];
@@ -1441,7 +1439,9 @@ impl crate::policy::Policy for GpuletServing {
                 .map(|(_, k)| k);
             let full =
                 || (0..n).find(|&k| board.queue_of(model(k).tenant).0 >= model(k).batch as usize);
-            if let Some(k) = overdue.or_else(full) {
+            if let Some(k) = overdue.or_else(full)
+                && self.board.has_room(l.placement)
+            {
                 let m = l.models[(l.next + k) % n];
                 if self.board.dispatch_batch(now, l.placement, m.tenant, m.batch as usize, actions)
                     > 0

@@ -128,7 +128,7 @@ pub fn run(
         .ok_or_else(|| ExperimentError::Config(format!("no V100 profile {MODEL}")))?;
     // the gpu-lets experiments' SLO rule: twice the whole GPU's latency at batch 32
     let slo_ms = 2.0
-        * V100Model(profile)
+        * V100Model::new(profile)
             .latency_ms(32, 100)
             .ok_or_else(|| ExperimentError::Config(format!("{MODEL} has no batch-32 latency")))?;
     let windows = days
@@ -192,7 +192,7 @@ fn run_arm(
     } else {
         Box::new(node)
     };
-    let profiled: &dyn Profiled = &V100Model(&profiles.models[MODEL]);
+    let profiled: &dyn Profiled = &V100Model::new(&profiles.models[MODEL]);
     let perf = PerfModel {
         profiles: [(kernel, kernel_profile(profiled))].into_iter().collect(),
         ..PerfModel::default()
@@ -237,7 +237,7 @@ fn server(gpus: &[GpuSpec], profiles: Arc<Profiles>, slo_ms: f64) -> AdaptiveGpu
         ..Options::paper(count)
     };
     let reschedule = Box::new(move |_: Nanos, tenants: &[TenantId], rates: &[f64]| {
-        let profile = V100Model(profiles.models.get(MODEL)?);
+        let profile = V100Model::new(profiles.models.get(MODEL)?);
         let models: Vec<Model<'_>> =
             rates.iter().map(|r| Model { rate: *r, slo_ms, profile: &profile }).collect();
         let schedule = elastic_partitioning(&models, &opts(), &NoInterference).ok()?;

@@ -24,7 +24,7 @@
 //!   gpu-let's batches): the paper does not say whether its frontend overlaps it.
 
 use super::schedulability::SIZES;
-use tessera_core::policies::gpulets::{InterferenceModel, LatencyProfile};
+use tessera_core::policies::gpulets::{InterferenceModel, LatencyProfile, MAX_BATCH};
 use tessera_gpu::partition::{Interference, ModelProfile, Profiles};
 
 /// A profile the scheduler and the engine can use: latency and utilization.
@@ -33,19 +33,68 @@ pub trait Profiled: LatencyProfile + std::fmt::Debug + Sync {
     fn utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)>;
 }
 
+/// A profile's values at every batch up to [`MAX_BATCH`] and every whole percent,
+/// computed once: the schedulers and the serving engine ask the same few hundred points
+/// millions of times, and interpolating each time over the profile's table was a third
+/// of `sim gpulets` (issue 55). The same function computes each point, so the values are
+/// the same to the bit.
+#[derive(Debug)]
+struct Tabled<T>(Vec<Option<T>>);
+
+impl<T: Copy> Tabled<T> {
+    const ROW: usize = 101;
+
+    fn of(f: impl Fn(u32, u32) -> Option<T>) -> Self {
+        Tabled(
+            (0..=MAX_BATCH)
+                .flat_map(|b| (0..=100).map(move |p| (b, p)))
+                .map(|(b, p)| f(b, p))
+                .collect(),
+        )
+    }
+
+    /// The point, or `None` outside the table (the caller computes it then).
+    fn get(&self, batch: u32, percent: u32) -> Option<Option<T>> {
+        if percent > 100 {
+            return None;
+        }
+        self.0.get(batch as usize * Self::ROW + percent as usize).copied()
+    }
+}
+
 /// A V100 model's L(batch, partition %), with the derived full-GPU points.
 #[derive(Debug)]
-pub struct V100Model<'a>(pub &'a ModelProfile);
+pub struct V100Model<'a> {
+    /// The measured profile.
+    pub profile: &'a ModelProfile,
+    latency: Tabled<f64>,
+    utilization: Tabled<(f64, f64)>,
+}
+
+impl<'a> V100Model<'a> {
+    /// The model of `profile`.
+    pub fn new(profile: &'a ModelProfile) -> Self {
+        V100Model {
+            profile,
+            latency: Tabled::of(|b, p| profile.latency_or_derived_ms(b, p * 10)),
+            utilization: Tabled::of(|b, p| profile.utilization_or_derived(b, p * 10)),
+        }
+    }
+}
 
 impl Profiled for V100Model<'_> {
     fn utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)> {
-        self.0.utilization_or_derived(batch, percent * 10)
+        self.utilization
+            .get(batch, percent)
+            .unwrap_or_else(|| self.profile.utilization_or_derived(batch, percent * 10))
     }
 }
 
 impl LatencyProfile for V100Model<'_> {
     fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
-        self.0.latency_or_derived_ms(batch, percent * 10)
+        self.latency
+            .get(batch, percent)
+            .unwrap_or_else(|| self.profile.latency_or_derived_ms(batch, percent * 10))
     }
 }
 
@@ -64,6 +113,9 @@ pub struct PaperModel<'a> {
     pub batching_ms: std::collections::BTreeMap<u32, f64>,
     /// The share of it charged to the batch ([`BatchingCosts::charged`]).
     pub batching_charged: f64,
+    /// [`PaperModel::computed_ms`] at every point (see [`Tabled`]), filled by
+    /// [`PaperModel::tabled`].
+    latency: Tabled<f64>,
 }
 
 /// The value at `batch`, linear between the nearest profiled batches (the authors'
@@ -77,13 +129,25 @@ fn by_batch(table: &std::collections::BTreeMap<u32, f64>, batch: u32) -> Option<
     Some(vlo + (vhi - vlo) * f64::from(batch - lo) / f64::from(hi - lo))
 }
 
-impl LatencyProfile for PaperModel<'_> {
-    fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
+impl PaperModel<'_> {
+    /// The same model with its latencies computed once.
+    fn tabled(mut self) -> Self {
+        self.latency = Tabled::of(|b, p| self.computed_ms(b, p));
+        self
+    }
+
+    fn computed_ms(&self, batch: u32, percent: u32) -> Option<f64> {
         let full = by_batch(&self.full_ms, batch)?;
         let kernels =
             full * self.shape.latency_ms(batch, percent)? / self.shape.latency_ms(batch, 100)?;
         Some(kernels + self.batching_charged * self.batching_ms.get(&batch)?)
         // (with the authors' overhead, `batching_ms` holds their charge and the share is 1)
+    }
+}
+
+impl LatencyProfile for PaperModel<'_> {
+    fn latency_ms(&self, batch: u32, percent: u32) -> Option<f64> {
+        self.latency.get(batch, percent).unwrap_or_else(|| self.computed_ms(batch, percent))
     }
 }
 
@@ -163,7 +227,7 @@ pub fn v100<'a>(profiles: &'a Profiles, fitted: Interference) -> ProfileSet<'a> 
     let boxed: Vec<Box<dyn Profiled + 'a>> = profiles
         .models
         .values()
-        .map(|m| Box::new(V100Model(m)) as Box<dyn Profiled + 'a>)
+        .map(|m| Box::new(V100Model::new(m)) as Box<dyn Profiled + 'a>)
         .collect();
     let slo_ms = boxed.iter().map(|p| 2.0 * p.latency_ms(32, 100).unwrap_or(f64::NAN)).collect();
     ProfileSet { name: "v100", models, profiles: boxed, slo_ms, interference: fitted, world: None }
@@ -295,7 +359,7 @@ pub fn paper<'a>(
         let rows = table.get(name).ok_or(UtilError { line: 0, message: format!("no {name}") })?;
         let at32 =
             rows.get(&32).ok_or(UtilError { line: 0, message: format!("{name}: no batch 32") })?.0;
-        let shape = V100Model(
+        let shape = V100Model::new(
             v100.models
                 .get(shape)
                 .ok_or(UtilError { line: 0, message: format!("no V100 {shape}") })?,
@@ -317,14 +381,18 @@ pub fn paper<'a>(
         let l2 = rows.iter().map(|(b, r)| (*b, r.1)).collect();
         let dram = rows.iter().map(|(b, r)| (*b, r.2)).collect();
         set.models.push(name.to_string());
-        set.profiles.push(Box::new(PaperModel {
-            full_ms,
-            l2,
-            dram,
-            shape,
-            batching_ms,
-            batching_charged: charged,
-        }));
+        set.profiles.push(Box::new(
+            PaperModel {
+                full_ms,
+                l2,
+                dram,
+                shape,
+                batching_ms,
+                batching_charged: charged,
+                latency: Tabled(Vec::new()),
+            }
+            .tabled(),
+        ));
         set.slo_ms.push(slo);
     }
     debug_assert!(SIZES.contains(&100));
