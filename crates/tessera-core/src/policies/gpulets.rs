@@ -1311,6 +1311,13 @@ pub struct GpuletServing {
     plan: Option<ServingPlan>,
     /// How often the queues are looked at (the plan's; 1 ms before any).
     tick: Nanos,
+    /// Until when a tick finds nothing due: the earliest moment a queued request falls
+    /// due for its batch or for a drop, as of the last look at every queue. Only time
+    /// makes a tick act, and nothing else changed since that look (any other event, or
+    /// a plan not yet in force, looks again), so a tick before it is passed over: at
+    /// gpu-lets' 100 µs ticks, walking every gpu-let on each was most of a serving
+    /// run's time (issue 55).
+    quiet_until: Nanos,
 }
 
 impl GpuletServing {
@@ -1322,6 +1329,7 @@ impl GpuletServing {
             waiting: vec![None; gpus.len()],
             plan: Some(plan),
             tick: Nanos::from_millis(1),
+            quiet_until: Nanos::ZERO,
         }
     }
 
@@ -1408,6 +1416,23 @@ impl crate::policy::Policy for GpuletServing {
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         self.board.observe(now, event, actions);
+        // Before `quiet_until` nothing falls due by time, so only what the event
+        // touched can act: a request's arrival, the gpu-lets serving its model; a
+        // finish, the gpu-let it ran on. Any other event looks at every gpu-let.
+        if now < self.quiet_until && self.settled() {
+            let touched = match event {
+                Event::Tick => return,
+                Event::TaskSubmitted(spec) => Touched::Model(spec.tenant),
+                Event::TaskFinished { placement, .. } => Touched::At(*placement),
+                _ => Touched::All,
+            };
+            if touched != Touched::All {
+                self.serve_lets(now, touched, actions);
+                let due = self.due_of(touched);
+                self.quiet_until = self.quiet_until.min(due);
+                return;
+            }
+        }
         if let Event::RepartitionDone { gpu } = event
             && let Some(slot) = self.waiting.get_mut(gpu.0 as usize)
             && matches!(slot, Some((_, _, true)))
@@ -1419,7 +1444,35 @@ impl crate::policy::Policy for GpuletServing {
         if matches!(event, Event::Tick) {
             self.drop_unserved(now, actions);
         }
+        self.serve_lets(now, Touched::All, actions);
+        self.quiet_until = self.due_of(Touched::All);
+    }
+}
+
+/// Which gpu-lets an event can have made act (see [`GpuletServing`]'s `quiet_until`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Touched {
+    All,
+    /// Those serving this model (tenant): its queue grew.
+    Model(TenantId),
+    /// The one at this placement: it has room again.
+    At(Placement),
+}
+
+impl GpuletServing {
+    /// No plan waits to be applied and every repartition it needs was asked for: what
+    /// an event can change is in the board.
+    fn settled(&self) -> bool {
+        self.plan.is_none() && self.waiting.iter().all(|w| !matches!(w, Some((_, _, false))))
+    }
+
+    /// Drop what waited too long and send the batch that is due on each `touched`
+    /// gpu-let with room, in the order of the plan.
+    fn serve_lets(&mut self, now: Nanos, touched: Touched, actions: &mut Vec<Action>) {
         for l in self.current.iter_mut().flat_map(|(_, lets)| lets.iter_mut()) {
+            if !touched.includes(l) {
+                continue;
+            }
             for m in &l.models {
                 self.board.drop_waiting_since(m.tenant, now.saturating_sub(m.drop_after), actions);
             }
@@ -1449,6 +1502,49 @@ impl crate::policy::Policy for GpuletServing {
                     l.next = (l.next + k + 1) % n;
                 }
             }
+        }
+    }
+
+    /// The earliest moment a tick could act on the `touched` gpu-lets (see
+    /// `quiet_until`): a served model's oldest request reaching its longest wait or its
+    /// drop; an unserved model's (or the touched one's) oldest request passing its SLO.
+    fn due_of(&self, touched: Touched) -> Nanos {
+        let mut due = Nanos(u64::MAX);
+        for l in self.current.iter().flat_map(|(_, lets)| lets).filter(|l| touched.includes(l)) {
+            // a gpu-let without room sends nothing until a finish there (an event that
+            // looks at it again): only its drops fall due by time
+            let mut room = None;
+            for m in &l.models {
+                if let (_, Some(oldest)) = self.board.queue_of(m.tenant) {
+                    let drop = m.drop_after + Nanos(1);
+                    let room = *room.get_or_insert_with(|| self.board.has_room(l.placement));
+                    due = due.min(oldest + if room { m.max_wait.min(drop) } else { drop });
+                }
+            }
+        }
+        let unserved = match touched {
+            Touched::All => &mut self.board.backlogged() as &mut dyn Iterator<Item = TenantId>,
+            Touched::Model(t) => &mut std::iter::once(t),
+            Touched::At(_) => &mut std::iter::empty(),
+        };
+        for t in unserved {
+            if let (_, Some(oldest)) = self.board.queue_of(t)
+                && let Some(crate::ServiceClass::UserFacing { sla }) =
+                    self.board.tenant_spec(t).map(|s| s.class)
+            {
+                due = due.min(oldest + sla + Nanos(1));
+            }
+        }
+        due
+    }
+}
+
+impl Touched {
+    fn includes(self, l: &ServingLet) -> bool {
+        match self {
+            Touched::All => true,
+            Touched::Model(t) => l.models.iter().any(|m| m.tenant == t),
+            Touched::At(p) => l.placement == p,
         }
     }
 }
@@ -1547,6 +1643,7 @@ impl AdaptiveGpulets {
             waiting: vec![None; gpus.len()],
             plan: None,
             tick: Nanos::from_millis(1),
+            quiet_until: Nanos::ZERO,
         };
         serving.replan(plan);
         AdaptiveGpulets {
