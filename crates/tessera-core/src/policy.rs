@@ -28,6 +28,14 @@ pub trait Policy: Send + fmt::Debug {
         None
     }
 
+    /// Until when a [`Event::Tick`] would change nothing and ask for nothing, as of
+    /// the last event delivered: a driver may pass over the ticks before it (the
+    /// simulator does; a tick is then counted as delivered). Zero (the default): every
+    /// tick may act.
+    fn quiet_until(&self) -> Nanos {
+        Nanos::ZERO
+    }
+
     /// GPUs currently reserved for user-facing work whatever the load (Flexy's K);
     /// reported so that the PID variant's K can be observed.
     fn min_reservation(&self) -> usize {

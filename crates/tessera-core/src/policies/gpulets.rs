@@ -1318,6 +1318,8 @@ pub struct GpuletServing {
     /// gpu-lets' 100 µs ticks, walking every gpu-let on each was most of a serving
     /// run's time (issue 55).
     quiet_until: Nanos,
+    /// Whether `quiet_until` is kept ([`GpuletServing::every_event`]: not).
+    shortcuts: bool,
 }
 
 impl GpuletServing {
@@ -1330,7 +1332,15 @@ impl GpuletServing {
             plan: Some(plan),
             tick: Nanos::from_millis(1),
             quiet_until: Nanos::ZERO,
+            shortcuts: true,
         }
+    }
+
+    /// The same server looking at every gpu-let on every event, tick or not: what the
+    /// passing over of quiet ticks and untouched gpu-lets is checked against.
+    pub fn every_event(mut self) -> GpuletServing {
+        self.shortcuts = false;
+        self
     }
 
     /// Serve `plan` from the next event on, GPU by GPU as described above.
@@ -1414,6 +1424,10 @@ impl crate::policy::Policy for GpuletServing {
         Some(self.tick)
     }
 
+    fn quiet_until(&self) -> Nanos {
+        if self.settled() { self.quiet_until } else { Nanos::ZERO }
+    }
+
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         self.board.observe(now, event, actions);
         // Before `quiet_until` nothing falls due by time, so only what the event
@@ -1445,7 +1459,9 @@ impl crate::policy::Policy for GpuletServing {
             self.drop_unserved(now, actions);
         }
         self.serve_lets(now, Touched::All, actions);
-        self.quiet_until = self.due_of(Touched::All);
+        if self.shortcuts {
+            self.quiet_until = self.due_of(Touched::All);
+        }
     }
 }
 
@@ -1644,6 +1660,7 @@ impl AdaptiveGpulets {
             plan: None,
             tick: Nanos::from_millis(1),
             quiet_until: Nanos::ZERO,
+            shortcuts: true,
         };
         serving.replan(plan);
         AdaptiveGpulets {
@@ -1739,6 +1756,19 @@ impl crate::policy::Policy for AdaptiveGpulets {
 
     fn tick_interval(&self) -> Option<Nanos> {
         crate::policy::Policy::tick_interval(&self.serving)
+    }
+
+    fn quiet_until(&self) -> Nanos {
+        // the server's, or the next check of the rates (the quick one while a model
+        // is unserved), or a staged plan's moment, whichever comes first
+        let mut until = crate::policy::Policy::quiet_until(&self.serving).min(self.next_check);
+        if self.unserved {
+            until = until.min(self.last_quick + Nanos::from_secs(1));
+        }
+        if let Some((ready, _)) = &self.staged {
+            until = until.min(*ready);
+        }
+        until
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {

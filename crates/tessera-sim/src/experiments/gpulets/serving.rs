@@ -9,6 +9,7 @@
 use super::profiles::{ProfileSet, Profiled};
 use super::schedulability::{BATCHES, SIZES};
 use crate::engine::{Sharing, SimOptions, Simulation};
+use crate::metrics::RunMetrics;
 use crate::perf::{KernelProfile, PerfModel};
 use crate::workload::{Job, Kernel, Submission, Workload};
 use rand::SeedableRng;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use tessera_core::policies::gpulets::{
     Gpulet, GpuletServing, InterferenceModel, NoInterference, ServingPlan,
 };
+use tessera_core::policy::Policy;
 use tessera_core::{Bytes, GpuSpec, Nanos, ServiceClass, TenantId, TenantSpec};
 
 /// What serving one scenario measured.
@@ -86,6 +88,44 @@ pub fn serve(
     seconds: f64,
     seed: u64,
 ) -> Result<Served, crate::engine::SimError> {
+    let m = serving_run(node, rates, schedule, seconds, seed, Look::Shortcuts, false, |p| p)?;
+    let of_all = |n: usize| if m.uf_tasks == 0 { 0.0 } else { n as f64 / m.uf_tasks as f64 };
+    let by_model = (0..node.models.len())
+        .map(|i| {
+            m.uf_by_tenant.get(&TenantId(i as u64)).map_or(0.0, |c| of_all(c.late + c.dropped))
+        })
+        .collect();
+    Ok(Served {
+        requests: m.uf_tasks,
+        violation: 1.0 - m.sla_met,
+        dropped: of_all(m.uf_dropped),
+        by_model,
+    })
+}
+
+/// How the server looks at its gpu-lets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Look {
+    /// As it ships: passing over quiet ticks and gpu-lets an event did not touch.
+    Shortcuts,
+    /// Every gpu-let on every event ([`GpuletServing::every_event`]), the reference.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Everything,
+}
+
+/// [`serve`]'s run, every request's latency kept if `keep_latencies`, its policy passed
+/// through `wrap` (tests look at it that way).
+#[allow(clippy::too_many_arguments)]
+fn serving_run(
+    node: &Node<'_>,
+    rates: &[f64],
+    schedule: &[Gpulet],
+    seconds: f64,
+    seed: u64,
+    look: Look,
+    keep_latencies: bool,
+    wrap: impl FnOnce(Box<dyn Policy>) -> Box<dyn Policy>,
+) -> Result<RunMetrics, crate::engine::SimError> {
     let (set, gpus, slo_ms) = (node.set, node.gpus, node.slo_ms);
     let mut rng = Pcg64::seed_from_u64(seed);
     let mut jobs = Vec::new();
@@ -126,29 +166,22 @@ pub fn serve(
     let interference: &dyn InterferenceModel =
         if node.world == World::NoInterference { &NoInterference } else { set };
     let plan = ServingPlan::new(gpus, schedule, &models, &tenants, &opts, interference);
-    let policy = Box::new(GpuletServing::new(&specs, plan));
+    let mut policy = GpuletServing::new(&specs, plan);
+    if look == Look::Everything {
+        policy = policy.every_event();
+    }
+    let policy = Box::new(policy);
     let perf = serving_perf(set, node.world);
     let opts = SimOptions {
         gpus: specs,
         perf,
-        keep_latencies: false,
+        keep_latencies,
         event_budget: u64::MAX,
         sharing: Sharing::Processor,
         measure_gpus: false,
         sla_window: None,
     };
-    let m = Simulation::new(&workload, policy, opts).run()?;
-    let of_all = |n: usize| if m.uf_tasks == 0 { 0.0 } else { n as f64 / m.uf_tasks as f64 };
-    let by_model = tenants
-        .iter()
-        .map(|t| m.uf_by_tenant.get(t).map_or(0.0, |c| of_all(c.late + c.dropped)))
-        .collect();
-    Ok(Served {
-        requests: m.uf_tasks,
-        violation: 1.0 - m.sla_met,
-        dropped: of_all(m.uf_dropped),
-        by_model,
-    })
+    Simulation::new(&workload, wrap(policy), opts).run()
 }
 
 /// Model `model`'s requests as a job: a user-facing tenant with the model's SLO whose
@@ -257,5 +290,78 @@ mod tests {
         // the same schedule at ten times the rate it was made for
         let heavy = serve(&node, &[0.0, 1000.0, 0.0, 0.0], &schedule, 5.0, 1).unwrap();
         assert!(heavy.violation > 0.5, "{heavy:?}");
+    }
+
+    /// Counts the ticks delivered.
+    #[derive(Debug)]
+    struct Ticks(Box<dyn Policy>, std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl Policy for Ticks {
+        fn label(&self) -> String {
+            self.0.label()
+        }
+        fn tick_interval(&self) -> Option<Nanos> {
+            self.0.tick_interval()
+        }
+        fn quiet_until(&self) -> Nanos {
+            self.0.quiet_until()
+        }
+        fn on_event(
+            &mut self,
+            now: Nanos,
+            event: &tessera_core::Event,
+            actions: &mut Vec<tessera_core::Action>,
+        ) {
+            if matches!(event, tessera_core::Event::Tick) {
+                self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            self.0.on_event(now, event, actions)
+        }
+    }
+
+    /// The engine passes over the ticks the server says it will not act on, and the
+    /// server looks only at the gpu-lets an event touched (issue 55: ticks were 80% of
+    /// `sim gpulets`' events), and the run is the same to the last measure, event counts
+    /// and every request's latency included, as when every tick is delivered and every
+    /// gpu-let looked at on each event: at a light load,
+    /// where most ticks find nothing due, and overloaded, where drops fall due by time.
+    #[test]
+    fn passing_over_quiet_ticks_changes_nothing_in_the_run() {
+        let profiles = Profiles::from_v100_jsonl(super::super::V100).unwrap();
+        let set =
+            super::super::profiles::v100(&profiles, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
+        let opts = super::super::schedulability::paper_options(2);
+        // made for rates whose batches are large: served at a quarter of them, batches
+        // go when their oldest request can wait no longer (at a tick), not full
+        let planned = [120.0, 400.0, 160.0, 80.0];
+        let schedule =
+            elastic_partitioning(&set_models(&set, &planned), &opts, &NoInterference).unwrap();
+        let kinds: Vec<usize> = (0..set.models.len()).collect();
+        let node =
+            Node { set: &set, models: &kinds, slo_ms: &set.slo_ms, world: World::Planner, gpus: 2 };
+        let light = planned.map(|r| r / 4.0);
+        for rates in [light, planned.map(|r| r * 2.0)] {
+            let run = |look: Look| {
+                let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+                let counted = ticks.clone();
+                let m = serving_run(&node, &rates, &schedule, 5.0, 3, look, true, |p| {
+                    Box::new(Ticks(p, counted))
+                })
+                .unwrap();
+                (m, ticks.load(std::sync::atomic::Ordering::Relaxed))
+            };
+            let (every, all_ticks) = run(Look::Everything);
+            let (skipping, delivered) = run(Look::Shortcuts);
+            eprintln!(
+                "DBG {} {} {} {} {:?}",
+                every.uf_tasks, every.uf_dropped, all_ticks, delivered, every.sla_met
+            );
+            assert_eq!(skipping, every, "at {rates:?}");
+            assert!(every.uf_dropped > 0 || rates == light, "{every:?}");
+            assert!(all_ticks > 1000, "{all_ticks} ticks");
+            if rates == light {
+                assert!(delivered * 2 < all_ticks, "{delivered} of {all_ticks} ticks delivered");
+            }
+        }
     }
 }
