@@ -200,8 +200,8 @@ pub struct ConcurrentGpu {
     threads_in_use: u64,
     /// Summed occupancy demand of the kernels present.
     demand_present: f64,
-    /// Scratch: blocks placed per SM in one placement.
-    scratch: Vec<u32>,
+    /// Scratch: (SM, blocks) of one placement, swapped into its cohort.
+    scratch: Vec<(u32, u32)>,
     /// Scratch: each SM's room for the kernel being placed, and how many SMs have
     /// each room.
     rooms: Vec<u32>,
@@ -214,6 +214,11 @@ pub struct ConcurrentGpu {
 
 fn ceil_ns(ps: Ps) -> Ns {
     ps.div_ceil(PS_PER_NS)
+}
+
+/// The least use of each resource on any of `sms` (a full SM if there are none).
+fn least_used(sms: &[SmUse], limits: &SmLimits) -> SmUse {
+    sms.iter().fold(SmUse::full(limits), |m, u| m.least(u))
 }
 
 impl ConcurrentGpu {
@@ -243,7 +248,7 @@ impl ConcurrentGpu {
             sms_in_use: 0,
             threads_in_use: 0,
             demand_present: 0.0,
-            scratch: vec![0; limits.sms as usize],
+            scratch: Vec::with_capacity(limits.sms as usize),
             rooms: vec![0; limits.sms as usize],
             by_room: Vec::new(),
             order: Vec::new(),
@@ -699,15 +704,15 @@ impl ConcurrentGpu {
         }
     }
 
-    /// Place waiting blocks (see the module docs).
     /// Place up to `pending` blocks costing `cost` breadth-first — a block on each SM
-    /// in turn, round after round, while any fits — counting them per SM in `scratch`;
-    /// returns how many. Each block placed on an SM lowers its room by exactly one
+    /// in turn, round after round, while any fits — listing (SM, blocks) of each SM
+    /// that took any in `scratch`; returns how many, and the least use of each resource
+    /// on any SM afterwards (see `dispatch`; computed in the same walk of the SMs). Each block placed on an SM lowers its room by exactly one
     /// (every resource's floor((left - each) / each) is one less), so SM s receives
     /// min(room, K) blocks after K whole rounds, and the rest of the blocks go one
     /// each to the SMs still with room, in SM order: computed so, not round by round
     /// (a kernel of thousands of blocks was a walk of the SMs per round).
-    fn place_breadth_first(&mut self, cost: &BlockCost, pending: u64) -> u64 {
+    fn place_breadth_first(&mut self, cost: &BlockCost, pending: u64) -> (u64, SmUse) {
         let mut total = 0u64;
         let mut most = 0u32;
         // breadth-first placement leaves runs of SMs in the same state: an SM like the
@@ -728,7 +733,8 @@ impl ConcurrentGpu {
             most = most.max(*room);
         }
         if total == 0 {
-            return 0;
+            // nothing changed: no new bound (a full SM bounds nothing)
+            return (0, SmUse::full(&self.limits));
         }
         let rooms = std::mem::take(&mut self.rooms);
         // K: the most whole rounds the blocks fill — all of them when everything fits
@@ -756,6 +762,8 @@ impl ConcurrentGpu {
         };
         let mut rest = pending - filled;
         let mut placed = 0u64;
+        let mut bound = SmUse::full(&self.limits);
+        self.scratch.clear();
         for (sm, room) in rooms.iter().enumerate() {
             let mut n = (*room).min(rounds);
             if *room > rounds && rest > 0 {
@@ -764,12 +772,13 @@ impl ConcurrentGpu {
             }
             if n > 0 {
                 self.take_sm(sm, cost, i64::from(n));
-                self.scratch[sm] += n;
+                self.scratch.push((sm as u32, n));
                 placed += u64::from(n);
             }
+            bound = bound.least(&self.sms[sm]);
         }
         self.rooms = rooms;
-        placed
+        (placed, bound)
     }
 
     fn dispatch(&mut self) {
@@ -854,23 +863,7 @@ impl ConcurrentGpu {
         // anywhere (a full GPU with many kernels waiting) is passed over without a walk
         // of the SMs. Placing only takes resources, so the bound holds through the loop.
         let lim = self.limits;
-        let least_used = |sms: &[SmUse]| {
-            sms.iter().fold(
-                SmUse {
-                    blocks: lim.max_blocks_per_sm,
-                    threads: lim.max_threads_per_sm,
-                    registers: lim.registers_per_sm,
-                    shared: lim.shared_per_sm,
-                },
-                |m, u| SmUse {
-                    blocks: m.blocks.min(u.blocks),
-                    threads: m.threads.min(u.threads),
-                    registers: m.registers.min(u.registers),
-                    shared: m.shared.min(u.shared),
-                },
-            )
-        };
-        let mut bound = least_used(&self.sms);
+        let mut bound = least_used(&self.sms, &lim);
         for id in order.iter().copied() {
             let Some(k) = self.kernels.get(&id) else { continue };
             if active.is_some_and(|a| a != k.context) {
@@ -880,26 +873,20 @@ impl ConcurrentGpu {
             if pending == 0 || bound.room_for(&cost, &lim) == 0 {
                 continue;
             }
-            let placed = self.place_breadth_first(&cost, pending);
+            let (placed, after) = self.place_breadth_first(&cost, pending);
             pending -= placed;
             if placed == 0 {
                 continue;
             }
             // tighter after a placement (which often fills the GPU)
-            bound = least_used(&self.sms);
+            bound = after;
             let i = self.free_cohorts.pop().unwrap_or_else(|| {
                 self.cohorts.push(Cohort::default());
                 self.cohorts.len() - 1
             });
             let now = self.now;
             let c = &mut self.cohorts[i];
-            c.on.clear();
-            for (sm, n) in self.scratch.iter_mut().enumerate() {
-                if *n > 0 {
-                    c.on.push((sm as u32, *n));
-                    *n = 0;
-                }
-            }
+            std::mem::swap(&mut c.on, &mut self.scratch);
             c.kernel = id;
             c.count = placed;
             c.since = now;
@@ -1113,9 +1100,14 @@ mod tests {
                     break;
                 }
             }
-            let placed = g.place_breadth_first(&cost, pending);
+            let (placed, bound) = g.place_breadth_first(&cost, pending);
             prop_assert_eq!(placed, pending - left);
-            prop_assert_eq!(&g.scratch, &expected);
+            let expected: Vec<(u32, u32)> = expected.iter().enumerate().filter(|(_, n)| **n > 0).map(|(sm, n)| (sm as u32, *n)).collect();
+            // the list and the bound are of a placement: with none, neither is read
+            if placed > 0 {
+                prop_assert_eq!(&g.scratch, &expected);
+                prop_assert_eq!(bound, least_used(&sms, &V));
+            }
             prop_assert_eq!(&g.sms, &sms);
         }
 

@@ -166,6 +166,26 @@ pub struct SmUse {
 }
 
 impl SmUse {
+    /// An SM with every resource in use.
+    pub fn full(gpu: &SmLimits) -> SmUse {
+        SmUse {
+            blocks: gpu.max_blocks_per_sm,
+            threads: gpu.max_threads_per_sm,
+            registers: gpu.registers_per_sm,
+            shared: gpu.shared_per_sm,
+        }
+    }
+
+    /// The lesser use of each resource of the two.
+    pub fn least(&self, other: &SmUse) -> SmUse {
+        SmUse {
+            blocks: self.blocks.min(other.blocks),
+            threads: self.threads.min(other.threads),
+            registers: self.registers.min(other.registers),
+            shared: self.shared.min(other.shared),
+        }
+    }
+
     /// How many more blocks costing `c` fit beside what is resident.
     pub fn room_for(&self, c: &BlockCost, gpu: &SmLimits) -> u32 {
         let left = |cap: u32, used: u32, each: u32| {
