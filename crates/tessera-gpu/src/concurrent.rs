@@ -128,7 +128,7 @@ pub struct ConcurrentUsage {
     pub load_ns: [f64; 3],
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Kernel {
     context: u32,
     cost: BlockCost,
@@ -147,7 +147,7 @@ struct Kernel {
 }
 
 /// Blocks of one kernel placed together: they end together.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Cohort {
     kernel: PieceId,
     /// (SM, blocks) of the placement.
@@ -166,7 +166,7 @@ struct Cohort {
 }
 
 /// The kernels running on one GPU (see the module docs).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ConcurrentGpu {
     limits: SmLimits,
     contexts: Contexts,
@@ -200,6 +200,10 @@ pub struct ConcurrentGpu {
     threads_in_use: u64,
     /// Summed occupancy demand of the kernels present.
     demand_present: f64,
+    /// The contention's stretch of blocks placed by the last dispatch.
+    stretch: f64,
+    /// Scratch: the cohorts ending at one instant.
+    ending: Vec<usize>,
     /// Scratch: (SM, blocks) of one placement, swapped into its cohort.
     scratch: Vec<(u32, u32)>,
     /// Scratch: each SM's room for the kernel being placed, and how many SMs have
@@ -248,6 +252,8 @@ impl ConcurrentGpu {
             sms_in_use: 0,
             threads_in_use: 0,
             demand_present: 0.0,
+            stretch: 1.0,
+            ending: Vec::new(),
             scratch: Vec::with_capacity(limits.sms as usize),
             rooms: vec![0; limits.sms as usize],
             by_room: Vec::new(),
@@ -472,26 +478,25 @@ impl ConcurrentGpu {
         }
         self.now = t;
         // every cohort ending now, then the context's turn
+        let clean = !self.dirty;
+        let mut ending = std::mem::take(&mut self.ending);
+        ending.clear();
         while let Some(Reverse((at, i, g))) = self.heap.peek().copied() {
             if at != t {
                 break;
             }
             self.heap.pop();
             let c = &self.cohorts[i];
-            if !c.live || c.frozen || c.generation != g {
-                continue;
+            if c.live && !c.frozen && c.generation == g {
+                ending.push(i);
             }
-            let kernel = c.kernel;
-            let ran = u128::from(t - c.since) * u128::from(c.count);
-            if let Some(k) = self.kernels.get_mut(&kernel) {
-                k.ran_ps += ran;
-            }
-            self.retire_cohort(i);
-            if self.kernels.get(&kernel).is_some_and(|k| k.pending == 0 && k.placed == 0) {
-                self.end_kernel(kernel);
-            }
-            self.dirty = true;
         }
+        if !(clean && ending.len() == 1 && self.repeat_wave(ending[0])) {
+            for &i in &ending {
+                self.end_cohort(i);
+            }
+        }
+        self.ending = ending;
         if let Some((until, to)) = self.switching
             && until == t
         {
@@ -511,6 +516,107 @@ impl ConcurrentGpu {
                 self.slice_end = t + slice * PS_PER_NS;
             }
         }
+    }
+
+    /// Cohort `i` ends now: its blocks' time is counted, its SMs freed, its kernel
+    /// ends if nothing of it is left, and the dispatcher runs again.
+    fn end_cohort(&mut self, i: usize) {
+        let c = &self.cohorts[i];
+        let kernel = c.kernel;
+        let ran = u128::from(self.now - c.since) * u128::from(c.count);
+        if let Some(k) = self.kernels.get_mut(&kernel) {
+            k.ran_ps += ran;
+        }
+        self.retire_cohort(i);
+        if self.kernels.get(&kernel).is_some_and(|k| k.pending == 0 && k.placed == 0) {
+            self.end_kernel(kernel);
+        }
+        self.dirty = true;
+    }
+
+    /// Cohort `i`, the only one ending now with nothing else changed since the last
+    /// dispatch, runs its kernel's next wave on the same SMs, if that is what the
+    /// dispatcher would do; returns whether it did. Issue 55: a kernel's waves were a
+    /// dispatch each, most of DCUDA's run, and this is most of those dispatches.
+    ///
+    /// Why it is the dispatcher's result (shared contexts, not paused): after a
+    /// dispatch every kernel still waiting fits on no SM (each was placed until it did
+    /// not, and later placements only took room). Freeing the cohort gives its kernel
+    /// back exactly its blocks' room on the cohort's SMs (on each, the resource that
+    /// stopped it has less than one block left beside them) and nothing elsewhere. So
+    /// when that kernel is the first waiting, with at least the cohort's blocks to
+    /// place, breadth-first placement puts exactly the cohort's blocks on the same SMs,
+    /// which leaves every SM as it was and every later kernel still without room; the
+    /// kernels present, and so the contention's stretch, are those of the last dispatch.
+    /// The cohort's slot and generations move as retiring and placing would move them.
+    fn repeat_wave(&mut self, i: usize) -> bool {
+        if self.paused || self.contexts != Contexts::Shared || !self.fresh.is_empty() {
+            return false;
+        }
+        let (id, count, since) = {
+            let c = &self.cohorts[i];
+            (c.kernel, c.count, c.since)
+        };
+        if self.waiting.first().is_none_or(|(_, _, first)| *first != id) {
+            return false;
+        }
+        if self.kernels.get(&id).is_none_or(|k| k.pending < count) {
+            return false;
+        }
+        #[cfg(test)]
+        let reference = {
+            let mut r = self.clone();
+            r.end_cohort(i);
+            r.dispatch();
+            r
+        };
+        let Some(k) = self.kernels.get_mut(&id) else { return false };
+        let now = self.now;
+        k.ran_ps += u128::from(now - since) * u128::from(count);
+        k.pending -= count;
+        if k.pending == 0 {
+            self.waiting.remove(&(Reverse(k.priority), k.started, id));
+        }
+        let duration = (k.block_ps as f64 * self.stretch).round() as Ps;
+        let c = &mut self.cohorts[i];
+        c.since = now;
+        c.stretch = self.stretch;
+        c.finish = now + duration;
+        c.generation += 2;
+        self.heap.push(Reverse((c.finish, i, c.generation)));
+        self.fresh.push(i);
+        #[cfg(test)]
+        assert_eq!(self.state(), reference.state(), "a repeated wave is not the dispatcher's");
+        true
+    }
+
+    /// Everything a dispatch decides, for comparing two models (tests).
+    #[cfg(test)]
+    fn state(&self) -> String {
+        let mut heap: Vec<_> = self
+            .heap
+            .iter()
+            .filter(|Reverse((_, i, g))| {
+                let c = &self.cohorts[*i];
+                c.live && !c.frozen && c.generation == *g
+            })
+            .collect();
+        heap.sort();
+        format!(
+            "{:?}",
+            (
+                &self.sms,
+                &self.kernels,
+                &self.waiting,
+                &self.cohorts,
+                &self.free_cohorts,
+                heap,
+                &self.fresh,
+                &self.finished,
+                self.sms_in_use,
+                self.threads_in_use,
+            )
+        )
     }
 
     /// The context after the active one, in turn, among those with kernels.
@@ -855,6 +961,7 @@ impl ConcurrentGpu {
             .map(|k| k.demand)
             .sum();
         let stretch = 1.0 + self.contention.slowdown_per_excess * (demand - 1.0).max(0.0);
+        self.stretch = stretch;
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(self.waiting.iter().map(|(_, _, id)| *id));
