@@ -451,7 +451,14 @@ impl ConcurrentGpu {
             }
             _ => None,
         };
-        [cohort, switch, slice].into_iter().flatten().min()
+        // (by hand: an iterator over the three options compiled to a loop that was a
+        // fifth of DCUDA's run)
+        let min = |a: Option<Ps>, b: Option<Ps>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) => x,
+            (None, y) => y,
+        };
+        min(min(cohort, switch), slice)
     }
 
     /// A context alone renews its slice at each boundary: the one under way now ends
