@@ -392,10 +392,16 @@ impl ConcurrentGpu {
     }
 
     /// When the state next changes by itself (a block cohort ends, a slice or a
-    /// switch ends), ns; `None` while nothing can happen.
+    /// switch ends), or now while a finished kernel waits to be collected, ns; `None`
+    /// while nothing can happen.
     pub fn next_event(&mut self) -> Option<Ns> {
         if self.dirty {
             self.dispatch();
+        }
+        // a kernel found finished by a call that advanced the model (a start, a
+        // removal) is due now: its finish must not wait for the next change
+        if !self.finished.is_empty() {
+            return Some(ceil_ns(self.now));
         }
         self.next_internal().map(ceil_ns)
     }
@@ -1296,6 +1302,22 @@ mod tests {
                 prop_assert_eq!(ran, whole, "kernel {} ran other than its blocks' time", id);
             }
         }
+    }
+
+    /// A kernel that ends at the instant another starts, found finished by that start
+    /// (which advances the model), is due at once: the next event is now, not the new
+    /// kernel's first wave, when a caller that collects finishes at the next event
+    /// (the simulator's engine) would have reported it a wave late.
+    #[test]
+    fn a_finish_found_by_a_start_is_due_at_once() {
+        let mut g = shared();
+        // 160 blocks of 1024 threads: one wave on a V100, 1 ms
+        g.start(0, 1, kernel(0, 160, 1024, MS, 0)).unwrap();
+        assert_eq!(g.next_event(), Some(MS));
+        g.start(MS, 2, kernel(0, 160, 1024, MS, 0)).unwrap();
+        assert_eq!(g.next_event(), Some(MS), "kernel 1's finish waits to be collected");
+        assert_eq!(g.pop_finished(), Some((1, MS)));
+        assert_eq!(g.next_event(), Some(2 * MS));
     }
 
     /// Block time run equals blocks × block time, to the picosecond, for kernels

@@ -114,6 +114,21 @@ fn a_many_block_kernel_holds_up_a_small_one_only_under_the_block_model() {
     }
 }
 
+/// A kernel that ends at the instant another job's kernel starts on its GPU ends then:
+/// the start (an arrival queued before the end's event) advances the block model past
+/// the end, and the engine collected such a finish only at the model's next change
+/// (here the new kernel's end, 5 ms late).
+#[test]
+fn a_kernel_ending_as_another_starts_ends_on_time() {
+    // 224 blocks: one wave on the 1080 Ti's 224 slots, 10 ms; the second job's 224-block
+    // kernel of 5 ms arrives at 10 ms exactly
+    let kernels = vec![kernel("a", 224, 0), kernel("b", 224, 0)];
+    let w = workload(kernels, &[(0, 0, vec![10], 0), (10, 1, vec![5], 0)]);
+    let m = run(&w, BLOCKS, 1);
+    assert!((job_end_ms(&m, 0) - 10.0).abs() < 1e-6, "the first ends at {}", job_end_ms(&m, 0));
+    assert!((job_end_ms(&m, 1) - 15.0).abs() < 1e-6, "the second ends at {}", job_end_ms(&m, 1));
+}
+
 /// A program with 30 ms of CPU before each 20 ms kernel: three iterations end at
 /// 3 × 50 = 150 ms, alone, in either model; two such programs on one GPU overlap one's
 /// CPU with the other's kernel and both still end at 150 ms (their kernels, 20 ms at a
