@@ -260,8 +260,8 @@ impl Board {
 
     /// Append to `out` the first `m` GPUs that are not idle, in the order of when each
     /// is expected to have room ([`Board::expected_free_at`]), ties going to those
-    /// `in_pool` says (listed in ascending order in `pool`), then by id: Flexy's order.
-    /// An index on an exclusive board (O((m + pool) log n)); a sort of the node on a
+    /// `in_pool` says (listed in ascending order in `pool`), then by id: Flexy's order;
+    /// those `skip` says are passed over. An index on an exclusive board (O((m + pool) log n)); a sort of the node on a
     /// co-locating one.
     pub fn first_busy_to_free(
         &self,
@@ -269,16 +269,17 @@ impl Board {
         m: usize,
         in_pool: &[bool],
         pool: &[GpuId],
+        skip: &dyn Fn(GpuId) -> bool,
         out: &mut Vec<GpuId>,
     ) {
         if let Some(order) = &self.free_order {
             let predict = |kernel: u32, class: usize| self.predicted_duration_at(kernel, class);
-            order.first(now, m, predict, in_pool, pool, out);
+            order.first(now, m, predict, in_pool, pool, skip, out);
             return;
         }
         let mut keys: Vec<(Nanos, bool, GpuId)> = self
             .gpu_ids()
-            .filter(|g| !self.state(*g).is_idle())
+            .filter(|g| !self.state(*g).is_idle() && !skip(*g))
             .map(|g| (self.expected_free_at(g, now), !in_pool[g.0 as usize], g))
             .collect();
         keys.sort_unstable();

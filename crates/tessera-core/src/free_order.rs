@@ -199,8 +199,9 @@ impl FreeOrder {
     }
 
     /// Append to `out` the first `m` busy GPUs in the order (max(E, now), !pool, id)
-    /// (see the module docs); `in_pool` says which GPUs
+    /// (see the module docs), passing over those `skip` says; `in_pool` says which GPUs
     /// are in the pool, `pool` lists them in ascending order.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn first(
         &self,
         now: Nanos,
@@ -208,6 +209,7 @@ impl FreeOrder {
         predict: impl Fn(u32, usize) -> Nanos,
         in_pool: &[bool],
         pool: &[GpuId],
+        skip: &dyn Fn(GpuId) -> bool,
         out: &mut Vec<GpuId>,
     ) {
         let want = out.len() + m;
@@ -216,7 +218,7 @@ impl FreeOrder {
             if out.len() == want {
                 return;
             }
-            if self.end_of(g.0 as usize, &predict).is_some_and(|e| e <= now) {
+            if !skip(*g) && self.end_of(g.0 as usize, &predict).is_some_and(|e| e <= now) {
                 out.push(*g);
             }
         }
@@ -237,7 +239,7 @@ impl FreeOrder {
             }
             let Some(i) = next else { break };
             from = i + 1;
-            if !in_pool.get(i).copied().unwrap_or(false) {
+            if !in_pool.get(i).copied().unwrap_or(false) && !skip(GpuId(i as u32)) {
                 out.push(GpuId(i as u32));
             }
         }
@@ -276,7 +278,9 @@ impl FreeOrder {
                     if he != e {
                         break;
                     }
-                    tie.push((!in_pool.get(g.0 as usize).copied().unwrap_or(false), g));
+                    if !skip(g) {
+                        tie.push((!in_pool.get(g.0 as usize).copied().unwrap_or(false), g));
+                    }
                     *head = Stream::next(stream);
                 }
             }
@@ -328,12 +332,14 @@ mod tests {
 
     proptest! {
         /// After any sequence of changes, the first m are the full sort's first m, for
-        /// any predictions (known or not), pool and time.
+        /// any predictions (known or not), pool and time, and with any GPUs passed over
+        /// (the node policy's ranked ones) those of the sort without them.
         #[test]
         fn the_first_m_are_those_of_a_full_sort(
             changes in prop::collection::vec((0usize..12, arb_busy()), 0..60),
             predictions in prop::collection::vec(prop::option::of(1u64..40), 6),
             pool_bits in prop::collection::vec(any::<bool>(), 12),
+            skipped in prop::collection::vec(prop::bool::weighted(0.2), 12),
             now in 0u64..700,
             m in 1usize..12,
         ) {
@@ -345,8 +351,15 @@ mod tests {
             let pool: Vec<GpuId> =
                 (0..12).filter(|i| pool_bits[*i]).map(|i| GpuId(i as u32)).collect();
             let mut got = Vec::new();
-            f.first(Nanos(now), m, predict, &pool_bits, &pool, &mut got);
+            f.first(Nanos(now), m, predict, &pool_bits, &pool, &|_| false, &mut got);
             let mut want = sorted(&f, Nanos(now), &predict, &pool_bits);
+            want.truncate(m);
+            prop_assert_eq!(got, want);
+            let skip = |g: GpuId| skipped[g.0 as usize];
+            let mut got = Vec::new();
+            f.first(Nanos(now), m, predict, &pool_bits, &pool, &skip, &mut got);
+            let mut want = sorted(&f, Nanos(now), &predict, &pool_bits);
+            want.retain(|g| !skip(*g));
             want.truncate(m);
             prop_assert_eq!(got, want);
         }

@@ -178,18 +178,37 @@ impl ElasticPool {
         let le = self.le.mean().unwrap_or(self.params.sla);
         let n = board.gpu_count();
         let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
+        let mut top = std::mem::take(&mut self.top);
+        top.clear();
+        self.first_in_order(board, now, u, &|_| false, &mut top);
+        debug_assert_eq!(
+            top,
+            self.sorted_order(board, now, u, &|_| 0),
+            "the pool differs from a full sort's"
+        );
+        self.install(board, top, u, actions);
+    }
+
+    /// Append to `top` (empty) the first `u` GPUs in Algorithm 1's order, of those
+    /// `skip` does not pass over, from the board's indices (not a sort of the node).
+    fn first_in_order(
+        &mut self,
+        board: &Board,
+        now: Nanos,
+        u: usize,
+        skip: &dyn Fn(GpuId) -> bool,
+        top: &mut Vec<GpuId>,
+    ) {
         // The pool is the first U GPUs by expected completion; at equal times an idle
         // GPU before a busy one (a task past its predicted end is still running), then
         // the GPU's current pool (so identical GPUs do not swap pools), then id. The
         // idle ones come first: the current pool's, then the others, by id; then the
         // busy ones from the board's index — not a sort of the node.
-        let mut top = std::mem::take(&mut self.top);
-        top.clear();
         for g in &self.pool {
             if top.len() == u {
                 break;
             }
-            if board.state(*g).is_idle() {
+            if !skip(*g) && board.state(*g).is_idle() {
                 top.push(*g);
             }
         }
@@ -202,7 +221,7 @@ impl ElasticPool {
             busy.extend(
                 self.pool
                     .iter()
-                    .filter(|g| runs_only_user_facing(board, **g))
+                    .filter(|g| !skip(**g) && runs_only_user_facing(board, **g))
                     .map(|g| (board.expected_free_at(*g, now), *g)),
             );
             busy.sort_unstable();
@@ -216,7 +235,7 @@ impl ElasticPool {
             if top.len() == u {
                 break;
             }
-            if !self.in_user_pool[g.0 as usize] {
+            if !self.in_user_pool[g.0 as usize] && !skip(g) {
                 top.push(g);
             }
         }
@@ -228,7 +247,8 @@ impl ElasticPool {
                 u - before + kept_busy,
                 &self.in_user_pool,
                 &self.pool,
-                &mut top,
+                skip,
+                top,
             );
             // the kept GPUs are busy too, so they come again among the busy ones
             if kept_busy > 0 {
@@ -243,12 +263,6 @@ impl ElasticPool {
             }
             top.truncate(u);
         }
-        debug_assert_eq!(
-            top,
-            self.sorted_order(board, now, u, &|_| 0),
-            "the pool differs from a full sort's"
-        );
-        self.install(board, top, u, actions);
     }
 
     /// Algorithm 1 with the GPUs taken by `rank` first (lower first), in Flexy's order
@@ -266,7 +280,23 @@ impl ElasticPool {
         let le = self.le.mean().unwrap_or(self.params.sla);
         let n = board.gpu_count();
         let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
-        let top = self.first_by_order(board, now, u, rank);
+        // the GPUs of rank 0 in Flexy's order from the board's indices, passing over
+        // the ranked ones (few: a walk of the node on every event was most of the
+        // node policy's time at 100x its node, issue 55); then the ranked ones by rank
+        // and key, a sort of those alone
+        let mut top = std::mem::take(&mut self.top);
+        top.clear();
+        self.first_in_order(board, now, u, &|g| rank(g) > 0, &mut top);
+        if top.len() < u {
+            let mut ranked = std::mem::take(&mut self.keys);
+            ranked.clear();
+            ranked.extend(
+                board.gpu_ids().filter(|g| rank(*g) > 0).map(|g| self.key(board, now, rank, g)),
+            );
+            ranked.sort_unstable();
+            top.extend(ranked.iter().take(u - top.len()).map(|(_, _, _, _, _, g)| *g));
+            self.keys = ranked;
+        }
         debug_assert_eq!(
             {
                 let mut t = top.clone();
@@ -281,30 +311,6 @@ impl ElasticPool {
             "the pool differs from a full sort's"
         );
         self.install(board, top, u, actions);
-    }
-
-    /// The GPUs [`ElasticPool::sorted_order`] puts first, as a set (in no order): a
-    /// selection, linear in the node's GPUs, where the sort was n log n on every event
-    /// (a third of the composed node policy's time at 10x its node).
-    fn first_by_order(
-        &mut self,
-        board: &Board,
-        now: Nanos,
-        u: usize,
-        rank: &dyn Fn(GpuId) -> u8,
-    ) -> Vec<GpuId> {
-        let mut order = std::mem::take(&mut self.keys);
-        self.order_keys(board, now, rank, &mut order);
-        if u < order.len() {
-            // the keys end with the GPU: a total order, so the first u are one set
-            order.select_nth_unstable(u);
-            order.truncate(u);
-        }
-        let mut top = std::mem::take(&mut self.top);
-        top.clear();
-        top.extend(order.iter().map(|(_, _, _, _, _, g)| *g));
-        self.keys = order;
-        top
     }
 
     /// Make `top`, the first `u` GPUs, the pool and announce it.
@@ -354,15 +360,18 @@ impl ElasticPool {
         out: &mut Vec<OrderKey>,
     ) {
         out.clear();
-        out.extend(board.gpu_ids().map(|g| {
-            let in_pool = self.in_user_pool[g.0 as usize];
-            let state = board.state(g);
-            let kept = self.params.order == PoolOrder::Packing
-                && in_pool
-                && (state.is_idle() || runs_only_user_facing(board, g));
-            let busy = !state.is_idle();
-            (rank(g), !kept, board.expected_free_at(g, now), busy, !in_pool, g)
-        }));
+        out.extend(board.gpu_ids().map(|g| self.key(board, now, rank, g)));
+    }
+
+    /// GPU `g`'s key in Algorithm 1's order, within `rank`.
+    fn key(&self, board: &Board, now: Nanos, rank: &dyn Fn(GpuId) -> u8, g: GpuId) -> OrderKey {
+        let in_pool = self.in_user_pool[g.0 as usize];
+        let state = board.state(g);
+        let kept = self.params.order == PoolOrder::Packing
+            && in_pool
+            && (state.is_idle() || runs_only_user_facing(board, g));
+        let busy = !state.is_idle();
+        (rank(g), !kept, board.expected_free_at(g, now), busy, !in_pool, g)
     }
 
     /// F-Reset (§II-C3, §IV): when user-facing tasks wait and the user-facing pool's
