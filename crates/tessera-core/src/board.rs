@@ -102,6 +102,9 @@ pub struct Board {
     /// The busy GPUs by expected freeing, on an exclusive board (one task per GPU).
     /// Kept only for a policy that asks ([`Board::with_free_order`]).
     free_order: Option<FreeOrder>,
+    /// Tenants whose queue's head or running count changed since the last
+    /// [`Board::take_changed`] (kept only [`Board::with_change_log`]).
+    changed: Option<Vec<TenantId>>,
 }
 
 fn class_index(class: ServiceClass) -> usize {
@@ -172,6 +175,7 @@ impl Board {
             with_room: None,
             room_key: vec![None; gpus.len()],
             free_order: None,
+            changed: None,
         }
     }
 
@@ -196,6 +200,26 @@ impl Board {
     /// Keep the busy GPUs in the order of their expected freeing, on an exclusive
     /// board ([`Board::first_busy_to_free`]); without it (or co-locating) that sorts
     /// the node. Call before any event.
+    /// Log the tenants whose queue's head or running count changes, for a policy that
+    /// keeps something of each tenant's backlog up to date ([`Board::take_changed`]).
+    pub fn with_change_log(mut self) -> Board {
+        self.changed = Some(Vec::new());
+        self
+    }
+
+    /// Move the tenants logged since the last call to `out` (some more than once).
+    pub fn take_changed(&mut self, out: &mut Vec<TenantId>) {
+        if let Some(c) = &mut self.changed {
+            out.append(c);
+        }
+    }
+
+    fn note_changed(&mut self, tenant: TenantId) {
+        if let Some(c) = &mut self.changed {
+            c.push(tenant);
+        }
+    }
+
     pub fn with_free_order(mut self) -> Board {
         if self.colocation <= 1 {
             self.free_order = Some(FreeOrder::new(self.gpus.len()));
@@ -513,6 +537,7 @@ impl Board {
     /// Bring the head-of-line index and the backlog up to date with `tenant_id`'s
     /// queue, after its front changed.
     fn reindex(&mut self, tenant_id: TenantId) {
+        self.note_changed(tenant_id);
         let Some(t) = self.tenants.get_mut(tenant_id.0) else { return };
         let class = class_index(t.spec.class);
         let was_backlogged = t.head.is_some();
@@ -618,6 +643,7 @@ impl Board {
                 .push(ran_for);
             self.class_time[class_index(running.class)].push(ran_for);
         }
+        self.note_changed(running.spec.tenant);
         if let Some(tenant) = self.tenants.get_mut(running.spec.tenant.0) {
             tenant.running -= 1;
             if tenant.leaving && tenant.running == 0 {
@@ -952,6 +978,7 @@ impl Board {
             let id = r.spec.id;
             let tenant_id = r.spec.tenant;
             self.running_count[class_index(r.class)] -= 1;
+            self.note_changed(tenant_id);
             let Some(t) = self.tenants.get_mut(tenant_id.0) else { continue };
             t.running -= 1;
             if t.leaving {

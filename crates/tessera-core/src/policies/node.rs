@@ -233,6 +233,13 @@ pub struct NodePolicy {
     lead_rank: Vec<u8>,
     /// Scratch: each GPU's rank for the pool this event ([`NodePolicy::pool_ranks`]).
     ranks: Vec<u8>,
+    /// Per GPU: whether a batch tenant homed there contends ([`NodePolicy::contends`]),
+    /// kept up to date from the board's log of tenants whose backlog changed, the
+    /// homes and the monitor's samples: asking every homed tenant of every GPU on each
+    /// event was most of the policy's time at 100x its node (issue 55).
+    contended: Vec<bool>,
+    /// Scratch: the tenants the board logged.
+    changed: Vec<TenantId>,
 }
 
 /// Moves a step has decided, with the summed weights and promised memory they leave.
@@ -345,7 +352,7 @@ impl NodePolicy {
     /// The node policy over `gpus`.
     pub fn new(gpus: &[GpuSpec], params: NodeParams) -> NodePolicy {
         let mut node = NodePolicy {
-            board: Board::new(gpus).with_head_index().with_free_order(),
+            board: Board::new(gpus).with_head_index().with_free_order().with_change_log(),
             params,
             pool: ElasticPool::new(gpus.len(), params.flexy),
             batch: FairQueue::new(params.spin),
@@ -370,6 +377,8 @@ impl NodePolicy {
             pool_seen: 0,
             lead_rank: vec![0; gpus.len()],
             ranks: Vec::new(),
+            contended: vec![false; gpus.len()],
+            changed: Vec::new(),
         };
         // no service registered yet
         node.services_changed();
@@ -415,8 +424,11 @@ impl NodePolicy {
     /// the pool's own GPUs at equal times). So the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
     fn pool_ranks(&self, out: &mut Vec<u8>) {
-        // on every event: each GPU's homed tenants only until one contends
-        let contended = |g: GpuId| self.homed_on[g.0 as usize].iter().any(|t| self.contends(*t));
+        let contended = |g: GpuId| {
+            let kept = self.contended[g.0 as usize];
+            debug_assert_eq!(kept, self.contended_now(g), "{g}'s contention drifted");
+            kept
+        };
         out.clear();
         out.extend(self.board.gpu_ids().map(|g| {
             if self.shunned(g) {
@@ -524,6 +536,23 @@ impl NodePolicy {
             return true;
         }
         self.committed(gpu) + extra + self.memory_of(tenant).0 <= self.board.gpu_memory(gpu).0
+    }
+
+    /// Whether a batch tenant homed on `gpu` contends, asked of each.
+    fn contended_now(&self, gpu: GpuId) -> bool {
+        self.homed_on[gpu.0 as usize].iter().any(|t| self.contends(*t))
+    }
+
+    /// Bring [`NodePolicy::contended`] up to date with the tenants the board logged.
+    fn refresh_contended(&mut self) {
+        let mut changed = std::mem::take(&mut self.changed);
+        self.board.take_changed(&mut changed);
+        for t in changed.drain(..) {
+            if let Some(g) = self.homes.get(&t).copied() {
+                self.contended[g.0 as usize] = self.contended_now(g);
+            }
+        }
+        self.changed = changed;
     }
 
     /// Whether a batch tenant contends for its GPU now: it has work queued or running,
@@ -695,6 +724,7 @@ impl NodePolicy {
         self.homes.insert(tenant, gpu);
         self.homed_memory[gpu.0 as usize].0 += self.memory_of(tenant).0;
         self.homed_on[gpu.0 as usize].insert(tenant);
+        self.contended[gpu.0 as usize] = self.contended_now(gpu);
     }
 
     fn unhome(&mut self, tenant: TenantId) {
@@ -703,6 +733,7 @@ impl NodePolicy {
             let m = self.memory_of(tenant);
             self.homed_memory[gpu.0 as usize].0 -= m.0.min(self.homed_memory[gpu.0 as usize].0);
             self.homed_on[gpu.0 as usize].remove(&tenant);
+            self.contended[gpu.0 as usize] = self.contended_now(gpu);
         }
     }
 
@@ -834,6 +865,10 @@ impl NodePolicy {
             self.rank_leads();
         }
         self.monitor.sample(now);
+        // the monitor's demands changed: every GPU's contention again
+        for g in 0..self.contended.len() {
+            self.contended[g] = self.contended_now(GpuId(g as u32));
+        }
         let loads = self.loads();
         if self.params.migrate {
             self.decide_moves(now, &loads);
@@ -1168,6 +1203,7 @@ impl NodePolicy {
         // pool as it now stands
         // (all ranks equal: Flexy's own order, by its indices instead of a sort)
         let mut rank = std::mem::take(&mut self.ranks);
+        self.refresh_contended();
         self.pool_ranks(&mut rank);
         if rank.iter().any(|r| *r > 0) {
             self.pool.repartition_ranked(&mut self.board, now, actions, &|g| rank[g.0 as usize]);
