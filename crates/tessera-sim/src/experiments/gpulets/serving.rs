@@ -88,7 +88,7 @@ pub fn serve(
     seconds: f64,
     seed: u64,
 ) -> Result<Served, crate::engine::SimError> {
-    let m = serving_run(node, rates, schedule, seconds, seed, Look::Shortcuts, false, |p| p)?;
+    let m = serving_run(node, rates, schedule, seconds, seed, false, |p| Box::new(p))?;
     let of_all = |n: usize| if m.uf_tasks == 0 { 0.0 } else { n as f64 / m.uf_tasks as f64 };
     let by_model = (0..node.models.len())
         .map(|i| {
@@ -103,28 +103,16 @@ pub fn serve(
     })
 }
 
-/// How the server looks at its gpu-lets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Look {
-    /// As it ships: passing over quiet ticks and gpu-lets an event did not touch.
-    Shortcuts,
-    /// Every gpu-let on every event ([`GpuletServing::every_event`]), the reference.
-    #[cfg_attr(not(test), allow(dead_code))]
-    Everything,
-}
-
-/// [`serve`]'s run, every request's latency kept if `keep_latencies`, its policy passed
-/// through `wrap` (tests look at it that way).
-#[allow(clippy::too_many_arguments)]
+/// [`serve`]'s run, every request's latency kept if `keep_latencies`, the policy made
+/// of the plan's server by `build` (tests wrap it, or make it look at every gpu-let).
 fn serving_run(
     node: &Node<'_>,
     rates: &[f64],
     schedule: &[Gpulet],
     seconds: f64,
     seed: u64,
-    look: Look,
     keep_latencies: bool,
-    wrap: impl FnOnce(Box<dyn Policy>) -> Box<dyn Policy>,
+    build: impl FnOnce(GpuletServing) -> Box<dyn Policy>,
 ) -> Result<RunMetrics, crate::engine::SimError> {
     let (set, gpus, slo_ms) = (node.set, node.gpus, node.slo_ms);
     let mut rng = Pcg64::seed_from_u64(seed);
@@ -166,11 +154,7 @@ fn serving_run(
     let interference: &dyn InterferenceModel =
         if node.world == World::NoInterference { &NoInterference } else { set };
     let plan = ServingPlan::new(gpus, schedule, &models, &tenants, &opts, interference);
-    let mut policy = GpuletServing::new(&specs, plan);
-    if look == Look::Everything {
-        policy = policy.every_event();
-    }
-    let policy = Box::new(policy);
+    let policy = build(GpuletServing::new(&specs, plan));
     let perf = serving_perf(set, node.world);
     let opts = SimOptions {
         gpus: specs,
@@ -181,7 +165,7 @@ fn serving_run(
         measure_gpus: false,
         sla_window: None,
     };
-    Simulation::new(&workload, wrap(policy), opts).run()
+    Simulation::new(&workload, policy, opts).run()
 }
 
 /// Model `model`'s requests as a job: a user-facing tenant with the model's SLO whose
@@ -247,14 +231,18 @@ mod tests {
     use tessera_core::policies::gpulets::{NoInterference, elastic_partitioning};
     use tessera_gpu::partition::{Interference, Profiles};
 
+    /// The `v100` set with no fitted interference between models.
+    fn plain_v100(profiles: &Profiles) -> super::super::profiles::ProfileSet<'_> {
+        super::super::profiles::v100(profiles, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] })
+    }
+
     /// A light load served on its own schedule meets its SLO almost always; the same
     /// model far above what its schedule was made for violates it: the measure moves
     /// with the load it measures.
     #[test]
     fn serving_measures_slo_violations_that_follow_the_load() {
         let profiles = Profiles::from_v100_jsonl(super::super::V100).unwrap();
-        let set =
-            super::super::profiles::v100(&profiles, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
+        let set = plain_v100(&profiles);
         let opts = super::super::schedulability::paper_options(2);
         // resnet50 alone at 100 req/s
         let rates = [0.0, 100.0, 0.0, 0.0];
@@ -273,8 +261,7 @@ mod tests {
         assert!(light.violation < 0.01, "{light:?}");
         // the same schedule served in the measured world (issue 57 item 1) is timed by
         // other latencies than the planner's model: before, the engine had only the latter
-        let plain =
-            super::super::profiles::v100(&profiles, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
+        let plain = plain_v100(&profiles);
         let world = super::super::world::measured(&plain, &profiles, super::super::V100, 1);
         let worldly = plain.with_world(world.unwrap());
         let measured = Node { set: &worldly, world: World::Measured, ..node };
@@ -328,8 +315,7 @@ mod tests {
     #[test]
     fn passing_over_quiet_ticks_changes_nothing_in_the_run() {
         let profiles = Profiles::from_v100_jsonl(super::super::V100).unwrap();
-        let set =
-            super::super::profiles::v100(&profiles, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
+        let set = plain_v100(&profiles);
         let opts = super::super::schedulability::paper_options(2);
         // made for rates whose batches are large: served at a quarter of them, batches
         // go when their oldest request can wait no longer (at a tick), not full
@@ -341,21 +327,19 @@ mod tests {
             Node { set: &set, models: &kinds, slo_ms: &set.slo_ms, world: World::Planner, gpus: 2 };
         let light = planned.map(|r| r / 4.0);
         for rates in [light, planned.map(|r| r * 2.0)] {
-            let run = |look: Look| {
+            // with the shortcuts as shipped, or looking at every gpu-let on every event
+            let run = |shortcuts: bool| {
                 let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
                 let counted = ticks.clone();
-                let m = serving_run(&node, &rates, &schedule, 5.0, 3, look, true, |p| {
-                    Box::new(Ticks(p, counted))
+                let m = serving_run(&node, &rates, &schedule, 5.0, 3, true, |p| {
+                    let p = if shortcuts { p } else { p.every_event() };
+                    Box::new(Ticks(Box::new(p), counted))
                 })
                 .unwrap();
                 (m, ticks.load(std::sync::atomic::Ordering::Relaxed))
             };
-            let (every, all_ticks) = run(Look::Everything);
-            let (skipping, delivered) = run(Look::Shortcuts);
-            eprintln!(
-                "DBG {} {} {} {} {:?}",
-                every.uf_tasks, every.uf_dropped, all_ticks, delivered, every.sla_met
-            );
+            let (every, all_ticks) = run(false);
+            let (skipping, delivered) = run(true);
             assert_eq!(skipping, every, "at {rates:?}");
             assert!(every.uf_dropped > 0 || rates == light, "{every:?}");
             assert!(all_ticks > 1000, "{all_ticks} ticks");
