@@ -50,6 +50,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+mod steps;
+#[cfg(test)]
+pub(crate) use steps::balance_as_written;
+pub use steps::{
+    LoadState, Loads, Move, MoveReason, balance, classify, compact, fairness_groups,
+    raised_in_groups, utilization,
+};
+
 /// How a new application chooses its GPU (the static scheduling of §2.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -117,174 +125,6 @@ impl DcudaParams {
     pub fn static_placement(placement: InitialPlacement) -> DcudaParams {
         DcudaParams { placement, balance: false, energy: false, fairness: false, ..Self::PAPER }
     }
-}
-
-/// A GPU's state under the hysteresis band.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadState {
-    /// Below `thresh_under`.
-    Underloaded,
-    /// Between the thresholds.
-    Normal,
-    /// Above `thresh_over`.
-    Overloaded,
-}
-
-/// Classify a utilization (fraction of capacity).
-pub fn classify(utilization: f64, thresh_over: f64, thresh_under: f64) -> LoadState {
-    if utilization > thresh_over {
-        LoadState::Overloaded
-    } else if utilization < thresh_under {
-        LoadState::Underloaded
-    } else {
-        LoadState::Normal
-    }
-}
-
-/// Why an application moved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MoveReason {
-    /// Step 1: off an overloaded GPU.
-    Balance,
-    /// Step 2: compacting two light GPUs.
-    Energy,
-    /// Not DCUDA's: the node policy's step that evens out weighted fair shares
-    /// across GPUs ([`super::node`]).
-    Shares,
-    /// Not DCUDA's: the node policy's move that frees memory on one GPU for a
-    /// tenant that fits nowhere ([`super::node`]).
-    Room,
-}
-
-/// One application to move.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Move {
-    /// The application.
-    pub tenant: TenantId,
-    /// From.
-    pub from: GpuId,
-    /// To.
-    pub to: GpuId,
-    /// Why.
-    pub reason: MoveReason,
-}
-
-/// The applications on each GPU with their demands (fractions of a GPU), as the
-/// scheduler's steps take them. GPUs are indexed by position.
-pub type Loads = Vec<Vec<(TenantId, f64)>>;
-
-/// The summed demand of the applications on one GPU (its utilization, as a fraction).
-pub fn utilization(apps: &[(TenantId, f64)]) -> f64 {
-    apps.iter().map(|(_, d)| d).sum()
-}
-
-/// Step 1 (§3.3): for every overloaded / underloaded pair (most overloaded source
-/// first, least loaded target first), move the heaviest application whose move does
-/// not make the target overloaded, repeatedly, until the source is not overloaded or
-/// none fits. `loads` is updated to the result.
-pub fn balance(loads: &mut Loads, thresh_over: f64, thresh_under: f64) -> Vec<Move> {
-    let mut moves = Vec::new();
-    let state = |apps: &[(TenantId, f64)]| classify(utilization(apps), thresh_over, thresh_under);
-    let mut sources: Vec<usize> =
-        (0..loads.len()).filter(|g| state(&loads[*g]) == LoadState::Overloaded).collect();
-    sources.sort_by(|a, b| utilization(&loads[*b]).total_cmp(&utilization(&loads[*a])));
-    for from in sources {
-        let mut targets: Vec<usize> =
-            (0..loads.len()).filter(|g| state(&loads[*g]) == LoadState::Underloaded).collect();
-        targets.sort_by(|a, b| utilization(&loads[*a]).total_cmp(&utilization(&loads[*b])));
-        for to in targets {
-            while state(&loads[from]) == LoadState::Overloaded {
-                let room = thresh_over - utilization(&loads[to]);
-                // the heaviest feasible application (ties: lowest id, for determinism)
-                let pick = loads[from]
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (_, d))| *d > 0.0 && *d <= room + 1e-12)
-                    .max_by(|(_, a), (_, b)| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-                    .map(|(i, _)| i);
-                let Some(i) = pick else { break };
-                let app = loads[from].remove(i);
-                loads[to].push(app);
-                moves.push(Move {
-                    tenant: app.0,
-                    from: GpuId(from as u32),
-                    to: GpuId(to as u32),
-                    reason: MoveReason::Balance,
-                });
-            }
-        }
-    }
-    moves
-}
-
-/// Step 2 (§3.3): take the two least-loaded GPUs that hold applications; when one can
-/// hold both loads (summed utilization at most `capacity`), move the lighter GPU's
-/// applications onto the other; repeat until the two least-loaded cannot be merged.
-/// `loads` is updated to the result.
-pub fn compact(loads: &mut Loads, capacity: f64) -> Vec<Move> {
-    let mut moves = Vec::new();
-    loop {
-        let mut used: Vec<usize> = (0..loads.len()).filter(|g| !loads[*g].is_empty()).collect();
-        if used.len() < 2 {
-            break;
-        }
-        used.sort_by(|a, b| {
-            utilization(&loads[*a]).total_cmp(&utilization(&loads[*b])).then(a.cmp(b))
-        });
-        let (light, other) = (used[0], used[1]);
-        if utilization(&loads[light]) + utilization(&loads[other]) > capacity + 1e-12 {
-            break;
-        }
-        let apps = std::mem::take(&mut loads[light]);
-        for app in &apps {
-            moves.push(Move {
-                tenant: app.0,
-                from: GpuId(light as u32),
-                to: GpuId(other as u32),
-                reason: MoveReason::Energy,
-            });
-        }
-        loads[other].extend(apps);
-    }
-    moves
-}
-
-/// Step 3's grouping (§3.3): applications by demand, heaviest first, each into the
-/// first group it fits in with the group's demand at most `capacity * (1 + slack)`, else
-/// into a new group. Groups come out in creation order.
-pub fn fairness_groups(apps: &[(TenantId, f64)], capacity: f64, slack: f64) -> Vec<Vec<TenantId>> {
-    let mut sorted = apps.to_vec();
-    sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let limit = capacity * (1.0 + slack);
-    let mut groups: Vec<(f64, Vec<TenantId>)> = Vec::new();
-    for (tenant, demand) in sorted {
-        match groups.iter_mut().find(|(sum, _)| sum + demand <= limit + 1e-12) {
-            Some((sum, members)) => {
-                *sum += demand;
-                members.push(tenant);
-            }
-            None => groups.push((demand, vec![tenant])),
-        }
-    }
-    groups.into_iter().map(|(_, g)| g).collect()
-}
-
-/// Step 3's priorities (§3.3): in each group of two or more, every application but the
-/// heaviest (by `demand`; ties: the greater id is the heavier, so the choice is
-/// deterministic) gets a raised stream priority.
-pub fn raised_in_groups<'a>(
-    groups: impl IntoIterator<Item = &'a Vec<TenantId>>,
-    demand: impl Fn(TenantId) -> f64,
-) -> BTreeSet<TenantId> {
-    let mut raised = BTreeSet::new();
-    for group in groups {
-        let heaviest =
-            group.iter().copied().max_by(|a, b| demand(*a).total_cmp(&demand(*b)).then(a.cmp(b)));
-        raised.extend(group.iter().copied().filter(|t| group.len() > 1 && Some(*t) != heaviest));
-    }
-    raised
 }
 
 /// Groups taking slices in turn on one GPU, each charged what it overshot.
@@ -829,7 +669,7 @@ impl Dcuda {
                 continue;
             }
             // an application's tasks are its stream's kernels: one at a time, in order
-            if self.board.tenant_gpus(tenant).next().is_some() {
+            if self.board.tenant_runs(tenant) {
                 continue;
             }
             let held = self.moving.contains_key(&tenant)
@@ -867,7 +707,7 @@ pub(crate) fn start_moves(
             moving.remove(&tenant);
             continue;
         };
-        if board.is_migrating(tenant) || board.tenant_gpus(tenant).next().is_some() {
+        if board.is_migrating(tenant) || board.tenant_runs(tenant) {
             continue;
         }
         if !board.migrate(tenant, from, to, actions) {

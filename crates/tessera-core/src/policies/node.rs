@@ -231,8 +231,22 @@ pub struct NodePolicy {
     /// The pool's order among GPUs with contending batch tenants, as of the last
     /// sample ([`NodeParams::fair_pool`]; all 0 without it).
     lead_rank: Vec<u8>,
-    /// Scratch: each GPU's rank for the pool this event ([`NodePolicy::pool_ranks`]).
+    /// Each GPU's rank for the pool ([`NodePolicy::pool_ranks`]), kept between events:
+    /// recomputed for the GPUs in `ranks_stale`, or for all when `ranks_all_stale`
+    /// (a walk of the node on every event was a third of the policy's time at 100x
+    /// its node, issue 55).
     ranks: Vec<u8>,
+    /// How many GPUs rank above 0 (none: Flexy's own order).
+    ranked: usize,
+    /// GPUs whose rank may have changed since the last event: their homes, their
+    /// contention.
+    ranks_stale: Vec<GpuId>,
+    /// Every GPU's rank may have changed: the services, a sample, the moves, the
+    /// inference server's GPUs.
+    ranks_all_stale: bool,
+    /// The moves (tenant, target) the ranks were computed with: a move promises its
+    /// target memory ([`NodePolicy::committed`]).
+    ranks_moving: Vec<(TenantId, GpuId)>,
     /// Per GPU: whether a batch tenant homed there contends ([`NodePolicy::contends`]),
     /// kept up to date from the board's log of tenants whose backlog changed, the
     /// homes and the monitor's samples: asking every homed tenant of every GPU on each
@@ -376,7 +390,11 @@ impl NodePolicy {
             pool_since: vec![None; gpus.len()],
             pool_seen: 0,
             lead_rank: vec![0; gpus.len()],
-            ranks: Vec::new(),
+            ranks: vec![0; gpus.len()],
+            ranked: 0,
+            ranks_stale: Vec::new(),
+            ranks_all_stale: true,
+            ranks_moving: Vec::new(),
             contended: vec![false; gpus.len()],
             changed: Vec::new(),
         };
@@ -423,22 +441,46 @@ impl NodePolicy {
     /// whose tenants are furthest ahead first; Flexy's order within each (which keeps
     /// the pool's own GPUs at equal times). So the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
-    fn pool_ranks(&self, out: &mut Vec<u8>) {
-        let contended = |g: GpuId| {
-            let kept = self.contended[g.0 as usize];
-            debug_assert_eq!(kept, self.contended_now(g), "{g}'s contention drifted");
-            kept
-        };
-        out.clear();
-        out.extend(self.board.gpu_ids().map(|g| {
-            if self.shunned(g) {
-                u8::MAX
-            } else if self.params.steady_pool && contended(g) {
-                1 + self.lead_rank.get(g.0 as usize).copied().unwrap_or(0)
-            } else {
-                0
-            }
-        }));
+    fn pool_ranks(&mut self) {
+        if !self.ranks_moving.iter().copied().eq(self.moving.iter().map(|(t, (to, _))| (*t, *to)))
+        {
+            self.ranks_moving.clear();
+            self.ranks_moving.extend(self.moving.iter().map(|(t, (to, _))| (*t, *to)));
+            self.ranks_all_stale = true;
+        }
+        let mut stale = std::mem::take(&mut self.ranks_stale);
+        if self.ranks_all_stale {
+            stale.clear();
+            stale.extend(self.board.gpu_ids());
+            self.ranks_all_stale = false;
+        }
+        for g in stale.drain(..) {
+            let r = self.rank_of(g);
+            let old = std::mem::replace(&mut self.ranks[g.0 as usize], r);
+            self.ranked = self.ranked + usize::from(r > 0) - usize::from(old > 0);
+        }
+        self.ranks_stale = stale;
+        debug_assert!(
+            self.board.gpu_ids().all(|g| self.ranks[g.0 as usize] == self.rank_of(g)),
+            "a GPU's pool rank drifted"
+        );
+        debug_assert_eq!(self.ranked, self.ranks.iter().filter(|r| **r > 0).count());
+    }
+
+    /// `gpu`'s rank for the pool now (see [`NodePolicy::pool_ranks`]).
+    fn rank_of(&self, g: GpuId) -> u8 {
+        if self.shunned(g) {
+            u8::MAX
+        } else if self.params.steady_pool && self.contended[g.0 as usize] {
+            debug_assert_eq!(
+                self.contended[g.0 as usize],
+                self.contended_now(g),
+                "{g}'s contention drifted"
+            );
+            1 + self.lead_rank.get(g.0 as usize).copied().unwrap_or(0)
+        } else {
+            0
+        }
     }
 
     /// Whether `gpu` has been the pool's for a whole interval, or the inference server
@@ -549,7 +591,10 @@ impl NodePolicy {
         self.board.take_changed(&mut changed);
         for t in changed.drain(..) {
             if let Some(g) = self.homes.get(&t).copied() {
-                self.contended[g.0 as usize] = self.contended_now(g);
+                let now = self.contended_now(g);
+                if std::mem::replace(&mut self.contended[g.0 as usize], now) != now {
+                    self.ranks_stale.push(g);
+                }
             }
         }
         self.changed = changed;
@@ -725,6 +770,7 @@ impl NodePolicy {
         self.homed_memory[gpu.0 as usize].0 += self.memory_of(tenant).0;
         self.homed_on[gpu.0 as usize].insert(tenant);
         self.contended[gpu.0 as usize] = self.contended_now(gpu);
+        self.ranks_stale.push(gpu);
     }
 
     fn unhome(&mut self, tenant: TenantId) {
@@ -734,6 +780,7 @@ impl NodePolicy {
             self.homed_memory[gpu.0 as usize].0 -= m.0.min(self.homed_memory[gpu.0 as usize].0);
             self.homed_on[gpu.0 as usize].remove(&tenant);
             self.contended[gpu.0 as usize] = self.contended_now(gpu);
+            self.ranks_stale.push(gpu);
         }
     }
 
@@ -869,6 +916,7 @@ impl NodePolicy {
         for g in 0..self.contended.len() {
             self.contended[g] = self.contended_now(GpuId(g as u32));
         }
+        self.ranks_all_stale = true;
         let loads = self.loads();
         if self.params.migrate {
             self.decide_moves(now, &loads);
@@ -1016,6 +1064,7 @@ impl NodePolicy {
     /// registers (the pool then takes one back at once).
     fn services_changed(&mut self) {
         self.services_memory = self.services.values().map(|m| m.0).sum();
+        self.ranks_all_stale = true;
         if self.params.reserve_only_with_services {
             let k = if self.services.is_empty() { 0 } else { self.params.flexy.reserve };
             self.pool.set_reserve(k);
@@ -1112,8 +1161,9 @@ impl NodePolicy {
             if !self.homes.contains_key(&tenant) {
                 continue;
             }
-            let waiting = self.board.queue_of(tenant).0 > 0
-                && self.board.tenant_gpus(tenant).next().is_none();
+            // the board's running count, not a walk of the node (`tenant_gpus`): a
+            // third of the policy's time at 100x its node (issue 55)
+            let waiting = self.board.queue_of(tenant).0 > 0 && !self.board.tenant_runs(tenant);
             if waiting {
                 self.monitor.hold(tenant, now);
             } else {
@@ -1151,7 +1201,11 @@ impl Policy for NodePolicy {
             if let Some(inf) = self.inference.as_mut() {
                 inf.server.on_event(now, event, &mut out);
                 // only the server's own events change the GPUs it uses
-                inf.in_use = inf.server.gpus_in_use();
+                let in_use = inf.server.gpus_in_use();
+                if in_use != inf.in_use {
+                    inf.in_use = in_use;
+                    self.ranks_all_stale = true;
+                }
             }
             self.server_actions(out, actions);
             if route == Route::Server {
@@ -1202,15 +1256,14 @@ impl NodePolicy {
         // Algorithm 1 first, so that a tenant registering now is homed outside the
         // pool as it now stands
         // (all ranks equal: Flexy's own order, by its indices instead of a sort)
-        let mut rank = std::mem::take(&mut self.ranks);
         self.refresh_contended();
-        self.pool_ranks(&mut rank);
-        if rank.iter().any(|r| *r > 0) {
+        self.pool_ranks();
+        if self.ranked > 0 {
+            let rank = &self.ranks;
             self.pool.repartition_ranked(&mut self.board, now, actions, &|g| rank[g.0 as usize]);
         } else {
             self.pool.repartition(&mut self.board, now, actions);
         }
-        self.ranks = rank;
         // only when the pool's GPUs changed (a walk of the node on every event, before)
         if self.pool.generation() != self.pool_seen {
             self.pool_seen = self.pool.generation();
