@@ -77,6 +77,8 @@ pub struct Credit {
     ending: BTreeSet<TaskId>,
     /// The driver refused to end a quantum early: do not ask again.
     cannot_end: bool,
+    /// Scratch: the tenants with work at an accounting (kept, not made per period).
+    active: Vec<TenantId>,
 }
 
 const UNDER: usize = 0;
@@ -102,6 +104,7 @@ impl Credit {
             running: BTreeSet::new(),
             ending: BTreeSet::new(),
             cannot_end: false,
+            active: Vec::new(),
         }
     }
 
@@ -203,29 +206,31 @@ impl Credit {
         // judges their credit as it stands (capping a tenant whose quantum is yet to be
         // debited took away a heavier tenant's advantage: weights 1:3 got 1:1)
         self.debit_running(at);
-        let active: Vec<TenantId> = self
-            .accounts
-            .iter()
-            .filter(|(t, a)| {
-                a.worked || a.running.is_some() || self.board.queue_of(TenantId(*t)).0 > 0
-            })
-            .map(|(t, _)| TenantId(t))
-            .collect();
+        let mut active = std::mem::take(&mut self.active);
+        active.clear();
+        active.extend(
+            self.accounts
+                .iter()
+                .filter(|(t, a)| {
+                    a.worked || a.running.is_some() || self.board.queue_of(TenantId(*t)).0 > 0
+                })
+                .map(|(t, _)| TenantId(t)),
+        );
         for (t, a) in self.accounts.iter_mut() {
             a.worked = a.running.is_some() || self.board.queue_of(TenantId(t)).0 > 0;
         }
         let total_weight: u64 =
             active.iter().filter_map(|t| self.accounts.get(t.0)).map(|a| u64::from(a.weight)).sum();
-        if total_weight == 0 {
-            return;
-        }
         let period = ACCOUNTING_PERIOD.0 as i64 * self.gpus as i64;
-        for t in active {
-            let Some(a) = self.accounts.get_mut(t.0) else { continue };
-            let share = period * i64::from(a.weight) / total_weight as i64;
-            a.credit = (a.credit + share).min(share);
-            self.relist(t);
+        if total_weight > 0 {
+            for &t in &active {
+                let Some(a) = self.accounts.get_mut(t.0) else { continue };
+                let share = period * i64::from(a.weight) / total_weight as i64;
+                a.credit = (a.credit + share).min(share);
+                self.relist(t);
+            }
         }
+        self.active = active;
     }
 
     /// The first ready tenant allowed on `gpu`, UNDER before OVER, in round-robin
@@ -243,7 +248,11 @@ impl Credit {
     }
 
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        for gpu in self.board.idle_gpus() {
+        // the idle GPUs walked in place, not listed per event (a dispatch changes only
+        // its own GPU)
+        let mut from = 0;
+        while let Some(gpu) = self.board.next_idle(from) {
+            from = gpu.0 + 1;
             while let Some(tenant) = self.pick(gpu) {
                 // a list may hold a tenant whose queue emptied by a cancellation
                 if self.board.queue_of(tenant).0 == 0 {

@@ -652,12 +652,18 @@ impl FairQueue {
 pub struct FairQueuing {
     board: Board,
     queue: FairQueue,
+    /// Scratch: the idle GPUs of an event (kept, not made per event).
+    idle: Vec<GpuId>,
 }
 
 impl FairQueuing {
     /// Fair queuing over `gpus`.
     pub fn new(gpus: &[GpuSpec]) -> FairQueuing {
-        FairQueuing { board: Board::new(gpus), queue: FairQueue::new(Nanos::ZERO) }
+        FairQueuing {
+            board: Board::new(gpus),
+            queue: FairQueue::new(Nanos::ZERO),
+            idle: Vec::new(),
+        }
     }
 
     /// Wait up to `spin` for a tenant whose turn it is and whose queue ran dry (§3.2.2:
@@ -704,8 +710,11 @@ impl Policy for FairQueuing {
         let finished = self.board.finishing(event);
         self.board.observe(now, event, actions);
         self.queue.observe(&self.board, now, event, finished);
-        let idle = self.board.idle_gpus();
+        let mut idle = std::mem::take(&mut self.idle);
+        idle.clear();
+        idle.extend(self.board.idle_ids());
         self.queue.dispatch(&mut self.board, now, &idle, &|_, _| true, actions);
+        self.idle = idle;
     }
 }
 
