@@ -328,7 +328,9 @@ HOOKED = [
     (r"cuLibraryGetKernel", None, "passes to the driver; the CUkernel is noted, so that a launch of it (standing for its function in the current context) is described to the daemon with cuKernelGetAttribute"),
     (r"cuModuleLoadData", None, "passes to the driver (the image kept for migration); code and globals are not counted"),
     (r"cuStreamBeginCapture(ToGraph)?|cuStreamEndCapture", None, "governed: the capture is noted (the per-thread default stream as the calling thread's), so that launches into the stream are recorded without the launch gate, which never synchronises while a capture is open"),
-    (r"cuStreamIsCapturing|cuStreamGetCaptureInfo|cuStreamSynchronize|cuStreamQuery", None, "governed: of the program's stream on the current device (its own before any migration)"),
+    (r"cuStreamSynchronize", None, "governed: of the program's stream on the current device (its own before any migration); a synchronous call, noted for the daemon's classification of interactive tenants (coscheduling)"),
+    (r"cuStreamIsCapturing|cuStreamGetCaptureInfo|cuStreamQuery", None, "governed: of the program's stream on the current device (its own before any migration)"),
+    (r"cuEventSynchronize|cuMemcpyDtoH|cuMemcpyHtoD", None, "passes to the driver; a synchronous call, noted for the daemon's classification of interactive tenants (coscheduling)"),
 ]
 
 # What the interposer does, for symbols it does not export: (family regex, text). The

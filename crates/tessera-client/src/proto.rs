@@ -521,6 +521,10 @@ pub struct Totals {
     /// Tenant migrations between GPUs (`balance = "dcuda"`).
     #[serde(default)]
     pub migrations: u64,
+    /// Slices of CPU-GPU interactive tenants started with their threads raised
+    /// (`coscheduling`, FairGV §3.2.3).
+    #[serde(default)]
+    pub coscheduled: u64,
 }
 
 /// The node's state.

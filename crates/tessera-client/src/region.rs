@@ -249,6 +249,12 @@ struct Header {
     /// 5.4 us p50 / 5.9 us p99 with both threads on one CPU, 22 us / 8 ms across two
     /// (`scripts/wake-latency.c`). A claim: the daemon only uses it as a hint.
     client_cpu: Index,
+    /// Written by the client after each synchronous call it makes (a copy to the host,
+    /// a stream or event synchronisation): the time from its `interactive::THRESHOLD +
+    /// 1`-th latest one to its latest, ns, + 1 (0 while it made fewer). The daemon
+    /// classifies the tenant with it (FairGV §3.2.3, `tessera_core::interactive`). A
+    /// claim: a client that lies only changes how its own threads are scheduled.
+    sync_span: Wide,
 }
 
 /// Nanoseconds since the Unix epoch: a clock both sides of a region read alike.
@@ -493,6 +499,21 @@ impl Region {
         match self.header().client_cpu.value.load(Ordering::Relaxed) {
             0 => None,
             c => Some((c - 1) as usize),
+        }
+    }
+
+    /// Client: the span of its latest synchronous calls (see the field), ns; `None`
+    /// while it made too few.
+    pub fn set_sync_span(&self, span_ns: Option<u64>) {
+        let word = span_ns.map_or(0, |s| s.saturating_add(1));
+        self.header().sync_span.value.store(word, Ordering::Relaxed);
+    }
+
+    /// Daemon: what the client last said of its synchronous calls (a claim).
+    pub fn sync_span(&self) -> Option<u64> {
+        match self.header().sync_span.value.load(Ordering::Relaxed) {
+            0 => None,
+            s => Some(s - 1),
         }
     }
 

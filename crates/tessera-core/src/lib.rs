@@ -29,6 +29,7 @@ mod free_order;
 mod id_set;
 mod id_table;
 pub mod ids;
+pub mod interactive;
 pub mod model;
 pub mod policies;
 pub mod policy;

@@ -285,6 +285,23 @@ impl Tenant {
         session.region.set_gate_busy(false);
     }
 
+    /// The program made a synchronous call (it waited for the GPU): kept in its window
+    /// of latest calls, whose span the daemon reads to classify it as CPU-GPU
+    /// interactive (FairGV §3.2.3; `tessera_core::interactive`), continuously, so a
+    /// program that changes phase changes class. A lock per call: a synchronous call
+    /// waits for the GPU anyway.
+    pub(crate) fn note_sync_call(&self) {
+        let now = tessera_core::units::Nanos(epoch_ns());
+        let span = match self.sync_calls.lock() {
+            Ok(mut w) => {
+                w.record(now);
+                w.span()
+            }
+            Err(_) => return,
+        };
+        self.region().set_sync_span(span.map(|s| s.0));
+    }
+
     /// The GPU of the slice held now, if any.
     pub fn granted(&self) -> Option<u32> {
         self.session().region.granted()

@@ -76,6 +76,9 @@ pub struct Tenant {
     /// Set while the program waits at that mark: busy with the GPU, not idle, for the
     /// watcher (which would otherwise drain its queue and give the slice back).
     pub(crate) pacing: AtomicBool,
+    /// Its latest synchronous calls (FairGV §3.2.3), published to the daemon after
+    /// each ([`Tenant::note_sync_call`]).
+    pub(crate) sync_calls: Mutex<tessera_core::interactive::CallWindow>,
     pub(crate) measured_ns: AtomicU64,
     /// tesserad's socket, for the memory connection.
     pub(crate) socket: std::path::PathBuf,

@@ -36,11 +36,13 @@
  *                                        stack; 2^20 pending device launches),
  *                                        cuDeviceTotalMem, a legacy cuLaunchGrid)
  *        driver_app launch N MS [GRID BLOCK]
- *                                        N launches of a kernel busy for MS ms (GRID
+ *                                        N launches of a kernel busy for MS ms (a
+ *                                        decimal: 0.05 is 50 us; GRID
  *                                        blocks of BLOCK threads; default 1 x 1), each
  *                                        synchronised; "launch T" after each launch
  *                                        returns (T: CLOCK_MONOTONIC ns); GAP_MS=g
- *                                        sleeps g ms (CPU work) after each, HOLD_MS=h
+ *                                        sleeps g ms after each, CPU_US=c computes
+ *                                        (spins) c us after each, HOLD_MS=h
  *                                        stays h ms after printing "done"; FORK=1
  *                                        forks after the first launch, and parent
  *                                        and child both make the remaining launches
@@ -246,7 +248,7 @@ int main(int argc, char **argv) {
         CHECK("module", load(&module, ptx));
         CHECK("function", function(&spin, module, "tessera_spin"));
         long n = atol(argv[2]);
-        unsigned long long ns = (unsigned long long)atol(argc > 3 ? argv[3] : "1") * 1000000ull;
+        unsigned long long ns = (unsigned long long)(atof(argc > 3 ? argv[3] : "1") * 1e6);
         unsigned grid = argc > 4 ? (unsigned)atol(argv[4]) : 1, block = argc > 5 ? (unsigned)atol(argv[5]) : 1;
         pid_t child = -1;
         for (long i = 0; i < n; i++) {
@@ -270,6 +272,13 @@ int main(int argc, char **argv) {
             long gap = getenv("GAP_MS") ? atol(getenv("GAP_MS")) : 0;
             struct timespec g = {gap / 1000, (gap % 1000) * 1000000L};
             if (gap) nanosleep(&g, 0);
+            long cpu = getenv("CPU_US") ? atol(getenv("CPU_US")) : 0;
+            if (cpu) {
+                struct timespec c0, c1;
+                clock_gettime(CLOCK_MONOTONIC, &c0);
+                do clock_gettime(CLOCK_MONOTONIC, &c1);
+                while ((c1.tv_sec - c0.tv_sec) * 1000000000ll + (c1.tv_nsec - c0.tv_nsec) < cpu * 1000ll);
+            }
         }
         if (child == 0) return 0;
         if (child > 0) {

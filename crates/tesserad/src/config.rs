@@ -291,6 +291,12 @@ pub struct DaemonConfig {
     /// its latest client's CPU (issue 59; docs/benchmarks.md). Off: they spin as on a
     /// quiet host, whatever the load.
     pub block_when_busy: bool,
+    /// GPU-centric coscheduling (FairGV §3.2.3): when the slice of a CPU-GPU
+    /// interactive tenant (more than 10 synchronous calls in 10 ms, as its interposer
+    /// counts them) starts, its process's threads are raised 10 nice levels until the
+    /// slice ends, so that its woken thread runs at once on a loaded host. Needs
+    /// CAP_SYS_NICE (root); without it the daemon logs once and goes on without.
+    pub coscheduling: bool,
     /// Longest task cost accepted, ms of emulated time; longer tasks fail at once.
     pub max_task_ms: u64,
     /// How long a drain waits for running tasks, ms of wall time, before resetting
@@ -406,6 +412,7 @@ impl Default for DaemonConfig {
             sla_ms: 200,
             ring_slots: 64,
             block_when_busy: true,
+            coscheduling: true,
             slot_bytes: 4096,
             max_task_ms: 60_000,
             drain_timeout_ms: 30_000,

@@ -18,6 +18,7 @@
 pub mod config;
 pub mod config_reference;
 mod core;
+mod cosched;
 mod cuda;
 pub mod doctor;
 pub mod events;
@@ -372,6 +373,7 @@ impl Daemon {
                 slurm_refusal: cfg.slurm_refusal(),
                 require_token_in_containers: cfg.kubernetes.require_token_in_containers,
                 block_when_busy: cfg.block_when_busy,
+                coscheduling: cfg.coscheduling,
             },
         )
         .with_inference(inference, models_only)

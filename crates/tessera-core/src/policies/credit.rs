@@ -21,7 +21,7 @@ use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::GpuSpec;
 use crate::policy::Policy;
 use crate::units::Nanos;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 /// Xen's accounting period (30 ms).
 pub const ACCOUNTING_PERIOD: Nanos = Nanos(30_000_000);
@@ -396,46 +396,8 @@ pub fn strict_coscheduling_accepts(
     others.into_iter().all(|c| target_credit >= c)
 }
 
-/// FairGV's classification of CPU-GPU interactive tenants (§3.2.3): more than
-/// [`Interactivity::THRESHOLD`] synchronous calls within the last [`Interactivity::WINDOW`],
-/// re-evaluated at every call and query, so that a tenant changing phase changes class.
-#[derive(Clone, Debug, Default)]
-pub struct Interactivity {
-    calls: BTreeMap<TenantId, VecDeque<Nanos>>,
-}
-
-impl Interactivity {
-    /// FairGV's window.
-    pub const WINDOW: Nanos = Nanos(10_000_000);
-    /// More than this many synchronous calls in a window: interactive.
-    pub const THRESHOLD: usize = 10;
-
-    /// `tenant` made a synchronous call at `now`.
-    pub fn sync_call(&mut self, tenant: TenantId, now: Nanos) {
-        let q = self.calls.entry(tenant).or_default();
-        q.push_back(now);
-        Self::trim(q, now);
-    }
-
-    fn trim(q: &mut VecDeque<Nanos>, now: Nanos) {
-        while q.front().is_some_and(|t| now.saturating_sub(*t) >= Self::WINDOW) {
-            q.pop_front();
-        }
-    }
-
-    /// Whether `tenant` is CPU-GPU interactive at `now`.
-    pub fn is_interactive(&mut self, tenant: TenantId, now: Nanos) -> bool {
-        self.calls.get_mut(&tenant).is_some_and(|q| {
-            Self::trim(q, now);
-            q.len() > Self::THRESHOLD
-        })
-    }
-
-    /// Forget a tenant.
-    pub fn forget(&mut self, tenant: TenantId) {
-        self.calls.remove(&tenant);
-    }
-}
+/// FairGV's classification of CPU-GPU interactive tenants (in [`crate::interactive`]).
+pub use crate::interactive::Interactivity;
 
 #[cfg(test)]
 mod tests {
@@ -443,30 +405,6 @@ mod tests {
     use crate::ids::GpuId;
     use crate::model::{Placement, ServiceClass, TaskSpec, TenantSpec};
     use crate::units::Bytes;
-
-    /// Table-driven: 11 calls within 10 ms is interactive, 10 is not; calls age out
-    /// of the window, so a tenant that calls less changes class.
-    #[test]
-    fn interactivity_follows_the_call_rate() {
-        let us = |n: u64| Nanos(n * 1_000);
-        let t = TenantId(1);
-        for (calls, every_us, want) in
-            [(10, 900, false), (11, 900, true), (30, 1_000, false), (30, 800, true)]
-        {
-            let mut c = Interactivity::default();
-            for k in 0..calls {
-                c.sync_call(t, us(k * every_us));
-            }
-            let last = us((calls - 1) * every_us);
-            assert_eq!(c.is_interactive(t, last), want, "{calls} calls every {every_us} us");
-        }
-        let mut c = Interactivity::default();
-        for k in 0..20 {
-            c.sync_call(t, us(k * 100));
-        }
-        assert!(c.is_interactive(t, us(2_000)));
-        assert!(!c.is_interactive(t, us(12_000)), "10 ms later the calls have aged out");
-    }
 
     /// Table 3's benchmarks (`data/fairgv/table3.csv`), each making its synchronous
     /// calls evenly at its measured rate for 100 ms, are classified as the paper

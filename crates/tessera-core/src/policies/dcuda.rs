@@ -51,8 +51,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 mod steps;
-#[cfg(test)]
-pub(crate) use steps::balance_as_written;
 pub use steps::{
     LoadState, Loads, Move, MoveReason, balance, classify, compact, fairness_groups,
     raised_in_groups, utilization,

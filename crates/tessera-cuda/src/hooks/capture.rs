@@ -254,8 +254,22 @@ macro_rules! stream_hook {
     };
 }
 
-stream_hook!(cuStreamSynchronize, api, ());
-stream_hook!(cuStreamSynchronize_ptsz, symbol, ());
+/// A stream hook for a synchronous call: noted once it returns (see [`super::sync`]).
+macro_rules! sync_stream_hook {
+    ($name:ident, $by:ident) => {
+        #[doc = concat!("`", stringify!($name), "`, on the current device's stream; a synchronous call.")]
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub extern "C" fn $name(stream: CUstream) -> CuResult {
+            guarded(stringify!($name), || match real_stream(stream) {
+                Ok(s) => super::sync::synchronous(driver!($by $name(s: CUstream))),
+                Err(e) => e,
+            })
+        }
+    };
+}
+
+sync_stream_hook!(cuStreamSynchronize, api);
+sync_stream_hook!(cuStreamSynchronize_ptsz, symbol);
 stream_hook!(cuStreamQuery, api, ());
 stream_hook!(cuStreamQuery_ptsz, symbol, ());
 stream_hook!(cuStreamIsCapturing, api, (status: *mut CUstreamCaptureStatus));

@@ -9,9 +9,11 @@
 //! handles, contexts), [`memory`] (every allocation entry point and its free, memory
 //! reports, the refusals of what the ledger cannot count), [`launch`] (the launch
 //! gate's hooks, and the functions and kernels they launch), [`capture`] (streams and
-//! stream capture) and [`lookup`] (`cuGetProcAddress` and `dlsym`, which answer the
-//! others' hooks by name). What they share is here; each file lists its own hooks
-//! (`hooks!`), and only `lookup` uses the others.
+//! stream capture), [`sync`] (synchronous calls, noted for the daemon's
+//! classification of interactive tenants) and [`lookup`] (`cuGetProcAddress` and
+//! `dlsym`, which answer the others' hooks by name). What they share is here; each file
+//! lists its own hooks (`hooks!`), and only `lookup` uses the others (and `capture`'s
+//! stream synchronisation, `sync`'s note of a synchronous call).
 //!
 //! Every hook catches panics (a panic must not unwind into C) and answers
 //! `CUDA_ERROR_UNKNOWN` if one happens. The exports are left out of this crate's own
@@ -68,6 +70,7 @@ mod launch;
 mod lookup;
 mod memory;
 mod pools;
+mod sync;
 
 pub(crate) use launch::kernel_device;
 

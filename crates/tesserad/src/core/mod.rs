@@ -323,6 +323,9 @@ struct RunningBatch {
 pub struct Core {
     /// Whether the host's CPUs are oversubscribed: then nothing spins.
     host: host_load::HostLoad,
+    /// GPU-centric coscheduling's boosts in force (a cell: slices end where the core
+    /// is borrowed shared).
+    cosched: std::cell::RefCell<crate::cosched::Coscheduler>,
     /// Where the core waits on a busy host: its latest client's CPU.
     follow: follow::Follow,
     /// Tasks run over the socket (`RunTask`), by connection and their sequence number
@@ -448,6 +451,8 @@ pub struct Limits {
     pub require_token_in_containers: bool,
     /// Block rather than spin on an oversubscribed host (`block_when_busy`).
     pub block_when_busy: bool,
+    /// GPU-centric coscheduling of interactive tenants (`coscheduling`).
+    pub coscheduling: bool,
 }
 
 /// Slurm jobs listed in one status reply.
@@ -520,6 +525,7 @@ impl Core {
         let worker_mailbox = mailbox.clone();
         Core {
             host: host_load::HostLoad::new(),
+            cosched: std::cell::RefCell::new(crate::cosched::Coscheduler::new(limits.coscheduling)),
             follow: follow::Follow::new(exec.thread_ids()),
             socket_tasks: Default::default(),
             next_socket_seq: 0,

@@ -190,7 +190,7 @@ impl Core {
                     })
                     .collect(),
             }),
-            totals: self.totals.clone(),
+            totals: Totals { coscheduled: self.cosched.borrow().boosts(), ..self.totals.clone() },
             events: self
                 .events
                 .recent(q.events.min(STATUS_EVENTS) as usize, |e| sees_all || e.uid == Some(viewer))

@@ -140,6 +140,11 @@ impl Core {
         if hold && let Some(c) = conn {
             // the launch gate opens: the client's own kernels may run on this GPU
             c.region.set_gpu_shared(others);
+            // GPU-centric coscheduling (FairGV §3.2.3): an interactive tenant's threads
+            // are raised before the grant wakes its waiting one
+            if tessera_core::interactive::interactive_span(c.region.sync_span().map(Nanos)) {
+                self.cosched.borrow_mut().boost(c.pid);
+            }
             c.region.set_grant(Some(gpu.0));
         }
         let g = &mut self.gpus[gpu.0 as usize];
@@ -233,6 +238,7 @@ impl Core {
             && let Some(c) = self.conns.get(&info.conn)
         {
             c.region.set_grant(None);
+            self.cosched.borrow_mut().restore(c.pid);
         }
     }
 

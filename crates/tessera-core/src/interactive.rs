@@ -1,0 +1,161 @@
+//! FairGV's classification of CPU-GPU interactive tenants (§3.2.3): a tenant that makes
+//! more than [`THRESHOLD`] synchronous calls (a device-to-host copy, a stream or context
+//! synchronisation) within [`WINDOW`] waits for the GPU at every step, so its GPU slice
+//! is worth little unless its thread runs as the slice starts (GPU-centric
+//! coscheduling). One rule, in one place, judged on the tenant's own clock — one that
+//! stands still while it waits for its slice, so that a tenant is judged by what it
+//! does when it runs, not by its silence while it waits (a wall clock made every
+//! interactive program look idle by the time its slice came, after 20-40 ms behind a
+//! batch tenant's kernels: 9 of its slices coscheduled in 6 s). The simulator's program
+//! engine classifies with [`Interactivity`] at the tenant's GPU-time clock; the
+//! interposer keeps a [`CallWindow`] of its program's calls and publishes
+//! [`CallWindow::span`] (the calls' own spacing, however long ago), which the daemon
+//! judges with [`interactive_span`].
+
+use crate::ids::TenantId;
+use crate::units::Nanos;
+use std::collections::BTreeMap;
+
+/// FairGV's window.
+pub const WINDOW: Nanos = Nanos(10_000_000);
+/// More than this many synchronous calls in a window: interactive.
+pub const THRESHOLD: usize = 10;
+
+/// The times of a tenant's latest `THRESHOLD + 1` synchronous calls: enough to judge
+/// the rule at any later moment (more than `THRESHOLD` calls in the window is the
+/// same as the `THRESHOLD + 1`-th latest call being in it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallWindow {
+    at: [Nanos; THRESHOLD + 1],
+    /// Where the next call goes (the oldest kept, once full).
+    next: usize,
+    kept: usize,
+}
+
+impl CallWindow {
+    /// A synchronous call at `now` (times in any clock that does not go backwards).
+    pub fn record(&mut self, now: Nanos) {
+        self.at[self.next] = now;
+        self.next = (self.next + 1) % self.at.len();
+        self.kept = (self.kept + 1).min(self.at.len());
+    }
+
+    /// The `THRESHOLD + 1`-th latest call's time; `None` while fewer were made.
+    pub fn oldest(&self) -> Option<Nanos> {
+        (self.kept == self.at.len()).then(|| self.at[self.next])
+    }
+
+    /// The latest call's time, if any.
+    pub fn newest(&self) -> Option<Nanos> {
+        (self.kept > 0).then(|| self.at[(self.next + self.at.len() - 1) % self.at.len()])
+    }
+
+    /// The time from the `THRESHOLD + 1`-th latest call to the latest; `None` while
+    /// fewer were made.
+    pub fn span(&self) -> Option<Nanos> {
+        Some(self.newest()?.saturating_sub(self.oldest()?))
+    }
+
+    /// Whether the calls so far make the tenant interactive at `now`.
+    pub fn is_interactive(&self, now: Nanos) -> bool {
+        interactive(self.oldest(), now)
+    }
+}
+
+/// The rule: interactive at `now` when the `THRESHOLD + 1`-th latest synchronous call
+/// (`oldest`, [`CallWindow::oldest`]) was within the last [`WINDOW`].
+pub fn interactive(oldest: Option<Nanos>, now: Nanos) -> bool {
+    oldest.is_some_and(|t| now.saturating_sub(t) < WINDOW)
+}
+
+/// The rule on the calls' own spacing: interactive when its latest `THRESHOLD + 1`
+/// synchronous calls (`span`, [`CallWindow::span`]) were made within less than
+/// [`WINDOW`] — the same as [`interactive`] at the latest call's time.
+pub fn interactive_span(span: Option<Nanos>) -> bool {
+    span.is_some_and(|s| s < WINDOW)
+}
+
+/// Every tenant's [`CallWindow`], re-evaluated at every query, so that a tenant
+/// changing phase changes class.
+#[derive(Clone, Debug, Default)]
+pub struct Interactivity {
+    calls: BTreeMap<TenantId, CallWindow>,
+}
+
+impl Interactivity {
+    /// FairGV's window ([`WINDOW`]).
+    pub const WINDOW: Nanos = WINDOW;
+    /// [`THRESHOLD`].
+    pub const THRESHOLD: usize = THRESHOLD;
+
+    /// `tenant` made a synchronous call at `now`.
+    pub fn sync_call(&mut self, tenant: TenantId, now: Nanos) {
+        self.calls.entry(tenant).or_default().record(now);
+    }
+
+    /// Whether `tenant` is CPU-GPU interactive at `now`.
+    pub fn is_interactive(&self, tenant: TenantId, now: Nanos) -> bool {
+        self.calls.get(&tenant).is_some_and(|w| w.is_interactive(now))
+    }
+
+    /// Forget a tenant.
+    pub fn forget(&mut self, tenant: TenantId) {
+        self.calls.remove(&tenant);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    /// Table-driven: 11 calls within 10 ms is interactive, 10 is not; calls age out
+    /// of the window, so a tenant that calls less changes class.
+    #[test]
+    fn interactivity_follows_the_call_rate() {
+        let us = |n: u64| Nanos(n * 1_000);
+        let t = TenantId(1);
+        for (calls, every_us, want) in
+            [(10, 900, false), (11, 900, true), (30, 1_000, false), (30, 800, true)]
+        {
+            let mut c = Interactivity::default();
+            for k in 0..calls {
+                c.sync_call(t, us(k * every_us));
+            }
+            let last = us((calls - 1) * every_us);
+            assert_eq!(c.is_interactive(t, last), want, "{calls} calls every {every_us} us");
+        }
+        let mut c = Interactivity::default();
+        for k in 0..20 {
+            c.sync_call(t, us(k * 100));
+        }
+        assert!(c.is_interactive(t, us(2_000)));
+        assert!(!c.is_interactive(t, us(12_000)), "10 ms later the calls have aged out");
+    }
+
+    proptest! {
+        /// The window of the last calls judges as a list of every call in the last
+        /// 10 ms does (the rule as FairGV states it), at any moment after the calls.
+        #[test]
+        fn the_window_judges_as_every_call_would(
+            gaps in prop::collection::vec(0u64..3_000_000, 0..60),
+            later in 0u64..20_000_000,
+        ) {
+            let mut w = CallWindow::default();
+            let mut all: VecDeque<Nanos> = VecDeque::new();
+            let mut now = Nanos(1_000_000);
+            for g in gaps {
+                now = Nanos(now.0 + g);
+                w.record(now);
+                all.push_back(now);
+            }
+            let at = Nanos(now.0 + later);
+            let in_window = all.iter().filter(|t| at.saturating_sub(**t) < WINDOW).count();
+            prop_assert_eq!(w.is_interactive(at), in_window > THRESHOLD);
+            // judged on the spacing: as at the latest call
+            let at_latest = all.iter().filter(|t| now.saturating_sub(**t) < WINDOW).count();
+            prop_assert_eq!(interactive_span(w.span()), at_latest > THRESHOLD);
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Synchronous calls — a program waiting for the GPU — that are not otherwise governed:
+//! passed to the driver untouched, then noted in the tenant's window of latest
+//! synchronous calls, which the daemon reads to classify it as CPU-GPU interactive
+//! (FairGV §3.2.3, `tessera_core::interactive`). `cuStreamSynchronize` is noted by its
+//! hook in [`super::capture`].
+//!
+//! Left out: `cuCtxSynchronize`, whose name CUDA 13 resolves to a `_v2` taking a
+//! context (a hook of the old signature handed out for it would synchronise every
+//! context); the 2-D and 3-D copies; the runtime's `cudaMemcpy` reaches the driver
+//! through these or through an asynchronous copy and `cuStreamSynchronize`.
+
+use super::guarded;
+use crate::state::state;
+use std::ffi::c_void;
+use std::sync::OnceLock;
+use tessera_driver::sys::{CUdeviceptr, CUevent};
+use tessera_driver::{CuResult, status};
+
+hooks! {
+    checked: [cuEventSynchronize, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2],
+    variants: [
+        cuMemcpyDtoH_v2_ptds => cuMemcpyDtoH_v2,
+        cuMemcpyHtoD_v2_ptds => cuMemcpyHtoD_v2,
+    ],
+    // the legacy 32-bit ABI's names of the same copies (cuGetProcAddress may hand
+    // out any name of a family)
+    unchecked: [cuMemcpyDtoH, cuMemcpyHtoD],
+}
+
+/// A synchronous call returned: noted for a tenant (an unmanaged process has none).
+#[inline]
+pub(super) fn synchronous(r: CuResult) -> CuResult {
+    if let Some(t) = state().tenant() {
+        t.note_sync_call();
+    }
+    r
+}
+
+/// `cuEventSynchronize`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuEventSynchronize(event: CUevent) -> CuResult {
+    guarded("cuEventSynchronize", || synchronous(real!(cuEventSynchronize(event))))
+}
+
+/// `cuMemcpyDtoH_v2`: a copy to the host, synchronous.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usize) -> CuResult {
+    guarded("cuMemcpyDtoH_v2", || synchronous(real!(cuMemcpyDtoH_v2(dst, src, bytes))))
+}
+
+/// `cuMemcpyHtoD_v2`: a copy from the host, synchronous.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize) -> CuResult {
+    guarded("cuMemcpyHtoD_v2", || synchronous(real!(cuMemcpyHtoD_v2(dst, src, bytes))))
+}
+
+/// The real driver's `name`, a variant outside the bindings with `Real`'s signature.
+macro_rules! variant_call {
+    ($name:literal, fn($($ty:ty),*), ($($arg:expr),*)) => {{
+        type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
+        static REAL: OnceLock<Option<usize>> = OnceLock::new();
+        match super::variant(&REAL, $name) {
+            // SAFETY: the driver's own entry point of that name, whose C signature is
+            // `Real` (cuda.h's); the caller's arguments.
+            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
+            None => status::NOT_FOUND,
+        }
+    }};
+}
+
+/// `cuMemcpyDtoH`, the legacy ABI's (a 32-bit device pointer and size).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemcpyDtoH(dst: *mut c_void, src: u32, bytes: u32) -> CuResult {
+    guarded("cuMemcpyDtoH", || {
+        synchronous(variant_call!("cuMemcpyDtoH", fn(*mut c_void, u32, u32), (dst, src, bytes)))
+    })
+}
+
+/// `cuMemcpyHtoD`, the legacy ABI's (a 32-bit device pointer and size).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemcpyHtoD(dst: u32, src: *const c_void, bytes: u32) -> CuResult {
+    guarded("cuMemcpyHtoD", || {
+        synchronous(variant_call!("cuMemcpyHtoD", fn(u32, *const c_void, u32), (dst, src, bytes)))
+    })
+}
+
+/// `cuMemcpyDtoH_v2_ptds`: [`cuMemcpyDtoH_v2`] on the per-thread default stream.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemcpyDtoH_v2_ptds(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    bytes: usize,
+) -> CuResult {
+    guarded("cuMemcpyDtoH_v2_ptds", || {
+        synchronous(variant_call!(
+            "cuMemcpyDtoH_v2_ptds",
+            fn(*mut c_void, CUdeviceptr, usize),
+            (dst, src, bytes)
+        ))
+    })
+}
+
+/// `cuMemcpyHtoD_v2_ptds`: [`cuMemcpyHtoD_v2`] on the per-thread default stream.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuMemcpyHtoD_v2_ptds(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    bytes: usize,
+) -> CuResult {
+    guarded("cuMemcpyHtoD_v2_ptds", || {
+        synchronous(variant_call!(
+            "cuMemcpyHtoD_v2_ptds",
+            fn(CUdeviceptr, *const c_void, usize),
+            (dst, src, bytes)
+        ))
+    })
+}
