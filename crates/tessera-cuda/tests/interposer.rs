@@ -554,7 +554,8 @@ fn three_programs_share_a_gpu_by_their_weights() {
 /// launch of the twin through the interposer's gated launch path. The result is the
 /// unsliced run's: the fake twin computes only its blocks' elements, so a wrong first
 /// block, a range missed or run twice, or parameters out of place show in it. Off (the
-/// default), nothing is sliced. The same through `cuLaunchKernelEx`.
+/// default), nothing is sliced. The same through `cuLaunchKernelEx`, and with the
+/// kernel loaded as a CUDA 12 library (`cuLibraryLoadData`, `cuLibraryGetKernel`).
 #[test]
 fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     let Some(s) = setup("slicing", 1) else { return };
@@ -597,6 +598,17 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     let slices: Vec<String> =
         log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
     assert_eq!(slices, [one, one, one].concat(), "{log}");
+    // the same with the kernel loaded as a CUDA 12 library (cuLibraryLoadData, as
+    // cuda-core loads PTX) and launched by its kernel handle
+    let library = [env.as_slice(), &[("LIBRARY", "1")]].concat();
+    let (code, sliced_lib, err) = run(s.app_at(&app, &["3", "4096"], &library));
+    assert_eq!(code, 0, "{sliced_lib}{err}");
+    assert_eq!(result(&sliced_lib), result(&whole), "{sliced_lib}");
+    let log = logged();
+    let slices: Vec<String> =
+        log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
+    assert_eq!(slices, [one, one, one].concat(), "{log}");
+    assert!(log.contains("cuLibraryGetKernel tessera_axpy__tessera_slice"), "{log}");
     // a function handle handed out again for a kernel without a twin launches whole:
     // the twin noted for the handle before is not used
     let second = [env.as_slice(), &[("SECOND_MODULE", "1")]].concat();

@@ -6,7 +6,8 @@
  * result on the host.
  *
  * usage: migrate_app N [N_ELEMS]   (LAUNCH_EX set: each launch through cuLaunchKernelEx;
- * SECOND_MODULE set: the kernel launched is a second module's, which slicing leaves whole)
+ * SECOND_MODULE set: the kernel launched is a second module's, which slicing leaves whole;
+ * LIBRARY set: the kernel is loaded with cuLibraryLoadData and launched by its CUkernel)
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -60,8 +61,21 @@ int main(int argc, char **argv) {
         ".visible .entry tessera_axpy(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)\n{\n    ret;\n}\n";
     CUmodule module;
     CUfunction axpy;
-    CHECK("module", load(&module, ptx));
-    CHECK("function", function(&axpy, module, "tessera_axpy"));
+    if (getenv("LIBRARY")) {
+        /* CUDA 12's libraries, as cuda-core loads a program: the kernel handle is
+         * launched where a function goes */
+        CUresult (*load_library)(CUlibrary *, const void *, CUjit_option *, void **, unsigned,
+                                 CUlibraryOption *, void **, unsigned) = sym("cuLibraryLoadData");
+        CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) = sym("cuLibraryGetKernel");
+        CUlibrary library;
+        CUkernel kernel;
+        CHECK("library", load_library(&library, ptx, 0, 0, 0, 0, 0, 0));
+        CHECK("kernel", get_kernel(&kernel, library, "tessera_axpy"));
+        axpy = (CUfunction)kernel;
+    } else {
+        CHECK("module", load(&module, ptx));
+        CHECK("function", function(&axpy, module, "tessera_axpy"));
+    }
     if (getenv("SECOND_MODULE")) {
         /* a second module whose axpy reads %gridid (kernel slicing leaves it whole); the
          * program launches that one (tessera's fake driver hands out the same function

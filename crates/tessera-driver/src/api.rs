@@ -137,6 +137,17 @@ driver_api! {
     fn cuFuncGetAttribute(value: *mut c_int, attribute: CUfunction_attribute, f: CUfunction);
     /// `cuLibraryGetKernel`.
     fn cuLibraryGetKernel(kernel: *mut CUkernel, library: CUlibrary, name: *const c_char);
+    /// `cuLibraryLoadData`.
+    fn cuLibraryLoadData(
+        library: *mut CUlibrary,
+        code: *const c_void,
+        jit_options: *mut CUjit_option,
+        jit_option_values: *mut *mut c_void,
+        num_jit_options: c_uint,
+        library_options: *mut CUlibraryOption,
+        library_option_values: *mut *mut c_void,
+        num_library_options: c_uint
+    );
     /// `cuKernelGetAttribute`.
     fn cuKernelGetAttribute(value: *mut c_int, attribute: CUfunction_attribute, kernel: CUkernel, dev: CUdevice);
     /// `cuMemAlloc_v2`.

@@ -16,8 +16,8 @@ use crate::state::state;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use tessera_driver::sys::{
-    CUDA_LAUNCH_PARAMS, CUfunction, CUfunction_attribute, CUgraphExec, CUkernel, CUlaunchConfig,
-    CUlibrary, CUmodule, CUstream,
+    CUDA_LAUNCH_PARAMS, CUfunction, CUfunction_attribute, CUgraphExec, CUjit_option, CUkernel,
+    CUlaunchConfig, CUlibrary, CUlibraryOption, CUmodule, CUstream,
 };
 use tessera_driver::{CuResult, status};
 
@@ -25,7 +25,7 @@ hooks! {
     checked: [
         cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, cuLaunch,
         cuLaunchGrid, cuLaunchGridAsync, cuLaunchCooperativeKernelMultiDevice, cuModuleLoadData,
-        cuModuleGetFunction, cuFuncGetAttribute, cuLibraryGetKernel,
+        cuModuleGetFunction, cuFuncGetAttribute, cuLibraryGetKernel, cuLibraryLoadData,
     ],
     variants: [
         cuLaunchKernel_ptsz => cuLaunchKernel,
@@ -216,7 +216,52 @@ pub(crate) fn kernel_device(handle: u64) -> Option<i32> {
     current_gpu().ok().and_then(|g| i32::try_from(g).ok())
 }
 
-/// `cuLibraryGetKernel`: notes the kernel handle (for the launch gate's facts).
+/// `cuLibraryLoadData` (CUDA 12's context-independent modules, as cuda-core loads
+/// them): with kernel slicing, a PTX library is loaded with its kernels' twins (as
+/// given, if the driver refuses them); anything else passes.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuLibraryLoadData(
+    library: *mut CUlibrary,
+    code: *const c_void,
+    jit_options: *mut CUjit_option,
+    jit_option_values: *mut *mut c_void,
+    num_jit_options: c_uint,
+    library_options: *mut CUlibraryOption,
+    library_option_values: *mut *mut c_void,
+    num_library_options: c_uint,
+) -> CuResult {
+    guarded("cuLibraryLoadData", || {
+        let load = |code: *const c_void| {
+            real!(cuLibraryLoadData(
+                library,
+                code,
+                jit_options,
+                jit_option_values,
+                num_jit_options,
+                library_options,
+                library_option_values,
+                num_library_options
+            ))
+        };
+        if let Some(rewritten) = with_twins(code) {
+            let r = load(rewritten.image.as_ptr().cast());
+            if r == status::SUCCESS && !library.is_null() {
+                // SAFETY: checked non-null; the load just wrote it.
+                slicing().loaded(unsafe { *library } as usize, rewritten);
+                return r;
+            }
+            crate::log::line(format_args!(
+                "kernel slicing: the driver refused the library with twins ({r}); loaded as given"
+            ));
+        }
+        load(code)
+    })
+}
+
+/// `cuLibraryGetKernel`: notes the kernel handle (for the launch gate's facts); with
+/// kernel slicing, the kernel's twin beside it (a kernel handle is launched where a
+/// function goes).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuLibraryGetKernel(
     kernel: *mut CUkernel,
@@ -225,12 +270,28 @@ pub extern "C" fn cuLibraryGetKernel(
 ) -> CuResult {
     guarded("cuLibraryGetKernel", || {
         let r = real!(cuLibraryGetKernel(kernel, library, name));
-        if r == status::SUCCESS
-            && !kernel.is_null()
-            && let Ok(mut known) = kernels().lock()
-        {
-            // SAFETY: checked non-null; the driver just wrote it.
-            known.insert(unsafe { *kernel } as u64);
+        if r != status::SUCCESS || kernel.is_null() {
+            return r;
+        }
+        // SAFETY: checked non-null; the driver just wrote it.
+        let handle = unsafe { *kernel };
+        if let Ok(mut known) = kernels().lock() {
+            known.insert(handle as u64);
+        }
+        if slicing().enabled() && !name.is_null() {
+            // SAFETY: non-null, the program's NUL-terminated name.
+            let name = unsafe { CStr::from_ptr(name) };
+            let twin = slicing().twin_of(library as usize, name).and_then(|(twin, params)| {
+                let mut t: CUkernel = std::ptr::null_mut();
+                (real!(cuLibraryGetKernel(&mut t, library, twin.as_ptr())) == status::SUCCESS)
+                    .then_some((t, params))
+            });
+            if let Some((t, _)) = twin
+                && let Ok(mut known) = kernels().lock()
+            {
+                known.insert(t as u64);
+            }
+            slicing().function_twin(handle as usize, twin.map(|(t, p)| (t as usize, p)));
         }
         r
     })
