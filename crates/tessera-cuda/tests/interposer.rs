@@ -598,6 +598,18 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     let slices: Vec<String> =
         log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
     assert_eq!(slices, [one, one, one].concat(), "{log}");
+    // cuLaunchKernelEx with an attribute a sub-kernel may carry (a priority, 8) is
+    // sliced; with one that needs the blocks together (cooperative, 2) or that this
+    // build does not know (99), it runs whole
+    for (attr, sliced) in [("8", true), ("2", false), ("99", false)] {
+        let with = [ex.as_slice(), &[("EX_ATTR", attr)]].concat();
+        let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &with));
+        assert_eq!(code, 0, "{out}{err}");
+        assert_eq!(result(&out), result(&whole), "attribute {attr}: {out}");
+        let log = logged();
+        let slices = log.lines().filter(|l| l.starts_with("axpy slice ")).count();
+        assert_eq!(slices, if sliced { 12 } else { 0 }, "attribute {attr}: {log}");
+    }
     // the same with the kernel loaded as a CUDA 12 library (cuLibraryLoadData, as
     // cuda-core loads PTX) and launched by its kernel handle
     let library = [env.as_slice(), &[("LIBRARY", "1")]].concat();

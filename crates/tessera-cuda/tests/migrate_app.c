@@ -7,7 +7,8 @@
  *
  * usage: migrate_app N [N_ELEMS]   (LAUNCH_EX set: each launch through cuLaunchKernelEx;
  * SECOND_MODULE set: the kernel launched is a second module's, which slicing leaves whole;
- * LIBRARY set: the kernel is loaded with cuLibraryLoadData and launched by its CUkernel)
+ * LIBRARY set: the kernel is loaded with cuLibraryLoadData and launched by its CUkernel;
+ * with LAUNCH_EX, EX_ATTR=ID gives the launch one attribute of that id)
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -16,6 +17,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void *driver;
 static void *sym(const char *name) {
@@ -109,6 +111,16 @@ int main(int argc, char **argv) {
             config.gridDimX = grid; config.gridDimY = 1; config.gridDimZ = 1;
             config.blockDimX = block; config.blockDimY = 1; config.blockDimZ = 1;
             config.hStream = stream;
+            /* EX_ATTR=ID: one launch attribute of that id (its value zero but for a
+             * priority of 1) */
+            CUlaunchAttribute attr;
+            memset(&attr, 0, sizeof attr);
+            if (getenv("EX_ATTR")) {
+                attr.id = (CUlaunchAttributeID)atoi(getenv("EX_ATTR"));
+                if (attr.id == CU_LAUNCH_ATTRIBUTE_PRIORITY) attr.value.priority = 1;
+                config.attrs = &attr;
+                config.numAttrs = 1;
+            }
             CHECK("launch", launch_ex(&config, axpy, params, 0));
         } else {
             CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, params, 0));

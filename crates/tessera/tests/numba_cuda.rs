@@ -108,3 +108,65 @@ fn numba_cuda_runs_as_a_tenant() {
         "the CUkernel's resources: {log}"
     );
 }
+
+/// Kernel slicing and a real client (issue 58): numba-cuda 0.30.4 links its kernel's
+/// PTX with nvJitLink itself and hands the driver a cubin (`cuLibraryLoadData`), which
+/// the interposer cannot rewrite: with `TESSERA_KERNEL_SLICING=1` (threshold 4 blocks)
+/// the library is loaded as given, the interposer says so once, and its launch of 12
+/// blocks runs whole and succeeds. (Slicing numba's kernels needs nvJitLink's PTX input
+/// rewritten before it links, which the interposer does not do.) The fake driver runs no
+/// numba kernel, so what is checked is what was loaded and launched, from its log.
+#[test]
+fn numba_cuda_kernels_are_cubins_and_run_whole() {
+    let Some(scratch) = common::scratch("numba-sliced") else { return };
+    let (bin, dir) = (&scratch.bin, &scratch.dir);
+    let python = match common::python_client("numba-cuda") {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("SKIPPED: numba-cuda could not be installed from PyPI: {why}");
+            return;
+        }
+    };
+    scratch.fake_driver();
+    let config = common::fake_node_config(dir, 1);
+    let daemon = Daemon::start(&config).unwrap();
+    let out = Command::new(bin.join("tessera"))
+        .args(["run", "--socket"])
+        .arg(&config.socket)
+        .arg("--")
+        .arg(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/numba_sliced.py"))
+        .arg("12")
+        .env("LD_LIBRARY_PATH", dir)
+        .env("TESSERA_KERNEL_SLICING", "1")
+        .env("TESSERA_KERNEL_SLICE_MIN_BLOCKS", "4")
+        .env("TESSERA_KERNEL_SLICE_BLOCKS", "5")
+        .env("FAKE_CUDA_LOG", "1")
+        .env("TESSERA_CUDA_LOG", dir.join("interposer.log"))
+        .output()
+        .unwrap();
+    daemon.shutdown();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stdout.contains("launched 12"), "{stdout}{stderr}");
+    // the fake's log is named after the path it was loaded by (cuda-bindings opens
+    // `libcuda.so`)
+    let log: String = ["libcuda.so.log", "libcuda.so.1.log"]
+        .iter()
+        .map(|f| std::fs::read_to_string(dir.join(f)).unwrap_or_default())
+        .collect();
+    let interposer = std::fs::read_to_string(dir.join("interposer.log")).unwrap_or_default();
+    assert!(log.contains("cuLibraryLoadData"), "numba did not load a library: {log}");
+    assert_eq!(
+        interposer.matches("kernel slicing: a binary module").count(),
+        1,
+        "the cubin loaded as given, said once: {interposer}"
+    );
+    assert!(!log.contains("__tessera_slice"), "a twin of a cubin's kernel: {log}");
+    let launches: Vec<&str> = log.lines().filter(|l| l.starts_with("cuLaunchKernel ")).collect();
+    let grids: Vec<u32> = launches
+        .iter()
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    assert_eq!(grids, [12], "numba's launch, whole: {launches:?}");
+}

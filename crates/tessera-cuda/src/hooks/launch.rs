@@ -17,7 +17,7 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use tessera_driver::sys::{
     CUDA_LAUNCH_PARAMS, CUfunction, CUfunction_attribute, CUgraphExec, CUjit_option, CUkernel,
-    CUlaunchConfig, CUlibrary, CUlibraryOption, CUmodule, CUstream,
+    CUlaunchAttribute, CUlaunchConfig, CUlibrary, CUlibraryOption, CUmodule, CUstream,
 };
 use tessera_driver::{CuResult, status};
 
@@ -46,6 +46,14 @@ fn with_twins(image: *const c_void) -> Option<crate::slicing::Rewritten> {
     // magics, or PTX text).
     let head = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) };
     if tessera_ptx::is_binary_module(head) {
+        // said once: a program that loads many (the CUDA runtime) would fill the log
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            crate::log::line(format_args!(
+                "kernel slicing: a binary module (cubin or fatbin) is loaded as given, its \
+                 kernels whole (only PTX is rewritten); said once"
+            ));
+        }
         return None;
     }
     // SAFETY: a PTX image is a NUL-terminated string (cuModuleLoadData's contract).
@@ -112,9 +120,35 @@ fn twin_args(params: *mut *mut c_void, count: usize, values: &mut [u32; 4]) -> V
     args
 }
 
+/// Launch attributes (cuda.h's `CUlaunchAttributeID`, as integers) a sliced launch
+/// passes to each of its sub-kernels: they change how a launch runs, not what a block
+/// computes nor whether the blocks must be resident together — none (0), an L2 access
+/// policy window (1), the synchronisation policy (3), the priority (8), the memory
+/// synchronisation domain map and domain (9, 10). Any other keeps the launch whole: a
+/// cooperative launch, clusters, programmatic dependent launch, a completion event
+/// (which would fire at the first sub-kernel's end), or one this build does not know.
+const SLICEABLE_ATTRIBUTES: [u32; 6] = [0, 1, 3, 8, 9, 10];
+
+/// Whether every one of a configuration's `n` attributes is in [`SLICEABLE_ATTRIBUTES`].
+fn attributes_allow_slicing(attrs: *const CUlaunchAttribute, n: c_uint) -> bool {
+    if n == 0 {
+        return true;
+    }
+    if attrs.is_null() {
+        return false;
+    }
+    (0..n as usize).all(|i| {
+        // SAFETY: the program's array of `n` attributes (its configuration's); each
+        // begins with its id, read as the integer it is (an id this build does not
+        // know is no value of the bindings' enum)
+        let id = unsafe { attrs.add(i).cast::<u32>().read_unaligned() };
+        SLICEABLE_ATTRIBUTES.contains(&id)
+    })
+}
+
 /// [`sliced`] for `cuLaunchKernelEx`: its configuration copied with a one-dimensional
-/// grid per sub-kernel. Only configurations without attributes (an attribute may make
-/// the launch cooperative or clustered, which sub-kernels cannot be).
+/// grid per sub-kernel, its attributes kept when each is one a sub-kernel may carry
+/// ([`SLICEABLE_ATTRIBUTES`]); else whole.
 fn sliced_ex(
     ptsz: bool,
     config: *const CUlaunchConfig,
@@ -127,7 +161,7 @@ fn sliced_ex(
     }
     // SAFETY: non-null, the caller's launch configuration; plain fields, copied.
     let c = unsafe { *config };
-    if c.numAttrs != 0 {
+    if !attributes_allow_slicing(c.attrs, c.numAttrs) {
         return None;
     }
     let grid = (c.gridDimX, c.gridDimY, c.gridDimZ);
