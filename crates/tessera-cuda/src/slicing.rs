@@ -20,16 +20,26 @@ use tessera_ptx::{Outcome, Slice, SliceConfig, plan, rewrite};
 #[derive(Clone, Debug)]
 struct Twin {
     name: CString,
-    params: usize,
+    params: TwinParams,
+}
+
+/// Where a twin's parameters lie beside its original's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TwinParams {
+    /// The original's parameter count (the twin's four added ones come after).
+    pub count: usize,
+    /// The byte offset of the first added parameter in a parameter buffer (after the
+    /// original's last, at 4-byte alignment).
+    pub added_at: u32,
 }
 
 #[derive(Debug, Default)]
 struct Books {
     /// Per module handle (as the program holds it): kernel name -> twin.
     modules: HashMap<usize, HashMap<CString, Twin>>,
-    /// Per function handle (as the program holds it): the twin's handle and the
-    /// original's parameter count.
-    functions: HashMap<usize, (usize, usize)>,
+    /// Per function handle (as the program holds it): the twin's handle and where its
+    /// parameters lie.
+    functions: HashMap<usize, (usize, TwinParams)>,
     /// The rewritten images, kept for the driver (and for reloading on another GPU).
     images: Vec<CString>,
 }
@@ -85,7 +95,11 @@ impl Slicing {
                     if let (Ok(name), Ok(twin)) =
                         (CString::new(k.name.clone()), CString::new(twin.clone()))
                     {
-                        twins.insert(name, Twin { name: twin, params: k.params.params.len() });
+                        let params = TwinParams {
+                            count: k.params.params.len(),
+                            added_at: k.params.end().next_multiple_of(4),
+                        };
+                        twins.insert(name, Twin { name: twin, params });
                     }
                 }
                 Outcome::Unsliced(why) => {
@@ -109,16 +123,16 @@ impl Slicing {
     }
 
     /// The twin's name of kernel `name` of `module`, if it has one.
-    pub fn twin_of(&self, module: usize, name: &std::ffi::CStr) -> Option<(CString, usize)> {
+    pub fn twin_of(&self, module: usize, name: &std::ffi::CStr) -> Option<(CString, TwinParams)> {
         let b = self.books.lock().ok()?;
         let t = b.modules.get(&module)?.get(name)?;
         Some((t.name.clone(), t.params))
     }
 
-    /// `function` (the program's handle) has `twin`, with `params` parameters of its own;
-    /// `None`: it has none (a handle the driver hands out again, after a module was
-    /// unloaded, must not keep the twin of the function it named before).
-    pub fn function_twin(&self, function: usize, twin: Option<(usize, usize)>) {
+    /// `function` (the program's handle) has `twin`, its parameters as given; `None`: it
+    /// has none (a handle the driver hands out again, after a module was unloaded, must
+    /// not keep the twin of the function it named before).
+    pub fn function_twin(&self, function: usize, twin: Option<(usize, TwinParams)>) {
         if let Ok(mut b) = self.books.lock() {
             match twin {
                 Some(t) => b.functions.insert(function, t),
@@ -127,9 +141,13 @@ impl Slicing {
         }
     }
 
-    /// How a launch of `function` on `grid` is issued: its twin, the original's parameter
-    /// count and the sub-kernels; `None`: whole.
-    pub fn slices(&self, function: usize, grid: [u32; 3]) -> Option<(usize, usize, Vec<Slice>)> {
+    /// How a launch of `function` on `grid` is issued: its twin, where the twin's
+    /// parameters lie and the sub-kernels; `None`: whole.
+    pub fn slices(
+        &self,
+        function: usize,
+        grid: [u32; 3],
+    ) -> Option<(usize, TwinParams, Vec<Slice>)> {
         let config = self.config?;
         let (twin, params) = *self.books.lock().ok()?.functions.get(&function)?;
         Some((twin, params, plan(grid, config)?))

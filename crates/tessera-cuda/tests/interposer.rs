@@ -555,7 +555,8 @@ fn three_programs_share_a_gpu_by_their_weights() {
 /// unsliced run's: the fake twin computes only its blocks' elements, so a wrong first
 /// block, a range missed or run twice, or parameters out of place show in it. Off (the
 /// default), nothing is sliced. The same through `cuLaunchKernelEx`, and with the
-/// kernel loaded as a CUDA 12 library (`cuLibraryLoadData`, `cuLibraryGetKernel`).
+/// kernel loaded as a CUDA 12 library (`cuLibraryLoadData`, `cuLibraryGetKernel`), and
+/// with the parameters passed in one buffer (`extra`).
 #[test]
 fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     let Some(s) = setup("slicing", 1) else { return };
@@ -610,6 +611,17 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
         let slices = log.lines().filter(|l| l.starts_with("axpy slice ")).count();
         assert_eq!(slices, if sliced { 12 } else { 0 }, "attribute {attr}: {log}");
     }
+    // the parameters in one buffer (`extra`): each sub-kernel gets a copy with the
+    // twin's four added at their offset (28, after the u32 n)
+    let buffer = [env.as_slice(), &[("EXTRA", "1")]].concat();
+    let (code, sliced_buffer, err) = run(s.app_at(&app, &["3", "4096"], &buffer));
+    assert_eq!(code, 0, "{sliced_buffer}{err}");
+    assert_eq!(result(&sliced_buffer), result(&whole), "{sliced_buffer}");
+    let log = logged();
+    let slices: Vec<String> =
+        log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
+    assert_eq!(slices, [one, one, one].concat(), "{log}");
+    assert_eq!(log.matches("launch parameters from a buffer of 44 bytes").count(), 12, "{log}");
     // the same with the kernel loaded as a CUDA 12 library (cuLibraryLoadData, as
     // cuda-core loads PTX) and launched by its kernel handle
     let library = [env.as_slice(), &[("LIBRARY", "1")]].concat();

@@ -8,7 +8,8 @@
  * usage: migrate_app N [N_ELEMS]   (LAUNCH_EX set: each launch through cuLaunchKernelEx;
  * SECOND_MODULE set: the kernel launched is a second module's, which slicing leaves whole;
  * LIBRARY set: the kernel is loaded with cuLibraryLoadData and launched by its CUkernel;
- * with LAUNCH_EX, EX_ATTR=ID gives the launch one attribute of that id)
+ * with LAUNCH_EX, EX_ATTR=ID gives the launch one attribute of that id; EXTRA set: the
+ * parameters are passed in one buffer, cuLaunchKernel's `extra`)
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -122,6 +123,18 @@ int main(int argc, char **argv) {
                 config.numAttrs = 1;
             }
             CHECK("launch", launch_ex(&config, axpy, params, 0));
+        } else if (getenv("EXTRA")) {
+            /* the parameters in one buffer, packed as the ABI lays them out: f32 a at 0,
+             * u64 x at 8, u64 y at 16, u32 n at 24 (28 bytes) */
+            unsigned char buffer[32] = {0};
+            size_t size = 28;
+            memcpy(buffer, &a, 4);
+            memcpy(buffer + 8, &dx, 8);
+            memcpy(buffer + 16, &dy, 8);
+            memcpy(buffer + 24, &n, 4);
+            void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                             CU_LAUNCH_PARAM_END};
+            CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, 0, extra));
         } else {
             CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, params, 0));
         }

@@ -1004,12 +1004,41 @@ static CUresult launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int 
     }
     return CUDA_SUCCESS; /* any other entry does nothing */
 }
+/* Parameters passed as one buffer (`extra`: CU_LAUNCH_PARAM_BUFFER_POINTER and
+ * CU_LAUNCH_PARAM_BUFFER_SIZE), read for the axpy kernels only, at the offsets the ABI
+ * packs them (f32 a at 0, u64 x at 8, u64 y at 16, u32 n at 24; the twin's four u32
+ * after them at 28, 32, 36, 40): `out` gets pointers into the buffer. A buffer too
+ * small for them, both forms at once, or another kernel: CUDA_ERROR_INVALID_VALUE. */
+static CUresult params_from_extra(CUfunction f, void **kernelParams, void **extra, void *out[8], void ***params) {
+    *params = kernelParams;
+    if (!extra) return CUDA_SUCCESS;
+    if (kernelParams) return CUDA_ERROR_INVALID_VALUE;
+    char *buf = 0;
+    size_t size = 0;
+    for (int i = 0; i < 16 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *(size_t *)extra[i + 1];
+        else return CUDA_ERROR_INVALID_VALUE;
+    }
+    const struct fn *fn = function(f);
+    if (!buf || !fn || (fn->kind != AXPY && fn->kind != AXPY_SLICE)) return CUDA_ERROR_INVALID_VALUE;
+    int count = fn->kind == AXPY ? 4 : 8;
+    static const size_t at[8] = {0, 8, 16, 24, 28, 32, 36, 40};
+    if (size < at[count - 1] + 4) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < count; i++) out[i] = buf + at[i];
+    log_call("launch parameters from a buffer of %zu bytes", size);
+    *params = out;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
-    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)extra;
+    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes;
     NEED_CTX();
-    return launch_kernel(f, gridDimX, blockDimX, stream_of(hStream, 0), kernelParams);
+    void *from_buffer[8], **params;
+    CUresult r = params_from_extra(f, kernelParams, extra, from_buffer, &params);
+    if (r != CUDA_SUCCESS) return r;
+    return launch_kernel(f, gridDimX, blockDimX, stream_of(hStream, 0), params);
 }
 
 CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
@@ -1360,9 +1389,12 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) { free(hGraphExec); 
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                      unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
-    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes; (void)extra;
+    (void)gridDimY; (void)gridDimZ; (void)blockDimY; (void)blockDimZ; (void)sharedMemBytes;
     NEED_CTX();
-    return launch_kernel(f, gridDimX, blockDimX, stream_of(hStream, 1), kernelParams);
+    void *from_buffer[8], **params;
+    CUresult r = params_from_extra(f, kernelParams, extra, from_buffer, &params);
+    if (r != CUDA_SUCCESS) return r;
+    return launch_kernel(f, gridDimX, blockDimX, stream_of(hStream, 1), params);
 }
 static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams, int ptsz) {
     if (!config) return CUDA_ERROR_INVALID_VALUE;

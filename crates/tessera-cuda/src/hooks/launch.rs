@@ -165,10 +165,10 @@ fn sliced_ex(
         return None;
     }
     let grid = (c.gridDimX, c.gridDimY, c.gridDimZ);
-    let (twin, count, slices) = slicing().slices(f as usize, [grid.0, grid.1, grid.2])?;
+    let (twin, at, slices) = slicing().slices(f as usize, [grid.0, grid.1, grid.2])?;
     for s in slices {
         let mut values = [s.first, grid.0, grid.1, grid.2];
-        let mut args = twin_args(params, count, &mut values);
+        let mut args = twin_args(params, at.count, &mut values);
         let copy = CUlaunchConfig { gridDimX: s.blocks, gridDimY: 1, gridDimZ: 1, ..c };
         let (twin, args_p, none) = (twin as CUfunction, args.as_mut_ptr(), std::ptr::null_mut());
         let r = if ptsz {
@@ -183,12 +183,64 @@ fn sliced_ex(
     Some(status::SUCCESS)
 }
 
+/// cuda.h's `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER` and
+/// `CU_LAUNCH_PARAM_BUFFER_SIZE`: the keys of a launch's `extra` array.
+const PARAM_END: usize = 0;
+const PARAM_BUFFER_POINTER: usize = 1;
+const PARAM_BUFFER_SIZE: usize = 2;
+
+/// The parameter buffer an `extra` array gives (its pointer and size); `None` when it
+/// gives none, or a key this build does not know (the launch then runs whole).
+fn param_buffer(extra: *mut *mut c_void) -> Option<(*const u8, usize)> {
+    let (mut buffer, mut size) = (None, None);
+    // a few pairs at most: a longer array is not one the driver documents
+    for i in (0..16).step_by(2) {
+        // SAFETY: the program's `extra` array, pairs of a key and a value ended by
+        // `CU_LAUNCH_PARAM_END` (the driver reads it so); read up to that end
+        let key = unsafe { *extra.add(i) } as usize;
+        match key {
+            PARAM_END => break,
+            PARAM_BUFFER_POINTER => buffer = Some(unsafe { *extra.add(i + 1) }.cast::<u8>()),
+            PARAM_BUFFER_SIZE => {
+                // SAFETY: as above; the value is a pointer to the buffer's size
+                let p = unsafe { *extra.add(i + 1) }.cast::<usize>();
+                if p.is_null() {
+                    return None;
+                }
+                size = Some(unsafe { p.read_unaligned() });
+            }
+            _ => return None,
+        }
+    }
+    let buffer = buffer.filter(|b| !b.is_null())?;
+    Some((buffer, size?))
+}
+
+/// A sub-kernel's parameter buffer: the program's (`size` bytes at `buffer`) up to the
+/// twin's added parameters, then the four of them at `added_at` (the ABI's layout, see
+/// `tessera_ptx`'s `ParamLayout`), in 8-byte aligned memory.
+fn twin_buffer(buffer: *const u8, size: usize, added_at: u32, values: [u32; 4]) -> Vec<u64> {
+    let at = added_at as usize;
+    let len = at + 16;
+    let mut words = vec![0u64; len.div_ceil(8)];
+    // SAFETY: `words` is `len` bytes or more, viewed as bytes (any byte is a valid u8)
+    let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) };
+    // SAFETY: the program's buffer of `size` bytes (its `CU_LAUNCH_PARAM_BUFFER_SIZE`)
+    let program = unsafe { std::slice::from_raw_parts(buffer, size.min(at)) };
+    bytes[..program.len()].copy_from_slice(program);
+    for (i, v) in values.iter().enumerate() {
+        bytes[at + 4 * i..at + 4 * i + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    words
+}
+
 /// A launch of a kernel with a twin, above the threshold, as its sub-kernels: each a
 /// launch of the twin (through this hook again: the launch gate, the migration's
 /// translation and the accounting, one sub-kernel at a time) on a one-dimensional grid,
-/// with the original's parameters and the range's first block and the grid. `None`:
-/// launch it whole (no twin, under the threshold, or parameters passed in an `extra`
-/// buffer, which is not rewritten).
+/// with the original's parameters and the range's first block and the grid — as
+/// pointers (`kernelParams`), or in a parameter buffer (`extra`) copied with the four
+/// added at their offset. `None`: launch it whole (no twin, under the threshold, both
+/// forms or neither, an `extra` key this build does not know).
 #[allow(clippy::too_many_arguments)]
 fn sliced(
     ptsz: bool,
@@ -200,18 +252,42 @@ fn sliced(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> Option<CuResult> {
-    if params.is_null() || !extra.is_null() || !slicing().enabled() {
+    if !slicing().enabled() {
         return None;
     }
-    let (twin, count, slices) = slicing().slices(f as usize, [gx, gy, gz])?;
+    let buffer = match (params.is_null(), extra.is_null()) {
+        (false, true) => None,
+        (true, false) => Some(param_buffer(extra)?),
+        _ => return None,
+    };
+    let (twin, at, slices) = slicing().slices(f as usize, [gx, gy, gz])?;
+    let twin = twin as CUfunction;
     for s in slices {
         let mut values = [s.first, gx, gy, gz];
-        let mut args = twin_args(params, count, &mut values);
-        let (twin, args_p, none) = (twin as CUfunction, args.as_mut_ptr(), std::ptr::null_mut());
-        let r = if ptsz {
-            cuLaunchKernel_ptsz(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args_p, none)
-        } else {
-            cuLaunchKernel(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args_p, none)
+        let launch = |args: *mut *mut c_void, extra: *mut *mut c_void| {
+            if ptsz {
+                cuLaunchKernel_ptsz(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args, extra)
+            } else {
+                cuLaunchKernel(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args, extra)
+            }
+        };
+        let r = match buffer {
+            None => {
+                let mut args = twin_args(params, at.count, &mut values);
+                launch(args.as_mut_ptr(), std::ptr::null_mut())
+            }
+            Some((buffer, size)) => {
+                let mut blob = twin_buffer(buffer, size, at.added_at, values);
+                let mut len = at.added_at as usize + 16;
+                let mut keys: [*mut c_void; 5] = [
+                    PARAM_BUFFER_POINTER as *mut c_void,
+                    blob.as_mut_ptr().cast(),
+                    PARAM_BUFFER_SIZE as *mut c_void,
+                    std::ptr::from_mut(&mut len).cast(),
+                    PARAM_END as *mut c_void,
+                ];
+                launch(std::ptr::null_mut(), keys.as_mut_ptr())
+            }
         };
         if r != status::SUCCESS {
             return Some(r);
