@@ -109,12 +109,12 @@ fn numba_cuda_runs_as_a_tenant() {
     );
 }
 
-/// Kernel slicing and a real client (issue 58): numba-cuda 0.30.4 links its kernel's
-/// PTX with nvJitLink itself and hands the driver a cubin (`cuLibraryLoadData`), which
-/// the interposer cannot rewrite: with `TESSERA_KERNEL_SLICING=1` (threshold 4 blocks)
+/// Kernel slicing and a real client (issue 58): numba-cuda 0.30.4 compiles its kernel to
+/// LTO-IR, links it with nvJitLink itself and hands the driver a cubin
+/// (`cuLibraryLoadData`), which the interposer cannot rewrite: with `TESSERA_KERNEL_SLICING=1` (threshold 4 blocks)
 /// the library is loaded as given, the interposer says so once, and its launch of 12
-/// blocks runs whole and succeeds. (Slicing numba's kernels needs nvJitLink's PTX input
-/// rewritten before it links, which the interposer does not do.) The fake driver runs no
+/// blocks runs whole and succeeds. (Slicing numba's kernels needs the link's PTX
+/// rewritten and linked again, which the interposer does not do.) The fake driver runs no
 /// numba kernel, so what is checked is what was loaded and launched, from its log.
 #[test]
 fn numba_cuda_kernels_are_cubins_and_run_whole() {

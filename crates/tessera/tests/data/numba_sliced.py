@@ -1,6 +1,6 @@
 """numba-cuda, unmodified, launching one kernel over more blocks than the interposer's
 slicing threshold (run under `tessera run` by tests/numba_cuda.rs, kernel slicing on):
-numba links its kernel with nvJitLink and loads the cubin as a CUDA 12 library
+numba compiles its kernel to LTO-IR, links it with nvJitLink and loads the cubin as a CUDA 12 library
 (`cuLibraryLoadData`), launching it by its `CUkernel`. Prints "launched BLOCKS" once
 the launch returned and synchronised (the fake driver runs no numba kernel: the test
 reads its log of launches).
