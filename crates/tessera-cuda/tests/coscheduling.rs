@@ -7,7 +7,6 @@
 //! iterations per second, and each program's share of the GPU time received (the fake
 //! driver's books), with coscheduling on and off in one test.
 
-#[allow(dead_code)]
 mod common;
 
 use common::*;

@@ -128,6 +128,7 @@ mod tests {
         if !on.enabled() {
             eprintln!("SKIPPED: the test may not raise priorities (not root)");
             let _ = child.kill();
+            let _ = child.wait();
             return;
         }
         assert_eq!(nice(), (before - BOOST).max(-20));

@@ -200,13 +200,18 @@ fn param_buffer(extra: *mut *mut c_void) -> Option<(*const u8, usize)> {
         let key = unsafe { *extra.add(i) } as usize;
         match key {
             PARAM_END => break,
-            PARAM_BUFFER_POINTER => buffer = Some(unsafe { *extra.add(i + 1) }.cast::<u8>()),
+            PARAM_BUFFER_POINTER => {
+                // SAFETY: as above; a key's value follows it
+                let value = unsafe { *extra.add(i + 1) };
+                buffer = Some(value.cast::<u8>());
+            }
             PARAM_BUFFER_SIZE => {
                 // SAFETY: as above; the value is a pointer to the buffer's size
                 let p = unsafe { *extra.add(i + 1) }.cast::<usize>();
                 if p.is_null() {
                     return None;
                 }
+                // SAFETY: non-null, the program's size_t (CU_LAUNCH_PARAM_BUFFER_SIZE's)
                 size = Some(unsafe { p.read_unaligned() });
             }
             _ => return None,
