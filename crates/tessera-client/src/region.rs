@@ -249,8 +249,9 @@ struct Header {
     /// 5.4 us p50 / 5.9 us p99 with both threads on one CPU, 22 us / 8 ms across two
     /// (`scripts/wake-latency.c`). A claim: the daemon only uses it as a hint.
     client_cpu: Index,
-    /// Written by the client after each synchronous call it makes (a copy to the host,
-    /// a stream or event synchronisation): the time from its `interactive::THRESHOLD +
+    /// Written by the client after each synchronous call it makes (a copy to or from
+    /// the host, a stream or event synchronisation): the time (its own monotonic clock)
+    /// from its `interactive::THRESHOLD +
     /// 1`-th latest one to its latest, ns, + 1 (0 while it made fewer). The daemon
     /// classifies the tenant with it (FairGV §3.2.3, `tessera_core::interactive`). A
     /// claim: a client that lies only changes how its own threads are scheduled.

@@ -291,15 +291,15 @@ impl Tenant {
     /// program that changes phase changes class. A lock per call: a synchronous call
     /// waits for the GPU anyway.
     pub(crate) fn note_sync_call(&self) {
-        let now = tessera_core::units::Nanos(epoch_ns());
-        let span = match self.sync_calls.lock() {
-            Ok(mut w) => {
-                w.record(now);
-                w.span()
-            }
-            Err(_) => return,
-        };
-        self.region().set_sync_span(span.map(|s| s.0));
+        // a monotonic clock: the span needs no clock shared with the daemon, and a wall
+        // clock stepped back would make a span of 0 (interactive) out of nothing
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let since = START.get_or_init(std::time::Instant::now).elapsed();
+        let now = tessera_core::units::Nanos(since.as_nanos() as u64);
+        let Ok(mut w) = self.sync_calls.lock() else { return };
+        w.record(now);
+        // stored under the lock: a thread with an older span never overwrites a newer
+        self.region().set_sync_span(w.span().map(|s| s.0));
     }
 
     /// The GPU of the slice held now, if any.

@@ -28,6 +28,9 @@ struct Twin {
 pub struct TwinParams {
     /// The original's parameter count (the twin's four added ones come after).
     pub count: usize,
+    /// The end of the original's last parameter in a parameter buffer: a buffer shorter
+    /// than this is not the kernel's (the launch runs whole, for the driver to refuse).
+    pub end: u32,
     /// The byte offset of the first added parameter in a parameter buffer (after the
     /// original's last, at 4-byte alignment).
     pub added_at: u32,
@@ -97,6 +100,7 @@ impl Slicing {
                     {
                         let params = TwinParams {
                             count: k.params.params.len(),
+                            end: k.params.end(),
                             added_at: k.params.end().next_multiple_of(4),
                         };
                         twins.insert(name, Twin { name: twin, params });

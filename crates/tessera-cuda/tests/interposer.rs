@@ -622,6 +622,14 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
         log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
     assert_eq!(slices, [one, one, one].concat(), "{log}");
     assert_eq!(log.matches("launch parameters from a buffer of 44 bytes").count(), 12, "{log}");
+    // a buffer said to be shorter than the kernel's parameters runs whole, and the
+    // driver refuses it as it refuses the program's own (not a twin on zeros)
+    let short = [buffer.as_slice(), &[("EXTRA_SIZE", "20")]].concat();
+    let (code, out, _) = run(s.app_at(&app, &["3", "4096"], &short));
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("error launch"), "{out}");
+    let log = logged();
+    assert!(!log.contains("axpy slice"), "a twin ran on a short buffer: {log}");
     // the same with the kernel loaded as a CUDA 12 library (cuLibraryLoadData, as
     // cuda-core loads PTX) and launched by its kernel handle
     let library = [env.as_slice(), &[("LIBRARY", "1")]].concat();

@@ -9,7 +9,8 @@
  * SECOND_MODULE set: the kernel launched is a second module's, which slicing leaves whole;
  * LIBRARY set: the kernel is loaded with cuLibraryLoadData and launched by its CUkernel;
  * with LAUNCH_EX, EX_ATTR=ID gives the launch one attribute of that id; EXTRA set: the
- * parameters are passed in one buffer, cuLaunchKernel's `extra`)
+ * parameters are passed in one buffer, cuLaunchKernel's `extra` (EXTRA_SIZE=B: said to be
+ * B bytes, 28 by default))
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -127,7 +128,7 @@ int main(int argc, char **argv) {
             /* the parameters in one buffer, packed as the ABI lays them out: f32 a at 0,
              * u64 x at 8, u64 y at 16, u32 n at 24 (28 bytes) */
             unsigned char buffer[32] = {0};
-            size_t size = 28;
+            size_t size = getenv("EXTRA_SIZE") ? (size_t)atol(getenv("EXTRA_SIZE")) : 28;
             memcpy(buffer, &a, 4);
             memcpy(buffer + 8, &dx, 8);
             memcpy(buffer + 16, &dy, 8);

@@ -18,25 +18,39 @@
 //! which is FairGV's own reason for blocking (§3.2.3: a blocked vCPU has the lowest
 //! virtual time when it is unblocked).
 //!
-//! Only for interactive tenants (`tessera_core::interactive`), only while their slice
-//! lasts, and only where the daemon may raise priorities (`CAP_SYS_NICE`, as root):
-//! elsewhere the first refusal is logged and coscheduling stops. Fairness on the GPU is
+//! Only for interactive tenants (`tessera_core::interactive`), only from a slice's
+//! grant until it ends or is renewed (a holder alone on its GPU waits for no grant), only
+//! for a process that is still the connection's user's (a pid reused by another user's
+//! process is left alone), and only where the daemon may raise priorities
+//! (`CAP_SYS_NICE`, as root): elsewhere the first refusal is logged and coscheduling
+//! stops. A thread is put back only if it is still its process's and still raised (a
+//! thread id reused after the process ended is left alone); the daemon's core puts every
+//! boost back when it stops. A client may claim to be interactive (the span is its
+//! own): it gains CPU priority for its own threads for the first slice it waited for
+//! each time, never a larger GPU share. Fairness on the GPU is
 //! the fair queue's, untouched: the boost changes when a thread runs inside the slice it
 //! was granted, not which tenant is granted one.
 
 use rustix::process::{Pid, getpriority_process, setpriority_process};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Nice levels a boosted thread is raised by.
 pub const BOOST: i32 = 10;
+
+/// One boosted process: its threads with their nice before the boost, and the
+/// connections whose slices hold the boost (a process may have several).
+#[derive(Debug)]
+struct Boosted {
+    threads: Vec<(i32, i32)>,
+    holders: BTreeSet<u64>,
+}
 
 /// The boosts in force, by process.
 #[derive(Debug, Default)]
 pub struct Coscheduler {
     enabled: bool,
-    /// Per boosted process (pid, as the daemon sees it): each thread and its nice
-    /// before the boost.
-    boosted: BTreeMap<u32, Vec<(i32, i32)>>,
+    /// Per boosted process (pid, as the daemon sees it).
+    boosted: BTreeMap<u32, Boosted>,
     /// Boosts made, for the status and the tests.
     boosts: u64,
 }
@@ -44,7 +58,7 @@ pub struct Coscheduler {
 impl Coscheduler {
     /// Coscheduling on (`coscheduling = true` in the configuration) or off.
     pub fn new(enabled: bool) -> Coscheduler {
-        Coscheduler { enabled, ..Default::default() }
+        Coscheduler { enabled, boosted: BTreeMap::new(), boosts: 0 }
     }
 
     /// Whether it is on (it turns itself off where priorities cannot be raised).
@@ -58,10 +72,20 @@ impl Coscheduler {
         self.boosts
     }
 
-    /// Raise every thread of process `pid` (its slice starts); nothing if it is
-    /// raised already or coscheduling is off.
-    pub fn boost(&mut self, pid: u32) {
-        if !self.enabled || self.boosted.contains_key(&pid) {
+    /// Connection `holder`'s slice starts: raise every thread of its process `pid`,
+    /// owned by `uid` (the connection's peer credentials) — unless the process by that
+    /// pid now is another user's (the pid was reused after the connection's process
+    /// ended), it is raised already (another connection of it holds a slice), or
+    /// coscheduling is off.
+    pub fn boost(&mut self, pid: u32, uid: u32, holder: u64) {
+        if !self.enabled {
+            return;
+        }
+        if let Some(b) = self.boosted.get_mut(&pid) {
+            b.holders.insert(holder);
+            return;
+        }
+        if owner(pid) != Some(uid) {
             return;
         }
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
@@ -69,7 +93,7 @@ impl Coscheduler {
         for tid in tasks.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()) {
             let Some(p) = Pid::from_raw(tid) else { continue };
             let Ok(before) = getpriority_process(Some(p)) else { continue };
-            match setpriority_process(Some(p), (before - BOOST).max(-20)) {
+            match setpriority_process(Some(p), raised(before)) {
                 Ok(()) => done.push((tid, before)),
                 Err(rustix::io::Errno::SRCH) => {}
                 Err(e) => {
@@ -80,30 +104,63 @@ impl Coscheduler {
                          (it needs CAP_SYS_NICE, as root)"
                     );
                     self.enabled = false;
-                    put_back(&done);
+                    put_back(pid, &done);
                     return;
                 }
             }
         }
         tracing::trace!(pid, threads = done.len(), "coscheduled: its slice starts");
         self.boosts += 1;
-        self.boosted.insert(pid, done);
+        self.boosted.insert(pid, Boosted { threads: done, holders: BTreeSet::from([holder]) });
     }
 
-    /// Put process `pid`'s threads back (its slice ended, or it went away).
-    pub fn restore(&mut self, pid: u32) {
-        if let Some(threads) = self.boosted.remove(&pid) {
-            put_back(&threads);
+    /// Connection `holder`'s slice ended (or goes on alone, renewed: it waits for no
+    /// grant then): process `pid`'s threads are put back once no slice of it holds the
+    /// boost.
+    pub fn restore(&mut self, pid: u32, holder: u64) {
+        let Some(b) = self.boosted.get_mut(&pid) else { return };
+        b.holders.remove(&holder);
+        if b.holders.is_empty()
+            && let Some(b) = self.boosted.remove(&pid)
+        {
+            put_back(pid, &b.threads);
         }
     }
 }
 
-/// Set each thread's nice back; a thread that ended meanwhile is passed over.
-fn put_back(threads: &[(i32, i32)]) {
-    for &(tid, before) in threads {
-        if let Some(p) = Pid::from_raw(tid) {
-            let _ = setpriority_process(Some(p), before);
+impl Drop for Coscheduler {
+    /// The daemon stops (or its core ends): nothing stays raised.
+    fn drop(&mut self) {
+        for (pid, b) in std::mem::take(&mut self.boosted) {
+            put_back(pid, &b.threads);
         }
+    }
+}
+
+/// A thread's nice raised by [`BOOST`], within the kernel's range.
+fn raised(nice: i32) -> i32 {
+    (nice - BOOST).max(-20)
+}
+
+/// The real uid of process `pid`, from `/proc/PID/status`.
+fn owner(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Set each of process `pid`'s boosted threads back to its nice before the boost —
+/// only a thread that is still that process's and still at the raised nice: a thread
+/// id reused by another process after this one ended is left alone.
+fn put_back(pid: u32, threads: &[(i32, i32)]) {
+    for &(tid, before) in threads {
+        let Some(p) = Pid::from_raw(tid) else { continue };
+        if !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
+            || getpriority_process(Some(p)).ok() != Some(raised(before))
+        {
+            continue;
+        }
+        let _ = setpriority_process(Some(p), before);
     }
 }
 
@@ -112,11 +169,17 @@ mod tests {
     use super::*;
 
     /// Off, nothing is touched; on, a process's threads are raised by [`BOOST`] and
-    /// put back (where the test may raise priorities: as root).
+    /// put back once no connection's slice holds them, or when the coscheduler is
+    /// dropped; another user's process is not raised (where the test may raise
+    /// priorities: as root).
     #[test]
     fn a_boost_raises_every_thread_and_is_put_back() {
+        let uid = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| s.lines().find(|l| l.starts_with("Uid:"))?.split_whitespace().nth(1)?.parse().ok())
+            .unwrap();
         let mut off = Coscheduler::new(false);
-        off.boost(std::process::id());
+        off.boost(std::process::id(), uid, 1);
         assert_eq!(off.boosts(), 0);
         // a child whose nice the test may change (its own, not the test runner's)
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
@@ -124,7 +187,10 @@ mod tests {
         let nice = || getpriority_process(Pid::from_raw(pid as i32)).unwrap();
         let before = nice();
         let mut on = Coscheduler::new(true);
-        on.boost(pid);
+        // another user's process (the pid reused): untouched
+        on.boost(pid, uid + 1, 1);
+        assert_eq!((on.boosts(), nice()), (0, before));
+        on.boost(pid, uid, 1);
         if !on.enabled() {
             eprintln!("SKIPPED: the test may not raise priorities (not root)");
             let _ = child.kill();
@@ -132,9 +198,16 @@ mod tests {
             return;
         }
         assert_eq!(nice(), (before - BOOST).max(-20));
-        on.boost(pid);
+        // a second connection of the process: one boost, held until both slices end
+        on.boost(pid, uid, 2);
         assert_eq!(on.boosts(), 1, "a boosted process is not boosted twice");
-        on.restore(pid);
+        on.restore(pid, 1);
+        assert_eq!(nice(), (before - BOOST).max(-20), "put back while a slice holds it");
+        on.restore(pid, 2);
+        assert_eq!(nice(), before);
+        // dropped with a boost in force: put back
+        on.boost(pid, uid, 3);
+        drop(on);
         assert_eq!(nice(), before);
         let _ = child.kill();
         let _ = child.wait();

@@ -464,6 +464,10 @@ impl NodePolicy {
             self.board.gpu_ids().all(|g| self.ranks[g.0 as usize] == self.rank_of(g)),
             "a GPU's pool rank drifted"
         );
+        debug_assert!(
+            self.board.gpu_ids().all(|g| self.contended[g.0 as usize] == self.contended_now(g)),
+            "a GPU's contention drifted"
+        );
         debug_assert_eq!(self.ranked, self.ranks.iter().filter(|r| **r > 0).count());
     }
 

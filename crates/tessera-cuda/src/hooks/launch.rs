@@ -266,6 +266,12 @@ fn sliced(
         _ => return None,
     };
     let (twin, at, slices) = slicing().slices(f as usize, [gx, gy, gz])?;
+    // a buffer shorter than the kernel's parameters: whole, for the driver to judge
+    // (a copy padded with zeros would run the twin on parameters the program never
+    // gave)
+    if buffer.is_some_and(|(_, size)| size < at.end as usize) {
+        return None;
+    }
     let twin = twin as CUfunction;
     for s in slices {
         let mut values = [s.first, gx, gy, gz];

@@ -143,7 +143,7 @@ impl Core {
             // GPU-centric coscheduling (FairGV §3.2.3): an interactive tenant's threads
             // are raised before the grant wakes its waiting one
             if tessera_core::interactive::interactive_span(c.region.sync_span().map(Nanos)) {
-                self.cosched.borrow_mut().boost(c.pid);
+                self.cosched.borrow_mut().boost(c.pid, c.uid, info.conn);
             }
             c.region.set_grant(Some(gpu.0));
         }
@@ -212,6 +212,10 @@ impl Core {
             info.started = Some((gpu, now));
         }
         region.set_gpu_shared(false);
+        // alone and renewed, it waits for no grant: a coscheduling boost ends here (a
+        // client that claimed to be interactive keeps no raised priority for as long as
+        // it has the GPU to itself)
+        self.cosched.borrow_mut().restore(c.pid, conn);
         if leg > Nanos::ZERO {
             self.charge_late(tenant, Some(gpu), leg);
         }
@@ -238,7 +242,7 @@ impl Core {
             && let Some(c) = self.conns.get(&info.conn)
         {
             c.region.set_grant(None);
-            self.cosched.borrow_mut().restore(c.pid);
+            self.cosched.borrow_mut().restore(c.pid, info.conn);
         }
     }
 
