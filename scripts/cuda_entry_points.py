@@ -331,6 +331,7 @@ HOOKED = [
     (r"cuStreamBeginCapture(ToGraph)?|cuStreamEndCapture", None, "governed: the capture is noted (the per-thread default stream as the calling thread's), so that launches into the stream are recorded without the launch gate, which never synchronises while a capture is open"),
     (r"cuStreamSynchronize", None, "governed: of the program's stream on the current device (its own before any migration); a synchronous call, noted for the daemon's classification of interactive tenants (coscheduling)"),
     (r"cuStreamIsCapturing|cuStreamGetCaptureInfo|cuStreamQuery", None, "governed: of the program's stream on the current device (its own before any migration)"),
+    (r"cuCtxSynchronize", None, "passes to the driver (while a capture is open, the launch gate makes no synchronisation of its own); a synchronous call, noted for the daemon's classification of interactive tenants (coscheduling)"),
     (r"cuEventSynchronize|cuMemcpyDtoH|cuMemcpyHtoD", None, "passes to the driver; a synchronous call, noted for the daemon's classification of interactive tenants (coscheduling)"),
 ]
 

@@ -250,7 +250,8 @@ struct Header {
     /// (`scripts/wake-latency.c`). A claim: the daemon only uses it as a hint.
     client_cpu: Index,
     /// Written by the client after each synchronous call it makes (a copy to or from
-    /// the host, a stream or event synchronisation): the time (its own monotonic clock)
+    /// the host, a stream, event or context synchronisation): the time (its own monotonic
+    /// clock)
     /// from its `interactive::THRESHOLD +
     /// 1`-th latest one to its latest, ns, + 1 (0 while it made fewer). The daemon
     /// classifies the tenant with it (FairGV §3.2.3, `tessera_core::interactive`). A

@@ -1,7 +1,6 @@
 //! FairGV's classification of CPU-GPU interactive tenants (§3.2.3): a tenant that makes
-//! more than [`THRESHOLD`] synchronous calls (a copy to or from the host, a stream or
-//! event synchronisation; the interposer does not count `cuCtxSynchronize`, see its
-//! `hooks/sync.rs`) within [`WINDOW`] waits for the GPU at every step, so its GPU slice
+//! more than [`THRESHOLD`] synchronous calls (a copy to or from the host, a stream, event
+//! or context synchronisation) within [`WINDOW`] waits for the GPU at every step, so its GPU slice
 //! is worth little unless its thread runs as the slice starts (GPU-centric
 //! coscheduling). One rule, in one place, judged on the tenant's own clock — one that
 //! stands still while it waits for its slice, so that a tenant is judged by what it

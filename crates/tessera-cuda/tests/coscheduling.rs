@@ -16,8 +16,12 @@ use std::time::Duration;
 
 /// One run: (the interactive program's iterations per second, its share of the GPU
 /// time both received, the batch program's share, slices coscheduled).
-fn run(coscheduling: bool) -> Option<(f64, f64, f64, u64)> {
-    let tag = if coscheduling { "cosched-on" } else { "cosched-off" };
+fn run(coscheduling: bool, sync_ctx: bool) -> Option<(f64, f64, f64, u64)> {
+    let tag = match (coscheduling, sync_ctx) {
+        (false, _) => "cosched-off",
+        (true, false) => "cosched-on",
+        (true, true) => "cosched-on-ctx",
+    };
     let s = setup_config(tag, |c| {
         c.gpus = 1;
         c.policy = tesserad::config::PolicyName::Fair;
@@ -46,7 +50,9 @@ fn run(coscheduling: bool) -> Option<(f64, f64, f64, u64)> {
         Reaped(c.spawn().unwrap())
     };
     let mut batch = pinned("1", &["launch", "150", "20"], &[]);
-    let mut inter = pinned("0", &["launch", "4000", "0.05"], &[("CPU_US", "200")]);
+    let env: &[(&str, &str)] =
+        if sync_ctx { &[("CPU_US", "200"), ("SYNC_CTX", "1")] } else { &[("CPU_US", "200")] };
+    let mut inter = pinned("0", &["launch", "4000", "0.05"], env);
     let (i_out, _) = read_all(&mut inter, Duration::from_secs(60));
     let (_, _) = read_all(&mut batch, Duration::from_secs(60));
     drop(hogs);
@@ -105,23 +111,30 @@ fn coscheduling_speeds_an_interactive_program_on_a_loaded_host() {
         eprintln!("SKIPPED: the test pins the two programs to two CPUs");
         return;
     }
-    let Some(off) = run(false) else { return };
-    let Some(on) = run(true) else { return };
+    let Some(off) = run(false, false) else { return };
+    let Some(on) = run(true, false) else { return };
+    // the same program waiting with cuCtxSynchronize (cudaDeviceSynchronize's call) is
+    // classified alike
+    let Some(on_ctx) = run(true, true) else { return };
     eprintln!(
-        "interactive iterations/s: off {:.0}, on {:.0} ({:.2}x); shares (interactive, batch): \
-         off {:.2} {:.2}, on {:.2} {:.2}; slices coscheduled: off {}, on {}",
+        "interactive iterations/s: off {:.0}, on {:.0} ({:.2}x), on waiting with \
+         cuCtxSynchronize {:.0}; shares (interactive, batch): off {:.2} {:.2}, on {:.2} {:.2}; \
+         slices coscheduled: off {}, on {}, on with cuCtxSynchronize {}",
         off.0,
         on.0,
         on.0 / off.0,
+        on_ctx.0,
         off.1,
         off.2,
         on.1,
         on.2,
         off.3,
-        on.3
+        on.3,
+        on_ctx.3
     );
     assert_eq!(off.3, 0, "coscheduling off boosted a slice");
     assert!(on.3 > 0, "no slice of the interactive program was coscheduled");
+    assert!(on_ctx.3 > 0, "no slice was coscheduled when it waits with cuCtxSynchronize");
     assert!(on.0 >= 1.2 * off.0, "coscheduling did not speed the interactive program");
     // the fair queue's bound either way: the interactive program (which does not use
     // its whole share: its own demand is a few percent of the GPU) never receives more

@@ -42,7 +42,8 @@
  *                                        synchronised; "launch T" after each launch
  *                                        returns (T: CLOCK_MONOTONIC ns); GAP_MS=g
  *                                        sleeps g ms after each, CPU_US=c computes
- *                                        (spins) c us after each, HOLD_MS=h
+ *                                        (spins) c us after each, SYNC_CTX=1
+ *                                        synchronises with cuCtxSynchronize, HOLD_MS=h
  *                                        stays h ms after printing "done"; FORK=1
  *                                        forks after the first launch, and parent
  *                                        and child both make the remaining launches
@@ -266,7 +267,12 @@ int main(int argc, char **argv) {
             static long long synced;
             long long t = (long long)now.tv_sec * 1000000000ll + now.tv_nsec;
             if (!every || t - synced >= 100000000ll) {
-                CHECK("sync", sync(0));
+                if (getenv("SYNC_CTX")) {
+                    CUresult (*ctx_sync)(void) = sym("cuCtxSynchronize");
+                    CHECK("sync", ctx_sync());
+                } else {
+                    CHECK("sync", sync(0));
+                }
                 synced = t;
             }
             long gap = getenv("GAP_MS") ? atol(getenv("GAP_MS")) : 0;

@@ -292,8 +292,9 @@ pub struct DaemonConfig {
     /// quiet host, whatever the load.
     pub block_when_busy: bool,
     /// GPU-centric coscheduling (FairGV §3.2.3): when the slice of a CPU-GPU
-    /// interactive tenant (more than 10 synchronous calls in 10 ms, as its interposer
-    /// counts them) starts, its process's threads are raised 10 nice levels until the
+    /// interactive tenant (more than 10 synchronous calls — copies to or from the host,
+    /// stream, event or context synchronisations — in 10 ms, as its interposer counts
+    /// them) starts, its process's threads are raised 10 nice levels until the
     /// slice ends, so that its woken thread runs at once on a loaded host. Needs
     /// CAP_SYS_NICE (root); without it the daemon logs once and goes on without.
     pub coscheduling: bool,

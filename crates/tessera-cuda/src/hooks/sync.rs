@@ -4,27 +4,43 @@
 //! (FairGV §3.2.3, `tessera_core::interactive`). `cuStreamSynchronize` is noted by its
 //! hook in [`super::capture`].
 //!
-//! Left out: `cuCtxSynchronize`, whose name CUDA 13 resolves to a `_v2` taking a
-//! context (a hook of the old signature handed out for it would synchronise every
-//! context); the 2-D and 3-D copies; the runtime's `cudaMemcpy` reaches the driver
-//! through these or through an asynchronous copy and `cuStreamSynchronize`.
+//! `cuCtxSynchronize` (what `cudaDeviceSynchronize` and `torch.cuda.synchronize()` come
+//! to) and CUDA 13's `cuCtxSynchronize_v2`, which takes a context, are hooked each under
+//! its own signature: `cuGetProcAddress` hands out a hook by the variant the driver
+//! itself answered (`lookup`'s `substitute`), so a program asking for CUDA 13's gets the
+//! `_v2` hook. Left out: the 2-D and 3-D copies; the runtime's `cudaMemcpy` reaches the
+//! driver through these or through an asynchronous copy and `cuStreamSynchronize`.
 
 use super::guarded;
 use crate::state::state;
 use std::ffi::c_void;
 use std::sync::OnceLock;
-use tessera_driver::sys::{CUdeviceptr, CUevent};
+use tessera_driver::sys::{CUcontext, CUdeviceptr, CUevent};
 use tessera_driver::{CuResult, status};
 
 hooks! {
-    checked: [cuEventSynchronize, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2],
+    checked: [cuCtxSynchronize, cuEventSynchronize, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2],
     variants: [
         cuMemcpyDtoH_v2_ptds => cuMemcpyDtoH_v2,
         cuMemcpyHtoD_v2_ptds => cuMemcpyHtoD_v2,
     ],
     // the legacy 32-bit ABI's names of the same copies (cuGetProcAddress may hand
     // out any name of a family)
-    unchecked: [cuMemcpyDtoH, cuMemcpyHtoD],
+    unchecked: [cuMemcpyDtoH, cuMemcpyHtoD, cuCtxSynchronize_v2],
+}
+
+/// The real driver's `name`, a variant outside the bindings with `Real`'s signature.
+macro_rules! variant_call {
+    ($name:literal, fn($($ty:ty),*), ($($arg:expr),*)) => {{
+        type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
+        static REAL: OnceLock<Option<usize>> = OnceLock::new();
+        match super::variant(&REAL, $name) {
+            // SAFETY: the driver's own entry point of that name, whose C signature is
+            // `Real` (cuda.h's); the caller's arguments.
+            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
+            None => status::NOT_FOUND,
+        }
+    }};
 }
 
 /// A synchronous call returned: noted for a tenant (an unmanaged process has none).
@@ -34,6 +50,21 @@ pub(super) fn synchronous(r: CuResult) -> CuResult {
         t.note_sync_call();
     }
     r
+}
+
+/// `cuCtxSynchronize`: the calling thread's context's work waited for.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuCtxSynchronize() -> CuResult {
+    guarded("cuCtxSynchronize", || synchronous(real!(cuCtxSynchronize())))
+}
+
+/// `cuCtxSynchronize_v2` (CUDA 13): `ctx`'s work waited for (the current context's
+/// when NULL).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuCtxSynchronize_v2(ctx: CUcontext) -> CuResult {
+    guarded("cuCtxSynchronize_v2", || {
+        synchronous(variant_call!("cuCtxSynchronize_v2", fn(CUcontext), (ctx)))
+    })
 }
 
 /// `cuEventSynchronize`.
@@ -52,20 +83,6 @@ pub extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, bytes: usi
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: usize) -> CuResult {
     guarded("cuMemcpyHtoD_v2", || synchronous(real!(cuMemcpyHtoD_v2(dst, src, bytes))))
-}
-
-/// The real driver's `name`, a variant outside the bindings with `Real`'s signature.
-macro_rules! variant_call {
-    ($name:literal, fn($($ty:ty),*), ($($arg:expr),*)) => {{
-        type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
-        static REAL: OnceLock<Option<usize>> = OnceLock::new();
-        match super::variant(&REAL, $name) {
-            // SAFETY: the driver's own entry point of that name, whose C signature is
-            // `Real` (cuda.h's); the caller's arguments.
-            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
-            None => status::NOT_FOUND,
-        }
-    }};
 }
 
 /// `cuMemcpyDtoH`, the legacy ABI's (a 32-bit device pointer and size).
