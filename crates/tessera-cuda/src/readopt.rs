@@ -62,6 +62,8 @@ impl Tenant {
         if !self.daemon_gone() {
             return Err("the daemon is still there".into());
         }
+        // a coscheduling boost of the daemon that is gone ends with it
+        crate::real::put_back_raised(self.base_nice);
         if last.is_some_and(|t| t.elapsed() < READOPT_EVERY) {
             return Err("tried a moment ago".into());
         }

@@ -256,3 +256,26 @@ pub fn watch_fork(socket: std::os::fd::RawFd) {
         }
     });
 }
+
+/// The calling thread's nice value (this process's, when it registers).
+pub fn own_nice() -> i32 {
+    // SAFETY: getpriority on the calling thread (who 0) only reads
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+}
+
+/// Put every thread of this process whose nice is below `base` back to `base`: a
+/// daemon that raised them for a coscheduled slice (tesserad's `cosched.rs`) and then
+/// died cannot put them back itself. Lowering a thread's priority needs no privilege.
+pub fn put_back_raised(base: i32) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
+    for tid in tasks.flatten().filter_map(|e| e.file_name().to_str()?.parse::<libc::id_t>().ok())
+    {
+        // SAFETY: getpriority and setpriority on one of this process's threads, by id;
+        // they only read and set its nice value (a thread that ended meanwhile fails)
+        unsafe {
+            if libc::getpriority(libc::PRIO_PROCESS, tid) < base {
+                libc::setpriority(libc::PRIO_PROCESS, tid, base);
+            }
+        }
+    }
+}

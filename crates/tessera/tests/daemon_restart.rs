@@ -207,3 +207,97 @@ fn a_killed_daemon_restarted_three_times_loses_no_reservation_and_grants_nothing
     }
     drop(daemon);
 }
+
+/// The nice values of process `pid`'s threads.
+fn nices(pid: u32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return vec![] };
+    tasks
+        .flatten()
+        .filter_map(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // after the command's closing parenthesis, the 17th field is the nice
+            stat.rsplit(')').next()?.split_whitespace().nth(16)?.parse().ok()
+        })
+        .collect()
+}
+
+/// A coscheduling boost does not outlive the daemon that gave it (issue 58 item 4; "a
+/// crash of any of our processes grants nothing twice"): a fair daemon raises an
+/// interactive program's threads (a 50 us kernel, a synchronous wait and 200 us of CPU
+/// work per iteration, beside a batch program of 20 ms kernels) while its slices last;
+/// killed with SIGKILL while they are raised, it cannot put them back, and the program's
+/// interposer does once it finds its daemon gone (within a second). Root only (raising
+/// a priority needs CAP_SYS_NICE).
+#[test]
+fn a_coscheduling_boost_ends_when_its_daemon_is_killed() {
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::metadata("/proc/self").map_or(1, |m| m.uid()) != 0 {
+        eprintln!("SKIPPED: raising a thread's priority needs root (CAP_SYS_NICE)");
+        return;
+    }
+    let Some(scratch) = common::scratch("cosched-kill") else { return };
+    scratch.fake_driver();
+    let app = tessera_driver::testing::build_c_program(
+        &scratch.artifacts,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-cuda/tests/driver_app.c"),
+        &scratch.dir.join("driver_app"),
+    )
+    .unwrap();
+    let (socket, ledger) = (scratch.dir.join("d.sock"), scratch.dir.join("ledger"));
+    let mut daemon = Killed(
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["daemon", "--emulate", "--speedup", "1", "--gpus", "1", "--gpu-memory-mib"])
+            .arg("1024")
+            .args(["--policy", "fair", "--socket"])
+            .arg(&socket)
+            .arg("--ledger")
+            .arg(&ledger)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while Client::connect_control(&socket).and_then(|mut c| c.status()).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(20), "the daemon did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let program = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        c.arg("run")
+            .arg("--preload")
+            .arg(scratch.bin.join("libtessera_cuda.so"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--")
+            .arg(&app)
+            .args(args)
+            .env("LD_LIBRARY_PATH", &scratch.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Killed(c.spawn().unwrap())
+    };
+    let _batch = program(&["launch", "1000", "20"], &[]);
+    let interactive = program(&["launch", "1000000", "0.05"], &[("CPU_US", "200")]);
+    let pid = interactive.0.id();
+    let t = Instant::now();
+    while !nices(pid).iter().any(|n| *n < 0) {
+        assert!(t.elapsed() < Duration::from_secs(15), "never raised: {:?}", nices(pid));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    daemon.0.kill().unwrap();
+    daemon.0.wait().unwrap();
+    let killed = Instant::now();
+    while nices(pid).iter().any(|n| *n < 0) {
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "still raised {:?} after its daemon was killed: {:?}",
+            killed.elapsed(),
+            nices(pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(killed.elapsed() < Duration::from_secs(1), "put back after {:?}", killed.elapsed());
+}

@@ -25,7 +25,9 @@
 //! (`CAP_SYS_NICE`, as root): elsewhere the first refusal is logged and coscheduling
 //! stops. A thread is put back only if it is still its process's and still raised (a
 //! thread id reused after the process ended is left alone); the daemon's core puts every
-//! boost back when it stops. A client may claim to be interactive (the span is its
+//! boost back when it stops, and a daemon killed outright cannot, so the interposer puts
+//! its program's raised threads back itself once it finds its daemon gone (within 100
+//! ms: tessera's `a_coscheduling_boost_ends_when_its_daemon_is_killed`). A client may claim to be interactive (the span is its
 //! own): it gains CPU priority for its own threads for the first slice it waited for
 //! each time, never a larger GPU share. Fairness on the GPU is
 //! the fair queue's, untouched: the boost changes when a thread runs inside the slice it
