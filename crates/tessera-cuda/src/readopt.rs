@@ -63,7 +63,7 @@ impl Tenant {
             return Err("the daemon is still there".into());
         }
         // a coscheduling boost of the daemon that is gone ends with it
-        crate::real::put_back_raised(self.base_nice);
+        crate::real::put_back_raised();
         if last.is_some_and(|t| t.elapsed() < READOPT_EVERY) {
             return Err("tried a moment ago".into());
         }

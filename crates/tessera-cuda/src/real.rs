@@ -213,10 +213,26 @@ static TENANT_SOCKET: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI3
 /// memory must be released when the parent ends, not when its child does.
 static LEDGER_RECORD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
 
+/// The process's nice when its tenant registered (`i32::MIN` before): what its threads
+/// go back to when a coscheduling boost must not go on ([`put_back_raised`]).
+static BASE_NICE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(i32::MIN);
+
 /// Runs in a forked child, before `fork()` returns there: only async-signal-safe work.
 extern "C" fn in_forked_child() {
     use std::sync::atomic::Ordering;
     FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
+    // a child forked while its parent's slice was coscheduled (a DataLoader worker)
+    // would keep the raised nice for its whole life: the boost is the parent's slice's
+    let base = BASE_NICE.load(Ordering::SeqCst);
+    if base != i32::MIN {
+        // SAFETY: getpriority and setpriority on the calling thread (who 0), the child's
+        // only one: single system calls, taking no lock
+        unsafe {
+            if libc::getpriority(libc::PRIO_PROCESS, 0) < base {
+                libc::setpriority(libc::PRIO_PROCESS, 0, base);
+            }
+        }
+    }
     for fd in [TENANT_SOCKET.swap(-1, Ordering::SeqCst), LEDGER_RECORD.swap(-1, Ordering::SeqCst)] {
         if fd >= 0 {
             // SAFETY: close(2) is async-signal-safe; the descriptor is the child's copy
@@ -257,16 +273,28 @@ pub fn watch_fork(socket: std::os::fd::RawFd) {
     });
 }
 
-/// The calling thread's nice value (this process's, when it registers).
-pub fn own_nice() -> i32 {
+/// Keep the calling thread's nice (this process's, as its tenant registers) as what a
+/// coscheduling boost is put back to ([`put_back_raised`], the fork handler).
+pub fn note_base_nice() {
     // SAFETY: getpriority on the calling thread (who 0) only reads
-    unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    let _ = BASE_NICE.compare_exchange(
+        i32::MIN,
+        nice,
+        std::sync::atomic::Ordering::SeqCst,
+        std::sync::atomic::Ordering::SeqCst,
+    );
 }
 
-/// Put every thread of this process whose nice is below `base` back to `base`: a
-/// daemon that raised them for a coscheduled slice (tesserad's `cosched.rs`) and then
-/// died cannot put them back itself. Lowering a thread's priority needs no privilege.
-pub fn put_back_raised(base: i32) {
+/// Put every thread of this process whose nice is below the one its tenant registered
+/// with back to that: a daemon that raised them for a coscheduled slice (tesserad's
+/// `cosched.rs`) and then died cannot put them back itself. Lowering a thread's
+/// priority needs no privilege.
+pub fn put_back_raised() {
+    let base = BASE_NICE.load(std::sync::atomic::Ordering::SeqCst);
+    if base == i32::MIN {
+        return;
+    }
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
     for tid in tasks.flatten().filter_map(|e| e.file_name().to_str()?.parse::<libc::id_t>().ok())
     {

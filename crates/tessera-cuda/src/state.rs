@@ -254,6 +254,7 @@ impl State {
             return Err(SYSTEM_NOT_READY);
         };
         self.log(format_args!("tenant {id} on {placed:?} (node GPUs {:?})", placement.gpus));
+        crate::real::note_base_nice();
         crate::real::watch_fork(client.socket_fd());
         Ok(Mode::Managed(Box::new(Tenant {
             fast_region: std::sync::atomic::AtomicPtr::new(crate::tenant::publish_region(&region)),
@@ -275,7 +276,6 @@ impl State {
             pace_mark: Mutex::new(None),
             pacing: std::sync::atomic::AtomicBool::new(false),
             sync_calls: Mutex::new(Default::default()),
-            base_nice: crate::real::own_nice(),
             launches: AtomicU64::new(0),
             accounted_ns: AtomicU64::new(0),
             slice_end_ns: AtomicU64::new(config.slice.as_nanos() as u64),

@@ -79,9 +79,6 @@ pub struct Tenant {
     /// Its latest synchronous calls (FairGV §3.2.3), published to the daemon after
     /// each ([`Tenant::note_sync_call`]).
     pub(crate) sync_calls: Mutex<tessera_core::interactive::CallWindow>,
-    /// Its nice when it registered: what its threads go back to when a daemon that
-    /// raised them for a coscheduled slice is gone ([`crate::real::put_back_raised`]).
-    pub(crate) base_nice: i32,
     pub(crate) measured_ns: AtomicU64,
     /// tesserad's socket, for the memory connection.
     pub(crate) socket: std::path::PathBuf,

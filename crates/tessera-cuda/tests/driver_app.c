@@ -43,7 +43,10 @@
  *                                        returns (T: CLOCK_MONOTONIC ns); GAP_MS=g
  *                                        sleeps g ms after each, CPU_US=c computes
  *                                        (spins) c us after each, SYNC_CTX=1
- *                                        synchronises with cuCtxSynchronize, HOLD_MS=h
+ *                                        synchronises with cuCtxSynchronize,
+ *                                        FORK_WHEN_RAISED=1 forks once while its nice
+ *                                        is raised ("forked child nice N", "forked
+ *                                        parent nice N"), HOLD_MS=h
  *                                        stays h ms after printing "done"; FORK=1
  *                                        forks after the first launch, and parent
  *                                        and child both make the remaining launches
@@ -64,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -284,6 +288,23 @@ int main(int argc, char **argv) {
                 clock_gettime(CLOCK_MONOTONIC, &c0);
                 do clock_gettime(CLOCK_MONOTONIC, &c1);
                 while ((c1.tv_sec - c0.tv_sec) * 1000000000ll + (c1.tv_nsec - c0.tv_nsec) < cpu * 1000ll);
+            }
+            /* FORK_WHEN_RAISED=1: once, the first time this thread's nice is below 0 (a
+             * coscheduled slice), fork a child that says its own nice and exits */
+            static int forked_raised;
+            int parent_nice = getpriority(PRIO_PROCESS, 0);
+            if (getenv("FORK_WHEN_RAISED") && !forked_raised && parent_nice < 0) {
+                forked_raised = 1;
+                fflush(stdout);
+                pid_t c = fork();
+                if (c == 0) {
+                    printf("forked child nice %d\n", getpriority(PRIO_PROCESS, 0));
+                    fflush(stdout);
+                    _exit(0);
+                }
+                if (c > 0) waitpid(c, 0, 0);
+                printf("forked parent nice %d\n", parent_nice);
+                fflush(stdout);
             }
         }
         if (child == 0) return 0;

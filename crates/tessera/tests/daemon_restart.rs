@@ -226,8 +226,9 @@ fn nices(pid: u32) -> Vec<i32> {
 /// interactive program's threads (a 50 us kernel, a synchronous wait and 200 us of CPU
 /// work per iteration, beside a batch program of 20 ms kernels) while its slices last;
 /// killed with SIGKILL while they are raised, it cannot put them back, and the program's
-/// interposer does once it finds its daemon gone (within a second). Root only (raising
-/// a priority needs CAP_SYS_NICE).
+/// interposer does once it finds its daemon gone (within a second). A child the program
+/// forks while raised (a DataLoader worker) starts at the program's own nice: the boost
+/// is its parent's slice's. Root only (raising a priority needs CAP_SYS_NICE).
 #[test]
 fn a_coscheduling_boost_ends_when_its_daemon_is_killed() {
     use std::os::unix::fs::MetadataExt;
@@ -261,7 +262,8 @@ fn a_coscheduling_boost_ends_when_its_daemon_is_killed() {
         assert!(t.elapsed() < Duration::from_secs(20), "the daemon did not come up");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let program = |args: &[&str], env: &[(&str, &str)]| {
+    let out = scratch.dir.join("interactive.out");
+    let program = |args: &[&str], env: &[(&str, &str)], stdout: Stdio| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
         c.arg("run")
             .arg("--preload")
@@ -272,21 +274,36 @@ fn a_coscheduling_boost_ends_when_its_daemon_is_killed() {
             .arg(&app)
             .args(args)
             .env("LD_LIBRARY_PATH", &scratch.dir)
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(Stdio::null());
         for (k, v) in env {
             c.env(k, v);
         }
         Killed(c.spawn().unwrap())
     };
-    let _batch = program(&["launch", "1000", "20"], &[]);
-    let interactive = program(&["launch", "1000000", "0.05"], &[("CPU_US", "200")]);
+    let _batch = program(&["launch", "1000", "20"], &[], Stdio::null());
+    let interactive = program(
+        &["launch", "1000000", "0.05"],
+        &[("CPU_US", "200"), ("FORK_WHEN_RAISED", "1")],
+        Stdio::from(std::fs::File::create(&out).unwrap()),
+    );
     let pid = interactive.0.id();
     let t = Instant::now();
     while !nices(pid).iter().any(|n| *n < 0) {
         assert!(t.elapsed() < Duration::from_secs(15), "never raised: {:?}", nices(pid));
         std::thread::sleep(Duration::from_millis(2));
     }
+    let t = Instant::now();
+    let said = |what: &str| -> Option<i32> {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        text.lines().find_map(|l| l.strip_prefix(what)?.trim().parse().ok())
+    };
+    while said("forked parent nice").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(15), "it never forked while raised");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(said("forked parent nice").is_some_and(|n| n < 0));
+    assert_eq!(said("forked child nice"), Some(0), "the child kept its parent's boost");
     daemon.0.kill().unwrap();
     daemon.0.wait().unwrap();
     let killed = Instant::now();
