@@ -296,8 +296,7 @@ pub fn put_back_raised() {
         return;
     }
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
-    for tid in tasks.flatten().filter_map(|e| e.file_name().to_str()?.parse::<libc::id_t>().ok())
-    {
+    for tid in tasks.flatten().filter_map(|e| e.file_name().to_str()?.parse::<libc::id_t>().ok()) {
         // SAFETY: getpriority and setpriority on one of this process's threads, by id;
         // they only read and set its nice value (a thread that ended meanwhile fails)
         unsafe {

@@ -60,19 +60,7 @@ fn run(coscheduling: bool, sync_ctx: bool) -> Option<(f64, f64, f64, u64)> {
         .and_then(|mut c| c.status())
         .map(|r| r.totals.coscheduled)
         .unwrap_or(0);
-    let books = |pid: u32| -> Vec<(u64, u64)> {
-        let mut p = prefix.as_os_str().to_os_string();
-        p.push(format!(".pid{pid}"));
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| {
-                let v: Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-                (v.len() == 3).then(|| (v[1], v[2]))
-            })
-            .collect()
-    };
-    let runs = [books(inter.id()), books(batch.id())];
+    let runs = [kernels_of(&prefix, inter.id()), kernels_of(&prefix, batch.id())];
     // while both ran
     let from = runs.iter().map(|r| r.first().map_or(0, |k| k.0)).max().unwrap_or(0);
     let to = runs.iter().map(|r| r.last().map_or(0, |k| k.1)).min().unwrap_or(0);

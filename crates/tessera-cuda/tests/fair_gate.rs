@@ -13,19 +13,6 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn kernels_of(prefix: &std::path::Path, pid: u32) -> Vec<(u64, u64)> {
-    let mut books = prefix.as_os_str().to_os_string();
-    books.push(format!(".pid{pid}"));
-    std::fs::read_to_string(books)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let v: Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-            (v.len() == 3).then(|| (v[1], v[2]))
-        })
-        .collect()
-}
-
 /// Run two programs (args and settings each) as tenants of a fair-queuing daemon on
 /// one GPU that the fake driver's timeline makes really shared (a kernel starts when
 /// the other program's ends); what each received while both ran: (GPU seconds, the

@@ -25,10 +25,15 @@ impl Drop for Killed {
 }
 
 fn start_daemon(socket: &Path, ledger: &Path) -> Killed {
+    start_daemon_as(socket, ledger, "round-robin", "10")
+}
+
+/// `tessera daemon` on one emulated 1 GiB GPU under `policy`, at `speedup`.
+fn start_daemon_as(socket: &Path, ledger: &Path, policy: &str, speedup: &str) -> Killed {
     let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["daemon", "--emulate", "--speedup", "10", "--gpus", "1", "--gpu-memory-mib"])
+        .args(["daemon", "--emulate", "--speedup", speedup, "--gpus", "1", "--gpu-memory-mib"])
         .arg("1024")
-        .args(["--policy", "round-robin", "--socket"])
+        .args(["--policy", policy, "--socket"])
         .arg(socket)
         .arg("--ledger")
         .arg(ledger)
@@ -245,23 +250,7 @@ fn a_coscheduling_boost_ends_when_its_daemon_is_killed() {
     )
     .unwrap();
     let (socket, ledger) = (scratch.dir.join("d.sock"), scratch.dir.join("ledger"));
-    let mut daemon = Killed(
-        Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["daemon", "--emulate", "--speedup", "1", "--gpus", "1", "--gpu-memory-mib"])
-            .arg("1024")
-            .args(["--policy", "fair", "--socket"])
-            .arg(&socket)
-            .arg("--ledger")
-            .arg(&ledger)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while Client::connect_control(&socket).and_then(|mut c| c.status()).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(20), "the daemon did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut daemon = start_daemon_as(&socket, &ledger, "fair", "1");
     let out = scratch.dir.join("interactive.out");
     let program = |args: &[&str], env: &[(&str, &str)], stdout: Stdio| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));

@@ -14,6 +14,26 @@ use std::time::{Duration, Instant};
 use tessera_client::{Client, TaskRequest, TenantOptions};
 use tesserad::Daemon;
 
+/// The scratch directory `tag` with the fake driver, numba-cuda's Python (installed by
+/// the test), and a daemon on one GPU of the fake node; `None` (said SKIPPED) where
+/// they cannot be had.
+fn numba_node(
+    tag: &str,
+) -> Option<(common::Scratch, std::path::PathBuf, tesserad::config::DaemonConfig, Daemon)> {
+    let scratch = common::scratch(tag)?;
+    let python = match common::python_client("numba-cuda") {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("SKIPPED: numba-cuda could not be installed from PyPI: {why}");
+            return None;
+        }
+    };
+    scratch.fake_driver();
+    let config = common::fake_node_config(&scratch.dir, 1);
+    let daemon = Daemon::start(&config).unwrap();
+    Some((scratch, python, config, daemon))
+}
+
 /// numba-cuda as a tenant: of the fake driver's two GPUs it sees the one the daemon
 /// has; `cuMemGetInfo` (numba's `get_memory_info`) shows its 256 MiB share; 300 MiB
 /// more is refused with numba's own out-of-memory error (CudaAPIError, code 2) while
@@ -25,18 +45,8 @@ use tesserad::Daemon;
 /// `cuLibraryLoadData`, ...).
 #[test]
 fn numba_cuda_runs_as_a_tenant() {
-    let Some(scratch) = common::scratch("numba") else { return };
+    let Some((scratch, python, config, daemon)) = numba_node("numba") else { return };
     let (bin, dir) = (&scratch.bin, &scratch.dir);
-    let python = match common::python_client("numba-cuda") {
-        Ok(p) => p,
-        Err(why) => {
-            eprintln!("SKIPPED: numba-cuda could not be installed from PyPI: {why}");
-            return;
-        }
-    };
-    scratch.fake_driver();
-    let config = common::fake_node_config(dir, 1);
-    let daemon = Daemon::start(&config).unwrap();
     let mut numba = Command::new(bin.join("tessera"))
         .args(["run", "--socket"])
         .arg(&config.socket)
@@ -118,18 +128,8 @@ fn numba_cuda_runs_as_a_tenant() {
 /// numba kernel, so what is checked is what was loaded and launched, from its log.
 #[test]
 fn numba_cuda_kernels_are_cubins_and_run_whole() {
-    let Some(scratch) = common::scratch("numba-sliced") else { return };
+    let Some((scratch, python, config, daemon)) = numba_node("numba-sliced") else { return };
     let (bin, dir) = (&scratch.bin, &scratch.dir);
-    let python = match common::python_client("numba-cuda") {
-        Ok(p) => p,
-        Err(why) => {
-            eprintln!("SKIPPED: numba-cuda could not be installed from PyPI: {why}");
-            return;
-        }
-    };
-    scratch.fake_driver();
-    let config = common::fake_node_config(dir, 1);
-    let daemon = Daemon::start(&config).unwrap();
     let out = Command::new(bin.join("tessera"))
         .args(["run", "--socket"])
         .arg(&config.socket)
@@ -164,9 +164,7 @@ fn numba_cuda_kernels_are_cubins_and_run_whole() {
     );
     assert!(!log.contains("__tessera_slice"), "a twin of a cubin's kernel: {log}");
     let launches: Vec<&str> = log.lines().filter(|l| l.starts_with("cuLaunchKernel ")).collect();
-    let grids: Vec<u32> = launches
-        .iter()
-        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .collect();
+    let grids: Vec<u32> =
+        launches.iter().filter_map(|l| l.split_whitespace().nth(1)?.parse().ok()).collect();
     assert_eq!(grids, [12], "numba's launch, whole: {launches:?}");
 }

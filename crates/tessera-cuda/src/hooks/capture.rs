@@ -154,25 +154,6 @@ fn maybe_ended(stream: CUstream) {
     }
 }
 
-/// Call the driver's entry point `$name` with `$arg`s: `api`, through `DriverApi`;
-/// `symbol`, by its symbol (a variant outside `DriverApi`, whose C signature is the
-/// `$ty`s).
-macro_rules! driver {
-    (api $name:ident ( $($arg:ident : $ty:ty),* )) => {
-        real!($name($($arg),*))
-    };
-    (symbol $name:ident ( $($arg:ident : $ty:ty),* )) => {{
-        type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
-        static REAL: OnceLock<Option<usize>> = OnceLock::new();
-        match variant(&REAL, stringify!($name)) {
-            // SAFETY: the driver's own entry point of that name, whose C signature is
-            // `Real` (cuda.h's); the caller's arguments.
-            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
-            None => status::NOT_FOUND,
-        }
-    }};
-}
-
 /// The program's `stream` made the real one (its stream on the current device; the
 /// same before any move), or why it cannot be.
 fn real_stream(stream: CUstream) -> Result<CUstream, CuResult> {

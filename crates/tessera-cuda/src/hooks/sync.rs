@@ -11,7 +11,7 @@
 //! `_v2` hook. Left out: the 2-D and 3-D copies; the runtime's `cudaMemcpy` reaches the
 //! driver through these or through an asynchronous copy and `cuStreamSynchronize`.
 
-use super::guarded;
+use super::{guarded, variant};
 use crate::state::state;
 use std::ffi::c_void;
 use std::sync::OnceLock;
@@ -27,20 +27,6 @@ hooks! {
     // the legacy 32-bit ABI's names of the same copies (cuGetProcAddress may hand
     // out any name of a family)
     unchecked: [cuMemcpyDtoH, cuMemcpyHtoD, cuCtxSynchronize_v2],
-}
-
-/// The real driver's `name`, a variant outside the bindings with `Real`'s signature.
-macro_rules! variant_call {
-    ($name:literal, fn($($ty:ty),*), ($($arg:expr),*)) => {{
-        type Real = unsafe extern "C" fn($($ty),*) -> CuResult;
-        static REAL: OnceLock<Option<usize>> = OnceLock::new();
-        match super::variant(&REAL, $name) {
-            // SAFETY: the driver's own entry point of that name, whose C signature is
-            // `Real` (cuda.h's); the caller's arguments.
-            Some(f) => unsafe { std::mem::transmute::<usize, Real>(f)($($arg),*) },
-            None => status::NOT_FOUND,
-        }
-    }};
 }
 
 /// A synchronous call returned: noted for a tenant (an unmanaged process has none).
@@ -63,14 +49,14 @@ pub extern "C" fn cuCtxSynchronize() -> CuResult {
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuCtxSynchronize_v2(ctx: CUcontext) -> CuResult {
     guarded("cuCtxSynchronize_v2", || {
-        synchronous(variant_call!("cuCtxSynchronize_v2", fn(CUcontext), (ctx)))
+        synchronous(driver!(symbol cuCtxSynchronize_v2(ctx: CUcontext)))
     })
 }
 
 /// `cuEventSynchronize`.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuEventSynchronize(event: CUevent) -> CuResult {
-    guarded("cuEventSynchronize", || synchronous(real!(cuEventSynchronize(event))))
+    guarded("cuEventSynchronize", || synchronous(driver!(api cuEventSynchronize(event: CUevent))))
 }
 
 /// `cuMemcpyDtoH_v2`: a copy to the host, synchronous.
@@ -89,7 +75,7 @@ pub extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, bytes: u
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuMemcpyDtoH(dst: *mut c_void, src: u32, bytes: u32) -> CuResult {
     guarded("cuMemcpyDtoH", || {
-        synchronous(variant_call!("cuMemcpyDtoH", fn(*mut c_void, u32, u32), (dst, src, bytes)))
+        synchronous(driver!(symbol cuMemcpyDtoH(dst: *mut c_void, src: u32, bytes: u32)))
     })
 }
 
@@ -97,7 +83,7 @@ pub extern "C" fn cuMemcpyDtoH(dst: *mut c_void, src: u32, bytes: u32) -> CuResu
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuMemcpyHtoD(dst: u32, src: *const c_void, bytes: u32) -> CuResult {
     guarded("cuMemcpyHtoD", || {
-        synchronous(variant_call!("cuMemcpyHtoD", fn(u32, *const c_void, u32), (dst, src, bytes)))
+        synchronous(driver!(symbol cuMemcpyHtoD(dst: u32, src: *const c_void, bytes: u32)))
     })
 }
 
@@ -109,11 +95,9 @@ pub extern "C" fn cuMemcpyDtoH_v2_ptds(
     bytes: usize,
 ) -> CuResult {
     guarded("cuMemcpyDtoH_v2_ptds", || {
-        synchronous(variant_call!(
-            "cuMemcpyDtoH_v2_ptds",
-            fn(*mut c_void, CUdeviceptr, usize),
-            (dst, src, bytes)
-        ))
+        synchronous(
+            driver!(symbol cuMemcpyDtoH_v2_ptds(dst: *mut c_void, src: CUdeviceptr, bytes: usize)),
+        )
     })
 }
 
@@ -125,10 +109,8 @@ pub extern "C" fn cuMemcpyHtoD_v2_ptds(
     bytes: usize,
 ) -> CuResult {
     guarded("cuMemcpyHtoD_v2_ptds", || {
-        synchronous(variant_call!(
-            "cuMemcpyHtoD_v2_ptds",
-            fn(CUdeviceptr, *const c_void, usize),
-            (dst, src, bytes)
-        ))
+        synchronous(
+            driver!(symbol cuMemcpyHtoD_v2_ptds(dst: CUdeviceptr, src: *const c_void, bytes: usize)),
+        )
     })
 }

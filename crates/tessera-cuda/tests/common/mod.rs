@@ -203,3 +203,18 @@ pub fn slices_done(s: &Setup, n: u64) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The kernels process `pid` ran, (start, end) in the timeline's nanoseconds, from the
+/// fake driver's books under `prefix` (`FAKE_CUDA_TIMELINE`).
+pub fn kernels_of(prefix: &Path, pid: u32) -> Vec<(u64, u64)> {
+    let mut books = prefix.as_os_str().to_os_string();
+    books.push(format!(".pid{pid}"));
+    std::fs::read_to_string(books)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let v: Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            (v.len() == 3).then(|| (v[1], v[2]))
+        })
+        .collect()
+}
