@@ -406,6 +406,11 @@ impl ConcurrentGpu {
         self.next_internal().map(ceil_ns)
     }
 
+    /// Whether a kernel has finished and not been popped yet.
+    pub fn has_finished(&self) -> bool {
+        !self.finished.is_empty()
+    }
+
     /// Kernels finished by now, with the nanosecond each finished at, oldest first.
     pub fn pop_finished(&mut self) -> Option<(PieceId, Ns)> {
         self.finished.pop_front()

@@ -713,10 +713,25 @@ impl<'w> Simulation<'w> {
             );
         }
         if !exclusive {
+            // The event is handled: nothing touches the slot before the next queued
+            // event, so the block model's changes before then that finish nothing run
+            // here rather than as events of their own (each would be popped, end
+            // nothing and be predicted again).
+            let horizon = self.next_event_at();
+            if let Err(e) = self.slots[slot].model.run_until_a_finish(horizon.0) {
+                return Err(self.violation(format!("{gpu}: {e}")));
+            }
             // the remaining tasks' finishes moved: predict again
             self.predict_next(slot);
         }
         Ok(())
+    }
+
+    /// When the earliest event waiting is due (queued or the tick; stale predictions
+    /// count, which only brings it earlier).
+    fn next_event_at(&self) -> Nanos {
+        let queued = self.queue.peek().map_or(Nanos(u64::MAX), |Reverse((at, _, _))| *at);
+        self.tick.map_or(queued, |(at, _)| queued.min(at))
     }
 
     /// Of `ran` on a GPU by the execution led by `task`, the time its kernel ran: its

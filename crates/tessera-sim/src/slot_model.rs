@@ -169,6 +169,24 @@ impl SlotModel {
         }
     }
 
+    /// Run the block model's own changes (cohorts of blocks ending, slices, switches)
+    /// that come before `horizon` and finish no kernel, stopping at the first that
+    /// finishes one (then due at the model's time). Issue 55: each was an engine event
+    /// of its own — popped, found to end nothing, predicted again — most of `sim
+    /// dcuda`'s run; the caller passes its next event, before which nothing else can
+    /// touch the slot, so the model ends where those events would have left it. The
+    /// other models change only when a piece finishes: nothing to run.
+    pub(crate) fn run_until_a_finish(&mut self, horizon: Ns) -> Result<(), String> {
+        let SlotModel::Blocks { gpu, .. } = self else { return Ok(()) };
+        while let Some(t) = gpu.next_event() {
+            if t >= horizon || gpu.has_finished() {
+                break;
+            }
+            gpu.advance(t).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
     /// A piece finished by `now`, if any (one per call).
     pub(crate) fn pop_finished(&mut self, now: Ns) -> Result<Option<PieceId>, String> {
         match self {

@@ -214,3 +214,45 @@ fn the_slicing_section_concludes_from_its_numbers() {
     r.slicing_cause = Some(cause([1.42, 1.17]));
     assert!(report(&r).contains("does not identify the CPU phases as its cause"));
 }
+
+/// Issue 55: `tessera sim dcuda` asked for about a quarter of its runs twice (the
+/// sensitivity's used values are the main run's first orders; constants that only the
+/// power model reads, or that least-loaded never consults, leave a run as it was). A
+/// [`RunCache`] simulates each run once: the same result whichever way it is asked
+/// for, and a constant the run does read simulates again.
+#[test]
+fn a_run_cache_simulates_each_run_once() {
+    use tessera_sim::experiments::dcuda::{Constants, Load, RunCache, run_one};
+    use tessera_sim::workloads::dcuda::{APPS_CSV, parse_apps};
+    // three applications of 2 s: a run of each policy takes a moment unoptimised
+    let apps: Vec<_> = parse_apps(APPS_CSV)
+        .unwrap()
+        .into_iter()
+        .take(3)
+        .map(|a| tessera_sim::workloads::dcuda::App { solo_s: 2.0, ..a })
+        .collect();
+    let load = Load { name: "heavy".into(), interval_s: 1 };
+    let k = Constants { contention: 0.25, ..Constants::USED };
+    let cache = RunCache::default();
+    for policy in ["least-loaded", "dcuda"] {
+        let fresh = run_one(&apps, policy, &load, 0, 3, &k).unwrap();
+        assert_eq!(cache.run_one(&apps, policy, &load, 0, 3, &k).unwrap(), fresh);
+        assert_eq!(cache.run_one(&apps, policy, &load, 0, 3, &k).unwrap(), fresh);
+    }
+    assert_eq!(cache.counts(), (4, 2));
+    // least-loaded reads neither the pause nor the slack; nothing reads the power step
+    let ll = |k: Constants| cache.run_one(&apps, "least-loaded", &load, 0, 3, &k).unwrap();
+    let dc = |k: Constants| cache.run_one(&apps, "dcuda", &load, 0, 3, &k).unwrap();
+    ll(Constants { migration_pause_ms: 200, group_slack: 0.5, further_app_step: 0.3, ..k });
+    dc(Constants { further_app_step: 0.3, ..k });
+    assert_eq!(cache.counts(), (6, 2));
+    // what a run reads: simulated again, and as a fresh run gives it
+    let paused = Constants { migration_pause_ms: 10, ..k };
+    assert_eq!(dc(paused), run_one(&apps, "dcuda", &load, 0, 3, &paused).unwrap());
+    ll(Constants { contention: 0.0, ..k });
+    dc(Constants { group_slack: 0.5, ..k });
+    ll(k);
+    let other_order = cache.run_one(&apps, "least-loaded", &load, 1, 3, &k).unwrap();
+    assert_eq!(other_order.order, 1);
+    assert_eq!(cache.counts(), (11, 6));
+}

@@ -266,8 +266,9 @@ fn run_dcuda(a: DcudaArgs) -> Result<()> {
     }
     let cfg = dcuda::DcudaConfig { orders: a.orders, ..dcuda::DcudaConfig::paper(a.seed) };
     let r = if a.quick.announce("2 arrival orders per load, no sensitivity re-runs") {
-        let mut r = dcuda::run(&cfg.quick())?;
-        dcuda::add_slicing_cause(&mut r)?;
+        let cache = dcuda::RunCache::default();
+        let mut r = dcuda::run_cached(&cfg.quick(), &cache)?;
+        dcuda::add_slicing_cause(&mut r, &cache)?;
         dcuda::write(&r, &a.out)?;
         r
     } else {

@@ -33,6 +33,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tessera_core::policies::dcuda::{Dcuda, DcudaParams, DcudaReport, InitialPlacement};
 use tessera_core::{Bytes, GpuSpec, Nanos};
@@ -361,8 +363,9 @@ impl SlicingCause {
 /// Add [`SlicingCause`] to `r` (on [`SENSITIVITY_ORDERS`] of its orders, with its
 /// applications and constants, the contention as fitted), and say so in the claims'
 /// evidence.
-pub fn add_slicing_cause(r: &mut DcudaResults) -> Result<(), ExperimentError> {
-    r.slicing_cause = slicing_cause(&r.apps, &r.config, r.config.orders.min(SENSITIVITY_ORDERS))?;
+pub fn add_slicing_cause(r: &mut DcudaResults, cache: &RunCache) -> Result<(), ExperimentError> {
+    r.slicing_cause =
+        slicing_cause(&r.apps, &r.config, r.config.orders.min(SENSITIVITY_ORDERS), cache)?;
     Ok(())
 }
 
@@ -371,6 +374,7 @@ pub fn slicing_cause(
     apps: &[App],
     cfg: &DcudaConfig,
     orders: usize,
+    cache: &RunCache,
 ) -> Result<Option<SlicingCause>, ExperimentError> {
     let Some(medium) = cfg.loads.iter().find(|l| l.name == "medium") else { return Ok(None) };
     // the same kernels, as many, with no CPU phase between them
@@ -389,7 +393,7 @@ pub fn slicing_cause(
     let means = |apps: &[App], policy: &str| -> Result<(f64, f64), ExperimentError> {
         let runs: Vec<RunResult> = (0..orders)
             .into_par_iter()
-            .map(|o| run_one(apps, policy, medium, o, cfg.seed, &cfg.constants))
+            .map(|o| cache.run_one(apps, policy, medium, o, cfg.seed, &cfg.constants))
             .collect::<Result<_, _>>()?;
         Ok((mean(runs.iter().map(|r| r.mean_normalized)), mean(runs.iter().map(|r| r.utilization))))
     };
@@ -431,6 +435,62 @@ fn params(policy: &str, k: &Constants) -> DcudaParams {
         "dcuda" => paper,
         "dcuda-no-slicing" => DcudaParams { fairness: false, ..paper },
         _ => DcudaParams::static_placement(InitialPlacement::LeastLoaded),
+    }
+}
+
+/// The runs made within one experiment, by everything that decides a run: the same
+/// run asked for again (the sensitivity's used values are the main run's first orders;
+/// a constant that only the power model reads, or that a policy never consults, leaves
+/// runs as they were) is taken from here instead of simulated again. Issue 55: about a
+/// quarter of `tessera sim dcuda`'s runs were repeats. Scoped to one experiment, so that
+/// a test running the experiment twice still simulates it twice.
+#[derive(Debug, Default)]
+pub struct RunCache {
+    runs: Mutex<HashMap<String, RunResult>>,
+    /// Runs asked for, and of them simulated.
+    asked: AtomicUsize,
+    simulated: AtomicUsize,
+}
+
+impl RunCache {
+    /// [`run_one`], or its result if the same run was made before.
+    pub fn run_one(
+        &self,
+        apps: &[App],
+        policy: &str,
+        load: &Load,
+        order_index: usize,
+        seed: u64,
+        k: &Constants,
+    ) -> Result<RunResult, ExperimentError> {
+        let p = params(policy, k);
+        // a policy that never migrates is not affected by a migration's pause
+        let pause = (p.balance || p.energy).then_some(k.migration_pause_ms);
+        let key = format!(
+            "{apps:?}|{policy}|{p:?}|{load:?}|{order_index}|{seed}|{}|{pause:?}",
+            k.contention.to_bits()
+        );
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = self.runs.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(r);
+        }
+        self.simulated.fetch_add(1, Ordering::Relaxed);
+        let r = run_one(apps, policy, load, order_index, seed, k)?;
+        if pause.is_none() && r.migrations > 0 {
+            return Err(ExperimentError::Config(format!(
+                "{policy} migrated {} times with balancing and compaction off",
+                r.migrations
+            )));
+        }
+        if let Ok(mut m) = self.runs.lock() {
+            m.insert(key, r.clone());
+        }
+        Ok(r)
+    }
+
+    /// Runs asked for so far, and how many of them were simulated (the rest repeats).
+    pub fn counts(&self) -> (usize, usize) {
+        (self.asked.load(Ordering::Relaxed), self.simulated.load(Ordering::Relaxed))
     }
 }
 
@@ -528,6 +588,7 @@ pub fn fit_contention(
     apps: &[App],
     cfg: &DcudaConfig,
     orders: usize,
+    cache: &RunCache,
 ) -> Result<ContentionFit, ExperimentError> {
     let medium = cfg.loads.iter().find(|l| l.name == "medium").ok_or_else(|| {
         ExperimentError::Config("the contention fit needs the medium load".into())
@@ -539,7 +600,7 @@ pub fn fit_contention(
         .par_iter()
         .map(|(c, o)| {
             let k = Constants { contention: *c, ..cfg.constants };
-            run_one(apps, "least-loaded", medium, *o, cfg.seed, &k).map(|r| (*c, r.qos))
+            cache.run_one(apps, "least-loaded", medium, *o, cfg.seed, &k).map(|r| (*c, r.qos))
         })
         .collect::<Result<_, _>>()?;
     let candidates: Vec<(f64, f64)> = FIT_CANDIDATES
@@ -630,6 +691,11 @@ pub fn light_pairs_started(
 /// Run the experiment (in parallel over runs), after fitting the contention on
 /// least-loaded if the configuration asks for it.
 pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
+    run_cached(cfg, &RunCache::default())
+}
+
+/// [`run`], its runs kept in (and taken from) `cache`.
+pub fn run_cached(cfg: &DcudaConfig, cache: &RunCache) -> Result<DcudaResults, ExperimentError> {
     let mut apps = parse_apps(APPS_CSV).map_err(|e| ExperimentError::Config(e.to_string()))?;
     if cfg.orders == 0 || cfg.loads.is_empty() {
         return Err(ExperimentError::Config("at least one order and one load".into()));
@@ -649,7 +715,7 @@ pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
     }
     let mut cfg = cfg.clone();
     let contention_fit = if cfg.fit_contention {
-        let fit = fit_contention(&apps, &cfg, cfg.orders.min(SENSITIVITY_ORDERS))?;
+        let fit = fit_contention(&apps, &cfg, cfg.orders.min(SENSITIVITY_ORDERS), cache)?;
         tracing::info!("dcuda: contention fitted at {}", fit.chosen);
         cfg.constants.contention = fit.chosen;
         Some(fit)
@@ -667,7 +733,7 @@ pub fn run(cfg: &DcudaConfig) -> Result<DcudaResults, ExperimentError> {
     let runs: Vec<RunResult> = trials
         .par_iter()
         .map(|(p, l, o)| {
-            let r = run_one(&apps, p, l, *o, cfg.seed, &cfg.constants);
+            let r = cache.run_one(&apps, p, l, *o, cfg.seed, &cfg.constants);
             let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             if k.is_multiple_of(50) || k == trials.len() {
                 tracing::info!("dcuda: {k} of {} runs done", trials.len());
@@ -1375,7 +1441,10 @@ fn variations() -> Vec<Variation<Constants>> {
 /// Each constant of ours at its low and high value, on [`SENSITIVITY_ORDERS`] orders
 /// (the used values again on as many, so that the three columns compare like with
 /// like); every claim judged again.
-pub fn sensitivity(cfg: &DcudaConfig) -> Result<Vec<Sensitivity>, ExperimentError> {
+pub fn sensitivity(
+    cfg: &DcudaConfig,
+    cache: &RunCache,
+) -> Result<Vec<Sensitivity>, ExperimentError> {
     // the constants as used (a fitted contention included), not fitted again
     let small = DcudaConfig {
         orders: cfg.orders.min(SENSITIVITY_ORDERS),
@@ -1383,22 +1452,25 @@ pub fn sensitivity(cfg: &DcudaConfig) -> Result<Vec<Sensitivity>, ExperimentErro
         ..cfg.clone()
     };
     tracing::info!("dcuda: the constants of ours at low and high values, {} orders", small.orders);
-    let base = run(&small)?.claims;
+    let base = run_cached(&small, cache)?.claims;
     claims::sensitivity(
         &cfg.constants,
         &base,
         &variations(),
         |_| true,
-        |k| run(&DcudaConfig { constants: *k, ..small.clone() }).map(|r| r.claims),
+        |k| run_cached(&DcudaConfig { constants: *k, ..small.clone() }, cache).map(|r| r.claims),
     )
 }
 
 /// Run (with the sensitivity of the constants of ours) and write `results.json`,
 /// `report.md` and the figures to `out`.
 pub fn run_and_write(cfg: &DcudaConfig, out: &Path) -> Result<DcudaResults, ExperimentError> {
-    let mut r = run(cfg)?;
-    add_slicing_cause(&mut r)?;
-    r.sensitivity = sensitivity(&r.config)?;
+    let cache = RunCache::default();
+    let mut r = run_cached(cfg, &cache)?;
+    add_slicing_cause(&mut r, &cache)?;
+    r.sensitivity = sensitivity(&r.config, &cache)?;
+    let (asked, simulated) = cache.counts();
+    tracing::info!("dcuda: {asked} runs, {simulated} simulated, the rest repeats");
     write(&r, out)?;
     Ok(r)
 }
