@@ -327,6 +327,8 @@ HOOKED = [
     (r"cuMulticastCreate", None, "refused for a tenant: multicast objects take memory outside the ledger (CUDA_ERROR_NOT_SUPPORTED and one line)"),
     (r"cuLibraryGetKernel", None, "passes to the driver; the CUkernel is noted, so that a launch of it (standing for its function in the current context) is described to the daemon with cuKernelGetAttribute"),
     (r"cuModuleLoadData", None, "passes to the driver (the image kept for migration); code and globals are not counted"),
+    (r"cuModuleLoad", None, "passes to the driver; with kernel slicing, a PTX file is read and loaded as cuModuleLoadData loads its text (its kernels' twins beside them)"),
+    (r"cuLibraryLoadFromFile", None, "passes to the driver; with kernel slicing, a PTX file is read and loaded as cuLibraryLoadData loads its text (its kernels' twins beside them)"),
     (r"cuLibraryLoadData", None, "passes to the driver (code and globals are not counted); with kernel slicing, a PTX library is loaded with its kernels' twins (cuLibraryGetKernel notes each kernel's twin)"),
     (r"cuStreamBeginCapture(ToGraph)?|cuStreamEndCapture", None, "governed: the capture is noted (the per-thread default stream as the calling thread's), so that launches into the stream are recorded without the launch gate, which never synchronises while a capture is open"),
     (r"cuStreamSynchronize", None, "governed: of the program's stream on the current device (its own before any migration); a synchronous call, noted for the daemon's classification of interactive tenants (coscheduling)"),

@@ -555,8 +555,9 @@ fn three_programs_share_a_gpu_by_their_weights() {
 /// unsliced run's: the fake twin computes only its blocks' elements, so a wrong first
 /// block, a range missed or run twice, or parameters out of place show in it. Off (the
 /// default), nothing is sliced. The same through `cuLaunchKernelEx`, and with the
-/// kernel loaded as a CUDA 12 library (`cuLibraryLoadData`, `cuLibraryGetKernel`), and
-/// with the parameters passed in one buffer (`extra`).
+/// kernel loaded as a CUDA 12 library (`cuLibraryLoadData`, `cuLibraryGetKernel`), with
+/// the parameters passed in one buffer (`extra`, to either launch), and with the PTX
+/// loaded from a file (`cuModuleLoad`, `cuLibraryLoadFromFile`).
 #[test]
 fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     let Some(s) = setup("slicing", 1) else { return };
@@ -622,6 +623,16 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
         log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
     assert_eq!(slices, [one, one, one].concat(), "{log}");
     assert_eq!(log.matches("launch parameters from a buffer of 44 bytes").count(), 12, "{log}");
+    // the same buffer through cuLaunchKernelEx
+    let buffer_ex = [buffer.as_slice(), &[("LAUNCH_EX", "1")]].concat();
+    let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &buffer_ex));
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(result(&out), result(&whole), "{out}");
+    let log = logged();
+    let slices: Vec<String> =
+        log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
+    assert_eq!(slices, [one, one, one].concat(), "{log}");
+    assert_eq!(log.matches("launch parameters from a buffer of 44 bytes").count(), 12, "{log}");
     // a buffer said to be shorter than the kernel's parameters runs whole, and the
     // driver refuses it as it refuses the program's own (not a twin on zeros)
     let short = [buffer.as_slice(), &[("EXTRA_SIZE", "20")]].concat();
@@ -641,6 +652,43 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
         log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
     assert_eq!(slices, [one, one, one].concat(), "{log}");
     assert!(log.contains("cuLibraryGetKernel tessera_axpy__tessera_slice"), "{log}");
+    // the same with the PTX in a file, loaded with cuModuleLoad or (a library)
+    // cuLibraryLoadFromFile: loaded with the twin as from memory
+    let ptx_file = s.dir.join("axpy.ptx");
+    let file = ptx_file.to_str().unwrap();
+    for (what, extra) in [("cuModuleLoad", None), ("cuLibraryLoadFromFile", Some(("LIBRARY", "1")))]
+    {
+        let from_file = [env.as_slice(), &[("FROM_FILE", file)], extra.as_slice()].concat();
+        let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &from_file));
+        assert_eq!(code, 0, "{what}: {out}{err}");
+        assert_eq!(result(&out), result(&whole), "{what}: {out}");
+        let log = logged();
+        let slices: Vec<String> =
+            log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
+        assert_eq!(slices, [one, one, one].concat(), "{what}: {log}");
+        // not read by the driver: loaded from the rewritten text
+        assert!(!log.contains(&format!("{what} ")), "{what}: {log}");
+        // slicing off: the driver reads the file itself
+        let off: Vec<_> = from_file.iter().filter(|(k, _)| *k != "TESSERA_KERNEL_SLICING").collect();
+        let off: Vec<(&str, &str)> = off.into_iter().copied().collect();
+        let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &off));
+        assert_eq!(code, 0, "{what}: {out}{err}");
+        assert_eq!(result(&out), result(&whole), "{what}: {out}");
+        let log = logged();
+        assert!(log.contains(&format!("{what} {file}")), "{what}: {log}");
+        assert!(!log.contains("axpy slice"), "{what}: {log}");
+    }
+    // a file that cannot be read is the driver's to refuse, as without tessera
+    let missing = s.dir.join("missing.ptx");
+    let missing = [
+        env.as_slice(),
+        &[("FROM_FILE", missing.to_str().unwrap()), ("FROM_FILE_UNWRITTEN", "1")],
+    ]
+    .concat();
+    let (code, out, _) = run(s.app_at(&app, &["3", "4096"], &missing));
+    assert_ne!(code, 0, "{out}");
+    // CUDA_ERROR_FILE_NOT_FOUND
+    assert!(out.contains("error module 301"), "{out}");
     // a function handle handed out again for a kernel without a twin launches whole:
     // the twin noted for the handle before is not used
     let second = [env.as_slice(), &[("SECOND_MODULE", "1")]].concat();

@@ -9,8 +9,10 @@
  * SECOND_MODULE set: the kernel launched is a second module's, which slicing leaves whole;
  * LIBRARY set: the kernel is loaded with cuLibraryLoadData and launched by its CUkernel;
  * with LAUNCH_EX, EX_ATTR=ID gives the launch one attribute of that id; EXTRA set: the
- * parameters are passed in one buffer, cuLaunchKernel's `extra` (EXTRA_SIZE=B: said to be
- * B bytes, 28 by default))
+ * parameters are passed in one buffer, the launch's `extra` (EXTRA_SIZE=B: said to be
+ * B bytes, 28 by default); FROM_FILE=PATH: the PTX is written to PATH and the module (or
+ * library) loaded from the file, with cuModuleLoad (cuLibraryLoadFromFile);
+ * FROM_FILE_UNWRITTEN set: not written first)
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -26,6 +28,11 @@ static void *sym(const char *name) {
     void *p = dlsym(driver, name);
     if (!p) { printf("error dlsym:%s 0\n", name); exit(2); }
     return p;
+}
+static void write_file(const char *path, const char *text) {
+    if (getenv("FROM_FILE_UNWRITTEN")) return; /* the load finds no file */
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) { printf("error write_file 0\n"); exit(2); }
 }
 #define CHECK(step, call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { printf("error %s %d\n", step, (int)r_); exit(2); } } while (0)
 
@@ -73,9 +80,21 @@ int main(int argc, char **argv) {
         CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) = sym("cuLibraryGetKernel");
         CUlibrary library;
         CUkernel kernel;
-        CHECK("library", load_library(&library, ptx, 0, 0, 0, 0, 0, 0));
+        if (getenv("FROM_FILE")) {
+            CUresult (*load_file)(CUlibrary *, const char *, CUjit_option *, void **, unsigned,
+                                  CUlibraryOption *, void **, unsigned) = sym("cuLibraryLoadFromFile");
+            write_file(getenv("FROM_FILE"), ptx);
+            CHECK("library", load_file(&library, getenv("FROM_FILE"), 0, 0, 0, 0, 0, 0));
+        } else {
+            CHECK("library", load_library(&library, ptx, 0, 0, 0, 0, 0, 0));
+        }
         CHECK("kernel", get_kernel(&kernel, library, "tessera_axpy"));
         axpy = (CUfunction)kernel;
+    } else if (getenv("FROM_FILE")) {
+        CUresult (*load_file)(CUmodule *, const char *) = sym("cuModuleLoad");
+        write_file(getenv("FROM_FILE"), ptx);
+        CHECK("module", load_file(&module, getenv("FROM_FILE")));
+        CHECK("function", function(&axpy, module, "tessera_axpy"));
     } else {
         CHECK("module", load(&module, ptx));
         CHECK("function", function(&axpy, module, "tessera_axpy"));
@@ -106,6 +125,17 @@ int main(int argc, char **argv) {
     float a = 2.0f;
     void *params[] = {&a, &dx, &dy, &n};
     unsigned block = 256, grid = (n + block - 1) / block;
+    /* EXTRA: the parameters in one buffer, packed as the ABI lays them out: f32 a at 0,
+     * u64 x at 8, u64 y at 16, u32 n at 24 (28 bytes) */
+    unsigned char buffer[32] = {0};
+    size_t size = getenv("EXTRA_SIZE") ? (size_t)atol(getenv("EXTRA_SIZE")) : 28;
+    memcpy(buffer, &a, 4);
+    memcpy(buffer + 8, &dx, 8);
+    memcpy(buffer + 16, &dy, 8);
+    memcpy(buffer + 24, &n, 4);
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     CU_LAUNCH_PARAM_END};
+    void **given = getenv("EXTRA") ? 0 : params, **given_extra = getenv("EXTRA") ? extra : 0;
     for (long i = 0; i < launches; i++) {
         if (getenv("LAUNCH_EX")) {
             /* the same launch through cuLaunchKernelEx, its configuration without attributes */
@@ -123,21 +153,9 @@ int main(int argc, char **argv) {
                 config.attrs = &attr;
                 config.numAttrs = 1;
             }
-            CHECK("launch", launch_ex(&config, axpy, params, 0));
-        } else if (getenv("EXTRA")) {
-            /* the parameters in one buffer, packed as the ABI lays them out: f32 a at 0,
-             * u64 x at 8, u64 y at 16, u32 n at 24 (28 bytes) */
-            unsigned char buffer[32] = {0};
-            size_t size = getenv("EXTRA_SIZE") ? (size_t)atol(getenv("EXTRA_SIZE")) : 28;
-            memcpy(buffer, &a, 4);
-            memcpy(buffer + 8, &dx, 8);
-            memcpy(buffer + 16, &dy, 8);
-            memcpy(buffer + 24, &n, 4);
-            void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                             CU_LAUNCH_PARAM_END};
-            CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, 0, extra));
+            CHECK("launch", launch_ex(&config, axpy, given, given_extra));
         } else {
-            CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, params, 0));
+            CHECK("launch", launch(axpy, grid, 1, 1, block, 1, 1, 0, stream, given, given_extra));
         }
         CHECK("sync", sync(stream));
         CUdevice now;

@@ -441,10 +441,42 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
     struct mod *m = malloc(sizeof *m); /* modules are never unloaded here */
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
     m->dev = dev_of_current();
-    m->image = image;
+    m->image = strdup(image); /* the driver compiles the image in the call: the caller's
+                                 buffer may go once it returns */
+    if (!m->image) { free(m); return CUDA_ERROR_OUT_OF_MEMORY; }
     *module = (CUmodule)m;
     log_call("cuModuleLoadData on %d", m->dev);
     return CUDA_SUCCESS;
+}
+/* a file's whole contents, NUL-terminated (malloc'd; never freed: modules stay) */
+static char *read_file(const char *path, size_t *size) {
+    FILE *f = path ? fopen(path, "rb") : 0;
+    if (!f) return 0;
+    char *buf = 0;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 4096 + 1 > cap) {
+            cap = (n + 4096 + 1) * 2;
+            char *b = realloc(buf, cap);
+            if (!b) { free(buf); fclose(f); return 0; }
+            buf = b;
+        }
+        got = fread(buf + n, 1, 4096, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    buf[n] = 0;
+    if (size) *size = n;
+    return buf;
+}
+CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname) {
+    NEED_CTX();
+    char *image = read_file(fname, 0);
+    if (!image) return CUDA_ERROR_FILE_NOT_FOUND;
+    log_call("cuModuleLoad %s", fname);
+    CUresult r = cuModuleLoadData(module, image);
+    free(image);
+    return r;
 }
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
     NEED_CTX();
@@ -1396,18 +1428,19 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
     if (r != CUDA_SUCCESS) return r;
     return launch_kernel(f, gridDimX, blockDimX, stream_of(hStream, 1), params);
 }
-static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams, int ptsz) {
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra, int ptsz) {
     if (!config) return CUDA_ERROR_INVALID_VALUE;
     NEED_CTX();
-    return launch_kernel(f, config->gridDimX, config->blockDimX, stream_of(config->hStream, ptsz), kernelParams);
+    void *from_buffer[8], **params;
+    CUresult r = params_from_extra(f, kernelParams, extra, from_buffer, &params);
+    if (r != CUDA_SUCCESS) return r;
+    return launch_kernel(f, config->gridDimX, config->blockDimX, stream_of(config->hStream, ptsz), params);
 }
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) {
-    (void)extra;
-    return launch_ex(config, f, kernelParams, 0);
+    return launch_ex(config, f, kernelParams, extra, 0);
 }
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) {
-    (void)extra;
-    return launch_ex(config, f, kernelParams, 1);
+    return launch_ex(config, f, kernelParams, extra, 1);
 }
 CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
@@ -1508,6 +1541,19 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_o
     log_call("cuLibraryLoadData %zu bytes", n);
     return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                       void **jitOptionsValues, unsigned int numJitOptions,
+                                       CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                       unsigned int numLibraryOptions) {
+    NEED_INIT();
+    char *code = read_file(fileName, 0);
+    if (!code) return CUDA_ERROR_FILE_NOT_FOUND;
+    log_call("cuLibraryLoadFromFile %s", fileName);
+    CUresult r = cuLibraryLoadData(library, code, jitOptions, jitOptionsValues, numJitOptions,
+                                   libraryOptions, libraryOptionValues, numLibraryOptions);
+    free(code);
+    return r;
+}
 CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
     struct library *l = (struct library *)library;
     if (!l) return CUDA_ERROR_INVALID_HANDLE;
@@ -1595,12 +1641,12 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceGetName),
     E(cuDeviceGetUuid), E(cuDeviceGetUuid_v2), E(cuDeviceGetPCIBusId), E(cuDeviceTotalMem_v2),
     E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset_v2),
-    E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuModuleLoadData), E(cuModuleGetFunction), E(cuFuncGetAttribute),
+    E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuModuleLoadData), E(cuModuleLoad), E(cuModuleGetFunction), E(cuFuncGetAttribute),
     E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
     E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync), E(cuDeviceGetDefaultMemPool),
     E(cuDeviceGetMemPool), E(cuMemPoolCreate), E(cuMemPoolDestroy), E(cuDeviceCanAccessPeer),
     E(cuCtxGetLimit), E(cuCtxSetLimit), E(cuDeviceGetAttribute), E(cuCtxGetCurrent), E(cuCtxPushCurrent_v2),
-    E(cuCtxPopCurrent_v2), E(cuLibraryLoadData), E(cuLibraryUnload), E(cuLibraryGetKernel), E(cuKernelGetFunction),
+    E(cuCtxPopCurrent_v2), E(cuLibraryLoadData), E(cuLibraryLoadFromFile), E(cuLibraryUnload), E(cuLibraryGetKernel), E(cuKernelGetFunction),
     E(cuKernelGetAttribute), E(cuKernelSetAttribute), E(cuGetErrorName), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz),
     E(cuMemCreate), E(cuMemRelease), E(cuArrayCreate_v2), E(cuArray3DCreate_v2), E(cuArrayDestroy),
     E(cuMemcpyHtoD_v2), E(cuMemcpyDtoH_v2), E(cuMemPrefetchAsync), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuLaunchKernel), E(cuStreamQuery), E(cuStreamSynchronize),

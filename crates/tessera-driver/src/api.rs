@@ -131,6 +131,8 @@ driver_api! {
     fn cuCtxGetCurrent(ctx: *mut CUcontext);
     /// `cuModuleLoadData`.
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
+    /// `cuModuleLoad` (a module from a file).
+    fn cuModuleLoad(module: *mut CUmodule, fname: *const c_char);
     /// `cuModuleGetFunction`.
     fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char);
     /// `cuFuncGetAttribute`.
@@ -141,6 +143,17 @@ driver_api! {
     fn cuLibraryLoadData(
         library: *mut CUlibrary,
         code: *const c_void,
+        jit_options: *mut CUjit_option,
+        jit_option_values: *mut *mut c_void,
+        num_jit_options: c_uint,
+        library_options: *mut CUlibraryOption,
+        library_option_values: *mut *mut c_void,
+        num_library_options: c_uint
+    );
+    /// `cuLibraryLoadFromFile`.
+    fn cuLibraryLoadFromFile(
+        library: *mut CUlibrary,
+        file_name: *const c_char,
         jit_options: *mut CUjit_option,
         jit_option_values: *mut *mut c_void,
         num_jit_options: c_uint,

@@ -26,6 +26,7 @@ hooks! {
         cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, cuLaunch,
         cuLaunchGrid, cuLaunchGridAsync, cuLaunchCooperativeKernelMultiDevice, cuModuleLoadData,
         cuModuleGetFunction, cuFuncGetAttribute, cuLibraryGetKernel, cuLibraryLoadData,
+        cuModuleLoad, cuLibraryLoadFromFile,
     ],
     variants: [
         cuLaunchKernel_ptsz => cuLaunchKernel,
@@ -79,6 +80,35 @@ pub extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) 
             ));
         }
         migration().load(module, image)
+    })
+}
+
+/// With kernel slicing, the contents of the module file `path` names when it is PTX
+/// text (NUL-terminated, as an image is given to `cuModuleLoadData`); `None` for a
+/// binary module, or a file that cannot be read (the driver says why when given it).
+fn ptx_file(path: *const c_char) -> Option<Vec<u8>> {
+    if !slicing().enabled() || path.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, the program's NUL-terminated file name (the driver's contract).
+    let path = unsafe { CStr::from_ptr(path) };
+    let path = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes());
+    let mut bytes = std::fs::read(path).ok()?;
+    if bytes.len() < 4 || tessera_ptx::is_binary_module(&bytes[..4]) || bytes.contains(&0) {
+        return None;
+    }
+    bytes.push(0);
+    Some(bytes)
+}
+
+/// `cuModuleLoad` (a module from a file): a PTX file is loaded as `cuModuleLoadData`
+/// loads its text when kernel slicing is on (its kernels' twins beside them, kept for a
+/// move); anything else, and every file with slicing off, passes to the driver.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuModuleLoad(module: *mut CUmodule, fname: *const c_char) -> CuResult {
+    guarded("cuModuleLoad", || match ptx_file(fname) {
+        Some(text) => cuModuleLoadData(module, text.as_ptr().cast()),
+        None => real!(cuModuleLoad(module, fname)),
     })
 }
 
@@ -148,7 +178,8 @@ fn attributes_allow_slicing(attrs: *const CUlaunchAttribute, n: c_uint) -> bool 
 
 /// [`sliced`] for `cuLaunchKernelEx`: its configuration copied with a one-dimensional
 /// grid per sub-kernel, its attributes kept when each is one a sub-kernel may carry
-/// ([`SLICEABLE_ATTRIBUTES`]); else whole.
+/// ([`SLICEABLE_ATTRIBUTES`]), its parameters as pointers or in a buffer as
+/// [`sliced`]'s; else whole.
 fn sliced_ex(
     ptsz: bool,
     config: *const CUlaunchConfig,
@@ -156,9 +187,10 @@ fn sliced_ex(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> Option<CuResult> {
-    if config.is_null() || params.is_null() || !extra.is_null() || !slicing().enabled() {
+    if config.is_null() || !slicing().enabled() {
         return None;
     }
+    let buffer = parameters(params, extra)?;
     // SAFETY: non-null, the caller's launch configuration; plain fields, copied.
     let c = unsafe { *config };
     if !attributes_allow_slicing(c.attrs, c.numAttrs) {
@@ -166,21 +198,69 @@ fn sliced_ex(
     }
     let grid = (c.gridDimX, c.gridDimY, c.gridDimZ);
     let (twin, at, slices) = slicing().slices(f as usize, [grid.0, grid.1, grid.2])?;
+    if buffer.is_some_and(|(_, size)| size < at.end as usize) {
+        return None;
+    }
+    let twin = twin as CUfunction;
     for s in slices {
-        let mut values = [s.first, grid.0, grid.1, grid.2];
-        let mut args = twin_args(params, at.count, &mut values);
         let copy = CUlaunchConfig { gridDimX: s.blocks, gridDimY: 1, gridDimZ: 1, ..c };
-        let (twin, args_p, none) = (twin as CUfunction, args.as_mut_ptr(), std::ptr::null_mut());
-        let r = if ptsz {
-            cuLaunchKernelEx_ptsz(&copy, twin, args_p, none)
-        } else {
-            cuLaunchKernelEx(&copy, twin, args_p, none)
+        let launch = |args: *mut *mut c_void, extra: *mut *mut c_void| {
+            if ptsz {
+                cuLaunchKernelEx_ptsz(&copy, twin, args, extra)
+            } else {
+                cuLaunchKernelEx(&copy, twin, args, extra)
+            }
         };
+        let r = launch_slice(launch, params, buffer, at, [s.first, grid.0, grid.1, grid.2]);
         if r != status::SUCCESS {
             return Some(r);
         }
     }
     Some(status::SUCCESS)
+}
+
+/// Where a launch's parameters are: `Some(None)` as pointers (`kernelParams`),
+/// `Some(Some(buffer))` in a parameter buffer (`extra`); `None` (the launch runs
+/// whole) for both forms or neither, or an `extra` key this build does not know.
+fn parameters(
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> Option<Option<(*const u8, usize)>> {
+    match (params.is_null(), extra.is_null()) {
+        (false, true) => Some(None),
+        (true, false) => Some(Some(param_buffer(extra)?)),
+        _ => None,
+    }
+}
+
+/// One sub-kernel through `launch` (given its `kernelParams` and `extra`): the
+/// program's parameters with the twin's four `values` added — as pointers, or in a
+/// copy of the program's buffer.
+fn launch_slice(
+    launch: impl Fn(*mut *mut c_void, *mut *mut c_void) -> CuResult,
+    params: *mut *mut c_void,
+    buffer: Option<(*const u8, usize)>,
+    at: crate::slicing::TwinParams,
+    mut values: [u32; 4],
+) -> CuResult {
+    match buffer {
+        None => {
+            let mut args = twin_args(params, at.count, &mut values);
+            launch(args.as_mut_ptr(), std::ptr::null_mut())
+        }
+        Some((buffer, size)) => {
+            let mut blob = twin_buffer(buffer, size, at.added_at, values);
+            let mut len = at.added_at as usize + 16;
+            let mut keys: [*mut c_void; 5] = [
+                PARAM_BUFFER_POINTER as *mut c_void,
+                blob.as_mut_ptr().cast(),
+                PARAM_BUFFER_SIZE as *mut c_void,
+                std::ptr::from_mut(&mut len).cast(),
+                PARAM_END as *mut c_void,
+            ];
+            launch(std::ptr::null_mut(), keys.as_mut_ptr())
+        }
+    }
 }
 
 /// cuda.h's `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER` and
@@ -260,11 +340,7 @@ fn sliced(
     if !slicing().enabled() {
         return None;
     }
-    let buffer = match (params.is_null(), extra.is_null()) {
-        (false, true) => None,
-        (true, false) => Some(param_buffer(extra)?),
-        _ => return None,
-    };
+    let buffer = parameters(params, extra)?;
     let (twin, at, slices) = slicing().slices(f as usize, [gx, gy, gz])?;
     // a buffer shorter than the kernel's parameters: whole, for the driver to judge
     // (a copy padded with zeros would run the twin on parameters the program never
@@ -274,7 +350,6 @@ fn sliced(
     }
     let twin = twin as CUfunction;
     for s in slices {
-        let mut values = [s.first, gx, gy, gz];
         let launch = |args: *mut *mut c_void, extra: *mut *mut c_void| {
             if ptsz {
                 cuLaunchKernel_ptsz(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args, extra)
@@ -282,24 +357,7 @@ fn sliced(
                 cuLaunchKernel(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args, extra)
             }
         };
-        let r = match buffer {
-            None => {
-                let mut args = twin_args(params, at.count, &mut values);
-                launch(args.as_mut_ptr(), std::ptr::null_mut())
-            }
-            Some((buffer, size)) => {
-                let mut blob = twin_buffer(buffer, size, at.added_at, values);
-                let mut len = at.added_at as usize + 16;
-                let mut keys: [*mut c_void; 5] = [
-                    PARAM_BUFFER_POINTER as *mut c_void,
-                    blob.as_mut_ptr().cast(),
-                    PARAM_BUFFER_SIZE as *mut c_void,
-                    std::ptr::from_mut(&mut len).cast(),
-                    PARAM_END as *mut c_void,
-                ];
-                launch(std::ptr::null_mut(), keys.as_mut_ptr())
-            }
-        };
+        let r = launch_slice(launch, params, buffer, at, [s.first, gx, gy, gz]);
         if r != status::SUCCESS {
             return Some(r);
         }
@@ -377,6 +435,44 @@ pub extern "C" fn cuLibraryLoadData(
             ));
         }
         load(code)
+    })
+}
+
+/// `cuLibraryLoadFromFile`: a PTX file is loaded as `cuLibraryLoadData` loads its
+/// text when kernel slicing is on; anything else passes to the driver.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuLibraryLoadFromFile(
+    library: *mut CUlibrary,
+    file_name: *const c_char,
+    jit_options: *mut CUjit_option,
+    jit_option_values: *mut *mut c_void,
+    num_jit_options: c_uint,
+    library_options: *mut CUlibraryOption,
+    library_option_values: *mut *mut c_void,
+    num_library_options: c_uint,
+) -> CuResult {
+    guarded("cuLibraryLoadFromFile", || match ptx_file(file_name) {
+        Some(text) => cuLibraryLoadData(
+            library,
+            text.as_ptr().cast(),
+            jit_options,
+            jit_option_values,
+            num_jit_options,
+            library_options,
+            library_option_values,
+            num_library_options,
+        ),
+        None => real!(cuLibraryLoadFromFile(
+            library,
+            file_name,
+            jit_options,
+            jit_option_values,
+            num_jit_options,
+            library_options,
+            library_option_values,
+            num_library_options
+        )),
     })
 }
 
