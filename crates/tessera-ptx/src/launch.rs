@@ -63,6 +63,29 @@ mod tests {
         assert_eq!(plan([65_535, 65_535, 2], c), None, "more blocks than 32 bits name");
     }
 
+    /// The default against FairGV's Table 4 (`data/fairgv/table4.csv`): every slicing
+    /// the paper measured with 1,500 or more blocks per sub-kernel slowed the kernel by
+    /// under 5%, every one with 704 or fewer by more; a 900 × 900 grid is 540 of 1,500.
+    #[test]
+    fn the_default_is_table_4s_rule() {
+        let c = SliceConfig::default();
+        assert!(plan([900, 900, 1], c).unwrap().iter().all(|s| s.blocks == 1_500));
+        let table = include_str!("../../../data/fairgv/table4.csv");
+        let mut rows = 0;
+        for line in table.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+            let f: Vec<f64> = line.split(',').map(|x| x.trim().parse().unwrap()).collect();
+            let (blocks, slowdown) = (f[3], f[4]);
+            if blocks >= f64::from(c.blocks_per_slice) {
+                assert!(slowdown < 5.0, "{line}");
+            }
+            if blocks <= 704.0 {
+                assert!(slowdown >= 5.0, "{line}");
+            }
+            rows += 1;
+        }
+        assert!(rows >= 10, "{rows} rows of Table 4");
+    }
+
     proptest! {
         /// The slices cover the grid's blocks once each, in order, none empty, none over
         /// the size asked.

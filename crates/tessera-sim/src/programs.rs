@@ -59,6 +59,7 @@ use tessera_core::{
     TaskSpec, TenantId, TenantSpec,
 };
 use tessera_gpu::sharing::{self, SharedGpu};
+use tessera_ptx::{SliceConfig, plan};
 
 /// One step of a program.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,6 +69,18 @@ pub enum Phase {
     /// An asynchronous GPU call: a kernel of this length onto the thread's ring (on
     /// the shared device: a kernel of this length alone, keeping the GPU busy).
     Launch(Nanos),
+    /// An asynchronous GPU call of a kernel of `grid` blocks that takes `alone`: with
+    /// kernel slicing on the node ([`NodeModel::slicing`]) and the grid above its
+    /// threshold, issued as the interposer issues it — the sub-kernels of
+    /// `tessera_ptx::launch::plan`, the plan the interposer follows, in order, each a
+    /// [`Phase::Launch`] of its blocks' share of the time (the launch gate consulted
+    /// before each) — else one [`Phase::Launch`].
+    LaunchGrid {
+        /// Its duration alone, whole.
+        alone: Nanos,
+        /// Its grid, blocks in x, y and z.
+        grid: [u32; 3],
+    },
     /// An asynchronous GPU call on the shared device: a kernel that takes `alone` by
     /// itself and keeps the GPU busy `intensity` (0-1] of that time.
     Kernel {
@@ -254,6 +267,10 @@ pub struct NodeModel {
     pub admission: Admission,
     /// The GPU's memory.
     pub gpu_memory: Bytes,
+    /// Kernel slicing ([`Phase::LaunchGrid`]): off (`None`) by default, as in the
+    /// interposer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slicing: Option<SliceConfig>,
 }
 
 /// The node's state at one instant (recorded by [`ProgramSim::sampled`] runs).
@@ -453,6 +470,36 @@ pub struct ProgramSim {
     samples: Option<Vec<Sample>>,
 }
 
+/// `phases` as the thread issues them: each [`Phase::LaunchGrid`] as its sub-kernels
+/// under `slicing` (the interposer's plan), or whole.
+fn issued(phases: &[Phase], slicing: Option<SliceConfig>) -> Vec<Phase> {
+    let mut out = Vec::with_capacity(phases.len());
+    for p in phases {
+        let Phase::LaunchGrid { alone, grid } = *p else {
+            out.push(*p);
+            continue;
+        };
+        let Some(slices) = slicing.and_then(|c| plan(grid, c)) else {
+            out.push(Phase::Launch(alone));
+            continue;
+        };
+        // each its blocks' share of the time, the shares' rounding put on the last, so
+        // that the sub-kernels together take the kernel's time
+        let total: u64 = slices.iter().map(|s| u64::from(s.blocks)).sum();
+        let mut given = 0u64;
+        for (i, s) in slices.iter().enumerate() {
+            let share = if i + 1 == slices.len() {
+                alone.0 - given
+            } else {
+                (u128::from(alone.0) * u128::from(s.blocks) / u128::from(total)) as u64
+            };
+            given += share;
+            out.push(Phase::Launch(Nanos(share)));
+        }
+    }
+    out
+}
+
 impl ProgramSim {
     /// A run of `tenants` under `policy` on `model`'s node, with one GPU.
     pub fn new(
@@ -472,7 +519,7 @@ impl ProgramSim {
         // a round must take time, or the engine would loop at one instant
         let takes_time = |p: &Phase| match p {
             Phase::Cpu(work) => *work > Nanos::ZERO,
-            Phase::Launch(_) => true,
+            Phase::Launch(_) | Phase::LaunchGrid { .. } => true,
             Phase::Kernel { alone, .. } => *alone > Nanos::ZERO,
             Phase::Sync
             | Phase::Drain
@@ -508,7 +555,7 @@ impl ProgramSim {
                 weight: f64::from(t.weight.max(1)),
                 priority: t.priority,
                 core: t.core,
-                phases: t.program.phases.clone(),
+                phases: issued(&t.program.phases, model.slicing),
                 pc: 0,
                 cpu_left: Nanos::ZERO,
                 in_cpu: false,
@@ -967,6 +1014,10 @@ impl ProgramSim {
                     }
                     t.in_cpu = false;
                     t.pc += 1;
+                }
+                // issued as launches when the thread was made (`issued`)
+                Phase::LaunchGrid { alone, .. } => {
+                    t.phases[t.pc] = Phase::Launch(alone);
                 }
                 Phase::Launch(alone) if self.model.device == Device::Shared => {
                     t.pc += 1;
@@ -1480,6 +1531,7 @@ mod tests {
             coscheduling: Coscheduling::None,
             admission: Admission::Pinned,
             gpu_memory: Bytes::gib(1),
+            slicing: None,
         }
     }
 
@@ -1521,6 +1573,51 @@ mod tests {
         assert!((30..=33).contains(&rounds), "{out:?}");
         assert!(out.gpu_ns[0] >= rounds * 200_000 && out.gpu_ns[0] <= (rounds + 1) * 200_000);
         assert_eq!(out.cpu_ns[0], 10_000_000, "a polling thread alone holds its core");
+    }
+
+    /// Issue 58 item 5, the case kernel slicing exists for (FairGV §3.3.2, and the GPU
+    /// check of item 3 on the program engine): one program launching 10 s kernels of
+    /// 900 × 900 blocks beside one launching 1 ms kernels, weights 1:1, FairGV's gate and
+    /// fair queuing on the non-preemptive queue device. Over 8 s (shorter than one long
+    /// kernel, as the short program's owner sees it) the short program gets almost
+    /// nothing while the long kernel runs whole, and half the GPU (within 0.1) when the
+    /// kernel is issued as the interposer's sub-kernels of 1,500 blocks (540 of 18.5 ms),
+    /// the slice ending at a sub-kernel's end.
+    #[test]
+    fn slicing_shares_the_gpu_with_a_long_kernel() {
+        let long = looping(
+            1,
+            0,
+            vec![Phase::LaunchGrid { alone: Nanos::from_secs(10), grid: [900, 900, 1] }, Phase::Sync],
+        );
+        // always backlogged: its ring full of 1 ms kernels (a program that waits for
+        // each gets one per long sub-kernel: 1 / 19.5 of the GPU, its own choice)
+        let short = looping(1, 1, vec![Phase::Cpu(us(20)), Phase::Launch(us(1_000))]);
+        let share = |slicing: Option<SliceConfig>| {
+            let model = NodeModel { slicing, ..node(fairgv(), WaitMode::Poll, 2) };
+            let out =
+                run(&[long.clone(), short.clone()], model, PolicyConfig::Fair { spin: Nanos::ZERO }, 8_000);
+            let total = (out.gpu_ns[0] + out.gpu_ns[1]) as f64;
+            assert!(total > 0.9 * 8e9, "the GPU kept busy: {out:?}");
+            out.gpu_ns[1] as f64 / total
+        };
+        let (whole, sliced) = (share(None), share(Some(SliceConfig::default())));
+        eprintln!("the 1 ms program's GPU share over 8 s: whole {whole:.3}, sliced {sliced:.3}");
+        assert!(whole < 0.05, "whole: {whole}");
+        assert!((sliced - 0.5).abs() <= 0.1, "sliced: {sliced}");
+        // at or under the threshold (600 x 600), the same kernel runs whole
+        assert_eq!(
+            issued(&[Phase::LaunchGrid { alone: us(5), grid: [600, 600, 1] }], Some(SliceConfig::default())),
+            [Phase::Launch(us(5))]
+        );
+        // sliced, the sub-kernels take the kernel's time together, each its blocks' share
+        let subs = issued(
+            &[Phase::LaunchGrid { alone: Nanos(1_000_003), grid: [601, 600, 1] }],
+            Some(SliceConfig::default()),
+        );
+        assert_eq!(subs.len(), (601usize * 600).div_ceil(1_500));
+        let sum: u64 = subs.iter().map(|p| if let Phase::Launch(d) = p { d.0 } else { 0 }).sum();
+        assert_eq!(sum, 1_000_003);
     }
 
     /// Two always-backlogged programs of weights 1 and 3 on their own cores: the core's

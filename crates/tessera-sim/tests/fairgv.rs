@@ -158,3 +158,18 @@ fn fairgvs_claims_are_two_sided_and_name_their_mechanism() {
     assert!(claims.iter().any(|c| c.id == "fig11-credit-rises"));
     assert!(claims.iter().any(|c| c.id == "fig9-strict-favours-heavy"));
 }
+
+/// Issue 58 item 5: the experiment runs kernel slicing as the interposer plans it, on
+/// the scheduler it judges (FairGV's node and constants): a VM's 10 s kernels beside
+/// another's 1 ms ones, weights 1:1 — the short VM's share near nothing whole, half
+/// sliced — and the report says so.
+#[test]
+fn the_experiment_slices_a_long_kernel_as_the_interposer_does() {
+    let r = short();
+    let lk = r.long_kernel.as_ref().expect("the long-kernel runs");
+    assert_eq!(lk.sub_kernels, 540, "900 x 900 blocks in sub-kernels of 1,500");
+    let share = |sliced| lk.runs.iter().find(|x| x.sliced == sliced).unwrap().short_share;
+    assert!(share(false) < 0.05, "{lk:?}");
+    assert!((share(true) - 0.5).abs() <= 0.1, "{lk:?}");
+    assert!(report(r).contains("## A long kernel beside short ones"));
+}

@@ -17,9 +17,9 @@
 //! tenants i and j are both backlogged, |W_i/w_i − W_j/w_j| ≤ l_i/w_i + l_j/w_j, where
 //! W is the service received and l the longest quantum. The property test checks it.
 //!
-//! Also here: kernel slicing's rule ([`slice_kernel`]). The baselines and the
-//! interactivity classification are in [`super::credit`]; sampled accounting is the
-//! interposer's launch gate.
+//! The baselines and the interactivity classification are in [`super::credit`];
+//! sampled accounting is the interposer's launch gate; kernel slicing's rule is
+//! `tessera_ptx::plan`, which the interposer and the simulator both follow.
 
 use crate::action::Action;
 use crate::board::Board;
@@ -718,28 +718,6 @@ impl Policy for FairQueuing {
     }
 }
 
-/// FairGV's kernel slicing (§3.3.2, §5.5.2): a kernel whose grid has more than
-/// [`LONG_KERNEL_BLOCKS`] thread blocks (600 × 600) would hold a non-preemptive GPU for
-/// its whole run, so it is split into sub-kernels of at least
-/// [`MIN_BLOCKS_PER_SUB_KERNEL`] blocks each — the size at which Table 4 measured the
-/// slowdown under 5%.
-pub const LONG_KERNEL_BLOCKS: u64 = 600 * 600;
-
-/// See [`LONG_KERNEL_BLOCKS`].
-pub const MIN_BLOCKS_PER_SUB_KERNEL: u64 = 1_500;
-
-/// The sub-kernels (their block counts, in order) a kernel of `grid_blocks` blocks is
-/// split into: itself when it is not long; else as many sub-kernels as keep each at
-/// [`MIN_BLOCKS_PER_SUB_KERNEL`] blocks or more, the blocks spread evenly.
-pub fn slice_kernel(grid_blocks: u64) -> Vec<u64> {
-    if grid_blocks <= LONG_KERNEL_BLOCKS {
-        return vec![grid_blocks];
-    }
-    let n = grid_blocks / MIN_BLOCKS_PER_SUB_KERNEL;
-    let (base, extra) = (grid_blocks / n, grid_blocks % n);
-    (0..n).map(|i| base + u64::from(i < extra)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -926,34 +904,6 @@ mod tests {
         assert!((job_vs_alone - 1.0).abs() < 0.02, "job : tenant = {job_vs_alone:.3}");
         let within = service(0) / service(1);
         assert!((within - 1.0 / 3.0).abs() < 0.02, "within the job {within:.3} (want 1/3)");
-    }
-
-    /// Kernel slicing against FairGV's Table 4 (`data/fairgv/table4.csv`): a 600 × 600
-    /// grid is not sliced; a larger one is split into sub-kernels of at least 1,500
-    /// blocks, every block kept; and in Table 4 every slicing with 1,500 or more blocks
-    /// per sub-kernel slowed the kernel by under 5%, every one with 704 or fewer by
-    /// more.
-    #[test]
-    fn kernels_are_sliced_by_table_4s_rule() {
-        assert_eq!(slice_kernel(360_000), vec![360_000]);
-        let subs = slice_kernel(810_000);
-        assert_eq!(subs.len(), 540);
-        assert_eq!(subs.iter().sum::<u64>(), 810_000);
-        assert!(subs.iter().all(|b| *b >= MIN_BLOCKS_PER_SUB_KERNEL));
-        let odd = slice_kernel(LONG_KERNEL_BLOCKS + 1_001);
-        assert_eq!(odd.iter().sum::<u64>(), LONG_KERNEL_BLOCKS + 1_001);
-        assert!(odd.iter().max().unwrap() - odd.iter().min().unwrap() <= 1);
-        let table = include_str!("../../../../data/fairgv/table4.csv");
-        for line in table.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-            let f: Vec<f64> = line.split(',').map(|x| x.trim().parse().unwrap()).collect();
-            let (blocks, slowdown) = (f[3], f[4]);
-            if blocks >= MIN_BLOCKS_PER_SUB_KERNEL as f64 {
-                assert!(slowdown < 5.0, "{line}");
-            }
-            if blocks <= 704.0 {
-                assert!(slowdown >= 5.0, "{line}");
-            }
-        }
     }
 
     /// FairGV's Figure 4: weights 1 and 2, 10 ms quanta. Service alternates v1, v2, v2;

@@ -105,6 +105,7 @@ fn node(cores: usize, gpu_memory: Bytes) -> NodeModel {
         coscheduling: Coscheduling::None,
         admission: Admission::OnePerCore,
         gpu_memory,
+        slicing: None,
     }
 }
 

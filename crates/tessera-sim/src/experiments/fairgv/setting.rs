@@ -108,6 +108,7 @@ impl Scheduler {
             coscheduling,
             admission: Admission::Pinned,
             gpu_memory: GPU_MEMORY,
+            slicing: None,
         }
     }
 }

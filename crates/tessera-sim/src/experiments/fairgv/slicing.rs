@@ -12,7 +12,7 @@
 
 use super::ExperimentError;
 use serde::{Deserialize, Serialize};
-use tessera_core::policies::fair::slice_kernel;
+use tessera_ptx::{SliceConfig, plan};
 
 /// Table 4, as the paper measured it.
 pub const TABLE4: &str = include_str!("../../../../../data/fairgv/table4.csv");
@@ -39,8 +39,9 @@ pub struct SlicingRow {
     pub fitted: bool,
 }
 
-/// tessera's own slicing rule ([`slice_kernel`]: sub-kernels of at least 1,500
-/// blocks) applied to one grid.
+/// tessera's slicing rule (`tessera_ptx::plan` at its defaults, what the interposer
+/// issues: kernels over 600 × 600 blocks as sub-kernels of 1,500, the last of fewer)
+/// applied to one grid.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RuleOutcome {
     /// Thread blocks of the whole kernel.
@@ -143,7 +144,7 @@ pub fn run() -> Result<SlicingResults, ExperimentError> {
     let mut grids: Vec<(u64, f64)> = t.iter().map(|r| (r.0, r.1)).collect();
     grids.dedup();
     for (grid, ms) in grids {
-        let parts = slice_kernel(grid);
+        let parts = sub_kernels(grid);
         rule.push(RuleOutcome {
             grid_blocks: grid,
             sub_kernels: parts.len() as u64,
@@ -159,6 +160,15 @@ pub fn run() -> Result<SlicingResults, ExperimentError> {
         rows,
         rule,
     })
+}
+
+/// The block counts of the sub-kernels the interposer issues a kernel of `grid` blocks
+/// as (one of all of them when it runs whole), by its own plan.
+fn sub_kernels(grid: u64) -> Vec<u64> {
+    let whole = || vec![grid];
+    let Ok(x) = u32::try_from(grid) else { return whole() };
+    plan([x, 1, 1], SliceConfig::default())
+        .map_or_else(whole, |s| s.iter().map(|s| u64::from(s.blocks)).collect())
 }
 
 #[cfg(test)]
