@@ -8,8 +8,9 @@
 //!
 //! Whatever the rewrite cannot handle runs as it was: a module whose rewrite the driver
 //! refuses is loaded as the program gave it (once said in the log), a kernel the
-//! rewrite leaves whole has no twin, and launches through `extra` buffers, cooperative
-//! launches and `cuLaunchKernelEx` are never sliced.
+//! rewrite leaves whole has no twin, and cooperative launches, `cuLaunchKernelEx`
+//! launches with an attribute a sub-kernel may not carry, and `extra` arrays with a key
+//! this build does not know are never sliced (`hooks/launch.rs`).
 
 use std::collections::HashMap;
 use std::ffi::CString;

@@ -1015,9 +1015,9 @@ impl ProgramSim {
                     t.in_cpu = false;
                     t.pc += 1;
                 }
-                // issued as launches when the thread was made (`issued`)
-                Phase::LaunchGrid { alone, .. } => {
-                    t.phases[t.pc] = Phase::Launch(alone);
+                // each was issued as launches when the thread was made (`issued`)
+                Phase::LaunchGrid { .. } => {
+                    return Err(self.violation(format!("thread {i}: a grid launch not issued")));
                 }
                 Phase::Launch(alone) if self.model.device == Device::Shared => {
                     t.pc += 1;

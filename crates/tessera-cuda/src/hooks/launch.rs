@@ -37,6 +37,18 @@ hooks! {
     unchecked: [],
 }
 
+/// Said once that a binary module runs whole: a program that loads many (the CUDA
+/// runtime) would fill the log.
+fn say_binary_once() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        crate::log::line(format_args!(
+            "kernel slicing: a binary module (cubin or fatbin) is loaded as given, its \
+             kernels whole (only PTX is rewritten); said once"
+        ));
+    }
+}
+
 /// The program's PTX `image` with its kernels' twins, when kernel slicing is on and the
 /// image is PTX text some kernel of which the rewrite handles.
 fn with_twins(image: *const c_void) -> Option<crate::slicing::Rewritten> {
@@ -47,14 +59,7 @@ fn with_twins(image: *const c_void) -> Option<crate::slicing::Rewritten> {
     // magics, or PTX text).
     let head = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) };
     if tessera_ptx::is_binary_module(head) {
-        // said once: a program that loads many (the CUDA runtime) would fill the log
-        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            crate::log::line(format_args!(
-                "kernel slicing: a binary module (cubin or fatbin) is loaded as given, its \
-                 kernels whole (only PTX is rewritten); said once"
-            ));
-        }
+        say_binary_once();
         return None;
     }
     // SAFETY: a PTX image is a NUL-terminated string (cuModuleLoadData's contract).
@@ -83,32 +88,58 @@ pub extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) 
     })
 }
 
-/// With kernel slicing, the contents of the module file `path` names when it is PTX
-/// text (NUL-terminated, as an image is given to `cuModuleLoadData`); `None` for a
-/// binary module, or a file that cannot be read (the driver says why when given it).
+/// With kernel slicing, the text of the module file `path` names when it is PTX, up to
+/// its first NUL (the driver reads PTX as a C string) and NUL-terminated; `None` for a
+/// binary module (said once, as for one given in memory) or a file that cannot be read
+/// (the driver says why when given it).
 fn ptx_file(path: *const c_char) -> Option<Vec<u8>> {
+    use std::io::Read as _;
     if !slicing().enabled() || path.is_null() {
         return None;
     }
     // SAFETY: non-null, the program's NUL-terminated file name (the driver's contract).
     let path = unsafe { CStr::from_ptr(path) };
     let path = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes());
-    let mut bytes = std::fs::read(path).ok()?;
-    if bytes.len() < 4 || tessera_ptx::is_binary_module(&bytes[..4]) || bytes.contains(&0) {
+    let mut file = std::fs::File::open(path).ok()?;
+    // the magic first: a cubin or fatbin is not read into memory here
+    let mut head = [0u8; 4];
+    file.read_exact(&mut head).ok()?;
+    if tessera_ptx::is_binary_module(&head) {
+        say_binary_once();
         return None;
     }
-    bytes.push(0);
-    Some(bytes)
+    let mut text = head.to_vec();
+    file.read_to_end(&mut text).ok()?;
+    if let Some(end) = text.iter().position(|b| *b == 0) {
+        text.truncate(end);
+    }
+    text.push(0);
+    Some(text)
 }
 
-/// `cuModuleLoad` (a module from a file): a PTX file is loaded as `cuModuleLoadData`
-/// loads its text when kernel slicing is on (its kernels' twins beside them, kept for a
-/// move); anything else, and every file with slicing off, passes to the driver.
+/// `cuModuleLoad` (a module from a file): with kernel slicing, a PTX file is read and
+/// loaded as [`cuModuleLoadData`] loads its text with twins; anything else — slicing
+/// off, a binary or unreadable file, a module without twins or one the driver refuses
+/// with them — goes to the driver by its file name, as the program gave it. (Only a
+/// module loaded from its text is kept for a move to another GPU: with slicing off, a
+/// module from a file is not.)
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuModuleLoad(module: *mut CUmodule, fname: *const c_char) -> CuResult {
-    guarded("cuModuleLoad", || match ptx_file(fname) {
-        Some(text) => cuModuleLoadData(module, text.as_ptr().cast()),
-        None => real!(cuModuleLoad(module, fname)),
+    guarded("cuModuleLoad", || {
+        if let Some(text) = ptx_file(fname)
+            && let Some(rewritten) = with_twins(text.as_ptr().cast())
+        {
+            let r = migration().load(module, rewritten.image.as_ptr().cast());
+            if r == status::SUCCESS && !module.is_null() {
+                // SAFETY: checked non-null; the load just wrote it.
+                slicing().loaded(unsafe { *module } as usize, rewritten);
+                return r;
+            }
+            crate::log::line(format_args!(
+                "kernel slicing: the driver refused the module with twins ({r}); loaded as given"
+            ));
+        }
+        real!(cuModuleLoad(module, fname))
     })
 }
 
@@ -438,8 +469,9 @@ pub extern "C" fn cuLibraryLoadData(
     })
 }
 
-/// `cuLibraryLoadFromFile`: a PTX file is loaded as `cuLibraryLoadData` loads its
-/// text when kernel slicing is on; anything else passes to the driver.
+/// `cuLibraryLoadFromFile`: with kernel slicing, a PTX file is read and loaded as
+/// [`cuLibraryLoadData`] loads its text with twins; anything else goes to the driver by
+/// its file name, as the program gave it.
 #[allow(clippy::too_many_arguments)]
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuLibraryLoadFromFile(
@@ -452,18 +484,30 @@ pub extern "C" fn cuLibraryLoadFromFile(
     library_option_values: *mut *mut c_void,
     num_library_options: c_uint,
 ) -> CuResult {
-    guarded("cuLibraryLoadFromFile", || match ptx_file(file_name) {
-        Some(text) => cuLibraryLoadData(
-            library,
-            text.as_ptr().cast(),
-            jit_options,
-            jit_option_values,
-            num_jit_options,
-            library_options,
-            library_option_values,
-            num_library_options,
-        ),
-        None => real!(cuLibraryLoadFromFile(
+    guarded("cuLibraryLoadFromFile", || {
+        if let Some(text) = ptx_file(file_name)
+            && let Some(rewritten) = with_twins(text.as_ptr().cast())
+        {
+            let r = real!(cuLibraryLoadData(
+                library,
+                rewritten.image.as_ptr().cast(),
+                jit_options,
+                jit_option_values,
+                num_jit_options,
+                library_options,
+                library_option_values,
+                num_library_options
+            ));
+            if r == status::SUCCESS && !library.is_null() {
+                // SAFETY: checked non-null; the load just wrote it.
+                slicing().loaded(unsafe { *library } as usize, rewritten);
+                return r;
+            }
+            crate::log::line(format_args!(
+                "kernel slicing: the driver refused the library with twins ({r}); loaded as given"
+            ));
+        }
+        real!(cuLibraryLoadFromFile(
             library,
             file_name,
             jit_options,
@@ -472,7 +516,7 @@ pub extern "C" fn cuLibraryLoadFromFile(
             library_options,
             library_option_values,
             num_library_options
-        )),
+        ))
     })
 }
 

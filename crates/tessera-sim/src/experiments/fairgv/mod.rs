@@ -917,7 +917,6 @@ fn turn_wait_note(r: &FairgvResults) -> String {
     s
 }
 
-/// The report.
 /// The report's section on [`long_kernel`].
 fn long_kernel_section(lk: &long_kernel::LongKernel) -> String {
     let mut s = format!(
@@ -953,6 +952,7 @@ fn long_kernel_section(lk: &long_kernel::LongKernel) -> String {
     s
 }
 
+/// The report.
 pub fn report(r: &FairgvResults) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# FairGV: reproduction\n");
