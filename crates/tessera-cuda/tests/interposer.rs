@@ -678,6 +678,16 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
         assert!(log.contains(&format!("{what} {file}")), "{what}: {log}");
         assert!(!log.contains("axpy slice"), "{what}: {log}");
     }
+    // a PTX file with nothing to slice goes to the driver by its name, as the program
+    // gave it (not as a buffer the hook read and frees on return)
+    let whole_file = [env.as_slice(), &[("FROM_FILE", file), ("FILE_WHOLE", "1")]].concat();
+    let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &whole_file));
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(result(&out), result(&whole), "{out}");
+    let log = logged();
+    // (the driver read the file: the fake logs its name)
+    assert!(log.contains(&format!("cuModuleLoad {file}")), "{log}");
+    assert!(!log.contains("axpy slice"), "{log}");
     // a file that cannot be read is the driver's to refuse, as without tessera
     let missing = s.dir.join("missing.ptx");
     let missing = [

@@ -12,7 +12,8 @@
  * parameters are passed in one buffer, the launch's `extra` (EXTRA_SIZE=B: said to be
  * B bytes, 28 by default); FROM_FILE=PATH: the PTX is written to PATH and the module (or
  * library) loaded from the file, with cuModuleLoad (cuLibraryLoadFromFile);
- * FROM_FILE_UNWRITTEN set: not written first)
+ * FROM_FILE_UNWRITTEN set: not written first; FILE_WHOLE set: the file's kernel reads %gridid,
+ * which slicing leaves whole)
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -70,6 +71,13 @@ int main(int argc, char **argv) {
     static const char ptx[] =
         ".version 6.0\n.target sm_50\n.address_size 64\n"
         ".visible .entry tessera_axpy(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)\n{\n    ret;\n}\n";
+    /* a kernel that reads %gridid, which kernel slicing leaves whole (no twin) */
+    static const char whole[] =
+        ".version 6.0\n.target sm_50\n.address_size 64\n"
+        ".visible .entry tessera_axpy(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)\n{\n"
+        "    .reg .b64 %rd<2>;\n    mov.u64 %rd1, %gridid;\n    ret;\n}\n";
+    /* FILE_WHOLE set: the file holds that kernel */
+    const char *file_text = getenv("FILE_WHOLE") ? whole : ptx;
     CUmodule module;
     CUfunction axpy;
     if (getenv("LIBRARY")) {
@@ -92,7 +100,7 @@ int main(int argc, char **argv) {
         axpy = (CUfunction)kernel;
     } else if (getenv("FROM_FILE")) {
         CUresult (*load_file)(CUmodule *, const char *) = sym("cuModuleLoad");
-        write_file(getenv("FROM_FILE"), ptx);
+        write_file(getenv("FROM_FILE"), file_text);
         CHECK("module", load_file(&module, getenv("FROM_FILE")));
         CHECK("function", function(&axpy, module, "tessera_axpy"));
     } else {
@@ -103,10 +111,6 @@ int main(int argc, char **argv) {
         /* a second module whose axpy reads %gridid (kernel slicing leaves it whole); the
          * program launches that one (tessera's fake driver hands out the same function
          * handle for both) */
-        static const char whole[] =
-            ".version 6.0\n.target sm_50\n.address_size 64\n"
-            ".visible .entry tessera_axpy(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)\n{\n"
-            "    .reg .b64 %rd<2>;\n    mov.u64 %rd1, %gridid;\n    ret;\n}\n";
         CUmodule second;
         CHECK("module", load(&second, whole));
         CHECK("function", function(&axpy, second, "tessera_axpy"));
