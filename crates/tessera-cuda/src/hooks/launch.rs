@@ -67,24 +67,37 @@ fn with_twins(image: *const c_void) -> Option<crate::slicing::Rewritten> {
     slicing().rewrite(text)
 }
 
+/// `image` loaded by `load` (the driver's module or library load, which writes the
+/// handle to `handle`) with its kernels' twins: `Some` of the load's result when it took
+/// them; `None` — for the caller to load what the program gave — when the image has no
+/// twins or the driver refused them (said in the log).
+fn load_with_twins<T>(
+    image: *const c_void,
+    handle: *mut *mut T,
+    what: &str,
+    load: impl Fn(*const c_void) -> CuResult,
+) -> Option<CuResult> {
+    let rewritten = with_twins(image)?;
+    let r = load(rewritten.image.as_ptr().cast());
+    if r == status::SUCCESS && !handle.is_null() {
+        // SAFETY: checked non-null; the load just wrote it.
+        slicing().loaded(unsafe { *handle } as usize, rewritten);
+        return Some(r);
+    }
+    crate::log::line(format_args!(
+        "kernel slicing: the driver refused the {what} with twins ({r}); loaded as given"
+    ));
+    None
+}
+
 /// `cuModuleLoadData`: a PTX module is kept, for loading on another GPU after a move;
 /// with kernel slicing, loaded with its kernels' twins (as given, if the driver refuses
 /// them).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CuResult {
     guarded("cuModuleLoadData", || {
-        if let Some(rewritten) = with_twins(image) {
-            let r = migration().load(module, rewritten.image.as_ptr().cast());
-            if r == status::SUCCESS && !module.is_null() {
-                // SAFETY: checked non-null; the load just wrote it.
-                slicing().loaded(unsafe { *module } as usize, rewritten);
-                return r;
-            }
-            crate::log::line(format_args!(
-                "kernel slicing: the driver refused the module with twins ({r}); loaded as given"
-            ));
-        }
-        migration().load(module, image)
+        let load = |image| migration().load(module, image);
+        load_with_twins(image, module, "module", load).unwrap_or_else(|| load(image))
     })
 }
 
@@ -126,20 +139,12 @@ fn ptx_file(path: *const c_char) -> Option<Vec<u8>> {
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cuModuleLoad(module: *mut CUmodule, fname: *const c_char) -> CuResult {
     guarded("cuModuleLoad", || {
-        if let Some(text) = ptx_file(fname)
-            && let Some(rewritten) = with_twins(text.as_ptr().cast())
-        {
-            let r = migration().load(module, rewritten.image.as_ptr().cast());
-            if r == status::SUCCESS && !module.is_null() {
-                // SAFETY: checked non-null; the load just wrote it.
-                slicing().loaded(unsafe { *module } as usize, rewritten);
-                return r;
-            }
-            crate::log::line(format_args!(
-                "kernel slicing: the driver refused the module with twins ({r}); loaded as given"
-            ));
-        }
-        real!(cuModuleLoad(module, fname))
+        ptx_file(fname)
+            .and_then(|text| {
+                let load = |image| migration().load(module, image);
+                load_with_twins(text.as_ptr().cast(), module, "module", load)
+            })
+            .unwrap_or_else(|| real!(cuModuleLoad(module, fname)))
     })
 }
 
@@ -426,6 +431,32 @@ pub(crate) fn kernel_device(handle: u64) -> Option<i32> {
     current_gpu().ok().and_then(|g| i32::try_from(g).ok())
 }
 
+/// A library load's options, as the program gave them (passed through unchanged).
+struct LibraryOptions {
+    jit_options: *mut CUjit_option,
+    jit_option_values: *mut *mut c_void,
+    num_jit_options: c_uint,
+    library_options: *mut CUlibraryOption,
+    library_option_values: *mut *mut c_void,
+    num_library_options: c_uint,
+}
+
+impl LibraryOptions {
+    /// The driver's `cuLibraryLoadData` of `code` with these options.
+    fn load_data(&self, library: *mut CUlibrary, code: *const c_void) -> CuResult {
+        real!(cuLibraryLoadData(
+            library,
+            code,
+            self.jit_options,
+            self.jit_option_values,
+            self.num_jit_options,
+            self.library_options,
+            self.library_option_values,
+            self.num_library_options
+        ))
+    }
+}
+
 /// `cuLibraryLoadData` (CUDA 12's context-independent modules, as cuda-core loads
 /// them): with kernel slicing, a PTX library is loaded with its kernels' twins (as
 /// given, if the driver refuses them); anything else passes.
@@ -441,31 +472,17 @@ pub extern "C" fn cuLibraryLoadData(
     library_option_values: *mut *mut c_void,
     num_library_options: c_uint,
 ) -> CuResult {
+    let options = LibraryOptions {
+        jit_options,
+        jit_option_values,
+        num_jit_options,
+        library_options,
+        library_option_values,
+        num_library_options,
+    };
     guarded("cuLibraryLoadData", || {
-        let load = |code: *const c_void| {
-            real!(cuLibraryLoadData(
-                library,
-                code,
-                jit_options,
-                jit_option_values,
-                num_jit_options,
-                library_options,
-                library_option_values,
-                num_library_options
-            ))
-        };
-        if let Some(rewritten) = with_twins(code) {
-            let r = load(rewritten.image.as_ptr().cast());
-            if r == status::SUCCESS && !library.is_null() {
-                // SAFETY: checked non-null; the load just wrote it.
-                slicing().loaded(unsafe { *library } as usize, rewritten);
-                return r;
-            }
-            crate::log::line(format_args!(
-                "kernel slicing: the driver refused the library with twins ({r}); loaded as given"
-            ));
-        }
-        load(code)
+        let load = |code| options.load_data(library, code);
+        load_with_twins(code, library, "library", load).unwrap_or_else(|| load(code))
     })
 }
 
@@ -484,39 +501,33 @@ pub extern "C" fn cuLibraryLoadFromFile(
     library_option_values: *mut *mut c_void,
     num_library_options: c_uint,
 ) -> CuResult {
+    let options = LibraryOptions {
+        jit_options,
+        jit_option_values,
+        num_jit_options,
+        library_options,
+        library_option_values,
+        num_library_options,
+    };
     guarded("cuLibraryLoadFromFile", || {
-        if let Some(text) = ptx_file(file_name)
-            && let Some(rewritten) = with_twins(text.as_ptr().cast())
-        {
-            let r = real!(cuLibraryLoadData(
-                library,
-                rewritten.image.as_ptr().cast(),
-                jit_options,
-                jit_option_values,
-                num_jit_options,
-                library_options,
-                library_option_values,
-                num_library_options
-            ));
-            if r == status::SUCCESS && !library.is_null() {
-                // SAFETY: checked non-null; the load just wrote it.
-                slicing().loaded(unsafe { *library } as usize, rewritten);
-                return r;
-            }
-            crate::log::line(format_args!(
-                "kernel slicing: the driver refused the library with twins ({r}); loaded as given"
-            ));
-        }
-        real!(cuLibraryLoadFromFile(
-            library,
-            file_name,
-            jit_options,
-            jit_option_values,
-            num_jit_options,
-            library_options,
-            library_option_values,
-            num_library_options
-        ))
+        ptx_file(file_name)
+            .and_then(|text| {
+                let load = |code| options.load_data(library, code);
+                load_with_twins(text.as_ptr().cast(), library, "library", load)
+            })
+            .unwrap_or_else(|| {
+                let o = &options;
+                real!(cuLibraryLoadFromFile(
+                    library,
+                    file_name,
+                    o.jit_options,
+                    o.jit_option_values,
+                    o.num_jit_options,
+                    o.library_options,
+                    o.library_option_values,
+                    o.num_library_options
+                ))
+            })
     })
 }
 
