@@ -19,6 +19,9 @@
 //!   migrations under way, per-tenant FIFO queues), so that a policy module holds only
 //!   its decisions.
 //! - [`policies`]: one module per policy family, each cited to its paper.
+//! - [`gate`]: the launch gate's rule (a slice's accounting, its give-back and its
+//!   charge), called by the interposer and by the simulator's program engine.
+//! - [`interactive`]: FairGV's classification of CPU-GPU interactive tenants.
 #![forbid(unsafe_code)]
 
 pub mod action;
@@ -26,6 +29,7 @@ pub mod board;
 pub mod estimate;
 pub mod event;
 mod free_order;
+pub mod gate;
 mod id_set;
 mod id_table;
 pub mod ids;

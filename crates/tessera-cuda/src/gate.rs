@@ -4,11 +4,13 @@
 //! that gives back a slice its holder leaves idle.
 
 use crate::log::{complain_once, line};
-use crate::tenant::{MEASURED_LAUNCHES, SLICE_SPIN, SYSTEM_NOT_READY, Tenant};
+use crate::tenant::{RULE, SLICE_SPIN, SYSTEM_NOT_READY, Tenant};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tessera_client::region::{LaunchFacts, epoch_ns, reason};
 use tessera_client::{ClientError, Outcome};
+use tessera_core::gate::SliceRule;
+use tessera_core::units::Nanos;
 use tessera_driver::CuResult;
 
 /// Whether the daemon's departure was reported.
@@ -104,7 +106,7 @@ impl Tenant {
     }
 
     /// Account a launch that went through (FairGV §3.3's collaborative accounting):
-    /// the first [`MEASURED_LAUNCHES`] of a slice are measured by synchronising after
+    /// the launches of a slice [`RULE`] measures are measured by synchronising after
     /// them; later ones are counted at the measured mean, and the gate stays busy
     /// until they are waited for — by the slice's end here, or by the watcher — which
     /// measures them too. Once the slice's time is used, wait for the last launches
@@ -114,7 +116,7 @@ impl Tenant {
     pub fn after_launch(&self) {
         let region = self.region();
         let n = self.launches.fetch_add(1, Ordering::Relaxed);
-        let add = if n < MEASURED_LAUNCHES && !crate::hooks::capture::open() {
+        let add = if RULE.measures(n) && !crate::hooks::capture::open() {
             let t0 = std::time::Instant::now();
             // the slice lasts until this launch is done, however long it runs
             region.set_gate_busy(true);
@@ -142,14 +144,14 @@ impl Tenant {
                 self.unsynced.store(true, Ordering::Relaxed);
                 region.set_gate_busy(true);
             }
-            self.measured_ns.load(Ordering::Relaxed) / MEASURED_LAUNCHES
+            self.mean_ns()
         };
         let used = self.accounted_ns.fetch_add(add, Ordering::Relaxed) + add;
         // what the daemon charges when the slice ends with nothing in flight, if it is
         // not given back first
-        region.set_slice_used(used, n >= MEASURED_LAUNCHES);
+        region.set_slice_used(used, !RULE.measures(n));
         let end = self.slice_end_ns.load(Ordering::Relaxed);
-        if used >= end {
+        if SliceRule::used_up(Nanos(used), Nanos(end)) {
             if region.gpu_shared() {
                 self.give_back(Waiter::Program, GiveBack::Now);
             } else {
@@ -219,7 +221,7 @@ impl Tenant {
         let measured = self.measured_ns.load(Ordering::Relaxed)
             + self.settled_ns.fetch_add(ran - after, Ordering::Relaxed)
             + (ran - after);
-        let mean = self.measured_ns.load(Ordering::Relaxed) / MEASURED_LAUNCHES;
+        let mean = self.mean_ns();
         // from now on the measured figure is the slice's, plus the launches made during
         // the wait; looked at again until no launch slipped in while it was written
         let mut used;
@@ -302,6 +304,11 @@ impl Tenant {
         self.region().set_sync_span(w.span().map(|s| s.0));
     }
 
+    /// What a launch beyond the measured ones is counted at ([`RULE`]'s mean of them).
+    fn mean_ns(&self) -> u64 {
+        RULE.mean(Nanos(self.measured_ns.load(Ordering::Relaxed))).0
+    }
+
     /// The GPU of the slice held now, if any.
     pub fn granted(&self) -> Option<u32> {
         self.session().region.granted()
@@ -336,7 +343,6 @@ impl Tenant {
     pub fn watch(&self, quiet: &mut (u64, u64)) {
         let session = self.session();
         let now = epoch_ns();
-        let spin = SLICE_SPIN.as_nanos() as u64;
         if self.unsynced.load(Ordering::Relaxed) {
             let launches = self.launches.load(Ordering::Relaxed);
             // a program waiting at its pacing mark is as busy as one launching
@@ -347,7 +353,7 @@ impl Tenant {
             } else if session.region.granted().is_none() {
                 line(format_args!("work runs past its slice: measured, then owed"));
                 self.give_back(Waiter::Watcher, GiveBack::InFlight);
-            } else if now.saturating_sub(quiet.1) >= spin
+            } else if RULE.gives_back_idle(Nanos(now.saturating_sub(quiet.1)))
                 && let Ok(_one) = self.settling.lock()
                 && self.in_flight()
             {
@@ -360,7 +366,10 @@ impl Tenant {
             return;
         }
         let idle = self.last_idle.load(Ordering::Relaxed);
-        if idle == 0 || session.region.granted().is_none() || now.saturating_sub(idle) < spin {
+        if idle == 0
+            || session.region.granted().is_none()
+            || !RULE.gives_back_idle(Nanos(now.saturating_sub(idle)))
+        {
             return;
         }
         // claimed: a launch starting now (which clears it) keeps the slice instead

@@ -63,7 +63,7 @@ pub struct Tenant {
     /// once per distinct function.
     pub(crate) functions: Mutex<HashMap<u64, (u32, u32)>>,
     /// The current slice's accounting (FairGV §3.3): launches so far, GPU time
-    /// accounted (ns), and the time measured for the first [`MEASURED_LAUNCHES`].
+    /// accounted (ns), and the time measured for the launches [`RULE`] measures.
     pub(crate) launches: AtomicU64,
     pub(crate) accounted_ns: AtomicU64,
     /// The accounted time at which the slice's time is up: its length, pushed on by
@@ -156,13 +156,14 @@ pub enum Allocation {
 /// at once, so this much per process and GPU is the most memory idle in leases.
 pub const LEASE_CHUNK: u64 = 64 << 20;
 
-/// How long a slice's holder may have nothing in flight and launch nothing before the
-/// gate gives the slice back (FairGV §3.2.2's spin budget).
-pub const SLICE_SPIN: Duration = Duration::from_millis(2);
+/// The launch gate's rule (`tessera_core::gate`, the one the simulator's program engine
+/// runs too): the launches of a slice it measures, the hold before an idle slice is
+/// given back, and what a slice's end charges.
+pub const RULE: tessera_core::gate::SliceRule = tessera_core::gate::SliceRule::DEFAULT;
 
-/// Launches of a slice measured by synchronising after them (FairGV §3.3: "only for
-/// the first 5 requests of a slice"); the rest are inferred from their mean.
-pub const MEASURED_LAUNCHES: u64 = 5;
+/// How long a slice's holder may have nothing in flight and launch nothing before the
+/// gate gives the slice back ([`RULE`]'s hold).
+pub const SLICE_SPIN: Duration = Duration::from_nanos(RULE.idle_hold.0);
 
 impl Tenant {
     /// The node's GPU behind the driver's ordinal `gpu` (what the daemon and the

@@ -52,6 +52,7 @@ use crate::engine::SimError;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use tessera_core::gate::SliceRule;
 use tessera_core::event::MemoryWait;
 use tessera_core::policies::credit::Interactivity;
 use tessera_core::{
@@ -173,17 +174,21 @@ pub enum WaitMode {
 /// side of a quantum (the interposer's launch gate in the daemon).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Gate {
-    /// FairGV's collaborative scheduling (§3.3.2): the first `samples` kernels of a
-    /// slice are submitted one at a time and each synchronised (measured), costing
-    /// `sync` of idle GPU; from their mean, as many more as fill the slice are
-    /// submitted and synchronised after the last. The quantum ends when that work has
-    /// run, when the slice's time is up and what was submitted has run, or — work
-    /// conserving — as soon as the ring and the device hold nothing of it.
+    /// FairGV's collaborative scheduling (§3.3.2) by the interposer's rule
+    /// ([`tessera_core::gate`], the one its launch gate calls): the kernels of a slice
+    /// the rule measures are submitted one at a time and each synchronised, costing
+    /// `sync` of idle GPU; later ones are counted at their mean and submitted until
+    /// the count reaches the slice, then synchronised after the last (which measures
+    /// them). The quantum ends when that work has run, when the slice's time is up and
+    /// what was submitted has run, or — work conserving — once the tenant has had
+    /// nothing in the ring or the device for the rule's hold. It is charged what its
+    /// gate measured, never more than it held the GPU (not work conserving: the whole
+    /// time it held it).
     Collaborative {
         /// The slice.
         slice: Nanos,
-        /// Kernels measured one by one.
-        samples: u32,
+        /// The gate's rule: launches measured, idle hold.
+        rule: SliceRule,
         /// Idle GPU time of one synchronisation.
         sync: Nanos,
         /// False: the tenant asks for its turn and keeps it for the whole slice, work
@@ -334,6 +339,8 @@ enum Ev {
     SyncEnds(u64),
     /// The online quantum's slice time is up.
     SliceUp(u64),
+    /// The online quantum's idle hold may be over.
+    IdleUp(u64),
     PolicyTick,
 }
 
@@ -419,10 +426,24 @@ struct Online {
     thread: usize,
     task: TaskId,
     since: Nanos,
-    sampled: u32,
-    sampled_ns: Nanos,
-    /// After sampling: kernels still to submit.
-    budget: u32,
+    /// Kernels submitted in the slice (the gate's launch count).
+    launches: u64,
+    /// The measured kernel in flight: when it was submitted.
+    measuring: Option<Nanos>,
+    /// The measured kernels' times, each from its submission to its synchronisation's
+    /// end (the gate's `synchronize` around it).
+    measured: Nanos,
+    /// Time measured by synchronisations after kernels counted at the mean.
+    settled: Nanos,
+    /// What the gate accounted: measured, settled and counted at the mean.
+    used: Nanos,
+    /// When the first kernel counted at the mean since the last synchronisation was
+    /// submitted.
+    unsynced_since: Option<Nanos>,
+    /// The synchronisation under way measures kernels counted at the mean.
+    settling: bool,
+    /// Since when the tenant has had nothing in its ring or the device.
+    idle_since: Option<Nanos>,
     /// Submits nothing more; ends once its submitted work has run.
     draining: bool,
     generation: u64,
@@ -758,6 +779,7 @@ impl ProgramSim {
                 Ev::SyncEnds(g) if g == self.device_generation => {
                     self.changed = true;
                     self.syncing = false;
+                    self.synchronised();
                     self.pump()?;
                     self.start_front();
                     self.maybe_release()?;
@@ -766,6 +788,12 @@ impl ProgramSim {
                     if self.online.as_ref().is_some_and(|o| o.generation == g) {
                         self.changed = true;
                         self.end_quantum()?;
+                    }
+                }
+                Ev::IdleUp(g) => {
+                    if self.online.as_ref().is_some_and(|o| o.generation == g) {
+                        self.changed = true;
+                        self.maybe_release()?;
                     }
                 }
                 Ev::PolicyTick => {
@@ -1229,11 +1257,16 @@ impl ProgramSim {
         let (allowed, budgeted) = match queue.gate {
             Gate::TimeShare { .. } => (room, false),
             Gate::Collaborative { .. } if o.draining => (0, false),
-            Gate::Collaborative { samples, .. } if o.sampled < samples => {
+            Gate::Collaborative { rule, .. } if rule.measures(o.launches) => {
                 // measured one by one: the next waits for the last one's synchronisation
                 (usize::from(self.threads[i].in_device == 0 && !self.syncing), false)
             }
-            Gate::Collaborative { .. } => (o.budget as usize, true),
+            // the last measured kernel's synchronisation gives the mean
+            Gate::Collaborative { .. } if o.measuring.is_some() => (0, false),
+            Gate::Collaborative { slice, rule, .. } => {
+                let left = SliceRule::launches_left(o.used, slice, rule.mean(o.measured));
+                (usize::try_from(left).unwrap_or(usize::MAX), true)
+            }
         };
         let mut moved = 0;
         for _ in 0..allowed.min(room) {
@@ -1243,8 +1276,15 @@ impl ProgramSim {
             moved += 1;
         }
         if moved > 0 {
-            if let (Some(o), true) = (&mut self.online, budgeted) {
-                o.budget -= moved as u32;
+            if let (Some(o), Gate::Collaborative { rule, .. }) = (&mut self.online, queue.gate) {
+                o.launches += moved as u64;
+                o.idle_since = None;
+                if budgeted {
+                    o.used += Nanos(rule.mean(o.measured).0 * moved as u64);
+                    o.unsynced_since.get_or_insert(self.now);
+                } else {
+                    o.measuring = Some(self.now);
+                }
             }
             // room on its ring: a thread waiting to launch may go on
             self.wait_may_be_over(i)?;
@@ -1317,27 +1357,16 @@ impl ProgramSim {
         t.in_device -= 1;
         t.calls += 1;
         t.gpu_ns += kernel.0;
-        if let Some(Gate::Collaborative { slice, samples, sync, .. }) = self.gate()
+        if let Some(Gate::Collaborative { slice, .. }) = self.gate()
             && let Some(o) = self.online.as_mut().filter(|o| o.thread == owner)
         {
-            if o.sampled < samples {
-                o.sampled += 1;
-                o.sampled_ns += kernel;
-                self.syncing = true;
-                if o.sampled_ns >= slice {
-                    o.draining = true;
-                } else if o.sampled == samples {
-                    let mean = Nanos(o.sampled_ns.0 / u64::from(samples).max(1)).max(Nanos(1));
-                    o.budget = ((slice - o.sampled_ns).0 / mean.0) as u32;
-                    o.draining = o.budget == 0;
-                }
-            } else if o.budget == 0 && self.threads[owner].in_device == 0 && !o.draining {
-                // the slice's last kernel ran: synchronise after it
+            if o.measuring.is_some() {
+                // a measured kernel: its synchronisation follows at once
+                self.start_sync();
+            } else if SliceRule::used_up(o.used, slice) && self.threads[owner].in_device == 0 {
+                // the slice's last kernel ran: synchronise after it, then give it back
                 o.draining = true;
-                self.syncing = true;
-            }
-            if self.syncing {
-                self.schedule(self.now + sync, Ev::SyncEnds(self.device_generation));
+                self.start_settling();
             }
         }
         self.wait_may_be_over(owner)?;
@@ -1362,19 +1391,86 @@ impl ProgramSim {
         }
     }
 
-    /// End the online quantum if its gate says it is over.
+    /// End the online quantum if its gate says it is over: drained, or — work
+    /// conserving — idle for the rule's hold. Kernels counted at the mean are
+    /// synchronised (measured) first.
     fn maybe_release(&mut self) -> Result<(), SimError> {
         let Some(o) = &self.online else { return Ok(()) };
-        let Some(Gate::Collaborative { work_conserving, .. }) = self.gate() else { return Ok(()) };
-        let t = &self.threads[o.thread];
-        let settled = t.in_device == 0 && !self.syncing;
-        let over = if work_conserving {
-            o.draining || t.ring.is_empty()
-        } else {
-            // polls its ring for its whole slice, work or none
-            o.draining
+        let Some(Gate::Collaborative { work_conserving, rule, .. }) = self.gate() else {
+            return Ok(());
         };
-        if settled && over { self.release() } else { Ok(()) }
+        let t = &self.threads[o.thread];
+        if t.in_device > 0 || self.syncing {
+            return Ok(());
+        }
+        let over = if o.draining {
+            true
+        } else if work_conserving && t.ring.is_empty() {
+            // nothing in flight, nothing to launch: kept for the hold, then given back
+            let since = o.idle_since.unwrap_or(self.now);
+            if rule.gives_back_idle(self.now - since) {
+                true
+            } else {
+                let generation = o.generation;
+                if o.idle_since.is_none() {
+                    self.schedule(since + rule.idle_hold, Ev::IdleUp(generation));
+                }
+                if let Some(o) = self.online.as_mut() {
+                    o.idle_since = Some(since);
+                }
+                false
+            }
+        } else {
+            // not work conserving: polls its ring for its whole slice, work or none
+            false
+        };
+        if !over {
+            return Ok(());
+        }
+        if let Some(o) = self.online.as_mut()
+            && o.unsynced_since.is_some()
+        {
+            o.draining = true;
+            self.start_settling();
+            return Ok(());
+        }
+        self.release()
+    }
+
+    /// Start a synchronisation on the device (idle GPU for the gate's `sync`).
+    fn start_sync(&mut self) {
+        let Some(Gate::Collaborative { sync, .. }) = self.gate() else { return };
+        self.syncing = true;
+        self.schedule(self.now + sync, Ev::SyncEnds(self.device_generation));
+    }
+
+    /// Synchronise after kernels counted at the mean, measuring them.
+    fn start_settling(&mut self) {
+        if let Some(o) = self.online.as_mut() {
+            o.settling = true;
+        }
+        self.start_sync();
+    }
+
+    /// A synchronisation ended: account what it measured (the gate's rule).
+    fn synchronised(&mut self) {
+        let Some(Gate::Collaborative { slice, .. }) = self.gate() else { return };
+        let now = self.now;
+        let Some(o) = self.online.as_mut() else { return };
+        if let Some(at) = o.measuring.take() {
+            o.measured += now - at;
+            o.used += now - at;
+        }
+        if std::mem::take(&mut o.settling)
+            && let Some(at) = o.unsynced_since.take()
+        {
+            // the count at the mean replaced by the time measured
+            o.settled += now - at;
+            o.used = o.measured + o.settled;
+        }
+        if SliceRule::used_up(o.used, slice) {
+            o.draining = true;
+        }
     }
 
     /// End the online quantum: it is charged the time it held the GPU. A ring still
@@ -1386,10 +1482,17 @@ impl ProgramSim {
         let Some(o) = self.online.take() else { return Ok(()) };
         self.threads[o.thread].quantum = None;
         self.request_quantum(o.thread)?;
+        let held = self.now - o.since;
+        let ran_for = match self.gate() {
+            Some(Gate::Collaborative { work_conserving: true, .. }) => {
+                SliceRule::charge(o.used, held)
+            }
+            _ => held,
+        };
         self.deliver(Event::TaskFinished {
             task: o.task,
             placement: Placement::whole(GpuId(0)),
-            ran_for: self.now - o.since,
+            ran_for,
             measured: true,
             result: Ok(()),
         })
@@ -1420,9 +1523,14 @@ impl ProgramSim {
             thread: i,
             task,
             since: self.now,
-            sampled: 0,
-            sampled_ns: Nanos::ZERO,
-            budget: 0,
+            launches: 0,
+            measuring: None,
+            measured: Nanos::ZERO,
+            settled: Nanos::ZERO,
+            used: Nanos::ZERO,
+            unsynced_since: None,
+            settling: false,
+            idle_since: None,
             draining: false,
             generation,
         });
@@ -1536,7 +1644,7 @@ mod tests {
     }
 
     fn fairgv() -> Gate {
-        Gate::Collaborative { slice: us(6_000), samples: 5, sync: us(10), work_conserving: true }
+        Gate::Collaborative { slice: us(6_000), rule: SliceRule::DEFAULT, sync: us(10), work_conserving: true }
     }
 
     fn run(
@@ -1552,6 +1660,47 @@ mod tests {
 
     fn looping(weight: u32, core: usize, phases: Vec<Phase>) -> ProgramTenant {
         ProgramTenant { weight, core, priority: 0, program: Program::looping(phases) }
+    }
+
+    /// Issue 57 item 11: the gate is the interposer's (`tessera_core::gate`). A slice
+    /// is given back once its holder has had nothing in flight for the rule's hold (2
+    /// ms), not at once: a program whose CPU work between kernels is 1 ms keeps its
+    /// slice across rounds (one quantum per 6 ms slice), one whose CPU work is 3 ms
+    /// gives it back every round, and with no hold every round asks anew (what the
+    /// experiment's gate did before, while the interposer held its slice 2 ms).
+    #[test]
+    fn an_idle_slice_is_kept_for_the_interposers_hold() {
+        let picks_per_round = |cpu_us: u64, rule: SliceRule| {
+            let p = looping(1, 0, vec![Phase::Cpu(us(cpu_us)), Phase::Launch(us(200)), Phase::Sync]);
+            let gate = Gate::Collaborative { slice: us(6_000), rule, sync: us(10), work_conserving: true };
+            let out = run(&[p], node(gate, WaitMode::Poll, 1), PolicyConfig::Fair { spin: Nanos::ZERO }, 60);
+            out.picks[0] as f64 / (out.calls[0] / 2) as f64
+        };
+        let held = picks_per_round(1_000, SliceRule::DEFAULT);
+        // a round is about 1.2 ms, never 2 ms idle: the quantum lasts until the slice's
+        // 6 ms are up, about five rounds (its accounting, 0.2 ms a round, never reaches
+        // the slice)
+        assert!((0.15..0.25).contains(&held), "1 ms CPU, 2 ms hold: {held} quanta per round");
+        let long_cpu = picks_per_round(3_000, SliceRule::DEFAULT);
+        assert!(long_cpu > 0.95, "3 ms CPU, 2 ms hold: {long_cpu}");
+        let no_hold = picks_per_round(1_000, SliceRule { idle_hold: Nanos::ZERO, ..SliceRule::DEFAULT });
+        assert!(no_hold > 0.95, "1 ms CPU, no hold: {no_hold}");
+    }
+
+    /// Issue 57 item 11: after the measured kernels, a slice takes kernels counted at
+    /// their mean until the count reaches the slice (the interposer gives the slice
+    /// back after the launch that reaches it), so the last may end past the slice.
+    /// Backlogged 1 ms kernels in a 6 ms slice: five measured (1 ms + the 10 µs
+    /// synchronisation each, mean 1.01 ms), then ceil(0.95 / 1.01) = 1 more: six
+    /// kernels per quantum (the experiment's own rule took floor: five).
+    #[test]
+    fn a_slice_takes_kernels_until_its_count_reaches_it() {
+        let busy = |core| looping(1, core, vec![Phase::Cpu(us(20)), Phase::Launch(us(1_000))]);
+        let out = run(&[busy(0), busy(1)], node(fairgv(), WaitMode::Poll, 2), PolicyConfig::Fair { spin: Nanos::ZERO }, 200);
+        for i in 0..2 {
+            let per_quantum = out.calls[i] as f64 / out.picks[i] as f64;
+            assert!((per_quantum - 6.0).abs() < 0.25, "tenant {i}: {per_quantum} kernels per quantum, {out:?}");
+        }
     }
 
     /// Hand-computed: one program of 100 µs CPU then a 200 µs kernel and a
@@ -1852,7 +2001,7 @@ mod tests {
                 .collect();
             let (gate, wait, cosched, policy) = [
                 (fairgv(), WaitMode::Hybrid { spin: us(50) }, Coscheduling::GpuCentric, PolicyConfig::Fair { spin: us(50) }),
-                (Gate::Collaborative { slice: us(6_000), samples: 5, sync: us(10), work_conserving: false }, WaitMode::Hybrid { spin: us(50) }, Coscheduling::GpuCentric, PolicyConfig::Fair { spin: Nanos::ZERO }),
+                (Gate::Collaborative { slice: us(6_000), rule: SliceRule::DEFAULT, sync: us(10), work_conserving: false }, WaitMode::Hybrid { spin: us(50) }, Coscheduling::GpuCentric, PolicyConfig::Fair { spin: Nanos::ZERO }),
                 (Gate::TimeShare { slice: us(30_000) }, WaitMode::Poll, Coscheduling::None, PolicyConfig::Credit),
                 (Gate::TimeShare { slice: us(30_000) }, WaitMode::Hybrid { spin: us(50) }, Coscheduling::None, PolicyConfig::Credit),
                 (Gate::TimeShare { slice: us(30_000) }, WaitMode::Hybrid { spin: us(50) }, Coscheduling::CpuCentric, PolicyConfig::Strict),

@@ -31,7 +31,7 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
     assert!(r.collaborative.iter().all(|x| x.normalized_run_time.is_finite()));
     assert!(r.claims.iter().all(|c| c.ours.is_some()));
     // every constant of ours varied, every claim of the setting judged at each value
-    assert_eq!(r.sensitivity.len(), 10);
+    assert_eq!(r.sensitivity.len(), 11);
     for c in &r.sensitivity {
         assert!(c.claims.len() >= 17, "{}: {}", c.constant, c.claims.len());
         assert!(c.values[0] != c.values[1] && c.values[1] != c.values[2], "{c:?}");
@@ -107,6 +107,30 @@ fn the_experiment_judges_the_turn_wait_the_daemon_runs() {
     assert!(text.contains("**The GPU's turn wait**"), "{text}");
     assert!(text.contains("daemon 2 ms"), "{text}");
     assert!(r.sensitivity.iter().any(|v| v.constant == "turn_wait"), "no turn_wait sensitivity");
+}
+
+/// Issue 57 item 11: the gate's rule lives in one place (`tessera_core::gate`), which
+/// the interposer's launch gate and the experiment's program engine both call: the
+/// experiment runs the interposer's constants (five measured launches, a 2 ms idle
+/// hold; before item 11 its gate gave an idle slice back at once), and the report
+/// states the hold with its history and its sensitivity.
+#[test]
+fn the_experiment_runs_the_interposers_gate_rule() {
+    use tessera_core::gate::SliceRule;
+    use tessera_sim::experiments::fairgv::setting::{Constants, Scheduler};
+    use tessera_sim::programs::{Device, Gate};
+    let k = Constants::DEFAULT;
+    assert_eq!((k.samples, k.idle_hold), (SliceRule::DEFAULT.measured, SliceRule::DEFAULT.idle_hold));
+    let Device::Queue(q) = Scheduler::FairGv.node(&k, 2).device else { panic!("not the queue device") };
+    let Gate::Collaborative { rule, work_conserving: true, .. } = q.gate else {
+        panic!("FairGV's gate: {:?}", q.gate)
+    };
+    assert_eq!(rule, SliceRule::DEFAULT);
+    let r = short();
+    assert_eq!(r.constants.idle_hold, SliceRule::DEFAULT.idle_hold);
+    let text = report(r);
+    assert!(text.contains("**The gate's idle hold**"), "{text}");
+    assert!(r.sensitivity.iter().any(|v| v.constant == "idle_hold"), "no idle_hold sensitivity");
 }
 
 /// Issue 57 item 10: one-sided tests passed the wrong side. A foreground that takes 89%

@@ -366,7 +366,8 @@ impl Core {
         // and did not charge may be
         let held = self.clock.now() - started + info.slack;
         let used = used.saturating_sub(Duration::from_nanos(info.charged));
-        let used = self.clock.emulated(used).min(held);
+        // the gate's rule (`tessera_core::gate`): what it accounted, never more than held
+        let used = tessera_core::gate::SliceRule::charge(self.clock.emulated(used), held);
         self.charge(info.tenant, Some(gpu), used);
         self.deliver(Event::TaskFinished {
             task,

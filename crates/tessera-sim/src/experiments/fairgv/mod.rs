@@ -224,6 +224,15 @@ fn variations() -> Vec<Variation<Constants>> {
             high: |k| k.turn_wait = Nanos::from_millis(2),
         },
         Variation {
+            name: "idle_hold",
+            what: "how long a vGPU with nothing to run keeps its slice (the interposer's \
+                   launch gate, tessera_core::gate; the experiment's gate gave it back at \
+                   once before issue 57's item 11)",
+            show: |k| us(k.idle_hold),
+            low: |k| k.idle_hold = Nanos::ZERO,
+            high: |k| k.idle_hold = Nanos::from_millis(5),
+        },
+        Variation {
             name: "ring",
             what: "requests a vGPU's ring holds",
             show: |k| k.ring.to_string(),
@@ -890,7 +899,33 @@ fn turn_wait_note(r: &FairgvResults) -> String {
          two constants and made the daemon run what is judged here.",
         r.constants.turn_wait.0 / 1_000
     );
-    match r.sensitivity.iter().find(|x| x.constant == "turn_wait") {
+    s.push_str(&sensitivity_note(r, "turn_wait"));
+    s
+}
+
+/// The gate's idle hold beside the headline: what ships, its history, and the claims
+/// it moves at its low and high value (issue 57 item 11).
+fn idle_hold_note(r: &FairgvResults) -> String {
+    let mut s = format!(
+        "\n**The gate's idle hold** (FairGV's spin budget, VM side: how long a vGPU with \
+         nothing in its ring or the GPU keeps its slice) is {} µs, the interposer's launch \
+         gate's (`tessera_core::gate::SliceRule::DEFAULT`, the rule both call since issue \
+         57's item 11). Its history: every FairGV model before item 11 gave the slice back \
+         at once, while the interposer has held an idle slice 2 ms since its launch gate \
+         was built; item 11 put the gate's rule in one place and the experiment runs it. \
+         The same change made the experiment's gate count kernels at the mean until the \
+         count reaches the slice (it stopped one short) and charge a slice what its gate \
+         measured, never more than it held (it charged the time held), as the daemon does.",
+        r.constants.idle_hold.0 / 1_000
+    );
+    s.push_str(&sensitivity_note(r, "idle_hold"));
+    s
+}
+
+/// The claims a constant of ours moves at its low and high value, beside the headline.
+fn sensitivity_note(r: &FairgvResults, constant: &str) -> String {
+    let mut s = String::new();
+    match r.sensitivity.iter().find(|x| x.constant == constant) {
         Some(v) if !v.claims.is_empty() => {
             let _ = write!(
                 s,
@@ -1101,6 +1136,7 @@ pub fn report(r: &FairgvResults) -> String {
     let (yes, no, unmeasured) = claims::tally(&r.claims);
     let _ = writeln!(s, "{yes} hold, {no} do not, {unmeasured} not measured.");
     s.push_str(&turn_wait_note(r));
+    s.push_str(&idle_hold_note(r));
     let judged = "every claim that depends on the setting judged again";
     let _ = writeln!(s, "\n{}", claims::sensitivity_section(judged, &r.sensitivity));
     let spin_share = r

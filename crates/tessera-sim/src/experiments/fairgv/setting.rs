@@ -27,6 +27,7 @@ use crate::programs::{
 };
 use serde::{Deserialize, Serialize};
 use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
+use tessera_core::gate::SliceRule;
 
 /// The GPU's memory (the node's; FairGV's programs allocate none).
 const GPU_MEMORY: Bytes = Bytes::gib(16);
@@ -79,7 +80,7 @@ impl Scheduler {
         let hybrid = WaitMode::Hybrid { spin: k.spin };
         let collaborative = |work_conserving| Gate::Collaborative {
             slice: k.fairgv_slice,
-            samples: k.samples,
+            rule: SliceRule { measured: k.samples, idle_hold: k.idle_hold },
             sync: k.sync,
             work_conserving,
         };
@@ -128,6 +129,10 @@ pub struct Benchmark {
     pub run_s: f64,
 }
 
+fn idle_hold() -> Nanos {
+    SliceRule::DEFAULT.idle_hold
+}
+
 fn turn_wait() -> Nanos {
     tessera_core::policies::fair::TURN_WAIT
 }
@@ -155,8 +160,15 @@ pub struct Constants {
     pub device_depth: usize,
     /// Idle GPU time of one synchronisation in collaborative scheduling (ours).
     pub sync: Nanos,
-    /// Requests FairGV measures one by one at the start of a slice (§3.3.2: 5).
+    /// Requests FairGV measures one by one at the start of a slice (§3.3.2: 5; the
+    /// interposer's, [`SliceRule::DEFAULT`]).
     pub samples: u32,
+    /// How long a vGPU with nothing in its ring or the GPU keeps its slice before it
+    /// gives it back (§3.2.2's spin, on the client side): the interposer's launch gate's
+    /// ([`SliceRule::DEFAULT`]). Until issue 57's item 11 the experiment's gate gave
+    /// the slice back at once, while the interposer held it 2 ms.
+    #[serde(default = "idle_hold")]
+    pub idle_hold: Nanos,
     /// CFS's wake-up granularity (ours).
     pub wakeup_granularity: Nanos,
     /// How far behind the core's least run time a woken vCPU is placed (ours: half of
@@ -181,7 +193,8 @@ impl Constants {
         ring: 256,
         device_depth: 1_024,
         sync: Nanos(10_000),
-        samples: 5,
+        samples: SliceRule::DEFAULT.measured,
+        idle_hold: SliceRule::DEFAULT.idle_hold,
         wakeup_granularity: Nanos(100_000),
         wake_lag: Nanos(3_000_000),
         cpu_tick: Nanos(1_000_000),
