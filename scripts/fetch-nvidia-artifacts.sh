@@ -10,7 +10,8 @@
 #   CACHE_DIR defaults to $TESSERA_NVIDIA_CACHE (12.9 only), else
 #   ~/.cache/tessera/nvidia-cu<version>
 # Prints the cache directory, which then holds include/ (cuda.h, cuda_runtime_api.h and
-# what it includes, nvml.h), lib/libcudart.so.<major> and bin/ptxas. Safe to run
+# what it includes, nvml.h), lib/libcudart.so.<major> and bin/ptxas (and, for 13.0,
+# bin/fatbinary: CUDA 12.9's nvcc wheel has none). Safe to run
 # concurrently (a lock) and again (does nothing when complete). Says what it fetches,
 # and how much, on stderr: the first run downloads about 40 MB.
 set -euo pipefail
@@ -36,7 +37,7 @@ esac
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
-if [ ! -f "$cache/.complete-3" ]; then
+if [ ! -f "$cache/.complete-4" ]; then
   echo "fetching CUDA $version's headers, runtime and ptxas from PyPI (about 40 MB) into $cache" >&2
   # not --quiet: pip names each wheel with its size as it downloads it, with a progress
   # bar when stderr is a terminal
@@ -62,6 +63,7 @@ else:
         prefix + "include/": "include/",
         prefix + f"lib/libcudart.so.{major}": f"lib/libcudart.so.{major}",
         prefix + "bin/ptxas": "bin/ptxas",
+        prefix + "bin/fatbinary": "bin/fatbinary",
     }
 for wheel in (cache / "wheels").glob("*.whl"):
     with zipfile.ZipFile(wheel) as z:
@@ -71,15 +73,18 @@ for wheel in (cache / "wheels").glob("*.whl"):
                     out = cache / (dst + name[len(src):] if src.endswith("/") else dst)
                     out.parent.mkdir(parents=True, exist_ok=True)
                     out.write_bytes(z.read(name))
-                    if dst == "bin/ptxas":
+                    if dst.startswith("bin/"):
                         out.chmod(out.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-for need in ["include/cuda.h", "include/nvml.h", f"lib/libcudart.so.{major}", "bin/ptxas"]:
+needs = ["include/cuda.h", "include/nvml.h", f"lib/libcudart.so.{major}", "bin/ptxas"]
+if prefix != "nvidia/":
+    needs.append("bin/fatbinary")
+for need in needs:
     if not (cache / need).is_file():
         sys.exit(f"{need} not found in the wheels")
 if not any((cache / "include" / h).is_file() for h in ["crt/host_defines.h", "host_defines.h"]):
     sys.exit("host_defines.h not found in the wheels")
 PY
   rm -rf "$cache/wheels"
-  touch "$cache/.complete-3"
+  touch "$cache/.complete-4"
 fi
 echo "$cache"

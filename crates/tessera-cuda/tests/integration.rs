@@ -6,6 +6,7 @@ mod common;
 
 mod cuda13;
 mod fair_gate;
+mod fatbin;
 mod getproc;
 mod interposer;
 mod memory_semantics;

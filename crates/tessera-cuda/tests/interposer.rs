@@ -361,7 +361,7 @@ fn driver_failures_pass_through() {
 }
 
 /// Build `migrate_app.c` next to the fake driver.
-fn build_migrate_app(s: &Setup) -> PathBuf {
+pub(super) fn build_migrate_app(s: &Setup) -> PathBuf {
     let artifacts = tessera_driver::testing::nvidia_artifacts().unwrap();
     tessera_driver::testing::build_c_program(
         &artifacts,
@@ -669,7 +669,8 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
         // not read by the driver: loaded from the rewritten text
         assert!(!log.contains(&format!("{what} ")), "{what}: {log}");
         // slicing off: the driver reads the file itself
-        let off: Vec<_> = from_file.iter().filter(|(k, _)| *k != "TESSERA_KERNEL_SLICING").collect();
+        let off: Vec<_> =
+            from_file.iter().filter(|(k, _)| *k != "TESSERA_KERNEL_SLICING").collect();
         let off: Vec<(&str, &str)> = off.into_iter().copied().collect();
         let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &off));
         assert_eq!(code, 0, "{what}: {out}{err}");
@@ -690,11 +691,9 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     assert!(!log.contains("axpy slice"), "{log}");
     // a file that cannot be read is the driver's to refuse, as without tessera
     let missing = s.dir.join("missing.ptx");
-    let missing = [
-        env.as_slice(),
-        &[("FROM_FILE", missing.to_str().unwrap()), ("FROM_FILE_UNWRITTEN", "1")],
-    ]
-    .concat();
+    let missing =
+        [env.as_slice(), &[("FROM_FILE", missing.to_str().unwrap()), ("FROM_FILE_UNWRITTEN", "1")]]
+            .concat();
     let (code, out, _) = run(s.app_at(&app, &["3", "4096"], &missing));
     assert_ne!(code, 0, "{out}");
     // CUDA_ERROR_FILE_NOT_FOUND

@@ -13,7 +13,10 @@
  * B bytes, 28 by default); FROM_FILE=PATH: the PTX is written to PATH and the module (or
  * library) loaded from the file, with cuModuleLoad (cuLibraryLoadFromFile);
  * FROM_FILE_UNWRITTEN set: not written first; FILE_WHOLE set: the file's kernel reads %gridid,
- * which slicing leaves whole)
+ * which slicing leaves whole; PTX_OUT=PATH: the program's PTX is written to PATH and it
+ * exits; FATBIN=PATH: the module (or library) is loaded from the fat binary in PATH, given
+ * to cuModuleLoadData (cuLibraryLoadData) as bytes, or with WRAPPED set inside the CUDA
+ * runtime's wrapper of it, as a program built with nvcc registers it)
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -30,6 +33,21 @@ static void *sym(const char *name) {
     if (!p) { printf("error dlsym:%s 0\n", name); exit(2); }
     return p;
 }
+/* a file's bytes (malloc'd, never freed: the module's image) */
+static void *read_bytes(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f || fseek(f, 0, SEEK_END) != 0) { printf("error read_bytes 0\n"); exit(2); }
+    long n = ftell(f);
+    void *b = malloc(n > 0 ? (size_t)n : 1);
+    if (!b || fseek(f, 0, SEEK_SET) != 0 || fread(b, 1, (size_t)n, f) != (size_t)n) {
+        printf("error read_bytes 0\n");
+        exit(2);
+    }
+    fclose(f);
+    return b;
+}
+/* the CUDA runtime's __fatBinC_Wrapper_t */
+struct fatbin_wrapper { int magic; int version; const void *data; void *filename_or_fatbins; };
 static void write_file(const char *path, const char *text) {
     if (getenv("FROM_FILE_UNWRITTEN")) return; /* the load finds no file */
     FILE *f = fopen(path, "w");
@@ -78,6 +96,20 @@ int main(int argc, char **argv) {
         "    .reg .b64 %rd<2>;\n    mov.u64 %rd1, %gridid;\n    ret;\n}\n";
     /* FILE_WHOLE set: the file holds that kernel */
     const char *file_text = getenv("FILE_WHOLE") ? whole : ptx;
+    if (getenv("PTX_OUT")) {
+        write_file(getenv("PTX_OUT"), ptx);
+        return 0;
+    }
+    /* FATBIN: the image the load is given; WRAPPED: inside the runtime's wrapper */
+    const void *image = ptx;
+    static struct fatbin_wrapper wrapper = {0x466243b1, 1, 0, 0};
+    if (getenv("FATBIN")) {
+        image = read_bytes(getenv("FATBIN"));
+        if (getenv("WRAPPED")) {
+            wrapper.data = image;
+            image = &wrapper;
+        }
+    }
     CUmodule module;
     CUfunction axpy;
     if (getenv("LIBRARY")) {
@@ -94,7 +126,7 @@ int main(int argc, char **argv) {
             write_file(getenv("FROM_FILE"), ptx);
             CHECK("library", load_file(&library, getenv("FROM_FILE"), 0, 0, 0, 0, 0, 0));
         } else {
-            CHECK("library", load_library(&library, ptx, 0, 0, 0, 0, 0, 0));
+            CHECK("library", load_library(&library, image, 0, 0, 0, 0, 0, 0));
         }
         CHECK("kernel", get_kernel(&kernel, library, "tessera_axpy"));
         axpy = (CUfunction)kernel;
@@ -104,7 +136,7 @@ int main(int argc, char **argv) {
         CHECK("module", load_file(&module, getenv("FROM_FILE")));
         CHECK("function", function(&axpy, module, "tessera_axpy"));
     } else {
-        CHECK("module", load(&module, ptx));
+        CHECK("module", load(&module, image));
         CHECK("function", function(&axpy, module, "tessera_axpy"));
     }
     if (getenv("SECOND_MODULE")) {

@@ -435,17 +435,37 @@ static int kind_of(const char *name) {
     if (!strcmp(name, "tessera_axpy__tessera_slice")) return AXPY_SLICE;
     return NOOP;
 }
+/* a fat binary's bytes as text (its NULs made spaces, so that the names of the entries
+ * of PTX stored uncompressed can be found; compressed ones cannot), NUL-terminated and
+ * malloc'd; 0 if `image` is not a fat binary (magic 0xBA55ED50, a 16-byte header whose
+ * last 8 bytes are the size of what follows) */
+static char *fatbin_text(const void *image) {
+    const unsigned char *c = image;
+    /* the CUDA runtime's wrapper: magic 0x466243b1, a version, the fat binary's address */
+    if (c[0] == 0xb1 && c[1] == 0x43 && c[2] == 0x62 && c[3] == 0x46) memcpy(&c, c + 8, sizeof c);
+    if (!(c[0] == 0x50 && c[1] == 0xed && c[2] == 0x55 && c[3] == 0xba)) return 0;
+    uint64_t size;
+    memcpy(&size, c + 8, 8);
+    if (size > (1u << 30)) return 0;
+    char *t = malloc(16 + size + 1);
+    if (!t) return 0;
+    for (uint64_t i = 0; i < 16 + size; i++) t[i] = c[i] ? (char)c[i] : ' ';
+    t[16 + size] = 0;
+    return t;
+}
 CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
     NEED_CTX();
-    if (!strstr(image, ".entry")) return CUDA_ERROR_INVALID_PTX;
+    char *fat = fatbin_text(image);
+    if (fat) image = fat;
+    if (!strstr(image, ".entry")) { free(fat); return CUDA_ERROR_INVALID_PTX; }
     struct mod *m = malloc(sizeof *m); /* modules are never unloaded here */
-    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!m) { free(fat); return CUDA_ERROR_OUT_OF_MEMORY; }
     m->dev = dev_of_current();
-    m->image = strdup(image); /* the driver compiles the image in the call: the caller's
-                                 buffer may go once it returns */
+    m->image = fat ? fat : strdup(image); /* the driver compiles the image in the call:
+                                             the caller's buffer may go once it returns */
     if (!m->image) { free(m); return CUDA_ERROR_OUT_OF_MEMORY; }
     *module = (CUmodule)m;
-    log_call("cuModuleLoadData on %d", m->dev);
+    log_call("cuModuleLoadData on %d%s", m->dev, fat ? " (a fat binary)" : "");
     return CUDA_SUCCESS;
 }
 /* a file's whole contents, NUL-terminated (malloc'd; never freed: modules stay) */
@@ -1528,6 +1548,17 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_o
     (void)libraryOptions; (void)libraryOptionValues; (void)numLibraryOptions;
     NEED_INIT();
     if (!library || !code) return CUDA_ERROR_INVALID_VALUE;
+    char *fat = fatbin_text(code);
+    if (fat) {
+        struct library *l = malloc(sizeof *l);
+        if (!l) { free(fat); return CUDA_ERROR_OUT_OF_MEMORY; }
+        if (!strstr(fat, ".entry")) { free(fat); free(l); return CUDA_ERROR_INVALID_PTX; }
+        l->image = fat;
+        l->size = strlen(fat);
+        *library = (CUlibrary)l;
+        log_call("cuLibraryLoadData a fat binary");
+        return CUDA_SUCCESS;
+    }
     size_t n = image_size(code);
     struct library *l = malloc(sizeof *l);
     char *copy = malloc(n + 1);

@@ -18,9 +18,13 @@
 //! cannot avoid. Cooperative launches and SASS-only modules are decided where the
 //! launch or the module is seen (the interposer), not here.
 //!
+//! A fat binary's PTX (what the CUDA runtime and `nvcc` hand the driver) is found,
+//! decompressed and read by [`fatbin`], so that its kernels can be rewritten too.
+//!
 //! Pure text processing: no GPU, no driver. `tessera ptx slice FILE.ptx` prints what it
 //! makes of a file.
 
+pub mod fatbin;
 mod launch;
 mod params;
 mod rewrite;
@@ -31,11 +35,13 @@ pub use params::{Param, ParamLayout};
 pub use rewrite::{Kernel, Outcome, Rewrite, SLICE_SUFFIX, Unsliced, rewrite};
 
 /// Whether a module image beginning with `head` is binary (a cubin's ELF magic, a
-/// fatbin's, or a NUL where text would begin): it carries no PTX to rewrite, and its
-/// kernels run whole.
+/// fatbin's or its runtime wrapper's, or a NUL where text would begin), not PTX text:
+/// a cubin's kernels run whole; a fat binary's PTX is read by [`fatbin`].
 pub fn is_binary_module(head: &[u8]) -> bool {
     head.starts_with(b"\x7fELF")
         || head.starts_with(&[0x50, 0xed, 0x55, 0xba])
+        // the CUDA runtime's wrapper of a fat binary
+        || head.starts_with(&[0xb1, 0x43, 0x62, 0x46])
         || head.first() == Some(&0)
 }
 

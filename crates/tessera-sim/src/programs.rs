@@ -52,8 +52,8 @@ use crate::engine::SimError;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use tessera_core::gate::SliceRule;
 use tessera_core::event::MemoryWait;
+use tessera_core::gate::SliceRule;
 use tessera_core::policies::credit::Interactivity;
 use tessera_core::{
     Action, Bytes, Event, GpuId, MemRequestId, Nanos, Placement, Policy, ServiceClass, TaskId,
@@ -1644,7 +1644,12 @@ mod tests {
     }
 
     fn fairgv() -> Gate {
-        Gate::Collaborative { slice: us(6_000), rule: SliceRule::DEFAULT, sync: us(10), work_conserving: true }
+        Gate::Collaborative {
+            slice: us(6_000),
+            rule: SliceRule::DEFAULT,
+            sync: us(10),
+            work_conserving: true,
+        }
     }
 
     fn run(
@@ -1671,9 +1676,16 @@ mod tests {
     #[test]
     fn an_idle_slice_is_kept_for_the_interposers_hold() {
         let picks_per_round = |cpu_us: u64, rule: SliceRule| {
-            let p = looping(1, 0, vec![Phase::Cpu(us(cpu_us)), Phase::Launch(us(200)), Phase::Sync]);
-            let gate = Gate::Collaborative { slice: us(6_000), rule, sync: us(10), work_conserving: true };
-            let out = run(&[p], node(gate, WaitMode::Poll, 1), PolicyConfig::Fair { spin: Nanos::ZERO }, 60);
+            let p =
+                looping(1, 0, vec![Phase::Cpu(us(cpu_us)), Phase::Launch(us(200)), Phase::Sync]);
+            let gate =
+                Gate::Collaborative { slice: us(6_000), rule, sync: us(10), work_conserving: true };
+            let out = run(
+                &[p],
+                node(gate, WaitMode::Poll, 1),
+                PolicyConfig::Fair { spin: Nanos::ZERO },
+                60,
+            );
             out.picks[0] as f64 / (out.calls[0] / 2) as f64
         };
         let held = picks_per_round(1_000, SliceRule::DEFAULT);
@@ -1683,7 +1695,8 @@ mod tests {
         assert!((0.15..0.25).contains(&held), "1 ms CPU, 2 ms hold: {held} quanta per round");
         let long_cpu = picks_per_round(3_000, SliceRule::DEFAULT);
         assert!(long_cpu > 0.95, "3 ms CPU, 2 ms hold: {long_cpu}");
-        let no_hold = picks_per_round(1_000, SliceRule { idle_hold: Nanos::ZERO, ..SliceRule::DEFAULT });
+        let no_hold =
+            picks_per_round(1_000, SliceRule { idle_hold: Nanos::ZERO, ..SliceRule::DEFAULT });
         assert!(no_hold > 0.95, "1 ms CPU, no hold: {no_hold}");
     }
 
@@ -1696,10 +1709,18 @@ mod tests {
     #[test]
     fn a_slice_takes_kernels_until_its_count_reaches_it() {
         let busy = |core| looping(1, core, vec![Phase::Cpu(us(20)), Phase::Launch(us(1_000))]);
-        let out = run(&[busy(0), busy(1)], node(fairgv(), WaitMode::Poll, 2), PolicyConfig::Fair { spin: Nanos::ZERO }, 200);
+        let out = run(
+            &[busy(0), busy(1)],
+            node(fairgv(), WaitMode::Poll, 2),
+            PolicyConfig::Fair { spin: Nanos::ZERO },
+            200,
+        );
         for i in 0..2 {
             let per_quantum = out.calls[i] as f64 / out.picks[i] as f64;
-            assert!((per_quantum - 6.0).abs() < 0.25, "tenant {i}: {per_quantum} kernels per quantum, {out:?}");
+            assert!(
+                (per_quantum - 6.0).abs() < 0.25,
+                "tenant {i}: {per_quantum} kernels per quantum, {out:?}"
+            );
         }
     }
 
@@ -1737,15 +1758,22 @@ mod tests {
         let long = looping(
             1,
             0,
-            vec![Phase::LaunchGrid { alone: Nanos::from_secs(10), grid: [900, 900, 1] }, Phase::Sync],
+            vec![
+                Phase::LaunchGrid { alone: Nanos::from_secs(10), grid: [900, 900, 1] },
+                Phase::Sync,
+            ],
         );
         // always backlogged: its ring full of 1 ms kernels (a program that waits for
         // each gets one per long sub-kernel: 1 / 19.5 of the GPU, its own choice)
         let short = looping(1, 1, vec![Phase::Cpu(us(20)), Phase::Launch(us(1_000))]);
         let share = |slicing: Option<SliceConfig>| {
             let model = NodeModel { slicing, ..node(fairgv(), WaitMode::Poll, 2) };
-            let out =
-                run(&[long.clone(), short.clone()], model, PolicyConfig::Fair { spin: Nanos::ZERO }, 8_000);
+            let out = run(
+                &[long.clone(), short.clone()],
+                model,
+                PolicyConfig::Fair { spin: Nanos::ZERO },
+                8_000,
+            );
             let total = (out.gpu_ns[0] + out.gpu_ns[1]) as f64;
             assert!(total > 0.9 * 8e9, "the GPU kept busy: {out:?}");
             out.gpu_ns[1] as f64 / total
@@ -1756,7 +1784,10 @@ mod tests {
         assert!((sliced - 0.5).abs() <= 0.1, "sliced: {sliced}");
         // at or under the threshold (600 x 600), the same kernel runs whole
         assert_eq!(
-            issued(&[Phase::LaunchGrid { alone: us(5), grid: [600, 600, 1] }], Some(SliceConfig::default())),
+            issued(
+                &[Phase::LaunchGrid { alone: us(5), grid: [600, 600, 1] }],
+                Some(SliceConfig::default())
+            ),
             [Phase::Launch(us(5))]
         );
         // sliced, the sub-kernels take the kernel's time together, each its blocks' share

@@ -120,8 +120,13 @@ fn the_experiment_runs_the_interposers_gate_rule() {
     use tessera_sim::experiments::fairgv::setting::{Constants, Scheduler};
     use tessera_sim::programs::{Device, Gate};
     let k = Constants::DEFAULT;
-    assert_eq!((k.samples, k.idle_hold), (SliceRule::DEFAULT.measured, SliceRule::DEFAULT.idle_hold));
-    let Device::Queue(q) = Scheduler::FairGv.node(&k, 2).device else { panic!("not the queue device") };
+    assert_eq!(
+        (k.samples, k.idle_hold),
+        (SliceRule::DEFAULT.measured, SliceRule::DEFAULT.idle_hold)
+    );
+    let Device::Queue(q) = Scheduler::FairGv.node(&k, 2).device else {
+        panic!("not the queue device")
+    };
     let Gate::Collaborative { rule, work_conserving: true, .. } = q.gate else {
         panic!("FairGV's gate: {:?}", q.gate)
     };

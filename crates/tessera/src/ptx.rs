@@ -1,7 +1,9 @@
 //! `tessera ptx slice FILE.ptx`: what kernel slicing (FairGV §3.3.2, issue 58) makes of
 //! a PTX file, so that an operator can see what will run: the module with each
 //! sliceable kernel's twin (on standard output, or `--out`), and per kernel a line on
-//! standard error saying which twin it got, or why it stays whole.
+//! standard error saying which twin it got, or why it stays whole. A fat binary (what
+//! `nvcc` and the CUDA runtime load) is read as the interposer reads it: its PTX for
+//! the GPU (`--arch`), decompressed, is what is rewritten.
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -17,8 +19,14 @@ pub enum PtxCommand {
 
 #[derive(Debug, Args)]
 pub struct SliceArgs {
-    /// The PTX file (as numba, NVRTC or `nvcc -ptx` write it).
+    /// The PTX file (as numba, NVRTC or `nvcc -ptx` write it), or a fat binary (`nvcc
+    /// -fatbin`, `fatbinary`).
     file: PathBuf,
+    /// For a fat binary: the GPU's architecture, major × 10 + minor (90 for an H100 or
+    /// H200); its PTX for the highest architecture at or below it is rewritten, as the
+    /// interposer does. Without it, the highest it carries.
+    #[arg(long)]
+    arch: Option<u32>,
     /// Write the rewritten module here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -60,15 +68,22 @@ pub fn run(cmd: PtxCommand) -> Result<()> {
 fn slice(a: SliceArgs) -> Result<()> {
     let bytes =
         std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display()))?;
-    // a binary module (SASS) has no PTX to rewrite: its kernels run whole
-    if tessera_ptx::is_binary_module(&bytes) {
+    let text = if tessera_ptx::fatbin::is_fatbin(&bytes) {
+        // the PTX the interposer would take out of it
+        let arch = a.arch.unwrap_or(u32::MAX);
+        tessera_ptx::fatbin::ptx_for(&bytes, arch).with_context(|| {
+            format!("{}: a fat binary whose kernels would run unsliced", a.file.display())
+        })?
+    } else if tessera_ptx::is_binary_module(&bytes) {
+        // a cubin (SASS) has no PTX to rewrite: its kernels run whole
         anyhow::bail!(
-            "{} is a binary module (cubin or fatbin), not PTX: its kernels would run unsliced",
+            "{} is a binary module (a cubin), not PTX: its kernels would run unsliced",
             a.file.display()
         );
-    }
-    let text = String::from_utf8(bytes)
-        .map_err(|_| anyhow::anyhow!("{} is not PTX: not text", a.file.display()))?;
+    } else {
+        String::from_utf8(bytes)
+            .map_err(|_| anyhow::anyhow!("{} is not PTX: not text", a.file.display()))?
+    };
     let r = rewrite(&text)
         .with_context(|| format!("{} is not PTX the rewrite can read", a.file.display()))?;
     let mut err = std::io::stderr().lock();

@@ -52,6 +52,40 @@ fn ptx_slice_prints_the_twins_and_says_why_a_kernel_stays_whole() {
     let out = tessera().args(["ptx", "slice"]).arg(&cubin).output().unwrap();
     assert!(!out.status.success());
     let said = String::from_utf8(out.stderr).unwrap();
-    assert!(said.contains("binary module (cubin or fatbin), not PTX"), "{said}");
+    assert!(said.contains("binary module (a cubin), not PTX"), "{said}");
+    // a fat binary: its PTX for the GPU is rewritten, as the interposer does; one with
+    // no PTX at or below the GPU's architecture is said so
+    match tessera_driver::testing::nvidia_artifacts_for("13.0") {
+        Ok(cuda13) => {
+            let fatbin = dir.join("k.fatbin");
+            let made = Command::new(cuda13.join("bin/fatbinary"))
+                .arg("--64")
+                .arg(format!("--create={}", fatbin.display()))
+                .arg(format!("--image3=kind=ptx,sm=90,file={file}"))
+                .output()
+                .unwrap();
+            assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+            let out = tessera().args(["ptx", "slice"]).arg(&fatbin).output().unwrap();
+            let said = String::from_utf8(out.stderr).unwrap();
+            assert!(out.status.success(), "{said}");
+            assert!(
+                String::from_utf8(out.stdout).unwrap().contains("aligned_array__tessera_slice(")
+            );
+            assert!(
+                said.contains("aligned_array: sliced as aligned_array__tessera_slice"),
+                "{said}"
+            );
+            let out =
+                tessera().args(["ptx", "slice", "--arch", "80"]).arg(&fatbin).output().unwrap();
+            assert!(!out.status.success());
+            let said = String::from_utf8(out.stderr).unwrap();
+            assert!(said.contains("a fat binary whose kernels would run unsliced"), "{said}");
+            assert!(
+                said.contains("no PTX for compute_80 or below (it carries compute_90)"),
+                "{said}"
+            );
+        }
+        Err(why) => eprintln!("SKIPPED (a fat binary): NVIDIA's CUDA 13.0 fatbinary: {why}"),
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

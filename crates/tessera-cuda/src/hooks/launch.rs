@@ -39,12 +39,12 @@ hooks! {
 
 /// Said once that a binary module runs whole: a program that loads many (the CUDA
 /// runtime) would fill the log.
-fn say_binary_once() {
+pub(super) fn say_binary_once() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
         crate::log::line(format_args!(
-            "kernel slicing: a binary module (cubin or fatbin) is loaded as given, its \
-             kernels whole (only PTX is rewritten); said once"
+            "kernel slicing: a binary module (a cubin) is loaded as given, its kernels \
+             whole (only PTX is rewritten); said once"
         ));
     }
 }
@@ -59,8 +59,9 @@ fn with_twins(image: *const c_void) -> Option<crate::slicing::Rewritten> {
     // magics, or PTX text).
     let head = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) };
     if tessera_ptx::is_binary_module(head) {
-        say_binary_once();
-        return None;
+        // a fat binary's PTX for this GPU, if it carries one; a cubin has none
+        let text = super::fatbin::ptx_of(image, [head[0], head[1], head[2], head[3]])?;
+        return slicing().rewrite(&text);
     }
     // SAFETY: a PTX image is a NUL-terminated string (cuModuleLoadData's contract).
     let text = unsafe { CStr::from_ptr(image.cast::<c_char>()) }.to_str().ok()?;

@@ -8,7 +8,8 @@
 //! One file per concern: [`device`] (the process's life: `cuInit`, device count and
 //! handles, contexts), [`memory`] (every allocation entry point and its free, memory
 //! reports, the refusals of what the ledger cannot count), [`launch`] (the launch
-//! gate's hooks, and the functions and kernels they launch), [`capture`] (streams and
+//! gate's hooks, and the functions and kernels they launch; with kernel slicing, the PTX
+//! [`fatbin`] finds in a fat binary), [`capture`] (streams and
 //! stream capture), [`sync`] (synchronous calls, noted for the daemon's
 //! classification of interactive tenants) and [`lookup`] (`cuGetProcAddress` and
 //! `dlsym`, which answer the others' hooks by name). What they share is here; each file
@@ -86,6 +87,7 @@ macro_rules! driver {
 
 pub(crate) mod capture;
 mod device;
+mod fatbin;
 mod launch;
 mod lookup;
 mod memory;

@@ -26,8 +26,8 @@ use crate::programs::{
     ProgramTenant, QueueDevice, WaitMode,
 };
 use serde::{Deserialize, Serialize};
-use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
 use tessera_core::gate::SliceRule;
+use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
 
 /// The GPU's memory (the node's; FairGV's programs allocate none).
 const GPU_MEMORY: Bytes = Bytes::gib(16);
