@@ -240,7 +240,7 @@ impl Board {
         if self.with_room.is_some() {
             let key = self
                 .has_room(Placement::whole(id))
-                .then(|| (state.demand(), state.running.len(), id));
+                .then(|| (state.demand(), state.running().len(), id));
             let old = self.room_key[index].take();
             if let Some(with_room) = &mut self.with_room {
                 if let Some(old) = old {
@@ -260,7 +260,7 @@ impl Board {
             } else if !state.available {
                 Some(Busy::Until(Nanos::MAX))
             } else {
-                state.running.first().map(|r| Busy::Running {
+                state.running().first().map(|r| Busy::Running {
                     kernel: r.spec.kernel,
                     class: class_index(r.class),
                     started: r.started,
@@ -318,7 +318,7 @@ impl Board {
                 .gpus
                 .iter()
                 .filter(|(spec, _)| self.has_room(Placement::whole(spec.id)))
-                .map(|(spec, st)| (st.demand(), st.running.len(), spec.id))
+                .map(|(spec, st)| (st.demand(), st.running().len(), spec.id))
                 .collect();
             all.sort_unstable();
             all
@@ -390,7 +390,7 @@ impl Board {
     pub fn tenant_gpus(&self, tenant: TenantId) -> impl Iterator<Item = GpuId> + '_ {
         self.gpus
             .iter()
-            .filter(move |(_, s)| s.running.iter().any(|r| r.spec.tenant == tenant))
+            .filter(move |(_, s)| s.running().iter().any(|r| r.spec.tenant == tenant))
             .map(|(spec, _)| spec.id)
     }
 
@@ -631,8 +631,8 @@ impl Board {
         let (_, state) = self.gpus.get_mut(placement.gpu.0 as usize)?;
         // A finish for a task that does not run there is stale (its GPU was reset under
         // it); the reset already re-queued the task.
-        let i = state.running.iter().position(|r| r.spec.id == task)?;
-        let running = state.running.swap_remove(i);
+        let i = state.position(task)?;
+        let running = state.remove_running(i);
         self.sync_gpu(placement.gpu.0 as usize);
         self.running_count[class_index(running.class)] -= 1;
         if completed {
@@ -686,7 +686,7 @@ impl Board {
     /// is preferred), the end of its reset, or never while powered down.
     pub fn expected_free_at(&self, gpu: GpuId, now: Nanos) -> Nanos {
         let state = self.state(gpu);
-        if state.available && state.running.len() < self.colocation {
+        if state.available && state.running().len() < self.colocation {
             return now;
         }
         if let Some(until) = state.resetting_until {
@@ -696,7 +696,7 @@ impl Board {
             return Nanos::MAX;
         }
         let end = |r: &RunningTask| self.predicted_end(r).unwrap_or(Nanos::MAX);
-        match state.running.as_slice() {
+        match state.running() {
             // the exclusive case, without the iterator
             [only] => end(only).max(now),
             many => many.iter().map(end).min().unwrap_or(now).max(now),
@@ -772,7 +772,7 @@ impl Board {
             assert_eq!(queued, self.queued_count, "queued counts");
             let mut running = [0; 2];
             for (_, g) in &self.gpus {
-                for r in &g.running {
+                for r in g.running() {
                     running[class_index(r.class)] += 1;
                 }
             }
@@ -880,7 +880,7 @@ impl Board {
         self.running_count[class_index(class)] += 1;
         self.reindex(tenant);
         out.push(Action::Dispatch { task: q.spec.id, placement });
-        self.gpus[placement.gpu.0 as usize].1.running.push(RunningTask {
+        self.gpus[placement.gpu.0 as usize].1.push_running(RunningTask {
             spec: q.spec,
             class,
             submitted: q.submitted,
@@ -906,7 +906,7 @@ impl Board {
 
     /// The task `task` running on `gpu`, if it runs there.
     pub fn running_task(&self, gpu: GpuId, task: TaskId) -> Option<&RunningTask> {
-        self.gpus.get(gpu.0 as usize)?.1.running.iter().find(|r| r.spec.id == task)
+        self.gpus.get(gpu.0 as usize)?.1.running().iter().find(|r| r.spec.id == task)
     }
 
     /// Dispatch up to `max` of `tenant`'s queued requests, head first, as one batched
@@ -940,16 +940,18 @@ impl Board {
             tasks: batch.iter().map(|q| q.spec.id).collect(),
             placement,
         });
-        let running = &mut self.gpus[placement.gpu.0 as usize].1.running;
-        running.extend(batch.into_iter().map(|q| RunningTask {
-            spec: q.spec,
-            class,
-            submitted: q.submitted,
-            started: now,
-            placement,
-            batch_lead: Some(lead),
-            seq: q.seq,
-        }));
+        let state = &mut self.gpus[placement.gpu.0 as usize].1;
+        for q in batch {
+            state.push_running(RunningTask {
+                spec: q.spec,
+                class,
+                submitted: q.submitted,
+                started: now,
+                placement,
+                batch_lead: Some(lead),
+                seq: q.seq,
+            });
+        }
         self.sync_gpu(placement.gpu.0 as usize);
         n
     }
@@ -959,7 +961,7 @@ impl Board {
     /// [`Event::GpuResetDone`] (expected after `latency`).
     pub fn reset(&mut self, now: Nanos, gpu: GpuId, latency: Nanos, out: &mut Vec<Action>) {
         let state = &mut self.gpus[gpu.0 as usize].1;
-        let mut killed_tasks = std::mem::take(&mut state.running);
+        let mut killed_tasks = state.take_running();
         state.resetting_until = Some(now + latency);
         state.refresh();
         self.sync_gpu(gpu.0 as usize);
@@ -1028,14 +1030,12 @@ impl Board {
     }
 
     fn move_tenant(&mut self, tenant: TenantId, from: GpuId, to: GpuId) {
-        let source = &mut self.gpus[from.0 as usize].1.running;
-        let (moving, staying): (Vec<_>, Vec<_>) =
-            source.drain(..).partition(|r| r.spec.tenant == tenant);
-        *source = staying;
-        self.gpus[to.0 as usize].1.running.extend(moving.into_iter().map(|mut r| {
+        let moving = self.gpus[from.0 as usize].1.split_running(|r| r.spec.tenant == tenant);
+        let target = &mut self.gpus[to.0 as usize].1;
+        for mut r in moving {
             r.placement = Placement::whole(to);
-            r
-        }));
+            target.push_running(r);
+        }
         self.sync_gpu(from.0 as usize);
         self.sync_gpu(to.0 as usize);
         if let Some(bytes) = self.memory_held.remove(&(tenant, from)) {
@@ -1078,7 +1078,7 @@ impl Board {
         let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) else { return false };
         if state.power_change.is_some()
             || state.powered == powered
-            || (!powered && !state.running.is_empty())
+            || (!powered && !state.running().is_empty())
         {
             return false;
         }
@@ -1118,9 +1118,7 @@ impl Board {
     /// A dispatch the driver refused: the tasks never ran; back to their queues.
     fn undo_dispatch(&mut self, gpu: GpuId, tasks: &[TaskId], out: &mut Vec<Action>) {
         let Some((_, state)) = self.gpus.get_mut(gpu.0 as usize) else { return };
-        let (mut stopped, staying): (Vec<_>, Vec<_>) =
-            state.running.drain(..).partition(|r| tasks.contains(&r.spec.id));
-        state.running = staying;
+        let mut stopped = state.split_running(|r| tasks.contains(&r.spec.id));
         self.sync_gpu(gpu.0 as usize);
         stopped.sort_by_key(|r| r.seq);
         self.requeue(stopped, out);

@@ -44,7 +44,13 @@ pub(super) enum PowerChange {
 /// or powered down, and its spatial partitions.
 #[derive(Clone, Debug)]
 pub struct GpuState {
-    pub(super) running: Vec<RunningTask>,
+    /// Changed only through the methods below, which keep `executions` with it.
+    running: Vec<RunningTask>,
+    /// Executions running per placement (a batch counts once, by its lead), kept at
+    /// every change of `running`: [`GpuState::running_at`] is asked for every gpu-let
+    /// on every serving event, and walking the running requests was a ninth of `tessera
+    /// sim gpulets` (issue 55). A few entries: one per partition in use.
+    executions: Vec<(Placement, usize)>,
     /// Cache of [`GpuState::is_available`] (asked on every event by every policy),
     /// refreshed by [`GpuState::refresh`] whenever what it derives from changes.
     pub(super) available: bool,
@@ -59,6 +65,7 @@ impl GpuState {
     pub(super) fn new() -> GpuState {
         GpuState {
             running: Vec::new(),
+            executions: Vec::new(),
             available: true,
             resetting_until: None,
             powered: true,
@@ -116,9 +123,72 @@ impl GpuState {
 
     /// Executions running at `placement` (a batch counts once).
     pub fn running_at(&self, placement: Placement) -> usize {
-        self.running
-            .iter()
-            .filter(|r| r.placement == placement && r.batch_lead.is_none_or(|l| l == r.spec.id))
-            .count()
+        let n = self.executions.iter().find(|(p, _)| *p == placement).map_or(0, |(_, n)| *n);
+        debug_assert_eq!(
+            n,
+            self.running.iter().filter(|r| r.placement == placement && counts(r)).count(),
+            "the executions kept at {placement:?}"
+        );
+        n
     }
+
+    /// Count `r` in (`up`) or out of its placement's executions.
+    fn count(&mut self, r: &RunningTask, up: bool) {
+        if !counts(r) {
+            return;
+        }
+        match self.executions.iter().position(|(p, _)| *p == r.placement) {
+            Some(i) if up => self.executions[i].1 += 1,
+            Some(i) => {
+                self.executions[i].1 -= 1;
+                if self.executions[i].1 == 0 {
+                    self.executions.swap_remove(i);
+                }
+            }
+            None if up => self.executions.push((r.placement, 1)),
+            None => debug_assert!(false, "{:?} was not counted", r.spec.id),
+        }
+    }
+
+    /// `r` starts running here.
+    pub(super) fn push_running(&mut self, r: RunningTask) {
+        self.count(&r, true);
+        self.running.push(r);
+    }
+
+    /// The running task at index `i` ends here.
+    pub(super) fn remove_running(&mut self, i: usize) -> RunningTask {
+        let r = self.running.swap_remove(i);
+        self.count(&r, false);
+        r
+    }
+
+    /// Every running task leaves (a reset).
+    pub(super) fn take_running(&mut self) -> Vec<RunningTask> {
+        self.executions.clear();
+        std::mem::take(&mut self.running)
+    }
+
+    /// The running tasks `leave` says leave; the rest stay.
+    pub(super) fn split_running(
+        &mut self,
+        leave: impl Fn(&RunningTask) -> bool,
+    ) -> Vec<RunningTask> {
+        let (leaving, staying): (Vec<_>, Vec<_>) = self.running.drain(..).partition(leave);
+        self.running = staying;
+        for r in &leaving {
+            self.count(r, false);
+        }
+        leaving
+    }
+
+    /// The index of running task `task`, if it runs here.
+    pub(super) fn position(&self, task: crate::TaskId) -> Option<usize> {
+        self.running.iter().position(|r| r.spec.id == task)
+    }
+}
+
+/// Whether `r` is an execution of its own (a task alone, or a batch's lead).
+fn counts(r: &RunningTask) -> bool {
+    r.batch_lead.is_none_or(|l| l == r.spec.id)
 }
