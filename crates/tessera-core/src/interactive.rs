@@ -75,6 +75,30 @@ pub fn interactive_span(span: Option<Nanos>) -> bool {
     span.is_some_and(|s| s < WINDOW)
 }
 
+/// Nice levels an interactive tenant's threads are raised by from its slice's grant
+/// until the slice ends: GPU-centric coscheduling as a daemon outside the kernel does
+/// it (FairGV asks KVM to wake the vCPU; tessera raises the threads' priority). The
+/// daemon's `cosched.rs` sets it with `setpriority`; the simulator's program engine
+/// (`Coscheduling::Boost`) weighs the thread as CFS weighs that nice value.
+pub const BOOST_NICE: i32 = 10;
+
+/// CFS's weight of a thread at `nice` (Linux's table `sched_prio_to_weight`: 1,024 at
+/// nice 0, each level about 1.25 times the next; clamped to -20..=19).
+pub fn nice_weight(nice: i32) -> u32 {
+    const WEIGHTS: [u32; 40] = [
+        88_761, 71_755, 56_483, 46_273, 36_291, 29_154, 23_254, 18_705, 14_949, 11_916, 9_548,
+        7_620, 6_100, 4_904, 3_906, 3_121, 2_501, 1_991, 1_586, 1_277, 1_024, 820, 655, 526, 423,
+        335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+    ];
+    WEIGHTS[(nice.clamp(-20, 19) + 20) as usize]
+}
+
+/// How many times heavier a thread at nice 0 weighs once raised by [`BOOST_NICE`]
+/// (9,548 / 1,024: about 9.3).
+pub fn boost_factor() -> f64 {
+    f64::from(nice_weight(-BOOST_NICE)) / f64::from(nice_weight(0))
+}
+
 /// Every tenant's [`CallWindow`], re-evaluated at every query, so that a tenant
 /// changing phase changes class.
 #[derive(Clone, Debug, Default)]
@@ -109,6 +133,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::VecDeque;
+
+    /// Linux's table at its ends and around nice 0; the boost raises a nice-0 thread to
+    /// nice -10's weight.
+    #[test]
+    fn the_boost_weighs_as_cfs_weighs_nice_minus_10() {
+        assert_eq!((nice_weight(-20), nice_weight(0), nice_weight(19)), (88_761, 1_024, 15));
+        assert_eq!((nice_weight(-30), nice_weight(40)), (88_761, 15));
+        assert_eq!(nice_weight(-1), 1_277);
+        assert!((boost_factor() - 9_548.0 / 1_024.0).abs() < 1e-12);
+    }
 
     /// Table-driven: 11 calls within 10 ms is interactive, 10 is not; calls age out
     /// of the window, so a tenant that calls less changes class.

@@ -29,6 +29,8 @@
 //!
 //! **Coscheduling** ([`Coscheduling`]): FairGV's GPU-centric form wakes the thread of
 //! a CPU-GPU interactive tenant (the core's [`Interactivity`]) when its quantum starts;
+//! tessera's daemon's form raises its thread's weight as a nice boost does for as long
+//! as its quantum lasts;
 //! Pegasus's CPU-centric form reports each core switch to a thread with GPU work
 //! queued as [`Event::CoscheduleRequested`], which the core's Strict policy may answer
 //! with [`Action::EndQuantum`].
@@ -220,6 +222,12 @@ pub enum Coscheduling {
     /// FairGV's (§3.2.3): when an interactive tenant's quantum starts, its blocked
     /// thread is woken (the CPU scheduler's wake-up rules decide whether it runs).
     GpuCentric,
+    /// tessera's daemon's form of it (`tesserad`'s `cosched.rs`): from an interactive
+    /// tenant's quantum's start until it ends, its thread weighs as CFS weighs a
+    /// thread raised [`tessera_core::interactive::BOOST_NICE`] nice levels (its run
+    /// time counts that much less, and its wake-up granularity, which Linux scales by
+    /// the woken thread's weight, that much shorter); it is not woken early.
+    Boost,
     /// Pegasus's: each core switch to a thread whose ring holds kernels is reported to
     /// the policy as a coscheduling request.
     CpuCentric,
@@ -358,6 +366,8 @@ enum Wait {
 #[derive(Debug)]
 struct Thread {
     weight: f64,
+    /// How many times its weight counts now (coscheduling's boost; 1 otherwise).
+    boost: f64,
     priority: u8,
     core: usize,
     phases: Vec<Phase>,
@@ -574,6 +584,7 @@ impl ProgramSim {
             .iter()
             .map(|t| Thread {
                 weight: f64::from(t.weight.max(1)),
+                boost: 1.0,
                 priority: t.priority,
                 core: t.core,
                 phases: issued(&t.program.phases, model.slicing),
@@ -926,7 +937,7 @@ impl ProgramSim {
         c.since = now;
         let t = &mut self.threads[i];
         t.cpu_ns += elapsed.0;
-        t.vruntime += elapsed.0 as f64 / t.weight;
+        t.vruntime += elapsed.0 as f64 / (t.weight * t.boost);
         if t.wait.is_some() {
             t.spin_left = t.spin_left.saturating_sub(ran);
         } else if t.in_cpu {
@@ -1186,7 +1197,9 @@ impl ProgramSim {
         if floor.is_finite() {
             t.vruntime = t.vruntime.max(floor - lag);
         }
-        let gran = self.model.cpu.wakeup_granularity.0 as f64;
+        // Linux scales the granularity by the woken thread's weight: a boosted thread
+        // preempts sooner
+        let gran = self.model.cpu.wakeup_granularity.0 as f64 / self.threads[i].boost;
         let preempt = match self.cores[core].current {
             Some(c) => c != i && self.threads[i].vruntime + gran < self.threads[c].vruntime,
             None => true,
@@ -1481,6 +1494,7 @@ impl ProgramSim {
     fn release(&mut self) -> Result<(), SimError> {
         let Some(o) = self.online.take() else { return Ok(()) };
         self.threads[o.thread].quantum = None;
+        self.unboost(o.thread);
         self.request_quantum(o.thread)?;
         let held = self.now - o.since;
         let ran_for = match self.gate() {
@@ -1496,6 +1510,14 @@ impl ProgramSim {
             measured: true,
             result: Ok(()),
         })
+    }
+
+    /// Thread `i`'s quantum ended: a coscheduling boost ends with it.
+    fn unboost(&mut self, i: usize) {
+        if self.threads[i].boost != 1.0 {
+            self.settle(self.threads[i].core);
+            self.threads[i].boost = 1.0;
+        }
     }
 
     /// The policy gave `task` the GPU.
@@ -1538,10 +1560,16 @@ impl ProgramSim {
         self.schedule(self.now + gate.slice(), Ev::SliceUp(generation));
         // GPU-centric coscheduling: an interactive tenant's thread runs now
         let clock = Nanos(self.threads[i].gpu_ns);
-        if self.model.coscheduling == Coscheduling::GpuCentric
-            && self.interactivity.is_interactive(TenantId(i as u64), clock)
-        {
-            self.wake(i)?;
+        if self.interactivity.is_interactive(TenantId(i as u64), clock) {
+            match self.model.coscheduling {
+                Coscheduling::GpuCentric => self.wake(i)?,
+                Coscheduling::Boost => {
+                    // its run time so far counted at its own weight
+                    self.settle(self.threads[i].core);
+                    self.threads[i].boost = tessera_core::interactive::boost_factor();
+                }
+                Coscheduling::None | Coscheduling::CpuCentric => {}
+            }
         }
         self.pump()?;
         self.start_front();
@@ -1698,6 +1726,59 @@ mod tests {
         let no_hold =
             picks_per_round(1_000, SliceRule { idle_hold: Nanos::ZERO, ..SliceRule::DEFAULT });
         assert!(no_hold > 0.95, "1 ms CPU, no hold: {no_hold}");
+    }
+
+    /// Issue 58 item 5: the daemon's coscheduling on the program engine, as its own
+    /// test measures it (tessera-cuda's `coscheduling`): an interactive program (50 µs
+    /// kernels, a synchronous wait that blocks at once, 200 µs of CPU per iteration)
+    /// sharing its core with a CPU-bound process, beside a batch program of 20 ms
+    /// kernels on another core, fair queuing at weights 1:1. Boosted during its slices
+    /// its thread runs when its kernel is done instead of behind the CPU-bound one, so
+    /// it makes more iterations; the batch program keeps at least its share of the GPU
+    /// either way (the boost changes when a thread runs, not whose turn the GPU is).
+    #[test]
+    fn the_daemons_boost_runs_an_interactive_program_sooner() {
+        let interactive =
+            looping(1, 0, vec![Phase::Cpu(us(200)), Phase::Launch(us(50)), Phase::Sync]);
+        let hog = looping(1, 0, vec![Phase::Cpu(us(10_000))]);
+        let batch = looping(1, 1, vec![Phase::Cpu(us(20)), Phase::Launch(us(20_000))]);
+        let out = |cosched, gran| {
+            let mut model = NodeModel {
+                coscheduling: cosched,
+                ..node(fairgv(), WaitMode::Hybrid { spin: Nanos::ZERO }, 2)
+            };
+            model.cpu.wakeup_granularity = gran;
+            let policy = PolicyConfig::Fair { spin: tessera_core::policies::fair::TURN_WAIT };
+            run(&[interactive.clone(), batch.clone(), hog.clone()], model, policy, 3_000)
+        };
+        // Linux's wake-up granularity on a 4-CPU host (1 ms x (1 + log2 4)), where a
+        // woken thread waits behind a CPU-bound one as on the daemon's test host
+        let linux = us(3_000);
+        let (off, on) = (out(Coscheduling::None, linux), out(Coscheduling::Boost, linux));
+        let gpu = |o: &ProgramOutcome| {
+            let total = (o.gpu_ns[0] + o.gpu_ns[1]) as f64;
+            (o.gpu_ns[0] as f64 / total, o.gpu_ns[1] as f64 / total)
+        };
+        let gain = on.calls[0] as f64 / off.calls[0] as f64;
+        eprintln!(
+            "interactive calls off {} on {} ({gain:.2}x); GPU shares off {:?} on {:?}",
+            off.calls[0],
+            on.calls[0],
+            gpu(&off),
+            gpu(&on)
+        );
+        assert!(gain > 1.5, "the boost's gain: {gain:.2}x");
+        for o in [&off, &on] {
+            let (i, b) = gpu(o);
+            assert!(i <= 0.6 && b >= 0.4, "GPU shares {i:.2} / {b:.2}");
+        }
+        // at a granularity short beside the sleeper's credit (the FairGV setting's 100
+        // µs) a woken thread preempts anyway: the boost has little left to do
+        let short = us(100);
+        let small = out(Coscheduling::Boost, short).calls[0] as f64
+            / out(Coscheduling::None, short).calls[0] as f64;
+        eprintln!("at 100 us: {small:.2}x");
+        assert!(small < 1.2, "{small:.2}x");
     }
 
     /// Issue 57 item 11: after the measured kernels, a slice takes kernels counted at

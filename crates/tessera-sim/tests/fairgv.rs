@@ -31,7 +31,7 @@ fn a_short_fairgv_experiment_runs_and_judges_every_claim() {
     assert!(r.collaborative.iter().all(|x| x.normalized_run_time.is_finite()));
     assert!(r.claims.iter().all(|c| c.ours.is_some()));
     // every constant of ours varied, every claim of the setting judged at each value
-    assert_eq!(r.sensitivity.len(), 11);
+    assert_eq!(r.sensitivity.len(), 12);
     for c in &r.sensitivity {
         assert!(c.claims.len() >= 17, "{}: {}", c.constant, c.claims.len());
         assert!(c.values[0] != c.values[1] && c.values[1] != c.values[2], "{c:?}");
@@ -136,6 +136,23 @@ fn the_experiment_runs_the_interposers_gate_rule() {
     let text = report(r);
     assert!(text.contains("**The gate's idle hold**"), "{text}");
     assert!(r.sensitivity.iter().any(|v| v.constant == "idle_hold"), "no idle_hold sensitivity");
+}
+
+/// Issue 58 item 5: FairGV's VMs are coscheduled as the daemon does it (a boost of
+/// their threads for their quantum, `Coscheduling::Boost`, by the core's
+/// `BOOST_NICE`), with the paper's KVM wake-up and none as the sensitivity's values.
+#[test]
+fn the_experiment_coschedules_as_the_daemon_does() {
+    use tessera_sim::experiments::fairgv::setting::{Constants, FairgvCosched, Scheduler};
+    use tessera_sim::programs::Coscheduling;
+    let k = Constants::DEFAULT;
+    assert_eq!(k.coscheduling, FairgvCosched::Daemon);
+    for s in [Scheduler::FairGv, Scheduler::FairGvNonWorkConserving] {
+        assert_eq!(s.node(&k, 2).coscheduling, Coscheduling::Boost);
+    }
+    let r = short();
+    let v = r.sensitivity.iter().find(|v| v.constant == "coscheduling").expect("varied");
+    assert_eq!(v.values, ["paper", "daemon", "off"]);
 }
 
 /// Issue 57 item 10: one-sided tests passed the wrong side. A foreground that takes 89%

@@ -36,8 +36,9 @@
 use rustix::process::{Pid, getpriority_process, setpriority_process};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Nice levels a boosted thread is raised by.
-pub const BOOST: i32 = 10;
+/// Nice levels a boosted thread is raised by (the core's, which the simulator's program
+/// engine weighs its boosted threads by).
+pub const BOOST: i32 = tessera_core::interactive::BOOST_NICE;
 
 /// One boosted process: its threads with their nice before the boost, and the
 /// connections whose slices hold the boost (a process may have several).
@@ -178,7 +179,9 @@ mod tests {
     fn a_boost_raises_every_thread_and_is_put_back() {
         let uid = std::fs::read_to_string("/proc/self/status")
             .ok()
-            .and_then(|s| s.lines().find(|l| l.starts_with("Uid:"))?.split_whitespace().nth(1)?.parse().ok())
+            .and_then(|s| {
+                s.lines().find(|l| l.starts_with("Uid:"))?.split_whitespace().nth(1)?.parse().ok()
+            })
             .unwrap();
         let mut off = Coscheduler::new(false);
         off.boost(std::process::id(), uid, 1);

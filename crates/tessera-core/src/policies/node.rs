@@ -442,8 +442,7 @@ impl NodePolicy {
     /// the pool's own GPUs at equal times). So the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
     fn pool_ranks(&mut self) {
-        if !self.ranks_moving.iter().copied().eq(self.moving.iter().map(|(t, (to, _))| (*t, *to)))
-        {
+        if !self.ranks_moving.iter().copied().eq(self.moving.iter().map(|(t, (to, _))| (*t, *to))) {
             self.ranks_moving.clear();
             self.ranks_moving.extend(self.moving.iter().map(|(t, (to, _))| (*t, *to)));
             self.ranks_all_stale = true;

@@ -86,9 +86,9 @@ impl Scheduler {
         };
         let time_share = Gate::TimeShare { slice: k.credit_slice };
         let (wait, gate, coscheduling) = match self {
-            Scheduler::FairGv => (hybrid, collaborative(true), Coscheduling::GpuCentric),
+            Scheduler::FairGv => (hybrid, collaborative(true), k.coscheduling.mode()),
             Scheduler::FairGvNonWorkConserving => {
-                (hybrid, collaborative(false), Coscheduling::GpuCentric)
+                (hybrid, collaborative(false), k.coscheduling.mode())
             }
             Scheduler::CreditPoll => (WaitMode::Poll, time_share, Coscheduling::None),
             Scheduler::CreditHs => (hybrid, time_share, Coscheduling::None),
@@ -127,6 +127,33 @@ pub struct Benchmark {
     pub sync_per_10ms: f64,
     /// Its run time alone in a VM, s (Table 3).
     pub run_s: f64,
+}
+
+/// How FairGV's scheduler coschedules a CPU-GPU interactive VM when its quantum starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FairgvCosched {
+    /// tessera's daemon's form (`Coscheduling::Boost`: the thread weighs as one raised
+    /// `BOOST_NICE` nice levels for as long as the quantum lasts): what ships.
+    Daemon,
+    /// The paper's (§3.2.3, KVM): the vCPU is woken when the quantum starts.
+    Paper,
+    /// None.
+    Off,
+}
+
+impl FairgvCosched {
+    /// The program engine's mode.
+    pub fn mode(self) -> Coscheduling {
+        match self {
+            FairgvCosched::Daemon => Coscheduling::Boost,
+            FairgvCosched::Paper => Coscheduling::GpuCentric,
+            FairgvCosched::Off => Coscheduling::None,
+        }
+    }
+}
+
+fn daemon_cosched() -> FairgvCosched {
+    FairgvCosched::Daemon
 }
 
 fn idle_hold() -> Nanos {
@@ -169,6 +196,10 @@ pub struct Constants {
     /// the slice back at once, while the interposer held it 2 ms.
     #[serde(default = "idle_hold")]
     pub idle_hold: Nanos,
+    /// GPU-centric coscheduling of FairGV's VMs: the daemon's boost (issue 58 item 5;
+    /// until then the paper's wake-up, which the daemon cannot do).
+    #[serde(default = "daemon_cosched")]
+    pub coscheduling: FairgvCosched,
     /// CFS's wake-up granularity (ours).
     pub wakeup_granularity: Nanos,
     /// How far behind the core's least run time a woken vCPU is placed (ours: half of
@@ -195,6 +226,7 @@ impl Constants {
         sync: Nanos(10_000),
         samples: SliceRule::DEFAULT.measured,
         idle_hold: SliceRule::DEFAULT.idle_hold,
+        coscheduling: FairgvCosched::Daemon,
         wakeup_granularity: Nanos(100_000),
         wake_lag: Nanos(3_000_000),
         cpu_tick: Nanos(1_000_000),
