@@ -22,6 +22,11 @@ strip --strip-all "$dest/tessera"
 # --strip-unneeded keeps the dynamic symbol table: the exported CUDA and NVML entry
 # points (and dlsym) are what the loader binds a preloaded interposer by
 strip --strip-unneeded "$dest/libtessera_cuda.so"
+# the slicing check's spin kernel as a fat binary, its PTX compressed as nvcc packs it
+# (NVIDIA's fatbinary, CUDA 13.0's nvcc wheel): the interposer takes the PTX out
+cuda13="$(TESSERA_CUDA_VERSION=13.0 bash "$root/scripts/fetch-nvidia-artifacts.sh")"
+"$cuda13/bin/fatbinary" --64 --create="$dest/slicing_spin.fatbin" \
+  --image3=kind=ptx,sm=80,file="$root/scripts/gpu-check/slicing_spin.ptx"
 {
   echo "built: $(date -u '+%Y-%m-%dT%H:%M:%SZ') on $(uname -m), $(ldd --version 2>/dev/null | head -n 1)"
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"

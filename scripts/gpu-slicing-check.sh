@@ -11,7 +11,9 @@
 # slicing exists for, under a daemon of this build (`--cuda --policy fair`): a program
 # of 10 s kernels beside one of 1 ms kernels at weights 1:1 receives 0.5 +- 0.1 of the
 # GPU time with TESSERA_KERNEL_SLICING=1, far from it without (2 x 40 s,
-# TESSERA_SLICING_FAIR_SECONDS).
+# TESSERA_SLICING_FAIR_SECONDS); and sliced again with the spin module loaded from a
+# fat binary whose PTX is compressed, as nvcc packs it (gpu-bin/slicing_spin.fatbin, made
+# by scripts/gpu-bin.sh; 20 s, TESSERA_SLICING_FATBIN_SECONDS).
 #
 # usage: scripts/gpu-slicing-check.sh [--fake] [BIN_DIR]
 #   BIN_DIR   holds tessera (default gpu-bin/, made by scripts/gpu-bin.sh)
@@ -77,19 +79,34 @@ fair_seconds="${TESSERA_SLICING_FAIR_SECONDS:-40}"
 long_ms=10000
 if [ "$fake" = 1 ]; then fair_seconds="${TESSERA_SLICING_FAIR_SECONDS:-4}"; long_ms=200; fi
 spin="$here/slicing_spin.ptx"
+fatbin_seconds="${TESSERA_SLICING_FATBIN_SECONDS:-20}"
+spin_fatbin="$bin_dir/slicing_spin.fatbin"
+if [ "$fake" = 1 ]; then
+  fatbin_seconds="${TESSERA_SLICING_FATBIN_SECONDS:-4}"
+  cuda13="$(TESSERA_CUDA_VERSION=13.0 bash "$root/scripts/fetch-nvidia-artifacts.sh")"
+  spin_fatbin="$fakedir/slicing_spin.fatbin"
+  "$cuda13/bin/fatbinary" --64 --create="$spin_fatbin" --image3=kind=ptx,sm=80,file="$spin"
+fi
 runtime="$(mktemp -d /tmp/tessera-slicing-fair.XXXXXX)"
 fair_log="$out/log.txt"
 long_ns="$(cd "$here" && "$python" slicing_fair.py calibrate "$spin" "$long_ms" 361000 2>>"$fair_log" || echo 0)"
 short_ns="$(cd "$here" && "$python" slicing_fair.py calibrate "$spin" 1 132 2>>"$fair_log" || echo 0)"
 echo "calibrated: $long_ns ns per block of the long kernel, $short_ns of the short" >>"$fair_log"
-for slicing in 1 0; do
-  sock="$runtime/d$slicing.sock"
+# runs: 1 (sliced), 0 (whole), fatbin (sliced, the module from the fat binary)
+for run in 1 0 fatbin; do
+  slicing=1 module="$spin" seconds="$fair_seconds"
+  if [ "$run" = 0 ]; then slicing=0; fi
+  if [ "$run" = fatbin ]; then
+    [ -f "$spin_fatbin" ] || { echo "no $spin_fatbin: the fat-binary run is skipped" >>"$fair_log"; continue; }
+    module="$spin_fatbin" seconds="$fatbin_seconds"
+  fi
+  sock="$runtime/d$run.sock"
   if [ "$fake" = 1 ]; then
     kind=(--emulate --gpus 1 --gpu-memory-mib 8192 --speedup 1)
   else
     kind=(--cuda)
   fi
-  "$bin_dir/tessera" daemon "${kind[@]}" --policy fair --socket "$sock" --ledger "$runtime/ledger$slicing" \
+  "$bin_dir/tessera" daemon "${kind[@]}" --policy fair --socket "$sock" --ledger "$runtime/ledger$run" \
     >>"$fair_log" 2>&1 &
   daemon=$!
   for _ in $(seq 300); do
@@ -102,13 +119,13 @@ for slicing in 1 0; do
     # exec: the job's pid is the program's (tessera run execs it too), which the
     # daemon's status names each tenant by
     (cd "$here" && exec env TESSERA_KERNEL_SLICING=$slicing "$bin_dir/tessera" run --socket "$sock" \
-      --weight 1 --memory 1GiB -- "$python" slicing_fair.py run "$spin" $shape "$fair_seconds") \
-      >>"$runtime/programs$slicing.jsonl" 2>>"$fair_log" &
+      --weight 1 --memory 1GiB -- "$python" slicing_fair.py run "$module" $shape "$seconds") \
+      >>"$runtime/programs$run.jsonl" 2>>"$fair_log" &
     programs+=($!)
   done
-  echo "${programs[0]}" >"$runtime/long$slicing.pid"
-  sleep "$(awk -v s="$fair_seconds" 'BEGIN { print (s > 3 ? s - 2 : s / 2) }')"
-  "$bin_dir/tessera" status --socket "$sock" --json >"$runtime/status$slicing.json" 2>>"$fair_log" || true
+  echo "${programs[0]}" >"$runtime/long$run.pid"
+  sleep "$(awk -v s="$seconds" 'BEGIN { print (s > 3 ? s - 2 : s / 2) }')"
+  "$bin_dir/tessera" status --socket "$sock" --json >"$runtime/status$run.json" 2>>"$fair_log" || true
   # a long kernel launched just before the end runs on (for its length, unsliced)
   for p in "${programs[@]}"; do
     for _ in $(seq 600); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
@@ -122,7 +139,7 @@ done
 import json, sys
 runtime, long_ns = sys.argv[1], int(sys.argv[2])
 result = {}
-for slicing in ("1", "0"):
+for slicing in ("1", "0", "fatbin"):
     try:
         tenants = json.load(open(f"{runtime}/status{slicing}.json"))["tenants"]
     except Exception as e:  # noqa: BLE001 - a run without a report is a finding
@@ -134,7 +151,8 @@ for slicing in ("1", "0"):
     total = sum(long_ms) + sum(short_ms)
     share = sum(long_ms) / total if len(long_ms) == 1 and len(short_ms) == 1 and total > 0 else None
     result[slicing] = {"long_gpu_ms": long_ms, "short_gpu_ms": short_ms, "long_share": share}
-json.dump({"with_slicing": result["1"], "without_slicing": result["0"], "long_ns_per_block": long_ns}, sys.stdout)
+json.dump({"with_slicing": result["1"], "without_slicing": result["0"],
+           "with_slicing_fatbin": result["fatbin"], "long_ns_per_block": long_ns}, sys.stdout)
 PY
 rm -rf "$runtime"
 "$python" - "$out/slicing.json" "$fake" "$status" "$out/fair.json" >"$out/summary.txt" <<'PY'
@@ -190,6 +208,11 @@ if fair is not None:
         far = off is not None and abs(off - 0.5) > 0.1
         print(f"{'PASS' if far else 'FAIL':5} fairness.without_slicing  far from 0.5 without slicing")
         ok = ok and far
+    fat = fair.get("with_slicing_fatbin", {}).get("long_share")
+    fat_detail = f"with the module from a fat binary (compressed PTX): {show(fat)}"
+    fat_ok = fat is not None and (fake or abs(fat - 0.5) <= 0.1)
+    print(f"{'PASS' if fat_ok else 'FAIL':5} fairness.fatbin  {fat_detail}" + ("" if fake else " (0.5 +- 0.1)"))
+    ok = ok and fat_ok
     failed |= not ok
 print("device:", r["steps"].get("init", {}).get("gpu", "?"))
 sys.exit(1 if failed else 0)

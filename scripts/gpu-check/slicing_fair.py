@@ -2,7 +2,8 @@
 length, launched one after another, as an unmodified driver-API program (its module
 loaded with cuModuleLoadData, so that under `tessera run` with
 TESSERA_KERNEL_SLICING=1 the interposer loads the kernel's twin and slices long
-launches).
+launches). A PTX path ending in .fatbin is a fat binary, given to the driver as is (as
+the CUDA runtime gives nvcc's), whose PTX the interposer takes out.
 
 usage: slicing_fair.py calibrate PTX KERNEL_MS BLOCKS
          prints the nanoseconds each block must spin for a launch of BLOCKS blocks
@@ -30,7 +31,9 @@ def main():
     dev = checked(driver.cuDeviceGet(0))
     ctx = checked(driver.cuDevicePrimaryCtxRetain(dev))
     checked(driver.cuCtxSetCurrent(ctx))
-    image = open(ptx_path, "rb").read() + b"\0"
+    image = open(ptx_path, "rb").read()
+    if not ptx_path.endswith(".fatbin"):
+        image += b"\0"
     module = checked(driver.cuModuleLoadData(image))
     spin = checked(driver.cuModuleGetFunction(module, b"tessera_spin"))
 

@@ -284,7 +284,9 @@ fn the_slicing_check_dry_runs_on_the_fake_driver() {
     assert!(summary.contains("PASS  fairness.dry"), "{summary}\n{log}");
     let fair: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("fair.json")).unwrap()).unwrap();
-    for run in ["with_slicing", "without_slicing"] {
+    for run in ["with_slicing", "without_slicing", "with_slicing_fatbin"] {
         assert!(fair[run]["long_share"].is_f64(), "{run}: {fair}");
     }
+    // the fat binary's run loaded the rewritten PTX, its kernels sliced
+    assert!(summary.contains("PASS  fairness.fatbin"), "{summary}\n{log}");
 }
