@@ -11,10 +11,14 @@
 //! holder keeps launching until what it accounted reaches the slice
 //! ([`SliceRule::used_up`]) — so the last launch may end past the slice, never short of
 //! it. Then it waits for its last launches (measuring them, which replaces their count
-//! at the mean) and gives the slice back. A holder with nothing in flight that launches
-//! nothing for [`SliceRule::idle_hold`] gives its slice back too (work conserving).
-//! The slice is charged what was accounted, never more than it was held
-//! ([`SliceRule::charge`]): holding the GPU idle within the hold is not charged.
+//! at the mean) and gives the slice back. A holder that launches nothing for
+//! [`SliceRule::idle_hold`] gives its slice back too (work conserving), in two steps
+//! as the interposer's watcher can see them: launches counted at the mean are first
+//! waited for (measured), and the hold starts again after that wait; with nothing in
+//! flight, it gives the slice back once the hold has passed. The slice is charged what
+//! was accounted, never more than it was held ([`SliceRule::charge`]): a measured span
+//! runs from the first launch counted at the mean to the wait's end, idle gaps within
+//! it included; the hold after the last measurement is not charged.
 
 use crate::units::Nanos;
 use serde::{Deserialize, Serialize};

@@ -442,7 +442,10 @@ static int kind_of(const char *name) {
 static char *fatbin_text(const void *image) {
     const unsigned char *c = image;
     /* the CUDA runtime's wrapper: magic 0x466243b1, a version, the fat binary's address */
-    if (c[0] == 0xb1 && c[1] == 0x43 && c[2] == 0x62 && c[3] == 0x46) memcpy(&c, c + 8, sizeof c);
+    if (c[0] == 0xb1 && c[1] == 0x43 && c[2] == 0x62 && c[3] == 0x46) {
+        memcpy(&c, c + 8, sizeof c);
+        if (!c) return 0;
+    }
     if (!(c[0] == 0x50 && c[1] == 0xed && c[2] == 0x55 && c[3] == 0xba)) return 0;
     uint64_t size;
     memcpy(&size, c + 8, 8);

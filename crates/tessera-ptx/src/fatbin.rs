@@ -31,6 +31,11 @@ const ZSTD: u64 = 0x8000;
 const KNOWN: u64 = 0x1 | 0x2 | 0x10 | 0x40 | LZ4 | ZSTD;
 /// The most a PTX payload may expand to (a module's text, never gigabytes).
 const MAX_PTX: u64 = 1 << 30;
+/// The most a payload may expand per stored byte (PTX compresses a few times; a header
+/// claiming more is corrupt, and must not make a program allocate it).
+const MAX_RATIO: u64 = 1_024;
+/// An entry header's least size: the fields read here end at byte 64.
+const ENTRY_HEADER: u64 = 64;
 
 /// Why a fat binary's PTX could not be had.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -147,6 +152,9 @@ pub fn len(head: &[u8]) -> Result<u64, FatbinError> {
         return Err(FatbinError::NotFatbin(magic));
     }
     let header = u64::from(u16_at(head, 6));
+    if header < 16 {
+        return Err(FatbinError::Truncated { what: "the header", need: 16, have: header });
+    }
     header.checked_add(u64_at(head, 8)).ok_or(FatbinError::Truncated {
         what: "the entries",
         need: u64::MAX,
@@ -163,18 +171,27 @@ pub fn entries(b: &[u8]) -> Result<Vec<Entry>, FatbinError> {
     let mut out = Vec::new();
     while at < end {
         let index = out.len();
-        need("an entry header", at as u64 + 64, end)?;
-        let header = u32_at(b, at + 4) as usize;
+        need("an entry header", at as u64 + ENTRY_HEADER, end)?;
+        let header = u64::from(u32_at(b, at + 4));
         let size = u64_at(b, at + 8);
-        let start = at.checked_add(header).filter(|s| *s <= end);
-        let Some(start) = start else {
+        // every entry moves the walk on: a header shorter than its fields, or sizes that
+        // overflow, are corrupt (a loop that never ends otherwise)
+        if header < ENTRY_HEADER {
             return Err(FatbinError::Truncated {
                 what: "an entry header",
-                need: at as u64 + header as u64,
+                need: ENTRY_HEADER,
+                have: header,
+            });
+        }
+        let next = (at as u64).checked_add(header).and_then(|s| s.checked_add(size));
+        let Some(next) = next.filter(|n| *n <= end as u64) else {
+            return Err(FatbinError::Truncated {
+                what: "an entry",
+                need: (at as u64).saturating_add(header).saturating_add(size),
                 have: end as u64,
             });
         };
-        need("an entry's payload", start as u64 + size, end)?;
+        let start = at + header as usize;
         let flags = u64_at(b, at + 40);
         if flags & !KNOWN != 0 {
             return Err(FatbinError::UnknownFlags { index, flags });
@@ -200,7 +217,7 @@ pub fn entries(b: &[u8]) -> Result<Vec<Entry>, FatbinError> {
             payload: (start, stored as usize),
             uncompressed: u64_at(b, at + 56),
         });
-        at = start + size as usize;
+        at = next as usize;
     }
     Ok(out)
 }
@@ -208,17 +225,23 @@ pub fn entries(b: &[u8]) -> Result<Vec<Entry>, FatbinError> {
 /// An entry's payload as stored, decompressed.
 pub fn payload(b: &[u8], index: usize, e: &Entry) -> Result<Vec<u8>, FatbinError> {
     let (start, n) = e.payload;
-    let stored = &b[start..start + n];
+    let stored =
+        start.checked_add(n).and_then(|end| b.get(start..end)).ok_or(FatbinError::Truncated {
+            what: "an entry's payload",
+            need: start as u64 + n as u64,
+            have: b.len() as u64,
+        })?;
     let corrupt = |why: String| FatbinError::Corrupt { index, why };
+    let most = MAX_PTX.min((n as u64).saturating_mul(MAX_RATIO));
     match e.compression {
         Compression::None => Ok(stored.to_vec()),
-        _ if e.uncompressed > MAX_PTX => {
-            Err(corrupt(format!("says it expands to {} bytes", e.uncompressed)))
+        _ if e.uncompressed > most => {
+            Err(corrupt(format!("says {} bytes expand to {}", n, e.uncompressed)))
         }
         Compression::Lz4 => lz4_flex::block::decompress(stored, e.uncompressed as usize)
             .map_err(|why| corrupt(format!("LZ4: {why}"))),
         Compression::Zstd => {
-            let mut out = Vec::with_capacity(e.uncompressed as usize);
+            let mut out = Vec::new();
             ruzstd::decoding::StreamingDecoder::new(stored)
                 .map_err(|why| corrupt(format!("Zstandard: {why}")))?
                 .take(e.uncompressed)
@@ -324,6 +347,25 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any bytes behind a fat binary's magic are read or refused, never a panic or
+        /// an endless walk (an entry header of 0 bytes once looped forever).
+        #[test]
+        fn any_bytes_are_read_or_refused(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400), fat in 0u64..400) {
+            let mut b = MAGIC.to_le_bytes().to_vec();
+            b.extend_from_slice(&1u16.to_le_bytes());
+            b.extend_from_slice(&16u16.to_le_bytes());
+            b.extend_from_slice(&fat.to_le_bytes());
+            b.extend_from_slice(&body);
+            let _ = ptx_for(&b, 90);
+            if let Ok(all) = entries(&b) {
+                for (i, e) in all.iter().enumerate() {
+                    let _ = payload(&b, i, e);
+                }
+            }
+        }
+    }
+
     #[test]
     fn bad_fat_binaries_are_errors_not_panics() {
         let ptx = b".version 8.0\n";
@@ -344,5 +386,17 @@ mod tests {
         let mut long = good.clone();
         long[16 + 4..16 + 8].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(ptx_for(&long, 80), Err(FatbinError::Truncated { .. })));
+        // an entry of 0 bytes (header and payload): refused, not walked forever
+        let mut zero = build(&[]);
+        zero[8..16].copy_from_slice(&64u64.to_le_bytes());
+        zero.extend_from_slice(&[0u8; 64]);
+        assert!(matches!(entries(&zero), Err(FatbinError::Truncated { .. })));
+        // a payload size that overflows the walk
+        let mut wrap = good.clone();
+        wrap[16 + 8..16 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(ptx_for(&wrap, 80), Err(FatbinError::Truncated { .. })));
+        // a payload said to expand far beyond what compression gives
+        let claims = build(&[(1, 80, 0x11 | LZ4, b"\x10a", 1 << 20)]);
+        assert!(matches!(ptx_for(&claims, 80), Err(FatbinError::Corrupt { .. })));
     }
 }

@@ -349,6 +349,8 @@ enum Ev {
     SliceUp(u64),
     /// The online quantum's idle hold may be over.
     IdleUp(u64),
+    /// The online quantum may have launched nothing for the hold.
+    QuietUp(u64),
     PolicyTick,
 }
 
@@ -454,6 +456,11 @@ struct Online {
     settling: bool,
     /// Since when the tenant has had nothing in its ring or the device.
     idle_since: Option<Nanos>,
+    /// When it last submitted a kernel.
+    last_launch: Nanos,
+    /// Its kernels counted at the mean are to be measured once they have run (the
+    /// interposer's watcher found no launch for the hold).
+    settle_wanted: bool,
     /// Submits nothing more; ends once its submitted work has run.
     draining: bool,
     generation: u64,
@@ -805,6 +812,12 @@ impl ProgramSim {
                     if self.online.as_ref().is_some_and(|o| o.generation == g) {
                         self.changed = true;
                         self.maybe_release()?;
+                    }
+                }
+                Ev::QuietUp(g) => {
+                    if self.online.as_ref().is_some_and(|o| o.generation == g) {
+                        self.changed = true;
+                        self.quiet()?;
                     }
                 }
                 Ev::PolicyTick => {
@@ -1289,12 +1302,20 @@ impl ProgramSim {
             moved += 1;
         }
         if moved > 0 {
-            if let (Some(o), Gate::Collaborative { rule, .. }) = (&mut self.online, queue.gate) {
+            if let (Some(o), Gate::Collaborative { rule, work_conserving, .. }) =
+                (&mut self.online, queue.gate)
+            {
                 o.launches += moved as u64;
                 o.idle_since = None;
+                o.last_launch = self.now;
                 if budgeted {
                     o.used += Nanos(rule.mean(o.measured).0 * moved as u64);
                     o.unsynced_since.get_or_insert(self.now);
+                    if work_conserving {
+                        let at = self.now + rule.idle_hold;
+                        let generation = o.generation;
+                        self.schedule(at, Ev::QuietUp(generation));
+                    }
                 } else {
                     o.measuring = Some(self.now);
                 }
@@ -1380,6 +1401,10 @@ impl ProgramSim {
                 // the slice's last kernel ran: synchronise after it, then give it back
                 o.draining = true;
                 self.start_settling();
+            } else if o.settle_wanted && self.threads[owner].in_device == 0 {
+                // the watcher's wait for what was launched ends: measured
+                o.settle_wanted = false;
+                self.start_settling();
             }
         }
         self.wait_may_be_over(owner)?;
@@ -1418,6 +1443,10 @@ impl ProgramSim {
         }
         let over = if o.draining {
             true
+        } else if work_conserving && t.ring.is_empty() && o.unsynced_since.is_some() {
+            // kernels counted at the mean, not yet measured: the hold starts once they
+            // are (see `quiet`), as the interposer's watcher waits for them first
+            false
         } else if work_conserving && t.ring.is_empty() {
             // nothing in flight, nothing to launch: kept for the hold, then given back
             let since = o.idle_since.unwrap_or(self.now);
@@ -1450,6 +1479,28 @@ impl ProgramSim {
         self.release()
     }
 
+    /// The interposer's watcher found no launch for the hold while kernels counted at the
+    /// mean are unmeasured: it waits for them (a synchronisation once they have run,
+    /// measuring them), and the hold before the slice is given back starts after it.
+    fn quiet(&mut self) -> Result<(), SimError> {
+        let Some(Gate::Collaborative { rule, .. }) = self.gate() else { return Ok(()) };
+        let now = self.now;
+        let Some(o) = self.online.as_mut() else { return Ok(()) };
+        if o.draining
+            || o.unsynced_since.is_none()
+            || o.settling
+            || !rule.gives_back_idle(now - o.last_launch)
+        {
+            return Ok(());
+        }
+        if self.threads[o.thread].in_device == 0 && !self.syncing {
+            self.start_settling();
+        } else {
+            o.settle_wanted = true;
+        }
+        Ok(())
+    }
+
     /// Start a synchronisation on the device (idle GPU for the gate's `sync`).
     fn start_sync(&mut self) {
         let Some(Gate::Collaborative { sync, .. }) = self.gate() else { return };
@@ -1477,9 +1528,13 @@ impl ProgramSim {
         if std::mem::take(&mut o.settling)
             && let Some(at) = o.unsynced_since.take()
         {
-            // the count at the mean replaced by the time measured
+            // the count at the mean replaced by the time measured (idle gaps included,
+            // as the interposer's wait measures them)
             o.settled += now - at;
             o.used = o.measured + o.settled;
+            // an idle hold starts after the wait
+            o.idle_since = None;
+            o.settle_wanted = false;
         }
         if SliceRule::used_up(o.used, slice) {
             o.draining = true;
@@ -1553,6 +1608,8 @@ impl ProgramSim {
             unsynced_since: None,
             settling: false,
             idle_since: None,
+            last_launch: self.now,
+            settle_wanted: false,
             draining: false,
             generation,
         });
@@ -1779,6 +1836,32 @@ mod tests {
             / out(Coscheduling::None, short).calls[0] as f64;
         eprintln!("at 100 us: {small:.2}x");
         assert!(small < 1.2, "{small:.2}x");
+    }
+
+    /// The interposer's watcher, as the gate's rule: kernels counted at the mean and
+    /// then no launch for the hold are waited for (and measured) first, and the hold
+    /// before the slice is given back starts after that wait. A program of eight 100 µs
+    /// kernels then 3 ms of CPU keeps its slice across rounds (its slice given back 2 ms
+    /// after the wait that begins 2 ms after its last launch: past the next round's
+    /// launches); with the hold counted from the device's emptying, as a single hold, it
+    /// gave it back every round.
+    #[test]
+    fn kernels_counted_at_the_mean_are_waited_for_before_the_hold() {
+        let mut phases = vec![Phase::Launch(us(100)); 8];
+        phases.push(Phase::Cpu(us(3_000)));
+        let p = looping(1, 0, phases);
+        let gate = Gate::Collaborative {
+            slice: us(60_000),
+            rule: SliceRule::DEFAULT,
+            sync: us(10),
+            work_conserving: true,
+        };
+        let out =
+            run(&[p], node(gate, WaitMode::Poll, 1), PolicyConfig::Fair { spin: Nanos::ZERO }, 200);
+        let rounds = out.calls[0] as f64 / 8.0;
+        let per_round = out.picks[0] as f64 / rounds;
+        assert!(rounds > 40.0, "{out:?}");
+        assert!(per_round < 0.3, "{per_round:.2} quanta per round: {out:?}");
     }
 
     /// Issue 57 item 11: after the measured kernels, a slice takes kernels counted at

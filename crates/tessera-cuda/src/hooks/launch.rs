@@ -43,8 +43,8 @@ pub(super) fn say_binary_once() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
         crate::log::line(format_args!(
-            "kernel slicing: a binary module (a cubin) is loaded as given, its kernels \
-             whole (only PTX is rewritten); said once"
+            "kernel slicing: a binary module (a cubin, or a fat binary in a file) is loaded \
+             as given, its kernels whole (only PTX is rewritten); said once"
         ));
     }
 }

@@ -942,8 +942,8 @@ fn cosched_note(r: &FairgvResults) -> String {
          a daemon outside the kernel cannot do. At this setting's wake-up granularity (100 \
          µs, ours) a woken thread preempts a CPU-bound one anyway, so the boost has little \
          to do; at Linux's own (a few ms) it runs an interactive program's thread at once \
-         (`programs::tests::the_daemons_boost_runs_an_interactive_program_sooner`: about \
-         3x the iterations at 3 ms, 1.01x at 100 µs).",
+         (`programs::tests::the_daemons_boost_runs_an_interactive_program_sooner`: more \
+         than 1.5x the iterations at 3 ms, less than 1.2x at 100 µs).",
         r.constants.coscheduling,
         tessera_core::interactive::BOOST_NICE,
         tessera_core::interactive::boost_factor()

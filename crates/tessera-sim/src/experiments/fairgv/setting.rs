@@ -152,12 +152,15 @@ impl FairgvCosched {
     }
 }
 
-fn daemon_cosched() -> FairgvCosched {
-    FairgvCosched::Daemon
+/// What a results file written before issue 58's item 5 ran (no field then).
+fn paper_cosched() -> FairgvCosched {
+    FairgvCosched::Paper
 }
 
-fn idle_hold() -> Nanos {
-    SliceRule::DEFAULT.idle_hold
+/// What a results file written before issue 57's item 11 ran (no field then): an idle
+/// slice given back at once.
+fn no_idle_hold() -> Nanos {
+    Nanos::ZERO
 }
 
 fn turn_wait() -> Nanos {
@@ -194,11 +197,11 @@ pub struct Constants {
     /// gives it back (§3.2.2's spin, on the client side): the interposer's launch gate's
     /// ([`SliceRule::DEFAULT`]). Until issue 57's item 11 the experiment's gate gave
     /// the slice back at once, while the interposer held it 2 ms.
-    #[serde(default = "idle_hold")]
+    #[serde(default = "no_idle_hold")]
     pub idle_hold: Nanos,
     /// GPU-centric coscheduling of FairGV's VMs: the daemon's boost (issue 58 item 5;
     /// until then the paper's wake-up, which the daemon cannot do).
-    #[serde(default = "daemon_cosched")]
+    #[serde(default = "paper_cosched")]
     pub coscheduling: FairgvCosched,
     /// CFS's wake-up granularity (ours).
     pub wakeup_granularity: Nanos,

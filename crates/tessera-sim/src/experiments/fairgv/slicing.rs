@@ -249,10 +249,6 @@ mod tests {
         assert_eq!(even(10, 3), vec![4, 3, 3]);
     }
 
-    /// Hand-computed: 1,024-thread blocks on a 2,048-thread SM, two each (registers and
-    /// shared memory allow more); 24 SMs: 48 at once. And at 48, 600 × 600 blocks as
-    /// 1,024 sub-kernels of 351-352 blocks: 8 waves each (7.33), 8,192 waves against the
-    /// whole kernel's 7,500: 9.2% slower.
     /// The closed form is the sum over the split, for every grid and count of Table 4
     /// and a range of block counts.
     #[test]
@@ -267,6 +263,10 @@ mod tests {
         }
     }
 
+    /// Hand-computed: 1,024-thread blocks on a 2,048-thread SM, two each (registers and
+    /// shared memory allow more); 24 SMs: 48 at once. And at 48, 600 × 600 blocks as
+    /// 1,024 sub-kernels of 351-352 blocks: 8 waves each (7.33), 8,192 waves against the
+    /// whole kernel's 7,500: 9.2% slower.
     #[test]
     fn the_paper_gpus_occupancy_runs_48_mm_blocks_at_once() {
         assert_eq!(occupancy_concurrent(), 48);
