@@ -1023,7 +1023,7 @@ pub fn report(r: &FairgvResults) -> String {
     let _ = writeln!(s, "# FairGV: reproduction\n");
     let _ = writeln!(
         s,
-        "§5.4-5.5 on the program engine (`tessera-sim`'s `programs.rs`; the setting in \
+        "§5.4-5.5 on the program engine (`tessera-sim`'s `programs/`; the setting in \
          `experiments/fairgv/setting.rs`), {} simulated s per run, event-driven: VMs of one \
          vCPU pinned to cores under a CFS-like CPU scheduler, one non-preemptive GPU with a \
          device queue of {} kernels, programs built from Table 3's call rates and kernel \

@@ -1,0 +1,1009 @@
+//! The program engine: tenants that are programs — loops of CPU work, asynchronous
+//! and synchronous GPU calls and sleeps — each on a thread (a VM's vCPU) pinned to a
+//! core of a modelled CPU, their GPU work queued on their own ring (a vGPU) and run by
+//! one non-preemptive GPU whose time a core [`Policy`] hands out in quanta, exactly as
+//! the daemon hands out launch-gate slices. Event-driven: no time step.
+//!
+//! **The CPU** ([`CpuModel`]): each core runs its runnable threads by a weighted fair
+//! scheduler in the manner of Linux's CFS, which KVM's vCPUs run under: the thread with
+//! the least weighted run time (`vruntime`, ns of core time / weight) runs; every
+//! [`CpuModel::tick`] the core re-picks; a thread that blocks hands the core to the
+//! next at once; a woken thread is placed at most [`CpuModel::wake_lag`] behind the
+//! least `vruntime` of its core and preempts the running thread if it is behind it by
+//! more than [`CpuModel::wakeup_granularity`]. Every switch costs
+//! [`CpuModel::switch`] before the thread runs (the switch is charged to it).
+//!
+//! **Waiting for the GPU** ([`WaitMode`]): a thread waiting for its GPU work polls,
+//! keeping its core (FairGV's Credit-poll), or spins for a while and then blocks until
+//! the reply wakes it (hybrid spinning).
+//!
+//! **The GPU side**: a thread's asynchronous call puts a kernel on its ring (waiting
+//! for room when the ring is full); a ring with kernels asks the policy for a quantum
+//! (a task of its tenant). The online ring submits its kernels into the device's FIFO
+//! queue, which runs one kernel at a time — whoever submitted it, so kernels submitted
+//! in one quantum may run into the next. How a quantum submits and ends is the
+//! client's launch gate ([`Gate`]): FairGV's collaborative scheduling (§3.3.2) or
+//! simple time sharing (Credit's baseline). The quantum is charged the time it held
+//! the GPU. A kernel's asynchronous call counts as done when the kernel has run, a
+//! synchronous call when it returns.
+//!
+//! **Coscheduling** ([`Coscheduling`]): FairGV's GPU-centric form wakes the thread of
+//! a CPU-GPU interactive tenant (the core's [`Interactivity`]) when its quantum starts;
+//! tessera's daemon's form raises its thread's weight as a nice boost does for as long
+//! as its quantum lasts;
+//! Pegasus's CPU-centric form reports each core switch to a thread with GPU work
+//! queued as [`Event::CoscheduleRequested`], which the core's Strict policy may answer
+//! with [`Action::EndQuantum`].
+//!
+//! **Memory and the shared device** (schedGPU's node): a program may allocate and
+//! free GPU memory, each allocation a [`Event::MemoryRequested`] that waits (its
+//! thread blocked, its core idle) until the policy grants it; the engine checks that
+//! what is granted never exceeds the GPU's memory. On [`Device::Shared`] the GPU is
+//! `tessera-gpu`'s processor-shared model ([`SharedGpu`], the one the task engine and
+//! the daemon's emulated GPUs run): every launched kernel runs at once, keeping the GPU
+//! busy its `intensity` of the time when alone, all slowed alike when together they
+//! ask for more than the GPU; no quanta are asked for (the policy decides memory only).
+//! With [`Admission::OnePerCore`] programs that run a fixed number of rounds start in
+//! order, one per free core, as a batch queue does.
+//!
+//! What is not here yet (issue 23): kernels with launch shapes on the concurrent GPU
+//! model (the queue device runs kernels one at a time, FairGV's non-preemptive
+//! testbed).
+
+use crate::engine::SimError;
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use tessera_core::event::MemoryWait;
+use tessera_core::gate::SliceRule;
+use tessera_core::policies::credit::Interactivity;
+use tessera_core::{
+    Action, Bytes, Event, GpuId, MemRequestId, Nanos, Placement, Policy, ServiceClass, TaskId,
+    TaskSpec, TenantId, TenantSpec,
+};
+use tessera_gpu::sharing::{self, SharedGpu};
+use tessera_ptx::{SliceConfig, plan};
+
+/// One step of a program.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Phase {
+    /// Work on the CPU, ns of core time.
+    Cpu(Nanos),
+    /// An asynchronous GPU call: a kernel of this length onto the thread's ring (on
+    /// the shared device: a kernel of this length alone, keeping the GPU busy).
+    Launch(Nanos),
+    /// An asynchronous GPU call of a kernel of `grid` blocks that takes `alone`: with
+    /// kernel slicing on the node ([`NodeModel::slicing`]) and the grid above its
+    /// threshold, issued as the interposer issues it — the sub-kernels of
+    /// `tessera_ptx::launch::plan`, the plan the interposer follows, in order, each a
+    /// [`Phase::Launch`] of its blocks' share of the time (the launch gate consulted
+    /// before each) — else one [`Phase::Launch`].
+    LaunchGrid {
+        /// Its duration alone, whole.
+        alone: Nanos,
+        /// Its grid, blocks in x, y and z.
+        grid: [u32; 3],
+    },
+    /// An asynchronous GPU call on the shared device: a kernel that takes `alone` by
+    /// itself and keeps the GPU busy `intensity` (0-1] of that time.
+    Kernel {
+        /// Its duration alone.
+        alone: Nanos,
+        /// The share of the GPU it keeps busy.
+        intensity: f64,
+    },
+    /// Allocate GPU memory: waits, blocked, until the policy grants it.
+    Alloc(Bytes),
+    /// Free GPU memory it holds.
+    Free(Bytes),
+    /// A synchronous call: waits until every kernel of the thread has run.
+    Sync,
+    /// Waits for the thread's kernels like `Sync`, but is not a call.
+    Drain,
+    /// Sleeps (blocked) so that sleeping is this share of the program's round: the time
+    /// since the round began, times `share / (1 - share)`.
+    SleepShare(f64),
+}
+
+/// A program: its phases, run in a loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    /// The phases of one round.
+    pub phases: Vec<Phase>,
+    /// Rounds it runs before it ends (and leaves its core and memory); `None` loops
+    /// for ever.
+    #[serde(default)]
+    pub rounds: Option<u32>,
+}
+
+impl Program {
+    /// A program that runs `phases` in a loop for ever.
+    pub fn looping(phases: Vec<Phase>) -> Program {
+        Program { phases, rounds: None }
+    }
+
+    /// A program that runs `phases` once and ends.
+    pub fn once(phases: Vec<Phase>) -> Program {
+        Program { phases, rounds: Some(1) }
+    }
+}
+
+/// One tenant: a program on a thread pinned to a core, with a weight for the CPU and
+/// the GPU alike (a VM of one vCPU and one vGPU).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramTenant {
+    /// Weight (at least 1).
+    pub weight: u32,
+    /// The core its thread is pinned to (with [`Admission::OnePerCore`]: ignored, the
+    /// first free core).
+    pub core: usize,
+    /// Its priority, for policies that have them (schedGPU's priority notification).
+    #[serde(default)]
+    pub priority: u8,
+    /// What it runs.
+    pub program: Program,
+}
+
+/// The host CPU's scheduler. Every value is ours (a model of CFS and KVM), not a paper's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuModel {
+    /// Cores.
+    pub cores: usize,
+    /// A thread switch on a core (KVM's halt, wake and switch).
+    pub switch: Nanos,
+    /// A woken thread preempts the running one only if behind it by more than this
+    /// (weighted ns).
+    pub wakeup_granularity: Nanos,
+    /// A woken thread's `vruntime` is at least the core's least minus this.
+    pub wake_lag: Nanos,
+    /// How often each core re-picks its thread.
+    pub tick: Nanos,
+}
+
+/// How a thread waits for its GPU work.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WaitMode {
+    /// Polls, keeping its core, until the reply.
+    Poll,
+    /// Spins this long, then blocks until the reply wakes it.
+    Hybrid {
+        /// The spin.
+        spin: Nanos,
+    },
+}
+
+/// How the online tenant submits its kernels and when its quantum ends: the client
+/// side of a quantum (the interposer's launch gate in the daemon).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Gate {
+    /// FairGV's collaborative scheduling (§3.3.2) by the interposer's rule
+    /// ([`tessera_core::gate`], the one its launch gate calls): the kernels of a slice
+    /// the rule measures are submitted one at a time and each synchronised, costing
+    /// `sync` of idle GPU; later ones are counted at their mean and submitted until
+    /// the count reaches the slice, then synchronised after the last (which measures
+    /// them). The quantum ends when that work has run, when the slice's time is up and
+    /// what was submitted has run, or — work conserving — once the tenant has had
+    /// nothing in the ring or the device for the rule's hold. It is charged what its
+    /// gate measured, never more than it held the GPU (not work conserving: the whole
+    /// time it held it).
+    Collaborative {
+        /// The slice.
+        slice: Nanos,
+        /// The gate's rule: launches measured, idle hold.
+        rule: SliceRule,
+        /// Idle GPU time of one synchronisation.
+        sync: Nanos,
+        /// False: the tenant asks for its turn and keeps it for the whole slice, work
+        /// or none, polling its ring (§5.4.5's non-work-conserving FairGV).
+        work_conserving: bool,
+    },
+    /// Simple time sharing (Credit's baseline): the online ring submits all it can and
+    /// keeps the GPU for its whole slice, work or none; its kernels still in the device
+    /// run on after it.
+    TimeShare {
+        /// The slice.
+        slice: Nanos,
+    },
+}
+
+impl Gate {
+    fn slice(self) -> Nanos {
+        match self {
+            Gate::Collaborative { slice, .. } | Gate::TimeShare { slice } => slice,
+        }
+    }
+}
+
+/// Which coscheduling the node does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Coscheduling {
+    /// None.
+    None,
+    /// FairGV's (§3.2.3): when an interactive tenant's quantum starts, its blocked
+    /// thread is woken (the CPU scheduler's wake-up rules decide whether it runs).
+    GpuCentric,
+    /// tessera's daemon's form of it (`tesserad`'s `cosched.rs`): from an interactive
+    /// tenant's quantum's start until it ends, its thread weighs as CFS weighs a
+    /// thread raised [`tessera_core::interactive::BOOST_NICE`] nice levels (its run
+    /// time counts that much less, and its wake-up granularity, which Linux scales by
+    /// the woken thread's weight, that much shorter); it is not woken early.
+    Boost,
+    /// Pegasus's: each core switch to a thread whose ring holds kernels is reported to
+    /// the policy as a coscheduling request.
+    CpuCentric,
+}
+
+/// How the GPU runs kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Device {
+    /// One kernel at a time from a FIFO queue, its time handed out in quanta by the
+    /// policy through the launch gate (FairGV's non-preemptive testbed).
+    Queue(QueueDevice),
+    /// Processor sharing on `tessera-gpu`'s shared model, every launched kernel at once
+    /// and no quanta, no rings (schedGPU's node: the policy decides memory only).
+    Shared,
+}
+
+/// The queue device: each tenant's ring, the device's queue and the launch gate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueDevice {
+    /// Kernels a ring holds (an asynchronous call waits while it is full).
+    pub ring: usize,
+    /// Kernels the device's queue holds, all tenants together.
+    pub depth: usize,
+    /// The launch gate.
+    pub gate: Gate,
+}
+
+/// When tenants start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Admission {
+    /// All at time 0, each thread on the core it is pinned to.
+    Pinned,
+    /// In order, each on the lowest core no running tenant holds, as cores free up: a
+    /// batch queue of one job per core (schedGPU §6). Programs must end (`rounds`).
+    OnePerCore,
+}
+
+/// The node's options.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeModel {
+    /// The CPU.
+    pub cpu: CpuModel,
+    /// How threads wait for their GPU work (a memory allocation always blocks).
+    pub wait: WaitMode,
+    /// How the GPU runs kernels.
+    pub device: Device,
+    /// Coscheduling.
+    pub coscheduling: Coscheduling,
+    /// When tenants start.
+    pub admission: Admission,
+    /// The GPU's memory.
+    pub gpu_memory: Bytes,
+    /// Kernel slicing ([`Phase::LaunchGrid`]): off (`None`) by default, as in the
+    /// interposer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slicing: Option<SliceConfig>,
+}
+
+/// The node's state at one instant (recorded by [`ProgramSim::sampled`] runs).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Time, seconds.
+    pub t: f64,
+    /// GPU utilisation (0-1).
+    pub gpu: f64,
+    /// GPU memory granted (0-1).
+    pub memory: f64,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramOutcome {
+    /// Calls each tenant completed (asynchronous: its kernel ran; synchronous: it
+    /// returned).
+    pub calls: Vec<u64>,
+    /// Share of the run the GPU ran a kernel.
+    pub gpu_busy: f64,
+    /// Thread switches, all cores.
+    pub switches: u64,
+    /// Per tenant: GPU time its kernels ran, ns.
+    pub gpu_ns: Vec<u64>,
+    /// Per tenant: time its thread held its core, ns.
+    pub cpu_ns: Vec<u64>,
+    /// Per tenant: quanta it was given.
+    pub picks: Vec<u64>,
+    /// Events processed.
+    pub events: u64,
+    /// The run's length, ns: the duration asked for, or when the last program ended.
+    pub duration_ns: u64,
+    /// Per tenant: when it started, ns.
+    pub started_ns: Vec<u64>,
+    /// Per tenant: when its program ended, ns (`None`: it did not).
+    pub ended_ns: Vec<Option<u64>>,
+    /// Per tenant: time its allocations waited, ns.
+    pub memory_wait_ns: Vec<u64>,
+    /// Mean share of the GPU's memory granted over the run (0-1).
+    pub memory_busy: f64,
+    /// The node at the end of every instant something changed (sampled runs only).
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// The running thread's current activity (switch, CPU work, spin) ends.
+    Segment {
+        core: usize,
+        generation: u64,
+    },
+    /// Every core re-picks.
+    CpuTick,
+    SleepEnds(usize),
+    /// The device's front kernel ends.
+    KernelEnds(u64),
+    /// The shared device's next kernel finishes.
+    SharedFinish(u64),
+    /// A synchronisation's idle GPU time ends.
+    SyncEnds(u64),
+    /// The online quantum's slice time is up.
+    SliceUp(u64),
+    /// The online quantum's idle hold may be over.
+    IdleUp(u64),
+    /// The online quantum may have launched nothing for the hold.
+    QuietUp(u64),
+    PolicyTick,
+}
+
+/// What a thread waits for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Wait {
+    /// Every kernel of its to have run; `call`: a synchronous call, counted at return.
+    Drained { call: bool },
+    /// Room on its ring for this kernel.
+    Room(Nanos),
+    /// A grant of its memory request.
+    Memory { request: MemRequestId, granted: bool },
+}
+
+#[derive(Debug)]
+struct Thread {
+    weight: f64,
+    /// How many times its weight counts now (coscheduling's boost; 1 otherwise).
+    boost: f64,
+    priority: u8,
+    core: usize,
+    phases: Vec<Phase>,
+    pc: usize,
+    /// CPU work left of the current `Cpu` phase (set on entry).
+    cpu_left: Nanos,
+    in_cpu: bool,
+    wait: Option<Wait>,
+    spin_left: Nanos,
+    blocked: bool,
+    sleeping_until: Option<Nanos>,
+    vruntime: f64,
+    round_start: Nanos,
+    /// Its ring: kernel lengths.
+    ring: VecDeque<Nanos>,
+    in_device: usize,
+    /// Its quantum asked for and not yet ended.
+    quantum: Option<TaskId>,
+    calls: u64,
+    gpu_ns: u64,
+    cpu_ns: u64,
+    picks: u64,
+    /// Rounds still to run (`None`: for ever).
+    rounds_left: Option<u32>,
+    /// Started (registered with the policy) and not ended.
+    admitted: bool,
+    ended: Option<Nanos>,
+    started: Nanos,
+    /// Memory it was granted and holds.
+    held: Bytes,
+    /// Since when its current allocation waits.
+    wait_since: Nanos,
+    memory_wait_ns: u64,
+    /// Kernels it launched on the shared device.
+    launched: u64,
+}
+
+impl Thread {
+    fn drained(&self) -> bool {
+        self.ring.is_empty() && self.in_device == 0
+    }
+
+    fn wait_over(&self, ring: usize) -> bool {
+        match self.wait {
+            None => true,
+            Some(Wait::Drained { .. }) => self.drained(),
+            Some(Wait::Room(_)) => self.ring.len() < ring,
+            Some(Wait::Memory { granted, .. }) => granted,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Core {
+    current: Option<usize>,
+    /// Its activity's accounting runs from here.
+    since: Nanos,
+    /// The switch to `current` is paid until here.
+    switch_until: Nanos,
+    generation: u64,
+}
+
+/// The online quantum.
+#[derive(Debug)]
+struct Online {
+    thread: usize,
+    task: TaskId,
+    since: Nanos,
+    /// Kernels submitted in the slice (the gate's launch count).
+    launches: u64,
+    /// The measured kernel in flight: when it was submitted.
+    measuring: Option<Nanos>,
+    /// The measured kernels' times, each from its submission to its synchronisation's
+    /// end (the gate's `synchronize` around it).
+    measured: Nanos,
+    /// Time measured by synchronisations after kernels counted at the mean.
+    settled: Nanos,
+    /// What the gate accounted: measured, settled and counted at the mean.
+    used: Nanos,
+    /// When the first kernel counted at the mean since the last synchronisation was
+    /// submitted.
+    unsynced_since: Option<Nanos>,
+    /// The synchronisation under way measures kernels counted at the mean.
+    settling: bool,
+    /// Since when the tenant has had nothing in its ring or the device.
+    idle_since: Option<Nanos>,
+    /// When it last submitted a kernel.
+    last_launch: Nanos,
+    /// Its kernels counted at the mean are to be measured once they have run (the
+    /// interposer's watcher found no launch for the hold).
+    settle_wanted: bool,
+    /// Submits nothing more; ends once its submitted work has run.
+    draining: bool,
+    generation: u64,
+}
+
+/// One run in progress.
+#[derive(Debug)]
+pub struct ProgramSim {
+    model: NodeModel,
+    policy: Box<dyn Policy>,
+    now: Nanos,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
+    threads: Vec<Thread>,
+    cores: Vec<Core>,
+    /// The device's queue: (thread, kernel length); the front runs unless a
+    /// synchronisation is under way.
+    device: VecDeque<(usize, Nanos)>,
+    front_since: Option<Nanos>,
+    syncing: bool,
+    device_generation: u64,
+    online: Option<Online>,
+    online_generation: u64,
+    /// Quanta asked for, by task id: the thread.
+    task_owner: Vec<usize>,
+    interactivity: Interactivity,
+    busy_ns: u64,
+    switches: u64,
+    events: u64,
+    actions: Vec<Action>,
+    /// The shared device (with [`Device::Shared`]) and its finish event's generation.
+    shared: SharedGpu,
+    shared_generation: u64,
+    /// Memory requests by id: the thread.
+    request_owner: Vec<usize>,
+    memory_used: Bytes,
+    /// Granted memory integrated over time, byte-ns.
+    memory_integral: u128,
+    /// Threads started and not ended, and threads not yet started.
+    unfinished: usize,
+    /// Events in the queue other than the periodic ticks.
+    live_events: usize,
+    /// Something changed at `now` (a sample is due before time moves on).
+    changed: bool,
+    samples: Option<Vec<Sample>>,
+}
+
+/// `phases` as the thread issues them: each [`Phase::LaunchGrid`] as its sub-kernels
+/// under `slicing` (the interposer's plan), or whole.
+fn issued(phases: &[Phase], slicing: Option<SliceConfig>) -> Vec<Phase> {
+    let mut out = Vec::with_capacity(phases.len());
+    for p in phases {
+        let Phase::LaunchGrid { alone, grid } = *p else {
+            out.push(*p);
+            continue;
+        };
+        let Some(slices) = slicing.and_then(|c| plan(grid, c)) else {
+            out.push(Phase::Launch(alone));
+            continue;
+        };
+        // each its blocks' share of the time, the shares' rounding put on the last, so
+        // that the sub-kernels together take the kernel's time
+        let total: u64 = slices.iter().map(|s| u64::from(s.blocks)).sum();
+        let mut given = 0u64;
+        for (i, s) in slices.iter().enumerate() {
+            let share = if i + 1 == slices.len() {
+                alone.0 - given
+            } else {
+                (u128::from(alone.0) * u128::from(s.blocks) / u128::from(total)) as u64
+            };
+            given += share;
+            out.push(Phase::Launch(Nanos(share)));
+        }
+    }
+    out
+}
+
+impl ProgramSim {
+    /// A run of `tenants` under `policy` on `model`'s node, with one GPU.
+    pub fn new(
+        tenants: &[ProgramTenant],
+        model: NodeModel,
+        policy: Box<dyn Policy>,
+    ) -> Result<ProgramSim, SimError> {
+        let bad =
+            |what: String| SimError::PolicyViolation { policy: policy.label(), at_ns: 0, what };
+        let no_queue = matches!(model.device, Device::Queue(q) if q.ring == 0 || q.depth == 0);
+        if model.cpu.cores == 0 || no_queue {
+            return Err(bad("the node needs a core, and a queue device a ring and a queue".into()));
+        }
+        if let Some(t) = tenants.iter().find(|t| t.core >= model.cpu.cores) {
+            return Err(bad(format!("a tenant pinned to core {} of {}", t.core, model.cpu.cores)));
+        }
+        // a round must take time, or the engine would loop at one instant
+        let takes_time = |p: &Phase| match p {
+            Phase::Cpu(work) => *work > Nanos::ZERO,
+            Phase::Launch(_) | Phase::LaunchGrid { .. } => true,
+            Phase::Kernel { alone, .. } => *alone > Nanos::ZERO,
+            Phase::Sync
+            | Phase::Drain
+            | Phase::SleepShare(_)
+            | Phase::Alloc(_)
+            | Phase::Free(_) => false,
+        };
+        if tenants.iter().any(|t| !t.program.phases.iter().any(takes_time)) {
+            return Err(bad("a program whose round takes no time (no CPU work, no kernel)".into()));
+        }
+        if matches!(model.device, Device::Queue(_))
+            && tenants
+                .iter()
+                .any(|t| t.program.phases.iter().any(|p| matches!(p, Phase::Kernel { .. })))
+        {
+            return Err(bad("a kernel with an intensity needs the shared device".into()));
+        }
+        if let Some(p) = tenants.iter().flat_map(|t| &t.program.phases).find(|p| match p {
+            Phase::Kernel { intensity, .. } => !(*intensity > 0.0 && *intensity <= 1.0),
+            Phase::Alloc(b) => *b > model.gpu_memory,
+            _ => false,
+        }) {
+            return Err(bad(format!("{p:?}: an intensity in (0, 1], an allocation the GPU holds")));
+        }
+        if model.admission == Admission::OnePerCore
+            && tenants.iter().any(|t| t.program.rounds.is_none())
+        {
+            return Err(bad("one tenant per core admits programs that end (rounds)".into()));
+        }
+        let threads = tenants
+            .iter()
+            .map(|t| Thread {
+                weight: f64::from(t.weight.max(1)),
+                boost: 1.0,
+                priority: t.priority,
+                core: t.core,
+                phases: issued(&t.program.phases, model.slicing),
+                pc: 0,
+                cpu_left: Nanos::ZERO,
+                in_cpu: false,
+                wait: None,
+                spin_left: Nanos::ZERO,
+                sleeping_until: None,
+                vruntime: 0.0,
+                round_start: Nanos::ZERO,
+                ring: VecDeque::new(),
+                in_device: 0,
+                quantum: None,
+                calls: 0,
+                gpu_ns: 0,
+                cpu_ns: 0,
+                picks: 0,
+                rounds_left: t.program.rounds,
+                admitted: false,
+                ended: None,
+                started: Nanos::ZERO,
+                held: Bytes(0),
+                wait_since: Nanos::ZERO,
+                memory_wait_ns: 0,
+                launched: 0,
+                // not started: blocked until admitted
+                blocked: true,
+            })
+            .collect();
+        let cores = (0..model.cpu.cores)
+            .map(|_| Core {
+                current: None,
+                since: Nanos::ZERO,
+                switch_until: Nanos::ZERO,
+                generation: 0,
+            })
+            .collect();
+        Ok(ProgramSim {
+            model,
+            policy,
+            now: Nanos::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            threads,
+            cores,
+            device: VecDeque::new(),
+            front_since: None,
+            syncing: false,
+            device_generation: 0,
+            online: None,
+            online_generation: 0,
+            task_owner: Vec::new(),
+            interactivity: Interactivity::default(),
+            busy_ns: 0,
+            switches: 0,
+            events: 0,
+            actions: Vec::new(),
+            shared: SharedGpu::new(sharing::Sharing::Processor),
+            shared_generation: 0,
+            request_owner: Vec::new(),
+            memory_used: Bytes(0),
+            memory_integral: 0,
+            unfinished: tenants.len(),
+            live_events: 0,
+            changed: true,
+            samples: None,
+        })
+    }
+
+    /// Record the node's state at the end of every instant at which something
+    /// changed (for time-series figures).
+    pub fn sampled(mut self) -> ProgramSim {
+        self.samples = Some(Vec::new());
+        self
+    }
+
+    fn schedule(&mut self, at: Nanos, ev: Ev) {
+        if !matches!(ev, Ev::CpuTick | Ev::PolicyTick) {
+            self.live_events += 1;
+        }
+        self.queue.push(Reverse((at, self.seq, ev)));
+        self.seq += 1;
+    }
+
+    fn violation(&self, what: String) -> SimError {
+        SimError::PolicyViolation { policy: self.policy.label(), at_ns: self.now.0, what }
+    }
+
+    /// Run for `duration` of simulated time.
+    pub fn run(mut self, duration: Nanos) -> Result<ProgramOutcome, SimError> {
+        self.start()?;
+        self.event_loop(Some(duration))?;
+        self.advance_to(duration);
+        self.outcome()
+    }
+
+    /// Run until every program has ended (each must run a number of `rounds`); an
+    /// error if one never can (a stall: nothing left to happen but ticks).
+    pub fn run_to_end(mut self) -> Result<ProgramOutcome, SimError> {
+        if self.threads.iter().any(|t| t.rounds_left.is_none()) {
+            return Err(
+                self.violation("a looping program never ends: run it for a duration".into())
+            );
+        }
+        self.start()?;
+        self.event_loop(None)?;
+        if self.unfinished > 0 {
+            return Err(SimError::Stalled {
+                policy: self.policy.label(),
+                unfinished: self.unfinished,
+            });
+        }
+        self.outcome()
+    }
+
+    fn start(&mut self) -> Result<(), SimError> {
+        match self.model.admission {
+            Admission::Pinned => {
+                for i in 0..self.threads.len() {
+                    self.register(i)?;
+                }
+                for c in 0..self.cores.len() {
+                    self.repick(c)?;
+                }
+            }
+            Admission::OnePerCore => self.admit()?,
+        }
+        if self.model.cpu.tick > Nanos::ZERO {
+            self.schedule(self.model.cpu.tick, Ev::CpuTick);
+        }
+        if let Some(p) = self.policy.tick_interval() {
+            self.schedule(p, Ev::PolicyTick);
+        }
+        Ok(())
+    }
+
+    /// Move the clock to `at` (integrating the memory granted).
+    fn advance_to(&mut self, at: Nanos) {
+        if at > self.now {
+            self.close_instant();
+            let dt = (at - self.now).0;
+            self.memory_integral += u128::from(self.memory_used.0) * u128::from(dt);
+            self.now = at;
+        }
+    }
+
+    /// Record the node's state if something changed at this instant.
+    fn close_instant(&mut self) {
+        if !std::mem::take(&mut self.changed) || self.samples.is_none() {
+            return;
+        }
+        let gpu = self.shared.shares().map(|(_, x)| x).sum::<f64>().min(1.0);
+        let memory = self.memory_used.0 as f64 / self.model.gpu_memory.0.max(1) as f64;
+        let t = self.now.as_secs_f64();
+        if let Some(samples) = &mut self.samples {
+            samples.push(Sample { t, gpu, memory });
+        }
+    }
+
+    /// Process events up to `until` (`None`: until every program has ended or nothing
+    /// but ticks is left).
+    fn event_loop(&mut self, until: Option<Nanos>) -> Result<(), SimError> {
+        while let Some(&Reverse((at, _, ev))) = self.queue.peek() {
+            match until {
+                Some(d) if at > d => break,
+                None if self.unfinished == 0 || self.live_events == 0 => break,
+                _ => {}
+            }
+            self.queue.pop();
+            self.advance_to(at);
+            self.events += 1;
+            if !matches!(ev, Ev::CpuTick | Ev::PolicyTick) {
+                self.live_events -= 1;
+            }
+            match ev {
+                Ev::Segment { core, generation } => {
+                    if self.cores[core].generation == generation {
+                        self.changed = true;
+                        self.settle(core);
+                        self.step(core)?;
+                    }
+                }
+                Ev::CpuTick => {
+                    for c in 0..self.cores.len() {
+                        self.repick(c)?;
+                    }
+                    self.schedule(self.now + self.model.cpu.tick, Ev::CpuTick);
+                }
+                Ev::SleepEnds(t) => {
+                    self.changed = true;
+                    self.threads[t].sleeping_until = None;
+                    self.wake(t)?;
+                }
+                Ev::KernelEnds(g) if g == self.device_generation => {
+                    self.changed = true;
+                    self.kernel_ends()?;
+                }
+                Ev::SharedFinish(g) if g == self.shared_generation => {
+                    self.changed = true;
+                    self.shared_finishes()?;
+                }
+                Ev::SyncEnds(g) if g == self.device_generation => {
+                    self.changed = true;
+                    self.syncing = false;
+                    self.synchronised();
+                    self.pump()?;
+                    self.start_front();
+                    self.maybe_release()?;
+                }
+                Ev::SliceUp(g) => {
+                    if self.online.as_ref().is_some_and(|o| o.generation == g) {
+                        self.changed = true;
+                        self.end_quantum()?;
+                    }
+                }
+                Ev::IdleUp(g) => {
+                    if self.online.as_ref().is_some_and(|o| o.generation == g) {
+                        self.changed = true;
+                        self.maybe_release()?;
+                    }
+                }
+                Ev::QuietUp(g) => {
+                    if self.online.as_ref().is_some_and(|o| o.generation == g) {
+                        self.changed = true;
+                        self.quiet()?;
+                    }
+                }
+                Ev::PolicyTick => {
+                    self.deliver(Event::Tick)?;
+                    if let Some(p) = self.policy.tick_interval() {
+                        self.schedule(self.now + p, Ev::PolicyTick);
+                    }
+                }
+                Ev::KernelEnds(_) | Ev::SyncEnds(_) | Ev::SharedFinish(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn outcome(mut self) -> Result<ProgramOutcome, SimError> {
+        self.close_instant();
+        let duration = self.now;
+        for c in 0..self.cores.len() {
+            self.settle(c);
+        }
+        // the kernel running at the end counts for its part
+        if let (Some(since), Some(&(t, _))) = (self.front_since, self.device.front())
+            && !self.syncing
+        {
+            let part = (duration - since).0;
+            self.busy_ns += part;
+            self.threads[t].gpu_ns += part;
+        }
+        let span = duration.0.max(1) as f64;
+        let gpu_busy = match self.model.device {
+            Device::Queue(_) => self.busy_ns as f64 / span,
+            Device::Shared => {
+                if let Err(e) = self.shared.advance(duration.0) {
+                    return Err(self.violation(format!("the shared GPU: {e}")));
+                }
+                self.shared.usage().sm_busy_ns / span
+            }
+        };
+        Ok(ProgramOutcome {
+            calls: self.threads.iter().map(|t| t.calls).collect(),
+            gpu_busy,
+            switches: self.switches,
+            gpu_ns: self.threads.iter().map(|t| t.gpu_ns).collect(),
+            cpu_ns: self.threads.iter().map(|t| t.cpu_ns).collect(),
+            picks: self.threads.iter().map(|t| t.picks).collect(),
+            events: self.events,
+            duration_ns: duration.0,
+            started_ns: self.threads.iter().map(|t| t.started.0).collect(),
+            ended_ns: self.threads.iter().map(|t| t.ended.map(|e| e.0)).collect(),
+            memory_wait_ns: self.threads.iter().map(|t| t.memory_wait_ns).collect(),
+            memory_busy: self.memory_integral as f64 / self.model.gpu_memory.0.max(1) as f64 / span,
+            samples: self.samples.take().unwrap_or_default(),
+        })
+    }
+
+    // ---- starting and ending
+
+    /// Register thread `i` with the policy as started now.
+    fn register(&mut self, i: usize) -> Result<(), SimError> {
+        let t = &mut self.threads[i];
+        t.admitted = true;
+        t.blocked = false;
+        t.started = self.now;
+        // what it declares: its largest allocation
+        let memory = t
+            .phases
+            .iter()
+            .filter_map(|p| match p {
+                Phase::Alloc(b) => Some(*b),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(Bytes(0));
+        let spec = TenantSpec {
+            weight: t.weight as u32,
+            priority: t.priority,
+            memory,
+            ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
+        };
+        self.deliver(Event::TenantRegistered(spec))
+    }
+
+    /// One tenant per core: start waiting tenants, in order, on free cores.
+    fn admit(&mut self) -> Result<(), SimError> {
+        if self.model.admission != Admission::OnePerCore {
+            return Ok(());
+        }
+        loop {
+            let held = |c: usize, ts: &[Thread]| {
+                ts.iter().any(|t| t.admitted && t.ended.is_none() && t.core == c)
+            };
+            let Some(core) = (0..self.cores.len()).find(|c| !held(*c, &self.threads)) else {
+                return Ok(());
+            };
+            let Some(i) = self.threads.iter().position(|t| !t.admitted) else { return Ok(()) };
+            self.threads[i].core = core;
+            self.register(i)?;
+            self.repick(core)?;
+        }
+    }
+
+    /// Thread `i` ran its last round: it leaves (its memory with it) and frees its core.
+    fn end_program(&mut self, i: usize) -> Result<(), SimError> {
+        let core = self.threads[i].core;
+        let t = &mut self.threads[i];
+        t.ended = Some(self.now);
+        t.blocked = true;
+        let held = std::mem::replace(&mut t.held, Bytes(0));
+        self.memory_used.0 -= held.0;
+        self.unfinished -= 1;
+        self.changed = true;
+        self.deliver(Event::TenantLeft { tenant: TenantId(i as u64) })?;
+        self.switch_to(core, self.pick(core))?;
+        self.admit()
+    }
+
+    // ---- the policy
+
+    /// The policy granted a memory request: its thread holds the memory and goes on.
+    fn memory_granted(&mut self, request: MemRequestId) -> Result<(), SimError> {
+        let Some(&i) = self.request_owner.get(request.0 as usize) else {
+            return Err(self.violation(format!("grant of unknown request {request}")));
+        };
+        let t = &mut self.threads[i];
+        let (Some(Wait::Memory { request: r, granted: false }), Some(Phase::Alloc(bytes))) =
+            (t.wait, t.phases.get(t.pc).copied())
+        else {
+            return Err(self.violation(format!("grant of {request}, which does not wait")));
+        };
+        if r != request {
+            return Err(self.violation(format!("grant of {request}, which does not wait")));
+        }
+        t.wait = Some(Wait::Memory { request, granted: true });
+        t.held.0 += bytes.0;
+        t.memory_wait_ns += (self.now - t.wait_since).0;
+        self.memory_used.0 += bytes.0;
+        self.changed = true;
+        if self.memory_used > self.model.gpu_memory {
+            return Err(self.violation(format!(
+                "granted {} of {} bytes",
+                self.memory_used.0, self.model.gpu_memory.0
+            )));
+        }
+        self.wait_may_be_over(i)
+    }
+
+    fn deliver(&mut self, event: Event) -> Result<(), SimError> {
+        let mut actions = std::mem::take(&mut self.actions);
+        self.policy.on_event(self.now, &event, &mut actions);
+        self.actions = actions;
+        self.apply_pending()
+    }
+
+    fn apply_pending(&mut self) -> Result<(), SimError> {
+        // actions may cause events whose answers queue behind these
+        let pending = std::mem::take(&mut self.actions);
+        for action in pending {
+            match action {
+                Action::Dispatch { task, placement } => self.dispatched(task, placement)?,
+                Action::EndQuantum { task } => {
+                    if self.online.as_ref().is_some_and(|o| o.task == task) {
+                        self.end_quantum()?;
+                    }
+                }
+                Action::SetPools { .. } => {}
+                Action::GrantMemory { request } => self.memory_granted(request)?,
+                Action::DenyMemory { request, reason } => {
+                    return Err(self.violation(format!(
+                        "memory request {request} denied ({reason:?}) though it waits forever"
+                    )));
+                }
+                other => {
+                    let refusal = Event::ActionRefused {
+                        action: Box::new(other),
+                        reason: "not modelled by the program engine".into(),
+                    };
+                    self.deliver(refusal)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+mod cpu;
+mod gpu;
+
+#[cfg(test)]
+mod tests;
