@@ -4,7 +4,6 @@
 use super::*;
 
 impl ProgramSim {
-
     /// Account the core's current thread up to now: core time, `vruntime`, and the
     /// progress of its CPU work or spin (after any switch still being paid).
     pub(super) fn settle(&mut self, core: usize) {

@@ -5,7 +5,6 @@
 use super::*;
 
 impl ProgramSim {
-
     /// Thread `i`'s ring gained a kernel: ask for a quantum, or submit it if online.
     pub(super) fn ring_grew(&mut self, i: usize) -> Result<(), SimError> {
         self.request_quantum(i)?;
@@ -122,7 +121,12 @@ impl ProgramSim {
     }
 
     /// Start a kernel of thread `i` on the shared device.
-    pub(super) fn start_shared(&mut self, i: usize, alone: Nanos, intensity: f64) -> Result<(), SimError> {
+    pub(super) fn start_shared(
+        &mut self,
+        i: usize,
+        alone: Nanos,
+        intensity: f64,
+    ) -> Result<(), SimError> {
         // pieces finishing at one instant are taken in id order: ids in thread order
         // make that the tenants' order, whatever order they launched in
         let piece = ((i as u64) << 32) | self.threads[i].launched;
@@ -360,7 +364,11 @@ impl ProgramSim {
     }
 
     /// The policy gave `task` the GPU.
-    pub(super) fn dispatched(&mut self, task: TaskId, placement: Placement) -> Result<(), SimError> {
+    pub(super) fn dispatched(
+        &mut self,
+        task: TaskId,
+        placement: Placement,
+    ) -> Result<(), SimError> {
         let Some(&i) = self.task_owner.get(task.0 as usize) else {
             return Err(self.violation(format!("dispatch of unknown {task}")));
         };

@@ -56,16 +56,11 @@ fn looping(weight: u32, core: usize, phases: Vec<Phase>) -> ProgramTenant {
 #[test]
 fn an_idle_slice_is_kept_for_the_interposers_hold() {
     let picks_per_round = |cpu_us: u64, rule: SliceRule| {
-        let p =
-            looping(1, 0, vec![Phase::Cpu(us(cpu_us)), Phase::Launch(us(200)), Phase::Sync]);
+        let p = looping(1, 0, vec![Phase::Cpu(us(cpu_us)), Phase::Launch(us(200)), Phase::Sync]);
         let gate =
             Gate::Collaborative { slice: us(6_000), rule, sync: us(10), work_conserving: true };
-        let out = run(
-            &[p],
-            node(gate, WaitMode::Poll, 1),
-            PolicyConfig::Fair { spin: Nanos::ZERO },
-            60,
-        );
+        let out =
+            run(&[p], node(gate, WaitMode::Poll, 1), PolicyConfig::Fair { spin: Nanos::ZERO }, 60);
         out.picks[0] as f64 / (out.calls[0] / 2) as f64
     };
     let held = picks_per_round(1_000, SliceRule::DEFAULT);
@@ -90,8 +85,7 @@ fn an_idle_slice_is_kept_for_the_interposers_hold() {
 /// either way (the boost changes when a thread runs, not whose turn the GPU is).
 #[test]
 fn the_daemons_boost_runs_an_interactive_program_sooner() {
-    let interactive =
-        looping(1, 0, vec![Phase::Cpu(us(200)), Phase::Launch(us(50)), Phase::Sync]);
+    let interactive = looping(1, 0, vec![Phase::Cpu(us(200)), Phase::Launch(us(50)), Phase::Sync]);
     let hog = looping(1, 0, vec![Phase::Cpu(us(10_000))]);
     let batch = looping(1, 1, vec![Phase::Cpu(us(20)), Phase::Launch(us(20_000))]);
     let out = |cosched, gran| {
@@ -190,12 +184,8 @@ fn a_slice_takes_kernels_until_its_count_reaches_it() {
 #[test]
 fn a_program_alone_runs_its_rounds_in_the_time_they_take() {
     let p = looping(1, 0, vec![Phase::Cpu(us(100)), Phase::Launch(us(200)), Phase::Sync]);
-    let out = run(
-        &[p],
-        node(fairgv(), WaitMode::Poll, 1),
-        PolicyConfig::Fair { spin: Nanos::ZERO },
-        10,
-    );
+    let out =
+        run(&[p], node(fairgv(), WaitMode::Poll, 1), PolicyConfig::Fair { spin: Nanos::ZERO }, 10);
     // a round: 100 µs CPU, 200 µs kernel; the sync of a sampled kernel delays the
     // reply by 10 µs (the gate's synchronisation precedes the release)
     let rounds = out.calls[0] / 2;
@@ -217,10 +207,7 @@ fn slicing_shares_the_gpu_with_a_long_kernel() {
     let long = looping(
         1,
         0,
-        vec![
-            Phase::LaunchGrid { alone: Nanos::from_secs(10), grid: [900, 900, 1] },
-            Phase::Sync,
-        ],
+        vec![Phase::LaunchGrid { alone: Nanos::from_secs(10), grid: [900, 900, 1] }, Phase::Sync],
     );
     // always backlogged: its ring full of 1 ms kernels (a program that waits for
     // each gets one per long sub-kernel: 1 / 19.5 of the GPU, its own choice)
@@ -387,8 +374,7 @@ fn impossible_programs_are_refused_up_front() {
     );
     let too_big = once(vec![Phase::Alloc(Bytes::gib(2)), Phase::Cpu(us(1))]);
     assert!(ProgramSim::new(&[too_big], shared_node(1), memsafe()).is_err());
-    let looping =
-        ProgramTenant { program: Program::looping(vec![Phase::Cpu(us(1))]), ..kernel };
+    let looping = ProgramTenant { program: Program::looping(vec![Phase::Cpu(us(1))]), ..kernel };
     assert!(
         ProgramSim::new(std::slice::from_ref(&looping), shared_node(1), memsafe()).is_err(),
         "one per core admits ending programs"
