@@ -58,12 +58,16 @@ fn fat_binaries_carrying_ptx_are_sliced_as_their_ptx_is() {
     let one = ["0 5 of 16 1 1", "5 5 of 16 1 1", "10 5 of 16 1 1", "15 1 of 16 1 1"];
     // (what, the fat binary, more settings)
     type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-    let cases: [Case; 5] = [
+    let cases: [Case; 9] = [
         ("Zstandard", &zstd, &[]),
         ("LZ4", &lz4, &[]),
         ("stored as is", &plain, &[]),
         ("in the runtime's wrapper", &zstd, &[("WRAPPED", "1")]),
         ("as a library", &zstd, &[("LIBRARY", "1")]),
+        ("by cuModuleLoadFatBinary", &zstd, &[("FATBINARY", "1")]),
+        ("wrapped, by cuModuleLoadFatBinary", &zstd, &[("FATBINARY", "1"), ("WRAPPED", "1")]),
+        ("from a file, cuModuleLoad", &zstd, &[("FATBIN_FILE", &zstd)]),
+        ("from a file, cuLibraryLoadFromFile", &zstd, &[("FATBIN_FILE", &zstd), ("LIBRARY", "1")]),
     ];
     for (what, fatbin, extra) in cases {
         let with = [env.as_slice(), &[("FATBIN", fatbin)], extra].concat();
@@ -74,8 +78,12 @@ fn fat_binaries_carrying_ptx_are_sliced_as_their_ptx_is() {
         let log = take(&fake_log);
         let slices: Vec<&str> = log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).collect();
         assert_eq!(slices, [one, one, one].concat(), "{what}: {log}");
-        // the driver compiled the rewritten text, not the fat binary
+        // the driver compiled the rewritten text, not the fat binary (nor read the file)
         assert!(!log.contains("a fat binary"), "{what}: {log}");
+        assert!(
+            !log.contains("cuModuleLoad ") && !log.contains("cuLibraryLoadFromFile "),
+            "{what}: {log}"
+        );
     }
     // slicing off: the driver is given the fat binary, and the launches run whole
     let off = [("FATBIN", plain.as_str()), ("FAKE_CUDA_LOG", "1")];
@@ -85,6 +93,16 @@ fn fat_binaries_carrying_ptx_are_sliced_as_their_ptx_is() {
     let log = take(&fake_log);
     assert!(log.contains("cuModuleLoadData on 0 (a fat binary)"), "{log}");
     assert!(!log.contains("axpy slice"), "{log}");
+    // and by cuModuleLoadFatBinary, and from a file: the driver's own, as given
+    for extra in [("FATBINARY", "1"), ("FATBIN_FILE", plain.as_str())] {
+        let (code, out, err) =
+            run(s.app_at(&app, &["3", "4096"], &[off.as_slice(), &[extra]].concat()));
+        assert_eq!(code, 0, "{extra:?}: {out}{err}");
+        assert_eq!(result(&out), result(&whole), "{extra:?}: {out}");
+        let log = take(&fake_log);
+        assert!(log.contains("(a fat binary)"), "{extra:?}: {log}");
+        assert!(!log.contains("axpy slice"), "{extra:?}: {log}");
+    }
     // PTX only for compute_90, above the GPU's 8.0: loaded as given, whole, said once
     let _ = take(&interposer_log);
     let (code, out, err) =

@@ -16,7 +16,9 @@
  * which slicing leaves whole; PTX_OUT=PATH: the program's PTX is written to PATH and it
  * exits; FATBIN=PATH: the module (or library) is loaded from the fat binary in PATH, given
  * to cuModuleLoadData (cuLibraryLoadData) as bytes, or with WRAPPED set inside the CUDA
- * runtime's wrapper of it, as a program built with nvcc registers it)
+ * runtime's wrapper of it, as a program built with nvcc registers it; with FATBINARY set,
+ * given to cuModuleLoadFatBinary instead; FATBIN_FILE=PATH: the fat binary in PATH
+ * loaded by its name, with cuModuleLoad (cuLibraryLoadFromFile))
  * Prints "launch I DEVICE" after each launch (DEVICE: what cuCtxGetDevice says), then
  * "result ok SUM" or "result wrong INDEX GOT WANT", then "done"; "error STEP CODE" on a
  * failure, exiting 2.
@@ -120,16 +122,28 @@ int main(int argc, char **argv) {
         CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) = sym("cuLibraryGetKernel");
         CUlibrary library;
         CUkernel kernel;
-        if (getenv("FROM_FILE")) {
+        if (getenv("FROM_FILE") || getenv("FATBIN_FILE")) {
             CUresult (*load_file)(CUlibrary *, const char *, CUjit_option *, void **, unsigned,
                                   CUlibraryOption *, void **, unsigned) = sym("cuLibraryLoadFromFile");
-            write_file(getenv("FROM_FILE"), ptx);
-            CHECK("library", load_file(&library, getenv("FROM_FILE"), 0, 0, 0, 0, 0, 0));
+            const char *path = getenv("FATBIN_FILE");
+            if (!path) {
+                path = getenv("FROM_FILE");
+                write_file(path, ptx);
+            }
+            CHECK("library", load_file(&library, path, 0, 0, 0, 0, 0, 0));
         } else {
             CHECK("library", load_library(&library, image, 0, 0, 0, 0, 0, 0));
         }
         CHECK("kernel", get_kernel(&kernel, library, "tessera_axpy"));
         axpy = (CUfunction)kernel;
+    } else if (getenv("FATBIN_FILE")) {
+        CUresult (*load_file)(CUmodule *, const char *) = sym("cuModuleLoad");
+        CHECK("module", load_file(&module, getenv("FATBIN_FILE")));
+        CHECK("function", function(&axpy, module, "tessera_axpy"));
+    } else if (getenv("FATBINARY")) {
+        CUresult (*load_fatbinary)(CUmodule *, const void *) = sym("cuModuleLoadFatBinary");
+        CHECK("module", load_fatbinary(&module, image));
+        CHECK("function", function(&axpy, module, "tessera_axpy"));
     } else if (getenv("FROM_FILE")) {
         CUresult (*load_file)(CUmodule *, const char *) = sym("cuModuleLoad");
         write_file(getenv("FROM_FILE"), file_text);

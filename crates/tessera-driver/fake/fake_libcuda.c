@@ -492,6 +492,11 @@ static char *read_file(const char *path, size_t *size) {
     if (size) *size = n;
     return buf;
 }
+CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
+    CUresult r = cuModuleLoadData(module, fatCubin);
+    if (r == CUDA_SUCCESS) log_call("cuModuleLoadFatBinary");
+    return r;
+}
 CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname) {
     NEED_CTX();
     char *image = read_file(fname, 0);
@@ -1675,7 +1680,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceGetName),
     E(cuDeviceGetUuid), E(cuDeviceGetUuid_v2), E(cuDeviceGetPCIBusId), E(cuDeviceTotalMem_v2),
     E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset_v2),
-    E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuModuleLoadData), E(cuModuleLoad), E(cuModuleGetFunction), E(cuFuncGetAttribute),
+    E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuModuleLoadData), E(cuModuleLoadFatBinary), E(cuModuleLoad), E(cuModuleGetFunction), E(cuFuncGetAttribute),
     E(cuMemAlloc_v2), E(cuMemAllocManaged), E(cuMemAllocPitch_v2), E(cuMemFree_v2), E(cuMemGetInfo_v2),
     E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz), E(cuMemAllocFromPoolAsync), E(cuDeviceGetDefaultMemPool),
     E(cuDeviceGetMemPool), E(cuMemPoolCreate), E(cuMemPoolDestroy), E(cuDeviceCanAccessPeer),

@@ -133,6 +133,8 @@ driver_api! {
     fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void);
     /// `cuModuleLoad` (a module from a file).
     fn cuModuleLoad(module: *mut CUmodule, fname: *const c_char);
+    /// `cuModuleLoadFatBinary`.
+    fn cuModuleLoadFatBinary(module: *mut CUmodule, fatCubin: *const c_void);
     /// `cuModuleGetFunction`.
     fn cuModuleGetFunction(function: *mut CUfunction, module: CUmodule, name: *const c_char);
     /// `cuFuncGetAttribute`.

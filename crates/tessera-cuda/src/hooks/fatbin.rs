@@ -1,7 +1,7 @@
 //! The PTX of a fat binary a program hands the driver (issue 58): the CUDA runtime and
-//! `nvcc`'s programs load fatbins, not PTX text, through `cuModuleLoadData` and
-//! `cuLibraryLoadData` (hooked here), given the fat binary itself or the runtime's
-//! wrapper of it (`cuModuleLoadFatBinary` is not hooked). With kernel slicing on, the PTX the driver would compile
+//! `nvcc`'s programs load fatbins, not PTX text, through `cuModuleLoadData`,
+//! `cuModuleLoadFatBinary` and `cuLibraryLoadData`, given the fat binary itself or the
+//! runtime's wrapper of it, or from a file (`cuModuleLoad`, `cuLibraryLoadFromFile`). With kernel slicing on, the PTX the driver would compile
 //! for the GPU (`tessera_ptx::fatbin::ptx_for`: the highest virtual architecture at or
 //! below the GPU's, decompressed) is rewritten with twins and loaded as text, so that
 //! its kernels can be sliced; the driver then compiles that PTX instead of running a
@@ -84,6 +84,12 @@ pub(super) fn ptx_of(image: *const c_void, head: [u8; 4]) -> Option<String> {
     };
     // SAFETY: the fat binary is as long as its header says: the driver reads that much.
     let bytes = unsafe { std::slice::from_raw_parts(fatbin, len as usize) };
+    ptx_of_bytes(bytes)
+}
+
+/// [`ptx_of`] for a fat binary in memory of its own (a file's contents): every read
+/// inside `bytes`.
+pub(super) fn ptx_of_bytes(bytes: &[u8]) -> Option<String> {
     let Some(arch) = architecture() else {
         say_whole_once("the GPU's architecture is unknown");
         return None;

@@ -26,7 +26,7 @@ hooks! {
         cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, cuLaunch,
         cuLaunchGrid, cuLaunchGridAsync, cuLaunchCooperativeKernelMultiDevice, cuModuleLoadData,
         cuModuleGetFunction, cuFuncGetAttribute, cuLibraryGetKernel, cuLibraryLoadData,
-        cuModuleLoad, cuLibraryLoadFromFile,
+        cuModuleLoad, cuLibraryLoadFromFile, cuModuleLoadFatBinary,
     ],
     variants: [
         cuLaunchKernel_ptsz => cuLaunchKernel,
@@ -43,8 +43,8 @@ pub(super) fn say_binary_once() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
         crate::log::line(format_args!(
-            "kernel slicing: a binary module (a cubin, or a fat binary in a file) is loaded \
-             as given, its kernels whole (only PTX is rewritten); said once"
+            "kernel slicing: a binary module (a cubin) is loaded as given, its kernels \
+             whole (only PTX is rewritten); said once"
         ));
     }
 }
@@ -102,10 +102,26 @@ pub extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) 
     })
 }
 
+/// `cuModuleLoadFatBinary` (an older CUDA runtime's load of a fat binary): with kernel
+/// slicing, its PTX for the GPU loaded with twins as [`cuModuleLoadData`] loads it (kept
+/// for a move to another GPU as that text); else the driver's own, as given.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cuModuleLoadFatBinary(
+    module: *mut CUmodule,
+    fat_cubin: *const c_void,
+) -> CuResult {
+    guarded("cuModuleLoadFatBinary", || {
+        let load = |image| migration().load(module, image);
+        load_with_twins(fat_cubin, module, "module", load)
+            .unwrap_or_else(|| real!(cuModuleLoadFatBinary(module, fat_cubin)))
+    })
+}
+
 /// With kernel slicing, the text of the module file `path` names when it is PTX, up to
-/// its first NUL (the driver reads PTX as a C string) and NUL-terminated; `None` for a
-/// binary module (said once, as for one given in memory) or a file that cannot be read
-/// (the driver says why when given it).
+/// its first NUL (the driver reads PTX as a C string) and NUL-terminated, or a fat
+/// binary's PTX for the GPU; `None` for a cubin or a fat binary without such PTX (said
+/// once, as for one given in memory) or a file that cannot be read (the driver says why
+/// when given it).
 fn ptx_file(path: *const c_char) -> Option<Vec<u8>> {
     use std::io::Read as _;
     if !slicing().enabled() || path.is_null() {
@@ -115,9 +131,17 @@ fn ptx_file(path: *const c_char) -> Option<Vec<u8>> {
     let path = unsafe { CStr::from_ptr(path) };
     let path = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes());
     let mut file = std::fs::File::open(path).ok()?;
-    // the magic first: a cubin or fatbin is not read into memory here
+    // the magic first: a cubin is not read into memory here
     let mut head = [0u8; 4];
     file.read_exact(&mut head).ok()?;
+    if tessera_ptx::fatbin::is_fatbin(&head) {
+        // a fat binary: its PTX for the GPU, if it carries one (as from memory)
+        let mut bytes = head.to_vec();
+        file.read_to_end(&mut bytes).ok()?;
+        let mut text = super::fatbin::ptx_of_bytes(&bytes)?.into_bytes();
+        text.push(0);
+        return Some(text);
+    }
     if tessera_ptx::is_binary_module(&head) {
         say_binary_once();
         return None;
