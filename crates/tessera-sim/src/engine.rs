@@ -244,6 +244,9 @@ pub struct Simulation<'w> {
     tasks_open: usize,
     /// Tasks of foreground jobs not ended yet; background jobs submit while it is > 0.
     foreground_left: usize,
+    /// CPU phases under way now, and the most at once (each on a core of its own here:
+    /// how many cores a run would need for that to hold).
+    cpu_phases: (usize, usize),
     /// Whether to keep per-GPU tenant residency (for the memory invariant and
     /// energy): only when some tenant declares memory or measurements were asked for,
     /// so that the exclusive path pays nothing for it.
@@ -322,6 +325,7 @@ impl<'w> Simulation<'w> {
                 .filter(|j| !j.background)
                 .map(|j| j.tasks.len())
                 .sum(),
+            cpu_phases: (0, 0),
             track_residency: opts.measure_gpus
                 || workload.jobs.iter().any(|j| j.tenant.memory.0 > 0),
             opts,
@@ -411,7 +415,10 @@ impl<'w> Simulation<'w> {
             match event {
                 SimEvent::JobArrives(i) => self.job_arrives(i)?,
                 SimEvent::NextArrival(i) => self.open_arrival(i)?,
-                SimEvent::CpuPhaseEnds(i) => self.submit_next(i)?,
+                SimEvent::CpuPhaseEnds(i) => {
+                    self.cpu_phases.0 -= 1;
+                    self.submit_next(i)?
+                }
                 SimEvent::TaskEnds { slot, task, generation } => {
                     self.task_ends(slot as usize, Some(task), generation)?
                 }
@@ -509,6 +516,7 @@ impl<'w> Simulation<'w> {
             migrations_failed: self.counts.migrations_failed,
             repartitions: self.counts.repartitions,
             power_changes: self.counts.power_changes,
+            max_cpu_phases: self.cpu_phases.1,
         };
         for (i, g) in self.gpus.iter_mut().enumerate() {
             let mut sm = 0.0;
@@ -610,6 +618,8 @@ impl<'w> Simulation<'w> {
         }
         if self.jobs[job].next_task < spec.tasks.len() {
             self.schedule(self.now + cpu, SimEvent::CpuPhaseEnds(job));
+            self.cpu_phases.0 += 1;
+            self.cpu_phases.1 = self.cpu_phases.1.max(self.cpu_phases.0);
         }
         Ok(())
     }

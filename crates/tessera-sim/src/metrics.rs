@@ -154,6 +154,10 @@ pub struct GpuMeasures {
     pub repartitions: u64,
     /// Power-state changes started.
     pub power_changes: u64,
+    /// The most jobs in a CPU phase at once (each phase runs on a core of its own in
+    /// the task engine: the cores a run needs for that to hold). Not serialized.
+    #[serde(skip)]
+    pub max_cpu_phases: usize,
 }
 
 impl GpuMeasures {
