@@ -1,10 +1,11 @@
 //! The PTX of a fat binary a program hands the driver (issue 58): the CUDA runtime and
 //! `nvcc`'s programs load fatbins, not PTX text, through `cuModuleLoadData`,
 //! `cuModuleLoadFatBinary` and `cuLibraryLoadData`, given the fat binary itself or the
-//! runtime's wrapper of it, or from a file (`cuModuleLoad`, `cuLibraryLoadFromFile`). With kernel slicing on, the PTX the driver would compile
-//! for the GPU (`tessera_ptx::fatbin::ptx_for`: the highest virtual architecture at or
-//! below the GPU's, decompressed) is rewritten with twins and loaded as text, so that
-//! its kernels can be sliced; the driver then compiles that PTX instead of running a
+//! runtime's wrapper of it, or from a file (`cuModuleLoad`, `cuLibraryLoadFromFile`).
+//! With kernel slicing on, the PTX the driver would compile for the GPU
+//! (`tessera_ptx::fatbin::ptx_for`: the highest virtual architecture at or below the
+//! GPU's, decompressed) is rewritten with twins and loaded as text, so that its kernels
+//! can be sliced; the driver then compiles that PTX instead of running a
 //! cubin the fat binary may carry (the price of slicing, said in
 //! docs/kernel-slicing.md). A fat binary without such PTX, or one this build cannot
 //! read, is loaded as given, its kernels whole, said once with the reason.

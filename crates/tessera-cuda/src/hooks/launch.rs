@@ -137,7 +137,9 @@ fn ptx_file(path: *const c_char) -> Option<Vec<u8>> {
     if tessera_ptx::fatbin::is_fatbin(&head) {
         // a fat binary: its PTX for the GPU, if it carries one (as from memory)
         let mut bytes = head.to_vec();
-        file.read_to_end(&mut bytes).ok()?;
+        // (no more than the most a fat binary may be: a corrupt file's length is not
+        // read into the program's memory)
+        file.take(1 << 30).read_to_end(&mut bytes).ok()?;
         let mut text = super::fatbin::ptx_of_bytes(&bytes)?.into_bytes();
         text.push(0);
         return Some(text);
