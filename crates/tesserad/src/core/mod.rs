@@ -1244,7 +1244,8 @@ impl Core {
                         let (used, inferred) = c.region.slice_used();
                         let used = used.saturating_sub(info.charged);
                         let held = ran_for + info.slack;
-                        (self.clock.emulated(Duration::from_nanos(used)).min(held), !inferred)
+                        let used = self.clock.emulated(Duration::from_nanos(used));
+                        (tessera_core::gate::SliceRule::charge(used, held), !inferred)
                     }
                     _ => (ran_for, true),
                 };

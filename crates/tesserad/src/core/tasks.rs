@@ -202,8 +202,9 @@ impl Core {
         let (used, _) = region.slice_used();
         // never more than the leg held; what the gate accounted beyond it (launches
         // queued ahead of the GPU, counted at the mean) is charged with later legs
+        let held = Nanos(self.clock.wall(ran_for).as_nanos() as u64);
         let take =
-            used.saturating_sub(info.charged).min(self.clock.wall(ran_for).as_nanos() as u64);
+            tessera_core::gate::SliceRule::charge(Nanos(used.saturating_sub(info.charged)), held).0;
         let leg = self.clock.emulated(Duration::from_nanos(take));
         let now = self.clock.now();
         if let Some(info) = self.tasks.get_mut(&task) {
