@@ -13,7 +13,9 @@
 # GPU time with TESSERA_KERNEL_SLICING=1, far from it without (2 x 40 s,
 # TESSERA_SLICING_FAIR_SECONDS); and sliced again with the spin module loaded from a
 # fat binary whose PTX is compressed, as nvcc packs it (gpu-bin/slicing_spin.fatbin, made
-# by scripts/gpu-bin.sh; 20 s, TESSERA_SLICING_FATBIN_SECONDS).
+# by scripts/gpu-bin.sh; 20 s, TESSERA_SLICING_FATBIN_SECONDS). Also numba-cuda's own
+# kernel (LTO-IR that nvJitLink links into a cubin), sliced through the interposer's
+# nvJitLink hooks and whole: bit-identical outputs, equal to numpy's (numba.json).
 #
 # usage: scripts/gpu-slicing-check.sh [--fake] [BIN_DIR]
 #   BIN_DIR   holds tessera (default gpu-bin/, made by scripts/gpu-bin.sh)
@@ -89,6 +91,54 @@ if [ "$fake" = 1 ]; then
 fi
 runtime="$(mktemp -d /tmp/tessera-slicing-fair.XXXXXX)"
 fair_log="$out/log.txt"
+if [ "$fake" = 1 ]; then
+  kind=(--emulate --gpus 1 --gpu-memory-mib 8192 --speedup 1)
+else
+  kind=(--cuda)
+fi
+# A daemon of this build on socket $1 (ledger $2), its pid in $daemon once it answers.
+start_daemon() {
+  "$bin_dir/tessera" daemon "${kind[@]}" --policy fair --socket "$1" --ledger "$2" \
+    >>"$fair_log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 300); do
+    "$bin_dir/tessera" status --socket "$1" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+}
+
+# numba-cuda's own kernel (LTO-IR linked by nvJitLink into a cubin: no PTX reaches the
+# driver), sliced through the interposer's nvJitLink hooks, and whole: 3,000 blocks,
+# sliced above 1,000 into sub-kernels of 700; the outputs must be bit-identical and what
+# numpy computes. The interposer's log says which path the kernel took.
+start_daemon "$runtime/numba.sock" "$runtime/ledger-numba"
+for slicing in 1 0; do
+  (cd "$here" && exec env TESSERA_KERNEL_SLICING=$slicing TESSERA_KERNEL_SLICE_MIN_BLOCKS=1000 \
+    TESSERA_KERNEL_SLICE_BLOCKS=700 TESSERA_CUDA_LOG="$runtime/numba-interposer$slicing.log" \
+    timeout 120 "$bin_dir/tessera" run --socket "$runtime/numba.sock" --memory 1GiB -- \
+    "$python" numba_sliced_check.py 60 50) >"$runtime/numba$slicing.json" 2>>"$fair_log" || true
+done
+kill -TERM "$daemon" 2>/dev/null || true
+wait "$daemon" 2>/dev/null || true
+"$python" - "$runtime" >"$out/numba.json" 2>>"$fair_log" <<'PY'
+import json, sys
+runtime = sys.argv[1]
+result = {}
+for slicing, name in (("1", "sliced"), ("0", "whole")):
+    try:
+        r = json.loads(open(f"{runtime}/numba{slicing}.json").read().strip().splitlines()[-1])
+    except Exception as e:  # noqa: BLE001 - a run without a report is a finding
+        r = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        log = open(f"{runtime}/numba-interposer{slicing}.log").read()
+    except OSError:
+        log = ""
+    r["ptx_from_nvjitlink"] = "a cubin nvJitLink linked is loaded as its link's PTX" in log
+    r["sliced_launches"] = [l for l in log.splitlines() if "kernel slicing: a launch of" in l]
+    r["whole_said"] = [l for l in log.splitlines() if "loaded as given" in l or "runs whole" in l]
+    result[name] = r
+json.dump(result, sys.stdout)
+PY
 long_ns="$(cd "$here" && "$python" slicing_fair.py calibrate "$spin" "$long_ms" 361000 2>>"$fair_log" || echo 0)"
 short_ns="$(cd "$here" && "$python" slicing_fair.py calibrate "$spin" 1 132 2>>"$fair_log" || echo 0)"
 echo "calibrated: $long_ns ns per block of the long kernel, $short_ns of the short" >>"$fair_log"
@@ -101,18 +151,7 @@ for run in 1 0 fatbin; do
     module="$spin_fatbin" seconds="$fatbin_seconds"
   fi
   sock="$runtime/d$run.sock"
-  if [ "$fake" = 1 ]; then
-    kind=(--emulate --gpus 1 --gpu-memory-mib 8192 --speedup 1)
-  else
-    kind=(--cuda)
-  fi
-  "$bin_dir/tessera" daemon "${kind[@]}" --policy fair --socket "$sock" --ledger "$runtime/ledger$run" \
-    >>"$fair_log" 2>&1 &
-  daemon=$!
-  for _ in $(seq 300); do
-    "$bin_dir/tessera" status --socket "$sock" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
+  start_daemon "$sock" "$runtime/ledger$run"
   programs=()
   for shape in "$long_ns 361000" "$short_ns 132"; do
     # shellcheck disable=SC2086 # the shape is two words
@@ -155,9 +194,9 @@ json.dump({"with_slicing": result["1"], "without_slicing": result["0"],
            "with_slicing_fatbin": result["fatbin"], "long_ns_per_block": long_ns}, sys.stdout)
 PY
 rm -rf "$runtime"
-"$python" - "$out/slicing.json" "$fake" "$status" "$out/fair.json" >"$out/summary.txt" <<'PY'
+"$python" - "$out/slicing.json" "$fake" "$status" "$out/fair.json" "$out/numba.json" >"$out/summary.txt" <<'PY'
 import json, sys
-path, fake, status, fair_path = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
+path, fake, status, fair_path, numba_path = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4], sys.argv[5]
 try:
     r = json.load(open(path))
 except Exception as e:  # noqa: BLE001 - a run that wrote nothing is a finding
@@ -214,6 +253,32 @@ if fair is not None:
     print(f"{'PASS' if fat_ok else 'FAIL':5} fairness.fatbin  {fat_detail}" + ("" if fake else " (0.5 +- 0.1)"))
     ok = ok and fat_ok
     failed |= not ok
+try:
+    numba = json.load(open(numba_path))
+except Exception as e:  # noqa: BLE001
+    numba = None
+    failed = True
+    print(f"FAIL  numba: no result ({type(e).__name__}: {e})")
+if numba is not None:
+    on, off = numba["sliced"], numba["whole"]
+    if on.get("skipped") or off.get("skipped"):
+        print(f"SKIPPED  numba: {on.get('skipped') or off.get('skipped')}")
+    else:
+        took = on.get("ptx_from_nvjitlink") and len(on.get("sliced_launches", [])) == 1
+        detail = (f"nvJitLink's PTX loaded: {on.get('ptx_from_nvjitlink')}; sliced launches: "
+                  f"{on.get('sliced_launches')}; whole: {off.get('whole_said') or 'none said'}; "
+                  f"errors: {on.get('error')} {off.get('error')}")
+        if fake:
+            ok = took and "digest" in on and "digest" in off and not off.get("sliced_launches")
+            print(f"{'PASS' if ok else 'FAIL':5} numba.dry  {detail}")
+        else:
+            same = on.get("digest") is not None and on.get("digest") == off.get("digest")
+            right = on.get("matches_expected") and off.get("matches_expected")
+            ok = took and same and right
+            print(f"{'PASS' if ok else 'FAIL':5} numba.identity  numba-cuda {on.get('numba_cuda')}: "
+                  f"sliced and whole outputs bit-identical: {same}, as numpy computes: {right} "
+                  f"(differing {on.get('differing')}, {off.get('differing')}); {detail}")
+        failed |= not ok
 print("device:", r["steps"].get("init", {}).get("gpu", "?"))
 sys.exit(1 if failed else 0)
 PY

@@ -136,8 +136,20 @@ impl Slicing {
 
     /// `function` (the program's handle) has `twin`, its parameters as given; `None`: it
     /// has none (a handle the driver hands out again, after a module was unloaded, must
-    /// not keep the twin of the function it named before).
+    /// not keep the twin of the function it named before). A twin whose handle is the
+    /// function's own is none: a sub-kernel launches the twin through the launch hook,
+    /// which would slice it again without end.
     pub fn function_twin(&self, function: usize, twin: Option<(usize, TwinParams)>) {
+        let twin = twin.filter(|(t, _)| {
+            let distinct = *t != function;
+            if !distinct {
+                crate::log::line(format_args!(
+                    "kernel slicing: the driver gave a twin its kernel's own handle; that \
+                     kernel runs whole"
+                ));
+            }
+            distinct
+        });
         if let Ok(mut b) = self.books.lock() {
             match twin {
                 Some(t) => b.functions.insert(function, t),
@@ -155,6 +167,35 @@ impl Slicing {
     ) -> Option<(usize, TwinParams, Vec<Slice>)> {
         let config = self.config?;
         let (twin, params) = *self.books.lock().ok()?.functions.get(&function)?;
-        Some((twin, params, plan(grid, config)?))
+        let slices = plan(grid, config)?;
+        // (only launches above the threshold reach here: few, and each worth a line)
+        crate::log::line(format_args!(
+            "kernel slicing: a launch of {} blocks as {} sub-kernels",
+            grid.iter().map(|d| u64::from(*d)).product::<u64>(),
+            slices.len()
+        ));
+        Some((twin, params, slices))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fake driver once handed every kernel it did not know, twins included, one
+    /// handle: the sub-kernel launch re-entered the launch hook with the "twin" and sliced
+    /// it again until the stack ran out (numba's kernel, issue 58).
+    #[test]
+    fn a_twin_with_its_kernels_own_handle_is_no_twin() {
+        let s = Slicing {
+            config: Some(SliceConfig { min_grid_blocks: 4, blocks_per_slice: 5 }),
+            books: Mutex::default(),
+        };
+        let p = TwinParams { count: 1, end: 8, added_at: 8 };
+        s.function_twin(7, Some((7, p)));
+        assert!(s.slices(7, [12, 1, 1]).is_none(), "whole");
+        s.function_twin(7, Some((8, p)));
+        let (twin, _, slices) = s.slices(7, [12, 1, 1]).unwrap();
+        assert_eq!((twin, slices.len()), (8, 3));
     }
 }

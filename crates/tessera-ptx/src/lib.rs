@@ -19,11 +19,14 @@
 //! launch or the module is seen (the interposer), not here.
 //!
 //! A fat binary's PTX (what the CUDA runtime and `nvcc` hand the driver) is found,
-//! decompressed and read by [`fatbin`], so that its kernels can be rewritten too.
+//! decompressed and read by [`fatbin`], so that its kernels can be rewritten too; a
+//! cubin's length is read from its headers by [`elf`] (the interposer recognises
+//! nvJitLink's cubins, whose PTX it asked the linker for, by their bytes).
 //!
 //! Pure text processing: no GPU, no driver. `tessera ptx slice FILE.ptx` prints what it
 //! makes of a file.
 
+pub mod elf;
 pub mod fatbin;
 mod launch;
 mod params;

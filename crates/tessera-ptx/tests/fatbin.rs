@@ -2,7 +2,8 @@
 //! (issue 58): PTX for two virtual architectures and a cubin, stored as is, as an LZ4
 //! block and as Zstandard (the default), read back by `tessera_ptx::fatbin` to the
 //! same text, the right entry for each GPU, and rewritten with twins that `ptxas`
-//! assembles. No GPU.
+//! assembles; ptxas's cubins' lengths read from their headers (`tessera_ptx::elf`). No
+//! GPU.
 
 use std::path::Path;
 use std::process::Command;
@@ -111,5 +112,11 @@ fn fatbinarys_images_are_read_back_and_their_ptx_sliced() {
     run(Command::new(&ptxas).arg("-arch=sm_80").arg(&sliced).arg("-o").arg(&out)).unwrap();
     let bin = std::fs::read(&out).unwrap();
     assert!(bin.windows(twin.len()).any(|w| w == twin.as_bytes()), "{twin} not in the cubin");
+    // ptxas's cubins are as long as their headers say (how the interposer finds the
+    // length of a cubin handed to the driver by address)
+    for c in [&cubin, &out] {
+        let b = std::fs::read(c).unwrap();
+        assert_eq!(tessera_ptx::elf::extent_of(&b), Ok(b.len() as u64), "{}", c.display());
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

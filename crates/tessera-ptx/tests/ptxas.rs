@@ -1,6 +1,7 @@
 //! The rewrite against NVIDIA's own tools (issue 58 item 2): the PTX that numba-cuda
-//! (NVVM) and NVRTC emit for a set of kernels, and kernels written for the edge cases,
-//! rewritten and assembled by `ptxas` (PyPI's CUDA 12.9 wheel) for sm_80 and sm_90.
+//! (NVVM, and its LTO-IR as nvJitLink links it to PTX) and NVRTC emit for a set of
+//! kernels, and kernels written for the edge cases, rewritten and assembled by `ptxas`
+//! (PyPI's CUDA 12.9 wheel) for sm_80 and sm_90.
 //! Each corpus kernel must get a twin, and the module with the twins must assemble,
 //! the twin's symbol in the cubin. No GPU: that the twin computes what the original
 //! does is the GPU check's (`scripts/gpu-check.sh`).
@@ -67,7 +68,12 @@ fn the_twins_of_real_compilers_ptx_assemble_with_ptxas() {
             let mut names: Vec<PathBuf> =
                 std::fs::read_dir(&corpus).unwrap().map(|e| e.unwrap().path()).collect();
             names.sort();
-            assert!(names.len() >= 5, "{names:?}");
+            assert!(names.len() >= 9, "{names:?}");
+            // numba's default path: LTO-IR linked to PTX by nvJitLink (issue 58)
+            assert!(
+                names.iter().filter(|p| p.to_string_lossy().contains("numba_lto_")).count() == 4,
+                "{names:?}"
+            );
             for p in names {
                 let name = p.file_stem().unwrap().to_string_lossy().into_owned();
                 files.push((name, std::fs::read_to_string(&p).unwrap()));

@@ -289,4 +289,6 @@ fn the_slicing_check_dry_runs_on_the_fake_driver() {
     }
     // the fat binary's run loaded the rewritten PTX, its kernels sliced
     assert!(summary.contains("PASS  fairness.fatbin"), "{summary}\n{log}");
+    // numba's kernel took nvJitLink's PTX and one launch was sliced; whole without
+    assert!(summary.contains("PASS  numba.dry"), "{summary}\n{log}");
 }

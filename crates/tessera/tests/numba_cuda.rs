@@ -119,16 +119,11 @@ fn numba_cuda_runs_as_a_tenant() {
     );
 }
 
-/// Kernel slicing and a real client (issue 58): numba-cuda 0.30.4 compiles its kernel to
-/// LTO-IR, links it with nvJitLink itself and hands the driver a cubin
-/// (`cuLibraryLoadData`), which the interposer cannot rewrite: with `TESSERA_KERNEL_SLICING=1` (threshold 4 blocks)
-/// the library is loaded as given, the interposer says so once, and its launch of 12
-/// blocks runs whole and succeeds. (Slicing numba's kernels needs the link's PTX
-/// rewritten and linked again, which the interposer does not do.) The fake driver runs no
-/// numba kernel, so what is checked is what was loaded and launched, from its log.
-#[test]
-fn numba_cuda_kernels_are_cubins_and_run_whole() {
-    let Some((scratch, python, config, daemon)) = numba_node("numba-sliced") else { return };
+/// numba-cuda under `tessera run` with kernel slicing `on` or off (threshold 4 blocks,
+/// 5 per sub-kernel) launching its kernel over `blocks`: the fake driver's log (numba's
+/// calls as the driver saw them) and the interposer's.
+fn numba_sliced(tag: &str, on: bool, blocks: u32) -> Option<(String, String)> {
+    let (scratch, python, config, daemon) = numba_node(tag)?;
     let (bin, dir) = (&scratch.bin, &scratch.dir);
     let out = Command::new(bin.join("tessera"))
         .args(["run", "--socket"])
@@ -136,9 +131,9 @@ fn numba_cuda_kernels_are_cubins_and_run_whole() {
         .arg("--")
         .arg(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/numba_sliced.py"))
-        .arg("12")
+        .arg(blocks.to_string())
         .env("LD_LIBRARY_PATH", dir)
-        .env("TESSERA_KERNEL_SLICING", "1")
+        .env("TESSERA_KERNEL_SLICING", if on { "1" } else { "0" })
         .env("TESSERA_KERNEL_SLICE_MIN_BLOCKS", "4")
         .env("TESSERA_KERNEL_SLICE_BLOCKS", "5")
         .env("FAKE_CUDA_LOG", "1")
@@ -148,7 +143,6 @@ fn numba_cuda_kernels_are_cubins_and_run_whole() {
     daemon.shutdown();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && stdout.contains("launched 12"), "{stdout}{stderr}");
     // the fake's log is named after the path it was loaded by (cuda-bindings opens
     // `libcuda.so`)
     let log: String = ["libcuda.so.log", "libcuda.so.1.log"]
@@ -156,15 +150,60 @@ fn numba_cuda_kernels_are_cubins_and_run_whole() {
         .map(|f| std::fs::read_to_string(dir.join(f)).unwrap_or_default())
         .collect();
     let interposer = std::fs::read_to_string(dir.join("interposer.log")).unwrap_or_default();
-    assert!(log.contains("cuLibraryLoadData"), "numba did not load a library: {log}");
-    assert_eq!(
-        interposer.matches("kernel slicing: a binary module").count(),
-        1,
-        "the cubin loaded as given, said once: {interposer}"
+    assert!(
+        out.status.success() && stdout.contains(&format!("launched {blocks}")),
+        "{}: {stdout}{stderr}\n-- the driver's log:\n{log}\n-- the interposer's:\n{interposer}",
+        out.status
     );
-    assert!(!log.contains("__tessera_slice"), "a twin of a cubin's kernel: {log}");
-    let launches: Vec<&str> = log.lines().filter(|l| l.starts_with("cuLaunchKernel ")).collect();
-    let grids: Vec<u32> =
-        launches.iter().filter_map(|l| l.split_whitespace().nth(1)?.parse().ok()).collect();
-    assert_eq!(grids, [12], "numba's launch, whole: {launches:?}");
+    Some((log, interposer))
+}
+
+/// The grids of the launches in the fake driver's log.
+fn grids(log: &str) -> Vec<u32> {
+    log.lines()
+        .filter(|l| l.starts_with("cuLaunchKernel "))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect()
+}
+
+/// Kernel slicing and a real client (issue 58): numba-cuda 0.30.4 compiles its kernel to
+/// LTO-IR, links it with nvJitLink itself (found through `dlsym`, as cuda-bindings
+/// does) and hands the driver a cubin (`cuLibraryLoadData`), which has no PTX. With
+/// slicing on, the interposer's nvJitLink hooks link the same LTO-IR again with `-ptx`
+/// (the real nvJitLink, from PyPI, runs here without a GPU), recognise the cubin when
+/// numba loads it and load that PTX with its kernel's twin instead: numba's launch of 12
+/// blocks is issued as sub-kernels of 5, 5 and 2. Before, the cubin was loaded as given
+/// and the launch ran whole. The fake driver runs no numba kernel, so what is checked is
+/// what was loaded and launched, from its log.
+#[test]
+fn numba_cuda_kernels_are_sliced_through_nvjitlinks_ptx() {
+    let Some((log, interposer)) = numba_sliced("numba-sliced", true, 12) else { return };
+    assert!(
+        interposer.contains("kernel slicing: nvJitLink's link of 1 input(s) taken as PTX too"),
+        "the link's PTX: {interposer}"
+    );
+    assert!(
+        interposer.contains("kernel slicing: a cubin nvJitLink linked is loaded as its link's PTX"),
+        "{interposer}"
+    );
+    assert!(!interposer.contains("loaded as given"), "{interposer}");
+    // the library the driver was given is PTX text with the twin, not the cubin
+    let loads: Vec<&str> = log.lines().filter(|l| l.starts_with("cuLibraryLoadData")).collect();
+    assert_eq!(loads.len(), 1, "{log}");
+    assert!(
+        log.lines().any(|l| l.starts_with("cuLibraryGetKernel ") && l.contains("__tessera_slice")),
+        "the twin taken from the library: {log}"
+    );
+    assert_eq!(grids(&log), [5, 5, 2], "numba's launch, as sub-kernels: {log}");
+}
+
+/// The same with slicing off: nvJitLink is not hooked, numba's cubin is loaded as it
+/// is, and its launch of 12 blocks runs whole.
+#[test]
+fn numba_cuda_kernels_run_whole_without_slicing() {
+    let Some((log, interposer)) = numba_sliced("numba-whole", false, 12) else { return };
+    assert!(!interposer.contains("nvJitLink"), "{interposer}");
+    assert!(log.contains("cuLibraryLoadData"), "numba did not load a library: {log}");
+    assert!(!log.contains("__tessera_slice"), "a twin without slicing: {log}");
+    assert_eq!(grids(&log), [12], "numba's launch, whole: {log}");
 }

@@ -58,8 +58,13 @@ fn with_twins(image: *const c_void) -> Option<crate::slicing::Rewritten> {
     // SAFETY: non-null; a module image begins with at least 4 bytes (ELF and fatbin
     // magics, or PTX text).
     let head = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) };
+    if head == tessera_ptx::elf::MAGIC {
+        // a cubin has no PTX, unless nvJitLink linked it here and was asked for it
+        let text = super::nvjitlink::ptx_of_cubin(image)?;
+        return slicing().rewrite(&text);
+    }
     if tessera_ptx::is_binary_module(head) {
-        // a fat binary's PTX for this GPU, if it carries one; a cubin has none
+        // a fat binary's PTX for this GPU, if it carries one
         let text = super::fatbin::ptx_of(image, [head[0], head[1], head[2], head[3]])?;
         return slicing().rewrite(&text);
     }

@@ -1,6 +1,7 @@
 //! How a program finds the driver's entry points other than by linking:
 //! `cuGetProcAddress` (the real answer, replaced by the hook of whichever variant the
-//! driver returned when it is governed) and `dlsym` (driver and NVML names only),
+//! driver returned when it is governed) and `dlsym` (driver and NVML names, and with
+//! kernel slicing nvJitLink's),
 //! answering the hooks of the other files by name.
 #![allow(unsafe_code)]
 // the unit-test binary does not export the hooks, so nothing calls them there
@@ -129,6 +130,9 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
         crate::nvml::hook_for(bytes)
     } else if bytes.starts_with(b"cu") {
         driver_hook(bytes)
+    } else if bytes.starts_with(b"nvJitLink") || bytes.starts_with(b"__nvJitLink") {
+        // numba's linker, whose cubins carry no PTX to slice (`nvjitlink.rs`)
+        super::nvjitlink::hook_for(bytes, found, handle)
     } else {
         return found;
     };

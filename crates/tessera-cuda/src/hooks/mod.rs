@@ -9,10 +9,11 @@
 //! handles, contexts), [`memory`] (every allocation entry point and its free, memory
 //! reports, the refusals of what the ledger cannot count), [`launch`] (the launch
 //! gate's hooks, and the functions and kernels they launch; with kernel slicing, the PTX
-//! [`fatbin`] finds in a fat binary), [`capture`] (streams and
+//! [`fatbin`] finds in a fat binary or [`nvjitlink`] has nvJitLink link for a cubin
+//! it linked), [`capture`] (streams and
 //! stream capture), [`sync`] (synchronous calls, noted for the daemon's
 //! classification of interactive tenants) and [`lookup`] (`cuGetProcAddress` and
-//! `dlsym`, which answer the others' hooks by name). What they share is here; each file
+//! `dlsym`, which answer the others' hooks by name, nvJitLink's among them). What they share is here; each file
 //! lists its own hooks (`hooks!`), and only `lookup` uses the others (and `capture`'s
 //! stream synchronisation, `sync`'s note of a synchronous call).
 //!
@@ -91,6 +92,7 @@ mod fatbin;
 mod launch;
 mod lookup;
 mod memory;
+mod nvjitlink;
 mod pools;
 mod sync;
 

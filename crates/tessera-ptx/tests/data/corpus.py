@@ -1,11 +1,13 @@
 """Write the PTX that real compilers emit for a set of kernels, into the directory
-given: numba-cuda's (NVVM) and NVRTC's, for compute capability 8.0. Run with the
+given: numba-cuda's (NVVM, and its LTO-IR linked to PTX by nvJitLink) and NVRTC's,
+for compute capability 8.0. Run with the
 interpreter of `scripts/python-client.sh numba-cuda` (which has numba-cuda, NVVM and
 NVRTC from PyPI); no GPU is needed. Used by crates/tessera-ptx/tests/ptxas.rs."""
 import pathlib
 import sys
 
 from cuda.bindings import nvrtc
+from cuda.core import Linker, LinkerOptions, ObjectCode
 from numba import cuda, float32, int32
 
 out = pathlib.Path(sys.argv[1])
@@ -55,6 +57,12 @@ def numba_kernels():
 for name, fn, sig in numba_kernels():
     ptx, _ = cuda.compile_ptx(fn, sig, cc=(8, 0))
     (out / f"numba_{name}.ptx").write_text(ptx)
+    # what numba-cuda runs by default: the kernel as LTO-IR, which nvJitLink links; its
+    # PTX as the interposer's nvJitLink hooks ask for it (the same link with -ptx)
+    ltoir, _ = cuda.compile(fn, sig, cc=(8, 0), device=False, abi="numba", output="ltoir")
+    options = LinkerOptions(arch="sm_80", link_time_optimization=True, ptx=True)
+    linked = Linker(ObjectCode.from_ltoir(ltoir), options=options).link("ptx").code
+    (out / f"numba_lto_{name}.ptx").write_bytes(linked.rstrip(b"\0"))
 
 NVRTC_SOURCE = rb"""
 extern "C" __global__ void matmul(const float* a, const float* b, float* c, int n) {
