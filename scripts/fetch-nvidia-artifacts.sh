@@ -4,7 +4,8 @@
 # (ptxas) and the NVML header (nvml.h) — from PyPI's CUDA wheels, into a cache. No GPU
 # and no CUDA installation are needed. Two CUDA versions: 12.9 (the default; the
 # nvidia-*-cu12 wheels) and 13.0 (what driver 580 runs; the nvidia-cuda-runtime,
-# nvidia-cuda-nvcc and nvidia-nvml-dev 13.0 wheels), chosen by TESSERA_CUDA_VERSION.
+# nvidia-cuda-nvcc, nvidia-cuda-crt and nvidia-nvml-dev 13.0 wheels), chosen by
+# TESSERA_CUDA_VERSION.
 #
 # usage: [TESSERA_CUDA_VERSION=12.9|13.0] scripts/fetch-nvidia-artifacts.sh [CACHE_DIR]
 #   CACHE_DIR defaults to $TESSERA_NVIDIA_CACHE (12.9 only), else
@@ -26,7 +27,8 @@ case "$version" in
   13.0)
     cache="${1:-$HOME/.cache/tessera/nvidia-cu13.0}"
     # CUDA 13.0, which NVIDIA's 580-series driver runs
-    wheels=("nvidia-cuda-runtime==13.0.96" "nvidia-cuda-nvcc==13.0.88" "nvidia-nvml-dev==13.0.87")
+    # (CUDA 13 moved crt/, which cuda_runtime_api.h includes, into a wheel of its own)
+    wheels=("nvidia-cuda-runtime==13.0.96" "nvidia-cuda-nvcc==13.0.88" "nvidia-nvml-dev==13.0.87" "nvidia-cuda-crt==13.0.88")
     prefix="nvidia/cu13/"; major=13
     ;;
   *)
@@ -37,7 +39,7 @@ esac
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
-if [ ! -f "$cache/.complete-4" ]; then
+if [ ! -f "$cache/.complete-5" ]; then
   echo "fetching CUDA $version's headers, runtime and ptxas from PyPI (about 40 MB) into $cache" >&2
   # not --quiet: pip names each wheel with its size as it downloads it, with a progress
   # bar when stderr is a terminal
@@ -81,10 +83,10 @@ if prefix != "nvidia/":
 for need in needs:
     if not (cache / need).is_file():
         sys.exit(f"{need} not found in the wheels")
-if not any((cache / "include" / h).is_file() for h in ["crt/host_defines.h", "host_defines.h"]):
-    sys.exit("host_defines.h not found in the wheels")
+if not (cache / "include" / "crt" / "host_defines.h").is_file():
+    sys.exit("crt/host_defines.h (which cuda_runtime_api.h includes) not found in the wheels")
 PY
   rm -rf "$cache/wheels"
-  touch "$cache/.complete-4"
+  touch "$cache/.complete-5"
 fi
 echo "$cache"

@@ -27,6 +27,9 @@ strip --strip-unneeded "$dest/libtessera_cuda.so"
 cuda13="$(TESSERA_CUDA_VERSION=13.0 bash "$root/scripts/fetch-nvidia-artifacts.sh")"
 "$cuda13/bin/fatbinary" --64 --create="$dest/slicing_spin.fatbin" \
   --image3=kind=ptx,sm=80,file="$root/scripts/gpu-check/slicing_spin.ptx"
+# the slicing check's CUDA-runtime program, its kernel in a fat binary the runtime
+# loads, and CUDA 13.0's runtime beside it
+bash "$root/scripts/gpu-check/build-runtime-program.sh" "$dest"
 {
   echo "built: $(date -u '+%Y-%m-%dT%H:%M:%SZ') on $(uname -m), $(ldd --version 2>/dev/null | head -n 1)"
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"

@@ -15,7 +15,9 @@
 # fat binary whose PTX is compressed, as nvcc packs it (gpu-bin/slicing_spin.fatbin, made
 # by scripts/gpu-bin.sh; 20 s, TESSERA_SLICING_FATBIN_SECONDS). Also numba-cuda's own
 # kernel (LTO-IR that nvJitLink links into a cubin), sliced through the interposer's
-# nvJitLink hooks and whole: bit-identical outputs, equal to numpy's (numba.json).
+# nvJitLink hooks and whole: bit-identical outputs, equal to numpy's (numba.json); and
+# a CUDA-runtime program whose fat binary the runtime itself loads
+# (gpu-bin/runtime_fatbin, made by scripts/gpu-bin.sh), sliced and whole (runtime.json).
 #
 # usage: scripts/gpu-slicing-check.sh [--fake] [BIN_DIR]
 #   BIN_DIR   holds tessera (default gpu-bin/, made by scripts/gpu-bin.sh)
@@ -118,8 +120,44 @@ for slicing in 1 0; do
     timeout 120 "$bin_dir/tessera" run --socket "$runtime/numba.sock" --memory 1GiB -- \
     "$python" numba_sliced_check.py 60 50) >"$runtime/numba$slicing.json" 2>>"$fair_log" || true
 done
+# A CUDA-runtime program's own load of its fat binary (runtime_fatbin.c, built by
+# scripts/gpu-check/build-runtime-program.sh: nvcc's registration by hand, its PTX
+# compressed in the fat binary), sliced and whole: 6,000 blocks, sliced above 1,000
+# into sub-kernels of 1,500. The fake driver cannot start the runtime: there the
+# program is built and run to its first failing call only.
+runtime_program="$bin_dir/runtime_fatbin"
+if [ "$fake" = 1 ]; then
+  bash "$here/build-runtime-program.sh" "$fakedir" >>"$fair_log" 2>&1 || true
+  runtime_program="$fakedir/runtime_fatbin"
+fi
+for slicing in 1 0; do
+  if [ -x "$runtime_program" ]; then
+    (cd "$here" && exec env TESSERA_KERNEL_SLICING=$slicing TESSERA_KERNEL_SLICE_MIN_BLOCKS=1000 \
+      TESSERA_KERNEL_SLICE_BLOCKS=1500 TESSERA_CUDA_LOG="$runtime/runtime-interposer$slicing.log" \
+      timeout 120 "$bin_dir/tessera" run --socket "$runtime/numba.sock" --memory 1GiB -- \
+      "$runtime_program" 2000 3) >"$runtime/runtime$slicing.json" 2>>"$fair_log" || true
+  fi
+done
 kill -TERM "$daemon" 2>/dev/null || true
 wait "$daemon" 2>/dev/null || true
+"$python" - "$runtime" >"$out/runtime.json" 2>>"$fair_log" <<'PY'
+import json, sys
+runtime = sys.argv[1]
+result = {}
+for slicing, name in (("1", "sliced"), ("0", "whole")):
+    try:
+        r = json.loads(open(f"{runtime}/runtime{slicing}.json").read().strip().splitlines()[-1])
+    except Exception as e:  # noqa: BLE001 - a run without a report is a finding
+        r = {"error": f"no report: {type(e).__name__}: {e}"}
+    try:
+        log = open(f"{runtime}/runtime-interposer{slicing}.log").read()
+    except OSError:
+        log = ""
+    r["sliced_launches"] = [l for l in log.splitlines() if "kernel slicing: a launch of" in l]
+    r["whole_said"] = [l for l in log.splitlines() if "loaded as given" in l or "runs whole" in l]
+    result[name] = r
+json.dump(result, sys.stdout)
+PY
 "$python" - "$runtime" >"$out/numba.json" 2>>"$fair_log" <<'PY'
 import json, sys
 runtime = sys.argv[1]
@@ -194,9 +232,9 @@ json.dump({"with_slicing": result["1"], "without_slicing": result["0"],
            "with_slicing_fatbin": result["fatbin"], "long_ns_per_block": long_ns}, sys.stdout)
 PY
 rm -rf "$runtime"
-"$python" - "$out/slicing.json" "$fake" "$status" "$out/fair.json" "$out/numba.json" >"$out/summary.txt" <<'PY'
+"$python" - "$out/slicing.json" "$fake" "$status" "$out/fair.json" "$out/numba.json" "$out/runtime.json" >"$out/summary.txt" <<'PY'
 import json, sys
-path, fake, status, fair_path, numba_path = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4], sys.argv[5]
+path, fake, status, fair_path, numba_path, runtime_path = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 try:
     r = json.load(open(path))
 except Exception as e:  # noqa: BLE001 - a run that wrote nothing is a finding
@@ -279,6 +317,31 @@ if numba is not None:
                   f"sliced and whole outputs bit-identical: {same}, as numpy computes: {right} "
                   f"(differing {on.get('differing')}, {off.get('differing')}); {detail}")
         failed |= not ok
+try:
+    rt = json.load(open(runtime_path))
+except Exception as e:  # noqa: BLE001
+    rt = None
+    failed = True
+    print(f"FAIL  runtime: no result ({type(e).__name__}: {e})")
+if rt is not None:
+    on, off = rt["sliced"], rt["whole"]
+    detail = (f"sliced: {on.get('sliced_launches')}, error {on.get('error')}, differing "
+              f"{on.get('differing')}; whole: error {off.get('error')}, differing "
+              f"{off.get('differing')}, said {off.get('whole_said') or 'nothing'}")
+    if fake:
+        # the runtime refuses the fake driver: the program must have been built and run
+        ok = on.get("error", "").startswith("cuda") and off.get("error", "").startswith("cuda")
+        print(f"{'SKIPPED' if ok else 'FAIL':5} runtime  the fake driver cannot start the CUDA runtime; "
+              f"the program was built and ran to its first call ({on.get('error')})")
+    else:
+        ok = (on.get("error") == "none" and off.get("error") == "none"
+              and on.get("differing") == 0 and off.get("differing") == 0
+              and on.get("digest") == off.get("digest")
+              and len(on.get("sliced_launches", [])) == 1 and not off.get("sliced_launches"))
+        print(f"{'PASS' if ok else 'FAIL':5} runtime.identity  a CUDA-runtime program's own fat "
+              f"binary (compressed PTX), 6,000 blocks as sub-kernels and whole, bit-identical and "
+              f"as computed on the CPU: {detail}")
+    failed |= not ok
 print("device:", r["steps"].get("init", {}).get("gpu", "?"))
 sys.exit(1 if failed else 0)
 PY
