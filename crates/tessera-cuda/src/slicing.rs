@@ -17,6 +17,9 @@ use std::ffi::CString;
 use std::sync::{Mutex, OnceLock};
 use tessera_ptx::{Outcome, Slice, SliceConfig, plan, rewrite};
 
+/// The sliced launches the log names, one line each.
+const LAUNCHES_SAID: u32 = 100;
+
 /// A kernel's twin as the program's module names it, and its original's parameter count.
 #[derive(Clone, Debug)]
 struct Twin {
@@ -168,12 +171,20 @@ impl Slicing {
         let config = self.config?;
         let (twin, params) = *self.books.lock().ok()?.functions.get(&function)?;
         let slices = plan(grid, config)?;
-        // (only launches above the threshold reach here: few, and each worth a line)
-        crate::log::line(format_args!(
-            "kernel slicing: a launch of {} blocks as {} sub-kernels",
-            grid.iter().map(|d| u64::from(*d)).product::<u64>(),
-            slices.len()
-        ));
+        // the first launches sliced are said (what an operator checks); the log of a
+        // long job does not grow with every one
+        static SAID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        match SAID.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
+            n if n < LAUNCHES_SAID => crate::log::line(format_args!(
+                "kernel slicing: a launch of {} blocks as {} sub-kernels",
+                grid.iter().map(|d| u64::from(*d)).product::<u64>(),
+                slices.len()
+            )),
+            LAUNCHES_SAID => crate::log::line(format_args!(
+                "kernel slicing: further sliced launches are not logged"
+            )),
+            _ => {}
+        }
         Some((twin, params, slices))
     }
 }

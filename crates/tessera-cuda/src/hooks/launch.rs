@@ -255,7 +255,7 @@ fn sliced_ex(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> Option<CuResult> {
-    if config.is_null() || !slicing().enabled() {
+    if config.is_null() || !slicing().enabled() || in_sub_kernels() {
         return None;
     }
     let buffer = parameters(params, extra)?;
@@ -270,6 +270,7 @@ fn sliced_ex(
         return None;
     }
     let twin = twin as CUfunction;
+    let _within = SubKernels::begin();
     for s in slices {
         let copy = CUlaunchConfig { gridDimX: s.blocks, gridDimY: 1, gridDimZ: 1, ..c };
         let launch = |args: *mut *mut c_void, extra: *mut *mut c_void| {
@@ -285,6 +286,34 @@ fn sliced_ex(
         }
     }
     Some(status::SUCCESS)
+}
+
+thread_local! {
+    /// Whether this thread is issuing one launch's sub-kernels.
+    static SUB_KERNELS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is issuing a launch's sub-kernels: they go through the launch
+/// hooks (for the gate) and must not be sliced again — a twin never is, and a driver
+/// that handed a twin its kernel's own handle would recurse without end.
+fn in_sub_kernels() -> bool {
+    SUB_KERNELS.with(std::cell::Cell::get)
+}
+
+/// Marks this thread as issuing sub-kernels until dropped.
+struct SubKernels;
+
+impl SubKernels {
+    fn begin() -> Self {
+        SUB_KERNELS.with(|s| s.set(true));
+        SubKernels
+    }
+}
+
+impl Drop for SubKernels {
+    fn drop(&mut self) {
+        SUB_KERNELS.with(|s| s.set(false));
+    }
 }
 
 /// Where a launch's parameters are: `Some(None)` as pointers (`kernelParams`),
@@ -405,7 +434,7 @@ fn sliced(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> Option<CuResult> {
-    if !slicing().enabled() {
+    if !slicing().enabled() || in_sub_kernels() {
         return None;
     }
     let buffer = parameters(params, extra)?;
@@ -417,6 +446,7 @@ fn sliced(
         return None;
     }
     let twin = twin as CUfunction;
+    let _within = SubKernels::begin();
     for s in slices {
         let launch = |args: *mut *mut c_void, extra: *mut *mut c_void| {
             if ptsz {

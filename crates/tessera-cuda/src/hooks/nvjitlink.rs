@@ -102,12 +102,28 @@ pub(super) fn hook_for(
     found: *mut c_void,
     handle: *mut c_void,
 ) -> Option<*mut c_void> {
+    let (hooked, suffix) = parse(name)?;
     if !crate::slicing::slicing().enabled() {
         return None;
     }
-    let (hooked, suffix) = parse(name)?;
-    REAL[hooked as usize].store(found as usize, Ordering::Release);
-    *lock(&LIBRARY) = Some((handle as usize, suffix));
+    // the first library's entry points are the ones hooked: a second nvJitLink in the
+    // process (a CUDA 12 and a CUDA 13 wheel) is answered as it is, unhooked, so that
+    // no handle of one library reaches the other's functions
+    let slot = &REAL[hooked as usize];
+    if let Err(first) =
+        slot.compare_exchange(0, found as usize, Ordering::AcqRel, Ordering::Acquire)
+        && first != found as usize
+    {
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            crate::log::line(format_args!(
+                "kernel slicing: a second nvJitLink library in the process; its links are \
+                 not hooked, their cubins run whole"
+            ));
+        }
+        return None;
+    }
+    lock(&LIBRARY).get_or_insert((handle as usize, suffix));
     Some(match hooked {
         Hooked::Create => create as CreateFn as *mut c_void,
         Hooked::Destroy => destroy as DestroyFn as *mut c_void,
@@ -347,6 +363,15 @@ fn linked_ptx(link: &Link) -> Result<String, String> {
     if let Some(why) = &link.unusable {
         return Err(why.clone());
     }
+    // the PTX is compiled by the driver, not by this link: an option for that compile
+    // (-maxrregcount, -O, -Xptxas, ...) would be lost, so such a link keeps its cubin
+    if let Some(o) = link.options.iter().find(|o| !option_kept_in_ptx(o.as_bytes())) {
+        return Err(format!(
+            "option {} applies to the cubin's compile, which the driver's compile of the \
+             PTX would not apply",
+            o.to_string_lossy()
+        ));
+    }
     if !link.options.iter().any(|o| o.as_bytes() == b"-lto") {
         return match link.inputs.as_slice() {
             [Input { kind: INPUT_PTX, source, .. }] => {
@@ -367,6 +392,12 @@ fn linked_ptx(link: &Link) -> Result<String, String> {
         };
     }
     link_again(link)
+}
+
+/// Whether the link option `o` is carried by the PTX the link makes (or concerns the
+/// link alone): the target, link-time optimisation, and line or debug information.
+fn option_kept_in_ptx(o: &[u8]) -> bool {
+    o.starts_with(b"-arch=") || matches!(o, b"-lto" | b"-lineinfo" | b"-g")
 }
 
 /// Link `link`'s inputs again with `-ptx` and take the PTX.
@@ -467,24 +498,33 @@ pub(super) fn ptx_of_cubin(image: *const c_void) -> Option<String> {
             return None;
         }
         let base = image.cast::<u8>();
-        let len = tessera_ptx::elf::extent(&mut |at, len| {
-            // SAFETY: bytes of the cubin's own headers, at offsets they name (bounded
-            // by MAX_CUBIN): what the driver reads of the image it is given.
-            Some(unsafe { std::slice::from_raw_parts(base.add(at as usize), len) }.to_vec())
+        // SAFETY: a cubin begins with its 64-byte ELF header, which the driver reads too.
+        let header = unsafe { std::slice::from_raw_parts(base, tessera_ptx::elf::HEADER_LEN) };
+        // only a cubin whose header is a kept one's is read further, and no further than
+        // that kept cubin's length: a corrupt or foreign header never makes this read far
+        kept.iter().filter(|k| k.cubin.get(..header.len()) == Some(header)).find_map(|k| {
+            let bound = k.cubin.len() as u64;
+            let len = tessera_ptx::elf::extent_within(bound, &mut |at, len| {
+                // SAFETY: within the first `bound` bytes of an image whose ELF header is
+                // that of a cubin this long, at offsets its headers name (checked
+                // against `bound` before the read): bytes the driver reads of the image
+                // it is given.
+                Some(unsafe { std::slice::from_raw_parts(base.add(at as usize), len) }.to_vec())
+            })
+            .ok()?;
+            if len != bound {
+                return None;
+            }
+            // SAFETY: the image is `bound` bytes long, by its headers.
+            let bytes = unsafe { std::slice::from_raw_parts(base, k.cubin.len()) };
+            (k.cubin == bytes).then(|| k.ptx.clone())
         })
-        .ok()?;
-        let len = usize::try_from(len).ok()?;
-        if !kept.iter().any(|k| k.cubin.len() == len) {
-            return None;
-        }
-        // SAFETY: the cubin is `len` bytes long, by its headers.
-        let bytes = unsafe { std::slice::from_raw_parts(base, len) };
-        kept.iter().find(|k| k.cubin == bytes).map(|k| k.ptx.clone())
     })();
     match found {
         Some(ptx) => {
             crate::log::line(format_args!(
-                "kernel slicing: a cubin nvJitLink linked is loaded as its link's PTX"
+                "kernel slicing: a cubin nvJitLink linked: its link's PTX, with twins, is given \
+                 to the driver in its place"
             ));
             Some(ptx)
         }
@@ -533,6 +573,11 @@ mod tests {
         assert!(linked_ptx(&two).unwrap_err().contains("2 inputs"));
         let cubin = Input { kind: 1, source: Source::Bytes(vec![0x7f]), name: None };
         assert!(linked_ptx(&link(&["-arch=sm_90"], vec![cubin])).is_err());
+        // an option of the cubin's compile (numba's max_registers) keeps the cubin
+        let capped = link(&["-arch=sm_90", "-maxrregcount=32"], vec![ptx(b".entry k()")]);
+        assert!(linked_ptx(&capped).unwrap_err().contains("-maxrregcount=32"));
+        let lined = link(&["-arch=sm_90", "-lineinfo"], vec![ptx(b".entry k()")]);
+        assert_eq!(linked_ptx(&lined).unwrap(), ".entry k()");
         let mut big = link(&["-lto"], vec![]);
         big.unusable = Some("its inputs exceed 256 MiB".into());
         assert_eq!(linked_ptx(&big).unwrap_err(), "its inputs exceed 256 MiB");
