@@ -1,0 +1,211 @@
+//! The block dispatcher: the waiting kernels in order, each one's blocks placed
+//! breadth-first on the SMs where they fit (see the module documentation).
+
+use super::*;
+
+impl ConcurrentGpu {
+    /// Place up to `pending` blocks costing `cost` breadth-first — a block on each SM
+    /// in turn, round after round, while any fits — listing (SM, blocks) of each SM
+    /// that took any in `scratch`; returns how many, and the least use of each resource
+    /// on any SM afterwards (see `dispatch`; computed in the same walk of the SMs). Each block placed on an SM lowers its room by exactly one
+    /// (every resource's floor((left - each) / each) is one less), so SM s receives
+    /// min(room, K) blocks after K whole rounds, and the rest of the blocks go one
+    /// each to the SMs still with room, in SM order: computed so, not round by round
+    /// (a kernel of thousands of blocks was a walk of the SMs per round).
+    pub(super) fn place_breadth_first(&mut self, cost: &BlockCost, pending: u64) -> (u64, SmUse) {
+        let mut total = 0u64;
+        let mut most = 0u32;
+        // breadth-first placement leaves runs of SMs in the same state: an SM like the
+        // one before it has its room (three divisions each, the block model's hottest
+        // line, issue 55)
+        let mut last: Option<(SmUse, u32)> = None;
+        for (sm, room) in self.rooms.iter_mut().enumerate() {
+            let used = self.sms[sm];
+            *room = match last {
+                Some((u, r)) if u == used => r,
+                _ => {
+                    let r = used.room_for(cost, &self.limits);
+                    last = Some((used, r));
+                    r
+                }
+            };
+            total += u64::from(*room);
+            most = most.max(*room);
+        }
+        if total == 0 {
+            // nothing changed: no new bound (a full SM bounds nothing)
+            return (0, SmUse::full(&self.limits));
+        }
+        let rooms = std::mem::take(&mut self.rooms);
+        // K: the most whole rounds the blocks fill — all of them when everything fits
+        // (the usual case: a kernel of more blocks than the room). Round k + 1 places
+        // one block on each SM with room above k, so from a count of the SMs by room
+        // the blocks after each round follow without a walk.
+        let (rounds, filled) = if pending >= total {
+            (most, total)
+        } else {
+            let mut by_room = std::mem::take(&mut self.by_room);
+            by_room.clear();
+            by_room.resize(most as usize + 1, 0);
+            for r in &rooms {
+                by_room[*r as usize] += 1;
+            }
+            let (mut rounds, mut filled) = (0u32, 0u64);
+            let mut above = rooms.len() as u64 - u64::from(by_room[0]);
+            while rounds < most && filled + above <= pending {
+                filled += above;
+                rounds += 1;
+                above -= u64::from(by_room[rounds as usize]);
+            }
+            self.by_room = by_room;
+            (rounds, filled)
+        };
+        let mut rest = pending - filled;
+        let mut placed = 0u64;
+        let mut bound = SmUse::full(&self.limits);
+        self.scratch.clear();
+        for (sm, room) in rooms.iter().enumerate() {
+            let mut n = (*room).min(rounds);
+            if *room > rounds && rest > 0 {
+                n += 1;
+                rest -= 1;
+            }
+            if n > 0 {
+                self.take_sm(sm, cost, i64::from(n));
+                self.scratch.push((sm as u32, n));
+                placed += u64::from(n);
+            }
+            bound = bound.least(&self.sms[sm]);
+        }
+        self.rooms = rooms;
+        (placed, bound)
+    }
+
+    pub(super) fn dispatch(&mut self) {
+        self.dirty = false;
+        if self.paused || (self.switching.is_some() && self.chosen_at != Some(self.now)) {
+            return;
+        }
+        // placements made at this instant are made again, with every kernel started
+        // at it in the queue
+        self.unplace_fresh(None);
+        if let Contexts::TimeSliced { switch, slice } = self.contexts {
+            if self.chosen_at == Some(self.now) {
+                if self.switching.is_some() {
+                    self.renew_slice(slice);
+                }
+                // chosen at this instant: chosen again among every context present
+                match self.switching {
+                    // the active context has kernels again and its slice is not over:
+                    // it keeps the GPU, as if the switch had never been chosen
+                    Some(_)
+                        if self.slice_end > self.now
+                            && self.active.is_some_and(|a| self.per_context.contains_key(&a)) =>
+                    {
+                        self.switching = None;
+                        self.chosen_at = None;
+                        self.thaw(self.active);
+                    }
+                    Some((until, _)) => {
+                        let next = self.next_context();
+                        self.switching = Some((until, next));
+                        return;
+                    }
+                    None => {
+                        self.freeze(self.active);
+                        self.active = None;
+                    }
+                }
+            }
+            if self.switching.is_some() {
+                return;
+            }
+            match self.active {
+                None => match self.per_context.keys().next() {
+                    Some(c) => {
+                        let c = *c;
+                        self.begin_turn(c);
+                        self.chosen_at = Some(self.now);
+                        self.dirty = false;
+                    }
+                    None => return,
+                },
+                Some(a) if !self.per_context.contains_key(&a) => {
+                    if self.per_context.is_empty() {
+                        return;
+                    }
+                    // the active context has nothing left: the next one's turn, after
+                    // a switch
+                    let next = self.next_context();
+                    self.switching = Some((self.now + switch * PS_PER_NS, next));
+                    self.chosen_at = Some(self.now);
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        let active = match self.contexts {
+            Contexts::Shared => None,
+            Contexts::TimeSliced { .. } => self.active,
+        };
+        let demand: f64 = self
+            .kernels
+            .values()
+            .filter(|k| active.is_none_or(|a| a == k.context))
+            .map(|k| k.demand)
+            .sum();
+        let stretch = 1.0 + self.contention.slowdown_per_excess * (demand - 1.0).max(0.0);
+        self.stretch = stretch;
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(self.waiting.iter().map(|(_, _, id)| *id));
+        // The most of each resource any one SM has left, as the use of an SM that had
+        // just that: its room bounds every SM's, so a kernel none of whose blocks fits
+        // anywhere (a full GPU with many kernels waiting) is passed over without a walk
+        // of the SMs. Placing only takes resources, so the bound holds through the loop.
+        let lim = self.limits;
+        let mut bound = least_used(&self.sms, &lim);
+        for id in order.iter().copied() {
+            let Some(k) = self.kernels.get(&id) else { continue };
+            if active.is_some_and(|a| a != k.context) {
+                continue;
+            }
+            let (cost, mut pending, block_ps) = (k.cost, k.pending, k.block_ps);
+            if pending == 0 || bound.room_for(&cost, &lim) == 0 {
+                continue;
+            }
+            let (placed, after) = self.place_breadth_first(&cost, pending);
+            pending -= placed;
+            if placed == 0 {
+                continue;
+            }
+            // tighter after a placement (which often fills the GPU)
+            bound = after;
+            let i = self.free_cohorts.pop().unwrap_or_else(|| {
+                self.cohorts.push(Cohort::default());
+                self.cohorts.len() - 1
+            });
+            let now = self.now;
+            let c = &mut self.cohorts[i];
+            std::mem::swap(&mut c.on, &mut self.scratch);
+            c.kernel = id;
+            c.count = placed;
+            c.since = now;
+            c.stretch = stretch;
+            c.finish = now + (block_ps as f64 * stretch).round() as Ps;
+            c.live = true;
+            c.frozen = false;
+            c.generation += 1;
+            self.heap.push(Reverse((c.finish, i, c.generation)));
+            self.fresh.push(i);
+            if let Some(k) = self.kernels.get_mut(&id) {
+                k.pending = pending;
+                k.placed += placed;
+                if pending == 0 {
+                    self.waiting.remove(&(Reverse(k.priority), k.started, id));
+                }
+            }
+        }
+        self.order = order;
+    }
+}

@@ -1,0 +1,309 @@
+//! The block model's tests: its rules one by one, and properties over random kernels.
+
+use super::*;
+use proptest::prelude::*;
+
+const V: SmLimits = SmLimits::V100;
+
+fn kernel(context: u32, grid: u64, threads: u32, alone_ns: Ns, priority: i32) -> KernelLaunch {
+    KernelLaunch {
+        context,
+        launch: Launch {
+            grid_blocks: grid,
+            threads_per_block: threads,
+            registers_per_thread: 32,
+            shared_per_block: 0,
+        },
+        alone_ns,
+        priority,
+    }
+}
+
+fn shared() -> ConcurrentGpu {
+    ConcurrentGpu::new(V, Contexts::Shared, Contention::default())
+}
+
+/// Run until nothing is left; the finishes by id.
+fn run_out(g: &mut ConcurrentGpu) -> BTreeMap<PieceId, Ns> {
+    let mut done = BTreeMap::new();
+    while let Some(t) = g.next_event() {
+        g.advance(t).unwrap();
+        while let Some((id, at)) = g.pop_finished() {
+            assert!(done.insert(id, at).is_none(), "kernel {id} finished twice");
+        }
+    }
+    while let Some((id, at)) = g.pop_finished() {
+        assert!(done.insert(id, at).is_none(), "kernel {id} finished twice");
+    }
+    done
+}
+
+const MS: Ns = 1_000_000;
+
+/// Worked by hand: 1024-thread blocks, two per SM by threads, 160 slots on a V100.
+#[test]
+fn a_big_kernel_holds_up_a_small_one_behind_it() {
+    // A: 480 blocks, 3 ms alone -> 3 waves of 1 ms. B: 80 blocks of 1024 threads,
+    // 1 wave of 1 ms, started at 0.5 ms. In order, A takes every freed slot until
+    // its blocks are all placed (at 2 ms), so B starts when A's last wave ends.
+    let mut g = shared();
+    g.start(0, 1, kernel(0, 480, 1024, 3 * MS, 0)).unwrap();
+    g.start(MS / 2, 2, kernel(0, 80, 1024, MS, 0)).unwrap();
+    let done = run_out(&mut g);
+    assert_eq!(done[&1], 3 * MS);
+    assert_eq!(done[&2], 4 * MS);
+}
+
+#[test]
+fn a_higher_stream_priority_is_dispatched_first() {
+    // the same, B at a higher priority: at 1 ms the freed 160 slots go to B first
+    // (80), A gets 80; A's remaining 240 blocks then need 1.5 more waves' worth
+    let mut g = shared();
+    g.start(0, 1, kernel(0, 480, 1024, 3 * MS, 0)).unwrap();
+    g.start(MS / 2, 2, kernel(0, 80, 1024, MS, 1)).unwrap();
+    let done = run_out(&mut g);
+    assert_eq!(done[&2], 2 * MS);
+    // at 1 ms: A 80 placed (pending 240); at 2 ms: 160 free -> A 160 (pending 80),
+    // plus A's 80 from 1 ms end then -> at 2 ms A has 160 resident, at 3 ms 80 more,
+    // ending at 4 ms
+    assert_eq!(done[&1], 4 * MS);
+}
+
+#[test]
+fn a_small_kernel_gets_the_leftovers() {
+    // A: 100 blocks of 1024 threads, 1 wave (1 ms): 100 of 160 slots. B: 80 blocks
+    // of 1024 threads: 60 fit at once (the SMs with one A block), 20 wait for A.
+    let mut g = shared();
+    g.start(0, 1, kernel(0, 100, 1024, MS, 0)).unwrap();
+    g.start(0, 2, kernel(0, 80, 1024, MS, 0)).unwrap();
+    g.next_event();
+    assert_eq!(g.resident_blocks(1), 100);
+    assert_eq!(g.resident_blocks(2), 60);
+    let done = run_out(&mut g);
+    assert_eq!(done[&1], MS);
+    assert_eq!(done[&2], 2 * MS);
+}
+
+#[test]
+fn contexts_take_turns_and_pay_each_switch() {
+    // two contexts, each a 10 ms kernel filling the GPU, 2 ms slices, 0.1 ms switch:
+    // A runs 0-2, switch to 2.1, B 2.1-4.1, switch, A 4.2-6.2 ... A needs 5 turns
+    let mut g = ConcurrentGpu::new(
+        V,
+        Contexts::TimeSliced { slice: 2 * MS, switch: MS / 10 },
+        Contention::default(),
+    );
+    g.start(0, 1, kernel(0, 160, 1024, 10 * MS, 0)).unwrap();
+    g.start(0, 2, kernel(1, 160, 1024, 10 * MS, 0)).unwrap();
+    let done = run_out(&mut g);
+    // A's fifth turn starts after 4 turns of 2 ms and 8 switches: 8 + 0.8 = 16.8 ms
+    assert_eq!(done[&1], 18 * MS + 8 * MS / 10);
+    // B's fifth: after A's 5 turns (10 ms), B's 4 and 9 switches: 18 + 0.9 + 2
+    assert_eq!(done[&2], 20 * MS + 9 * MS / 10);
+    assert!((g.usage().switching_ns - 0.9 * MS as f64).abs() < 1.0);
+}
+
+#[test]
+fn contention_slows_co_running_kernels_past_capacity() {
+    let mut g = ConcurrentGpu::new(V, Contexts::Shared, Contention { slowdown_per_excess: 0.5 });
+    // two kernels of demand 1 each: D = 2, blocks take 1.5 times as long
+    g.start(0, 1, kernel(0, 160, 1024, MS, 0)).unwrap();
+    g.start(0, 2, kernel(0, 160, 1024, MS, 0)).unwrap();
+    let done = run_out(&mut g);
+    // A's wave: 1.5 ms; B placed then, alone (D = 1): 1 ms
+    assert_eq!(done[&1], 3 * MS / 2);
+    assert_eq!(done[&2], 5 * MS / 2);
+}
+
+#[test]
+fn a_paused_gpu_makes_no_progress() {
+    let mut g = shared();
+    g.start(0, 1, kernel(0, 320, 1024, 2 * MS, 0)).unwrap();
+    g.set_paused(MS / 2, true).unwrap();
+    assert_eq!(g.next_event(), None);
+    g.set_paused(5 * MS, false).unwrap();
+    let done = run_out(&mut g);
+    assert_eq!(done[&1], 2 * MS + 9 * MS / 2);
+}
+
+#[test]
+fn removal_returns_the_time_alone_left() {
+    let mut g = shared();
+    g.start(0, 1, kernel(0, 320, 1024, 2 * MS, 0)).unwrap();
+    // half of the first wave done: a quarter of the work
+    assert_eq!(g.remove(MS / 2, 1).unwrap(), 3 * MS / 2);
+    assert!(g.is_empty());
+    assert_eq!(g.remove(MS, 1), Err(ConcurrentError::Unknown(1)));
+    assert!(matches!(g.advance(0), Err(ConcurrentError::TimeBackwards { .. })));
+}
+
+fn arb_kernel() -> impl Strategy<Value = (u32, u64, u32, Ns, i32)> {
+    (
+        0u32..3,
+        1u64..700,
+        prop::sample::select(vec![64u32, 128, 256, 512, 1024]),
+        1u64..5_000_000,
+        -1i32..2,
+    )
+}
+
+proptest! {
+    /// The placement computed in closed form puts on each SM what a block per SM in
+    /// turn, round after round while any fits, puts there (issue 55's rewrite of
+    /// that loop).
+    #[test]
+    fn breadth_first_placement_is_the_rounds(
+        used in proptest::collection::vec((0u32..33, 0u32..2049, 0u32..65537), 80),
+        threads in 1u32..1024,
+        regs in 1u32..128,
+        per_mille in 0u64..1300,
+    ) {
+        let mut g = shared();
+        let launch = Launch { grid_blocks: 1, threads_per_block: threads, registers_per_thread: regs, shared_per_block: 0 };
+        let Some(cost) = BlockCost::of(&launch, &V) else { return Ok(()) };
+        for (sm, (b, t, r)) in used.iter().enumerate() {
+            g.sms[sm] = SmUse { blocks: (*b).min(V.max_blocks_per_sm), threads: (*t).min(V.max_threads_per_sm), registers: (*r).min(V.registers_per_sm), shared: 0 };
+        }
+        // mostly fewer blocks than fit (a last round that stops part way), some more
+        let fits: u64 = g.sms.iter().map(|u| u64::from(u.room_for(&cost, &V))).sum();
+        let pending = fits * per_mille / 1000;
+        // the rounds, as the loop was
+        let mut sms = g.sms.clone();
+        let mut expected = vec![0u32; sms.len()];
+        let mut left = pending;
+        loop {
+            let mut any = false;
+            for sm in 0..sms.len() {
+                if left == 0 {
+                    break;
+                }
+                if sms[sm].room_for(&cost, &V) > 0 {
+                    sms[sm].add(&cost, 1);
+                    expected[sm] += 1;
+                    left -= 1;
+                    any = true;
+                }
+            }
+            if left == 0 || !any {
+                break;
+            }
+        }
+        let (placed, bound) = g.place_breadth_first(&cost, pending);
+        prop_assert_eq!(placed, pending - left);
+        let expected: Vec<(u32, u32)> = expected.iter().enumerate().filter(|(_, n)| **n > 0).map(|(sm, n)| (sm as u32, *n)).collect();
+        // the list and the bound are of a placement: with none, neither is read
+        if placed > 0 {
+            prop_assert_eq!(&g.scratch, &expected);
+            prop_assert_eq!(bound, least_used(&sms, &V));
+        }
+        prop_assert_eq!(&g.sms, &sms);
+    }
+
+    #[test]
+    fn a_kernel_alone_takes_its_time((_, grid, threads, alone, p) in arb_kernel()) {
+        let mut g = shared();
+        g.start(7, 1, kernel(0, grid, threads, alone, p)).unwrap();
+        let done = run_out(&mut g);
+        prop_assert_eq!(done[&1], 7 + alone);
+    }
+
+    /// Every block runs exactly its block time (no contention), across preemption
+    /// and pauses; each kernel finishes once; the starts' order at one instant does
+    /// not matter.
+    #[test]
+    fn work_is_conserved_and_order_does_not_matter(
+        ks in prop::collection::vec((arb_kernel(), 0u64..3_000_000), 1..8),
+        sliced in any::<bool>(),
+        pause in prop::option::of((0u64..4_000_000, 1u64..2_000_000)),
+    ) {
+        let contexts = if sliced {
+            Contexts::TimeSliced { slice: 1_000_000, switch: 50_000 }
+        } else {
+            Contexts::Shared
+        };
+        let run = |reversed: bool| {
+            let mut g = ConcurrentGpu::new(V, contexts, Contention::default());
+            let mut starts: Vec<(Ns, PieceId, KernelLaunch)> = ks
+                .iter()
+                .enumerate()
+                .map(|(i, ((ctx, grid, threads, alone, p), at))| {
+                    // starts on a coarse grid, so several share an instant
+                    (at / 1_000_000 * 1_000_000, i as PieceId, kernel(*ctx, *grid, *threads, *alone, *p))
+                })
+                .collect();
+            starts.sort_by_key(|(at, id, _)| (*at, if reversed { Reverse(*id) } else { Reverse(u64::MAX - id) }));
+            let mut done = BTreeMap::new();
+            let mut events: Vec<(Ns, u8, usize)> =
+                starts.iter().enumerate().map(|(i, s)| (s.0, 1, i)).collect();
+            if let Some((at, len)) = pause {
+                events.push((at, 0, 0));
+                events.push((at + len, 2, 0));
+            }
+            events.sort_by_key(|e| (e.0, e.1, e.2));
+            for (at, kind, i) in events {
+                loop {
+                    match g.next_event() {
+                        Some(t) if t < at => {
+                            g.advance(t).unwrap();
+                            while let Some((id, t)) = g.pop_finished() {
+                                assert!(done.insert(id, t).is_none());
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+                match kind {
+                    0 => g.set_paused(at, true).unwrap(),
+                    2 => g.set_paused(at, false).unwrap(),
+                    _ => g.start(at, starts[i].1, starts[i].2).unwrap(),
+                }
+            }
+            let all = run_out(&mut g);
+            for (id, t) in all { assert!(done.insert(id, t).is_none()); }
+            (done, g.ran_at_end)
+        };
+        let (a, ran) = run(false);
+        let (b, _) = run(true);
+        prop_assert_eq!(a.len(), ks.len(), "every kernel finishes");
+        prop_assert_eq!(&a, &b, "the order of starts at one instant changed the finishes");
+        for (id, (ran, whole)) in ran {
+            prop_assert_eq!(ran, whole, "kernel {} ran other than its blocks' time", id);
+        }
+    }
+}
+
+/// A kernel that ends at the instant another starts, found finished by that start
+/// (which advances the model), is due at once: the next event is now, not the new
+/// kernel's first wave, when a caller that collects finishes at the next event
+/// (the simulator's engine) would have reported it a wave late.
+#[test]
+fn a_finish_found_by_a_start_is_due_at_once() {
+    let mut g = shared();
+    // 160 blocks of 1024 threads: one wave on a V100, 1 ms
+    g.start(0, 1, kernel(0, 160, 1024, MS, 0)).unwrap();
+    assert_eq!(g.next_event(), Some(MS));
+    g.start(MS, 2, kernel(0, 160, 1024, MS, 0)).unwrap();
+    assert_eq!(g.next_event(), Some(MS), "kernel 1's finish waits to be collected");
+    assert_eq!(g.pop_finished(), Some((1, MS)));
+    assert_eq!(g.next_event(), Some(2 * MS));
+}
+
+/// Block time run equals blocks × block time, to the picosecond, for kernels
+/// preempted by slices and by a pause.
+#[test]
+fn block_time_is_conserved_across_preemption() {
+    let mut g = ConcurrentGpu::new(
+        V,
+        Contexts::TimeSliced { slice: 700_000, switch: 30_000 },
+        Contention::default(),
+    );
+    g.start(0, 1, kernel(0, 500, 256, 3 * MS, 0)).unwrap();
+    g.start(0, 2, kernel(1, 900, 512, 4 * MS, 0)).unwrap();
+    g.set_paused(2 * MS, true).unwrap();
+    g.set_paused(3 * MS, false).unwrap();
+    let done = run_out(&mut g);
+    assert_eq!(done.len(), 2);
+    for (id, (ran, whole)) in &g.ran_at_end {
+        assert_eq!(ran, whole, "kernel {id}");
+    }
+}
