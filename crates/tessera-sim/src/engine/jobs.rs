@@ -1,0 +1,233 @@
+//! Jobs and their tasks through the engine: arrivals, CPU phases, submissions, a
+//! task's end on its slot, and a job's completion.
+
+use super::*;
+
+impl Simulation<'_> {
+    pub(super) fn job_arrives(&mut self, i: usize) -> Result<(), SimError> {
+        let job = &self.workload.jobs[i];
+        self.deliver(Event::TenantRegistered(job.tenant.clone()))?;
+        if job.submission == Submission::Open {
+            if !job.tasks.is_empty() {
+                // its first request at its arrival, the next when its time comes
+                self.open_arrival(i)?;
+            }
+        } else {
+            for _ in 0..job.window.max(1) {
+                if job.submission == Submission::Window {
+                    self.after_cpu_phase(i)?;
+                } else {
+                    self.submit_next(i)?;
+                }
+            }
+        }
+        if job.tasks.is_empty() || (job.background && self.foreground_left == 0) {
+            self.deliver(Event::TenantLeft { tenant: job.tenant.id })?;
+        }
+        Ok(())
+    }
+
+    /// Submit an open-loop job's next request and schedule the one after it.
+    pub(super) fn open_arrival(&mut self, i: usize) -> Result<(), SimError> {
+        self.submit_next(i)?;
+        let job = &self.workload.jobs[i];
+        let next = self.jobs[i].next_task;
+        if next < job.tasks.len() {
+            let at = job.arrivals.get(next).copied().unwrap_or(self.now).max(self.now);
+            self.schedule(at, SimEvent::NextArrival(i));
+        }
+        Ok(())
+    }
+
+    /// Submit `job`'s next task once its kernel's CPU phase has run (at once without
+    /// one). The CPU phase runs on a core of its own: CPU contention is not modelled
+    /// here (the program engine models it).
+    fn after_cpu_phase(&mut self, job: usize) -> Result<(), SimError> {
+        let spec = &self.workload.jobs[job];
+        let cpu = self
+            .workload
+            .kernels
+            .get(spec.kernel as usize)
+            .map_or(Nanos::ZERO, |k| k.cpu_per_launch);
+        if cpu == Nanos::ZERO {
+            return self.submit_next(job);
+        }
+        if self.jobs[job].next_task < spec.tasks.len() {
+            self.schedule(self.now + cpu, SimEvent::CpuPhaseEnds(job));
+            self.cpu_phases.0 += 1;
+            self.cpu_phases.1 = self.cpu_phases.1.max(self.cpu_phases.0);
+        }
+        Ok(())
+    }
+
+    pub(super) fn submit_next(&mut self, job_index: usize) -> Result<(), SimError> {
+        let job = &self.workload.jobs[job_index];
+        let state = &mut self.jobs[job_index];
+        if state.next_task >= job.tasks.len() || (job.background && self.foreground_left == 0) {
+            return Ok(());
+        }
+        let work = job.tasks[state.next_task];
+        state.next_task += 1;
+        let id = TaskId(self.tasks.len() as u64);
+        self.tasks.push(TaskRecord {
+            job: job_index,
+            class: job.tenant.class,
+            work,
+            submitted: self.now,
+            first_start: None,
+            last_start: None,
+            kills: 0,
+            end: None,
+        });
+        self.location.push(Location::Waiting);
+        self.tasks_open += 1;
+        let spec = TaskSpec {
+            launch: self.workload.kernels.get(job.kernel as usize).and_then(|k| k.launch),
+            batch: 1,
+            id,
+            tenant: job.tenant.id,
+            kernel: job.kernel,
+            memory: tessera_core::Bytes(0),
+        };
+        self.deliver(Event::TaskSubmitted(spec))
+    }
+
+    /// The model of `slot` said `task` (fluid model) or something (block model) ends
+    /// now: every kernel finished by now ends.
+    pub(super) fn task_ends(
+        &mut self,
+        slot: usize,
+        task: Option<TaskId>,
+        generation: u64,
+    ) -> Result<(), SimError> {
+        if self.slots[slot].generation != generation {
+            // killed by a reset or a migration, or (sharing) superseded by a later
+            // prediction
+            return Ok(());
+        }
+        let exclusive = self.opts.sharing == Sharing::Exclusive;
+        let gpu = self.slots[slot].placement.gpu;
+        // every piece due now, one at a time (no allocation on this hot path); several
+        // may end at one instant when shared, taken in the model's order
+        let mut ended = 0;
+        loop {
+            let s = &mut self.slots[slot];
+            let id = match s.model.pop_finished(self.now.0) {
+                Ok(Some(id)) => id,
+                Ok(None) => break,
+                Err(e) => return Err(self.violation(format!("{gpu}: {e}"))),
+            };
+            if exclusive && (task.is_some_and(|t| t.0 != id) || !s.model.is_empty()) {
+                return Err(self.violation(format!(
+                    "{task:?} ended on {gpu} but the GPU model finished task {id}"
+                )));
+            }
+            let finished = TaskId(id);
+            let Some(i) = s.running.iter().position(|(t, _)| *t == finished) else {
+                return Err(
+                    self.violation(format!("{finished} finished on {gpu} but was not running"))
+                );
+            };
+            let (_, started) = s.running.swap_remove(i);
+            let placement = s.placement;
+            let ran_for = self.now - started;
+            let kernel_time = self.kernel_time(finished, ran_for);
+            self.gpus[gpu.0 as usize].busy += kernel_time;
+            ended += 1;
+            let batch = if self.batches.is_empty() { None } else { self.batches.remove(&finished) };
+            match batch {
+                // every request of a batch completes with its execution
+                Some(members) => {
+                    for m in &members {
+                        self.left_gpu(gpu, *m);
+                    }
+                    for m in members {
+                        self.task_done(placement, m, ran_for)?;
+                    }
+                }
+                None => {
+                    self.left_gpu(gpu, finished);
+                    self.task_done(placement, finished, ran_for)?;
+                }
+            }
+        }
+        if ended == 0
+            && let Some(task) = task
+        {
+            return Err(
+                self.violation(format!("{task} ended on {gpu} but the GPU model had nothing due"))
+            );
+        }
+        if !exclusive {
+            // The event is handled: nothing touches the slot before the next queued
+            // event, so the block model's changes before then that finish nothing run
+            // here rather than as events of their own (each would be popped, end
+            // nothing and be predicted again).
+            let horizon = self.next_event_at();
+            if let Err(e) = self.slots[slot].model.run_until_a_finish(horizon.0) {
+                return Err(self.violation(format!("{gpu}: {e}")));
+            }
+            // the remaining tasks' finishes moved: predict again
+            self.predict_next(slot);
+        }
+        Ok(())
+    }
+
+    fn task_done(
+        &mut self,
+        placement: Placement,
+        task: TaskId,
+        ran_for: Nanos,
+    ) -> Result<(), SimError> {
+        self.end_task(task, TaskEnd::Done)?;
+        let job = self.tasks[task.0 as usize].job;
+        self.deliver(Event::TaskFinished {
+            task,
+            placement,
+            ran_for,
+            measured: true,
+            result: Ok(()),
+        })?;
+        let spec = &self.workload.jobs[job];
+        match spec.submission {
+            Submission::Window => self.after_cpu_phase(job)?,
+            Submission::Burst if self.jobs[job].outstanding() == 0 => {
+                for _ in 0..spec.window.max(1) {
+                    self.submit_next(job)?;
+                }
+            }
+            Submission::Burst | Submission::Open => {}
+        }
+        self.maybe_job_done(job)
+    }
+
+    pub(super) fn end_task(&mut self, task: TaskId, end: TaskEnd) -> Result<(), SimError> {
+        let now = self.now;
+        match self.tasks.get(task.0 as usize) {
+            None => return Err(self.violation(format!("ended unknown {task}"))),
+            Some(r) if r.end.is_some() => return Err(self.violation(format!("{task} ended twice"))),
+            Some(_) => {}
+        }
+        let record = &mut self.tasks[task.0 as usize];
+        record.end = Some((now, end));
+        self.location[task.0 as usize] = Location::Ended;
+        self.jobs[record.job].ended += 1;
+        if !self.workload.jobs[record.job].background {
+            self.foreground_left -= 1;
+        }
+        self.tasks_open -= 1;
+        Ok(())
+    }
+
+    pub(super) fn maybe_job_done(&mut self, job: usize) -> Result<(), SimError> {
+        let spec = &self.workload.jobs[job];
+        let state = &self.jobs[job];
+        let background_over =
+            spec.background && self.foreground_left == 0 && state.outstanding() == 0;
+        if state.ended == spec.tasks.len() || background_over {
+            let tenant: TenantId = self.workload.jobs[job].tenant.id;
+            self.deliver(Event::TenantLeft { tenant })?;
+        }
+        Ok(())
+    }
+}
