@@ -1,0 +1,325 @@
+//! Homes and memory: where each tenant lives, what each GPU has committed, the moves\n//! that make room or even out the weighted shares of contended GPUs.
+
+use super::*;
+
+impl NodePolicy {
+    pub(super) fn memory_of(&self, tenant: TenantId) -> Bytes {
+        self.declared.get(&tenant).copied().unwrap_or(Bytes(0))
+    }
+
+    /// Whether `tenant`'s declared memory fits on `gpu` beside the tenants homed there,
+    /// those already moving there (counted at both ends until their move is done) and
+    /// the user-facing tenants'.
+    pub(super) fn fits(&self, tenant: TenantId, gpu: GpuId) -> bool {
+        self.fits_beside(tenant, gpu, 0)
+    }
+
+    /// [`Self::fits`] with `extra` bytes more promised to `gpu`.
+    pub(super) fn fits_beside(&self, tenant: TenantId, gpu: GpuId, extra: u64) -> bool {
+        if !self.params.memory_homes {
+            return true;
+        }
+        self.committed(gpu) + extra + self.memory_of(tenant).0 <= self.board.gpu_memory(gpu).0
+    }
+
+    /// Whether a batch tenant homed on `gpu` contends, asked of each.
+    pub(super) fn contended_now(&self, gpu: GpuId) -> bool {
+        self.homed_on[gpu.0 as usize].iter().any(|t| self.contends(*t))
+    }
+
+    /// Bring [`NodePolicy::contended`] up to date with the tenants the board logged.
+    pub(super) fn refresh_contended(&mut self) {
+        let mut changed = std::mem::take(&mut self.changed);
+        self.board.take_changed(&mut changed);
+        for t in changed.drain(..) {
+            if let Some(g) = self.homes.get(&t).copied() {
+                let now = self.contended_now(g);
+                if std::mem::replace(&mut self.contended[g.0 as usize], now) != now {
+                    self.ranks_stale.push(g);
+                }
+            }
+        }
+        self.changed = changed;
+    }
+
+    /// Whether a batch tenant contends for its GPU now: it has work queued or running,
+    /// or used its GPU in the last interval.
+    pub(super) fn contends(&self, tenant: TenantId) -> bool {
+        self.board.queue_of(tenant).0 > 0
+            || self.board.tenant_runs(tenant)
+            || self.monitor.demand(tenant).is_some_and(|d| d > 0.0)
+    }
+
+    /// Whether a tenant may be moved now: not moving already, not arrived by a move
+    /// within `min_stay`, not a Slurm job's (pinned to its job's GPUs).
+    pub(super) fn movable(&self, now: Nanos, tenant: TenantId) -> bool {
+        !self.moving.contains_key(&tenant)
+            && self.arrived.get(&tenant).is_none_or(|at| now >= *at + self.params.min_stay)
+            && self.board.tenant_spec(tenant).is_none_or(|s| s.gpus.is_empty())
+    }
+
+    /// The share step (not DCUDA's; see [`NodeParams::even_shares`]). Fair queuing
+    /// gives each tenant of a GPU its weight's part of that GPU, so a tenant's share is
+    /// its weight over the summed weight of the contending tenants homed with it. DCUDA's
+    /// step 1 balances *load*: with every tenant backlogged, every GPU is overloaded
+    /// and it moves nothing, however unequal those sums are. This step takes the GPU
+    /// outside the pool with the largest summed weight and moves the one tenant whose
+    /// move lowers the larger of the two GPUs' sums the most, where its memory fits,
+    /// while that raises the lowest share per unit of weight by more than
+    /// [`SHARES_HYSTERESIS`]; then again, each tenant at most once.
+    pub(super) fn even_shares(&self, now: Nanos) -> Vec<Move> {
+        let n = self.board.gpu_count();
+        let outside: Vec<bool> = (0..n)
+            .map(|g| {
+                let gpu = GpuId(g as u32);
+                !self.reserved(gpu) && self.board.state(gpu).is_powered()
+            })
+            .collect();
+        let mut plan = Planned::new(self.summed_weights(true));
+        let mut candidates: Vec<Vec<(TenantId, f64)>> = vec![Vec::new(); n];
+        for (tenant, home) in &self.homes {
+            let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
+            if self.contends(*tenant) && self.movable(now, *tenant) {
+                candidates[at.0 as usize].push((*tenant, self.weight_of(*tenant)));
+            }
+        }
+        let room = |t: TenantId, g: usize, promised: &[u64]| {
+            let gpu = GpuId(g as u32);
+            self.board.may_run_on(t, gpu) && self.fits_beside(t, gpu, promised[g])
+        };
+        // a contending tenant homed on a reserved GPU (the pool's or the inference
+        // server's) receives nothing there: it moves to the GPU outside with the least
+        // summed weight where it fits, loaded or not (DCUDA's step 1 moves it only to
+        // an underloaded GPU, and with every tenant backlogged there is none)
+        for g in (0..n).filter(|g| !outside[*g] && self.held_from_batch(GpuId(*g as u32), now)) {
+            for (tenant, w) in std::mem::take(&mut candidates[g]) {
+                let to = (0..n)
+                    .filter(|h| outside[*h] && room(tenant, *h, &plan.promised))
+                    .min_by(|a, b| plan.summed[*a].total_cmp(&plan.summed[*b]).then(a.cmp(b)));
+                let Some(to) = to else { continue };
+                let bytes = self.memory_of(tenant).0;
+                plan.add(
+                    Move {
+                        tenant,
+                        from: GpuId(g as u32),
+                        to: GpuId(to as u32),
+                        reason: MoveReason::Shares,
+                    },
+                    w,
+                    bytes,
+                );
+            }
+        }
+        while let Some(from) = (0..n)
+            .filter(|g| outside[*g])
+            .max_by(|a, b| plan.summed[*a].total_cmp(&plan.summed[*b]).then(b.cmp(a)))
+        {
+            let (sums, outside) = (&plan.summed, &outside);
+            let best = candidates[from]
+                .iter()
+                .enumerate()
+                .flat_map(|(i, (t, w))| {
+                    (0..n)
+                        .filter(move |g| outside[*g] && *g != from)
+                        .map(move |g| ((sums[from] - w).max(sums[g] + w), i, g, *t))
+                })
+                .filter(|(_, _, g, t)| room(*t, *g, &plan.promised))
+                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+            let Some((larger, i, to, tenant)) = best else { break };
+            if larger >= plan.summed[from] * (1.0 - SHARES_HYSTERESIS) {
+                break;
+            }
+            let (_, w) = candidates[from].remove(i);
+            let bytes = self.memory_of(tenant).0;
+            plan.add(
+                Move {
+                    tenant,
+                    from: GpuId(from as u32),
+                    to: GpuId(to as u32),
+                    reason: MoveReason::Shares,
+                },
+                w,
+                bytes,
+            );
+        }
+        plan.moves
+    }
+
+    /// A batch tenant's weight (at least 1).
+    pub(super) fn weight_of(&self, tenant: TenantId) -> f64 {
+        self.board.tenant_spec(tenant).map_or(1.0, |s| f64::from(s.weight.max(1)))
+    }
+
+    /// The summed weight of the batch tenants on each GPU (each at the GPU it is moving
+    /// to), of the contending ones only if `contending`.
+    pub(super) fn summed_weights(&self, contending: bool) -> Vec<f64> {
+        let mut summed = vec![0.0_f64; self.board.gpu_count()];
+        for (tenant, home) in &self.homes {
+            let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
+            if !contending || self.contends(*tenant) {
+                summed[at.0 as usize] += self.weight_of(*tenant);
+            }
+        }
+        summed
+    }
+
+    /// A tenant's demand for the balancer: the monitor's, or a whole GPU for one that
+    /// has work and was never measured (held since it arrived).
+    pub(super) fn demand(&self, tenant: TenantId) -> f64 {
+        self.monitor
+            .demand(tenant)
+            .unwrap_or_else(|| if self.board.queue_of(tenant).0 > 0 { 1.0 } else { 0.0 })
+    }
+
+    /// Batch tenants per GPU with their demand, each at the GPU it is moving to.
+    pub(super) fn loads(&self) -> Loads {
+        let mut loads: Loads = vec![Vec::new(); self.board.gpu_count()];
+        for (tenant, gpu) in &self.homes {
+            let at = self.moving.get(tenant).map_or(*gpu, |(to, _)| *to);
+            loads[at.0 as usize].push((*tenant, self.demand(*tenant)));
+        }
+        loads
+    }
+
+    /// Home `tenant` on the least-loaded GPU outside the pool with room for its memory
+    /// (its job's GPUs only, for a Slurm job's); false if there is none.
+    pub(super) fn place(&mut self, tenant: TenantId) -> bool {
+        let loads = self.loads();
+        let allowed: Vec<GpuId> =
+            self.board.tenant_spec(tenant).map_or(Vec::new(), |s| s.gpus.clone());
+        let pick = self
+            .board
+            .gpu_ids()
+            .filter(|g| allowed.is_empty() || allowed.contains(g))
+            .filter(|g| self.board.state(*g).is_powered() && self.fits(tenant, *g))
+            // outside the pool if possible; a pinned tenant takes its GPU regardless
+            .min_by(|a, b| {
+                let (la, lb) = (&loads[a.0 as usize], &loads[b.0 as usize]);
+                self.reserved(*a)
+                    .cmp(&self.reserved(*b))
+                    .then(dcuda::utilization(la).total_cmp(&dcuda::utilization(lb)))
+                    .then(la.len().cmp(&lb.len()))
+                    .then(a.cmp(b))
+            });
+        let Some(gpu) = pick else { return false };
+        self.home_on(tenant, gpu);
+        true
+    }
+
+    pub(super) fn home_on(&mut self, tenant: TenantId, gpu: GpuId) {
+        self.batch.set_home(&self.board, tenant, Some(gpu));
+        self.homes.insert(tenant, gpu);
+        self.homed_memory[gpu.0 as usize].0 += self.memory_of(tenant).0;
+        self.homed_on[gpu.0 as usize].insert(tenant);
+        self.contended[gpu.0 as usize] = self.contended_now(gpu);
+        self.ranks_stale.push(gpu);
+    }
+
+    pub(super) fn unhome(&mut self, tenant: TenantId) {
+        self.batch.set_home(&self.board, tenant, None);
+        if let Some(gpu) = self.homes.remove(&tenant) {
+            let m = self.memory_of(tenant);
+            self.homed_memory[gpu.0 as usize].0 -= m.0.min(self.homed_memory[gpu.0 as usize].0);
+            self.homed_on[gpu.0 as usize].remove(&tenant);
+            self.contended[gpu.0 as usize] = self.contended_now(gpu);
+            self.ranks_stale.push(gpu);
+        }
+    }
+
+    /// Declared memory that `gpu` holds or is promised: the batch tenants homed there,
+    /// those moving there (counted at both ends until their move is done), and the
+    /// user-facing tenants' (kept free everywhere).
+    pub(super) fn committed(&self, gpu: GpuId) -> u64 {
+        let services = self.services_memory;
+        let incoming: u64 = self
+            .moving
+            .iter()
+            .filter(|(t, (to, _))| *to == gpu && self.homes.get(*t) != Some(&gpu))
+            .map(|(t, _)| self.memory_of(*t).0)
+            .sum();
+        self.homed_memory[gpu.0 as usize].0 + incoming + services
+    }
+
+    /// Whether `gpu`'s homed batch tenants leave no room for the user-facing tenants'
+    /// memory: a service that registered after they were homed would run out of
+    /// memory there.
+    pub(super) fn overcommitted(&self, gpu: GpuId) -> bool {
+        self.params.memory_homes
+            && !self.services.is_empty()
+            && self.committed(gpu) > self.board.gpu_memory(gpu).0
+    }
+
+    /// Free memory (not DCUDA's; see [`NodeParams::make_room`]), for one need at a
+    /// time:
+    /// - a GPU over-committed since a service registered: its batch tenants move off
+    ///   until the services' memory fits there again;
+    /// - else the first tenant waiting unplaced: homes admitted one by one, each on the
+    ///   least-loaded GPU, spread small tenants over every GPU, so that a large one
+    ///   arriving later may fit on none though the node has room for it in all. The GPU
+    ///   where that takes the fewest bytes moved is freed for it.
+    ///
+    /// Nothing when no GPU can be freed.
+    pub(super) fn make_room(&self, now: Nanos) -> Vec<Move> {
+        for gpu in self.board.gpu_ids() {
+            if self.overcommitted(gpu) {
+                let deficit = self.committed(gpu) - self.board.gpu_memory(gpu).0;
+                if let Some((_, moves)) = self.free_on(now, gpu, deficit) {
+                    return moves;
+                }
+            }
+        }
+        let Some(&waiting) = self.unplaced.first() else { return Vec::new() };
+        let need = self.memory_of(waiting).0;
+        let mut best: Option<(u64, Vec<Move>)> = None;
+        for gpu in self.board.gpu_ids() {
+            if !self.board.may_run_on(waiting, gpu) || !self.board.state(gpu).is_powered() {
+                continue;
+            }
+            let deficit = (self.committed(gpu) + need).saturating_sub(self.board.gpu_memory(gpu).0);
+            if deficit == 0 {
+                continue; // it fits already: the next placement takes it
+            }
+            if let Some((freed, moves)) = self.free_on(now, gpu, deficit)
+                && best.as_ref().is_none_or(|(b, _)| freed < *b)
+            {
+                best = Some((freed, moves));
+            }
+        }
+        best.map(|(_, moves)| moves).unwrap_or_default()
+    }
+
+    /// Moves that free at least `deficit` bytes of declared memory on `gpu`: its
+    /// movable tenants, largest first, each to where it fits (the GPU with the least
+    /// summed weight); with the bytes freed, or `None` if they cannot free enough.
+    pub(super) fn free_on(&self, now: Nanos, gpu: GpuId, deficit: u64) -> Option<(u64, Vec<Move>)> {
+        let n = self.board.gpu_count();
+        let mut plan = Planned::new(self.summed_weights(false));
+        let mut here: Vec<(u64, TenantId)> = self
+            .homes
+            .iter()
+            .filter(|(t, h)| **h == gpu && self.movable(now, **t))
+            .map(|(t, _)| (self.memory_of(*t).0, *t))
+            .collect();
+        here.sort_by(|a, b| b.cmp(a));
+        let mut freed = 0_u64;
+        for (bytes, tenant) in here {
+            if freed >= deficit {
+                break;
+            }
+            let to = (0..n)
+                .filter(|h| *h != gpu.0 as usize)
+                .filter(|h| {
+                    let target = GpuId(*h as u32);
+                    self.board.may_run_on(tenant, target)
+                        && !self.overcommitted(target)
+                        && self.fits_beside(tenant, target, plan.promised[*h])
+                })
+                .min_by(|a, b| plan.summed[*a].total_cmp(&plan.summed[*b]).then(a.cmp(b)));
+            let Some(to) = to else { continue };
+            freed += bytes;
+            let m = Move { tenant, from: gpu, to: GpuId(to as u32), reason: MoveReason::Room };
+            plan.add(m, self.weight_of(tenant), bytes);
+        }
+        (freed >= deficit).then_some((freed, plan.moves))
+    }
+}
