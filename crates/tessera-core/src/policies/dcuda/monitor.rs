@@ -1,0 +1,143 @@
+//! DCUDA's monitor (§3.2): each running kernel's demand from its occupancy, cached
+//! per configuration, weighted by the time the tenant's kernels run (or the GPU is
+//! held for it) over each sampling interval.
+
+use crate::id_table::IdTable;
+use crate::ids::{TaskId, TenantId};
+use crate::model::TaskSpec;
+use crate::units::Nanos;
+use std::collections::{BTreeMap, HashMap};
+
+/// DCUDA's monitor (§3.2).
+#[derive(Debug, Default)]
+pub struct Monitor {
+    /// Occupancy-derived demand per kernel configuration (kernel, grid, block).
+    cache: HashMap<(u32, u64, u32), f64>,
+    /// How many times a configuration was evaluated (once each, by the cache).
+    evaluations: u64,
+    /// Running tasks: tenant, when the current interval's accounting of it starts, demand.
+    /// (Tables by id, not hash maps: a task's start and end each cost a look-up, which
+    /// hashing made a tenth of the composed node policy's time; issue 55. And a walk of
+    /// them is in id order, so a tenant's sum adds in the same order on every run.)
+    running: IdTable<(TenantId, Nanos, f64)>,
+    /// Demand-weighted running time of each tenant in the current interval, ns.
+    accrued: IdTable<f64>,
+    /// Held time of each tenant in the current interval, ns, and holds still open.
+    held: IdTable<f64>,
+    held_since: IdTable<Nanos>,
+    /// Start of the current interval.
+    since: Nanos,
+    /// Each tenant's demand in the last complete interval (fraction of a GPU).
+    demand: BTreeMap<TenantId, f64>,
+}
+
+impl Monitor {
+    /// The demand of a task's kernel: its occupancy, from its launch shape, cached per
+    /// configuration. Without a launch shape the task counts as the whole GPU.
+    pub fn kernel_demand(&mut self, task: &TaskSpec) -> f64 {
+        let Some(launch) = task.launch else { return 1.0 };
+        let key = (task.kernel, launch.grid_blocks, launch.threads_per_block);
+        if let Some(d) = self.cache.get(&key) {
+            return *d;
+        }
+        self.evaluations += 1;
+        let d = (f64::from(launch.demand.0) / 1000.0).clamp(0.0, 1.0);
+        self.cache.insert(key, d);
+        d
+    }
+
+    /// Evaluations of distinct kernel configurations so far.
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations
+    }
+
+    /// A task started at `now`.
+    pub fn started(&mut self, task: &TaskSpec, now: Nanos) {
+        let d = self.kernel_demand(task);
+        self.running.insert(task.id.0, (task.tenant, now, d));
+    }
+
+    /// A task started at `now` that has its GPU to itself (exclusive time sharing):
+    /// while it runs it takes the whole GPU's time, whatever its occupancy, so an
+    /// application's demand is the share of the GPU's time it would use alone.
+    pub fn started_exclusive(&mut self, task: TaskId, tenant: TenantId, now: Nanos) {
+        self.running.insert(task.0, (tenant, now, 1.0));
+    }
+
+    /// A task stopped at `now`.
+    pub fn stopped(&mut self, task: TaskId, now: Nanos) {
+        if let Some((tenant, from, d)) = self.running.remove(task.0) {
+            *self.accrued.get_or_insert_with(tenant.0, || 0.0) += d * (now - from).0 as f64;
+        }
+    }
+
+    /// The scheduler holds `tenant`'s waiting work from `now` (a fairness slice of
+    /// another group, a migration): held time does not count as demanding nothing.
+    pub fn hold(&mut self, tenant: TenantId, now: Nanos) {
+        self.held_since.get_or_insert_with(tenant.0, || now);
+    }
+
+    /// The scheduler lets `tenant` dispatch again from `now`.
+    pub fn release(&mut self, tenant: TenantId, now: Nanos) {
+        if let Some(from) = self.held_since.remove(tenant.0) {
+            *self.held.get_or_insert_with(tenant.0, || 0.0) +=
+                (now - from.max(self.since)).0 as f64;
+        }
+    }
+
+    /// Close the interval at `now`: each tenant's demand is its demand-weighted running
+    /// time over the part of the interval it was not held by the scheduler. A tenant
+    /// held for the whole interval keeps its last demand; one that ran nothing and was
+    /// not held demanded nothing.
+    pub fn sample(&mut self, now: Nanos) {
+        let len = (now - self.since).0 as f64;
+        if len <= 0.0 {
+            return;
+        }
+        for (_, (tenant, from, d)) in self.running.iter_mut() {
+            *self.accrued.get_or_insert_with(tenant.0, || 0.0) += *d * (now - *from).0 as f64;
+            *from = now;
+        }
+        for (tenant, from) in self.held_since.iter_mut() {
+            *self.held.get_or_insert_with(tenant, || 0.0) +=
+                (now - (*from).max(self.since)).0 as f64;
+            *from = now;
+        }
+        let known: Vec<TenantId> = self
+            .demand
+            .keys()
+            .copied()
+            .chain(self.accrued.iter().map(|(t, _)| TenantId(t)))
+            .collect();
+        for tenant in known {
+            let held = self.held.get(tenant.0).copied().unwrap_or(0.0);
+            let open = len - held;
+            if open <= len * 1e-3 {
+                continue; // held throughout: nothing learnt
+            }
+            let ran = self.accrued.get(tenant.0).copied().unwrap_or(0.0);
+            self.demand.insert(tenant, (ran / open).min(1.0));
+        }
+        self.accrued.clear();
+        self.held.clear();
+        self.since = now;
+    }
+
+    /// A tenant's demand in the last interval, if sampled.
+    pub fn demand(&self, tenant: TenantId) -> Option<f64> {
+        self.demand.get(&tenant).copied()
+    }
+
+    /// Forget a tenant.
+    pub fn forget(&mut self, tenant: TenantId) {
+        self.demand.remove(&tenant);
+        self.accrued.remove(tenant.0);
+        self.held.remove(tenant.0);
+        self.held_since.remove(tenant.0);
+        let its: Vec<u64> =
+            self.running.iter().filter(|(_, (t, _, _))| *t == tenant).map(|(id, _)| id).collect();
+        for task in its {
+            self.running.remove(task);
+        }
+    }
+}
