@@ -15,7 +15,7 @@ pub fn report(r: &NodeResults) -> String {
          GPU or part of one, from day {} on. Their arrivals keep the trace's spacing, \
          compressed into {} s. Services send Poisson requests of {} ms with a {} ms SLA \
          until {} s; batch tenants are backlogged with {} ms tasks. Memory, loads and \
-         work follow from each pod's `gpu_milli` as `crates/tessera-sim/src/experiments/node.rs` \
+         work follow from each pod's `gpu_milli` as `crates/tessera-sim/src/experiments/node_workload.rs` \
          states. Every policy runs on the same engine (processor-shared GPUs: DCUDA \
          co-runs its tenants, the others run one task per GPU at a time).\n",
         c.gpus,
