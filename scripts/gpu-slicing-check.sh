@@ -34,7 +34,7 @@
 #
 # Run there with the device tool, carrying the build:
 #   bash scripts/gpu-bin.sh
-#   run(command="bash scripts/gpu-slicing-check.sh", carry=["gpu-bin"], timeout_s=360)
+#   run(command="bash scripts/gpu-slicing-check.sh", carry=["gpu-bin"], timeout_s=420)  (numba compiles twice)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 fake=0
