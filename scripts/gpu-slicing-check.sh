@@ -145,35 +145,21 @@ for slicing in 1 0; do
 done
 kill -TERM "$daemon" 2>/dev/null || true
 wait "$daemon" 2>/dev/null || true
-"$python" - "$runtime" >"$out/runtime.json" 2>>"$fair_log" <<'PY'
+# The sliced (1) and whole (0) runs of the program whose files in $runtime begin
+# with $1 (its report: $1{1,0}.json; the interposer's log: $1-interposer{1,0}.log), as
+# one JSON object on stdout: each run's report and what the log says of slicing.
+collect_runs() {
+  "$python" - "$runtime" "$1" 2>>"$fair_log" <<'PY'
 import json, sys
-runtime = sys.argv[1]
+runtime, prefix = sys.argv[1], sys.argv[2]
 result = {}
 for slicing, name in (("1", "sliced"), ("0", "whole")):
     try:
-        r = json.loads(open(f"{runtime}/runtime{slicing}.json").read().strip().splitlines()[-1])
+        r = json.loads(open(f"{runtime}/{prefix}{slicing}.json").read().strip().splitlines()[-1])
     except Exception as e:  # noqa: BLE001 - a run without a report is a finding
         r = {"error": f"no report: {type(e).__name__}: {e}"}
     try:
-        log = open(f"{runtime}/runtime-interposer{slicing}.log").read()
-    except OSError:
-        log = ""
-    r["sliced_launches"] = [l for l in log.splitlines() if "kernel slicing: a launch of" in l]
-    r["whole_said"] = [l for l in log.splitlines() if "loaded as given" in l or "runs whole" in l]
-    result[name] = r
-json.dump(result, sys.stdout)
-PY
-"$python" - "$runtime" >"$out/numba.json" 2>>"$fair_log" <<'PY'
-import json, sys
-runtime = sys.argv[1]
-result = {}
-for slicing, name in (("1", "sliced"), ("0", "whole")):
-    try:
-        r = json.loads(open(f"{runtime}/numba{slicing}.json").read().strip().splitlines()[-1])
-    except Exception as e:  # noqa: BLE001 - a run without a report is a finding
-        r = {"error": f"{type(e).__name__}: {e}"}
-    try:
-        log = open(f"{runtime}/numba-interposer{slicing}.log").read()
+        log = open(f"{runtime}/{prefix}-interposer{slicing}.log").read()
     except OSError:
         log = ""
     r["ptx_from_nvjitlink"] = "a cubin nvJitLink linked: its link's PTX, with twins" in log
@@ -182,6 +168,9 @@ for slicing, name in (("1", "sliced"), ("0", "whole")):
     result[name] = r
 json.dump(result, sys.stdout)
 PY
+}
+collect_runs runtime >"$out/runtime.json"
+collect_runs numba >"$out/numba.json"
 long_ns="$(cd "$here" && "$python" slicing_fair.py calibrate "$spin" "$long_ms" 361000 2>>"$fair_log" || echo 0)"
 short_ns="$(cd "$here" && "$python" slicing_fair.py calibrate "$spin" 1 132 2>>"$fair_log" || echo 0)"
 echo "calibrated: $long_ns ns per block of the long kernel, $short_ns of the short" >>"$fair_log"

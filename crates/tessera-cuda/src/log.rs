@@ -24,6 +24,13 @@ pub fn line(line: std::fmt::Arguments<'_>) {
     }
 }
 
+/// [`line`], once per process for `flag`: for conditions every later call would repeat.
+pub(crate) fn line_once(flag: &AtomicBool, line: std::fmt::Arguments<'_>) {
+    if !flag.swap(true, Ordering::Relaxed) {
+        self::line(line);
+    }
+}
+
 /// One line on stderr, prefixed, for what the application must be told.
 pub fn complain(message: &str) {
     let _ = writeln!(std::io::stderr(), "tessera: {message}");

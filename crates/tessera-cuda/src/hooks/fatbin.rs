@@ -25,12 +25,13 @@ const MAX_FATBIN: u64 = 1 << 30;
 /// Said once that a fat binary's kernels run whole, with the first reason.
 fn say_whole_once(why: &str) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        crate::log::line(format_args!(
+    crate::log::line_once(
+        &SAID,
+        format_args!(
             "kernel slicing: a fat binary is loaded as given, its kernels whole ({why}); \
              said once"
-        ));
-    }
+        ),
+    );
 }
 
 /// The GPU's architecture (major × 10 + minor) the current context's kernels run on,

@@ -41,12 +41,13 @@ hooks! {
 /// runtime) would fill the log.
 pub(super) fn say_binary_once() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        crate::log::line(format_args!(
+    crate::log::line_once(
+        &SAID,
+        format_args!(
             "kernel slicing: a binary module (a cubin) is loaded as given, its kernels \
              whole (only PTX is rewritten); said once"
-        ));
-    }
+        ),
+    );
 }
 
 /// The program's PTX `image` with its kernels' twins, when kernel slicing is on and the

@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// `nvJitLinkResult`.
@@ -114,13 +114,14 @@ pub(super) fn hook_for(
         slot.compare_exchange(0, found as usize, Ordering::AcqRel, Ordering::Acquire)
         && first != found as usize
     {
-        static SAID: AtomicBool = AtomicBool::new(false);
-        if !SAID.swap(true, Ordering::Relaxed) {
-            crate::log::line(format_args!(
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        crate::log::line_once(
+            &SAID,
+            format_args!(
                 "kernel slicing: a second nvJitLink library in the process; its links are \
                  not hooked, their cubins run whole"
-            ));
-        }
+            ),
+        );
         return None;
     }
     lock(&LIBRARY).get_or_insert((handle as usize, suffix));
@@ -314,13 +315,14 @@ unsafe extern "C" fn get_linked_cubin(handle: Handle, cubin: *mut c_void) -> Res
 
 /// Said once that an nvJitLink link's cubin runs whole, with the first reason.
 fn say_whole_once(why: &str) {
-    static SAID: AtomicBool = AtomicBool::new(false);
-    if !SAID.swap(true, Ordering::Relaxed) {
-        crate::log::line(format_args!(
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    crate::log::line_once(
+        &SAID,
+        format_args!(
             "kernel slicing: a cubin nvJitLink linked is loaded as given, its kernels whole \
              ({why}); said once"
-        ));
-    }
+        ),
+    );
 }
 
 /// After the program took the cubin of `handle`'s link (written at `cubin`): link its
