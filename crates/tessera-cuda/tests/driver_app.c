@@ -79,6 +79,16 @@ static void *sym(const char *name) {
 }
 #define CHECK(step, call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { printf("error %s %d\n", step, (int)r_); exit(2); } } while (0)
 
+/* The time this thread has waited on a run queue (ns; /proc's schedstat, its second
+ * field), or 0 where the kernel does not keep it. */
+static long long runqueue_ns(void) {
+    long long on_cpu = 0, waited = 0;
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%lld %lld", &on_cpu, &waited) != 2) waited = 0;
+    fclose(f);
+    return waited;
+}
 int main(int argc, char **argv) {
     setvbuf(stdout, 0, _IONBF, 0);
     if (argc < 3) { fprintf(stderr, "usage: driver_app alloc|getproc|meminfo MIB [HOLD_MS]\n"); return 64; }
@@ -256,6 +266,7 @@ int main(int argc, char **argv) {
         unsigned long long ns = (unsigned long long)(atof(argc > 3 ? argv[3] : "1") * 1e6);
         unsigned grid = argc > 4 ? (unsigned)atol(argv[4]) : 1, block = argc > 5 ? (unsigned)atol(argv[5]) : 1;
         pid_t child = -1;
+        long long waited_before = runqueue_ns();
         for (long i = 0; i < n; i++) {
             if (i == 1 && getenv("FORK") && atoi(getenv("FORK"))) {
                 child = fork();
@@ -313,6 +324,9 @@ int main(int argc, char **argv) {
             waitpid(child, &status, 0);
             printf("child %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         }
+        /* PRINT_RUNQUEUE=1: how long this thread waited for a CPU while it launched
+         * (a program descheduled asks nothing of the GPU: a share test allows for it) */
+        if (getenv("PRINT_RUNQUEUE")) printf("runqueue %lld\n", runqueue_ns() - waited_before);
         printf("done\n");
         long hold = getenv("HOLD_MS") ? atol(getenv("HOLD_MS")) : 0;
         struct timespec h = {hold / 1000, (hold % 1000) * 1000000L};
