@@ -1,13 +1,18 @@
 //! DCUDA §4.1's workload: its twenty benchmark applications (Table 1), submitted one
 //! every few seconds in a random order, each a tenant running its work to the end.
-//! The paper publishes only the names and "about 30 s alone"; the duty cycle, launch
-//! shape, registers, synchronisation granularity and memory of each are ours, derived
-//! from what the benchmark is, and kept in one data file (`data/dcuda/apps.csv`, whose
-//! header explains them).
+//! The paper publishes only the names and "about 30 s alone"; the phase structure,
+//! launch shape, registers, synchronisation granularity and memory of each are ours,
+//! derived from the benchmark's source, and kept in one data file
+//! (`data/dcuda/apps.csv`, whose header explains them).
 //!
 //! Each application is a program looping over CPU work and one kernel launch: a task
 //! is the kernel (its launch shape and registers given, so that the block model places
-//! its blocks), and the kernel's CPU phase is the rest of the loop. The demand the
+//! its blocks), and the kernel's CPU phase is the rest of the loop. How the loop
+//! divides between the two (its duty cycle) is not in the file: it follows from one
+//! iteration of the benchmark's own main loop — the time the GPU waits for the host
+//! (`host_us`) and the time its kernels run alone (`kernel_us`), each derived from the
+//! source's sizes at stated rates (issue 57, item 7: before, the duty was solved
+//! backwards from a demand we wanted each application to have). The demand the
 //! monitor sees is not in the file: the launch's occupancy on a 1080 Ti
 //! ([`tessera_gpu::occupancy`], what the interposer computes with
 //! `cuOccupancyMaxActiveBlocksPerMultiprocessor`) rides on each task, and the monitor
@@ -35,8 +40,12 @@ pub struct App {
     pub suite: String,
     /// Run time alone, seconds.
     pub solo_s: f64,
-    /// Share of its run time inside kernels, per mille.
-    pub duty: u16,
+    /// One iteration of its own main loop: the time the GPU waits for the host
+    /// (synchronous copies, host work between dependent kernels, a framework's per-step
+    /// overhead; 0 where the host launches ahead of the GPU), µs.
+    pub host_us: f64,
+    /// One iteration of its own main loop: its kernels' time alone on a 1080 Ti, µs.
+    pub kernel_us: f64,
     /// Launch shape: blocks.
     pub grid: u64,
     /// Launch shape: threads per block.
@@ -55,7 +64,7 @@ pub struct App {
 #[derive(Debug, thiserror::Error)]
 pub enum AppsError {
     /// A line has the wrong number of fields.
-    #[error("line {line}: expected 11 comma-separated fields, found {found}")]
+    #[error("line {line}: expected 12 comma-separated fields, found {found}")]
     Fields {
         /// 1-based line number.
         line: usize,
@@ -86,8 +95,8 @@ pub fn parse_apps(text: &str) -> Result<Vec<App>, AppsError> {
         if s.is_empty() || s.starts_with('#') {
             continue;
         }
-        let f: Vec<&str> = s.splitn(11, ',').map(str::trim).collect();
-        if f.len() != 11 {
+        let f: Vec<&str> = s.splitn(12, ',').map(str::trim).collect();
+        if f.len() != 12 {
             return Err(AppsError::Fields { line, found: f.len() });
         }
         let bad = |field: &'static str, value: &str| AppsError::Field {
@@ -96,37 +105,43 @@ pub fn parse_apps(text: &str) -> Result<Vec<App>, AppsError> {
             value: value.to_string(),
         };
         let solo_s: f64 = f[3].parse().map_err(|_| bad("solo_s", f[3]))?;
-        let duty: u16 = f[4].parse().map_err(|_| bad("duty", f[4]))?;
-        let grid: u64 = f[5].parse().map_err(|_| bad("grid", f[5]))?;
-        let block: u32 = f[6].parse().map_err(|_| bad("block", f[6]))?;
-        let registers: u32 = f[7].parse().map_err(|_| bad("registers", f[7]))?;
-        let chunk_ms: u64 = f[8].parse().map_err(|_| bad("chunk_ms", f[8]))?;
+        let host_us: f64 = f[4].parse().map_err(|_| bad("host_us", f[4]))?;
+        let kernel_us: f64 = f[5].parse().map_err(|_| bad("kernel_us", f[5]))?;
+        let grid: u64 = f[6].parse().map_err(|_| bad("grid", f[6]))?;
+        let block: u32 = f[7].parse().map_err(|_| bad("block", f[7]))?;
+        let registers: u32 = f[8].parse().map_err(|_| bad("registers", f[8]))?;
+        let chunk_ms: u64 = f[9].parse().map_err(|_| bad("chunk_ms", f[9]))?;
         if !(solo_s > 0.0 && solo_s.is_finite()) {
             return Err(bad("solo_s", f[3]));
         }
-        if duty == 0 || duty > 1000 {
-            return Err(bad("duty", f[4]));
+        if !(host_us >= 0.0 && host_us.is_finite()) {
+            return Err(bad("host_us", f[4]));
+        }
+        // an application with no kernel time is not a GPU application
+        if !(kernel_us > 0.0 && kernel_us.is_finite()) {
+            return Err(bad("kernel_us", f[5]));
         }
         if chunk_ms == 0 {
-            return Err(bad("chunk_ms", f[8]));
+            return Err(bad("chunk_ms", f[9]));
         }
         // a shape that cannot run on the GPU is refused here, not in the middle of a run
         if grid == 0 || occupancy(&launch(grid, block, registers), &GTX_1080_TI).blocks_per_sm == 0
         {
-            return Err(bad("grid,block,registers", &f[5..8].join(",")));
+            return Err(bad("grid,block,registers", &f[6..9].join(",")));
         }
         apps.push(App {
             id: f[0].parse().map_err(|_| bad("id", f[0]))?,
             name: f[1].to_string(),
             suite: f[2].to_string(),
             solo_s,
-            duty,
+            host_us,
+            kernel_us,
             grid,
             block,
             registers,
             chunk_ms,
-            memory_mib: f[9].parse().map_err(|_| bad("memory_mib", f[9]))?,
-            why: f[10].to_string(),
+            memory_mib: f[10].parse().map_err(|_| bad("memory_mib", f[10]))?,
+            why: f[11].to_string(),
         });
     }
     if apps.is_empty() {
@@ -154,16 +169,24 @@ impl App {
         occupancy(&launch(self.grid, self.block, self.registers), &GTX_1080_TI).demand
     }
 
-    /// Its mean demand alone: kernel demand times the share of time in kernels.
-    pub fn mean_demand(&self) -> f64 {
-        self.kernel_demand() * f64::from(self.duty) / 1000.0
+    /// The share of its run time inside kernels (0..=1], from one iteration of its
+    /// own loop: kernel time over kernel and host time.
+    pub fn duty(&self) -> f64 {
+        self.kernel_us / (self.kernel_us + self.host_us)
     }
 
-    /// One loop iteration's kernel time and CPU time.
+    /// Its mean demand alone: kernel demand times the share of time in kernels.
+    pub fn mean_demand(&self) -> f64 {
+        self.kernel_demand() * self.duty()
+    }
+
+    /// One modelled loop iteration (a chunk of `chunk_ms`: the benchmark's own
+    /// iterations taken together, the migration granularity): its kernel time and CPU
+    /// time, in the proportion of one iteration of the benchmark's loop.
     fn iteration(&self) -> (Nanos, Nanos) {
         let chunk = Nanos::from_millis(self.chunk_ms);
-        let gpu = Nanos(chunk.0 * u64::from(self.duty) / 1000);
-        (gpu, chunk - gpu)
+        let gpu = Nanos((chunk.0 as f64 * self.duty()).round() as u64).max(Nanos(1));
+        (gpu, chunk - gpu.min(chunk))
     }
 }
 
@@ -241,15 +264,48 @@ mod tests {
         assert!(apps.iter().all(|a| (24.0..=36.0).contains(&a.solo_s)));
         assert!(matches!(parse_apps("1,a,b,30,500"), Err(AppsError::Fields { line: 1, .. })));
         assert!(matches!(
-            parse_apps("1,a,b,30,0,1,32,32,50,1,why"),
-            Err(AppsError::Field { field: "duty", .. })
+            parse_apps("1,a,b,30,10,0,1,32,32,50,1,why"),
+            Err(AppsError::Field { field: "kernel_us", .. })
+        ));
+        assert!(matches!(
+            parse_apps("1,a,b,30,-1,10,1,32,32,50,1,why"),
+            Err(AppsError::Field { field: "host_us", .. })
+        ));
+        assert!(matches!(
+            parse_apps("1,a,b,30,NaN,10,1,32,32,50,1,why"),
+            Err(AppsError::Field { field: "host_us", .. })
         ));
         // 1024 threads of 255 registers fit on no SM
         assert!(matches!(
-            parse_apps("1,a,b,30,500,1,1024,255,50,1,why"),
+            parse_apps("1,a,b,30,0,500,1,1024,255,50,1,why"),
             Err(AppsError::Field { field: "grid,block,registers", .. })
         ));
+        // a why with commas is one field
+        let one = parse_apps("1,a,b,30,25,75,1,32,32,50,1,x, y, z").unwrap();
+        assert_eq!(one[0].why, "x, y, z");
+        assert_eq!(one[0].duty(), 0.75);
         assert!(matches!(parse_apps("# only a comment\n"), Err(AppsError::Empty)));
+    }
+
+    /// Issue 57, item 7: an application's duty cycle is not in the data file; it
+    /// follows from one iteration of its own loop (host and kernel time), and the
+    /// workload's kernels and CPU phases keep that proportion.
+    #[test]
+    fn each_apps_duty_follows_from_its_loops_host_and_kernel_time() {
+        let apps = parse_apps(APPS_CSV).unwrap();
+        let header = APPS_CSV.lines().rfind(|l| l.starts_with("# id,")).unwrap();
+        assert!(!header.contains("duty"), "a duty column in the data file: {header}");
+        let w = workload(&apps, &(0..apps.len()).collect::<Vec<_>>(), Nanos::from_secs(5));
+        for (a, k) in apps.iter().zip(&w.kernels) {
+            let want = a.kernel_us / (a.kernel_us + a.host_us);
+            let got = k.mean.0 as f64 / (k.mean.0 + k.cpu_per_launch.0) as f64;
+            assert!(
+                (got - want).abs() < 1e-6,
+                "{}: {got} of the loop in kernels, want {want}",
+                a.name
+            );
+            assert_eq!(k.mean + k.cpu_per_launch, Nanos::from_millis(a.chunk_ms), "{}", a.name);
+        }
     }
 
     #[test]

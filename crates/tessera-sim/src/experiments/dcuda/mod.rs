@@ -397,9 +397,9 @@ pub fn slicing_cause(
     let gpu_only: Vec<App> = apps
         .iter()
         .map(|a| {
-            let share = f64::from(a.duty) / 1000.0;
+            let share = a.duty();
             App {
-                duty: 1000,
+                host_us: 0.0,
                 chunk_ms: ((a.chunk_ms as f64 * share).round() as u64).max(1),
                 solo_s: a.solo_s * share,
                 ..a.clone()
