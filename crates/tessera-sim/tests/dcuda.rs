@@ -203,7 +203,7 @@ fn the_slicing_section_concludes_from_its_numbers() {
     };
     r.slicing_cause = Some(cause([1.201, 1.199]));
     let text = report(&r);
-    assert!(text.contains("## Why the slicing step loses"), "{text}");
+    assert!(text.contains("## What the slicing step costs"), "{text}");
     assert!(text.contains("| with CPU phases | 1.420x solo | 1.170x solo | 1.214x |"), "{text}");
     assert!(text.contains("Slicing's cost goes with the CPU phases"), "{text}");
     // the failing claims it explains say so instead of "not identified"
@@ -213,6 +213,12 @@ fn the_slicing_section_concludes_from_its_numbers() {
     }
     r.slicing_cause = Some(cause([1.42, 1.17]));
     assert!(report(&r).contains("does not identify the CPU phases as its cause"));
+    // a cost of half a percent explains no loss (the run after issue 57's item 7: the
+    // old rule read 1.005x as the cause of a loss DCUDA no longer had)
+    r.slicing_cause = Some(SlicingCause { with_cpu: [1.190, 1.184], ..cause([1.192, 1.636]) });
+    let text = report(&r);
+    assert!(text.contains("slicing costs under 2% in run time"), "{text}");
+    assert!(!text.contains("That is why DCUDA"), "{text}");
 }
 
 /// Issue 55: `tessera sim dcuda` asked for about a quarter of its runs twice (the
@@ -274,4 +280,25 @@ fn the_report_counts_the_cpu_phases_at_once_against_the_testbeds_cores() {
         "{md}"
     );
     assert!(md.contains("testbed's 16 cores"), "{md}");
+}
+
+/// A contention fit that ran out of range (its last value chosen, least-loaded still
+/// more than a point from the target) says so: the constant is then the range's end,
+/// not a fit (the run after issue 57's item 7: 62.5% at 0.6 against 60%).
+#[test]
+fn a_fit_at_the_end_of_its_range_is_named() {
+    use tessera_sim::experiments::dcuda::ContentionFit;
+    let mut r = plain().clone();
+    let fit = |candidates: Vec<(f64, f64)>, chosen| ContentionFit {
+        target_qos: 0.6,
+        orders: 1,
+        candidates,
+        chosen,
+    };
+    r.contention_fit = Some(fit(vec![(0.0, 0.87), (0.3, 0.7), (0.6, 0.625)], 0.6));
+    assert!(report(&r).contains("The fit reached the largest value it tries (0.6)"));
+    r.contention_fit = Some(fit(vec![(0.0, 0.87), (0.3, 0.6), (0.6, 0.5)], 0.3));
+    assert!(!report(&r).contains("The fit reached"));
+    r.contention_fit = Some(fit(vec![(0.0, 0.87), (0.6, 0.605)], 0.6));
+    assert!(!report(&r).contains("The fit reached"), "within a point of the target");
 }

@@ -99,6 +99,9 @@ pub fn report(r: &DcudaResults) -> String {
             let _ = writeln!(s, "| {c}{mark} | {} |", pct(*q));
         }
         let _ = writeln!(s);
+        if let Some(edge) = fit_at_its_edge(f) {
+            let _ = writeln!(s, "{edge}\n");
+        }
     }
     if !r.pairs.is_empty() {
         let _ = writeln!(s, "## Two light applications on one GPU (§2.2)\n");
@@ -209,7 +212,32 @@ pub fn report(r: &DcudaResults) -> String {
 fn slicing_explains(r: &DcudaResults) -> bool {
     r.slicing_cause.as_ref().is_some_and(|x| {
         let (with, without) = x.cost();
-        with > 1.0 && (without - 1.0) < 0.5 * (with - 1.0)
+        with >= 1.0 + MATERIAL_COST && (without - 1.0) < 0.5 * (with - 1.0)
+    })
+}
+
+/// A slicing cost in run time below which the slicing step explains no loss (2%: the
+/// spread of a 10-order mean between two policies that differ in nothing else is of
+/// that order). Before the applications' duty cycles came from their loops (issue 57,
+/// item 7) slicing cost 1.14x with the CPU phases; after, 1.005x, which the section's
+/// old rule (any cost above 1) still read as the cause of a loss DCUDA no longer had.
+const MATERIAL_COST: f64 = 0.02;
+
+/// What the report says when the fit chose the last value it tried and least-loaded
+/// there is still more than a point from the target: the fit ran out of range, so the
+/// contention it uses is censored, not fitted (with the applications' loops of issue
+/// 57's item 7, 62.5% at 0.6 against 60%).
+fn fit_at_its_edge(f: &ContentionFit) -> Option<String> {
+    let (last, qos) = *f.candidates.last()?;
+    (f.chosen == last && (qos - f.target_qos).abs() > 0.01).then(|| {
+        format!(
+            "The fit reached the largest value it tries ({last}) with least-loaded at {}, \
+             not the target {}: the contention used below is the range's end, not a fit, and \
+             least-loaded here is fairer than the paper's; `fig13a-least-loaded` says by how \
+             much.",
+            pct(qos),
+            pct(f.target_qos)
+        )
     })
 }
 
@@ -219,7 +247,7 @@ fn slicing_section(r: &DcudaResults) -> String {
     let Some(x) = &r.slicing_cause else { return String::new() };
     let (with, without) = x.cost();
     format!(
-        "## Why the slicing step loses (issue 57)\n\n\
+        "## What the slicing step costs (issue 57)\n\n\
          DCUDA with and without its fair slicing at medium load, {} arrival orders, the \
          applications as they are (each loop iteration a kernel and a CPU phase) and with \
          their CPU phases removed (the same kernels, as many, back to back; their demand \
@@ -243,9 +271,18 @@ fn slicing_section(r: &DcudaResults) -> String {
              its kernels while the one whose slice it is computes on its CPU, so the GPU \
              idles through that CPU work where, unsliced, another application's kernels fill \
              it. That is why DCUDA, whose other steps gain, loses overall in this model."
+                .to_string()
+        } else if with < 1.0 + MATERIAL_COST {
+            format!(
+                "With the CPU phases slicing costs under {:.0}% in run time, so it explains \
+                 no loss of DCUDA's here; with them removed it changes run time by {:.3}x.",
+                MATERIAL_COST * 100.0,
+                without
+            )
         } else {
             "Slicing's cost does not go with the CPU phases here: this experiment does not \
              identify the CPU phases as its cause."
+                .to_string()
         }
     )
 }
@@ -271,7 +308,7 @@ fn differences(r: &DcudaResults) -> String {
                 let (with, without) = x.cost();
                 format!(
                     " Slicing costs {:.2}x in run time with the applications' CPU phases and \
-                     {:.2}x without them (\"Why the slicing step loses\" above).",
+                     {:.2}x without them (\"What the slicing step costs\" above).",
                     with, without
                 )
             });
