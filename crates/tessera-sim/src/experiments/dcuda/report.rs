@@ -15,9 +15,10 @@ pub fn report(r: &DcudaResults) -> String {
     let _ = writeln!(s, "# DCUDA: reproduction\n");
     let _ = writeln!(
         s,
-        "{} applications (DCUDA Table 1; their launch shapes, duty cycles and sizes are \
-         ours, from `data/dcuda/apps.csv`), each a program looping over CPU work and one \
-         kernel; {} random arrival orders per load, {} GPUs (1080 Ti: 28 SMs). Co-running \
+        "{} applications (DCUDA Table 1; their launch shapes, loops and sizes are ours, \
+         from `data/dcuda/apps.csv`: each loop's host and kernel time per iteration derived \
+         from the benchmark's source, so its duty cycle follows), each a program looping \
+         over CPU work and one kernel; {} random arrival orders per load, {} GPUs (1080 Ti: 28 SMs). Co-running \
          kernels share a GPU by spatial multiplexing as thread blocks on its SMs (the \
          engine's block model): a greedy in-order dispatcher places each kernel's blocks \
          where the occupancy arithmetic says they fit, so a kernel with many blocks holds \
@@ -359,8 +360,8 @@ fn differences(r: &DcudaResults) -> String {
         }
     };
     format!(
-        "What the model is, not why it differs: our applications' launch shapes and duty \
-         cycles are derived, not measured (`data/dcuda/apps.csv`); co-running kernels slow \
+        "What the model is, not why it differs: our applications' launch shapes and loops \
+         are derived, not measured (`data/dcuda/apps.csv`); co-running kernels slow \
          each other through SMs{}; migration pauses are {} ms with data moved on demand at \
          no cost; the fairness groups may exceed the GPU by {:.0}%. Each claim that does not \
          hold, with the run's numbers beside it and the constants of ours that, at their \
@@ -369,7 +370,14 @@ fn differences(r: &DcudaResults) -> String {
             format!(
                 " and a contention slowdown of {} per unit of excess demand{}",
                 k.contention,
-                if r.contention_fit.is_some() { " (fitted on least-loaded)" } else { "" }
+                match &r.contention_fit {
+                    Some(f) if fit_at_its_edge(f).is_some() => {
+                        " (the end of the fit's range: the fit on least-loaded did not reach \
+                         its target)"
+                    }
+                    Some(_) => " (fitted on least-loaded)",
+                    None => "",
+                }
             )
         } else {
             " only".into()
