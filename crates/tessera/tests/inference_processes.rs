@@ -10,10 +10,11 @@ use tesserad::config::{DaemonConfig, ExecutorKind, GpuletsConfig, PolicyName};
 
 /// Above this share of the run with a runnable task waiting for a CPU, the host is busy
 /// with other work and the clients' clocks measure that wait. Measured on the 2-core
-/// development machine: alone, 3.2-4.8% stalled (the classifier 99.1-99.3% in time);
+/// development machine: alone, 3.2-5.0% stalled (the classifier 99.1-99.4% in time);
 /// in the suite beside other tests, 13.7% (98.9%); beside two CPU-bound processes, 27%
-/// (97.6-97.7%).
-const BUSY_HOST: f64 = 0.08;
+/// (97.6-97.7%); in a clean-clone CI run (2026-12-02), 7.98% (98.68%: it failed the 99%
+/// bound under the 8% this was then). 6%: above every quiet run measured.
+const BUSY_HOST: f64 = 0.06;
 
 #[test]
 fn two_model_client_processes_meet_their_slos_by_their_own_clocks() {
