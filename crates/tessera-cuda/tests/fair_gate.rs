@@ -71,13 +71,13 @@ fn fair_run(
     let ((mut pa, ra), (mut pb, rb)) = (spawn(a), spawn(b));
     assert_eq!(finish_within(&mut pa, Duration::from_secs(60), "program a"), 0);
     assert_eq!(finish_within(&mut pb, Duration::from_secs(60), "program b"), 0);
-    let waited = |reader: std::thread::JoinHandle<String>| {
+    let runqueue_s = |reader: std::thread::JoinHandle<String>| {
         let text = reader.join().unwrap();
         text.lines()
             .find_map(|l| l.strip_prefix("runqueue ")?.trim().parse::<f64>().ok())
             .map_or(0.0, |ns| ns / 1e9)
     };
-    let waited = [waited(ra), waited(rb)];
+    let waited = [runqueue_s(ra), runqueue_s(rb)];
     let runs = [kernels_of(&prefix, pa.id()), kernels_of(&prefix, pb.id())];
     let from = runs.iter().map(|r| r.first().map_or(0, |k| k.0)).max().unwrap_or(0);
     let to = runs.iter().map(|r| r.last().map_or(0, |k| k.1)).min().unwrap_or(0);
