@@ -130,6 +130,26 @@ pub struct ConcurrentUsage {
     pub load_ns: [f64; 3],
 }
 
+/// [`ConcurrentUsage`]'s integrals, exact: picoseconds times whole counts. As floating
+/// sums their last bits depended on how often the model was advanced (each advance
+/// adds a term), so a caller that looked at the GPU more or less often, or a model
+/// that ran several waves in one step, moved a run's measures (issue 55).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Integrals {
+    /// ps with a block resident.
+    busy: u128,
+    /// ps × SMs with a block resident.
+    sm_busy: u128,
+    /// ps × threads resident.
+    thread_busy: u128,
+    /// ps switching contexts.
+    switching: u128,
+    /// ps × kernels present.
+    kernels: u128,
+    /// ps in each load band.
+    load: [u128; 3],
+}
+
 #[derive(Clone, Debug)]
 struct Kernel {
     context: u32,
@@ -197,7 +217,7 @@ pub struct ConcurrentGpu {
     paused: bool,
     dirty: bool,
     finished: VecDeque<(PieceId, Ns)>,
-    usage: ConcurrentUsage,
+    usage: Integrals,
     sms_in_use: u32,
     threads_in_use: u64,
     /// Summed occupancy demand of the kernels present.
@@ -250,7 +270,7 @@ impl ConcurrentGpu {
             paused: false,
             dirty: false,
             finished: VecDeque::new(),
-            usage: ConcurrentUsage::default(),
+            usage: Integrals::default(),
             sms_in_use: 0,
             threads_in_use: 0,
             demand_present: 0.0,
@@ -282,7 +302,17 @@ impl ConcurrentGpu {
 
     /// Busy times so far.
     pub fn usage(&self) -> ConcurrentUsage {
-        self.usage
+        let u = &self.usage;
+        let ns = |ps: u128| ps as f64 / PS_PER_NS as f64;
+        let sms = f64::from(self.limits.sms);
+        ConcurrentUsage {
+            busy_ns: ns(u.busy),
+            sm_busy_ns: ns(u.sm_busy) / sms,
+            thread_busy_ns: ns(u.thread_busy) / (f64::from(self.limits.max_threads_per_sm) * sms),
+            switching_ns: ns(u.switching),
+            kernel_ns: ns(u.kernels),
+            load_ns: u.load.map(ns),
+        }
     }
 
     /// Whether the GPU is paused.
@@ -688,8 +718,8 @@ impl ConcurrentGpu {
         if to <= self.now || self.paused {
             return;
         }
-        let dt = (to - self.now) as f64 / PS_PER_NS as f64;
-        self.usage.kernel_ns += dt * self.kernels.len() as f64;
+        let dt = u128::from(to - self.now);
+        self.usage.kernels += dt * self.kernels.len() as u128;
         let band = if self.demand_present > 1.0 + 1e-9 {
             2
         } else if self.demand_present >= 0.5 - 1e-9 {
@@ -697,15 +727,14 @@ impl ConcurrentGpu {
         } else {
             0
         };
-        self.usage.load_ns[band] += dt;
+        self.usage.load[band] += dt;
         if self.sms_in_use > 0 {
-            self.usage.busy_ns += dt;
-            self.usage.sm_busy_ns += dt * f64::from(self.sms_in_use) / f64::from(self.limits.sms);
-            self.usage.thread_busy_ns += dt * self.threads_in_use as f64
-                / (f64::from(self.limits.max_threads_per_sm) * f64::from(self.limits.sms));
+            self.usage.busy += dt;
+            self.usage.sm_busy += dt * u128::from(self.sms_in_use);
+            self.usage.thread_busy += dt * u128::from(self.threads_in_use);
         }
         if self.switching.is_some() {
-            self.usage.switching_ns += dt;
+            self.usage.switching += dt;
         }
     }
 

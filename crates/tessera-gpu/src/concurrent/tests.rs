@@ -307,3 +307,33 @@ fn block_time_is_conserved_across_preemption() {
         assert_eq!(ran, whole, "kernel {id}");
     }
 }
+
+/// The usage a run integrates does not depend on how often the model is advanced: a
+/// caller looking at the GPU every few microseconds and one looking only at the end
+/// read the same numbers, to the bit (issue 55: as floating sums, each advance added a
+/// rounding, so a faster way of running the same waves moved a run's measures).
+#[test]
+fn usage_does_not_depend_on_how_often_the_model_is_advanced() {
+    let run = |step: Ns| {
+        let mut g = ConcurrentGpu::new(
+            V,
+            Contexts::Shared,
+            Contention { slowdown_per_excess: 0.3 },
+        );
+        g.start(0, 1, kernel(0, 1_000, 256, 7 * MS + 333, 0)).unwrap();
+        g.start(1_234, 2, kernel(0, 300, 512, 3 * MS + 77, 1)).unwrap();
+        let mut t = 1_234 + step;
+        while t < 20 * MS {
+            g.advance(t).unwrap();
+            while g.pop_finished().is_some() {}
+            t += step;
+        }
+        g.advance(20 * MS).unwrap();
+        assert!(g.is_empty());
+        g.usage()
+    };
+    let once = run(20 * MS);
+    for step in [997, 10_007, 333_333] {
+        assert_eq!(format!("{:?}", run(step)), format!("{once:?}"), "advanced every {step} ns");
+    }
+}
