@@ -187,6 +187,26 @@ struct Cohort {
     generation: u64,
 }
 
+/// Repeated waves ahead, found and not yet stepped (issue 55). The first cohort to end
+/// is a repeat ([`ConcurrentGpu::repeat_wave`]: its kernel first waiting with a wave's
+/// blocks left, nothing else ending then), and so is every later end of that kernel's
+/// cohorts — each its blocks' time after the last — until another kernel's cohort
+/// ends or the kernel has too few blocks left for the cohort ending. A kernel that
+/// came to the GPU part by part keeps several cohorts, ending in turn: round after
+/// round they end in the same order (the cohorts in `cohorts` are sorted by their
+/// next end, all within one wave's time). The chain is those `repeats` ends; `next`
+/// is the first change after them. Kept until the model changes in any other way.
+#[derive(Clone, Copy, Debug)]
+struct Chain {
+    kernel: PieceId,
+    /// The first repeat: the first cohort's end.
+    first: Ps,
+    /// A repeated wave's time.
+    duration: Ps,
+    repeats: u64,
+    next: Option<Ps>,
+}
+
 /// The kernels running on one GPU (see the module docs).
 #[derive(Clone, Debug)]
 pub struct ConcurrentGpu {
@@ -233,6 +253,14 @@ pub struct ConcurrentGpu {
     rooms: Vec<u32>,
     by_room: Vec<u32>,
     order: Vec<PieceId>,
+    /// The repeated waves ahead, if looked for since the last change (`Some` with no
+    /// repeats: looked for, none).
+    chain: Option<Chain>,
+    /// The chain's cohorts, in the order they end: (cohort, its end).
+    chain_cohorts: Vec<(usize, Ps)>,
+    /// Tests: step every wave (the reference the chains are compared with).
+    #[cfg(test)]
+    no_chains: bool,
     /// Per finished kernel: block time run, and blocks × block time (tests).
     #[cfg(test)]
     ran_at_end: BTreeMap<PieceId, (u128, u128)>,
@@ -280,6 +308,10 @@ impl ConcurrentGpu {
             rooms: vec![0; limits.sms as usize],
             by_room: Vec::new(),
             order: Vec::new(),
+            chain: None,
+            chain_cohorts: Vec::new(),
+            #[cfg(test)]
+            no_chains: false,
             #[cfg(test)]
             ran_at_end: BTreeMap::new(),
         }
@@ -328,6 +360,7 @@ impl ConcurrentGpu {
     /// Start kernel `id` at `now`.
     pub fn start(&mut self, now: Ns, id: PieceId, k: KernelLaunch) -> Result<(), ConcurrentError> {
         self.advance(now)?;
+        self.chain = None;
         if self.kernels.contains_key(&id) {
             return Err(ConcurrentError::Duplicate(id));
         }
@@ -367,6 +400,7 @@ impl ConcurrentGpu {
     /// Take kernel `id` off the GPU at `now`; the time alone it still needed, ns.
     pub fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, ConcurrentError> {
         self.advance(now)?;
+        self.chain = None;
         let k = self.kernels.get(&id).ok_or(ConcurrentError::Unknown(id))?;
         let mut left = u128::from(k.pending) * u128::from(k.block_ps);
         for i in 0..self.cohorts.len() {
@@ -392,6 +426,7 @@ impl ConcurrentGpu {
     /// paused nothing progresses; resumed blocks go on where they stopped.
     pub fn set_paused(&mut self, now: Ns, paused: bool) -> Result<(), ConcurrentError> {
         self.advance(now)?;
+        self.chain = None;
         if paused == self.paused {
             return Ok(());
         }
@@ -425,7 +460,10 @@ impl ConcurrentGpu {
 
     /// When the state next changes by itself (a block cohort ends, a slice or a
     /// switch ends), or now while a finished kernel waits to be collected, ns; `None`
-    /// while nothing can happen.
+    /// while nothing can happen. A kernel's waves that repeat on the same SMs with
+    /// nothing else changing are not changes a caller must see: they run when the
+    /// model is advanced past them (issue 55: each was a step, and an event of the
+    /// simulator's, most of `sim dcuda`'s run).
     pub fn next_event(&mut self) -> Option<Ns> {
         if self.dirty {
             self.dispatch();
@@ -454,9 +492,20 @@ impl ConcurrentGpu {
         if until < self.now {
             return Err(ConcurrentError::TimeBackwards { now, last: ceil_ns(self.now) });
         }
+        self.advance_ps(until);
+        Ok(())
+    }
+
+    fn advance_ps(&mut self, until: Ps) {
         loop {
             if self.dirty {
                 self.dispatch();
+            }
+            if let Some(chain) = self.chain_ahead()
+                && chain.first <= until
+            {
+                self.run_chain(chain, until);
+                continue;
             }
             match self.next_internal() {
                 Some(t) if t <= until => self.step(t),
@@ -468,22 +517,176 @@ impl ConcurrentGpu {
             self.fresh.clear();
         }
         self.now = until;
-        Ok(())
+    }
+
+    /// The valid cohort ending first, after dropping stale entries: (its end, its index,
+    /// its generation).
+    fn first_cohort(&mut self) -> Option<(Ps, usize, u64)> {
+        while let Some(Reverse((t, i, g))) = self.heap.peek().copied() {
+            let c = &self.cohorts[i];
+            if c.live && !c.frozen && c.generation == g {
+                return Some((t, i, g));
+            }
+            self.heap.pop();
+        }
+        None
+    }
+
+    /// The repeated waves ahead, looked for once per change of the model (see
+    /// [`Chain`]); `None` while there are none (or the GPU is not a shared one, is
+    /// paused, or has changed since its last dispatch).
+    fn chain_ahead(&mut self) -> Option<Chain> {
+        #[cfg(test)]
+        if self.no_chains {
+            return None;
+        }
+        if self.paused || self.dirty || self.contexts != Contexts::Shared {
+            return None;
+        }
+        if let Some(c) = self.chain {
+            return (c.repeats > 0).then_some(c);
+        }
+        let (first, top, _) = self.first_cohort()?;
+        let none = Chain { kernel: 0, first, duration: 0, repeats: 0, next: None };
+        self.chain = Some(none);
+        // the cheap conditions first: most cohorts ending beside others are not a
+        // repeat (another kernel is first in the waiting order)
+        let (id, count) = (self.cohorts[top].kernel, self.cohorts[top].count);
+        let (pending, duration) = match self.kernels.get(&id) {
+            Some(k) if count > 0 && self.waiting.first().is_some_and(|(_, _, w)| *w == id) => {
+                (k.pending, (k.block_ps as f64 * self.stretch).round() as Ps)
+            }
+            _ => return None,
+        };
+        if pending < count || duration == 0 {
+            return None;
+        }
+        // the kernel's cohorts in the order they end, and the first other end
+        let mut mine = std::mem::take(&mut self.chain_cohorts);
+        mine.clear();
+        let mut other: Option<Ps> = None;
+        for (i, c) in self.cohorts.iter().enumerate() {
+            if !c.live || c.frozen {
+                continue;
+            }
+            if c.kernel == id {
+                mine.push((i, c.finish));
+            } else {
+                other = Some(other.map_or(c.finish, |o| o.min(c.finish)));
+            }
+        }
+        mine.sort_unstable_by_key(|(i, f)| (*f, *i));
+        let last = mine.last().map_or(first, |(_, f)| *f);
+        // two of its cohorts ending together are not a repeat, and rounds keep their
+        // order only if all end within one wave's time
+        let distinct = mine.windows(2).all(|w| w[0].1 < w[1].1);
+        if !distinct || last - first >= duration {
+            self.chain_cohorts = mine;
+            return None;
+        }
+        // the ends in order: round r, cohort j at mine[j].1 + r × duration. Each
+        // repeat needs the blocks of the cohort ending, and to come before any other
+        // kernel's cohort ends (a prefix of the ends, as they are in time order)
+        let m = mine.len() as u64;
+        let round: u64 = mine.iter().map(|(i, _)| self.cohorts[*i].count).sum();
+        let full = pending / round;
+        let mut left = pending - full * round;
+        let mut by_blocks = full * m;
+        for (i, _) in &mine {
+            let c = self.cohorts[*i].count;
+            if left < c {
+                break;
+            }
+            left -= c;
+            by_blocks += 1;
+        }
+        let by_time = match other {
+            Some(o) => {
+                mine.iter().map(|(_, f)| if o > *f { (o - f).div_ceil(duration) } else { 0 }).sum()
+            }
+            None => u64::MAX,
+        };
+        let repeats = by_blocks.min(by_time);
+        // the end after the last repeat (not a repeat itself), or another kernel's
+        let after =
+            mine[(repeats % m) as usize].1.saturating_add((repeats / m).saturating_mul(duration));
+        let next = Some(other.map_or(after, |o| o.min(after)));
+        self.chain_cohorts = mine;
+        let chain = Chain { kernel: id, first, duration, repeats, next };
+        self.chain = Some(chain);
+        (repeats > 0).then_some(chain)
+    }
+
+    /// Run the chain's repeats that end by `until`, leaving the model as [`Self::step`]
+    /// would, wave by wave (tests compare the two). Nothing the usage integrates
+    /// changes between the waves, and the integrals are exact, so one term covers them.
+    fn run_chain(&mut self, chain: Chain, until: Ps) {
+        let mine = std::mem::take(&mut self.chain_cohorts);
+        let m = mine.len() as u64;
+        // the ends by `until`: a prefix, as they are in time order
+        let by_until: u64 = mine
+            .iter()
+            .map(|(_, f)| if until >= *f { (until - f) / chain.duration + 1 } else { 0 })
+            .sum();
+        let n = chain.repeats.min(by_until);
+        #[cfg(test)]
+        let reference = {
+            let (j, r) = (((n - 1) % m) as usize, (n - 1) / m);
+            let mut reference = self.clone();
+            reference.no_chains = true;
+            reference.advance_ps(mine[j].1 + r * chain.duration);
+            reference
+        };
+        let (full, part) = (n / m, n % m);
+        let mut blocks = 0u64;
+        let mut ran = 0u128;
+        let mut last = (0, 0);
+        for (j, &(i, f)) in mine.iter().enumerate() {
+            // this cohort's repeats: one per full round, one more in the part round
+            let times = full + u64::from((j as u64) < part);
+            if times == 0 {
+                continue;
+            }
+            let at = f + (times - 1) * chain.duration;
+            let c = &mut self.cohorts[i];
+            ran += u128::from(f - c.since) * u128::from(c.count)
+                + u128::from(times - 1) * u128::from(chain.duration) * u128::from(c.count);
+            blocks += times * c.count;
+            c.since = at;
+            c.stretch = self.stretch;
+            c.finish = at + chain.duration;
+            c.generation += 2 * times;
+            self.heap.push(Reverse((c.finish, i, c.generation)));
+            last = last.max((at, i));
+        }
+        self.account(last.0);
+        self.now = last.0;
+        if let Some(k) = self.kernels.get_mut(&chain.kernel) {
+            k.ran_ps += ran;
+            k.pending -= blocks;
+            if k.pending == 0 {
+                self.waiting.remove(&(Reverse(k.priority), k.started, chain.kernel));
+            }
+        }
+        self.fresh.clear();
+        self.fresh.push(last.1);
+        self.chain = None;
+        self.chain_cohorts = mine;
+        #[cfg(test)]
+        {
+            assert_eq!(self.state(), reference.state(), "a chain of waves is not the steps'");
+            assert_eq!(self.usage, reference.usage, "a chain's usage is not the steps'");
+        }
     }
 
     fn next_internal(&mut self) -> Option<Ps> {
         if self.paused {
             return None;
         }
-        while let Some(Reverse((t, i, g))) = self.heap.peek().copied() {
-            let c = &self.cohorts[i];
-            if c.live && !c.frozen && c.generation == g {
-                break;
-            }
-            let _ = t;
-            self.heap.pop();
+        if let Some(chain) = self.chain_ahead() {
+            return chain.next;
         }
-        let cohort = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let cohort = self.first_cohort().map(|(t, _, _)| t);
         let switch = self.switching.map(|(t, _)| t);
         let slice = match self.contexts {
             Contexts::TimeSliced { slice, .. }
@@ -522,6 +725,7 @@ impl ConcurrentGpu {
     }
 
     fn step(&mut self, t: Ps) {
+        self.chain = None;
         self.account(t);
         if t > self.now {
             self.fresh.clear();

@@ -83,6 +83,7 @@ impl ConcurrentGpu {
 
     pub(super) fn dispatch(&mut self) {
         self.dirty = false;
+        self.chain = None;
         if self.paused || (self.switching.is_some() && self.chosen_at != Some(self.now)) {
             return;
         }

@@ -272,6 +272,40 @@ proptest! {
     }
 }
 
+proptest! {
+    /// With contention, blocks placed at different demands take different times, so a
+    /// kernel's cohorts end in an order that repeated waves can change: every run of
+    /// repeated waves still leaves the model where stepping every wave leaves it (the
+    /// comparison inside `run_chain`, in tests), whenever the caller looks, and every
+    /// kernel finishes once.
+    #[test]
+    fn chains_of_waves_are_the_steps_under_contention(
+        ks in prop::collection::vec((arb_kernel(), 0u64..3_000_000), 1..8),
+        slowdown in 0.0f64..2.0,
+        looks in prop::collection::vec(0u64..30_000_000, 0..12),
+    ) {
+        let mut g = ConcurrentGpu::new(V, Contexts::Shared, Contention { slowdown_per_excess: slowdown });
+        let mut events: Vec<(Ns, Option<usize>)> = ks.iter().enumerate().map(|(i, (_, at))| (*at, Some(i))).collect();
+        events.extend(looks.iter().map(|at| (*at, None)));
+        events.sort();
+        let mut done = BTreeMap::new();
+        for (at, start) in events {
+            g.advance(at).unwrap();
+            while let Some((id, t)) = g.pop_finished() {
+                prop_assert!(done.insert(id, t).is_none());
+            }
+            if let Some(i) = start {
+                let ((ctx, grid, threads, alone, p), _) = ks[i];
+                g.start(at, i as PieceId, kernel(ctx, grid, threads, alone, p)).unwrap();
+            }
+        }
+        for (id, t) in run_out(&mut g) {
+            prop_assert!(done.insert(id, t).is_none());
+        }
+        prop_assert_eq!(done.len(), ks.len());
+    }
+}
+
 /// A kernel that ends at the instant another starts, found finished by that start
 /// (which advances the model), is due at once: the next event is now, not the new
 /// kernel's first wave, when a caller that collects finishes at the next event
@@ -315,11 +349,8 @@ fn block_time_is_conserved_across_preemption() {
 #[test]
 fn usage_does_not_depend_on_how_often_the_model_is_advanced() {
     let run = |step: Ns| {
-        let mut g = ConcurrentGpu::new(
-            V,
-            Contexts::Shared,
-            Contention { slowdown_per_excess: 0.3 },
-        );
+        let mut g =
+            ConcurrentGpu::new(V, Contexts::Shared, Contention { slowdown_per_excess: 0.3 });
         g.start(0, 1, kernel(0, 1_000, 256, 7 * MS + 333, 0)).unwrap();
         g.start(1_234, 2, kernel(0, 300, 512, 3 * MS + 77, 1)).unwrap();
         let mut t = 1_234 + step;
@@ -336,4 +367,70 @@ fn usage_does_not_depend_on_how_often_the_model_is_advanced() {
     for step in [997, 10_007, 333_333] {
         assert_eq!(format!("{:?}", run(step)), format!("{once:?}"), "advanced every {step} ns");
     }
+}
+
+/// Issue 55: a kernel's repeated waves on the same SMs are not changes a caller must
+/// look at one by one. A kernel alone of ten waves is next due at its last wave's end
+/// (its finish), not at its first wave's; advanced part way, and joined by another
+/// kernel, the model is where stepping every wave would have left it (`run_chain`
+/// compares itself with that in tests), and both kernels take their time.
+#[test]
+fn repeated_waves_are_run_without_an_event_each() {
+    let mut g = shared();
+    // 1,600 blocks of 1,024 threads: ten waves of 1 ms on a V100 (160 blocks a wave)
+    g.start(0, 1, kernel(0, 1_600, 1_024, 10 * MS, 0)).unwrap();
+    assert_eq!(g.next_event(), Some(10 * MS));
+    g.advance(4 * MS + MS / 2).unwrap();
+    assert_eq!(g.next_event(), Some(10 * MS));
+    assert_eq!(g.resident_blocks(1), 160);
+    // a second kernel waits behind the first's waves, which now end one by one
+    g.start(4 * MS + MS / 2, 2, kernel(0, 160, 1_024, MS, 0)).unwrap();
+    let done = run_out(&mut g);
+    assert_eq!(done[&1], 10 * MS);
+    assert_eq!(done[&2], 11 * MS);
+    assert!((g.usage().busy_ns - 11.0 * MS as f64).abs() < 1.0);
+}
+
+/// A run of repeated waves stops at another kernel's wave: kernel 1 (one 10 ms block on
+/// each SM) and kernel 2 (800 blocks of 2 ms, one beside it on each SM) start
+/// together; kernel 2's waves at 2, 4, 6 and 8 ms are repeats, but at 10 ms kernel 1's
+/// blocks end with its wave and the dispatcher gives kernel 2 all 160 slots. Worked by
+/// hand; the model is advanced past it all in one call (the chain compares itself
+/// with stepping every wave in tests).
+#[test]
+fn a_chain_of_waves_stops_at_another_kernels_wave() {
+    let mut g = shared();
+    g.start(0, 1, kernel(0, 80, 1_024, 10 * MS, 0)).unwrap();
+    g.start(0, 2, kernel(0, 800, 1_024, 10 * MS, 0)).unwrap();
+    assert_eq!(g.next_event(), Some(10 * MS));
+    g.advance(13 * MS).unwrap();
+    assert_eq!(g.pop_finished(), Some((1, 10 * MS)));
+    // 80 × 5 blocks by 10 ms, 160 at 10 and at 12 ms (a repeat): 80 left, placed at
+    // 14 ms by a dispatch (a wave of fewer blocks is not a repeat)
+    assert_eq!(g.resident_blocks(2), 160);
+    assert_eq!(g.next_event(), Some(14 * MS));
+    assert_eq!(run_out(&mut g)[&2], 16 * MS);
+}
+
+/// A kernel that came to the GPU part by part keeps cohorts that end in turn, and
+/// their waves repeat in turn: kernel 2 (1,600 blocks of 1 ms) gets one slot per SM at
+/// 0 beside kernel 1 (one 2.5 ms block per SM), and the other slot when kernel 1 ends
+/// at 2.5 ms; from then its two cohorts end half a millisecond apart, and every end
+/// until its blocks run out is a repeat, not a change the caller must look at.
+/// Worked by hand: 1,280 blocks left at 2.5 ms, 160 a round of two ends, the last
+/// repeat at 10.5 ms; the cohorts then end at 11 and 11.5 ms.
+#[test]
+fn a_kernels_staggered_cohorts_repeat_in_turn() {
+    let mut g = shared();
+    g.start(0, 1, kernel(0, 80, 1_024, 2 * MS + MS / 2, 0)).unwrap();
+    g.start(0, 2, kernel(0, 1_600, 1_024, 10 * MS, 0)).unwrap();
+    assert_eq!(g.next_event(), Some(2 * MS + MS / 2));
+    g.advance(2 * MS + MS / 2).unwrap();
+    assert_eq!(g.pop_finished(), Some((1, 2 * MS + MS / 2)));
+    assert_eq!(g.next_event(), Some(11 * MS));
+    // part way through the rounds (the chain compares itself with every step in tests)
+    g.advance(7 * MS + MS / 4).unwrap();
+    assert_eq!(g.resident_blocks(2), 160);
+    assert_eq!(g.next_event(), Some(11 * MS));
+    assert_eq!(run_out(&mut g)[&2], 11 * MS + MS / 2);
 }
