@@ -242,6 +242,12 @@ pub struct ConcurrentGpu {
     threads_in_use: u64,
     /// Summed occupancy demand of the kernels present.
     demand_present: f64,
+    /// A use no SM is below in any resource (the least use, or less): the room it
+    /// leaves bounds every SM's, so the dispatcher passes over a kernel that fits
+    /// nowhere without a walk of the SMs. Lowered as SMs give resources back, exact
+    /// after each placement; placing only takes, so it stays a bound (issue 55: a
+    /// walk of the SMs for it was a tenth of each dispatch).
+    room_bound: SmUse,
     /// The contention's stretch of blocks placed by the last dispatch.
     stretch: f64,
     /// Scratch: the cohorts ending at one instant.
@@ -270,7 +276,9 @@ fn ceil_ns(ps: Ps) -> Ns {
     ps.div_ceil(PS_PER_NS)
 }
 
-/// The least use of each resource on any of `sms` (a full SM if there are none).
+/// The least use of each resource on any of `sms` (a full SM if there are none): what
+/// [`ConcurrentGpu::room_bound`] must not be above (tests).
+#[cfg(test)]
 fn least_used(sms: &[SmUse], limits: &SmLimits) -> SmUse {
     sms.iter().fold(SmUse::full(limits), |m, u| m.least(u))
 }
@@ -302,6 +310,7 @@ impl ConcurrentGpu {
             sms_in_use: 0,
             threads_in_use: 0,
             demand_present: 0.0,
+            room_bound: SmUse::default(),
             stretch: 1.0,
             ending: Vec::new(),
             scratch: Vec::with_capacity(limits.sms as usize),
@@ -945,6 +954,9 @@ impl ConcurrentGpu {
     fn take_sm(&mut self, sm: usize, cost: &BlockCost, n: i64) {
         let was = self.sms[sm].blocks > 0;
         self.sms[sm].add(cost, n);
+        if n < 0 {
+            self.room_bound = self.room_bound.least(&self.sms[sm]);
+        }
         let is = self.sms[sm].blocks > 0;
         self.sms_in_use = self.sms_in_use + u32::from(is) - u32::from(was);
         self.threads_in_use =

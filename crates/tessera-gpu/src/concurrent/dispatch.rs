@@ -165,7 +165,12 @@ impl ConcurrentGpu {
         // anywhere (a full GPU with many kernels waiting) is passed over without a walk
         // of the SMs. Placing only takes resources, so the bound holds through the loop.
         let lim = self.limits;
-        let mut bound = least_used(&self.sms, &lim);
+        let mut bound = self.room_bound;
+        #[cfg(test)]
+        {
+            let least = least_used(&self.sms, &lim);
+            assert_eq!(bound.least(&least), bound, "the room bound is above an SM's use");
+        }
         for id in order.iter().copied() {
             let Some(k) = self.kernels.get(&id) else { continue };
             if active.is_some_and(|a| a != k.context) {
@@ -208,5 +213,6 @@ impl ConcurrentGpu {
             }
         }
         self.order = order;
+        self.room_bound = bound;
     }
 }
