@@ -12,7 +12,15 @@ impl ConcurrentGpu {
     /// min(room, K) blocks after K whole rounds, and the rest of the blocks go one
     /// each to the SMs still with room, in SM order: computed so, not round by round
     /// (a kernel of thousands of blocks was a walk of the SMs per round).
-    pub(super) fn place_breadth_first(&mut self, cost: &BlockCost, pending: u64) -> (u64, SmUse) {
+    ///
+    /// The bound is computed only if `bound_needed` (a kernel waits after this one);
+    /// else the returned bound is a full SM's use, which bounds nothing.
+    pub(super) fn place_breadth_first(
+        &mut self,
+        cost: &BlockCost,
+        pending: u64,
+        bound_needed: bool,
+    ) -> (u64, SmUse) {
         let mut total = 0u64;
         let mut most = 0u32;
         // breadth-first placement leaves runs of SMs in the same state: an SM like the
@@ -75,7 +83,9 @@ impl ConcurrentGpu {
                 self.scratch.push((sm as u32, n));
                 placed += u64::from(n);
             }
-            bound = bound.least(&self.sms[sm]);
+            if bound_needed {
+                bound = bound.least(&self.sms[sm]);
+            }
         }
         self.rooms = rooms;
         (placed, bound)
@@ -171,7 +181,7 @@ impl ConcurrentGpu {
             let least = least_used(&self.sms, &lim);
             assert_eq!(bound.least(&least), bound, "the room bound is above an SM's use");
         }
-        for id in order.iter().copied() {
+        for (at, id) in order.iter().copied().enumerate() {
             let Some(k) = self.kernels.get(&id) else { continue };
             if active.is_some_and(|a| a != k.context) {
                 continue;
@@ -180,13 +190,18 @@ impl ConcurrentGpu {
             if pending == 0 || bound.room_for(&cost, &lim) == 0 {
                 continue;
             }
-            let (placed, after) = self.place_breadth_first(&cost, pending);
+            // the bound after the placement only matters to a kernel after this one
+            let needed = at + 1 < order.len();
+            let (placed, after) = self.place_breadth_first(&cost, pending, needed);
             pending -= placed;
             if placed == 0 {
                 continue;
             }
-            // tighter after a placement (which often fills the GPU)
-            bound = after;
+            // tighter after a placement (which often fills the GPU); without one the
+            // bound before it still holds, as placing only takes
+            if needed {
+                bound = after;
+            }
             let i = self.free_cohorts.pop().unwrap_or_else(|| {
                 self.cohorts.push(Cohort::default());
                 self.cohorts.len() - 1
