@@ -1,0 +1,90 @@
+//! Preempting and resuming blocks: a context's slice ending, a paused GPU, and blocks
+//! placed at an instant taken back to be placed again with a later call at it.
+
+use super::*;
+
+impl ConcurrentGpu {
+    /// Preempt the resident blocks of `context` (all contexts: `None`), keeping the
+    /// time each still needs.
+    pub(super) fn freeze(&mut self, context: Option<u32>) {
+        // blocks placed at this instant have run nothing: they wait again, to be
+        // placed in order with whatever else waits when their context runs
+        self.unplace_fresh(context);
+        for i in 0..self.cohorts.len() {
+            let c = &self.cohorts[i];
+            if !c.live || c.frozen {
+                continue;
+            }
+            let Some(k) = self.kernels.get(&c.kernel) else { continue };
+            if context.is_some_and(|ctx| ctx != k.context) {
+                continue;
+            }
+            let ran = u128::from(self.now - c.since) * u128::from(c.count);
+            let left = c.finish - self.now;
+            let kernel = c.kernel;
+            self.release_sms(i);
+            if let Some(k) = self.kernels.get_mut(&kernel) {
+                k.ran_ps += ran;
+            }
+            let c = &mut self.cohorts[i];
+            c.frozen = true;
+            c.frozen_left = left;
+            c.generation += 1;
+        }
+    }
+
+    /// Take back the blocks placed at this instant (of `context`; all: `None`): they
+    /// wait again.
+    pub(super) fn unplace_fresh(&mut self, context: Option<u32>) {
+        let mut fresh = std::mem::take(&mut self.fresh);
+        fresh.retain(|&i| {
+            let c = &self.cohorts[i];
+            if !c.live || c.frozen {
+                return false;
+            }
+            let kernel = c.kernel;
+            if context
+                .is_some_and(|ctx| self.kernels.get(&kernel).is_some_and(|k| k.context != ctx))
+            {
+                return true;
+            }
+            let count = c.count;
+            self.retire_cohort(i);
+            if let Some(k) = self.kernels.get_mut(&kernel) {
+                if k.pending == 0 {
+                    self.waiting.insert((Reverse(k.priority), k.started, kernel));
+                }
+                k.pending += count;
+            }
+            false
+        });
+        self.fresh = fresh;
+    }
+
+    /// Resume the preempted blocks of `context` (all: `None`) where they were.
+    pub(super) fn thaw(&mut self, context: Option<u32>) {
+        for i in 0..self.cohorts.len() {
+            let c = &self.cohorts[i];
+            if !c.live || !c.frozen {
+                continue;
+            }
+            let Some(k) = self.kernels.get(&c.kernel) else { continue };
+            if context.is_some_and(|ctx| ctx != k.context) {
+                continue;
+            }
+            let cost = k.cost;
+            let on = std::mem::take(&mut self.cohorts[i].on);
+            for (sm, n) in &on {
+                self.take_sm(*sm as usize, &cost, i64::from(*n));
+            }
+            let now = self.now;
+            let c = &mut self.cohorts[i];
+            c.on = on;
+            c.frozen = false;
+            c.since = now;
+            c.finish = now + c.frozen_left;
+            c.generation += 1;
+            self.heap.push(Reverse((c.finish, i, c.generation)));
+        }
+    }
+}
