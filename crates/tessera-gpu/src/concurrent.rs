@@ -159,7 +159,7 @@ struct Integrals {
 /// cohorts — each its blocks' time after the last — until another kernel's cohort
 /// ends or the kernel has too few blocks left for the cohort ending. A kernel that
 /// came to the GPU part by part keeps several cohorts, ending in turn: round after
-/// round they end in the same order (the cohorts in `cohorts` are sorted by their
+/// round they end in the same order (`chain_cohorts` holds them sorted by their
 /// next end, all within one wave's time). The chain is those `repeats` ends; `next`
 /// is the first change after them. Kept until the model changes in any other way.
 #[derive(Clone, Copy, Debug)]
