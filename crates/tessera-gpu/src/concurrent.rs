@@ -270,6 +270,9 @@ pub struct ConcurrentGpu {
     /// Tests: step every wave (the reference the chains are compared with).
     #[cfg(test)]
     no_chains: bool,
+    /// Tests: dispatches that placed blocks.
+    #[cfg(test)]
+    placing_dispatches: u64,
     /// Per finished kernel: block time run, and blocks × block time (tests).
     #[cfg(test)]
     ran_at_end: BTreeMap<PieceId, (u128, u128)>,
@@ -324,6 +327,8 @@ impl ConcurrentGpu {
             chain_cohorts: Vec::new(),
             #[cfg(test)]
             no_chains: false,
+            #[cfg(test)]
+            placing_dispatches: 0,
             #[cfg(test)]
             ran_at_end: BTreeMap::new(),
         }

@@ -162,8 +162,9 @@ impl ConcurrentGpu {
     /// not, and later placements only took room). Freeing the cohort gives its kernel
     /// back exactly its blocks' room on the cohort's SMs (on each, the resource that
     /// stopped it has less than one block left beside them) and nothing elsewhere. So
-    /// when that kernel is the first waiting, with at least the cohort's blocks to
-    /// place, breadth-first placement puts exactly the cohort's blocks on the same SMs,
+    /// when the kernels ahead of it in the waiting order fit on none of the cohort's
+    /// SMs once freed ([`Self::first_to_fit`]), and it has at least the cohort's blocks
+    /// to place, breadth-first placement puts exactly the cohort's blocks on the same SMs,
     /// which leaves every SM as it was and every later kernel still without room; the
     /// kernels present, and so the contention's stretch, are those of the last dispatch.
     /// The cohort's slot and generations move as retiring and placing would move them.
@@ -175,10 +176,7 @@ impl ConcurrentGpu {
             let c = &self.cohorts[i];
             (c.kernel, c.count, c.since)
         };
-        if self.waiting.first().is_none_or(|(_, _, first)| *first != id) {
-            return false;
-        }
-        if self.kernels.get(&id).is_none_or(|k| k.pending < count) {
+        if self.kernels.get(&id).is_none_or(|k| k.pending < count) || !self.first_to_fit(i) {
             return false;
         }
         #[cfg(test)]
@@ -206,6 +204,38 @@ impl ConcurrentGpu {
         #[cfg(test)]
         assert_eq!(self.state(), reference.state(), "a repeated wave is not the dispatcher's");
         true
+    }
+
+    /// Whether cohort `i`'s kernel is the first waiting kernel with room on the SMs
+    /// the cohort would free: every kernel ahead of it in the waiting order (all with
+    /// blocks to place) fits on none of them without the cohort's blocks. Usually it
+    /// is the first waiting; when two kernels' waves interleave, the second's cohorts
+    /// end on SMs the first cannot use, which frees the second's own room alone
+    /// (issue 55: most of what a chain did not cover).
+    fn first_to_fit(&self, i: usize) -> bool {
+        let c = &self.cohorts[i];
+        let Some(cost) = self.kernels.get(&c.kernel).map(|k| k.cost) else { return false };
+        for (_, _, ahead) in &self.waiting {
+            if *ahead == c.kernel {
+                return true;
+            }
+            let Some(theirs) = self.kernels.get(ahead).map(|k| k.cost) else { return false };
+            // SMs in one state after the cohort's blocks go: one room to compute
+            let mut last: Option<(SmUse, u32)> = None;
+            for &(sm, n) in &c.on {
+                let used = self.sms[sm as usize];
+                if last.is_some_and(|(u, m)| u == used && m == n) {
+                    continue;
+                }
+                last = Some((used, n));
+                let mut freed = used;
+                freed.add(&cost, -i64::from(n));
+                if freed.room_for(&theirs, &self.limits) > 0 {
+                    return false;
+                }
+            }
+        }
+        false
     }
 
     /// Everything a dispatch decides, for comparing two models (tests).

@@ -227,6 +227,10 @@ impl ConcurrentGpu {
                 }
             }
         }
+        #[cfg(test)]
+        if !self.fresh.is_empty() {
+            self.placing_dispatches += 1;
+        }
         self.order = order;
         self.room_bound = bound;
     }

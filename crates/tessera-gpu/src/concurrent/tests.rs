@@ -434,3 +434,30 @@ fn a_kernels_staggered_cohorts_repeat_in_turn() {
     assert_eq!(g.next_event(), Some(11 * MS));
     assert_eq!(run_out(&mut g)[&2], 11 * MS + MS / 2);
 }
+
+/// Two kernels' waves interleave: kernel 1 (ahead by priority; 64 KiB of shared memory
+/// a block, so one block per SM) and kernel 2 (512-thread blocks, three beside it on
+/// each SM). Each of kernel 2's cohorts frees three blocks' threads but no shared
+/// memory, so kernel 1 cannot use them and kernel 2 takes them again: the dispatcher's
+/// result without its walk of the SMs (`repeat_wave` compares itself with a dispatch
+/// in tests). Worked by hand: kernel 2 alone fills the GPU (4 blocks an SM, 1 ms a
+/// wave) until 1 ms; then kernel 1 takes one block an SM (2.3 ms each, so that its
+/// ends never meet kernel 2's) and kernel 2 three (240 a wave): 2,640 blocks left,
+/// eleven more waves at 2, 3, …, 12 ms, the last ending at 13 ms; kernel 1's ten waves
+/// end at 24 ms, each after the first its own repeat.
+#[test]
+fn a_second_kernels_waves_repeat_where_the_first_cannot_fit() {
+    let mut g = shared();
+    g.start(0, 2, kernel(0, 3_200, 512, 10 * MS, 0)).unwrap();
+    let k1 = KernelLaunch {
+        launch: Launch { shared_per_block: 64 * 1024, ..kernel(0, 800, 256, 0, 0).launch },
+        ..kernel(0, 800, 256, 23 * MS, 1)
+    };
+    g.start(MS / 2, 1, k1).unwrap();
+    let done = run_out(&mut g);
+    assert_eq!(done[&2], 13 * MS);
+    assert_eq!(done[&1], 24 * MS);
+    // blocks placed by a dispatch at 0 (kernel 2) and 1 ms (both) only; before, also
+    // at each of kernel 2's eleven waves after them
+    assert_eq!(g.placing_dispatches, 2);
+}
