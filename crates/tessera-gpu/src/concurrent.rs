@@ -153,24 +153,34 @@ struct Integrals {
     load: [u128; 3],
 }
 
-/// Repeated waves ahead, found and not yet stepped (issue 55). The first cohort to end
-/// is a repeat ([`ConcurrentGpu::repeat_wave`]: its kernel first waiting with a wave's
-/// blocks left, nothing else ending then), and so is every later end of that kernel's
-/// cohorts — each its blocks' time after the last — until another kernel's cohort
-/// ends or the kernel has too few blocks left for the cohort ending. A kernel that
-/// came to the GPU part by part keeps several cohorts, ending in turn: round after
-/// round they end in the same order (`chain_cohorts` holds them sorted by their
-/// next end, all within one wave's time). The chain is those `repeats` ends; `next`
-/// is the first change after them. Kept until the model changes in any other way.
+/// Repeated waves ahead, found and not yet stepped (issue 55). A cohort's end is a
+/// repeat when its kernel runs its next wave on the same SMs and nothing else changes
+/// ([`ConcurrentGpu::repeat_wave`]: no kernel ahead of it fits on the SMs it frees,
+/// and it has the cohort's blocks left). Between changes of any other kind the SMs are
+/// as they are now at every end, so a kernel whose cohorts' ends are repeats once keeps
+/// repeating — each cohort every wave's time — until its blocks run short; several
+/// kernels may repeat side by side (two kernels' waves interleaving). The chain is
+/// every cohort end from `first` (the first end, a repeat) until `next`, the first
+/// change that is not one: a kernel's end with too few blocks left, the end of a
+/// cohort whose kernel does not repeat, or two ends at one instant. A kernel that came
+/// to the GPU part by part keeps several cohorts ending in turn, round after round in
+/// the same order (all within one wave's time). Kept until the model changes in any
+/// other way; `first == next`: looked for, none.
 #[derive(Clone, Copy, Debug)]
 struct Chain {
-    kernel: PieceId,
     /// The first repeat: the first cohort's end.
     first: Ps,
-    /// A repeated wave's time.
+    /// The first change that is not a repeat: every cohort end before it is one.
+    next: Ps,
+}
+
+/// A cohort of a chain ([`Chain`]): it ends at `end`, then every `duration`.
+#[derive(Clone, Copy, Debug)]
+struct Repeating {
+    cohort: usize,
+    kernel: PieceId,
+    end: Ps,
     duration: Ps,
-    repeats: u64,
-    next: Option<Ps>,
 }
 
 #[derive(Clone, Debug)]
@@ -265,8 +275,8 @@ pub struct ConcurrentGpu {
     /// The repeated waves ahead, if looked for since the last change (`Some` with no
     /// repeats: looked for, none).
     chain: Option<Chain>,
-    /// The chain's cohorts, in the order they end: (cohort, its end).
-    chain_cohorts: Vec<(usize, Ps)>,
+    /// The chain's cohorts (scratch while it is looked for).
+    chain_cohorts: Vec<Repeating>,
     /// Tests: step every wave (the reference the chains are compared with).
     #[cfg(test)]
     no_chains: bool,
@@ -539,7 +549,7 @@ impl ConcurrentGpu {
             return None;
         }
         if let Some(chain) = self.chain_ahead() {
-            return chain.next;
+            return Some(chain.next);
         }
         let cohort = self.first_cohort().map(|(t, _, _)| t);
         let switch = self.switching.map(|(t, _)| t);

@@ -17,134 +17,151 @@ impl ConcurrentGpu {
             return None;
         }
         if let Some(c) = self.chain {
-            return (c.repeats > 0).then_some(c);
+            return (c.first < c.next).then_some(c);
         }
         let (first, top, _) = self.first_cohort()?;
-        let none = Chain { kernel: 0, first, duration: 0, repeats: 0, next: None };
-        self.chain = Some(none);
-        // the cheap conditions first: most cohorts ending beside others are not a
-        // repeat (another kernel is first in the waiting order)
+        self.chain = Some(Chain { first, next: first });
+        // the cheap conditions first: most first ends are not a repeat
         let (id, count) = (self.cohorts[top].kernel, self.cohorts[top].count);
-        let (pending, duration) = match self.kernels.get(&id) {
-            Some(k) if count > 0 && self.waiting.first().is_some_and(|(_, _, w)| *w == id) => {
-                (k.pending, (k.block_ps as f64 * self.stretch).round() as Ps)
-            }
-            _ => return None,
-        };
-        if pending < count || duration == 0 {
+        if count == 0
+            || self.kernels.get(&id).is_none_or(|k| k.pending < count)
+            || !self.first_to_fit(top)
+        {
             return None;
         }
-        // the kernel's cohorts in the order they end, and the first other end
-        let mut mine = std::mem::take(&mut self.chain_cohorts);
-        mine.clear();
-        let mut other: Option<Ps> = None;
+        // every cohort on the SMs, by kernel and end
+        let mut all = std::mem::take(&mut self.chain_cohorts);
+        all.clear();
         for (i, c) in self.cohorts.iter().enumerate() {
-            if !c.live || c.frozen {
-                continue;
-            }
-            if c.kernel == id {
-                mine.push((i, c.finish));
-            } else {
-                other = Some(other.map_or(c.finish, |o| o.min(c.finish)));
+            if c.live && !c.frozen {
+                all.push(Repeating { cohort: i, kernel: c.kernel, end: c.finish, duration: 0 });
             }
         }
-        mine.sort_unstable_by_key(|(i, f)| (*f, *i));
-        let last = mine.last().map_or(first, |(_, f)| *f);
+        all.sort_unstable_by_key(|r| (r.kernel, r.end, r.cohort));
+        let mut next = Ps::MAX;
+        let mut at = 0;
+        while at < all.len() {
+            let kernel = all[at].kernel;
+            let len = all[at..].iter().take_while(|r| r.kernel == kernel).count();
+            let stop = self.kernel_repeats(&mut all[at..at + len]);
+            next = next.min(stop);
+            at += len;
+        }
+        all.retain(|r| r.duration > 0);
+        // two ends at one instant are not repeats: the first such instant ends the chain
+        for (a, ra) in all.iter().enumerate() {
+            for rb in &all[a + 1..] {
+                if ra.kernel != rb.kernel
+                    && let Some(t) =
+                        first_meeting((ra.end, ra.duration), (rb.end, rb.duration), next)
+                {
+                    next = t;
+                }
+            }
+        }
+        self.chain_cohorts = all;
+        let chain = Chain { first, next };
+        self.chain = Some(chain);
+        (first < next).then_some(chain)
+    }
+
+    /// For one kernel's cohorts (sorted by end), the first of their ends that is not a
+    /// repeat (the first end of all when the kernel does not repeat); marks each with
+    /// its wave's time when it does.
+    fn kernel_repeats(&self, mine: &mut [Repeating]) -> Ps {
+        let first = mine[0].end;
+        let Some(k) = self.kernels.get(&mine[0].kernel) else { return first };
+        let duration = (k.block_ps as f64 * self.stretch).round() as Ps;
+        let last = mine[mine.len() - 1].end;
         // two of its cohorts ending together are not a repeat, and rounds keep their
         // order only if all end within one wave's time
-        let distinct = mine.windows(2).all(|w| w[0].1 < w[1].1);
-        if !distinct || last - first >= duration {
-            self.chain_cohorts = mine;
-            return None;
+        if k.pending == 0
+            || duration == 0
+            || last - first >= duration
+            || mine.windows(2).any(|w| w[0].end == w[1].end)
+            || !mine.iter().all(|r| self.first_to_fit(r.cohort))
+        {
+            return first;
         }
-        // the ends in order: round r, cohort j at mine[j].1 + r × duration. Each
-        // repeat needs the blocks of the cohort ending, and to come before any other
-        // kernel's cohort ends (a prefix of the ends, as they are in time order)
+        // the ends in order: round r, cohort j at mine[j].end + r × duration; each
+        // repeat needs the blocks of the cohort ending
         let m = mine.len() as u64;
-        let round: u64 = mine.iter().map(|(i, _)| self.cohorts[*i].count).sum();
-        let full = pending / round;
-        let mut left = pending - full * round;
-        let mut by_blocks = full * m;
-        for (i, _) in &mine {
-            let c = self.cohorts[*i].count;
+        let round: u64 = mine.iter().map(|r| self.cohorts[r.cohort].count).sum();
+        let full = k.pending / round;
+        let mut left = k.pending - full * round;
+        let mut repeats = full * m;
+        for r in mine.iter() {
+            let c = self.cohorts[r.cohort].count;
             if left < c {
                 break;
             }
             left -= c;
-            by_blocks += 1;
+            repeats += 1;
         }
-        let by_time = match other {
-            Some(o) => {
-                mine.iter().map(|(_, f)| if o > *f { (o - f).div_ceil(duration) } else { 0 }).sum()
-            }
-            None => u64::MAX,
-        };
-        let repeats = by_blocks.min(by_time);
-        // the end after the last repeat (not a repeat itself), or another kernel's
-        let after =
-            mine[(repeats % m) as usize].1.saturating_add((repeats / m).saturating_mul(duration));
-        let next = Some(other.map_or(after, |o| o.min(after)));
-        self.chain_cohorts = mine;
-        let chain = Chain { kernel: id, first, duration, repeats, next };
-        self.chain = Some(chain);
-        (repeats > 0).then_some(chain)
+        for r in mine.iter_mut() {
+            r.duration = duration;
+        }
+        // the end after the last repeat (not a repeat itself)
+        mine[(repeats % m) as usize].end.saturating_add((repeats / m).saturating_mul(duration))
     }
 
     /// Run the chain's repeats that end by `until`, leaving the model as [`Self::step`]
     /// would, wave by wave (tests compare the two). Nothing the usage integrates
     /// changes between the waves, and the integrals are exact, so one term covers them.
     pub(super) fn run_chain(&mut self, chain: Chain, until: Ps) {
-        let mine = std::mem::take(&mut self.chain_cohorts);
-        let m = mine.len() as u64;
-        // the ends by `until`: a prefix, as they are in time order
-        let by_until: u64 = mine
-            .iter()
-            .map(|(_, f)| if until >= *f { (until - f) / chain.duration + 1 } else { 0 })
-            .sum();
-        let n = chain.repeats.min(by_until);
+        let until = until.min(chain.next - 1);
+        let all = std::mem::take(&mut self.chain_cohorts);
+        // the last end run: where the model stops, its cohort the one placed then
+        let mut last = (0, 0);
+        for r in &all {
+            if until >= r.end {
+                last = last.max((r.end + (until - r.end) / r.duration * r.duration, r.cohort));
+            }
+        }
         #[cfg(test)]
         let reference = {
-            let (j, r) = (((n - 1) % m) as usize, (n - 1) / m);
             let mut reference = self.clone();
             reference.no_chains = true;
-            reference.advance_ps(mine[j].1 + r * chain.duration);
+            reference.advance_ps(last.0);
             reference
         };
-        let (full, part) = (n / m, n % m);
-        let mut blocks = 0u64;
-        let mut ran = 0u128;
-        let mut last = (0, 0);
-        for (j, &(i, f)) in mine.iter().enumerate() {
-            // this cohort's repeats: one per full round, one more in the part round
-            let times = full + u64::from((j as u64) < part);
-            if times == 0 {
+        for r in &all {
+            if until < r.end {
                 continue;
             }
-            let at = f + (times - 1) * chain.duration;
-            let c = &mut self.cohorts[i];
-            ran += u128::from(f - c.since) * u128::from(c.count)
-                + u128::from(times - 1) * u128::from(chain.duration) * u128::from(c.count);
-            blocks += times * c.count;
+            let times = (until - r.end) / r.duration + 1;
+            let at = r.end + (times - 1) * r.duration;
+            let c = &mut self.cohorts[r.cohort];
+            let count = c.count;
+            let ran = u128::from(r.end - c.since) * u128::from(count)
+                + u128::from(times - 1) * u128::from(r.duration) * u128::from(count);
             c.since = at;
             c.stretch = self.stretch;
-            c.finish = at + chain.duration;
+            c.finish = at + r.duration;
             c.generation += 2 * times;
-            self.heap.push(Reverse((c.finish, i, c.generation)));
-            last = last.max((at, i));
+            self.heap.push(Reverse((c.finish, r.cohort, c.generation)));
+            if let Some(k) = self.kernels.get_mut(&r.kernel) {
+                k.ran_ps += ran;
+                k.pending -= times * count;
+                if k.pending == 0 {
+                    self.waiting.remove(&(Reverse(k.priority), k.started, r.kernel));
+                }
+            }
         }
         self.account(last.0);
         self.now = last.0;
-        if let Some(k) = self.kernels.get_mut(&chain.kernel) {
-            k.ran_ps += ran;
-            k.pending -= blocks;
-            if k.pending == 0 {
-                self.waiting.remove(&(Reverse(k.priority), k.started, chain.kernel));
-            }
-        }
         self.fresh.clear();
         self.fresh.push(last.1);
-        self.chain = None;
-        self.chain_cohorts = mine;
+        // the rest of the chain still holds (nothing else changed): its cohorts' next
+        // ends are where the waves run left them
+        let mut all = all;
+        let mut first = chain.next;
+        for r in &mut all {
+            r.end = self.cohorts[r.cohort].finish;
+            first = first.min(r.end);
+        }
+        self.chain = Some(Chain { first, next: chain.next });
+        self.chain_cohorts = all;
         #[cfg(test)]
         {
             assert_eq!(self.state(), reference.state(), "a chain of waves is not the steps'");
@@ -266,4 +283,52 @@ impl ConcurrentGpu {
             )
         )
     }
+}
+
+/// The first instant, before `below`, at which two cohorts that end at `a.0`, `b.0` and
+/// then every `a.1`, `b.1` end together: the least t ≥ both starts with t ≡ a.0
+/// (mod a.1) and t ≡ b.0 (mod b.1), by the Chinese remainder theorem.
+pub(super) fn first_meeting(a: (Ps, Ps), b: (Ps, Ps), below: Ps) -> Option<Ps> {
+    // a chain is usually a few waves: walking the ends costs less than the divisions
+    let ends = |(f, d): (Ps, Ps)| below.saturating_sub(f) / d.max(1);
+    if ends(a) + ends(b) <= 64 {
+        let (mut ta, mut tb) = (a.0, b.0);
+        while ta < below && tb < below {
+            if ta == tb {
+                return Some(ta);
+            }
+            if ta < tb {
+                ta += a.1;
+            } else {
+                tb += b.1;
+            }
+        }
+        return None;
+    }
+    let (fa, da) = (i128::from(a.0), i128::from(a.1));
+    let (fb, db) = (i128::from(b.0), i128::from(b.1));
+    // p × da + q × db = g
+    let (g, p) = {
+        let (mut r0, mut r1, mut p0, mut p1) = (da, db, 1i128, 0i128);
+        while r1 != 0 {
+            let q = r0 / r1;
+            (r0, r1) = (r1, r0 - q * r1);
+            (p0, p1) = (p1, p0 - q * p1);
+        }
+        (r0, p0)
+    };
+    let diff = fb - fa;
+    if g == 0 || diff % g != 0 {
+        return None;
+    }
+    // t = fa + da × x with da × x ≡ diff (mod db): x ≡ (diff / g) × p (mod db / g)
+    let m = db / g;
+    let x = ((diff / g) % m * (p % m) % m + m) % m;
+    let period = da * m;
+    let mut t = fa + da * x;
+    let low = fa.max(fb);
+    if t < low {
+        t += (low - t + period - 1) / period * period;
+    }
+    (t < i128::from(below)).then_some(t as Ps)
 }

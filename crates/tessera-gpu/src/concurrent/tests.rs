@@ -454,10 +454,30 @@ fn a_second_kernels_waves_repeat_where_the_first_cannot_fit() {
         ..kernel(0, 800, 256, 23 * MS, 1)
     };
     g.start(MS / 2, 1, k1).unwrap();
+    assert_eq!(g.next_event(), Some(MS));
+    g.advance(MS).unwrap();
+    // from here both kernels' waves are repeats, side by side, until kernel 2's
+    // blocks run out: its end at 13 ms is the next change a caller must look at
+    assert_eq!(g.next_event(), Some(13 * MS));
+    g.advance(7 * MS + MS / 4).unwrap();
+    assert_eq!((g.resident_blocks(1), g.resident_blocks(2)), (80, 240));
+    assert_eq!(g.next_event(), Some(13 * MS));
     let done = run_out(&mut g);
     assert_eq!(done[&2], 13 * MS);
     assert_eq!(done[&1], 24 * MS);
     // blocks placed by a dispatch at 0 (kernel 2) and 1 ms (both) only; before, also
     // at each of kernel 2's eleven waves after them
     assert_eq!(g.placing_dispatches, 2);
+}
+
+/// Two cohorts' ends meet where the Chinese remainder theorem says: checked against a
+/// walk of both progressions.
+#[test]
+fn cohorts_meet_where_a_walk_finds_them() {
+    proptest!(|(fa in 0u64..200, da in 1u64..40, fb in 0u64..200, db in 1u64..40)| {
+        let below = 2_000;
+        let walk = (fa.max(fb)..below)
+            .find(|t| (t - fa) % da == 0 && t >= &fb && (t - fb) % db == 0);
+        prop_assert_eq!(chain::first_meeting((fa, da), (fb, db), below), walk);
+    });
 }
