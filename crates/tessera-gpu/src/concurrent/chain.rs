@@ -37,7 +37,9 @@ impl ConcurrentGpu {
                 all.push(Repeating { cohort: i, kernel: c.kernel, end: c.finish, duration: 0 });
             }
         }
-        all.sort_unstable_by_key(|r| (r.kernel, r.end, r.cohort));
+        // one integer key (a tenth of the run compared tuples); cohorts of a kernel
+        // ending together stop its chain whatever their order
+        all.sort_unstable_by_key(|r| (u128::from(r.kernel) << 64) | u128::from(r.end));
         let mut next = Ps::MAX;
         let mut at = 0;
         while at < all.len() {
@@ -66,8 +68,8 @@ impl ConcurrentGpu {
     }
 
     /// For one kernel's cohorts (sorted by end), the first of their ends that is not a
-    /// repeat (the first end of all when the kernel does not repeat); marks each with
-    /// its wave's time when it does.
+    /// repeat (its first end when the kernel does not repeat); marks each with its
+    /// wave's time when it does.
     fn kernel_repeats(&self, mine: &mut [Repeating]) -> Ps {
         let first = mine[0].end;
         let Some(k) = self.kernels.get(&mine[0].kernel) else { return first };
@@ -287,11 +289,12 @@ impl ConcurrentGpu {
 
 /// The first instant, before `below`, at which two cohorts that end at `a.0`, `b.0` and
 /// then every `a.1`, `b.1` end together: the least t ≥ both starts with t ≡ a.0
-/// (mod a.1) and t ≡ b.0 (mod b.1), by the Chinese remainder theorem.
+/// (mod a.1) and t ≡ b.0 (mod b.1): a walk of both when they have few ends before
+/// `below`, else by the Chinese remainder theorem.
 pub(super) fn first_meeting(a: (Ps, Ps), b: (Ps, Ps), below: Ps) -> Option<Ps> {
     // a chain is usually a few waves: walking the ends costs less than the divisions
     let ends = |(f, d): (Ps, Ps)| below.saturating_sub(f) / d.max(1);
-    if ends(a) + ends(b) <= 64 {
+    if ends(a).saturating_add(ends(b)) <= 64 {
         let (mut ta, mut tb) = (a.0, b.0);
         while ta < below && tb < below {
             if ta == tb {
