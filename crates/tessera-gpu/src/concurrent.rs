@@ -731,10 +731,22 @@ impl ConcurrentGpu {
 
     fn release_sms(&mut self, i: usize) {
         let Some(cost) = self.kernels.get(&self.cohorts[i].kernel).map(|k| k.cost) else { return };
+        // `take_sm`'s books kept once for the whole cohort (a tenth of DCUDA's run was
+        // these per-SM updates): each SM held some of its blocks, so each one left
+        // empty is one fewer in use
         let on = std::mem::take(&mut self.cohorts[i].on);
-        for (sm, n) in &on {
-            self.take_sm(*sm as usize, &cost, -i64::from(*n));
+        let mut bound = self.room_bound;
+        let (mut emptied, mut blocks) = (0u32, 0u64);
+        for &(sm, n) in &on {
+            let used = &mut self.sms[sm as usize];
+            used.add(&cost, -i64::from(n));
+            emptied += u32::from(used.blocks == 0);
+            bound = bound.least(used);
+            blocks += u64::from(n);
         }
+        self.room_bound = bound;
+        self.sms_in_use -= emptied;
+        self.threads_in_use = self.threads_in_use.saturating_sub(blocks * u64::from(cost.threads));
         self.cohorts[i].on = on;
     }
 }

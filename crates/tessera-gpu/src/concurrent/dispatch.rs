@@ -69,7 +69,7 @@ impl ConcurrentGpu {
             (rounds, filled)
         };
         let mut rest = pending - filled;
-        let mut placed = 0u64;
+        let (mut placed, mut woken) = (0u64, 0u32);
         let mut bound = SmUse::full(&self.limits);
         self.scratch.clear();
         for (sm, room) in rooms.iter().enumerate() {
@@ -78,15 +78,20 @@ impl ConcurrentGpu {
                 n += 1;
                 rest -= 1;
             }
+            let used = &mut self.sms[sm];
             if n > 0 {
-                self.take_sm(sm, cost, i64::from(n));
+                // `take_sm`'s books kept once for the placement, below
+                woken += u32::from(used.blocks == 0);
+                used.add(cost, i64::from(n));
                 self.scratch.push((sm as u32, n));
                 placed += u64::from(n);
             }
             if bound_needed {
-                bound = bound.least(&self.sms[sm]);
+                bound = bound.least(used);
             }
         }
+        self.sms_in_use += woken;
+        self.threads_in_use += placed * u64::from(cost.threads);
         self.rooms = rooms;
         (placed, bound)
     }
@@ -228,8 +233,14 @@ impl ConcurrentGpu {
             }
         }
         #[cfg(test)]
-        if !self.fresh.is_empty() {
-            self.placing_dispatches += 1;
+        {
+            if !self.fresh.is_empty() {
+                self.placing_dispatches += 1;
+            }
+            // the books kept per placement and release, against the SMs
+            let in_use = self.sms.iter().filter(|u| u.blocks > 0).count() as u32;
+            let threads: u64 = self.sms.iter().map(|u| u64::from(u.threads)).sum();
+            assert_eq!((self.sms_in_use, self.threads_in_use), (in_use, threads));
         }
         self.order = order;
         self.room_bound = bound;
