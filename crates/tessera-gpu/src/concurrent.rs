@@ -272,6 +272,13 @@ pub struct ConcurrentGpu {
     rooms: Vec<u32>,
     by_room: Vec<u32>,
     order: Vec<PieceId>,
+    /// Whether only cohorts ending changed the SMs since the last dispatch's placements
+    /// (then only the SMs they freed, `freed`, can have room for a waiting kernel).
+    walk_freed: bool,
+    /// SMs freed since the last dispatch (repeats possible).
+    freed: Vec<u32>,
+    /// Scratch: the SMs a dispatch looks at.
+    walk: Vec<u32>,
     /// The repeated waves ahead, if looked for since the last change (`Some` with no
     /// repeats: looked for, none).
     chain: Option<Chain>,
@@ -333,6 +340,9 @@ impl ConcurrentGpu {
             rooms: vec![0; limits.sms as usize],
             by_room: Vec::new(),
             order: Vec::new(),
+            walk_freed: false,
+            freed: Vec::new(),
+            walk: Vec::new(),
             chain: None,
             chain_cohorts: Vec::new(),
             #[cfg(test)]
@@ -373,6 +383,7 @@ impl ConcurrentGpu {
     pub fn start(&mut self, now: Ns, id: PieceId, k: KernelLaunch) -> Result<(), ConcurrentError> {
         self.advance(now)?;
         self.chain = None;
+        self.walk_freed = false;
         if self.kernels.contains_key(&id) {
             return Err(ConcurrentError::Duplicate(id));
         }
@@ -413,6 +424,7 @@ impl ConcurrentGpu {
     pub fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, ConcurrentError> {
         self.advance(now)?;
         self.chain = None;
+        self.walk_freed = false;
         let k = self.kernels.get(&id).ok_or(ConcurrentError::Unknown(id))?;
         let mut left = u128::from(k.pending) * u128::from(k.block_ps);
         for i in 0..self.cohorts.len() {
@@ -439,6 +451,7 @@ impl ConcurrentGpu {
     pub fn set_paused(&mut self, now: Ns, paused: bool) -> Result<(), ConcurrentError> {
         self.advance(now)?;
         self.chain = None;
+        self.walk_freed = false;
         if paused == self.paused {
             return Ok(());
         }
@@ -664,6 +677,7 @@ impl ConcurrentGpu {
     }
 
     fn begin_turn(&mut self, context: u32) {
+        self.walk_freed = false;
         self.active = Some(context);
         if let Contexts::TimeSliced { slice, .. } = self.contexts {
             self.slice_end = self.now + slice * PS_PER_NS;
@@ -735,6 +749,7 @@ impl ConcurrentGpu {
         // these per-SM updates): each SM held some of its blocks, so each one left
         // empty is one fewer in use
         let on = std::mem::take(&mut self.cohorts[i].on);
+        self.freed.extend(on.iter().map(|(sm, _)| *sm));
         let mut bound = self.room_bound;
         let (mut emptied, mut blocks) = (0u32, 0u64);
         for &(sm, n) in &on {

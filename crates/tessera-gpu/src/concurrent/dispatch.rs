@@ -15,11 +15,15 @@ impl ConcurrentGpu {
     ///
     /// The bound is computed only if `bound_needed` (a kernel waits after this one);
     /// else the returned bound is a full SM's use, which bounds nothing.
+    ///
+    /// `walk`: the SMs to look at, in order (every SM, or those freed since the last
+    /// dispatch when no other SM can have room: see `dispatch`).
     pub(super) fn place_breadth_first(
         &mut self,
         cost: &BlockCost,
         pending: u64,
         bound_needed: bool,
+        walk: &[u32],
     ) -> (u64, SmUse) {
         let mut total = 0u64;
         let mut most = 0u32;
@@ -27,8 +31,9 @@ impl ConcurrentGpu {
         // one before it has its room (three divisions each, the block model's hottest
         // line, issue 55)
         let mut last: Option<(SmUse, u32)> = None;
-        for (sm, room) in self.rooms.iter_mut().enumerate() {
-            let used = self.sms[sm];
+        self.rooms.resize(walk.len(), 0);
+        for (&sm, room) in walk.iter().zip(self.rooms.iter_mut()) {
+            let used = self.sms[sm as usize];
             *room = match last {
                 Some((u, r)) if u == used => r,
                 _ => {
@@ -72,18 +77,18 @@ impl ConcurrentGpu {
         let (mut placed, mut woken) = (0u64, 0u32);
         let mut bound = SmUse::full(&self.limits);
         self.scratch.clear();
-        for (sm, room) in rooms.iter().enumerate() {
+        for (&sm, room) in walk.iter().zip(rooms.iter()) {
             let mut n = (*room).min(rounds);
             if *room > rounds && rest > 0 {
                 n += 1;
                 rest -= 1;
             }
-            let used = &mut self.sms[sm];
+            let used = &mut self.sms[sm as usize];
             if n > 0 {
                 // `take_sm`'s books kept once for the placement, below
                 woken += u32::from(used.blocks == 0);
                 used.add(cost, i64::from(n));
-                self.scratch.push((sm as u32, n));
+                self.scratch.push((sm, n));
                 placed += u64::from(n);
             }
             if bound_needed {
@@ -186,6 +191,33 @@ impl ConcurrentGpu {
             let least = least_used(&self.sms, &lim);
             assert_eq!(bound.least(&least), bound, "the room bound is above an SM's use");
         }
+        // After a dispatch every kernel still waiting fits on no SM (each was placed
+        // until it did not; later ones only took room). If since then only cohorts
+        // ended, only the SMs they freed can have room for any of them: the walks of
+        // the placements are of those SMs (issue 55: a cohort frees 12 of a 1080 Ti's
+        // 28 SMs on average in DCUDA's runs). Their bound after a placement would not
+        // bound the other SMs: the one before it, which placing keeps valid, is kept.
+        let restricted = std::mem::take(&mut self.walk_freed) && self.contexts == Contexts::Shared;
+        let mut walk = std::mem::take(&mut self.walk);
+        walk.clear();
+        if restricted {
+            walk.extend_from_slice(&self.freed);
+            walk.sort_unstable();
+            walk.dedup();
+        } else {
+            walk.extend(0..lim.sms);
+        }
+        #[cfg(test)]
+        if restricted {
+            for id in &order {
+                let cost = self.kernels[id].cost;
+                for (sm, used) in self.sms.iter().enumerate() {
+                    if walk.binary_search(&(sm as u32)).is_err() {
+                        assert_eq!(used.room_for(&cost, &lim), 0, "kernel {id} fits on SM {sm}");
+                    }
+                }
+            }
+        }
         for (at, id) in order.iter().copied().enumerate() {
             let Some(k) = self.kernels.get(&id) else { continue };
             if active.is_some_and(|a| a != k.context) {
@@ -196,8 +228,8 @@ impl ConcurrentGpu {
                 continue;
             }
             // the bound after the placement only matters to a kernel after this one
-            let needed = at + 1 < order.len();
-            let (placed, after) = self.place_breadth_first(&cost, pending, needed);
+            let needed = at + 1 < order.len() && !restricted;
+            let (placed, after) = self.place_breadth_first(&cost, pending, needed, &walk);
             pending -= placed;
             if placed == 0 {
                 continue;
@@ -244,5 +276,8 @@ impl ConcurrentGpu {
         }
         self.order = order;
         self.room_bound = bound;
+        self.walk = walk;
+        self.freed.clear();
+        self.walk_freed = true;
     }
 }

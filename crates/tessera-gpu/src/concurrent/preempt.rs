@@ -7,6 +7,7 @@ impl ConcurrentGpu {
     /// Preempt the resident blocks of `context` (all contexts: `None`), keeping the
     /// time each still needs.
     pub(super) fn freeze(&mut self, context: Option<u32>) {
+        self.walk_freed = false;
         // blocks placed at this instant have run nothing: they wait again, to be
         // placed in order with whatever else waits when their context runs
         self.unplace_fresh(context);
@@ -49,6 +50,8 @@ impl ConcurrentGpu {
                 return true;
             }
             let count = c.count;
+            // its kernel has room again where it was: every SM is looked at
+            self.walk_freed = false;
             self.retire_cohort(i);
             if let Some(k) = self.kernels.get_mut(&kernel) {
                 if k.pending == 0 {

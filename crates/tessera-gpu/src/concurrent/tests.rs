@@ -188,7 +188,8 @@ proptest! {
                 break;
             }
         }
-        let (placed, bound) = g.place_breadth_first(&cost, pending, true);
+        let every: Vec<u32> = (0..V.sms).collect();
+        let (placed, bound) = g.place_breadth_first(&cost, pending, true, &every);
         prop_assert_eq!(placed, pending - left);
         let expected: Vec<(u32, u32)> = expected.iter().enumerate().filter(|(_, n)| **n > 0).map(|(sm, n)| (sm as u32, *n)).collect();
         // the list and the bound are of a placement: with none, neither is read
