@@ -382,8 +382,7 @@ impl ConcurrentGpu {
     /// Start kernel `id` at `now`.
     pub fn start(&mut self, now: Ns, id: PieceId, k: KernelLaunch) -> Result<(), ConcurrentError> {
         self.advance(now)?;
-        self.chain = None;
-        self.walk_freed = false;
+        self.changed_from_outside();
         if self.kernels.contains_key(&id) {
             return Err(ConcurrentError::Duplicate(id));
         }
@@ -423,8 +422,7 @@ impl ConcurrentGpu {
     /// Take kernel `id` off the GPU at `now`; the time alone it still needed, ns.
     pub fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, ConcurrentError> {
         self.advance(now)?;
-        self.chain = None;
-        self.walk_freed = false;
+        self.changed_from_outside();
         let k = self.kernels.get(&id).ok_or(ConcurrentError::Unknown(id))?;
         let mut left = u128::from(k.pending) * u128::from(k.block_ps);
         for i in 0..self.cohorts.len() {
@@ -450,8 +448,7 @@ impl ConcurrentGpu {
     /// paused nothing progresses; resumed blocks go on where they stopped.
     pub fn set_paused(&mut self, now: Ns, paused: bool) -> Result<(), ConcurrentError> {
         self.advance(now)?;
-        self.chain = None;
-        self.walk_freed = false;
+        self.changed_from_outside();
         if paused == self.paused {
             return Ok(());
         }
@@ -712,16 +709,25 @@ impl ConcurrentGpu {
             if self.kernels.is_empty() { 0.0 } else { (self.demand_present - demand).max(0.0) };
     }
 
-    fn take_sm(&mut self, sm: usize, cost: &BlockCost, n: i64) {
-        let was = self.sms[sm].blocks > 0;
-        self.sms[sm].add(cost, n);
-        if n < 0 {
-            self.room_bound = self.room_bound.least(&self.sms[sm]);
+    /// Put a preempted cohort's blocks back on its SMs (the counterpart of
+    /// [`Self::release_sms`]; placements keep the same books in their own walk).
+    fn occupy_sms(&mut self, i: usize, cost: &BlockCost) {
+        let (mut woken, mut blocks) = (0u32, 0u64);
+        for &(sm, n) in &self.cohorts[i].on {
+            let used = &mut self.sms[sm as usize];
+            woken += u32::from(used.blocks == 0);
+            used.add(cost, i64::from(n));
+            blocks += u64::from(n);
         }
-        let is = self.sms[sm].blocks > 0;
-        self.sms_in_use = self.sms_in_use + u32::from(is) - u32::from(was);
-        self.threads_in_use =
-            (self.threads_in_use as i64 + n * i64::from(cost.threads)).max(0) as u64;
+        self.sms_in_use += woken;
+        self.threads_in_use += blocks * u64::from(cost.threads);
+    }
+
+    /// A change from outside (a kernel started or removed, a pause): the chain ahead
+    /// and the dispatcher's walk of the freed SMs alone no longer hold.
+    fn changed_from_outside(&mut self) {
+        self.chain = None;
+        self.walk_freed = false;
     }
 
     /// Give back a live cohort's SMs (if resident) and forget it.
@@ -745,9 +751,9 @@ impl ConcurrentGpu {
 
     fn release_sms(&mut self, i: usize) {
         let Some(cost) = self.kernels.get(&self.cohorts[i].kernel).map(|k| k.cost) else { return };
-        // `take_sm`'s books kept once for the whole cohort (a tenth of DCUDA's run was
-        // these per-SM updates): each SM held some of its blocks, so each one left
-        // empty is one fewer in use
+        // the books kept once for the whole cohort (a tenth of DCUDA's run was per-SM
+        // updates): each SM held some of its blocks, so each one left empty is one
+        // fewer in use
         let on = std::mem::take(&mut self.cohorts[i].on);
         self.freed.extend(on.iter().map(|(sm, _)| *sm));
         let mut bound = self.room_bound;

@@ -85,7 +85,7 @@ impl ConcurrentGpu {
             }
             let used = &mut self.sms[sm as usize];
             if n > 0 {
-                // `take_sm`'s books kept once for the placement, below
+                // the books (SMs and threads in use) kept once for the placement, below
                 woken += u32::from(used.blocks == 0);
                 used.add(cost, i64::from(n));
                 self.scratch.push((sm, n));

@@ -76,13 +76,9 @@ impl ConcurrentGpu {
                 continue;
             }
             let cost = k.cost;
-            let on = std::mem::take(&mut self.cohorts[i].on);
-            for (sm, n) in &on {
-                self.take_sm(*sm as usize, &cost, i64::from(*n));
-            }
+            self.occupy_sms(i, &cost);
             let now = self.now;
             let c = &mut self.cohorts[i];
-            c.on = on;
             c.frozen = false;
             c.since = now;
             c.finish = now + c.frozen_left;
