@@ -46,12 +46,15 @@ use crate::occupancy::{BlockCost, Launch, SmLimits, SmUse, occupancy};
 use crate::sharing::{Ns, PieceId};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 mod chain;
 mod dispatch;
 mod preempt;
+mod table;
 mod usage;
+
+use table::{Kernels, Waiting};
 
 /// Picoseconds.
 type Ps = u64;
@@ -178,13 +181,15 @@ struct Chain {
 #[derive(Clone, Copy, Debug)]
 struct Repeating {
     cohort: usize,
-    kernel: PieceId,
+    /// Its kernel's slot.
+    kernel: u32,
     end: Ps,
     duration: Ps,
 }
 
 #[derive(Clone, Debug)]
 struct Kernel {
+    id: PieceId,
     context: u32,
     cost: BlockCost,
     priority: i32,
@@ -205,6 +210,8 @@ struct Kernel {
 #[derive(Clone, Debug, Default)]
 struct Cohort {
     kernel: PieceId,
+    /// Its kernel's slot in [`Kernels`] (while live).
+    slot: u32,
     /// (SM, blocks) of the placement.
     on: Vec<(u32, u32)>,
     count: u64,
@@ -228,9 +235,9 @@ pub struct ConcurrentGpu {
     contention: Contention,
     now: Ps,
     sms: Vec<SmUse>,
-    kernels: BTreeMap<PieceId, Kernel>,
+    kernels: Kernels,
     /// Kernels with blocks to place, in dispatch order.
-    waiting: BTreeSet<(Reverse<i32>, Ns, PieceId)>,
+    waiting: Waiting,
     /// Kernels present per context.
     per_context: BTreeMap<u32, usize>,
     cohorts: Vec<Cohort>,
@@ -271,7 +278,8 @@ pub struct ConcurrentGpu {
     /// each room.
     rooms: Vec<u32>,
     by_room: Vec<u32>,
-    order: Vec<PieceId>,
+    /// Scratch: the slots of the kernels waiting, in order.
+    order: Vec<u32>,
     /// Whether only cohorts ending changed the SMs since the last dispatch's placements
     /// (then only the SMs they freed, `freed`, can have room for a waiting kernel).
     walk_freed: bool,
@@ -315,8 +323,8 @@ impl ConcurrentGpu {
             contention,
             now: 0,
             sms: vec![SmUse::default(); limits.sms as usize],
-            kernels: BTreeMap::new(),
-            waiting: BTreeSet::new(),
+            kernels: Kernels::default(),
+            waiting: Waiting::default(),
             per_context: BTreeMap::new(),
             cohorts: Vec::new(),
             free_cohorts: Vec::new(),
@@ -383,7 +391,7 @@ impl ConcurrentGpu {
     pub fn start(&mut self, now: Ns, id: PieceId, k: KernelLaunch) -> Result<(), ConcurrentError> {
         self.advance(now)?;
         self.changed_from_outside();
-        if self.kernels.contains_key(&id) {
+        if self.kernels.slot_of(id).is_some() {
             return Err(ConcurrentError::Duplicate(id));
         }
         let cost = BlockCost::of(&k.launch, &self.limits).ok_or(ConcurrentError::DoesNotFit(id))?;
@@ -392,28 +400,26 @@ impl ConcurrentGpu {
         let waves = k.launch.grid_blocks.div_ceil(slots.max(1)).max(1);
         // rounded down: the kernel alone ends within its last nanosecond
         let block_ps = k.alone_ns * PS_PER_NS / waves;
-        self.kernels.insert(
+        let slot = self.kernels.insert(Kernel {
             id,
-            Kernel {
-                context: k.context,
-                cost,
-                priority: k.priority,
-                started: now,
-                pending: k.launch.grid_blocks,
-                placed: 0,
-                total: k.launch.grid_blocks,
-                block_ps,
-                demand: occ.demand,
-                alone_ns: k.alone_ns,
-                ran_ps: 0,
-            },
-        );
+            context: k.context,
+            cost,
+            priority: k.priority,
+            started: now,
+            pending: k.launch.grid_blocks,
+            placed: 0,
+            total: k.launch.grid_blocks,
+            block_ps,
+            demand: occ.demand,
+            alone_ns: k.alone_ns,
+            ran_ps: 0,
+        });
         *self.per_context.entry(k.context).or_default() += 1;
         self.demand_present += occ.demand;
         if k.launch.grid_blocks == 0 {
-            self.end_kernel(id);
+            self.end_kernel(slot);
         } else {
-            self.waiting.insert((Reverse(k.priority), now, id));
+            self.waiting.insert((Reverse(k.priority), now, id), slot);
         }
         self.dirty = true;
         Ok(())
@@ -423,19 +429,20 @@ impl ConcurrentGpu {
     pub fn remove(&mut self, now: Ns, id: PieceId) -> Result<Ns, ConcurrentError> {
         self.advance(now)?;
         self.changed_from_outside();
-        let k = self.kernels.get(&id).ok_or(ConcurrentError::Unknown(id))?;
+        let slot = self.kernels.slot_of(id).ok_or(ConcurrentError::Unknown(id))?;
+        let k = self.kernels.get(slot).ok_or(ConcurrentError::Unknown(id))?;
         let mut left = u128::from(k.pending) * u128::from(k.block_ps);
         for i in 0..self.cohorts.len() {
             let c = &self.cohorts[i];
-            if !c.live || c.kernel != id {
+            if !c.live || c.slot != slot {
                 continue;
             }
             let rest = if c.frozen { c.frozen_left } else { c.finish - self.now };
             left += (rest as f64 / c.stretch) as u128 * u128::from(c.count);
             self.retire_cohort(i);
         }
-        let k = self.kernels.remove(&id).ok_or(ConcurrentError::Unknown(id))?;
-        self.waiting.remove(&(Reverse(k.priority), k.started, id));
+        let k = self.kernels.remove(slot).ok_or(ConcurrentError::Unknown(id))?;
+        self.waiting.remove(&k.wait_key());
         self.leave_context(k.context);
         self.forget_demand(k.demand);
         self.fresh.retain(|c| self.cohorts[*c].live);
@@ -651,14 +658,14 @@ impl ConcurrentGpu {
     /// ends if nothing of it is left, and the dispatcher runs again.
     fn end_cohort(&mut self, i: usize) {
         let c = &self.cohorts[i];
-        let kernel = c.kernel;
+        let slot = c.slot;
         let ran = u128::from(self.now - c.since) * u128::from(c.count);
-        if let Some(k) = self.kernels.get_mut(&kernel) {
+        if let Some(k) = self.kernels.get_mut(slot) {
             k.ran_ps += ran;
         }
         self.retire_cohort(i);
-        if self.kernels.get(&kernel).is_some_and(|k| k.pending == 0 && k.placed == 0) {
-            self.end_kernel(kernel);
+        if self.kernels.get(slot).is_some_and(|k| k.pending == 0 && k.placed == 0) {
+            self.end_kernel(slot);
         }
         self.dirty = true;
     }
@@ -683,14 +690,14 @@ impl ConcurrentGpu {
         self.dirty = true;
     }
 
-    fn end_kernel(&mut self, id: PieceId) {
-        if let Some(k) = self.kernels.remove(&id) {
+    fn end_kernel(&mut self, slot: u32) {
+        if let Some(k) = self.kernels.remove(slot) {
             #[cfg(test)]
-            self.ran_at_end.insert(id, (k.ran_ps, u128::from(k.total) * u128::from(k.block_ps)));
-            self.waiting.remove(&(Reverse(k.priority), k.started, id));
+            self.ran_at_end.insert(k.id, (k.ran_ps, u128::from(k.total) * u128::from(k.block_ps)));
+            self.waiting.remove(&k.wait_key());
             self.leave_context(k.context);
             self.forget_demand(k.demand);
-            self.finished.push_back((id, ceil_ns(self.now)));
+            self.finished.push_back((k.id, ceil_ns(self.now)));
         }
     }
 
@@ -732,14 +739,14 @@ impl ConcurrentGpu {
 
     /// Give back a live cohort's SMs (if resident) and forget it.
     fn retire_cohort(&mut self, i: usize) {
-        let (kernel, count, frozen) = {
+        let (slot, count, frozen) = {
             let c = &self.cohorts[i];
-            (c.kernel, c.count, c.frozen)
+            (c.slot, c.count, c.frozen)
         };
         if !frozen {
             self.release_sms(i);
         }
-        if let Some(k) = self.kernels.get_mut(&kernel) {
+        if let Some(k) = self.kernels.get_mut(slot) {
             k.placed -= count;
         }
         let c = &mut self.cohorts[i];
@@ -750,7 +757,7 @@ impl ConcurrentGpu {
     }
 
     fn release_sms(&mut self, i: usize) {
-        let Some(cost) = self.kernels.get(&self.cohorts[i].kernel).map(|k| k.cost) else { return };
+        let Some(cost) = self.kernels.get(self.cohorts[i].slot).map(|k| k.cost) else { return };
         // the books kept once for the whole cohort (a tenth of DCUDA's run was per-SM
         // updates): each SM held some of its blocks, so each one left empty is one
         // fewer in use

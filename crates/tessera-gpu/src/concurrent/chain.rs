@@ -22,9 +22,9 @@ impl ConcurrentGpu {
         let (first, top, _) = self.first_cohort()?;
         self.chain = Some(Chain { first, next: first });
         // the cheap conditions first: most first ends are not a repeat
-        let (id, count) = (self.cohorts[top].kernel, self.cohorts[top].count);
+        let (slot, count) = (self.cohorts[top].slot, self.cohorts[top].count);
         if count == 0
-            || self.kernels.get(&id).is_none_or(|k| k.pending < count)
+            || self.kernels.get(slot).is_none_or(|k| k.pending < count)
             || !self.first_to_fit(top)
         {
             return None;
@@ -34,7 +34,7 @@ impl ConcurrentGpu {
         all.clear();
         for (i, c) in self.cohorts.iter().enumerate() {
             if c.live && !c.frozen {
-                all.push(Repeating { cohort: i, kernel: c.kernel, end: c.finish, duration: 0 });
+                all.push(Repeating { cohort: i, kernel: c.slot, end: c.finish, duration: 0 });
             }
         }
         // one integer key (a tenth of the run compared tuples); cohorts of a kernel
@@ -72,7 +72,7 @@ impl ConcurrentGpu {
     /// wave's time when it does.
     fn kernel_repeats(&self, mine: &mut [Repeating]) -> Ps {
         let first = mine[0].end;
-        let Some(k) = self.kernels.get(&mine[0].kernel) else { return first };
+        let Some(k) = self.kernels.get(mine[0].kernel) else { return first };
         let duration = (k.block_ps as f64 * self.stretch).round() as Ps;
         let last = mine[mine.len() - 1].end;
         // two of its cohorts ending together are not a repeat, and rounds keep their
@@ -142,11 +142,12 @@ impl ConcurrentGpu {
             c.finish = at + r.duration;
             c.generation += 2 * times;
             self.heap.push(Reverse((c.finish, r.cohort, c.generation)));
-            if let Some(k) = self.kernels.get_mut(&r.kernel) {
+            if let Some(k) = self.kernels.get_mut(r.kernel) {
                 k.ran_ps += ran;
                 k.pending -= times * count;
                 if k.pending == 0 {
-                    self.waiting.remove(&(Reverse(k.priority), k.started, r.kernel));
+                    let key = k.wait_key();
+                    self.waiting.remove(&key);
                 }
             }
         }
@@ -191,11 +192,11 @@ impl ConcurrentGpu {
         if self.paused || self.contexts != Contexts::Shared || !self.fresh.is_empty() {
             return false;
         }
-        let (id, count, since) = {
+        let (slot, count, since) = {
             let c = &self.cohorts[i];
-            (c.kernel, c.count, c.since)
+            (c.slot, c.count, c.since)
         };
-        if self.kernels.get(&id).is_none_or(|k| k.pending < count) || !self.first_to_fit(i) {
+        if self.kernels.get(slot).is_none_or(|k| k.pending < count) || !self.first_to_fit(i) {
             return false;
         }
         #[cfg(test)]
@@ -205,12 +206,13 @@ impl ConcurrentGpu {
             r.dispatch();
             r
         };
-        let Some(k) = self.kernels.get_mut(&id) else { return false };
+        let Some(k) = self.kernels.get_mut(slot) else { return false };
         let now = self.now;
         k.ran_ps += u128::from(now - since) * u128::from(count);
         k.pending -= count;
         if k.pending == 0 {
-            self.waiting.remove(&(Reverse(k.priority), k.started, id));
+            let key = k.wait_key();
+            self.waiting.remove(&key);
         }
         let duration = (k.block_ps as f64 * self.stretch).round() as Ps;
         let c = &mut self.cohorts[i];
@@ -233,9 +235,9 @@ impl ConcurrentGpu {
     /// (issue 55: most of what a chain did not cover).
     fn first_to_fit(&self, i: usize) -> bool {
         let c = &self.cohorts[i];
-        let Some(cost) = self.kernels.get(&c.kernel).map(|k| k.cost) else { return false };
-        for (_, _, ahead) in &self.waiting {
-            if *ahead == c.kernel {
+        let Some(cost) = self.kernels.get(c.slot).map(|k| k.cost) else { return false };
+        for (_, ahead) in self.waiting.iter() {
+            if ahead == c.slot {
                 return true;
             }
             let Some(theirs) = self.kernels.get(ahead).map(|k| k.cost) else { return false };
@@ -273,7 +275,7 @@ impl ConcurrentGpu {
             "{:?}",
             (
                 &self.sms,
-                &self.kernels,
+                self.kernels.in_id_order().collect::<Vec<_>>(),
                 &self.waiting,
                 &self.cohorts,
                 &self.free_cohorts,

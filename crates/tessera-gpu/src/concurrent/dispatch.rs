@@ -171,7 +171,7 @@ impl ConcurrentGpu {
         };
         let demand: f64 = self
             .kernels
-            .values()
+            .in_id_order()
             .filter(|k| active.is_none_or(|a| a == k.context))
             .map(|k| k.demand)
             .sum();
@@ -179,7 +179,7 @@ impl ConcurrentGpu {
         self.stretch = stretch;
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        order.extend(self.waiting.iter().map(|(_, _, id)| *id));
+        order.extend(self.waiting.iter().map(|(_, slot)| slot));
         // The most of each resource any one SM has left, as the use of an SM that had
         // just that: its room bounds every SM's, so a kernel none of whose blocks fits
         // anywhere (a full GPU with many kernels waiting) is passed over without a walk
@@ -209,17 +209,18 @@ impl ConcurrentGpu {
         }
         #[cfg(test)]
         if restricted {
-            for id in &order {
-                let cost = self.kernels[id].cost;
+            for slot in &order {
+                let cost = self.kernels.get(*slot).map(|k| k.cost).expect("a waiting kernel");
                 for (sm, used) in self.sms.iter().enumerate() {
                     if walk.binary_search(&(sm as u32)).is_err() {
-                        assert_eq!(used.room_for(&cost, &lim), 0, "kernel {id} fits on SM {sm}");
+                        assert_eq!(used.room_for(&cost, &lim), 0, "slot {slot} fits on SM {sm}");
                     }
                 }
             }
         }
-        for (at, id) in order.iter().copied().enumerate() {
-            let Some(k) = self.kernels.get(&id) else { continue };
+        for (at, slot) in order.iter().copied().enumerate() {
+            let Some(k) = self.kernels.get(slot) else { continue };
+            let id = k.id;
             if active.is_some_and(|a| a != k.context) {
                 continue;
             }
@@ -247,6 +248,7 @@ impl ConcurrentGpu {
             let c = &mut self.cohorts[i];
             std::mem::swap(&mut c.on, &mut self.scratch);
             c.kernel = id;
+            c.slot = slot;
             c.count = placed;
             c.since = now;
             c.stretch = stretch;
@@ -256,11 +258,12 @@ impl ConcurrentGpu {
             c.generation += 1;
             self.heap.push(Reverse((c.finish, i, c.generation)));
             self.fresh.push(i);
-            if let Some(k) = self.kernels.get_mut(&id) {
+            if let Some(k) = self.kernels.get_mut(slot) {
                 k.pending = pending;
                 k.placed += placed;
                 if pending == 0 {
-                    self.waiting.remove(&(Reverse(k.priority), k.started, id));
+                    let key = k.wait_key();
+                    self.waiting.remove(&key);
                 }
             }
         }

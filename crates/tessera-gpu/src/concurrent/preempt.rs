@@ -16,15 +16,15 @@ impl ConcurrentGpu {
             if !c.live || c.frozen {
                 continue;
             }
-            let Some(k) = self.kernels.get(&c.kernel) else { continue };
+            let Some(k) = self.kernels.get(c.slot) else { continue };
             if context.is_some_and(|ctx| ctx != k.context) {
                 continue;
             }
             let ran = u128::from(self.now - c.since) * u128::from(c.count);
             let left = c.finish - self.now;
-            let kernel = c.kernel;
+            let slot = c.slot;
             self.release_sms(i);
-            if let Some(k) = self.kernels.get_mut(&kernel) {
+            if let Some(k) = self.kernels.get_mut(slot) {
                 k.ran_ps += ran;
             }
             let c = &mut self.cohorts[i];
@@ -43,19 +43,17 @@ impl ConcurrentGpu {
             if !c.live || c.frozen {
                 return false;
             }
-            let kernel = c.kernel;
-            if context
-                .is_some_and(|ctx| self.kernels.get(&kernel).is_some_and(|k| k.context != ctx))
-            {
+            let slot = c.slot;
+            if context.is_some_and(|ctx| self.kernels.get(slot).is_some_and(|k| k.context != ctx)) {
                 return true;
             }
             let count = c.count;
             // its kernel has room again where it was: every SM is looked at
             self.walk_freed = false;
             self.retire_cohort(i);
-            if let Some(k) = self.kernels.get_mut(&kernel) {
+            if let Some(k) = self.kernels.get_mut(slot) {
                 if k.pending == 0 {
-                    self.waiting.insert((Reverse(k.priority), k.started, kernel));
+                    self.waiting.insert(k.wait_key(), slot);
                 }
                 k.pending += count;
             }
@@ -71,7 +69,7 @@ impl ConcurrentGpu {
             if !c.live || !c.frozen {
                 continue;
             }
-            let Some(k) = self.kernels.get(&c.kernel) else { continue };
+            let Some(k) = self.kernels.get(c.slot) else { continue };
             if context.is_some_and(|ctx| ctx != k.context) {
                 continue;
             }
