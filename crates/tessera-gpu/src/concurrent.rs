@@ -270,6 +270,8 @@ pub struct ConcurrentGpu {
     room_bound: SmUse,
     /// The contention's stretch of blocks placed by the last dispatch.
     stretch: f64,
+    /// Whether the kernels present changed since `stretch` was computed.
+    stretch_stale: bool,
     /// Scratch: the cohorts ending at one instant.
     ending: Vec<usize>,
     /// Scratch: (SM, blocks) of one placement, swapped into its cohort.
@@ -343,6 +345,7 @@ impl ConcurrentGpu {
             demand_present: 0.0,
             room_bound: SmUse::default(),
             stretch: 1.0,
+            stretch_stale: true,
             ending: Vec::new(),
             scratch: Vec::with_capacity(limits.sms as usize),
             rooms: vec![0; limits.sms as usize],
@@ -416,6 +419,7 @@ impl ConcurrentGpu {
         });
         *self.per_context.entry(k.context).or_default() += 1;
         self.demand_present += occ.demand;
+        self.stretch_stale = true;
         if k.launch.grid_blocks == 0 {
             self.end_kernel(slot);
         } else {
@@ -445,6 +449,7 @@ impl ConcurrentGpu {
         self.waiting.remove(&k.wait_key());
         self.leave_context(k.context);
         self.forget_demand(k.demand);
+        self.stretch_stale = true;
         self.fresh.retain(|c| self.cohorts[*c].live);
         self.dirty = true;
         let whole = u128::from(k.total) * u128::from(k.block_ps);
@@ -697,6 +702,7 @@ impl ConcurrentGpu {
             self.waiting.remove(&k.wait_key());
             self.leave_context(k.context);
             self.forget_demand(k.demand);
+            self.stretch_stale = true;
             self.finished.push_back((k.id, ceil_ns(self.now)));
         }
     }
@@ -723,7 +729,7 @@ impl ConcurrentGpu {
         for &(sm, n) in &self.cohorts[i].on {
             let used = &mut self.sms[sm as usize];
             woken += u32::from(used.blocks == 0);
-            used.add(cost, i64::from(n));
+            used.take(cost, n);
             blocks += u64::from(n);
         }
         self.sms_in_use += woken;
@@ -767,7 +773,7 @@ impl ConcurrentGpu {
         let (mut emptied, mut blocks) = (0u32, 0u64);
         for &(sm, n) in &on {
             let used = &mut self.sms[sm as usize];
-            used.add(&cost, -i64::from(n));
+            used.give_back(&cost, n);
             emptied += u32::from(used.blocks == 0);
             bound = bound.least(used);
             blocks += u64::from(n);

@@ -250,7 +250,7 @@ impl ConcurrentGpu {
                 }
                 last = Some((used, n));
                 let mut freed = used;
-                freed.add(&cost, -i64::from(n));
+                freed.give_back(&cost, n);
                 if freed.room_for(&theirs, &self.limits) > 0 {
                     return false;
                 }

@@ -87,7 +87,7 @@ impl ConcurrentGpu {
             if n > 0 {
                 // the books (SMs and threads in use) kept once for the placement, below
                 woken += u32::from(used.blocks == 0);
-                used.add(cost, i64::from(n));
+                used.take(cost, n);
                 self.scratch.push((sm, n));
                 placed += u64::from(n);
             }
@@ -169,14 +169,33 @@ impl ConcurrentGpu {
             Contexts::Shared => None,
             Contexts::TimeSliced { .. } => self.active,
         };
-        let demand: f64 = self
-            .kernels
-            .in_id_order()
-            .filter(|k| active.is_none_or(|a| a == k.context))
-            .map(|k| k.demand)
-            .sum();
-        let stretch = 1.0 + self.contention.slowdown_per_excess * (demand - 1.0).max(0.0);
-        self.stretch = stretch;
+        let shared = self.contexts == Contexts::Shared;
+        if shared && self.waiting.is_empty() {
+            // nothing to place (issue 55: one dispatch in seven in DCUDA's runs); the
+            // stretch is computed when a kernel waits again, which needs a start and so
+            // a dispatch before any block is placed or a wave repeated
+            self.freed.clear();
+            self.walk_freed = true;
+            return;
+        }
+        // the kernels present (of the active context) decide the contention's stretch:
+        // summed again only when they changed (a start, an end, a removal; for time
+        // slicing also a turn), in id order as always, so that its bits do not move
+        let stretch_of = |kernels: &Kernels| {
+            let demand: f64 = kernels
+                .in_id_order()
+                .filter(|k| active.is_none_or(|a| a == k.context))
+                .map(|k| k.demand)
+                .sum();
+            1.0 + self.contention.slowdown_per_excess * (demand - 1.0).max(0.0)
+        };
+        if self.stretch_stale || !shared {
+            self.stretch = stretch_of(&self.kernels);
+            self.stretch_stale = false;
+        }
+        #[cfg(test)]
+        assert_eq!(self.stretch.to_bits(), stretch_of(&self.kernels).to_bits(), "a stale stretch");
+        let stretch = self.stretch;
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(self.waiting.iter().map(|(_, slot)| slot));

@@ -81,6 +81,10 @@ pub(super) struct Waiting {
 }
 
 impl Waiting {
+    pub(super) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     /// Add a kernel (not waiting yet).
     pub(super) fn insert(&mut self, key: WaitKey, slot: u32) {
         let at = self.order.partition_point(|(k, _)| *k < key);

@@ -178,7 +178,7 @@ proptest! {
                     break;
                 }
                 if sms[sm].room_for(&cost, &V) > 0 {
-                    sms[sm].add(&cost, 1);
+                    sms[sm].take(&cost, 1);
                     expected[sm] += 1;
                     left -= 1;
                     any = true;
