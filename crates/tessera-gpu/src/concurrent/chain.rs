@@ -29,16 +29,25 @@ impl ConcurrentGpu {
         {
             return None;
         }
-        // every cohort on the SMs, by kernel and end
+        // the cohorts on the SMs of kernels with blocks to place, by kernel and end; a
+        // kernel with none left repeats nothing, so its first end stops the chain
+        // (what `kernel_repeats` says of it), and its cohorts need no sort (issue 55:
+        // the sort of every cohort was a twentieth of `sim dcuda`)
+        let mut next = Ps::MAX;
         let mut all = std::mem::take(&mut self.chain_cohorts);
         all.clear();
         for (i, c) in self.cohorts.iter().enumerate() {
             if c.live && !c.frozen {
-                all.push(Repeating { cohort: i, kernel: c.slot, end: c.finish, duration: 0 });
+                if self.kernels.get(c.slot).is_some_and(|k| k.pending > 0) {
+                    all.push(Repeating { cohort: i, kernel: c.slot, end: c.finish, duration: 0 });
+                } else {
+                    next = next.min(c.finish);
+                }
             }
         }
-        sort_by_kernel_and_end(&mut all, self.now);
-        let mut next = Ps::MAX;
+        // one integer key (a tenth of the run compared tuples); cohorts of a kernel
+        // ending together stop its chain whatever their order
+        all.sort_unstable_by_key(|r| (u128::from(r.kernel) << 64) | u128::from(r.end));
         let mut at = 0;
         while at < all.len() {
             let kernel = all[at].kernel;
@@ -284,20 +293,6 @@ impl ConcurrentGpu {
                 self.threads_in_use,
             )
         )
-    }
-}
-
-/// Sort `all` (every end at or after `now`) by kernel, then end: one integer key (a
-/// tenth of the run compared tuples). Cohorts of a kernel ending together stop its
-/// chain whatever their order. As times from now the ends fit in 48 bits (78 hours)
-/// beside a slot in 16: a 64-bit key, which sorts faster than the 128-bit one kept for
-/// anything else.
-pub(super) fn sort_by_kernel_and_end(all: &mut [Repeating], now: Ps) {
-    let short = |r: &Repeating| r.kernel < 1 << 16 && r.end.saturating_sub(now) < 1 << 48;
-    if all.iter().all(short) {
-        all.sort_unstable_by_key(|r| (u64::from(r.kernel) << 48) | (r.end - now));
-    } else {
-        all.sort_unstable_by_key(|r| (u128::from(r.kernel) << 64) | u128::from(r.end));
     }
 }
 

@@ -482,21 +482,3 @@ fn cohorts_meet_where_a_walk_finds_them() {
         prop_assert_eq!(chain::first_meeting((fa, da), (fb, db), below), walk);
     });
 }
-
-/// The chain's cohorts are sorted by kernel, then end, whichever key the sort uses (a
-/// 64-bit one for ends within 2^48 ps of now, else a 128-bit one).
-#[test]
-fn cohorts_sort_by_kernel_then_end_with_either_key() {
-    proptest!(|(cohorts in proptest::collection::vec((0u32..4, 0u64..1 << 50), 0..24), now in 0u64..1 << 20)| {
-        let mut all: Vec<Repeating> = cohorts
-            .iter()
-            .enumerate()
-            .map(|(i, (k, e))| Repeating { cohort: i, kernel: *k, end: now + e, duration: 0 })
-            .collect();
-        chain::sort_by_kernel_and_end(&mut all, now);
-        let keys: Vec<(u32, u64)> = all.iter().map(|r| (r.kernel, r.end)).collect();
-        let mut want: Vec<(u32, u64)> = cohorts.iter().map(|(k, e)| (*k, now + e)).collect();
-        want.sort_unstable();
-        prop_assert_eq!(keys, want);
-    });
-}
