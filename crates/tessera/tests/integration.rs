@@ -10,7 +10,6 @@ mod daemon_processes;
 mod daemon_restart;
 mod doctor;
 mod gpu_check;
-mod inference_processes;
 mod k8s;
 mod k8s_manifests;
 mod node_processes;
