@@ -209,7 +209,6 @@ struct Kernel {
 /// Blocks of one kernel placed together: they end together.
 #[derive(Clone, Debug, Default)]
 struct Cohort {
-    kernel: PieceId,
     /// Its kernel's slot in [`Kernels`] (while live).
     slot: u32,
     /// (SM, blocks) of the placement.
@@ -387,7 +386,8 @@ impl ConcurrentGpu {
 
     /// Blocks of kernel `id` resident on SMs now (0 while waiting or preempted).
     pub fn resident_blocks(&self, id: PieceId) -> u64 {
-        self.cohorts.iter().filter(|c| c.live && !c.frozen && c.kernel == id).map(|c| c.count).sum()
+        let Some(slot) = self.kernels.slot_of(id) else { return 0 };
+        self.cohorts.iter().filter(|c| c.live && !c.frozen && c.slot == slot).map(|c| c.count).sum()
     }
 
     /// Start kernel `id` at `now`.

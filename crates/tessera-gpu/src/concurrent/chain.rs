@@ -153,8 +153,7 @@ impl ConcurrentGpu {
                 k.ran_ps += ran;
                 k.pending -= times * count;
                 if k.pending == 0 {
-                    let key = k.wait_key();
-                    self.waiting.remove(&key);
+                    self.waiting.remove(&k.wait_key());
                 }
             }
         }
@@ -218,8 +217,7 @@ impl ConcurrentGpu {
         k.ran_ps += u128::from(now - since) * u128::from(count);
         k.pending -= count;
         if k.pending == 0 {
-            let key = k.wait_key();
-            self.waiting.remove(&key);
+            self.waiting.remove(&k.wait_key());
         }
         let duration = (k.block_ps as f64 * self.stretch).round() as Ps;
         let c = &mut self.cohorts[i];

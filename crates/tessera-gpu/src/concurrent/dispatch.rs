@@ -239,7 +239,6 @@ impl ConcurrentGpu {
         }
         for (at, slot) in order.iter().copied().enumerate() {
             let Some(k) = self.kernels.get(slot) else { continue };
-            let id = k.id;
             if active.is_some_and(|a| a != k.context) {
                 continue;
             }
@@ -266,7 +265,6 @@ impl ConcurrentGpu {
             let now = self.now;
             let c = &mut self.cohorts[i];
             std::mem::swap(&mut c.on, &mut self.scratch);
-            c.kernel = id;
             c.slot = slot;
             c.count = placed;
             c.since = now;
@@ -281,8 +279,7 @@ impl ConcurrentGpu {
                 k.pending = pending;
                 k.placed += placed;
                 if pending == 0 {
-                    let key = k.wait_key();
-                    self.waiting.remove(&key);
+                    self.waiting.remove(&k.wait_key());
                 }
             }
         }
