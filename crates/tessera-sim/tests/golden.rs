@@ -153,7 +153,7 @@ fn flexy_sensitivity_rejudges_the_main_readings_claims_at_each_constant() {
     let mut cfg = small();
     cfg.modes = vec![Mode::DEFAULTS[0], Mode::DEFAULTS[1]];
     let r = flexy::run(&cfg, &|_, _| {}).unwrap();
-    let s = flexy::sensitivity(&r, &|_, _| {}).unwrap();
+    let s = flexy::sensitivity(&r, &|_, _| {}, &flexy::RunCache::default()).unwrap();
     let names: Vec<&str> = s.iter().map(|c| c.constant.as_str()).collect();
     assert_eq!(names, ["pareto_shape", "task_cv", "host_ms", "history"]);
     let main: Vec<_> = r.claims.iter().filter(|c| c.scope == cfg.modes[0].label()).collect();
@@ -164,6 +164,38 @@ fn flexy_sensitivity_rejudges_the_main_readings_claims_at_each_constant() {
         }
     }
     assert_eq!(s[3].values[1], cfg.history.to_string());
+}
+
+/// A simulation is made once (issue 55): the reading that measures latency from the
+/// head of the job's queue reads the main reading's simulations, and the sensitivity's
+/// `history` re-runs take round robin's and priority's from the main run, since those
+/// policies never read it. What comes out is what simulating each again gives.
+#[test]
+fn flexy_simulates_each_simulation_once() {
+    let mut cfg = small();
+    cfg.modes = vec![Mode::DEFAULTS[0], Mode::DEFAULTS[1]];
+    let cache = flexy::RunCache::default();
+    let r = flexy::run_cached(&cfg, &|_, _| {}, &cache).unwrap();
+    // 11 policies at the main SLA and 3 reset policies at the long one, 2 loads, 1 run
+    let per_reading = 14 * 2;
+    assert_eq!(cache.counts(), (2 * per_reading, per_reading));
+    // the head reading's records are those of a run of that reading alone
+    let head = FlexyConfig { modes: vec![Mode::DEFAULTS[1]], ..cfg.clone() };
+    let alone = flexy::run(&head, &|_, _| {}).unwrap();
+    let label = Mode::DEFAULTS[1].label();
+    let shared: Vec<_> = r.records.iter().filter(|x| x.mode == label).collect();
+    assert_eq!(shared, alone.records.iter().collect::<Vec<_>>());
+    assert_eq!(alone.records.len(), per_reading);
+    // the sensitivity: 4 constants at 2 values, each the main reading's 28 runs; the
+    // two `history` ones take round robin, P-0, P-1 and P-Reset at both SLAs (5
+    // policies at 2 loads) from the main run
+    let s = flexy::sensitivity(&r, &|_, _| {}, &cache).unwrap();
+    assert_eq!(
+        cache.counts(),
+        (2 * per_reading + 8 * per_reading, per_reading + 8 * per_reading - 2 * 10)
+    );
+    let fresh = flexy::sensitivity(&r, &|_, _| {}, &flexy::RunCache::default()).unwrap();
+    assert_eq!(s, fresh);
 }
 
 #[test]

@@ -411,10 +411,13 @@ fn run_flexy(a: FlexyArgs) -> Result<()> {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     };
-    let mut results = flexy::run(&cfg, &progress)?;
+    let cache = flexy::RunCache::default();
+    let mut results = flexy::run_cached(&cfg, &progress, &cache)?;
     bar.set_message("constants of ours at low and high values");
     bar.set_position(0);
-    results.sensitivity = flexy::sensitivity(&results, &progress)?;
+    results.sensitivity = flexy::sensitivity(&results, &progress, &cache)?;
+    let (asked, simulated) = cache.counts();
+    tracing::info!("flexy: {asked} runs, {simulated} simulated, the rest repeats");
     bar.finish_and_clear();
     flexy::write_outputs(&results, &a.out)?;
 

@@ -18,24 +18,27 @@
 mod claims;
 mod figures;
 mod report;
+mod runs;
+
+pub use runs::RunCache;
 
 pub use report::report;
 
 use super::claims::{Sensitivity, Variation};
 use super::{ExperimentError, Progress};
-use crate::engine::{SimOptions, Simulation};
 use crate::metrics::RunMetrics;
-use crate::perf::{FLEXY_RESET_LATENCY, PerfModel};
+use crate::perf::FLEXY_RESET_LATENCY;
 use crate::workload::Submission;
-use crate::workloads::flexy::{FlexyWorkloadParams, Mix, UfOutstanding, generate};
+use crate::workloads::flexy::{Mix, UfOutstanding};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tessera_core::policies::flexy::PoolOrder;
 use tessera_core::policy::PidGains;
-use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
+use tessera_core::{Nanos, PolicyConfig};
 
 /// The policies of Figure 5, in the paper's order, and the PID variant.
 pub(crate) const FIG5_POLICIES: [&str; 8] = [
@@ -427,6 +430,27 @@ fn validate(cfg: &FlexyConfig) -> Result<(), ExperimentError> {
 
 /// Run the whole experiment. `progress` is told of each finished run.
 pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, ExperimentError> {
+    run_cached(cfg, progress, &RunCache::default())
+}
+
+/// [`run`], taking from `cache` the simulations it holds and leaving there those of the
+/// main reading (what [`sensitivity`] asks for again). `progress` is told of each
+/// simulation finished, of those not taken from `cache` or from another reading.
+pub fn run_cached(
+    cfg: &FlexyConfig,
+    progress: Progress<'_>,
+    cache: &RunCache,
+) -> Result<FlexyResults, ExperimentError> {
+    run_with(cfg, progress, cache, Some(cache))
+}
+
+/// [`run`], taking simulations from `from` and leaving the main reading's in `into`.
+fn run_with(
+    cfg: &FlexyConfig,
+    progress: Progress<'_>,
+    from: &RunCache,
+    into: Option<&RunCache>,
+) -> Result<FlexyResults, ExperimentError> {
     validate(cfg)?;
     let sla = Nanos::from_millis(cfg.sla_ms);
     let long_sla = Nanos::from_millis(cfg.long_sla_ms);
@@ -459,69 +483,54 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
             }
         }
     }
-    let gpus = GpuSpec::uniform(cfg.gpus, Bytes::gib(4)); // Quadro P1000: 4 GB
-    let perf =
-        PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms), ..PerfModel::default() };
+    // each simulation once: a reading that differs only in where latency is measured
+    // from reads the same simulation, and a run in `cache` is not simulated again
+    let keys: Vec<String> = trials.iter().map(|t| runs::key(cfg, t)).collect();
+    let mut known: HashMap<&str, Arc<runs::Simulated>> = HashMap::new();
+    let mut todo: Vec<usize> = Vec::new();
+    let mut pending: HashSet<&str> = HashSet::new();
+    for (i, k) in keys.iter().enumerate() {
+        if known.contains_key(k.as_str()) || pending.contains(k.as_str()) {
+            continue;
+        }
+        match from.get(k) {
+            Some(r) => {
+                known.insert(k, r);
+            }
+            None => {
+                pending.insert(k);
+                todo.push(i);
+            }
+        }
+    }
+    from.count(trials.len(), todo.len());
     let done = AtomicUsize::new(0);
-    let total = trials.len();
-    let outcomes: Vec<Result<Record, ExperimentError>> = trials
+    let total = todo.len();
+    let simulated: Vec<Result<(usize, runs::Simulated), ExperimentError>> = todo
         .par_iter()
-        .map(|t| {
-            let workload = generate(&FlexyWorkloadParams {
-                mix: t.mix,
-                load: t.load,
-                gpus: cfg.gpus,
-                sla: t.sla,
-                pareto_shape: cfg.pareto_shape,
-                task_cv: cfg.task_cv,
-                submission: t.mode.submission,
-                uf_outstanding: t.mode.uf_outstanding,
-                background_batch: cfg.background_batch,
-                host_per_task: Nanos::from_millis(cfg.host_ms),
-                seed: instance_seed(cfg.seed, t.mix, t.run),
-            })?;
-            let policy = t.policy.build(&gpus)?;
-            let opts = SimOptions {
-                gpus: gpus.clone(),
-                perf: perf.clone(),
-                keep_latencies: t.keep_latencies,
-                event_budget: 50_000_000,
-                sharing: crate::engine::Sharing::Exclusive,
-                measure_gpus: false,
-                sla_window: None,
-            };
-            let mut metrics = Simulation::new(&workload, policy, opts).run().map_err(|source| {
-                ExperimentError::Sim {
-                    trial: format!(
-                        "{} {} f={} run {}",
-                        t.mix.name(),
-                        t.policy.label(),
-                        t.load,
-                        t.run
-                    ),
-                    source,
-                }
-            })?;
-            if t.mode.latency == LatencyFrom::HeadOfJob {
-                metrics.sla_met = metrics.sla_met_from_head;
-                metrics.uf_latencies_s = std::mem::take(&mut metrics.uf_head_latencies_s);
-            }
-            metrics.uf_head_latencies_s.clear();
-            let mut uf_by_kernel = BTreeMap::new();
-            if t.keep_latencies {
-                for job in &workload.jobs {
-                    let (Some(c), Some(k)) = (
-                        metrics.uf_by_tenant.get(&job.tenant.id),
-                        workload.kernels.get(job.kernel as usize),
-                    ) else {
-                        continue;
-                    };
-                    let e: &mut (usize, usize) = uf_by_kernel.entry(k.name.clone()).or_default();
-                    e.0 += c.tasks;
-                    e.1 += c.late + c.dropped;
-                }
-            }
+        .map(|&i| {
+            let r = runs::simulate(cfg, &trials[i])?;
             progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+            Ok((i, r))
+        })
+        .collect();
+    for r in simulated {
+        let (i, r) = r?;
+        known.insert(&keys[i], Arc::new(r));
+    }
+    if let Some(cache) = into {
+        let main = cfg.modes.first().copied();
+        for (t, k) in trials.iter().zip(&keys) {
+            if Some(t.mode) == main {
+                cache.insert(k.clone(), known[k.as_str()].clone());
+            }
+        }
+    }
+    let outcomes: Vec<Result<Record, ExperimentError>> = trials
+        .iter()
+        .zip(&keys)
+        .map(|(t, k)| {
+            let r = &known[k.as_str()];
             Ok(Record {
                 workload: t.mix.name().into(),
                 mode: t.mode.label(),
@@ -529,8 +538,8 @@ pub fn run(cfg: &FlexyConfig, progress: Progress<'_>) -> Result<FlexyResults, Ex
                 sla_ms: t.sla.0 / 1_000_000,
                 load: t.load,
                 run: t.run,
-                metrics,
-                uf_by_kernel,
+                metrics: r.read(t.mode.latency),
+                uf_by_kernel: r.uf_by_kernel.clone(),
             })
         })
         .collect();
@@ -733,10 +742,13 @@ fn variations() -> Vec<Variation<FlexyConfig>> {
 }
 
 /// Each constant of ours at its low and high value, every other as `results` used, on
-/// the main reading only: its claims judged again beside those of `results`.
+/// the main reading only: its claims judged again beside those of `results`. A
+/// simulation that a constant does not reach (round robin's, for `history`) is taken
+/// from `cache`, which [`run_cached`] filled.
 pub fn sensitivity(
     results: &FlexyResults,
     progress: Progress<'_>,
+    cache: &RunCache,
 ) -> Result<Vec<Sensitivity>, ExperimentError> {
     let cfg = &results.config;
     let Some(&main) = cfg.modes.first() else { return Ok(Vec::new()) };
@@ -751,7 +763,7 @@ pub fn sensitivity(
         &variations,
         |c| c.scope == label,
         |k| {
-            let r = run(k, &|_, _| {})?;
+            let r = run_with(k, &|_, _| {}, cache, None)?;
             progress(done.fetch_add(1, Ordering::Relaxed) + 1, runs);
             Ok(r.claims)
         },

@@ -116,6 +116,10 @@ pub struct PaperModel<'a> {
     /// [`PaperModel::computed_ms`] at every point (see [`Tabled`]), filled by
     /// [`PaperModel::tabled`].
     latency: Tabled<f64>,
+    /// [`PaperModel::computed_utilization`] likewise: the interference factor asks it
+    /// millions of times per run, two B-tree lookups each (13% of `sim gpulets
+    /// --quick`, issue 55).
+    utilization: Tabled<(f64, f64)>,
 }
 
 /// The value at `batch`, linear between the nearest profiled batches (the authors'
@@ -133,7 +137,16 @@ impl PaperModel<'_> {
     /// The same model with its latencies computed once.
     fn tabled(mut self) -> Self {
         self.latency = Tabled::of(|b, p| self.computed_ms(b, p));
+        self.utilization = Tabled::of(|b, p| self.computed_utilization(b, p));
         self
+    }
+
+    /// The authors' rule: UTIL.CSV's whole-GPU L2 and DRAM utilization scaled by the
+    /// partition's share of the GPU (a 20% gpu-let loads the memory system a fifth as
+    /// much), interpolated between profiled batches.
+    fn computed_utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)> {
+        let share = f64::from(percent) / 100.0;
+        Some((by_batch(&self.l2, batch)? * share, by_batch(&self.dram, batch)? * share))
     }
 
     fn computed_ms(&self, batch: u32, percent: u32) -> Option<f64> {
@@ -152,12 +165,11 @@ impl LatencyProfile for PaperModel<'_> {
 }
 
 impl Profiled for PaperModel<'_> {
-    /// The authors' rule: UTIL.CSV's whole-GPU L2 and DRAM utilization scaled by the
-    /// partition's share of the GPU (a 20% gpu-let loads the memory system a fifth as
-    /// much), interpolated between profiled batches.
+    /// [`PaperModel::computed_utilization`], from its table.
     fn utilization(&self, batch: u32, percent: u32) -> Option<(f64, f64)> {
-        let share = f64::from(percent) / 100.0;
-        Some((by_batch(&self.l2, batch)? * share, by_batch(&self.dram, batch)? * share))
+        self.utilization
+            .get(batch, percent)
+            .unwrap_or_else(|| self.computed_utilization(batch, percent))
     }
 }
 
@@ -390,6 +402,7 @@ pub fn paper<'a>(
                 batching_ms,
                 batching_charged: charged,
                 latency: Tabled(Vec::new()),
+                utilization: Tabled(Vec::new()),
             }
             .tabled(),
         ));
@@ -403,6 +416,38 @@ pub fn paper<'a>(
 mod tests {
     use super::*;
     use tessera_gpu::partition::Interference;
+
+    /// The paper models' tables hold exactly what their functions compute, at every
+    /// batch and percent (the tables are a speed-up, issue 55, not a model).
+    #[test]
+    fn the_paper_models_tables_are_their_functions() {
+        let v100 = Profiles::from_v100_jsonl(super::super::V100).unwrap();
+        let shape = V100Model::new(&v100.models["resnet50"]);
+        let at = |points: &[(u32, f64)]| points.iter().copied().collect();
+        let model = PaperModel {
+            full_ms: at(&[(1, 2.0), (4, 3.5), (8, 5.0), (32, 12.0)]),
+            l2: at(&[(1, 0.1), (8, 0.25), (32, 0.4)]),
+            dram: at(&[(1, 0.05), (4, 0.2), (32, 0.3)]),
+            shape,
+            batching_ms: at(&[(1, 0.1), (2, 0.15), (4, 0.2), (8, 0.3), (16, 0.5), (32, 0.9)]),
+            batching_charged: 1.0,
+            latency: Tabled(Vec::new()),
+            utilization: Tabled(Vec::new()),
+        }
+        .tabled();
+        let bits = |x: Option<f64>| x.map(f64::to_bits);
+        let pair = |x: Option<(f64, f64)>| x.map(|(a, b)| (a.to_bits(), b.to_bits()));
+        let mut some = 0;
+        for b in 0..=MAX_BATCH + 1 {
+            for p in 0..=101 {
+                assert_eq!(bits(model.latency_ms(b, p)), bits(model.computed_ms(b, p)));
+                let u = model.utilization(b, p);
+                assert_eq!(pair(u), pair(model.computed_utilization(b, p)), "batch {b} at {p}%");
+                some += usize::from(u.is_some());
+            }
+        }
+        assert!(some > 1000, "the table has {some} points");
+    }
 
     /// The batching constant reaches every latency: charged in full, a batch takes its
     /// kernels plus the artifact's batching cost; not charged, its kernels alone.
