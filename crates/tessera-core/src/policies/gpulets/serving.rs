@@ -347,6 +347,22 @@ impl GpuletServing {
             // overdue of them); else the next full batch in turn. The gpu-let's room
             // is asked only when one is due (it walks the GPU's running requests)
             let n = l.models.len();
+            if let [m] = l.models.as_slice() {
+                // one model alone, most gpu-lets: the same rule without the turns
+                let (queued, oldest) = self.board.queue_of(m.tenant);
+                let due =
+                    oldest.is_some_and(|o| now - o >= m.max_wait) || queued >= m.batch as usize;
+                if due && self.board.has_room(l.placement) {
+                    self.board.dispatch_batch(
+                        now,
+                        l.placement,
+                        m.tenant,
+                        m.batch as usize,
+                        actions,
+                    );
+                }
+                continue;
+            }
             let board = &self.board;
             let model = |k: usize| l.models[(l.next + k) % n];
             let overdue = (0..n)

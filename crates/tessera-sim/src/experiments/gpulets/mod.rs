@@ -18,6 +18,7 @@ mod figures;
 pub mod fluctuating;
 pub mod interference;
 mod judge;
+mod parts;
 pub mod profiles;
 mod report;
 pub mod schedulability;
@@ -26,6 +27,7 @@ pub mod throughput;
 pub mod world;
 
 use judge::{set_claims, throughput_claims};
+use parts::Parts;
 pub use report::report;
 
 use super::ExperimentError;
@@ -349,12 +351,16 @@ pub fn with_paper_set<T>(f: impl FnOnce(&ProfileSet<'_>) -> T) -> Result<T, Expe
 
 /// Run the experiment.
 pub fn run(cfg: &GpuletsConfig) -> Result<GpuletsResults, ExperimentError> {
-    measure(cfg, true)
+    measure(cfg, true, &Parts::default())
 }
 
 /// Run it; the authors' variants only `with_variants` (they judge no claim, so the
 /// sensitivity re-runs leave them out).
-fn measure(cfg: &GpuletsConfig, with_variants: bool) -> Result<GpuletsResults, ExperimentError> {
+fn measure(
+    cfg: &GpuletsConfig,
+    with_variants: bool,
+    parts: &Parts,
+) -> Result<GpuletsResults, ExperimentError> {
     if !(cfg.scale > 0.0 && cfg.scale <= 1.0) {
         return Err(ExperimentError::Config(format!("scale must be in (0, 1], got {}", cfg.scale)));
     }
@@ -367,11 +373,8 @@ fn measure(cfg: &GpuletsConfig, with_variants: bool) -> Result<GpuletsResults, E
     let fitted = fit_on(&training)?;
     let fitted_errors = quantiles(&interference::errors(&fitted, &validation));
     let authors_errors = quantiles(&interference::errors(&authors, &validation));
-    let paper = profiles::paper(UTIL_2080TI, cfg.constants.batching(), &profiles, authors)
-        .map_err(|e| ExperimentError::Config(e.to_string()))?;
     let v100 = profiles::v100(&profiles, fitted);
     // the judged serving runs take place in the measured world, not the planner's
-    let paper_world = world::measured(&paper, &profiles, V100, cfg.seed)?;
     let v100_world = world::measured(&v100, &profiles, V100, cfg.seed)?;
     let world_cv: Vec<(String, f64)> = v100
         .models
@@ -380,12 +383,24 @@ fn measure(cfg: &GpuletsConfig, with_variants: bool) -> Result<GpuletsResults, E
         .filter_map(|(k, m)| Some((m.clone(), *v100_world.cv.get(&(k as u32))?)))
         .collect();
     let world_points = v100_world.colocated.values().map(Vec::len).sum();
-    let (paper, v100) = (paper.with_world(paper_world), v100.with_world(v100_world));
-    let sets = vec![on_set(&paper, cfg.seed, cfg.scale)?, on_set(&v100, cfg.seed, cfg.scale)?];
-    let throughput = throughput::run(&paper, cfg.seed, cfg.scale)
-        .map_err(|source| ExperimentError::Sim { trial: "maximum served rates".into(), source })?;
-    let at_max_rate = serve_at_max(&paper, &throughput, cfg.seed, cfg.scale)?;
-    let fluctuating = fluctuating::run(cfg.seed, &cfg.constants, cfg.scale)?;
+    let v100 = v100.with_world(v100_world);
+    // each part computed once for what decides it (a sensitivity re-run asks again for
+    // what its constant does not reach)
+    let (paper_set, throughput, at_max_rate) = parts.paper(cfg, || {
+        let paper = profiles::paper(UTIL_2080TI, cfg.constants.batching(), &profiles, authors)
+            .map_err(|e| ExperimentError::Config(e.to_string()))?;
+        let paper_world = world::measured(&paper, &profiles, V100, cfg.seed)?;
+        let paper = paper.with_world(paper_world);
+        let set = on_set(&paper, cfg.seed, cfg.scale)?;
+        let throughput = throughput::run(&paper, cfg.seed, cfg.scale).map_err(|source| {
+            ExperimentError::Sim { trial: "maximum served rates".into(), source }
+        })?;
+        let at_max_rate = serve_at_max(&paper, &throughput, cfg.seed, cfg.scale)?;
+        Ok((set, throughput, at_max_rate))
+    })?;
+    let sets = vec![paper_set, parts.v100(cfg, || on_set(&v100, cfg.seed, cfg.scale))?];
+    let fluctuating =
+        parts.fluctuating(cfg, || fluctuating::run(cfg.seed, &cfg.constants, cfg.scale))?;
     // every scenario in the full run, every tenth in a quick one
     let stride = if cfg.scale < 1.0 { 10 } else { 1 };
     let authors_variants = if with_variants {
@@ -509,13 +524,23 @@ fn variations() -> Vec<Variation<Constants>> {
 /// Each constant of ours at its low and high value, every other as used: every claim
 /// judged again beside those of `results`.
 pub fn sensitivity(results: &GpuletsResults) -> Result<Vec<Sensitivity>, ExperimentError> {
+    sensitivity_with(results, &Parts::default())
+}
+
+/// [`sensitivity`], taking from `parts` what a constant does not reach.
+fn sensitivity_with(
+    results: &GpuletsResults,
+    parts: &Parts,
+) -> Result<Vec<Sensitivity>, ExperimentError> {
     let cfg = &results.config;
     claims::sensitivity(
         &cfg.constants,
         &results.claims,
         &variations(),
         |_| true,
-        |k| measure(&GpuletsConfig { constants: *k, ..cfg.clone() }, false).map(|r| r.claims),
+        |k| {
+            measure(&GpuletsConfig { constants: *k, ..cfg.clone() }, false, parts).map(|r| r.claims)
+        },
     )
 }
 
@@ -661,8 +686,13 @@ fn pct(x: f64) -> String {
 
 /// Run and write `results.json` and `report.md` into `out`.
 pub fn run_and_write(cfg: &GpuletsConfig, out: &Path) -> Result<GpuletsResults, ExperimentError> {
-    let mut r = run(cfg)?;
-    r.sensitivity = sensitivity(&r)?;
+    let parts = Parts::default();
+    let mut r = measure(cfg, true, &parts)?;
+    r.sensitivity = sensitivity_with(&r, &parts)?;
+    let (paper, v100, fluctuating) = parts.computed();
+    tracing::info!(
+        "gpulets: computed the paper set's parts {paper} times, the v100 set's {v100}, Figure 14 {fluctuating} (9 measures)"
+    );
     write(&r, out)?;
     Ok(r)
 }
