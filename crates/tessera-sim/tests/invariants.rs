@@ -118,6 +118,33 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// Flexy on a node large enough for the board's index of busy GPUs by expected
+    /// freeing (more than `board::FREE_ORDER_ABOVE` GPUs; a smaller node sorts them):
+    /// with jobs enough to keep most GPUs busy, every event's pool is checked against
+    /// a full sort of the node in debug builds, and the invariants hold.
+    #[test]
+    fn flexy_on_a_large_node_keeps_the_invariants(
+        gpus in (tessera_core::board::FREE_ORDER_ABOVE + 1)..40,
+        jobs in prop::collection::vec(job_strategy(), 20..60),
+        reset_ms in 0u64..1500,
+        reserve in 0usize..4,
+        history in 1usize..12,
+    ) {
+        let w = workload(jobs);
+        let opts = options(gpus, reset_ms);
+        let order = if reset_ms % 2 == 0 { PoolOrder::Packing } else { PoolOrder::Completion };
+        let reset = (reset_ms % 3 == 0).then(|| Nanos::from_millis(reset_ms));
+        let policy = PolicyConfig::Flexy { reserve, reset, sla: SLA, history, order };
+        let built = policy.build(&opts.gpus).expect("a valid Flexy");
+        let m = Simulation::new(&w, built, opts).run().map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        prop_assert_eq!(m.uf_tasks + m.batch_done + m.not_completed, w.task_count());
+        prop_assert_eq!(m.not_completed, 0);
+    }
+}
+
 fn one_job_workload(tasks: usize, window: usize) -> Workload {
     workload(vec![(0, false, 0, vec![100; tasks], window, false)])
 }
