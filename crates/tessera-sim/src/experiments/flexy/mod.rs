@@ -526,12 +526,12 @@ fn run_with(
             }
         }
     }
-    let outcomes: Vec<Result<Record, ExperimentError>> = trials
+    let mut records: Vec<Record> = trials
         .iter()
         .zip(&keys)
         .map(|(t, k)| {
             let r = &known[k.as_str()];
-            Ok(Record {
+            Record {
                 workload: t.mix.name().into(),
                 mode: t.mode.label(),
                 policy: t.policy.label(),
@@ -540,10 +540,9 @@ fn run_with(
                 run: t.run,
                 metrics: r.read(t.mode.latency),
                 uf_by_kernel: r.uf_by_kernel.clone(),
-            })
+            }
         })
         .collect();
-    let mut records = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
     let points = aggregate(&records);
     let latency_cdfs = cdfs(&records);
     let uf_by_kernel = kernel_misses(cfg, &records);
