@@ -268,6 +268,8 @@ pub struct Dcuda {
     next_sample: Nanos,
     report: DcudaReport,
     shared: Option<Arc<Mutex<DcudaReport>>>,
+    /// Scratch: the applications a scheduling pass looks at.
+    visit: Vec<TenantId>,
 }
 
 impl Dcuda {
@@ -291,6 +293,7 @@ impl Dcuda {
                 ..DcudaReport::default()
             },
             shared: None,
+            visit: Vec::new(),
         }
     }
 
@@ -526,8 +529,25 @@ impl Dcuda {
             }
         }
         start_moves(&mut self.board, &self.home, &mut self.moving, actions);
-        let tenants: Vec<(TenantId, GpuId)> = self.home.iter().map(|(t, g)| (*t, *g)).collect();
-        for (tenant, gpu) in tenants {
+        // Only a tenant with queued tasks or held by the monitor can change below: one
+        // with neither would only be released, which holds nothing (issue 55: a walk
+        // of every application on every event was most of the policy's time). Merged
+        // in id order, the order of the walk of every application it replaces.
+        let mut visit = std::mem::take(&mut self.visit);
+        visit.clear();
+        visit.extend(self.board.backlogged());
+        visit.extend(self.monitor.held_tenants());
+        visit.sort_unstable();
+        visit.dedup();
+        #[cfg(debug_assertions)]
+        for tenant in self.home.keys() {
+            if visit.binary_search(tenant).is_err() {
+                debug_assert_eq!(self.board.queue_of(*tenant).0, 0, "{tenant:?} not visited");
+                debug_assert!(!self.monitor.is_held(*tenant), "{tenant:?} held, not visited");
+            }
+        }
+        for &tenant in &visit {
+            let Some(&gpu) = self.home.get(&tenant) else { continue };
             let (queued, _) = self.board.queue_of(tenant);
             if queued == 0 {
                 self.monitor.release(tenant, now);
@@ -554,6 +574,7 @@ impl Dcuda {
                 }
             }
         }
+        self.visit = visit;
     }
 }
 

@@ -77,6 +77,16 @@ impl Monitor {
         self.held_since.get_or_insert_with(tenant.0, || now);
     }
 
+    /// Whether `tenant` is held now.
+    pub fn is_held(&self, tenant: TenantId) -> bool {
+        self.held_since.get(tenant.0).is_some()
+    }
+
+    /// The tenants held now, in id order.
+    pub fn held_tenants(&self) -> impl Iterator<Item = TenantId> + '_ {
+        self.held_since.iter().map(|(id, _)| TenantId(id))
+    }
+
     /// The scheduler lets `tenant` dispatch again from `now`.
     pub fn release(&mut self, tenant: TenantId, now: Nanos) {
         if let Some(from) = self.held_since.remove(tenant.0) {
