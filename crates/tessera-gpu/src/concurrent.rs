@@ -384,6 +384,11 @@ impl ConcurrentGpu {
         self.paused
     }
 
+    /// The share of the SMs with a block resident now.
+    pub fn sm_share(&self) -> f64 {
+        f64::from(self.sms_in_use) / f64::from(self.limits.sms.max(1))
+    }
+
     /// Blocks of kernel `id` resident on SMs now (0 while waiting or preempted).
     pub fn resident_blocks(&self, id: PieceId) -> u64 {
         let Some(slot) = self.kernels.slot_of(id) else { return 0 };

@@ -199,6 +199,16 @@ impl SlotModel {
         }
     }
 
+    /// The share of the slot busy now: the fluid model's summed shares (at most 1),
+    /// the block model's SMs with a block resident, the exclusive model's whole.
+    pub(crate) fn busy_share(&self) -> f64 {
+        match self {
+            SlotModel::Exclusive(m) => f64::from(u8::from(!m.is_empty())),
+            SlotModel::Fluid(m) => m.shares().map(|(_, x)| x).sum::<f64>().min(1.0),
+            SlotModel::Blocks { gpu, .. } => gpu.sm_share(),
+        }
+    }
+
     pub(crate) fn usage(&self) -> SlotUsage {
         match self {
             SlotModel::Exclusive(m) => {

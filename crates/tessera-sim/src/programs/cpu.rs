@@ -141,11 +141,22 @@ impl ProgramSim {
                 }
                 Phase::Launch(alone) if self.model.device == Device::Shared => {
                     t.pc += 1;
-                    self.start_shared(i, alone, 1.0)?;
+                    self.start_shared(i, alone, 1.0, None)?;
                 }
                 Phase::Kernel { alone, intensity } if self.model.device == Device::Shared => {
                     t.pc += 1;
-                    self.start_shared(i, alone, intensity)?;
+                    self.start_shared(i, alone, intensity, None)?;
+                }
+                Phase::Shaped { alone, launch }
+                    if matches!(self.model.device, Device::Blocks(_)) =>
+                {
+                    t.pc += 1;
+                    self.start_shared(i, alone, 1.0, Some(launch))?;
+                }
+                Phase::Shaped { .. } => {
+                    return Err(
+                        self.violation("a kernel with a launch shape off the block device".into())
+                    );
                 }
                 Phase::Kernel { .. } => {
                     return Err(

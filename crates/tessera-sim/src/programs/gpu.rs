@@ -20,7 +20,7 @@ impl ProgramSim {
     pub(super) fn ring_cap(&self) -> usize {
         match self.model.device {
             Device::Queue(q) => q.ring,
-            Device::Shared => usize::MAX,
+            Device::Shared | Device::Blocks(_) => usize::MAX,
         }
     }
 
@@ -28,7 +28,7 @@ impl ProgramSim {
     pub(super) fn gate(&self) -> Option<Gate> {
         match self.model.device {
             Device::Queue(q) => Some(q.gate),
-            Device::Shared => None,
+            Device::Shared | Device::Blocks(_) => None,
         }
     }
 
@@ -120,18 +120,27 @@ impl ProgramSim {
         }
     }
 
-    /// Start a kernel of thread `i` on the shared device.
+    /// Start a kernel of thread `i` on the direct device: `intensity` for the fluid
+    /// model, `launch` (its shape) for the block model, where thread `i` is context `i`.
     pub(super) fn start_shared(
         &mut self,
         i: usize,
         alone: Nanos,
         intensity: f64,
+        launch: Option<Launch>,
     ) -> Result<(), SimError> {
         // pieces finishing at one instant are taken in id order: ids in thread order
         // make that the tenants' order, whatever order they launched in
         let piece = ((i as u64) << 32) | self.threads[i].launched;
         self.threads[i].launched += 1;
-        if let Err(e) = self.shared.start(self.now.0, piece, alone.0, intensity) {
+        let launch = launch.map(|launch| KernelLaunch {
+            context: i as u32,
+            launch,
+            alone_ns: alone.0,
+            priority: 0,
+        });
+        let start = Piece { work: alone.0, demand: intensity, launch };
+        if let Err(e) = self.shared.start(self.now.0, piece, start) {
             return Err(self.violation(format!("thread {i}'s kernel: {e}")));
         }
         let t = &mut self.threads[i];
@@ -145,7 +154,9 @@ impl ProgramSim {
     /// Schedule the shared device's next finish (superseding any earlier one).
     pub(super) fn rearm_shared(&mut self) {
         self.shared_generation += 1;
-        if let Some((at, _)) = self.shared.next_finish() {
+        // (the block model's next change may end no kernel: its event then finds
+        // nothing finished and asks again)
+        if let Some((at, _)) = self.shared.next_wake() {
             self.schedule(Nanos(at), Ev::SharedFinish(self.shared_generation));
         }
     }

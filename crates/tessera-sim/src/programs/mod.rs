@@ -39,18 +39,24 @@
 //! free GPU memory, each allocation a [`Event::MemoryRequested`] that waits (its
 //! thread blocked, its core idle) until the policy grants it; the engine checks that
 //! what is granted never exceeds the GPU's memory. On [`Device::Shared`] the GPU is
-//! `tessera-gpu`'s processor-shared model ([`SharedGpu`], the one the task engine and
+//! `tessera-gpu`'s processor-shared model (`SharedGpu`, the one the task engine and
 //! the daemon's emulated GPUs run): every launched kernel runs at once, keeping the GPU
 //! busy its `intensity` of the time when alone, all slowed alike when together they
 //! ask for more than the GPU; no quanta are asked for (the policy decides memory only).
 //! With [`Admission::OnePerCore`] programs that run a fixed number of rounds start in
 //! order, one per free core, as a batch queue does.
 //!
-//! What is not here yet (issue 23): kernels with launch shapes on the concurrent GPU
-//! model (the queue device runs kernels one at a time, FairGV's non-preemptive
-//! testbed).
+//! **The block device** ([`Device::Blocks`]): kernels with launch shapes
+//! ([`Phase::Shaped`]) on `tessera-gpu`'s block model ([`ConcurrentGpu`], the task
+//! engine's model of DCUDA's GPUs), each program a context: every launched kernel's
+//! blocks placed on the SMs at once, a kernel with many blocks holding up a small one
+//! behind it. Like the shared device, no quanta and no rings; both run on the task
+//! engine's slot model (`slot_model::SlotModel`), so the two engines share their GPU models.
+//!
+//! [`ConcurrentGpu`]: tessera_gpu::concurrent::ConcurrentGpu
 
 use crate::engine::SimError;
+use crate::slot_model::{Piece, Sharing, SlotModel};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use tessera_core::event::MemoryWait;
@@ -60,7 +66,8 @@ use tessera_core::{
     Action, Bytes, Event, GpuId, MemRequestId, Nanos, Placement, Policy, ServiceClass, TaskId,
     TaskSpec, TenantId, TenantSpec,
 };
-use tessera_gpu::sharing::{self, SharedGpu};
+use tessera_gpu::concurrent::KernelLaunch;
+use tessera_gpu::occupancy::Launch;
 use tessera_ptx::{SliceConfig, plan};
 
 pub use model::*;
@@ -227,8 +234,10 @@ pub struct ProgramSim {
     switches: u64,
     events: u64,
     actions: Vec<Action>,
-    /// The shared device (with [`Device::Shared`]) and its finish event's generation.
-    shared: SharedGpu,
+    /// The direct device's GPU model ([`Device::Shared`]: the fluid model;
+    /// [`Device::Blocks`]: the block model; the task engine's slot models) and its
+    /// next event's generation.
+    shared: SlotModel,
     shared_generation: u64,
     /// Memory requests by id: the thread.
     request_owner: Vec<usize>,
@@ -294,7 +303,7 @@ impl ProgramSim {
         let takes_time = |p: &Phase| match p {
             Phase::Cpu(work) => *work > Nanos::ZERO,
             Phase::Launch(_) | Phase::LaunchGrid { .. } => true,
-            Phase::Kernel { alone, .. } => *alone > Nanos::ZERO,
+            Phase::Kernel { alone, .. } | Phase::Shaped { alone, .. } => *alone > Nanos::ZERO,
             Phase::Sync
             | Phase::Drain
             | Phase::SleepShare(_)
@@ -304,15 +313,24 @@ impl ProgramSim {
         if tenants.iter().any(|t| !t.program.phases.iter().any(takes_time)) {
             return Err(bad("a program whose round takes no time (no CPU work, no kernel)".into()));
         }
-        if matches!(model.device, Device::Queue(_))
-            && tenants
-                .iter()
-                .any(|t| t.program.phases.iter().any(|p| matches!(p, Phase::Kernel { .. })))
-        {
-            return Err(bad("a kernel with an intensity needs the shared device".into()));
+        // each kernel on a device that runs it: an intensity needs the fluid model, a
+        // launch shape the block model, and the block model places only shapes
+        let runs = |p: &Phase| match (p, model.device) {
+            (Phase::Kernel { .. }, d) => d == Device::Shared,
+            (Phase::Shaped { .. }, d) => matches!(d, Device::Blocks(_)),
+            (Phase::Launch(_) | Phase::LaunchGrid { .. }, d) => !matches!(d, Device::Blocks(_)),
+            _ => true,
+        };
+        if let Some(p) = tenants.iter().flat_map(|t| &t.program.phases).find(|p| !runs(p)) {
+            return Err(bad(format!(
+                "{p:?} on {:?}: a kernel with an intensity needs the shared device, one with \
+                 a launch shape the block device, which runs only those",
+                model.device
+            )));
         }
         if let Some(p) = tenants.iter().flat_map(|t| &t.program.phases).find(|p| match p {
             Phase::Kernel { intensity, .. } => !(*intensity > 0.0 && *intensity <= 1.0),
+            Phase::Shaped { launch, .. } => launch.grid_blocks == 0,
             Phase::Alloc(b) => *b > model.gpu_memory,
             _ => false,
         }) {
@@ -386,7 +404,17 @@ impl ProgramSim {
             switches: 0,
             events: 0,
             actions: Vec::new(),
-            shared: SharedGpu::new(sharing::Sharing::Processor),
+            shared: SlotModel::new(
+                match model.device {
+                    Device::Blocks(b) => Sharing::Blocks {
+                        limits: b.limits,
+                        contexts: b.contexts,
+                        contention: b.contention,
+                    },
+                    Device::Shared | Device::Queue(_) => Sharing::Processor,
+                },
+                1.0,
+            ),
             shared_generation: 0,
             request_owner: Vec::new(),
             memory_used: Bytes(0),
@@ -480,7 +508,7 @@ impl ProgramSim {
         if !std::mem::take(&mut self.changed) || self.samples.is_none() {
             return;
         }
-        let gpu = self.shared.shares().map(|(_, x)| x).sum::<f64>().min(1.0);
+        let gpu = self.shared.busy_share();
         let memory = self.memory_used.0 as f64 / self.model.gpu_memory.0.max(1) as f64;
         let t = self.now.as_secs_f64();
         if let Some(samples) = &mut self.samples {
@@ -585,7 +613,7 @@ impl ProgramSim {
         let span = duration.0.max(1) as f64;
         let gpu_busy = match self.model.device {
             Device::Queue(_) => self.busy_ns as f64 / span,
-            Device::Shared => {
+            Device::Shared | Device::Blocks(_) => {
                 if let Err(e) = self.shared.advance(duration.0) {
                     return Err(self.violation(format!("the shared GPU: {e}")));
                 }

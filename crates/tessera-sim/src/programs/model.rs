@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use tessera_core::gate::SliceRule;
 use tessera_core::{Bytes, Nanos};
+use tessera_gpu::concurrent::{Contention, Contexts};
+use tessera_gpu::occupancy::{Launch, SmLimits};
 use tessera_ptx::SliceConfig;
 
 /// One step of a program.
@@ -34,6 +36,15 @@ pub enum Phase {
         alone: Nanos,
         /// The share of the GPU it keeps busy.
         intensity: f64,
+    },
+    /// An asynchronous GPU call on the block device ([`Device::Blocks`]): a kernel of
+    /// this launch shape that takes `alone` by itself, run as thread blocks on the SMs
+    /// beside the other programs' kernels (the task engine's block model).
+    Shaped {
+        /// Its duration alone on the whole GPU.
+        alone: Nanos,
+        /// Its grid and per-thread resources.
+        launch: Launch,
     },
     /// Allocate GPU memory: waits, blocked, until the policy grants it.
     Alloc(Bytes),
@@ -185,6 +196,29 @@ pub enum Device {
     /// Processor sharing on `tessera-gpu`'s shared model, every launched kernel at once
     /// and no quanta, no rings (schedGPU's node: the policy decides memory only).
     Shared,
+    /// `tessera-gpu`'s block model, the one the task engine runs DCUDA's GPUs on:
+    /// every launched kernel ([`Phase::Shaped`]) placed as thread blocks on the SMs at
+    /// once, each program a context; no quanta, no rings (the policy decides memory
+    /// only). A kernel with many blocks holds up a small one behind it (DCUDA §2.3).
+    Blocks(BlocksDevice),
+}
+
+/// The block device: a GPU of these SMs, its contexts and contention.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlocksDevice {
+    /// The GPU's SMs and per-SM limits.
+    pub limits: SmLimits,
+    /// Whether the programs' kernels co-run (MPS, one context) or take turns.
+    pub contexts: Contexts,
+    /// Slowdown of co-running kernels beyond SM sharing.
+    pub contention: Contention,
+}
+
+impl Device {
+    /// Whether kernels go straight to the device, without rings or quanta.
+    pub fn is_direct(&self) -> bool {
+        !matches!(self, Device::Queue(_))
+    }
 }
 
 /// The queue device: each tenant's ring, the device's queue and the launch gate.
@@ -229,7 +263,7 @@ pub struct NodeModel {
     pub slicing: Option<SliceConfig>,
 }
 
-/// The node's state at one instant (recorded by [`ProgramSim::sampled`] runs).
+/// The node's state at one instant (recorded by [`super::ProgramSim::sampled`] runs).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// Time, seconds.

@@ -495,3 +495,111 @@ proptest::proptest! {
         }
     }
 }
+
+fn blocks_node(cores: usize) -> NodeModel {
+    let mut m = shared_node(cores);
+    m.device = Device::Blocks(BlocksDevice {
+        limits: tessera_gpu::occupancy::SmLimits::V100,
+        contexts: tessera_gpu::concurrent::Contexts::Shared,
+        contention: tessera_gpu::concurrent::Contention::default(),
+    });
+    m
+}
+
+/// A kernel of `blocks` blocks of 1,024 threads (two per V100 SM: 160 at once).
+fn shaped(alone: Nanos, blocks: u64) -> Phase {
+    Phase::Shaped {
+        alone,
+        launch: tessera_gpu::occupancy::Launch {
+            grid_blocks: blocks,
+            threads_per_block: 1_024,
+            registers_per_thread: 32,
+            shared_per_block: 0,
+        },
+    }
+}
+
+/// Issue 57 item 11: programs' kernels with launch shapes run on the block model, the
+/// task engine's model of DCUDA's GPUs. Alone, a kernel takes its time alone, however
+/// many waves it runs in.
+#[test]
+fn a_shaped_kernel_alone_takes_its_time_alone() {
+    for blocks in [1, 160, 161, 1_600] {
+        let p = once(vec![shaped(us(10_000), blocks), Phase::Drain]);
+        let out = ProgramSim::new(&[p], blocks_node(1), memsafe()).unwrap().run_to_end().unwrap();
+        assert_eq!(out.ended_ns, vec![Some(10_000_000)], "{blocks} blocks");
+    }
+}
+
+/// DCUDA §2.3 on the program engine: a big kernel (ten waves) started first takes
+/// every SM wave after wave, so a small kernel launched 1 ms later waits for its last
+/// wave; on the fluid device both run at once. The small kernel's end is the block
+/// model's own answer, driven directly.
+#[test]
+fn a_big_kernel_holds_up_a_small_one_on_the_block_device() {
+    let big = once(vec![shaped(us(100_000), 1_600), Phase::Drain]);
+    let small = once(vec![Phase::Cpu(us(1_000)), shaped(us(1_000), 16), Phase::Drain]);
+    let out = ProgramSim::new(&[big.clone(), small.clone()], blocks_node(2), memsafe())
+        .unwrap()
+        .run_to_end()
+        .unwrap();
+    let small_end = out.ended_ns[1].unwrap();
+    // the block model alone: the big kernel at 0, the small one at 1 ms
+    use tessera_gpu::concurrent::{ConcurrentGpu, Contention, Contexts, KernelLaunch};
+    let launch = |p: &Phase, context| match *p {
+        Phase::Shaped { alone, launch } => {
+            KernelLaunch { context, launch, alone_ns: alone.0, priority: 0 }
+        }
+        _ => unreachable!(),
+    };
+    let mut gpu = ConcurrentGpu::new(
+        tessera_gpu::occupancy::SmLimits::V100,
+        Contexts::Shared,
+        Contention::default(),
+    );
+    gpu.start(0, 1, launch(&big.program.phases[0], 0)).unwrap();
+    gpu.start(1_000_000, 2, launch(&small.program.phases[1], 1)).unwrap();
+    let mut ends = std::collections::BTreeMap::new();
+    while let Some(t) = gpu.next_event() {
+        gpu.advance(t).unwrap();
+        while let Some((id, at)) = gpu.pop_finished() {
+            ends.insert(id, at);
+        }
+    }
+    assert_eq!(Some(small_end), ends.get(&2).copied(), "{out:?}");
+    assert_eq!(out.ended_ns[0], Some(100_000_000));
+    assert!(small_end > 90_000_000, "held up until the big kernel's last wave: {small_end}");
+    // the fluid device shares the GPU at once: the small kernel ends within 2 ms
+    let fluid = |p: Phase| match p {
+        Phase::Shaped { alone, .. } => Phase::Kernel { alone, intensity: 1.0 },
+        p => p,
+    };
+    let as_fluid = |t: &ProgramTenant| ProgramTenant {
+        program: Program::once(t.program.phases.iter().map(|p| fluid(*p)).collect()),
+        ..t.clone()
+    };
+    let out = ProgramSim::new(&[as_fluid(&big), as_fluid(&small)], shared_node(2), memsafe())
+        .unwrap()
+        .run_to_end()
+        .unwrap();
+    assert!(out.ended_ns[1].unwrap() <= 3_000_000, "{out:?}");
+}
+
+/// Each device runs only the kernels it can: an intensity needs the fluid device, a
+/// launch shape the block device, which places nothing without one.
+#[test]
+fn kernels_a_device_cannot_run_are_refused_up_front() {
+    let refused = |phase: Phase, node: NodeModel| {
+        let p = once(vec![phase, Phase::Drain]);
+        let e = ProgramSim::new(&[p], node, memsafe()).err();
+        assert!(format!("{e:?}").contains("launch shape"), "{phase:?}: {e:?}");
+    };
+    refused(shaped(us(10), 16), shared_node(1));
+    refused(Phase::Kernel { alone: us(10), intensity: 0.5 }, blocks_node(1));
+    refused(Phase::Launch(us(10)), blocks_node(1));
+    let mut empty = shaped(us(10), 16);
+    if let Phase::Shaped { launch, .. } = &mut empty {
+        launch.grid_blocks = 0;
+    }
+    assert!(ProgramSim::new(&[once(vec![empty])], blocks_node(1), memsafe()).is_err());
+}

@@ -2,7 +2,7 @@
 //! random orders on 4 GPUs, static least-loaded placement against DCUDA (least-loaded
 //! placement, then balancing, compaction and fair slicing on the monitor's samples),
 //! on the task engine's block model (kernels of co-running applications as thread
-//! blocks on the SMs, [`SHARING`]), with migration pauses and the power model. Each
+//! blocks on the SMs, [`sharing`]), with migration pauses and the power model. Each
 //! application is a program of CPU work and kernel launches
 //! ([`crate::workloads::dcuda`]).
 //!
