@@ -123,6 +123,7 @@ pub fn run(
             weight: 1,
             core: 0,
             priority: j.priority,
+            arrive: Nanos::ZERO,
             program: program(&j.profile),
         })
         .collect();

@@ -82,6 +82,8 @@ enum Ev {
     /// Every core re-picks.
     CpuTick,
     SleepEnds(usize),
+    /// A pinned tenant arrives.
+    Arrives(usize),
     /// The device's front kernel ends.
     KernelEnds(u64),
     /// The shared device's next kernel finishes.
@@ -241,6 +243,8 @@ pub struct ProgramSim {
     shared_generation: u64,
     /// Memory requests by id: the thread.
     request_owner: Vec<usize>,
+    /// When each tenant arrives (pinned admission).
+    arrivals: Vec<Nanos>,
     memory_used: Bytes,
     /// Granted memory integrated over time, byte-ns.
     memory_integral: u128,
@@ -417,6 +421,7 @@ impl ProgramSim {
             ),
             shared_generation: 0,
             request_owner: Vec::new(),
+            arrivals: tenants.iter().map(|t| t.arrive).collect(),
             memory_used: Bytes(0),
             memory_integral: 0,
             unfinished: tenants.len(),
@@ -476,7 +481,10 @@ impl ProgramSim {
         match self.model.admission {
             Admission::Pinned => {
                 for i in 0..self.threads.len() {
-                    self.register(i)?;
+                    match self.arrivals[i] {
+                        Nanos::ZERO => self.register(i)?,
+                        at => self.schedule(at, Ev::Arrives(i)),
+                    }
                 }
                 for c in 0..self.cores.len() {
                     self.repick(c)?;
@@ -544,6 +552,12 @@ impl ProgramSim {
                         self.repick(c)?;
                     }
                     self.schedule(self.now + self.model.cpu.tick, Ev::CpuTick);
+                }
+                Ev::Arrives(t) => {
+                    self.changed = true;
+                    self.register(t)?;
+                    let core = self.threads[t].core;
+                    self.repick(core)?;
                 }
                 Ev::SleepEnds(t) => {
                     self.changed = true;

@@ -94,6 +94,10 @@ pub struct ProgramTenant {
     /// Its priority, for policies that have them (schedGPU's priority notification).
     #[serde(default)]
     pub priority: u8,
+    /// When it arrives (with [`Admission::Pinned`]; 0: at the start): DCUDA's
+    /// applications arrive one after another.
+    #[serde(default)]
+    pub arrive: Nanos,
     /// What it runs.
     pub program: Program,
 }

@@ -44,7 +44,13 @@ fn run(
 }
 
 fn looping(weight: u32, core: usize, phases: Vec<Phase>) -> ProgramTenant {
-    ProgramTenant { weight, core, priority: 0, program: Program::looping(phases) }
+    ProgramTenant {
+        weight,
+        core,
+        priority: 0,
+        arrive: Nanos::ZERO,
+        program: Program::looping(phases),
+    }
 }
 
 /// Issue 57 item 11: the gate is the interposer's (`tessera_core::gate`). A slice
@@ -304,7 +310,13 @@ fn memsafe() -> Box<dyn Policy> {
 }
 
 fn once(phases: Vec<Phase>) -> ProgramTenant {
-    ProgramTenant { weight: 1, core: 0, priority: 0, program: Program::once(phases) }
+    ProgramTenant {
+        weight: 1,
+        core: 0,
+        priority: 0,
+        arrive: Nanos::ZERO,
+        program: Program::once(phases),
+    }
 }
 
 /// Hand-computed: two programs each allocating 600 MiB of a 1 GiB GPU for a 10 ms
@@ -433,7 +445,7 @@ proptest::proptest! {
                 phases.push(Phase::Drain);
                 phases.push(Phase::Free(Bytes::mib(*mib)));
                 phases.push(Phase::Cpu(us(1)));
-                ProgramTenant { weight: 1, core: 0, priority: *priority, program: Program { phases, rounds: Some(*rounds) } }
+                ProgramTenant { weight: 1, core: 0, priority: *priority, arrive: Nanos::ZERO, program: Program { phases, rounds: Some(*rounds) } }
             })
             .collect();
         let policy = PolicyConfig::MemSafe { notification: NotificationPolicy::ALL[notification] }

@@ -23,10 +23,12 @@
 
 mod figures;
 mod judge;
+mod programs;
 mod report;
 mod runs;
 
 use judge::{judge, paired};
+pub use programs::{TESTBED_CORES, as_programs, one_gpu_ends};
 pub use report::report;
 pub use runs::{RunCache, fit_contention, light_pairs, light_pairs_started, run_one};
 

@@ -56,6 +56,7 @@ pub fn run(k: &Constants) -> Result<LongKernel, ExperimentError> {
         weight: 1,
         core: 0,
         priority: 0,
+        arrive: Nanos::ZERO,
         program: Program::looping(vec![
             Phase::LaunchGrid { alone: Nanos::from_secs(KERNEL_S), grid: GRID },
             Phase::Sync,
@@ -65,6 +66,7 @@ pub fn run(k: &Constants) -> Result<LongKernel, ExperimentError> {
         weight: 1,
         core: 1,
         priority: 0,
+        arrive: Nanos::ZERO,
         program: Program::looping(vec![
             Phase::Cpu(Nanos(20_000)),
             Phase::Launch(Nanos(SHORT_KERNEL_US * 1_000)),

@@ -341,6 +341,7 @@ pub fn run_mixed(
             weight: v.setup.weight,
             core: v.setup.core,
             priority: 0,
+            arrive: Nanos::ZERO,
             program: program(&v.bench, v.sleep_ratio, k),
         })
         .collect();
