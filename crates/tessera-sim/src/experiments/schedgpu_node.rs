@@ -124,6 +124,7 @@ pub fn run(
             core: 0,
             priority: j.priority,
             arrive: Nanos::ZERO,
+            gpu: 0,
             program: program(&j.profile),
         })
         .collect();

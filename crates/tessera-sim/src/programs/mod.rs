@@ -86,8 +86,11 @@ enum Ev {
     Arrives(usize),
     /// The device's front kernel ends.
     KernelEnds(u64),
-    /// The shared device's next kernel finishes.
-    SharedFinish(u64),
+    /// A direct device's GPU may have a kernel finished (the block model: or changes).
+    SharedFinish {
+        gpu: u32,
+        generation: u64,
+    },
     /// A synchronisation's idle GPU time ends.
     SyncEnds(u64),
     /// The online quantum's slice time is up.
@@ -117,6 +120,8 @@ struct Thread {
     boost: f64,
     priority: u8,
     core: usize,
+    /// Its GPU (the direct device's).
+    gpu: usize,
     phases: Vec<Phase>,
     pc: usize,
     /// CPU work left of the current `Cpu` phase (set on entry).
@@ -239,8 +244,11 @@ pub struct ProgramSim {
     /// The direct device's GPU model ([`Device::Shared`]: the fluid model;
     /// [`Device::Blocks`]: the block model; the task engine's slot models) and its
     /// next event's generation.
-    shared: SlotModel,
-    shared_generation: u64,
+    /// One per GPU (the block device may have several).
+    shared: Vec<SlotModel>,
+    /// The block device's kernels by id (launch order): their threads.
+    piece_owner: Vec<usize>,
+    shared_generation: Vec<u64>,
     /// Memory requests by id: the thread.
     request_owner: Vec<usize>,
     /// When each tenant arrives (pinned admission).
@@ -303,6 +311,18 @@ impl ProgramSim {
         if let Some(t) = tenants.iter().find(|t| t.core >= model.cpu.cores) {
             return Err(bad(format!("a tenant pinned to core {} of {}", t.core, model.cpu.cores)));
         }
+        let gpus = model.device.gpus();
+        if let Some(t) = tenants.iter().find(|t| t.gpu >= gpus) {
+            return Err(bad(format!("a tenant on GPU {} of {gpus}", t.gpu)));
+        }
+        // the memory books are one GPU's
+        if gpus > 1
+            && tenants.iter().any(|t| t.program.phases.iter().any(|p| matches!(p, Phase::Alloc(_))))
+        {
+            return Err(bad(format!(
+                "allocations on a device of {gpus} GPUs (memory is one GPU's)"
+            )));
+        }
         // a round must take time, or the engine would loop at one instant
         let takes_time = |p: &Phase| match p {
             Phase::Cpu(work) => *work > Nanos::ZERO,
@@ -352,6 +372,7 @@ impl ProgramSim {
                 boost: 1.0,
                 priority: t.priority,
                 core: t.core,
+                gpu: t.gpu as usize,
                 phases: issued(&t.program.phases, model.slicing),
                 pc: 0,
                 cpu_left: Nanos::ZERO,
@@ -408,18 +429,23 @@ impl ProgramSim {
             switches: 0,
             events: 0,
             actions: Vec::new(),
-            shared: SlotModel::new(
-                match model.device {
-                    Device::Blocks(b) => Sharing::Blocks {
-                        limits: b.limits,
-                        contexts: b.contexts,
-                        contention: b.contention,
-                    },
-                    Device::Shared | Device::Queue(_) => Sharing::Processor,
-                },
-                1.0,
-            ),
-            shared_generation: 0,
+            shared: (0..model.device.gpus())
+                .map(|_| {
+                    SlotModel::new(
+                        match model.device {
+                            Device::Blocks(b) => Sharing::Blocks {
+                                limits: b.limits,
+                                contexts: b.contexts,
+                                contention: b.contention,
+                            },
+                            Device::Shared | Device::Queue(_) => Sharing::Processor,
+                        },
+                        1.0,
+                    )
+                })
+                .collect(),
+            shared_generation: vec![0; model.device.gpus() as usize],
+            piece_owner: Vec::new(),
             request_owner: Vec::new(),
             arrivals: tenants.iter().map(|t| t.arrive).collect(),
             memory_used: Bytes(0),
@@ -516,7 +542,8 @@ impl ProgramSim {
         if !std::mem::take(&mut self.changed) || self.samples.is_none() {
             return;
         }
-        let gpu = self.shared.busy_share();
+        let gpu = self.shared.iter().map(SlotModel::busy_share).sum::<f64>()
+            / self.shared.len().max(1) as f64;
         let memory = self.memory_used.0 as f64 / self.model.gpu_memory.0.max(1) as f64;
         let t = self.now.as_secs_f64();
         if let Some(samples) = &mut self.samples {
@@ -568,9 +595,11 @@ impl ProgramSim {
                     self.changed = true;
                     self.kernel_ends()?;
                 }
-                Ev::SharedFinish(g) if g == self.shared_generation => {
+                Ev::SharedFinish { gpu, generation }
+                    if self.shared_generation[gpu as usize] == generation =>
+                {
                     self.changed = true;
-                    self.shared_finishes()?;
+                    self.shared_finishes(gpu as usize)?;
                 }
                 Ev::SyncEnds(g) if g == self.device_generation => {
                     self.changed = true;
@@ -604,7 +633,7 @@ impl ProgramSim {
                         self.schedule(self.now + p, Ev::PolicyTick);
                     }
                 }
-                Ev::KernelEnds(_) | Ev::SyncEnds(_) | Ev::SharedFinish(_) => {}
+                Ev::KernelEnds(_) | Ev::SyncEnds(_) | Ev::SharedFinish { .. } => {}
             }
         }
         Ok(())
@@ -628,10 +657,14 @@ impl ProgramSim {
         let gpu_busy = match self.model.device {
             Device::Queue(_) => self.busy_ns as f64 / span,
             Device::Shared | Device::Blocks(_) => {
-                if let Err(e) = self.shared.advance(duration.0) {
-                    return Err(self.violation(format!("the shared GPU: {e}")));
+                let mut busy = 0.0;
+                for g in 0..self.shared.len() {
+                    if let Err(e) = self.shared[g].advance(duration.0) {
+                        return Err(self.violation(format!("GPU {g}: {e}")));
+                    }
+                    busy += self.shared[g].usage().sm_busy_ns;
                 }
-                self.shared.usage().sm_busy_ns / span
+                busy / (span * self.shared.len().max(1) as f64)
             }
         };
         Ok(ProgramOutcome {

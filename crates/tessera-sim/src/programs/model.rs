@@ -98,6 +98,10 @@ pub struct ProgramTenant {
     /// applications arrive one after another.
     #[serde(default)]
     pub arrive: Nanos,
+    /// The GPU its kernels run on (of the block device's [`BlocksDevice::gpus`]; 0
+    /// on the others, which are one GPU).
+    #[serde(default)]
+    pub gpu: u32,
     /// What it runs.
     pub program: Program,
 }
@@ -210,7 +214,10 @@ pub enum Device {
 /// The block device: a GPU of these SMs, its contexts and contention.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BlocksDevice {
-    /// The GPU's SMs and per-SM limits.
+    /// GPUs, each of these SMs (at least one): each tenant's kernels run on its own
+    /// ([`ProgramTenant::gpu`]).
+    pub gpus: u32,
+    /// Each GPU's SMs and per-SM limits.
     pub limits: SmLimits,
     /// Whether the programs' kernels co-run (MPS, one context) or take turns.
     pub contexts: Contexts,
@@ -219,6 +226,14 @@ pub struct BlocksDevice {
 }
 
 impl Device {
+    /// How many GPUs it is.
+    pub fn gpus(&self) -> u32 {
+        match self {
+            Device::Blocks(b) => b.gpus,
+            Device::Queue(_) | Device::Shared => 1,
+        }
+    }
+
     /// Whether kernels go straight to the device, without rings or quanta.
     pub fn is_direct(&self) -> bool {
         !matches!(self, Device::Queue(_))

@@ -49,6 +49,7 @@ fn looping(weight: u32, core: usize, phases: Vec<Phase>) -> ProgramTenant {
         core,
         priority: 0,
         arrive: Nanos::ZERO,
+        gpu: 0,
         program: Program::looping(phases),
     }
 }
@@ -315,6 +316,7 @@ fn once(phases: Vec<Phase>) -> ProgramTenant {
         core: 0,
         priority: 0,
         arrive: Nanos::ZERO,
+        gpu: 0,
         program: Program::once(phases),
     }
 }
@@ -445,7 +447,7 @@ proptest::proptest! {
                 phases.push(Phase::Drain);
                 phases.push(Phase::Free(Bytes::mib(*mib)));
                 phases.push(Phase::Cpu(us(1)));
-                ProgramTenant { weight: 1, core: 0, priority: *priority, arrive: Nanos::ZERO, program: Program { phases, rounds: Some(*rounds) } }
+                ProgramTenant { weight: 1, core: 0, priority: *priority, arrive: Nanos::ZERO, gpu: 0, program: Program { phases, rounds: Some(*rounds) } }
             })
             .collect();
         let policy = PolicyConfig::MemSafe { notification: NotificationPolicy::ALL[notification] }
@@ -511,6 +513,7 @@ proptest::proptest! {
 fn blocks_node(cores: usize) -> NodeModel {
     let mut m = shared_node(cores);
     m.device = Device::Blocks(BlocksDevice {
+        gpus: 1,
         limits: tessera_gpu::occupancy::SmLimits::V100,
         contexts: tessera_gpu::concurrent::Contexts::Shared,
         contention: tessera_gpu::concurrent::Contention::default(),
@@ -614,4 +617,17 @@ fn kernels_a_device_cannot_run_are_refused_up_front() {
         launch.grid_blocks = 0;
     }
     assert!(ProgramSim::new(&[once(vec![empty])], blocks_node(1), memsafe()).is_err());
+    // a tenant on a GPU the device does not have; memory on a device of several GPUs,
+    // whose books are one GPU's
+    let on_gpu_1 = ProgramTenant { gpu: 1, ..once(vec![shaped(us(10), 16), Phase::Drain]) };
+    let e = ProgramSim::new(std::slice::from_ref(&on_gpu_1), blocks_node(1), memsafe()).err();
+    assert!(format!("{e:?}").contains("GPU 1 of 1"), "{e:?}");
+    let mut two = blocks_node(1);
+    if let Device::Blocks(b) = &mut two.device {
+        b.gpus = 2;
+    }
+    assert!(ProgramSim::new(&[on_gpu_1], two, memsafe()).is_ok());
+    let allocates = once(vec![Phase::Alloc(Bytes::mib(1)), shaped(us(10), 16), Phase::Drain]);
+    let e = ProgramSim::new(&[allocates], two, memsafe()).err();
+    assert!(format!("{e:?}").contains("memory is one GPU's"), "{e:?}");
 }

@@ -28,7 +28,7 @@ mod report;
 mod runs;
 
 use judge::{judge, paired};
-pub use programs::{TESTBED_CORES, as_programs, one_gpu_ends};
+pub use programs::{TESTBED_CORES, as_programs, ends_as_programs};
 pub use report::report;
 pub use runs::{RunCache, fit_contention, light_pairs, light_pairs_started, run_one};
 

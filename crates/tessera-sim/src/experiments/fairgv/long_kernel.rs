@@ -57,6 +57,7 @@ pub fn run(k: &Constants) -> Result<LongKernel, ExperimentError> {
         core: 0,
         priority: 0,
         arrive: Nanos::ZERO,
+        gpu: 0,
         program: Program::looping(vec![
             Phase::LaunchGrid { alone: Nanos::from_secs(KERNEL_S), grid: GRID },
             Phase::Sync,
@@ -67,6 +68,7 @@ pub fn run(k: &Constants) -> Result<LongKernel, ExperimentError> {
         core: 1,
         priority: 0,
         arrive: Nanos::ZERO,
+        gpu: 0,
         program: Program::looping(vec![
             Phase::Cpu(Nanos(20_000)),
             Phase::Launch(Nanos(SHORT_KERNEL_US * 1_000)),

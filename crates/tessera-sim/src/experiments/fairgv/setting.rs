@@ -342,6 +342,7 @@ pub fn run_mixed(
             core: v.setup.core,
             priority: 0,
             arrive: Nanos::ZERO,
+            gpu: 0,
             program: program(&v.bench, v.sleep_ratio, k),
         })
         .collect();
