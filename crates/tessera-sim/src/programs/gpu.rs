@@ -161,7 +161,8 @@ impl ProgramSim {
         Ok(())
     }
 
-    /// Schedule the shared device's next finish (superseding any earlier one).
+    /// Schedule `gpu`'s next wake (superseding any earlier one): a finish, or on the
+    /// block model a change of its own.
     pub(super) fn rearm_shared(&mut self, gpu: usize) {
         self.shared_generation[gpu] += 1;
         let generation = self.shared_generation[gpu];
@@ -172,7 +173,7 @@ impl ProgramSim {
         }
     }
 
-    /// The shared device's kernels finished by now: their calls are done.
+    /// `gpu`'s kernels finished by now: their calls are done.
     pub(super) fn shared_finishes(&mut self, gpu: usize) -> Result<(), SimError> {
         loop {
             let piece = match self.shared[gpu].pop_finished(self.now.0) {

@@ -241,13 +241,13 @@ pub struct ProgramSim {
     switches: u64,
     events: u64,
     actions: Vec<Action>,
-    /// The direct device's GPU model ([`Device::Shared`]: the fluid model;
-    /// [`Device::Blocks`]: the block model; the task engine's slot models) and its
-    /// next event's generation.
-    /// One per GPU (the block device may have several).
+    /// The direct device's GPU models, one per GPU ([`Device::Shared`]: the fluid
+    /// model; [`Device::Blocks`]: the block model, of one or several GPUs; the task
+    /// engine's slot models).
     shared: Vec<SlotModel>,
     /// The block device's kernels by id (launch order): their threads.
     piece_owner: Vec<usize>,
+    /// Per GPU, the generation of its next event (a later one supersedes it).
     shared_generation: Vec<u64>,
     /// Memory requests by id: the thread.
     request_owner: Vec<usize>,
@@ -296,75 +296,14 @@ fn issued(phases: &[Phase], slicing: Option<SliceConfig>) -> Vec<Phase> {
 }
 
 impl ProgramSim {
-    /// A run of `tenants` under `policy` on `model`'s node, with one GPU.
+    /// A run of `tenants` under `policy` on `model`'s node; what the node cannot run
+    /// is refused here ([`validate`]), before anything runs.
     pub fn new(
         tenants: &[ProgramTenant],
         model: NodeModel,
         policy: Box<dyn Policy>,
     ) -> Result<ProgramSim, SimError> {
-        let bad =
-            |what: String| SimError::PolicyViolation { policy: policy.label(), at_ns: 0, what };
-        let no_queue = matches!(model.device, Device::Queue(q) if q.ring == 0 || q.depth == 0);
-        if model.cpu.cores == 0 || no_queue {
-            return Err(bad("the node needs a core, and a queue device a ring and a queue".into()));
-        }
-        if let Some(t) = tenants.iter().find(|t| t.core >= model.cpu.cores) {
-            return Err(bad(format!("a tenant pinned to core {} of {}", t.core, model.cpu.cores)));
-        }
-        let gpus = model.device.gpus();
-        if let Some(t) = tenants.iter().find(|t| t.gpu >= gpus) {
-            return Err(bad(format!("a tenant on GPU {} of {gpus}", t.gpu)));
-        }
-        // the memory books are one GPU's
-        if gpus > 1
-            && tenants.iter().any(|t| t.program.phases.iter().any(|p| matches!(p, Phase::Alloc(_))))
-        {
-            return Err(bad(format!(
-                "allocations on a device of {gpus} GPUs (memory is one GPU's)"
-            )));
-        }
-        // a round must take time, or the engine would loop at one instant
-        let takes_time = |p: &Phase| match p {
-            Phase::Cpu(work) => *work > Nanos::ZERO,
-            Phase::Launch(_) | Phase::LaunchGrid { .. } => true,
-            Phase::Kernel { alone, .. } | Phase::Shaped { alone, .. } => *alone > Nanos::ZERO,
-            Phase::Sync
-            | Phase::Drain
-            | Phase::SleepShare(_)
-            | Phase::Alloc(_)
-            | Phase::Free(_) => false,
-        };
-        if tenants.iter().any(|t| !t.program.phases.iter().any(takes_time)) {
-            return Err(bad("a program whose round takes no time (no CPU work, no kernel)".into()));
-        }
-        // each kernel on a device that runs it: an intensity needs the fluid model, a
-        // launch shape the block model, and the block model places only shapes
-        let runs = |p: &Phase| match (p, model.device) {
-            (Phase::Kernel { .. }, d) => d == Device::Shared,
-            (Phase::Shaped { .. }, d) => matches!(d, Device::Blocks(_)),
-            (Phase::Launch(_) | Phase::LaunchGrid { .. }, d) => !matches!(d, Device::Blocks(_)),
-            _ => true,
-        };
-        if let Some(p) = tenants.iter().flat_map(|t| &t.program.phases).find(|p| !runs(p)) {
-            return Err(bad(format!(
-                "{p:?} on {:?}: a kernel with an intensity needs the shared device, one with \
-                 a launch shape the block device, which runs only those",
-                model.device
-            )));
-        }
-        if let Some(p) = tenants.iter().flat_map(|t| &t.program.phases).find(|p| match p {
-            Phase::Kernel { intensity, .. } => !(*intensity > 0.0 && *intensity <= 1.0),
-            Phase::Shaped { launch, .. } => launch.grid_blocks == 0,
-            Phase::Alloc(b) => *b > model.gpu_memory,
-            _ => false,
-        }) {
-            return Err(bad(format!("{p:?}: an intensity in (0, 1], an allocation the GPU holds")));
-        }
-        if model.admission == Admission::OnePerCore
-            && tenants.iter().any(|t| t.program.rounds.is_none())
-        {
-            return Err(bad("one tenant per core admits programs that end (rounds)".into()));
-        }
+        validate::check(tenants, &model, &policy.label())?;
         let threads = tenants
             .iter()
             .map(|t| Thread {
@@ -582,9 +521,7 @@ impl ProgramSim {
                 }
                 Ev::Arrives(t) => {
                     self.changed = true;
-                    self.register(t)?;
-                    let core = self.threads[t].core;
-                    self.repick(core)?;
+                    self.arrive(t)?;
                 }
                 Ev::SleepEnds(t) => {
                     self.changed = true;
@@ -692,6 +629,8 @@ impl ProgramSim {
         t.admitted = true;
         t.blocked = false;
         t.started = self.now;
+        // its first round begins now (a sleep share counts from here)
+        t.round_start = self.now;
         // what it declares: its largest allocation
         let memory = t
             .phases
@@ -709,6 +648,28 @@ impl ProgramSim {
             ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
         };
         self.deliver(Event::TenantRegistered(spec))
+    }
+
+    /// Pinned tenant `i` arrives on its core. CFS places a new thread at its queue's
+    /// least `vruntime`, not at 0, which would let it win every pick until it first
+    /// blocks; it preempts the running thread only as a woken one would.
+    fn arrive(&mut self, i: usize) -> Result<(), SimError> {
+        let core = self.threads[i].core;
+        self.settle(core);
+        let floor = (0..self.threads.len())
+            .filter(|j| *j != i && self.threads[*j].core == core && !self.threads[*j].blocked)
+            .map(|j| self.threads[j].vruntime)
+            .fold(f64::INFINITY, f64::min);
+        self.register(i)?;
+        if floor.is_finite() {
+            self.threads[i].vruntime = floor;
+        }
+        let gran = self.model.cpu.wakeup_granularity.0 as f64;
+        let preempt = match self.cores[core].current {
+            Some(c) => c != i && self.threads[i].vruntime + gran < self.threads[c].vruntime,
+            None => true,
+        };
+        if preempt { self.switch_to(core, Some(i)) } else { Ok(()) }
     }
 
     /// One tenant per core: start waiting tenants, in order, on free cores.
@@ -816,6 +777,7 @@ impl ProgramSim {
 mod cpu;
 mod gpu;
 mod model;
+mod validate;
 
 #[cfg(test)]
 mod tests;

@@ -214,8 +214,8 @@ pub enum Device {
 /// The block device: a GPU of these SMs, its contexts and contention.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BlocksDevice {
-    /// GPUs, each of these SMs (at least one): each tenant's kernels run on its own
-    /// ([`ProgramTenant::gpu`]).
+    /// GPUs, each of these SMs (at least one): a tenant's kernels run on the one it
+    /// names ([`ProgramTenant::gpu`]).
     pub gpus: u32,
     /// Each GPU's SMs and per-SM limits.
     pub limits: SmLimits,
@@ -232,11 +232,6 @@ impl Device {
             Device::Blocks(b) => b.gpus,
             Device::Queue(_) | Device::Shared => 1,
         }
-    }
-
-    /// Whether kernels go straight to the device, without rings or quanta.
-    pub fn is_direct(&self) -> bool {
-        !matches!(self, Device::Queue(_))
     }
 }
 
@@ -287,7 +282,8 @@ pub struct NodeModel {
 pub struct Sample {
     /// Time, seconds.
     pub t: f64,
-    /// GPU utilisation (0-1).
+    /// GPU utilisation (0-1): on a device of several GPUs their mean; on the block
+    /// device the share of SMs with a block resident.
     pub gpu: f64,
     /// GPU memory granted (0-1).
     pub memory: f64,
@@ -299,7 +295,8 @@ pub struct ProgramOutcome {
     /// Calls each tenant completed (asynchronous: its kernel ran; synchronous: it
     /// returned).
     pub calls: Vec<u64>,
-    /// Share of the run the GPU ran a kernel.
+    /// Share of the run the GPU ran a kernel (on a device of several GPUs their mean;
+    /// on the block device SM-weighted).
     pub gpu_busy: f64,
     /// Thread switches, all cores.
     pub switches: u64,

@@ -631,3 +631,49 @@ fn kernels_a_device_cannot_run_are_refused_up_front() {
     let e = ProgramSim::new(&[allocates], two, memsafe()).err();
     assert!(format!("{e:?}").contains("memory is one GPU's"), "{e:?}");
 }
+
+/// A pinned tenant that arrives late starts then, and at its core's least run time
+/// (CFS's placement of a new thread), so it does not take the core from the running
+/// thread at once: two CPU-bound programs of 10 ms, the second arriving at 2 ms on the
+/// same core, share it from then; with no one else on the core it runs at once.
+#[test]
+fn a_late_tenant_starts_at_its_arrival_behind_the_running_thread() {
+    let cpu = |core, arrive| ProgramTenant { core, arrive, ..once(vec![Phase::Cpu(us(10_000))]) };
+    let mut model = blocks_node(2);
+    model.admission = Admission::Pinned;
+    let out = ProgramSim::new(&[cpu(0, Nanos::ZERO), cpu(1, us(2_000))], model, memsafe())
+        .unwrap()
+        .run_to_end()
+        .unwrap();
+    assert_eq!(out.started_ns, vec![0, 2_000_000]);
+    assert_eq!(out.ended_ns, vec![Some(10_000_000), Some(12_000_000)]);
+    let out = ProgramSim::new(&[cpu(0, Nanos::ZERO), cpu(0, us(2_000))], model, memsafe())
+        .unwrap()
+        .run_to_end()
+        .unwrap();
+    assert_eq!(out.started_ns, vec![0, 2_000_000]);
+    // from 2 ms they take turns at the 1 ms re-pick, the first with 8 ms of work
+    // left, the newcomer with 10; a newcomer at run time 0 would instead take the core for its
+    // first 2 ms, and the first would end at 19 ms
+    assert_eq!(out.ended_ns, vec![Some(17_000_000), Some(20_000_000)]);
+}
+
+/// The block device's GPUs are apart: a big kernel on GPU 0 does not hold up a small
+/// one on GPU 1, which takes its time alone.
+#[test]
+fn kernels_on_different_gpus_do_not_meet() {
+    let mut model = blocks_node(2);
+    if let Device::Blocks(b) = &mut model.device {
+        b.gpus = 2;
+    }
+    let big = once(vec![shaped(us(100_000), 1_600), Phase::Drain]);
+    let small = |gpu| ProgramTenant {
+        gpu,
+        ..once(vec![Phase::Cpu(us(1_000)), shaped(us(1_000), 16), Phase::Drain])
+    };
+    let apart =
+        ProgramSim::new(&[big.clone(), small(1)], model, memsafe()).unwrap().run_to_end().unwrap();
+    assert_eq!(apart.ended_ns, vec![Some(100_000_000), Some(2_000_000)]);
+    let together = ProgramSim::new(&[big, small(0)], model, memsafe()).unwrap().run_to_end();
+    assert!(together.unwrap().ended_ns[1].unwrap() > 90_000_000);
+}

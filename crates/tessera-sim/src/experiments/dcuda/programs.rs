@@ -4,11 +4,12 @@
 //! device (the block model the task engine runs DCUDA's GPUs on), and a synchronise.
 //!
 //! The experiment itself runs on the task engine, whose CPU phases are delays: a core
-//! of its own for every phase. This is the check of that choice on one GPU: the same
-//! applications, the same kernels and the same arrivals on the program engine give
+//! of its own for every phase. This is the check of that choice: the same
+//! applications, kernels and arrivals, each on the GPU least-loaded placed it on, give
 //! each application's end (the `ended_ns` of its program) beside the task engine's, on
-//! a CPU of the testbed's 16 cores and on fewer. Multi-GPU placement and migration are
-//! the task engine's alone: the program engine has one device.
+//! a CPU with a core per application, the testbed's 16 cores, or fewer. DCUDA's own
+//! migrations and fair slices are the task engine's alone: the program engine's
+//! direct devices take no placement from the policy.
 
 use super::*;
 use crate::programs::{
@@ -65,7 +66,13 @@ pub fn as_programs(
                 core: j % cores.max(1),
                 priority: 0,
                 arrive: job.arrival,
-                gpu: gpus.get(j).copied().unwrap_or(0),
+                gpu: *gpus.get(j).ok_or_else(|| {
+                    ExperimentError::Config(format!(
+                        "job {j}: no GPU given ({} for {})",
+                        gpus.len(),
+                        w.jobs.len()
+                    ))
+                })?,
                 program: Program::once(phases),
             })
         })
@@ -76,9 +83,9 @@ pub fn as_programs(
 /// cost (the task engine charges none), waits that block at once, the block device at
 /// `contention`.
 pub fn node(cores: usize, gpus: u32, contention: f64) -> NodeModel {
-    let Sharing::Blocks { limits, contexts, contention } = sharing(contention) else {
-        unreachable!("DCUDA's GPUs run the block model")
-    };
+    // the block model as the experiment's `sharing` gives it
+    let (limits, contexts, contention) =
+        (GTX_1080_TI, Contexts::Shared, Contention { slowdown_per_excess: contention });
     NodeModel {
         cpu: CpuModel {
             cores,
@@ -131,17 +138,17 @@ impl Policy for Placing {
 }
 
 /// Each application's end, s, in arrival order: the workload of `apps` in `order`
-/// arriving every `interval`, under least-loaded on `gpus` GPUs, on the task engine
-/// and then on the program engine with `cores` cores, each application on the GPU
-/// least-loaded placed it on (it never moves).
+/// arriving every `interval`, under least-loaded on `gpus` GPUs, on the task engine,
+/// and then on the program engine with each of `cores` cores, each application on the
+/// GPU least-loaded placed it on (it never moves).
 pub fn ends_as_programs(
     apps: &[App],
     order: &[usize],
     interval: Nanos,
     gpus: u32,
     contention: f64,
-    cores: usize,
-) -> Result<(Vec<f64>, Vec<f64>), ExperimentError> {
+    cores: &[usize],
+) -> Result<(Vec<f64>, Vec<Vec<f64>>), ExperimentError> {
     let w = workload(apps, order, interval);
     let specs = GpuSpec::uniform(gpus as usize, GPU_MEMORY);
     let homes = Arc::new(Mutex::new(BTreeMap::new()));
@@ -174,20 +181,25 @@ pub fn ends_as_programs(
         .map(|j| homes.get(&j.tenant.id).map(|g| g.0))
         .collect::<Option<_>>()
         .ok_or_else(|| ExperimentError::Config("an application was not placed".into()))?;
-    let policy = PolicyConfig::MemSafe { notification: Default::default() }
-        .build(&specs)
-        .map_err(|e| ExperimentError::Config(e.to_string()))?;
-    let trial = || format!("least-loaded, program engine, {cores} cores");
-    let out =
-        ProgramSim::new(&as_programs(&w, cores, &placed)?, node(cores, gpus, contention), policy)
+    let mut programs = Vec::new();
+    for &n in cores {
+        let policy = PolicyConfig::MemSafe { notification: Default::default() }
+            .build(&specs)
+            .map_err(|e| ExperimentError::Config(e.to_string()))?;
+        let trial = || format!("least-loaded, program engine, {n} cores");
+        let out = ProgramSim::new(&as_programs(&w, n, &placed)?, node(n, gpus, contention), policy)
             .and_then(ProgramSim::run_to_end)
             .map_err(|source| ExperimentError::Sim { trial: trial(), source })?;
-    let programs: Vec<f64> = out
-        .ended_ns
-        .iter()
-        .map(|e| e.map(|ns| ns as f64 / 1e9))
-        .collect::<Option<_>>()
-        .ok_or_else(|| ExperimentError::Config(format!("{}: a program did not end", trial())))?;
+        let ends: Vec<f64> = out
+            .ended_ns
+            .iter()
+            .map(|e| e.map(|ns| ns as f64 / 1e9))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                ExperimentError::Config(format!("{}: a program did not end", trial()))
+            })?;
+        programs.push(ends);
+    }
     Ok((tasks, programs))
 }
 
@@ -213,14 +225,12 @@ mod tests {
             for k in 0..2 {
                 let order = arrival_order(apps.len(), 1, k);
                 let interval = Nanos::from_secs(interval_s);
-                let run = |cores| {
-                    ends_as_programs(&apps, &order, interval, GPUS as u32, 0.6, cores).unwrap()
-                };
-                let (tasks, programs) = run(apps.len());
+                let cores = [apps.len(), TESTBED_CORES];
+                let (tasks, programs) =
+                    ends_as_programs(&apps, &order, interval, GPUS as u32, 0.6, &cores).unwrap();
                 assert_eq!(tasks.len(), apps.len());
-                assert_eq!(tasks, programs, "every {interval_s} s, order {k}, a core each");
-                let (_, testbed) = run(TESTBED_CORES);
-                for (t, p) in tasks.iter().zip(&testbed) {
+                assert_eq!(tasks, programs[0], "every {interval_s} s, order {k}, a core each");
+                for (t, p) in tasks.iter().zip(&programs[1]) {
                     worst = worst.max((p - t).abs() / t);
                 }
             }
@@ -239,10 +249,10 @@ mod tests {
         assert!(transpose.duty() < 0.55, "{}", transpose.duty());
         let apps = vec![transpose.clone(), transpose];
         let five = Nanos::from_secs(5);
-        let (tasks, two) = ends_as_programs(&apps, &[0, 1], five, 1, 0.6, 2).unwrap();
-        assert_eq!(tasks, two);
-        let (_, one) = ends_as_programs(&apps, &[0, 1], five, 1, 0.6, 1).unwrap();
-        for (t, o) in tasks.iter().zip(&one) {
+        let (tasks, ends) = ends_as_programs(&apps, &[0, 1], five, 1, 0.6, &[2, 1]).unwrap();
+        assert_eq!(tasks, ends[0]);
+        let one = &ends[1];
+        for (t, o) in tasks.iter().zip(one) {
             assert!(*o > 1.02 * t, "one core: {one:?}, a core each: {tasks:?}");
         }
     }
