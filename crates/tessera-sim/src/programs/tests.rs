@@ -630,6 +630,26 @@ fn kernels_a_device_cannot_run_are_refused_up_front() {
     let allocates = once(vec![Phase::Alloc(Bytes::mib(1)), shaped(us(10), 16), Phase::Drain]);
     let e = ProgramSim::new(&[allocates], two, memsafe()).err();
     assert!(format!("{e:?}").contains("memory is one GPU's"), "{e:?}");
+    // a block device without SMs; a block no SM holds (2,048 threads of 64 registers
+    // each, more than a V100 SM's registers); an arrival where tenants are admitted
+    // as cores free
+    let kernel = || once(vec![shaped(us(10), 16), Phase::Drain]);
+    let mut no_sms = blocks_node(1);
+    if let Device::Blocks(b) = &mut no_sms.device {
+        b.limits.sms = 0;
+    }
+    let e = ProgramSim::new(&[kernel()], no_sms, memsafe()).err();
+    assert!(format!("{e:?}").contains("0 SMs"), "{e:?}");
+    let mut huge = shaped(us(10), 16);
+    if let Phase::Shaped { launch, .. } = &mut huge {
+        launch.threads_per_block = 2_048;
+        launch.registers_per_thread = 64;
+    }
+    let e = ProgramSim::new(&[once(vec![huge, Phase::Drain])], blocks_node(1), memsafe()).err();
+    assert!(format!("{e:?}").contains("fits on an SM"), "{e:?}");
+    let late = ProgramTenant { arrive: us(5), ..kernel() };
+    let e = ProgramSim::new(&[late], blocks_node(1), memsafe()).err();
+    assert!(format!("{e:?}").contains("one tenant per core"), "{e:?}");
 }
 
 /// A pinned tenant that arrives late starts then, and at its core's least run time
