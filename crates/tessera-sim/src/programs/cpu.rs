@@ -273,10 +273,7 @@ impl ProgramSim {
         }
         let core = self.threads[i].core;
         self.settle(core);
-        let floor = (0..self.threads.len())
-            .filter(|j| *j != i && self.threads[*j].core == core && !self.threads[*j].blocked)
-            .map(|j| self.threads[j].vruntime)
-            .fold(f64::INFINITY, f64::min);
+        let floor = self.least_vruntime(core, i);
         let lag = self.model.cpu.wake_lag.0 as f64;
         let spin = match self.model.wait {
             WaitMode::Poll => Nanos::ZERO,
@@ -289,6 +286,21 @@ impl ProgramSim {
         if floor.is_finite() {
             t.vruntime = t.vruntime.max(floor - lag);
         }
+        self.maybe_preempt(core, i)
+    }
+
+    /// The least `vruntime` of `core`'s runnable threads other than `i` (infinite if
+    /// none).
+    pub(super) fn least_vruntime(&self, core: usize, i: usize) -> f64 {
+        (0..self.threads.len())
+            .filter(|j| *j != i && self.threads[*j].core == core && !self.threads[*j].blocked)
+            .map(|j| self.threads[j].vruntime)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// Thread `i`, just made runnable on `core`, takes it if the core is idle or the
+    /// running thread is ahead of it by more than the wake-up granularity.
+    pub(super) fn maybe_preempt(&mut self, core: usize, i: usize) -> Result<(), SimError> {
         // Linux scales the granularity by the woken thread's weight: a boosted thread
         // preempts sooner
         let gran = self.model.cpu.wakeup_granularity.0 as f64 / self.threads[i].boost;

@@ -656,20 +656,12 @@ impl ProgramSim {
     fn arrive(&mut self, i: usize) -> Result<(), SimError> {
         let core = self.threads[i].core;
         self.settle(core);
-        let floor = (0..self.threads.len())
-            .filter(|j| *j != i && self.threads[*j].core == core && !self.threads[*j].blocked)
-            .map(|j| self.threads[j].vruntime)
-            .fold(f64::INFINITY, f64::min);
+        let floor = self.least_vruntime(core, i);
         self.register(i)?;
         if floor.is_finite() {
             self.threads[i].vruntime = floor;
         }
-        let gran = self.model.cpu.wakeup_granularity.0 as f64;
-        let preempt = match self.cores[core].current {
-            Some(c) => c != i && self.threads[i].vruntime + gran < self.threads[c].vruntime,
-            None => true,
-        };
-        if preempt { self.switch_to(core, Some(i)) } else { Ok(()) }
+        self.maybe_preempt(core, i)
     }
 
     /// One tenant per core: start waiting tenants, in order, on free cores.
