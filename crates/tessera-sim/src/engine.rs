@@ -13,7 +13,7 @@ mod jobs;
 use crate::metrics::{GpuMeasures, RunMetrics, TaskEnd, TaskRecord};
 use crate::perf::PerfModel;
 pub use crate::slot_model::Sharing;
-use crate::slot_model::{Piece, SlotModel};
+use crate::slot_model::{Piece, RAISED_STREAM, SlotModel};
 use crate::workload::{Submission, Workload};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -183,10 +183,6 @@ impl JobSim {
         self.next_task - self.ended
     }
 }
-
-/// What a raised stream adds to its tenant's priority: more than any tenant priority
-/// (a `u8`), so that a raised stream outranks every stream not raised.
-const RAISED_STREAM: i32 = 1 << 8;
 
 /// Options of one run.
 #[derive(Clone, Debug)]

@@ -11,6 +11,11 @@ use tessera_gpu::exclusive::ExclusiveGpu;
 use tessera_gpu::occupancy::SmLimits;
 use tessera_gpu::sharing::{self, Ns, PieceId, SharedGpu};
 
+/// What a raised stream adds to its tenant's priority on the block model: more than any
+/// tenant priority (a `u8`), so that a raised stream outranks every stream not raised
+/// (both engines' kernels).
+pub(crate) const RAISED_STREAM: i32 = 1 << 8;
+
 /// How the tasks running on one GPU (or partition) share it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Sharing {

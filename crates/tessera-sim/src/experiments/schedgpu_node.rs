@@ -125,6 +125,7 @@ pub fn run(
             priority: j.priority,
             arrive: Nanos::ZERO,
             gpu: 0,
+            declares: tessera_core::Bytes(0),
             program: program(&j.profile),
         })
         .collect();

@@ -125,6 +125,8 @@ impl ProgramSim {
                 Phase::Cpu(work) => {
                     if !t.in_cpu {
                         t.in_cpu = true;
+                        self.in_cpu.0 += 1;
+                        self.in_cpu.1 = self.in_cpu.1.max(self.in_cpu.0);
                         t.cpu_left = work;
                     }
                     if t.cpu_left > Nanos::ZERO {
@@ -133,6 +135,7 @@ impl ProgramSim {
                         return Ok(());
                     }
                     t.in_cpu = false;
+                    self.in_cpu.0 -= 1;
                     t.pc += 1;
                 }
                 // each was issued as launches when the thread was made (`issued`)
@@ -151,7 +154,14 @@ impl ProgramSim {
                     if matches!(self.model.device, Device::Blocks(_)) =>
                 {
                     t.pc += 1;
-                    self.start_shared(i, alone, 1.0, Some(launch))?;
+                    if self.policy_places().is_some() {
+                        self.submit_kernel(i, alone, launch)?;
+                        if self.cores[core].generation != generation {
+                            return Ok(());
+                        }
+                    } else {
+                        self.start_shared(i, alone, 1.0, Some(launch))?;
+                    }
                 }
                 Phase::Shaped { .. } => {
                     return Err(

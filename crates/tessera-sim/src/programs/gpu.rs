@@ -190,6 +190,9 @@ impl ProgramSim {
                     self.violation(format!("GPU {gpu} finished kernel {piece}, not one launched"))
                 );
             };
+            if self.policy_places().is_some() {
+                self.placed_finished(gpu, piece)?;
+            }
             let t = &mut self.threads[owner];
             t.in_device -= 1;
             t.calls += 1;

@@ -84,6 +84,8 @@ enum Ev {
     SleepEnds(usize),
     /// A pinned tenant arrives.
     Arrives(usize),
+    /// A migration's kernels reach their GPU (placed by the policy).
+    MigrationArrives(usize),
     /// The device's front kernel ends.
     KernelEnds(u64),
     /// A direct device's GPU may have a kernel finished (the block model: or changes).
@@ -247,6 +249,20 @@ pub struct ProgramSim {
     shared: Vec<SlotModel>,
     /// The block device's kernels by id (launch order): their threads.
     piece_owner: Vec<usize>,
+    /// Kernels placed by the policy, by id (as `piece_owner`; [`Placing::Policy`]).
+    placed: Vec<placed::PlacedKernel>,
+    /// Per thread, its placed kernels not yet finished.
+    open_kernels: Vec<Vec<TaskId>>,
+    /// Per thread, whether the policy raised its stream's priority.
+    raised: Vec<bool>,
+    /// Migrations under way, by id (taken when they arrive).
+    moving: Vec<Option<placed::Moving>>,
+    /// Per thread, the memory its tenant declares.
+    declared: Vec<Bytes>,
+    /// Per GPU, what the task engine measures of it (placed kernels only).
+    meters: Vec<placed::GpuMeter>,
+    /// Threads in a CPU phase now, and the most at once.
+    in_cpu: (usize, usize),
     /// Per GPU, the generation of its next event (a later one supersedes it).
     shared_generation: Vec<u64>,
     /// Memory requests by id: the thread.
@@ -385,6 +401,13 @@ impl ProgramSim {
                 .collect(),
             shared_generation: vec![0; model.device.gpus() as usize],
             piece_owner: Vec::new(),
+            placed: Vec::new(),
+            open_kernels: vec![Vec::new(); tenants.len()],
+            raised: vec![false; tenants.len()],
+            moving: Vec::new(),
+            declared: tenants.iter().map(|t| t.declares).collect(),
+            meters: vec![placed::GpuMeter::default(); model.device.gpus() as usize],
+            in_cpu: (0, 0),
             request_owner: Vec::new(),
             arrivals: tenants.iter().map(|t| t.arrive).collect(),
             memory_used: Bytes(0),
@@ -523,6 +546,7 @@ impl ProgramSim {
                     self.changed = true;
                     self.arrive(t)?;
                 }
+                Ev::MigrationArrives(m) => self.migration_arrives(m)?,
                 Ev::SleepEnds(t) => {
                     self.changed = true;
                     self.threads[t].sleeping_until = None;
@@ -591,6 +615,7 @@ impl ProgramSim {
             self.threads[t].gpu_ns += part;
         }
         let span = duration.0.max(1) as f64;
+        let mut placed_gpus = Vec::new();
         let gpu_busy = match self.model.device {
             Device::Queue(_) => self.busy_ns as f64 / span,
             Device::Shared | Device::Blocks(_) => {
@@ -599,7 +624,11 @@ impl ProgramSim {
                     if let Err(e) = self.shared[g].advance(duration.0) {
                         return Err(self.violation(format!("GPU {g}: {e}")));
                     }
-                    busy += self.shared[g].usage().sm_busy_ns;
+                    let sm = self.shared[g].usage().sm_busy_ns;
+                    busy += sm;
+                    if self.policy_places().is_some() {
+                        placed_gpus.push(self.meters[g].measures(duration, duration, sm));
+                    }
                 }
                 busy / (span * self.shared.len().max(1) as f64)
             }
@@ -618,6 +647,8 @@ impl ProgramSim {
             memory_wait_ns: self.threads.iter().map(|t| t.memory_wait_ns).collect(),
             memory_busy: self.memory_integral as f64 / self.model.gpu_memory.0.max(1) as f64 / span,
             samples: self.samples.take().unwrap_or_default(),
+            placed_gpus,
+            cpu_phases_at_most: self.in_cpu.1,
         })
     }
 
@@ -640,7 +671,8 @@ impl ProgramSim {
                 _ => None,
             })
             .max()
-            .unwrap_or(Bytes(0));
+            .unwrap_or(Bytes(0))
+            .max(self.declared[i]);
         let spec = TenantSpec {
             weight: t.weight as u32,
             priority: t.priority,
@@ -740,7 +772,21 @@ impl ProgramSim {
         let pending = std::mem::take(&mut self.actions);
         for action in pending {
             match action {
+                Action::Dispatch { task, placement } if self.policy_places().is_some() => {
+                    self.place_kernel(task, placement)?;
+                }
                 Action::Dispatch { task, placement } => self.dispatched(task, placement)?,
+                Action::Migrate { tenant, from, to } if self.policy_places().is_some() => {
+                    let Some(cost) = self.policy_places() else { continue };
+                    self.migrate(tenant, from, to, cost)?;
+                }
+                Action::SetStreamPriority { tenant, raised } if self.policy_places().is_some() => {
+                    let Some(r) = self.raised.get_mut(tenant.0 as usize) else {
+                        return Err(self.violation(format!("stream priority of unknown {tenant}")));
+                    };
+                    // kernels already dispatched keep theirs, as on the task engine
+                    *r = raised;
+                }
                 Action::EndQuantum { task } => {
                     if self.online.as_ref().is_some_and(|o| o.task == task) {
                         self.end_quantum()?;
@@ -769,6 +815,7 @@ impl ProgramSim {
 mod cpu;
 mod gpu;
 mod model;
+mod placed;
 mod validate;
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use tessera_core::gate::SliceRule;
 use tessera_core::{Bytes, Nanos};
 use tessera_gpu::concurrent::{Contention, Contexts};
+use tessera_gpu::migration::MigrationCost;
 use tessera_gpu::occupancy::{Launch, SmLimits};
 use tessera_ptx::SliceConfig;
 
@@ -102,6 +103,10 @@ pub struct ProgramTenant {
     /// on the others, which are one GPU).
     #[serde(default)]
     pub gpu: u32,
+    /// Memory it declares when it registers, beyond its largest allocation (DCUDA's
+    /// applications declare theirs; a migration copies it).
+    #[serde(default)]
+    pub declares: Bytes,
     /// What it runs.
     pub program: Program,
 }
@@ -223,6 +228,29 @@ pub struct BlocksDevice {
     pub contexts: Contexts,
     /// Slowdown of co-running kernels beyond SM sharing.
     pub contention: Contention,
+    /// Who decides where a kernel runs.
+    #[serde(default)]
+    pub placing: Placing,
+}
+
+/// Who decides where the block device's kernels run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum Placing {
+    /// Each tenant's kernels run on the GPU it names ([`ProgramTenant::gpu`]) as they
+    /// are launched; the policy decides memory only.
+    #[default]
+    Home,
+    /// The policy, as on the task engine: each launch is a task submitted to it
+    /// ([`tessera_core::Event::TaskSubmitted`], with its launch shape), run on the GPU
+    /// its dispatch names, its end reported; it may move a tenant's running kernels to
+    /// another GPU ([`tessera_core::Action::Migrate`]: they stop, and resume there with
+    /// the blocks they have left after `migration` of the tenant's declared memory,
+    /// [`ProgramTenant::declares`]) and raise a tenant's stream priority for the
+    /// kernels dispatched after (DCUDA's policy).
+    Policy {
+        /// What moving a tenant costs.
+        migration: MigrationCost,
+    },
 }
 
 impl Device {
@@ -320,4 +348,23 @@ pub struct ProgramOutcome {
     pub memory_busy: f64,
     /// The node at the end of every instant something changed (sampled runs only).
     pub samples: Vec<Sample>,
+    /// Per GPU of a block device the policy places ([`Placing::Policy`]; empty
+    /// otherwise): what the task engine measures of a GPU.
+    #[serde(default)]
+    pub placed_gpus: Vec<PlacedGpu>,
+    /// The most threads in a CPU phase at once, on a core or waiting for it.
+    #[serde(default)]
+    pub cpu_phases_at_most: usize,
+}
+
+/// One GPU of a block device the policy places, over the run, as the task engine
+/// measures it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlacedGpu {
+    /// Share of the run with a kernel running (NVSMI's busy fraction).
+    pub busy: f64,
+    /// Share of its SMs in use, over the run (DCUDA §3.2's utilization).
+    pub sm_weighted: f64,
+    /// Tenants with a kernel running beyond the first, integrated: app-seconds.
+    pub extra_app_s: f64,
 }

@@ -50,6 +50,7 @@ fn looping(weight: u32, core: usize, phases: Vec<Phase>) -> ProgramTenant {
         priority: 0,
         arrive: Nanos::ZERO,
         gpu: 0,
+        declares: tessera_core::Bytes(0),
         program: Program::looping(phases),
     }
 }
@@ -317,6 +318,7 @@ fn once(phases: Vec<Phase>) -> ProgramTenant {
         priority: 0,
         arrive: Nanos::ZERO,
         gpu: 0,
+        declares: tessera_core::Bytes(0),
         program: Program::once(phases),
     }
 }
@@ -447,7 +449,7 @@ proptest::proptest! {
                 phases.push(Phase::Drain);
                 phases.push(Phase::Free(Bytes::mib(*mib)));
                 phases.push(Phase::Cpu(us(1)));
-                ProgramTenant { weight: 1, core: 0, priority: *priority, arrive: Nanos::ZERO, gpu: 0, program: Program { phases, rounds: Some(*rounds) } }
+                ProgramTenant { weight: 1, core: 0, priority: *priority, arrive: Nanos::ZERO, gpu: 0, declares: tessera_core::Bytes(0), program: Program { phases, rounds: Some(*rounds) } }
             })
             .collect();
         let policy = PolicyConfig::MemSafe { notification: NotificationPolicy::ALL[notification] }
@@ -517,6 +519,7 @@ fn blocks_node(cores: usize) -> NodeModel {
         limits: tessera_gpu::occupancy::SmLimits::V100,
         contexts: tessera_gpu::concurrent::Contexts::Shared,
         contention: tessera_gpu::concurrent::Contention::default(),
+        placing: Placing::Home,
     });
     m
 }

@@ -28,9 +28,11 @@ mod report;
 mod runs;
 
 use judge::{judge, paired};
-pub use programs::{TESTBED_CORES, as_programs, ends_as_programs};
+pub use programs::{Engine, TESTBED_CORES, as_programs, ends_as_programs};
 pub use report::report;
-pub use runs::{RunCache, fit_contention, light_pairs, light_pairs_started, run_one};
+pub use runs::{
+    RunCache, fit_contention, light_pairs, light_pairs_started, run_one, run_one_on,
+};
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation};
@@ -446,6 +448,16 @@ impl DcudaResults {
 /// The policies compared: the baseline, DCUDA, and DCUDA without its fair slicing (a
 /// diagnostic, not the paper's system: see the report).
 pub const POLICIES: [&str; 3] = ["least-loaded", "dcuda", "dcuda-no-slicing"];
+
+/// DCUDA's parameters for one of [`POLICIES`] with constants `k`.
+pub(crate) fn params(policy: &str, k: &Constants) -> DcudaParams {
+    let paper = DcudaParams { group_slack: k.group_slack, ..DcudaParams::PAPER };
+    match policy {
+        "dcuda" => paper,
+        "dcuda-no-slicing" => DcudaParams { fairness: false, ..paper },
+        _ => DcudaParams::static_placement(InitialPlacement::LeastLoaded),
+    }
+}
 
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
     let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));

@@ -4,14 +4,6 @@
 
 use super::*;
 
-fn params(policy: &str, k: &Constants) -> DcudaParams {
-    let paper = DcudaParams { group_slack: k.group_slack, ..DcudaParams::PAPER };
-    match policy {
-        "dcuda" => paper,
-        "dcuda-no-slicing" => DcudaParams { fairness: false, ..paper },
-        _ => DcudaParams::static_placement(InitialPlacement::LeastLoaded),
-    }
-}
 
 /// The runs made within one experiment, by everything that decides a run: the same
 /// run asked for again (the sensitivity's used values are the main run's first orders;
@@ -69,7 +61,7 @@ impl RunCache {
     }
 }
 
-/// Run one policy on one arrival order at one load.
+/// Run one policy on one arrival order at one load, on the task engine.
 pub fn run_one(
     apps: &[App],
     policy: &str,
@@ -78,25 +70,76 @@ pub fn run_one(
     seed: u64,
     k: &Constants,
 ) -> Result<RunResult, ExperimentError> {
+    run_one_on(apps, policy, load, order_index, seed, k, Engine::Tasks)
+}
+
+/// What a run measured of the node, whichever engine ran it.
+struct NodeMeasures {
+    span: f64,
+    job_end_s: Vec<Option<f64>>,
+    busy: Vec<f64>,
+    sm_weighted: Vec<f64>,
+    extra_app_s: Vec<f64>,
+    max_cpu_phases: usize,
+}
+
+/// [`run_one`] on `engine`.
+pub fn run_one_on(
+    apps: &[App],
+    policy: &str,
+    load: &Load,
+    order_index: usize,
+    seed: u64,
+    k: &Constants,
+    engine: Engine,
+) -> Result<RunResult, ExperimentError> {
     let order = arrival_order(apps.len(), seed, order_index);
     let w = workload(apps, &order, Nanos::from_secs(load.interval_s));
     let report = Arc::new(Mutex::new(DcudaReport::default()));
     let gpus = GpuSpec::uniform(GPUS, GPU_MEMORY);
     let p = Dcuda::new(&gpus, params(policy, k)).with_report(report.clone());
-    let opts = SimOptions {
-        gpus,
-        perf: PerfModel { migration: migration(k.migration_pause_ms), ..PerfModel::default() },
-        keep_latencies: false,
-        event_budget: u64::MAX,
-        sharing: sharing(k.contention),
-        measure_gpus: true,
-        sla_window: None,
-    };
     let trial = format!("{policy}, {} load, order {order_index}", load.name);
-    let m = Simulation::new(&w, Box::new(p), opts)
-        .run()
-        .map_err(|source| ExperimentError::Sim { trial: trial.clone(), source })?;
-    let g = m.gpus.ok_or_else(|| ExperimentError::Config(format!("{trial}: no GPU measures")))?;
+    let g = match engine {
+        Engine::Tasks => {
+            let opts = SimOptions {
+                gpus,
+                perf: PerfModel {
+                    migration: migration(k.migration_pause_ms),
+                    ..PerfModel::default()
+                },
+                keep_latencies: false,
+                event_budget: u64::MAX,
+                sharing: sharing(k.contention),
+                measure_gpus: true,
+                sla_window: None,
+            };
+            let m = Simulation::new(&w, Box::new(p), opts)
+                .run()
+                .map_err(|source| ExperimentError::Sim { trial: trial.clone(), source })?;
+            let g = m
+                .gpus
+                .ok_or_else(|| ExperimentError::Config(format!("{trial}: no GPU measures")))?;
+            NodeMeasures {
+                span: m.makespan_s,
+                job_end_s: g.job_end_s,
+                busy: g.busy,
+                sm_weighted: g.sm_weighted,
+                extra_app_s: g.extra_app_s,
+                max_cpu_phases: g.max_cpu_phases,
+            }
+        }
+        Engine::Programs { cores } => {
+            let out = super::programs::run_placed(&w, Box::new(p), k, cores, &trial)?;
+            NodeMeasures {
+                span: out.duration_ns as f64 / 1e9,
+                job_end_s: out.ended_ns.iter().map(|e| e.map(|ns| ns as f64 / 1e9)).collect(),
+                busy: out.placed_gpus.iter().map(|g| g.busy).collect(),
+                sm_weighted: out.placed_gpus.iter().map(|g| g.sm_weighted).collect(),
+                extra_app_s: out.placed_gpus.iter().map(|g| g.extra_app_s).collect(),
+                max_cpu_phases: out.cpu_phases_at_most,
+            }
+        }
+    };
     let mut normalized = vec![f64::NAN; apps.len()];
     for (job, end) in g.job_end_s.iter().enumerate() {
         let app = order[job];
@@ -109,7 +152,7 @@ pub fn run_one(
     let speeds: Vec<f64> = normalized.iter().map(|x| 1.0 / x).collect();
     let jain = speeds.iter().sum::<f64>().powi(2) / (n * speeds.iter().map(|s| s * s).sum::<f64>());
     let r = report.lock().map(|r| r.clone()).unwrap_or_default();
-    let span = m.makespan_s;
+    let span = g.span;
     // the bands by the monitor's samples of the applications placed on each GPU, as
     // the paper defines utilization (§4.3), so that fair slicing, which holds some of a
     // GPU's applications back, does not count as removing its overload

@@ -58,6 +58,7 @@ pub fn run(k: &Constants) -> Result<LongKernel, ExperimentError> {
         priority: 0,
         arrive: Nanos::ZERO,
         gpu: 0,
+        declares: tessera_core::Bytes(0),
         program: Program::looping(vec![
             Phase::LaunchGrid { alone: Nanos::from_secs(KERNEL_S), grid: GRID },
             Phase::Sync,
@@ -69,6 +70,7 @@ pub fn run(k: &Constants) -> Result<LongKernel, ExperimentError> {
         priority: 0,
         arrive: Nanos::ZERO,
         gpu: 0,
+        declares: tessera_core::Bytes(0),
         program: Program::looping(vec![
             Phase::Cpu(Nanos(20_000)),
             Phase::Launch(Nanos(SHORT_KERNEL_US * 1_000)),

@@ -343,6 +343,7 @@ pub fn run_mixed(
             priority: 0,
             arrive: Nanos::ZERO,
             gpu: 0,
+            declares: tessera_core::Bytes(0),
             program: program(&v.bench, v.sleep_ratio, k),
         })
         .collect();
