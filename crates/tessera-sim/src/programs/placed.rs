@@ -295,9 +295,9 @@ impl ProgramSim {
         }
         self.changed = true;
         self.rearm_shared(to);
-        self.deliver(Event::MigrationDone {
-            tenant: TenantId(thread as u64),
-            to: GpuId(to as u32),
-        })
+        self.deliver(Event::MigrationDone { tenant: TenantId(thread as u64), to: GpuId(to as u32) })
     }
 }
+
+#[cfg(test)]
+mod tests;

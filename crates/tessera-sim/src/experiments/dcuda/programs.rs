@@ -13,8 +13,8 @@
 
 use super::*;
 use crate::programs::{
-    Admission, BlocksDevice, Placing, Coscheduling, CpuModel, Device, NodeModel, Phase, Program, ProgramSim,
-    ProgramTenant, WaitMode,
+    Admission, BlocksDevice, Coscheduling, CpuModel, Device, NodeModel, Phase, Placing, Program,
+    ProgramSim, ProgramTenant, WaitMode,
 };
 use crate::workload::Workload;
 use std::collections::BTreeMap;

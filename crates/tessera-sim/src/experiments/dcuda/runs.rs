@@ -4,7 +4,6 @@
 
 use super::*;
 
-
 /// The runs made within one experiment, by everything that decides a run: the same
 /// run asked for again (the sensitivity's used values are the main run's first orders;
 /// a constant that only the power model reads, or that a policy never consults, leaves
