@@ -28,8 +28,10 @@ impl ProgramSim {
 
     /// The runnable thread of `core` with the least `vruntime` (lowest index on ties).
     pub(super) fn pick(&self, core: usize) -> Option<usize> {
-        (0..self.threads.len())
-            .filter(|i| self.threads[*i].core == core && !self.threads[*i].blocked)
+        self.on_core[core]
+            .iter()
+            .copied()
+            .filter(|i| !self.threads[*i].blocked)
             .min_by(|a, b| {
                 self.threads[*a].vruntime.total_cmp(&self.threads[*b].vruntime).then(a.cmp(b))
             })
@@ -302,8 +304,10 @@ impl ProgramSim {
     /// The least `vruntime` of `core`'s runnable threads other than `i` (infinite if
     /// none).
     pub(super) fn least_vruntime(&self, core: usize, i: usize) -> f64 {
-        (0..self.threads.len())
-            .filter(|j| *j != i && self.threads[*j].core == core && !self.threads[*j].blocked)
+        self.on_core[core]
+            .iter()
+            .copied()
+            .filter(|j| *j != i && !self.threads[*j].blocked)
             .map(|j| self.threads[j].vruntime)
             .fold(f64::INFINITY, f64::min)
     }

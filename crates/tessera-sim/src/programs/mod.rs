@@ -228,6 +228,9 @@ pub struct ProgramSim {
     queue: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
     threads: Vec<Thread>,
     cores: Vec<Core>,
+    /// Per core, the threads pinned to it, in ascending order (a pick scans only
+    /// these: issue 55, the CPU's ticks re-pick every core every millisecond).
+    on_core: Vec<Vec<usize>>,
     /// The device's queue: (thread, kernel length); the front runs unless a
     /// synchronisation is under way.
     device: VecDeque<(usize, Nanos)>,
@@ -364,6 +367,12 @@ impl ProgramSim {
                 generation: 0,
             })
             .collect();
+        let mut on_core = vec![Vec::new(); model.cpu.cores];
+        for (i, t) in tenants.iter().enumerate() {
+            if let Some(c) = on_core.get_mut(t.core) {
+                c.push(i);
+            }
+        }
         Ok(ProgramSim {
             model,
             policy,
@@ -372,6 +381,7 @@ impl ProgramSim {
             queue: BinaryHeap::new(),
             threads,
             cores,
+            on_core,
             device: VecDeque::new(),
             front_since: None,
             syncing: false,
@@ -480,7 +490,13 @@ impl ProgramSim {
             }
             Admission::OnePerCore => self.admit()?,
         }
-        if self.model.cpu.tick > Nanos::ZERO {
+        // With every thread pinned to a core of its own a tick changes nothing: a woken
+        // thread takes its idle core at once, and no two threads' run times are ever
+        // compared (issue 55: DCUDA's twenty applications, each on its own core, spent
+        // a fifth of their run re-picking cores every millisecond)
+        let alone = self.model.admission == Admission::Pinned
+            && self.on_core.iter().all(|c| c.len() <= 1);
+        if self.model.cpu.tick > Nanos::ZERO && !alone {
             self.schedule(self.model.cpu.tick, Ev::CpuTick);
         }
         if let Some(p) = self.policy.tick_interval() {
@@ -709,7 +725,13 @@ impl ProgramSim {
                 return Ok(());
             };
             let Some(i) = self.threads.iter().position(|t| !t.admitted) else { return Ok(()) };
-            self.threads[i].core = core;
+            let old = std::mem::replace(&mut self.threads[i].core, core);
+            if let Some(c) = self.on_core.get_mut(old) {
+                c.retain(|j| *j != i);
+            }
+            let here = &mut self.on_core[core];
+            let at = here.partition_point(|j| *j < i);
+            here.insert(at, i);
             self.register(i)?;
             self.repick(core)?;
         }

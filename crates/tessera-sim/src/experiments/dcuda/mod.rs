@@ -1,10 +1,11 @@
 //! DCUDA's evaluation (§4): twenty applications arriving one every 3, 5 or 7 s in 50
 //! random orders on 4 GPUs, static least-loaded placement against DCUDA (least-loaded
 //! placement, then balancing, compaction and fair slicing on the monitor's samples),
-//! on the task engine's block model (kernels of co-running applications as thread
-//! blocks on the SMs, [`sharing`]), with migration pauses and the power model. Each
-//! application is a program of CPU work and kernel launches
-//! ([`crate::workloads::dcuda`]).
+//! on the block model (kernels of co-running applications as thread blocks on the SMs,
+//! [`sharing`]), with migration pauses and the power model. Each application is a
+//! program of CPU work and kernel launches ([`crate::workloads::dcuda`]), run on the
+//! program engine: its CPU work on a core of the modelled CPU, its kernels with their
+//! launch shapes placed, migrated and sliced by the policy ([`programs`]).
 //!
 //! Energy: the engine integrates each GPU's busy time and its co-located applications;
 //! joules follow from the power model. Its idle draw is the paper's (441 J over a
@@ -343,9 +344,9 @@ pub struct DcudaResults {
     /// the applications' CPU phases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slicing_cause: Option<SlicingCause>,
-    /// The most applications in a CPU phase at once over the main runs, each phase on
-    /// a core of its own in the task engine (against the testbed's 16 cores: whether
-    /// the modelled CPU would have made any of them wait).
+    /// The most applications in a CPU phase at once over the main runs, each on a core
+    /// of its own (against the testbed's 16 cores: whether its scheduler, free to move
+    /// threads between cores, would have made any of them wait).
     #[serde(default)]
     pub cpu_phases_at_most: usize,
 }

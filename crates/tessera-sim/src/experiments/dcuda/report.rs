@@ -56,16 +56,18 @@ pub fn report(r: &DcudaResults) -> String {
     );
     let _ = writeln!(
         s,
-        "Each application's CPU phase runs on a core of its own (the task engine's CPU \
-         phases are delays, not work on a modelled CPU: issue 57's item 11): at most {} \
-         applications were in a CPU phase at once over these runs, against the testbed's \
-         16 cores (two 8-core Xeon E5-2620 v4, §4.1){}.\n",
+        "Each application is a program on the program engine (issue 57's item 11): its \
+         CPU work on a core of its own of the modelled CPU, its kernels with their launch \
+         shapes placed, migrated and sliced by the policy. At most {} applications were \
+         in a CPU phase at once over these runs, against the testbed's 16 cores (two \
+         8-core Xeon E5-2620 v4, §4.1){}.\n",
         r.cpu_phases_at_most,
         if r.cpu_phases_at_most <= 16 {
-            ", so a modelled CPU would have made none of them wait for a core"
+            ", so its scheduler, free to move threads between cores, would have made none \
+             of them wait for a core either"
         } else {
-            ": more than the cores, so some CPU phases would have waited on the testbed \
-             and this model runs them too soon"
+            ": more than the cores, so some CPU work would have waited on the testbed \
+             and this model runs it too soon"
         }
     );
     if let Some(f) = &r.contention_fit {

@@ -60,7 +60,9 @@ impl RunCache {
     }
 }
 
-/// Run one policy on one arrival order at one load, on the task engine.
+/// Run one policy on one arrival order at one load: on the program engine, each
+/// application on a core of its own (see [`super::report`]'s check against the
+/// testbed's 16 cores).
 pub fn run_one(
     apps: &[App],
     policy: &str,
@@ -69,7 +71,7 @@ pub fn run_one(
     seed: u64,
     k: &Constants,
 ) -> Result<RunResult, ExperimentError> {
-    run_one_on(apps, policy, load, order_index, seed, k, Engine::Tasks)
+    run_one_on(apps, policy, load, order_index, seed, k, Engine::Programs { cores: apps.len() })
 }
 
 /// What a run measured of the node, whichever engine ran it.
