@@ -263,11 +263,11 @@ fn a_run_cache_simulates_each_run_once() {
     assert_eq!(cache.counts(), (11, 6));
 }
 
-/// Issue 57 item 11: the task engine runs each CPU phase on a core of its own; the
-/// report counts how many applications were in one at once, against the testbed's 16
-/// cores, so that whether a modelled CPU would have changed anything is a number, not
-/// a claim. Every application's loop has a CPU phase, so at least one ran; never more
-/// than the 20 applications.
+/// Issue 57 item 11: each application runs on a core of its own of the program
+/// engine's modelled CPU; the report counts how many were in a CPU phase at once,
+/// against the testbed's 16 cores, so that whether the testbed's scheduler would have
+/// made any wait is a number, not a claim. Every application's loop has a CPU phase,
+/// so at least one ran; never more than the 20 applications.
 #[test]
 fn the_report_counts_the_cpu_phases_at_once_against_the_testbeds_cores() {
     let r = plain();
@@ -276,7 +276,7 @@ fn the_report_counts_the_cpu_phases_at_once_against_the_testbeds_cores() {
     assert!((1..=20).contains(&most), "{most}");
     let md = report(r);
     assert!(
-        md.contains(&format!("at most {most} applications were in a CPU phase at once")),
+        md.contains(&format!("At most {most} applications were in a CPU phase at once")),
         "{md}"
     );
     assert!(md.contains("testbed's 16 cores"), "{md}");

@@ -28,13 +28,9 @@ impl ProgramSim {
 
     /// The runnable thread of `core` with the least `vruntime` (lowest index on ties).
     pub(super) fn pick(&self, core: usize) -> Option<usize> {
-        self.on_core[core]
-            .iter()
-            .copied()
-            .filter(|i| !self.threads[*i].blocked)
-            .min_by(|a, b| {
-                self.threads[*a].vruntime.total_cmp(&self.threads[*b].vruntime).then(a.cmp(b))
-            })
+        self.on_core[core].iter().copied().filter(|i| !self.threads[*i].blocked).min_by(|a, b| {
+            self.threads[*a].vruntime.total_cmp(&self.threads[*b].vruntime).then(a.cmp(b))
+        })
     }
 
     /// Re-pick the thread of `core` and switch to it if it is another.

@@ -494,8 +494,8 @@ impl ProgramSim {
         // thread takes its idle core at once, and no two threads' run times are ever
         // compared (issue 55: DCUDA's twenty applications, each on its own core, spent
         // a fifth of their run re-picking cores every millisecond)
-        let alone = self.model.admission == Admission::Pinned
-            && self.on_core.iter().all(|c| c.len() <= 1);
+        let alone =
+            self.model.admission == Admission::Pinned && self.on_core.iter().all(|c| c.len() <= 1);
         if self.model.cpu.tick > Nanos::ZERO && !alone {
             self.schedule(self.model.cpu.tick, Ev::CpuTick);
         }
