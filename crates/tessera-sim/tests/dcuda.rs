@@ -263,11 +263,10 @@ fn a_run_cache_simulates_each_run_once() {
     assert_eq!(cache.counts(), (11, 6));
 }
 
-/// Issue 57 item 11: each application runs on a core of its own of the program
-/// engine's modelled CPU; the report counts how many were in a CPU phase at once,
-/// against the testbed's 16 cores, so that whether the testbed's scheduler would have
-/// made any wait is a number, not a claim. Every application's loop has a CPU phase,
-/// so at least one ran; never more than the 20 applications.
+/// Issue 57 item 11: the applications run on the program engine's model of the
+/// testbed's 16 cores; the report counts how many were in a CPU phase at once, so
+/// that whether any waited for a core is a number, not a claim. Every application's
+/// loop has a CPU phase, so at least one ran; never more than the 20 applications.
 #[test]
 fn the_report_counts_the_cpu_phases_at_once_against_the_testbeds_cores() {
     let r = plain();

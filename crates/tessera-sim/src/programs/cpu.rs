@@ -279,6 +279,7 @@ impl ProgramSim {
         if !self.threads[i].blocked || self.threads[i].sleeping_until.is_some() {
             return Ok(());
         }
+        self.move_to_an_idle_core(i);
         let core = self.threads[i].core;
         self.settle(core);
         let floor = self.least_vruntime(core, i);
@@ -295,6 +296,46 @@ impl ProgramSim {
             t.vruntime = t.vruntime.max(floor - lag);
         }
         self.maybe_preempt(core, i)
+    }
+
+    /// With [`Admission::Floating`], thread `i` (not runnable yet) moves to the lowest
+    /// core with no runnable thread if its own has one.
+    pub(super) fn move_to_an_idle_core(&mut self, i: usize) {
+        if self.model.admission != Admission::Floating {
+            return;
+        }
+        let idle = |c: usize, s: &ProgramSim| {
+            s.on_core[c].iter().all(|j| *j == i || s.threads[*j].blocked)
+        };
+        let own = self.threads[i].core;
+        if idle(own, self) {
+            return;
+        }
+        let Some(to) = (0..self.cores.len()).find(|c| idle(*c, self)) else { return };
+        self.on_core[own].retain(|j| *j != i);
+        let here = &mut self.on_core[to];
+        let at = here.partition_point(|j| *j < i);
+        here.insert(at, i);
+        self.threads[i].core = to;
+    }
+
+    /// Whether a CPU tick can change anything: a core with two runnable threads, or a
+    /// runnable thread not on its core, or one whose run time is weighted (splitting
+    /// its accounting at the tick rounds differently). Otherwise every re-pick keeps
+    /// the running thread, and its run time — whole nanoseconds at weight 1 — sums
+    /// exactly however it is split, so the tick is passed over (issue 55).
+    pub(super) fn tick_matters(&self) -> bool {
+        self.on_core.iter().enumerate().any(|(c, on)| {
+            let mut runnable = on.iter().filter(|j| !self.threads[**j].blocked);
+            match (runnable.next(), runnable.next()) {
+                (None, _) => false,
+                (Some(_), Some(_)) => true,
+                (Some(&j), None) => {
+                    let t = &self.threads[j];
+                    self.cores[c].current != Some(j) || t.weight * t.boost != 1.0
+                }
+            }
+        })
     }
 
     /// The least `vruntime` of `core`'s runnable threads other than `i` (infinite if

@@ -477,7 +477,7 @@ impl ProgramSim {
 
     fn start(&mut self) -> Result<(), SimError> {
         match self.model.admission {
-            Admission::Pinned => {
+            Admission::Pinned | Admission::Floating => {
                 for i in 0..self.threads.len() {
                     match self.arrivals[i] {
                         Nanos::ZERO => self.register(i)?,
@@ -553,10 +553,27 @@ impl ProgramSim {
                     }
                 }
                 Ev::CpuTick => {
-                    for c in 0..self.cores.len() {
-                        self.repick(c)?;
+                    let tick = self.model.cpu.tick;
+                    let mut at = self.now + tick;
+                    if self.tick_matters() {
+                        for c in 0..self.cores.len() {
+                            self.repick(c)?;
+                        }
+                    } else if let Some(&Reverse((next, _, _))) = self.queue.peek()
+                        // a run for a duration counts the ticks up to its end only
+                        && let next = until.map_or(next, |d| next.min(d + Nanos(1)))
+                        && next > at
+                    {
+                        // nothing changes before the next event, so neither do the ticks
+                        // before it: the next one that can is the first at or after it,
+                        // after it (as the task engine passes quiet ticks over). They
+                        // are counted, and take their sequence numbers, as if delivered.
+                        let skipped = (next - self.now).0.div_ceil(tick.0) - 1;
+                        at = self.now + Nanos(skipped * tick.0 + tick.0);
+                        self.events += skipped;
+                        self.seq += skipped;
                     }
-                    self.schedule(self.now + self.model.cpu.tick, Ev::CpuTick);
+                    self.schedule(at, Ev::CpuTick);
                 }
                 Ev::Arrives(t) => {
                     self.changed = true;
@@ -702,6 +719,7 @@ impl ProgramSim {
     /// least `vruntime`, not at 0, which would let it win every pick until it first
     /// blocks; it preempts the running thread only as a woken one would.
     fn arrive(&mut self, i: usize) -> Result<(), SimError> {
+        self.move_to_an_idle_core(i);
         let core = self.threads[i].core;
         self.settle(core);
         let floor = self.least_vruntime(core, i);

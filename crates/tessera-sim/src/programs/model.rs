@@ -277,8 +277,14 @@ pub struct QueueDevice {
 /// When tenants start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Admission {
-    /// All at time 0, each thread on the core it is pinned to.
+    /// All at time 0 (or at their arrival), each thread on the core it is pinned to.
     Pinned,
+    /// As [`Admission::Pinned`], each thread first on the core it names; a thread
+    /// woken or arriving while that core has a runnable thread moves to the lowest
+    /// core with none, as Linux's wake-up placement picks an idle CPU for a woken
+    /// task (`select_idle_sibling`); with none idle it stays and waits its turn. A
+    /// busy thread is never moved (no periodic load balancing).
+    Floating,
     /// In order, each on the lowest core no running tenant holds, as cores free up: a
     /// batch queue of one job per core (schedGPU §6). Programs must end (`rounds`).
     OnePerCore,

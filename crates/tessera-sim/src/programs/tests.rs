@@ -658,7 +658,8 @@ fn kernels_a_device_cannot_run_are_refused_up_front() {
 /// A pinned tenant that arrives late starts then, and at its core's least run time
 /// (CFS's placement of a new thread), so it does not take the core from the running
 /// thread at once: two CPU-bound programs of 10 ms, the second arriving at 2 ms on the
-/// same core, share it from then; with no one else on the core it runs at once.
+/// same core, share it from then; with no one else on the core it runs at once. A
+/// floating one goes to an idle core if there is one.
 #[test]
 fn a_late_tenant_starts_at_its_arrival_behind_the_running_thread() {
     let cpu = |core, arrive| ProgramTenant { core, arrive, ..once(vec![Phase::Cpu(us(10_000))]) };
@@ -679,6 +680,17 @@ fn a_late_tenant_starts_at_its_arrival_behind_the_running_thread() {
     // left, the newcomer with 10; a newcomer at run time 0 would instead take the core for its
     // first 2 ms, and the first would end at 19 ms
     assert_eq!(out.ended_ns, vec![Some(17_000_000), Some(20_000_000)]);
+    // floating, the newcomer named to the busy core 0 takes idle core 1 at once, and
+    // each ends its 10 ms of work 10 ms after it started; with no idle core it stays
+    model.admission = Admission::Floating;
+    let out = ProgramSim::new(&[cpu(0, Nanos::ZERO), cpu(0, us(2_000))], model, memsafe())
+        .unwrap()
+        .run_to_end()
+        .unwrap();
+    assert_eq!(out.ended_ns, vec![Some(10_000_000), Some(12_000_000)]);
+    let three = [cpu(0, Nanos::ZERO), cpu(1, Nanos::ZERO), cpu(0, us(2_000))];
+    let out = ProgramSim::new(&three, model, memsafe()).unwrap().run_to_end().unwrap();
+    assert_eq!(out.ended_ns, vec![Some(17_000_000), Some(10_000_000), Some(20_000_000)]);
 }
 
 /// The block device's GPUs are apart: a big kernel on GPU 0 does not hold up a small

@@ -4,8 +4,9 @@
 //! on the block model (kernels of co-running applications as thread blocks on the SMs,
 //! [`sharing`]), with migration pauses and the power model. Each application is a
 //! program of CPU work and kernel launches ([`crate::workloads::dcuda`]), run on the
-//! program engine: its CPU work on a core of the modelled CPU, its kernels with their
-//! launch shapes placed, migrated and sliced by the policy ([`programs`]).
+//! program engine: its CPU work on the testbed's 16 cores of the modelled CPU, its
+//! kernels with their launch shapes placed, migrated and sliced by the policy
+//! ([`programs`]).
 //!
 //! Energy: the engine integrates each GPU's busy time and its co-located applications;
 //! joules follow from the power model. Its idle draw is the paper's (441 J over a
@@ -344,9 +345,8 @@ pub struct DcudaResults {
     /// the applications' CPU phases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slicing_cause: Option<SlicingCause>,
-    /// The most applications in a CPU phase at once over the main runs, each on a core
-    /// of its own (against the testbed's 16 cores: whether its scheduler, free to move
-    /// threads between cores, would have made any of them wait).
+    /// The most applications in a CPU phase at once over the main runs, on the
+    /// testbed's 16 cores (above 16, some waited for a core).
     #[serde(default)]
     pub cpu_phases_at_most: usize,
 }

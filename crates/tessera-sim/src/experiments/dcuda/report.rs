@@ -57,17 +57,16 @@ pub fn report(r: &DcudaResults) -> String {
     let _ = writeln!(
         s,
         "Each application is a program on the program engine (issue 57's item 11): its \
-         CPU work on a core of its own of the modelled CPU, its kernels with their launch \
+         CPU work on the testbed's 16 cores (two 8-core Xeon E5-2620 v4, §4.1), a woken \
+         thread placed on an idle core as Linux places it, its kernels with their launch \
          shapes placed, migrated and sliced by the policy. At most {} applications were \
-         in a CPU phase at once over these runs, against the testbed's 16 cores (two \
-         8-core Xeon E5-2620 v4, §4.1){}.\n",
+         in a CPU phase at once over these runs{}.\n",
         r.cpu_phases_at_most,
         if r.cpu_phases_at_most <= 16 {
-            ", so its scheduler, free to move threads between cores, would have made none \
-             of them wait for a core either"
+            ", so none waited for a core: the runs equal the task engine's, whose CPU \
+             phases are delays (checked in `dcuda::programs`' tests)"
         } else {
-            ": more than the cores, so some CPU work would have waited on the testbed \
-             and this model runs it too soon"
+            ": more than the cores, so some waited for one"
         }
     );
     if let Some(f) = &r.contention_fit {

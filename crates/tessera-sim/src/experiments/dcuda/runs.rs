@@ -60,9 +60,8 @@ impl RunCache {
     }
 }
 
-/// Run one policy on one arrival order at one load: on the program engine, each
-/// application on a core of its own (see [`super::report`]'s check against the
-/// testbed's 16 cores).
+/// Run one policy on one arrival order at one load: on the program engine, on the
+/// testbed's 16 cores, a woken application's thread placed on an idle core.
 pub fn run_one(
     apps: &[App],
     policy: &str,
@@ -71,7 +70,8 @@ pub fn run_one(
     seed: u64,
     k: &Constants,
 ) -> Result<RunResult, ExperimentError> {
-    run_one_on(apps, policy, load, order_index, seed, k, Engine::Programs { cores: apps.len() })
+    let testbed = Engine::Programs { cores: TESTBED_CORES, pinned: false };
+    run_one_on(apps, policy, load, order_index, seed, k, testbed)
 }
 
 /// What a run measured of the node, whichever engine ran it.
@@ -129,8 +129,8 @@ pub fn run_one_on(
                 max_cpu_phases: g.max_cpu_phases,
             }
         }
-        Engine::Programs { cores } => {
-            let out = super::programs::run_placed(&w, Box::new(p), k, cores, &trial)?;
+        Engine::Programs { cores, pinned } => {
+            let out = super::programs::run_placed(&w, Box::new(p), k, (cores, pinned), &trial)?;
             NodeMeasures {
                 span: out.duration_ns as f64 / 1e9,
                 job_end_s: out.ended_ns.iter().map(|e| e.map(|ns| ns as f64 / 1e9)).collect(),
