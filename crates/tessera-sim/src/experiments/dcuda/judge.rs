@@ -187,8 +187,8 @@ pub(super) fn judge(r: &DcudaResults) -> Vec<Claim> {
     c.push(Claim::judge(
         "s2.2-light-pairs",
         &format!(
-            "every pair of the {LIGHT_APPS} applications of least mean demand, started together \
-             on one GPU"
+            "every pair of the {LIGHT_APPS} applications of least mean demand on one GPU, the \
+             second started half an iteration after the first"
         ),
         "§2.2",
         "lightweight applications running concurrently on one GPU slow by less than 2% \
