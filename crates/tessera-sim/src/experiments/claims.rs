@@ -100,17 +100,17 @@ impl Test {
             }
             Test::RatioAtLeast { paper, factor } => {
                 format!(
-                    ">= {:.1}x (paper {}x within a factor {})",
-                    paper / factor,
+                    ">= {}x (paper {}x within a factor {})",
+                    short(paper / factor),
                     short(paper),
                     short(factor)
                 )
             }
             Test::RatioNear { paper, factor } => {
                 format!(
-                    "{:.1}x to {:.1}x (paper {}x within a factor {} either way)",
-                    paper / factor,
-                    paper * factor,
+                    "{}x to {}x (paper {}x within a factor {} either way)",
+                    short(paper / factor),
+                    short(paper * factor),
                     short(paper),
                     short(factor)
                 )
@@ -145,7 +145,8 @@ impl Unit {
     pub fn show(self, x: f64) -> String {
         match self {
             Unit::Percent => format!("{:.1}%", 100.0 * x),
-            Unit::Ratio => format!("{x:.1}x"),
+            // two decimals: a tolerance of 0.04 about 1.01 is read off the value
+            Unit::Ratio => format!("{x:.2}x"),
             Unit::Fraction => format!("{x:.2}"),
             Unit::Seconds => format!("{x:.1} s"),
             Unit::Count => format!("{x:.0}"),
@@ -159,7 +160,8 @@ impl Unit {
                 let points = format!("{:.1}", 100.0 * x);
                 format!("{} points", points.strip_suffix(".0").unwrap_or(&points))
             }
-            Unit::Ratio => format!("{x:.1}"),
+            // a tolerance of 0.04 is not "0.0"
+            Unit::Ratio => short(x),
             Unit::Fraction => format!("{x:.2}"),
             Unit::Seconds => format!("{x:.1} s"),
             Unit::Count => format!("{x:.0}"),

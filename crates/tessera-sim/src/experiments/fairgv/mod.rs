@@ -96,6 +96,11 @@ pub struct Row {
     pub gpu_busy: f64,
     /// vCPU switches per simulated second.
     pub switches_per_s: f64,
+    /// The program alone under this scheduler (one VM, one core), its run time over
+    /// the native run's (Figure 7 / §5.2's standalone overhead; 1.0 under Credit-poll,
+    /// which is the native run).
+    #[serde(default)]
+    pub standalone: f64,
 }
 
 /// Figure 10: one sleep ratio under one scheduler.
@@ -359,6 +364,7 @@ fn measure(seconds: f64, k: Constants) -> Result<FairgvResults, ExperimentError>
                     overhead: ideal.iter().sum::<f64>() / measured.max(1e-9),
                     gpu_busy: out.gpu_busy,
                     switches_per_s: out.switches as f64 / seconds,
+                    standalone: native_calls as f64 / (alone_calls as f64).max(1.0),
                 });
             }
         }
