@@ -415,6 +415,27 @@ fn gpulets_interference_is_deterministic_and_judged() {
     for s in [paper, v100] {
         assert!(s.gpulet_int <= s.scenarios && s.sbp <= s.scenarios);
     }
+    // issue 57 item 4: Figure 13's "every rate it calls schedulable" judged on every
+    // scenario gpulet+int schedules (of those judged), not the five heaviest
+    for set in &a.sets {
+        let every = &set.every;
+        assert_eq!(every.served, set.schedulability.gpulet_int, "{}", set.set);
+        assert!(every.served > 5, "{}: more than the five heaviest", set.set);
+        let c = a.claims.iter().find(|c| c.id == format!("fig13-{}", set.set)).unwrap();
+        assert_eq!(c.ours, Some(every.worst), "{}", c.id);
+        assert_eq!(c.verdict == Verdict::Holds, every.over_1pct == 0, "{}", c.id);
+        assert!(every.worst >= every.mean, "{every:?}");
+    }
+    // two-sided where the paper gives a value (issue 57 item 4)
+    for id in ["fig9-90", "fig9-95", "fig12-sbp", "fig12-gslice", "fig16", "fig14"] {
+        let c = a.claims.iter().find(|c| c.id == id).unwrap();
+        assert!(matches!(c.test, Test::Near { .. }), "{id}: {:?}", c.test);
+    }
+    for c in a.claims.iter().filter(|c| c.id.starts_with("fig15-")) {
+        assert!(matches!(c.test, Test::Near { .. }), "{}: {:?}", c.id, c.test);
+    }
+    let game = a.claims.iter().find(|c| c.id == "fig12-game").unwrap();
+    assert!(matches!(game.test, Test::RatioNear { .. }), "{:?}", game.test);
     assert_eq!(a.comparisons[0].ours, Some(e.p90));
     assert!(run(&GpuletsConfig { scale: 0.0, ..short(1) }).is_err(), "a scale of 0 is refused");
     // the run's fit is the seed's split's (so another seed's split, fitted alone without

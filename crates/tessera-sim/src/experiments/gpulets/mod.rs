@@ -268,6 +268,28 @@ pub struct SetResults {
     pub schedulability: schedulability::Schedulability,
     /// Serving the heaviest schedulable scenarios (Figure 13's measure).
     pub serving: Vec<ServingRow>,
+    /// Every scenario gpulet+int calls schedulable, served (Figure 13's "every rate it
+    /// calls schedulable", issue 57 item 4).
+    #[serde(default)]
+    pub every: EveryScenario,
+}
+
+/// Every scenario gpulet+int schedules, each served on its schedule.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EveryScenario {
+    /// Simulated seconds each scenario is served.
+    pub seconds: f64,
+    /// Scenarios served (those gpulet+int schedules, of those judged).
+    pub served: usize,
+    /// Requests answered over all of them.
+    pub requests: usize,
+    /// Scenarios whose violations exceed 1%.
+    pub over_1pct: usize,
+    /// The mean of the scenarios' violations.
+    pub mean: f64,
+    /// The worst scenario's violation and rates.
+    pub worst: f64,
+    pub worst_rates: Vec<f64>,
 }
 
 /// Everything the run measured.
@@ -335,7 +357,56 @@ fn on_set(set: &ProfileSet<'_>, seed: u64, scale: f64) -> Result<SetResults, Exp
         // a shorter run judges every `1 / scale`-th scenario
         schedulability: schedulability::run(set, 4, (1.0 / scale).round().max(1.0) as usize),
         serving: serve_heaviest(set, seed)?,
+        every: serve_every(set, seed, scale)?,
     })
+}
+
+/// Simulated seconds each of [`serve_every`]'s scenarios is served (at scale 1): 5 s, so
+/// that the 1,528 servings of the run and its sensitivity re-runs (646 of the `paper` set
+/// twice, 236 of the `v100` set) stay within issue 55's minute (10 s took the run from 32 to
+/// 67 s of CPU).
+pub const EVERY_SECONDS: f64 = 5.0;
+
+/// Serve every scenario gpulet+int schedules (every `1 / scale`-th, as the
+/// schedulability count judges them) for [`EVERY_SECONDS`] times `scale`, in parallel
+/// (each scenario's arrivals seeded alike, so the result does not depend on the
+/// threads).
+fn serve_every(set: &ProfileSet<'_>, seed: u64, scale: f64) -> Result<EveryScenario, ExperimentError> {
+    use rayon::prelude::*;
+    let n = set.models.len();
+    let opts = schedulability::paper_options(4);
+    let kinds: Vec<usize> = (0..n).collect();
+    let node =
+        serving::Node { set, models: &kinds, slo_ms: &set.slo_ms, world: World::Measured, gpus: 4 };
+    let stride = (1.0 / scale).round().max(1.0) as usize;
+    let seconds = EVERY_SECONDS * scale;
+    let codes: Vec<usize> = (1..schedulability::RATES.len().pow(n as u32)).step_by(stride).collect();
+    let served: Vec<(Vec<f64>, serving::Served)> = codes
+        .par_iter()
+        .map(|&code| {
+            let rates = schedulability::scenario(code, n);
+            let models = schedulability::set_models(set, &rates);
+            let Ok(schedule) = elastic_partitioning(&models, &opts, set) else { return Ok(None) };
+            let served = serving::serve(&node, &rates, &schedule, seconds, seed).map_err(|source| {
+                ExperimentError::Sim { trial: format!("serving {rates:?}"), source }
+            })?;
+            Ok(Some((rates, served)))
+        })
+        .collect::<Result<Vec<_>, ExperimentError>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut every = EveryScenario { seconds, served: served.len(), ..EveryScenario::default() };
+    for (rates, s) in &served {
+        every.requests += s.requests;
+        every.over_1pct += usize::from(s.violation > 0.01);
+        every.mean += s.violation / served.len() as f64;
+        if s.violation > every.worst || every.worst_rates.is_empty() {
+            every.worst = s.violation;
+            every.worst_rates = rates.clone();
+        }
+    }
+    Ok(every)
 }
 
 /// Build the `paper` profile set (with the authors' interference coefficients) and hand
@@ -415,7 +486,8 @@ fn measure(
             "V100, 30% validation",
             "§4.4, Figure 9",
             "90% of interference predictions are within 10.26% error",
-            Test::AtMost { paper: 0.1026, tolerance: 0.05 },
+            // two-sided (issue 57): an error far below the paper's is another fit's
+            Test::Near { paper: 0.1026, tolerance: 0.05 },
             Unit::Percent,
             Some(fitted_errors.p90),
             format!("our 90th-percentile error over {} validation samples", validation.len()),
@@ -425,7 +497,8 @@ fn measure(
             "V100, 30% validation",
             "§4.4, Figure 9",
             "95% of interference predictions are within 13.98% error",
-            Test::AtMost { paper: 0.1398, tolerance: 0.05 },
+            // two-sided (issue 57): an error far below the paper's is another fit's
+            Test::Near { paper: 0.1398, tolerance: 0.05 },
             Unit::Percent,
             Some(fitted_errors.p95),
             format!("our 95th-percentile error over {} validation samples", validation.len()),
@@ -438,7 +511,7 @@ fn measure(
         "paper models, 4 GPUs, 1,800 s of fluctuating Poisson rates, rescheduled every 20 s",
         "§6.2, Figure 14",
         "with rates rising and falling, only 0.14% of requests violate their SLO",
-        Test::AtMost { paper: 0.0014, tolerance: 0.01 },
+        Test::Near { paper: 0.0014, tolerance: 0.01 },
         Unit::Percent,
         Some(fluctuating.violation),
         format!(
