@@ -76,6 +76,52 @@ impl SliceRule {
     }
 }
 
+/// A slice's holder as its gate sees it at one look, with nothing of it under way on the
+/// CPU side (no launch being issued, no measurement running).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// The slice is over: its accounting is used up, or the scheduler ended it.
+    pub ended: bool,
+    /// Launches counted at the mean have not been measured yet.
+    pub unmeasured: bool,
+    /// How long the holder has been quiet: since its last launch while launches are
+    /// unmeasured; since it last had anything in flight (or its measurement ended)
+    /// otherwise. `None` for a holder that is not quiet (it has work to launch, or its
+    /// gate does not give an idle slice back).
+    pub quiet_for: Option<Nanos>,
+}
+
+/// What the gate does next ([`SliceRule::step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing yet: the slice is kept.
+    Keep,
+    /// Wait for the launches counted at the mean, measuring them (a synchronisation);
+    /// an ended slice is given back after it, a live one held again from its end.
+    Measure,
+    /// Give the slice back now.
+    GiveBack,
+}
+
+impl SliceRule {
+    /// The gate's state machine, one look at a time: both the interposer's watcher and
+    /// the simulator's program engine take their decisions here. An ended slice is
+    /// given back once its launches are measured; a live one whose holder is quiet for
+    /// the hold first has its launches measured (the hold starts again), then — quiet
+    /// for the hold with nothing unmeasured — is given back (work conserving).
+    pub fn step(&self, h: Holder) -> Step {
+        match (h.ended, h.unmeasured) {
+            (true, true) => Step::Measure,
+            (true, false) => Step::GiveBack,
+            (false, true) if h.quiet_for.is_some_and(|q| self.gives_back_idle(q)) => Step::Measure,
+            (false, false) if h.quiet_for.is_some_and(|q| self.gives_back_idle(q)) => {
+                Step::GiveBack
+            }
+            (false, _) => Step::Keep,
+        }
+    }
+}
+
 impl Default for SliceRule {
     fn default() -> Self {
         SliceRule::DEFAULT
@@ -107,6 +153,31 @@ mod tests {
         assert!(SliceRule::used_up(used + Nanos(mean.0 * n), slice));
         assert_eq!(SliceRule::launches_left(slice, slice, mean), 0);
         assert_eq!(SliceRule::launches_left(Nanos(0), Nanos(600), Nanos(200)), 3);
+    }
+
+    #[test]
+    fn the_gates_steps_measure_before_they_give_back() {
+        let r = SliceRule::DEFAULT;
+        let h = |ended, unmeasured, quiet_ms: u64| Holder {
+            ended,
+            unmeasured,
+            quiet_for: Some(Nanos(quiet_ms * 1_000_000)),
+        };
+        // an ended slice: measured first if it must be, then given back at once
+        assert_eq!(r.step(h(true, true, 0)), Step::Measure);
+        assert_eq!(r.step(h(true, false, 0)), Step::GiveBack);
+        // a live one: kept until quiet for the hold, then measured, then given back
+        assert_eq!(r.step(h(false, true, 1)), Step::Keep);
+        assert_eq!(r.step(h(false, true, 2)), Step::Measure);
+        assert_eq!(r.step(h(false, false, 1)), Step::Keep);
+        assert_eq!(r.step(h(false, false, 2)), Step::GiveBack);
+        // a holder with work to launch is not quiet, even under a hold of nothing
+        let at_once = SliceRule { idle_hold: Nanos::ZERO, ..r };
+        assert_eq!(at_once.step(h(false, false, 0)), Step::GiveBack);
+        let busy = Holder { quiet_for: None, ..h(false, false, 0) };
+        assert_eq!(at_once.step(busy), Step::Keep);
+        assert_eq!(at_once.step(Holder { unmeasured: true, ..busy }), Step::Keep);
+        assert_eq!(at_once.step(Holder { ended: true, ..busy }), Step::GiveBack);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tessera_client::region::{LaunchFacts, epoch_ns, reason};
 use tessera_client::{ClientError, Outcome};
-use tessera_core::gate::SliceRule;
+use tessera_core::gate::{Holder, SliceRule, Step};
 use tessera_core::units::Nanos;
 use tessera_driver::CuResult;
 
@@ -343,18 +343,27 @@ impl Tenant {
     pub fn watch(&self, quiet: &mut (u64, u64)) {
         let session = self.session();
         let now = epoch_ns();
+        let granted = session.region.granted().is_some();
         if self.unsynced.load(Ordering::Relaxed) {
             let launches = self.launches.load(Ordering::Relaxed);
             // a program waiting at its pacing mark is as busy as one launching
-            if session.region.granted().is_some()
-                && (launches != quiet.0 || self.pacing.load(Ordering::Relaxed))
-            {
+            if granted && (launches != quiet.0 || self.pacing.load(Ordering::Relaxed)) {
                 *quiet = (launches, now);
-            } else if session.region.granted().is_none() {
+                return;
+            }
+            // the decision is the gate's rule's, as in the simulator's program engine
+            let holder = Holder {
+                ended: !granted,
+                unmeasured: true,
+                quiet_for: Some(Nanos(now.saturating_sub(quiet.1))),
+            };
+            if RULE.step(holder) != Step::Measure {
+                return;
+            }
+            if !granted {
                 line(format_args!("work runs past its slice: measured, then owed"));
                 self.give_back(Waiter::Watcher, GiveBack::InFlight);
-            } else if RULE.gives_back_idle(Nanos(now.saturating_sub(quiet.1)))
-                && let Ok(_one) = self.settling.lock()
+            } else if let Ok(_one) = self.settling.lock()
                 && self.in_flight()
             {
                 // nothing launched for the spin budget: wait for what runs, so that the
@@ -365,11 +374,17 @@ impl Tenant {
             }
             return;
         }
+        // a launch under way (or none since the slice was granted) is not quiet
         let idle = self.last_idle.load(Ordering::Relaxed);
-        if idle == 0
-            || session.region.granted().is_none()
-            || !RULE.gives_back_idle(Nanos(now.saturating_sub(idle)))
-        {
+        if idle == 0 || !granted {
+            return;
+        }
+        let holder = Holder {
+            ended: false,
+            unmeasured: false,
+            quiet_for: Some(Nanos(now.saturating_sub(idle))),
+        };
+        if RULE.step(holder) != Step::GiveBack {
             return;
         }
         // claimed: a launch starting now (which clears it) keeps the slice instead

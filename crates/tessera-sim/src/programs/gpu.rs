@@ -3,6 +3,7 @@
 //! coscheduling at a quantum's start and end (see the module above).
 
 use super::*;
+use tessera_core::gate::{Holder, Step};
 
 impl ProgramSim {
     /// Thread `i`'s ring gained a kernel: ask for a quantum, or submit it if online.
@@ -253,7 +254,8 @@ impl ProgramSim {
 
     /// End the online quantum if its gate says it is over: drained, or — work
     /// conserving — idle for the rule's hold. Kernels counted at the mean are
-    /// synchronised (measured) first.
+    /// synchronised (measured) first. The decision is the gate's
+    /// ([`SliceRule::step`](tessera_core::gate::SliceRule::step)), as in the interposer.
     pub(super) fn maybe_release(&mut self) -> Result<(), SimError> {
         let Some(o) = &self.online else { return Ok(()) };
         let Some(Gate::Collaborative { work_conserving, rule, .. }) = self.gate() else {
@@ -263,42 +265,37 @@ impl ProgramSim {
         if t.in_device > 0 || self.syncing {
             return Ok(());
         }
-        let over = if o.draining {
-            true
-        } else if work_conserving && t.ring.is_empty() && o.unsynced_since.is_some() {
-            // kernels counted at the mean, not yet measured: the hold starts once they
-            // are (see `quiet`), as the interposer's watcher waits for them first
-            false
-        } else if work_conserving && t.ring.is_empty() {
-            // nothing in flight, nothing to launch: kept for the hold, then given back
-            let since = o.idle_since.unwrap_or(self.now);
-            if rule.gives_back_idle(self.now - since) {
-                true
-            } else {
-                let generation = o.generation;
-                if o.idle_since.is_none() {
-                    self.schedule(since + rule.idle_hold, Ev::IdleUp(generation));
-                }
+        let unmeasured = o.unsynced_since.is_some();
+        // quiet since it last had anything in flight: only a work-conserving holder with
+        // nothing to launch; unmeasured kernels' quiet runs from the last launch and is
+        // looked at when it may be up (`quiet`), as the interposer's watcher does
+        let quiet_for = (work_conserving && t.ring.is_empty() && !unmeasured)
+            .then(|| self.now - o.idle_since.unwrap_or(self.now));
+        let holder = Holder { ended: o.draining, unmeasured, quiet_for };
+        match rule.step(holder) {
+            Step::Measure => {
                 if let Some(o) = self.online.as_mut() {
-                    o.idle_since = Some(since);
+                    o.draining = true;
                 }
-                false
+                self.start_settling();
+                Ok(())
             }
-        } else {
-            // not work conserving: polls its ring for its whole slice, work or none
-            false
-        };
-        if !over {
-            return Ok(());
+            Step::GiveBack => self.release(),
+            Step::Keep => {
+                if quiet_for.is_some() {
+                    // kept for the hold, then given back
+                    let generation = o.generation;
+                    let since = o.idle_since.unwrap_or(self.now);
+                    if o.idle_since.is_none() {
+                        self.schedule(since + rule.idle_hold, Ev::IdleUp(generation));
+                    }
+                    if let Some(o) = self.online.as_mut() {
+                        o.idle_since = Some(since);
+                    }
+                }
+                Ok(())
+            }
         }
-        if let Some(o) = self.online.as_mut()
-            && o.unsynced_since.is_some()
-        {
-            o.draining = true;
-            self.start_settling();
-            return Ok(());
-        }
-        self.release()
     }
 
     /// The interposer's watcher found no launch for the hold while kernels counted at the
@@ -308,11 +305,12 @@ impl ProgramSim {
         let Some(Gate::Collaborative { rule, .. }) = self.gate() else { return Ok(()) };
         let now = self.now;
         let Some(o) = self.online.as_mut() else { return Ok(()) };
-        if o.draining
-            || o.unsynced_since.is_none()
-            || o.settling
-            || !rule.gives_back_idle(now - o.last_launch)
-        {
+        if o.draining || o.unsynced_since.is_none() || o.settling {
+            return Ok(());
+        }
+        let holder =
+            Holder { ended: false, unmeasured: true, quiet_for: Some(now - o.last_launch) };
+        if rule.step(holder) != Step::Measure {
             return Ok(());
         }
         if self.threads[o.thread].in_device == 0 && !self.syncing {

@@ -371,7 +371,11 @@ pub const EVERY_SECONDS: f64 = 5.0;
 /// schedulability count judges them) for [`EVERY_SECONDS`] times `scale`, in parallel
 /// (each scenario's arrivals seeded alike, so the result does not depend on the
 /// threads).
-fn serve_every(set: &ProfileSet<'_>, seed: u64, scale: f64) -> Result<EveryScenario, ExperimentError> {
+fn serve_every(
+    set: &ProfileSet<'_>,
+    seed: u64,
+    scale: f64,
+) -> Result<EveryScenario, ExperimentError> {
     use rayon::prelude::*;
     let n = set.models.len();
     let opts = schedulability::paper_options(4);
@@ -380,16 +384,18 @@ fn serve_every(set: &ProfileSet<'_>, seed: u64, scale: f64) -> Result<EveryScena
         serving::Node { set, models: &kinds, slo_ms: &set.slo_ms, world: World::Measured, gpus: 4 };
     let stride = (1.0 / scale).round().max(1.0) as usize;
     let seconds = EVERY_SECONDS * scale;
-    let codes: Vec<usize> = (1..schedulability::RATES.len().pow(n as u32)).step_by(stride).collect();
+    let codes: Vec<usize> =
+        (1..schedulability::RATES.len().pow(n as u32)).step_by(stride).collect();
     let served: Vec<(Vec<f64>, serving::Served)> = codes
         .par_iter()
         .map(|&code| {
             let rates = schedulability::scenario(code, n);
             let models = schedulability::set_models(set, &rates);
             let Ok(schedule) = elastic_partitioning(&models, &opts, set) else { return Ok(None) };
-            let served = serving::serve(&node, &rates, &schedule, seconds, seed).map_err(|source| {
-                ExperimentError::Sim { trial: format!("serving {rates:?}"), source }
-            })?;
+            let served =
+                serving::serve(&node, &rates, &schedule, seconds, seed).map_err(|source| {
+                    ExperimentError::Sim { trial: format!("serving {rates:?}"), source }
+                })?;
             Ok(Some((rates, served)))
         })
         .collect::<Result<Vec<_>, ExperimentError>>()?
