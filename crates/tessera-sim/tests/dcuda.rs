@@ -221,6 +221,46 @@ fn the_slicing_section_concludes_from_its_numbers() {
     assert!(!text.contains("That is why DCUDA"), "{text}");
 }
 
+/// Issue 57 item 6: DCUDA's steps added one at a time isolate where its gain and its
+/// loss come from; the daemon's constants stand beside them; the report's conclusion
+/// follows the rows.
+#[test]
+fn dcudas_steps_are_added_one_at_a_time_and_the_report_names_the_one_that_carries_it() {
+    use tessera_sim::experiments::dcuda::{RunCache, STEPS, StepRow, steps};
+    let cfg = plain_config();
+    let rows = steps(&plain().apps, &cfg, 1, &RunCache::default()).unwrap();
+    let labels: Vec<&str> = rows.iter().map(|x| x.policy.as_str()).collect();
+    assert_eq!(labels, STEPS.map(|s| s.0), "each variant its own policy, none a fallback");
+    assert_eq!(rows[0].migrations, 0.0, "least-loaded does not migrate");
+    assert!(rows[1].migrations > 0.0, "step 1 migrates: {:?}", rows[1]);
+    // the variants differ: a name the experiment did not know would run least-loaded
+    for w in rows.windows(2).take(2) {
+        assert_ne!(w[0], StepRow { policy: w[0].policy.clone(), ..w[1].clone() });
+    }
+    let mut r = plain().clone();
+    let row = |policy: &str, over: f64, migrations: f64| StepRow {
+        policy: policy.into(),
+        mean_normalized: 1.2,
+        utilization: 0.6,
+        overloaded: over,
+        qos: 0.7,
+        jain: 0.98,
+        migrations,
+    };
+    r.steps = vec![
+        row("least-loaded", 0.30, 0.0),
+        row("dcuda-balance", 0.25, 10.0),
+        row("dcuda-balance-energy", 0.10, 20.0),
+        row("dcuda-no-priority", 0.10, 20.0),
+        row("dcuda", 0.10, 20.0),
+        row("dcuda-daemon", 0.12, 5.0),
+    ];
+    let text = report(&r);
+    assert!(text.contains("## What each of DCUDA's steps gives"), "{text}");
+    assert!(text.contains("15.0% of 20.0% points come with step 2: compaction"), "{text}");
+    assert!(text.contains("With the daemon's constants"), "{text}");
+}
+
 /// Issue 55: `tessera sim dcuda` asked for about a quarter of its runs twice (the
 /// sensitivity's used values are the main run's first orders; constants that only the
 /// power model reads, or that least-loaded never consults, leave a run as it was). A

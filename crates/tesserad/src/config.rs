@@ -758,6 +758,19 @@ mod tests {
         );
     }
 
+    /// Issue 57 item 6: `tessera sim dcuda` runs DCUDA with the daemon's constants beside
+    /// the paper's (`DcudaParams::DAEMON`); they are the `[dcuda]` section's defaults.
+    #[test]
+    fn the_daemons_dcuda_is_the_one_the_experiment_runs() {
+        use tessera_core::policies::dcuda::DcudaParams;
+        let c = DaemonConfig {
+            policy: PolicyName::LeastLoaded,
+            balance: BalanceName::Dcuda,
+            ..DaemonConfig::default()
+        };
+        assert_eq!(c.dcuda_params(), Some(DcudaParams::DAEMON));
+    }
+
     /// A one-GPU node runs with the default settings: before, the default reservation
     /// of one GPU was refused ("must be smaller than the number of GPUs") and the
     /// daemon did not start.

@@ -120,6 +120,17 @@ impl DcudaParams {
         priority_boost: true,
     };
 
+    /// What tesserad runs with its `[dcuda]` section's defaults (a test there checks
+    /// that they agree): compaction only below the underload threshold, a moved
+    /// application stays at least 1 s, no stream priorities (its executors cannot
+    /// re-create a client's streams with another priority).
+    pub const DAEMON: DcudaParams = DcudaParams {
+        compact_to: 0.9,
+        min_stay: Nanos(1_000_000_000),
+        priority_boost: false,
+        ..Self::PAPER
+    };
+
     /// Static scheduling only (the baseline): `placement`, no migration, no slicing.
     pub fn static_placement(placement: InitialPlacement) -> DcudaParams {
         DcudaParams { placement, balance: false, energy: false, fairness: false, ..Self::PAPER }

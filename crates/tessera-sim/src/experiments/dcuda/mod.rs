@@ -28,11 +28,13 @@ mod judge;
 mod programs;
 mod report;
 mod runs;
+mod steps;
 
 use judge::{judge, paired};
 pub use programs::{Engine, TESTBED_CORES, as_programs, ends_as_programs};
 pub use report::report;
 pub use runs::{RunCache, fit_contention, light_pairs, light_pairs_started, run_one, run_one_on};
+pub use steps::{STEPS, StepRow, steps};
 
 use super::ExperimentError;
 use super::claims::{self, Claim, Comparison, Sensitivity, Test, Unit, Variation};
@@ -345,6 +347,10 @@ pub struct DcudaResults {
     /// the applications' CPU phases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slicing_cause: Option<SlicingCause>,
+    /// What each of DCUDA's steps gives, added one at a time at medium load (issue 57
+    /// item 6; [`steps`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepRow>,
     /// The most applications in a CPU phase at once over the main runs, on the
     /// testbed's 16 cores (above 16, some waited for a core).
     #[serde(default)]
@@ -383,8 +389,9 @@ impl SlicingCause {
 /// applications and constants, the contention as fitted), and say so in the claims'
 /// evidence.
 pub fn add_slicing_cause(r: &mut DcudaResults, cache: &RunCache) -> Result<(), ExperimentError> {
-    r.slicing_cause =
-        slicing_cause(&r.apps, &r.config, r.config.orders.min(SENSITIVITY_ORDERS), cache)?;
+    let orders = r.config.orders.min(SENSITIVITY_ORDERS);
+    r.slicing_cause = slicing_cause(&r.apps, &r.config, orders, cache)?;
+    r.steps = steps(&r.apps, &r.config, orders, cache)?;
     Ok(())
 }
 
@@ -454,6 +461,13 @@ pub(crate) fn params(policy: &str, k: &Constants) -> DcudaParams {
     match policy {
         "dcuda" => paper,
         "dcuda-no-slicing" => DcudaParams { fairness: false, ..paper },
+        // issue 57 item 6's steps, one added at a time
+        "dcuda-balance" => {
+            DcudaParams { energy: false, fairness: false, priority_boost: false, ..paper }
+        }
+        "dcuda-balance-energy" => DcudaParams { fairness: false, priority_boost: false, ..paper },
+        "dcuda-no-priority" => DcudaParams { priority_boost: false, ..paper },
+        "dcuda-daemon" => DcudaParams { group_slack: k.group_slack, ..DcudaParams::DAEMON },
         _ => DcudaParams::static_placement(InitialPlacement::LeastLoaded),
     }
 }
@@ -574,6 +588,7 @@ pub fn run_cached(cfg: &DcudaConfig, cache: &RunCache) -> Result<DcudaResults, E
         contention_fit,
         pairs,
         slicing_cause: None,
+        steps: Vec::new(),
         cpu_phases_at_most,
     };
     r.claims = judge(&r);
