@@ -188,6 +188,28 @@ fn light_pairs_slow_alike_started_together_or_apart() {
     assert!(together < 0.1, "together {together}");
 }
 
+/// Issue 57 item 11: §2.2's light pairs run as programs on the program engine, as the
+/// main runs do; the task engine, which ran them before, is kept as the check: every
+/// pair's slowdowns equal (two applications on 16 cores never wait for a core).
+#[test]
+fn light_pairs_run_as_programs_and_equal_the_task_engines() {
+    use tessera_sim::experiments::dcuda::{Constants, Engine, TESTBED_CORES, light_pairs_on};
+    use tessera_sim::workloads::dcuda::{APPS_CSV, parse_apps};
+    let apps = parse_apps(APPS_CSV).unwrap();
+    let testbed = Engine::Programs { cores: TESTBED_CORES, pinned: false };
+    for k in [Constants::USED, Constants { contention: 0.0, ..Constants::USED }] {
+        let programs = light_pairs_on(&apps, &k, true, testbed).unwrap();
+        let tasks = light_pairs_on(&apps, &k, true, Engine::Tasks).unwrap();
+        assert_eq!(programs.len(), 6, "four light applications, six pairs");
+        for (p, t) in programs.iter().zip(&tasks) {
+            assert_eq!(p.apps, t.apps);
+            for (a, b) in p.slowdown.iter().zip(t.slowdown) {
+                assert!((a - b).abs() < 1e-6, "{p:?} against {t:?}");
+            }
+        }
+    }
+}
+
 /// Issue 57 item 6: the report states why the slicing step loses from the experiment
 /// that isolates it, and its conclusion follows the numbers: slicing's cost with the
 /// CPU phases against without them.

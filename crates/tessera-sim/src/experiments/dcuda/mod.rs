@@ -33,7 +33,9 @@ mod steps;
 use judge::{judge, paired};
 pub use programs::{Engine, TESTBED_CORES, as_programs, ends_as_programs};
 pub use report::report;
-pub use runs::{RunCache, fit_contention, light_pairs, light_pairs_started, run_one, run_one_on};
+pub use runs::{
+    RunCache, fit_contention, light_pairs, light_pairs_on, light_pairs_started, run_one, run_one_on,
+};
 pub use steps::{STEPS, StepRow, steps};
 
 use super::ExperimentError;

@@ -233,14 +233,26 @@ pub fn run_placed(
     w: &Workload,
     policy: Box<dyn Policy>,
     k: &Constants,
+    cores: (usize, bool),
+    trial: &str,
+) -> Result<crate::programs::ProgramOutcome, ExperimentError> {
+    run_placed_on(w, policy, k, cores, GPUS as u32, trial)
+}
+
+/// [`run_placed`] on `gpus` GPUs (§2.2's light pairs share one).
+pub fn run_placed_on(
+    w: &Workload,
+    policy: Box<dyn Policy>,
+    k: &Constants,
     (cores, pinned): (usize, bool),
+    gpus: u32,
     trial: &str,
 ) -> Result<crate::programs::ProgramOutcome, ExperimentError> {
     let mut tenants = as_programs(w, cores, &vec![0; w.jobs.len()])?;
     for (t, job) in tenants.iter_mut().zip(&w.jobs) {
         t.declares = job.tenant.memory;
     }
-    let mut node = node(cores, GPUS as u32, k.contention);
+    let mut node = node(cores, gpus, k.contention);
     if let Device::Blocks(b) = &mut node.device {
         b.placing = Placing::Policy { migration: migration(k.migration_pause_ms) };
     }

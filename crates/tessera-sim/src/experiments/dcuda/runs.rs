@@ -243,6 +243,9 @@ pub fn fit_contention(
 /// was the engine: a kernel found finished by the other's start at the same instant was
 /// collected a wave late, every iteration of a pair in step. Since that fix (2026-11-29)
 /// the pair slows alike started together or apart (4.7% and 4.6%, no contention).
+///
+/// Each pair runs as programs on the program engine (the testbed's 16 cores, the
+/// policy placing the kernels on one GPU), as the main runs do (issue 57 item 11).
 pub fn light_pairs(apps: &[App], k: &Constants) -> Result<Vec<PairRun>, ExperimentError> {
     light_pairs_started(apps, k, true)
 }
@@ -253,6 +256,17 @@ pub fn light_pairs_started(
     apps: &[App],
     k: &Constants,
     apart: bool,
+) -> Result<Vec<PairRun>, ExperimentError> {
+    let testbed = Engine::Programs { cores: TESTBED_CORES, pinned: false };
+    light_pairs_on(apps, k, apart, testbed)
+}
+
+/// [`light_pairs_started`] on `engine` (the task engine kept as a check).
+pub fn light_pairs_on(
+    apps: &[App],
+    k: &Constants,
+    apart: bool,
+    engine: Engine,
 ) -> Result<Vec<PairRun>, ExperimentError> {
     let mut light: Vec<usize> = (0..apps.len()).collect();
     light.sort_by(|a, b| apps[*a].mean_demand().total_cmp(&apps[*b].mean_demand()));
@@ -265,6 +279,19 @@ pub fn light_pairs_started(
         let w = workload(apps, order, stagger(order));
         let gpus = GpuSpec::uniform(1, GPU_MEMORY);
         let p = Dcuda::new(&gpus, params("least-loaded", k));
+        let trial = format!("applications {order:?} together on one GPU");
+        if let Engine::Programs { cores, pinned } = engine {
+            let out =
+                super::programs::run_placed_on(&w, Box::new(p), k, (cores, pinned), 1, &trial)?;
+            return out
+                .ended_ns
+                .iter()
+                .map(|e| {
+                    e.map(|ns| ns as f64 / 1e9)
+                        .ok_or_else(|| ExperimentError::Config(format!("{trial}: did not end")))
+                })
+                .collect();
+        }
         let opts = SimOptions {
             gpus,
             perf: PerfModel::default(),
@@ -274,7 +301,6 @@ pub fn light_pairs_started(
             measure_gpus: true,
             sla_window: None,
         };
-        let trial = format!("applications {order:?} together on one GPU");
         let m = Simulation::new(&w, Box::new(p), opts)
             .run()
             .map_err(|source| ExperimentError::Sim { trial: trial.clone(), source })?;
