@@ -272,4 +272,52 @@ mod tests {
         assert_eq!(occupancy_concurrent(), 48);
         assert!((slowdown_pct(FIT_GRID, &even(FIT_GRID, 1_024), 48) - 9.226_666).abs() < 1e-3);
     }
+
+    /// Issue 57 item 11: the wave model is the block model (`tessera_gpu::concurrent`)
+    /// with its resident-block count fitted. MM whole and as sub-kernels issued one
+    /// after another on one stream of the block model with the TITAN X's SMs (each
+    /// block as long as the whole kernel's blocks, a sub-kernel's time alone what its
+    /// blocks take there): the block model ends them where the wave model at the
+    /// occupancy's 48 says, for Table 4's counts on both grids.
+    #[test]
+    fn the_block_model_at_the_real_occupancy_gives_the_wave_models_slowdown() {
+        use tessera_gpu::concurrent::{ConcurrentGpu, Contention, Contexts, KernelLaunch};
+        let c = occupancy_concurrent();
+        let block_ns: u64 = 2_600_000; // 19.5 s over 7,500 waves
+        // one stream: each sub-kernel starts as the one before ends
+        let run = |parts: &[u64]| -> u64 {
+            let mut g = ConcurrentGpu::new(TITAN_X, Contexts::Shared, Contention::default());
+            let mut now = 0;
+            for (id, b) in parts.iter().enumerate() {
+                let k = KernelLaunch {
+                    context: 0,
+                    launch: Launch { grid_blocks: *b, ..MM_BLOCK },
+                    alone_ns: block_ns * b.div_ceil(c),
+                    priority: 0,
+                };
+                g.start(now, id as u64, k).unwrap();
+                loop {
+                    let t = g.next_event().expect("the sub-kernel runs");
+                    g.advance(t).unwrap();
+                    if let Some((done, at)) = g.pop_finished() {
+                        assert_eq!(done, id as u64);
+                        now = at;
+                        break;
+                    }
+                }
+                assert!(g.is_empty(), "one stream: nothing else runs");
+            }
+            now
+        };
+        for grid in [FIT_GRID, 810_000] {
+            let whole = run(&[grid]);
+            assert_eq!(whole, block_ns * grid.div_ceil(c));
+            for n in [64, 512, 1_024, 4_096] {
+                let parts = even(grid, n);
+                let blocks = 100.0 * (run(&parts) as f64 / whole as f64 - 1.0);
+                let waves = slowdown_pct(grid, &parts, c);
+                assert!((blocks - waves).abs() < 1e-9, "{grid} in {n}: {blocks} against {waves}");
+            }
+        }
+    }
 }
