@@ -36,12 +36,14 @@ use super::queued::QueuedMap;
 /// How long a GPU waits for the tenant whose turn it is to submit its next request
 /// (§3.2.2's work conservation with a spin budget), as the daemon's `--policy fair` and
 /// `tessera sim fairgv` both run it (issue 57: the daemon ran 2 ms while the experiment
-/// judged 50 µs). 50 µs: the experiment's Figure 11 breaks at 200 µs and above (a
-/// foreground beside a background of tiny kernels runs 6.9 times slower than alone,
-/// the GPU idling for whoever's turn it is), and a client on the daemon's rings
-/// resubmits within 23-27 µs at p99 on a busy host (`tessera bench transport`), so
-/// 50 µs keeps a one-request client's turn without idling the GPU for long. The cost:
-/// Figure 8's lowest MMR is 97.8% at 50 µs against 99.7% at 2 ms.
+/// judged 50 µs). 50 µs: when it was chosen (2026-11-28) the experiment's Figure 11
+/// broke at 200 µs and above, the GPU idling for whoever's turn it was. Since the
+/// experiment runs the interposer's gate (issue 57 item 11: an idle slice is held 2 ms
+/// on the client's side), no claim's verdict moves between 20 µs and 2 ms (the report's
+/// sensitivity), so the wait is chosen for what it costs a real node: a tenant that does
+/// not come back idles the GPU at most 50 µs, and a client on the daemon's rings
+/// resubmits within 23-27 µs at p99 on a busy host (`tessera bench transport`), so a
+/// one-request client keeps its turn.
 pub const TURN_WAIT: Nanos = Nanos(50_000);
 
 /// Virtual time: nanoseconds of weight-1 service, scaled by 2^20 so that L / w keeps

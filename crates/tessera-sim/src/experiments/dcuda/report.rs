@@ -306,8 +306,8 @@ fn differences(r: &DcudaResults) -> String {
         / GPUS as f64;
     // beside each failing claim: the run's numbers that bear on it
     let beside = |c: &Claim| -> String {
-        if c.id.starts_with("fig11") || c.id.starts_with("fig12") || c.id.starts_with("fig13") {
-            let cause = r.slicing_cause.as_ref().map_or(String::new(), |x| {
+        if ["fig10", "fig11", "fig12", "fig13", "fig14"].iter().any(|f| c.id.starts_with(f)) {
+            let mut cause = r.slicing_cause.as_ref().map_or(String::new(), |x| {
                 let (with, without) = x.cost();
                 format!(
                     " Slicing costs {:.2}x in run time with the applications' CPU phases and \
@@ -315,6 +315,21 @@ fn differences(r: &DcudaResults) -> String {
                     with, without
                 )
             });
+            // issue 57 item 6: the step that loses what step 1 gains
+            if let (Some(one), Some(two)) = (r.steps.get(1), r.steps.get(2)) {
+                let _ = write!(
+                    cause,
+                    " Step 1's migrations alone run {:.3}x solo with {} within 20%, {} \
+                     overloaded; step 2's compaction takes that to {:.3}x, {}, {} (\"What each \
+                     of DCUDA's steps gives\" above).",
+                    one.mean_normalized,
+                    pct(one.qos),
+                    pct(one.overloaded),
+                    two.mean_normalized,
+                    pct(two.qos),
+                    pct(two.overloaded)
+                );
+            }
             format!(
                 "At medium load DCUDA without its slicing step (a diagnostic) runs {:.2}x solo \
                  (DCUDA {:.2}x, least-loaded {:.2}x), utilization {}, overloaded {}, {} within \

@@ -351,7 +351,11 @@ pub fn report(r: &FairgvResults) -> String {
          fixed vCPU switch; CPU work per call derived from Table 3 (what the kernels leave of \
          each 10 ms); a CFS-like CPU scheduler. Overheads are against the same program run \
          alone natively (one VM on its own core, polling, never gated), as §5.4.1 defines \
-         them. Each claim that does not hold, with the rows it is judged on and the \
+         them. The schedulers other than FairGV are baselines, run with the core's code: \
+         the daemon offers Credit (`--policy credit`) for comparison, not Strict, whose \
+         coscheduling requests are the host's vCPU switches, which a daemon outside the \
+         kernel does not see, and which is unfair under congestion here as in the paper \
+         (`fig9-strict-unfair`). Each claim that does not hold, with the rows it is judged on and the \
          constants of ours that, at their low or high value, make it hold:\n\n{}\n\
          Figure 11's mechanism in this run: with 21 µs background kernels the foreground \
          gets {:.0}% of the GPU's busy time under FairGV. Table 4 is fitted, not predicted, \
