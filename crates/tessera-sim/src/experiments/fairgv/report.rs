@@ -355,7 +355,11 @@ pub fn report(r: &FairgvResults) -> String {
          the daemon offers Credit (`--policy credit`) for comparison, not Strict, whose \
          coscheduling requests are the host's vCPU switches, which a daemon outside the \
          kernel does not see, and which is unfair under congestion here as in the paper \
-         (`fig9-strict-unfair`). Each claim that does not hold, with the rows it is judged on and the \
+         (`fig9-strict-unfair`). The VMs' hybrid spin (`spin`) is the model's, not a \
+         constant tessera ships: under tessera a program's synchronous call waits in the \
+         CUDA driver, which by default spins while the process has no more contexts than \
+         the node has cores and yields otherwise (cudaDeviceScheduleAuto); its sensitivity \
+         is in the table above. Each claim that does not hold, with the rows it is judged on and the \
          constants of ours that, at their low or high value, make it hold:\n\n{}\n\
          Figure 11's mechanism in this run: with 21 µs background kernels the foreground \
          gets {:.0}% of the GPU's busy time under FairGV. Table 4 is fitted, not predicted, \
