@@ -10,6 +10,7 @@
 mod actions;
 mod jobs;
 
+use crate::gpu_meter::GpuMeter;
 use crate::metrics::{GpuMeasures, RunMetrics, TaskEnd, TaskRecord};
 use crate::perf::PerfModel;
 pub use crate::slot_model::Sharing;
@@ -124,32 +125,15 @@ struct GpuSim {
     /// Migrations under way towards this GPU (it may not be reset, repartitioned or
     /// powered down meanwhile).
     incoming: usize,
-    /// Tasks running on any of its slots.
-    active: usize,
-    active_since: Nanos,
-    /// Time with at least one task running (NVSMI's busy time).
-    busy_union: Nanos,
+    /// Time with at least one task running (NVSMI's busy time) and the tenants
+    /// resident beyond the first (the meter the program engine's placed GPUs keep too).
+    meter: GpuMeter,
     /// Summed duration of the runs on it, killed ones included (how the Flexy paper's
     /// NVSMI figures count an exclusive GPU; equal to `busy_union` when exclusive).
     busy: Nanos,
-    /// Tenants (job indices) with tasks running here, and how many.
-    resident: Vec<(usize, u32)>,
     /// Their summed declared memory.
     resident_bytes: u64,
     energy: EnergyMeter,
-    /// Integral of the resident tenants beyond the first, tenant-ns, up to
-    /// `resident_since`.
-    extra_app_ns: u128,
-    resident_since: Nanos,
-}
-
-impl GpuSim {
-    /// Integrate the residency up to `now`, before it changes.
-    fn settle_residency(&mut self, now: Nanos) {
-        let extra = self.resident.len().saturating_sub(1) as u128;
-        self.extra_app_ns += extra * u128::from((now - self.resident_since).0);
-        self.resident_since = now;
-    }
 }
 
 /// A tenant's tasks on their way between GPUs.
@@ -284,15 +268,10 @@ impl<'w> Simulation<'w> {
                 powered: true,
                 power_pending: false,
                 incoming: 0,
-                active: 0,
-                active_since: Nanos::ZERO,
-                busy_union: Nanos::ZERO,
+                meter: GpuMeter::default(),
                 busy: Nanos::ZERO,
-                resident: Vec::new(),
                 resident_bytes: 0,
                 energy: EnergyMeter::new(opts.perf.power, 0),
-                extra_app_ns: 0,
-                resident_since: Nanos::ZERO,
             })
             .collect();
         Simulation {
@@ -483,7 +462,10 @@ impl<'w> Simulation<'w> {
             &tenant_of_job,
             // exclusive: the runs' own durations, as the paper's NVSMI measured; shared:
             // time with anything running (NVSMI's busy fraction; the runs overlap)
-            self.gpus.iter().map(|g| if exclusive { g.busy } else { g.busy_union }).collect(),
+            self.gpus
+                .iter()
+                .map(|g| if exclusive { g.busy } else { g.meter.busy_union() })
+                .collect(),
             span,
             self.counts.resets,
             self.events,
@@ -527,14 +509,14 @@ impl<'w> Simulation<'w> {
                 sm += usage.sm_busy_ns;
                 pieces += usage.piece_ns;
             }
-            m.busy.push(g.busy_union.0 as f64 / span_ns);
+            m.busy.push(g.meter.busy_union().0 as f64 / span_ns);
             m.sm_weighted.push(sm / span_ns);
             m.mean_running.push(pieces / span_ns);
             m.energy_j.push(g.energy.joules(now.0));
             let whole = self.slots[g.whole].model.usage();
             m.load_bands.push(whole.load_ns.map(|ns| ns / span_ns));
-            g.settle_residency(now);
-            m.extra_app_s.push(g.extra_app_ns as f64 / 1e9);
+            g.meter.settle(now);
+            m.extra_app_s.push(g.meter.extra_app_ns() as f64 / 1e9);
         }
         m
     }
@@ -611,22 +593,14 @@ impl<'w> Simulation<'w> {
         let metered = self.opts.measure_gpus;
         self.location[task.0 as usize] = Location::Running(slot);
         let g = &mut self.gpus[gpu.0 as usize];
-        if g.active == 0 {
-            g.active_since = now;
-        }
-        g.active += 1;
+        g.meter.started(now);
         if !self.track_residency {
             return;
         }
-        match g.resident.iter_mut().find(|(j, _)| *j == job) {
-            Some((_, n)) => *n += 1,
-            None => {
-                g.settle_residency(now);
-                g.resident.push((job, 1));
-                g.resident_bytes += bytes;
-                if metered {
-                    g.energy.set(now.0, g.powered, g.resident.len());
-                }
+        if g.meter.joined(now, job) {
+            g.resident_bytes += bytes;
+            if metered {
+                g.energy.set(now.0, g.powered, g.meter.residents());
             }
         }
     }
@@ -640,22 +614,14 @@ impl<'w> Simulation<'w> {
         let metered = self.opts.measure_gpus;
         self.location[task.0 as usize] = Location::Waiting;
         let g = &mut self.gpus[gpu.0 as usize];
-        g.active -= 1;
-        if g.active == 0 {
-            g.busy_union += now - g.active_since;
-        }
+        g.meter.stopped(now);
         if !self.track_residency {
             return;
         }
-        if let Some(i) = g.resident.iter().position(|(j, _)| *j == job) {
-            g.resident[i].1 -= 1;
-            if g.resident[i].1 == 0 {
-                g.settle_residency(now);
-                g.resident.swap_remove(i);
-                g.resident_bytes -= bytes;
-                if metered {
-                    g.energy.set(now.0, g.powered, g.resident.len());
-                }
+        if g.meter.left(now, job) {
+            g.resident_bytes -= bytes;
+            if metered {
+                g.energy.set(now.0, g.powered, g.meter.residents());
             }
         }
     }
@@ -665,7 +631,7 @@ impl<'w> Simulation<'w> {
     fn resident_memory(&self, gpu: GpuId, extra_job: usize) -> u64 {
         let g = &self.gpus[gpu.0 as usize];
         let extra = self.workload.jobs[extra_job].tenant.memory.0;
-        if extra == 0 || g.resident.iter().any(|(j, _)| *j == extra_job) {
+        if extra == 0 || g.meter.is_resident(extra_job) {
             g.resident_bytes
         } else {
             g.resident_bytes + extra

@@ -18,6 +18,7 @@
 
 pub mod engine;
 pub mod experiments;
+mod gpu_meter;
 pub mod metrics;
 pub mod perf;
 pub mod plot;

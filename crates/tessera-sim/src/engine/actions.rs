@@ -473,7 +473,7 @@ impl Simulation<'_> {
                 "{gpu} power change to {powered} while already so or changing"
             )));
         }
-        if !powered && (g.active > 0 || g.resetting || g.incoming > 0 || g.repartitioning) {
+        if !powered && (g.meter.active() > 0 || g.resetting || g.incoming > 0 || g.repartitioning) {
             return Err(self.violation(format!("{gpu} powered down while in use")));
         }
         let g = &mut self.gpus[gpu.0 as usize];

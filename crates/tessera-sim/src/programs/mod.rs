@@ -271,7 +271,7 @@ pub struct ProgramSim {
     /// Per thread, the memory its tenant declares.
     declared: Vec<Bytes>,
     /// Per GPU, what the task engine measures of it (placed kernels only).
-    meters: Vec<placed::GpuMeter>,
+    meters: Vec<crate::gpu_meter::GpuMeter>,
     /// Threads in a CPU phase now, and the most at once.
     in_cpu: (usize, usize),
     /// Per GPU, the generation of its next event (a later one supersedes it).
@@ -424,7 +424,7 @@ impl ProgramSim {
             raised: vec![false; tenants.len()],
             moving: Vec::new(),
             declared: tenants.iter().map(|t| t.declares).collect(),
-            meters: vec![placed::GpuMeter::default(); model.device.gpus() as usize],
+            meters: vec![crate::gpu_meter::GpuMeter::default(); model.device.gpus() as usize],
             in_cpu: (0, 0),
             request_owner: Vec::new(),
             arrivals: tenants.iter().map(|t| t.arrive).collect(),
@@ -668,7 +668,12 @@ impl ProgramSim {
                     let sm = self.shared[g].usage().sm_busy_ns;
                     busy += sm;
                     if self.policy_places().is_some() {
-                        placed_gpus.push(self.meters[g].measures(duration, duration, sm));
+                        placed_gpus.push(placed::measures(
+                            &mut self.meters[g],
+                            duration,
+                            duration,
+                            sm,
+                        ));
                     }
                 }
                 busy / (span * self.shared.len().max(1) as f64)

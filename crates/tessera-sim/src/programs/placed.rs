@@ -5,6 +5,7 @@
 //! its declared memory (DCUDA's policy, its applications as programs).
 
 use super::*;
+use crate::gpu_meter::GpuMeter;
 use crate::slot_model::{Piece, RAISED_STREAM};
 use tessera_core::{LaunchInfo, PerMille};
 use tessera_gpu::migration::MigrationCost;
@@ -41,69 +42,29 @@ pub(super) struct Moving {
     kernels: Vec<(TaskId, Piece)>,
 }
 
-/// What is measured of one GPU while kernels run on it, as the task engine measures
-/// it: time with a kernel running, and tenants with kernels running beyond the first.
-#[derive(Clone, Debug, Default)]
-pub(super) struct GpuMeter {
-    active: usize,
-    active_since: Nanos,
-    busy_union: Nanos,
-    /// Threads with kernels running here, and how many.
-    resident: Vec<(usize, u32)>,
-    resident_since: Nanos,
-    extra_app_ns: u128,
+/// One placed GPU's measures at the end of a run of `span` (`now`, the end), with
+/// `sm_busy_ns` from the block model: the task engine's, from the meter both keep.
+pub(super) fn measures(m: &mut GpuMeter, now: Nanos, span: Nanos, sm_busy_ns: f64) -> PlacedGpu {
+    let span_ns = span.0.max(1) as f64;
+    let busy = m.busy_until(now);
+    m.settle(now);
+    PlacedGpu {
+        busy: busy.0 as f64 / span_ns,
+        sm_weighted: sm_busy_ns / span_ns,
+        extra_app_s: m.extra_app_ns() as f64 / 1e9,
+    }
 }
 
-impl GpuMeter {
-    fn settle(&mut self, now: Nanos) {
-        let extra = self.resident.len().saturating_sub(1) as u128;
-        self.extra_app_ns += extra * u128::from((now - self.resident_since).0);
-        self.resident_since = now;
-    }
+/// A kernel of thread `who` started on a GPU.
+fn kernel_started(m: &mut GpuMeter, now: Nanos, who: usize) {
+    m.started(now);
+    m.joined(now, who);
+}
 
-    fn joined(&mut self, now: Nanos, thread: usize) {
-        if self.active == 0 {
-            self.active_since = now;
-        }
-        self.active += 1;
-        match self.resident.iter_mut().find(|(t, _)| *t == thread) {
-            Some((_, n)) => *n += 1,
-            None => {
-                self.settle(now);
-                self.resident.push((thread, 1));
-            }
-        }
-    }
-
-    fn left(&mut self, now: Nanos, thread: usize) {
-        self.active -= 1;
-        if self.active == 0 {
-            self.busy_union += now - self.active_since;
-        }
-        if let Some(i) = self.resident.iter().position(|(t, _)| *t == thread) {
-            self.resident[i].1 -= 1;
-            if self.resident[i].1 == 0 {
-                self.settle(now);
-                self.resident.swap_remove(i);
-            }
-        }
-    }
-
-    /// The measures at the end of a run of `span` (`now`, the end), with `sm_busy_ns`
-    /// from the block model.
-    pub(super) fn measures(&mut self, now: Nanos, span: Nanos, sm_busy_ns: f64) -> PlacedGpu {
-        let span_ns = span.0.max(1) as f64;
-        let mut busy = self.busy_union;
-        if self.active > 0 {
-            busy += now - self.active_since;
-        }
-        self.settle(now);
-        PlacedGpu {
-            busy: busy.0 as f64 / span_ns,
-            sm_weighted: sm_busy_ns / span_ns,
-            extra_app_s: self.extra_app_ns as f64 / 1e9,
-        }
-    }
+/// A kernel of thread `who` stopped on a GPU.
+fn kernel_stopped(m: &mut GpuMeter, now: Nanos, who: usize) {
+    m.stopped(now);
+    m.left(now, who);
 }
 
 impl ProgramSim {
@@ -191,7 +152,7 @@ impl ProgramSim {
             return Err(self.violation(format!("{task} on GPU {gpu}: {e}")));
         }
         self.placed[task.0 as usize].at = KernelAt::Running { gpu, since: self.now };
-        self.meters[gpu].joined(self.now, i);
+        kernel_started(&mut self.meters[gpu], self.now, i);
         self.changed = true;
         self.rearm_shared(gpu);
         Ok(())
@@ -211,7 +172,7 @@ impl ProgramSim {
         }
         let thread = k.thread;
         self.placed[piece as usize].at = KernelAt::Done;
-        self.meters[gpu].left(self.now, thread);
+        kernel_stopped(&mut self.meters[gpu], self.now, thread);
         self.open_kernels[thread].retain(|t| t.0 != piece);
         self.deliver(Event::TaskFinished {
             task: TaskId(piece),
@@ -267,7 +228,7 @@ impl ProgramSim {
                 }),
             };
             self.placed[id.0 as usize].at = KernelAt::Moving;
-            self.meters[f].left(self.now, i);
+            kernel_stopped(&mut self.meters[f], self.now, i);
             kernels.push((id, piece));
         }
         self.rearm_shared(f);
@@ -291,7 +252,7 @@ impl ProgramSim {
                 return Err(self.violation(format!("{id} arriving on GPU {to}: {e}")));
             }
             self.placed[id.0 as usize].at = KernelAt::Running { gpu: to, since: self.now };
-            self.meters[to].joined(self.now, thread);
+            kernel_started(&mut self.meters[to], self.now, thread);
         }
         self.changed = true;
         self.rearm_shared(to);
