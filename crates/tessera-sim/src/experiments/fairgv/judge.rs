@@ -108,23 +108,16 @@ pub fn judge(r: &FairgvResults) -> Vec<Claim> {
             .collect(),
         2.0,
     );
-    let congested_overhead = furthest(
-        r.rows
-            .iter()
-            .filter(|x| x.setup == "congested" && x.scheduler == "FairGV")
-            .map(|x| x.overhead)
-            .collect(),
-        1.01,
-    );
+    // FairGV's rows of one setup: the value of `f` furthest from `centre`
+    let fairgv_rows_furthest = |setup: &str, f: fn(&Row) -> f64, centre: f64| {
+        furthest(
+            r.rows.iter().filter(|x| x.setup == setup && x.scheduler == "FairGV").map(f).collect(),
+            centre,
+        )
+    };
+    let congested_overhead = fairgv_rows_furthest("congested", |x| x.overhead, 1.01);
     // Figure 7 / §5.2: each program alone, FairGV's run time over native's
-    let standalone = furthest(
-        r.rows
-            .iter()
-            .filter(|x| x.setup == "non-congested" && x.scheduler == "FairGV")
-            .map(|x| x.standalone)
-            .collect(),
-        1.0,
-    );
+    let standalone = fairgv_rows_furthest("non-congested", |x| x.standalone, 1.0);
     let switches = |setup: &str| {
         let of = |s: &str| row(r, setup, "SRD1", s).map(|x| x.switches_per_s);
         of("Credit-hs").zip(of("FairGV")).map(|(a, b)| a / b.max(1e-9))
