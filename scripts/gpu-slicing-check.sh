@@ -185,13 +185,15 @@ for run in 1 0 fatbin; do
   sock="$runtime/d$run.sock"
   start_daemon "$sock" "$runtime/ledger$run"
   programs=()
-  for shape in "$long_ns 361000" "$short_ns 132"; do
+  for which in long short; do
+    shape="$long_ns 361000"
+    if [ "$which" = short ]; then shape="$short_ns 132"; fi
     # shellcheck disable=SC2086 # the shape is two words
     # exec: the job's pid is the program's (tessera run execs it too), which the
     # daemon's status names each tenant by
     (cd "$here" && exec env TESSERA_KERNEL_SLICING=$slicing "$bin_dir/tessera" run --socket "$sock" \
       --weight 1 --memory 1GiB -- "$python" slicing_fair.py run "$module" $shape "$seconds") \
-      >>"$runtime/programs$run.jsonl" 2>>"$fair_log" &
+      >"$runtime/$which$run.json" 2>>"$fair_log" &
     programs+=($!)
   done
   echo "${programs[0]}" >"$runtime/long$run.pid"
@@ -206,9 +208,45 @@ for run in 1 0 fatbin; do
   kill -TERM "$daemon" 2>/dev/null || true
   wait "$daemon" 2>/dev/null || true
 done
-"$python" - "$runtime" "$long_ns" >"$out/fair.json" 2>>"$fair_log" <<'PY'
+"$python" - "$runtime" "$long_ns" "$short_ns" >"$out/fair.json" 2>>"$fair_log" <<'PY'
 import json, sys
-runtime, long_ns = sys.argv[1], int(sys.argv[2])
+runtime, long_ns, short_ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+WINDOW = 2.0  # seconds: many 30 ms slices, a fifth of a long kernel
+
+
+def windows(run):
+    """The short tenant's share of the GPU in each WINDOW-second window, by its own
+    clock: its launches that ended in the window times its kernel's length (one wave of
+    132 blocks, each spinning short_ns on the GPU's timer), over the window; from 1 s
+    after both programs started to the short program's last end."""
+    progs = {}
+    for which in ("long", "short"):
+        lines = open(f"{runtime}/{which}{run}.json").read().strip().splitlines()
+        progs[which] = json.loads(lines[-1])
+    short = progs["short"]["ends"]
+    t0 = max(progs["long"]["start"], progs["short"]["start"]) + 1.0
+    t1 = short[-1] if short else t0
+    count = int((t1 - t0) // WINDOW)
+    shares = [0.0] * count
+    for t in short:
+        k = int((t - t0) // WINDOW)
+        if 0 <= k < count:
+            shares[k] += short_ns * 1e-9 / WINDOW
+    in_run = [t for t in short if t >= t0]
+    gaps = [b - a for a, b in zip([t0] + in_run, in_run)]
+    deviations = sorted(abs(x - 0.5) for x in shares)
+    return {
+        "window_s": WINDOW,
+        "short_shares": [round(x, 3) for x in shares],
+        "within_0_1": sum(d <= 0.1 for d in deviations) / len(deviations) if deviations else None,
+        "median_deviation": deviations[len(deviations) // 2] if deviations else None,
+        "short_longest_wait_s": max(gaps) if gaps else None,
+        # the long program's launches end every 10 s or so on a GPU (the first 50 kept:
+        # the dry run's kernels end at once)
+        "long_ends": [round(t - t0, 3) for t in progs["long"]["ends"][:50]],
+    }
+
+
 result = {}
 for slicing in ("1", "0", "fatbin"):
     try:
@@ -222,6 +260,10 @@ for slicing in ("1", "0", "fatbin"):
     total = sum(long_ms) + sum(short_ms)
     share = sum(long_ms) / total if len(long_ms) == 1 and len(short_ms) == 1 and total > 0 else None
     result[slicing] = {"long_gpu_ms": long_ms, "short_gpu_ms": short_ms, "long_share": share}
+    try:
+        result[slicing]["windows"] = windows(slicing)
+    except Exception as e:  # noqa: BLE001 - a program without a report is a finding
+        result[slicing]["windows"] = {"error": f"{type(e).__name__}: {e}"}
 json.dump({"with_slicing": result["1"], "without_slicing": result["0"],
            "with_slicing_fatbin": result["fatbin"], "long_ns_per_block": long_ns}, sys.stdout)
 PY
@@ -260,6 +302,17 @@ if big and not fake:
     holds = worst < 5.0
     failed |= not holds
     print(f"{'PASS' if holds else 'FAIL':5} table4: with at least 1,500 blocks per sub-kernel the slowdown stays under 5% (worst {worst:.1f}%)")
+per_sm = [x for s in r["steps"].values() for x in s.get("per_sm_rows", [])]
+for x in per_sm:
+    print(f"        {x['sub_kernels']:5} sub-kernels of {x['blocks_each']:6} blocks "
+          f"({x['blocks_per_sm']:.1f} a multiprocessor): {x['slowdown_pct']:7.1f}% slower")
+if per_sm and not fake:
+    # the paper's 1,500 blocks on its 24-SM TitanX scaled to this GPU's multiprocessors:
+    # a hypothesis from the first H200 run, judged at sizes that run did not measure
+    worst = max(x["slowdown_pct"] for x in per_sm)
+    holds = worst < 5.0
+    failed |= not holds
+    print(f"{'PASS' if holds else 'FAIL':5} table4.per_sm: with at least 62.5 blocks a multiprocessor (1,500 on the paper's 24) the slowdown stays under 5% (worst {worst:.1f}%)")
 try:
     fair = json.load(open(fair_path))
 except Exception as e:  # noqa: BLE001
@@ -269,20 +322,40 @@ except Exception as e:  # noqa: BLE001
 if fair is not None:
     on, off = fair["with_slicing"].get("long_share"), fair["without_slicing"].get("long_share")
     show = lambda x: "none" if x is None else f"{x:.3f}"
-    detail = f"10 s kernels' tenant received {show(on)} of the GPU time with slicing, {show(off)} without (weights 1:1)"
+    win = lambda run: fair.get(run, {}).get("windows", {})
+    def win_detail(run):
+        w = win(run)
+        if "error" in w or w.get("within_0_1") is None:
+            return f"no windows ({w.get('error', 'none')})"
+        return (f"short tenant's share within 0.5 +- 0.1 in {w['within_0_1']:.0%} of "
+                f"{len(w['short_shares'])} {w['window_s']:.0f}-s windows, median distance "
+                f"{w['median_deviation']:.2f}, longest wait {w['short_longest_wait_s']:.2f} s")
+    detail = f"10 s kernels' tenant received {show(on)} of the GPU time with slicing, {show(off)} without (weights 1:1, the daemon's charges over the run)"
     if fake:
-        ok = on is not None and off is not None
-        print(f"{'PASS' if ok else 'FAIL':5} fairness.dry  {detail}")
+        ok = on is not None and off is not None and "error" not in win("with_slicing")
+        print(f"{'PASS' if ok else 'FAIL':5} fairness.dry  {detail}; with: {win_detail('with_slicing')}")
     else:
-        ok = on is not None and abs(on - 0.5) <= 0.1
-        print(f"{'PASS' if ok else 'FAIL':5} fairness.with_slicing  {detail} (0.5 +- 0.1)")
-        far = off is not None and abs(off - 0.5) > 0.1
-        print(f"{'PASS' if far else 'FAIL':5} fairness.without_slicing  far from 0.5 without slicing")
+        # Judged window by window (committed before the run that judges it, 2026-12-04):
+        # over the whole run the fair queue's late charges even out an unsliced 10 s
+        # kernel too (the first H200 run: 0.532 without slicing), so "far from 0.5
+        # without" is a claim about what each tenant receives while it runs: with
+        # slicing at least 80% of 2-s windows within 0.5 +- 0.1, without the median
+        # window more than 0.2 away from 0.5.
+        w_on = win("with_slicing").get("within_0_1")
+        ok = on is not None and abs(on - 0.5) <= 0.1 and w_on is not None and w_on >= 0.8
+        print(f"{'PASS' if ok else 'FAIL':5} fairness.with_slicing  {detail} (0.5 +- 0.1); "
+              f"windows: {win_detail('with_slicing')} (at least 80%)")
+        m_off = win("without_slicing").get("median_deviation")
+        far = m_off is not None and m_off > 0.2
+        print(f"{'PASS' if far else 'FAIL':5} fairness.without_slicing  far from 0.5 without "
+              f"slicing: {win_detail('without_slicing')} (median distance over 0.2)")
         ok = ok and far
     fat = fair.get("with_slicing_fatbin", {}).get("long_share")
-    fat_detail = f"with the module from a fat binary (compressed PTX): {show(fat)}"
-    fat_ok = fat is not None and (fake or abs(fat - 0.5) <= 0.1)
-    print(f"{'PASS' if fat_ok else 'FAIL':5} fairness.fatbin  {fat_detail}" + ("" if fake else " (0.5 +- 0.1)"))
+    fat_w = win("with_slicing_fatbin").get("within_0_1")
+    fat_detail = (f"with the module from a fat binary (compressed PTX): {show(fat)}; "
+                  f"{win_detail('with_slicing_fatbin')}")
+    fat_ok = fat is not None and (fake or (abs(fat - 0.5) <= 0.1 and fat_w is not None and fat_w >= 0.8))
+    print(f"{'PASS' if fat_ok else 'FAIL':5} fairness.fatbin  {fat_detail}" + ("" if fake else " (0.5 +- 0.1; at least 80%)"))
     ok = ok and fat_ok
     failed |= not ok
 try:

@@ -23,6 +23,13 @@ def main():
     report = {"blocks": nx * ny}
     try:
         import numpy as np
+
+        if not hasattr(np, "row_stack"):
+            # numba-cuda 0.30 registers an overload of np.row_stack, which numpy 2.5
+            # removed: without the alias back its CUDA target fails to compile a kernel
+            # (seen on the H200, 2026-12-04, in both modes; numba_check.py does the same)
+            np.row_stack = np.vstack
+            report["numpy_shim"] = f"np.row_stack = np.vstack (numpy {np.__version__} has none)"
         import numba_cuda
         from numba import cuda
     except Exception as e:  # noqa: BLE001 - reported, not raised

@@ -19,7 +19,9 @@ matrix multiply, a 3-D stencil reading gridDim, a grid-stride loop and a reducti
 dynamic shared memory, each with a sub-kernel size that leaves an odd last one),
 table4.<grid> (matrix multiply, 16 x 16 threads per block, at 600 x 600 and 900 x 900
 blocks: unsliced, then sliced into the paper's numbers of sub-kernels; the median of 3
-timed runs each after a warm-up; slowdown against unsliced, the paper's beside).
+timed runs each after a warm-up; slowdown against unsliced, the paper's beside; then at
+the paper's 1,500 blocks a sub-kernel scaled by multiprocessors, 62.5 and 125 a
+multiprocessor of this GPU: `per_sm_rows`).
 """
 
 import ctypes
@@ -29,6 +31,11 @@ import sys
 import time
 
 from common import Report, import_or_skip
+
+
+# FairGV's threshold, 1,500 blocks a sub-kernel (§5.5.2), on its NVIDIA TitanX of 24
+# multiprocessors (3,072 cores)
+PAPER_BLOCKS_PER_SM = 1500 / 24
 
 
 def checked(result):
@@ -52,6 +59,8 @@ class Gpu:
         self.image = ptx + b"\0"
         self.module = checked(driver.cuModuleLoadData(self.image))
         self.name = checked(driver.cuDeviceGetName(128, dev)).split(b"\0")[0].decode()
+        self.sms = int(checked(driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)))
 
     def function(self, name):
         return checked(self.d.cuModuleGetFunction(self.module, name.encode()))
@@ -137,6 +146,7 @@ def main():
     with report.step("init") as entry:
         gpu = Gpu(driver, open(sliced_ptx, "rb").read())
         entry["gpu"] = gpu.name
+        entry["sms"] = gpu.sms
     if gpu is None:
         report.done()
         return
@@ -211,8 +221,24 @@ def main():
                 measured.append({
                     "sub_kernels": subs, "blocks_each": per, "ms": t * 1e3,
                     "slowdown_pct": 100 * (t / unsliced - 1), "paper_pct": paper_pct,
+                    "blocks_per_sm": per / gpu.sms,
                 })
             entry["rows"] = measured
+            # The paper's rule in blocks per multiprocessor: its 1,500 blocks on a
+            # TitanX (24 SMs) are 62.5 a multiprocessor. A hypothesis formed from the
+            # first H200 run (2026-12-04, whose rows by blocks per SM lay near the
+            # paper's), judged here at sizes that run did not measure: 62.5 and 125
+            # blocks per SM of this GPU.
+            per_sm_rows = []
+            for per_sm in (PAPER_BLOCKS_PER_SM, 2 * PAPER_BLOCKS_PER_SM):
+                per = max(1, round(per_sm * gpu.sms))
+                subs = -(-total // per)
+                t = timed(lambda per=per: gpu.sliced(twin, (g, g, 1), (16, 16, 1), values, per))
+                per_sm_rows.append({
+                    "sub_kernels": subs, "blocks_each": per, "ms": t * 1e3,
+                    "slowdown_pct": 100 * (t / unsliced - 1), "blocks_per_sm": per / gpu.sms,
+                })
+            entry["per_sm_rows"] = per_sm_rows
             for d in (a, b, c):
                 gpu.free(d)
     report.done()

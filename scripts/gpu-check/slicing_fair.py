@@ -10,7 +10,10 @@ usage: slicing_fair.py calibrate PTX KERNEL_MS BLOCKS
          (1,024 threads each) to take about KERNEL_MS, from a short launch timed alone
        slicing_fair.py run PTX NS BLOCKS SECONDS
          launches BLOCKS blocks spinning NS each, synchronising after each launch,
-         until SECONDS have passed; prints one JSON line: launches, seconds
+         until SECONDS have passed; prints one JSON line: launches, seconds, and the
+         wall-clock time (time.time(), seconds) of its start and of each launch's end,
+         from which scripts/gpu-slicing-check.sh computes each tenant's share of the GPU
+         window by window
 """
 
 import ctypes
@@ -53,12 +56,14 @@ def main():
         print(max(1, int(probe_ns * kernel_ms * 1e-3 / took)))
         return
     ns, blocks, seconds = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    wall_start = time.time()
     start = time.perf_counter()
-    launches = 0
+    ends = []
     while time.perf_counter() - start < seconds:
         launch(ns, blocks)
-        launches += 1
-    print(json.dumps({"launches": launches, "seconds": time.perf_counter() - start}), flush=True)
+        ends.append(round(time.time(), 6))
+    print(json.dumps({"launches": len(ends), "seconds": time.perf_counter() - start,
+                      "start": wall_start, "ends": ends}), flush=True)
 
 
 if __name__ == "__main__":

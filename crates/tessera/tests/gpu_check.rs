@@ -279,13 +279,18 @@ fn the_slicing_check_dry_runs_on_the_fake_driver() {
     ] {
         assert!(summary.contains(&format!("PASS  {step}")), "{step}: {summary}");
     }
-    assert_eq!(summary.matches("sub-kernels of").count(), 4 + 16, "{summary}");
+    // four identity steps, the paper's 16 Table 4 rows, and each grid at 62.5 and 125
+    // blocks a multiprocessor
+    assert_eq!(summary.matches("sub-kernels of").count(), 4 + 16 + 4, "{summary}");
     // the fairness case ran both ways under a daemon of this build, each tenant found
     assert!(summary.contains("PASS  fairness.dry"), "{summary}\n{log}");
     let fair: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("fair.json")).unwrap()).unwrap();
     for run in ["with_slicing", "without_slicing", "with_slicing_fatbin"] {
         assert!(fair[run]["long_share"].is_f64(), "{run}: {fair}");
+        // and each program's own clock gave the short tenant's share window by window
+        assert!(fair[run]["windows"]["short_shares"].is_array(), "{run}: {fair}");
+        assert!(fair[run]["windows"]["short_longest_wait_s"].is_f64(), "{run}: {fair}");
     }
     // the fat binary's run loaded the rewritten PTX, its kernels sliced
     assert!(summary.contains("PASS  fairness.fatbin"), "{summary}\n{log}");
