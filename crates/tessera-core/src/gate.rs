@@ -34,6 +34,9 @@ pub struct SliceRule {
     pub idle_hold: Nanos,
 }
 
+// The small rules below are `#[inline]`: the interposer's launch hook, which every
+// kernel launch of every tenant runs, calls them across the crate boundary (9
+// instructions a launch, scripts/interposer-instructions.sh).
 impl SliceRule {
     /// What the interposer runs: FairGV's five measured launches, and a 2 ms hold —
     /// long enough that a program's CPU work between launches (a copy's preparation,
@@ -41,36 +44,42 @@ impl SliceRule {
     pub const DEFAULT: SliceRule = SliceRule { measured: 5, idle_hold: Nanos(2_000_000) };
 
     /// Whether the slice's launch number `n` (from 0) is measured.
+    #[inline]
     pub fn measures(&self, n: u64) -> bool {
         n < u64::from(self.measured)
     }
 
     /// What a later launch is counted at: the mean of the measured launches' times
     /// (`measured`, their sum), at least 1 ns so that a count always moves.
+    #[inline]
     pub fn mean(&self, measured: Nanos) -> Nanos {
         Nanos(measured.0 / u64::from(self.measured.max(1))).max(Nanos(1))
     }
 
     /// Whether a slice of length `slice` is used once `used` is accounted: the holder
     /// launches no more, waits for what it launched and gives the slice back.
+    #[inline]
     pub fn used_up(used: Nanos, slice: Nanos) -> bool {
         used >= slice
     }
 
     /// How many launches counted at `mean` a slice with `used` accounted still takes
     /// before it is used up (the last of them reaching or passing the slice).
+    #[inline]
     pub fn launches_left(used: Nanos, slice: Nanos, mean: Nanos) -> u64 {
         slice.0.saturating_sub(used.0).div_ceil(mean.0.max(1))
     }
 
     /// Whether a slice whose holder has had nothing in flight and launched nothing for
     /// `idle_for` is given back.
+    #[inline]
     pub fn gives_back_idle(&self, idle_for: Nanos) -> bool {
         idle_for >= self.idle_hold
     }
 
     /// What a slice's end charges its holder: what its gate accounted (`used`), never
     /// more than the time it held the GPU (`held`).
+    #[inline]
     pub fn charge(used: Nanos, held: Nanos) -> Nanos {
         used.min(held)
     }

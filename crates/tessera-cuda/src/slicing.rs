@@ -59,6 +59,8 @@ pub struct Slicing {
 }
 
 /// The process's slicing, as its configuration says.
+// inlined: every launch asks whether slicing is on
+#[inline]
 pub fn slicing() -> &'static Slicing {
     static S: OnceLock<Slicing> = OnceLock::new();
     S.get_or_init(|| {
@@ -80,6 +82,7 @@ pub struct Rewritten {
 
 impl Slicing {
     /// Whether slicing is on.
+    #[inline]
     pub fn enabled(&self) -> bool {
         self.config.is_some()
     }

@@ -10,6 +10,7 @@ mod daemon_processes;
 mod daemon_restart;
 mod doctor;
 mod gpu_check;
+mod interposer_cost;
 mod k8s;
 mod k8s_manifests;
 mod node_processes;

@@ -249,6 +249,9 @@ fn attributes_allow_slicing(attrs: *const CUlaunchAttribute, n: c_uint) -> bool 
 /// grid per sub-kernel, its attributes kept when each is one a sub-kernel may carry
 /// ([`SLICEABLE_ATTRIBUTES`]), its parameters as pointers or in a buffer as
 /// [`sliced`]'s; else whole.
+///
+/// Inlined, its work out of line, as [`sliced`].
+#[inline]
 fn sliced_ex(
     ptsz: bool,
     config: *const CUlaunchConfig,
@@ -256,7 +259,22 @@ fn sliced_ex(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> Option<CuResult> {
-    if config.is_null() || !slicing().enabled() || in_sub_kernels() {
+    if !slicing().enabled() {
+        return None;
+    }
+    sliced_ex_on(ptsz, config, f, params, extra)
+}
+
+/// [`sliced_ex`] with slicing on.
+#[inline(never)]
+fn sliced_ex_on(
+    ptsz: bool,
+    config: *const CUlaunchConfig,
+    f: CUfunction,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> Option<CuResult> {
+    if config.is_null() || in_sub_kernels() {
         return None;
     }
     let buffer = parameters(params, extra)?;
@@ -424,8 +442,33 @@ fn twin_buffer(buffer: *const u8, size: usize, added_at: u32, values: [u32; 4]) 
 /// pointers (`kernelParams`), or in a parameter buffer (`extra`) copied with the four
 /// added at their offset. `None`: launch it whole (no twin, under the threshold, both
 /// forms or neither, an `extra` key this build does not know).
+///
+/// Inlined, with slicing's work out of line: every launch of every tenant asks, and
+/// with slicing off (the default) the question must cost a load and a branch (the
+/// H200's launch check, 2026-12-04: 315 instructions a launch against 249 before
+/// slicing, 50 of them here).
 #[allow(clippy::too_many_arguments)]
+#[inline]
 fn sliced(
+    ptsz: bool,
+    f: CUfunction,
+    grid: (c_uint, c_uint, c_uint),
+    block: (c_uint, c_uint, c_uint),
+    shared: c_uint,
+    stream: CUstream,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> Option<CuResult> {
+    if !slicing().enabled() {
+        return None;
+    }
+    sliced_on(ptsz, f, grid, block, shared, stream, params, extra)
+}
+
+/// [`sliced`] with slicing on.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn sliced_on(
     ptsz: bool,
     f: CUfunction,
     (gx, gy, gz): (c_uint, c_uint, c_uint),
@@ -435,7 +478,7 @@ fn sliced(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> Option<CuResult> {
-    if !slicing().enabled() || in_sub_kernels() {
+    if in_sub_kernels() {
         return None;
     }
     let buffer = parameters(params, extra)?;
