@@ -424,6 +424,19 @@ mod tests {
         assert_eq!(fragile.len(), 1);
         assert_eq!(fragile[0].0.id, "shaky");
         assert_eq!(fragile[0].1, vec!["`k` at its high value 3".to_string()]);
+        // a holding claim no constant's run judged again is not counted as robust
+        let mut more = claims.clone();
+        more.push(holds("unswept"));
+        let lines = robustness_lines(&more, &sweep, 3);
+        assert!(lines.contains("below): 1; fragile: 1."), "{lines}");
+        assert!(
+            lines.contains("- fragile: `shaky`, fails with `k` at its high value 3"),
+            "{lines}"
+        );
+        assert!(
+            lines.contains("- not run again (it does not depend on the setting): `unswept`"),
+            "{lines}"
+        );
     }
 
     use super::*;
@@ -699,6 +712,38 @@ pub fn robustness<'a>(
         if flips.is_empty() { robust.push(c) } else { fragile.push((c, flips)) }
     }
     (robust, fragile)
+}
+
+/// The report's lines beside the tally: of the `holds` counted claims that hold, the
+/// robust (they hold at every constant of ours at its low and high value) and the
+/// fragile (one flips them: named, with the value), and the tally counting only the
+/// robust (issue 56: a reader counting only what survives the sweep; issue 57 item 9:
+/// the sensitivity beside the headline). Holding claims that no constant's run judged
+/// again (they do not depend on the setting) are named apart, not counted as robust.
+pub fn robustness_lines(claims: &[Claim], sensitivity: &[Sensitivity], holds: usize) -> String {
+    let swept = |c: &Claim| sensitivity.iter().any(|v| v.claims.iter().any(|k| k.id == c.id));
+    let (robust, fragile) = robustness(claims, sensitivity);
+    let (robust, unswept): (Vec<&Claim>, Vec<&Claim>) = robust.into_iter().partition(|c| swept(c));
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Of the {holds} that hold, robust (they hold at every constant of ours at its low and high value, \
+         below): {}; fragile: {}. Counted as judged, {holds} hold; counting only the robust, {}.\n",
+        robust.len(),
+        fragile.len(),
+        robust.len()
+    );
+    for c in &robust {
+        let _ = writeln!(s, "- robust: `{}`", c.id);
+    }
+    for (c, flips) in &fragile {
+        let _ = writeln!(s, "- fragile: `{}`, fails with {}", c.id, flips.join(", "));
+    }
+    for c in &unswept {
+        let _ = writeln!(s, "- not run again (it does not depend on the setting): `{}`", c.id);
+    }
+    s.push('\n');
+    s
 }
 
 /// The report's list of differences: one line per counted claim that does not hold —

@@ -62,7 +62,7 @@ pub fn report(r: &FlexyResults) -> String {
         s.push_str(&claims::table(&mine));
         s.push('\n');
         if label == main && !r.sensitivity.is_empty() {
-            robustness(&mut s, &mine, &r.sensitivity, yes);
+            s.push_str(&claims::robustness_lines(&mine, &r.sensitivity, yes));
         }
     }
     differences(&mut s, r);
@@ -337,28 +337,6 @@ fn assumptions(s: &mut String, r: &FlexyResults) {
         g.setpoint,
         g.period.0 / 1_000_000
     );
-}
-
-/// The main reading's holding claims split into robust (they hold at every constant's
-/// low and high value) and fragile (one flips them: named), and the tally both ways
-/// (issue 56: a reader counting only what survives the sweep).
-fn robustness(s: &mut String, mine: &[Claim], sensitivity: &[claims::Sensitivity], holds: usize) {
-    let (robust, fragile) = claims::robustness(mine, sensitivity);
-    let _ = writeln!(
-        s,
-        "Of the {holds} that hold, robust (they hold at every constant of ours at its low and high value, \
-         below): {}; fragile: {}. Counted as judged, {holds} hold; counting only the robust, {}.\n",
-        robust.len(),
-        fragile.len(),
-        robust.len()
-    );
-    for c in &robust {
-        let _ = writeln!(s, "- robust: `{}`", c.id);
-    }
-    for (c, flips) in &fragile {
-        let _ = writeln!(s, "- fragile: `{}`, fails with {}", c.id, flips.join(", "));
-    }
-    s.push('\n');
 }
 
 /// Issue 56: why packing (F-Reset) does not beat priority (P-Reset) here, from this
