@@ -8,9 +8,11 @@
 //! interactive program look idle by the time its slice came, after 20-40 ms behind a
 //! batch tenant's kernels: 9 of its slices coscheduled in 6 s). The simulator's program
 //! engine classifies with [`Interactivity`] at the tenant's GPU-time clock; the
-//! interposer keeps a [`CallWindow`] of its program's calls and publishes
-//! [`CallWindow::span`] (the calls' own spacing, however long ago), which the daemon
-//! judges with [`interactive_span`].
+//! interposer keeps a [`CallWindow`] of its program's calls on its [`OwnClock`] and
+//! publishes [`CallWindow::span`] after each call and [`CallWindow::span_until`] its own
+//! clock's time as it starts to wait for a slice (so that a program that stopped making
+//! synchronous calls is seen to have stopped), which the daemon judges with
+//! [`interactive_span`].
 
 use crate::ids::TenantId;
 use crate::units::Nanos;
@@ -59,6 +61,39 @@ impl CallWindow {
     /// Whether the calls so far make the tenant interactive at `now`.
     pub fn is_interactive(&self, now: Nanos) -> bool {
         interactive(self.oldest(), now)
+    }
+
+    /// The time from the `THRESHOLD + 1`-th latest call to `now` (at least
+    /// [`CallWindow::span`]): what a tenant that stopped making synchronous calls
+    /// publishes as it waits for its next slice, so that the daemon, judging the span,
+    /// follows it into a batch phase. `None` while fewer calls were made.
+    pub fn span_until(&self, now: Nanos) -> Option<Nanos> {
+        Some(now.max(self.newest()?).saturating_sub(self.oldest()?))
+    }
+}
+
+/// A tenant's own clock: a monotonic clock less the time the tenant waited for its
+/// slices, never going back (two threads' waits that overlap are subtracted twice, and
+/// the clock then stands still until the wall catches up). Calls are judged on it, so
+/// that a tenant is judged by what it does while it runs: its wait behind another
+/// tenant's slice neither makes it look idle nor counts as its own time.
+#[derive(Debug, Default)]
+pub struct OwnClock {
+    waited: std::sync::atomic::AtomicU64,
+    last: std::sync::atomic::AtomicU64,
+}
+
+impl OwnClock {
+    /// The own clock's time when the monotonic clock reads `wall`.
+    pub fn now(&self, wall: Nanos) -> Nanos {
+        use std::sync::atomic::Ordering::Relaxed;
+        let t = wall.0.saturating_sub(self.waited.load(Relaxed));
+        Nanos(self.last.fetch_max(t, Relaxed).max(t))
+    }
+
+    /// The tenant waited `d` for a slice.
+    pub fn waited(&self, d: Nanos) {
+        self.waited.fetch_add(d.0, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -132,6 +167,49 @@ impl Interactivity {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A program that stops making synchronous calls is judged batch once 10 ms of its
+    /// own time pass without them — its span, as published at its next slice wait —
+    /// while a wait behind another tenant's slice, however long, does not age it.
+    /// Judged by the span of its calls alone (what the interposer published before),
+    /// it stayed interactive for ever (issue 58 item 4: "so phases are followed").
+    #[test]
+    fn a_program_that_stops_its_synchronous_calls_is_seen_to_stop() {
+        let ms = |x: u64| Nanos(x * 1_000_000);
+        let clock = OwnClock::default();
+        let mut w = CallWindow::default();
+        // the interactive phase: a call every 0.5 ms
+        for i in 0..=THRESHOLD as u64 {
+            w.record(clock.now(Nanos(i * 500_000)));
+        }
+        assert!(interactive_span(w.span()));
+        // it waits 50 ms behind another tenant's slice: still interactive when granted
+        clock.waited(ms(50));
+        assert!(interactive_span(w.span_until(clock.now(ms(55)))));
+        // then runs 20 ms of its own time launching without a synchronous call, and
+        // waits for its next slice: batch
+        let own = clock.now(ms(75));
+        assert_eq!(own, ms(25));
+        assert!(!interactive_span(w.span_until(own)));
+        // judged by its calls' spacing alone it would still be interactive
+        assert!(interactive_span(w.span()));
+        // and a new interactive phase makes it interactive again
+        for i in 0..=THRESHOLD as u64 {
+            w.record(clock.now(ms(80) + Nanos(i * 100_000)));
+        }
+        assert!(interactive_span(w.span_until(clock.now(ms(82)))));
+    }
+
+    /// The own clock never goes back, even when two threads' waits overlap.
+    #[test]
+    fn the_own_clock_never_goes_back() {
+        let clock = OwnClock::default();
+        assert_eq!(clock.now(Nanos(100)), Nanos(100));
+        clock.waited(Nanos(80));
+        clock.waited(Nanos(80));
+        assert_eq!(clock.now(Nanos(120)), Nanos(100));
+        assert_eq!(clock.now(Nanos(300)), Nanos(140));
+    }
     use std::collections::VecDeque;
 
     /// Linux's table at its ends and around nice 0; the boost raises a nice-0 thread to

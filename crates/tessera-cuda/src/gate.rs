@@ -293,15 +293,22 @@ impl Tenant {
     /// program that changes phase changes class. A lock per call: a synchronous call
     /// waits for the GPU anyway.
     pub(crate) fn note_sync_call(&self) {
-        // a monotonic clock: the span needs no clock shared with the daemon, and a wall
-        // clock stepped back would make a span of 0 (interactive) out of nothing
-        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        let since = START.get_or_init(std::time::Instant::now).elapsed();
-        let now = tessera_core::units::Nanos(since.as_nanos() as u64);
+        let now = self.own_clock.now(monotonic());
         let Ok(mut w) = self.sync_calls.lock() else { return };
         w.record(now);
         // stored under the lock: a thread with an older span never overwrites a newer
         self.region().set_sync_span(w.span().map(|s| s.0));
+    }
+
+    /// As the program starts to wait for a slice: the span from its calls to now on its
+    /// own clock, so that a program that stopped making synchronous calls (a batch
+    /// phase) is judged so when its slice is granted, not by calls long past.
+    fn note_slice_wait(&self) {
+        let now = self.own_clock.now(monotonic());
+        let Ok(w) = self.sync_calls.lock() else { return };
+        if let Some(span) = w.span_until(now) {
+            self.region().set_sync_span(Some(span.0));
+        }
     }
 
     /// What a launch beyond the measured ones is counted at ([`RULE`]'s mean of them).
@@ -400,6 +407,10 @@ impl Tenant {
         // the last slice's work still running is measured (and owed) before the next
         // slice, which it must not be counted in
         self.give_back(Waiter::Program, GiveBack::InFlight);
+        self.note_slice_wait();
+        let waiting = monotonic();
+        // the wait is not the program's own time (however it ends)
+        let _counted = WaitCounted(&self.own_clock, waiting);
         loop {
             self.request_slice()?;
             if self.session().region.wait_grant(Duration::from_millis(100)) {
@@ -472,5 +483,22 @@ impl Tenant {
         session.region.set_slice_used(0, false);
         *outstanding = Some(h);
         Ok(())
+    }
+}
+
+/// A monotonic clock's time since the interposer first read it: the span of a program's
+/// calls needs no clock shared with the daemon, and a wall clock stepped back would make
+/// a span of 0 (interactive) out of nothing.
+fn monotonic() -> Nanos {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    Nanos(START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64)
+}
+
+/// Adds the time since its start to the own clock's waits when dropped.
+struct WaitCounted<'a>(&'a tessera_core::interactive::OwnClock, Nanos);
+
+impl Drop for WaitCounted<'_> {
+    fn drop(&mut self) {
+        self.0.waited(monotonic().saturating_sub(self.1));
     }
 }

@@ -276,6 +276,7 @@ impl State {
             pace_mark: Mutex::new(None),
             pacing: std::sync::atomic::AtomicBool::new(false),
             sync_calls: Mutex::new(Default::default()),
+            own_clock: Default::default(),
             launches: AtomicU64::new(0),
             accounted_ns: AtomicU64::new(0),
             slice_end_ns: AtomicU64::new(config.slice.as_nanos() as u64),

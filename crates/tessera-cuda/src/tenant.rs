@@ -79,6 +79,9 @@ pub struct Tenant {
     /// Its latest synchronous calls (FairGV §3.2.3), published to the daemon after
     /// each ([`Tenant::note_sync_call`]).
     pub(crate) sync_calls: Mutex<tessera_core::interactive::CallWindow>,
+    /// The clock those calls are timed on: the program's own, standing still while it
+    /// waits for a slice.
+    pub(crate) own_clock: tessera_core::interactive::OwnClock,
     pub(crate) measured_ns: AtomicU64,
     /// tesserad's socket, for the memory connection.
     pub(crate) socket: std::path::PathBuf,

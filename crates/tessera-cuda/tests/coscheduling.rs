@@ -131,3 +131,57 @@ fn coscheduling_speeds_an_interactive_program_on_a_loaded_host() {
         assert!(r.1 <= 0.6 && r.2 >= 0.4, "{what}: shares {:.2} / {:.2}", r.1, r.2);
     }
 }
+
+/// A program's class follows its phases (issue 58 item 4: "measured by the interposer,
+/// continuously, so phases are followed"): one that makes a synchronous call every
+/// iteration (interactive) and then only launches, beside a batch program of 20 ms
+/// kernels, is coscheduled in its first phase and not in the second. Before the
+/// interposer published its span up to its own clock's now as it waited for a slice,
+/// the daemon judged it by its last 11 calls however long ago, and it stayed
+/// interactive for as long as it made no other synchronous call.
+#[test]
+fn coscheduling_follows_a_program_out_of_its_interactive_phase() {
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::metadata("/proc/self").map_or(1, |m| m.uid()) != 0 {
+        eprintln!("SKIPPED: raising a thread's priority needs root (CAP_SYS_NICE)");
+        return;
+    }
+    let Some(s) = setup_config("cosched-phases", |c| {
+        c.gpus = 1;
+        c.policy = tesserad::config::PolicyName::Fair;
+        c.executor = tesserad::config::ExecutorKind::Emulated { speedup: 1.0 };
+        c.coscheduling = true;
+    }) else {
+        return;
+    };
+    let app = s.app.to_str().unwrap();
+    let mut batch =
+        Reaped(s.app_at(Path::new(app), &["launch", "100", "20"], &[]).spawn().unwrap());
+    // 1,000 iterations with a synchronous wait, then 3,000 launches alone, 200 us of CPU
+    // work after each
+    let env = [("CPU_US", "200"), ("ASYNC_FROM", "1000"), ("PRINT_NICE", "1")];
+    let mut phased =
+        Reaped(s.app_at(Path::new(app), &["launch", "4000", "0.05"], &env).spawn().unwrap());
+    let (out, code) = read_all(&mut phased, Duration::from_secs(60));
+    let _ = read_all(&mut batch, Duration::from_secs(60));
+    assert_eq!(code, 0, "{out}");
+    let nice: Vec<(u64, i32)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("nice ")?.split(' ');
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect();
+    let raised = |from: u64, to: u64| {
+        let it: Vec<_> = nice.iter().filter(|(i, _)| (from..to).contains(i)).collect();
+        it.iter().filter(|(_, n)| *n < 0).count() as f64 / it.len().max(1) as f64
+    };
+    let (first, second) = (raised(0, 1000), raised(2000, 4000));
+    eprintln!(
+        "iterations raised (coscheduled): interactive phase {:.1}%, the launches-only phase's second half {:.1}%",
+        100.0 * first,
+        100.0 * second
+    );
+    assert!(first > 0.0, "the interactive phase was never coscheduled");
+    assert_eq!(second, 0.0, "the launches-only phase was still coscheduled");
+}

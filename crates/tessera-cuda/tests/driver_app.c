@@ -281,7 +281,12 @@ int main(int argc, char **argv) {
             printf("launch %lld\n", (long long)now.tv_sec * 1000000000ll + now.tv_nsec);
             static long long synced;
             long long t = (long long)now.tv_sec * 1000000000ll + now.tv_nsec;
-            if (!every || t - synced >= 100000000ll) {
+            /* ASYNC_FROM=K: from iteration K on, no synchronous call at all (a phase of
+             * launches alone, as a program leaving its interactive phase) */
+            long async_from = getenv("ASYNC_FROM") ? atol(getenv("ASYNC_FROM")) : -1;
+            if (async_from >= 0 && i >= async_from) {
+                /* launches only */
+            } else if (!every || t - synced >= 100000000ll) {
                 if (getenv("SYNC_CTX")) {
                     CUresult (*ctx_sync)(void) = sym("cuCtxSynchronize");
                     CHECK("sync", ctx_sync());
@@ -300,6 +305,8 @@ int main(int argc, char **argv) {
                 do clock_gettime(CLOCK_MONOTONIC, &c1);
                 while ((c1.tv_sec - c0.tv_sec) * 1000000000ll + (c1.tv_nsec - c0.tv_nsec) < cpu * 1000ll);
             }
+            /* PRINT_NICE=1: this iteration's nice (below 0 while a slice is coscheduled) */
+            if (getenv("PRINT_NICE")) printf("nice %ld %d\n", i, getpriority(PRIO_PROCESS, 0));
             /* FORK_WHEN_RAISED=1: once, the first time this thread's nice is below 0 (a
              * coscheduled slice), fork a child that says its own nice and exits */
             static int forked_raised;
