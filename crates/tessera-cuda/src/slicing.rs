@@ -49,6 +49,11 @@ struct Books {
     functions: HashMap<usize, (usize, TwinParams)>,
     /// The rewritten images, kept for the driver (and for reloading on another GPU).
     images: Vec<CString>,
+    /// Kernels whose launch ran whole although they have a twin, said once each.
+    said_whole: std::collections::HashSet<usize>,
+    /// What the rewrite left whole, said once each (a module loaded again, or in each
+    /// context, says nothing new).
+    said_unsliced: std::collections::HashSet<String>,
 }
 
 /// See the module documentation.
@@ -114,7 +119,12 @@ impl Slicing {
                     }
                 }
                 Outcome::Unsliced(why) => {
-                    crate::log::line(format_args!("kernel slicing: {} runs whole: {why}", k.name));
+                    let said = format!("kernel slicing: {} runs whole: {why}", k.name);
+                    let new =
+                        self.books.lock().is_ok_and(|mut b| b.said_unsliced.insert(said.clone()));
+                    if new {
+                        crate::log::line(format_args!("{said}"));
+                    }
                 }
             }
         }
@@ -164,6 +174,26 @@ impl Slicing {
         }
     }
 
+    /// A launch of `function` on `grid`, which slicing would cut (it has a twin and is
+    /// above the threshold), runs whole for `why` (the launch's form, not the kernel's
+    /// code): said once per kernel. Whether it was said now.
+    pub fn runs_whole(&self, function: usize, grid: [u32; 3], why: &str) -> bool {
+        let Some(config) = self.config else { return false };
+        let total = grid.iter().map(|d| u64::from(*d)).product::<u64>();
+        if total <= config.min_grid_blocks {
+            return false;
+        }
+        let new = self.books.lock().is_ok_and(|mut b| {
+            b.functions.contains_key(&function) && b.said_whole.insert(function)
+        });
+        if new {
+            crate::log::line(format_args!(
+                "kernel slicing: a launch of {total} blocks runs whole: {why} (said once for this kernel)"
+            ));
+        }
+        new
+    }
+
     /// How a launch of `function` on `grid` is issued: its twin, where the twin's
     /// parameters lie and the sub-kernels; `None`: whole.
     pub fn slices(
@@ -173,6 +203,14 @@ impl Slicing {
     ) -> Option<(usize, TwinParams, Vec<Slice>)> {
         let config = self.config?;
         let (twin, params) = *self.books.lock().ok()?.functions.get(&function)?;
+        if grid.iter().map(|d| u64::from(*d)).product::<u64>() > u64::from(u32::MAX) {
+            self.runs_whole(
+                function,
+                grid,
+                "more blocks than a sub-kernel's 32-bit first block can name",
+            );
+            return None;
+        }
         let slices = plan(grid, config)?;
         // the first launches sliced are said (what an operator checks); the log of a
         // long job does not grow with every one
@@ -195,6 +233,28 @@ impl Slicing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A launch that slicing would cut but that runs whole for its form (cooperative,
+    /// an attribute, its parameters) is said once per kernel, with the reason (issue 58
+    /// item 1: "run unsliced, logged once with the reason"); a kernel without a twin or
+    /// a launch under the threshold says nothing.
+    #[test]
+    fn a_launch_run_whole_is_said_once_per_kernel() {
+        let s = Slicing {
+            config: Some(SliceConfig { min_grid_blocks: 4, blocks_per_slice: 5 }),
+            books: Mutex::default(),
+        };
+        let p = TwinParams { count: 1, end: 8, added_at: 8 };
+        s.function_twin(7, Some((8, p)));
+        assert!(!s.runs_whole(7, [4, 1, 1], "small"), "under the threshold");
+        assert!(!s.runs_whole(9, [16, 1, 1], "no twin"), "a kernel without a twin");
+        assert!(s.runs_whole(7, [16, 1, 1], "cooperative"));
+        assert!(!s.runs_whole(7, [16, 1, 1], "cooperative"), "said twice");
+        // more blocks than a first block of 32 bits names: whole, said
+        s.function_twin(11, Some((12, p)));
+        assert!(s.slices(11, [65_536, 65_536, 2]).is_none());
+        assert!(!s.runs_whole(11, [65_536, 65_536, 2], "again"), "the size was said");
+    }
 
     /// The fake driver once handed every kernel it did not know, twins included, one
     /// handle: the sub-kernel launch re-entered the launch hook with the "twin" and sliced

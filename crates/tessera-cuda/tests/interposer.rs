@@ -603,7 +603,11 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     // cuLaunchKernelEx with an attribute a sub-kernel may carry (a priority, 8) is
     // sliced; with one that needs the blocks together (cooperative, 2) or that this
     // build does not know (99), it runs whole
+    // and one that runs whole is said once in the interposer's log, with the reason
+    // (three launches)
+    let interposer_log = s.dir.join("interposer.log");
     for (attr, sliced) in [("8", true), ("2", false), ("99", false)] {
+        let _ = std::fs::remove_file(&interposer_log);
         let with = [ex.as_slice(), &[("EX_ATTR", attr)]].concat();
         let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &with));
         assert_eq!(code, 0, "{out}{err}");
@@ -611,6 +615,10 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
         let log = logged();
         let slices = log.lines().filter(|l| l.starts_with("axpy slice ")).count();
         assert_eq!(slices, if sliced { 12 } else { 0 }, "attribute {attr}: {log}");
+        let said = std::fs::read_to_string(&interposer_log).unwrap_or_default();
+        let whole_lines =
+            said.matches("runs whole: a launch attribute a sub-kernel may not carry").count();
+        assert_eq!(whole_lines, if sliced { 0 } else { 1 }, "attribute {attr}: {said}");
     }
     // the parameters in one buffer (`extra`): each sub-kernel gets a copy with the
     // twin's four added at their offset (28, after the u32 n)

@@ -277,15 +277,26 @@ fn sliced_ex_on(
     if config.is_null() || in_sub_kernels() {
         return None;
     }
-    let buffer = parameters(params, extra)?;
     // SAFETY: non-null, the caller's launch configuration; plain fields, copied.
     let c = unsafe { *config };
+    let grid = (c.gridDimX, c.gridDimY, c.gridDimZ);
+    let dims = [grid.0, grid.1, grid.2];
+    let Some(buffer) = parameters(params, extra) else {
+        slicing().runs_whole(f as usize, dims, PARAMETERS_UNKNOWN);
+        return None;
+    };
     if !attributes_allow_slicing(c.attrs, c.numAttrs) {
+        slicing().runs_whole(
+            f as usize,
+            dims,
+            "a launch attribute a sub-kernel may not carry (cooperative, a cluster, \
+             programmatic dependent launch, a completion event, or one this build does not know)",
+        );
         return None;
     }
-    let grid = (c.gridDimX, c.gridDimY, c.gridDimZ);
-    let (twin, at, slices) = slicing().slices(f as usize, [grid.0, grid.1, grid.2])?;
+    let (twin, at, slices) = slicing().slices(f as usize, dims)?;
     if buffer.is_some_and(|(_, size)| size < at.end as usize) {
+        slicing().runs_whole(f as usize, dims, BUFFER_SHORT);
         return None;
     }
     let twin = twin as CUfunction;
@@ -465,6 +476,29 @@ fn sliced(
     sliced_on(ptsz, f, grid, block, shared, stream, params, extra)
 }
 
+/// Why a launch runs whole: its parameters given in a form the sub-kernels cannot be
+/// given (both forms, neither, or an `extra` key this build does not know).
+const PARAMETERS_UNKNOWN: &str =
+    "its parameters in both forms, in neither, or with an `extra` key this build does not know";
+/// Why a launch runs whole: a parameter buffer shorter than the kernel's parameters
+/// (the driver judges it, as it judges the program's own launch).
+const BUFFER_SHORT: &str = "a parameter buffer shorter than the kernel's parameters";
+
+/// A cooperative launch runs whole (its blocks may synchronise with one another, which
+/// sub-kernels run one after another cannot): said once for a kernel slicing would
+/// have cut. Never launches anything itself.
+#[inline]
+fn cooperative_whole(f: CUfunction, (gx, gy, gz): (c_uint, c_uint, c_uint)) -> Option<CuResult> {
+    if slicing().enabled() {
+        slicing().runs_whole(
+            f as usize,
+            [gx, gy, gz],
+            "a cooperative launch (its blocks may wait for one another)",
+        );
+    }
+    None
+}
+
 /// [`sliced`] with slicing on.
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
@@ -481,12 +515,17 @@ fn sliced_on(
     if in_sub_kernels() {
         return None;
     }
-    let buffer = parameters(params, extra)?;
-    let (twin, at, slices) = slicing().slices(f as usize, [gx, gy, gz])?;
+    let grid = [gx, gy, gz];
+    let Some(buffer) = parameters(params, extra) else {
+        slicing().runs_whole(f as usize, grid, PARAMETERS_UNKNOWN);
+        return None;
+    };
+    let (twin, at, slices) = slicing().slices(f as usize, grid)?;
     // a buffer shorter than the kernel's parameters: whole, for the driver to judge
     // (a copy padded with zeros would run the twin on parameters the program never
     // gave)
     if buffer.is_some_and(|(_, size)| size < at.end as usize) {
+        slicing().runs_whole(f as usize, grid, BUFFER_SHORT);
         return None;
     }
     let twin = twin as CUfunction;
@@ -861,7 +900,8 @@ gated_launch!(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, (
 gated_launch!(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, (
     f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
     shared: c_uint, stream: CUstream, params: *mut *mut c_void
-), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream);
+), dims(f, gx, gy, gz, bx, by, bz, shared), migrating f, on stream,
+    first cooperative_whole(f, (gx, gy, gz)), cooperative_whole(f, (gx, gy, gz)));
 // a graph's kernels are not visible here: no shape
 gated_launch!(cuGraphLaunch, cuGraphLaunch_ptsz, (graph: CUgraphExec, stream: CUstream), None, on stream);
 // the legacy launches (block shape set by cuFuncSetBlockShape, not seen here) and the
