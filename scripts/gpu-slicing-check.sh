@@ -117,7 +117,9 @@ start_daemon() {
 # numba-cuda's own kernel (LTO-IR linked by nvJitLink into a cubin: no PTX reaches the
 # driver), sliced through the interposer's nvJitLink hooks, and whole: 3,000 blocks,
 # sliced above 1,000 into sub-kernels of 700; the outputs must be bit-identical and what
-# numpy computes. The interposer's log says which path the kernel took.
+# numpy computes. Then the PTX corpus's four numba kernels (saxpy, a grid-stride loop, a
+# 3-D grid reading gridsize, a reduction in shared memory), 1,200-2,048 blocks each, the
+# same way. The interposer's log says which path each kernel took.
 start_daemon "$runtime/numba.sock" "$runtime/ledger-numba"
 for slicing in 1 0; do
   (cd "$here" && exec env TESSERA_KERNEL_SLICING=$slicing TESSERA_KERNEL_SLICE_MIN_BLOCKS=1000 \
@@ -369,20 +371,30 @@ if numba is not None:
     if on.get("skipped") or off.get("skipped"):
         print(f"SKIPPED  numba: {on.get('skipped') or off.get('skipped')}")
     else:
-        took = on.get("ptx_from_nvjitlink") and len(on.get("sliced_launches", [])) == 1
+        # the stamp kernel and the PTX corpus's four numba kernels, each one launch
+        kernels = ["stamp"] + sorted((on.get("corpus") or {}).keys())
+        took = on.get("ptx_from_nvjitlink") and len(on.get("sliced_launches", [])) == len(kernels) == 5
         detail = (f"nvJitLink's PTX loaded: {on.get('ptx_from_nvjitlink')}; sliced launches: "
-                  f"{on.get('sliced_launches')}; whole: {off.get('whole_said') or 'none said'}; "
+                  f"{len(on.get('sliced_launches', []))} of {len(kernels)} kernels "
+                  f"({', '.join(kernels)}); whole: {off.get('whole_said') or 'none said'}; "
                   f"errors: {on.get('error')} {off.get('error')}")
+        c_on, c_off = on.get("corpus") or {}, off.get("corpus") or {}
+        same_corpus = {k: k in c_off and c_on[k]["digest"] == c_off[k]["digest"] for k in c_on}
         if fake:
-            ok = took and "digest" in on and "digest" in off and not off.get("sliced_launches")
+            ok = (took and "digest" in on and "digest" in off and not off.get("sliced_launches")
+                  and all(same_corpus.values()))
             print(f"{'PASS' if ok else 'FAIL':5} numba.dry  {detail}")
         else:
             same = on.get("digest") is not None and on.get("digest") == off.get("digest")
             right = on.get("matches_expected") and off.get("matches_expected")
-            ok = took and same and right and not off.get("sliced_launches")
+            right_corpus = {k: c_on[k]["matches_expected"] and c_off.get(k, {}).get("matches_expected")
+                            for k in c_on}
+            ok = (took and same and right and not off.get("sliced_launches")
+                  and all(same_corpus.values()) and all(right_corpus.values()))
             print(f"{'PASS' if ok else 'FAIL':5} numba.identity  numba-cuda {on.get('numba_cuda')}: "
                   f"sliced and whole outputs bit-identical: {same}, as numpy computes: {right} "
-                  f"(differing {on.get('differing')}, {off.get('differing')}); {detail}")
+                  f"(differing {on.get('differing')}, {off.get('differing')}); the corpus's "
+                  f"kernels bit-identical: {same_corpus}, as numpy computes: {right_corpus}; {detail}")
         failed |= not ok
 try:
     rt = json.load(open(runtime_path))

@@ -60,7 +60,85 @@ def main():
         differing=int((host != expected).sum()),
         numba_cuda=getattr(numba_cuda, "__version__", "?"),
     )
+    report["corpus"] = corpus(np, cuda)
     print(json.dumps(report), flush=True)
+
+
+def corpus(np, cuda):
+    """The numba kernels of the PTX corpus (crates/tessera-ptx/tests/data/corpus.py)
+    launched with more than 1,000 blocks each, so that under the check's settings they
+    run as sub-kernels: numba passes each array as seven parameters, the layout a twin's
+    four added ones must extend. Per kernel: its output's SHA-256 (compared between the
+    sliced and the whole run) and whether it equals numpy's."""
+    rng = np.random.default_rng(58)
+    out = {}
+
+    @cuda.jit
+    def saxpy(a, x, y, res):
+        i = cuda.grid(1)
+        if i < res.size:
+            res[i] = a * x[i] + y[i]
+
+    @cuda.jit
+    def grid_stride(x, res):
+        start, stride = cuda.grid(1), cuda.gridsize(1)
+        for i in range(start, x.size, stride):
+            res[i] = x[i] * 2.0
+
+    @cuda.jit
+    def grid3d(res):
+        x, y, z = cuda.grid(3)
+        nx, ny, nz = cuda.gridsize(3)
+        if x < res.shape[0] and y < res.shape[1] and z < res.shape[2]:
+            res[x, y, z] = x + nx * (y + ny * z)
+
+    @cuda.jit
+    def block_sum(x, res):
+        s = cuda.shared.array(256, np.float32)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        s[t] = x[i] if i < x.size else 0.0
+        cuda.syncthreads()
+        step = 128
+        while step > 0:
+            if t < step:
+                s[t] += s[t + step]
+            cuda.syncthreads()
+            step //= 2
+        if t == 0:
+            res[cuda.blockIdx.x] = s[0]
+
+    def record(name, host, expected, exact=True):
+        same = (host == expected) if exact else np.isclose(host, expected, rtol=1e-5, atol=1e-4)
+        out[name] = {
+            "digest": hashlib.sha256(host.tobytes()).hexdigest(),
+            "matches_expected": bool(same.all()),
+        }
+
+    n = 1500 * 128
+    x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    res = cuda.to_device(np.zeros(n, dtype=np.float32))
+    saxpy[1500, 128](np.float32(2.5), cuda.to_device(x), cuda.to_device(y), res)
+    record("saxpy", res.copy_to_host(), np.float32(2.5) * x + y)
+    big = rng.standard_normal(4 * n, dtype=np.float32)
+    res = cuda.to_device(np.zeros(4 * n, dtype=np.float32))
+    grid_stride[1500, 128](cuda.to_device(big), res)
+    record("grid_stride", res.copy_to_host(), big * np.float32(2.0))
+    shape, block = (64, 64, 32), (4, 4, 4)
+    grid = tuple(s // b for s, b in zip(shape, block))  # 16 x 16 x 8 = 2,048 blocks
+    res = cuda.to_device(np.full(shape, -1, dtype=np.int32))
+    grid3d[grid, block](res)
+    gx, gy, gz = np.meshgrid(*(np.arange(s) for s in shape), indexing="ij")
+    record("grid3d", res.copy_to_host(), (gx + shape[0] * (gy + shape[1] * gz)).astype(np.int32))
+    blocks = 1200
+    v = rng.standard_normal(blocks * 256, dtype=np.float32)
+    res = cuda.to_device(np.zeros(blocks, dtype=np.float32))
+    block_sum[blocks, 256](cuda.to_device(v), res)
+    # the tree's order differs from numpy's sum: equal within float32's rounding; the
+    # sliced and whole runs are compared bit for bit by their digests
+    record("block_sum", res.copy_to_host(), v.reshape(blocks, 256).sum(axis=1), exact=False)
+    cuda.synchronize()
+    return out
 
 
 main()

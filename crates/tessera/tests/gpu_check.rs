@@ -296,6 +296,8 @@ fn the_slicing_check_dry_runs_on_the_fake_driver() {
     assert!(summary.contains("PASS  fairness.fatbin"), "{summary}\n{log}");
     // numba's kernel took nvJitLink's PTX and one launch was sliced; whole without
     assert!(summary.contains("PASS  numba.dry"), "{summary}\n{log}");
+    // and so did the PTX corpus's four numba kernels, each as sub-kernels
+    assert!(summary.contains("sliced launches: 5 of 5 kernels"), "{summary}\n{log}");
     // the CUDA-runtime program was built from the wheels and ran to the runtime's refusal
     assert!(summary.contains("SKIPPED runtime"), "{summary}\n{log}");
 }
