@@ -163,6 +163,8 @@ fn light_pairs_are_measured_on_one_gpu() {
     }
     let c = r.claims.iter().find(|c| c.id == "s2.2-light-pairs").unwrap();
     assert!(c.ours.is_some());
+    // measured and shown, not counted: pairs that seldom meet cannot fail by much
+    assert!(!c.is_evidence(), "{c:?}");
 }
 
 /// Issue 57 item 8: §2.2's light pairs started at the same instant slowed 26.3% with no

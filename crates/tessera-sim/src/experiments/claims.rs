@@ -107,11 +107,18 @@ impl Test {
                 )
             }
             Test::RatioNear { paper, factor } => {
+                // a share judged within a factor shows as the share it is
+                let v = |x: f64| match unit {
+                    Unit::Ratio => format!("{}x", short(x)),
+                    // small shares: a tenth of a point would round the band away
+                    Unit::Percent => format!("{:.2}%", 100.0 * x),
+                    _ => unit.show(x),
+                };
                 format!(
-                    "{}x to {}x (paper {}x within a factor {} either way)",
-                    short(paper / factor),
-                    short(paper * factor),
-                    short(paper),
+                    "{} to {} (paper {} within a factor {} either way)",
+                    v(paper / factor),
+                    v(paper * factor),
+                    v(paper),
                     short(factor)
                 )
             }

@@ -184,20 +184,29 @@ pub(super) fn judge(r: &DcudaResults) -> Vec<Claim> {
     ];
     // §2.2: the setting's check; direction only ("< 2%"), judged with half a point
     let worst = r.pairs.iter().flat_map(|p| p.slowdown).fold(f64::NEG_INFINITY, f64::max);
-    c.push(Claim::judge(
-        "s2.2-light-pairs",
-        &format!(
-            "every pair of the {LIGHT_APPS} applications of least mean demand on one GPU, the \
+    c.push(
+        Claim::judge(
+            "s2.2-light-pairs",
+            &format!(
+                "every pair of the {LIGHT_APPS} applications of least mean demand on one GPU, the \
              second started half an iteration after the first"
-        ),
-        "§2.2",
-        "lightweight applications running concurrently on one GPU slow by less than 2% \
+            ),
+            "§2.2",
+            "lightweight applications running concurrently on one GPU slow by less than 2% \
          (direction only: a bound)",
-        Test::AtMost { paper: 0.02, tolerance: 0.005 },
-        Unit::Percent,
-        (!r.pairs.is_empty()).then_some(worst),
-        format!("the largest slowdown over {} pairs of {}", r.pairs.len(), light_names(r)),
-    ));
+            Test::AtMost { paper: 0.02, tolerance: 0.005 },
+            Unit::Percent,
+            (!r.pairs.is_empty()).then_some(worst),
+            format!("the largest slowdown over {} pairs of {}", r.pairs.len(), light_names(r)),
+        )
+        // not counted (issue 57 item 8's audit): the four of least mean demand spend a few
+        // percent of their time in kernels, so two of them seldom meet on the GPU at all
+        .structural(
+            "the applications of least mean demand are in kernels a few percent of their time \
+         (0.4-7% for three of them), so two of them seldom meet on the GPU and the bound \
+         cannot fail by much",
+        ),
+    );
     for (load, paper_ll, _) in TABLE_2 {
         // least-loaded's own energy: the medium load is what the first power step is
         // fitted on (an input); light and heavy check that fit out of sample

@@ -55,8 +55,8 @@ pub(super) fn set_claims(r: &SetResults) -> Vec<Claim> {
             &scope,
             "§5, Figure 15",
             "gpulet+int schedules only 18 of 1,023 scenarios (1.8%) fewer than the ideal scheduler \
-             (two-sided, issue 57)",
-            Test::Near { paper: 0.018, tolerance: 0.02 },
+             (two-sided, issue 57; ±1.5 points since 2026-12-04, when ±2 reached below zero)",
+            Test::Near { paper: 0.018, tolerance: 0.015 },
             Unit::Percent,
             Some(sched.ideal.saturating_sub(sched.gpulet_int) as f64 / sched.scenarios as f64),
             format!(

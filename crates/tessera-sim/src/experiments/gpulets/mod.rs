@@ -516,8 +516,9 @@ fn measure(
         "fig14",
         "paper models, 4 GPUs, 1,800 s of fluctuating Poisson rates, rescheduled every 20 s",
         "§6.2, Figure 14",
-        "with rates rising and falling, only 0.14% of requests violate their SLO",
-        Test::Near { paper: 0.0014, tolerance: 0.01 },
+        "with rates rising and falling, only 0.14% of requests violate their SLO (judged within a \
+         factor 2: ±1 point, before 2026-12-04, reached below zero and was one-sided in effect)",
+        Test::RatioNear { paper: 0.0014, factor: 2.0 },
         Unit::Percent,
         Some(fluctuating.violation),
         format!(
