@@ -352,6 +352,33 @@ pub fn report(r: &FairgvResults) -> String {
                     "a synchronous call outlasts the spin, so the VM yields its core on it."
                 }
             );
+            // whether that reading is borne out: the same claim with the spin shorter
+            // than SRD1's kernels (issue 57 item 10: a mechanism named, then "not
+            // identified", without saying which)
+            let at_low = r.sensitivity.iter().find(|v| v.constant == "spin").and_then(|v| {
+                v.claims.iter().find(|k| k.id == c.id).map(|k| (v.values[0].clone(), k))
+            });
+            if let Some((low, k)) = at_low {
+                let ours = k.ours[0].map_or("—".to_string(), |x| c.unit.show(x));
+                match k.holds[0] {
+                    Some(true) => {
+                        let _ = write!(
+                            out,
+                            " With the spin at its low value, {low}, shorter than SRD1's \
+                             kernels, it holds ({ours}): the reading is borne out."
+                        );
+                    }
+                    Some(false) => {
+                        let _ = write!(
+                            out,
+                            " With the spin at its low value, {low}, shorter than SRD1's \
+                             kernels, it still does not hold ({ours}): that reading is not \
+                             what keeps the claim from holding."
+                        );
+                    }
+                    None => {}
+                }
+            }
         }
         out
     };
