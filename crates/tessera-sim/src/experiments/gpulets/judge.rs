@@ -43,11 +43,15 @@ pub(super) fn set_claims(r: &SetResults) -> Vec<Claim> {
             Unit::Percent,
             (r.every.served > 0).then_some(r.every.worst),
             format!(
-                "the worst of {} served scenarios ({:?} req/s); {} over 1%, mean {}",
+                "the worst of {} served scenarios ({:?} req/s); {} over 1%, mean {}; those {} \
+                 served again in the planner's own model (reference): {} over 1%, worst {}",
                 r.every.served,
                 r.every.worst_rates,
                 r.every.over_1pct,
-                pct(r.every.mean)
+                pct(r.every.mean),
+                r.every.over_1pct,
+                r.every.reference_over_1pct,
+                pct(r.every.reference_worst)
             ),
         ),
         Claim::judge(
