@@ -19,15 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib="${1:-$root/target/release/libtessera_cuda.so}"
 tessera="${2:-}"
-if ! command -v valgrind >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "installing valgrind from Debian" >&2
-    apt-get install -y -q valgrind >&2
-  else
-    echo "valgrind is not installed (apt-get install valgrind)" >&2
-    exit 1
-  fi
-fi
+bash "$root/scripts/ensure-valgrind.sh"
 if [ ! -f "$lib" ]; then
   (cd "$root" && cargo build --release -p tessera-cuda >&2)
 fi

@@ -16,15 +16,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="${1:-$root/target/release/tessera}"
 scales="${2:-1,100}"
 only="${3:-}"
-if ! command -v valgrind >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "installing valgrind from Debian" >&2
-    apt-get install -y -q valgrind >&2
-  else
-    echo "valgrind is not installed (apt-get install valgrind)" >&2
-    exit 1
-  fi
-fi
+bash "$root/scripts/ensure-valgrind.sh"
 [ -x "$bin" ] || (cd "$root" && cargo build --release -p tessera >&2)
 labels=$("$bin" bench sim --runs 1 --scales 1 --floor-ms 1 --json 2>/dev/null \
   | python3 -c 'import json,sys; print("\n".join(sorted({l["policy"] for l in map(json.loads, sys.stdin) if l.get("workload")=="colocated"})))')

@@ -13,6 +13,7 @@ the unsliced launch, the blocks launched, and numba-cuda's version.
 """
 import hashlib
 import json
+import pathlib
 import sys
 
 THREADS = 128
@@ -72,41 +73,14 @@ def corpus(np, cuda):
     sliced and the whole run) and whether it equals numpy's."""
     rng = np.random.default_rng(58)
     out = {}
+    # the corpus's own kernels, compiled for the signatures the corpus gives them
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "crates/tessera-ptx/tests/data"))
+    from corpus import numba_kernels
 
-    @cuda.jit
-    def saxpy(a, x, y, res):
-        i = cuda.grid(1)
-        if i < res.size:
-            res[i] = a * x[i] + y[i]
-
-    @cuda.jit
-    def grid_stride(x, res):
-        start, stride = cuda.grid(1), cuda.gridsize(1)
-        for i in range(start, x.size, stride):
-            res[i] = x[i] * 2.0
-
-    @cuda.jit
-    def grid3d(res):
-        x, y, z = cuda.grid(3)
-        nx, ny, nz = cuda.gridsize(3)
-        if x < res.shape[0] and y < res.shape[1] and z < res.shape[2]:
-            res[x, y, z] = x + nx * (y + ny * z)
-
-    @cuda.jit
-    def block_sum(x, res):
-        s = cuda.shared.array(256, np.float32)
-        t = cuda.threadIdx.x
-        i = cuda.grid(1)
-        s[t] = x[i] if i < x.size else 0.0
-        cuda.syncthreads()
-        step = 128
-        while step > 0:
-            if t < step:
-                s[t] += s[t + step]
-            cuda.syncthreads()
-            step //= 2
-        if t == 0:
-            res[cuda.blockIdx.x] = s[0]
+    kernels = {name: cuda.jit(sig)(fn) for name, fn, sig in numba_kernels()}
+    saxpy, grid_stride, grid3d, block_sum = (
+        kernels[k] for k in ("saxpy", "grid_stride", "grid3d", "block_sum")
+    )
 
     def record(name, host, expected, exact=True):
         same = (host == expected) if exact else np.isclose(host, expected, rtol=1e-5, atol=1e-4)

@@ -279,43 +279,20 @@ fn sliced_ex_on(
     }
     // SAFETY: non-null, the caller's launch configuration; plain fields, copied.
     let c = unsafe { *config };
-    let grid = (c.gridDimX, c.gridDimY, c.gridDimZ);
-    let dims = [grid.0, grid.1, grid.2];
-    let Some(buffer) = parameters(params, extra) else {
-        slicing().runs_whole(f as usize, dims, PARAMETERS_UNKNOWN);
-        return None;
-    };
-    if !attributes_allow_slicing(c.attrs, c.numAttrs) {
-        slicing().runs_whole(
-            f as usize,
-            dims,
-            "a launch attribute a sub-kernel may not carry (cooperative, a cluster, \
-             programmatic dependent launch, a completion event, or one this build does not know)",
-        );
-        return None;
-    }
-    let (twin, at, slices) = slicing().slices(f as usize, dims)?;
-    if buffer.is_some_and(|(_, size)| size < at.end as usize) {
-        slicing().runs_whole(f as usize, dims, BUFFER_SHORT);
-        return None;
-    }
-    let twin = twin as CUfunction;
-    let _within = SubKernels::begin();
-    for s in slices {
+    let grid = [c.gridDimX, c.gridDimY, c.gridDimZ];
+    let refused = (!attributes_allow_slicing(c.attrs, c.numAttrs)).then_some(
+        "a launch attribute a sub-kernel may not carry (cooperative, a cluster, programmatic \
+         dependent launch, a completion event, or one this build does not know)",
+    );
+    let plan = SubKernels::plan(f, grid, params, extra, refused)?;
+    Some(plan.issue(params, grid, |s, twin, args, extra| {
         let copy = CUlaunchConfig { gridDimX: s.blocks, gridDimY: 1, gridDimZ: 1, ..c };
-        let launch = |args: *mut *mut c_void, extra: *mut *mut c_void| {
-            if ptsz {
-                cuLaunchKernelEx_ptsz(&copy, twin, args, extra)
-            } else {
-                cuLaunchKernelEx(&copy, twin, args, extra)
-            }
-        };
-        let r = launch_slice(launch, params, buffer, at, [s.first, grid.0, grid.1, grid.2]);
-        if r != status::SUCCESS {
-            return Some(r);
+        if ptsz {
+            cuLaunchKernelEx_ptsz(&copy, twin, args, extra)
+        } else {
+            cuLaunchKernelEx(&copy, twin, args, extra)
         }
-    }
-    Some(status::SUCCESS)
+    }))
 }
 
 thread_local! {
@@ -337,6 +314,66 @@ impl SubKernels {
     fn begin() -> Self {
         SUB_KERNELS.with(|s| s.set(true));
         SubKernels
+    }
+
+    /// The sub-kernels a launch of `f` on `grid` is issued as, for both launch forms;
+    /// `None`: whole — said once per kernel with the reason where slicing would have cut
+    /// it (`refused`: the launch form's own reason, its attributes).
+    fn plan(
+        f: CUfunction,
+        grid: [c_uint; 3],
+        params: *mut *mut c_void,
+        extra: *mut *mut c_void,
+        refused: Option<&str>,
+    ) -> Option<SubKernelPlan> {
+        let Some(buffer) = parameters(params, extra) else {
+            slicing().runs_whole(f as usize, grid, PARAMETERS_UNKNOWN);
+            return None;
+        };
+        if let Some(why) = refused {
+            slicing().runs_whole(f as usize, grid, why);
+            return None;
+        }
+        let (twin, at, slices) = slicing().slices(f as usize, grid)?;
+        // a buffer shorter than the kernel's parameters: whole, for the driver to judge
+        // (a copy padded with zeros would run the twin on parameters the program never
+        // gave)
+        if buffer.is_some_and(|(_, size)| size < at.end as usize) {
+            slicing().runs_whole(f as usize, grid, BUFFER_SHORT);
+            return None;
+        }
+        Some(SubKernelPlan { twin: twin as CUfunction, at, slices, buffer })
+    }
+}
+
+/// A launch's sub-kernels, planned ([`SubKernels::plan`]).
+struct SubKernelPlan {
+    twin: CUfunction,
+    at: crate::slicing::TwinParams,
+    slices: Vec<tessera_ptx::Slice>,
+    buffer: Option<(*const u8, usize)>,
+}
+
+impl SubKernelPlan {
+    /// Issue the sub-kernels in order, each by `launch` (sub-kernel, twin, its
+    /// parameters as pointers or buffer) with the twin's four values added; the first
+    /// failure ends it.
+    fn issue(
+        self,
+        params: *mut *mut c_void,
+        [gx, gy, gz]: [c_uint; 3],
+        launch: impl Fn(tessera_ptx::Slice, CUfunction, *mut *mut c_void, *mut *mut c_void) -> CuResult,
+    ) -> CuResult {
+        let _within = SubKernels::begin();
+        for s in self.slices {
+            let one =
+                |args: *mut *mut c_void, extra: *mut *mut c_void| launch(s, self.twin, args, extra);
+            let r = launch_slice(one, params, self.buffer, self.at, [s.first, gx, gy, gz]);
+            if r != status::SUCCESS {
+                return r;
+            }
+        }
+        status::SUCCESS
     }
 }
 
@@ -489,13 +526,12 @@ const BUFFER_SHORT: &str = "a parameter buffer shorter than the kernel's paramet
 /// have cut. Never launches anything itself.
 #[inline]
 fn cooperative_whole(f: CUfunction, (gx, gy, gz): (c_uint, c_uint, c_uint)) -> Option<CuResult> {
-    if slicing().enabled() {
-        slicing().runs_whole(
-            f as usize,
-            [gx, gy, gz],
-            "a cooperative launch (its blocks may wait for one another)",
-        );
-    }
+    // with slicing off `runs_whole` returns at once
+    slicing().runs_whole(
+        f as usize,
+        [gx, gy, gz],
+        "a cooperative launch (its blocks may wait for one another)",
+    );
     None
 }
 
@@ -516,34 +552,14 @@ fn sliced_on(
         return None;
     }
     let grid = [gx, gy, gz];
-    let Some(buffer) = parameters(params, extra) else {
-        slicing().runs_whole(f as usize, grid, PARAMETERS_UNKNOWN);
-        return None;
-    };
-    let (twin, at, slices) = slicing().slices(f as usize, grid)?;
-    // a buffer shorter than the kernel's parameters: whole, for the driver to judge
-    // (a copy padded with zeros would run the twin on parameters the program never
-    // gave)
-    if buffer.is_some_and(|(_, size)| size < at.end as usize) {
-        slicing().runs_whole(f as usize, grid, BUFFER_SHORT);
-        return None;
-    }
-    let twin = twin as CUfunction;
-    let _within = SubKernels::begin();
-    for s in slices {
-        let launch = |args: *mut *mut c_void, extra: *mut *mut c_void| {
-            if ptsz {
-                cuLaunchKernel_ptsz(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args, extra)
-            } else {
-                cuLaunchKernel(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args, extra)
-            }
-        };
-        let r = launch_slice(launch, params, buffer, at, [s.first, gx, gy, gz]);
-        if r != status::SUCCESS {
-            return Some(r);
+    let plan = SubKernels::plan(f, grid, params, extra, None)?;
+    Some(plan.issue(params, grid, |s, twin, args, extra| {
+        if ptsz {
+            cuLaunchKernel_ptsz(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args, extra)
+        } else {
+            cuLaunchKernel(twin, s.blocks, 1, 1, bx, by, bz, shared, stream, args, extra)
         }
-    }
-    Some(status::SUCCESS)
+    }))
 }
 
 /// `cuFuncGetAttribute`: of the current device's function for a virtual one.

@@ -2,16 +2,13 @@
 given: numba-cuda's (NVVM, and its LTO-IR linked to PTX by nvJitLink) and NVRTC's,
 for compute capability 8.0. Run with the
 interpreter of `scripts/python-client.sh numba-cuda` (which has numba-cuda, NVVM and
-NVRTC from PyPI); no GPU is needed. Used by crates/tessera-ptx/tests/ptxas.rs."""
+NVRTC from PyPI); no GPU is needed. Used by crates/tessera-ptx/tests/ptxas.rs; its
+numba kernels (`numba_kernels`) are also run on a GPU, sliced and whole, by
+scripts/gpu-check/numba_sliced_check.py."""
 import pathlib
 import sys
 
-from cuda.bindings import nvrtc
-from cuda.core import Linker, LinkerOptions, ObjectCode
 from numba import cuda, float32, int32
-
-out = pathlib.Path(sys.argv[1])
-out.mkdir(parents=True, exist_ok=True)
 
 
 def numba_kernels():
@@ -54,15 +51,19 @@ def numba_kernels():
     ]
 
 
-for name, fn, sig in numba_kernels():
-    ptx, _ = cuda.compile_ptx(fn, sig, cc=(8, 0))
-    (out / f"numba_{name}.ptx").write_text(ptx)
-    # what numba-cuda runs by default: the kernel as LTO-IR, which nvJitLink links; its
-    # PTX as the interposer's nvJitLink hooks ask for it (the same link with -ptx)
-    ltoir, _ = cuda.compile(fn, sig, cc=(8, 0), device=False, abi="numba", output="ltoir")
-    options = LinkerOptions(arch="sm_80", link_time_optimization=True, ptx=True)
-    linked = Linker(ObjectCode.from_ltoir(ltoir), options=options).link("ptx").code
-    (out / f"numba_lto_{name}.ptx").write_bytes(linked.rstrip(b"\0"))
+def write_numba(out):
+    from cuda.core import Linker, LinkerOptions, ObjectCode
+
+    for name, fn, sig in numba_kernels():
+        ptx, _ = cuda.compile_ptx(fn, sig, cc=(8, 0))
+        (out / f"numba_{name}.ptx").write_text(ptx)
+        # what numba-cuda runs by default: the kernel as LTO-IR, which nvJitLink links; its
+        # PTX as the interposer's nvJitLink hooks ask for it (the same link with -ptx)
+        ltoir, _ = cuda.compile(fn, sig, cc=(8, 0), device=False, abi="numba", output="ltoir")
+        options = LinkerOptions(arch="sm_80", link_time_optimization=True, ptx=True)
+        linked = Linker(ObjectCode.from_ltoir(ltoir), options=options).link("ptx").code
+        (out / f"numba_lto_{name}.ptx").write_bytes(linked.rstrip(b"\0"))
+
 
 NVRTC_SOURCE = rb"""
 extern "C" __global__ void matmul(const float* a, const float* b, float* c, int n) {
@@ -118,16 +119,31 @@ extern "C" __global__ void many_params(
 }
 """
 
-err, prog = nvrtc.nvrtcCreateProgram(NVRTC_SOURCE, b"corpus.cu", 0, [], [])
-assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
-opts = [b"--gpu-architecture=compute_80"]
-(err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-    log = b" " * size
-    nvrtc.nvrtcGetProgramLog(prog, log)
-    sys.exit(log.decode())
-_, size = nvrtc.nvrtcGetPTXSize(prog)
-ptx = b" " * size
-nvrtc.nvrtcGetPTX(prog, ptx)
-(out / "nvrtc_corpus.ptx").write_text(ptx.rstrip(b"\0 ").decode())
+
+def write_nvrtc(out):
+    from cuda.bindings import nvrtc
+
+    err, prog = nvrtc.nvrtcCreateProgram(NVRTC_SOURCE, b"corpus.cu", 0, [], [])
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    opts = [b"--gpu-architecture=compute_80"]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        sys.exit(log.decode())
+    _, size = nvrtc.nvrtcGetPTXSize(prog)
+    ptx = b" " * size
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    (out / "nvrtc_corpus.ptx").write_text(ptx.rstrip(b"\0 ").decode())
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    write_numba(out)
+    write_nvrtc(out)
+
+
+if __name__ == "__main__":
+    main()
