@@ -52,27 +52,14 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 batches=200
-# a slice far longer than the run: every measured launch is inside it. Up to three
-# tries: under valgrind, rustix's first vDSO look-up (its getcpu, at the first slice
-# request) now and then reads the vDSO's header where valgrind has not mapped it and
-# the program dies of SIGSEGV (seen once, in a clean-clone CI run on 2026-12-04; the
-# same build counted 247.4 in the runs after it): a run with other addresses does not
-ok=""
-for attempt in 1 2 3; do
-  if LD_LIBRARY_PATH="$work" TESSERA_SOCKET="$work/d.sock" TESSERA_LEDGER="$work/ledger" \
-    TESSERA_SLICE_MS=10000 FAKE_CUDA_STATS=0 LD_PRELOAD="$lib" \
-    valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
-    "$work/bench" launch counted "$batches" >"$work/bench.out" 2>"$work/vg.err"; then
-    ok=1
-    break
-  fi
-  echo "interposer-instructions: try $attempt under valgrind failed:" >&2
-  grep -E "signal|at 0x" "$work/vg.err" | head -n 4 >&2 || true
-done
-if [ -z "$ok" ]; then
+# a slice far longer than the run: every measured launch is inside it
+LD_LIBRARY_PATH="$work" TESSERA_SOCKET="$work/d.sock" TESSERA_LEDGER="$work/ledger" \
+  TESSERA_SLICE_MS=10000 FAKE_CUDA_STATS=0 LD_PRELOAD="$lib" \
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
+  "$work/bench" launch counted "$batches" >"$work/bench.out" 2>"$work/vg.err" || {
   cat "$work/vg.err" "$work/daemon.log" >&2
   exit 1
-fi
+}
 # the bench's warm-up launch and its batches of 64
 launches=$((batches * 64 + 1))
 callgrind_annotate --inclusive=yes "$work/cg.out" 2>/dev/null | awk -v n="$launches" '
