@@ -34,10 +34,12 @@ mod id_set;
 mod id_table;
 pub mod ids;
 pub mod interactive;
+mod lazy_min;
 pub mod model;
 pub mod policies;
 pub mod policy;
 pub mod units;
+mod vec_map;
 
 pub use action::Action;
 pub use event::Event;

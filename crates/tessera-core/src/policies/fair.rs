@@ -26,9 +26,11 @@ use crate::board::Board;
 use crate::event::Event;
 use crate::id_table::IdTable;
 use crate::ids::{GpuId, TaskId, TenantId};
+use crate::lazy_min::LazyMin;
 use crate::model::{GpuSpec, TenantSpec};
 use crate::policy::Policy;
 use crate::units::Nanos;
+use crate::vec_map::VecMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::queued::QueuedMap;
@@ -104,9 +106,11 @@ pub struct FairQueue {
     /// What each tenant is queued as, and its quantum running now, if any.
     tenants: IdTable<(Queued, Option<TaskId>)>,
     /// A group's members with their second-level tags.
-    members: QueuedMap<BTreeMap<TenantId, MemberTags>>,
-    /// Active ones by start tag.
-    order: BTreeSet<(VirtualTime, Queued)>,
+    members: QueuedMap<VecMap<TenantId, MemberTags>>,
+    /// Active ones by start tag (their least is the virtual time), and how many are
+    /// active.
+    order: LazyMin<(VirtualTime, Queued)>,
+    active: usize,
     /// Those lingering, by when their spin budget runs out (an entry whose tags say
     /// otherwise is stale and skipped): expiry looks at the due ones only.
     lingering: BTreeSet<(Nanos, Queued)>,
@@ -125,10 +129,12 @@ pub struct FairQueue {
     listed_on: QueuedMap<Vec<GpuId>>,
     /// Scratch: keys whose eligibility an event may have changed.
     touched: Vec<Queued>,
+    /// Scratch: the keys a dispatch holds a GPU for (lingering ones whose turn it is).
+    held: Vec<Queued>,
     /// The virtual time when nobody is active (the last one's).
     idle_v: VirtualTime,
     /// Service each tenant received, ns (for status and tests).
-    service: BTreeMap<TenantId, u64>,
+    service: IdTable<u64>,
     /// How long the GPU waits for a tenant whose turn it is to submit its next request
     /// before yielding to the next (0: yield at once).
     spin: Nanos,
@@ -141,8 +147,47 @@ impl FairQueue {
     }
 
     /// The global virtual time: the smallest start tag of the active tenants.
+    /// (A walk of the tags: for status and tests; fair queuing reads its index.)
     pub fn virtual_time(&self) -> VirtualTime {
-        self.order.first().map_or(self.idle_v, |(s, _)| *s)
+        self.tags
+            .keys()
+            .filter_map(|k| self.tags.get(&k).filter(|t| t.active).map(|t| t.start))
+            .min()
+            .unwrap_or(self.idle_v)
+    }
+
+    /// [`FairQueue::virtual_time`] from the order's index, settled first: asked only
+    /// when a tenant wakes or registers, so the stale entries the changes of every
+    /// quantum leave are dropped here, not on every event.
+    fn settled_virtual_time(&mut self) -> VirtualTime {
+        self.settle_order();
+        let v = self.order.first().map_or(self.idle_v, |(s, _)| s);
+        debug_assert_eq!(v, self.virtual_time(), "the virtual time drifted from the active tags");
+        v
+    }
+
+    /// `key` is active under start tag `start` from now on; the order is settled if
+    /// stale entries pile up.
+    fn push_order(&mut self, start: VirtualTime, key: Queued) {
+        self.order.push((start, key));
+        if self.order.len() > 2 * self.active + 64 {
+            self.settle_order();
+        }
+    }
+
+    /// Drop the order's stale entries from its top, so that its first entry is the
+    /// least current one, and rebuild it when stale entries outnumber the current.
+    fn settle_order(&mut self) {
+        let tags = &self.tags;
+        self.order.settle(
+            |(s, k)| tags.get(k).is_some_and(|t| t.active && t.start == *s),
+            self.active,
+            || {
+                tags.keys()
+                    .filter_map(|k| tags.get(&k).filter(|t| t.active).map(|t| (t.start, k)))
+                    .collect()
+            },
+        );
     }
 
     /// The tags `tenant` is queued under (its group's, if it has one).
@@ -152,8 +197,8 @@ impl FairQueue {
     }
 
     /// Service received so far, ns, per tenant.
-    pub fn service(&self) -> &BTreeMap<TenantId, u64> {
-        &self.service
+    pub fn service(&self) -> BTreeMap<TenantId, u64> {
+        self.service.iter().map(|(t, ns)| (TenantId(t), *ns)).collect()
     }
 
     /// Whether `tenant` is queued here.
@@ -282,7 +327,7 @@ impl FairQueue {
     /// within its group it starts at max(v, its F), v the smallest start tag of the
     /// group's other members with work.
     fn wake(&mut self, board: &Board, tenant: TenantId) {
-        let v = self.virtual_time();
+        let v = self.settled_virtual_time();
         let Some((key, running)) = self.tenants.get(tenant.0) else { return };
         let (key, running) = (*key, running.is_some());
         let lingering = self
@@ -317,7 +362,9 @@ impl FairQueue {
         }
         t.active = true;
         t.start = v.max(t.finish);
-        self.order.insert((t.start, key));
+        let start = t.start;
+        self.active += 1;
+        self.push_order(start, key);
     }
 
     /// `tenant`'s quantum ended after running `ran`: its tenant's or group's F = S +
@@ -327,7 +374,7 @@ impl FairQueue {
         let Some((key, running)) = self.tenants.get_mut(tenant.0) else { return };
         *running = None;
         let key = *key;
-        *self.service.entry(tenant).or_default() += ran.0;
+        *self.service.get_or_insert_with(tenant.0, || 0) += ran.0;
         let drained = board.queue_of(tenant).0 == 0;
         if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
             m.finish = m.start + (u128::from(ran.0) << SCALE) / u128::from(m.weight.max(1));
@@ -337,7 +384,6 @@ impl FairQueue {
         let backlogged = self.backlogged(board, key);
         let spin = self.spin;
         let Some(t) = self.tags.get_mut(&key) else { return };
-        self.order.remove(&(t.start, key));
         t.running = t.running.saturating_sub(1);
         t.finish = t.start + (u128::from(ran.0) << SCALE) / u128::from(t.weight.max(1));
         t.start = t.finish;
@@ -347,10 +393,12 @@ impl FairQueue {
             if let Some(until) = t.lingering_until {
                 self.lingering.insert((until, key));
             }
-            self.order.insert((t.start, key));
+            let start = t.start;
+            self.push_order(start, key);
         } else {
             t.active = false;
-            if self.order.is_empty() {
+            self.active -= 1;
+            if self.active == 0 {
                 self.idle_v = t.finish;
             }
         }
@@ -361,7 +409,7 @@ impl FairQueue {
     fn charge_late(&mut self, tenant: TenantId, ran: Nanos) {
         let Some((key, _)) = self.tenants.get(tenant.0) else { return };
         let key = *key;
-        *self.service.entry(tenant).or_default() += ran.0;
+        *self.service.get_or_insert_with(tenant.0, || 0) += ran.0;
         if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
             let add = (u128::from(ran.0) << SCALE) / u128::from(m.weight.max(1));
             m.finish += add;
@@ -371,10 +419,10 @@ impl FairQueue {
         let add = (u128::from(ran.0) << SCALE) / u128::from(t.weight.max(1));
         t.finish += add;
         if t.active {
-            self.order.remove(&(t.start, key));
             t.start += add;
-            self.order.insert((t.start, key));
-        } else if self.order.is_empty() {
+            let start = t.start;
+            self.push_order(start, key);
+        } else if self.active == 0 {
             self.idle_v = self.idle_v.max(t.finish);
         }
     }
@@ -402,9 +450,9 @@ impl FairQueue {
             if backlogged || t.running > 0 {
                 continue;
             }
-            self.order.remove(&(t.start, key));
             t.active = false;
-            if self.order.is_empty() {
+            self.active -= 1;
+            if self.active == 0 {
                 self.idle_v = t.finish;
             }
         }
@@ -423,7 +471,7 @@ impl FairQueue {
     ) -> Option<MemberChoice> {
         let members = self.members.get(&key)?;
         let mut best: Option<(VirtualTime, TenantId, bool)> = None;
-        for (t, m) in members {
+        for (t, m) in members.iter() {
             let idle = self.tenants.get(t.0).is_some_and(|(_, r)| r.is_none());
             if !idle || !board.may_run_on(*t, gpu) || !may_run(*t, gpu) {
                 continue;
@@ -472,8 +520,8 @@ impl FairQueue {
                     });
                     if empty {
                         self.members.remove(&key);
-                        if let Some(t) = self.tags.remove(&key) {
-                            self.order.remove(&(t.start, key));
+                        if self.tags.remove(&key).is_some_and(|t| t.active) {
+                            self.active -= 1;
                         }
                     }
                     self.touched.push(key);
@@ -525,7 +573,7 @@ impl FairQueue {
     /// member brings the group's tags; later ones join them).
     pub fn register(&mut self, spec: &TenantSpec) {
         let key = spec.group.map_or(Queued::Tenant(spec.id), Queued::Group);
-        let v = self.virtual_time();
+        let v = self.settled_virtual_time();
         self.tags.get_or_insert_with(key, || Tags {
             weight: spec.weight.max(1),
             start: v,
@@ -535,7 +583,7 @@ impl FairQueue {
             lingering_until: None,
         });
         self.tenants.insert(spec.id.0, (key, None));
-        let members = self.members.get_or_insert_with(key, BTreeMap::new);
+        let members = self.members.get_or_insert_with(key, VecMap::default);
         // a newcomer starts level with the group's least-served member
         let inner = members.values().map(|m| m.start).min().unwrap_or(0);
         members.insert(
@@ -559,8 +607,8 @@ impl FairQueue {
         }
         self.touched = touched;
         debug_assert!(
-            self.order.iter().all(|(_, k)| {
-                self.is_eligible(board, *k) == self.listed.get(k).is_some_and(Option::is_some)
+            self.tags.keys().filter(|k| self.tags.get(k).is_some_and(|t| t.active)).all(|k| {
+                self.is_eligible(board, k) == self.listed.get(&k).is_some_and(Option::is_some)
             }) && self.listed.keys().all(|k| {
                 self.listed.get(&k).is_some_and(Option::is_none) || self.is_eligible(board, k)
             }) && self.listed.keys().all(|k| self.tags.contains_key(&k)),
@@ -591,12 +639,14 @@ impl FairQueue {
         actions: &mut Vec<Action>,
     ) {
         // a lingering one ahead in the order keeps one GPU waiting for it
-        let mut held: BTreeSet<Queued> = BTreeSet::new();
-        let nobody = BTreeSet::new();
+        // (a few at most: a vector, not a set made per call)
+        let mut held = std::mem::take(&mut self.held);
+        held.clear();
+        static NOBODY: BTreeSet<(VirtualTime, Queued)> = BTreeSet::new();
         for &gpu in gpus {
             let mut chosen = None;
             let walk = if self.by_home {
-                self.eligible_on.get(gpu.0 as usize).unwrap_or(&nobody)
+                self.eligible_on.get(gpu.0 as usize).unwrap_or(&NOBODY)
             } else {
                 &self.eligible
             };
@@ -630,7 +680,7 @@ impl FairQueue {
             // none for this GPU; another GPU may still suit a pinned tenant
             let Some((key, member)) = chosen else { continue };
             let Some(tenant) = member else {
-                held.insert(key); // this GPU waits for it
+                held.push(key); // this GPU waits for it
                 continue;
             };
             let task = board.dispatch(now, gpu, tenant, actions);
@@ -645,6 +695,7 @@ impl FairQueue {
                 self.relist(board, key);
             }
         }
+        self.held = held;
     }
 }
 
@@ -688,7 +739,7 @@ impl FairQueuing {
     }
 
     /// Service received so far, ns, per tenant.
-    pub fn service(&self) -> &BTreeMap<TenantId, u64> {
+    pub fn service(&self) -> BTreeMap<TenantId, u64> {
         self.queue.service()
     }
 

@@ -564,7 +564,7 @@ impl NodePolicy {
     }
 
     /// Fair queuing's service per batch tenant, ns.
-    pub fn service(&self) -> &BTreeMap<TenantId, u64> {
+    pub fn service(&self) -> BTreeMap<TenantId, u64> {
         self.batch.service()
     }
 }

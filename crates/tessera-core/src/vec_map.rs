@@ -1,0 +1,97 @@
+//! A small sorted map as a vector of pairs: a fair-queuing group's members (one for a
+//! tenant on its own, a Slurm job's few processes otherwise). A B-tree map of one
+//! entry cost an allocation to create and a node walk on each of the several look-ups
+//! fair queuing makes per event (issue 55); a binary search over a few pairs costs a
+//! comparison or two.
+
+/// Keys in ascending order, each once; iterated in that order, as the B-tree map it
+/// replaces was.
+#[derive(Clone, Debug)]
+pub(crate) struct VecMap<K, V> {
+    entries: Vec<(K, V)>,
+}
+
+impl<K, V> Default for VecMap<K, V> {
+    fn default() -> Self {
+        VecMap { entries: Vec::new() }
+    }
+}
+
+impl<K: Ord + Copy, V> VecMap<K, V> {
+    fn find(&self, key: &K) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| k.cmp(key))
+    }
+
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+        self.find(key).ok().map(|i| &self.entries[i].1)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.find(key).ok().map(|i| &mut self.entries[i].1)
+    }
+
+    /// Set `key`'s value, returning the one it replaces.
+    pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
+        match self.find(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
+            Err(i) => {
+                self.entries.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
+        self.find(key).ok().map(|i| self.entries.remove(i).1)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &K> {
+        self.entries.iter().map(|(k, _)| k)
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter().map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        /// Whatever the operations, the map answers as a B-tree map does and lists its
+        /// entries in the same order.
+        #[test]
+        fn behaves_as_a_btree_map(ops in proptest::collection::vec((0u8..3, 0u64..16, any::<u32>()), 0..200)) {
+            let mut map = VecMap::default();
+            let mut model = BTreeMap::new();
+            for (op, k, v) in ops {
+                match op {
+                    0 => prop_assert_eq!(map.insert(k, v), model.insert(k, v)),
+                    1 => prop_assert_eq!(map.remove(&k), model.remove(&k)),
+                    _ => {
+                        if let (Some(a), Some(b)) = (map.get_mut(&k), model.get_mut(&k)) {
+                            *a = a.wrapping_add(v);
+                            *b = b.wrapping_add(v);
+                        }
+                    }
+                }
+                prop_assert_eq!(map.get(&k), model.get(&k));
+                prop_assert_eq!(map.is_empty(), model.is_empty());
+            }
+            prop_assert!(map.iter().eq(model.iter()));
+            prop_assert!(map.keys().eq(model.keys()));
+            prop_assert!(map.values().eq(model.values()));
+        }
+    }
+}
