@@ -99,6 +99,9 @@ pub struct Board {
     running_count: [usize; 2],
     kernel_time: IdTable<WindowMean>,
     class_time: [WindowMean; 2],
+    /// Whether the duration estimates above are kept: not for a policy that never asks
+    /// ([`Board::without_estimates`]).
+    estimates: bool,
     next_seq: u64,
     rr_cursor: Option<TenantId>,
     memory_used: Vec<Bytes>,
@@ -180,6 +183,7 @@ impl Board {
             running_count: [0; 2],
             kernel_time: IdTable::default(),
             class_time: [WindowMean::new(KERNEL_HISTORY), WindowMean::new(KERNEL_HISTORY)],
+            estimates: true,
             next_seq: 0,
             rr_cursor: None,
             memory_used: vec![Bytes(0); gpus.len()],
@@ -199,6 +203,16 @@ impl Board {
     pub fn with_head_index(mut self) -> Board {
         debug_assert!(self.tenants.iter().next().is_none(), "an index made before any event");
         self.heads = Some([HeadIndex::default(), HeadIndex::default()]);
+        self
+    }
+
+    /// Keep no duration estimates, for a policy that never asks for one
+    /// ([`Board::predicted_duration`], [`Board::expected_free_at`], ...): two running
+    /// means updated at every finish cost a policy that never reads them all the same
+    /// (issue 55). Asking such a board for an estimate is a bug (checked in debug
+    /// builds).
+    pub fn without_estimates(mut self) -> Board {
+        self.estimates = false;
         self
     }
 
@@ -485,6 +499,7 @@ impl Board {
     }
 
     fn predicted_duration_at(&self, kernel: u32, class: usize) -> Nanos {
+        debug_assert!(self.estimates, "a board built without estimates was asked for one");
         self.kernel_time
             .get(u64::from(kernel))
             .and_then(WindowMean::mean)

@@ -177,7 +177,7 @@ impl Board {
         let running = state.remove_running(i);
         self.sync_gpu(placement.gpu.0 as usize);
         self.running_count[class_index(running.class)] -= 1;
-        if completed {
+        if completed && self.estimates {
             self.kernel_time
                 .get_or_insert_with(u64::from(running.spec.kernel), || {
                     WindowMean::new(KERNEL_HISTORY)

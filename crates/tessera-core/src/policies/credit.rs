@@ -93,7 +93,7 @@ impl Credit {
     /// The credit scheduler over `gpus`.
     pub fn new(gpus: &[GpuSpec]) -> Credit {
         Credit {
-            board: Board::new(gpus),
+            board: Board::new(gpus).without_estimates(),
             accounts: IdTable::default(),
             ready: [BTreeSet::new(), BTreeSet::new()],
             next_turn: 0,

@@ -287,7 +287,7 @@ impl Dcuda {
     /// DCUDA over `gpus` with `params`; applications co-run on a GPU without limit.
     pub fn new(gpus: &[GpuSpec], params: DcudaParams) -> Dcuda {
         Dcuda {
-            board: Board::with_colocation(gpus, usize::MAX),
+            board: Board::with_colocation(gpus, usize::MAX).without_estimates(),
             params,
             monitor: Monitor::default(),
             home: BTreeMap::new(),

@@ -713,7 +713,7 @@ impl FairQueuing {
     /// Fair queuing over `gpus`.
     pub fn new(gpus: &[GpuSpec]) -> FairQueuing {
         FairQueuing {
-            board: Board::new(gpus),
+            board: Board::new(gpus).without_estimates(),
             queue: FairQueue::new(Nanos::ZERO),
             idle: Vec::new(),
         }

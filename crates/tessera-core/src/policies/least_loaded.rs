@@ -24,7 +24,10 @@ impl LeastLoaded {
     /// Least-loaded over `gpus`, up to `per_gpu` co-running tasks per GPU.
     pub fn new(gpus: &[GpuSpec], per_gpu: usize) -> LeastLoaded {
         LeastLoaded {
-            board: Board::with_colocation(gpus, per_gpu).with_head_index().with_load_order(),
+            board: Board::with_colocation(gpus, per_gpu)
+                .with_head_index()
+                .with_load_order()
+                .without_estimates(),
         }
     }
 }

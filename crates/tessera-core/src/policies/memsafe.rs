@@ -189,7 +189,7 @@ impl MemSafe {
     /// schedGPU over `gpus` with `policy`.
     pub fn new(gpus: &[GpuSpec], policy: NotificationPolicy) -> MemSafe {
         MemSafe {
-            board: Board::new(gpus).with_head_index(),
+            board: Board::new(gpus).with_head_index().without_estimates(),
             policy,
             capacity: gpus.iter().map(|g| g.memory).collect(),
             used: vec![Bytes(0); gpus.len()],

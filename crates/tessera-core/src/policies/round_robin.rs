@@ -18,7 +18,7 @@ pub struct RoundRobin {
 impl RoundRobin {
     /// Round-robin over `gpus`.
     pub fn new(gpus: &[GpuSpec]) -> RoundRobin {
-        RoundRobin { board: Board::new(gpus) }
+        RoundRobin { board: Board::new(gpus).without_estimates() }
     }
 }
 
