@@ -19,12 +19,61 @@
 //! | `TESSERA_MIGRATE_AT` | `K:D`: move to real device D after K launches (the migration order, until the daemon gives it; implies `TESSERA_MIGRATION=1`) | none |
 //! | `TESSERA_KERNEL_SLICING` | `1`: launches of PTX kernels above the threshold run as sub-kernels (FairGV §3.3.2; off until checked on a GPU, issue 58) | off |
 //! | `TESSERA_KERNEL_SLICE_MIN_BLOCKS` | launches of more blocks than this are sliced | 360000 (600 × 600) |
-//! | `TESSERA_KERNEL_SLICE_BLOCKS` | blocks per sub-kernel | 1500 (FairGV's Table 4) |
+//! | `TESSERA_KERNEL_SLICE_BLOCKS` | blocks per sub-kernel (instead of a number per multiprocessor) | none |
+//! | `TESSERA_KERNEL_SLICE_BLOCKS_PER_SM` | blocks per sub-kernel per multiprocessor of the launch's GPU, rounded up | 62.5 (FairGV's 1,500 on its 24-SM TitanX; 3.1-3.3% slowdown on an H200, issue 58) |
 //! | `TESSERA_SLURM_JOB` | the Slurm job to register under (exported by `tessera slurm task-prolog`): the daemon gives the tenant the job's GPUs, weight, class and memory | none |
 //! | `TESSERA_TOKEN` | the Kubernetes allocation to register under (put in the container by `tessera k8s device-plugin`): the daemon gives the tenant the allocation's GPU, weight and memory, and refuses a token it did not give | none |
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Blocks per sub-kernel per multiprocessor when nothing says otherwise: FairGV's
+/// Table 4 rule (at least 1,500 blocks a sub-kernel) on its 24-SM TitanX, read per
+/// multiprocessor. On an H200 (132 SMs) the rule as written slowed a matrix multiply by
+/// 11.2% at 2,813 blocks a sub-kernel, and this reading by 3.1-3.3% (judged at sizes
+/// the reading was not drawn from: docs/results/gpu/2026-12-04-h200/REPORT.md).
+pub const SLICE_BLOCKS_PER_SM: f64 = 62.5;
+
+/// How big a sub-kernel is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SliceSize {
+    /// This many blocks (`TESSERA_KERNEL_SLICE_BLOCKS`).
+    Blocks(u32),
+    /// This many blocks per multiprocessor of the GPU the launch runs on, rounded up
+    /// (`TESSERA_KERNEL_SLICE_BLOCKS_PER_SM`).
+    PerSm(f64),
+}
+
+impl SliceSize {
+    /// Blocks per sub-kernel on a GPU of `sms` multiprocessors (at least 1).
+    pub fn blocks(self, sms: u32) -> u32 {
+        match self {
+            SliceSize::Blocks(b) => b.max(1),
+            SliceSize::PerSm(per) => {
+                (per * f64::from(sms.max(1))).ceil().clamp(1.0, f64::from(u32::MAX)) as u32
+            }
+        }
+    }
+}
+
+/// Kernel slicing's settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelSlicing {
+    /// Launches of more blocks than this are sliced (FairGV: 600 × 600).
+    pub min_grid_blocks: u64,
+    /// The sub-kernels' size.
+    pub size: SliceSize,
+}
+
+impl KernelSlicing {
+    /// The plan's settings on a GPU of `sms` multiprocessors.
+    pub fn on(self, sms: u32) -> tessera_ptx::SliceConfig {
+        tessera_ptx::SliceConfig {
+            min_grid_blocks: self.min_grid_blocks,
+            blocks_per_slice: self.size.blocks(sms),
+        }
+    }
+}
 
 /// A setting is unusable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -68,7 +117,7 @@ pub enum OnNoDaemon {
 }
 
 /// Everything the environment says.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// tesserad's socket.
     pub socket: PathBuf,
@@ -100,8 +149,8 @@ pub struct Config {
     pub migration: bool,
     /// Move to real device `.1` after `.0` launches (`TESSERA_MIGRATE_AT`).
     pub migrate_at: Option<(u64, i32)>,
-    /// Kernel slicing, when on (`TESSERA_KERNEL_SLICING` and its two sizes).
-    pub kernel_slicing: Option<tessera_ptx::SliceConfig>,
+    /// Kernel slicing, when on (`TESSERA_KERNEL_SLICING` and its sizes).
+    pub kernel_slicing: Option<KernelSlicing>,
     /// The Slurm job to register under (`TESSERA_SLURM_JOB`).
     pub slurm_job: Option<u64>,
     /// The Kubernetes allocation to register under (`TESSERA_TOKEN`).
@@ -191,13 +240,35 @@ impl Config {
                         bad("TESSERA_KERNEL_SLICE_MIN_BLOCKS", &v, "a number of blocks")
                     })?,
                 };
-                let blocks_per_slice = match get("TESSERA_KERNEL_SLICE_BLOCKS") {
-                    None => defaults.blocks_per_slice,
-                    Some(v) => v.parse::<u32>().ok().filter(|b| *b > 0).ok_or_else(|| {
-                        bad("TESSERA_KERNEL_SLICE_BLOCKS", &v, "a positive number of blocks")
-                    })?,
+                let per_sm = get("TESSERA_KERNEL_SLICE_BLOCKS_PER_SM");
+                let size = match (get("TESSERA_KERNEL_SLICE_BLOCKS"), per_sm) {
+                    (Some(_), Some(v)) => {
+                        return Err(bad(
+                            "TESSERA_KERNEL_SLICE_BLOCKS_PER_SM",
+                            &v,
+                            "unset when TESSERA_KERNEL_SLICE_BLOCKS is set (one size or the other)",
+                        ));
+                    }
+                    (Some(v), None) => {
+                        SliceSize::Blocks(v.parse::<u32>().ok().filter(|b| *b > 0).ok_or_else(
+                            || bad("TESSERA_KERNEL_SLICE_BLOCKS", &v, "a positive number of blocks"),
+                        )?)
+                    }
+                    (None, Some(v)) => SliceSize::PerSm(
+                        v.parse::<f64>()
+                            .ok()
+                            .filter(|b| b.is_finite() && *b > 0.0 && *b <= 1e6)
+                            .ok_or_else(|| {
+                                bad(
+                                    "TESSERA_KERNEL_SLICE_BLOCKS_PER_SM",
+                                    &v,
+                                    "a positive number of blocks per multiprocessor (up to a million)",
+                                )
+                            })?,
+                    ),
+                    (None, None) => SliceSize::PerSm(SLICE_BLOCKS_PER_SM),
                 };
-                Some(tessera_ptx::SliceConfig { min_grid_blocks, blocks_per_slice })
+                Some(KernelSlicing { min_grid_blocks, size })
             }
             Some(v) => return Err(bad("TESSERA_KERNEL_SLICING", v, "1 (on) or 0 (off)")),
         };
@@ -305,5 +376,31 @@ mod tests {
         assert!(with(&[("TESSERA_WEIGHT", "0")]).is_err());
         assert_eq!(parse_bytes("4GiB"), Some(4 << 30));
         assert_eq!(parse_bytes("18446744073709551615T"), None, "overflow is refused");
+    }
+
+    /// Slicing's size is per multiprocessor unless a number of blocks is given; both
+    /// at once, or a size that is not a positive number, is refused by name.
+    #[test]
+    fn slicings_size_is_per_multiprocessor_unless_blocks_are_given() {
+        let on = ("TESSERA_KERNEL_SLICING", "1");
+        assert_eq!(with(&[]).unwrap().kernel_slicing, None, "off by default");
+        let c = with(&[on]).unwrap().kernel_slicing.unwrap();
+        assert_eq!(c.min_grid_blocks, 600 * 600);
+        assert_eq!(c.size, SliceSize::PerSm(SLICE_BLOCKS_PER_SM));
+        assert_eq!(c.on(24).blocks_per_slice, 1_500, "FairGV's on its TitanX");
+        let c = with(&[on, ("TESSERA_KERNEL_SLICE_BLOCKS", "700")]).unwrap();
+        assert_eq!(c.kernel_slicing.unwrap().size, SliceSize::Blocks(700));
+        let c = with(&[on, ("TESSERA_KERNEL_SLICE_BLOCKS_PER_SM", "31.25")]).unwrap();
+        assert_eq!(c.kernel_slicing.unwrap().on(132).blocks_per_slice, 4_125);
+        let both = [
+            on,
+            ("TESSERA_KERNEL_SLICE_BLOCKS", "700"),
+            ("TESSERA_KERNEL_SLICE_BLOCKS_PER_SM", "10"),
+        ];
+        assert_eq!(with(&both).unwrap_err().variable, "TESSERA_KERNEL_SLICE_BLOCKS_PER_SM");
+        for bad in ["0", "-1", "NaN", "inf", "lots"] {
+            let e = with(&[on, ("TESSERA_KERNEL_SLICE_BLOCKS_PER_SM", bad)]).unwrap_err();
+            assert_eq!(e.variable, "TESSERA_KERNEL_SLICE_BLOCKS_PER_SM", "{bad}");
+        }
     }
 }

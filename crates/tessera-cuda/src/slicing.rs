@@ -12,10 +12,11 @@
 //! launches with an attribute a sub-kernel may not carry, and `extra` arrays with a key
 //! this build does not know are never sliced (`hooks/launch.rs`).
 
+use crate::config::{KernelSlicing, SliceSize};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Mutex, OnceLock};
-use tessera_ptx::{Outcome, Slice, SliceConfig, plan, rewrite};
+use tessera_ptx::{Outcome, Slice, plan, rewrite};
 
 /// The sliced launches the log names, one line each.
 const LAUNCHES_SAID: u32 = 100;
@@ -49,6 +50,9 @@ struct Books {
     functions: HashMap<usize, (usize, TwinParams)>,
     /// The rewritten images, kept for the driver (and for reloading on another GPU).
     images: Vec<CString>,
+    /// Per GPU (the driver's device ordinal): blocks per sub-kernel there, from its
+    /// multiprocessors, said once each.
+    blocks_on: HashMap<u32, u32>,
     /// Kernels whose launch ran whole although they have a twin, said once each.
     said_whole: std::collections::HashSet<usize>,
     /// What the rewrite left whole, said once each (a module loaded again, or in each
@@ -59,7 +63,7 @@ struct Books {
 /// See the module documentation.
 #[derive(Debug)]
 pub struct Slicing {
-    config: Option<SliceConfig>,
+    config: Option<KernelSlicing>,
     books: Mutex<Books>,
 }
 
@@ -196,12 +200,15 @@ impl Slicing {
 
     /// How a launch of `function` on `grid` is issued: its twin, where the twin's
     /// parameters lie and the sub-kernels; `None`: whole.
+    /// `gpu` says the launch's GPU and its multiprocessors, when the size is per
+    /// multiprocessor (asked of the driver only then).
     pub fn slices(
         &self,
         function: usize,
         grid: [u32; 3],
+        gpu: impl FnOnce() -> Option<(u32, u32)>,
     ) -> Option<(usize, TwinParams, Vec<Slice>)> {
-        let config = self.config?;
+        let slicing = self.config?;
         let (twin, params) = *self.books.lock().ok()?.functions.get(&function)?;
         if grid.iter().map(|d| u64::from(*d)).product::<u64>() > u64::from(u32::MAX) {
             self.runs_whole(
@@ -211,6 +218,11 @@ impl Slicing {
             );
             return None;
         }
+        let blocks = self.blocks(slicing.size, gpu);
+        let config = tessera_ptx::SliceConfig {
+            min_grid_blocks: slicing.min_grid_blocks,
+            blocks_per_slice: blocks,
+        };
         let slices = plan(grid, config)?;
         // the first launches sliced are said (what an operator checks); the log of a
         // long job does not grow with every one
@@ -230,9 +242,43 @@ impl Slicing {
     }
 }
 
+impl Slicing {
+    /// Blocks per sub-kernel for a launch on the GPU `gpu` names: per multiprocessor,
+    /// the first launch on each GPU asks the driver and says the size once; a GPU whose
+    /// multiprocessors the driver does not say gets FairGV's 1,500 (said).
+    fn blocks(&self, size: SliceSize, gpu: impl FnOnce() -> Option<(u32, u32)>) -> u32 {
+        let SliceSize::PerSm(per) = size else { return size.blocks(0) };
+        let (device, sms) = match gpu() {
+            Some((device, sms)) if sms > 0 => (device, Some(sms)),
+            Some((device, _)) => (device, None),
+            None => (u32::MAX, None),
+        };
+        let Ok(mut books) = self.books.lock() else { return FALLBACK_BLOCKS };
+        *books.blocks_on.entry(device).or_insert_with(|| {
+            let blocks = sms.map_or(FALLBACK_BLOCKS, |n| size.blocks(n));
+            match sms {
+                Some(n) => crate::log::line(format_args!(
+                    "kernel slicing: sub-kernels of {blocks} blocks on GPU {device} ({per} per multiprocessor, {n} multiprocessors)"
+                )),
+                None => crate::log::line(format_args!(
+                    "kernel slicing: the driver did not say GPU {device}'s multiprocessors: sub-kernels of {blocks} blocks (FairGV's)"
+                )),
+            }
+            blocks
+        })
+    }
+}
+
+/// Blocks per sub-kernel where the launch's GPU cannot be asked (FairGV's Table 4).
+const FALLBACK_BLOCKS: u32 = 1_500;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fixed(blocks: u32) -> Option<KernelSlicing> {
+        Some(KernelSlicing { min_grid_blocks: 4, size: SliceSize::Blocks(blocks) })
+    }
 
     /// A launch that slicing would cut but that runs whole for its form (cooperative,
     /// an attribute, its parameters) is said once per kernel, with the reason (issue 58
@@ -240,10 +286,7 @@ mod tests {
     /// a launch under the threshold says nothing.
     #[test]
     fn a_launch_run_whole_is_said_once_per_kernel() {
-        let s = Slicing {
-            config: Some(SliceConfig { min_grid_blocks: 4, blocks_per_slice: 5 }),
-            books: Mutex::default(),
-        };
+        let s = Slicing { config: fixed(5), books: Mutex::default() };
         let p = TwinParams { count: 1, end: 8, added_at: 8 };
         s.function_twin(7, Some((8, p)));
         assert!(!s.runs_whole(7, [4, 1, 1], "small"), "under the threshold");
@@ -252,7 +295,7 @@ mod tests {
         assert!(!s.runs_whole(7, [16, 1, 1], "cooperative"), "said twice");
         // more blocks than a first block of 32 bits names: whole, said
         s.function_twin(11, Some((12, p)));
-        assert!(s.slices(11, [65_536, 65_536, 2]).is_none());
+        assert!(s.slices(11, [65_536, 65_536, 2], || None).is_none());
         assert!(!s.runs_whole(11, [65_536, 65_536, 2], "again"), "the size was said");
     }
 
@@ -261,15 +304,41 @@ mod tests {
     /// it again until the stack ran out (numba's kernel, issue 58).
     #[test]
     fn a_twin_with_its_kernels_own_handle_is_no_twin() {
+        let s = Slicing { config: fixed(5), books: Mutex::default() };
+        let p = TwinParams { count: 1, end: 8, added_at: 8 };
+        s.function_twin(7, Some((7, p)));
+        assert!(s.slices(7, [12, 1, 1], || None).is_none(), "whole");
+        s.function_twin(7, Some((8, p)));
+        let (twin, _, slices) = s.slices(7, [12, 1, 1], || None).unwrap();
+        assert_eq!((twin, slices.len()), (8, 3));
+    }
+
+    /// Per multiprocessor (the default), a sub-kernel's size follows the launch's GPU:
+    /// 62.5 a multiprocessor is FairGV's 1,500 on its 24-SM TitanX and 8,250 on a
+    /// 132-SM H200; the driver is asked once per GPU; a GPU it says nothing of gets
+    /// 1,500.
+    #[test]
+    fn a_sub_kernels_size_follows_the_gpus_multiprocessors() {
         let s = Slicing {
-            config: Some(SliceConfig { min_grid_blocks: 4, blocks_per_slice: 5 }),
+            config: Some(KernelSlicing {
+                min_grid_blocks: 4,
+                size: SliceSize::PerSm(crate::config::SLICE_BLOCKS_PER_SM),
+            }),
             books: Mutex::default(),
         };
         let p = TwinParams { count: 1, end: 8, added_at: 8 };
-        s.function_twin(7, Some((7, p)));
-        assert!(s.slices(7, [12, 1, 1]).is_none(), "whole");
         s.function_twin(7, Some((8, p)));
-        let (twin, _, slices) = s.slices(7, [12, 1, 1]).unwrap();
-        assert_eq!((twin, slices.len()), (8, 3));
+        let sizes = |gpu: Option<(u32, u32)>| {
+            let (_, _, slices) = s.slices(7, [20_000, 1, 1], || gpu).unwrap();
+            slices[0].blocks
+        };
+        assert_eq!(sizes(Some((0, 24))), 1_500);
+        assert_eq!(sizes(Some((1, 132))), 8_250);
+        // asked once per GPU: a second answer for GPU 1 is not read
+        assert_eq!(sizes(Some((1, 16))), 8_250);
+        assert_eq!(sizes(Some((2, 0))), 1_500);
+        assert_eq!(sizes(None), 1_500);
+        assert_eq!(SliceSize::PerSm(62.5).blocks(16), 1_000);
+        assert_eq!(SliceSize::PerSm(0.1).blocks(1), 1, "at least a block");
     }
 }

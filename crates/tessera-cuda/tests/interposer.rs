@@ -591,6 +591,29 @@ fn long_launches_run_as_sub_kernels_of_the_twin_and_compute_the_same() {
     assert_eq!(slices, [one, one, one].concat(), "{log}");
     assert_eq!(log.matches("cuLaunchKernel 16 256").count(), 0, "a whole launch: {log}");
     assert_eq!(log.matches("cuLaunchKernel 5 256").count(), 9, "{log}");
+    // the size per multiprocessor (the default's form): the fake GPU's 16 at 0.375 a
+    // multiprocessor make sub-kernels of 6 blocks, said once for the GPU
+    let interposer_log = s.dir.join("interposer.log");
+    let _ = std::fs::remove_file(&interposer_log);
+    let per_sm = [
+        ("TESSERA_KERNEL_SLICING", "1"),
+        ("TESSERA_KERNEL_SLICE_MIN_BLOCKS", "4"),
+        ("TESSERA_KERNEL_SLICE_BLOCKS_PER_SM", "0.375"),
+        ("FAKE_CUDA_LOG", "1"),
+    ];
+    let (code, out, err) = run(s.app_at(&app, &["3", "4096"], &per_sm));
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(result(&out), result(&whole), "{out}");
+    let log = logged();
+    let slices: Vec<String> =
+        log.lines().filter_map(|l| l.strip_prefix("axpy slice ")).map(String::from).collect();
+    let six = ["0 6 of 16 1 1", "6 6 of 16 1 1", "12 4 of 16 1 1"];
+    assert_eq!(slices, [six, six, six].concat(), "{log}");
+    let said = std::fs::read_to_string(&interposer_log).unwrap_or_default();
+    let size_lines = said
+        .matches("sub-kernels of 6 blocks on GPU 0 (0.375 per multiprocessor, 16 multiprocessors)")
+        .count();
+    assert_eq!(size_lines, 1, "{said}");
     // the same through cuLaunchKernelEx (a configuration without attributes)
     let ex = [env.as_slice(), &[("LAUNCH_EX", "1")]].concat();
     let (code, sliced_ex, err) = run(s.app_at(&app, &["3", "4096"], &ex));
