@@ -27,12 +27,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Blocks per sub-kernel per multiprocessor when nothing says otherwise: FairGV's
-/// Table 4 rule (at least 1,500 blocks a sub-kernel) on its 24-SM TitanX, read per
-/// multiprocessor. On an H200 (132 SMs) the rule as written slowed a matrix multiply by
-/// 11.2% at 2,813 blocks a sub-kernel, and this reading by 3.1-3.3% (judged at sizes
-/// the reading was not drawn from: docs/results/gpu/2026-12-04-h200/REPORT.md).
-pub const SLICE_BLOCKS_PER_SM: f64 = 62.5;
+/// Blocks per sub-kernel per multiprocessor when nothing says otherwise
+/// ([`tessera_ptx::BLOCKS_PER_SM`], with its reason).
+pub const SLICE_BLOCKS_PER_SM: f64 = tessera_ptx::BLOCKS_PER_SM;
 
 /// How big a sub-kernel is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,9 +46,7 @@ impl SliceSize {
     pub fn blocks(self, sms: u32) -> u32 {
         match self {
             SliceSize::Blocks(b) => b.max(1),
-            SliceSize::PerSm(per) => {
-                (per * f64::from(sms.max(1))).ceil().clamp(1.0, f64::from(u32::MAX)) as u32
-            }
+            SliceSize::PerSm(per) => tessera_ptx::blocks_per_sm(per, sms),
         }
     }
 }

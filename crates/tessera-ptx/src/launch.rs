@@ -20,6 +20,19 @@ impl Default for SliceConfig {
     }
 }
 
+/// Blocks per sub-kernel per multiprocessor when nothing says otherwise: FairGV's
+/// Table 4 rule (at least 1,500 blocks a sub-kernel) on its 24-SM TitanX, read per
+/// multiprocessor. On an H200 (132 SMs) the rule as written slowed a matrix multiply by
+/// 11.2% at 2,813 blocks a sub-kernel, and this reading by 3.1-3.3% (judged at sizes
+/// the reading was not drawn from: docs/results/gpu/2026-12-04-h200/REPORT.md).
+pub const BLOCKS_PER_SM: f64 = 62.5;
+
+/// Blocks per sub-kernel at `per` blocks per multiprocessor on a GPU of `sms`, rounded
+/// up (at least one block, at most `u32::MAX`).
+pub fn blocks_per_sm(per: f64, sms: u32) -> u32 {
+    (per * f64::from(sms.max(1))).ceil().clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
 /// One sub-kernel: the twin launched on a one-dimensional grid of `blocks` blocks,
 /// its first block `first` of the original grid (linear: x fastest, then y, then z).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -33,7 +33,7 @@ mod params;
 mod rewrite;
 mod scan;
 
-pub use launch::{Slice, SliceConfig, plan};
+pub use launch::{BLOCKS_PER_SM, Slice, SliceConfig, blocks_per_sm, plan};
 pub use params::{Param, ParamLayout};
 pub use rewrite::{Kernel, Outcome, Rewrite, SLICE_SUFFIX, Unsliced, rewrite};
 

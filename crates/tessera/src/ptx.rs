@@ -40,10 +40,27 @@ pub struct SliceArgs {
     /// Launches of more blocks than this are sliced (as the interposer's setting).
     #[arg(long, env = "TESSERA_KERNEL_SLICE_MIN_BLOCKS", default_value_t = SliceConfig::default().min_grid_blocks)]
     min_blocks: u64,
-    /// Blocks per sub-kernel (as the interposer's setting).
-    #[arg(long, env = "TESSERA_KERNEL_SLICE_BLOCKS", default_value_t = SliceConfig::default().blocks_per_slice,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    blocks: u32,
+    /// Blocks per sub-kernel (as the interposer's setting), instead of a number per
+    /// multiprocessor.
+    #[arg(long, env = "TESSERA_KERNEL_SLICE_BLOCKS", value_parser = clap::value_parser!(u32).range(1..),
+          conflicts_with = "blocks_per_sm")]
+    blocks: Option<u32>,
+    /// Blocks per sub-kernel per multiprocessor of the GPU, rounded up (as the
+    /// interposer's setting; its default is FairGV's 1,500 on its 24-SM GPU).
+    #[arg(long, env = "TESSERA_KERNEL_SLICE_BLOCKS_PER_SM", default_value_t = tessera_ptx::BLOCKS_PER_SM,
+          value_parser = positive_blocks)]
+    blocks_per_sm: f64,
+    /// The GPU's multiprocessors, for the size per multiprocessor (24: FairGV's TitanX;
+    /// 132 for an H200).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..))]
+    sms: u32,
+}
+
+fn positive_blocks(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|b| b.is_finite() && *b > 0.0 && *b <= 1e6)
+        .ok_or_else(|| format!("{s:?} is not a positive number of blocks (up to a million)"))
 }
 
 fn parse_grid(s: &str) -> Result<[u32; 3], String> {
@@ -106,7 +123,9 @@ fn slice(a: SliceArgs) -> Result<()> {
             }
         }
         if let Some(grid) = a.grid {
-            let config = SliceConfig { min_grid_blocks: a.min_blocks, blocks_per_slice: a.blocks };
+            let blocks =
+                a.blocks.unwrap_or_else(|| tessera_ptx::blocks_per_sm(a.blocks_per_sm, a.sms));
+            let config = SliceConfig { min_grid_blocks: a.min_blocks, blocks_per_slice: blocks };
             match plan(grid, config) {
                 Some(s) => writeln!(
                     err,

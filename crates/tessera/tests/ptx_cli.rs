@@ -34,6 +34,24 @@ fn ptx_slice_prints_the_twins_and_says_why_a_kernel_stays_whole() {
     assert!(said.contains("100x1x1 blocks: 15 sub-kernels of up to 7 blocks"), "{said}");
     let out = tessera().args(["ptx", "slice", file, "--blocks", "0"]).output().unwrap();
     assert!(!out.status.success(), "0 blocks per sub-kernel refused");
+    // per multiprocessor (the interposer's default form): an H200's 132 at 62.5 make
+    // 8,250 blocks a sub-kernel; another number per multiprocessor from the variable
+    let grid = ["ptx", "slice", file, "--grid", "900,900"];
+    let out = tessera().args(grid).args(["--sms", "132"]).output().unwrap();
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains("900x900x1 blocks: 99 sub-kernels of up to 8250 blocks"), "{said}");
+    let out = tessera()
+        .args(grid)
+        .args(["--sms", "132"])
+        .env("TESSERA_KERNEL_SLICE_BLOCKS_PER_SM", "31.25")
+        .output()
+        .unwrap();
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains("900x900x1 blocks: 197 sub-kernels of up to 4125 blocks"), "{said}");
+    let both = tessera().args(grid).args(["--blocks", "7", "--blocks-per-sm", "3"]).output();
+    assert!(!both.unwrap().status.success(), "a number of blocks and one per SM refused");
+    let zero = tessera().args(grid).args(["--blocks-per-sm", "0"]).output().unwrap();
+    assert!(!zero.status.success(), "0 blocks per multiprocessor refused");
     let json = tessera().args(["ptx", "slice", file, "--json"]).output().unwrap();
     let kernels: serde_json::Value =
         serde_json::from_slice(String::from_utf8(json.stderr).unwrap().trim().as_bytes()).unwrap();
