@@ -250,6 +250,55 @@ pub struct DcudaReport {
     pub occupancy_evaluations: u64,
     /// GPUs time-slicing groups now, with their group count.
     pub slicing: Vec<(GpuId, usize)>,
+    /// Where the overloaded samples come from (issue 57 item 6), summed over samples
+    /// and GPUs.
+    #[serde(default)]
+    pub overload: OverloadSources,
+}
+
+/// Overloaded GPU-samples (a GPU whose placed applications' demand exceeds it at a
+/// sample, the count Figures 10 and 11 read), taken apart, summed over samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OverloadSources {
+    /// Overloaded GPU-samples.
+    pub overloaded: u64,
+    /// Of those, the GPU was not overloaded at the sample before: the overload arose
+    /// between two samples (an arrival, an application's demand rising).
+    pub new: u64,
+    /// Of those, the sample's own moves bring the GPU to its capacity or below.
+    pub relieved: u64,
+    /// Samples (not GPU-samples) at which the applications' summed demand exceeded
+    /// the node's GPUs: there no placement leaves every GPU within its capacity, and
+    /// one that balances evenly overloads them all.
+    pub node_over: u64,
+    /// Overloaded GPU-samples at the other samples (the node's demand within its GPUs,
+    /// so that a placement without an overloaded GPU may exist).
+    pub overloaded_with_room: u64,
+}
+
+impl OverloadSources {
+    /// Count one sample: each GPU's utilization at the sample before (empty at the
+    /// first), at this one, and after this sample's moves.
+    pub fn count(&mut self, before: &[f64], now: &[f64], after: &[f64]) {
+        let over = |u: f64| u > 1.0 + 1e-9;
+        for (g, u) in now.iter().enumerate() {
+            if !over(*u) {
+                continue;
+            }
+            self.overloaded += 1;
+            if !before.get(g).is_some_and(|b| over(*b)) {
+                self.new += 1;
+            }
+            if after.get(g).is_some_and(|a| !over(*a)) {
+                self.relieved += 1;
+            }
+        }
+        if now.iter().sum::<f64>() > now.len() as f64 + 1e-9 {
+            self.node_over += 1;
+        } else {
+            self.overloaded_with_room += now.iter().filter(|u| over(**u)).count() as u64;
+        }
+    }
 }
 
 impl DcudaReport {
@@ -401,7 +450,7 @@ impl Dcuda {
         for (sum, u) in self.report.utilization_sum.iter_mut().zip(&utils) {
             *sum += u.min(1.0);
         }
-        self.report.utilization = utils;
+        let before = std::mem::replace(&mut self.report.utilization, utils.clone());
         self.report.states = states.iter().map(|s| Some(*s)).collect();
         // applications already moving, or not yet measured, are not candidates
         let pinned: std::collections::BTreeSet<TenantId> = self
@@ -440,6 +489,8 @@ impl Dcuda {
                 loads[m.to.0 as usize].push(app);
             }
         }
+        let after: Vec<f64> = loads.iter().map(|l| utilization(l)).collect();
+        self.report.overload.count(&before, &utils, &after);
         if self.params.fairness {
             self.slice(now, &loads);
         }

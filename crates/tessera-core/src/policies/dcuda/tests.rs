@@ -224,3 +224,39 @@ fn compacting_below_the_band_stops_merge_and_split_cycles() {
     assert!(run(1.0) >= 50, "{}", run(1.0));
     assert_eq!(run(0.9), 0);
 }
+
+/// The overloaded GPU-samples taken apart (issue 57 item 6): a sample whose summed
+/// demand is over the node's GPUs counts as such and its overloaded GPUs not as "with
+/// room"; an overload is new when its GPU was not overloaded at the sample before, and
+/// relieved when the sample's moves bring it within capacity.
+#[test]
+fn overloaded_samples_are_taken_apart() {
+    let mut o = OverloadSources::default();
+    // the first sample: GPU 0 over, the node within its 2 GPUs (1.3 + 0.5 = 1.8)
+    o.count(&[], &[1.3, 0.5], &[0.9, 0.9]);
+    assert_eq!(
+        o,
+        OverloadSources {
+            overloaded: 1,
+            new: 1,
+            relieved: 1,
+            node_over: 0,
+            overloaded_with_room: 1
+        }
+    );
+    // both over and the node over its GPUs (2.4 > 2); GPU 0 was over before
+    o.count(&[1.3, 0.5], &[1.2, 1.2], &[1.2, 1.2]);
+    assert_eq!(
+        o,
+        OverloadSources {
+            overloaded: 3,
+            new: 2,
+            relieved: 1,
+            node_over: 1,
+            overloaded_with_room: 1
+        }
+    );
+    // nothing over
+    o.count(&[1.2, 1.2], &[0.5, 0.5], &[0.5, 0.5]);
+    assert_eq!((o.overloaded, o.node_over), (3, 1));
+}

@@ -269,10 +269,32 @@ pub struct RunResult {
     pub imbalanced: f64,
     /// Kernel configurations the monitor evaluated.
     pub occupancy_evaluations: u64,
+    /// The overloaded GPU-samples taken apart (issue 57 item 6).
+    #[serde(default)]
+    pub overload: OverloadShares,
     /// The most applications in a CPU phase at once (not serialized: summarized in
     /// [`DcudaResults::cpu_phases_at_most`]).
     #[serde(skip)]
     pub max_cpu_phases: usize,
+}
+
+/// Overloaded GPU-samples taken apart, each a share of all GPU-samples (the monitor's
+/// samples times the GPUs; `overloaded` is [`RunResult::overloaded`] again).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OverloadShares {
+    /// Overloaded.
+    pub overloaded: f64,
+    /// Overloaded, and not at the sample before (arisen between two samples).
+    pub new: f64,
+    /// Overloaded, and brought to capacity or below by that sample's own moves.
+    pub relieved: f64,
+    /// Share of the samples (not GPU-samples) at which the applications' summed demand
+    /// exceeded the node's GPUs: there no placement leaves every GPU within its
+    /// capacity, and an even balance overloads them all.
+    pub node_over: f64,
+    /// Overloaded, as a share of the GPU-samples of the other samples (the node's
+    /// demand within its GPUs).
+    pub with_room: f64,
 }
 
 impl RunResult {
@@ -300,6 +322,9 @@ pub struct Summary {
     pub busy: f64,
     /// Mean overloaded share.
     pub overloaded: f64,
+    /// Mean of the overloaded GPU-samples taken apart.
+    #[serde(default)]
+    pub overload: OverloadShares,
     /// Mean of the mean normalized run time.
     pub mean_normalized: f64,
     /// Mean QoS share.
@@ -566,6 +591,13 @@ pub fn run_cached(cfg: &DcudaConfig, cache: &RunCache) -> Result<DcudaResults, E
                     r.busy_s.iter().sum::<f64>() / (r.makespan_s * r.busy_s.len() as f64)
                 })),
                 overloaded: mean(rs.iter().map(|r| r.overloaded)),
+                overload: OverloadShares {
+                    overloaded: mean(rs.iter().map(|r| r.overload.overloaded)),
+                    new: mean(rs.iter().map(|r| r.overload.new)),
+                    relieved: mean(rs.iter().map(|r| r.overload.relieved)),
+                    node_over: mean(rs.iter().map(|r| r.overload.node_over)),
+                    with_room: mean(rs.iter().map(|r| r.overload.with_room)),
+                },
                 mean_normalized: mean(rs.iter().map(|r| r.mean_normalized)),
                 qos: mean(rs.iter().map(|r| r.qos)),
                 jain: mean(rs.iter().map(|r| r.jain)),

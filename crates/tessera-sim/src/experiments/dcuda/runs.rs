@@ -192,6 +192,18 @@ pub fn run_one_on(
             r.imbalanced_samples as f64 / r.samples as f64
         },
         occupancy_evaluations: r.occupancy_evaluations,
+        overload: {
+            let all = (r.samples * r.bands.len() as u64).max(1) as f64;
+            let share = |n: u64| n as f64 / all;
+            super::OverloadShares {
+                overloaded: share(r.overload.overloaded),
+                new: share(r.overload.new),
+                relieved: share(r.overload.relieved),
+                node_over: r.overload.node_over as f64 / r.samples.max(1) as f64,
+                with_room: r.overload.overloaded_with_room as f64
+                    / ((r.samples - r.overload.node_over) * r.bands.len() as u64).max(1) as f64,
+            }
+        },
         max_cpu_phases: g.max_cpu_phases,
     })
 }
