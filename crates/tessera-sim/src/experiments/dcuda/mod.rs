@@ -25,12 +25,14 @@
 
 mod figures;
 mod judge;
+mod load_curve;
 mod programs;
 mod report;
 mod runs;
 mod steps;
 
 use judge::{judge, paired};
+pub use load_curve::{INTERVALS_S, LoadPoint, load_curve, peak_beyond_the_papers};
 pub use programs::{Engine, TESTBED_CORES, as_programs, ends_as_programs};
 pub use report::report;
 pub use runs::{
@@ -378,6 +380,10 @@ pub struct DcudaResults {
     /// item 6; [`steps`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepRow>,
+    /// DCUDA's cut in run time at the paper's loads and two heavier (issue 57 item 6,
+    /// Figure 14; [`load_curve`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_curve: Vec<LoadPoint>,
     /// The most applications in a CPU phase at once over the main runs, on the
     /// testbed's 16 cores (above 16, some waited for a core).
     #[serde(default)]
@@ -419,6 +425,7 @@ pub fn add_slicing_cause(r: &mut DcudaResults, cache: &RunCache) -> Result<(), E
     let orders = r.config.orders.min(SENSITIVITY_ORDERS);
     r.slicing_cause = slicing_cause(&r.apps, &r.config, orders, cache)?;
     r.steps = steps(&r.apps, &r.config, orders, cache)?;
+    r.load_curve = load_curve(&r.apps, &r.config, orders, cache)?;
     Ok(())
 }
 
@@ -623,6 +630,7 @@ pub fn run_cached(cfg: &DcudaConfig, cache: &RunCache) -> Result<DcudaResults, E
         pairs,
         slicing_cause: None,
         steps: Vec::new(),
+        load_curve: Vec::new(),
         cpu_phases_at_most,
     };
     r.claims = judge(&r);

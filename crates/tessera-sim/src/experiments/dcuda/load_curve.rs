@@ -1,0 +1,89 @@
+//! Issue 57 item 6, Figure 14's shape: DCUDA's cut in run time against least-loaded's
+//! at the paper's three loads and at two heavier ones. The paper's cut is largest at
+//! its medium load: at a light load there is little overload to remove, at a heavy one
+//! little room to move into. Whether our model has that shape at all, and where its
+//! loads lie on it, is what this curve measures, beside how often the node's summed
+//! demand is over its GPUs (where no placement has room).
+
+use super::*;
+
+/// Seconds between arrivals: the paper's light, medium and heavy loads, then two
+/// heavier.
+pub const INTERVALS_S: [u64; 5] = [7, 5, 3, 2, 1];
+
+/// One load's means over the orders.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadPoint {
+    /// Seconds between arrivals.
+    pub interval_s: u64,
+    /// Least-loaded's and DCUDA's mean normalized run time (over solo).
+    pub mean_normalized: [f64; 2],
+    /// DCUDA's cut in it: 1 - DCUDA's / least-loaded's.
+    pub cut: f64,
+    /// Share of DCUDA's samples at which the applications' summed demand was over the
+    /// node's GPUs.
+    pub node_over: f64,
+}
+
+/// [`INTERVALS_S`] over `orders` arrival orders.
+pub fn load_curve(
+    apps: &[App],
+    cfg: &DcudaConfig,
+    orders: usize,
+    cache: &RunCache,
+) -> Result<Vec<LoadPoint>, ExperimentError> {
+    INTERVALS_S
+        .iter()
+        .map(|&interval_s| {
+            let load = Load { name: format!("{interval_s} s"), interval_s };
+            let runs = |policy: &str| -> Result<Vec<RunResult>, ExperimentError> {
+                (0..orders)
+                    .into_par_iter()
+                    .map(|o| cache.run_one(apps, policy, &load, o, cfg.seed, &cfg.constants))
+                    .collect()
+            };
+            let (ll, dc) = (runs("least-loaded")?, runs("dcuda")?);
+            let mean_normalized = [
+                mean(ll.iter().map(|r| r.mean_normalized)),
+                mean(dc.iter().map(|r| r.mean_normalized)),
+            ];
+            Ok(LoadPoint {
+                interval_s,
+                mean_normalized,
+                cut: 1.0 - mean_normalized[1] / mean_normalized[0],
+                node_over: mean(dc.iter().map(|r| r.overload.node_over)),
+            })
+        })
+        .collect()
+}
+
+/// What the curve says of Figure 14's claim, when it says something: the interval of
+/// the largest cut and the share of samples with the node over its GPUs there, when
+/// that peak is heavier than the paper's heavy load (3 s) and the cut falls beyond it
+/// (the paper's shape, at heavier loads than ours). `None`: the curve does not turn
+/// within the loads run, or turns within the paper's.
+pub fn peak_beyond_the_papers(curve: &[LoadPoint]) -> Option<&LoadPoint> {
+    let peak = curve.iter().max_by(|a, b| a.cut.total_cmp(&b.cut))?;
+    let heaviest = curve.iter().min_by_key(|p| p.interval_s)?;
+    (peak.interval_s < 3 && heaviest.cut < peak.cut).then_some(peak)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(interval_s: u64, cut: f64) -> LoadPoint {
+        LoadPoint { interval_s, mean_normalized: [1.0, 1.0 - cut], cut, node_over: 0.5 }
+    }
+
+    /// The peak counts only beyond the paper's heavy load and where the cut then falls.
+    #[test]
+    fn a_peak_counts_beyond_the_papers_loads_and_where_the_cut_falls() {
+        let turns = [point(7, -0.03), point(5, 0.05), point(3, 0.1), point(2, 0.2), point(1, 0.1)];
+        assert_eq!(peak_beyond_the_papers(&turns).map(|p| p.interval_s), Some(2));
+        let rises = [point(7, -0.03), point(5, 0.05), point(3, 0.1), point(2, 0.2), point(1, 0.3)];
+        assert!(peak_beyond_the_papers(&rises).is_none(), "no turn");
+        let papers = [point(7, -0.03), point(5, 0.2), point(3, 0.1), point(2, 0.05), point(1, 0.0)];
+        assert!(peak_beyond_the_papers(&papers).is_none(), "the paper's shape already");
+    }
+}
