@@ -554,7 +554,7 @@ fn load_curve_reading(r: &DcudaResults) -> String {
              to balance into), at loads heavier than the paper's. At the paper's intervals our \
              node has not reached that point: our heavy load (3 s) lies before the peak, \
              and Figure 14's claim (largest at medium) fails on where our loads fall on \
-             the curve, not on DCUDA's balancing.
+             the curve, not on DCUDA's balancing.",
             peak.interval_s,
             pct(peak.cut),
             pct(peak.node_over)
