@@ -649,19 +649,15 @@ pub(crate) fn start_moves(
     moving: &mut BTreeMap<TenantId, (GpuId, MoveReason)>,
     actions: &mut Vec<Action>,
 ) {
-    let decided: Vec<(TenantId, GpuId)> = moving.iter().map(|(t, (to, _))| (*t, *to)).collect();
-    for (tenant, to) in decided {
-        let Some(from) = home.get(&tenant).copied() else {
-            moving.remove(&tenant);
-            continue;
-        };
+    // in tenant order, each decided move kept until it starts or cannot (no list of
+    // them made per event: issue 55)
+    moving.retain(|&tenant, (to, _)| {
+        let Some(from) = home.get(&tenant).copied() else { return false };
         if board.is_migrating(tenant) || board.tenant_runs(tenant) {
-            continue;
+            return true;
         }
-        if !board.migrate(tenant, from, to, actions) {
-            moving.remove(&tenant);
-        }
-    }
+        board.migrate(tenant, from, *to, actions)
+    });
 }
 
 /// Keep `decided` among the recent moves, at most [`DcudaReport::RECENT`] of them.

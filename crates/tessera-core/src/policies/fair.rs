@@ -131,6 +131,8 @@ pub struct FairQueue {
     touched: Vec<Queued>,
     /// Scratch: the keys a dispatch holds a GPU for (lingering ones whose turn it is).
     held: Vec<Queued>,
+    /// Scratch: a key's home GPUs, as relisting compares them.
+    homes_scratch: Vec<GpuId>,
     /// The virtual time when nobody is active (the last one's).
     idle_v: VirtualTime,
     /// Service each tenant received, ns (for status and tests).
@@ -240,16 +242,25 @@ impl FairQueue {
 
     /// The GPUs where a member of `key` lives.
     fn homes_of(&self, key: Queued) -> Vec<GpuId> {
-        let mut gpus: Vec<GpuId> = self
-            .members
-            .get(&key)
-            .into_iter()
-            .flat_map(|m| m.keys())
-            .filter_map(|t| self.homes.get(t.0).copied())
-            .collect();
+        let mut gpus = Vec::new();
+        self.homes_into(key, &mut gpus);
+        gpus
+    }
+
+    /// [`FairQueue::homes_of`] into `gpus` (emptied first): relisting asks on every
+    /// event, and a vector made for each answer was a tenth of the node policy's
+    /// instructions (issue 55).
+    fn homes_into(&self, key: Queued, gpus: &mut Vec<GpuId>) {
+        gpus.clear();
+        gpus.extend(
+            self.members
+                .get(&key)
+                .into_iter()
+                .flat_map(|m| m.keys())
+                .filter_map(|t| self.homes.get(t.0).copied()),
+        );
         gpus.sort_unstable();
         gpus.dedup();
-        gpus
     }
 
     /// Whether `key` may take a GPU now (see `eligible`); pinning and a lingering
@@ -278,12 +289,20 @@ impl FairQueue {
         // those cost the look-ups, not a remove and an insert in every GPU's index
         // (issue 55: the node policy relists on every event).
         // (without homes, both sides of the second test are None)
-        let homes = (self.by_home && want.is_some()).then(|| self.homes_of(key));
+        let has_homes = self.by_home && want.is_some();
+        let mut homes = std::mem::take(&mut self.homes_scratch);
+        if has_homes {
+            self.homes_into(key, &mut homes);
+        }
+        let listed_on = self.listed_on.get(&key).map(Vec::as_slice);
+        let same_homes =
+            if has_homes { listed_on == Some(homes.as_slice()) } else { listed_on.is_none() };
         let was = self.listed.get(&key).copied().flatten();
         // (a departed key's slot goes even when it was unlisted already: kept, it would
         // hold the table's window open for every tenant after it)
         let departed = !self.tags.contains_key(&key) && self.listed.contains_key(&key);
-        if want == was && homes.as_ref() == self.listed_on.get(&key) && !departed {
+        if want == was && same_homes && !departed {
+            self.homes_scratch = homes;
             return;
         }
         if let Some(at) = was {
@@ -306,13 +325,14 @@ impl FairQueue {
         if let Some(start) = want {
             self.eligible.insert((start, key));
             *self.listed.get_or_insert_with(key, || None) = Some(start);
-            if let Some(gpus) = homes {
-                for g in &gpus {
+            if has_homes {
+                for g in &homes {
                     self.eligible_on[g.0 as usize].insert((start, key));
                 }
-                self.listed_on.insert(key, gpus);
+                self.listed_on.insert(key, homes.clone());
             }
         }
+        self.homes_scratch = homes;
     }
 
     fn key_of(&self, tenant: TenantId) -> Option<Queued> {

@@ -258,6 +258,11 @@ pub struct NodePolicy {
     contended: Vec<bool>,
     /// Scratch: the tenants the board logged.
     changed: Vec<TenantId>,
+    /// Scratch: the tenants whose waiting an event may change, and an event's idle
+    /// GPUs in and out of the pool (kept, not made per event: issue 55).
+    touched: Vec<TenantId>,
+    idle_pool: Vec<GpuId>,
+    idle_rest: Vec<GpuId>,
 }
 
 /// Moves a step has decided, with the summed weights and promised memory they leave.
@@ -401,6 +406,9 @@ impl NodePolicy {
             ranks_moving: Vec::new(),
             contended: vec![false; gpus.len()],
             changed: Vec::new(),
+            touched: Vec::new(),
+            idle_pool: Vec::new(),
+            idle_rest: Vec::new(),
         };
         // no service registered yet
         node.services_changed();
@@ -620,7 +628,9 @@ impl NodePolicy {
         let first_action = actions.len();
         let finished = self.board.finishing(event);
         // the tenants whose waiting may change with this event
-        let mut touched: Vec<TenantId> = finished.map(|(t, _)| t).into_iter().collect();
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.clear();
+        touched.extend(finished.map(|(t, _)| t));
         match event {
             Event::TaskSubmitted(t) => touched.push(t.tenant),
             Event::TenantRegistered(spec) => touched.push(spec.id),
@@ -730,7 +740,8 @@ impl NodePolicy {
             while self.next_sample <= now {
                 self.next_sample += self.params.interval;
             }
-            touched = self.homes.keys().copied().collect();
+            touched.clear();
+            touched.extend(self.homes.keys().copied());
         }
         // a move decided before the inference server took its target (it waits for the
         // tenant's task to end) is dropped: the server partitions that GPU, and a
@@ -755,7 +766,8 @@ impl NodePolicy {
                 touched.push(r.spec.tenant);
             }
         }
-        self.hold_waiting(now, touched);
+        self.hold_waiting(now, &touched);
+        self.touched = touched;
         self.pool.reset_if_needed(&mut self.board, now, actions);
     }
 }

@@ -4,12 +4,18 @@ use super::*;
 
 impl NodePolicy {
     pub(super) fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
-        let mut idle = self.board.idle_gpus();
         // the inference server's GPUs are its own
-        idle.retain(|g| !self.serves_models(*g));
-        let (pool, mut rest): (Vec<GpuId>, Vec<GpuId>) =
-            idle.into_iter().partition(|g| self.pool.contains(*g));
-        for gpu in pool {
+        let (mut pool, mut rest) =
+            (std::mem::take(&mut self.idle_pool), std::mem::take(&mut self.idle_rest));
+        pool.clear();
+        rest.clear();
+        for g in self.board.idle_ids() {
+            if self.serves_models(g) {
+                continue;
+            }
+            if self.pool.contains(g) { pool.push(g) } else { rest.push(g) }
+        }
+        for &gpu in &pool {
             match self.oldest_service_for(gpu) {
                 Some(tenant) => self.serve(now, gpu, tenant, actions),
                 // a pool GPU whose batch tenants leave room for no waiting request's
@@ -39,6 +45,7 @@ impl NodePolicy {
                 self.monitor.started_exclusive(*task, r.spec.tenant, now);
             }
         }
+        (self.idle_pool, self.idle_rest) = (pool, rest);
     }
 
     /// The registered services changed: their memory, kept free on every GPU, and
@@ -151,8 +158,8 @@ impl NodePolicy {
     /// Time a batch tenant waits with work queued is held (its turn, a move), not idle:
     /// `tenants`' holds follow their state now (a tenant's state changes only with an
     /// event of its own or a dispatch; every sample looks at every tenant).
-    pub(super) fn hold_waiting(&mut self, now: Nanos, tenants: Vec<TenantId>) {
-        for tenant in tenants {
+    pub(super) fn hold_waiting(&mut self, now: Nanos, tenants: &[TenantId]) {
+        for &tenant in tenants {
             if !self.homes.contains_key(&tenant) {
                 continue;
             }
