@@ -25,21 +25,26 @@ pub struct LoadPoint {
     pub node_over: f64,
 }
 
-/// [`INTERVALS_S`] over `orders` arrival orders.
+/// The loads run again with the contention off: the paper's medium and the heaviest.
+pub const NO_CONTENTION_INTERVALS_S: [u64; 2] = [5, 1];
+
+/// `intervals` over `orders` arrival orders with constants `k`.
 pub fn load_curve(
     apps: &[App],
     cfg: &DcudaConfig,
+    intervals: &[u64],
+    k: &Constants,
     orders: usize,
     cache: &RunCache,
 ) -> Result<Vec<LoadPoint>, ExperimentError> {
-    INTERVALS_S
+    intervals
         .iter()
         .map(|&interval_s| {
             let load = Load { name: format!("{interval_s} s"), interval_s };
             let runs = |policy: &str| -> Result<Vec<RunResult>, ExperimentError> {
                 (0..orders)
                     .into_par_iter()
-                    .map(|o| cache.run_one(apps, policy, &load, o, cfg.seed, &cfg.constants))
+                    .map(|o| cache.run_one(apps, policy, &load, o, cfg.seed, k))
                     .collect()
             };
             let (ll, dc) = (runs("least-loaded")?, runs("dcuda")?);
@@ -68,6 +73,17 @@ pub fn peak_beyond_the_papers(curve: &[LoadPoint]) -> Option<&LoadPoint> {
     (peak.interval_s < 3 && heaviest.cut < peak.cut).then_some(peak)
 }
 
+/// Whether the contention term carries the cut's rise with load: with it off (the
+/// block model's SM sharing alone), the cut at the heaviest load run is below the cut
+/// at the paper's medium load. `None`: not run, or the cut still rises without it.
+pub fn contention_carries_the_rise(
+    no_contention: &[LoadPoint],
+) -> Option<(&LoadPoint, &LoadPoint)> {
+    let medium = no_contention.iter().find(|p| p.interval_s == 5)?;
+    let heaviest = no_contention.iter().min_by_key(|p| p.interval_s)?;
+    (heaviest.interval_s < 5 && heaviest.cut < medium.cut).then_some((medium, heaviest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +101,18 @@ mod tests {
         assert!(peak_beyond_the_papers(&rises).is_none(), "no turn");
         let papers = [point(7, -0.03), point(5, 0.2), point(3, 0.1), point(2, 0.05), point(1, 0.0)];
         assert!(peak_beyond_the_papers(&papers).is_none(), "the paper's shape already");
+    }
+
+    /// The contention carries the rise only if, without it, the heaviest load's cut is
+    /// below medium's.
+    #[test]
+    fn the_contention_carries_the_rise_only_if_the_cut_falls_without_it() {
+        let falls = [point(5, 0.08), point(1, 0.02)];
+        assert_eq!(
+            contention_carries_the_rise(&falls).map(|(m, h)| (m.cut, h.cut)),
+            Some((0.08, 0.02))
+        );
+        assert!(contention_carries_the_rise(&[point(5, 0.08), point(1, 0.1)]).is_none());
+        assert!(contention_carries_the_rise(&[]).is_none());
     }
 }

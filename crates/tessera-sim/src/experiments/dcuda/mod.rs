@@ -32,7 +32,10 @@ mod runs;
 mod steps;
 
 use judge::{judge, paired};
-pub use load_curve::{INTERVALS_S, LoadPoint, load_curve, peak_beyond_the_papers};
+pub use load_curve::{
+    INTERVALS_S, LoadPoint, NO_CONTENTION_INTERVALS_S, contention_carries_the_rise, load_curve,
+    peak_beyond_the_papers,
+};
 pub use programs::{Engine, TESTBED_CORES, as_programs, ends_as_programs};
 pub use report::report;
 pub use runs::{
@@ -384,6 +387,9 @@ pub struct DcudaResults {
     /// Figure 14; [`load_curve`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub load_curve: Vec<LoadPoint>,
+    /// The same at [`NO_CONTENTION_INTERVALS_S`] with the contention off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_curve_no_contention: Vec<LoadPoint>,
     /// The most applications in a CPU phase at once over the main runs, on the
     /// testbed's 16 cores (above 16, some waited for a core).
     #[serde(default)]
@@ -425,7 +431,11 @@ pub fn add_slicing_cause(r: &mut DcudaResults, cache: &RunCache) -> Result<(), E
     let orders = r.config.orders.min(SENSITIVITY_ORDERS);
     r.slicing_cause = slicing_cause(&r.apps, &r.config, orders, cache)?;
     r.steps = steps(&r.apps, &r.config, orders, cache)?;
-    r.load_curve = load_curve(&r.apps, &r.config, orders, cache)?;
+    r.load_curve =
+        load_curve(&r.apps, &r.config, &INTERVALS_S, &r.config.constants, orders, cache)?;
+    let off = Constants { contention: 0.0, ..r.config.constants };
+    r.load_curve_no_contention =
+        load_curve(&r.apps, &r.config, &NO_CONTENTION_INTERVALS_S, &off, orders, cache)?;
     Ok(())
 }
 
@@ -631,6 +641,7 @@ pub fn run_cached(cfg: &DcudaConfig, cache: &RunCache) -> Result<DcudaResults, E
         slicing_cause: None,
         steps: Vec::new(),
         load_curve: Vec::new(),
+        load_curve_no_contention: Vec::new(),
         cpu_phases_at_most,
     };
     r.claims = judge(&r);
