@@ -562,16 +562,30 @@ fn load_curve_section(r: &DcudaResults) -> String {
 /// What the curve with the contention off says of the rise.
 fn contention_reading(r: &DcudaResults) -> String {
     match super::contention_carries_the_rise(&r.load_curve_no_contention) {
-        Some((m, heavy)) => format!(
+        Some((m, heavy)) if m.cut > 0.0 => format!(
             "With the contention off the cut falls from {} at {} s to {} at {} s: the rise \
-             comes from the fitted contention term (each GPU's kernels slowed by 0.6 per unit \
+             comes from the fitted contention term (each GPU's kernels slowed by {} per unit \
              of its demand above the GPU), which makes evening out an overloaded node pay more \
              the more it is overloaded; on SM sharing alone the cut is larger at medium load \
              than at the heaviest, as the paper's is.",
             pct(m.cut),
             m.interval_s,
             pct(heavy.cut),
-            heavy.interval_s
+            heavy.interval_s,
+            r.config.constants.contention
+        ),
+        Some((m, heavy)) => format!(
+            "With the contention off DCUDA is slower than least-loaded at both loads run \
+             ({} at {} s, {} at {} s): its gain in this model, and the gain's rise with load, \
+             come from the fitted contention term (each GPU's kernels slowed by {} per unit \
+             of its demand above the GPU), which makes evening out an overloaded node pay more \
+             the more it is overloaded; on SM sharing alone DCUDA loses, the more the heavier \
+             the load.",
+            pct(m.cut),
+            m.interval_s,
+            pct(heavy.cut),
+            heavy.interval_s,
+            r.config.constants.contention
         ),
         None if r.load_curve_no_contention.is_empty() => {
             "Why our model keeps gaining there is not identified.".into()
