@@ -206,7 +206,8 @@ impl Slicing {
         &self,
         function: usize,
         grid: [u32; 3],
-        gpu: impl FnOnce() -> Option<(u32, u32)>,
+        gpu: impl FnOnce() -> Option<u32>,
+        sms: impl FnOnce(u32) -> Option<u32>,
     ) -> Option<(usize, TwinParams, Vec<Slice>)> {
         let slicing = self.config?;
         let (twin, params) = *self.books.lock().ok()?.functions.get(&function)?;
@@ -218,7 +219,7 @@ impl Slicing {
             );
             return None;
         }
-        let blocks = self.blocks(slicing.size, gpu);
+        let blocks = self.blocks(slicing.size, gpu, sms);
         let config = tessera_ptx::SliceConfig {
             min_grid_blocks: slicing.min_grid_blocks,
             blocks_per_slice: blocks,
@@ -246,15 +247,18 @@ impl Slicing {
     /// Blocks per sub-kernel for a launch on the GPU `gpu` names: per multiprocessor,
     /// the first launch on each GPU asks the driver and says the size once; a GPU whose
     /// multiprocessors the driver does not say gets FairGV's 1,500 (said).
-    fn blocks(&self, size: SliceSize, gpu: impl FnOnce() -> Option<(u32, u32)>) -> u32 {
+    fn blocks(
+        &self,
+        size: SliceSize,
+        gpu: impl FnOnce() -> Option<u32>,
+        sms: impl FnOnce(u32) -> Option<u32>,
+    ) -> u32 {
         let SliceSize::PerSm(per) = size else { return size.blocks(0) };
-        let (device, sms) = match gpu() {
-            Some((device, sms)) if sms > 0 => (device, Some(sms)),
-            Some((device, _)) => (device, None),
-            None => (u32::MAX, None),
-        };
+        let device = gpu().unwrap_or(u32::MAX);
         let Ok(mut books) = self.books.lock() else { return FALLBACK_BLOCKS };
+        // the driver asked for a GPU's multiprocessors only at its first sliced launch
         *books.blocks_on.entry(device).or_insert_with(|| {
+            let sms = (device != u32::MAX).then(|| sms(device)).flatten();
             let blocks = sms.map_or(FALLBACK_BLOCKS, |n| size.blocks(n));
             match sms {
                 Some(n) => crate::log::line(format_args!(
@@ -269,8 +273,9 @@ impl Slicing {
     }
 }
 
-/// Blocks per sub-kernel where the launch's GPU cannot be asked (FairGV's Table 4).
-const FALLBACK_BLOCKS: u32 = 1_500;
+/// Blocks per sub-kernel where the launch's GPU cannot be asked (FairGV's Table 4, the
+/// plan's own default).
+const FALLBACK_BLOCKS: u32 = tessera_ptx::SliceConfig::DEFAULT_BLOCKS;
 
 #[cfg(test)]
 mod tests {
@@ -295,7 +300,7 @@ mod tests {
         assert!(!s.runs_whole(7, [16, 1, 1], "cooperative"), "said twice");
         // more blocks than a first block of 32 bits names: whole, said
         s.function_twin(11, Some((12, p)));
-        assert!(s.slices(11, [65_536, 65_536, 2], || None).is_none());
+        assert!(s.slices(11, [65_536, 65_536, 2], || None, |_| None).is_none());
         assert!(!s.runs_whole(11, [65_536, 65_536, 2], "again"), "the size was said");
     }
 
@@ -307,9 +312,9 @@ mod tests {
         let s = Slicing { config: fixed(5), books: Mutex::default() };
         let p = TwinParams { count: 1, end: 8, added_at: 8 };
         s.function_twin(7, Some((7, p)));
-        assert!(s.slices(7, [12, 1, 1], || None).is_none(), "whole");
+        assert!(s.slices(7, [12, 1, 1], || None, |_| None).is_none(), "whole");
         s.function_twin(7, Some((8, p)));
-        let (twin, _, slices) = s.slices(7, [12, 1, 1], || None).unwrap();
+        let (twin, _, slices) = s.slices(7, [12, 1, 1], || None, |_| None).unwrap();
         assert_eq!((twin, slices.len()), (8, 3));
     }
 
@@ -329,7 +334,9 @@ mod tests {
         let p = TwinParams { count: 1, end: 8, added_at: 8 };
         s.function_twin(7, Some((8, p)));
         let sizes = |gpu: Option<(u32, u32)>| {
-            let (_, _, slices) = s.slices(7, [20_000, 1, 1], || gpu).unwrap();
+            let device = || gpu.map(|(d, _)| d);
+            let sms = |_| gpu.map(|(_, n)| n).filter(|n| *n > 0);
+            let (_, _, slices) = s.slices(7, [20_000, 1, 1], device, sms).unwrap();
             slices[0].blocks
         };
         assert_eq!(sizes(Some((0, 24))), 1_500);

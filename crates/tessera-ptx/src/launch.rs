@@ -14,9 +14,14 @@ pub struct SliceConfig {
     pub blocks_per_slice: u32,
 }
 
+impl SliceConfig {
+    /// FairGV's Table 4 rule: at least 1,500 blocks a sub-kernel.
+    pub const DEFAULT_BLOCKS: u32 = 1_500;
+}
+
 impl Default for SliceConfig {
     fn default() -> Self {
-        SliceConfig { min_grid_blocks: 600 * 600, blocks_per_slice: 1_500 }
+        SliceConfig { min_grid_blocks: 600 * 600, blocks_per_slice: SliceConfig::DEFAULT_BLOCKS }
     }
 }
 

@@ -334,7 +334,8 @@ impl SubKernels {
             slicing().runs_whole(f as usize, grid, why);
             return None;
         }
-        let (twin, at, slices) = slicing().slices(f as usize, grid, super::current_gpu_sms)?;
+        let (twin, at, slices) =
+            slicing().slices(f as usize, grid, || super::current_gpu().ok(), super::gpu_sms)?;
         // a buffer shorter than the kernel's parameters: whole, for the driver to judge
         // (a copy padded with zeros would run the twin on parameters the program never
         // gave)

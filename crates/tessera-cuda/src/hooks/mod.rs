@@ -136,17 +136,16 @@ fn current_gpu() -> Result<u32, CuResult> {
     }
 }
 
-/// The calling thread's current GPU and its multiprocessors, as the real driver says
-/// (kernel slicing's size per multiprocessor).
-pub(crate) fn current_gpu_sms() -> Option<(u32, u32)> {
-    let gpu = current_gpu().ok()?;
+/// `gpu`'s multiprocessors, as the real driver says (kernel slicing's size per
+/// multiprocessor; asked once per GPU).
+pub(crate) fn gpu_sms(gpu: u32) -> Option<u32> {
     let mut sms: std::ffi::c_int = 0;
     let asked = real!(cuDeviceGetAttribute(
         &mut sms,
         tessera_driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         gpu as tessera_driver::sys::CUdevice
     ));
-    Some((gpu, if asked == status::SUCCESS { u32::try_from(sms).unwrap_or(0) } else { 0 }))
+    (asked == status::SUCCESS).then(|| u32::try_from(sms).unwrap_or(0)).filter(|n| *n > 0)
 }
 
 /// The real driver's symbol `name` (a variant outside [`DriverApi`]), cached in `slot`.

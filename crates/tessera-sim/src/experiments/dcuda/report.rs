@@ -521,12 +521,28 @@ fn load_curve_section(r: &DcudaResults) -> String {
         "## DCUDA's cut in run time against load (issue 57)\n\n\
          Least-loaded and DCUDA over {} arrival orders at the paper's three loads (7, 5 and \
          3 s between arrivals) and two heavier; the node's summed demand over its GPUs as \
-         a share of DCUDA's samples:\n\n\
-         | s between arrivals | least-loaded | DCUDA | DCUDA's cut | node's demand over its GPUs |\n\
-         |---|---|---|---|---|\n",
-        r.slicing_cause.as_ref().map_or(0, |x| x.orders)
+         a share of DCUDA's samples:\n\n{}",
+        r.slicing_cause.as_ref().map_or(0, |x| x.orders),
+        curve_table(&r.load_curve)
     );
-    for p in &r.load_curve {
+    if !r.load_curve_no_contention.is_empty() {
+        let _ = write!(
+            out,
+            "\nThe same with the contention off (the block model's SM sharing alone):\n\n{}",
+            curve_table(&r.load_curve_no_contention)
+        );
+    }
+    let _ = writeln!(out, "\n{}\n", load_curve_reading(r));
+    out
+}
+
+/// A load curve as a table (header and one row per load).
+fn curve_table(curve: &[super::LoadPoint]) -> String {
+    let mut out = String::from(
+        "| s between arrivals | least-loaded | DCUDA | DCUDA's cut | node's demand over its GPUs |\n\
+         |---|---|---|---|---|\n",
+    );
+    for p in curve {
         let _ = writeln!(
             out,
             "| {} | {:.3}x solo | {:.3}x solo | {} | {} |",
@@ -537,25 +553,6 @@ fn load_curve_section(r: &DcudaResults) -> String {
             pct(p.node_over)
         );
     }
-    if !r.load_curve_no_contention.is_empty() {
-        out.push_str(
-            "\nThe same with the contention off (the block model's SM sharing alone):\n\n\
-             | s between arrivals | least-loaded | DCUDA | DCUDA's cut | node's demand over its GPUs |\n\
-             |---|---|---|---|---|\n",
-        );
-        for p in &r.load_curve_no_contention {
-            let _ = writeln!(
-                out,
-                "| {} | {:.3}x solo | {:.3}x solo | {} | {} |",
-                p.interval_s,
-                p.mean_normalized[0],
-                p.mean_normalized[1],
-                pct(p.cut),
-                pct(p.node_over)
-            );
-        }
-    }
-    let _ = writeln!(out, "\n{}\n", load_curve_reading(r));
     out
 }
 
