@@ -539,8 +539,8 @@ fn the_misses_by_kernel_add_up_to_each_runs_sla() {
 fn the_claims_read_only_the_runs_the_sensitivity_simulates() {
     let r = flexy::run(&FlexyConfig::default().quick(), &|_, _| {}).unwrap();
     let mut only = r.clone();
-    only.points.retain(|p| flexy::read_by_claims(&p.policy, p.sla_ms, &r.config));
-    only.records.retain(|p| flexy::read_by_claims(&p.policy, p.sla_ms, &r.config));
+    only.points.retain(|p| flexy::read_by_claims(&p.policy, &p.workload, p.sla_ms, &r.config));
+    only.records.retain(|p| flexy::read_by_claims(&p.policy, &p.workload, p.sla_ms, &r.config));
     assert!(only.points.len() < r.points.len(), "nothing left out");
     assert!(only.points.iter().any(|p| p.sla_ms == r.config.long_sla_ms), "the longer SLA");
     flexy::rejudge(&mut only);

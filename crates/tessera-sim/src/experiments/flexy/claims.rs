@@ -17,18 +17,21 @@ const SLA_LEVEL: f64 = 0.05;
 const UTIL: f64 = 0.10;
 const RESET_FACTOR: f64 = 2.0;
 
-/// Whether any claim reads the runs of `policy` at an SLA of `sla_ms`: at the main SLA
-/// every policy's but F-PID's and Algorithm 1's sort as printed (`-completion`), which
-/// are the figures' and the report's; at the longer SLA (Figure 7) only F-Reset's. The
-/// sensitivity re-runs simulate only these, since they judge only the claims; the
-/// test `the_claims_read_only_the_runs_the_sensitivity_simulates` (tests/golden.rs)
-/// judges the claims without the others' runs and finds every verdict and number the
-/// same.
-pub fn read_by_claims(policy: &str, sla_ms: u64, cfg: &super::FlexyConfig) -> bool {
-    if sla_ms == cfg.sla_ms {
-        !matches!(policy, "F-PID" | "F-Reset-completion")
-    } else {
-        policy == "F-Reset"
+/// Whether any claim reads the runs of `policy` on `mix` at an SLA of `sla_ms`: at the
+/// main SLA every policy's but F-PID's and Algorithm 1's sort as printed
+/// (`-completion`), which are the figures' and the report's, and K = 2 and 3 (Figure
+/// 6) on W1 only; at the longer SLA (Figure 7) only F-Reset's. The sensitivity re-runs
+/// simulate only these, since they judge only the claims; the test
+/// `the_claims_read_only_the_runs_the_sensitivity_simulates` (tests/golden.rs) judges
+/// the claims without the others' runs and finds every verdict and number the same.
+pub fn read_by_claims(policy: &str, mix: &str, sla_ms: u64, cfg: &super::FlexyConfig) -> bool {
+    if sla_ms != cfg.sla_ms {
+        return policy == "F-Reset";
+    }
+    match policy {
+        "F-PID" | "F-Reset-completion" => false,
+        "F-MinRes2" | "F-MinRes3" => mix == "w1",
+        _ => true,
     }
 }
 

@@ -448,8 +448,8 @@ pub fn run_cached(
 /// [`run`], taking simulations from `from` and leaving the main reading's in `into`;
 /// with `claims_only`, only the policies a claim reads ([`read_by_claims`]) are run,
 /// which is all the sensitivity re-runs judge (issue 55: F-PID's and Algorithm 1's
-/// printed sort's runs, and at the longer SLA all but F-Reset's, were 4 of every 14
-/// simulations of them).
+/// printed sort's runs, K = 2 and 3 on W2 and W3, and at the longer SLA all but
+/// F-Reset's, were 14 of every 42 simulations of them).
 fn run_with(
     cfg: &FlexyConfig,
     progress: Progress<'_>,
@@ -472,7 +472,9 @@ fn run_with(
         }
         for (sla, list) in sets {
             for policy in list {
-                if claims_only && !read_by_claims(&policy.label(), sla.0 / 1_000_000, cfg) {
+                if claims_only
+                    && !read_by_claims(&policy.label(), mix.name(), sla.0 / 1_000_000, cfg)
+                {
                     continue;
                 }
                 for &load in &cfg.loads {
