@@ -276,8 +276,8 @@ fn dcudas_steps_are_added_one_at_a_time_and_the_report_names_the_one_that_carrie
         row("dcuda-balance", 0.25, 10.0),
         row("dcuda-balance-energy", 0.10, 20.0),
         row("dcuda-no-priority", 0.10, 20.0),
-        row("dcuda", 0.10, 20.0),
-        row("dcuda-daemon", 0.12, 5.0),
+        row("dcuda-paper", 0.10, 20.0),
+        row("dcuda", 0.12, 5.0),
     ];
     let text = report(&r);
     assert!(text.contains("## What each of DCUDA's steps gives"), "{text}");

@@ -5,17 +5,21 @@
 
 use super::*;
 
-/// The variants, cumulative: least-loaded placement; with step 1 (migrate from
-/// overloaded GPUs); with step 2 (compact two light GPUs); with step 3's slicing; and
-/// DCUDA whole (step 3's priority reordering too); and beside them DCUDA with the
-/// daemon's constants ([`DcudaParams::DAEMON`]).
+/// The variants, cumulative, with the paper's constants: least-loaded placement; with
+/// step 1 (migrate from overloaded GPUs); with step 2 (compact two light GPUs); with
+/// step 3's slicing; and DCUDA whole as the paper evaluates it (step 3's priority
+/// reordering too); and beside them DCUDA with the daemon's constants
+/// ([`DcudaParams::DAEMON`]), which the claims judge.
 pub const STEPS: [(&str, &str); 6] = [
     ("least-loaded", "least-loaded placement (static)"),
     ("dcuda-balance", "+ step 1: migration from overloaded GPUs"),
     ("dcuda-balance-energy", "+ step 2: compaction"),
     ("dcuda-no-priority", "+ step 3: fair slicing"),
-    ("dcuda", "+ step 3's priority reordering (DCUDA)"),
-    ("dcuda-daemon", "DCUDA as tesserad runs it (compaction below 90%, 1 s stay, no priorities)"),
+    ("dcuda-paper", "+ step 3's priority reordering (DCUDA as the paper evaluates it)"),
+    (
+        "dcuda",
+        "DCUDA as tesserad runs it (compaction below 90%, 1 s stay, no priorities): the claims' DCUDA",
+    ),
 ];
 
 /// One variant's means over the orders.
