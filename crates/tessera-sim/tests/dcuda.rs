@@ -401,3 +401,20 @@ fn the_overload_section_concludes_from_its_numbers() {
     set(&mut r, "dcuda", 0.09, 0.01, 0.017);
     assert!(!line(&report(&r)).contains("its cause is the one stated"));
 }
+
+/// Heavy load, arrival order 28 (seed 1, the fitted contention 0.6): DCUDA with the
+/// daemon's constants was called stalled ("1 tasks never ended") when the experiment
+/// first judged them (issue 57): its last application waited for the slice of a group
+/// whose application had left to end, with only the policy's ticks left to happen, and
+/// the program engine stopped at once where the task engine keeps ticking while work
+/// remains (`programs::tests::work_held_until_a_tick_runs_at_the_tick`).
+#[test]
+fn dcuda_with_the_daemons_constants_ends_every_task() {
+    use tessera_sim::experiments::dcuda::{Constants, Load, run_one};
+    use tessera_sim::workloads::dcuda::{APPS_CSV, parse_apps};
+    let apps = parse_apps(APPS_CSV).unwrap();
+    let heavy = Load { name: "heavy".into(), interval_s: 3 };
+    let k = Constants { contention: 0.6, ..Constants::USED };
+    let r = run_one(&apps, "dcuda", &heavy, 28, 1, &k);
+    assert!(r.is_ok(), "{:?}", r.err());
+}

@@ -287,10 +287,21 @@ pub struct ProgramSim {
     unfinished: usize,
     /// Events in the queue other than the periodic ticks.
     live_events: usize,
+    /// Ticks processed in a row with nothing else left to happen and work unfinished
+    /// (see [`QUIET_TICKS`]).
+    quiet_ticks: usize,
     /// Something changed at `now` (a sample is due before time moves on).
     changed: bool,
     samples: Option<Vec<Sample>>,
 }
+
+/// Ticks a run to the end processes with nothing else left to happen before it calls
+/// the run stalled: DCUDA holds an application for at most a slice (100 ms) or a
+/// moved application's stay (1 s) of ticks every 100 ms; a program that can never go
+/// on is still reported, after these (issue 57: DCUDA with the daemon's constants was
+/// called stalled at heavy load while its last application waited 54 ms for the slice
+/// of a group that had left to end).
+const QUIET_TICKS: usize = 1_000;
 
 /// `phases` as the thread issues them: each [`Phase::LaunchGrid`] as its sub-kernels
 /// under `slicing` (the interposer's plan), or whole.
@@ -432,6 +443,7 @@ impl ProgramSim {
             memory_integral: 0,
             unfinished: tenants.len(),
             live_events: 0,
+            quiet_ticks: 0,
             changed: true,
             samples: None,
         })
@@ -543,7 +555,18 @@ impl ProgramSim {
         while let Some(&Reverse((at, _, ev))) = self.queue.peek() {
             match until {
                 Some(d) if at > d => break,
-                None if self.unfinished == 0 || self.live_events == 0 => break,
+                None if self.unfinished == 0 => break,
+                // Only ticks are left: a policy may hold work until one (a slice of a
+                // group that has left ends, a moved application's stay runs out), so
+                // its ticks keep coming, as the task engine's do while work remains,
+                // for as many as a stall needs to be told from a wait
+                None if self.live_events == 0 => {
+                    if self.quiet_ticks >= QUIET_TICKS {
+                        break;
+                    }
+                    self.quiet_ticks += 1;
+                }
+                None => self.quiet_ticks = 0,
                 _ => {}
             }
             self.queue.pop();

@@ -378,6 +378,47 @@ fn a_program_that_can_never_get_its_memory_is_reported_stalled() {
     assert!(matches!(err, Err(SimError::Stalled { unfinished: 1, .. })), "{err:?}");
 }
 
+/// Hears nothing until its first tick at or after `wakes`, then everything at once: a
+/// policy that holds work until a tick (as DCUDA holds an application until a slice
+/// ends), with only ticks left to happen meanwhile.
+#[derive(Debug)]
+struct HoldsUntilTick {
+    inner: Box<dyn Policy>,
+    wakes: Nanos,
+    held: Vec<tessera_core::Event>,
+}
+
+impl Policy for HoldsUntilTick {
+    fn label(&self) -> String {
+        "holds-until-tick".into()
+    }
+    fn tick_interval(&self) -> Option<Nanos> {
+        Some(us(100_000))
+    }
+    fn on_event(&mut self, now: Nanos, event: &tessera_core::Event, actions: &mut Vec<Action>) {
+        self.held.push(event.clone());
+        if now >= self.wakes && matches!(event, tessera_core::Event::Tick) {
+            for e in std::mem::take(&mut self.held) {
+                self.inner.on_event(now, &e, actions);
+            }
+        }
+    }
+}
+
+/// Issue 57: a run to the end keeps the policy's ticks coming while only ticks are
+/// left, so that work a policy holds until a tick runs then (before, the run was called
+/// stalled at once); a program that can never go on is still called stalled (above).
+#[test]
+fn work_held_until_a_tick_runs_at_the_tick() {
+    let p = once(vec![Phase::Launch(us(10_000)), Phase::Sync]);
+    let fair = PolicyConfig::Fair { spin: Nanos::ZERO }.build(&GpuSpec::uniform(1, Bytes::gib(1)));
+    let policy = HoldsUntilTick { inner: fair.unwrap(), wakes: us(250_000), held: Vec::new() };
+    let model = node(fairgv(), WaitMode::Poll, 1);
+    let out = ProgramSim::new(&[p], model, Box::new(policy)).unwrap().run_to_end().unwrap();
+    // released at the tick at 300 ms, ended 10 ms later
+    assert_eq!(out.ended_ns, vec![Some(310_000_000)], "{out:?}");
+}
+
 /// What the engine cannot run is refused before it runs, with what is wrong.
 #[test]
 fn impossible_programs_are_refused_up_front() {
