@@ -418,3 +418,19 @@ fn dcuda_with_the_daemons_constants_ends_every_task() {
     let r = run_one(&apps, "dcuda", &heavy, 28, 1, &k);
     assert!(r.is_ok(), "{:?}", r.err());
 }
+
+/// The sensitivity re-runs simulate only the policies `READ_BY_CLAIMS` names (issue
+/// 55): the claims judged without every other policy's runs and summaries are the same
+/// claims, verdicts and numbers; and some runs are left out.
+#[test]
+fn the_claims_read_only_the_runs_the_sensitivity_simulates() {
+    use tessera_sim::experiments::dcuda::{READ_BY_CLAIMS, rejudge};
+    let r = plain();
+    let mut only = r.clone();
+    only.runs.retain(|x| READ_BY_CLAIMS.contains(&x.policy.as_str()));
+    only.summaries.retain(|x| READ_BY_CLAIMS.contains(&x.policy.as_str()));
+    assert!(only.runs.len() < r.runs.len(), "nothing left out");
+    rejudge(&mut only);
+    assert!(!r.claims.is_empty());
+    assert_eq!(only.claims, r.claims);
+}
