@@ -434,3 +434,24 @@ fn the_claims_read_only_the_runs_the_sensitivity_simulates() {
     assert!(!r.claims.is_empty());
     assert_eq!(only.claims, r.claims);
 }
+
+/// Issue 55: the load curve's runs at the experiment's own loads (7, 5 and 3 s between
+/// arrivals) are the main run's, taken from the cache, not simulated again under
+/// another name.
+#[test]
+fn the_load_curve_takes_the_main_runs_from_the_cache() {
+    use tessera_sim::experiments::dcuda::{RunCache, load_curve, run_cached};
+    use tessera_sim::workloads::dcuda::{APPS_CSV, parse_apps};
+    let cfg = plain_config();
+    let cache = RunCache::default();
+    let r = run_cached(&cfg, &cache).unwrap();
+    let (_, simulated) = cache.counts();
+    let apps = parse_apps(APPS_CSV).unwrap();
+    let curve = load_curve(&apps, &cfg, &[5], &cfg.constants, 1, &cache).unwrap();
+    assert_eq!(cache.counts().1, simulated, "the 5 s runs simulated again");
+    let medium = |p: &str| r.summaries.iter().find(|s| s.policy == p && s.load == "medium");
+    assert_eq!(curve[0].mean_normalized[0], medium("least-loaded").unwrap().mean_normalized);
+    // a load the experiment does not run is simulated
+    load_curve(&apps, &cfg, &[2], &cfg.constants, 1, &cache).unwrap();
+    assert_eq!(cache.counts().1, simulated + 2);
+}
