@@ -455,3 +455,86 @@ fn the_load_curve_takes_the_main_runs_from_the_cache() {
     load_curve(&apps, &cfg, &[2], &cfg.constants, 1, &cache).unwrap();
     assert_eq!(cache.counts().1, simulated + 2);
 }
+
+/// Issue 57 item 6: the readings of `fig11-utilization`, `fig13b-fairness` and
+/// `fig12-stable` conclude from their numbers, both ways: a ceiling below the claim's
+/// threshold names the load (or least-loaded's fairness) as the cause, one above it
+/// names nothing; DCUDA's times following the orders' offered load name the orders,
+/// times against it nothing.
+#[test]
+fn the_ceiling_readings_conclude_from_their_numbers() {
+    use tessera_sim::experiments::dcuda::offered_over_node;
+    let base = plain().clone();
+    let medium = |r: &mut DcudaResults, p: &str| -> usize {
+        r.summaries.iter().position(|s| s.policy == p && s.load == "medium").unwrap()
+    };
+    let with = |f: &dyn Fn(&mut DcudaResults)| {
+        let mut r = base.clone();
+        f(&mut r);
+        // every claim fails, so that each gets its reading
+        for c in &mut r.claims {
+            c.verdict = tessera_sim::experiments::claims::Verdict::DoesNotHold;
+        }
+        report(&r)
+    };
+    // utilization: ceiling 64% over least-loaded's 60%: at most +6.7% < 7.6%
+    let text = with(&|r| {
+        let (l, d) = (medium(r, "least-loaded"), medium(r, "dcuda"));
+        r.summaries[l].utilization = 0.60;
+        r.summaries[d].utilization_ceiling = 0.64;
+    });
+    assert!(text.contains("no balancer could raise utilization by more than 6.7%"), "{text}");
+    let text = with(&|r| {
+        let (l, d) = (medium(r, "least-loaded"), medium(r, "dcuda"));
+        r.summaries[l].utilization = 0.60;
+        r.summaries[d].utilization_ceiling = 0.70;
+    });
+    assert!(!text.contains("no balancer could raise utilization"), "{text}");
+    // fairness: 0.97 leaves 3.1% to 1; 0.85 leaves 17.6%
+    let text = with(&|r| {
+        let l = medium(r, "least-loaded");
+        r.summaries[l].jain = 0.97;
+    });
+    assert!(text.contains("Least-loaded's Jain index is already 0.970"), "{text}");
+    let text = with(&|r| {
+        let l = medium(r, "least-loaded");
+        r.summaries[l].jain = 0.85;
+    });
+    assert!(!text.contains("Least-loaded's Jain index is already"), "{text}");
+    // stability: six orders whose DCUDA times follow (or oppose) their offered load
+    let apps = &base.apps;
+    let interval = base.config.loads.iter().find(|l| l.name == "medium").unwrap().interval_s;
+    let offered: Vec<f64> =
+        (0..6).map(|k| offered_over_node(apps, base.config.seed, k, interval)).collect();
+    assert!(offered.iter().any(|o| *o != offered[0]), "the orders offer the same load");
+    let orders = |sign: f64| {
+        let offered = offered.clone();
+        move |r: &mut DcudaResults| {
+            let one = r.runs_of("dcuda", "medium").next().unwrap().clone();
+            r.runs.retain(|x| !(x.policy == "dcuda" && x.load == "medium"));
+            for (k, o) in offered.iter().enumerate() {
+                let mut run = one.clone();
+                run.order = k;
+                run.mean_normalized = 1.5 + sign * o;
+                r.runs.push(run);
+            }
+        }
+    };
+    let text = with(&orders(1.0));
+    assert!(text.contains("The cause is the orders' load"), "{text}");
+    let text = with(&orders(-1.0));
+    assert!(!text.contains("The cause is the orders' load"), "{text}");
+}
+
+/// An order's offered load is a share of its span, and arrivals closer together offer
+/// more (the same applications in the same order, overlapping longer).
+#[test]
+fn an_orders_offered_load_grows_as_arrivals_come_closer() {
+    use tessera_sim::experiments::dcuda::offered_over_node;
+    let apps = &plain().apps;
+    for k in 0..3 {
+        let (seven, one) = (offered_over_node(apps, 1, k, 7), offered_over_node(apps, 1, k, 1));
+        assert!((0.0..=1.0).contains(&seven) && (0.0..=1.0).contains(&one));
+        assert!(one > seven, "order {k}: {one} at 1 s, {seven} at 7 s");
+    }
+}

@@ -242,6 +242,12 @@ pub struct DcudaReport {
     /// applications' summed demand over its capacity, at most 1 (Figure 11(a)).
     #[serde(default)]
     pub utilization_sum: Vec<f64>,
+    /// The sum over samples of the most utilization any placement could give at the
+    /// sample: the GPUs' summed demand spread evenly, at most each GPU's capacity
+    /// (min(sum, GPUs) / GPUs); an upper bound, since an application is not divisible
+    /// (issue 57 item 6: what a balancer can reach at all).
+    #[serde(default)]
+    pub balanced_utilization_sum: f64,
     /// Migrations decided, in all.
     pub migrations: u64,
     /// The most recent migrations (at most [`DcudaReport::RECENT`]).
@@ -450,6 +456,8 @@ impl Dcuda {
         for (sum, u) in self.report.utilization_sum.iter_mut().zip(&utils) {
             *sum += u.min(1.0);
         }
+        let gpus = utils.len().max(1) as f64;
+        self.report.balanced_utilization_sum += utils.iter().sum::<f64>().min(gpus) / gpus;
         let before = std::mem::replace(&mut self.report.utilization, utils.clone());
         self.report.states = states.iter().map(|s| Some(*s)).collect();
         // applications already moving, or not yet measured, are not candidates

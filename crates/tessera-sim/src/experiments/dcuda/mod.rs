@@ -23,6 +23,7 @@
 //! numbers are predictions too. §2.2's setting is checked on its own: pairs of light
 //! applications on one GPU ([`light_pairs`]).
 
+mod ceilings;
 mod figures;
 mod judge;
 mod load_curve;
@@ -31,6 +32,7 @@ mod report;
 mod runs;
 mod steps;
 
+pub use ceilings::{ORDER_LOAD_CORRELATION, offered_over_node};
 use judge::{judge, paired};
 pub use load_curve::{
     INTERVALS_S, LoadPoint, NO_CONTENTION_INTERVALS_S, contention_carries_the_rise, load_curve,
@@ -252,6 +254,11 @@ pub struct RunResult {
     /// Mean over GPUs and the monitor's samples of the utilization §4.3 defines: the
     /// summed demand of the applications placed on a GPU over its capacity, at most 1.
     pub utilization: f64,
+    /// The most of `utilization` any placement could give, sample by sample: the
+    /// node's summed demand spread evenly over its GPUs, at most their capacity (an
+    /// upper bound: applications are not divisible).
+    #[serde(default)]
+    pub utilization_ceiling: f64,
     /// Mean over GPUs of the SM share actually in use over the run.
     pub cores_used: f64,
     /// Mean over GPUs of the overloaded share of the run.
@@ -321,6 +328,9 @@ pub struct Summary {
     pub load: String,
     /// Mean utilization (§4.3's, by demand).
     pub utilization: f64,
+    /// Mean of the runs' [`RunResult::utilization_ceiling`].
+    #[serde(default)]
+    pub utilization_ceiling: f64,
     /// Mean SM share in use.
     pub cores_used: f64,
     /// Mean share of the run a GPU has an application placed on it.
@@ -521,6 +531,11 @@ pub(crate) fn params(policy: &str, k: &Constants) -> DcudaParams {
     }
 }
 
+/// A share as the report prints it.
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
     let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
     if n == 0 { f64::NAN } else { s / n as f64 }
@@ -629,6 +644,7 @@ fn run_policies(
                 policy: p.into(),
                 load: l.name.clone(),
                 utilization: mean(rs.iter().map(|r| r.utilization)),
+                utilization_ceiling: mean(rs.iter().map(|r| r.utilization_ceiling)),
                 cores_used: mean(rs.iter().map(|r| r.cores_used)),
                 busy: mean(rs.iter().map(|r| {
                     r.busy_s.iter().sum::<f64>() / (r.makespan_s * r.busy_s.len() as f64)

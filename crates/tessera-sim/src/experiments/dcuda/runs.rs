@@ -176,6 +176,7 @@ pub fn run_one_on(
             r.utilization_sum.iter().sum::<f64>()
                 / (r.samples as f64 * r.utilization_sum.len().max(1) as f64)
         },
+        utilization_ceiling: r.balanced_utilization_sum / r.samples.max(1) as f64,
         cores_used: g.sm_weighted.iter().sum::<f64>() / g.sm_weighted.len() as f64,
         overloaded: bands.iter().map(|b| b[2]).sum::<f64>() / bands.len().max(1) as f64,
         bands,
