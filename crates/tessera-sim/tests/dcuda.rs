@@ -483,13 +483,13 @@ fn the_ceiling_readings_conclude_from_their_numbers() {
         r.summaries[l].utilization = 0.60;
         r.summaries[d].utilization_ceiling = 0.64;
     });
-    assert!(text.contains("no balancer could raise utilization by more than 6.7%"), "{text}");
+    assert!(text.contains("could raise utilization by more than 6.7%"), "{text}");
     let text = with(&|r| {
         let (l, d) = (medium(r, "least-loaded"), medium(r, "dcuda"));
         r.summaries[l].utilization = 0.60;
         r.summaries[d].utilization_ceiling = 0.70;
     });
-    assert!(!text.contains("no balancer could raise utilization"), "{text}");
+    assert!(!text.contains("could raise utilization by more than"), "{text}");
     // fairness: 0.97 leaves 3.1% to 1; 0.85 leaves 17.6%
     let text = with(&|r| {
         let l = medium(r, "least-loaded");

@@ -41,14 +41,18 @@ pub(super) fn utilization_cause(r: &DcudaResults) -> Option<String> {
             "At medium load the most utilization any placement could give at DCUDA's samples \
              (the node's summed demand spread evenly over its GPUs, at most their capacity; \
              an upper bound, applications being indivisible) is {}, against least-loaded's \
-             {}: no balancer could raise utilization by more than {}, below the {} the claim \
-             asks. DCUDA reaches {}. The cause is the load (our applications' demands at \
-             this arrival rate), not DCUDA's balancing.",
+             {}: no placement of DCUDA's runs could raise utilization by more than {}, below \
+             the {} the claim asks. DCUDA reaches {}. The cause is the load (our \
+             applications' demands at this arrival rate), not DCUDA's balancing. (At \
+             least-loaded's own samples the ceiling is {}: §4.3's utilization counts demand, \
+             which overlaps longer the slower the applications run, and DCUDA runs them \
+             faster.)",
             pct(dc.utilization_ceiling),
             pct(ll.utilization),
             pct(bound),
             pct(threshold),
-            pct(dc.utilization)
+            pct(dc.utilization),
+            pct(ll.utilization_ceiling)
         )
     })
 }
