@@ -180,6 +180,15 @@ fn fairgvs_claims_are_two_sided_and_name_their_mechanism() {
         x.overhead = 1.0;
     }
     assert_eq!(verdict(&r, "fig9-overhead"), Verdict::Holds);
+    // the paper's <= 1.02 is judged as it stands (issue 57: 1.048 passed a +-0.04 band)
+    for x in r.rows.iter_mut().filter(|x| x.setup == "congested" && x.scheduler == "FairGV") {
+        x.overhead = 1.048;
+    }
+    assert_eq!(verdict(&r, "fig9-overhead"), Verdict::DoesNotHold);
+    for x in r.rows.iter_mut().filter(|x| x.setup == "congested" && x.scheduler == "FairGV") {
+        x.overhead = 1.02;
+    }
+    assert_eq!(verdict(&r, "fig9-overhead"), Verdict::Holds);
     r.rows
         .iter_mut()
         .find(|x| x.setup == "congested" && x.scheduler == "FairGV" && x.benchmark == "SRD1")
@@ -263,4 +272,23 @@ fn the_experiment_slices_a_long_kernel_as_the_interposer_does() {
     assert!(share(false) < 0.05, "{lk:?}");
     assert!((share(true) - 0.5).abs() <= 0.1, "{lk:?}");
     assert!(report(r).contains("## A long kernel beside short ones"));
+}
+
+/// Issue 57 item 10: Figure 11's mechanism under FairGV is named with the run's numbers:
+/// the foreground's share of the GPU's busy time, the GPU's busy share of the run split
+/// between the two, and that the fairness is in slice time.
+#[test]
+fn figure_11s_mechanism_is_named_with_its_numbers() {
+    let r = short();
+    let x = r
+        .collaborative
+        .iter()
+        .find(|x| x.scheduler == "FairGV")
+        .expect("a FairGV row of Figure 11");
+    assert!(x.gpu_busy > 0.0 && x.gpu_busy <= 1.0, "{x:?}");
+    let text = report(r);
+    let share =
+        format!("the foreground has {:.1}% of the GPU's busy time", 100.0 * x.foreground_gpu_share);
+    assert!(text.contains(&share), "{text}");
+    assert!(text.contains("FairGV's fairness here is in slice time"), "{text}");
 }

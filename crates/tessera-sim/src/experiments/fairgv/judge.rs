@@ -326,8 +326,9 @@ pub fn judge(r: &FairgvResults) -> Vec<Claim> {
             "fig9-mmr",
             "6 VMs on 3 cores, weights 1:2:2:3:3:4, BS and SRD1",
             "§5.4.4, Figure 9",
-            "FairGV keeps MMR >= 0.97 under congestion",
-            Test::AtLeast { paper: 0.97, tolerance: 0.02 },
+            "FairGV keeps MMR >= 0.97 under congestion (judged at the paper's bound since \
+             2026-12-04, as fig8-mmr; 2 points below it before)",
+            Test::AtLeast { paper: 0.97, tolerance: 0.0 },
             Unit::Percent,
             worst("congested", "FairGV", |x| x.mmr, false),
             "the lower MMR of BS and SRD1".into(),
@@ -337,8 +338,10 @@ pub fn judge(r: &FairgvResults) -> Vec<Claim> {
             "6 VMs on 3 cores, weights 1:2:2:3:3:4, BS and SRD1",
             "§5.4.4, Figure 9",
             "FairGV's aggregated overhead stays <= 1.02 under congestion, and no lower than the \
-             ideal 1.0 (judged two-sided: 1.01 +- 0.04)",
-            Test::Near { paper: 1.01, tolerance: 0.04 },
+             ideal 1.0 (judged two-sided at the paper's own bounds, 1.01 +- 0.01, since \
+             2026-12-04, after a run at 1.048: the 1.01 +- 0.04 before let that pass the \
+             paper's <= 1.02)",
+            Test::Near { paper: 1.01, tolerance: 0.01 },
             Unit::Ratio,
             congested_overhead,
             "the overhead of BS and SRD1 furthest from 1.01".into(),

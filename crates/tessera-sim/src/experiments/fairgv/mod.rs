@@ -132,6 +132,9 @@ pub struct CollaborativeRow {
     pub normalized_run_time: f64,
     /// The foreground's share of the GPU's busy time.
     pub foreground_gpu_share: f64,
+    /// The share of the run the GPU was busy (both VMs' kernels).
+    #[serde(default)]
+    pub gpu_busy: f64,
 }
 
 /// Figure 10's sleep ratios.
@@ -446,6 +449,7 @@ fn collaborative(duration: Nanos, k: &Constants) -> Result<Vec<CollaborativeRow>
                     scheduler: sched.label().into(),
                     normalized_run_time: alone / (o.calls[0] as f64).max(1.0),
                     foreground_gpu_share: o.gpu_ns[0] as f64 / busy.max(1) as f64,
+                    gpu_busy: busy as f64 / duration.0.max(1) as f64,
                 });
             }
         }
