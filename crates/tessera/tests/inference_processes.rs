@@ -1,6 +1,7 @@
 //! Inference serving through the daemon (`policy = "gpulets"`) as applications see it
 //! (issue 57 item 5): two models, each with its own client *process* (`tessera bench
-//! serve`) sending Poisson requests and timing each from its own side, submission to
+//! serve`) sending Poisson requests and timing each from its own side, from when it was
+//! due (its Poisson arrival, so that a client late to send counts its lateness) to its
 //! completion; a request dropped by the server or not sent at all (the client's window
 //! full) counts against the SLO. The bound is the paper's: 99% within the SLO.
 
