@@ -457,12 +457,15 @@ pub fn report(r: &GpuletsResults) -> String {
          multiplied by a log-normal factor of mean 1 with the model's measured coefficient \
          of variation (the median, over the model's co-location measurements, of their \
          standard deviation over their mean: {world_cv}; a `paper` model takes that of the \
-         V100 model giving its partition shape), and on the `v100` set a batch beside \
-         another model's batch slows down as measured at the nearest of {world_points} \
-         measured points (the co-located latency over the measured solo latency), not by \
-         the fit. A model beside itself, and every `paper` pair, keep the fitted factor: no \
-         co-location of them was measured. The tables give gpulet+int's schedules served \
-         in the planner's own model beside, as the reference.\n\n\
+         V100 model giving its partition shape), and a batch beside another model's batch \
+         slows down as measured at the nearest of {world_points} measured points on the \
+         `v100` set (the co-located latency over the measured solo latency), not by the \
+         fit; a `paper` model beside another takes the measured slowdown of the V100 models \
+         giving their partition shapes (since 2026-12-04; until then every `paper` pair \
+         kept the fit). A model beside itself, and two `paper` models of one shape \
+         (googlenet and resnet50), keep the fitted factor: no co-location of them was \
+         measured. The tables give gpulet+int's schedules served in the planner's own \
+         model beside, as the reference.\n\n\
          ## Schedulability and serving (Figures 4, 13 and 15)\n\n\
          Every scenario of rates 0, 200, 400 or 600 req/s per model, all zero excepted, on 4 \
          GPUs with partitions of 20, 40, 50, 60, 80 and 100%, on two profile sets. `paper`: the \

@@ -6,8 +6,12 @@
 //!   the co-located latency over the same model's measured solo latency at that batch
 //!   and partition (750 co-locations, both sides). A model beside itself was not
 //!   measured and keeps the fit's factor.
-//! - For the `paper` set (2080 Ti models, no co-location measured), interference stays
-//!   the authors' fit, which the planner also uses: its world differs by the spread only.
+//! - For the `paper` set (2080 Ti models, no co-location of them measured), a model
+//!   beside another takes the measured slowdown of the V100 models giving their
+//!   partition shapes (as it takes their spread), where those two differ; two paper
+//!   models of one shape (googlenet and resnet50) keep the authors' fit, which the
+//!   planner uses (issue 57 item 1: until 2026-12-04 every paper pair kept it, so that
+//!   world differed from the planner's by the spread only).
 //! - Spread: each model's coefficient of variation is the median, over its measured
 //!   co-locations, of the measured standard deviation over the mean (a paper model
 //!   takes that of the V100 model giving its partition shape). The file gives no spread
@@ -112,21 +116,29 @@ pub fn measured(
             world.cv.insert(k as u32, *cv);
         }
     }
-    if set.name == "v100" {
-        let index = |m: &str| set.models.iter().position(|x| x == m).map(|i| i as u32);
-        for s in &sides {
-            let (Some(i), Some(j)) = (index(s.model), index(s.other)) else { continue };
-            let Some(solo) =
-                profiles.models.get(s.model).and_then(|p| p.latency_ms(s.batch, s.percent * 10))
-            else {
-                continue;
-            };
-            world.colocated.entry((i, j)).or_default().push((
-                s.batch,
-                s.other_batch,
-                s.percent,
-                s.latency_ms / solo,
-            ));
+    // the set's models of each V100 shape (one each on the `v100` set)
+    let mut of_shape: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (k, m) in set.models.iter().enumerate() {
+        of_shape.entry(shape(m)).or_default().push(k as u32);
+    }
+    for s in &sides {
+        let (Some(mine), Some(theirs)) = (of_shape.get(s.model), of_shape.get(s.other)) else {
+            continue;
+        };
+        let Some(solo) =
+            profiles.models.get(s.model).and_then(|p| p.latency_ms(s.batch, s.percent * 10))
+        else {
+            continue;
+        };
+        for &i in mine {
+            for &j in theirs.iter().filter(|j| **j != i) {
+                world.colocated.entry((i, j)).or_default().push((
+                    s.batch,
+                    s.other_batch,
+                    s.percent,
+                    s.latency_ms / solo,
+                ));
+            }
         }
     }
     Ok(world)
@@ -154,5 +166,27 @@ mod tests {
         assert_eq!(w.colocated.values().map(Vec::len).sum::<usize>(), 1500);
         assert_eq!(w.cv.len(), 4);
         assert!(w.cv.values().all(|c| *c > 0.001 && *c < 0.1), "{:?}", w.cv);
+    }
+
+    /// Issue 57 item 1: a `paper` model beside another takes the measured slowdown of the
+    /// V100 models giving their partition shapes (lenet: alexnet's; googlenet and
+    /// resnet50: resnet50's), not the planner's fit; two of one shape keep the fit.
+    #[test]
+    fn paper_models_take_their_shapes_measured_slowdown() {
+        let p = Profiles::from_v100_jsonl(V100).unwrap();
+        use crate::experiments::gpulets::{AUTHORS_2080TI, BATCHING_2080TI, UTIL_2080TI};
+        let authors = Interference::from_csv(AUTHORS_2080TI).unwrap();
+        let set = profiles::paper(UTIL_2080TI, BATCHING_2080TI, &p, authors).unwrap();
+        let v100 = profiles::v100(&p, Interference { c: [0.0, 0.0, 0.0, 0.0, 1.0] });
+        let (paper_world, v100_world) =
+            (measured(&set, &p, V100, 1).unwrap(), measured(&v100, &p, V100, 1).unwrap());
+        let at = |s: &ProfileSet<'_>, m: &str| s.models.iter().position(|x| x == m).unwrap() as u32;
+        let (lenet, googlenet, resnet50) =
+            (at(&set, "lenet"), at(&set, "googlenet"), at(&set, "resnet50"));
+        let measured_there =
+            v100_world.factor(at(&v100, "alexnet"), 2, 20, at(&v100, "resnet50"), 2).unwrap();
+        assert_eq!(paper_world.factor(lenet, 2, 20, googlenet, 2), Some(measured_there));
+        assert_eq!(paper_world.factor(lenet, 2, 20, resnet50, 2), Some(measured_there));
+        assert_eq!(paper_world.factor(googlenet, 2, 20, resnet50, 2), None);
     }
 }
