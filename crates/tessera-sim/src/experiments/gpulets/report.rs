@@ -211,10 +211,10 @@ fn throughput_section(
          rate, each with its own schedule (Figure 13 at the edge of the schedule):\n\n\
          | workload | gpulet rate | gpulet violations | gpulet+int rate | gpulet+int violations | gpulet+int in the planner's world (reference) | gpulet+int below its maximum (share of it: violations) | requests (gpulet+int) | most missed (gpulet+int) |\n\
          |---|---|---|---|---|---|---|---|---|\n{at_max_rows}\n\n\
-         Every violation here is served in the measured world (measured latency spread; the \
-         `paper` set keeps its fitted interference: see \"The world requests are served \
-         in\"); the reference column serves gpulet+int's schedule in the planner's own \
-         model.\n\n\
+         Every violation here is served in the measured world (measured latency spread and, \
+         where measured for the models giving the partition shapes, co-location slowdown: \
+         see \"The world requests are served in\"); the reference column serves gpulet+int's \
+         schedule in the planner's own model.\n\n\
          At the maximum schedulable rate {worst_text}. The ideal is the authors': their \
          scheduler, time sharing included, on every fixed partitioning (until issue 57 it \
          was a search of one model per gpu-let, below gpulet+int where many small models \
