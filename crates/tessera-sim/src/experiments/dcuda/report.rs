@@ -763,11 +763,11 @@ fn slicing_qos(r: &DcudaResults) -> String {
     };
     format!(
         "In the share of applications within 20% of solo, on the {} orders at medium load, \
-         slicing costs {} points: {} without it, {} with it (Jain {:.3} and {:.3}); the paper's \
+         slicing costs {:.1} points: {} without it, {} with it (Jain {:.3} and {:.3}); the paper's \
          steps below, with its constants, lose {} points at step 3 (fair slicing) on their {} \
          orders.\n\n",
         r.config.orders,
-        format!("{:.1}", 100.0 * (ns.qos - dc.qos)),
+        100.0 * (ns.qos - dc.qos),
         pct(ns.qos),
         pct(dc.qos),
         ns.jain,
