@@ -282,6 +282,10 @@ fn dcudas_steps_are_added_one_at_a_time_and_the_report_names_the_one_that_carrie
     let text = report(&r);
     assert!(text.contains("## What each of DCUDA's steps gives"), "{text}");
     assert!(text.contains("15.0% of 20.0% points come with step 2: compaction"), "{text}");
+    assert!(
+        text.contains("in the applications within 20% of solo, compaction costs 0.0 points"),
+        "{text}"
+    );
     assert!(text.contains("With the daemon's constants"), "{text}");
 }
 

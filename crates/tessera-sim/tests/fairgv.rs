@@ -292,3 +292,28 @@ fn figure_11s_mechanism_is_named_with_its_numbers() {
     assert!(text.contains(&share), "{text}");
     assert!(text.contains("FairGV's fairness here is in slice time"), "{text}");
 }
+
+/// Issue 57 item 10: `fig9-overhead`'s reading names the benchmark's own cost run alone
+/// as the cause only when its overhead under congestion is within a point of it.
+#[test]
+fn the_congested_overheads_reading_concludes_from_its_numbers() {
+    use tessera_sim::experiments::claims::Verdict;
+    let with = |delta: f64| {
+        let mut r = short().clone();
+        let alone = r
+            .rows
+            .iter()
+            .find(|x| x.setup == "non-congested" && x.scheduler == "FairGV" && x.benchmark == "BS")
+            .expect("BS alone")
+            .standalone;
+        for x in r.rows.iter_mut().filter(|x| x.setup == "congested" && x.scheduler == "FairGV") {
+            x.overhead = if x.benchmark == "BS" { alone + delta } else { 1.01 };
+        }
+        for c in &mut r.claims {
+            c.verdict = Verdict::DoesNotHold;
+        }
+        report(&r)
+    };
+    assert!(with(0.005).contains("is what it costs run alone under FairGV"));
+    assert!(!with(0.05).contains("is what it costs run alone under FairGV"));
+}

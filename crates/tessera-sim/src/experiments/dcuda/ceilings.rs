@@ -42,11 +42,11 @@ pub(super) fn utilization_cause(r: &DcudaResults) -> Option<String> {
              (the node's summed demand spread evenly over its GPUs, at most their capacity; \
              an upper bound, applications being indivisible) is {}, against least-loaded's \
              {}: no placement of DCUDA's runs could raise utilization by more than {}, below \
-             the {} the claim asks. DCUDA reaches {}. The cause is the load (our \
-             applications' demands at this arrival rate), not DCUDA's balancing. (At \
-             least-loaded's own samples the ceiling is {}: §4.3's utilization counts demand, \
-             which overlaps longer the slower the applications run, and DCUDA runs them \
-             faster.)",
+             the {} the claim asks. DCUDA reaches {}. At least-loaded's own samples the \
+             ceiling is {}: §4.3's utilization counts placed demand, which overlaps longer \
+             the slower the applications run, and DCUDA runs them faster. The cause is that \
+             measure with our load: DCUDA's faster runs leave less demand to place, so its \
+             balancing cannot show the claim's gain in it.",
             pct(dc.utilization_ceiling),
             pct(ll.utilization),
             pct(bound),
