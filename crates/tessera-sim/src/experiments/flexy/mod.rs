@@ -515,19 +515,34 @@ fn run_with(
         }
     }
     from.count(trials.len(), todo.len());
+    // the simulations to run, by workload: each workload generated once for all the
+    // policies run on it (issue 55: generated per simulation, a twentieth of the run)
+    let mut by_workload: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for &i in &todo {
+        let params = format!("{:?}", runs::workload_params(cfg, &trials[i]));
+        by_workload.entry(params).or_default().push(i);
+    }
+    let groups: Vec<Vec<usize>> = by_workload.into_values().collect();
     let done = AtomicUsize::new(0);
     let total = todo.len();
-    let simulated: Vec<Result<(usize, runs::Simulated), ExperimentError>> = todo
+    let simulated: Vec<Result<Vec<(usize, runs::Simulated)>, ExperimentError>> = groups
         .par_iter()
-        .map(|&i| {
-            let r = runs::simulate(cfg, &trials[i])?;
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-            Ok((i, r))
+        .map(|group| {
+            let workload = runs::workload(cfg, &trials[group[0]])?;
+            group
+                .iter()
+                .map(|&i| {
+                    let r = runs::simulate(cfg, &trials[i], &workload)?;
+                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                    Ok((i, r))
+                })
+                .collect()
         })
         .collect();
-    for r in simulated {
-        let (i, r) = r?;
-        known.insert(&keys[i], Arc::new(r));
+    for group in simulated {
+        for (i, r) in group? {
+            known.insert(&keys[i], Arc::new(r));
+        }
     }
     if let Some(cache) = into {
         let main = cfg.modes.first().copied();

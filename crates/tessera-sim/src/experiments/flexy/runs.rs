@@ -12,6 +12,7 @@ use crate::engine::{SimOptions, Simulation};
 use crate::experiments::ExperimentError;
 use crate::metrics::RunMetrics;
 use crate::perf::PerfModel;
+use crate::workload::Workload;
 use crate::workloads::flexy::{FlexyWorkloadParams, generate};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -102,12 +103,20 @@ pub(super) fn key(cfg: &FlexyConfig, t: &Trial) -> String {
     format!("{:?}|{:?}|{}|{}", workload_params(cfg, t), t.policy, cfg.reset_ms, t.keep_latencies)
 }
 
-/// Simulate `t`.
-pub(super) fn simulate(cfg: &FlexyConfig, t: &Trial) -> Result<Simulated, ExperimentError> {
+/// The workload of `t` (the same for every policy run on it).
+pub(super) fn workload(cfg: &FlexyConfig, t: &Trial) -> Result<Workload, ExperimentError> {
+    Ok(generate(&workload_params(cfg, t))?)
+}
+
+/// Simulate `t` on its `workload` ([`workload`]'s).
+pub(super) fn simulate(
+    cfg: &FlexyConfig,
+    t: &Trial,
+    workload: &Workload,
+) -> Result<Simulated, ExperimentError> {
     let gpus = GpuSpec::uniform(cfg.gpus, Bytes::gib(4)); // Quadro P1000: 4 GB
     let perf =
         PerfModel { reset_latency: Nanos::from_millis(cfg.reset_ms), ..PerfModel::default() };
-    let workload = generate(&workload_params(cfg, t))?;
     let policy = t.policy.build(&gpus)?;
     let opts = SimOptions {
         gpus,
@@ -119,7 +128,7 @@ pub(super) fn simulate(cfg: &FlexyConfig, t: &Trial) -> Result<Simulated, Experi
         sla_window: None,
     };
     let metrics =
-        Simulation::new(&workload, policy, opts).run().map_err(|source| ExperimentError::Sim {
+        Simulation::new(workload, policy, opts).run().map_err(|source| ExperimentError::Sim {
             trial: format!("{} {} f={} run {}", t.mix.name(), t.policy.label(), t.load, t.run),
             source,
         })?;
