@@ -127,16 +127,9 @@ pub(super) fn stability_cause(r: &DcudaResults) -> Option<String> {
     if rho < ORDER_LOAD_CORRELATION {
         return None;
     }
-    let (slow, fast) = {
-        let by = |a: &&usize, b: &&usize| time[**a].total_cmp(&time[**b]);
-        let idx: Vec<usize> = (0..runs.len()).collect();
-        (*idx.iter().max_by(by)?, *idx.iter().min_by(by)?)
-    };
+    let by_time = |a: &usize, b: &usize| time[*a].total_cmp(&time[*b]);
+    let (slow, fast) = ((0..runs.len()).max_by(by_time)?, (0..runs.len()).min_by(by_time)?);
     let ll: Vec<f64> = r.runs_of("least-loaded", "medium").map(|x| x.mean_normalized).collect();
-    let spread = |v: &[f64]| {
-        let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-        hi / lo - 1.0
-    };
     Some(format!(
         "The orders differ in the load they offer: the share of an order's span during which \
          its applications, each for its solo time from its arrival, demand more than the \
@@ -153,7 +146,7 @@ pub(super) fn stability_cause(r: &DcudaResults) -> Option<String> {
         pct(offered[slow]),
         time[fast],
         pct(offered[fast]),
-        pct(spread(&ll))
+        pct(super::judge::spread(&ll))
     ))
 }
 

@@ -5,6 +5,11 @@
 use super::*;
 
 /// Relative change `ours / base - 1`.
+/// Largest over smallest, less one: how far a set of run times spreads (`fig12-stable`).
+pub(super) fn spread(v: &[f64]) -> f64 {
+    v.iter().copied().fold(0.0, f64::max) / v.iter().copied().fold(f64::INFINITY, f64::min) - 1.0
+}
+
 fn change(ours: f64, base: f64) -> f64 {
     ours / base - 1.0
 }
@@ -32,9 +37,7 @@ pub(super) fn judge(r: &DcudaResults) -> Vec<Claim> {
     let exec = paired(r, medium, |x| x.mean_normalized);
     let best_cut = exec.iter().map(|(a, b)| 1.0 - b / a).fold(f64::NEG_INFINITY, f64::max);
     let dc_exec: Vec<f64> = exec.iter().map(|x| x.1).collect();
-    let spread = dc_exec.iter().copied().fold(0.0, f64::max)
-        / dc_exec.iter().copied().fold(f64::INFINITY, f64::min)
-        - 1.0;
+    let spread = spread(&dc_exec);
     let order0 = r.runs_of("dcuda", medium).find(|x| x.order == 0);
     let ll0 = r.runs_of("least-loaded", medium).find(|x| x.order == 0);
     let worst_gpu =
