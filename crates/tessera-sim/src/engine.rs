@@ -9,6 +9,7 @@
 
 mod actions;
 mod jobs;
+mod queue;
 
 use crate::gpu_meter::GpuMeter;
 use crate::metrics::{GpuMeasures, RunMetrics, TaskEnd, TaskRecord};
@@ -16,8 +17,8 @@ use crate::perf::PerfModel;
 pub use crate::slot_model::Sharing;
 use crate::slot_model::{Piece, RAISED_STREAM, SlotModel};
 use crate::workload::{Submission, Workload};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use queue::EventQueue;
+use std::collections::BTreeMap;
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::Event;
 use tessera_core::{
@@ -199,13 +200,11 @@ pub struct Simulation<'w> {
     workload: &'w Workload,
     policy: Box<dyn Policy>,
     now: Nanos,
-    seq: u64,
-    queue: BinaryHeap<Reverse<(Nanos, u64, SimEvent)>>,
-    /// The next [`SimEvent::Tick`] (time, sequence number), kept out of `queue` and
-    /// merged in its place: a policy quiet until later ([`Policy::quiet_until`]) has
-    /// its ticks passed over in a stretch instead of each pushed and popped (gpu-lets'
-    /// 100 µs ticks were 80% of `sim gpulets`' 564 million events: issue 55).
-    tick: Option<(Nanos, u64)>,
+    /// Pending events. The next [`SimEvent::Tick`] is kept out of its heap and merged
+    /// in its place: a policy quiet until later ([`Policy::quiet_until`]) has its ticks
+    /// passed over in a stretch instead of each pushed and popped (gpu-lets' 100 µs
+    /// ticks were 80% of `sim gpulets`' 564 million events: issue 55).
+    queue: EventQueue,
     slots: Vec<Slot>,
     gpus: Vec<GpuSim>,
     migrations: Vec<Option<MigrationSim>>,
@@ -278,9 +277,7 @@ impl<'w> Simulation<'w> {
             workload,
             policy,
             now: Nanos::ZERO,
-            seq: 0,
-            queue: BinaryHeap::new(),
-            tick: None,
+            queue: EventQueue::with_arrivals(workload.jobs.iter().map(|j| j.arrival)),
             slots,
             gpus,
             migrations: Vec::new(),
@@ -311,25 +308,7 @@ impl<'w> Simulation<'w> {
     }
 
     fn schedule(&mut self, at: Nanos, event: SimEvent) {
-        if matches!(event, SimEvent::Tick) {
-            self.tick = Some((at, self.seq));
-        } else {
-            self.queue.push(Reverse((at, self.seq, event)));
-        }
-        self.seq += 1;
-    }
-
-    /// The next event in (time, sequence) order, the tick merged with the queue.
-    fn pop_event(&mut self) -> Option<(Nanos, SimEvent)> {
-        let tick_first = match (self.tick, self.queue.peek()) {
-            (Some(t), Some(Reverse((at, seq, _)))) => t < (*at, *seq),
-            (tick, _) => tick.is_some(),
-        };
-        if tick_first {
-            self.tick.take().map(|(at, _)| (at, SimEvent::Tick))
-        } else {
-            self.queue.pop().map(|Reverse((at, _, e))| (at, e))
-        }
+        self.queue.schedule(at, event);
     }
 
     /// Pass over every tick the policy said it would not act on (before its
@@ -338,23 +317,20 @@ impl<'w> Simulation<'w> {
     /// each had been delivered, so that nothing else in the run moves.
     fn skip_quiet_ticks(&mut self, queued_sum: &mut u64) -> Result<(), SimError> {
         // (the policy asked only when a tick is pending: this runs on every event)
-        let Some((at, _)) = self.tick else { return Ok(()) };
+        let Some(at) = self.queue.tick_at() else { return Ok(()) };
         let Some(period) = self.policy.tick_interval() else { return Ok(()) };
-        let mut until = self.policy.quiet_until();
-        if let Some(Reverse((next, _, _))) = self.queue.peek() {
-            until = until.min(*next);
-        }
+        let until = self.policy.quiet_until().min(self.queue.next_at(false));
         if at >= until || period == Nanos::ZERO || !self.work_remains() {
             return Ok(());
         }
         let k = (until.0 - at.0).div_ceil(period.0);
         self.events += k;
-        *queued_sum += k * (self.queue.len() as u64 + 1);
+        // each skipped tick popped from a queue holding the others and itself
+        *queued_sum += k * self.queue.len() as u64;
         if self.events > self.opts.event_budget {
             return Err(SimError::EventBudget(self.opts.event_budget));
         }
-        self.seq += k;
-        self.tick = Some((Nanos(at.0 + k * period.0), self.seq - 1));
+        self.queue.skip_ticks(k, period);
         Ok(())
     }
 
@@ -368,9 +344,6 @@ impl<'w> Simulation<'w> {
 
     /// Run to completion and return what was measured.
     pub fn run(mut self) -> Result<RunMetrics, SimError> {
-        for (i, job) in self.workload.jobs.iter().enumerate() {
-            self.schedule(job.arrival, SimEvent::JobArrives(i));
-        }
         let start = self.workload.jobs.iter().map(|j| j.arrival).min().unwrap_or(Nanos::ZERO);
         self.last_sample = start;
         for g in &mut self.gpus {
@@ -382,9 +355,9 @@ impl<'w> Simulation<'w> {
         let mut queued_sum: u64 = 0;
         loop {
             self.skip_quiet_ticks(&mut queued_sum)?;
-            let Some((at, event)) = self.pop_event() else { break };
+            let Some((at, event)) = self.queue.pop() else { break };
             self.events += 1;
-            queued_sum += self.queue.len() as u64 + u64::from(self.tick.is_some()) + 1;
+            queued_sum += self.queue.len() as u64 + 1;
             if self.events > self.opts.event_budget {
                 return Err(SimError::EventBudget(self.opts.event_budget));
             }
@@ -552,8 +525,7 @@ impl<'w> Simulation<'w> {
     /// When the earliest event waiting is due (queued or the tick; stale predictions
     /// count, which only brings it earlier).
     fn next_event_at(&self) -> Nanos {
-        let queued = self.queue.peek().map_or(Nanos(u64::MAX), |Reverse((at, _, _))| *at);
-        self.tick.map_or(queued, |(at, _)| queued.min(at))
+        self.queue.next_at(true)
     }
 
     /// Of `ran` on a GPU by the execution led by `task`, the time its kernel ran: its
