@@ -57,9 +57,19 @@ impl ConcurrentGpu {
             at += len;
         }
         all.retain(|r| r.duration > 0);
-        // two ends at one instant are not repeats: the first such instant ends the chain
+        // two ends at one instant are not repeats: the first such instant ends the chain.
+        // Two cohorts meet no earlier than the later of their first ends, so with the
+        // cohorts by first end, the walk stops at the first one ending at or after the
+        // chain's end found so far (most pairs, when the chain is short: issue 55)
+        all.sort_unstable_by_key(|r| (r.end, r.cohort));
         for (a, ra) in all.iter().enumerate() {
+            if ra.end >= next {
+                break;
+            }
             for rb in &all[a + 1..] {
+                if rb.end >= next {
+                    break;
+                }
                 if ra.kernel != rb.kernel
                     && let Some(t) =
                         first_meeting((ra.end, ra.duration), (rb.end, rb.duration), next)
