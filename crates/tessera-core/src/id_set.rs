@@ -31,20 +31,29 @@ impl IdSet {
         }
     }
 
+    #[inline]
     fn word_index(&self, id: u64) -> Option<usize> {
         let w = (id / 64).checked_sub(self.base)?;
         (w < self.words.len() as u64).then_some(w as usize)
     }
 
-    /// Add `id`; false if it was there.
+    /// Add `id`; false if it was there. The common case (inside the window: one bit)
+    /// inlined into its callers, the rest out of line: the board's sets change on
+    /// nearly every event, and the calls were a twentieth of a task's instructions
+    /// (issue 55).
+    #[inline]
     pub(crate) fn insert(&mut self, id: u64) -> bool {
         if let Some(w) = self.word_index(id) {
-            // the common case, inside the window: one bit
             let bit = 1 << (id % 64);
             let was = self.words[w] & bit != 0;
             self.words[w] |= bit;
             return !was;
         }
+        self.insert_outside(id)
+    }
+
+    #[inline(never)]
+    fn insert_outside(&mut self, id: u64) -> bool {
         // (a window of several words never starts with an empty one: `remove` trims)
         if self.sparse.is_empty()
             && self.words.len() <= 1
@@ -111,28 +120,45 @@ impl IdSet {
 
     /// Remove `id`; false if it was not there. The window slides past leading empty
     /// words.
+    #[inline]
     pub(crate) fn remove(&mut self, id: u64) -> bool {
-        let Some(w) = self.word_index(id) else { return self.sparse.remove(&id) };
+        let Some(w) = self.word_index(id) else { return self.remove_outside(id) };
         let bit = 1 << (id % 64);
         let was = self.words[w] & bit != 0;
         self.words[w] &= !bit;
         // the last word stays, so that a set that empties and fills again (the idle
         // GPUs of a small node, on every event) does not free and grow its window
         if w == 0 && self.words[0] == 0 && self.words.len() > 1 {
-            let empty =
-                self.words.iter().take(self.words.len() - 1).take_while(|w| **w == 0).count();
-            self.words.drain(..empty);
-            self.base += empty as u64;
+            self.slide();
         }
         was
     }
 
+    #[inline(never)]
+    fn remove_outside(&mut self, id: u64) -> bool {
+        self.sparse.remove(&id)
+    }
+
+    /// Move the window past its leading empty words (never its last one).
+    #[inline(never)]
+    fn slide(&mut self) {
+        let empty = self.words.iter().take(self.words.len() - 1).take_while(|w| **w == 0).count();
+        self.words.drain(..empty);
+        self.base += empty as u64;
+    }
+
     /// The smallest id at or after `from`.
+    #[inline]
     pub(crate) fn first_from(&self, from: u64) -> Option<u64> {
         let dense = self.dense_from(from);
         if self.sparse.is_empty() {
             return dense;
         }
+        self.first_from_with_sparse(from, dense)
+    }
+
+    #[inline(never)]
+    fn first_from_with_sparse(&self, from: u64, dense: Option<u64>) -> Option<u64> {
         let sparse = self.sparse.range(from..).next().copied();
         match (dense, sparse) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -146,6 +172,7 @@ impl IdSet {
     }
 
     /// The smallest id in the window at or after `from`.
+    #[inline]
     fn dense_from(&self, from: u64) -> Option<u64> {
         let start = self.base * 64;
         if let [word] = self.words[..] {

@@ -17,6 +17,7 @@
 //!   and the linear interference model of gpu-lets §4.4, both loaded from data.
 //! - [`migration`]: what moving a tenant's context between GPUs costs.
 //! - [`power`]: power states and energy.
+//! - [`rounding`]: non-negative times rounded to whole numbers without a library call.
 //!
 //! Status: the simulator's task engine runs its exclusive GPUs on
 //! [`exclusive::ExclusiveGpu`] and its shared ones on [`sharing::SharedGpu`], the
@@ -30,4 +31,5 @@ pub mod migration;
 pub mod occupancy;
 pub mod partition;
 pub mod power;
+pub mod rounding;
 pub mod sharing;

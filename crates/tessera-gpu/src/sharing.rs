@@ -62,7 +62,7 @@ pub(crate) fn load_band(load: f64) -> usize {
 /// done, rounded up so that it is done by then; the small allowance keeps float noise
 /// on an exact value from adding a nanosecond.
 pub(crate) fn finish_wait(exact: f64) -> Ns {
-    (if exact <= FINISH_TOLERANCE { 0.0 } else { (exact - 1e-6).ceil().max(1.0) }) as Ns
+    if exact <= FINISH_TOLERANCE { 0 } else { crate::rounding::ceil_u64(exact - 1e-6).max(1) }
 }
 
 /// Identifies a piece of work (the caller's task id).

@@ -102,7 +102,7 @@ impl PerfModel {
     /// How long `work` (measured on the reference GPU) runs at `placement`. Never zero,
     /// so that a completion always follows its dispatch in time.
     pub fn exec_time(&self, work: Nanos, _placement: Placement) -> Nanos {
-        let t = (work.0 as f64 / self.speed).round() as u64;
+        let t = tessera_gpu::rounding::round_u64(work.0 as f64 / self.speed);
         Nanos(t.max(1))
     }
 }

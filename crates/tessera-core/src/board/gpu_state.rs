@@ -137,16 +137,26 @@ impl GpuState {
         if !counts(r) {
             return;
         }
+        if !up {
+            self.uncount(r.placement);
+            return;
+        }
         match self.executions.iter().position(|(p, _)| *p == r.placement) {
-            Some(i) if up => self.executions[i].1 += 1,
+            Some(i) => self.executions[i].1 += 1,
+            None => self.executions.push((r.placement, 1)),
+        }
+    }
+
+    /// One execution fewer at `placement`.
+    fn uncount(&mut self, placement: Placement) {
+        match self.executions.iter().position(|(p, _)| *p == placement) {
             Some(i) => {
                 self.executions[i].1 -= 1;
                 if self.executions[i].1 == 0 {
                     self.executions.swap_remove(i);
                 }
             }
-            None if up => self.executions.push((r.placement, 1)),
-            None => debug_assert!(false, "{:?} was not counted", r.spec.id),
+            None => debug_assert!(false, "an execution at {placement:?} was not counted"),
         }
     }
 
@@ -157,10 +167,13 @@ impl GpuState {
     }
 
     /// The running task at index `i` ends here.
-    pub(super) fn remove_running(&mut self, i: usize) -> RunningTask {
-        let r = self.running.swap_remove(i);
-        self.count(&r, false);
-        r
+    pub(super) fn remove_running(&mut self, i: usize) {
+        let r = &self.running[i];
+        if counts(r) {
+            let placement = r.placement;
+            self.uncount(placement);
+        }
+        self.running.swap_remove(i);
     }
 
     /// Every running task leaves (a reset).

@@ -90,7 +90,7 @@ impl ConcurrentGpu {
     fn kernel_repeats(&self, mine: &mut [Repeating]) -> Ps {
         let first = mine[0].end;
         let Some(k) = self.kernels.get(mine[0].kernel) else { return first };
-        let duration = (k.block_ps as f64 * self.stretch).round() as Ps;
+        let duration = crate::rounding::round_u64(k.block_ps as f64 * self.stretch);
         let last = mine[mine.len() - 1].end;
         // two of its cohorts ending together are not a repeat, and rounds keep their
         // order only if all end within one wave's time
@@ -229,7 +229,7 @@ impl ConcurrentGpu {
         if k.pending == 0 {
             self.waiting.remove(&k.wait_key());
         }
-        let duration = (k.block_ps as f64 * self.stretch).round() as Ps;
+        let duration = crate::rounding::round_u64(k.block_ps as f64 * self.stretch);
         let c = &mut self.cohorts[i];
         c.since = now;
         c.stretch = self.stretch;

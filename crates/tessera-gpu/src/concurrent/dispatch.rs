@@ -269,7 +269,7 @@ impl ConcurrentGpu {
             c.count = placed;
             c.since = now;
             c.stretch = stretch;
-            c.finish = now + (block_ps as f64 * stretch).round() as Ps;
+            c.finish = now + crate::rounding::round_u64(block_ps as f64 * stretch);
             c.live = true;
             c.frozen = false;
             c.generation += 1;

@@ -59,7 +59,7 @@ impl Simulation<'_> {
                              stream priorities exist in the block model only)"
                         .into(),
                 };
-                self.deliver(refusal)?;
+                self.deliver(&refusal)?;
             }
         }
         Ok(())
@@ -173,7 +173,9 @@ impl Simulation<'_> {
                 let factor = self.neighbour_factor(gpu, slot, kernel, profile, batch, percent);
                 let spread =
                     self.opts.perf.world.as_ref().map_or(1.0, |w| w.spread(kernel, lead.0));
-                let ns = (latency.0 as f64 * factor * spread / self.opts.perf.speed).round() as u64;
+                let ns = tessera_gpu::rounding::round_u64(
+                    latency.0 as f64 * factor * spread / self.opts.perf.speed,
+                );
                 (Nanos(ns.max(1)), capacity)
             }
             // a batch costs the sum of its requests' work; workloads rarely carry a
@@ -336,7 +338,7 @@ impl Simulation<'_> {
         };
         if self.resident_memory(to, job) > self.opts.gpus[to.0 as usize].memory.0 {
             self.counts.migrations_failed += 1;
-            return self.deliver(Event::MigrationFailed {
+            return self.deliver(&Event::MigrationFailed {
                 tenant,
                 reason: format!("{to} has no room for the tenant's declared memory"),
             });
@@ -413,7 +415,7 @@ impl Simulation<'_> {
         }
         self.predict_next(slot);
         let tenant = self.workload.jobs[m.job].tenant.id;
-        self.deliver(Event::MigrationDone { tenant, to })
+        self.deliver(&Event::MigrationDone { tenant, to })
     }
 
     fn repartition(&mut self, gpu: GpuId, shares: Vec<PerMille>) -> Result<(), SimError> {
@@ -462,7 +464,7 @@ impl Simulation<'_> {
         }
         let slots = &self.slots;
         self.gpus[gpu.0 as usize].retiring.retain(|s| !slots[*s].running.is_empty());
-        self.deliver(Event::RepartitionDone { gpu })
+        self.deliver(&Event::RepartitionDone { gpu })
     }
 
     fn set_powered(&mut self, gpu: GpuId, powered: bool) -> Result<(), SimError> {

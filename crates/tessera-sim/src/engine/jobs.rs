@@ -6,7 +6,7 @@ use super::*;
 impl Simulation<'_> {
     pub(super) fn job_arrives(&mut self, i: usize) -> Result<(), SimError> {
         let job = &self.workload.jobs[i];
-        self.deliver(Event::TenantRegistered(job.tenant.clone()))?;
+        self.deliver(&Event::TenantRegistered(job.tenant.clone()))?;
         if job.submission == Submission::Open {
             if !job.tasks.is_empty() {
                 // its first request at its arrival, the next when its time comes
@@ -22,7 +22,7 @@ impl Simulation<'_> {
             }
         }
         if job.tasks.is_empty() || (job.background && self.foreground_left == 0) {
-            self.deliver(Event::TenantLeft { tenant: job.tenant.id })?;
+            self.deliver(&Event::TenantLeft { tenant: job.tenant.id })?;
         }
         Ok(())
     }
@@ -89,7 +89,7 @@ impl Simulation<'_> {
             kernel: job.kernel,
             memory: tessera_core::Bytes(0),
         };
-        self.deliver(Event::TaskSubmitted(spec))
+        self.deliver(&Event::TaskSubmitted(spec))
     }
 
     /// The model of `slot` said `task` (fluid model) or something (block model) ends
@@ -150,6 +150,10 @@ impl Simulation<'_> {
                     self.task_done(placement, finished, ran_for)?;
                 }
             }
+            if exclusive {
+                // its model was found empty above: nothing else is due
+                break;
+            }
         }
         if ended == 0
             && let Some(task) = task
@@ -181,7 +185,7 @@ impl Simulation<'_> {
     ) -> Result<(), SimError> {
         self.end_task(task, TaskEnd::Done)?;
         let job = self.tasks[task.0 as usize].job;
-        self.deliver(Event::TaskFinished {
+        self.deliver(&Event::TaskFinished {
             task,
             placement,
             ran_for,
@@ -226,7 +230,7 @@ impl Simulation<'_> {
             spec.background && self.foreground_left == 0 && state.outstanding() == 0;
         if state.ended == spec.tasks.len() || background_over {
             let tenant: TenantId = self.workload.jobs[job].tenant.id;
-            self.deliver(Event::TenantLeft { tenant })?;
+            self.deliver(&Event::TenantLeft { tenant })?;
         }
         Ok(())
     }

@@ -8,13 +8,44 @@
 //! carries the sequence number it was scheduled with, and ties go by it.
 
 use super::SimEvent;
-use std::cmp::Reverse;
+use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use tessera_core::Nanos;
 
+/// A heap entry, ordered by (time, sequence number) alone and earliest first: sequence
+/// numbers are distinct, so the event never decides, and a heap of `Reverse` tuples
+/// compiled a comparison of the events into every sift all the same (issue 55).
+#[derive(Debug)]
+struct Entry {
+    at: Nanos,
+    seq: u64,
+    event: SimEvent,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Entry) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    /// Reversed: the max-heap's top is the earliest.
+    fn cmp(&self, other: &Entry) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct EventQueue {
-    heap: BinaryHeap<Reverse<(Nanos, u64, SimEvent)>>,
+    heap: BinaryHeap<Entry>,
     /// The next tick (time, sequence number): at most one is ever pending.
     tick: Option<(Nanos, u64)>,
     /// Job arrivals as (time, sequence number, job), sorted; those before `next` have
@@ -48,14 +79,14 @@ impl EventQueue {
         if matches!(event, SimEvent::Tick) {
             self.tick = Some((at, self.seq));
         } else {
-            self.heap.push(Reverse((at, self.seq, event)));
+            self.heap.push(Entry { at, seq: self.seq, event });
         }
         self.seq += 1;
     }
 
     /// The source of the earliest pending event, ticks included or not.
     fn first(&self, with_tick: bool) -> Option<(Nanos, u64, Source)> {
-        let mut best = self.heap.peek().map(|Reverse((at, seq, _))| (*at, *seq, Source::Heap));
+        let mut best = self.heap.peek().map(|e| (e.at, e.seq, Source::Heap));
         let mut take = |cand: Option<(Nanos, u64, Source)>| {
             if let Some(c) = cand
                 && best.is_none_or(|b| (c.0, c.1) < (b.0, b.1))
@@ -75,10 +106,10 @@ impl EventQueue {
         // the heap alone once every job has arrived and no tick is pending: most pops
         // of a run without ticks
         if self.tick.is_none() && self.next == self.arrivals.len() {
-            return self.heap.pop().map(|Reverse((at, _, e))| (at, e));
+            return self.heap.pop().map(|e| (e.at, e.event));
         }
         match self.first(true)?.2 {
-            Source::Heap => self.heap.pop().map(|Reverse((at, _, e))| (at, e)),
+            Source::Heap => self.heap.pop().map(|e| (e.at, e.event)),
             Source::Tick => self.tick.take().map(|(at, _)| (at, SimEvent::Tick)),
             Source::Arrival => {
                 let (at, _, job) = self.arrivals[self.next];
@@ -119,6 +150,7 @@ impl EventQueue {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::cmp::Reverse;
 
     proptest! {
         /// Whatever the arrivals, pushes and ticks, events come out in the order one

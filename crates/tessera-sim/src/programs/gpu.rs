@@ -156,7 +156,7 @@ impl ProgramSim {
         }
         let t = &mut self.threads[i];
         t.in_device += 1;
-        t.gpu_ns += (alone.0 as f64 * intensity).round() as u64;
+        t.gpu_ns += tessera_gpu::rounding::round_u64(alone.0 as f64 * intensity);
         self.changed = true;
         self.rearm_shared(gpu);
         Ok(())
