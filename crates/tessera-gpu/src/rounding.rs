@@ -12,7 +12,7 @@ const WHOLE_FROM: f64 = 4_503_599_627_370_496.0;
 /// `x.round() as u64`, exactly (halves away from zero).
 #[inline]
 pub fn round_u64(x: f64) -> u64 {
-    if x >= 0.0 && x < WHOLE_FROM {
+    if (0.0..WHOLE_FROM).contains(&x) {
         // through i64, whose conversions are single instructions (u64's are not)
         let t = x as i64;
         // t <= x < t + 1 <= 2t (or t = 0): x - t is exact (Sterbenz)
@@ -25,7 +25,7 @@ pub fn round_u64(x: f64) -> u64 {
 /// `x.ceil() as u64`, exactly.
 #[inline]
 pub fn ceil_u64(x: f64) -> u64 {
-    if x >= 0.0 && x < WHOLE_FROM {
+    if (0.0..WHOLE_FROM).contains(&x) {
         let t = x as i64;
         (t + i64::from(x > t as f64)) as u64
     } else {
