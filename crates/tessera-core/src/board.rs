@@ -266,6 +266,17 @@ impl Board {
         } else {
             self.idle.remove(u64::from(id.0));
         }
+        if self.with_room.is_some() || self.free_order.is_some() {
+            self.sync_gpu_orders(index);
+        }
+    }
+
+    /// [`Board::sync_gpu`]'s part for the load and free orders, out of line for the
+    /// boards that keep neither (most: issue 55).
+    #[inline(never)]
+    fn sync_gpu_orders(&mut self, index: usize) {
+        let Some((spec, state)) = self.gpus.get(index) else { return };
+        let id = spec.id;
         if self.with_room.is_some() {
             let key = self
                 .has_room(Placement::whole(id))
@@ -456,19 +467,28 @@ impl Board {
         let class = class_index(t.spec.class);
         let was_backlogged = t.head.is_some();
         t.head = t.queue.front().map(|front| front.seq);
-        match t.head {
-            Some(seq) => {
-                if let Some(heads) = &mut self.heads {
-                    heads[class].push(seq, tenant_id);
-                }
-                if !was_backlogged {
-                    self.backlogged.insert(tenant_id.0);
-                }
+        let head = t.head;
+        match head {
+            Some(_) if !was_backlogged => {
+                self.backlogged.insert(tenant_id.0);
             }
             None if was_backlogged => {
                 self.backlogged.remove(tenant_id.0);
             }
-            None => {}
+            _ => {}
+        }
+        if self.heads.is_some() {
+            self.reindex_heads(tenant_id, class, head);
+        }
+    }
+
+    /// [`Board::reindex`]'s part for the head-of-line index, out of line: its closures
+    /// made a frame that every policy's reindex paid for on every event, index or not
+    /// (issue 55).
+    #[inline(never)]
+    fn reindex_heads(&mut self, tenant_id: TenantId, class: usize, head: Option<u64>) {
+        if let (Some(seq), Some(heads)) = (head, &mut self.heads) {
+            heads[class].push(seq, tenant_id);
         }
         if let Some(heads) = &mut self.heads {
             // the old head's entry, if it was on top, goes now (the top stays current)

@@ -89,7 +89,7 @@ impl Simulation<'_> {
             kernel: job.kernel,
             memory: tessera_core::Bytes(0),
         };
-        self.deliver(&Event::TaskSubmitted(spec))
+        self.deliver_plain(Event::TaskSubmitted(spec))
     }
 
     /// The model of `slot` said `task` (fluid model) or something (block model) ends
@@ -185,7 +185,7 @@ impl Simulation<'_> {
     ) -> Result<(), SimError> {
         self.end_task(task, TaskEnd::Done)?;
         let job = self.tasks[task.0 as usize].job;
-        self.deliver(&Event::TaskFinished {
+        self.deliver_plain(Event::TaskFinished {
             task,
             placement,
             ran_for,
