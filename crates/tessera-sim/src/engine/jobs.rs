@@ -151,7 +151,9 @@ impl Simulation<'_> {
                 }
             }
             if exclusive {
-                // its model was found empty above: nothing else is due
+                // its model was found empty above, and a task the policy dispatched
+                // here meanwhile runs at least a nanosecond (`PerfModel::exec_time`):
+                // nothing else is due, and a second pop would only say so
                 break;
             }
         }
