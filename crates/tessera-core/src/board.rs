@@ -487,29 +487,28 @@ impl Board {
     /// (issue 55).
     #[inline(never)]
     fn reindex_heads(&mut self, tenant_id: TenantId, class: usize, head: Option<u64>) {
-        if let (Some(seq), Some(heads)) = (head, &mut self.heads) {
+        let Some(heads) = &mut self.heads else { return };
+        if let Some(seq) = head {
             heads[class].push(seq, tenant_id);
         }
-        if let Some(heads) = &mut self.heads {
-            // the old head's entry, if it was on top, goes now (the top stays current)
-            let tenants = &self.tenants;
-            let backlogged = &self.backlogged;
-            // (stale entries are bounded by the class's queued tasks, which bound its
-            // current heads)
-            heads[class].settle(
-                self.queued_count[class],
-                |seq, id| tenants.get(id.0).is_some_and(|t| t.head == Some(seq)),
-                || {
-                    backlogged
-                        .iter()
-                        .filter_map(|id| {
-                            let t = tenants.get(id)?;
-                            (class_index(t.spec.class) == class).then_some((t.head?, TenantId(id)))
-                        })
-                        .collect()
-                },
-            );
-        }
+        // the old head's entry, if it was on top, goes now (the top stays current)
+        let tenants = &self.tenants;
+        let backlogged = &self.backlogged;
+        // (stale entries are bounded by the class's queued tasks, which bound its
+        // current heads)
+        heads[class].settle(
+            self.queued_count[class],
+            |seq, id| tenants.get(id.0).is_some_and(|t| t.head == Some(seq)),
+            || {
+                backlogged
+                    .iter()
+                    .filter_map(|id| {
+                        let t = tenants.get(id)?;
+                        (class_index(t.spec.class) == class).then_some((t.head?, TenantId(id)))
+                    })
+                    .collect()
+            },
+        );
     }
 
     /// Predicted duration of a task of `kernel` in `class`: the mean of the kernel's

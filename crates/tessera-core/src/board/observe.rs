@@ -48,6 +48,8 @@ impl Board {
                 });
             }
             Event::TenantLeft { tenant } => self.tenant_left(*tenant, out),
+            // (a submission and a finish are routed by `observe`; handled here too, so
+            // that this match is whole)
             Event::TaskSubmitted(spec) => self.submit(now, spec, out),
             Event::TaskCancelRequested { task } => self.cancel(*task, out),
             Event::TaskFinished { task, placement, ran_for, result, .. } => {

@@ -19,6 +19,7 @@ impl Simulation<'_> {
     #[inline(never)]
     fn apply_other(&mut self, action: Action) -> Result<(), SimError> {
         match action {
+            // (routed by `apply`; carried out here too, so that this match is whole)
             Action::Dispatch { task, placement } => self.dispatch(&[task], placement)?,
             Action::DispatchBatch { tasks, placement } => self.dispatch(&tasks, placement)?,
             Action::EndTask { task, reason } => {
