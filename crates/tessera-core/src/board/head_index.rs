@@ -33,6 +33,7 @@ impl HeadIndex {
     /// Drop stale entries from the top (`current(seq, tenant)`: whether the tenant's
     /// head still has that order), and rebuild from `heads` (every current head) when
     /// stale entries pile up beyond `backlogged` current ones.
+    #[inline]
     pub(super) fn settle(
         &mut self,
         backlogged: usize,
@@ -46,8 +47,14 @@ impl HeadIndex {
             self.heap.pop();
         }
         if self.heap.len() > 2 * backlogged + SLACK {
-            self.heap = heads().into_iter().map(Reverse).collect();
+            self.rebuild(heads());
         }
+    }
+
+    /// The heap of `heads` alone (rare: out of the per-task path).
+    #[cold]
+    fn rebuild(&mut self, heads: Vec<(u64, TenantId)>) {
+        self.heap = heads.into_iter().map(Reverse).collect();
     }
 
     /// The oldest current head.

@@ -90,17 +90,33 @@ pub struct Waiter {
 /// Which of `waiting` (all on one GPU with `free` bytes free) to grant, as indices into
 /// `waiting`, in grant order.
 pub fn select_grants(policy: NotificationPolicy, free: Bytes, waiting: &[Waiter]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..waiting.len()).collect();
+    let (mut order, mut granted) = (Vec::new(), Vec::new());
+    select_grants_into(policy, free, waiting, &mut order, &mut granted);
+    granted
+}
+
+/// [`select_grants`] into `granted`, with `order` as scratch: both cleared first, and
+/// kept by a caller that decides on every freeing (the simulator's policy) so that a
+/// decision allocates nothing (issue 55).
+pub fn select_grants_into(
+    policy: NotificationPolicy,
+    free: Bytes,
+    waiting: &[Waiter],
+    order: &mut Vec<usize>,
+    granted: &mut Vec<usize>,
+) {
+    order.clear();
+    granted.clear();
+    order.extend(0..waiting.len());
     if policy.uses_priority() {
         order.sort_by_key(|&i| (std::cmp::Reverse(waiting[i].priority), waiting[i].seq));
     } else {
         order.sort_by_key(|&i| waiting[i].seq);
     }
     let mut free = free.0;
-    let mut granted = Vec::new();
     match policy {
         NotificationPolicy::Fifo => {
-            for i in order {
+            for &i in order.iter() {
                 if waiting[i].bytes.0 > free {
                     break;
                 }
@@ -109,7 +125,7 @@ pub fn select_grants(policy: NotificationPolicy, free: Bytes, waiting: &[Waiter]
             }
         }
         NotificationPolicy::Mmu => {
-            for i in order {
+            for &i in order.iter() {
                 if waiting[i].bytes.0 <= free {
                     free -= waiting[i].bytes.0;
                     granted.push(i);
@@ -136,7 +152,6 @@ pub fn select_grants(policy: NotificationPolicy, free: Bytes, waiting: &[Waiter]
             }
         }
     }
-    granted
 }
 
 /// Whether a new request for `bytes` at `priority` is granted at once on a GPU with
@@ -183,6 +198,18 @@ pub struct MemSafe {
     /// queues are walked for timeouts only once it has passed, not on every event.
     next_deadline: Option<Nanos>,
     next_seq: u64,
+    /// Buffers the decisions reuse, so that none allocates (issue 55: at 400 GPUs a
+    /// tenant's leaving notifies every GPU, four notifications per task).
+    scratch: Scratch,
+}
+
+/// [`MemSafe`]'s reused buffers; empty between calls.
+#[derive(Debug, Default)]
+struct Scratch {
+    views: Vec<Waiter>,
+    order: Vec<usize>,
+    chosen: Vec<usize>,
+    granted: Vec<Pending>,
 }
 
 impl MemSafe {
@@ -198,6 +225,7 @@ impl MemSafe {
             waiting: vec![Vec::new(); gpus.len()],
             next_deadline: None,
             next_seq: 0,
+            scratch: Scratch::default(),
         }
     }
 
@@ -223,16 +251,23 @@ impl MemSafe {
 
     fn notify(&mut self, gpu: GpuId, out: &mut Vec<Action>) {
         let g = gpu.0 as usize;
+        if self.waiting[g].is_empty() {
+            // no waiter, no grant (the decision on an empty queue is empty)
+            return;
+        }
         let free = Bytes(self.capacity[g].0 - self.used[g].0);
-        let views: Vec<Waiter> = self.waiting[g].iter().map(|p| p.waiter).collect();
-        let mut chosen = select_grants(self.policy, free, &views);
-        chosen.sort_unstable_by(|a, b| b.cmp(a)); // remove from the back first
-        let mut granted: Vec<Pending> =
-            chosen.into_iter().map(|i| self.waiting[g].remove(i)).collect();
+        let s = &mut self.scratch;
+        s.views.clear();
+        s.views.extend(self.waiting[g].iter().map(|p| p.waiter));
+        select_grants_into(self.policy, free, &s.views, &mut s.order, &mut s.chosen);
+        s.chosen.sort_unstable_by(|a, b| b.cmp(a)); // remove from the back first
+        let mut granted = std::mem::take(&mut s.granted);
+        granted.extend(s.chosen.iter().map(|&i| self.waiting[g].remove(i)));
         granted.sort_by_key(|p| p.waiter.seq);
-        for p in granted {
+        for p in granted.drain(..) {
             self.grant(p.request, p.tenant, gpu, p.waiter.bytes, out);
         }
+        self.scratch.granted = granted;
     }
 
     fn expire(&mut self, now: Nanos, out: &mut Vec<Action>) {
@@ -281,8 +316,10 @@ impl MemSafe {
                 }
                 let priority = self.priority.get(tenant).copied().unwrap_or(0);
                 let free = Bytes(capacity.0 - self.used[g].0);
-                let views: Vec<Waiter> = self.waiting[g].iter().map(|p| p.waiter).collect();
-                if admits_immediately(self.policy, free, *bytes, priority, &views) {
+                let views = &mut self.scratch.views;
+                views.clear();
+                views.extend(self.waiting[g].iter().map(|p| p.waiter));
+                if admits_immediately(self.policy, free, *bytes, priority, views) {
                     self.grant(*request, *tenant, *gpu, *bytes, out);
                     return true;
                 }
@@ -429,6 +466,32 @@ mod tests {
         assert!(!admits_immediately(NotificationPolicy::PriorityMmu, free, small, 0, &q));
         assert!(admits_immediately(NotificationPolicy::PriorityMmu, free, small, 1, &q));
         assert!(!admits_immediately(NotificationPolicy::Mmu, free, Bytes::mib(501), 9, &[]));
+    }
+
+    /// The buffers a caller keeps between decisions hold nothing over: each decision
+    /// with dirty buffers is the one made with fresh ones.
+    #[test]
+    fn reused_buffers_decide_as_fresh_ones() {
+        let queues = [
+            vec![w(800, 0, 0), w(300, 1, 1), w(150, 0, 2), w(500, 1, 3)],
+            vec![],
+            vec![w(100, 2, 7), w(100, 2, 9)],
+            vec![w(2000, 0, 1), w(10, 0, 2)],
+        ];
+        let (mut order, mut granted) = (vec![9, 9, 9], vec![5, 5]);
+        for policy in NotificationPolicy::ALL {
+            for q in &queues {
+                for free in [0, 150, 600, 1000, 5000] {
+                    let free = Bytes::mib(free);
+                    select_grants_into(policy, free, q, &mut order, &mut granted);
+                    assert_eq!(
+                        granted,
+                        select_grants(policy, free, q),
+                        "{policy:?} {q:?} {free:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
