@@ -557,6 +557,14 @@ impl Board {
         }
     }
 
+    /// Whether any tenant has a queued task: a walk of the idle GPUs that dispatches
+    /// queued tasks stops once none is left (issue 55: at 400 GPUs, most of them idle
+    /// at a moment with nothing queued, the walk went on to the last).
+    #[inline]
+    pub fn any_queued(&self) -> bool {
+        self.queued_count.iter().any(|&n| n > 0)
+    }
+
     /// Number of queued (not running) tasks of tenants in `classes`.
     pub fn queued(&self, classes: Classes) -> usize {
         classes.indices().iter().map(|&c| self.queued_count[c]).sum()

@@ -448,7 +448,9 @@ impl Flexy {
         // a walk of the idle GPUs, not a list of them per event: a dispatch changes
         // only its own GPU, so the walk sees what a list taken first would
         let mut from = 0;
-        while let Some(gpu) = self.board.next_idle(from) {
+        while self.board.any_queued()
+            && let Some(gpu) = self.board.next_idle(from)
+        {
             from = gpu.0 + 1;
             let user_facing = self.pool.contains(gpu);
             if let Some(tenant) = self.board.oldest_head(Classes::of(user_facing)) {

@@ -405,7 +405,9 @@ impl Policy for MemSafe {
         }
         self.board.observe(now, event, actions);
         let mut from = 0;
-        while let Some(gpu) = self.board.next_idle(from) {
+        while self.board.any_queued()
+            && let Some(gpu) = self.board.next_idle(from)
+        {
             from = gpu.0 + 1;
             if let Some(tenant) = self.board.oldest_head(Classes::All) {
                 self.board.dispatch(now, gpu, tenant, actions);

@@ -59,7 +59,9 @@ impl Policy for Priority {
         self.board.announce_pools(&self.reserved_gpus, actions);
 
         let mut from = 0;
-        while let Some(gpu) = self.board.next_idle(from) {
+        while self.board.any_queued()
+            && let Some(gpu) = self.board.next_idle(from)
+        {
             from = gpu.0 + 1;
             let tenant = self.board.oldest_head(Classes::UserFacing).or_else(|| {
                 if self.reserved(gpu) { None } else { self.board.oldest_head(Classes::Batch) }

@@ -30,7 +30,9 @@ impl Policy for RoundRobin {
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
         self.board.observe(now, event, actions);
         let mut from = 0;
-        while let Some(gpu) = self.board.next_idle(from) {
+        while self.board.any_queued()
+            && let Some(gpu) = self.board.next_idle(from)
+        {
             from = gpu.0 + 1;
             // none for this GPU (tenants pinned elsewhere): the next GPU may suit one
             let Some(tenant) = self.board.next_round_robin_on(gpu) else { continue };
