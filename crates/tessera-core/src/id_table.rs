@@ -62,6 +62,12 @@ impl<V> IdTable<V> {
             self.dense.clear();
             self.base = id;
         }
+        if id < self.base && self.base - id <= MAX_GAP {
+            // an id a little below the window (a table refilled after a clear in the
+            // order its ids come, not theirs: DCUDA's monitor, issue 55) widens it at
+            // the front rather than going to the side map
+            self.grow_front_to(id);
+        }
         let end = self.base.saturating_add(self.dense.len() as u64);
         if id >= self.base && id < end.saturating_add(MAX_GAP) {
             let i = (id - self.base) as usize;
@@ -108,6 +114,26 @@ impl<V> IdTable<V> {
         self.sparse.append(&mut beyond);
         for (id, v) in covered {
             self.dense[(id - self.base) as usize] = Some(v);
+            self.dense_len += 1;
+        }
+    }
+
+    /// Widen the window down to `base`, moving into it the side map's ids it now
+    /// covers (as [`Self::grow_to`] does at the back).
+    fn grow_front_to(&mut self, base: u64) {
+        let old_base = self.base;
+        for _ in base..old_base {
+            self.dense.push_front(None);
+        }
+        self.base = base;
+        if self.sparse.is_empty() {
+            return;
+        }
+        let mut covered = self.sparse.split_off(&base);
+        let mut beyond = covered.split_off(&old_base);
+        self.sparse.append(&mut beyond);
+        for (id, v) in covered {
+            self.dense[(id - base) as usize] = Some(v);
             self.dense_len += 1;
         }
     }
@@ -206,6 +232,23 @@ mod tests {
         assert_eq!(t.iter().count(), 4);
         assert_eq!(t.remove(6647), Some(2));
         assert_eq!(t.get(6647), None);
+    }
+
+    /// Ids coming in any order near each other, after a clear, stay in the window:
+    /// one below the first widens it at the front (it went to the side map before, a
+    /// tree insertion per id in DCUDA's monitor).
+    #[test]
+    fn ids_a_little_below_the_window_widen_it() {
+        let mut t = IdTable::default();
+        for round in 0..3u64 {
+            t.clear();
+            for id in [40, 12, 33, 7, 41, 0, 25] {
+                *t.get_or_insert_with(id + round, || 0u64) += 1;
+            }
+            assert!(t.sparse.is_empty(), "round {round}");
+            let ids: Vec<u64> = t.iter().map(|(k, _)| k).collect();
+            assert_eq!(ids, [0, 7, 12, 25, 33, 40, 41].map(|i| i + round));
+        }
     }
 
     /// Ids leaving in order slide the window: it holds only the live ones.
