@@ -113,20 +113,27 @@ impl Monitor {
                 (now - (*from).max(self.since)).0 as f64;
             *from = now;
         }
-        let known: Vec<TenantId> = self
-            .demand
-            .keys()
-            .copied()
-            .chain(self.accrued.iter().map(|(t, _)| TenantId(t)))
-            .collect();
-        for tenant in known {
-            let held = self.held.get(tenant.0).copied().unwrap_or(0.0);
-            let open = len - held;
-            if open <= len * 1e-3 {
-                continue; // held throughout: nothing learnt
+        // each known tenant's demand from its own held and accrued times: those known
+        // before in place, then those new this interval (a list of both, made on every
+        // sample, was a fiftieth of the composed node policy's instructions, issue 55)
+        let (held, accrued) = (&self.held, &self.accrued);
+        let learnt = |tenant: u64| {
+            let open = len - held.get(tenant).copied().unwrap_or(0.0);
+            // held throughout: nothing learnt
+            (open > len * 1e-3)
+                .then(|| (accrued.get(tenant).copied().unwrap_or(0.0) / open).min(1.0))
+        };
+        for (tenant, d) in self.demand.iter_mut() {
+            if let Some(x) = learnt(tenant.0) {
+                *d = x;
             }
-            let ran = self.accrued.get(tenant.0).copied().unwrap_or(0.0);
-            self.demand.insert(tenant, (ran / open).min(1.0));
+        }
+        for (tenant, _) in accrued.iter() {
+            if !self.demand.contains_key(&TenantId(tenant))
+                && let Some(x) = learnt(tenant)
+            {
+                self.demand.insert(TenantId(tenant), x);
+            }
         }
         self.accrued.clear();
         self.held.clear();

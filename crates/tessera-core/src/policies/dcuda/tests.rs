@@ -167,6 +167,16 @@ fn the_monitor_caches_per_configuration_and_weights_by_time() {
     m.sample(ms(200));
     assert!((m.demand(t(1)).unwrap() - 0.4 * 40.0 / 50.0).abs() < 1e-9);
     assert_eq!(m.evaluations(), 2);
+    // the next interval: tenant 2, held throughout, keeps its demand; tenant 1,
+    // released and idle, demanded nothing; tenant 5, new, is learnt
+    m.release(t(1), ms(200));
+    m.stopped(TaskId(3), ms(200));
+    m.hold(t(2), ms(200));
+    m.started(&task(5, 5, 0, 80, 400), ms(250));
+    m.sample(ms(300));
+    assert!((m.demand(t(2)).unwrap() - 0.8).abs() < 1e-9);
+    assert_eq!(m.demand(t(1)), Some(0.0));
+    assert!((m.demand(t(5)).unwrap() - 0.4 * 50.0 / 100.0).abs() < 1e-9);
 }
 
 /// The hysteresis band against ping-pong. GPU 0 holds a (50%), b (43% or 49%) and a
