@@ -202,10 +202,14 @@ fn leaves_nothing_behind(departed: Departed) {
     {
         let mut c = Client::connect(d.socket()).unwrap();
         let t = c.register(batch()).unwrap();
+        // 300 ms of wall time each (at 10x), the client gone after 100: the first has
+        // started and none has ended, with room for a host that runs the daemon late
+        // (2026-12-06's clean-clone run, tasks of 30 ms and 20 ms before leaving, saw
+        // the running one finish: 7 cancelled, not 8)
         for _ in 0..8 {
-            c.submit(t, &task(300)).unwrap();
+            c.submit(t, &task(3000)).unwrap();
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(100));
     } // dropped: the connection closes with tasks queued and running
     let mut c = Client::connect_control(d.socket()).unwrap();
     let mut s = c.status().unwrap();
