@@ -105,12 +105,16 @@ impl<V> IdTable<V> {
     fn grow_to(&mut self, len: usize) {
         let old_end = self.base.saturating_add(self.dense.len() as u64);
         self.dense.resize_with(len, || None);
+        self.adopt_side_ids(old_end, self.base.saturating_add(len as u64));
+    }
+
+    /// Move the side map's ids in `[from, to)`, now inside the window, into it.
+    fn adopt_side_ids(&mut self, from: u64, to: u64) {
         if self.sparse.is_empty() {
             return;
         }
-        let new_end = self.base.saturating_add(len as u64);
-        let mut covered = self.sparse.split_off(&old_end);
-        let mut beyond = covered.split_off(&new_end);
+        let mut covered = self.sparse.split_off(&from);
+        let mut beyond = covered.split_off(&to);
         self.sparse.append(&mut beyond);
         for (id, v) in covered {
             self.dense[(id - self.base) as usize] = Some(v);
@@ -126,16 +130,7 @@ impl<V> IdTable<V> {
             self.dense.push_front(None);
         }
         self.base = base;
-        if self.sparse.is_empty() {
-            return;
-        }
-        let mut covered = self.sparse.split_off(&base);
-        let mut beyond = covered.split_off(&old_base);
-        self.sparse.append(&mut beyond);
-        for (id, v) in covered {
-            self.dense[(id - base) as usize] = Some(v);
-            self.dense_len += 1;
-        }
+        self.adopt_side_ids(base, old_base);
     }
 
     /// Remove `id`'s value; the window slides past leading empty slots.

@@ -6,26 +6,27 @@
 //! full) counts against the SLO. The bound is the paper's: 99% within the SLO.
 
 use std::process::Command;
+// the daemon's tests' helpers, for the host's stall and steal (`HostMeter`)
+#[allow(dead_code)]
+#[path = "../../tesserad/tests/common/mod.rs"]
+mod common;
 use tesserad::Daemon;
 use tesserad::config::{DaemonConfig, ExecutorKind, GpuletsConfig, PolicyName};
 
-/// Above this share of the run with a runnable task waiting for a CPU, the host is busy
-/// with other work and the clients' clocks measure that wait. Measured on the 2-core
-/// development machine: alone, 3.2-5.0% stalled (the classifier 99.1-99.4% in time);
-/// in the suite beside other tests, 13.7% (98.9%); beside two CPU-bound processes, 27%
-/// (97.6-97.7%); in a clean-clone CI run (2026-12-02), 7.98% (98.68%: it failed the 99%
-/// bound under the 8% this was then). 6%: above every quiet run measured.
-const BUSY_HOST: f64 = 0.06;
+// The host is busy (`common::HostMeter`) above 6% of the run with a runnable task
+// waiting for a CPU, or 5% of the CPU time stolen by the hypervisor: the clients' clocks
+// measure that wait. The stall's threshold, on the 2-core development machine: alone,
+// 3.2-5.0% stalled (the classifier 99.1-99.4% in time); in the suite beside other tests, 13.7% (98.9%); beside two CPU-bound processes, 27%
+// (97.6-97.7%); in a clean-clone CI run (2026-12-02), 7.98% (98.68%: it failed the 99%
+// bound under the 8% this was then). 6%: above every quiet run measured.
 
-/// Above this share of the machine's CPU time taken by the hypervisor from a virtual
-/// machine that wanted to run (`/proc/stat`'s steal), the clients' clocks measure the
-/// hypervisor: the stall above does not count it. Measured on the 2-core development
-/// machine (2026-12-06): idle 0-1%, one CPU-bound process 0-6%, this test's run (thousands
-/// of wake-ups a second of mostly idle CPUs) 7-26% per second, with its clients' 2 ms
-/// timed waits returning 3-7 ms late and the classifier at 96.5-98.9% (the daemon's own
-/// account 98.1-98.7%): the failures of the 2026-12-05 clean-clone CI run (97.59% and
-/// 98.61% at 1.5% stall) looked like these. 5%: above every quiet second measured.
-const BUSY_HYPERVISOR: f64 = 0.05;
+// The steal's (time the hypervisor took from a virtual machine that wanted to run,
+// which the stall does not count), measured on the 2-core development machine
+// (2026-12-06): idle 0-1%, one CPU-bound process 0-6%, this test's run (thousands
+// of wake-ups a second of mostly idle CPUs) 7-26% per second, with its clients' 2 ms
+// timed waits returning 3-7 ms late and the classifier at 96.5-98.9% (the daemon's own
+// account 98.1-98.7%): the failures of the 2026-12-05 clean-clone CI run (97.59% and
+// 98.61% at 1.5% stall) looked like these. 5%: above every quiet second measured.
 
 /// The load, as a share of the largest the daemon's scheduler calls schedulable. 0.6
 /// (0.7 until 2026-12-03): at 0.7 the scheduler fills the classifier's 40% gpu-let to its
@@ -82,9 +83,7 @@ fn one_run(attempt: u32) -> Result<(), String> {
         .expect("schedulable at 1 req/s and not at 4,000");
     let k = LOAD * lo;
     let d = Daemon::start(&cfg).unwrap();
-    let stalled_before = cpu_stall_us();
-    let stolen_before = cpu_steal();
-    let began = std::time::Instant::now();
+    let host = common::HostMeter::start();
     let (seconds, warm_up) = (14.0, 6.0);
     let clients: Vec<_> =
         [("detector", "ssd", k, ssd_slo), ("classifier", "resnet50", 2.0 * k, resnet_slo)]
@@ -107,29 +106,9 @@ fn one_run(attempt: u32) -> Result<(), String> {
             .collect();
     let outputs: Vec<_> =
         clients.into_iter().map(|(n, r, c)| (n, r, c.wait_with_output().unwrap())).collect();
-    // the share of the run some runnable task waited for a CPU (the kernel's pressure
-    // stall information): on a host busy with other work the clients' own clocks count
-    // that wait too, which no GPU scheduler can give back
-    let stalled = match (stalled_before, cpu_stall_us()) {
-        (Some(a), Some(b)) => Some((b - a) as f64 / began.elapsed().as_micros() as f64),
-        _ => None,
-    };
-    let stolen = match (stolen_before, cpu_steal()) {
-        (Some((s0, t0)), Some((s1, t1))) if t1 > t0 => Some((s1 - s0) as f64 / (t1 - t0) as f64),
-        _ => None,
-    };
-    eprintln!("CPU STALL {stalled:?}, STEAL {stolen:?}");
-    let busy = match (stalled, stolen) {
-        (Some(s), _) if s > BUSY_HOST => Some(format!(
-            "runnable tasks waited for a CPU {:.0}% of the run (other work on this host)",
-            100.0 * s
-        )),
-        (_, Some(s)) if s > BUSY_HYPERVISOR => Some(format!(
-            "the hypervisor took {:.0}% of this machine's CPU time (steal)",
-            100.0 * s
-        )),
-        _ => None,
-    };
+    // on a host busy with other work, or whose hypervisor did not run it, the clients'
+    // own clocks count that wait too, which no GPU scheduler can give back
+    let busy = host.busy();
     let mut misses = Vec::new();
     for (name, rate, out) in outputs {
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -158,22 +137,4 @@ fn one_run(attempt: u32) -> Result<(), String> {
     drop(d);
     let _ = std::fs::remove_dir_all(&dir);
     if misses.is_empty() { Ok(()) } else { Err(misses.join("; ")) }
-}
-
-/// The machine's stolen CPU time and its whole CPU time so far, in clock ticks
-/// (`/proc/stat`'s first line: user, nice, system, idle, iowait, irq, softirq, steal).
-fn cpu_steal() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/stat").ok()?;
-    let cpu = text.lines().find(|l| l.starts_with("cpu "))?;
-    let f: Vec<u64> =
-        cpu.split_whitespace().skip(1).take(8).filter_map(|v| v.parse().ok()).collect();
-    (f.len() == 8).then(|| (f[7], f.iter().sum()))
-}
-
-/// Microseconds some runnable task has waited for a CPU since boot (`/proc/pressure/cpu`,
-/// "some ... total="), when the kernel reports it.
-fn cpu_stall_us() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
-    let some = text.lines().find(|l| l.starts_with("some "))?;
-    some.split_whitespace().find_map(|f| f.strip_prefix("total="))?.parse().ok()
 }
