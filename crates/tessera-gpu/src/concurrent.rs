@@ -293,6 +293,8 @@ pub struct ConcurrentGpu {
     chain: Option<Chain>,
     /// The chain's cohorts (scratch while it is looked for).
     chain_cohorts: Vec<Repeating>,
+    /// Scratch of the chain's search.
+    chain_scratch: chain::Scratch,
     /// Tests: step every wave (the reference the chains are compared with).
     #[cfg(test)]
     no_chains: bool,
@@ -355,6 +357,7 @@ impl ConcurrentGpu {
             walk: Vec::new(),
             chain: None,
             chain_cohorts: Vec::new(),
+            chain_scratch: chain::Scratch::default(),
             #[cfg(test)]
             no_chains: false,
             #[cfg(test)]

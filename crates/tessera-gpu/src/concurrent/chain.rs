@@ -29,10 +29,9 @@ impl ConcurrentGpu {
         {
             return None;
         }
-        // the cohorts on the SMs of kernels with blocks to place, by kernel and end; a
-        // kernel with none left repeats nothing, so its first end stops the chain
-        // (what `kernel_repeats` says of it), and its cohorts need no sort (issue 55:
-        // the sort of every cohort was a twentieth of `sim dcuda`)
+        // the cohorts on the SMs of kernels with blocks to place; a kernel with none
+        // left repeats nothing, so its first end stops the chain (what `kernel_repeats`
+        // says of it)
         let mut next = Ps::MAX;
         let mut all = std::mem::take(&mut self.chain_cohorts);
         all.clear();
@@ -45,59 +44,76 @@ impl ConcurrentGpu {
                 }
             }
         }
-        // one integer key (a tenth of the run compared tuples); cohorts of a kernel
-        // ending together stop its chain whatever their order
-        all.sort_unstable_by_key(|r| (u128::from(r.kernel) << 64) | u128::from(r.end));
-        let mut at = 0;
-        while at < all.len() {
-            let kernel = all[at].kernel;
-            let len = all[at..].iter().take_while(|r| r.kernel == kernel).count();
-            let stop = self.kernel_repeats(&mut all[at..at + len]);
+        // `first` is the earliest end: a stop there leaves no chain
+        if next <= first {
+            self.chain_cohorts = all;
+            return None;
+        }
+        // by kernel (a counting sort on the slot), each kernel's sorted by end only if
+        // it may repeat (issue 55: sorting all the cohorts, twice, by tuples, was a
+        // tenth of a heavy least-loaded run). The order of equal ends decides
+        // nothing: a kernel's cohorts ending together stop its chain, and two kernels'
+        // cohorts ending together meet at once whichever comes first.
+        let mut scratch = std::mem::take(&mut self.chain_scratch);
+        scratch.group_by_kernel(&all, self.kernels.slot_count());
+        let mut repeating = 0;
+        for slot in 0..scratch.durations.len() {
+            let (from, to) = (scratch.starts[slot], scratch.starts[slot + 1]);
+            if from == to {
+                continue;
+            }
+            let stop = self.kernel_repeats(&mut scratch.by_kernel[from..to]);
             next = next.min(stop);
-            at += len;
+            scratch.durations[slot] = scratch.by_kernel[from].duration;
+            repeating += usize::from(scratch.durations[slot] > 0);
+        }
+        for r in &mut all {
+            r.duration = scratch.durations[r.kernel as usize];
         }
         all.retain(|r| r.duration > 0);
-        // two ends at one instant are not repeats: the first such instant ends the chain.
-        // Two cohorts meet no earlier than the later of their first ends, so with the
-        // cohorts by first end, the walk stops at the first one ending at or after the
-        // chain's end found so far (most pairs, when the chain is short: issue 55)
-        all.sort_unstable_by_key(|r| (r.end, r.cohort));
-        for (a, ra) in all.iter().enumerate() {
-            if ra.end >= next {
-                break;
-            }
-            for rb in &all[a + 1..] {
-                if rb.end >= next {
-                    break;
+        // two ends at one instant are not repeats: the first such instant ends the chain
+        if repeating > 1 && first < next {
+            #[cfg(test)]
+            let before = next;
+            next = match scratch.first_meeting_merged(next) {
+                Some(t) => t,
+                None => {
+                    all.sort_unstable_by_key(|r| r.end);
+                    first_meeting_pairwise(&all, next)
                 }
-                if ra.kernel != rb.kernel
-                    && let Some(t) =
-                        first_meeting((ra.end, ra.duration), (rb.end, rb.duration), next)
-                {
-                    next = t;
-                }
+            };
+            #[cfg(test)]
+            {
+                all.sort_unstable_by_key(|r| r.end);
+                assert_eq!(
+                    next,
+                    first_meeting_pairwise(&all, before),
+                    "the merged walk is not the pairs'"
+                );
             }
         }
+        self.chain_scratch = scratch;
         self.chain_cohorts = all;
         let chain = Chain { first, next };
         self.chain = Some(chain);
         (first < next).then_some(chain)
     }
 
-    /// For one kernel's cohorts (sorted by end), the first of their ends that is not a
-    /// repeat (its first end when the kernel does not repeat); marks each with its
-    /// wave's time when it does.
+    /// For one kernel's cohorts, the first of their ends that is not a repeat (its
+    /// first end when the kernel does not repeat); when it does, marks each with its
+    /// wave's time and leaves them sorted by end.
     fn kernel_repeats(&self, mine: &mut [Repeating]) -> Ps {
-        let first = mine[0].end;
+        let (first, last) =
+            mine.iter().fold((Ps::MAX, 0), |(lo, hi), r| (lo.min(r.end), hi.max(r.end)));
         let Some(k) = self.kernels.get(mine[0].kernel) else { return first };
         let duration = crate::rounding::round_u64(k.block_ps as f64 * self.stretch);
-        let last = mine[mine.len() - 1].end;
         // two of its cohorts ending together are not a repeat, and rounds keep their
         // order only if all end within one wave's time
-        if k.pending == 0
-            || duration == 0
-            || last - first >= duration
-            || mine.windows(2).any(|w| w[0].end == w[1].end)
+        if k.pending == 0 || duration == 0 || last - first >= duration {
+            return first;
+        }
+        mine.sort_unstable_by_key(|r| r.end);
+        if mine.windows(2).any(|w| w[0].end == w[1].end)
             || !mine.iter().all(|r| self.first_to_fit(r.cohort))
         {
             return first;
@@ -302,6 +318,124 @@ impl ConcurrentGpu {
             )
         )
     }
+}
+
+/// Above this many ends before the chain's end, the pairs of cohorts are solved one by
+/// one (by the Chinese remainder theorem when long) instead of walked all together.
+const MERGED_WALK_ENDS: u64 = 1024;
+
+/// Scratch of the chain's search, kept between searches (no allocation per search).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Scratch {
+    /// The cohorts grouped by kernel slot (a repeating kernel's in end order).
+    by_kernel: Vec<Repeating>,
+    /// Where each slot's group starts in `by_kernel` (one more entry than slots).
+    starts: Vec<usize>,
+    /// Each slot's wave time when it repeats, else 0.
+    durations: Vec<Ps>,
+    /// The merged walk's heads: (next end, slot, ends walked).
+    heads: Vec<(Ps, u32, u64)>,
+}
+
+impl Scratch {
+    /// Group `all` by kernel slot (keeping its order within each group): a counting
+    /// sort, slots being few and dense.
+    fn group_by_kernel(&mut self, all: &[Repeating], slots: usize) {
+        self.starts.clear();
+        self.starts.resize(slots + 1, 0);
+        for r in all {
+            self.starts[r.kernel as usize + 1] += 1;
+        }
+        for s in 0..slots {
+            self.starts[s + 1] += self.starts[s];
+        }
+        self.durations.clear();
+        self.durations.resize(slots, 0);
+        self.by_kernel.clear();
+        self.by_kernel.extend_from_slice(all);
+        // `durations` doubles as each group's fill cursor, reset below
+        for r in all {
+            let s = r.kernel as usize;
+            self.by_kernel[self.starts[s] + self.durations[s] as usize] = *r;
+            self.durations[s] += 1;
+        }
+        self.durations.fill(0);
+    }
+
+    /// The first instant before `below` at which cohorts of two repeating kernels end
+    /// together, by one walk of every repeating kernel's ends in time order (a
+    /// kernel's cohorts end within one wave's time, so round after round they end in
+    /// the same order): `Some(below)` when there is none. `None` when more than
+    /// [`MERGED_WALK_ENDS`] ends come before `below`, left to the pairs' solution.
+    /// Issue 55: cohorts of one kernel were walked pair by pair against every cohort
+    /// of the others, a tenth of a heavy least-loaded run, and pairs met 164 times in
+    /// 1.35 million.
+    fn first_meeting_merged(&mut self, below: Ps) -> Option<Ps> {
+        self.heads.clear();
+        let mut ends = 0u64;
+        for (slot, &d) in self.durations.iter().enumerate() {
+            if d == 0 {
+                continue;
+            }
+            let group = &self.by_kernel[self.starts[slot]..self.starts[slot + 1]];
+            let first = group[0].end;
+            if first < below {
+                let m = group.len() as u64;
+                ends = ends.saturating_add(m.saturating_mul((below - first) / d + 1));
+                self.heads.push((first, slot as u32, 0));
+            }
+        }
+        if ends > MERGED_WALK_ENDS {
+            return None;
+        }
+        loop {
+            let Some((at, &(t, _, _))) = self.heads.iter().enumerate().min_by_key(|(_, h)| h.0)
+            else {
+                return Some(below);
+            };
+            if t >= below {
+                return Some(below);
+            }
+            if self.heads.iter().enumerate().any(|(i, h)| i != at && h.0 == t) {
+                return Some(t);
+            }
+            // that kernel's next end: its next cohort this round, or the first next round
+            let (_, slot, walked) = self.heads[at];
+            let from = self.starts[slot as usize];
+            let m = (self.starts[slot as usize + 1] - from) as u64;
+            let walked = walked + 1;
+            let (round, j) = (walked / m, (walked % m) as usize);
+            let d = self.durations[slot as usize];
+            let end = self.by_kernel[from + j].end.saturating_add(round.saturating_mul(d));
+            self.heads[at] = (end, slot, walked);
+        }
+    }
+}
+
+/// The first instant before `below` at which two cohorts of different kernels in `all`
+/// (in end order, each with its wave's time) end together, pair by pair; `below` when
+/// none do.
+fn first_meeting_pairwise(all: &[Repeating], below: Ps) -> Ps {
+    // Two cohorts meet no earlier than the later of their first ends, so with the
+    // cohorts by first end, the walk stops at the first one ending at or after the
+    // chain's end found so far (most pairs, when the chain is short: issue 55)
+    let mut next = below;
+    for (a, ra) in all.iter().enumerate() {
+        if ra.end >= next {
+            break;
+        }
+        for rb in &all[a + 1..] {
+            if rb.end >= next {
+                break;
+            }
+            if ra.kernel != rb.kernel
+                && let Some(t) = first_meeting((ra.end, ra.duration), (rb.end, rb.duration), next)
+            {
+                next = t;
+            }
+        }
+    }
+    next
 }
 
 /// The first instant, before `below`, at which two cohorts that end at `a.0`, `b.0` and

@@ -24,6 +24,11 @@ impl Kernels {
         self.by_id.is_empty()
     }
 
+    /// One more than the highest slot (slots index per-kernel scratch).
+    pub(super) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// The slot of kernel `id`, if present.
     pub(super) fn slot_of(&self, id: PieceId) -> Option<u32> {
         self.by_id.get(&id).copied()

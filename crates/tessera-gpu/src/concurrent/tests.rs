@@ -471,6 +471,32 @@ fn a_second_kernels_waves_repeat_where_the_first_cannot_fit() {
     assert_eq!(g.placing_dispatches, 2);
 }
 
+/// Two kernels' repeated waves stop where their ends meet: the kernels of the test
+/// above, kernel 1's blocks now 2 ms long, so that its waves end at 3, 5, 7, … ms and
+/// kernel 2's every millisecond from 2 ms. At 3 ms both end together, which is a
+/// change, not a repeat: the next event a caller must look at (issue 55: the chain's
+/// search walks all kernels' ends at once, checked against the pairs' solution in
+/// tests). Worked by hand: kernel 2's last wave ends at 13 ms, kernel 1's tenth at
+/// 21 ms.
+#[test]
+fn two_kernels_waves_repeat_until_they_end_together() {
+    let mut g = shared();
+    g.start(0, 2, kernel(0, 3_200, 512, 10 * MS, 0)).unwrap();
+    let k1 = KernelLaunch {
+        launch: Launch { shared_per_block: 64 * 1024, ..kernel(0, 800, 256, 0, 0).launch },
+        ..kernel(0, 800, 256, 20 * MS, 1)
+    };
+    g.start(MS / 2, 1, k1).unwrap();
+    g.advance(MS).unwrap();
+    assert_eq!(g.next_event(), Some(3 * MS));
+    g.advance(3 * MS).unwrap();
+    assert_eq!(g.next_event(), Some(5 * MS));
+    assert_eq!((g.resident_blocks(1), g.resident_blocks(2)), (80, 240));
+    let done = run_out(&mut g);
+    assert_eq!(done[&2], 13 * MS);
+    assert_eq!(done[&1], 21 * MS);
+}
+
 /// Two cohorts' ends meet where the Chinese remainder theorem says: checked against a
 /// walk of both progressions.
 #[test]
