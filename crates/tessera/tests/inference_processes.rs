@@ -55,7 +55,7 @@ fn two_model_client_processes_meet_their_slos_by_their_own_clocks() {
     }
 }
 
-/// One run of the test; `Err` when a client misses the 99% bound.
+/// One run of the test; `Err` when a client misses the 99% bound (95% on a busy host).
 fn one_run(attempt: u32) -> Result<(), String> {
     let gpulets = GpuletsConfig { period_s: 4, ..GpuletsConfig::default() };
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -127,7 +127,10 @@ fn one_run(attempt: u32) -> Result<(), String> {
                      against 95%",
                     100.0 * met
                 );
-                assert!(met >= 0.95, "{name}: {:.2}% on a busy host ({m})", 100.0 * met);
+                // through the second run too: at 22% stolen one run met 95.63%
+                if met < 0.95 {
+                    misses.push(format!("{name}: {:.2}% on a busy host ({m})", 100.0 * met));
+                }
             }
             _ if met < 0.99 => misses
                 .push(format!("{name} meets its SLO by its own clock: {:.2}% ({m})", 100.0 * met)),
