@@ -293,6 +293,8 @@ pub struct ProgramSim {
     /// Something changed at `now` (a sample is due before time moves on).
     changed: bool,
     samples: Option<Vec<Sample>>,
+    /// The end of a run for a duration (`run`), while its events are processed.
+    until: Option<Nanos>,
 }
 
 /// Ticks a run to the end processes with nothing else left to happen before it calls
@@ -446,6 +448,7 @@ impl ProgramSim {
             quiet_ticks: 0,
             changed: true,
             samples: None,
+            until: None,
         })
     }
 
@@ -552,6 +555,7 @@ impl ProgramSim {
     /// Process events up to `until` (`None`: until every program has ended or nothing
     /// but ticks is left).
     fn event_loop(&mut self, until: Option<Nanos>) -> Result<(), SimError> {
+        self.until = until;
         while let Some(&Reverse((at, _, ev))) = self.queue.peek() {
             match until {
                 Some(d) if at > d => break,

@@ -753,3 +753,60 @@ fn kernels_on_different_gpus_do_not_meet() {
     let together = ProgramSim::new(&[big, small(0)], model, memsafe()).unwrap().run_to_end();
     assert!(together.unwrap().ended_ns[1].unwrap() > 90_000_000);
 }
+
+/// Issue 55: between events, the block model's changes that finish no kernel (a
+/// draining kernel's cohorts ending, their SMs going to the kernels waiting) run ahead
+/// instead of as events of their own; a sampled run, which reads the GPU's busy share
+/// at every event, does not run ahead. Three programs whose kernels queue behind each
+/// other, run both ways, to the end and for a duration that stops mid-kernel: the same
+/// ends, calls, GPU and CPU time and GPU busy time, in fewer events.
+#[test]
+fn running_the_block_model_ahead_changes_nothing_but_the_events() {
+    // kernels of different shapes, so that one's blocks free SMs a few at a time while
+    // another's wait, slowed by their contention past the GPU
+    let kernel = |alone_us: u64, blocks: u64, threads: u32| Phase::Shaped {
+        alone: us(alone_us),
+        launch: tessera_gpu::occupancy::Launch {
+            grid_blocks: blocks,
+            threads_per_block: threads,
+            registers_per_thread: 32,
+            shared_per_block: 0,
+        },
+    };
+    let tenants: Vec<_> = [(10_000u64, 1_000u64, 768u32), (3_000, 300, 512), (700, 130, 256)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(alone_us, blocks, threads))| ProgramTenant {
+            core: i,
+            program: Program {
+                phases: vec![
+                    Phase::Cpu(us(300 + 200 * i as u64)),
+                    kernel(alone_us, blocks, threads),
+                    Phase::Drain,
+                ],
+                rounds: Some(8),
+            },
+            ..once(vec![])
+        })
+        .collect();
+    let mut model = blocks_node(3);
+    if let Device::Blocks(b) = &mut model.device {
+        b.contention = tessera_gpu::concurrent::Contention { slowdown_per_excess: 0.5 };
+    }
+    let sim = |sampled: bool| {
+        let sim = ProgramSim::new(&tenants, model, memsafe()).unwrap();
+        if sampled { sim.sampled() } else { sim }
+    };
+    let same = |o: &ProgramOutcome| {
+        let busy = o.gpu_busy.to_bits();
+        (o.ended_ns.clone(), o.calls.clone(), o.gpu_ns.clone(), o.cpu_ns.clone(), busy)
+    };
+    let (ahead, sampled) = (sim(false).run_to_end().unwrap(), sim(true).run_to_end().unwrap());
+    assert_eq!(same(&ahead), same(&sampled));
+    assert!(ahead.events < sampled.events, "{} events against {}", ahead.events, sampled.events);
+    let for_a_while = Nanos::from_millis(23);
+    let (ahead, sampled) =
+        (sim(false).run(for_a_while).unwrap(), sim(true).run(for_a_while).unwrap());
+    assert_eq!(same(&ahead), same(&sampled));
+    assert!(ahead.events < sampled.events, "{} events against {}", ahead.events, sampled.events);
+}
