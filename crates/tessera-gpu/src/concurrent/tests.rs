@@ -436,6 +436,20 @@ fn a_kernels_staggered_cohorts_repeat_in_turn() {
     assert_eq!(run_out(&mut g)[&2], 11 * MS + MS / 2);
 }
 
+/// The two kernels of the tests below: kernel 2 (3,200 blocks of 512 threads, 10 ms
+/// alone) at 0, and at 0.5 ms kernel 1 (ahead by priority; 800 blocks of 256 threads
+/// and 64 KiB of shared memory, one per SM), `alone` its time alone.
+fn interleaving_kernels(alone: Ns) -> ConcurrentGpu {
+    let mut g = shared();
+    g.start(0, 2, kernel(0, 3_200, 512, 10 * MS, 0)).unwrap();
+    let k1 = KernelLaunch {
+        launch: Launch { shared_per_block: 64 * 1024, ..kernel(0, 800, 256, 0, 0).launch },
+        ..kernel(0, 800, 256, alone, 1)
+    };
+    g.start(MS / 2, 1, k1).unwrap();
+    g
+}
+
 /// Two kernels' waves interleave: kernel 1 (ahead by priority; 64 KiB of shared memory
 /// a block, so one block per SM) and kernel 2 (512-thread blocks, three beside it on
 /// each SM). Each of kernel 2's cohorts frees three blocks' threads but no shared
@@ -448,13 +462,7 @@ fn a_kernels_staggered_cohorts_repeat_in_turn() {
 /// end at 24 ms, each after the first its own repeat.
 #[test]
 fn a_second_kernels_waves_repeat_where_the_first_cannot_fit() {
-    let mut g = shared();
-    g.start(0, 2, kernel(0, 3_200, 512, 10 * MS, 0)).unwrap();
-    let k1 = KernelLaunch {
-        launch: Launch { shared_per_block: 64 * 1024, ..kernel(0, 800, 256, 0, 0).launch },
-        ..kernel(0, 800, 256, 23 * MS, 1)
-    };
-    g.start(MS / 2, 1, k1).unwrap();
+    let mut g = interleaving_kernels(23 * MS);
     assert_eq!(g.next_event(), Some(MS));
     g.advance(MS).unwrap();
     // from here both kernels' waves are repeats, side by side, until kernel 2's
@@ -480,13 +488,7 @@ fn a_second_kernels_waves_repeat_where_the_first_cannot_fit() {
 /// 21 ms.
 #[test]
 fn two_kernels_waves_repeat_until_they_end_together() {
-    let mut g = shared();
-    g.start(0, 2, kernel(0, 3_200, 512, 10 * MS, 0)).unwrap();
-    let k1 = KernelLaunch {
-        launch: Launch { shared_per_block: 64 * 1024, ..kernel(0, 800, 256, 0, 0).launch },
-        ..kernel(0, 800, 256, 20 * MS, 1)
-    };
-    g.start(MS / 2, 1, k1).unwrap();
+    let mut g = interleaving_kernels(20 * MS);
     g.advance(MS).unwrap();
     assert_eq!(g.next_event(), Some(3 * MS));
     g.advance(3 * MS).unwrap();
