@@ -281,6 +281,8 @@ pub struct ConcurrentGpu {
     by_room: Vec<u32>,
     /// Scratch: the slots of the kernels waiting, in order.
     order: Vec<u32>,
+    /// Scratch: the block costs that found no room in a dispatch.
+    no_room: Vec<BlockCost>,
     /// Whether only cohorts ending changed the SMs since the last dispatch's placements
     /// (then only the SMs they freed, `freed`, can have room for a waiting kernel).
     walk_freed: bool,
@@ -301,6 +303,9 @@ pub struct ConcurrentGpu {
     /// Tests: dispatches that placed blocks.
     #[cfg(test)]
     placing_dispatches: u64,
+    /// Tests: walks of the SMs to place a kernel's blocks.
+    #[cfg(test)]
+    placement_walks: u64,
     /// Per finished kernel: block time run, and blocks × block time (tests).
     #[cfg(test)]
     ran_at_end: BTreeMap<PieceId, (u128, u128)>,
@@ -351,6 +356,7 @@ impl ConcurrentGpu {
             scratch: Vec::with_capacity(limits.sms as usize),
             rooms: vec![0; limits.sms as usize],
             by_room: Vec::new(),
+            no_room: Vec::new(),
             order: Vec::new(),
             walk_freed: false,
             freed: Vec::new(),
@@ -362,6 +368,8 @@ impl ConcurrentGpu {
             no_chains: false,
             #[cfg(test)]
             placing_dispatches: 0,
+            #[cfg(test)]
+            placement_walks: 0,
             #[cfg(test)]
             ran_at_end: BTreeMap::new(),
         }

@@ -132,6 +132,14 @@ pub struct BlockCost {
 }
 
 impl BlockCost {
+    /// Whether a block of `self` takes at least as much of every resource as one of
+    /// `other`: where `other` has no room, `self` has none either.
+    pub fn takes_at_least(&self, other: &BlockCost) -> bool {
+        self.threads >= other.threads
+            && self.registers >= other.registers
+            && self.shared >= other.shared
+    }
+
     /// One block of `l` on `gpu`, or `None` if a block cannot fit on an empty SM.
     pub fn of(l: &Launch, gpu: &SmLimits) -> Option<BlockCost> {
         if occupancy(&Launch { grid_blocks: 1, ..*l }, gpu).blocks_per_sm == 0 {

@@ -510,3 +510,47 @@ fn cohorts_meet_where_a_walk_finds_them() {
         prop_assert_eq!(chain::first_meeting((fa, da), (fb, db), below), walk);
     });
 }
+
+/// A kernel waiting behind one that found no room, with blocks costing at least as
+/// much of every resource, is passed over without a walk of the SMs (issue 55), and
+/// still starts where it would. Worked by hand on a V100 (2,048 threads, 65,536
+/// registers and 96 KiB of shared memory an SM; 32 registers a thread). At 0, on the 80
+/// SMs: kernel 1 a block of 1,024 threads on each; kernels 2 and 3 a block of 512 on
+/// each of SMs 0-39 (full); kernel 4 (64 threads, all of the shared memory) one on each
+/// of SMs 40-79. Kernels 5 and 6 (768 threads, 1 and 2 KiB) start at 0.5 ms and fit
+/// nowhere. At 1 ms kernel 3 ends: 512 threads free on SMs 0-39, room for neither,
+/// though no resource's least use says so (SMs 40-79 have the threads, 0-39 the shared
+/// memory): kernel 5's walk finds none, and kernel 6, costing more, is not walked for.
+/// At 10 ms the others end, and 5 and 6 run one wave each.
+#[test]
+fn a_kernel_costing_more_than_one_without_room_is_not_walked_for() {
+    let launch = |grid: u64, threads: u32, shared: u32, alone_ns: Ns| KernelLaunch {
+        context: 0,
+        launch: Launch {
+            grid_blocks: grid,
+            threads_per_block: threads,
+            registers_per_thread: 32,
+            shared_per_block: shared,
+        },
+        alone_ns,
+        priority: 0,
+    };
+    let mut g = shared();
+    g.start(0, 1, launch(80, 1024, 0, 10 * MS)).unwrap();
+    g.start(0, 2, launch(40, 512, 0, 10 * MS)).unwrap();
+    g.start(0, 3, launch(40, 512, 0, MS)).unwrap();
+    g.start(0, 4, launch(40, 64, 98_304, 10 * MS)).unwrap();
+    g.start(MS / 2, 5, launch(80, 768, 1024, MS)).unwrap();
+    g.start(MS / 2, 6, launch(80, 768, 2048, 2 * MS)).unwrap();
+    assert_eq!(g.next_event(), Some(MS));
+    let before = g.placement_walks;
+    g.advance(MS).unwrap();
+    assert_eq!(g.pop_finished(), Some((3, MS)));
+    assert_eq!(g.next_event(), Some(10 * MS));
+    // kernel 5's walk of the 40 SMs kernel 3 freed, not kernel 6's
+    assert_eq!(g.placement_walks - before, 1);
+    assert_eq!((g.resident_blocks(5), g.resident_blocks(6)), (0, 0));
+    let done = run_out(&mut g);
+    assert_eq!((done[&1], done[&2], done[&4]), (10 * MS, 10 * MS, 10 * MS));
+    assert_eq!((done[&5], done[&6]), (11 * MS, 12 * MS));
+}
