@@ -66,14 +66,25 @@ impl ConcurrentGpu {
         // cohorts ending together meet at once whichever comes first.
         let mut scratch = std::mem::take(&mut self.chain_scratch);
         scratch.group_by_kernel(&all, self.kernels.slot_count());
+        // the first end's kernel first: the chain is empty once any kernel stops at the
+        // first end, and then the others' checks (their sorts and room walks) are not
+        // made (issue 55: a quarter of the searches in heavy least-loaded runs found no
+        // chain, most at the first end's own kernel)
         let mut repeating = 0;
-        for slot in 0..scratch.durations.len() {
+        for slot in std::iter::once(slot as usize)
+            .chain((0..scratch.durations.len()).filter(|s| *s != slot as usize))
+        {
             let (from, to) = (scratch.starts[slot], scratch.starts[slot + 1]);
             if from == to {
                 continue;
             }
             let stop = self.kernel_repeats(&mut scratch.by_kernel[from..to]);
             next = next.min(stop);
+            if next <= first {
+                self.chain_scratch = scratch;
+                self.chain_cohorts = all;
+                return None;
+            }
             scratch.durations[slot] = scratch.by_kernel[from].duration;
             repeating += usize::from(scratch.durations[slot] > 0);
         }
@@ -122,10 +133,11 @@ impl ConcurrentGpu {
         if k.pending == 0 || duration == 0 || last - first >= duration {
             return first;
         }
+        if !mine.iter().all(|r| self.first_to_fit(r.cohort)) {
+            return first;
+        }
         mine.sort_unstable_by_key(|r| r.end);
-        if mine.windows(2).any(|w| w[0].end == w[1].end)
-            || !mine.iter().all(|r| self.first_to_fit(r.cohort))
-        {
+        if mine.windows(2).any(|w| w[0].end == w[1].end) {
             return first;
         }
         // the ends in order: round r, cohort j at mine[j].end + r × duration; each
