@@ -70,10 +70,9 @@ impl ConcurrentGpu {
         // first end, and then the others' checks (their sorts and room walks) are not
         // made (issue 55: a quarter of the searches in heavy least-loaded runs found no
         // chain, most at the first end's own kernel)
+        let own = slot as usize;
         let mut repeating = 0;
-        for slot in std::iter::once(slot as usize)
-            .chain((0..scratch.durations.len()).filter(|s| *s != slot as usize))
-        {
+        for slot in std::iter::once(own).chain((0..scratch.durations.len()).filter(|s| *s != own)) {
             let (from, to) = (scratch.starts[slot], scratch.starts[slot + 1]);
             if from == to {
                 continue;

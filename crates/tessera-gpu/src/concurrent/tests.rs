@@ -519,8 +519,9 @@ fn cohorts_meet_where_a_walk_finds_them() {
 /// each of SMs 0-39 (full); kernel 4 (64 threads, all of the shared memory) one on each
 /// of SMs 40-79. Kernels 5 and 6 (768 threads, 1 and 2 KiB) start at 0.5 ms and fit
 /// nowhere. At 1 ms kernel 3 ends: 512 threads free on SMs 0-39, room for neither,
-/// though no resource's least use says so (SMs 40-79 have the threads, 0-39 the shared
-/// memory): kernel 5's walk finds none, and kernel 6, costing more, is not walked for.
+/// though each resource's least use leaves room (SMs 40-79 have the threads, 0-39 the
+/// shared memory): kernel 5's walk finds none, and kernel 6, costing more, is not
+/// walked for.
 /// At 10 ms the others end, and 5 and 6 run one wave each.
 #[test]
 fn a_kernel_costing_more_than_one_without_room_is_not_walked_for() {
