@@ -19,6 +19,11 @@ fn kernel(context: u32, grid: u64, threads: u32, alone_ns: Ns, priority: i32) ->
     }
 }
 
+/// `k` with `shared` bytes of shared memory a block.
+fn with_shared(k: KernelLaunch, shared: u32) -> KernelLaunch {
+    KernelLaunch { launch: Launch { shared_per_block: shared, ..k.launch }, ..k }
+}
+
 fn shared() -> ConcurrentGpu {
     ConcurrentGpu::new(V, Contexts::Shared, Contention::default())
 }
@@ -442,11 +447,7 @@ fn a_kernels_staggered_cohorts_repeat_in_turn() {
 fn interleaving_kernels(alone: Ns) -> ConcurrentGpu {
     let mut g = shared();
     g.start(0, 2, kernel(0, 3_200, 512, 10 * MS, 0)).unwrap();
-    let k1 = KernelLaunch {
-        launch: Launch { shared_per_block: 64 * 1024, ..kernel(0, 800, 256, 0, 0).launch },
-        ..kernel(0, 800, 256, alone, 1)
-    };
-    g.start(MS / 2, 1, k1).unwrap();
+    g.start(MS / 2, 1, with_shared(kernel(0, 800, 256, alone, 1), 64 * 1024)).unwrap();
     g
 }
 
@@ -525,16 +526,8 @@ fn cohorts_meet_where_a_walk_finds_them() {
 /// At 10 ms the others end, and 5 and 6 run one wave each.
 #[test]
 fn a_kernel_costing_more_than_one_without_room_is_not_walked_for() {
-    let launch = |grid: u64, threads: u32, shared: u32, alone_ns: Ns| KernelLaunch {
-        context: 0,
-        launch: Launch {
-            grid_blocks: grid,
-            threads_per_block: threads,
-            registers_per_thread: 32,
-            shared_per_block: shared,
-        },
-        alone_ns,
-        priority: 0,
+    let launch = |grid: u64, threads: u32, shared: u32, alone_ns: Ns| {
+        with_shared(kernel(0, grid, threads, alone_ns, 0), shared)
     };
     let mut g = shared();
     g.start(0, 1, launch(80, 1024, 0, 10 * MS)).unwrap();
