@@ -46,14 +46,16 @@ use crate::occupancy::{BlockCost, Launch, SmLimits, SmUse, occupancy};
 use crate::sharing::{Ns, PieceId};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 mod chain;
 mod dispatch;
+mod ends;
 mod preempt;
 mod table;
 mod usage;
 
+use ends::Ends;
 use table::{Kernels, Waiting};
 
 /// Picoseconds.
@@ -223,7 +225,6 @@ struct Cohort {
     frozen_left: Ps,
     live: bool,
     frozen: bool,
-    generation: u64,
 }
 
 /// The kernels running on one GPU (see the module docs).
@@ -241,7 +242,8 @@ pub struct ConcurrentGpu {
     per_context: BTreeMap<u32, usize>,
     cohorts: Vec<Cohort>,
     free_cohorts: Vec<usize>,
-    heap: BinaryHeap<Reverse<(Ps, usize, u64)>>,
+    /// The ends of the live cohorts not frozen, one each.
+    ends: Ends,
     /// Cohorts placed at `now` (taken back and placed again if more kernels start at
     /// the same instant, so that the order of the calls does not matter).
     fresh: Vec<usize>,
@@ -336,7 +338,7 @@ impl ConcurrentGpu {
             per_context: BTreeMap::new(),
             cohorts: Vec::new(),
             free_cohorts: Vec::new(),
-            heap: BinaryHeap::new(),
+            ends: Ends::default(),
             fresh: Vec::new(),
             active: None,
             slice_end: 0,
@@ -569,17 +571,10 @@ impl ConcurrentGpu {
         self.now = until;
     }
 
-    /// The valid cohort ending first, after dropping stale entries: (its end, its index,
-    /// its generation).
-    fn first_cohort(&mut self) -> Option<(Ps, usize, u64)> {
-        while let Some(Reverse((t, i, g))) = self.heap.peek().copied() {
-            let c = &self.cohorts[i];
-            if c.live && !c.frozen && c.generation == g {
-                return Some((t, i, g));
-            }
-            self.heap.pop();
-        }
-        None
+    /// The cohort ending first: (its end, its index).
+    #[inline]
+    fn first_cohort(&self) -> Option<(Ps, usize)> {
+        self.ends.peek()
     }
 
     fn next_internal(&mut self) -> Option<Ps> {
@@ -589,7 +584,7 @@ impl ConcurrentGpu {
         if let Some(chain) = self.chain_ahead() {
             return Some(chain.next);
         }
-        let cohort = self.first_cohort().map(|(t, _, _)| t);
+        let cohort = self.first_cohort().map(|(t, _)| t);
         let switch = self.switching.map(|(t, _)| t);
         let slice = match self.contexts {
             Contexts::TimeSliced { slice, .. }
@@ -638,15 +633,12 @@ impl ConcurrentGpu {
         let clean = !self.dirty;
         let mut ending = std::mem::take(&mut self.ending);
         ending.clear();
-        while let Some(Reverse((at, i, g))) = self.heap.peek().copied() {
+        while let Some((at, i)) = self.ends.peek() {
             if at != t {
                 break;
             }
-            self.heap.pop();
-            let c = &self.cohorts[i];
-            if c.live && !c.frozen && c.generation == g {
-                ending.push(i);
-            }
+            self.ends.pop();
+            ending.push(i);
         }
         if !(clean && ending.len() == 1 && self.repeat_wave(ending[0])) {
             for &i in &ending {
@@ -774,7 +766,7 @@ impl ConcurrentGpu {
         let c = &mut self.cohorts[i];
         c.live = false;
         c.frozen = false;
-        c.generation += 1;
+        self.ends.remove(i);
         self.free_cohorts.push(i);
     }
 

@@ -29,7 +29,7 @@ impl ConcurrentGpu {
     /// call, was 2% of `sim dcuda --quick`'s instructions).
     #[inline(never)]
     fn find_chain(&mut self) -> Option<Chain> {
-        let (first, top, _) = self.first_cohort()?;
+        let (first, top) = self.first_cohort()?;
         self.chain = Some(Chain { first, next: first });
         // the cheap conditions first: most first ends are not a repeat
         let (slot, count) = (self.cohorts[top].slot, self.cohorts[top].count);
@@ -194,8 +194,7 @@ impl ConcurrentGpu {
             c.since = at;
             c.stretch = self.stretch;
             c.finish = at + r.duration;
-            c.generation += 2 * times;
-            self.heap.push(Reverse((c.finish, r.cohort, c.generation)));
+            self.ends.set(r.cohort, c.finish);
             if let Some(k) = self.kernels.get_mut(r.kernel) {
                 k.ran_ps += ran;
                 k.pending -= times * count;
@@ -240,7 +239,7 @@ impl ConcurrentGpu {
     /// to place, breadth-first placement puts exactly the cohort's blocks on the same SMs,
     /// which leaves every SM as it was and every later kernel still without room; the
     /// kernels present, and so the contention's stretch, are those of the last dispatch.
-    /// The cohort's slot and generations move as retiring and placing would move them.
+    /// The cohort's slot and end move as retiring and placing would move them.
     pub(super) fn repeat_wave(&mut self, i: usize) -> bool {
         if self.paused || self.contexts != Contexts::Shared || !self.fresh.is_empty() {
             return false;
@@ -271,8 +270,7 @@ impl ConcurrentGpu {
         c.since = now;
         c.stretch = self.stretch;
         c.finish = now + duration;
-        c.generation += 2;
-        self.heap.push(Reverse((c.finish, i, c.generation)));
+        self.ends.set(i, c.finish);
         self.fresh.push(i);
         #[cfg(test)]
         assert_eq!(self.state(), reference.state(), "a repeated wave is not the dispatcher's");
@@ -314,15 +312,15 @@ impl ConcurrentGpu {
     /// Everything a dispatch decides, for comparing two models (tests).
     #[cfg(test)]
     pub(super) fn state(&self) -> String {
-        let mut heap: Vec<_> = self
-            .heap
-            .iter()
-            .filter(|Reverse((_, i, g))| {
-                let c = &self.cohorts[*i];
-                c.live && !c.frozen && c.generation == *g
-            })
-            .collect();
-        heap.sort();
+        // one end for each live cohort not frozen, its own
+        let mut ends: Vec<_> = self.ends.entries().collect();
+        ends.sort_unstable();
+        for &(t, i) in &ends {
+            let c = &self.cohorts[i];
+            assert!(c.live && !c.frozen && c.finish == t, "cohort {i}'s end {t} is not its own");
+        }
+        let resident = self.cohorts.iter().filter(|c| c.live && !c.frozen).count();
+        assert_eq!(ends.len(), resident, "a resident cohort without its end");
         format!(
             "{:?}",
             (
@@ -331,7 +329,7 @@ impl ConcurrentGpu {
                 &self.waiting,
                 &self.cohorts,
                 &self.free_cohorts,
-                heap,
+                ends,
                 &self.fresh,
                 &self.finished,
                 self.sms_in_use,

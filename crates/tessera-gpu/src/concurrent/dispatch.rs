@@ -292,8 +292,7 @@ impl ConcurrentGpu {
             c.finish = now + crate::rounding::round_u64(block_ps as f64 * stretch);
             c.live = true;
             c.frozen = false;
-            c.generation += 1;
-            self.heap.push(Reverse((c.finish, i, c.generation)));
+            self.ends.set(i, c.finish);
             self.fresh.push(i);
             if let Some(k) = self.kernels.get_mut(slot) {
                 k.pending = pending;

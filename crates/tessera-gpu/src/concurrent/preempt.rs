@@ -30,7 +30,7 @@ impl ConcurrentGpu {
             let c = &mut self.cohorts[i];
             c.frozen = true;
             c.frozen_left = left;
-            c.generation += 1;
+            self.ends.remove(i);
         }
     }
 
@@ -80,8 +80,7 @@ impl ConcurrentGpu {
             c.frozen = false;
             c.since = now;
             c.finish = now + c.frozen_left;
-            c.generation += 1;
-            self.heap.push(Reverse((c.finish, i, c.generation)));
+            self.ends.set(i, c.finish);
         }
     }
 }

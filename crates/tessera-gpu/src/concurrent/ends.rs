@@ -1,0 +1,190 @@
+//! The live cohorts' ends, earliest first: a binary heap that knows where each cohort's
+//! entry is, so that a cohort's end is moved or taken out in place (issue 55: with a
+//! heap of (end, cohort, generation) entries, every wave run ahead and every retired
+//! cohort left an entry behind, and two pops in three in `sim dcuda` were of such stale
+//! entries).
+//!
+//! Entries are ordered by (end, cohort), as the stale-entry heap's valid ones were, so
+//! cohorts ending at one instant come out in the same order.
+
+use super::Ps;
+
+/// No entry for this cohort.
+const ABSENT: u32 = u32::MAX;
+
+/// At most one end per cohort (its index in the cohort table), the earliest first.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Ends {
+    /// (end, cohort), a binary min-heap.
+    heap: Vec<(Ps, u32)>,
+    /// Per cohort, its entry's place in `heap`, or [`ABSENT`].
+    place: Vec<u32>,
+}
+
+impl Ends {
+    /// The earliest end and its cohort.
+    #[inline]
+    pub(super) fn peek(&self) -> Option<(Ps, usize)> {
+        self.heap.first().map(|&(t, i)| (t, i as usize))
+    }
+
+    /// Take out the earliest end.
+    pub(super) fn pop(&mut self) -> Option<(Ps, usize)> {
+        let top = self.peek()?;
+        self.remove(top.1);
+        Some(top)
+    }
+
+    /// Cohort `i` ends at `at` (its entry added, or moved if it had one).
+    pub(super) fn set(&mut self, i: usize, at: Ps) {
+        if i >= self.place.len() {
+            self.place.resize(i + 1, ABSENT);
+        }
+        let entry = (at, i as u32);
+        match self.place[i] {
+            ABSENT => {
+                self.heap.push(entry);
+                self.up(self.heap.len() - 1, entry);
+            }
+            p => {
+                let p = p as usize;
+                if entry < self.heap[p] {
+                    self.up(p, entry);
+                } else {
+                    self.down(p, entry);
+                }
+            }
+        }
+    }
+
+    /// Cohort `i` has no end any more (retired or preempted); nothing if it had none.
+    pub(super) fn remove(&mut self, i: usize) {
+        let Some(&p) = self.place.get(i) else { return };
+        if p == ABSENT {
+            return;
+        }
+        self.place[i] = ABSENT;
+        let p = p as usize;
+        let gone = self.heap[p];
+        let Some(last) = self.heap.pop() else { return };
+        if p < self.heap.len() {
+            // the last entry fills the hole, moved up or down from there
+            if last < gone {
+                self.up(p, last);
+            } else {
+                self.down(p, last);
+            }
+        }
+    }
+
+    /// Every entry, in no order (tests compare models with it).
+    #[cfg(test)]
+    pub(super) fn entries(&self) -> impl Iterator<Item = (Ps, usize)> + '_ {
+        self.heap.iter().map(|&(t, i)| (t, i as usize))
+    }
+
+    /// Put `entry` at `p` or above it, moving larger parents down.
+    fn up(&mut self, mut p: usize, entry: (Ps, u32)) {
+        while p > 0 {
+            let parent = (p - 1) / 2;
+            let above = self.heap[parent];
+            if above <= entry {
+                break;
+            }
+            self.heap[p] = above;
+            self.place[above.1 as usize] = p as u32;
+            p = parent;
+        }
+        self.heap[p] = entry;
+        self.place[entry.1 as usize] = p as u32;
+    }
+
+    /// Put `entry` at `p` or below it, moving smaller children up.
+    fn down(&mut self, mut p: usize, entry: (Ps, u32)) {
+        let n = self.heap.len();
+        loop {
+            let left = 2 * p + 1;
+            if left >= n {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < n && self.heap[right] < self.heap[left] { right } else { left };
+            let below = self.heap[child];
+            if below >= entry {
+                break;
+            }
+            self.heap[p] = below;
+            self.place[below.1 as usize] = p as u32;
+            p = child;
+        }
+        self.heap[p] = entry;
+        self.place[entry.1 as usize] = p as u32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Set(usize, Ps),
+        Remove(usize),
+        Pop,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // few cohorts and few instants, so that ties and moves are common
+        prop_oneof![
+            4 => (0..12usize, 0..20u64).prop_map(|(i, t)| Op::Set(i, t)),
+            2 => (0..12usize).prop_map(Op::Remove),
+            1 => Just(Op::Pop),
+        ]
+    }
+
+    proptest! {
+        /// Against a map from cohort to end: the same earliest (end, cohort) after every
+        /// operation, the same entries, and each entry where its place says.
+        #[test]
+        fn ends_are_a_map_from_cohort_to_end_read_earliest_first(
+            ops in prop::collection::vec(op(), 0..200)
+        ) {
+            let mut ends = Ends::default();
+            let mut model: BTreeMap<usize, Ps> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Set(i, t) => {
+                        ends.set(i, t);
+                        model.insert(i, t);
+                    }
+                    Op::Remove(i) => {
+                        ends.remove(i);
+                        model.remove(&i);
+                    }
+                    Op::Pop => {
+                        let first = model.iter().map(|(i, t)| (*t, *i)).min();
+                        prop_assert_eq!(ends.pop(), first);
+                        if let Some((_, i)) = first {
+                            model.remove(&i);
+                        }
+                    }
+                }
+                let first = model.iter().map(|(i, t)| (*t, *i)).min();
+                prop_assert_eq!(ends.peek(), first);
+                let mut got: Vec<_> = ends.entries().collect();
+                got.sort_unstable();
+                let mut want: Vec<_> = model.iter().map(|(i, t)| (*t, *i)).collect();
+                want.sort_unstable();
+                prop_assert_eq!(got, want);
+                for (p, &(_, i)) in ends.heap.iter().enumerate() {
+                    prop_assert_eq!(ends.place[i as usize] as usize, p);
+                }
+                for (p, e) in ends.heap.iter().enumerate().skip(1) {
+                    prop_assert!(ends.heap[(p - 1) / 2] <= *e, "heap order broken at {}", p);
+                }
+            }
+        }
+    }
+}
