@@ -181,10 +181,12 @@ impl ConcurrentGpu {
             reference.advance_ps(last.0);
             reference
         };
+        let mut moved = 0;
         for r in &all {
             if until < r.end {
                 continue;
             }
+            moved += 1;
             let times = (until - r.end) / r.duration + 1;
             let at = r.end + (times - 1) * r.duration;
             let c = &mut self.cohorts[r.cohort];
@@ -194,7 +196,6 @@ impl ConcurrentGpu {
             c.since = at;
             c.stretch = self.stretch;
             c.finish = at + r.duration;
-            self.ends.set(r.cohort, c.finish);
             if let Some(k) = self.kernels.get_mut(r.kernel) {
                 k.ran_ps += ran;
                 k.pending -= times * count;
@@ -203,6 +204,10 @@ impl ConcurrentGpu {
                 }
             }
         }
+        let cohorts = &self.cohorts;
+        let moves =
+            all.iter().filter(|r| until >= r.end).map(|r| (r.cohort, cohorts[r.cohort].finish));
+        self.ends.set_many(moved, moves);
         self.account(last.0);
         self.now = last.0;
         self.fresh.clear();
