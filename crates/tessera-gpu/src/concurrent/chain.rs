@@ -77,7 +77,7 @@ impl ConcurrentGpu {
             if from == to {
                 continue;
             }
-            let stop = self.kernel_repeats(&mut scratch.by_kernel[from..to]);
+            let stop = self.kernel_repeats(&mut scratch.by_kernel[from..to], top);
             next = next.min(stop);
             if next <= first {
                 self.chain_scratch = scratch;
@@ -121,8 +121,9 @@ impl ConcurrentGpu {
 
     /// For one kernel's cohorts, the first of their ends that is not a repeat (its
     /// first end when the kernel does not repeat); when it does, marks each with its
-    /// wave's time and leaves them sorted by end.
-    fn kernel_repeats(&self, mine: &mut [Repeating]) -> Ps {
+    /// wave's time and leaves them sorted by end. Cohort `fits` is known to be the
+    /// first to fit on its SMs (the search checked the first end's before anything).
+    fn kernel_repeats(&self, mine: &mut [Repeating], fits: usize) -> Ps {
         let (first, last) =
             mine.iter().fold((Ps::MAX, 0), |(lo, hi), r| (lo.min(r.end), hi.max(r.end)));
         let Some(k) = self.kernels.get(mine[0].kernel) else { return first };
@@ -132,7 +133,7 @@ impl ConcurrentGpu {
         if k.pending == 0 || duration == 0 || last - first >= duration {
             return first;
         }
-        if !mine.iter().all(|r| self.first_to_fit(r.cohort)) {
+        if !mine.iter().all(|r| r.cohort == fits || self.first_to_fit(r.cohort)) {
             return first;
         }
         mine.sort_unstable_by_key(|r| r.end);

@@ -225,8 +225,11 @@ impl ConcurrentGpu {
         walk.clear();
         if restricted {
             walk.extend_from_slice(&self.freed);
-            walk.sort_unstable();
-            walk.dedup();
+            // one cohort's SMs (the usual case) are in order already, each once
+            if !walk.windows(2).all(|w| w[0] < w[1]) {
+                walk.sort_unstable();
+                walk.dedup();
+            }
         } else {
             walk.extend(0..lim.sms);
         }
