@@ -169,18 +169,20 @@ impl ConcurrentGpu {
         let until = until.min(chain.next - 1);
         let all = std::mem::take(&mut self.chain_cohorts);
         // the last end run: where the model stops, its cohort the one placed then
+        // (found in the loop below; in tests first, for the reference to step to)
         let mut last = (0, 0);
-        for r in &all {
-            if until >= r.end {
-                last = last.max((r.end + (until - r.end) / r.duration * r.duration, r.cohort));
-            }
-        }
         #[cfg(test)]
         let reference = {
+            let mut last = (0, 0);
+            for r in &all {
+                if until >= r.end {
+                    last = last.max((r.end + (until - r.end) / r.duration * r.duration, r.cohort));
+                }
+            }
             let mut reference = self.clone();
             reference.no_chains = true;
             reference.advance_ps(last.0);
-            reference
+            (reference, last)
         };
         let mut moved = 0;
         for r in &all {
@@ -188,8 +190,11 @@ impl ConcurrentGpu {
                 continue;
             }
             moved += 1;
+            // one division per cohort, not two (a chain runs every cohort of a GPU's
+            // repeating kernels, and a 64-bit division costs tens of cycles)
             let times = (until - r.end) / r.duration + 1;
             let at = r.end + (times - 1) * r.duration;
+            last = last.max((at, r.cohort));
             let c = &mut self.cohorts[r.cohort];
             let count = c.count;
             let ran = u128::from(r.end - c.since) * u128::from(count)
@@ -225,6 +230,8 @@ impl ConcurrentGpu {
         self.chain_cohorts = all;
         #[cfg(test)]
         {
+            let (reference, reference_last) = reference;
+            assert_eq!(last, reference_last, "the chain's last end");
             assert_eq!(self.state(), reference.state(), "a chain of waves is not the steps'");
             assert_eq!(self.usage, reference.usage, "a chain's usage is not the steps'");
         }
@@ -358,8 +365,8 @@ pub(super) struct Scratch {
     starts: Vec<usize>,
     /// Each slot's wave time when it repeats, else 0.
     durations: Vec<Ps>,
-    /// The merged walk's heads: (next end, slot, ends walked).
-    heads: Vec<(Ps, u32, u64)>,
+    /// The merged walk's heads: (next end, slot, rounds walked, cohort in the round).
+    heads: Vec<(Ps, u32, u64, u32)>,
 }
 
 impl Scratch {
@@ -407,14 +414,14 @@ impl Scratch {
             if first < below {
                 let m = group.len() as u64;
                 ends = ends.saturating_add(m.saturating_mul((below - first) / d + 1));
-                self.heads.push((first, slot as u32, 0));
+                self.heads.push((first, slot as u32, 0, 0));
             }
         }
         if ends > MERGED_WALK_ENDS {
             return None;
         }
         loop {
-            let Some((at, &(t, _, _))) = self.heads.iter().enumerate().min_by_key(|(_, h)| h.0)
+            let Some((at, &(t, ..))) = self.heads.iter().enumerate().min_by_key(|(_, h)| h.0)
             else {
                 return Some(below);
             };
@@ -425,14 +432,15 @@ impl Scratch {
                 return Some(t);
             }
             // that kernel's next end: its next cohort this round, or the first next round
-            let (_, slot, walked) = self.heads[at];
+            // (counted as round and cohort, not divided out of the ends walked: the
+            // division was a fifth of this walk's time)
+            let (_, slot, round, j) = self.heads[at];
             let from = self.starts[slot as usize];
-            let m = (self.starts[slot as usize + 1] - from) as u64;
-            let walked = walked + 1;
-            let (round, j) = (walked / m, (walked % m) as usize);
+            let m = self.starts[slot as usize + 1] - from;
+            let (round, j) = if j + 1 == m as u32 { (round + 1, 0) } else { (round, j + 1) };
             let d = self.durations[slot as usize];
-            let end = self.by_kernel[from + j].end.saturating_add(round.saturating_mul(d));
-            self.heads[at] = (end, slot, walked);
+            let end = self.by_kernel[from + j as usize].end.saturating_add(round.saturating_mul(d));
+            self.heads[at] = (end, slot, round, j);
         }
     }
 }
