@@ -49,8 +49,9 @@ impl ProgramSim {
         let c = &mut self.cores[core];
         c.current = thread;
         c.generation += 1;
+        self.retick(core);
         let Some(i) = thread else { return Ok(()) };
-        c.switch_until = now + self.model.cpu.switch;
+        self.cores[core].switch_until = now + self.model.cpu.switch;
         self.switches += 1;
         if self.model.coscheduling == Coscheduling::CpuCentric && !self.threads[i].ring.is_empty() {
             self.deliver(Event::CoscheduleRequested { tenant: TenantId(i as u64) })?;
@@ -94,12 +95,14 @@ impl ProgramSim {
                 if matches!(w, Wait::Memory { .. }) {
                     // an allocation the policy holds back blocks its thread
                     t.blocked = true;
+                    self.retick(core);
                     return self.switch_to(core, self.pick(core));
                 }
                 match self.model.wait {
                     WaitMode::Poll => return Ok(()),
                     WaitMode::Hybrid { .. } if t.spin_left == Nanos::ZERO => {
                         t.blocked = true;
+                        self.retick(core);
                         return self.switch_to(core, self.pick(core));
                     }
                     WaitMode::Hybrid { .. } => {
@@ -228,6 +231,7 @@ impl ProgramSim {
                     t.blocked = true;
                     t.sleeping_until = Some(until);
                     t.round_start = until;
+                    self.retick(core);
                     self.schedule(until, Ev::SleepEnds(i));
                     return self.switch_to(core, self.pick(core));
                 }
@@ -295,6 +299,7 @@ impl ProgramSim {
         if floor.is_finite() {
             t.vruntime = t.vruntime.max(floor - lag);
         }
+        self.retick(core);
         self.maybe_preempt(core, i)
     }
 
@@ -317,6 +322,8 @@ impl ProgramSim {
         let at = here.partition_point(|j| *j < i);
         here.insert(at, i);
         self.threads[i].core = to;
+        self.retick(own);
+        self.retick(to);
     }
 
     /// Whether a CPU tick can change anything: a core with two runnable threads, or a
@@ -325,17 +332,41 @@ impl ProgramSim {
     /// the running thread, and its run time — whole nanoseconds at weight 1 — sums
     /// exactly however it is split, so the tick is passed over (issue 55).
     pub(super) fn tick_matters(&self) -> bool {
-        self.on_core.iter().enumerate().any(|(c, on)| {
-            let mut runnable = on.iter().filter(|j| !self.threads[**j].blocked);
-            match (runnable.next(), runnable.next()) {
-                (None, _) => false,
-                (Some(_), Some(_)) => true,
-                (Some(&j), None) => {
-                    let t = &self.threads[j];
-                    self.cores[c].current != Some(j) || t.weight * t.boost != 1.0
-                }
+        debug_assert!(
+            (0..self.cores.len()).all(|c| self.tick_cores[c] == self.core_tick_matters(c)),
+            "a core's tick flag was not kept"
+        );
+        self.ticking > 0
+    }
+
+    /// Whether a CPU tick can change anything on core `c` (see [`Self::tick_matters`]).
+    fn core_tick_matters(&self, c: usize) -> bool {
+        let Some(on) = self.on_core.get(c) else { return false };
+        let mut runnable = on.iter().filter(|j| !self.threads[**j].blocked);
+        match (runnable.next(), runnable.next()) {
+            (None, _) => false,
+            (Some(_), Some(_)) => true,
+            (Some(&j), None) => {
+                let t = &self.threads[j];
+                self.cores[c].current != Some(j) || t.weight * t.boost != 1.0
             }
-        })
+        }
+    }
+
+    /// Core `c`'s threads, their blocking, its current thread or a weight changed:
+    /// its tick flag again.
+    pub(super) fn retick(&mut self, c: usize) {
+        let matters = self.core_tick_matters(c);
+        if let Some(flag) = self.tick_cores.get_mut(c)
+            && *flag != matters
+        {
+            *flag = matters;
+            if matters {
+                self.ticking += 1;
+            } else {
+                self.ticking -= 1;
+            }
+        }
     }
 
     /// The least `vruntime` of `core`'s runnable threads other than `i` (infinite if

@@ -414,6 +414,7 @@ impl ProgramSim {
         if self.threads[i].boost != 1.0 {
             self.settle(self.threads[i].core);
             self.threads[i].boost = 1.0;
+            self.retick(self.threads[i].core);
         }
     }
 
@@ -470,6 +471,7 @@ impl ProgramSim {
                     // its run time so far counted at its own weight
                     self.settle(self.threads[i].core);
                     self.threads[i].boost = tessera_core::interactive::boost_factor();
+                    self.retick(self.threads[i].core);
                 }
                 Coscheduling::None | Coscheduling::CpuCentric => {}
             }

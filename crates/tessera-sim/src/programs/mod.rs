@@ -292,6 +292,13 @@ pub struct ProgramSim {
     quiet_ticks: usize,
     /// Something changed at `now` (a sample is due before time moves on).
     changed: bool,
+    /// Per core, whether a CPU tick can change anything there
+    /// ([`Self::core_tick_matters`]), and how many cores that is: kept as threads block,
+    /// wake, move and switch, instead of walking every core's threads at each tick
+    /// (issue 55: that walk, a cache miss per thread, was a twentieth of `sim dcuda`'s
+    /// time).
+    tick_cores: Vec<bool>,
+    ticking: usize,
     samples: Option<Vec<Sample>>,
     /// The end of a run for a duration (`run`), while its events are processed.
     until: Option<Nanos>,
@@ -447,6 +454,9 @@ impl ProgramSim {
             live_events: 0,
             quiet_ticks: 0,
             changed: true,
+            // every thread starts blocked: no core has anything a tick could change
+            tick_cores: vec![false; model.cpu.cores],
+            ticking: 0,
             samples: None,
             until: None,
         })

@@ -31,6 +31,7 @@ impl ProgramSim {
             memory,
             ..TenantSpec::new(TenantId(i as u64), ServiceClass::Batch)
         };
+        self.retick(self.threads[i].core);
         self.deliver(Event::TenantRegistered(spec))
     }
 
@@ -69,6 +70,7 @@ impl ProgramSim {
             let here = &mut self.on_core[core];
             let at = here.partition_point(|j| *j < i);
             here.insert(at, i);
+            self.retick(old);
             self.register(i)?;
             self.repick(core)?;
         }
@@ -81,6 +83,7 @@ impl ProgramSim {
         t.ended = Some(self.now);
         t.blocked = true;
         let held = std::mem::replace(&mut t.held, Bytes(0));
+        self.retick(core);
         self.memory_used.0 -= held.0;
         self.unfinished -= 1;
         self.changed = true;
