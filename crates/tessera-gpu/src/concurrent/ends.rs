@@ -36,20 +36,10 @@ impl Ends {
         let top = self.peek()?;
         self.place[top.1] = ABSENT;
         let last = self.heap.pop()?;
-        let n = self.heap.len();
-        if n > 0 {
+        if !self.heap.is_empty() {
             let mut p = 0;
-            loop {
-                let left = 2 * p + 1;
-                if left >= n {
-                    break;
-                }
-                let right = left + 1;
-                let child =
-                    if right < n && self.heap[right] < self.heap[left] { right } else { left };
-                let below = self.heap[child];
-                self.heap[p] = below;
-                self.place[below.1 as usize] = p as u32;
+            while let Some(child) = self.lesser_child(p) {
+                self.put(p, self.heap[child]);
                 p = child;
             }
             self.up(p, last);
@@ -59,23 +49,13 @@ impl Ends {
 
     /// Cohort `i` ends at `at` (its entry added, or moved if it had one).
     pub(super) fn set(&mut self, i: usize, at: Ps) {
-        if i >= self.place.len() {
-            self.place.resize(i + 1, ABSENT);
-        }
         let entry = (at, i as u32);
-        match self.place[i] {
+        match self.place_of(i) {
             ABSENT => {
                 self.heap.push(entry);
                 self.up(self.heap.len() - 1, entry);
             }
-            p => {
-                let p = p as usize;
-                if entry < self.heap[p] {
-                    self.up(p, entry);
-                } else {
-                    self.down(p, entry);
-                }
-            }
+            p => self.reseat(p as usize, entry),
         }
     }
 
@@ -87,15 +67,10 @@ impl Ends {
         }
         self.place[i] = ABSENT;
         let p = p as usize;
-        let gone = self.heap[p];
         let Some(last) = self.heap.pop() else { return };
         if p < self.heap.len() {
             // the last entry fills the hole, moved up or down from there
-            if last < gone {
-                self.up(p, last);
-            } else {
-                self.down(p, last);
-            }
+            self.reseat(p, last);
         }
     }
 
@@ -111,10 +86,7 @@ impl Ends {
             return;
         }
         for (i, at) in moves {
-            if i >= self.place.len() {
-                self.place.resize(i + 1, ABSENT);
-            }
-            match self.place[i] {
+            match self.place_of(i) {
                 ABSENT => {
                     self.place[i] = self.heap.len() as u32;
                     self.heap.push((at, i as u32));
@@ -134,6 +106,38 @@ impl Ends {
         self.heap.iter().map(|&(t, i)| (t, i as usize))
     }
 
+    /// Cohort `i`'s place in the heap ([`ABSENT`] if none), its slot made if new.
+    fn place_of(&mut self, i: usize) -> u32 {
+        if i >= self.place.len() {
+            self.place.resize(i + 1, ABSENT);
+        }
+        self.place[i]
+    }
+
+    /// `entry` at `p`, its place recorded.
+    fn put(&mut self, p: usize, entry: (Ps, u32)) {
+        self.heap[p] = entry;
+        self.place[entry.1 as usize] = p as u32;
+    }
+
+    /// The lesser of `p`'s children, if it has any.
+    fn lesser_child(&self, p: usize) -> Option<usize> {
+        let (left, right) = (2 * p + 1, 2 * p + 2);
+        match self.heap.get(right) {
+            Some(r) if *r < self.heap[left] => Some(right),
+            _ => (left < self.heap.len()).then_some(left),
+        }
+    }
+
+    /// Put `entry` in place of the one at `p`, moved up or down from there.
+    fn reseat(&mut self, p: usize, entry: (Ps, u32)) {
+        if entry < self.heap[p] {
+            self.up(p, entry);
+        } else {
+            self.down(p, entry);
+        }
+    }
+
     /// Put `entry` at `p` or above it, moving larger parents down.
     fn up(&mut self, mut p: usize, entry: (Ps, u32)) {
         while p > 0 {
@@ -142,34 +146,23 @@ impl Ends {
             if above <= entry {
                 break;
             }
-            self.heap[p] = above;
-            self.place[above.1 as usize] = p as u32;
+            self.put(p, above);
             p = parent;
         }
-        self.heap[p] = entry;
-        self.place[entry.1 as usize] = p as u32;
+        self.put(p, entry);
     }
 
     /// Put `entry` at `p` or below it, moving smaller children up.
     fn down(&mut self, mut p: usize, entry: (Ps, u32)) {
-        let n = self.heap.len();
-        loop {
-            let left = 2 * p + 1;
-            if left >= n {
-                break;
-            }
-            let right = left + 1;
-            let child = if right < n && self.heap[right] < self.heap[left] { right } else { left };
+        while let Some(child) = self.lesser_child(p) {
             let below = self.heap[child];
             if below >= entry {
                 break;
             }
-            self.heap[p] = below;
-            self.place[below.1 as usize] = p as u32;
+            self.put(p, below);
             p = child;
         }
-        self.heap[p] = entry;
-        self.place[entry.1 as usize] = p as u32;
+        self.put(p, entry);
     }
 }
 

@@ -49,6 +49,8 @@ impl ProgramSim {
         let c = &mut self.cores[core];
         c.current = thread;
         c.generation += 1;
+        // also for the callers that block the core's thread just before (its tick flag
+        // follows both changes here)
         self.retick(core);
         let Some(i) = thread else { return Ok(()) };
         self.cores[core].switch_until = now + self.model.cpu.switch;
@@ -95,14 +97,12 @@ impl ProgramSim {
                 if matches!(w, Wait::Memory { .. }) {
                     // an allocation the policy holds back blocks its thread
                     t.blocked = true;
-                    self.retick(core);
                     return self.switch_to(core, self.pick(core));
                 }
                 match self.model.wait {
                     WaitMode::Poll => return Ok(()),
                     WaitMode::Hybrid { .. } if t.spin_left == Nanos::ZERO => {
                         t.blocked = true;
-                        self.retick(core);
                         return self.switch_to(core, self.pick(core));
                     }
                     WaitMode::Hybrid { .. } => {
@@ -231,7 +231,6 @@ impl ProgramSim {
                     t.blocked = true;
                     t.sleeping_until = Some(until);
                     t.round_start = until;
-                    self.retick(core);
                     self.schedule(until, Ev::SleepEnds(i));
                     return self.switch_to(core, self.pick(core));
                 }

@@ -83,7 +83,6 @@ impl ProgramSim {
         t.ended = Some(self.now);
         t.blocked = true;
         let held = std::mem::replace(&mut t.held, Bytes(0));
-        self.retick(core);
         self.memory_used.0 -= held.0;
         self.unfinished -= 1;
         self.changed = true;
