@@ -56,6 +56,11 @@ pub enum SimError {
     EventBudget(u64),
 }
 
+/// What the engine's steps return: the error boxed, so that a step's result is one
+/// word returned in a register rather than a `SimError` written through memory by
+/// every step of every task (issue 55).
+type Fallible<T = ()> = Result<T, Box<SimError>>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum SimEvent {
     JobArrives(usize),
@@ -315,7 +320,7 @@ impl<'w> Simulation<'w> {
     /// [`Policy::quiet_until`]) and that comes before the next queued event, counted as
     /// delivered ticks are: the same events, sequence numbers and queue lengths as if
     /// each had been delivered, so that nothing else in the run moves.
-    fn skip_quiet_ticks(&mut self, queued_sum: &mut u64) -> Result<(), SimError> {
+    fn skip_quiet_ticks(&mut self, queued_sum: &mut u64) -> Fallible {
         // (the policy asked only when a tick is pending: this runs on every event)
         let Some(at) = self.queue.tick_at() else { return Ok(()) };
         let Some(period) = self.policy.tick_interval() else { return Ok(()) };
@@ -328,22 +333,26 @@ impl<'w> Simulation<'w> {
         // each skipped tick popped from a queue holding the others and itself
         *queued_sum += k * self.queue.len() as u64;
         if self.events > self.opts.event_budget {
-            return Err(SimError::EventBudget(self.opts.event_budget));
+            return Err(Box::new(SimError::EventBudget(self.opts.event_budget)));
         }
         self.queue.skip_ticks(k, period);
         Ok(())
     }
 
-    fn violation(&self, what: impl Into<String>) -> SimError {
-        SimError::PolicyViolation {
+    fn violation(&self, what: impl Into<String>) -> Box<SimError> {
+        Box::new(SimError::PolicyViolation {
             policy: self.policy.label(),
             at_ns: self.now.0,
             what: what.into(),
-        }
+        })
     }
 
     /// Run to completion and return what was measured.
-    pub fn run(mut self) -> Result<RunMetrics, SimError> {
+    pub fn run(self) -> Result<RunMetrics, SimError> {
+        self.run_boxed().map_err(|e| *e)
+    }
+
+    fn run_boxed(mut self) -> Fallible<RunMetrics> {
         let start = self.workload.jobs.iter().map(|j| j.arrival).min().unwrap_or(Nanos::ZERO);
         self.last_sample = start;
         for g in &mut self.gpus {
@@ -359,7 +368,7 @@ impl<'w> Simulation<'w> {
             self.events += 1;
             queued_sum += self.queue.len() as u64 + 1;
             if self.events > self.opts.event_budget {
-                return Err(SimError::EventBudget(self.opts.event_budget));
+                return Err(Box::new(SimError::EventBudget(self.opts.event_budget)));
             }
             self.sample_gauges(at);
             self.now = at;
@@ -411,7 +420,7 @@ impl<'w> Simulation<'w> {
                 .map(|(j, s)| j.tasks.len() - s.next_task)
                 .sum::<usize>();
         if unfinished > 0 {
-            return Err(SimError::Stalled { policy: self.policy.label(), unfinished });
+            return Err(Box::new(SimError::Stalled { policy: self.policy.label(), unfinished }));
         }
         let span = self.now - start;
         let mean_queue_len = queued_sum as f64 / self.events.max(1) as f64;
@@ -614,7 +623,7 @@ impl<'w> Simulation<'w> {
     /// [`Self::deliver`] for an event that holds no heap data (a task's submission, a
     /// task's completion), not dropped after: its drop would free nothing, yet it was a
     /// call that matched the event's variant, twice per task (issue 55).
-    fn deliver_plain(&mut self, event: Event) -> Result<(), SimError> {
+    fn deliver_plain(&mut self, event: Event) -> Fallible {
         debug_assert!(
             matches!(event, Event::TaskSubmitted(_) | Event::TaskFinished { result: Ok(()), .. }),
             "{event:?} may hold heap data"
@@ -626,7 +635,7 @@ impl<'w> Simulation<'w> {
     /// (By reference: a caller that builds the event knows its variant, so that one
     /// without heap data is dropped for nothing, where a move into here was a copy
     /// and a drop that matched the variant on every event.)
-    fn deliver(&mut self, event: &Event) -> Result<(), SimError> {
+    fn deliver(&mut self, event: &Event) -> Fallible {
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
         self.policy.on_event(self.now, event, &mut actions);
@@ -644,7 +653,7 @@ impl<'w> Simulation<'w> {
         applied
     }
 
-    fn gpu(&self, gpu: GpuId, what: &str) -> Result<&GpuSim, SimError> {
+    fn gpu(&self, gpu: GpuId, what: &str) -> Fallible<&GpuSim> {
         self.gpus
             .get(gpu.0 as usize)
             .ok_or_else(|| self.violation(format!("{what} on unknown {gpu}")))

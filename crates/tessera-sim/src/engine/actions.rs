@@ -9,7 +9,7 @@ impl Simulation<'_> {
     /// [`Self::dispatch`]; the rest through a function of their own, whose frame a
     /// dispatch no longer pays for (issue 55).
     #[inline]
-    pub(super) fn apply(&mut self, action: Action) -> Result<(), SimError> {
+    pub(super) fn apply(&mut self, action: Action) -> Fallible {
         match action {
             Action::Dispatch { task, placement } => self.dispatch(&[task], placement),
             other => self.apply_other(other),
@@ -17,7 +17,7 @@ impl Simulation<'_> {
     }
 
     #[inline(never)]
-    fn apply_other(&mut self, action: Action) -> Result<(), SimError> {
+    fn apply_other(&mut self, action: Action) -> Fallible {
         match action {
             // (routed by `apply`; carried out here too, so that this match is whole)
             Action::Dispatch { task, placement } => self.dispatch(&[task], placement)?,
@@ -80,7 +80,7 @@ impl Simulation<'_> {
 
     /// Start one execution at `placement`: a task alone, or a batch of requests
     /// (`tasks[0]` names the execution; all must be one tenant's).
-    fn dispatch(&mut self, tasks: &[TaskId], placement: Placement) -> Result<(), SimError> {
+    fn dispatch(&mut self, tasks: &[TaskId], placement: Placement) -> Fallible {
         let gpu = placement.gpu;
         let Some(&task) = tasks.first() else {
             return Err(self.violation(format!("an empty batch dispatched to {gpu}")));
@@ -168,7 +168,7 @@ impl Simulation<'_> {
         job: usize,
         work: Nanos,
         placement: Placement,
-    ) -> Result<Piece, SimError> {
+    ) -> Fallible<Piece> {
         let gpu = placement.gpu;
         let kernel = self.workload.jobs[job].kernel;
         let (exec, demand) = match self.opts.perf.profiles.get(&kernel) {
@@ -286,7 +286,7 @@ impl Simulation<'_> {
         slots
     }
 
-    fn reset(&mut self, gpu: GpuId, mut killed: Vec<TaskId>) -> Result<(), SimError> {
+    fn reset(&mut self, gpu: GpuId, mut killed: Vec<TaskId>) -> Fallible {
         let now = self.now;
         let reset_latency = self.opts.perf.reset_latency;
         let g = self.gpu(gpu, "reset")?;
@@ -336,7 +336,7 @@ impl Simulation<'_> {
     /// Move a tenant's running tasks from `from` to `to`: they stop progressing, their
     /// remaining work is carried over exactly, and they resume on `to` after the
     /// migration's pause and the copy of the tenant's declared memory.
-    fn migrate(&mut self, tenant: TenantId, from: GpuId, to: GpuId) -> Result<(), SimError> {
+    fn migrate(&mut self, tenant: TenantId, from: GpuId, to: GpuId) -> Fallible {
         let now = self.now;
         self.gpu(from, "migration")?;
         let target = self.gpu(to, "migration")?;
@@ -405,7 +405,7 @@ impl Simulation<'_> {
         Ok(())
     }
 
-    pub(super) fn migration_arrives(&mut self, i: usize) -> Result<(), SimError> {
+    pub(super) fn migration_arrives(&mut self, i: usize) -> Fallible {
         let Some(m) = self.migrations[i].take() else { return Ok(()) };
         let now = self.now;
         let to = m.to;
@@ -431,7 +431,7 @@ impl Simulation<'_> {
         self.deliver(&Event::MigrationDone { tenant, to })
     }
 
-    fn repartition(&mut self, gpu: GpuId, shares: Vec<PerMille>) -> Result<(), SimError> {
+    fn repartition(&mut self, gpu: GpuId, shares: Vec<PerMille>) -> Fallible {
         let g = self.gpu(gpu, "repartition")?;
         let sum: u32 = shares.iter().map(|s| u32::from(s.0)).sum();
         if sum > 1000 || shares.iter().any(|s| s.0 == 0) {
@@ -452,7 +452,7 @@ impl Simulation<'_> {
         Ok(())
     }
 
-    pub(super) fn repartition_ends(&mut self, gpu: GpuId) -> Result<(), SimError> {
+    pub(super) fn repartition_ends(&mut self, gpu: GpuId) -> Fallible {
         let Some(i) = self.pending_shares.iter().position(|(g, _)| *g == gpu) else {
             return Ok(());
         };
@@ -480,7 +480,7 @@ impl Simulation<'_> {
         self.deliver(&Event::RepartitionDone { gpu })
     }
 
-    fn set_powered(&mut self, gpu: GpuId, powered: bool) -> Result<(), SimError> {
+    fn set_powered(&mut self, gpu: GpuId, powered: bool) -> Fallible {
         let now = self.now;
         let g = self.gpu(gpu, "power change")?;
         if g.power_pending || g.powered == powered {

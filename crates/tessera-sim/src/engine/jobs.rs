@@ -4,7 +4,7 @@
 use super::*;
 
 impl Simulation<'_> {
-    pub(super) fn job_arrives(&mut self, i: usize) -> Result<(), SimError> {
+    pub(super) fn job_arrives(&mut self, i: usize) -> Fallible {
         let job = &self.workload.jobs[i];
         self.deliver(&Event::TenantRegistered(job.tenant.clone()))?;
         if job.submission == Submission::Open {
@@ -28,7 +28,7 @@ impl Simulation<'_> {
     }
 
     /// Submit an open-loop job's next request and schedule the one after it.
-    pub(super) fn open_arrival(&mut self, i: usize) -> Result<(), SimError> {
+    pub(super) fn open_arrival(&mut self, i: usize) -> Fallible {
         self.submit_next(i)?;
         let job = &self.workload.jobs[i];
         let next = self.jobs[i].next_task;
@@ -42,7 +42,7 @@ impl Simulation<'_> {
     /// Submit `job`'s next task once its kernel's CPU phase has run (at once without
     /// one). The CPU phase runs on a core of its own: CPU contention is not modelled
     /// here (the program engine models it).
-    fn after_cpu_phase(&mut self, job: usize) -> Result<(), SimError> {
+    fn after_cpu_phase(&mut self, job: usize) -> Fallible {
         let spec = &self.workload.jobs[job];
         let cpu = self
             .workload
@@ -60,7 +60,7 @@ impl Simulation<'_> {
         Ok(())
     }
 
-    pub(super) fn submit_next(&mut self, job_index: usize) -> Result<(), SimError> {
+    pub(super) fn submit_next(&mut self, job_index: usize) -> Fallible {
         let job = &self.workload.jobs[job_index];
         let state = &mut self.jobs[job_index];
         if state.next_task >= job.tasks.len() || (job.background && self.foreground_left == 0) {
@@ -99,7 +99,7 @@ impl Simulation<'_> {
         slot: usize,
         task: Option<TaskId>,
         generation: u64,
-    ) -> Result<(), SimError> {
+    ) -> Fallible {
         if self.slots[slot].generation != generation {
             // killed by a reset or a migration, or (sharing) superseded by a later
             // prediction
@@ -179,12 +179,7 @@ impl Simulation<'_> {
         Ok(())
     }
 
-    fn task_done(
-        &mut self,
-        placement: Placement,
-        task: TaskId,
-        ran_for: Nanos,
-    ) -> Result<(), SimError> {
+    fn task_done(&mut self, placement: Placement, task: TaskId, ran_for: Nanos) -> Fallible {
         self.end_task(task, TaskEnd::Done)?;
         let job = self.tasks[task.0 as usize].job;
         self.deliver_plain(Event::TaskFinished {
@@ -207,7 +202,7 @@ impl Simulation<'_> {
         self.maybe_job_done(job)
     }
 
-    pub(super) fn end_task(&mut self, task: TaskId, end: TaskEnd) -> Result<(), SimError> {
+    pub(super) fn end_task(&mut self, task: TaskId, end: TaskEnd) -> Fallible {
         let now = self.now;
         match self.tasks.get(task.0 as usize) {
             None => return Err(self.violation(format!("ended unknown {task}"))),
@@ -225,7 +220,7 @@ impl Simulation<'_> {
         Ok(())
     }
 
-    pub(super) fn maybe_job_done(&mut self, job: usize) -> Result<(), SimError> {
+    pub(super) fn maybe_job_done(&mut self, job: usize) -> Fallible {
         let spec = &self.workload.jobs[job];
         let state = &self.jobs[job];
         let background_over =
