@@ -266,7 +266,11 @@ impl FairQueue {
     /// Whether `key` may take a GPU now (see `eligible`); pinning and a lingering
     /// one's budget are checked per GPU by the dispatch.
     fn is_eligible(&self, board: &Board, key: Queued) -> bool {
-        let Some(t) = self.tags.get(&key) else { return false };
+        self.tags.get(&key).is_some_and(|t| self.eligible_under(board, key, t))
+    }
+
+    /// [`FairQueue::is_eligible`] for `key`, whose tags `t` are already at hand.
+    fn eligible_under(&self, board: &Board, key: Queued, t: &Tags) -> bool {
         if !t.active {
             return false;
         }
@@ -283,44 +287,51 @@ impl FairQueue {
 
     /// Bring `key`'s place among the eligible up to date.
     fn relist(&mut self, board: &Board, key: Queued) {
-        let want =
-            if self.is_eligible(board, key) { self.tags.get(&key).map(|t| t.start) } else { None };
+        // each of the key's records looked up once (issue 55: the look-ups, several
+        // of each, were most of what relisting cost, and it runs for every event)
+        let tags = self.tags.get(&key);
+        let want = tags.filter(|t| self.eligible_under(board, key, t)).map(|t| t.start);
+        // `None`: the key has no slot (never listed, or departed and dropped)
+        let listed = self.listed.get(&key).copied();
+        let was = listed.flatten();
         // With homes, most calls find the listing as it was (same start tag, same GPUs):
         // those cost the look-ups, not a remove and an insert in every GPU's index
         // (issue 55: the node policy relists on every event).
-        // (without homes, both sides of the second test are None)
+        // (without homes, both sides of the second test are empty)
         let has_homes = self.by_home && want.is_some();
         let mut homes = std::mem::take(&mut self.homes_scratch);
         if has_homes {
             self.homes_into(key, &mut homes);
+        } else {
+            homes.clear();
         }
-        let listed_on = self.listed_on.get(&key).map(Vec::as_slice);
-        let same_homes =
-            if has_homes { listed_on == Some(homes.as_slice()) } else { listed_on.is_none() };
-        let was = self.listed.get(&key).copied().flatten();
+        let same_homes = self.listed_on.get(&key).map_or(&[][..], Vec::as_slice) == homes;
         // (a departed key's slot goes even when it was unlisted already: kept, it would
         // hold the table's window open for every tenant after it)
-        let departed = !self.tags.contains_key(&key) && self.listed.contains_key(&key);
+        let departed = tags.is_none() && listed.is_some();
         if want == was && same_homes && !departed {
             self.homes_scratch = homes;
             return;
         }
         if let Some(at) = was {
             self.eligible.remove(&(at, key));
-            for g in self.listed_on.remove(&key).unwrap_or_default() {
-                self.eligible_on[g.0 as usize].remove(&(at, key));
+            let eligible_on = &mut self.eligible_on;
+            if let Some(on) = self.listed_on.get_mut(&key) {
+                for g in on.drain(..) {
+                    eligible_on[g.0 as usize].remove(&(at, key));
+                }
             }
         }
-        // a known key keeps its slot while unlisted (a tenant's eligibility flips with
-        // every quantum: a removal and an insertion would slide the table's window)
-        if want.is_none() {
-            if self.tags.contains_key(&key) {
-                if let Some(l) = self.listed.get_mut(&key) {
-                    *l = None;
-                }
-            } else {
-                self.listed.remove(&key);
-            }
+        // a known key keeps its slots while unlisted (a tenant's eligibility flips with
+        // every quantum: a removal and an insertion would slide the tables' windows, and
+        // its list of GPUs would be made again each time)
+        if departed {
+            self.listed.remove(&key);
+            self.listed_on.remove(&key);
+        } else if want.is_none()
+            && let Some(l) = self.listed.get_mut(&key)
+        {
+            *l = None;
         }
         if let Some(start) = want {
             self.eligible.insert((start, key));
@@ -329,7 +340,9 @@ impl FairQueue {
                 for g in &homes {
                     self.eligible_on[g.0 as usize].insert((start, key));
                 }
-                self.listed_on.insert(key, homes.clone());
+                let on = self.listed_on.get_or_insert_with(key, Vec::new);
+                on.clear();
+                on.extend_from_slice(&homes);
             }
         }
         self.homes_scratch = homes;

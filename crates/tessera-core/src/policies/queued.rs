@@ -53,7 +53,9 @@ impl<V> QueuedMap<V> {
         self.get(key).is_some()
     }
 
-    /// Set `key`'s value, returning the one it replaces.
+    /// Set `key`'s value, returning the one it replaces (the property test's; fair
+    /// queuing sets values in place through [`QueuedMap::get_or_insert_with`]).
+    #[cfg(test)]
     pub(crate) fn insert(&mut self, key: Queued, value: V) -> Option<V> {
         match key {
             Queued::Tenant(t) => self.tenants.insert(t.0, value),
