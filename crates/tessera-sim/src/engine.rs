@@ -105,10 +105,11 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(placement: Placement, sharing: Sharing, capacity: f64) -> Slot {
+    /// `measured`: the run reports per-GPU measurements, which read the model's usage.
+    fn new(placement: Placement, sharing: Sharing, capacity: f64, measured: bool) -> Slot {
         Slot {
             placement,
-            model: SlotModel::new(sharing, capacity),
+            model: SlotModel::new(sharing, capacity, measured),
             running: Vec::new(),
             generation: 0,
         }
@@ -260,7 +261,7 @@ impl<'w> Simulation<'w> {
         let slots: Vec<Slot> = opts
             .gpus
             .iter()
-            .map(|g| Slot::new(Placement::whole(g.id), opts.sharing, 1.0))
+            .map(|g| Slot::new(Placement::whole(g.id), opts.sharing, 1.0, opts.measure_gpus))
             .collect();
         let gpus = (0..opts.gpus.len())
             .map(|i| GpuSim {

@@ -79,11 +79,15 @@ pub(crate) struct Piece {
 }
 
 impl SlotModel {
-    /// An idle slot holding `capacity` of a GPU.
-    pub(crate) fn new(sharing: Sharing, capacity: f64) -> SlotModel {
+    /// An idle slot holding `capacity` of a GPU; `measured`: its usage is read (the
+    /// exclusive model keeps none otherwise).
+    pub(crate) fn new(sharing: Sharing, capacity: f64, measured: bool) -> SlotModel {
         let fluid = |s| SlotModel::Fluid(SharedGpu::with_capacity(s, capacity));
         match sharing {
-            Sharing::Exclusive => SlotModel::Exclusive(ExclusiveGpu::with_capacity(capacity)),
+            Sharing::Exclusive => {
+                let gpu = ExclusiveGpu::with_capacity(capacity);
+                SlotModel::Exclusive(if measured { gpu } else { gpu.without_usage() })
+            }
             Sharing::Processor => fluid(sharing::Sharing::Processor),
             Sharing::TimeSliced { slice, switch } => {
                 fluid(sharing::Sharing::TimeSliced { slice, switch })

@@ -471,7 +471,8 @@ impl Simulation<'_> {
         }
         for (p, share) in shares.iter().enumerate() {
             let placement = Placement { gpu, partition: Some(PartitionId(p as u32)) };
-            self.slots.push(Slot::new(placement, sharing, f64::from(share.0) / 1000.0));
+            let measured = self.opts.measure_gpus;
+            self.slots.push(Slot::new(placement, sharing, f64::from(share.0) / 1000.0, measured));
             let id = self.slots.len() - 1;
             self.gpus[gpu.0 as usize].partitions.push(id);
         }

@@ -434,6 +434,8 @@ impl ProgramSim {
                             Device::Shared | Device::Queue(_) => Sharing::Processor,
                         },
                         1.0,
+                        // (the GPU's usage is read: its SM-weighted busy time)
+                        true,
                     )
                 })
                 .collect(),
