@@ -19,10 +19,11 @@ use crate::id_table::IdTable;
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
 use crate::units::{Bytes, Nanos, PerMille};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 mod gpu_state;
 mod head_index;
+mod load_order;
 mod observe;
 mod placing;
 #[cfg(test)]
@@ -31,6 +32,7 @@ mod tests;
 use gpu_state::PowerChange;
 pub use gpu_state::{GpuState, RunningTask};
 use head_index::HeadIndex;
+use load_order::LoadOrder;
 
 /// The node size above which [`Board::with_free_order`] keeps its index. On Flexy's
 /// four-GPU node, keeping the index up to date on every event cost more than the sort
@@ -112,10 +114,9 @@ pub struct Board {
     /// the idle GPUs, not a walk of the node.
     idle: IdSet,
     /// The whole GPUs with room for one more task, by (summed demand, tasks running,
-    /// id), and each GPU's key there: least-loaded placement takes the first. Kept
-    /// only for a policy that asks ([`Board::with_load_order`]).
-    with_room: Option<BTreeSet<(u32, usize, GpuId)>>,
-    room_key: Vec<Option<(u32, usize, GpuId)>>,
+    /// id): least-loaded placement takes the first. Kept only for a policy that asks
+    /// ([`Board::with_load_order`]).
+    with_room: Option<LoadOrder>,
     /// The busy GPUs by expected freeing, on an exclusive board (one task per GPU).
     /// Kept only for a policy that asks ([`Board::with_free_order`]).
     free_order: Option<FreeOrder>,
@@ -191,7 +192,6 @@ impl Board {
             announced_pools: None,
             idle,
             with_room: None,
-            room_key: vec![None; gpus.len()],
             free_order: None,
             changed: None,
         }
@@ -219,9 +219,11 @@ impl Board {
     /// Keep the whole GPUs with room in load order ([`Board::gpus_with_room_by_load`]);
     /// without it that sorts the node. Call before any event.
     pub fn with_load_order(mut self) -> Board {
-        let keys: Vec<_> = self.gpus.iter().map(|(g, _)| Some((0, 0, g.id))).collect();
-        self.with_room = Some(keys.iter().flatten().copied().collect());
-        self.room_key = keys;
+        let mut order = LoadOrder::new(self.gpus.len());
+        for (g, _) in &self.gpus {
+            order.set(g.id.0, Some((0, 0)));
+        }
+        self.with_room = Some(order);
         self
     }
 
@@ -278,19 +280,12 @@ impl Board {
         let Some((spec, state)) = self.gpus.get(index) else { return };
         let id = spec.id;
         if self.with_room.is_some() {
-            let key = self
+            let load = self
                 .has_room(Placement::whole(id))
-                .then(|| (state.demand(), state.running().len(), id));
-            let old = self.room_key[index].take();
+                .then(|| (state.demand(), state.running().len() as u32));
             if let Some(with_room) = &mut self.with_room {
-                if let Some(old) = old {
-                    with_room.remove(&old);
-                }
-                if let Some(key) = key {
-                    with_room.insert(key);
-                }
+                with_room.set(id.0, load);
             }
-            self.room_key[index] = key;
         }
         if let Some(order) = &mut self.free_order {
             let busy = if state.is_idle() {
@@ -351,27 +346,42 @@ impl Board {
     }
 
     /// The whole GPUs with room for one more task, least loaded first: by summed
-    /// demand of what runs there, then tasks running, then id.
-    pub fn gpus_with_room_by_load(&self) -> impl Iterator<Item = GpuId> + '_ {
-        let sorted = || {
-            let mut all: Vec<_> = self
-                .gpus
-                .iter()
-                .filter(|(spec, _)| self.has_room(Placement::whole(spec.id)))
-                .map(|(spec, st)| (st.demand(), st.running().len(), spec.id))
-                .collect();
-            all.sort_unstable();
-            all
-        };
+    /// demand of what runs there, then tasks running, then id. A list made per call
+    /// (for checks and status); placement asks [`Board::least_loaded_for`].
+    pub fn gpus_with_room_by_load(&self) -> Vec<GpuId> {
+        let mut all: Vec<_> = self
+            .gpus
+            .iter()
+            .filter(|(spec, _)| self.has_room(Placement::whole(spec.id)))
+            .map(|(spec, st)| (st.demand(), st.running().len() as u32, spec.id.0))
+            .collect();
+        all.sort_unstable();
         debug_assert!(
-            self.with_room.as_ref().is_none_or(|w| w.iter().copied().eq(sorted())),
+            self.with_room.as_ref().is_none_or(|w| w.sorted() == all),
             "the load order drifted from the GPUs' states"
         );
-        let (indexed, walked) = match &self.with_room {
-            Some(w) => (Some(w.iter().map(|(_, _, g)| *g)), None),
-            None => (None, Some(sorted().into_iter().map(|(_, _, g)| g))),
+        all.into_iter().map(|(_, _, g)| GpuId(g)).collect()
+    }
+
+    /// The least loaded whole GPU with room for one more task where `tenant` may run
+    /// (by summed demand, then tasks running, then id): the load order's first, for a
+    /// tenant allowed everywhere; without the index, a sort of the node.
+    pub fn least_loaded_for(&mut self, tenant: TenantId) -> Option<GpuId> {
+        let pinned = self.tenants.get(tenant.0).map(|t| t.spec.gpus.as_slice()).unwrap_or(&[]);
+        let allowed = |g: u32| pinned.is_empty() || pinned.contains(&GpuId(g));
+        let found = match &mut self.with_room {
+            Some(order) => order.first_where(allowed).map(GpuId),
+            None => None,
         };
-        indexed.into_iter().flatten().chain(walked.into_iter().flatten())
+        if self.with_room.is_some() {
+            debug_assert_eq!(
+                found,
+                self.gpus_with_room_by_load().into_iter().find(|g| self.may_run_on(tenant, *g)),
+                "the load order's choice for {tenant}"
+            );
+            return found;
+        }
+        self.gpus_with_room_by_load().into_iter().find(|g| self.may_run_on(tenant, *g))
     }
 
     /// Number of GPUs.

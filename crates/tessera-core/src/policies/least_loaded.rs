@@ -41,8 +41,7 @@ impl Policy for LeastLoaded {
         self.board.observe(now, event, actions);
         while let Some(tenant) = self.board.oldest_head(Classes::All) {
             // least summed demand, then fewest tasks, then lowest id
-            let target =
-                self.board.gpus_with_room_by_load().find(|g| self.board.may_run_on(tenant, *g));
+            let target = self.board.least_loaded_for(tenant);
             // none with room (for a pinned tenant: none of its GPUs): the oldest waits,
             // and so, first come first served, do the others
             let Some(gpu) = target else { break };
