@@ -637,21 +637,25 @@ impl<'w> Simulation<'w> {
     /// without heap data is dropped for nothing, where a move into here was a copy
     /// and a drop that matched the variant on every event.)
     fn deliver(&mut self, event: &Event) -> Fallible {
-        let mut actions = std::mem::take(&mut self.actions);
-        actions.clear();
-        self.policy.on_event(self.now, event, &mut actions);
+        self.actions.clear();
+        self.policy.on_event(self.now, event, &mut self.actions);
         // most events answer one action or none: taken without a drain (a tenth of a
-        // task's engine cost on the exclusive path, issue 55)
-        let applied = match actions.len() {
+        // task's engine cost on the exclusive path, issue 55), and the buffer taken
+        // out of the engine only for several (applying one may deliver again, and
+        // would use the buffer: empty by then in the one-action case)
+        match self.actions.len() {
             0 => Ok(()),
-            1 => match actions.pop() {
+            1 => match self.actions.pop() {
                 Some(action) => self.apply(action),
                 None => Ok(()),
             },
-            _ => actions.drain(..).try_for_each(|action| self.apply(action)),
-        };
-        self.actions = actions;
-        applied
+            _ => {
+                let mut actions = std::mem::take(&mut self.actions);
+                let applied = actions.drain(..).try_for_each(|action| self.apply(action));
+                self.actions = actions;
+                applied
+            }
+        }
     }
 
     fn gpu(&self, gpu: GpuId, what: &str) -> Fallible<&GpuSim> {
