@@ -52,6 +52,9 @@ struct Account {
     /// next one gives it credit: a client that asks for its next quantum just after
     /// its last one ended is not idle at an accounting that falls between the two.
     worked: bool,
+    /// It has work at the accounting under way (set by its first walk, read by its
+    /// second).
+    credited: bool,
 }
 
 /// Xen's credit scheduler applied to GPUs (FairGV §5.3's Credit baseline).
@@ -80,8 +83,6 @@ pub struct Credit {
     ending: BTreeSet<TaskId>,
     /// The driver refused to end a quantum early: do not ask again.
     cannot_end: bool,
-    /// Scratch: the tenants with work at an accounting (kept, not made per period).
-    active: Vec<TenantId>,
 }
 
 const UNDER: usize = 0;
@@ -130,7 +131,6 @@ impl Credit {
             running: IdSet::default(),
             ending: BTreeSet::new(),
             cannot_end: false,
-            active: Vec::new(),
         }
     }
 
@@ -218,31 +218,30 @@ impl Credit {
         // judges their credit as it stands (capping a tenant whose quantum is yet to be
         // debited took away a heavier tenant's advantage: weights 1:3 got 1:1)
         self.debit_running(at);
-        // one walk of the accounts finds those with work since the last accounting
-        // and their summed weight, and starts the next period's record; a second gives
-        // out the credit (four walks before, each tenant looked up again in the last
+        // one walk of the accounts marks those with work since the last accounting,
+        // sums their weights and starts the next period's record; a second gives out
+        // the credit (four walks before, each tenant looked up again by id in the last
         // two: at 30 ms periods a tenth of Credit's instructions per task, issue 55)
-        let mut active = std::mem::take(&mut self.active);
-        active.clear();
         let mut total_weight: u64 = 0;
         for (t, a) in self.accounts.iter_mut() {
             let busy = a.running.is_some() || self.board.queue_of(TenantId(t)).0 > 0;
-            if a.worked || busy {
-                active.push(TenantId(t));
+            a.credited = a.worked || busy;
+            if a.credited {
                 total_weight += u64::from(a.weight);
             }
             a.worked = busy;
         }
         let period = ACCOUNTING_PERIOD.0 as i64 * self.gpus as i64;
         if total_weight > 0 {
-            for &t in &active {
-                let Some(a) = self.accounts.get_mut(t.0) else { continue };
+            for (t, a) in self.accounts.iter_mut() {
+                if !a.credited {
+                    continue;
+                }
                 let share = period * i64::from(a.weight) / total_weight as i64;
                 a.credit = (a.credit + share).min(share);
-                relist(&mut self.ready, &self.board, t, a);
+                relist(&mut self.ready, &self.board, TenantId(t), a);
             }
         }
-        self.active = active;
     }
 
     /// The first ready tenant allowed on `gpu`, UNDER before OVER, in round-robin
@@ -317,6 +316,7 @@ impl Policy for Credit {
                         turn,
                         listed: None,
                         worked: false,
+                        credited: false,
                     },
                 );
                 self.relist(spec.id);
