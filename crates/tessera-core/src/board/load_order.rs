@@ -222,7 +222,7 @@ mod tests {
                     .filter_map(|(g, l)| l.map(|(d, r)| (d, r, g as u32)))
                     .collect();
                 prop_assert_eq!(order.sorted(), sorted.iter().copied().collect::<Vec<_>>());
-                let want = |g: u32| g % wanted_mod == 0;
+                let want = |g: u32| g.is_multiple_of(wanted_mod);
                 prop_assert_eq!(
                     order.first_where(want),
                     sorted.iter().map(|k| k.2).find(|g| want(*g))
