@@ -58,6 +58,25 @@ impl<V> IdTable<V> {
 
     /// The value of `id`, inserted by `make` if absent.
     pub(crate) fn get_or_insert_with(&mut self, id: u64, make: impl FnOnce() -> V) -> &mut V {
+        // an id in the window of a table holding something: its slot, as the general
+        // path below would find it, without that path's checks (a look-up of this kind
+        // runs several times per event in the composed node policy's monitor, issue 55)
+        if self.dense_len > 0
+            && let Some(i) = self.index(id)
+        {
+            let slot = &mut self.dense[i];
+            if slot.is_none() {
+                self.dense_len += 1;
+            }
+            return slot.get_or_insert_with(make);
+        }
+        self.get_or_insert_outside(id, make)
+    }
+
+    /// [`IdTable::get_or_insert_with`] for an id outside the window, or in an empty
+    /// table (which moves the window to it).
+    #[inline(never)]
+    fn get_or_insert_outside(&mut self, id: u64, make: impl FnOnce() -> V) -> &mut V {
         if self.dense_len == 0 && self.sparse.is_empty() {
             self.dense.clear();
             self.base = id;
