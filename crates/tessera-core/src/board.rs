@@ -368,20 +368,17 @@ impl Board {
     /// tenant allowed everywhere; without the index, a sort of the node.
     pub fn least_loaded_for(&mut self, tenant: TenantId) -> Option<GpuId> {
         let pinned = self.tenants.get(tenant.0).map(|t| t.spec.gpus.as_slice()).unwrap_or(&[]);
-        let allowed = |g: u32| pinned.is_empty() || pinned.contains(&GpuId(g));
-        let found = match &mut self.with_room {
-            Some(order) => order.first_where(allowed).map(GpuId),
-            None => None,
+        let Some(order) = &mut self.with_room else {
+            return self.gpus_with_room_by_load().into_iter().find(|g| self.may_run_on(tenant, *g));
         };
-        if self.with_room.is_some() {
-            debug_assert_eq!(
-                found,
-                self.gpus_with_room_by_load().into_iter().find(|g| self.may_run_on(tenant, *g)),
-                "the load order's choice for {tenant}"
-            );
-            return found;
-        }
-        self.gpus_with_room_by_load().into_iter().find(|g| self.may_run_on(tenant, *g))
+        let found = order.first_where(|g| pinned.is_empty() || pinned.contains(&GpuId(g)));
+        let found = found.map(GpuId);
+        debug_assert_eq!(
+            found,
+            self.gpus_with_room_by_load().into_iter().find(|g| self.may_run_on(tenant, *g)),
+            "the load order's choice for {tenant}"
+        );
+        found
     }
 
     /// Number of GPUs.

@@ -7,6 +7,9 @@
 //! round robin for it). The least is a read; [`LoadOrder::first_where`] walks the
 //! entries in order as far as a pinned tenant needs.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 /// A GPU's place in the order: (summed demand, tasks running, its index).
 pub(super) type LoadKey = (u32, u32, u32);
 
@@ -20,8 +23,9 @@ pub(super) struct LoadOrder {
     heap: Vec<LoadKey>,
     /// Per GPU index, where its entry lies (`NOWHERE`: no room).
     place: Vec<u32>,
-    /// Scratch of [`LoadOrder::first_where`]'s walk.
-    frontier: Vec<u32>,
+    /// Scratch of [`LoadOrder::first_where`]'s walk: the entries whose parent was
+    /// visited, least first, with their places.
+    frontier: BinaryHeap<Reverse<(LoadKey, usize)>>,
 }
 
 impl LoadOrder {
@@ -30,7 +34,7 @@ impl LoadOrder {
         LoadOrder {
             heap: Vec::with_capacity(gpus),
             place: vec![NOWHERE; gpus],
-            frontier: Vec::new(),
+            frontier: BinaryHeap::new(),
         }
     }
 
@@ -61,25 +65,28 @@ impl LoadOrder {
     /// The least loaded GPU with room for which `wanted` holds, by index: the heap's
     /// top when it does (always, for a tenant allowed everywhere), else a walk of the
     /// entries in ascending order, each further one a step of a small heap of the
-    /// candidates.
+    /// candidates (an entry is one once its parent was visited).
     pub(super) fn first_where(&mut self, wanted: impl Fn(u32) -> bool) -> Option<u32> {
         let top = *self.heap.first()?;
         if wanted(top.2) {
             return Some(top.2);
         }
+        let heap = &self.heap;
         let frontier = &mut self.frontier;
         frontier.clear();
-        push_frontier(frontier, &self.heap, 1);
-        push_frontier(frontier, &self.heap, 2);
-        while let Some(at) = pop_least(frontier, &self.heap) {
-            let gpu = self.heap[at as usize].2;
-            if wanted(gpu) {
-                return Some(gpu);
+        let mut children = [1, 2];
+        loop {
+            for child in children {
+                if let Some(key) = heap.get(child) {
+                    frontier.push(Reverse((*key, child)));
+                }
             }
-            push_frontier(frontier, &self.heap, 2 * at + 1);
-            push_frontier(frontier, &self.heap, 2 * at + 2);
+            let Reverse((key, at)) = frontier.pop()?;
+            if wanted(key.2) {
+                return Some(key.2);
+            }
+            children = [2 * at + 1, 2 * at + 2];
         }
-        None
     }
 
     /// Every GPU with room, least loaded first (a sort: for checks and the rare
@@ -142,55 +149,6 @@ impl LoadOrder {
         self.heap[at] = key;
         self.place[key.2 as usize] = at as u32;
     }
-}
-
-/// Add entry `index` (if the heap has it) to the frontier, a binary heap of entry
-/// indices by their keys.
-fn push_frontier(frontier: &mut Vec<u32>, heap: &[LoadKey], index: u32) {
-    if index as usize >= heap.len() {
-        return;
-    }
-    frontier.push(index);
-    let mut at = frontier.len() - 1;
-    while at > 0 {
-        let parent = (at - 1) / 2;
-        if heap[frontier[parent] as usize] <= heap[index as usize] {
-            break;
-        }
-        frontier[at] = frontier[parent];
-        at = parent;
-    }
-    frontier[at] = index;
-}
-
-/// Take the frontier's entry with the least key.
-fn pop_least(frontier: &mut Vec<u32>, heap: &[LoadKey]) -> Option<u32> {
-    let least = *frontier.first()?;
-    let last = frontier.pop()?;
-    let n = frontier.len();
-    if n > 0 {
-        let mut at = 0;
-        loop {
-            let left = 2 * at + 1;
-            if left >= n {
-                break;
-            }
-            let right = left + 1;
-            let child =
-                if right < n && heap[frontier[right] as usize] < heap[frontier[left] as usize] {
-                    right
-                } else {
-                    left
-                };
-            if heap[last as usize] <= heap[frontier[child] as usize] {
-                break;
-            }
-            frontier[at] = frontier[child];
-            at = child;
-        }
-        frontier[at] = last;
-    }
-    Some(least)
 }
 
 #[cfg(test)]
