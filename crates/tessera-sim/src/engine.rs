@@ -161,15 +161,55 @@ enum Location {
     Ended,
 }
 
-#[derive(Clone, Debug, Default)]
+/// A job in the run: its progress, and what every task of it reads of the job and its
+/// kernel, copied here once (issue 55: each was a walk from the workload's job to its
+/// kernel, several per task).
+#[derive(Clone, Debug)]
 struct JobSim {
     next_task: usize,
     ended: usize,
     /// Its streams' priority raised by the policy ([`Action::SetStreamPriority`]).
     stream_raised: bool,
+    /// Its tasks.
+    tasks: usize,
+    submission: Submission,
+    background: bool,
+    /// Its tenant's declared memory, bytes.
+    memory: u64,
+    /// Its kernel's host part per task ([`crate::workload::Kernel::host_per_task`]).
+    host: Nanos,
+    /// Its kernel's CPU phase before each launch.
+    cpu: Nanos,
+    /// Its kernel's launch as a task declares it.
+    launch: Option<tessera_core::LaunchInfo>,
+    /// Its kernel's demand on the fluid and exclusive models (the whole GPU unless the
+    /// kernel declares one).
+    demand: f64,
+    /// Whether its kernel has a measured profile (the profiled path of
+    /// [`Simulation::piece`]).
+    profiled: bool,
 }
 
 impl JobSim {
+    fn new(job: &crate::workload::Job, workload: &Workload, perf: &PerfModel) -> JobSim {
+        let kernel = workload.kernels.get(job.kernel as usize);
+        let launch = kernel.and_then(|k| k.launch);
+        JobSim {
+            next_task: 0,
+            ended: 0,
+            stream_raised: false,
+            tasks: job.tasks.len(),
+            submission: job.submission,
+            background: job.background,
+            memory: job.tenant.memory.0,
+            host: kernel.map_or(Nanos::ZERO, |k| k.host_per_task),
+            cpu: kernel.map_or(Nanos::ZERO, |k| k.cpu_per_launch),
+            launch,
+            demand: launch.map_or(1.0, |l| (f64::from(l.demand.0) / 1000.0).clamp(1e-3, 1.0)),
+            profiled: perf.profiles.contains_key(&job.kernel),
+        }
+    }
+
     fn outstanding(&self) -> usize {
         self.next_task - self.ended
     }
@@ -289,7 +329,7 @@ impl<'w> Simulation<'w> {
             migrations: Vec::new(),
             pending_shares: Vec::new(),
             batches: BTreeMap::new(),
-            jobs: vec![JobSim::default(); workload.jobs.len()],
+            jobs: workload.jobs.iter().map(|j| JobSim::new(j, workload, &opts.perf)).collect(),
             tasks: Vec::with_capacity(workload.task_count()),
             location: Vec::with_capacity(workload.task_count()),
             actions: Vec::new(),
@@ -542,10 +582,7 @@ impl<'w> Simulation<'w> {
     /// kernel's host part ([`crate::workload::Kernel::host_per_task`]) comes first and
     /// is not busy time by NVSMI's reading.
     fn kernel_time(&self, task: TaskId, ran: Nanos) -> Nanos {
-        let job = self.tasks[task.0 as usize].job;
-        let kernel = self.workload.jobs[job].kernel as usize;
-        let host = self.workload.kernels.get(kernel).map_or(Nanos::ZERO, |k| k.host_per_task);
-        ran - host
+        ran - self.jobs[self.tasks[task.0 as usize].job].host
     }
 
     /// Schedule the next finish in `slot` from its model, superseding any earlier
@@ -571,7 +608,7 @@ impl<'w> Simulation<'w> {
     fn joined_gpu(&mut self, gpu: GpuId, task: TaskId, slot: usize) {
         let now = self.now;
         let job = self.tasks[task.0 as usize].job;
-        let bytes = self.workload.jobs[job].tenant.memory.0;
+        let bytes = self.jobs[job].memory;
         let metered = self.opts.measure_gpus;
         self.location[task.0 as usize] = Location::Running(slot);
         let g = &mut self.gpus[gpu.0 as usize];
@@ -592,7 +629,7 @@ impl<'w> Simulation<'w> {
     fn left_gpu(&mut self, gpu: GpuId, task: TaskId) {
         let now = self.now;
         let job = self.tasks[task.0 as usize].job;
-        let bytes = self.workload.jobs[job].tenant.memory.0;
+        let bytes = self.jobs[job].memory;
         let metered = self.opts.measure_gpus;
         self.location[task.0 as usize] = Location::Waiting;
         let g = &mut self.gpus[gpu.0 as usize];
@@ -612,7 +649,7 @@ impl<'w> Simulation<'w> {
     /// not resident yet.
     fn resident_memory(&self, gpu: GpuId, extra_job: usize) -> u64 {
         let g = &self.gpus[gpu.0 as usize];
-        let extra = self.workload.jobs[extra_job].tenant.memory.0;
+        let extra = self.jobs[extra_job].memory;
         if extra == 0 || g.meter.is_resident(extra_job) {
             g.resident_bytes
         } else {

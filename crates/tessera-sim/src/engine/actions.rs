@@ -11,7 +11,7 @@ impl Simulation<'_> {
     #[inline]
     pub(super) fn apply(&mut self, action: Action) -> Fallible {
         match action {
-            Action::Dispatch { task, placement } => self.dispatch(&[task], placement),
+            Action::Dispatch { task, placement } => self.dispatch_one(task, placement),
             other => self.apply_other(other),
         }
     }
@@ -20,7 +20,7 @@ impl Simulation<'_> {
     fn apply_other(&mut self, action: Action) -> Fallible {
         match action {
             // (routed by `apply`; carried out here too, so that this match is whole)
-            Action::Dispatch { task, placement } => self.dispatch(&[task], placement)?,
+            Action::Dispatch { task, placement } => self.dispatch_one(task, placement)?,
             Action::DispatchBatch { tasks, placement } => self.dispatch(&tasks, placement)?,
             Action::EndTask { task, reason } => {
                 if matches!(
@@ -85,28 +85,7 @@ impl Simulation<'_> {
         let Some(&task) = tasks.first() else {
             return Err(self.violation(format!("an empty batch dispatched to {gpu}")));
         };
-        let g = self.gpu(gpu, "dispatch")?;
-        if g.resetting {
-            return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
-        }
-        if !g.powered || g.power_pending {
-            return Err(self.violation(format!("{task} dispatched to powered-down {gpu}")));
-        }
-        let slot = match placement.partition {
-            None if g.partitions.is_empty() => g.whole,
-            None => {
-                return Err(
-                    self.violation(format!("{task} dispatched to the whole of partitioned {gpu}"))
-                );
-            }
-            Some(p) => *g.partitions.get(p.0 as usize).ok_or_else(|| {
-                self.violation(format!("{task} dispatched to missing partition {p} of {gpu}"))
-            })?,
-        };
-        let exclusive = self.opts.sharing == Sharing::Exclusive;
-        if exclusive && !self.slots[slot].running.is_empty() {
-            return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
-        }
+        let slot = self.dispatch_slot(task, placement)?;
         let job = match self.tasks.get(task.0 as usize) {
             Some(r) => r.job,
             None => return Err(self.violation(format!("dispatch of unknown {task}"))),
@@ -132,12 +111,7 @@ impl Simulation<'_> {
             }
             work += record.work;
         }
-        let resident = if self.track_residency { self.resident_memory(gpu, job) } else { 0 };
-        if resident > self.opts.gpus[gpu.0 as usize].memory.0 {
-            return Err(self.violation(format!(
-                "{task} on {gpu}: resident tenants would declare {resident} bytes, above its memory"
-            )));
-        }
+        self.check_residency(task, gpu, job)?;
         let piece = self.piece(task, tasks.len(), slot, job, work, placement)?;
         let now = self.now;
         let s = &mut self.slots[slot];
@@ -158,6 +132,85 @@ impl Simulation<'_> {
         Ok(())
     }
 
+    /// [`Self::dispatch`] of one task, nearly every dispatch: the same checks in the
+    /// same order, without a batch's walks (issue 55).
+    fn dispatch_one(&mut self, task: TaskId, placement: Placement) -> Fallible {
+        let gpu = placement.gpu;
+        let slot = self.dispatch_slot(task, placement)?;
+        let (job, work) = match self.tasks.get(task.0 as usize) {
+            Some(r) => (r.job, r.work),
+            None => return Err(self.violation(format!("dispatch of unknown {task}"))),
+        };
+        match self.location[task.0 as usize] {
+            Location::Ended => {
+                return Err(self.violation(format!("{task} dispatched after it ended")));
+            }
+            Location::Running(_) | Location::Migrating => {
+                return Err(self.violation(format!("{task} dispatched while running")));
+            }
+            Location::Waiting => {}
+        }
+        self.check_residency(task, gpu, job)?;
+        let piece = self.piece(task, 1, slot, job, work, placement)?;
+        let now = self.now;
+        let s = &mut self.slots[slot];
+        if let Err(e) = s.model.start(now.0, task.0, piece) {
+            return Err(self.violation(format!("{task} on {gpu}: {e}")));
+        }
+        s.running.push((task, now));
+        let record = &mut self.tasks[task.0 as usize];
+        record.first_start.get_or_insert(now);
+        record.last_start = Some(now);
+        self.joined_gpu(gpu, task, slot);
+        self.predict_next(slot);
+        Ok(())
+    }
+
+    /// The declared memory of the tenants resident on `gpu` with `job`'s must fit it.
+    #[inline]
+    fn check_residency(&self, task: TaskId, gpu: GpuId, job: usize) -> Fallible {
+        if !self.track_residency {
+            return Ok(());
+        }
+        let resident = self.resident_memory(gpu, job);
+        if resident > self.opts.gpus[gpu.0 as usize].memory.0 {
+            return Err(self.violation(format!(
+                "{task} on {gpu}: resident tenants would declare {resident} bytes, above its memory"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The slot a dispatch of `task` to `placement` starts on, if its GPU takes work
+    /// there now.
+    #[inline]
+    fn dispatch_slot(&self, task: TaskId, placement: Placement) -> Fallible<usize> {
+        let gpu = placement.gpu;
+        let g = self.gpu(gpu, "dispatch")?;
+        if g.resetting {
+            return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
+        }
+        if !g.powered || g.power_pending {
+            return Err(self.violation(format!("{task} dispatched to powered-down {gpu}")));
+        }
+        let slot = match placement.partition {
+            None if g.partitions.is_empty() => g.whole,
+            None => {
+                return Err(
+                    self.violation(format!("{task} dispatched to the whole of partitioned {gpu}"))
+                );
+            }
+            Some(p) => *g.partitions.get(p.0 as usize).ok_or_else(|| {
+                self.violation(format!("{task} dispatched to missing partition {p} of {gpu}"))
+            })?,
+        };
+        let exclusive = self.opts.sharing == Sharing::Exclusive;
+        if exclusive && !self.slots[slot].running.is_empty() {
+            return Err(self.violation(format!("{task} dispatched to busy {gpu}")));
+        }
+        Ok(slot)
+    }
+
     /// How the execution `lead` of `count` requests of `job` with `work` in all runs in
     /// `slot`: its time alone there, its demand and (block model) its launch.
     fn piece(
@@ -169,9 +222,16 @@ impl Simulation<'_> {
         work: Nanos,
         placement: Placement,
     ) -> Fallible<Piece> {
+        let plan = &self.jobs[job];
+        if !plan.profiled && !matches!(self.opts.sharing, Sharing::Blocks { .. }) {
+            // nearly every piece: its time alone, its kernel's demand, no launch
+            let exec = self.opts.perf.exec_time(work, placement);
+            return Ok(Piece { work: exec.0, demand: plan.demand, launch: None });
+        }
         let gpu = placement.gpu;
         let kernel = self.workload.jobs[job].kernel;
-        let (exec, demand) = match self.opts.perf.profiles.get(&kernel) {
+        let profile = if plan.profiled { self.opts.perf.profiles.get(&kernel) } else { None };
+        let (exec, demand) = match profile {
             // a profiled kernel: its measured latency at the partition's size, times the
             // interference of what runs beside it; it fills its partition
             Some(profile) => {
@@ -194,12 +254,7 @@ impl Simulation<'_> {
             // a batch costs the sum of its requests' work; workloads rarely carry a
             // launch shape, so each task asks for the whole GPU unless its kernel declares a
             // demand (DCUDA's applications), and co-running tasks share it
-            None => {
-                let demand = self.workload.kernels.get(kernel as usize).and_then(|k| k.launch);
-                let demand =
-                    demand.map_or(1.0, |l| (f64::from(l.demand.0) / 1000.0).clamp(1e-3, 1.0));
-                (self.opts.perf.exec_time(work, placement), demand)
-            }
+            None => (self.opts.perf.exec_time(work, placement), plan.demand),
         };
         let launch = if matches!(self.opts.sharing, Sharing::Blocks { .. }) {
             self.kernel_launch(job)

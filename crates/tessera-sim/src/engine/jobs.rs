@@ -43,16 +43,12 @@ impl Simulation<'_> {
     /// one). The CPU phase runs on a core of its own: CPU contention is not modelled
     /// here (the program engine models it).
     fn after_cpu_phase(&mut self, job: usize) -> Fallible {
-        let spec = &self.workload.jobs[job];
-        let cpu = self
-            .workload
-            .kernels
-            .get(spec.kernel as usize)
-            .map_or(Nanos::ZERO, |k| k.cpu_per_launch);
+        let state = &self.jobs[job];
+        let cpu = state.cpu;
         if cpu == Nanos::ZERO {
             return self.submit_next(job);
         }
-        if self.jobs[job].next_task < spec.tasks.len() {
+        if state.next_task < state.tasks {
             self.schedule(self.now + cpu, SimEvent::CpuPhaseEnds(job));
             self.cpu_phases.0 += 1;
             self.cpu_phases.1 = self.cpu_phases.1.max(self.cpu_phases.0);
@@ -68,6 +64,7 @@ impl Simulation<'_> {
         }
         let work = job.tasks[state.next_task];
         state.next_task += 1;
+        let launch = state.launch;
         let id = TaskId(self.tasks.len() as u64);
         self.tasks.push(TaskRecord {
             job: job_index,
@@ -82,7 +79,7 @@ impl Simulation<'_> {
         self.location.push(Location::Waiting);
         self.tasks_open += 1;
         let spec = TaskSpec {
-            launch: self.workload.kernels.get(job.kernel as usize).and_then(|k| k.launch),
+            launch,
             batch: 1,
             id,
             tenant: job.tenant.id,
@@ -189,11 +186,10 @@ impl Simulation<'_> {
             measured: true,
             result: Ok(()),
         })?;
-        let spec = &self.workload.jobs[job];
-        match spec.submission {
+        match self.jobs[job].submission {
             Submission::Window => self.after_cpu_phase(job)?,
             Submission::Burst if self.jobs[job].outstanding() == 0 => {
-                for _ in 0..spec.window.max(1) {
+                for _ in 0..self.workload.jobs[job].window.max(1) {
                     self.submit_next(job)?;
                 }
             }
@@ -212,8 +208,9 @@ impl Simulation<'_> {
         let record = &mut self.tasks[task.0 as usize];
         record.end = Some((now, end));
         self.location[task.0 as usize] = Location::Ended;
-        self.jobs[record.job].ended += 1;
-        if !self.workload.jobs[record.job].background {
+        let job = &mut self.jobs[record.job];
+        job.ended += 1;
+        if !job.background {
             self.foreground_left -= 1;
         }
         self.tasks_open -= 1;
@@ -221,11 +218,10 @@ impl Simulation<'_> {
     }
 
     pub(super) fn maybe_job_done(&mut self, job: usize) -> Fallible {
-        let spec = &self.workload.jobs[job];
         let state = &self.jobs[job];
         let background_over =
-            spec.background && self.foreground_left == 0 && state.outstanding() == 0;
-        if state.ended == spec.tasks.len() || background_over {
+            state.background && self.foreground_left == 0 && state.outstanding() == 0;
+        if state.ended == state.tasks || background_over {
             let tenant: TenantId = self.workload.jobs[job].tenant.id;
             self.deliver(&Event::TenantLeft { tenant })?;
         }
