@@ -61,27 +61,31 @@ pub enum SimError {
 /// every step of every task (issue 55).
 type Fallible<T = ()> = Result<T, Box<SimError>>;
 
+/// What happens at a queued time. Every field is 32 bits, so that an event is 16 bytes
+/// and a queue entry 32 (with its time and sequence number): the queue's pushes and
+/// pops move whole entries, two per task (issue 55; they were 40 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum SimEvent {
-    JobArrives(usize),
+    JobArrives(u32),
     /// The next task of an open-loop job is submitted.
-    NextArrival(usize),
+    NextArrival(u32),
     /// A job's CPU phase before its next launch ends: the task is submitted.
-    CpuPhaseEnds(usize),
-    // slot as u32 keeps the queue's entries at 40 bytes, as before slots existed
+    CpuPhaseEnds(u32),
+    /// The task predicted to end first on a slot ends (if the prediction is current).
     TaskEnds {
         slot: u32,
-        task: TaskId,
-        generation: u64,
+        /// The task's index ([`Simulation::task_index`]).
+        task: u32,
+        generation: u32,
     },
     /// The block model of a slot changes state by itself (blocks end, a slice or a
     /// switch ends); some kernels may have finished.
     SlotChanges {
         slot: u32,
-        generation: u64,
+        generation: u32,
     },
     ResetEnds(GpuId),
-    MigrationArrives(usize),
+    MigrationArrives(u32),
     RepartitionEnds(GpuId),
     PowerChanged {
         gpu: GpuId,
@@ -89,6 +93,8 @@ enum SimEvent {
     },
     Tick,
 }
+
+const _: () = assert!(std::mem::size_of::<SimEvent>() == 16);
 
 /// One place work runs: a whole GPU, or one spatial partition of it. Each runs the
 /// shared-GPU model of `tessera-gpu` (exclusive in Flexy's and schedGPU's
@@ -100,8 +106,9 @@ struct Slot {
     model: SlotModel,
     /// Running tasks and when each started (at most one when exclusive).
     running: Vec<(TaskId, Nanos)>,
-    /// Bumped whenever the next finish is predicted again; older predictions are stale.
-    generation: u64,
+    /// Bumped whenever the next finish is predicted again; older predictions are stale
+    /// (wrapping: a prediction 2^32 predictions old is long gone from the queue).
+    generation: u32,
 }
 
 impl Slot {
@@ -414,14 +421,14 @@ impl<'w> Simulation<'w> {
             self.sample_gauges(at);
             self.now = at;
             match event {
-                SimEvent::JobArrives(i) => self.job_arrives(i)?,
-                SimEvent::NextArrival(i) => self.open_arrival(i)?,
+                SimEvent::JobArrives(i) => self.job_arrives(i as usize)?,
+                SimEvent::NextArrival(i) => self.open_arrival(i as usize)?,
                 SimEvent::CpuPhaseEnds(i) => {
                     self.cpu_phases.0 -= 1;
-                    self.submit_next(i)?
+                    self.submit_next(i as usize)?
                 }
                 SimEvent::TaskEnds { slot, task, generation } => {
-                    self.task_ends(slot as usize, Some(task), generation)?
+                    self.task_ends(slot as usize, Some(TaskId(u64::from(task))), generation)?
                 }
                 SimEvent::SlotChanges { slot, generation } => {
                     self.task_ends(slot as usize, None, generation)?
@@ -430,7 +437,7 @@ impl<'w> Simulation<'w> {
                     self.gpus[gpu.0 as usize].resetting = false;
                     self.deliver(&Event::GpuResetDone { gpu })?;
                 }
-                SimEvent::MigrationArrives(i) => self.migration_arrives(i)?,
+                SimEvent::MigrationArrives(i) => self.migration_arrives(i as usize)?,
                 SimEvent::RepartitionEnds(gpu) => self.repartition_ends(gpu)?,
                 SimEvent::PowerChanged { gpu, powered } => {
                     let now = self.now;
@@ -589,18 +596,27 @@ impl<'w> Simulation<'w> {
     /// prediction.
     fn predict_next(&mut self, slot: usize) {
         let s = &mut self.slots[slot];
-        s.generation += 1;
+        s.generation = s.generation.wrapping_add(1);
         let generation = s.generation;
         let slot = slot as u32;
         match s.model.next_wake() {
             Some((at, Some(id))) => {
-                self.schedule(Nanos(at), SimEvent::TaskEnds { slot, task: TaskId(id), generation })
+                let task = Self::task_index(id);
+                self.schedule(Nanos(at), SimEvent::TaskEnds { slot, task, generation })
             }
             Some((at, None)) => {
                 self.schedule(Nanos(at), SimEvent::SlotChanges { slot, generation })
             }
             None => {}
         }
+    }
+
+    /// A task's id as a queued event holds it: 32 bits, as every index the queue
+    /// holds ([`SimEvent`]); a run of more tasks than that is refused when submitted.
+    #[inline]
+    fn task_index(id: u64) -> u32 {
+        debug_assert!(u32::try_from(id).is_ok(), "task ids fit 32 bits (checked at submission)");
+        id as u32
     }
 
     /// `task` started running on `gpu`: its books (residency, busy time, energy).

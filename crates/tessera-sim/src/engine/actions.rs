@@ -456,7 +456,7 @@ impl Simulation<'_> {
         self.gpus[to.0 as usize].incoming += 1;
         self.counts.migrations += 1;
         self.migrations.push(Some(MigrationSim { job, to, tasks: moving }));
-        self.schedule(arrive, SimEvent::MigrationArrives(self.migrations.len() - 1));
+        self.schedule(arrive, SimEvent::MigrationArrives((self.migrations.len() - 1) as u32));
         Ok(())
     }
 

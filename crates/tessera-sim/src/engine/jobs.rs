@@ -34,7 +34,7 @@ impl Simulation<'_> {
         let next = self.jobs[i].next_task;
         if next < job.tasks.len() {
             let at = job.arrivals.get(next).copied().unwrap_or(self.now).max(self.now);
-            self.schedule(at, SimEvent::NextArrival(i));
+            self.schedule(at, SimEvent::NextArrival(i as u32));
         }
         Ok(())
     }
@@ -49,7 +49,7 @@ impl Simulation<'_> {
             return self.submit_next(job);
         }
         if state.next_task < state.tasks {
-            self.schedule(self.now + cpu, SimEvent::CpuPhaseEnds(job));
+            self.schedule(self.now + cpu, SimEvent::CpuPhaseEnds(job as u32));
             self.cpu_phases.0 += 1;
             self.cpu_phases.1 = self.cpu_phases.1.max(self.cpu_phases.0);
         }
@@ -66,6 +66,10 @@ impl Simulation<'_> {
         state.next_task += 1;
         let launch = state.launch;
         let id = TaskId(self.tasks.len() as u64);
+        if u32::try_from(id.0).is_err() {
+            // (a queued event holds a task's index in 32 bits: `SimEvent`)
+            return Err(self.violation(format!("{id}: more tasks than a run holds")));
+        }
         self.tasks.push(TaskRecord {
             job: job_index,
             class: job.tenant.class,
@@ -95,7 +99,7 @@ impl Simulation<'_> {
         &mut self,
         slot: usize,
         task: Option<TaskId>,
-        generation: u64,
+        generation: u32,
     ) -> Fallible {
         if self.slots[slot].generation != generation {
             // killed by a reset or a migration, or (sharing) superseded by a later
