@@ -1,7 +1,7 @@
 //! The floor of the simulator's architecture (issue 55), measured rather than argued:
 //! the least an engine of the same shape must do per task on `tessera bench sim`'s
 //! co-location workload under round robin — a `Box<dyn Policy>` told of each event as
-//! an [`Event`] and answering [`Action`]s, an event queue of (time, sequence) entries,
+//! an [`Event`] and answering [`Action`]s, the engine's event queue of (time, sequence) entries,
 //! `tessera-gpu`'s exclusive model, a record per task — and nothing else: no
 //! partitions, resets, migrations, batches, CPU phases, residency or per-GPU
 //! measurements, and only the checks that a dispatch goes to an idle GPU and a waiting
@@ -17,8 +17,6 @@
 //! `scripts/sim-instructions.sh` counts the engine's. Usage: `engine_floor [SCALE]`
 //! (the node as a multiple of 4 GPUs and 32 jobs; the bench's workloads at that scale).
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::hint::black_box;
 use tessera_core::{
     Action, Event, GpuId, GpuSpec, Nanos, Placement, Policy, PolicyConfig, TaskId, TaskSpec,
@@ -26,30 +24,23 @@ use tessera_core::{
 use tessera_gpu::exclusive::ExclusiveGpu;
 use tessera_sim::Workload;
 use tessera_sim::engine::{Sharing, SimOptions, Simulation};
+use tessera_sim::min_heap::{Keyed, MinHeap};
 use tessera_sim::perf::PerfModel;
 use tessera_sim::workloads::colocated::{ColocatedParams, generate};
 
 /// An event: a task's end on a GPU, at (time, sequence number).
+#[derive(Clone, Copy)]
 struct Entry {
     at: u64,
     seq: u64,
     gpu: u32,
     task: u64,
 }
-impl PartialEq for Entry {
-    fn eq(&self, o: &Entry) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Entry) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, o: &Entry) -> Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
+
+impl Keyed for Entry {
+    #[inline(always)]
+    fn before(&self, o: &Entry) -> bool {
+        self.at < o.at || (self.at == o.at && self.seq < o.seq)
     }
 }
 
@@ -75,7 +66,7 @@ struct Gpu {
 struct Lean<'w> {
     w: &'w Workload,
     policy: Box<dyn Policy>,
-    heap: BinaryHeap<Entry>,
+    heap: MinHeap<Entry>,
     seq: u64,
     now: u64,
     gpus: Vec<Gpu>,
@@ -328,7 +319,7 @@ fn measure_with(
             let lean = Lean {
                 w,
                 policy: policy(),
-                heap: BinaryHeap::new(),
+                heap: MinHeap::default(),
                 seq: 0,
                 now: 0,
                 gpus: gpus

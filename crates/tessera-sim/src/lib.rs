@@ -20,6 +20,7 @@ pub mod engine;
 pub mod experiments;
 mod gpu_meter;
 pub mod metrics;
+pub mod min_heap;
 pub mod perf;
 pub mod plot;
 pub mod programs;

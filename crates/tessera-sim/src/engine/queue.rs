@@ -1,13 +1,14 @@
 //! The engine's pending events in (time, sequence) order, from three sources merged
-//! at each pop: a binary heap of what the run schedules, the one pending tick, and
-//! the jobs' arrivals, which are known before the run starts and so are kept as a
-//! sorted list read from its front. On Flexy's workloads the arrivals were nine in
+//! at each pop: a binary heap of what the run schedules ([`MinHeap`]), the one pending
+//! tick, and the jobs' arrivals, which are known before the run starts and so are kept
+//! as a sorted list read from its front. On Flexy's workloads the arrivals were nine in
 //! ten of the heap's entries (its mean length 41 to 49 on 4 GPUs), so every push and
 //! pop of a task's end walked a heap ten times longer than the events in flight
 //! (issue 55). The order of events is exactly the one heap's would be: every entry
 //! carries the sequence number it was scheduled with, and ties go by it.
 
 use super::SimEvent;
+use crate::min_heap::{Keyed, MinHeap};
 use tessera_core::Nanos;
 
 /// A heap entry: 32 bytes, moved whole by the sifts.
@@ -18,80 +19,17 @@ struct Entry {
     event: SimEvent,
 }
 
-impl Entry {
-    /// Whether `self` comes before `other`: by time, then sequence number (distinct,
-    /// so the event never decides).
+impl Keyed for Entry {
+    /// By time, then sequence number (distinct, so the event never decides).
     #[inline(always)]
     fn before(&self, other: &Entry) -> bool {
         self.at < other.at || (self.at == other.at && self.seq < other.seq)
     }
 }
 
-/// A binary min-heap of entries, with the classic sifts: the standard library's heap
-/// (a max-heap over `Ord`, reversed) sifts a pop down to the bottom and back up and
-/// compiled each comparison through `Ordering`s, 116 instructions a pop on 4 GPUs'
-/// queue of five (issue 55). The same order: entries are totally ordered by their keys.
-#[derive(Debug, Default)]
-struct MinHeap {
-    data: Vec<Entry>,
-}
-
-impl MinHeap {
-    #[inline]
-    fn len(&self) -> usize {
-        self.data.len()
-    }
-
-    #[inline]
-    fn peek(&self) -> Option<&Entry> {
-        self.data.first()
-    }
-
-    #[inline]
-    fn push(&mut self, entry: Entry) {
-        let data = &mut self.data;
-        let mut i = data.len();
-        data.push(entry);
-        while i > 0 {
-            let parent = (i - 1) / 2;
-            if !entry.before(&data[parent]) {
-                break;
-            }
-            data[i] = data[parent];
-            i = parent;
-        }
-        data[i] = entry;
-    }
-
-    #[inline]
-    fn pop(&mut self) -> Option<Entry> {
-        let data = &mut self.data;
-        let last = data.pop()?;
-        let Some(&top) = data.first() else { return Some(last) };
-        // the last entry takes the root's place and sinks below every child before it
-        let n = data.len();
-        let mut i = 0;
-        loop {
-            let left = 2 * i + 1;
-            if left >= n {
-                break;
-            }
-            let right = left + 1;
-            let child = if right < n && data[right].before(&data[left]) { right } else { left };
-            if !data[child].before(&last) {
-                break;
-            }
-            data[i] = data[child];
-            i = child;
-        }
-        data[i] = last;
-        Some(top)
-    }
-}
-
 #[derive(Debug, Default)]
 pub(super) struct EventQueue {
-    heap: MinHeap,
+    heap: MinHeap<Entry>,
     /// The next tick (time, sequence number): at most one is ever pending.
     tick: Option<(Nanos, u64)>,
     /// Job arrivals as (time, sequence number, job), sorted; those before `next` have

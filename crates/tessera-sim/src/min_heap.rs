@@ -1,0 +1,130 @@
+//! A binary min-heap of small `Copy` entries with the classic sifts: the event queue of
+//! the task engine, and the floor `tessera bench sim` measures it against (the same
+//! structure, so that the floor is the least this engine's queue does).
+//!
+//! The standard library's heap is a max-heap over `Ord` (reversed for earliest-first):
+//! it sifts a pop down to the bottom and back up, and compiled each comparison through
+//! `Ordering` values: 116 instructions a pop on the 4-GPU bench's queue of five, where
+//! this heap's is 46 (issue 55). The order is the same for totally ordered keys.
+
+/// An entry with a key to order by: [`Keyed::before`] must be a strict total order.
+pub trait Keyed: Copy {
+    /// Whether `self` comes out before `other`.
+    fn before(&self, other: &Self) -> bool;
+}
+
+/// The heap.
+#[derive(Clone, Debug)]
+pub struct MinHeap<T> {
+    data: Vec<T>,
+}
+
+impl<T> Default for MinHeap<T> {
+    fn default() -> MinHeap<T> {
+        MinHeap { data: Vec::new() }
+    }
+}
+
+impl<T: Keyed> MinHeap<T> {
+    /// Entries held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether it holds nothing.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The first entry, if any.
+    #[inline]
+    pub fn peek(&self) -> Option<&T> {
+        self.data.first()
+    }
+
+    /// Add `entry`.
+    #[inline]
+    pub fn push(&mut self, entry: T) {
+        let data = &mut self.data;
+        let mut i = data.len();
+        data.push(entry);
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if !entry.before(&data[parent]) {
+                break;
+            }
+            data[i] = data[parent];
+            i = parent;
+        }
+        data[i] = entry;
+    }
+
+    /// Take the first entry.
+    #[inline]
+    pub fn pop(&mut self) -> Option<T> {
+        let data = &mut self.data;
+        let last = data.pop()?;
+        let Some(&top) = data.first() else { return Some(last) };
+        // the last entry takes the root's place and sinks below every child before it
+        let n = data.len();
+        let mut i = 0;
+        loop {
+            let left = 2 * i + 1;
+            if left >= n {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < n && data[right].before(&data[left]) { right } else { left };
+            if !data[child].before(&last) {
+                break;
+            }
+            data[i] = data[child];
+            i = child;
+        }
+        data[i] = last;
+        Some(top)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    impl Keyed for (u64, u64) {
+        fn before(&self, other: &Self) -> bool {
+            self < other
+        }
+    }
+
+    proptest! {
+        /// Any pushes and pops: every pop and peek is the standard library's heap's
+        /// (reversed), and so is the length.
+        #[test]
+        fn pops_as_the_standard_heap_does(
+            ops in proptest::collection::vec(proptest::option::of(0u64..100), 0..500),
+        ) {
+            let mut heap = MinHeap::default();
+            let mut model = BinaryHeap::new();
+            for (seq, op) in ops.into_iter().enumerate() {
+                match op {
+                    Some(key) => {
+                        heap.push((key, seq as u64));
+                        model.push(Reverse((key, seq as u64)));
+                    }
+                    None => prop_assert_eq!(heap.pop(), model.pop().map(|Reverse(e)| e)),
+                }
+                prop_assert_eq!(heap.peek().copied(), model.peek().map(|Reverse(e)| *e));
+                prop_assert_eq!(heap.len(), model.len());
+            }
+            while let Some(Reverse(e)) = model.pop() {
+                prop_assert_eq!(heap.pop(), Some(e));
+            }
+            prop_assert!(heap.is_empty());
+        }
+    }
+}
