@@ -131,6 +131,9 @@ pub struct FairQueue {
     touched: Vec<Queued>,
     /// Scratch: the keys a dispatch holds a GPU for (lingering ones whose turn it is).
     held: Vec<Queued>,
+    /// Scratch: the keys whose spin budget ran out at an expiry (a vector made per
+    /// expiry was most of the node policy's allocations, issue 55).
+    expired: Vec<Queued>,
     /// Scratch: a key's home GPUs, as relisting compares them.
     homes_scratch: Vec<GpuId>,
     /// The virtual time when nobody is active (the last one's).
@@ -462,7 +465,8 @@ impl FairQueue {
 
     /// Those whose spin budget ran out without a request yield: inactive.
     fn expire(&mut self, board: &Board, now: Nanos) {
-        let mut expired: Vec<Queued> = Vec::new();
+        let mut expired = std::mem::take(&mut self.expired);
+        expired.clear();
         while let Some(&(until, key)) = self.lingering.first() {
             if until > now {
                 break;
@@ -476,7 +480,7 @@ impl FairQueue {
         expired.sort_unstable();
         expired.dedup();
         self.touched.extend_from_slice(&expired);
-        for key in expired {
+        for &key in &expired {
             let backlogged = self.backlogged(board, key);
             let Some(t) = self.tags.get_mut(&key) else { continue };
             t.lingering_until = None;
@@ -489,6 +493,7 @@ impl FairQueue {
                 self.idle_v = t.finish;
             }
         }
+        self.expired = expired;
     }
 
     /// The member of `key` to serve on `gpu`: of those allowed there with a task queued

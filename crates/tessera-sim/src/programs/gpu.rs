@@ -216,7 +216,7 @@ impl ProgramSim {
         if self.samples.is_some() || self.unfinished == 0 {
             return Ok(());
         }
-        let Some(&Reverse((next, _, _))) = self.queue.peek() else { return Ok(()) };
+        let Some(&Queued { at: next, .. }) = self.queue.peek() else { return Ok(()) };
         // a run for a duration reads the models at its end
         let horizon = self.until.map_or(next, |d| next.min(d + Nanos(1)));
         match self.shared[gpu].run_until_a_finish(horizon.0) {

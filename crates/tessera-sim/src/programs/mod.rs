@@ -65,8 +65,8 @@
 
 use crate::engine::SimError;
 use crate::slot_model::{Piece, Sharing, SlotModel};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use crate::min_heap::{Keyed, MinHeap};
+use std::collections::VecDeque;
 use tessera_core::event::MemoryWait;
 use tessera_core::gate::SliceRule;
 use tessera_core::policies::credit::Interactivity;
@@ -79,6 +79,22 @@ use tessera_gpu::occupancy::Launch;
 use tessera_ptx::{SliceConfig, plan};
 
 pub use model::*;
+
+/// A pending event at (time, sequence number): the order is by those alone (sequence
+/// numbers are distinct), in the task engine's heap (`crate::min_heap`).
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    at: Nanos,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Keyed for Queued {
+    #[inline(always)]
+    fn before(&self, other: &Queued) -> bool {
+        self.at < other.at || (self.at == other.at && self.seq < other.seq)
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -233,7 +249,7 @@ pub struct ProgramSim {
     policy: Box<dyn Policy>,
     now: Nanos,
     seq: u64,
-    queue: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
+    queue: MinHeap<Queued>,
     threads: Vec<Thread>,
     cores: Vec<Core>,
     /// Per core, the threads pinned to it, in ascending order (a pick scans only
@@ -406,7 +422,7 @@ impl ProgramSim {
             policy,
             now: Nanos::ZERO,
             seq: 0,
-            queue: BinaryHeap::new(),
+            queue: MinHeap::default(),
             threads,
             cores,
             on_core,
@@ -475,7 +491,7 @@ impl ProgramSim {
         if !matches!(ev, Ev::CpuTick | Ev::PolicyTick) {
             self.live_events += 1;
         }
-        self.queue.push(Reverse((at, self.seq, ev)));
+        self.queue.push(Queued { at, seq: self.seq, ev });
         self.seq += 1;
     }
 
@@ -568,7 +584,7 @@ impl ProgramSim {
     /// but ticks is left).
     fn event_loop(&mut self, until: Option<Nanos>) -> Result<(), SimError> {
         self.until = until;
-        while let Some(&Reverse((at, _, ev))) = self.queue.peek() {
+        while let Some(&Queued { at, ev, .. }) = self.queue.peek() {
             match until {
                 Some(d) if at > d => break,
                 None if self.unfinished == 0 => break,
@@ -606,7 +622,7 @@ impl ProgramSim {
                         for c in 0..self.cores.len() {
                             self.repick(c)?;
                         }
-                    } else if let Some(&Reverse((next, _, _))) = self.queue.peek()
+                    } else if let Some(&Queued { at: next, .. }) = self.queue.peek()
                         // a run for a duration counts the ticks up to its end only
                         && let next = until.map_or(next, |d| next.min(d + Nanos(1)))
                         && next > at
