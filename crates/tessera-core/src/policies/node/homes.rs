@@ -230,13 +230,24 @@ impl NodePolicy {
     /// (its job's GPUs only, for a Slurm job's); false if there is none.
     pub(super) fn place(&mut self, tenant: TenantId) -> bool {
         let (utilization, homed) = self.load_summary();
+        // [`Self::fits`] for every GPU from one walk of the moves under way and one
+        // look-up of the tenant's memory, not both per GPU (issue 55)
+        let need = self.memory_of(tenant).0;
+        let committed = self.params.memory_homes.then(|| self.committed_all());
+        let fits = |g: GpuId| {
+            let fits = committed.as_ref().is_none_or(|c| {
+                c[g.0 as usize] + need <= self.board.gpu_memory(g).0
+            });
+            debug_assert_eq!(fits, self.fits(tenant, g), "{g}: fits drifted");
+            fits
+        };
         let allowed: Vec<GpuId> =
             self.board.tenant_spec(tenant).map_or(Vec::new(), |s| s.gpus.clone());
         let pick = self
             .board
             .gpu_ids()
             .filter(|g| allowed.is_empty() || allowed.contains(g))
-            .filter(|g| self.board.state(*g).is_powered() && self.fits(tenant, *g))
+            .filter(|g| self.board.state(*g).is_powered() && fits(*g))
             // outside the pool if possible; a pinned tenant takes its GPU regardless
             .min_by(|a, b| {
                 let (i, j) = (a.0 as usize, b.0 as usize);
@@ -274,6 +285,19 @@ impl NodePolicy {
     /// Declared memory that `gpu` holds or is promised: the batch tenants homed there,
     /// those moving there (counted at both ends until their move is done), and the
     /// user-facing tenants' (kept free everywhere).
+    /// [`Self::committed`] of every GPU, from one walk of the moves under way.
+    pub(super) fn committed_all(&self) -> Vec<u64> {
+        let services = self.services_memory;
+        let mut committed: Vec<u64> =
+            self.homed_memory.iter().map(|m| m.0 + services).collect();
+        for (t, (to, _)) in &self.moving {
+            if self.homes.get(t) != Some(to) {
+                committed[to.0 as usize] += self.memory_of(*t).0;
+            }
+        }
+        committed
+    }
+
     pub(super) fn committed(&self, gpu: GpuId) -> u64 {
         let services = self.services_memory;
         let incoming: u64 = self
