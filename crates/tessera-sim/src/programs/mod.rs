@@ -64,8 +64,8 @@
 //! [`ConcurrentGpu`]: tessera_gpu::concurrent::ConcurrentGpu
 
 use crate::engine::SimError;
-use crate::slot_model::{Piece, Sharing, SlotModel};
 use crate::min_heap::{Keyed, MinHeap};
+use crate::slot_model::{Piece, Sharing, SlotModel};
 use std::collections::VecDeque;
 use tessera_core::event::MemoryWait;
 use tessera_core::gate::SliceRule;

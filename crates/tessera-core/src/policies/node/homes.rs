@@ -219,9 +219,11 @@ impl NodePolicy {
         }
         debug_assert!({
             let loads = self.loads();
-            loads.iter().zip(&utilization).zip(&homed).all(|((l, u), h)| {
-                dcuda::utilization(l).to_bits() == u.to_bits() && l.len() == *h
-            })
+            loads
+                .iter()
+                .zip(&utilization)
+                .zip(&homed)
+                .all(|((l, u), h)| dcuda::utilization(l).to_bits() == u.to_bits() && l.len() == *h)
         });
         (utilization, homed)
     }
@@ -235,9 +237,9 @@ impl NodePolicy {
         let need = self.memory_of(tenant).0;
         let committed = self.params.memory_homes.then(|| self.committed_all());
         let fits = |g: GpuId| {
-            let fits = committed.as_ref().is_none_or(|c| {
-                c[g.0 as usize] + need <= self.board.gpu_memory(g).0
-            });
+            let fits = committed
+                .as_ref()
+                .is_none_or(|c| c[g.0 as usize] + need <= self.board.gpu_memory(g).0);
             debug_assert_eq!(fits, self.fits(tenant, g), "{g}: fits drifted");
             fits
         };
@@ -288,8 +290,7 @@ impl NodePolicy {
     /// [`Self::committed`] of every GPU, from one walk of the moves under way.
     pub(super) fn committed_all(&self) -> Vec<u64> {
         let services = self.services_memory;
-        let mut committed: Vec<u64> =
-            self.homed_memory.iter().map(|m| m.0 + services).collect();
+        let mut committed: Vec<u64> = self.homed_memory.iter().map(|m| m.0 + services).collect();
         for (t, (to, _)) in &self.moving {
             if self.homes.get(t) != Some(to) {
                 committed[to.0 as usize] += self.memory_of(*t).0;
