@@ -380,7 +380,7 @@ impl Simulation<'_> {
                 }
                 self.batches.remove(&lead);
             }
-            self.slots[slot].generation += 1;
+            self.slots[slot].generation = self.slots[slot].generation.wrapping_add(1);
         }
         self.gpus[gpu.0 as usize].resetting = true;
         self.counts.resets += 1;
