@@ -24,25 +24,12 @@ use tessera_core::{
 use tessera_gpu::exclusive::ExclusiveGpu;
 use tessera_sim::Workload;
 use tessera_sim::engine::{Sharing, SimOptions, Simulation};
-use tessera_sim::min_heap::{Keyed, MinHeap};
+use tessera_sim::min_heap::{MinHeap, Timed};
 use tessera_sim::perf::PerfModel;
 use tessera_sim::workloads::colocated::{ColocatedParams, generate};
 
-/// An event: a task's end on a GPU, at (time, sequence number).
-#[derive(Clone, Copy)]
-struct Entry {
-    at: u64,
-    seq: u64,
-    gpu: u32,
-    task: u64,
-}
-
-impl Keyed for Entry {
-    #[inline(always)]
-    fn before(&self, o: &Entry) -> bool {
-        self.at < o.at || (self.at == o.at && self.seq < o.seq)
-    }
-}
+/// An event: a task's end on a GPU (its index, the task), at (time, sequence number).
+type Entry = Timed<(u32, u64)>;
 
 /// A task's record: its job, where it is (0 waiting, 1 running, 2 ended), its times.
 #[derive(Clone, Copy)]
@@ -111,7 +98,7 @@ impl<'w> Lean<'w> {
         g.model.start(self.now, task.0, exec, 1.0).map_err(|e| e.to_string())?;
         g.running = Some((task.0, self.now));
         let (at, _) = g.model.next_finish().ok_or("no finish")?;
-        self.heap.push(Entry { at, seq: self.seq, gpu: p.gpu.0, task: task.0 });
+        self.heap.push(Entry { at: Nanos(at), seq: self.seq, what: (p.gpu.0, task.0) });
         self.seq += 1;
         Ok(())
     }
@@ -151,14 +138,14 @@ impl<'w> Lean<'w> {
             self.deliver(&Event::TenantRegistered(self.w.jobs[i].tenant.clone()))?;
             self.submit_next(i)?;
         }
-        while let Some(e) = self.heap.pop() {
+        while let Some(Entry { at: Nanos(at), what: (gpu, ended), .. }) = self.heap.pop() {
             self.events += 1;
-            self.k_weighted += u128::from(e.at - self.last) * self.policy.min_reservation() as u128;
-            self.last = e.at;
-            self.now = e.at;
-            let g = &mut self.gpus[e.gpu as usize];
+            self.k_weighted += u128::from(at - self.last) * self.policy.min_reservation() as u128;
+            self.last = at;
+            self.now = at;
+            let g = &mut self.gpus[gpu as usize];
             match g.model.pop_finished(self.now) {
-                Ok(Some(id)) if id == e.task => {}
+                Ok(Some(id)) if id == ended => {}
                 _ => return Err("model disagrees".into()),
             }
             let (task, started) = g.running.take().ok_or("nothing running")?;
@@ -171,7 +158,7 @@ impl<'w> Lean<'w> {
             self.jobs[job].1 += 1;
             self.deliver(&Event::TaskFinished {
                 task: TaskId(task),
-                placement: Placement::whole(GpuId(e.gpu)),
+                placement: Placement::whole(GpuId(gpu)),
                 ran_for: Nanos(ran),
                 measured: true,
                 result: Ok(()),

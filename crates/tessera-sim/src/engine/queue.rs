@@ -8,24 +8,11 @@
 //! carries the sequence number it was scheduled with, and ties go by it.
 
 use super::SimEvent;
-use crate::min_heap::{Keyed, MinHeap};
+use crate::min_heap::{MinHeap, Timed};
 use tessera_core::Nanos;
 
 /// A heap entry: 32 bytes, moved whole by the sifts.
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    at: Nanos,
-    seq: u64,
-    event: SimEvent,
-}
-
-impl Keyed for Entry {
-    /// By time, then sequence number (distinct, so the event never decides).
-    #[inline(always)]
-    fn before(&self, other: &Entry) -> bool {
-        self.at < other.at || (self.at == other.at && self.seq < other.seq)
-    }
-}
+type Entry = Timed<SimEvent>;
 
 #[derive(Debug, Default)]
 pub(super) struct EventQueue {
@@ -63,7 +50,7 @@ impl EventQueue {
         if matches!(event, SimEvent::Tick) {
             self.tick = Some((at, self.seq));
         } else {
-            self.heap.push(Entry { at, seq: self.seq, event });
+            self.heap.push(Entry { at, seq: self.seq, what: event });
         }
         self.seq += 1;
     }
@@ -90,10 +77,10 @@ impl EventQueue {
         // the heap alone once every job has arrived and no tick is pending: most pops
         // of a run without ticks
         if self.tick.is_none() && self.next == self.arrivals.len() {
-            return self.heap.pop().map(|e| (e.at, e.event));
+            return self.heap.pop().map(|e| (e.at, e.what));
         }
         match self.first(true)?.2 {
-            Source::Heap => self.heap.pop().map(|e| (e.at, e.event)),
+            Source::Heap => self.heap.pop().map(|e| (e.at, e.what)),
             Source::Tick => self.tick.take().map(|(at, _)| (at, SimEvent::Tick)),
             Source::Arrival => {
                 let (at, _, job) = self.arrivals[self.next];

@@ -64,7 +64,7 @@
 //! [`ConcurrentGpu`]: tessera_gpu::concurrent::ConcurrentGpu
 
 use crate::engine::SimError;
-use crate::min_heap::{Keyed, MinHeap};
+use crate::min_heap::{MinHeap, Timed};
 use crate::slot_model::{Piece, Sharing, SlotModel};
 use std::collections::VecDeque;
 use tessera_core::event::MemoryWait;
@@ -80,21 +80,8 @@ use tessera_ptx::{SliceConfig, plan};
 
 pub use model::*;
 
-/// A pending event at (time, sequence number): the order is by those alone (sequence
-/// numbers are distinct), in the task engine's heap (`crate::min_heap`).
-#[derive(Clone, Copy, Debug)]
-struct Queued {
-    at: Nanos,
-    seq: u64,
-    ev: Ev,
-}
-
-impl Keyed for Queued {
-    #[inline(always)]
-    fn before(&self, other: &Queued) -> bool {
-        self.at < other.at || (self.at == other.at && self.seq < other.seq)
-    }
-}
+/// A pending event (in the task engine's heap, `crate::min_heap`).
+type Queued = Timed<Ev>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -491,7 +478,7 @@ impl ProgramSim {
         if !matches!(ev, Ev::CpuTick | Ev::PolicyTick) {
             self.live_events += 1;
         }
-        self.queue.push(Queued { at, seq: self.seq, ev });
+        self.queue.push(Queued { at, seq: self.seq, what: ev });
         self.seq += 1;
     }
 
@@ -584,7 +571,7 @@ impl ProgramSim {
     /// but ticks is left).
     fn event_loop(&mut self, until: Option<Nanos>) -> Result<(), SimError> {
         self.until = until;
-        while let Some(&Queued { at, ev, .. }) = self.queue.peek() {
+        while let Some(&Queued { at, what: ev, .. }) = self.queue.peek() {
             match until {
                 Some(d) if at > d => break,
                 None if self.unfinished == 0 => break,

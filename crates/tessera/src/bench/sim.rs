@@ -9,7 +9,7 @@ use std::time::Instant;
 use tessera_core::{Bytes, GpuSpec, Nanos, PolicyConfig};
 use tessera_sim::Workload;
 use tessera_sim::engine::{Sharing, SimOptions, Simulation};
-use tessera_sim::min_heap::{Keyed, MinHeap};
+use tessera_sim::min_heap::{MinHeap, Timed};
 use tessera_sim::perf::PerfModel;
 use tessera_sim::workloads::colocated::{self, ColocatedParams};
 use tessera_sim::workloads::flexy::{FlexyWorkloadParams, Mix, generate};
@@ -111,21 +111,9 @@ fn measure_scaled(
 
 /// An event queue's entry as large as the engine's (32 bytes: when, a sequence number
 /// for ties, and what happens), ordered as the engine's are.
-#[derive(Clone, Copy)]
-struct FloorEntry {
-    at: u64,
-    seq: u64,
-    what: [u64; 2],
-}
+type FloorEntry = Timed<[u64; 2]>;
 
 const _: () = assert!(std::mem::size_of::<FloorEntry>() == 32);
-
-impl Keyed for FloorEntry {
-    #[inline(always)]
-    fn before(&self, other: &FloorEntry) -> bool {
-        self.at < other.at || (self.at == other.at && self.seq < other.seq)
-    }
-}
 
 /// The floor: ns per event of a real event queue held at `len` entries — pop the
 /// earliest, push one at its time plus a random delay (entries the engine's size) —
@@ -141,7 +129,7 @@ fn queue_floor_ns(len: usize, ms: u64) -> f64 {
     };
     let mut heap = MinHeap::default();
     for i in 0..len.max(1) as u64 {
-        heap.push(FloorEntry { at: next() % 1_000_000_000, seq: i, what: [i; 2] });
+        heap.push(FloorEntry { at: Nanos(next() % 1_000_000_000), seq: i, what: [i; 2] });
     }
     let mut seq = len as u64;
     let mut runs: Vec<f64> = (0..5)
@@ -153,7 +141,7 @@ fn queue_floor_ns(len: usize, ms: u64) -> f64 {
                     let e = heap.pop().expect("the queue is never empty");
                     seq += 1;
                     let what = black_box(e.what);
-                    heap.push(FloorEntry { at: e.at + 1 + next() % 1_000_000, seq, what });
+                    heap.push(FloorEntry { at: Nanos(e.at.0 + 1 + next() % 1_000_000), seq, what });
                 }
                 events += 4096;
             }

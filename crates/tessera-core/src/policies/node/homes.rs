@@ -284,9 +284,6 @@ impl NodePolicy {
         }
     }
 
-    /// Declared memory that `gpu` holds or is promised: the batch tenants homed there,
-    /// those moving there (counted at both ends until their move is done), and the
-    /// user-facing tenants' (kept free everywhere).
     /// [`Self::committed`] of every GPU, from one walk of the moves under way.
     pub(super) fn committed_all(&self) -> Vec<u64> {
         let services = self.services_memory;
@@ -299,6 +296,9 @@ impl NodePolicy {
         committed
     }
 
+    /// Declared memory that `gpu` holds or is promised: the batch tenants homed there,
+    /// those moving there (counted at both ends until their move is done), and the
+    /// user-facing tenants' (kept free everywhere).
     pub(super) fn committed(&self, gpu: GpuId) -> u64 {
         let services = self.services_memory;
         let incoming: u64 = self
