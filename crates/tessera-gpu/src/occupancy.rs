@@ -213,14 +213,23 @@ impl SmUse {
         self.shared += n * c.shared;
     }
 
-    /// Give back the resources of `n` blocks costing `c` (none below zero). Apart from
-    /// [`Self::take`], in unsigned arithmetic: both were one signed update clamped at
-    /// zero, a twentieth of `sim dcuda`'s instructions (issue 55).
+    /// Give back the resources of `n` blocks costing `c`, taken before by
+    /// [`Self::take`] (the block model gives back only what a cohort took, so nothing
+    /// goes below zero: debug builds check it). Plain subtractions: both were one
+    /// signed update clamped at zero, a twentieth of `sim dcuda`'s instructions, and
+    /// then saturating ones, an eighth of the release of a cohort's SMs (issue 55).
     pub fn give_back(&mut self, c: &BlockCost, n: u32) {
-        self.blocks = self.blocks.saturating_sub(n);
-        self.threads = self.threads.saturating_sub(n * c.threads);
-        self.registers = self.registers.saturating_sub(n * c.registers);
-        self.shared = self.shared.saturating_sub(n * c.shared);
+        debug_assert!(
+            self.blocks >= n
+                && self.threads >= n * c.threads
+                && self.registers >= n * c.registers
+                && self.shared >= n * c.shared,
+            "giving back more than was taken: {self:?} less {n} of {c:?}"
+        );
+        self.blocks -= n;
+        self.threads -= n * c.threads;
+        self.registers -= n * c.registers;
+        self.shared -= n * c.shared;
     }
 }
 

@@ -100,8 +100,9 @@ impl Ends {
         }
     }
 
-    /// Every entry, in no order (tests compare models with it).
-    #[cfg(test)]
+    /// Every entry, in no order: the live cohorts not frozen, each with its end (the
+    /// chain's search walks them rather than the whole cohort table, most of whose
+    /// entries are retired ones waiting for reuse).
     pub(super) fn entries(&self) -> impl Iterator<Item = (Ps, usize)> + '_ {
         self.heap.iter().map(|&(t, i)| (t, i as usize))
     }
