@@ -185,6 +185,9 @@ struct Repeating {
     cohort: usize,
     /// Its kernel's slot.
     kernel: u32,
+    /// Its blocks (a cohort's count: at most an SM's blocks times the SMs), read here
+    /// rather than from the cohort table again.
+    count: u32,
     end: Ps,
     duration: Ps,
 }

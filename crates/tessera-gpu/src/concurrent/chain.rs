@@ -50,12 +50,17 @@ impl ConcurrentGpu {
         // there for reuse. Its order is no cohort order, and none is needed: only a
         // repeating kernel's group is read in order, sorted by end first, and the
         // rest takes minima)
+        // (whether every cohort collected is of the first end's kernel: the usual case,
+        // one kernel with blocks to place, whose group is then `all` itself)
+        let mut own_only = true;
         for (end, i) in self.ends.entries() {
-            let slot = self.cohorts[i].slot;
-            debug_assert!(self.cohorts[i].live && !self.cohorts[i].frozen);
-            debug_assert_eq!(self.cohorts[i].finish, end);
-            if self.kernels.get(slot).is_some_and(|k| k.pending > 0) {
-                all.push(Repeating { cohort: i, kernel: slot, end, duration: 0 });
+            let c = &self.cohorts[i];
+            debug_assert!(c.live && !c.frozen);
+            debug_assert_eq!(c.finish, end);
+            if self.kernels.get(c.slot).is_some_and(|k| k.pending > 0) {
+                own_only &= c.slot == slot;
+                let count = u32::try_from(c.count).expect("a cohort's blocks fit in 32 bits");
+                all.push(Repeating { cohort: i, kernel: c.slot, count, end, duration: 0 });
             } else {
                 next = next.min(end);
             }
@@ -64,6 +69,19 @@ impl ConcurrentGpu {
         if next <= first {
             self.chain_cohorts = all;
             return None;
+        }
+        if own_only {
+            // one kernel: no grouping, no meetings of two kernels' ends (issue 55: most
+            // full searches in heavy least-loaded runs, a kernel of 31 cohorts on average)
+            let stop = self.kernel_repeats(&mut all, top);
+            next = next.min(stop);
+            self.chain_cohorts = all;
+            if next <= first {
+                return None;
+            }
+            let chain = Chain { first, next };
+            self.chain = Some(chain);
+            return Some(chain);
         }
         // by kernel (a counting sort on the slot), each kernel's sorted by end only if
         // it may repeat (issue 55: sorting all the cohorts, twice, by tuples, was a
@@ -78,14 +96,29 @@ impl ConcurrentGpu {
         // chain, most at the first end's own kernel)
         let own = slot as usize;
         let mut repeating = 0;
-        for slot in std::iter::once(own).chain((0..scratch.durations.len()).filter(|s| *s != own)) {
-            let (from, to) = (scratch.starts[slot], scratch.starts[slot + 1]);
-            if from == to {
-                continue;
+        // then the others by their first end: once one's first end is at or after the
+        // chain's end so far, it and every later one take no part in the chain, whether
+        // they repeat or not, and are not asked (their cohorts are left out of it,
+        // ending after it)
+        let mut others = std::mem::take(&mut scratch.firsts);
+        others.clear();
+        for s in (0..scratch.durations.len()).filter(|s| *s != own) {
+            let group = &scratch.by_kernel[scratch.starts[s]..scratch.starts[s + 1]];
+            if let Some(lo) = group.iter().map(|r| r.end).min() {
+                others.push((lo, s as u32));
             }
+        }
+        others.sort_unstable();
+        for (lo, slot) in std::iter::once((first, slot)).chain(others.iter().copied()) {
+            if lo >= next {
+                break;
+            }
+            let slot = slot as usize;
+            let (from, to) = (scratch.starts[slot], scratch.starts[slot + 1]);
             let stop = self.kernel_repeats(&mut scratch.by_kernel[from..to], top);
             next = next.min(stop);
             if next <= first {
+                scratch.firsts = others;
                 self.chain_scratch = scratch;
                 self.chain_cohorts = all;
                 return None;
@@ -93,6 +126,7 @@ impl ConcurrentGpu {
             scratch.durations[slot] = scratch.by_kernel[from].duration;
             repeating += usize::from(scratch.durations[slot] > 0);
         }
+        scratch.firsts = others;
         for r in &mut all {
             r.duration = scratch.durations[r.kernel as usize];
         }
@@ -160,12 +194,12 @@ impl ConcurrentGpu {
         // the ends in order: round r, cohort j at mine[j].end + r × duration; each
         // repeat needs the blocks of the cohort ending
         let m = mine.len() as u64;
-        let round: u64 = mine.iter().map(|r| self.cohorts[r.cohort].count).sum();
+        let round: u64 = mine.iter().map(|r| u64::from(r.count)).sum();
         let full = k.pending / round;
         let mut left = k.pending - full * round;
         let mut repeats = full * m;
         for r in mine.iter() {
-            let c = self.cohorts[r.cohort].count;
+            let c = u64::from(r.count);
             if left < c {
                 break;
             }
@@ -393,6 +427,8 @@ pub(super) struct Scratch {
     durations: Vec<Ps>,
     /// The merged walk's heads: (next end, slot, rounds walked, cohort in the round).
     heads: Vec<(Ps, u32, u64, u32)>,
+    /// The kernels other than the first end's, by their first end: (end, slot).
+    firsts: Vec<(Ps, u32)>,
 }
 
 impl Scratch {

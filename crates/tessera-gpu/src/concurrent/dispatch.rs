@@ -221,6 +221,12 @@ impl ConcurrentGpu {
         // 28 SMs on average in DCUDA's runs). Their bound after a placement would not
         // bound the other SMs: the one before it, which placing keeps valid, is kept.
         let restricted = std::mem::take(&mut self.walk_freed) && self.contexts == Contexts::Shared;
+        // What the loop's kernels can reach: every SM's room under `bound`, or in a
+        // restricted dispatch, once a placement walked the freed SMs, theirs alone
+        // (the kernels waiting fit nowhere else), so that a kernel after one that
+        // filled them is passed over without a walk (issue 55: two placements in five
+        // in heavy least-loaded runs found no room, most after another's).
+        let mut reach = bound;
         let mut walk = std::mem::take(&mut self.walk);
         walk.clear();
         if restricted {
@@ -257,7 +263,15 @@ impl ConcurrentGpu {
                 continue;
             }
             let (cost, mut pending, block_ps) = (k.cost, k.pending, k.block_ps);
-            if pending == 0 || bound.room_for(&cost, &lim) == 0 {
+            if pending == 0 {
+                continue;
+            }
+            if reach.room_for(&cost, &lim) == 0 {
+                #[cfg(test)]
+                assert!(
+                    walk.iter().all(|sm| self.sms[*sm as usize].room_for(&cost, &lim) == 0),
+                    "slot {slot} passed over by the reach with room"
+                );
                 continue;
             }
             if no_room.iter().any(|f| cost.takes_at_least(f)) {
@@ -269,7 +283,7 @@ impl ConcurrentGpu {
                 continue;
             }
             // the bound after the placement only matters to a kernel after this one
-            let needed = at + 1 < order.len() && !restricted;
+            let needed = at + 1 < order.len();
             let (placed, after) = self.place_breadth_first(&cost, pending, needed, &walk);
             pending -= placed;
             if placed == 0 {
@@ -279,7 +293,10 @@ impl ConcurrentGpu {
             // tighter after a placement (which often fills the GPU); without one the
             // bound before it still holds, as placing only takes
             if needed {
-                bound = after;
+                reach = after;
+                if !restricted {
+                    bound = after;
+                }
             }
             let i = self.free_cohorts.pop().unwrap_or_else(|| {
                 self.cohorts.push(Cohort::default());

@@ -548,3 +548,26 @@ fn a_kernel_costing_more_than_one_without_room_is_not_walked_for() {
     assert_eq!((done[&1], done[&2], done[&4]), (10 * MS, 10 * MS, 10 * MS));
     assert_eq!((done[&5], done[&6]), (11 * MS, 12 * MS));
 }
+
+/// Issue 55: in a dispatch that walks only the SMs a cohort freed, a kernel that finds
+/// them filled by the kernel ahead of it is passed over without a walk. 1024-thread
+/// blocks, two per SM: kernel 1 (120 blocks, 10 ms) fills SMs 0-39 and half of 40-79,
+/// kernel 2 (40 blocks, 1 ms) the other half. Kernels 3 and 4 (40 blocks each, 1 ms)
+/// start at 0.5 ms and fit nowhere. At 1 ms kernel 2 ends: kernel 3 takes its 40
+/// slots, and kernel 4 is not walked for (before: a second walk, placing nothing).
+#[test]
+fn a_kernel_after_one_that_filled_the_freed_sms_is_not_walked_for() {
+    let mut g = shared();
+    g.start(0, 1, kernel(0, 120, 1024, 10 * MS, 0)).unwrap();
+    g.start(0, 2, kernel(0, 40, 1024, MS, 0)).unwrap();
+    g.start(MS / 2, 3, kernel(0, 40, 1024, MS, 0)).unwrap();
+    g.start(MS / 2, 4, kernel(0, 40, 1024, MS, 0)).unwrap();
+    assert_eq!(g.next_event(), Some(MS));
+    let before = g.placement_walks;
+    g.advance(MS).unwrap();
+    assert_eq!(g.pop_finished(), Some((2, MS)));
+    assert_eq!((g.resident_blocks(3), g.resident_blocks(4)), (40, 0));
+    assert_eq!(g.placement_walks - before, 1, "kernel 4 walked for");
+    let done = run_out(&mut g);
+    assert_eq!((done[&1], done[&3], done[&4]), (10 * MS, 2 * MS, 3 * MS));
+}
