@@ -73,7 +73,7 @@ impl ConcurrentGpu {
         if own_only {
             // one kernel: no grouping, no meetings of two kernels' ends (issue 55: most
             // full searches in heavy least-loaded runs, a kernel of 31 cohorts on average)
-            let stop = self.kernel_repeats(&mut all, top);
+            let stop = self.kernel_repeats(&mut all);
             next = next.min(stop);
             self.chain_cohorts = all;
             if next <= first {
@@ -115,7 +115,7 @@ impl ConcurrentGpu {
             }
             let slot = slot as usize;
             let (from, to) = (scratch.starts[slot], scratch.starts[slot + 1]);
-            let stop = self.kernel_repeats(&mut scratch.by_kernel[from..to], top);
+            let stop = self.kernel_repeats(&mut scratch.by_kernel[from..to]);
             next = next.min(stop);
             if next <= first {
                 scratch.firsts = others;
@@ -161,9 +161,8 @@ impl ConcurrentGpu {
 
     /// For one kernel's cohorts, the first of their ends that is not a repeat (its
     /// first end when the kernel does not repeat); when it does, marks each with its
-    /// wave's time and leaves them sorted by end. Cohort `fits` is known to be the
-    /// first to fit on its SMs (the search checked the first end's before anything).
-    fn kernel_repeats(&self, mine: &mut [Repeating], fits: usize) -> Ps {
+    /// wave's time and leaves them sorted by end.
+    fn kernel_repeats(&self, mine: &mut [Repeating]) -> Ps {
         let (first, last) =
             mine.iter().fold((Ps::MAX, 0), |(lo, hi), r| (lo.min(r.end), hi.max(r.end)));
         let Some(k) = self.kernels.get(mine[0].kernel) else { return first };
@@ -174,18 +173,15 @@ impl ConcurrentGpu {
             return first;
         }
         // the first kernel waiting is the first to fit wherever its cohorts end: asked
-        // of each cohort only when another kernel waits ahead of it (issue 55: a call
-        // and a walk of the waiting kernels per cohort, 807,000 calls in one heavy
-        // least-loaded run)
-        if !self.leads(mine[0].kernel)
-            && !mine.iter().all(|r| r.cohort == fits || self.first_to_fit(r.cohort))
-        {
+        // only when another kernel waits ahead of it (issue 55: a call and a walk of
+        // the waiting kernels per cohort, 807,000 calls in one heavy least-loaded run)
+        if !self.leads(mine[0].kernel) && !self.all_first_to_fit(mine, &k.cost) {
             return first;
         }
         #[cfg(test)]
         assert!(
             mine.iter().all(|r| self.first_to_fit(r.cohort)),
-            "the leading kernel does not fit"
+            "a cohort that is not the first to fit passed"
         );
         mine.sort_unstable_by_key(|r| r.end);
         if mine.windows(2).any(|w| w[0].end == w[1].end) {
@@ -348,6 +344,55 @@ impl ConcurrentGpu {
     #[inline]
     fn leads(&self, slot: u32) -> bool {
         self.waiting.iter().next().is_some_and(|(_, first)| first == slot)
+    }
+
+    /// Whether every cohort of `mine` (one kernel's, not the first waiting, each block
+    /// costing `cost`) is the first to fit on its SMs ([`Self::first_to_fit`] of
+    /// each): no kernel waiting ahead of theirs fits on any SM they would free. One
+    /// walk of the waiting order for all of them, not one per cohort, and SMs in one
+    /// state (with as many of the kernel's blocks) asked once in a row across cohorts.
+    /// With two kernels or more ahead, one bound is asked first: the least use of each
+    /// resource on those SMs once freed, whose room is at least each SM's. Issue 55:
+    /// the cohorts asked one by one were a twelfth of a heavy DCUDA run; the bound
+    /// alone cost a heavy least-loaded run 9% more, one kernel ahead and the bound
+    /// too loose to answer.
+    fn all_first_to_fit(&self, mine: &[Repeating], cost: &BlockCost) -> bool {
+        let own = mine[0].kernel;
+        let ahead = || self.waiting.iter().map(|(_, slot)| slot).take_while(|s| *s != own);
+        let cost_of = |slot: u32| self.kernels.get(slot).map(|k| k.cost);
+        if ahead().nth(1).is_some() {
+            let mut bound = SmUse::full(&self.limits);
+            for r in mine {
+                for &(sm, n) in &self.cohorts[r.cohort].on {
+                    let mut freed = self.sms[sm as usize];
+                    freed.give_back(cost, n);
+                    bound = bound.least(&freed);
+                }
+            }
+            if ahead().all(|a| cost_of(a).is_some_and(|c| bound.room_for(&c, &self.limits) == 0)) {
+                return true;
+            }
+        }
+        for a in ahead() {
+            let Some(theirs) = cost_of(a) else { return false };
+            let mut last: Option<(SmUse, u32)> = None;
+            for r in mine {
+                for &(sm, n) in &self.cohorts[r.cohort].on {
+                    let used = self.sms[sm as usize];
+                    if last.is_some_and(|(u, m)| u == used && m == n) {
+                        continue;
+                    }
+                    last = Some((used, n));
+                    let mut freed = used;
+                    freed.give_back(cost, n);
+                    if freed.room_for(&theirs, &self.limits) > 0 {
+                        return false;
+                    }
+                }
+            }
+        }
+        // (own waits: the search asks only of a kernel with blocks to place)
+        self.waiting.iter().any(|(_, slot)| slot == own)
     }
 
     /// Whether cohort `i`'s kernel is the first waiting kernel with room on the SMs
