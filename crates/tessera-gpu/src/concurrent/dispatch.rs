@@ -105,6 +105,48 @@ impl ConcurrentGpu {
         (placed, bound)
     }
 
+    /// [`Self::place_breadth_first`] of at least as many blocks as the SMs of `walk`
+    /// have room for: each takes all its room, found in the same walk (no list of
+    /// rooms, no second walk: issue 55, the placement's two walks were most of a
+    /// dispatch). The same result, SM by SM, as the rounds would give.
+    fn fill_walk(&mut self, cost: &BlockCost, bound_needed: bool, walk: &[u32]) -> (u64, SmUse) {
+        #[cfg(test)]
+        {
+            self.placement_walks += 1;
+        }
+        let (mut placed, mut woken) = (0u64, 0u32);
+        let mut bound = SmUse::full(&self.limits);
+        self.scratch.clear();
+        // an SM in the state of the one before it (before its placement) has its room
+        let mut last: Option<(SmUse, u32)> = None;
+        for &sm in walk {
+            let used = &mut self.sms[sm as usize];
+            let n = match last {
+                Some((u, r)) if u == *used => r,
+                _ => {
+                    let r = used.room_for(cost, &self.limits);
+                    last = Some((*used, r));
+                    r
+                }
+            };
+            if n > 0 {
+                woken += u32::from(used.blocks == 0);
+                used.take(cost, n);
+                self.scratch.push((sm, n));
+                placed += u64::from(n);
+            }
+            if bound_needed {
+                bound = bound.least(used);
+            }
+        }
+        if placed == 0 {
+            return (0, SmUse::full(&self.limits));
+        }
+        self.sms_in_use += woken;
+        self.threads_in_use += placed * u64::from(cost.threads);
+        (placed, bound)
+    }
+
     pub(super) fn dispatch(&mut self) {
         self.dirty = false;
         self.chain = None;
@@ -266,7 +308,9 @@ impl ConcurrentGpu {
             if pending == 0 {
                 continue;
             }
-            if reach.room_for(&cost, &lim) == 0 {
+            // no SM the loop can reach has room for more than this many of its blocks
+            let at_most = reach.room_for(&cost, &lim);
+            if at_most == 0 {
                 #[cfg(test)]
                 assert!(
                     walk.iter().all(|sm| self.sms[*sm as usize].room_for(&cost, &lim) == 0),
@@ -284,7 +328,30 @@ impl ConcurrentGpu {
             }
             // the bound after the placement only matters to a kernel after this one
             let needed = at + 1 < order.len();
-            let (placed, after) = self.place_breadth_first(&cost, pending, needed, &walk);
+            let fill = pending >= u64::from(at_most) * walk.len() as u64;
+            #[cfg(test)]
+            let reference = fill.then(|| {
+                let mut r = self.clone();
+                let out = r.place_breadth_first(&cost, pending, needed, &walk);
+                (r, out)
+            });
+            let (placed, after) = if fill {
+                self.fill_walk(&cost, needed, &walk)
+            } else {
+                self.place_breadth_first(&cost, pending, needed, &walk)
+            };
+            #[cfg(test)]
+            if let Some((r, out)) = reference {
+                assert_eq!((placed, after), out, "filling the walk is not placing its rounds");
+                let books = |g: &Self| (g.sms.clone(), g.sms_in_use, g.threads_in_use);
+                assert_eq!(books(self), books(&r), "filling the walk is not placing its rounds");
+                if placed > 0 {
+                    assert_eq!(
+                        self.scratch, r.scratch,
+                        "filling the walk is not placing its rounds"
+                    );
+                }
+            }
             pending -= placed;
             if placed == 0 {
                 no_room.push(cost);
