@@ -185,8 +185,9 @@ struct Repeating {
     cohort: usize,
     /// Its kernel's slot.
     kernel: u32,
-    /// Its blocks (a cohort's count: at most an SM's blocks times the SMs), read here
-    /// rather than from the cohort table again.
+    /// Its blocks (a cohort's count, at most an SM's blocks times the SMs: a search
+    /// meeting one beyond 32 bits finds no chain), read here rather than from the
+    /// cohort table again.
     count: u32,
     end: Ps,
     duration: Ps,

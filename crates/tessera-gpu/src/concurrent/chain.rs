@@ -59,7 +59,12 @@ impl ConcurrentGpu {
             debug_assert_eq!(c.finish, end);
             if self.kernels.get(c.slot).is_some_and(|k| k.pending > 0) {
                 own_only &= c.slot == slot;
-                let count = u32::try_from(c.count).expect("a cohort's blocks fit in 32 bits");
+                // (a cohort is at most an SM's blocks on each SM: one beyond 32 bits,
+                // on limits no GPU has, is stepped wave by wave instead)
+                let Ok(count) = u32::try_from(c.count) else {
+                    self.chain_cohorts = all;
+                    return None;
+                };
                 all.push(Repeating { cohort: i, kernel: c.slot, count, end, duration: 0 });
             } else {
                 next = next.min(end);
