@@ -380,20 +380,12 @@ impl ConcurrentGpu {
         }
         for a in ahead() {
             let Some(theirs) = cost_of(a) else { return false };
-            let mut last: Option<(SmUse, u32)> = None;
-            for r in mine {
-                for &(sm, n) in &self.cohorts[r.cohort].on {
-                    let used = self.sms[sm as usize];
-                    if last.is_some_and(|(u, m)| u == used && m == n) {
-                        continue;
-                    }
-                    last = Some((used, n));
-                    let mut freed = used;
-                    freed.give_back(cost, n);
-                    if freed.room_for(&theirs, &self.limits) > 0 {
-                        return false;
-                    }
-                }
+            let mut last = None;
+            if mine
+                .iter()
+                .any(|r| self.room_once_freed(&self.cohorts[r.cohort].on, cost, &theirs, &mut last))
+            {
+                return false;
             }
         }
         // (own waits: the search asks only of a kernel with blocks to place)
@@ -414,19 +406,34 @@ impl ConcurrentGpu {
                 return true;
             }
             let Some(theirs) = self.kernels.get(ahead).map(|k| k.cost) else { return false };
-            // SMs in one state after the cohort's blocks go: one room to compute
-            let mut last: Option<(SmUse, u32)> = None;
-            for &(sm, n) in &c.on {
-                let used = self.sms[sm as usize];
-                if last.is_some_and(|(u, m)| u == used && m == n) {
-                    continue;
-                }
-                last = Some((used, n));
-                let mut freed = used;
-                freed.give_back(&cost, n);
-                if freed.room_for(&theirs, &self.limits) > 0 {
-                    return false;
-                }
+            if self.room_once_freed(&c.on, &cost, &theirs, &mut None) {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Whether a block costing `theirs` fits on any SM of `on` once its blocks there
+    /// (costing `cost`) go. SMs in one state, with as many blocks going, have one
+    /// answer: `last` carries the one before across calls for one `theirs`.
+    #[inline]
+    fn room_once_freed(
+        &self,
+        on: &[(u32, u32)],
+        cost: &BlockCost,
+        theirs: &BlockCost,
+        last: &mut Option<(SmUse, u32)>,
+    ) -> bool {
+        for &(sm, n) in on {
+            let used = self.sms[sm as usize];
+            if last.is_some_and(|(u, m)| u == used && m == n) {
+                continue;
+            }
+            *last = Some((used, n));
+            let mut freed = used;
+            freed.give_back(cost, n);
+            if freed.room_for(theirs, &self.limits) > 0 {
+                return true;
             }
         }
         false

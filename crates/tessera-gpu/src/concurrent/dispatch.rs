@@ -108,7 +108,9 @@ impl ConcurrentGpu {
     /// [`Self::place_breadth_first`] of at least as many blocks as the SMs of `walk`
     /// have room for: each takes all its room, found in the same walk (no list of
     /// rooms, no second walk: issue 55, the placement's two walks were the largest
-    /// part of a dispatch). The same result, SM by SM, as the rounds would give.
+    /// part of a dispatch). The same result, SM by SM, as the rounds would give. Its
+    /// books are kept as the rounds' second walk keeps them, written out in both: a
+    /// helper for the two cost heavy runs 0.3-0.6% more instructions.
     fn fill_walk(&mut self, cost: &BlockCost, bound_needed: bool, walk: &[u32]) -> (u64, SmUse) {
         #[cfg(test)]
         {
