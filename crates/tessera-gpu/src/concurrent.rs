@@ -42,7 +42,7 @@
 //! instant are placed the same whatever the order of the calls; a paused GPU
 //! (resetting, migrating) makes no progress.
 
-use crate::occupancy::{BlockCost, Launch, SmLimits, SmUse, occupancy};
+use crate::occupancy::{BlockCost, Launch, Shapes, SmLimits, SmUse};
 use crate::sharing::{Ns, PieceId};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -277,6 +277,8 @@ pub struct ConcurrentGpu {
     stretch: f64,
     /// Whether the kernels present changed since `stretch` was computed.
     stretch_stale: bool,
+    /// The launches' block shapes seen, with their occupancy arithmetic.
+    shapes: Shapes,
     /// Scratch: the cohorts ending at one instant.
     ending: Vec<usize>,
     /// Scratch: (SM, blocks) of one placement, swapped into its cohort.
@@ -358,6 +360,7 @@ impl ConcurrentGpu {
             room_bound: SmUse::default(),
             stretch: 1.0,
             stretch_stale: true,
+            shapes: Shapes::new(limits),
             ending: Vec::new(),
             scratch: Vec::with_capacity(limits.sms as usize),
             rooms: vec![0; limits.sms as usize],
@@ -419,8 +422,8 @@ impl ConcurrentGpu {
         if self.kernels.slot_of(id).is_some() {
             return Err(ConcurrentError::Duplicate(id));
         }
-        let cost = BlockCost::of(&k.launch, &self.limits).ok_or(ConcurrentError::DoesNotFit(id))?;
-        let occ = occupancy(&k.launch, &self.limits);
+        let cost = self.shapes.block_cost(&k.launch).ok_or(ConcurrentError::DoesNotFit(id))?;
+        let occ = self.shapes.occupancy(&k.launch);
         let slots = u64::from(occ.blocks_per_sm) * u64::from(self.limits.sms);
         let waves = k.launch.grid_blocks.div_ceil(slots.max(1)).max(1);
         // rounded down: the kernel alone ends within its last nanosecond

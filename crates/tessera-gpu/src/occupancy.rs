@@ -92,10 +92,17 @@ fn round_up(x: u32, to: u32) -> u32 {
 
 /// The occupancy arithmetic (see the module docs).
 pub fn occupancy(l: &Launch, gpu: &SmLimits) -> Occupancy {
-    let none = Occupancy { blocks_per_sm: 0, occupancy: 0.0, demand: 0.0 };
     if l.threads_per_block == 0 || l.grid_blocks == 0 {
-        return none;
+        return Occupancy::NONE;
     }
+    let (blocks_per_sm, occupancy) = per_sm(l, gpu);
+    Occupancy::of_grid(l.grid_blocks, blocks_per_sm, occupancy, gpu)
+}
+
+/// The part of the arithmetic that depends on the block's shape alone (its
+/// divisions): resident blocks per SM and the occupancy they give, (0, 0) if none
+/// fits. `l.threads_per_block` is not 0.
+fn per_sm(l: &Launch, gpu: &SmLimits) -> (u32, f64) {
     let warps_per_block = l.threads_per_block.div_ceil(gpu.warp_size);
     let by_threads = gpu.max_threads_per_sm / (warps_per_block * gpu.warp_size);
     let regs_per_warp =
@@ -108,14 +115,74 @@ pub fn occupancy(l: &Launch, gpu: &SmLimits) -> Occupancy {
     };
     let blocks_per_sm = by_threads.min(by_registers).min(by_shared).min(gpu.max_blocks_per_sm);
     if blocks_per_sm == 0 {
-        return none;
+        return (0, 0.0);
     }
     let max_warps = gpu.max_threads_per_sm / gpu.warp_size;
-    let slots = u64::from(blocks_per_sm) * u64::from(gpu.sms);
-    Occupancy {
-        blocks_per_sm,
-        occupancy: f64::from(blocks_per_sm * warps_per_block) / f64::from(max_warps),
-        demand: (l.grid_blocks as f64 / slots as f64).min(1.0),
+    (blocks_per_sm, f64::from(blocks_per_sm * warps_per_block) / f64::from(max_warps))
+}
+
+impl Occupancy {
+    const NONE: Occupancy = Occupancy { blocks_per_sm: 0, occupancy: 0.0, demand: 0.0 };
+
+    /// A grid of `grid_blocks` (not 0) of a shape with `blocks_per_sm` and `occupancy`.
+    fn of_grid(grid_blocks: u64, blocks_per_sm: u32, occupancy: f64, gpu: &SmLimits) -> Self {
+        if blocks_per_sm == 0 {
+            return Occupancy::NONE;
+        }
+        let slots = u64::from(blocks_per_sm) * u64::from(gpu.sms);
+        Occupancy { blocks_per_sm, occupancy, demand: (grid_blocks as f64 / slots as f64).min(1.0) }
+    }
+}
+
+/// The block shapes (threads, registers, shared memory per block) seen on one GPU,
+/// each with what the arithmetic gives for it whatever its grid: a program launches
+/// the same shape again and again, and the arithmetic's seven divisions per launch,
+/// done twice or three times (its demand, its block cost, its start), were a
+/// fiftieth of `sim dcuda`'s time (issue 55). Few shapes: a walk of them is cheaper
+/// than the divisions.
+#[derive(Clone, Debug)]
+pub struct Shapes {
+    limits: SmLimits,
+    /// (threads, registers, shared) per block; blocks per SM and occupancy; block cost.
+    known: Vec<([u32; 3], (u32, f64), Option<BlockCost>)>,
+}
+
+impl Shapes {
+    /// No shapes yet, on a GPU of `limits`.
+    pub fn new(limits: SmLimits) -> Shapes {
+        Shapes { limits, known: Vec::new() }
+    }
+
+    fn entry(&mut self, l: &Launch) -> &([u32; 3], (u32, f64), Option<BlockCost>) {
+        let key = [l.threads_per_block, l.registers_per_thread, l.shared_per_block];
+        let i = match self.known.iter().position(|(k, _, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                let per_sm = per_sm(l, &self.limits);
+                let cost = BlockCost::of(l, &self.limits);
+                self.known.push((key, per_sm, cost));
+                self.known.len() - 1
+            }
+        };
+        &self.known[i]
+    }
+
+    /// [`occupancy`] of `l` on this GPU.
+    pub fn occupancy(&mut self, l: &Launch) -> Occupancy {
+        if l.threads_per_block == 0 || l.grid_blocks == 0 {
+            return Occupancy::NONE;
+        }
+        let limits = self.limits;
+        let (_, (blocks_per_sm, occupancy), _) = *self.entry(l);
+        Occupancy::of_grid(l.grid_blocks, blocks_per_sm, occupancy, &limits)
+    }
+
+    /// [`BlockCost::of`] `l` on this GPU.
+    pub fn block_cost(&mut self, l: &Launch) -> Option<BlockCost> {
+        if l.threads_per_block == 0 {
+            return None;
+        }
+        self.entry(l).2
     }
 }
 
@@ -292,5 +359,31 @@ mod tests {
         sm.give_back(&big, 1);
         assert_eq!(sm.room_for(&big, &v), 1);
         assert_eq!(BlockCost::of(&launch(1, 1024, 255, 0), &v), None);
+    }
+
+    proptest::proptest! {
+        /// The memo of shapes answers as the arithmetic does, bit for bit, whatever
+        /// the order and repetition of the launches (shapes of a few values each, so
+        /// that they repeat with other grids).
+        #[test]
+        fn shapes_answer_as_the_arithmetic(
+            launches in proptest::collection::vec(
+                (0u64..3000, proptest::sample::select(vec![0u32, 1, 32, 100, 256, 1024, 1025]),
+                 proptest::sample::select(vec![0u32, 16, 64, 255]),
+                 proptest::sample::select(vec![0u32, 1, 40 * 1024, 100 * 1024])),
+                1..40),
+            gtx in proptest::bool::ANY,
+        ) {
+            let gpu = if gtx { SmLimits::GTX_1080_TI } else { SmLimits::V100 };
+            let mut shapes = Shapes::new(gpu);
+            for (grid, threads, regs, shared) in launches {
+                let l = launch(grid, threads, regs, shared);
+                let (a, b) = (shapes.occupancy(&l), occupancy(&l, &gpu));
+                proptest::prop_assert_eq!(a.blocks_per_sm, b.blocks_per_sm);
+                proptest::prop_assert_eq!(a.occupancy.to_bits(), b.occupancy.to_bits());
+                proptest::prop_assert_eq!(a.demand.to_bits(), b.demand.to_bits());
+                proptest::prop_assert_eq!(shapes.block_cost(&l), BlockCost::of(&l, &gpu));
+            }
+        }
     }
 }

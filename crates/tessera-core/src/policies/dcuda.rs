@@ -41,6 +41,7 @@
 use crate::action::Action;
 use crate::board::Board;
 use crate::event::Event;
+use crate::id_table::IdTable;
 use crate::ids::{GpuId, TenantId};
 use crate::model::GpuSpec;
 use crate::policy::Policy;
@@ -318,8 +319,9 @@ pub struct Dcuda {
     board: Board,
     params: DcudaParams,
     monitor: Monitor,
-    /// Each application's GPU.
-    home: BTreeMap<TenantId, GpuId>,
+    /// Each application's GPU (by id: looked up for each tenant a pass visits, on
+    /// every event; a tree's walk was a hundredth of heavy DCUDA runs, issue 55).
+    home: IdTable<GpuId>,
     /// Applications decided to move, waiting for their running task to end.
     moving: BTreeMap<TenantId, (GpuId, MoveReason)>,
     /// Fairness slicing per GPU.
@@ -345,7 +347,7 @@ impl Dcuda {
             board: Board::with_colocation(gpus, usize::MAX).without_estimates(),
             params,
             monitor: Monitor::default(),
-            home: BTreeMap::new(),
+            home: IdTable::default(),
             moving: BTreeMap::new(),
             rotations: BTreeMap::new(),
             arrived: BTreeMap::new(),
@@ -381,7 +383,7 @@ impl Dcuda {
 
     /// An application's GPU.
     pub fn home(&self, tenant: TenantId) -> Option<GpuId> {
-        self.home.get(&tenant).copied()
+        self.home.get(tenant.0).copied()
     }
 
     fn gpu_count(&self) -> usize {
@@ -392,7 +394,8 @@ impl Dcuda {
     /// at the GPU it is moving to if a move is decided.
     fn loads(&self) -> Loads {
         let mut loads: Loads = vec![Vec::new(); self.gpu_count()];
-        for (tenant, gpu) in &self.home {
+        for (tenant, gpu) in self.home.iter() {
+            let tenant = &TenantId(tenant);
             let at = self.moving.get(tenant).map_or(*gpu, |(to, _)| *to);
             let d = self.monitor.demand(*tenant).unwrap_or(0.0);
             if let Some(l) = loads.get_mut(at.0 as usize) {
@@ -426,7 +429,7 @@ impl Dcuda {
                     .unwrap_or(GpuId(0))
             }
         };
-        self.home.insert(tenant, gpu);
+        self.home.insert(tenant.0, gpu);
     }
 
     /// The monitor's sample and the scheduler's three steps.
@@ -463,13 +466,13 @@ impl Dcuda {
         // applications already moving, or not yet measured, are not candidates
         let pinned: std::collections::BTreeSet<TenantId> = self
             .home
-            .keys()
+            .iter()
+            .map(|(t, _)| TenantId(t))
             .filter(|t| {
                 self.moving.contains_key(t)
-                    || self.monitor.demand(**t).is_none()
+                    || self.monitor.demand(*t).is_none()
                     || self.arrived.get(t).is_some_and(|at| now < *at + self.params.min_stay)
             })
-            .copied()
             .collect();
         let mut candidates: Loads = loads
             .iter()
@@ -512,7 +515,7 @@ impl Dcuda {
 
     /// Whether the move stands (a tenant pinned elsewhere does not move).
     fn decide(&mut self, now: Nanos, m: Move) -> bool {
-        let Some(home) = self.home.get(&m.tenant).copied() else { return false };
+        let Some(home) = self.home.get(m.tenant.0).copied() else { return false };
         // a pinned tenant moves only among its GPUs
         if self
             .board
@@ -598,7 +601,8 @@ impl Dcuda {
                 }
             }
         }
-        start_moves(&mut self.board, &self.home, &mut self.moving, actions);
+        let home = &self.home;
+        start_moves(&mut self.board, |t| home.get(t.0).copied(), &mut self.moving, actions);
         // Only a tenant with queued tasks or held by the monitor can change below: one
         // with neither would only be released, which holds nothing (issue 55: a walk
         // of every application on every event was most of the policy's time). Merged
@@ -610,14 +614,14 @@ impl Dcuda {
         visit.sort_unstable();
         visit.dedup();
         #[cfg(debug_assertions)]
-        for tenant in self.home.keys() {
-            if visit.binary_search(tenant).is_err() {
-                debug_assert_eq!(self.board.queue_of(*tenant).0, 0, "{tenant:?} not visited");
-                debug_assert!(!self.monitor.is_held(*tenant), "{tenant:?} held, not visited");
+        for tenant in self.home.iter().map(|(t, _)| TenantId(t)) {
+            if visit.binary_search(&tenant).is_err() {
+                debug_assert_eq!(self.board.queue_of(tenant).0, 0, "{tenant:?} not visited");
+                debug_assert!(!self.monitor.is_held(tenant), "{tenant:?} held, not visited");
             }
         }
         for &tenant in &visit {
-            let Some(&gpu) = self.home.get(&tenant) else { continue };
+            let Some(&gpu) = self.home.get(tenant.0) else { continue };
             let (queued, _) = self.board.queue_of(tenant);
             if queued == 0 {
                 self.monitor.release(tenant, now);
@@ -653,14 +657,14 @@ impl Dcuda {
 /// refuses (no room for its memory, target unavailable) is dropped: the tenant stays.
 pub(crate) fn start_moves(
     board: &mut Board,
-    home: &BTreeMap<TenantId, GpuId>,
+    home: impl Fn(TenantId) -> Option<GpuId>,
     moving: &mut BTreeMap<TenantId, (GpuId, MoveReason)>,
     actions: &mut Vec<Action>,
 ) {
     // in tenant order, each decided move kept until it starts or cannot (no list of
     // them made per event: issue 55)
     moving.retain(|&tenant, (to, _)| {
-        let Some(from) = home.get(&tenant).copied() else { return false };
+        let Some(from) = home(tenant) else { return false };
         if board.is_migrating(tenant) || board.tenant_runs(tenant) {
             return true;
         }
@@ -720,11 +724,11 @@ impl Policy for Dcuda {
                 self.place(spec.id);
                 // a tenant pinned to GPUs (a Slurm job's) lives on its first one
                 if let Some(g) = spec.gpus.first() {
-                    self.home.insert(spec.id, *g);
+                    self.home.insert(spec.id.0, *g);
                 }
             }
             Event::TenantLeft { tenant, .. } => {
-                self.home.remove(tenant);
+                self.home.remove(tenant.0);
                 self.moving.remove(tenant);
                 self.arrived.remove(tenant);
                 self.raised.remove(tenant);
@@ -732,11 +736,11 @@ impl Policy for Dcuda {
             }
             Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
             // a tenant that left while its move was under way is gone: no home for it
-            Event::MigrationDone { tenant, .. } if !self.home.contains_key(tenant) => {
+            Event::MigrationDone { tenant, .. } if self.home.get(tenant.0).is_none() => {
                 self.moving.remove(tenant);
             }
             Event::MigrationDone { tenant, to } => {
-                self.home.insert(*tenant, *to);
+                self.home.insert(tenant.0, *to);
                 self.moving.remove(tenant);
                 self.arrived.insert(*tenant, now);
             }

@@ -757,7 +757,8 @@ impl NodePolicy {
                 self.moving.remove(&tenant);
             }
         }
-        dcuda::start_moves(&mut self.board, &self.homes, &mut self.moving, actions);
+        let homes = &self.homes;
+        dcuda::start_moves(&mut self.board, |t| homes.get(&t).copied(), &mut self.moving, actions);
         self.dispatch(now, actions);
         for a in &actions[first_action..] {
             if let Action::Dispatch { task, placement } = a

@@ -64,9 +64,18 @@ impl ConcurrentGpu {
             let mut by_room = std::mem::take(&mut self.by_room);
             by_room.clear();
             by_room.resize(most as usize + 1, 0);
-            for r in &rooms {
-                by_room[*r as usize] += 1;
+            // counted a run of equal rooms at a time (breadth-first placement leaves
+            // long runs): an increment per SM of the same count waited on the last
+            // one's store, the dispatcher's hottest instruction (issue 55)
+            let (mut run_of, mut run) = (rooms[0], 0u32);
+            for &r in &rooms {
+                if r != run_of {
+                    by_room[run_of as usize] += run;
+                    (run_of, run) = (r, 0);
+                }
+                run += 1;
             }
+            by_room[run_of as usize] += run;
             let (mut rounds, mut filled) = (0u32, 0u64);
             let mut above = rooms.len() as u64 - u64::from(by_room[0]);
             while rounds < most && filled + above <= pending {

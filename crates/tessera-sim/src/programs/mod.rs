@@ -75,7 +75,7 @@ use tessera_core::{
     TaskSpec, TenantId, TenantSpec,
 };
 use tessera_gpu::concurrent::KernelLaunch;
-use tessera_gpu::occupancy::Launch;
+use tessera_gpu::occupancy::{Launch, Shapes};
 use tessera_ptx::{SliceConfig, plan};
 
 pub use model::*;
@@ -265,6 +265,9 @@ pub struct ProgramSim {
     piece_owner: Vec<usize>,
     /// Kernels placed by the policy, by id (as `piece_owner`; [`Placing::Policy`]).
     placed: Vec<placed::PlacedKernel>,
+    /// The block device's launch shapes seen, with their occupancy (a placed
+    /// kernel's demand).
+    shapes: Option<Shapes>,
     /// Per thread, its placed kernels not yet finished.
     open_kernels: Vec<Vec<TaskId>>,
     /// Per thread, whether the policy raised its stream's priority.
@@ -444,6 +447,10 @@ impl ProgramSim {
                 .collect(),
             shared_generation: vec![0; model.device.gpus() as usize],
             piece_owner: Vec::new(),
+            shapes: match model.device {
+                Device::Blocks(b) => Some(Shapes::new(b.limits)),
+                _ => None,
+            },
             placed: Vec::new(),
             open_kernels: vec![Vec::new(); tenants.len()],
             raised: vec![false; tenants.len()],

@@ -9,7 +9,6 @@ use crate::gpu_meter::GpuMeter;
 use crate::slot_model::{Piece, RAISED_STREAM};
 use tessera_core::{LaunchInfo, PerMille};
 use tessera_gpu::migration::MigrationCost;
-use tessera_gpu::occupancy::occupancy;
 
 /// A kernel the policy places: a task of its, by id (its id is its place in launch
 /// order, which is also its piece's id on the block model).
@@ -87,9 +86,10 @@ impl ProgramSim {
         alone: Nanos,
         launch: Launch,
     ) -> Result<(), SimError> {
-        let Device::Blocks(b) = self.model.device else {
+        let Some(shapes) = self.shapes.as_mut() else {
             return Err(self.violation("a placed kernel off the block device".into()));
         };
+        let demand = shapes.occupancy(&launch).demand;
         let id = TaskId(self.piece_owner.len() as u64);
         self.piece_owner.push(i);
         self.placed.push(PlacedKernel { thread: i, alone, launch, at: KernelAt::Waiting });
@@ -99,7 +99,6 @@ impl ProgramSim {
         t.launched += 1;
         t.gpu_ns += alone.0;
         self.changed = true;
-        let demand = occupancy(&launch, &b.limits).demand;
         self.deliver(Event::TaskSubmitted(TaskSpec {
             id,
             tenant: TenantId(i as u64),
