@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use tessera_core::action::TaskEndReason;
 use tessera_core::event::Event;
 use tessera_core::{
-    Action, GpuId, GpuSpec, Nanos, PartitionId, PerMille, Placement, Policy, TaskId, TaskSpec,
-    TenantId,
+    Action, GpuId, GpuSpec, Nanos, PartitionId, PerMille, Placement, Policy, ServiceClass, TaskId,
+    TaskSpec, TenantId,
 };
 use tessera_gpu::concurrent::KernelLaunch;
 use tessera_gpu::occupancy::Launch;
@@ -195,6 +195,13 @@ struct JobSim {
     /// Whether its kernel has a measured profile (the profiled path of
     /// [`Simulation::piece`]).
     profiled: bool,
+    /// Its tenant and its kernel, what each submission reads of the workload's job
+    /// besides the task's work (issue 55: at 100x the node, the workload's jobs
+    /// outgrow the caches and each read of one was a miss), and the tenant's class,
+    /// which its tasks' records leave out.
+    tenant: TenantId,
+    class: ServiceClass,
+    kernel: u32,
 }
 
 impl JobSim {
@@ -214,6 +221,9 @@ impl JobSim {
             launch,
             demand: launch.map_or(1.0, |l| (f64::from(l.demand.0) / 1000.0).clamp(1e-3, 1.0)),
             profiled: perf.profiles.contains_key(&job.kernel),
+            tenant: job.tenant.id,
+            class: job.tenant.class,
+            kernel: job.kernel,
         }
     }
 
@@ -486,10 +496,12 @@ impl<'w> Simulation<'w> {
             })
             .collect();
         let tenant_of_job: Vec<TenantId> = self.workload.jobs.iter().map(|j| j.tenant.id).collect();
+        let class_of_job: Vec<ServiceClass> = self.jobs.iter().map(|j| j.class).collect();
         Ok(RunMetrics::from_records(
             &self.tasks,
             &host_per_job,
             &tenant_of_job,
+            &class_of_job,
             // exclusive: the runs' own durations, as the paper's NVSMI measured; shared:
             // time with anything running (NVSMI's busy fraction; the runs overlap)
             self.gpus
@@ -722,8 +734,8 @@ impl<'w> Simulation<'w> {
     fn sla_windows(&self, window: Nanos) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
         for t in &self.tasks {
-            let (tessera_core::ServiceClass::UserFacing { sla }, Some((end, TaskEnd::Done))) =
-                (t.class, &t.end)
+            let (ServiceClass::UserFacing { sla }, Some((end, TaskEnd::Done))) =
+                (self.jobs[t.job].class, &t.end)
             else {
                 continue;
             };

@@ -30,10 +30,11 @@ impl Simulation<'_> {
                     return Err(self.violation(format!("{task} ended while running")));
                 }
                 let end = match reason {
-                    TaskEndReason::Unschedulable(why) => TaskEnd::Failed(why),
+                    TaskEndReason::Unschedulable(_) => TaskEnd::Failed,
                     TaskEndReason::Dropped => TaskEnd::Dropped,
-                    other => TaskEnd::Cancelled(format!("{other:?}")),
+                    _ => TaskEnd::Cancelled,
                 };
+                tracing::debug!(%task, ?reason, "task ended by the policy");
                 self.end_task(task, end)?;
                 let job = self.tasks[task.0 as usize].job;
                 self.maybe_job_done(job)?;

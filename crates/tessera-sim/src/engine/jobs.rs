@@ -57,14 +57,13 @@ impl Simulation<'_> {
     }
 
     pub(super) fn submit_next(&mut self, job_index: usize) -> Fallible {
-        let job = &self.workload.jobs[job_index];
         let state = &mut self.jobs[job_index];
-        if state.next_task >= job.tasks.len() || (job.background && self.foreground_left == 0) {
+        if state.next_task >= state.tasks || (state.background && self.foreground_left == 0) {
             return Ok(());
         }
-        let work = job.tasks[state.next_task];
+        let work = self.workload.jobs[job_index].tasks[state.next_task];
         state.next_task += 1;
-        let launch = state.launch;
+        let (launch, tenant, kernel) = (state.launch, state.tenant, state.kernel);
         let id = TaskId(self.tasks.len() as u64);
         if u32::try_from(id.0).is_err() {
             // (a queued event holds a task's index in 32 bits: `SimEvent`)
@@ -72,7 +71,6 @@ impl Simulation<'_> {
         }
         self.tasks.push(TaskRecord {
             job: job_index,
-            class: job.tenant.class,
             work,
             submitted: self.now,
             first_start: None,
@@ -82,14 +80,8 @@ impl Simulation<'_> {
         });
         self.location.push(Location::Waiting);
         self.tasks_open += 1;
-        let spec = TaskSpec {
-            launch,
-            batch: 1,
-            id,
-            tenant: job.tenant.id,
-            kernel: job.kernel,
-            memory: tessera_core::Bytes(0),
-        };
+        let spec =
+            TaskSpec { launch, batch: 1, id, tenant, kernel, memory: tessera_core::Bytes(0) };
         self.deliver_plain(Event::TaskSubmitted(spec))
     }
 
