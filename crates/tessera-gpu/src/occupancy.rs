@@ -143,8 +143,17 @@ impl Occupancy {
 #[derive(Clone, Debug)]
 pub struct Shapes {
     limits: SmLimits,
-    /// (threads, registers, shared) per block; blocks per SM and occupancy; block cost.
-    known: Vec<([u32; 3], (u32, f64), Option<BlockCost>)>,
+    known: Vec<Shape>,
+}
+
+/// One block shape and what the arithmetic gives for it.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    /// Threads, registers per thread and shared memory per block.
+    key: [u32; 3],
+    blocks_per_sm: u32,
+    occupancy: f64,
+    cost: Option<BlockCost>,
 }
 
 impl Shapes {
@@ -153,18 +162,15 @@ impl Shapes {
         Shapes { limits, known: Vec::new() }
     }
 
-    fn entry(&mut self, l: &Launch) -> &([u32; 3], (u32, f64), Option<BlockCost>) {
+    fn entry(&mut self, l: &Launch) -> Shape {
         let key = [l.threads_per_block, l.registers_per_thread, l.shared_per_block];
-        let i = match self.known.iter().position(|(k, _, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                let per_sm = per_sm(l, &self.limits);
-                let cost = BlockCost::of(l, &self.limits);
-                self.known.push((key, per_sm, cost));
-                self.known.len() - 1
-            }
-        };
-        &self.known[i]
+        if let Some(shape) = self.known.iter().find(|s| s.key == key) {
+            return *shape;
+        }
+        let (blocks_per_sm, occupancy) = per_sm(l, &self.limits);
+        let shape = Shape { key, blocks_per_sm, occupancy, cost: BlockCost::of(l, &self.limits) };
+        self.known.push(shape);
+        shape
     }
 
     /// [`occupancy`] of `l` on this GPU.
@@ -172,9 +178,8 @@ impl Shapes {
         if l.threads_per_block == 0 || l.grid_blocks == 0 {
             return Occupancy::NONE;
         }
-        let limits = self.limits;
-        let (_, (blocks_per_sm, occupancy), _) = *self.entry(l);
-        Occupancy::of_grid(l.grid_blocks, blocks_per_sm, occupancy, &limits)
+        let shape = self.entry(l);
+        Occupancy::of_grid(l.grid_blocks, shape.blocks_per_sm, shape.occupancy, &self.limits)
     }
 
     /// [`BlockCost::of`] `l` on this GPU.
@@ -182,7 +187,7 @@ impl Shapes {
         if l.threads_per_block == 0 {
             return None;
         }
-        self.entry(l).2
+        self.entry(l).cost
     }
 }
 
