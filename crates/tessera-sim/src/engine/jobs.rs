@@ -61,7 +61,13 @@ impl Simulation<'_> {
         if state.next_task >= state.tasks || (state.background && self.foreground_left == 0) {
             return Ok(());
         }
-        let work = self.workload.jobs[job_index].tasks[state.next_task];
+        let k = state.next_task % AHEAD;
+        if k == 0 {
+            let tasks = &self.workload.jobs[job_index].tasks[state.next_task..];
+            let n = tasks.len().min(AHEAD);
+            state.ahead[..n].copy_from_slice(&tasks[..n]);
+        }
+        let work = state.ahead[k];
         state.next_task += 1;
         let (launch, tenant, kernel) = (state.launch, state.tenant, state.kernel);
         let id = TaskId(self.tasks.len() as u64);
