@@ -114,6 +114,11 @@ struct Sorted {
 
 impl Sorted {
     fn insert(&mut self, key: (Nanos, GpuId)) {
+        // after every pair (a start at the present, the usual case): no search
+        if self.v.last().is_none_or(|(k, _)| *k < key) {
+            self.v.push((key, true));
+            return;
+        }
         let at = self.v.partition_point(|(k, _)| *k < key);
         match self.v.get_mut(at) {
             Some((k, live)) if *k == key => {
