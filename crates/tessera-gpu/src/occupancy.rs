@@ -139,7 +139,9 @@ impl Occupancy {
 /// the same shape again and again, and the arithmetic's seven divisions per launch,
 /// done twice or three times (its demand, its block cost, its start), were a
 /// fiftieth of `sim dcuda`'s time (issue 55). Few shapes: a walk of them is cheaper
-/// than the divisions.
+/// than the divisions, and at most [`Shapes::MAX`] are kept (a program that varies its
+/// blocks' shared memory launch by launch has its further shapes computed each time,
+/// not a longer walk on every launch).
 #[derive(Clone, Debug)]
 pub struct Shapes {
     limits: SmLimits,
@@ -157,6 +159,9 @@ struct Shape {
 }
 
 impl Shapes {
+    /// The most shapes kept.
+    pub const MAX: usize = 32;
+
     /// No shapes yet, on a GPU of `limits`.
     pub fn new(limits: SmLimits) -> Shapes {
         Shapes { limits, known: Vec::new() }
@@ -169,7 +174,9 @@ impl Shapes {
         }
         let (blocks_per_sm, occupancy) = per_sm(l, &self.limits);
         let shape = Shape { key, blocks_per_sm, occupancy, cost: BlockCost::of(l, &self.limits) };
-        self.known.push(shape);
+        if self.known.len() < Shapes::MAX {
+            self.known.push(shape);
+        }
         shape
     }
 
@@ -364,6 +371,27 @@ mod tests {
         sm.give_back(&big, 1);
         assert_eq!(sm.room_for(&big, &v), 1);
         assert_eq!(BlockCost::of(&launch(1, 1024, 255, 0), &v), None);
+    }
+
+    /// More shapes than the memo keeps: each still answered as the arithmetic does,
+    /// and the memo stays at its bound.
+    #[test]
+    fn shapes_beyond_the_bound_are_computed_each_time() {
+        let gpu = SmLimits::V100;
+        let mut shapes = Shapes::new(gpu);
+        for round in 0..2u64 {
+            for shared in 0..(2 * Shapes::MAX as u32) {
+                let l = launch(100 + round, 128, 32, shared * 512);
+                let (a, b) = (shapes.occupancy(&l), occupancy(&l, &gpu));
+                assert_eq!(
+                    (a.blocks_per_sm, a.occupancy.to_bits()),
+                    (b.blocks_per_sm, b.occupancy.to_bits())
+                );
+                assert_eq!(a.demand.to_bits(), b.demand.to_bits());
+                assert_eq!(shapes.block_cost(&l), BlockCost::of(&l, &gpu));
+            }
+        }
+        assert_eq!(shapes.known.len(), Shapes::MAX);
     }
 
     proptest::proptest! {
