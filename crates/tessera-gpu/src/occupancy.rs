@@ -172,8 +172,10 @@ impl Shapes {
         if let Some(shape) = self.known.iter().find(|s| s.key == key) {
             return *shape;
         }
+        // (the arithmetic's per-SM part once: its blocks per SM say whether one fits)
         let (blocks_per_sm, occupancy) = per_sm(l, &self.limits);
-        let shape = Shape { key, blocks_per_sm, occupancy, cost: BlockCost::of(l, &self.limits) };
+        let cost = (blocks_per_sm > 0).then(|| BlockCost::of_fitting(l, &self.limits));
+        let shape = Shape { key, blocks_per_sm, occupancy, cost };
         if self.known.len() < Shapes::MAX {
             self.known.push(shape);
         }
@@ -224,10 +226,15 @@ impl BlockCost {
         if occupancy(&Launch { grid_blocks: 1, ..*l }, gpu).blocks_per_sm == 0 {
             return None;
         }
+        Some(BlockCost::of_fitting(l, gpu))
+    }
+
+    /// [`Self::of`] a launch known to fit on an empty SM.
+    fn of_fitting(l: &Launch, gpu: &SmLimits) -> BlockCost {
         let warps = l.threads_per_block.div_ceil(gpu.warp_size);
         let regs_per_warp =
             round_up(l.registers_per_thread.max(1) * gpu.warp_size, gpu.register_granularity);
-        Some(BlockCost {
+        BlockCost {
             threads: warps * gpu.warp_size,
             registers: regs_per_warp * warps,
             shared: if l.shared_per_block == 0 {
@@ -235,7 +242,7 @@ impl BlockCost {
             } else {
                 round_up(l.shared_per_block, gpu.shared_granularity)
             },
-        })
+        }
     }
 }
 

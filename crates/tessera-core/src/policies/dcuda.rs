@@ -395,11 +395,11 @@ impl Dcuda {
     fn loads(&self) -> Loads {
         let mut loads: Loads = vec![Vec::new(); self.gpu_count()];
         for (tenant, gpu) in self.home.iter() {
-            let tenant = &TenantId(tenant);
-            let at = self.moving.get(tenant).map_or(*gpu, |(to, _)| *to);
-            let d = self.monitor.demand(*tenant).unwrap_or(0.0);
+            let tenant = TenantId(tenant);
+            let at = self.moving.get(&tenant).map_or(*gpu, |(to, _)| *to);
+            let d = self.monitor.demand(tenant).unwrap_or(0.0);
             if let Some(l) = loads.get_mut(at.0 as usize) {
-                l.push((*tenant, d));
+                l.push((tenant, d));
             }
         }
         loads
