@@ -163,10 +163,25 @@ struct MigrationSim {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Location {
     Waiting,
-    Running(usize),
+    Running,
     Migrating,
     Ended,
 }
+
+/// The engine's state of a task: its record, where it is, and its job's demand, read
+/// at its dispatch. One cache line: at 100x the bench's node a task's dispatch comes
+/// long after anything else of its job was touched, and each line it read there (its
+/// record, its place in a table of locations, its job's demand) was a miss (issue 55).
+#[derive(Clone, Debug)]
+#[repr(align(64))]
+struct TaskState {
+    record: TaskRecord,
+    /// Its job's kernel's demand on the fluid and exclusive models ([`JobSim`]'s).
+    demand: f64,
+    location: Location,
+}
+
+const _: () = assert!(std::mem::size_of::<TaskState>() == 64);
 
 /// How many of a job's tasks' work [`JobSim`] reads at a time: a cache line's.
 const AHEAD: usize = 8;
@@ -286,8 +301,10 @@ pub struct Simulation<'w> {
     /// slot, and every request in it.
     batches: BTreeMap<TaskId, Vec<TaskId>>,
     jobs: Vec<JobSim>,
-    tasks: Vec<TaskRecord>,
-    location: Vec<Location>,
+    tasks: Vec<TaskState>,
+    /// Whether any job's kernel has a measured profile; without one, a dispatch reads
+    /// nothing of its job's ([`Simulation::piece`]).
+    any_profiled: bool,
     actions: Vec<Action>,
     pool_user_facing: usize,
     pool_weighted: u128,
@@ -345,6 +362,9 @@ impl<'w> Simulation<'w> {
                 energy: EnergyMeter::new(opts.perf.power, 0),
             })
             .collect();
+        let jobs: Vec<JobSim> =
+            workload.jobs.iter().map(|j| JobSim::new(j, workload, &opts.perf)).collect();
+        let any_profiled = jobs.iter().any(|j| j.profiled);
         Simulation {
             workload,
             policy,
@@ -355,9 +375,9 @@ impl<'w> Simulation<'w> {
             migrations: Vec::new(),
             pending_shares: Vec::new(),
             batches: BTreeMap::new(),
-            jobs: workload.jobs.iter().map(|j| JobSim::new(j, workload, &opts.perf)).collect(),
+            jobs,
             tasks: Vec::with_capacity(workload.task_count()),
-            location: Vec::with_capacity(workload.task_count()),
+            any_profiled,
             actions: Vec::new(),
             pool_user_facing: 0,
             pool_weighted: 0,
@@ -477,7 +497,7 @@ impl<'w> Simulation<'w> {
                 }
             }
         }
-        let unfinished = self.tasks.iter().filter(|t| t.end.is_none()).count()
+        let unfinished = self.tasks.iter().filter(|t| t.record.end().is_none()).count()
             + self
                 .workload
                 .jobs
@@ -507,7 +527,7 @@ impl<'w> Simulation<'w> {
         let tenant_of_job: Vec<TenantId> = self.workload.jobs.iter().map(|j| j.tenant.id).collect();
         let class_of_job: Vec<ServiceClass> = self.jobs.iter().map(|j| j.class).collect();
         Ok(RunMetrics::from_records(
-            &self.tasks,
+            self.tasks.iter().map(|t| &t.record),
             &host_per_job,
             &tenant_of_job,
             &class_of_job,
@@ -576,10 +596,10 @@ impl<'w> Simulation<'w> {
     fn job_ends(&self) -> Vec<Option<f64>> {
         let mut ends: Vec<Option<Nanos>> = vec![None; self.workload.jobs.len()];
         let mut open = vec![false; self.workload.jobs.len()];
-        for t in &self.tasks {
-            match t.end {
-                Some((e, _)) => ends[t.job] = Some(ends[t.job].map_or(e, |x| x.max(e))),
-                None => open[t.job] = true,
+        for t in self.tasks.iter().map(|t| &t.record) {
+            match t.end() {
+                Some((e, _)) => ends[t.job()] = Some(ends[t.job()].map_or(e, |x| x.max(e))),
+                None => open[t.job()] = true,
             }
         }
         ends.iter()
@@ -610,7 +630,7 @@ impl<'w> Simulation<'w> {
     /// kernel's host part ([`crate::workload::Kernel::host_per_task`]) comes first and
     /// is not busy time by NVSMI's reading.
     fn kernel_time(&self, task: TaskId, ran: Nanos) -> Nanos {
-        ran - self.jobs[self.tasks[task.0 as usize].job].host
+        ran - self.jobs[self.tasks[task.0 as usize].record.job()].host
     }
 
     /// Schedule the next finish in `slot` from its model, superseding any earlier
@@ -642,17 +662,19 @@ impl<'w> Simulation<'w> {
 
     /// `task` started running on `gpu`: its books (residency, busy time, energy).
     #[inline]
-    fn joined_gpu(&mut self, gpu: GpuId, task: TaskId, slot: usize) {
+    fn joined_gpu(&mut self, gpu: GpuId, task: TaskId) {
         let now = self.now;
-        let job = self.tasks[task.0 as usize].job;
-        let bytes = self.jobs[job].memory;
+        let state = &mut self.tasks[task.0 as usize];
+        state.location = Location::Running;
+        let job = state.record.job();
         let metered = self.opts.measure_gpus;
-        self.location[task.0 as usize] = Location::Running(slot);
         let g = &mut self.gpus[gpu.0 as usize];
         g.meter.started(now);
         if !self.track_residency {
             return;
         }
+        // (its job's line read only here: issue 55)
+        let bytes = self.jobs[job].memory;
         if g.meter.joined(now, job) {
             g.resident_bytes += bytes;
             if metered {
@@ -665,15 +687,16 @@ impl<'w> Simulation<'w> {
     #[inline]
     fn left_gpu(&mut self, gpu: GpuId, task: TaskId) {
         let now = self.now;
-        let job = self.tasks[task.0 as usize].job;
-        let bytes = self.jobs[job].memory;
+        let state = &mut self.tasks[task.0 as usize];
+        state.location = Location::Waiting;
+        let job = state.record.job();
         let metered = self.opts.measure_gpus;
-        self.location[task.0 as usize] = Location::Waiting;
         let g = &mut self.gpus[gpu.0 as usize];
         g.meter.stopped(now);
         if !self.track_residency {
             return;
         }
+        let bytes = self.jobs[job].memory;
         if g.meter.left(now, job) {
             g.resident_bytes -= bytes;
             if metered {
@@ -742,9 +765,9 @@ impl<'w> Simulation<'w> {
     /// submission time.
     fn sla_windows(&self, window: Nanos) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
-        for t in &self.tasks {
+        for t in self.tasks.iter().map(|t| &t.record) {
             let (ServiceClass::UserFacing { sla }, Some((end, TaskEnd::Done))) =
-                (self.jobs[t.job].class, &t.end)
+                (self.jobs[t.job()].class, t.end())
             else {
                 continue;
             };
@@ -753,7 +776,7 @@ impl<'w> Simulation<'w> {
                 out.resize(w + 1, (0, 0));
             }
             out[w].0 += 1;
-            out[w].1 += u64::from(*end - t.submitted <= sla);
+            out[w].1 += u64::from(end - t.submitted <= sla);
         }
         out
     }

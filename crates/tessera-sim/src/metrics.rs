@@ -23,28 +23,86 @@ pub enum TaskEnd {
 /// small: a run keeps one per task (at 100x the bench's node, 320,000), so that their
 /// table is memory a run reuses, not pages faulted in afresh by every run (issue 55:
 /// at 120 bytes the table was above the allocator's 32 MiB of reuse, and faulting
-/// its pages was a quarter of a run's time at 100x).
+/// its pages was a quarter of a run's time at 100x). Its times not yet known are held
+/// as [`TaskRecord::NEVER`] rather than as options, 8 bytes each rather than 16, so
+/// that the engine's state of a task, this record among it, is one cache line (issue
+/// 55: at 100x each line of a task's state was a miss at its dispatch).
 #[derive(Clone, Debug)]
 pub struct TaskRecord {
     /// Index of its job in the workload.
-    pub job: usize,
+    job: u32,
+    /// How it ended, once it has.
+    how: Option<TaskEnd>,
     /// Its true work on the reference GPU.
     pub work: Nanos,
     /// When it was submitted.
     pub submitted: Nanos,
-    /// When it first started.
-    pub first_start: Option<Nanos>,
-    /// When it last started (after any resets).
-    pub last_start: Option<Nanos>,
-    /// How many times a reset killed it.
-    pub kills: u32,
-    /// When and how it ended.
-    pub end: Option<(Nanos, TaskEnd)>,
+    first_start: Nanos,
+    last_start: Nanos,
+    end_at: Nanos,
 }
 
-// (the bench's 100x run keeps 320,000 records: at 80 bytes their 25.6 MB stay under
-// the allocator's 32 MiB threshold, above which every run maps and faults them anew)
-const _: () = assert!(std::mem::size_of::<TaskRecord>() <= 80);
+// (two records with the engine's 16 bytes of a task beside them fill a cache line)
+const _: () = assert!(std::mem::size_of::<TaskRecord>() <= 48);
+
+impl TaskRecord {
+    /// A time not reached (a task not yet started or ended); no run reaches it.
+    const NEVER: Nanos = Nanos(u64::MAX);
+
+    /// A task of `job` with `work`, submitted at `submitted`, not yet started.
+    pub fn new(job: usize, work: Nanos, submitted: Nanos) -> TaskRecord {
+        TaskRecord {
+            job: u32::try_from(job).expect("a workload holds fewer than 2^32 jobs"),
+            how: None,
+            work,
+            submitted,
+            first_start: Self::NEVER,
+            last_start: Self::NEVER,
+            end_at: Self::NEVER,
+        }
+    }
+
+    /// Index of its job in the workload.
+    #[inline]
+    pub fn job(&self) -> usize {
+        self.job as usize
+    }
+
+    /// When it first started.
+    #[inline]
+    pub fn first_start(&self) -> Option<Nanos> {
+        Some(self.first_start).filter(|t| *t != Self::NEVER)
+    }
+
+    /// When it last started (after any resets).
+    #[inline]
+    pub fn last_start(&self) -> Option<Nanos> {
+        Some(self.last_start).filter(|t| *t != Self::NEVER)
+    }
+
+    /// When and how it ended.
+    #[inline]
+    pub fn end(&self) -> Option<(Nanos, TaskEnd)> {
+        self.how.map(|how| (self.end_at, how))
+    }
+
+    /// It started (again) at `now`.
+    #[inline]
+    pub fn started(&mut self, now: Nanos) {
+        debug_assert!(now != Self::NEVER);
+        if self.first_start == Self::NEVER {
+            self.first_start = now;
+        }
+        self.last_start = now;
+    }
+
+    /// It ended at `now`, `how`.
+    #[inline]
+    pub fn ended(&mut self, now: Nanos, how: TaskEnd) {
+        self.end_at = now;
+        self.how = Some(how);
+    }
+}
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
@@ -180,8 +238,8 @@ impl RunMetrics {
     /// kernel's host part per task, which `busy` does not count; `tenant_of_job`: each
     /// job's tenant.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn from_records(
-        tasks: &[TaskRecord],
+    pub(crate) fn from_records<'a>(
+        tasks: impl IntoIterator<Item = &'a TaskRecord>,
         host_per_job: &[Nanos],
         tenant_of_job: &[TenantId],
         class_of_job: &[ServiceClass],
@@ -222,38 +280,38 @@ impl RunMetrics {
             }
         };
         for t in tasks {
-            if t.job >= earlier_started.len() {
-                earlier_started.resize(t.job + 1, Nanos::ZERO);
+            let job = t.job();
+            if job >= earlier_started.len() {
+                earlier_started.resize(job + 1, Nanos::ZERO);
             }
-            let head = t.submitted.max(earlier_started[t.job]);
+            let head = t.submitted.max(earlier_started[job]);
             // a task that never started (cancelled, failed) holds no one back
-            earlier_started[t.job] =
-                earlier_started[t.job].max(t.first_start.unwrap_or(Nanos::ZERO));
-            let Some((end, how)) = &t.end else { continue };
-            let done = *how == TaskEnd::Done;
-            if done && let Some(start) = t.last_start {
-                let host = host_per_job.get(t.job).copied().unwrap_or(Nanos::ZERO);
-                completed_busy += (*end - start - host).0;
+            earlier_started[job] = earlier_started[job].max(t.first_start().unwrap_or(Nanos::ZERO));
+            let Some((end, how)) = t.end() else { continue };
+            let done = how == TaskEnd::Done;
+            if done && let Some(start) = t.last_start() {
+                let host = host_per_job.get(job).copied().unwrap_or(Nanos::ZERO);
+                completed_busy += (end - start - host).0;
             }
             if !done {
                 not_completed += 1;
             }
-            let Some(class) = class_of_job.get(t.job) else { continue };
+            let Some(class) = class_of_job.get(job) else { continue };
             match *class {
-                ServiceClass::UserFacing { .. } if *how == TaskEnd::Dropped => {
+                ServiceClass::UserFacing { .. } if how == TaskEnd::Dropped => {
                     uf_tasks += 1;
                     uf_dropped += 1;
-                    count(t.job, false, true);
+                    count(job, false, true);
                 }
                 ServiceClass::UserFacing { sla } => {
                     if done {
                         uf_tasks += 1;
-                        let latency = *end - t.submitted;
+                        let latency = end - t.submitted;
                         if latency <= sla {
                             uf_met += 1;
                         }
-                        count(t.job, latency > sla, false);
-                        let from_head = *end - head;
+                        count(job, latency > sla, false);
+                        let from_head = end - head;
                         if from_head <= sla {
                             uf_met_from_head += 1;
                         }
@@ -268,7 +326,7 @@ impl RunMetrics {
                     if done {
                         batch_done += 1;
                     }
-                    if let Some(start) = t.last_start {
+                    if let Some(start) = t.last_start() {
                         batch_max_wait = batch_max_wait.max(start - t.submitted);
                     }
                 }
@@ -318,15 +376,11 @@ mod tests {
     use super::*;
 
     fn uf_task(job: usize, submitted: u64, start: u64, end: u64) -> TaskRecord {
-        TaskRecord {
-            job,
-            work: Nanos::from_millis(end - start),
-            submitted: Nanos::from_millis(submitted),
-            first_start: Some(Nanos::from_millis(start)),
-            last_start: Some(Nanos::from_millis(start)),
-            kills: 0,
-            end: Some((Nanos::from_millis(end), TaskEnd::Done)),
-        }
+        let mut t =
+            TaskRecord::new(job, Nanos::from_millis(end - start), Nanos::from_millis(submitted));
+        t.started(Nanos::from_millis(start));
+        t.ended(Nanos::from_millis(end), TaskEnd::Done);
+        t
     }
 
     /// One job's three tasks submitted together on one GPU, 100 ms each: from

@@ -24,8 +24,8 @@ impl Simulation<'_> {
             Action::DispatchBatch { tasks, placement } => self.dispatch(&tasks, placement)?,
             Action::EndTask { task, reason } => {
                 if matches!(
-                    self.location.get(task.0 as usize),
-                    Some(Location::Running(_) | Location::Migrating)
+                    self.tasks.get(task.0 as usize).map(|t| t.location),
+                    Some(Location::Running | Location::Migrating)
                 ) {
                     return Err(self.violation(format!("{task} ended while running")));
                 }
@@ -36,7 +36,7 @@ impl Simulation<'_> {
                 };
                 tracing::debug!(%task, ?reason, "task ended by the policy");
                 self.end_task(task, end)?;
-                let job = self.tasks[task.0 as usize].job;
+                let job = self.tasks[task.0 as usize].record.job();
                 self.maybe_job_done(job)?;
             }
             Action::ResetGpu { gpu, killed } => self.reset(gpu, killed)?,
@@ -87,18 +87,18 @@ impl Simulation<'_> {
             return Err(self.violation(format!("an empty batch dispatched to {gpu}")));
         };
         let slot = self.dispatch_slot(task, placement)?;
-        let job = match self.tasks.get(task.0 as usize) {
-            Some(r) => r.job,
+        let (job, demand) = match self.tasks.get(task.0 as usize) {
+            Some(s) => (s.record.job(), s.demand),
             None => return Err(self.violation(format!("dispatch of unknown {task}"))),
         };
         let mut work = Nanos::ZERO;
         for (i, t) in tasks.iter().enumerate() {
-            match self.location.get(t.0 as usize) {
+            match self.tasks.get(t.0 as usize).map(|s| s.location) {
                 None => return Err(self.violation(format!("dispatch of unknown {t}"))),
                 Some(Location::Ended) => {
                     return Err(self.violation(format!("{t} dispatched after it ended")));
                 }
-                Some(Location::Running(_) | Location::Migrating) => {
+                Some(Location::Running | Location::Migrating) => {
                     return Err(self.violation(format!("{t} dispatched while running")));
                 }
                 Some(Location::Waiting) if tasks[..i].contains(t) => {
@@ -106,14 +106,14 @@ impl Simulation<'_> {
                 }
                 Some(Location::Waiting) => {}
             }
-            let record = &self.tasks[t.0 as usize];
-            if record.job != job {
+            let record = &self.tasks[t.0 as usize].record;
+            if record.job() != job {
                 return Err(self.violation(format!("a batch on {gpu} mixes tenants' requests")));
             }
             work += record.work;
         }
         self.check_residency(task, gpu, job)?;
-        let piece = self.piece(task, tasks.len(), slot, job, work, placement)?;
+        let piece = self.piece(task, tasks.len(), slot, job, work, demand, placement)?;
         let now = self.now;
         let s = &mut self.slots[slot];
         if let Err(e) = s.model.start(now.0, task.0, piece) {
@@ -124,10 +124,8 @@ impl Simulation<'_> {
             self.batches.insert(task, tasks.to_vec());
         }
         for t in tasks {
-            let record = &mut self.tasks[t.0 as usize];
-            record.first_start.get_or_insert(now);
-            record.last_start = Some(now);
-            self.joined_gpu(gpu, *t, slot);
+            self.tasks[t.0 as usize].record.started(now);
+            self.joined_gpu(gpu, *t);
         }
         self.predict_next(slot);
         Ok(())
@@ -138,31 +136,29 @@ impl Simulation<'_> {
     fn dispatch_one(&mut self, task: TaskId, placement: Placement) -> Fallible {
         let gpu = placement.gpu;
         let slot = self.dispatch_slot(task, placement)?;
-        let (job, work) = match self.tasks.get(task.0 as usize) {
-            Some(r) => (r.job, r.work),
+        let (job, work, demand, location) = match self.tasks.get(task.0 as usize) {
+            Some(s) => (s.record.job(), s.record.work, s.demand, s.location),
             None => return Err(self.violation(format!("dispatch of unknown {task}"))),
         };
-        match self.location[task.0 as usize] {
+        match location {
             Location::Ended => {
                 return Err(self.violation(format!("{task} dispatched after it ended")));
             }
-            Location::Running(_) | Location::Migrating => {
+            Location::Running | Location::Migrating => {
                 return Err(self.violation(format!("{task} dispatched while running")));
             }
             Location::Waiting => {}
         }
         self.check_residency(task, gpu, job)?;
-        let piece = self.piece(task, 1, slot, job, work, placement)?;
+        let piece = self.piece(task, 1, slot, job, work, demand, placement)?;
         let now = self.now;
         let s = &mut self.slots[slot];
         if let Err(e) = s.model.start(now.0, task.0, piece) {
             return Err(self.violation(format!("{task} on {gpu}: {e}")));
         }
         s.running.push((task, now));
-        let record = &mut self.tasks[task.0 as usize];
-        record.first_start.get_or_insert(now);
-        record.last_start = Some(now);
-        self.joined_gpu(gpu, task, slot);
+        self.tasks[task.0 as usize].record.started(now);
+        self.joined_gpu(gpu, task);
         self.predict_next(slot);
         Ok(())
     }
@@ -214,6 +210,8 @@ impl Simulation<'_> {
 
     /// How the execution `lead` of `count` requests of `job` with `work` in all runs in
     /// `slot`: its time alone there, its demand and (block model) its launch.
+    /// `demand` is its job's kernel's ([`TaskState::demand`]).
+    #[allow(clippy::too_many_arguments)]
     fn piece(
         &self,
         lead: TaskId,
@@ -221,17 +219,19 @@ impl Simulation<'_> {
         slot: usize,
         job: usize,
         work: Nanos,
+        demand: f64,
         placement: Placement,
     ) -> Fallible<Piece> {
-        let plan = &self.jobs[job];
-        if !plan.profiled && !matches!(self.opts.sharing, Sharing::Blocks { .. }) {
+        // (its job read only where a kernel is profiled: issue 55)
+        let profiled = self.any_profiled && self.jobs[job].profiled;
+        if !profiled && !matches!(self.opts.sharing, Sharing::Blocks { .. }) {
             // nearly every piece: its time alone, its kernel's demand, no launch
             let exec = self.opts.perf.exec_time(work, placement);
-            return Ok(Piece { work: exec.0, demand: plan.demand, launch: None });
+            return Ok(Piece { work: exec.0, demand, launch: None });
         }
         let gpu = placement.gpu;
         let kernel = self.workload.jobs[job].kernel;
-        let profile = if plan.profiled { self.opts.perf.profiles.get(&kernel) } else { None };
+        let profile = if profiled { self.opts.perf.profiles.get(&kernel) } else { None };
         let (exec, demand) = match profile {
             // a profiled kernel: its measured latency at the partition's size, times the
             // interference of what runs beside it; it fills its partition
@@ -255,7 +255,7 @@ impl Simulation<'_> {
             // a batch costs the sum of its requests' work; workloads rarely carry a
             // launch shape, so each task asks for the whole GPU unless its kernel declares a
             // demand (DCUDA's applications), and co-running tasks share it
-            None => (self.opts.perf.exec_time(work, placement), plan.demand),
+            None => (self.opts.perf.exec_time(work, placement), demand),
         };
         let launch = if matches!(self.opts.sharing, Sharing::Blocks { .. }) {
             self.kernel_launch(job)
@@ -308,7 +308,7 @@ impl Simulation<'_> {
             .filter(|s| *s != slot)
             .filter_map(|s| {
                 let (lead, _) = self.slots[s].running.first()?;
-                let job = self.tasks[lead.0 as usize].job;
+                let job = self.tasks[lead.0 as usize].record.job();
                 let other_kernel = self.workload.jobs[job].kernel;
                 let other = self.opts.perf.profiles.get(&other_kernel)?;
                 let p = (self.slots[s].model.capacity() * 100.0).round() as u32;
@@ -376,7 +376,6 @@ impl Simulation<'_> {
                 let kernel_time = self.kernel_time(lead, now - started);
                 self.gpus[gpu.0 as usize].busy += kernel_time;
                 for task in self.members(lead) {
-                    self.tasks[task.0 as usize].kills += 1;
                     self.left_gpu(gpu, task);
                 }
                 self.batches.remove(&lead);
@@ -417,7 +416,7 @@ impl Simulation<'_> {
             let ids: Vec<(TaskId, Nanos)> = self.slots[slot]
                 .running
                 .iter()
-                .filter(|(t, _)| self.tasks[t.0 as usize].job == job)
+                .filter(|(t, _)| self.tasks[t.0 as usize].record.job() == job)
                 .copied()
                 .collect();
             if ids.is_empty() {
@@ -425,10 +424,11 @@ impl Simulation<'_> {
             }
             for (task, started) in ids {
                 let members = self.members(task);
-                let work =
-                    members.iter().fold(Nanos::ZERO, |w, m| w + self.tasks[m.0 as usize].work);
-                let whole =
-                    self.piece(task, members.len(), slot, job, work, self.slots[slot].placement)?;
+                let work = members
+                    .iter()
+                    .fold(Nanos::ZERO, |w, m| w + self.tasks[m.0 as usize].record.work);
+                let (demand, placement) = (self.jobs[job].demand, self.slots[slot].placement);
+                let whole = self.piece(task, members.len(), slot, job, work, demand, placement)?;
                 let left = self.slots[slot]
                     .model
                     .remove(now.0, task.0)
@@ -446,7 +446,7 @@ impl Simulation<'_> {
                 self.gpus[from.0 as usize].busy += kernel_time;
                 for member in self.members(task) {
                     self.left_gpu(from, member);
-                    self.location[member.0 as usize] = Location::Migrating;
+                    self.tasks[member.0 as usize].location = Location::Migrating;
                 }
                 moving.push((task, left, started));
             }
@@ -479,7 +479,7 @@ impl Simulation<'_> {
             // its time on the GPU counts from its arrival (`ran_for` is the run here)
             self.slots[slot].running.push((task, now));
             for member in self.members(task) {
-                self.joined_gpu(to, member, slot);
+                self.joined_gpu(to, member);
             }
         }
         self.predict_next(slot);

@@ -69,22 +69,18 @@ impl Simulation<'_> {
         }
         let work = state.ahead[k];
         state.next_task += 1;
-        let (launch, tenant, kernel) = (state.launch, state.tenant, state.kernel);
+        let (launch, tenant, kernel, demand) =
+            (state.launch, state.tenant, state.kernel, state.demand);
         let id = TaskId(self.tasks.len() as u64);
         if u32::try_from(id.0).is_err() {
             // (a queued event holds a task's index in 32 bits: `SimEvent`)
             return Err(self.violation(format!("{id}: more tasks than a run holds")));
         }
-        self.tasks.push(TaskRecord {
-            job: job_index,
-            work,
-            submitted: self.now,
-            first_start: None,
-            last_start: None,
-            kills: 0,
-            end: None,
+        self.tasks.push(TaskState {
+            record: TaskRecord::new(job_index, work, self.now),
+            demand,
+            location: Location::Waiting,
         });
-        self.location.push(Location::Waiting);
         self.tasks_open += 1;
         let spec =
             TaskSpec { launch, batch: 1, id, tenant, kernel, memory: tessera_core::Bytes(0) };
@@ -180,7 +176,7 @@ impl Simulation<'_> {
 
     fn task_done(&mut self, placement: Placement, task: TaskId, ran_for: Nanos) -> Fallible {
         self.end_task(task, TaskEnd::Done)?;
-        let job = self.tasks[task.0 as usize].job;
+        let job = self.tasks[task.0 as usize].record.job();
         self.deliver_plain(Event::TaskFinished {
             task,
             placement,
@@ -204,13 +200,15 @@ impl Simulation<'_> {
         let now = self.now;
         match self.tasks.get(task.0 as usize) {
             None => return Err(self.violation(format!("ended unknown {task}"))),
-            Some(r) if r.end.is_some() => return Err(self.violation(format!("{task} ended twice"))),
+            Some(s) if s.record.end().is_some() => {
+                return Err(self.violation(format!("{task} ended twice")));
+            }
             Some(_) => {}
         }
-        let record = &mut self.tasks[task.0 as usize];
-        record.end = Some((now, end));
-        self.location[task.0 as usize] = Location::Ended;
-        let job = &mut self.jobs[record.job];
+        let state = &mut self.tasks[task.0 as usize];
+        state.record.ended(now, end);
+        state.location = Location::Ended;
+        let job = &mut self.jobs[state.record.job()];
         job.ended += 1;
         if !job.background {
             self.foreground_left -= 1;
