@@ -188,44 +188,52 @@ const AHEAD: usize = 8;
 
 /// A job in the run: its progress, and what every task of it reads of the job and its
 /// kernel, copied here once (issue 55: each was a walk from the workload's job to its
-/// kernel, several per task).
+/// kernel, several per task). Laid out by hand: what a task's end and its job's next
+/// submission read in the first cache line, the work of its next tasks in the second,
+/// the rest after them. At 100x the bench's node a job is touched once a round of
+/// every tenant, so each line a task's end read of it was a miss; the two lines are
+/// one aligned pair, which the processor's adjacent-line prefetch fetches together.
 #[derive(Clone, Debug)]
+#[repr(C, align(128))]
 struct JobSim {
-    next_task: usize,
+    next_task: u32,
+    ended: u32,
+    /// Its tasks.
+    tasks: u32,
+    /// Its tenant and its kernel, what each submission reads of the workload's job
+    /// besides the task's work (issue 55: at 100x the node, the workload's jobs
+    /// outgrow the caches and each read of one was a miss).
+    kernel: u32,
+    tenant: TenantId,
+    submission: Submission,
+    background: bool,
+    /// Whether its kernel declares a launch ([`JobSim::launch`]); held apart from it
+    /// so that the first line has room (an option of it is 8 bytes more).
+    has_launch: bool,
+    /// Its kernel's host part per task ([`crate::workload::Kernel::host_per_task`]).
+    host: Nanos,
+    /// Its kernel's CPU phase before each launch.
+    cpu: Nanos,
+    /// Its kernel's launch as a task declares it, if `has_launch`.
+    launch_info: tessera_core::LaunchInfo,
     /// The work of its tasks from `next_task` rounded down to a multiple of
     /// [`AHEAD`], read from the workload that many at a time (issue 55: at 100x the
     /// node, a job's list of tasks left the caches between two of its submissions,
     /// and reading each task's work there was a miss, a tenth of the run's time).
     ahead: [Nanos; AHEAD],
-    ended: usize,
     /// Its streams' priority raised by the policy ([`Action::SetStreamPriority`]).
     stream_raised: bool,
-    /// Its tasks.
-    tasks: usize,
-    submission: Submission,
-    background: bool,
-    /// Its tenant's declared memory, bytes.
-    memory: u64,
-    /// Its kernel's host part per task ([`crate::workload::Kernel::host_per_task`]).
-    host: Nanos,
-    /// Its kernel's CPU phase before each launch.
-    cpu: Nanos,
-    /// Its kernel's launch as a task declares it.
-    launch: Option<tessera_core::LaunchInfo>,
-    /// Its kernel's demand on the fluid and exclusive models (the whole GPU unless the
-    /// kernel declares one).
-    demand: f64,
     /// Whether its kernel has a measured profile (the profiled path of
     /// [`Simulation::piece`]).
     profiled: bool,
-    /// Its tenant and its kernel, what each submission reads of the workload's job
-    /// besides the task's work (issue 55: at 100x the node, the workload's jobs
-    /// outgrow the caches and each read of one was a miss), and the tenant's class,
-    /// which its tasks' records leave out.
-    tenant: TenantId,
+    /// Its tenant's declared memory, bytes.
+    memory: u64,
+    /// Its tenant's class, which its tasks' records leave out.
     class: ServiceClass,
-    kernel: u32,
 }
+
+// what a task's end and its job's next submission read: the first line, and the second
+const _: () = assert!(std::mem::offset_of!(JobSim, ahead) == 64);
 
 impl JobSim {
     fn new(job: &crate::workload::Job, workload: &Workload, perf: &PerfModel) -> JobSim {
@@ -236,14 +244,18 @@ impl JobSim {
             ahead: [Nanos::ZERO; AHEAD],
             ended: 0,
             stream_raised: false,
-            tasks: job.tasks.len(),
+            tasks: u32::try_from(job.tasks.len()).expect("a job holds fewer than 2^32 tasks"),
             submission: job.submission,
             background: job.background,
             memory: job.tenant.memory.0,
             host: kernel.map_or(Nanos::ZERO, |k| k.host_per_task),
             cpu: kernel.map_or(Nanos::ZERO, |k| k.cpu_per_launch),
-            launch,
-            demand: launch.map_or(1.0, |l| (f64::from(l.demand.0) / 1000.0).clamp(1e-3, 1.0)),
+            has_launch: launch.is_some(),
+            launch_info: launch.unwrap_or(tessera_core::LaunchInfo {
+                grid_blocks: 0,
+                threads_per_block: 0,
+                demand: tessera_core::PerMille(0),
+            }),
             profiled: perf.profiles.contains_key(&job.kernel),
             tenant: job.tenant.id,
             class: job.tenant.class,
@@ -251,8 +263,21 @@ impl JobSim {
         }
     }
 
+    /// Its kernel's launch as a task declares it.
+    #[inline]
+    fn launch(&self) -> Option<tessera_core::LaunchInfo> {
+        self.has_launch.then_some(self.launch_info)
+    }
+
+    /// Its kernel's demand on the fluid and exclusive models (the whole GPU unless the
+    /// kernel declares one); from its launch, which a submission reads anyway.
+    #[inline]
+    fn demand(&self) -> f64 {
+        self.launch().map_or(1.0, |l| (f64::from(l.demand.0) / 1000.0).clamp(1e-3, 1.0))
+    }
+
     fn outstanding(&self) -> usize {
-        self.next_task - self.ended
+        (self.next_task - self.ended) as usize
     }
 }
 
@@ -504,7 +529,7 @@ impl<'w> Simulation<'w> {
                 .iter()
                 .zip(&self.jobs)
                 .filter(|(j, _)| !j.background)
-                .map(|(j, s)| j.tasks.len() - s.next_task)
+                .map(|(j, s)| j.tasks.len() - s.next_task as usize)
                 .sum::<usize>();
         if unfinished > 0 {
             return Err(Box::new(SimError::Stalled { policy: self.policy.label(), unfinished }));

@@ -427,7 +427,7 @@ impl Simulation<'_> {
                 let work = members
                     .iter()
                     .fold(Nanos::ZERO, |w, m| w + self.tasks[m.0 as usize].record.work);
-                let (demand, placement) = (self.jobs[job].demand, self.slots[slot].placement);
+                let (demand, placement) = (self.jobs[job].demand(), self.slots[slot].placement);
                 let whole = self.piece(task, members.len(), slot, job, work, demand, placement)?;
                 let left = self.slots[slot]
                     .model

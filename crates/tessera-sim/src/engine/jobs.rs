@@ -31,7 +31,7 @@ impl Simulation<'_> {
     pub(super) fn open_arrival(&mut self, i: usize) -> Fallible {
         self.submit_next(i)?;
         let job = &self.workload.jobs[i];
-        let next = self.jobs[i].next_task;
+        let next = self.jobs[i].next_task as usize;
         if next < job.tasks.len() {
             let at = job.arrivals.get(next).copied().unwrap_or(self.now).max(self.now);
             self.schedule(at, SimEvent::NextArrival(i as u32));
@@ -61,16 +61,17 @@ impl Simulation<'_> {
         if state.next_task >= state.tasks || (state.background && self.foreground_left == 0) {
             return Ok(());
         }
-        let k = state.next_task % AHEAD;
+        let next = state.next_task as usize;
+        let k = next % AHEAD;
         if k == 0 {
-            let tasks = &self.workload.jobs[job_index].tasks[state.next_task..];
+            let tasks = &self.workload.jobs[job_index].tasks[next..];
             let n = tasks.len().min(AHEAD);
             state.ahead[..n].copy_from_slice(&tasks[..n]);
         }
         let work = state.ahead[k];
         state.next_task += 1;
         let (launch, tenant, kernel, demand) =
-            (state.launch, state.tenant, state.kernel, state.demand);
+            (state.launch(), state.tenant, state.kernel, state.demand());
         let id = TaskId(self.tasks.len() as u64);
         if u32::try_from(id.0).is_err() {
             // (a queued event holds a task's index in 32 bits: `SimEvent`)
