@@ -39,13 +39,7 @@ impl Board {
     ) -> Option<FinishedTask> {
         match event {
             Event::TenantRegistered(spec) => {
-                self.tenants.get_or_insert_with(spec.id.0, || TenantQueue {
-                    spec: spec.clone(),
-                    queue: VecDeque::new(),
-                    head: None,
-                    leaving: false,
-                    running: 0,
-                });
+                self.tenants.get_or_insert_with(spec.id.0, || TenantQueue::new(spec));
             }
             Event::TenantLeft { tenant } => self.tenant_left(*tenant, out),
             // (a submission and a finish are routed by `observe`; handled here too, so
@@ -139,7 +133,7 @@ impl Board {
         self.next_seq += 1;
         tenant.queue.push_back(QueuedTask { spec: spec.clone(), submitted: now, seq });
         let first = tenant.queue.len() == 1;
-        self.queued_count[class_index(tenant.spec.class)] += 1;
+        self.queued_count[class_index(tenant.class)] += 1;
         if first {
             self.reindex(spec.tenant);
         }
@@ -155,7 +149,7 @@ impl Board {
         let Some((tenant_id, pos)) = found else { return };
         let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
         tenant.queue.remove(pos);
-        self.queued_count[class_index(tenant.spec.class)] -= 1;
+        self.queued_count[class_index(tenant.class)] -= 1;
         if pos == 0 {
             self.reindex(tenant_id);
         }
@@ -164,7 +158,7 @@ impl Board {
 
     fn tenant_left(&mut self, tenant_id: TenantId, out: &mut Vec<Action>) {
         let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
-        self.queued_count[class_index(tenant.spec.class)] -= tenant.queue.len();
+        self.queued_count[class_index(tenant.class)] -= tenant.queue.len();
         let drained: Vec<QueuedTask> = tenant.queue.drain(..).collect();
         self.reindex(tenant_id);
         let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };

@@ -34,7 +34,7 @@ impl Board {
         let q = t.queue.pop_front()?;
         let task = q.spec.id;
         t.running += 1;
-        let class = t.spec.class;
+        let class = t.class;
         self.queued_count[class_index(class)] -= 1;
         self.running_count[class_index(class)] += 1;
         self.reindex(tenant);
@@ -84,13 +84,14 @@ impl Board {
             return 0;
         }
         let Some(t) = self.tenants.get_mut(tenant.0) else { return 0 };
-        let n = max.min(t.queue.len());
+        // (at most u32::MAX: a tenant's running count is 32 bits)
+        let n = max.min(t.queue.len()).min(u32::MAX as usize);
         if n == 0 {
             return 0;
         }
         let batch: Vec<QueuedTask> = t.queue.drain(..n).collect();
-        t.running += n;
-        let class = t.spec.class;
+        t.running += n as u32;
+        let class = t.class;
         self.queued_count[class_index(class)] -= n;
         self.running_count[class_index(class)] += n;
         self.reindex(tenant);
@@ -151,7 +152,7 @@ impl Board {
                 continue;
             }
             t.queue.push_front(QueuedTask { spec: r.spec, submitted: r.submitted, seq: r.seq });
-            self.queued_count[class_index(t.spec.class)] += 1;
+            self.queued_count[class_index(t.class)] += 1;
             self.reindex(tenant_id);
         }
     }
