@@ -106,6 +106,11 @@ type SortedEntry = ((Nanos, GpuId), bool);
 /// marked, not taken out, and the marked ones go once they are as many as the rest:
 /// a task ends anywhere in its group's start order, and taking each out shifted half
 /// the group, 330 instructions of memory moves per task at 400 GPUs (issue 55).
+///
+/// Where each GPU's pair lies is kept in `at` (indexed by GPU, shared by every set of
+/// a [`FreeOrder`]), so that a removal finds its pair without a search: at 100x the
+/// bench's node a group holds hundreds of pairs, and the binary search of each removal
+/// read a cold line per step and mispredicted its end (issue 55).
 #[derive(Clone, Debug, Default)]
 struct Sorted {
     v: Vec<SortedEntry>,
@@ -113,33 +118,57 @@ struct Sorted {
 }
 
 impl Sorted {
-    fn insert(&mut self, key: (Nanos, GpuId)) {
+    fn insert(&mut self, key: (Nanos, GpuId), at: &mut [u32]) {
         // after every pair (a start at the present, the usual case): no search
         if self.v.last().is_none_or(|(k, _)| *k < key) {
+            at[key.1.0 as usize] = self.v.len() as u32;
             self.v.push((key, true));
             return;
         }
-        let at = self.v.partition_point(|(k, _)| *k < key);
-        match self.v.get_mut(at) {
+        let i = self.v.partition_point(|(k, _)| *k < key);
+        match self.v.get_mut(i) {
             Some((k, live)) if *k == key => {
                 if !*live {
                     *live = true;
                     self.removed -= 1;
                 }
+                at[key.1.0 as usize] = i as u32;
             }
-            _ => self.v.insert(at, (key, true)),
+            _ => {
+                self.v.insert(i, (key, true));
+                // the pairs after it moved up one (a removed pair's GPU may lie in
+                // another set now: only the live ones are noted)
+                for (j, ((_, gpu), live)) in self.v.iter().enumerate().skip(i) {
+                    if *live {
+                        at[gpu.0 as usize] = j as u32;
+                    }
+                }
+            }
         }
     }
 
-    fn remove(&mut self, key: (Nanos, GpuId)) {
-        if let Ok(at) = self.v.binary_search_by(|(k, _)| k.cmp(&key))
-            && self.v[at].1
+    fn remove(&mut self, key: (Nanos, GpuId), at: &mut [u32]) {
+        let gpu = key.1.0 as usize;
+        // where it was put (a pair's place moves only with the pairs around it, and
+        // each move is noted); the search only should that ever not hold
+        let i = match at.get(gpu).map(|i| *i as usize) {
+            Some(i) if self.v.get(i).is_some_and(|(k, _)| *k == key) => Some(i),
+            _ => {
+                debug_assert!(false, "the place of {key:?} was not kept");
+                self.v.binary_search_by(|(k, _)| k.cmp(&key)).ok()
+            }
+        };
+        if let Some(i) = i
+            && self.v[i].1
         {
-            self.v[at].1 = false;
+            self.v[i].1 = false;
             self.removed += 1;
             if self.removed * 2 > self.v.len() {
                 self.v.retain(|(_, live)| *live);
                 self.removed = 0;
+                for (j, ((_, gpu), _)) in self.v.iter().enumerate() {
+                    at[gpu.0 as usize] = j as u32;
+                }
             }
         }
     }
@@ -171,6 +200,8 @@ struct Group {
 #[derive(Clone, Debug)]
 pub(crate) struct FreeOrder {
     entries: Vec<Option<Busy>>,
+    /// Per GPU, where its pair lies in the set that holds it ([`Sorted`]).
+    at: Vec<u32>,
     groups: BTreeMap<(u32, usize), Group>,
     fixed: Sorted,
     fixed_until: MinTree,
@@ -180,6 +211,7 @@ impl FreeOrder {
     pub(crate) fn new(gpus: usize) -> FreeOrder {
         FreeOrder {
             entries: vec![None; gpus],
+            at: vec![0; gpus],
             groups: BTreeMap::new(),
             fixed: Sorted::default(),
             fixed_until: MinTree::new(gpus),
@@ -197,12 +229,12 @@ impl FreeOrder {
                 // an emptied group stays (the kernels of a run are few): dropping it
                 // and making it again cost an allocation on nearly every event
                 if let Some(g) = self.groups.get_mut(&(kernel, class)) {
-                    g.by_start.remove((started, gpu));
+                    g.by_start.remove((started, gpu), &mut self.at);
                     g.starts.set(i, u64::MAX);
                 }
             }
             Some(Busy::Until(until)) => {
-                self.fixed.remove((until, gpu));
+                self.fixed.remove((until, gpu), &mut self.at);
                 self.fixed_until.set(i, u64::MAX);
             }
             None => {}
@@ -214,11 +246,11 @@ impl FreeOrder {
                     by_start: Sorted::default(),
                     starts: MinTree::new(n),
                 });
-                g.by_start.insert((started, gpu));
+                g.by_start.insert((started, gpu), &mut self.at);
                 g.starts.set(i, started.0);
             }
             Some(Busy::Until(until)) => {
-                self.fixed.insert((until, gpu));
+                self.fixed.insert((until, gpu), &mut self.at);
                 // a reset ending later than ever is never past
                 self.fixed_until.set(i, until.0);
             }
