@@ -244,7 +244,9 @@ impl JobSim {
             ahead: [Nanos::ZERO; AHEAD],
             ended: 0,
             stream_raised: false,
-            tasks: u32::try_from(job.tasks.len()).expect("a job holds fewer than 2^32 tasks"),
+            // (a run refuses its 2^32nd task at submission, before a job could pass
+            // this bound)
+            tasks: u32::try_from(job.tasks.len()).unwrap_or(u32::MAX),
             submission: job.submission,
             background: job.background,
             memory: job.tenant.memory.0,
