@@ -54,6 +54,10 @@ pub enum SimError {
     /// The run exceeded its event budget (a policy looping on itself).
     #[error("event budget of {0} exceeded")]
     EventBudget(u64),
+    /// The workload holds more than a run can: more than 2^32 tasks in all or in one
+    /// job (a queued event and a job's counts hold them in 32 bits).
+    #[error("the workload is larger than a run holds: {0}")]
+    TooLarge(String),
 }
 
 /// What the engine's steps return: the error boxed, so that a step's result is one
@@ -244,8 +248,7 @@ impl JobSim {
             ahead: [Nanos::ZERO; AHEAD],
             ended: 0,
             stream_raised: false,
-            // (a run refuses its 2^32nd task at submission, before a job could pass
-            // this bound)
+            // (a job of more is refused when the run starts: `Simulation::run_boxed`)
             tasks: u32::try_from(job.tasks.len()).unwrap_or(u32::MAX),
             submission: job.submission,
             background: job.background,
@@ -329,8 +332,9 @@ pub struct Simulation<'w> {
     batches: BTreeMap<TaskId, Vec<TaskId>>,
     jobs: Vec<JobSim>,
     tasks: Vec<TaskState>,
-    /// Whether any job's kernel has a measured profile; without one, a dispatch reads
-    /// nothing of its job's ([`Simulation::piece`]).
+    /// Whether any job's kernel has a measured profile; without one, the dispatch of
+    /// a task to an exclusive or fluid slot reads nothing of its job's unless resident
+    /// memory is tracked ([`Simulation::piece`]).
     any_profiled: bool,
     actions: Vec<Action>,
     pool_user_facing: usize,
@@ -467,6 +471,12 @@ impl<'w> Simulation<'w> {
     }
 
     fn run_boxed(mut self) -> Fallible<RunMetrics> {
+        // a job's counts are 32 bits ([`JobSim`]); a run holds at most 2^32 tasks anyway
+        if let Some(j) =
+            self.workload.jobs.iter().position(|j| u32::try_from(j.tasks.len()).is_err())
+        {
+            return Err(Box::new(SimError::TooLarge(format!("job {j} has more than 2^32 tasks"))));
+        }
         let start = self.workload.jobs.iter().map(|j| j.arrival).min().unwrap_or(Nanos::ZERO);
         self.last_sample = start;
         for g in &mut self.gpus {

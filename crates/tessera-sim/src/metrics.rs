@@ -24,7 +24,7 @@ pub enum TaskEnd {
 /// table is memory a run reuses, not pages faulted in afresh by every run (issue 55:
 /// at 120 bytes the table was above the allocator's 32 MiB of reuse, and faulting
 /// its pages was a quarter of a run's time at 100x). Its times not yet known are held
-/// as [`TaskRecord::NEVER`] rather than as options, 8 bytes each rather than 16, so
+/// as a time no run reaches rather than as options, 8 bytes each rather than 16, so
 /// that the engine's state of a task, this record among it, is one cache line (issue
 /// 55: at 100x each line of a task's state was a miss at its dispatch).
 #[derive(Clone, Debug)]
@@ -42,11 +42,13 @@ pub struct TaskRecord {
     end_at: Nanos,
 }
 
-// (two records with the engine's 16 bytes of a task beside them fill a cache line)
+// (a record with the engine's 16 bytes of a task beside it fills a cache line)
 const _: () = assert!(std::mem::size_of::<TaskRecord>() <= 48);
 
 impl TaskRecord {
-    /// A time not reached (a task not yet started or ended); no run reaches it.
+    /// A time not reached (a task not yet started or ended). A run's clock reaches it
+    /// only if its time saturates, 584 years on (a debug assertion in
+    /// [`TaskRecord::started`] checks that no task starts then).
     const NEVER: Nanos = Nanos(u64::MAX);
 
     /// A task of `job` with `work`, submitted at `submitted`, not yet started.

@@ -75,7 +75,7 @@ impl Simulation<'_> {
         let id = TaskId(self.tasks.len() as u64);
         if u32::try_from(id.0).is_err() {
             // (a queued event holds a task's index in 32 bits: `SimEvent`)
-            return Err(self.violation(format!("{id}: more tasks than a run holds")));
+            return Err(Box::new(SimError::TooLarge(format!("{id}: more than 2^32 tasks"))));
         }
         self.tasks.push(TaskState {
             record: TaskRecord::new(job_index, work, self.now),
