@@ -29,12 +29,15 @@ fn run(coscheduling: bool, sync_ctx: bool) -> Option<(f64, f64, f64, u64)> {
         c.coscheduling = coscheduling;
     })?;
     let prefix = s.dir.join("timeline");
-    // three CPU-bound processes on CPU 0, the interactive program's
+    // three CPU-bound processes on CPU 0, the interactive program's; each stops once
+    // this test's process is gone (taskset execs the shell, so its parent is this
+    // process), so that a test run killed midway leaves no CPU-bound process behind
+    // to slow every later run on the host (`Reaped` stops them otherwise)
     let hogs: Vec<Reaped> = (0..3)
         .map(|_| {
             Reaped(
                 Command::new("taskset")
-                    .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+                    .args(["-c", "0", "sh", "-c", "while kill -0 $PPID 2>/dev/null; do :; done"])
                     .stdout(Stdio::null())
                     .spawn()
                     .unwrap(),
