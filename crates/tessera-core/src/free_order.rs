@@ -136,13 +136,8 @@ impl Sorted {
             }
             _ => {
                 self.v.insert(i, (key, true));
-                // the pairs after it moved up one (a removed pair's GPU may lie in
-                // another set now: only the live ones are noted)
-                for (j, ((_, gpu), live)) in self.v.iter().enumerate().skip(i) {
-                    if *live {
-                        at[gpu.0 as usize] = j as u32;
-                    }
-                }
+                // the pairs after it moved up one
+                self.note_places(i, at);
             }
         }
     }
@@ -166,9 +161,17 @@ impl Sorted {
             if self.removed * 2 > self.v.len() {
                 self.v.retain(|(_, live)| *live);
                 self.removed = 0;
-                for (j, ((_, gpu), _)) in self.v.iter().enumerate() {
-                    at[gpu.0 as usize] = j as u32;
-                }
+                self.note_places(0, at);
+            }
+        }
+    }
+
+    /// Note in `at` where the live pairs from `from` on lie (a removed pair's GPU may
+    /// lie in another set now: only the live ones are noted).
+    fn note_places(&self, from: usize, at: &mut [u32]) {
+        for (j, ((_, gpu), live)) in self.v.iter().enumerate().skip(from) {
+            if *live {
+                at[gpu.0 as usize] = j as u32;
             }
         }
     }

@@ -70,16 +70,22 @@ impl TaskRecord {
         self.job as usize
     }
 
+    /// `t`, unless it is [`TaskRecord::NEVER`].
+    #[inline]
+    fn known(t: Nanos) -> Option<Nanos> {
+        (t != Self::NEVER).then_some(t)
+    }
+
     /// When it first started.
     #[inline]
     pub fn first_start(&self) -> Option<Nanos> {
-        Some(self.first_start).filter(|t| *t != Self::NEVER)
+        Self::known(self.first_start)
     }
 
     /// When it last started (after any resets).
     #[inline]
     pub fn last_start(&self) -> Option<Nanos> {
-        Some(self.last_start).filter(|t| *t != Self::NEVER)
+        Self::known(self.last_start)
     }
 
     /// When and how it ended.
