@@ -10,4 +10,5 @@ mod golden;
 mod invariants;
 mod node;
 mod node_experiment;
+mod node_ticks;
 mod shared;

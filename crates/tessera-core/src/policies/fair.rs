@@ -114,6 +114,11 @@ pub struct FairQueue {
     /// Those lingering, by when their spin budget runs out (an entry whose tags say
     /// otherwise is stale and skipped): expiry looks at the due ones only.
     lingering: BTreeSet<(Nanos, Queued)>,
+    /// Group members lingering, by when their spin budget runs out: those whose member
+    /// tags say so, but for those whose budget ran out by the last expiry (dropped
+    /// then; the tags keep the moment, which waking reads). The moments a dispatch's
+    /// choice within a group changes by time alone ([`FairQueue::quiet_until`]).
+    members_lingering: BTreeSet<(Nanos, TenantId)>,
     /// The active ones that may take a GPU now — a member with a task queued and none
     /// running, or lingering with nothing running — by start tag, and the start tag
     /// each is listed under: a dispatch walks these, not every active one (most run).
@@ -389,8 +394,10 @@ impl FairQueue {
             }
         }
         // back within its spin budget, or woken: no longer lingering either way
-        if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
-            m.lingering_until = None;
+        if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant))
+            && let Some(until) = m.lingering_until.take()
+        {
+            self.members_lingering.remove(&(until, tenant));
         }
         let Some(t) = self.tags.get_mut(&key) else { return };
         if t.active {
@@ -415,7 +422,13 @@ impl FairQueue {
         if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
             m.finish = m.start + (u128::from(ran.0) << SCALE) / u128::from(m.weight.max(1));
             m.start = m.finish;
+            if let Some(until) = m.lingering_until.take() {
+                self.members_lingering.remove(&(until, tenant));
+            }
             m.lingering_until = (drained && self.spin > Nanos::ZERO).then_some(now + self.spin);
+            if let Some(until) = m.lingering_until {
+                self.members_lingering.insert((until, tenant));
+            }
         }
         let backlogged = self.backlogged(board, key);
         let spin = self.spin;
@@ -463,6 +476,17 @@ impl FairQueue {
         }
     }
 
+    /// Until when the queue's choices cannot change by time alone, as of the last event
+    /// it observed: the first moment a tenant's, group's or group member's spin budget
+    /// may run out (a stale entry of the groups' only brings it earlier). Before it, an
+    /// expiry finds nothing due and a dispatch chooses as it did (`Nanos::MAX`: nobody
+    /// lingers).
+    pub fn quiet_until(&self) -> Nanos {
+        let groups = self.lingering.first().map_or(Nanos::MAX, |(at, _)| *at);
+        let members = self.members_lingering.first().map_or(Nanos::MAX, |(at, _)| *at);
+        groups.min(members)
+    }
+
     /// Those whose spin budget ran out without a request yield: inactive.
     fn expire(&mut self, board: &Board, now: Nanos) {
         let mut expired = std::mem::take(&mut self.expired);
@@ -475,6 +499,10 @@ impl FairQueue {
             if self.tags.get(&key).is_some_and(|t| t.lingering_until.is_some_and(|u| now >= u)) {
                 expired.push(key);
             }
+        }
+        // a member's budget run out changes nothing but the choices after it
+        while self.members_lingering.first().is_some_and(|(until, _)| *until <= now) {
+            self.members_lingering.pop_first();
         }
         // in key order, as the tags are kept (the last one leaving sets the idle time)
         expired.sort_unstable();
@@ -493,7 +521,20 @@ impl FairQueue {
                 self.idle_v = t.finish;
             }
         }
+        expired.clear();
         self.expired = expired;
+        debug_assert!(
+            self.members.keys().all(|k| self.members.get(&k).is_some_and(|m| m.iter().all(
+                |(t, m)| m
+                    .lingering_until
+                    .is_none_or(|u| u <= now || self.members_lingering.contains(&(u, *t)))
+            ))) && self.members_lingering.iter().all(|(u, t)| self
+                .key_of(*t)
+                .and_then(|k| self.members.get(&k))
+                .and_then(|m| m.get(t))
+                .is_some_and(|m| m.lingering_until == Some(*u))),
+            "the lingering members drifted from their tags"
+        );
     }
 
     /// The member of `key` to serve on `gpu`: of those allowed there with a task queued
@@ -552,7 +593,11 @@ impl FairQueue {
             }
             Event::TenantLeft { tenant } => {
                 if let Some((key, _)) = self.tenants.remove(tenant.0) {
+                    let lingering = &mut self.members_lingering;
                     let empty = self.members.get_mut(&key).is_none_or(|m| {
+                        if let Some(until) = m.get(tenant).and_then(|m| m.lingering_until) {
+                            lingering.remove(&(until, *tenant));
+                        }
                         m.remove(tenant);
                         m.is_empty()
                     });

@@ -137,6 +137,45 @@ impl ElasticPool {
         self.generation
     }
 
+    /// Whether a repartition now ([`ElasticPool::repartition_ranked`], `skip` passing
+    /// over the ranked GPUs; [`ElasticPool::repartition`], none) could choose other
+    /// GPUs at a later time with nothing else changed: whether it would take busy GPUs
+    /// by when each is expected to free, which is the clock once a task is past its
+    /// prediction. A choice of idle GPUs alone, all due now and ordered by pool and
+    /// id, is the same at any later time (the node policy's
+    /// [`crate::Policy::quiet_until`] asks). O(the pool + the idle GPUs counted).
+    pub fn would_choose_by_time(&self, board: &Board, skip: &dyn Fn(GpuId) -> bool) -> bool {
+        let u = self.size_for(board);
+        // as `first_in_order` fills the pool: its idle GPUs, the busy ones it keeps
+        // (packing), the other idle GPUs, then the busy ones by expected freeing
+        let mut have =
+            self.pool.iter().filter(|g| !skip(**g) && board.state(**g).is_idle()).count();
+        if have >= u {
+            return false;
+        }
+        if self.params.order == PoolOrder::Packing
+            && self.pool.iter().any(|g| !skip(*g) && runs_only_user_facing(board, *g))
+        {
+            return true;
+        }
+        for g in board.idle_ids() {
+            if have >= u {
+                return false;
+            }
+            if !self.in_user_pool[g.0 as usize] && !skip(g) {
+                have += 1;
+            }
+        }
+        have < u
+    }
+
+    /// Algorithm 1's U, the pool's size, for the board as it stands.
+    fn size_for(&self, board: &Board) -> usize {
+        let q = board.queued(Classes::UserFacing) + board.running(Classes::UserFacing);
+        let le = self.le.mean().unwrap_or(self.params.sla);
+        user_facing_pool_size(le, q, self.params.sla, self.params.reserve, board.gpu_count())
+    }
+
     /// The parameters.
     pub fn params(&self) -> &FlexyParams {
         &self.params
@@ -229,6 +268,9 @@ impl ElasticPool {
                 top.push(*g);
                 kept_busy += 1;
             }
+            // (emptied, as every scratch here: a later look at the pool takes what it
+            // holds for state)
+            busy.clear();
             self.kept = busy;
         }
         for g in board.idle_ids() {
@@ -295,6 +337,7 @@ impl ElasticPool {
             );
             ranked.sort_unstable();
             top.extend(ranked.iter().take(u - top.len()).map(|(_, _, _, _, _, g)| *g));
+            ranked.clear();
             self.keys = ranked;
         }
         debug_assert_eq!(
@@ -334,6 +377,7 @@ impl ElasticPool {
         }
         board.announce_pools(&top, actions);
         self.top = std::mem::replace(&mut self.pool, top);
+        self.top.clear();
     }
 
     /// The first `u` GPUs by a full sort of the node, as Algorithm 1 is written (the

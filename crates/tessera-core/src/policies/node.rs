@@ -248,6 +248,9 @@ pub struct NodePolicy {
     /// Every GPU's rank may have changed: the services, a sample, the moves, the
     /// inference server's GPUs.
     ranks_all_stale: bool,
+    /// A rank moved after the pool was last chosen (by an event's own dispatches): the
+    /// next event, a tick included, chooses the pool again with it.
+    ranks_pending: bool,
     /// The moves (tenant, target) the ranks were computed with: a move promises its
     /// target memory ([`NodePolicy::committed`]).
     ranks_moving: Vec<(TenantId, GpuId)>,
@@ -403,6 +406,7 @@ impl NodePolicy {
             ranked: 0,
             ranks_stale: Vec::new(),
             ranks_all_stale: true,
+            ranks_pending: false,
             ranks_moving: Vec::new(),
             contended: vec![false; gpus.len()],
             changed: Vec::new(),
@@ -453,7 +457,8 @@ impl NodePolicy {
     /// whose tenants are furthest ahead first; Flexy's order within each (which keeps
     /// the pool's own GPUs at equal times). So the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
-    fn pool_ranks(&mut self) {
+    /// Whether a rank moved.
+    fn pool_ranks(&mut self) -> bool {
         if !self.ranks_moving.iter().copied().eq(self.moving.iter().map(|(t, (to, _))| (*t, *to))) {
             self.ranks_moving.clear();
             self.ranks_moving.extend(self.moving.iter().map(|(t, (to, _))| (*t, *to)));
@@ -465,10 +470,12 @@ impl NodePolicy {
             stale.extend(self.board.gpu_ids());
             self.ranks_all_stale = false;
         }
+        let mut moved = false;
         for g in stale.drain(..) {
             let r = self.rank_of(g);
             let old = std::mem::replace(&mut self.ranks[g.0 as usize], r);
             self.ranked = self.ranked + usize::from(r > 0) - usize::from(old > 0);
+            moved |= r != old;
         }
         self.ranks_stale = stale;
         debug_assert!(
@@ -480,6 +487,7 @@ impl NodePolicy {
             "a GPU's contention drifted"
         );
         debug_assert_eq!(self.ranked, self.ranks.iter().filter(|r| **r > 0).count());
+        moved
     }
 
     /// `gpu`'s rank for the pool now (see [`NodePolicy::pool_ranks`]).
@@ -594,6 +602,34 @@ impl Policy for NodePolicy {
         self.pool.params().reserve
     }
 
+    /// A tick only passes time: it finds nothing new and moves no one but by what
+    /// falls due by the clock (issue 55: ticks every 2 ms were six in seven of the
+    /// policy's events on the bench's node). Those moments: the next sample (the
+    /// monitor, the balancer, the share and room steps), and fair queuing's spin
+    /// budgets running out. Nothing is promised while the pool's choice would take
+    /// busy GPUs by their expected freeing, or would see ranks that moved since it was
+    /// made; while a user-facing request waits (the overflow and F-Reset look at its
+    /// deadline and at when GPUs free); or beside the inference server (whose ticks are
+    /// its own). `tests/node_ticks.rs` holds every tick before it to changing nothing.
+    fn quiet_until(&self) -> Nanos {
+        if self.inference.is_some()
+            || self.ranks_pending
+            || self.board.queued(Classes::UserFacing) > 0
+        {
+            return Nanos::ZERO;
+        }
+        let rank = &self.ranks;
+        let by_time = if self.ranked > 0 {
+            self.pool.would_choose_by_time(&self.board, &|g| rank[g.0 as usize] > 0)
+        } else {
+            self.pool.would_choose_by_time(&self.board, &|_| false)
+        };
+        if by_time {
+            return Nanos::ZERO;
+        }
+        self.next_sample.min(self.batch.quiet_until())
+    }
+
     fn home(&self, tenant: TenantId) -> Option<GpuId> {
         self.homes.get(&tenant).copied()
     }
@@ -670,6 +706,7 @@ impl NodePolicy {
         } else {
             self.pool.repartition(&mut self.board, now, actions);
         }
+        self.ranks_pending = false;
         // only when the pool's GPUs changed (a walk of the node on every event, before)
         if self.pool.generation() != self.pool_seen {
             self.pool_seen = self.pool.generation();
@@ -768,7 +805,14 @@ impl NodePolicy {
             }
         }
         self.hold_waiting(now, &touched);
+        touched.clear();
         self.touched = touched;
         self.pool.reset_if_needed(&mut self.board, now, actions);
+        // what this event's dispatches changed, brought into the contention and the
+        // pool's ranks now rather than by the next event (the same values: nothing
+        // changes in between), so that `quiet_until` knows whether a tick would choose
+        // the pool again with ranks that moved
+        self.refresh_contended();
+        self.ranks_pending = self.pool_ranks();
     }
 }

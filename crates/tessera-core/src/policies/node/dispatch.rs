@@ -45,6 +45,9 @@ impl NodePolicy {
                 self.monitor.started_exclusive(*task, r.spec.tenant, now);
             }
         }
+        // (emptied: scratch, which a later look at the policy would take for state)
+        pool.clear();
+        rest.clear();
         (self.idle_pool, self.idle_rest) = (pool, rest);
     }
 

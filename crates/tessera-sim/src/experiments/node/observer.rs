@@ -99,6 +99,10 @@ impl Policy for Observer {
     fn tick_interval(&self) -> Option<Nanos> {
         self.inner.tick_interval()
     }
+    // (a tick the policy would not act on records nothing here either)
+    fn quiet_until(&self) -> Nanos {
+        self.inner.quiet_until()
+    }
     fn min_reservation(&self) -> usize {
         self.inner.min_reservation()
     }
