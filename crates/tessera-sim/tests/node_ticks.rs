@@ -156,17 +156,78 @@ fn the_bench_workloads_quiet_ticks_change_nothing_and_most_pass() {
     }
 }
 
-#[test]
-fn quiet_ticks_change_nothing_beside_a_service_a_slurm_job_and_moves() {
-    let gpus = GpuSpec::uniform(3, Bytes::gib(1));
-    let kernel = |name: &str, cpu_ms: u64| Kernel {
+/// A kernel of 10 ms whose program computes `cpu_ms` before each launch.
+fn kernel(name: &str, cpu_ms: u64) -> Kernel {
+    Kernel {
         name: name.into(),
         mean: Nanos::from_millis(10),
         launch: None,
         registers_per_thread: 0,
         cpu_per_launch: Nanos::from_millis(cpu_ms),
         host_per_task: Nanos::ZERO,
+    }
+}
+
+/// The service of `tenant`: requests of `task_ms` at `arrivals_ms`.
+fn service(tenant: TenantSpec, arrivals_ms: impl Iterator<Item = u64>, task_ms: u64) -> Job {
+    let arrivals: Vec<Nanos> = arrivals_ms.map(Nanos::from_millis).collect();
+    Job {
+        arrival: arrivals.first().copied().unwrap_or(Nanos::ZERO),
+        tasks: vec![Nanos::from_millis(task_ms); arrivals.len()],
+        arrivals,
+        tenant,
+        kernel: 0,
+        window: usize::MAX,
+        submission: Submission::Open,
+        background: false,
+    }
+}
+
+#[test]
+fn quiet_ticks_change_nothing_beside_a_service_a_slurm_job_and_moves() {
+    // both pool orders, and F-Reset's resets
+    for (order, reset) in [
+        (PoolOrder::Packing, None),
+        (PoolOrder::Completion, None),
+        (PoolOrder::Packing, Some(Nanos::from_millis(100))),
+    ] {
+        let params =
+            NodeParams::new(FlexyParams { reserve: 1, reset, sla: SLA, history: 10, order });
+        let (all, delivered) =
+            both_ways(&mixed_node(), &GpuSpec::uniform(3, Bytes::gib(1)), params);
+        assert!(delivered < all, "{order:?}, {reset:?}: {delivered} of {all} ticks delivered");
+    }
+}
+
+/// The reviewer's case (issue 55): under Algorithm 1's order as printed, a pool GPU
+/// busy with a request gives way to an idle GPU at the next look at the pool, though
+/// nothing waits and no GPU's freeing is read; a tick then moves the pool, so none is
+/// quiet while the pool's GPU is busy.
+#[test]
+fn a_busy_pool_gpu_leaves_no_tick_quiet_under_the_completion_order() {
+    let gpus = GpuSpec::uniform(2, Bytes::gib(1));
+    let tenant = TenantSpec::new(TenantId(0), ServiceClass::UserFacing { sla: SLA });
+    // one 50 ms request every 200 ms; nothing else, so the other GPU stays idle
+    let workload = Workload {
+        kernels: vec![kernel("k", 0)],
+        jobs: vec![service(tenant, (0..30).map(|i| 200 * i), 50)],
     };
+    let params = NodeParams::new(FlexyParams {
+        reserve: 1,
+        reset: None,
+        sla: SLA,
+        history: 10,
+        order: PoolOrder::Completion,
+    });
+    let (all, delivered) = both_ways(&workload, &gpus, params);
+    assert!(delivered < all, "{delivered} of {all} ticks delivered");
+}
+
+/// Three 1 GiB GPUs: a service in bursts that declares memory, a Slurm job's two
+/// members pinned to GPU 1 (one thinking 3 ms between tasks: past the 2 ms spin budget,
+/// so its queue runs dry and its turn lapses), and batch tenants whose memory makes the
+/// node move them and leaves a GPU without room for the service.
+fn mixed_node() -> Workload {
     let tenant = |id: u64, class: ServiceClass, memory_mib: u64| TenantSpec {
         memory: Bytes::mib(memory_mib),
         ..TenantSpec::new(TenantId(id), class)
@@ -181,25 +242,19 @@ fn quiet_ticks_change_nothing_beside_a_service_a_slurm_job_and_moves() {
         arrivals: Vec::new(),
         background: false,
     };
-    // a service's requests in bursts (the pool grows and shrinks with them)
-    let service = Job {
-        arrivals: (0..300).map(|i| Nanos::from_millis(i / 10 * 400 + i % 10 * 5)).collect(),
-        submission: Submission::Open,
-        window: usize::MAX,
-        ..job(0, 0, tenant(0, ServiceClass::UserFacing { sla: SLA }, 0), 300, 20)
-    };
-    // a Slurm job's two members, one thinking 3 ms between its tasks: past the 2 ms
-    // spin budget, so its queue runs dry and its turn lapses
+    // bursts of ten requests 5 ms apart every 400 ms: the pool grows and shrinks
+    let arrivals = (0..300).map(|i| i / 10 * 400 + i % 10 * 5);
     let member = |id, weight_in_group| TenantSpec {
         weight: 2,
         group: Some(1),
         weight_in_group,
+        gpus: vec![GpuId(1)],
         ..tenant(id, ServiceClass::Batch, 100)
     };
-    let workload = Workload {
+    Workload {
         kernels: vec![kernel("k", 0), kernel("thinks", 3)],
         jobs: vec![
-            service,
+            service(tenant(0, ServiceClass::UserFacing { sla: SLA }, 200), arrivals, 20),
             job(0, 0, member(1, 1), 600, 10),
             job(0, 1, member(2, 3), 600, 10),
             job(0, 1, tenant(3, ServiceClass::Batch, 700), 500, 10),
@@ -207,14 +262,5 @@ fn quiet_ticks_change_nothing_beside_a_service_a_slurm_job_and_moves() {
             job(2_000, 0, tenant(4, ServiceClass::Batch, 600), 400, 10),
             job(3_000, 1, tenant(5, ServiceClass::Batch, 200), 300, 5),
         ],
-    };
-    let params = NodeParams::new(FlexyParams {
-        reserve: 1,
-        reset: None,
-        sla: SLA,
-        history: 10,
-        order: PoolOrder::Packing,
-    });
-    let (all, delivered) = both_ways(&workload, &gpus, params);
-    assert!(delivered < all, "{delivered} of {all} ticks delivered");
+    }
 }

@@ -318,6 +318,7 @@ impl FairQueue {
         // hold the table's window open for every tenant after it)
         let departed = tags.is_none() && listed.is_some();
         if want == was && same_homes && !departed {
+            homes.clear();
             self.homes_scratch = homes;
             return;
         }
@@ -353,6 +354,7 @@ impl FairQueue {
                 on.extend_from_slice(&homes);
             }
         }
+        homes.clear();
         self.homes_scratch = homes;
     }
 
@@ -778,6 +780,7 @@ impl FairQueue {
                 self.relist(board, key);
             }
         }
+        held.clear();
         self.held = held;
     }
 }

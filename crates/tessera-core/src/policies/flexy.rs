@@ -138,35 +138,18 @@ impl ElasticPool {
     }
 
     /// Whether a repartition now ([`ElasticPool::repartition_ranked`], `skip` passing
-    /// over the ranked GPUs; [`ElasticPool::repartition`], none) could choose other
-    /// GPUs at a later time with nothing else changed: whether it would take busy GPUs
-    /// by when each is expected to free, which is the clock once a task is past its
-    /// prediction. A choice of idle GPUs alone, all due now and ordered by pool and
-    /// id, is the same at any later time (the node policy's
-    /// [`crate::Policy::quiet_until`] asks). O(the pool + the idle GPUs counted).
-    pub fn would_choose_by_time(&self, board: &Board, skip: &dyn Fn(GpuId) -> bool) -> bool {
-        let u = self.size_for(board);
-        // as `first_in_order` fills the pool: its idle GPUs, the busy ones it keeps
-        // (packing), the other idle GPUs, then the busy ones by expected freeing
-        let mut have =
-            self.pool.iter().filter(|g| !skip(**g) && board.state(**g).is_idle()).count();
-        if have >= u {
-            return false;
-        }
-        if self.params.order == PoolOrder::Packing
-            && self.pool.iter().any(|g| !skip(*g) && runs_only_user_facing(board, *g))
-        {
-            return true;
-        }
-        for g in board.idle_ids() {
-            if have >= u {
-                return false;
-            }
-            if !self.in_user_pool[g.0 as usize] && !skip(g) {
-                have += 1;
-            }
-        }
-        have < u
+    /// over the ranked GPUs; [`ElasticPool::repartition`], none) or at any later time
+    /// with nothing else changed could choose other GPUs than the pool's (the node
+    /// policy's [`crate::Policy::quiet_until`] asks). Not while the pool has Algorithm
+    /// 1's size U and every GPU of it is idle and not passed over: the pool's idle GPUs
+    /// come first in either order, so the choice is the pool again, and no GPU's
+    /// expected freeing, which is the clock once a task runs past its prediction, is
+    /// read. Otherwise it may (a busy pool GPU, under [`PoolOrder::Completion`], gives
+    /// way to an idle one; under packing it is kept by when it frees): the answer is
+    /// yes, without looking further. O(the pool).
+    pub fn may_choose_anew(&self, board: &Board, skip: &dyn Fn(GpuId) -> bool) -> bool {
+        self.pool.len() != self.size_for(board)
+            || self.pool.iter().any(|g| skip(*g) || !board.state(*g).is_idle())
     }
 
     /// Algorithm 1's U, the pool's size, for the board as it stands.

@@ -606,9 +606,9 @@ impl Policy for NodePolicy {
     /// falls due by the clock (issue 55: ticks every 2 ms were six in seven of the
     /// policy's events on the bench's node). Those moments: the next sample (the
     /// monitor, the balancer, the share and room steps), and fair queuing's spin
-    /// budgets running out. Nothing is promised while the pool's choice would take
-    /// busy GPUs by their expected freeing, or would see ranks that moved since it was
-    /// made; while a user-facing request waits (the overflow and F-Reset look at its
+    /// budgets running out. Nothing is promised while the pool's choice could change
+    /// (a GPU of it busy or passed over, or its size not Algorithm 1's), or would see
+    /// ranks that moved since it was made; while a user-facing request waits (the overflow and F-Reset look at its
     /// deadline and at when GPUs free); or beside the inference server (whose ticks are
     /// its own). `tests/node_ticks.rs` holds every tick before it to changing nothing.
     fn quiet_until(&self) -> Nanos {
@@ -619,12 +619,12 @@ impl Policy for NodePolicy {
             return Nanos::ZERO;
         }
         let rank = &self.ranks;
-        let by_time = if self.ranked > 0 {
-            self.pool.would_choose_by_time(&self.board, &|g| rank[g.0 as usize] > 0)
+        let anew = if self.ranked > 0 {
+            self.pool.may_choose_anew(&self.board, &|g| rank[g.0 as usize] > 0)
         } else {
-            self.pool.would_choose_by_time(&self.board, &|_| false)
+            self.pool.may_choose_anew(&self.board, &|_| false)
         };
-        if by_time {
+        if anew {
             return Nanos::ZERO;
         }
         self.next_sample.min(self.batch.quiet_until())
