@@ -1,11 +1,13 @@
 //! The composed node policy's quiet ticks (issue 55): the engine passes over every tick
 //! before the policy's `quiet_until`, so each such tick must be one that changes
-//! nothing and asks for nothing. Checked two ways on two workloads (the bench's
-//! co-location workload, and a node with a service, a Slurm job's two members, CPU
-//! phases that let queues run dry past the spin budget, and tenants whose memory makes
-//! the node move them): every tick delivered, and each one the policy called quiet
-//! leaves its whole state (its `Debug` form) and the actions as they were; and the run
-//! with ticks passed over is the run with every tick delivered, to the last latency.
+//! nothing and asks for nothing. Checked two ways: every tick delivered, and each one
+//! the policy called quiet leaves its whole state (its `Debug` form) and the actions as
+//! they were; and the run with ticks passed over is the run with every tick delivered,
+//! to the last latency. On three workloads: the bench's co-location workload; a node
+//! with a service in bursts, a Slurm job's two members, CPU phases that let queues run
+//! dry past the spin budget and tenants whose memory makes the node move them (both
+//! pool orders, and F-Reset); and a service alone under Algorithm 1's order as printed,
+//! where a busy pool GPU gives way to an idle one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
