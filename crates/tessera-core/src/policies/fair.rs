@@ -669,6 +669,10 @@ impl FairQueue {
         });
         self.tenants.insert(spec.id.0, (key, None));
         let members = self.members.get_or_insert_with(key, VecMap::default);
+        // (a tenant registered again starts afresh: its old budget is no moment of ours)
+        if let Some(until) = members.get(&spec.id).and_then(|m| m.lingering_until) {
+            self.members_lingering.remove(&(until, spec.id));
+        }
         // a newcomer starts level with the group's least-served member
         let inner = members.values().map(|m| m.start).min().unwrap_or(0);
         members.insert(

@@ -457,7 +457,8 @@ impl NodePolicy {
     /// whose tenants are furthest ahead first; Flexy's order within each (which keeps
     /// the pool's own GPUs at equal times). So the pool borrows a batch GPU only while the user-facing load needs it, and gives
     /// it back first when the load falls.
-    /// Whether a rank moved.
+    ///
+    /// Returns whether a rank moved.
     fn pool_ranks(&mut self) -> bool {
         if !self.ranks_moving.iter().copied().eq(self.moving.iter().map(|(t, (to, _))| (*t, *to))) {
             self.ranks_moving.clear();
@@ -608,9 +609,10 @@ impl Policy for NodePolicy {
     /// monitor, the balancer, the share and room steps), and fair queuing's spin
     /// budgets running out. Nothing is promised while the pool's choice could change
     /// (a GPU of it busy or passed over, or its size not Algorithm 1's), or would see
-    /// ranks that moved since it was made; while a user-facing request waits (the overflow and F-Reset look at its
-    /// deadline and at when GPUs free); or beside the inference server (whose ticks are
-    /// its own). `tests/node_ticks.rs` holds every tick before it to changing nothing.
+    /// ranks that moved since it was made; while a user-facing request waits (the
+    /// overflow and F-Reset look at its deadline and at when GPUs free); or beside the
+    /// inference server (whose ticks are its own). `tests/node_ticks.rs` holds every
+    /// tick before it to changing nothing.
     fn quiet_until(&self) -> Nanos {
         if self.inference.is_some()
             || self.ranks_pending

@@ -259,6 +259,31 @@ fn a_spin_budget_lets_a_one_request_client_have_its_share() {
     assert!((spinning - 0.75).abs() < 0.02, "{spinning}");
 }
 
+/// A group member registered again while its spin budget runs keeps no moment of the
+/// old budget among the lingering members (issue 55: the index the node policy's
+/// quiet ticks read), and its quiet moment is its group's budget alone: before, the
+/// index kept the old entry and the expiry's check of it against the members' tags
+/// fired.
+#[test]
+fn a_member_registered_again_leaves_no_budget_behind() {
+    let spec = TenantSpec { group: Some(7), ..TenantSpec::new(TenantId(0), ServiceClass::Batch) };
+    let mut p =
+        FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1))).with_spin(Nanos::from_millis(2));
+    p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec.clone()), &mut Vec::new());
+    let mut d = Driver::of(p);
+    d.submit(0, Nanos::from_millis(1));
+    d.finish();
+    // its queue ran dry: it lingers until 3 ms, as its group does
+    assert_eq!(d.p.queue.quiet_until(), Nanos::from_millis(3));
+    assert_eq!(d.p.queue.members_lingering.len(), 1);
+    d.p.on_event(d.now, &Event::TenantRegistered(spec), &mut Vec::new());
+    assert!(d.p.queue.members_lingering.is_empty(), "{:?}", d.p.queue.members_lingering);
+    // the expiry at the budget's end (with its check of the index) finds all in order
+    d.now = Nanos::from_millis(3);
+    d.p.on_event(d.now, &Event::Tick, &mut Vec::new());
+    assert_eq!(d.p.queue.quiet_until(), Nanos::MAX, "nobody lingers");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     /// SFQ's bound (Goyal et al., Theorem 1), checked after every quantum over long
