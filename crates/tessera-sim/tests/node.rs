@@ -101,11 +101,11 @@ impl Policy for Recorder {
     }
 }
 
-fn tenant(id: u64, class: ServiceClass, memory_mib: u64) -> TenantSpec {
+pub(super) fn tenant(id: u64, class: ServiceClass, memory_mib: u64) -> TenantSpec {
     TenantSpec { memory: Bytes::mib(memory_mib), ..TenantSpec::new(TenantId(id), class) }
 }
 
-fn job(arrival_ms: u64, tenant: TenantSpec, tasks: usize, task_ms: u64) -> Job {
+pub(super) fn job(arrival_ms: u64, tenant: TenantSpec, tasks: usize, task_ms: u64) -> Job {
     Job {
         arrival: Nanos::from_millis(arrival_ms),
         tenant,

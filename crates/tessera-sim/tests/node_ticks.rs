@@ -230,19 +230,11 @@ fn a_busy_pool_gpu_leaves_no_tick_quiet_under_the_completion_order() {
 /// so its queue runs dry and its turn lapses), and batch tenants whose memory makes the
 /// node move them and leaves a GPU without room for the service.
 fn mixed_node() -> Workload {
-    let tenant = |id: u64, class: ServiceClass, memory_mib: u64| TenantSpec {
-        memory: Bytes::mib(memory_mib),
-        ..TenantSpec::new(TenantId(id), class)
-    };
-    let job = |arrival_ms: u64, kernel: u32, tenant: TenantSpec, tasks: usize, task_ms: u64| Job {
-        arrival: Nanos::from_millis(arrival_ms),
-        tenant,
+    // (the node tests' tenants and jobs, with their kernel)
+    use super::node::{job as on_kernel_0, tenant};
+    let job = |arrival_ms, kernel, tenant, tasks, task_ms| Job {
         kernel,
-        tasks: vec![Nanos::from_millis(task_ms); tasks],
-        window: 1,
-        submission: Submission::Window,
-        arrivals: Vec::new(),
-        background: false,
+        ..on_kernel_0(arrival_ms, tenant, tasks, task_ms)
     };
     // bursts of ten requests 5 ms apart every 400 ms: the pool grows and shrinks
     let arrivals = (0..300).map(|i| i / 10 * 400 + i % 10 * 5);

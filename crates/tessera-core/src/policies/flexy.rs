@@ -196,10 +196,7 @@ impl ElasticPool {
 
     /// Algorithm 1: recompute U and the pools.
     pub fn repartition(&mut self, board: &mut Board, now: Nanos, actions: &mut Vec<Action>) {
-        let q = board.queued(Classes::UserFacing) + board.running(Classes::UserFacing);
-        let le = self.le.mean().unwrap_or(self.params.sla);
-        let n = board.gpu_count();
-        let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
+        let u = self.size_for(board);
         let mut top = std::mem::take(&mut self.top);
         top.clear();
         self.first_in_order(board, now, u, &|_| false, &mut top);
@@ -301,10 +298,7 @@ impl ElasticPool {
         actions: &mut Vec<Action>,
         rank: &dyn Fn(GpuId) -> u8,
     ) {
-        let q = board.queued(Classes::UserFacing) + board.running(Classes::UserFacing);
-        let le = self.le.mean().unwrap_or(self.params.sla);
-        let n = board.gpu_count();
-        let u = user_facing_pool_size(le, q, self.params.sla, self.params.reserve, n);
+        let u = self.size_for(board);
         // the GPUs of rank 0 in Flexy's order from the board's indices, passing over
         // the ranked ones (few: a walk of the node on every event was most of the
         // node policy's time at 100x its node, issue 55); then the ranked ones by rank
