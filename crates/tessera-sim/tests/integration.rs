@@ -10,5 +10,6 @@ mod golden;
 mod invariants;
 mod node;
 mod node_experiment;
+mod node_resets;
 mod node_ticks;
 mod shared;

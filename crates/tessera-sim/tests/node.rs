@@ -126,7 +126,7 @@ pub(super) fn job(arrival_ms: u64, tenant: TenantSpec, tasks: usize, task_ms: u6
 /// - tenant 4, batch, 600 MiB, arrives at 2 s with 10 s of work: it does not fit
 ///   beside tenant 3, so it starts on GPU 1 with the job, overloading it, until tenant
 ///   3 leaves and frees GPU 2.
-fn scenario() -> Workload {
+pub(super) fn scenario() -> Workload {
     let uf = Job {
         arrivals: (0..500).map(|i| Nanos::from_millis(40 * i)).collect(),
         submission: Submission::Open,

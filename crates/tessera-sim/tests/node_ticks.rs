@@ -6,8 +6,9 @@
 //! to the last latency. On three workloads: the bench's co-location workload; a node
 //! with a service in bursts, a Slurm job's two members, CPU phases that let queues run
 //! dry past the spin budget and tenants whose memory makes the node move them (both
-//! pool orders, and F-Reset); and a service alone under Algorithm 1's order as printed,
-//! where a busy pool GPU gives way to an idle one.
+//! pool orders, and F-Reset: a 100 ms reset, longer than the tasks, never fires; a 5 ms
+//! one kills them); and a service alone under Algorithm 1's order as printed, where a
+//! busy pool GPU gives way to an idle one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -192,6 +193,8 @@ fn quiet_ticks_change_nothing_beside_a_service_a_slurm_job_and_moves() {
         (PoolOrder::Packing, None),
         (PoolOrder::Completion, None),
         (PoolOrder::Packing, Some(Nanos::from_millis(100))),
+        // shorter than the batch tasks: resets kill them (tests/node_resets.rs)
+        (PoolOrder::Packing, Some(Nanos::from_millis(5))),
     ] {
         let params =
             NodeParams::new(FlexyParams { reserve: 1, reset, sla: SLA, history: 10, order });

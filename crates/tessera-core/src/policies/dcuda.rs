@@ -734,7 +734,9 @@ impl Policy for Dcuda {
                 self.raised.remove(tenant);
                 self.monitor.forget(*tenant);
             }
-            Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
+            Event::TaskFinished { task, .. } => {
+                self.monitor.stopped(*task, now);
+            }
             // a tenant that left while its move was under way is gone: no home for it
             Event::MigrationDone { tenant, .. } if self.home.get(tenant.0).is_none() => {
                 self.moving.remove(tenant);
@@ -756,6 +758,10 @@ impl Policy for Dcuda {
                         // the driver says so once, not at every regrouping
                         self.priorities_refused = true;
                         self.raised.clear();
+                    }
+                    Action::Dispatch { task, .. } => self.monitor.cancelled(*task),
+                    Action::DispatchBatch { tasks, .. } => {
+                        tasks.iter().for_each(|t| self.monitor.cancelled(*t))
                     }
                     _ => {}
                 }

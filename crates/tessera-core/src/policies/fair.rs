@@ -635,23 +635,32 @@ impl FairQueue {
         if let Event::ActionRefused { action, .. } = event
             && let Action::Dispatch { task, .. } = action.as_ref()
         {
-            let refused: Vec<(TenantId, Queued)> = self
-                .tenants
-                .iter()
-                .filter(|(_, (_, r))| *r == Some(*task))
-                .map(|(t, (k, _))| (TenantId(t), *k))
-                .collect();
-            for (tenant, key) in refused {
-                if let Some((_, r)) = self.tenants.get_mut(tenant.0) {
-                    *r = None;
-                }
-                if let Some(t) = self.tags.get_mut(&key) {
-                    t.running = t.running.saturating_sub(1);
-                }
-                self.touched.push(key);
-            }
+            self.unrun(std::slice::from_ref(task));
         }
         self.relist_touched(board);
+    }
+
+    /// `tasks` stopped running without finishing — killed by a GPU reset (F-Reset's),
+    /// and the board put them back at the heads of their tenants' queues: their
+    /// quanta end uncharged (the work is lost and runs again whole) and their tenants
+    /// may take a GPU again. Without this a killed task's tenant counted as running
+    /// forever and was never served again (its work stalled).
+    pub fn stopped_unfinished(&mut self, board: &Board, tasks: &[TaskId]) {
+        self.unrun(tasks);
+        self.relist_touched(board);
+    }
+
+    /// The tenants running one of `tasks` run nothing now; their keys are touched.
+    fn unrun(&mut self, tasks: &[TaskId]) {
+        for (_, (key, running)) in self.tenants.iter_mut() {
+            if running.is_some_and(|r| tasks.contains(&r)) {
+                *running = None;
+                if let Some(t) = self.tags.get_mut(key) {
+                    t.running = t.running.saturating_sub(1);
+                }
+                self.touched.push(*key);
+            }
+        }
     }
 
     /// A tenant is queued from now on, on its own or in its group (a group's first
@@ -714,6 +723,11 @@ impl FairQueue {
                         .filter(|(_, k)| self.homes_of(*k).contains(&gpu)))
                 }),
             "the eligible lists per GPU drifted"
+        );
+        debug_assert!(
+            self.tenants.iter().all(|(_, (_, r))| r
+                .is_none_or(|task| board.gpu_ids().any(|g| board.running_task(g, task).is_some()))),
+            "a tenant's quantum is a task the board does not run"
         );
     }
 

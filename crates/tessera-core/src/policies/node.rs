@@ -736,7 +736,9 @@ impl NodePolicy {
                 self.arrived.remove(tenant);
                 self.monitor.forget(*tenant);
             }
-            Event::TaskFinished { task, .. } => self.monitor.stopped(*task, now),
+            Event::TaskFinished { task, .. } => {
+                self.monitor.stopped(*task, now);
+            }
             // a tenant that left while its move was under way has no memory anywhere:
             // homing it again would keep a ghost on the target (the held-out window at
             // day 142: such ghosts let the node over-commit a GPU, 7 tenants lost)
@@ -752,11 +754,13 @@ impl NodePolicy {
             Event::MigrationFailed { tenant, .. } => {
                 self.moving.remove(tenant);
             }
-            Event::ActionRefused { action, .. } => {
-                if let Action::Migrate { tenant, .. } = action.as_ref() {
+            Event::ActionRefused { action, .. } => match action.as_ref() {
+                Action::Migrate { tenant, .. } => {
                     self.moving.remove(tenant);
                 }
-            }
+                Action::Dispatch { task, .. } => self.monitor.cancelled(*task),
+                _ => {}
+            },
             _ => {}
         }
         // fair queuing hears of batch tenants only
@@ -809,12 +813,22 @@ impl NodePolicy {
         self.hold_waiting(now, &touched);
         touched.clear();
         self.touched = touched;
+        let before_resets = actions.len();
         self.pool.reset_if_needed(&mut self.board, now, actions);
+        if actions.len() > before_resets {
+            self.after_resets(now, before_resets, actions);
+        }
         // what this event's dispatches changed, brought into the contention and the
         // pool's ranks now rather than by the next event (the same values: nothing
         // changes in between), so that `quiet_until` knows whether a tick would choose
         // the pool again with ranks that moved
         self.refresh_contended();
         self.ranks_pending = self.pool_ranks();
+        debug_assert!(
+            self.monitor
+                .running_tasks()
+                .all(|t| self.board.gpu_ids().any(|g| self.board.running_task(g, t).is_some())),
+            "the monitor counts a task the board does not run"
+        );
     }
 }

@@ -64,11 +64,24 @@ impl Monitor {
         self.running.insert(task.0, (tenant, now, 1.0));
     }
 
-    /// A task stopped at `now`.
-    pub fn stopped(&mut self, task: TaskId, now: Nanos) {
-        if let Some((tenant, from, d)) = self.running.remove(task.0) {
-            *self.accrued.get_or_insert_with(tenant.0, || 0.0) += d * (now - from).0 as f64;
-        }
+    /// A task stopped at `now` (finished, or killed by a reset: it ran until then):
+    /// its tenant, if it was known to run.
+    pub fn stopped(&mut self, task: TaskId, now: Nanos) -> Option<TenantId> {
+        let (tenant, from, d) = self.running.remove(task.0)?;
+        *self.accrued.get_or_insert_with(tenant.0, || 0.0) += d * (now - from).0 as f64;
+        Some(tenant)
+    }
+
+    /// A task whose dispatch the driver refused never ran: it leaves the running ones
+    /// without a demand (kept, it would count as the whole GPU at every sample for as
+    /// long as its tenant stays).
+    pub fn cancelled(&mut self, task: TaskId) {
+        self.running.remove(task.0);
+    }
+
+    /// The tasks it counts as running, in id order (for checks against the board).
+    pub fn running_tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.running.iter().map(|(id, _)| TaskId(id))
     }
 
     /// The scheduler holds `tenant`'s waiting work from `now` (a fairness slice of

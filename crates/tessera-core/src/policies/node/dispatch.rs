@@ -158,6 +158,41 @@ impl NodePolicy {
         }
     }
 
+    /// F-Reset's resets among `actions[from..]` killed batch tasks, which the board put
+    /// back at the heads of their tenants' queues: fair queuing and the monitor hear
+    /// that those tenants run nothing now (else they counted as running for good and
+    /// fair queuing never served them again), and the idle GPUs are looked at again,
+    /// since a killed tenant may take one at once, as the next event, a tick included,
+    /// would have it do.
+    pub(super) fn after_resets(&mut self, now: Nanos, from: usize, actions: &mut Vec<Action>) {
+        let killed: Vec<TaskId> = actions[from..]
+            .iter()
+            .filter_map(|a| match a {
+                Action::ResetGpu { killed, .. } => Some(killed),
+                _ => None,
+            })
+            .flatten()
+            .copied()
+            .collect();
+        if killed.is_empty() {
+            return;
+        }
+        self.batch.stopped_unfinished(&self.board, &killed);
+        // (the killed ones ran until now: their time counts in their tenants' demand)
+        let mut touched: Vec<TenantId> =
+            killed.iter().filter_map(|t| self.monitor.stopped(*t, now)).collect();
+        let first = actions.len();
+        self.dispatch(now, actions);
+        for a in &actions[first..] {
+            if let Action::Dispatch { task, placement } = a
+                && let Some(r) = self.board.running_task(placement.gpu, *task)
+            {
+                touched.push(r.spec.tenant);
+            }
+        }
+        self.hold_waiting(now, &touched);
+    }
+
     /// Time a batch tenant waits with work queued is held (its turn, a move), not idle:
     /// `tenants`' holds follow their state now (a tenant's state changes only with an
     /// event of its own or a dispatch; every sample looks at every tenant).
