@@ -113,6 +113,8 @@ pub struct ElasticPool {
     keys: Vec<OrderKey>,
     /// Counts the times the pool's GPUs changed (see [`ElasticPool::generation`]).
     generation: u64,
+    /// Whether the pool was installed (and so announced on the board) once.
+    installed: bool,
 }
 
 impl ElasticPool {
@@ -128,6 +130,7 @@ impl ElasticPool {
             kept: Vec::new(),
             keys: Vec::new(),
             generation: 0,
+            installed: false,
         }
     }
 
@@ -148,8 +151,19 @@ impl ElasticPool {
     /// way to an idle one; under packing it is kept by when it frees): the answer is
     /// yes, without looking further. O(the pool).
     pub fn may_choose_anew(&self, board: &Board, skip: &dyn Fn(GpuId) -> bool) -> bool {
-        self.pool.len() != self.size_for(board)
-            || self.pool.iter().any(|g| skip(*g) || !board.state(*g).is_idle())
+        !self.stands(board, self.size_for(board), skip)
+    }
+
+    /// Whether the pool is Algorithm 1's choice of `u` GPUs as it is, without a look
+    /// at the rest of the node: it has `u` GPUs, each idle and not passed over by
+    /// `skip` (see [`ElasticPool::may_choose_anew`]), and was announced once. A
+    /// repartition then changes nothing, and returns at once: the pool of the minimum reservation idle beside
+    /// busy batch GPUs is most events' case (issue 55: the walk of the node's order
+    /// was a fifth of Flexy's instructions per task).
+    fn stands(&self, board: &Board, u: usize, skip: &dyn Fn(GpuId) -> bool) -> bool {
+        self.installed
+            && self.pool.len() == u
+            && self.pool.iter().all(|g| !skip(*g) && board.state(*g).is_idle())
     }
 
     /// Algorithm 1's U, the pool's size, for the board as it stands.
@@ -197,6 +211,19 @@ impl ElasticPool {
     /// Algorithm 1: recompute U and the pools.
     pub fn repartition(&mut self, board: &mut Board, now: Nanos, actions: &mut Vec<Action>) {
         let u = self.size_for(board);
+        if self.stands(board, u, &|_| false) {
+            debug_assert_eq!(
+                self.pool,
+                {
+                    let mut t = self.sorted_order(board, now, u, &|_| 0);
+                    t.sort_unstable();
+                    t
+                },
+                "a standing pool differs from a full sort's"
+            );
+            self.pool_size = u;
+            return;
+        }
         let mut top = std::mem::take(&mut self.top);
         top.clear();
         self.first_in_order(board, now, u, &|_| false, &mut top);
@@ -299,6 +326,19 @@ impl ElasticPool {
         rank: &dyn Fn(GpuId) -> u8,
     ) {
         let u = self.size_for(board);
+        if self.stands(board, u, &|g| rank(g) > 0) {
+            debug_assert_eq!(
+                self.pool,
+                {
+                    let mut t = self.sorted_order(board, now, u, rank);
+                    t.sort_unstable();
+                    t
+                },
+                "a standing pool differs from a full sort's"
+            );
+            self.pool_size = u;
+            return;
+        }
         // the GPUs of rank 0 in Flexy's order from the board's indices, passing over
         // the ranked ones (few: a walk of the node on every event was most of the
         // node policy's time at 100x its node, issue 55); then the ranked ones by rank
@@ -353,6 +393,7 @@ impl ElasticPool {
             self.generation += 1;
         }
         board.announce_pools(&top, actions);
+        self.installed = true;
         self.top = std::mem::replace(&mut self.pool, top);
         self.top.clear();
     }
