@@ -323,7 +323,19 @@ impl Board {
                 with_room.set(id.0, load);
             }
         }
+        // (set when the order is read: [`Board::settle_free_order`])
         if let Some(order) = &mut self.free_order {
+            order.mark(index);
+        }
+    }
+
+    /// Bring the free order ([`Board::with_free_order`]) up to date with the GPUs
+    /// whose state changed since it was last read; call before
+    /// [`Board::first_busy_to_free`].
+    pub fn settle_free_order(&mut self) {
+        let Some(order) = &mut self.free_order else { return };
+        while let Some(i) = order.pop_pending() {
+            let Some((spec, state)) = self.gpus.get(i) else { continue };
             let busy = if state.is_idle() {
                 None
             } else if let Some(until) = state.resetting_until {
@@ -337,7 +349,7 @@ impl Board {
                     started: r.started,
                 })
             };
-            order.set(id, busy);
+            order.set(spec.id, busy);
         }
     }
 
@@ -368,6 +380,7 @@ impl Board {
         out: &mut Vec<GpuId>,
     ) {
         if let Some(order) = &self.free_order {
+            debug_assert!(order.is_settled(), "the free order read before it was settled");
             let predict = |kernel: u32, class: usize| self.predicted_duration_at(kernel, class);
             order.first(now, m, predict, in_pool, pool, skip, out);
             return;

@@ -224,6 +224,7 @@ impl ElasticPool {
             self.pool_size = u;
             return;
         }
+        board.settle_free_order();
         let mut top = std::mem::take(&mut self.top);
         top.clear();
         self.first_in_order(board, now, u, &|_| false, &mut top);
@@ -343,6 +344,7 @@ impl ElasticPool {
         // the ranked ones (few: a walk of the node on every event was most of the
         // node policy's time at 100x its node, issue 55); then the ranked ones by rank
         // and key, a sort of those alone
+        board.settle_free_order();
         let mut top = std::mem::take(&mut self.top);
         top.clear();
         self.first_in_order(board, now, u, &|g| rank(g) > 0, &mut top);
