@@ -439,7 +439,11 @@ impl FairQueue {
         t.finish = t.start + (u128::from(ran.0) << SCALE) / u128::from(t.weight.max(1));
         t.start = t.finish;
         if backlogged || spin > Nanos::ZERO || t.running > 0 {
-            // still active; with nothing queued it lingers for the spin budget
+            // still active; with nothing queued it lingers for the spin budget (a
+            // budget it had, from another member's quantum, is replaced)
+            if let Some(until) = t.lingering_until.take() {
+                self.lingering.remove(&(until, key));
+            }
             t.lingering_until = (!backlogged).then_some(now + spin);
             if let Some(until) = t.lingering_until {
                 self.lingering.insert((until, key));
@@ -797,7 +801,11 @@ impl FairQueue {
                 }
                 if let Some(t) = self.tags.get_mut(&key) {
                     t.running += 1;
-                    t.lingering_until = None;
+                    // its budget's entry goes too: left stale, it would wake the node
+                    // for nothing when it came due ([`FairQueue::quiet_until`])
+                    if let Some(until) = t.lingering_until.take() {
+                        self.lingering.remove(&(until, key));
+                    }
                 }
                 self.relist(board, key);
             }

@@ -284,6 +284,27 @@ fn a_member_registered_again_leaves_no_budget_behind() {
     assert_eq!(d.p.queue.quiet_until(), Nanos::MAX, "nobody lingers");
 }
 
+/// A tenant served again within its spin budget leaves no moment of that budget
+/// behind: the node policy's quiet ticks read the first one, and an entry left stale
+/// woke the node for nothing when it came due (issue 55: a thirtieth of the node
+/// policy's events on the bench).
+#[test]
+fn a_tenant_served_within_its_budget_leaves_no_moment_of_it() {
+    let ms = Nanos::from_millis;
+    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1))).with_spin(ms(2));
+    let spec = TenantSpec::new(TenantId(0), ServiceClass::Batch);
+    p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
+    let mut d = Driver::of(p);
+    d.submit(0, ms(1));
+    d.finish();
+    // its queue ran dry at 1 ms: it lingers until 3 ms
+    assert_eq!(d.p.queue.quiet_until(), ms(3));
+    d.now = Nanos(1_500_000);
+    d.submit(0, ms(1));
+    assert!(d.running.is_some(), "served at once, within its budget");
+    assert_eq!(d.p.queue.quiet_until(), Nanos::MAX, "{:?}", d.p.queue.lingering);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     /// SFQ's bound (Goyal et al., Theorem 1), checked after every quantum over long
