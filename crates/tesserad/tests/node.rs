@@ -2,7 +2,8 @@
 //! 1 GiB GPUs, each tenant a client of its own on a thread: a user-facing tenant keeps
 //! its SLA in the pool; a Slurm job's two tenants weighted 1 : 3 share its GPU 1 : 3;
 //! a newcomer that fits only beside the job is moved off the job's overloaded GPU
-//! once the GPU that could not hold its memory is free.
+//! once the GPU that could not hold its memory is free. And with F-Reset's resets
+//! (`reset_ms`), batch tasks a reset kills run again to the end.
 
 use crate::common;
 
@@ -314,4 +315,80 @@ fn a_registered_model_is_served_on_gpulets_beside_sla_and_batch_tenants() {
         .take(3)
         .collect();
     assert!(beside.is_empty(), "batch tasks on the model's GPU {model_gpus:?}: {beside:?}");
+}
+
+/// F-Reset inside the node policy through the daemon (`reset_ms`): a service's bursts
+/// grow the pool onto the batch tenants' GPU, whose 50 ms tasks, longer than the 5 ms
+/// reset, are killed and run again; every task of every tenant ends done. Before the
+/// fix fair queuing still counted a killed task as its tenant's quantum running, never
+/// served that tenant again, and its next wait timed out.
+#[test]
+fn a_batch_task_killed_by_a_reset_runs_again_through_the_daemon() {
+    let cfg = DaemonConfig {
+        gpus: 2,
+        gpu_memory_mib: 1024,
+        sla_ms: 200,
+        reset_ms: 5,
+        executor: ExecutorKind::Emulated { speedup: SPEEDUP },
+        ..common::config(PolicyName::Node)
+    };
+    let d = Daemon::start(&cfg).unwrap();
+    let socket = d.socket().to_path_buf();
+    let end = Instant::now() + Duration::from_secs(3);
+    // the service: bursts of twelve 20 ms requests every 300 ms of emulated time (the
+    // pool, planned for twelve at once, takes both GPUs)
+    let service = {
+        let socket = socket.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&socket).unwrap();
+            let options = TenantOptions {
+                class: TenantClass::UserFacing,
+                sla: Duration::from_millis(200),
+                ..TenantOptions::batch()
+            };
+            let uf = c.register(options).unwrap();
+            let mut done = 0;
+            while Instant::now() < end {
+                let handles: Vec<_> = (0..12).map(|_| c.submit(uf, &task(20)).unwrap()).collect();
+                for h in handles {
+                    let r = c.wait(h, Duration::from_secs(10)).expect("every request ends");
+                    assert_eq!(r.outcome, Outcome::Done, "{r:?}");
+                    done += 1;
+                }
+                std::thread::sleep(Duration::from_millis(300).div_f64(SPEEDUP));
+            }
+            done
+        })
+    };
+    // two batch tenants, each with two 50 ms tasks in flight until the end
+    let batch: Vec<_> = (0..2)
+        .map(|_| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&socket).unwrap();
+                let t = c.register(TenantOptions::batch()).unwrap();
+                let (mut inflight, mut done) = (0, 0);
+                while Instant::now() < end || inflight > 0 {
+                    while inflight < 2 && Instant::now() < end {
+                        c.submit(t, &task(50)).unwrap();
+                        inflight += 1;
+                    }
+                    let r = c.wait_any(Duration::from_secs(10)).expect("every batch task ends");
+                    assert_eq!(r.outcome, Outcome::Done, "{r:?}");
+                    inflight -= 1;
+                    done += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    let requests = service.join().unwrap();
+    let batch_done: Vec<u64> = batch.into_iter().map(|b| b.join().unwrap()).collect();
+    let totals = Client::connect(&socket).unwrap().status().unwrap().totals;
+    eprintln!("{requests} requests; batch tasks {batch_done:?}; {totals:?}");
+    // the case at all: resets killed batch work, and it ran again to the end
+    assert!(totals.resets > 0, "{totals:?}");
+    assert!(batch_done.iter().all(|n| *n > 0), "{batch_done:?}");
+    assert_eq!(totals.batch_done, batch_done.iter().sum::<u64>(), "{totals:?}");
+    assert_eq!(totals.failed + totals.cancelled, 0, "{totals:?}");
 }
