@@ -39,7 +39,8 @@ use load_order::LoadOrder;
 /// of the busy GPUs it spares, which Flexy asks for on about one event in ten: without
 /// it `sim flexy --quick` counts 9% fewer instructions (24.13 -> 22.01 billion, issue
 /// 55). At 40 GPUs and more the sort grows with the node on every question; the index
-/// does not.
+/// does not. (Measured while the index was set at every change of a GPU; it is now
+/// set only for the GPUs changed since it was last read, [`Board::settle_free_order`].)
 pub const FREE_ORDER_ABOVE: usize = 16;
 
 /// How many recent durations per kernel predict a running task's completion time.

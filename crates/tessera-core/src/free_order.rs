@@ -1,6 +1,7 @@
 //! The busy GPUs of an exclusive board (one task per GPU) in the order of their
-//! expected completion, kept up to date as tasks start and end, so that Flexy's
-//! Algorithm 1 takes the first few without sorting the node on every event.
+//! expected completion, so that Flexy's Algorithm 1 takes the first few without
+//! sorting the node on every event. A GPU whose state changes is marked, and the
+//! marked ones are set when the order is next read ([`FreeOrder::mark`]).
 //!
 //! A busy GPU is expected to free at E: its task's start plus the current prediction
 //! for the task's kernel and class (never known: `Nanos::MAX`), or the end of its

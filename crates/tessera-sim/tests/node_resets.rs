@@ -5,9 +5,12 @@
 //! budget with hundreds of tasks never submitted; found while checking the node's
 //! quiet ticks under resets shorter than the tasks, issue 55).
 
+use std::sync::Arc;
 use tessera_core::policies::flexy::{FlexyParams, PoolOrder};
 use tessera_core::policies::node::{NodeParams, NodePolicy};
-use tessera_core::{Bytes, GpuSpec, Nanos, ServiceClass};
+use tessera_core::{
+    Action, Bytes, Event, GpuId, GpuSpec, Nanos, Policy, ServiceClass, TenantId, TenantSpec,
+};
 use tessera_sim::engine::{Sharing, SimOptions, Simulation};
 use tessera_sim::perf::PerfModel;
 use tessera_sim::workload::{Job, Submission, Workload};
@@ -66,6 +69,94 @@ fn a_batch_task_killed_by_a_reset_runs_again_and_every_task_ends() {
     assert!(m.resets > 0 && m.killed_work_s > 0.0, "{} resets", m.resets);
     // and every task ended, completed: the killed ones ran again
     assert_eq!(m.not_completed, 0);
+    assert_eq!(m.batch_tasks, 120);
     assert_eq!(m.batch_done, m.batch_tasks);
     assert_eq!(m.uf_tasks, 120);
+}
+
+/// The node policy wrapped to count the GPU resets it asks for, per GPU.
+#[derive(Debug)]
+struct Resets {
+    inner: NodePolicy,
+    per_gpu: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<GpuId, u64>>>,
+}
+
+impl Policy for Resets {
+    fn label(&self) -> String {
+        self.inner.label()
+    }
+    fn tick_interval(&self) -> Option<Nanos> {
+        self.inner.tick_interval()
+    }
+    fn quiet_until(&self) -> Nanos {
+        self.inner.quiet_until()
+    }
+    fn min_reservation(&self) -> usize {
+        self.inner.min_reservation()
+    }
+    fn home(&self, tenant: TenantId) -> Option<GpuId> {
+        self.inner.home(tenant)
+    }
+    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        let before = actions.len();
+        self.inner.on_event(now, event, actions);
+        for a in &actions[before..] {
+            if let Action::ResetGpu { gpu, .. } = a {
+                *self.per_gpu.lock().unwrap().entry(*gpu).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// A pool GPU whose batch homes leave room for no waiting service's context runs their
+/// work meanwhile (issue 56); F-Reset must not reset it for the waiting requests, which
+/// cannot run there: each reset freed it for none, its batch work was dispatched there
+/// again in the same event and killed at once, at every reset's end, while requests
+/// waited (found by a review of the fix above). Two 1 GiB GPUs: 700 MiB of batch homes
+/// pinned to GPU 0, 100 MiB to GPU 1; two services of 400 MiB, which fit on GPU 1 only.
+#[test]
+fn no_reset_frees_a_pool_gpu_where_no_waiting_service_fits() {
+    let reset = Nanos::from_millis(5);
+    let pinned = |id, memory, gpu| TenantSpec {
+        gpus: vec![GpuId(gpu)],
+        ..tenant(id, ServiceClass::Batch, memory)
+    };
+    let service = |id| Job {
+        arrivals: (0..100).map(|i| Nanos::from_millis(1_000 + 25 * i)).collect(),
+        submission: Submission::Open,
+        window: usize::MAX,
+        ..job(1_000, tenant(id, ServiceClass::UserFacing { sla: SLA }, 400), 100, 20)
+    };
+    let mut workload = super::node::scenario();
+    workload.jobs = vec![
+        job(0, pinned(1, 400, 0), 200, 50),
+        job(0, pinned(2, 300, 0), 200, 50),
+        job(0, pinned(3, 100, 1), 200, 50),
+        service(8),
+        service(9),
+    ];
+    let gpus = GpuSpec::uniform(2, Bytes::gib(1));
+    let params = NodeParams::new(FlexyParams {
+        reserve: 0,
+        reset: Some(reset),
+        sla: SLA,
+        history: 10,
+        order: PoolOrder::Packing,
+    });
+    let per_gpu = std::sync::Arc::default();
+    let policy = Resets { inner: NodePolicy::new(&gpus, params), per_gpu: Arc::clone(&per_gpu) };
+    let opts = SimOptions {
+        gpus: gpus.clone(),
+        perf: PerfModel { reset_latency: reset, ..PerfModel::default() },
+        keep_latencies: false,
+        event_budget: 2_000_000,
+        sharing: Sharing::Exclusive,
+        measure_gpus: true,
+        sla_window: None,
+    };
+    let m = Simulation::new(&workload, Box::new(policy), opts).run().expect("the run ends");
+    assert_eq!(m.not_completed, 0);
+    assert_eq!(m.batch_tasks, 600);
+    let per_gpu = per_gpu.lock().unwrap().clone();
+    assert_eq!(per_gpu.get(&GpuId(0)), None, "resets per GPU: {per_gpu:?}");
 }

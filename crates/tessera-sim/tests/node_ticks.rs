@@ -120,8 +120,8 @@ fn run(
 }
 
 /// Both checks on one workload; returns (ticks in all, ticks delivered when passing
-/// over the quiet ones).
-fn both_ways(workload: &Workload, gpus: &[GpuSpec], params: NodeParams) -> (u64, u64) {
+/// over the quiet ones) and the run's metrics.
+fn both_ways(workload: &Workload, gpus: &[GpuSpec], params: NodeParams) -> (u64, u64, RunMetrics) {
     let (every, all, checked) = run(workload, gpus, params, true);
     let (skipping, delivered, _) = run(workload, gpus, params, false);
     assert_eq!(skipping, every, "passing over the quiet ticks changed the run");
@@ -130,7 +130,7 @@ fn both_ways(workload: &Workload, gpus: &[GpuSpec], params: NodeParams) -> (u64,
         checked <= all && delivered <= all,
         "{checked} checked, {delivered} delivered of {all}"
     );
-    (all, delivered)
+    (all, delivered, skipping)
 }
 
 #[test]
@@ -153,7 +153,7 @@ fn the_bench_workloads_quiet_ticks_change_nothing_and_most_pass() {
             mean: Nanos::from_millis(50),
             seed,
         });
-        let (all, delivered) = both_ways(&workload, &gpus, params);
+        let (all, delivered, _) = both_ways(&workload, &gpus, params);
         // a tick every 2 ms (the spin budget) over tasks of 50 ms on average
         assert!(delivered * 2 < all, "seed {seed}: {delivered} of {all} ticks delivered");
     }
@@ -198,9 +198,12 @@ fn quiet_ticks_change_nothing_beside_a_service_a_slurm_job_and_moves() {
     ] {
         let params =
             NodeParams::new(FlexyParams { reserve: 1, reset, sla: SLA, history: 10, order });
-        let (all, delivered) =
+        let (all, delivered, m) =
             both_ways(&mixed_node(), &GpuSpec::uniform(3, Bytes::gib(1)), params);
         assert!(delivered < all, "{order:?}, {reset:?}: {delivered} of {all} ticks delivered");
+        // the 10 ms tasks outlast a 5 ms reset only: resets happen then alone
+        let short = reset.is_some_and(|r| r < Nanos::from_millis(10));
+        assert_eq!(m.resets > 0, short, "{order:?}, {reset:?}: {} resets", m.resets);
     }
 }
 
@@ -224,7 +227,7 @@ fn a_busy_pool_gpu_leaves_no_tick_quiet_under_the_completion_order() {
         history: 10,
         order: PoolOrder::Completion,
     });
-    let (all, delivered) = both_ways(&workload, &gpus, params);
+    let (all, delivered, _) = both_ways(&workload, &gpus, params);
     assert!(delivered < all, "{delivered} of {all} ticks delivered");
 }
 

@@ -598,7 +598,7 @@ impl FairQueue {
                 self.touched.extend(self.key_of(spec.id));
             }
             Event::TenantLeft { tenant } => {
-                if let Some((key, _)) = self.tenants.remove(tenant.0) {
+                if let Some((key, running)) = self.tenants.remove(tenant.0) {
                     let lingering = &mut self.members_lingering;
                     let empty = self.members.get_mut(&key).is_none_or(|m| {
                         if let Some(until) = m.get(tenant).and_then(|m| m.lingering_until) {
@@ -612,6 +612,8 @@ impl FairQueue {
                         if self.tags.remove(&key).is_some_and(|t| t.active) {
                             self.active -= 1;
                         }
+                    } else if running.is_some() {
+                        self.member_left_running(board, now, key);
                     }
                     self.touched.push(key);
                 }
@@ -642,6 +644,33 @@ impl FairQueue {
             self.unrun(std::slice::from_ref(task));
         }
         self.relist_touched(board);
+    }
+
+    /// A member of group `key` left with a quantum running: the quantum ends with it
+    /// (its finish, if one comes, is no one's now and is not charged), and the group
+    /// goes on as after any quantum: active while backlogged or running, lingering for
+    /// the spin budget, else inactive. Before, the group counted the quantum as running
+    /// for good and never lingered or went inactive again.
+    fn member_left_running(&mut self, board: &Board, now: Nanos, key: Queued) {
+        let backlogged = self.backlogged(board, key);
+        let spin = self.spin;
+        let Some(t) = self.tags.get_mut(&key) else { return };
+        t.running = t.running.saturating_sub(1);
+        if !t.active {
+            return;
+        }
+        if backlogged || spin > Nanos::ZERO || t.running > 0 {
+            if !backlogged && spin > Nanos::ZERO && t.lingering_until.is_none() {
+                t.lingering_until = Some(now + spin);
+                self.lingering.insert((now + spin, key));
+            }
+        } else {
+            t.active = false;
+            self.active -= 1;
+            if self.active == 0 {
+                self.idle_v = t.finish;
+            }
+        }
     }
 
     /// `tasks` stopped running without finishing — killed by a GPU reset (F-Reset's),
@@ -736,6 +765,11 @@ impl FairQueue {
             self.tenants.iter().all(|(_, (_, r))| r
                 .is_none_or(|task| board.gpu_ids().any(|g| board.running_task(g, task).is_some()))),
             "a tenant's quantum is a task the board does not run"
+        );
+        debug_assert!(
+            self.tags.keys().all(|k| self.tags.get(&k).is_some_and(|t| t.running as usize
+                == self.tenants.iter().filter(|(_, (q, r))| *q == k && r.is_some()).count())),
+            "a key's running quanta drifted from its members'"
         );
     }
 

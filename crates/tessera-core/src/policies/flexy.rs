@@ -156,10 +156,10 @@ impl ElasticPool {
 
     /// Whether the pool is Algorithm 1's choice of `u` GPUs as it is, without a look
     /// at the rest of the node: it has `u` GPUs, each idle and not passed over by
-    /// `skip` (see [`ElasticPool::may_choose_anew`]), and was announced once. A
-    /// repartition then changes nothing, and returns at once: the pool of the minimum reservation idle beside
-    /// busy batch GPUs is most events' case (issue 55: the walk of the node's order
-    /// was a fifth of Flexy's instructions per task).
+    /// `skip` (see [`ElasticPool::may_choose_anew`]), and it was announced once. A
+    /// repartition then changes nothing, and returns at once: the minimum reservation
+    /// idle beside busy batch GPUs is most events' case (issue 55: the walk of the
+    /// node's order was a fifth of Flexy's instructions per task).
     fn stands(&self, board: &Board, u: usize, skip: &dyn Fn(GpuId) -> bool) -> bool {
         self.installed
             && self.pool.len() == u
@@ -443,7 +443,16 @@ impl ElasticPool {
     /// pool GPUs can serve user-facing work (never more than there are waiting tasks).
     /// Packing keeps U small, which is why Flexy resets less than priority. Nothing
     /// without a reset latency.
-    pub fn reset_if_needed(&mut self, board: &mut Board, now: Nanos, actions: &mut Vec<Action>) {
+    /// Only GPUs `serves` says could then serve user-facing work are reset (the node
+    /// policy's pool may hold a GPU whose batch homes leave room for no waiting
+    /// service's context: a reset would free it for no request).
+    pub fn reset_if_needed(
+        &mut self,
+        board: &mut Board,
+        now: Nanos,
+        actions: &mut Vec<Action>,
+        serves: &dyn Fn(GpuId) -> bool,
+    ) {
         let Some(latency) = self.params.reset else { return };
         let waiting = board.queued(Classes::UserFacing);
         if waiting == 0 || self.pool_size == 0 {
@@ -455,7 +464,8 @@ impl ElasticPool {
         if missing == 0 {
             return;
         }
-        let resettable = resettable_batch_gpus(board, now, latency, |g| in_pool[g.0 as usize]);
+        let resettable =
+            resettable_batch_gpus(board, now, latency, |g| in_pool[g.0 as usize] && serves(g));
         for gpu in resettable.into_iter().take(missing) {
             board.reset(now, gpu, latency, actions);
         }
@@ -534,7 +544,7 @@ impl Flexy {
         }
         self.pool.repartition(&mut self.board, now, actions);
         self.dispatch_idle(now, actions);
-        self.pool.reset_if_needed(&mut self.board, now, actions);
+        self.pool.reset_if_needed(&mut self.board, now, actions, &|_| true);
     }
 }
 

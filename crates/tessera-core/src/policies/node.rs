@@ -814,7 +814,15 @@ impl NodePolicy {
         touched.clear();
         self.touched = touched;
         let before_resets = actions.len();
-        self.pool.reset_if_needed(&mut self.board, now, actions);
+        if self.pool.params().reset.is_some() && self.board.queued(Classes::UserFacing) > 0 {
+            // a pool GPU whose batch homes leave room for no waiting service's context
+            // runs their work meanwhile (the dispatch): a reset would free it for no
+            // request, and kill that work again at every reset's end
+            let unable: Vec<GpuId> = (self.pool.gpus().iter().copied())
+                .filter(|g| self.overcommitted(*g) && self.oldest_service_for(*g).is_none())
+                .collect();
+            self.pool.reset_if_needed(&mut self.board, now, actions, &|g| !unable.contains(&g));
+        }
         if actions.len() > before_resets {
             self.after_resets(now, before_resets, actions);
         }

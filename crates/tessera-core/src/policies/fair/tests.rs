@@ -284,6 +284,26 @@ fn a_member_registered_again_leaves_no_budget_behind() {
     assert_eq!(d.p.queue.quiet_until(), Nanos::MAX, "nobody lingers");
 }
 
+/// A group member that leaves while its quantum runs takes the quantum with it: the
+/// group runs nothing then, and with nothing queued goes inactive (no spin budget).
+/// Before, the group counted the quantum as running for good (its finish, no one's
+/// once the member left, is never charged), so it never went inactive again.
+#[test]
+fn a_member_leaving_with_a_quantum_running_takes_it_along() {
+    let member =
+        |id| TenantSpec { group: Some(3), ..TenantSpec::new(TenantId(id), ServiceClass::Batch) };
+    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
+    for id in [0, 1] {
+        p.on_event(Nanos::ZERO, &Event::TenantRegistered(member(id)), &mut Vec::new());
+    }
+    let mut d = Driver::of(p);
+    d.submit(0, Nanos::from_millis(5));
+    assert!(d.running.is_some());
+    assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| (t.running, t.active)), Some((1, true)));
+    d.p.on_event(d.now, &Event::TenantLeft { tenant: TenantId(0) }, &mut Vec::new());
+    assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| (t.running, t.active)), Some((0, false)));
+}
+
 /// A tenant served again within its spin budget leaves no moment of that budget
 /// behind: the node policy's quiet ticks read the first one, and an entry left stale
 /// woke the node for nothing when it came due (issue 55: a thirtieth of the node
