@@ -266,6 +266,10 @@ pub struct NodePolicy {
     touched: Vec<TenantId>,
     idle_pool: Vec<GpuId>,
     idle_rest: Vec<GpuId>,
+    /// Scratch: a sample's loads and the balancer's candidates, per GPU (lists made
+    /// per sample were most of a sample's cost, issue 55; emptied after use).
+    loads_scratch: Loads,
+    candidates_scratch: Loads,
 }
 
 /// Moves a step has decided, with the summed weights and promised memory they leave.
@@ -413,6 +417,8 @@ impl NodePolicy {
             touched: Vec::new(),
             idle_pool: Vec::new(),
             idle_rest: Vec::new(),
+            loads_scratch: Vec::new(),
+            candidates_scratch: Vec::new(),
         };
         // no service registered yet
         node.services_changed();

@@ -39,11 +39,14 @@ impl NodePolicy {
             self.contended[g] = self.contended_now(GpuId(g as u32));
         }
         self.ranks_all_stale = true;
-        let loads = self.loads();
+        let mut loads = std::mem::take(&mut self.loads_scratch);
+        self.loads_into(&mut loads);
         if self.params.migrate {
             self.decide_moves(now, &loads);
         }
         self.publish(&loads);
+        loads.iter_mut().for_each(Vec::clear);
+        self.loads_scratch = loads;
     }
 
     /// DCUDA's steps, the share step and the room step: the moves this sample decides.
@@ -55,21 +58,18 @@ impl NodePolicy {
         // take, so that the balancer moves their tenants out and nothing in
         const POOL: TenantId = TenantId(u64::MAX);
         let unreachable = self.params.thresh_over + 1.0;
+        let mut candidates = std::mem::take(&mut self.candidates_scratch);
         let movable = |t: &TenantId| self.movable(now, *t);
-        let mut candidates: Loads = loads
-            .iter()
-            .enumerate()
-            .map(|(g, apps)| {
-                let mut l: Vec<(TenantId, f64)> = apps
-                    .iter()
-                    .map(|(t, d)| (*t, if movable(t) { *d } else { *d + unreachable }))
-                    .collect();
-                if self.held_from_batch(GpuId(g as u32), now) {
-                    l.push((POOL, unreachable));
-                }
-                l
-            })
-            .collect();
+        candidates.resize_with(n, Vec::new);
+        for (g, (l, apps)) in candidates.iter_mut().zip(loads).enumerate() {
+            l.clear();
+            l.extend(
+                apps.iter().map(|(t, d)| (*t, if movable(t) { *d } else { *d + unreachable })),
+            );
+            if self.held_from_batch(GpuId(g as u32), now) {
+                l.push((POOL, unreachable));
+            }
+        }
         let mut moves =
             dcuda::balance(&mut candidates, self.params.thresh_over, self.params.thresh_under);
         if !self.params.balance {
@@ -89,6 +89,8 @@ impl NodePolicy {
         }
         let stays: Vec<bool> =
             moves.iter().map(|m| m.tenant == POOL || !movable(&m.tenant)).collect();
+        candidates.iter_mut().for_each(Vec::clear);
+        self.candidates_scratch = candidates;
         for (m, stays) in moves.into_iter().zip(stays) {
             if !stays {
                 self.decide(now, m);
@@ -110,9 +112,13 @@ impl NodePolicy {
 
     /// The report as of this sample, to whoever reads it.
     pub(super) fn publish(&mut self, loads: &Loads) {
-        self.report.load = loads.iter().map(|l| dcuda::utilization(l)).collect();
-        self.report.homed = loads.iter().map(Vec::len).collect();
-        self.report.pool = self.pool.gpus().to_vec();
+        // (in place: lists made per sample, issue 55)
+        self.report.load.clear();
+        self.report.load.extend(loads.iter().map(|l| dcuda::utilization(l)));
+        self.report.homed.clear();
+        self.report.homed.extend(loads.iter().map(Vec::len));
+        self.report.pool.clear();
+        self.report.pool.extend_from_slice(self.pool.gpus());
         self.report.unplaced = self.unplaced.len();
         self.samples += 1;
         if let Some(Ok(mut r)) = self.shared.as_ref().map(|s| s.lock()) {

@@ -194,12 +194,19 @@ impl NodePolicy {
 
     /// Batch tenants per GPU with their demand, each at the GPU it is moving to.
     pub(super) fn loads(&self) -> Loads {
-        let mut loads: Loads = vec![Vec::new(); self.board.gpu_count()];
+        let mut loads = Vec::new();
+        self.loads_into(&mut loads);
+        loads
+    }
+
+    /// [`Self::loads`] into `loads` (its lists emptied first, their room kept).
+    pub(super) fn loads_into(&self, loads: &mut Loads) {
+        loads.resize_with(self.board.gpu_count(), Vec::new);
+        loads.iter_mut().for_each(Vec::clear);
         for (tenant, gpu) in &self.homes {
             let at = self.moving.get(tenant).map_or(*gpu, |(to, _)| *to);
             loads[at.0 as usize].push((*tenant, self.demand(*tenant)));
         }
-        loads
     }
 
     /// Of [`Self::loads`], each GPU's utilization ([`dcuda::utilization`] of its
