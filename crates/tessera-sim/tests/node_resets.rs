@@ -40,6 +40,20 @@ fn bursts_beside_long_batch_tasks() -> Workload {
     workload
 }
 
+/// The engine's options on `gpus`, its resets lasting `reset` as the policy plans.
+fn options(gpus: &[GpuSpec], reset: Nanos) -> SimOptions {
+    SimOptions {
+        gpus: gpus.to_vec(),
+        perf: PerfModel { reset_latency: reset, ..PerfModel::default() },
+        keep_latencies: false,
+        // the runs need about ten thousand; the stall spent any budget on ticks
+        event_budget: 2_000_000,
+        sharing: Sharing::Exclusive,
+        measure_gpus: true,
+        sla_window: None,
+    }
+}
+
 #[test]
 fn a_batch_task_killed_by_a_reset_runs_again_and_every_task_ends() {
     let reset = Nanos::from_millis(5);
@@ -51,16 +65,7 @@ fn a_batch_task_killed_by_a_reset_runs_again_and_every_task_ends() {
         history: 10,
         order: PoolOrder::Packing,
     });
-    let opts = SimOptions {
-        gpus: gpus.clone(),
-        perf: PerfModel { reset_latency: reset, ..PerfModel::default() },
-        keep_latencies: false,
-        // the run needs about ten thousand; the stall spent any budget on ticks
-        event_budget: 2_000_000,
-        sharing: Sharing::Exclusive,
-        measure_gpus: true,
-        sla_window: None,
-    };
+    let opts = options(&gpus, reset);
     let policy = NodePolicy::new(&gpus, params);
     let m = Simulation::new(&bursts_beside_long_batch_tasks(), Box::new(policy), opts)
         .run()
@@ -145,15 +150,7 @@ fn no_reset_frees_a_pool_gpu_where_no_waiting_service_fits() {
     });
     let per_gpu = std::sync::Arc::default();
     let policy = Resets { inner: NodePolicy::new(&gpus, params), per_gpu: Arc::clone(&per_gpu) };
-    let opts = SimOptions {
-        gpus: gpus.clone(),
-        perf: PerfModel { reset_latency: reset, ..PerfModel::default() },
-        keep_latencies: false,
-        event_budget: 2_000_000,
-        sharing: Sharing::Exclusive,
-        measure_gpus: true,
-        sla_window: None,
-    };
+    let opts = options(&gpus, reset);
     let m = Simulation::new(&workload, Box::new(policy), opts).run().expect("the run ends");
     assert_eq!(m.not_completed, 0);
     assert_eq!(m.batch_tasks, 600);

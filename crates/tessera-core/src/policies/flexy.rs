@@ -211,17 +211,7 @@ impl ElasticPool {
     /// Algorithm 1: recompute U and the pools.
     pub fn repartition(&mut self, board: &mut Board, now: Nanos, actions: &mut Vec<Action>) {
         let u = self.size_for(board);
-        if self.stands(board, u, &|_| false) {
-            debug_assert_eq!(
-                self.pool,
-                {
-                    let mut t = self.sorted_order(board, now, u, &|_| 0);
-                    t.sort_unstable();
-                    t
-                },
-                "a standing pool differs from a full sort's"
-            );
-            self.pool_size = u;
+        if self.stands_for(board, now, u, &|_| 0) {
             return;
         }
         board.settle_free_order();
@@ -327,17 +317,7 @@ impl ElasticPool {
         rank: &dyn Fn(GpuId) -> u8,
     ) {
         let u = self.size_for(board);
-        if self.stands(board, u, &|g| rank(g) > 0) {
-            debug_assert_eq!(
-                self.pool,
-                {
-                    let mut t = self.sorted_order(board, now, u, rank);
-                    t.sort_unstable();
-                    t
-                },
-                "a standing pool differs from a full sort's"
-            );
-            self.pool_size = u;
+        if self.stands_for(board, now, u, rank) {
             return;
         }
         // the GPUs of rank 0 in Flexy's order from the board's indices, passing over
@@ -365,14 +345,45 @@ impl ElasticPool {
                 t.sort_unstable();
                 t
             },
-            {
-                let mut t = self.sorted_order(board, now, u, rank);
-                t.sort_unstable();
-                t
-            },
+            self.sorted_top(board, now, u, rank),
             "the pool differs from a full sort's"
         );
         self.install(board, top, u, actions);
+    }
+
+    /// A repartition's early return: whether the pool stands for `u` ([`Self::stands`],
+    /// passing over the GPUs `rank` ranks); then U is recorded and nothing else moves.
+    fn stands_for(
+        &mut self,
+        board: &Board,
+        now: Nanos,
+        u: usize,
+        rank: &dyn Fn(GpuId) -> u8,
+    ) -> bool {
+        if !self.stands(board, u, &|g| rank(g) > 0) {
+            return false;
+        }
+        debug_assert_eq!(
+            self.pool,
+            self.sorted_top(board, now, u, rank),
+            "a standing pool differs from a full sort's"
+        );
+        self.pool_size = u;
+        true
+    }
+
+    /// The first `u` GPUs of a full sort ([`Self::sorted_order`]), by id: the debug
+    /// checks' pool.
+    fn sorted_top(
+        &self,
+        board: &Board,
+        now: Nanos,
+        u: usize,
+        rank: &dyn Fn(GpuId) -> u8,
+    ) -> Vec<GpuId> {
+        let mut t = self.sorted_order(board, now, u, rank);
+        t.sort_unstable();
+        t
     }
 
     /// Make `top`, the first `u` GPUs, the pool and announce it.

@@ -809,13 +809,7 @@ impl NodePolicy {
         let homes = &self.homes;
         dcuda::start_moves(&mut self.board, |t| homes.get(&t).copied(), &mut self.moving, actions);
         self.dispatch(now, actions);
-        for a in &actions[first_action..] {
-            if let Action::Dispatch { task, placement } = a
-                && let Some(r) = self.board.running_task(placement.gpu, *task)
-            {
-                touched.push(r.spec.tenant);
-            }
-        }
+        self.dispatched_tenants(&actions[first_action..], &mut touched);
         self.hold_waiting(now, &touched);
         touched.clear();
         self.touched = touched;

@@ -183,14 +183,19 @@ impl NodePolicy {
             killed.iter().filter_map(|t| self.monitor.stopped(*t, now)).collect();
         let first = actions.len();
         self.dispatch(now, actions);
-        for a in &actions[first..] {
+        self.dispatched_tenants(&actions[first..], &mut touched);
+        self.hold_waiting(now, &touched);
+    }
+
+    /// The tenants of the dispatches among `actions` that run now, onto `touched`.
+    pub(super) fn dispatched_tenants(&self, actions: &[Action], touched: &mut Vec<TenantId>) {
+        for a in actions {
             if let Action::Dispatch { task, placement } = a
                 && let Some(r) = self.board.running_task(placement.gpu, *task)
             {
                 touched.push(r.spec.tenant);
             }
         }
-        self.hold_waiting(now, &touched);
     }
 
     /// Time a batch tenant waits with work queued is held (its turn, a move), not idle:
