@@ -122,15 +122,20 @@ pub struct FairQueue {
     /// The active ones that may take a GPU now — a member with a task queued and none
     /// running, or lingering with nothing running — by start tag, and the start tag
     /// each is listed under: a dispatch walks these, not every active one (most run).
+    /// Kept only without homes: with them a dispatch walks its GPU's own list
+    /// (`eligible_on`), and this one, changed twice per quantum, was read by nothing
+    /// (issue 55).
     eligible: BTreeSet<(VirtualTime, Queued)>,
     listed: QueuedMap<Option<VirtualTime>>,
-    /// With homes ([`FairQueue::set_home`]): the eligible ones again per GPU, each under
+    /// With homes ([`FairQueue::set_home`]): the eligible ones per GPU, each under
     /// every GPU where a member of it lives, and the GPUs each is listed under. A
     /// dispatch for a GPU then walks that GPU's own, not every eligible tenant of the
-    /// node (`by_home` says homes are in use).
+    /// node (`by_home` says homes are in use). A GPU's list holds the few tenants
+    /// homed there: a sorted vector, where a B-tree set's insertion and removal were a
+    /// twentieth of the node policy's work (issue 55).
     by_home: bool,
     homes: IdTable<GpuId>,
-    eligible_on: Vec<BTreeSet<(VirtualTime, Queued)>>,
+    eligible_on: Vec<VecMap<(VirtualTime, Queued), ()>>,
     listed_on: QueuedMap<Vec<GpuId>>,
     /// Scratch: keys whose eligibility an event may have changed.
     touched: Vec<Queued>,
@@ -231,12 +236,18 @@ impl FairQueue {
     /// does not grow with the node's eligible tenants; the choice is the one a walk of
     /// them all would make, since `may_run` refuses every other GPU.
     pub fn set_home(&mut self, board: &Board, tenant: TenantId, gpu: Option<GpuId>) {
-        self.by_home = true;
+        if !self.by_home {
+            // from now on dispatches walk the lists per GPU; a key listed until now
+            // has no home (every home is set here, and relisted below), so it belongs
+            // in none of them
+            self.by_home = true;
+            self.eligible.clear();
+        }
         match gpu {
             Some(g) => {
                 self.homes.insert(tenant.0, g);
                 if self.eligible_on.len() <= g.0 as usize {
-                    self.eligible_on.resize_with(g.0 as usize + 1, BTreeSet::new);
+                    self.eligible_on.resize_with(g.0 as usize + 1, VecMap::default);
                 }
             }
             None => {
@@ -323,7 +334,9 @@ impl FairQueue {
             return;
         }
         if let Some(at) = was {
-            self.eligible.remove(&(at, key));
+            if !self.by_home {
+                self.eligible.remove(&(at, key));
+            }
             let eligible_on = &mut self.eligible_on;
             if let Some(on) = self.listed_on.get_mut(&key) {
                 for g in on.drain(..) {
@@ -343,11 +356,13 @@ impl FairQueue {
             *l = None;
         }
         if let Some(start) = want {
-            self.eligible.insert((start, key));
+            if !self.by_home {
+                self.eligible.insert((start, key));
+            }
             *self.listed.get_or_insert_with(key, || None) = Some(start);
             if has_homes {
                 for g in &homes {
-                    self.eligible_on[g.0 as usize].insert((start, key));
+                    self.eligible_on[g.0 as usize].insert((start, key), ());
                 }
                 let on = self.listed_on.get_or_insert_with(key, Vec::new);
                 on.clear();
@@ -546,6 +561,8 @@ impl FairQueue {
     /// The member of `key` to serve on `gpu`: of those allowed there with a task queued
     /// and none running, or lingering, the one with the smallest start tag within the
     /// group (ties: the lowest id); the GPU waits if that one is lingering.
+    /// (Inlined into the dispatch's walks, as it was into the one walk before.)
+    #[inline(always)]
     fn member_for(
         &self,
         board: &Board,
@@ -750,14 +767,27 @@ impl FairQueue {
             "the eligible list drifted"
         );
         debug_assert!(
+            self.by_home
+                || self.eligible.iter().copied().eq({
+                    let mut all: Vec<_> =
+                        self.listed.keys().filter_map(|k| Some(((*self.listed.get(&k)?)?, k))).collect();
+                    all.sort_unstable();
+                    all
+                }),
+            "the eligible list drifted from the listed start tags"
+        );
+        debug_assert!(
             !self.by_home
                 || self.eligible_on.iter().enumerate().all(|(g, on)| {
                     let gpu = GpuId(g as u32);
-                    on.iter().copied().eq(self
-                        .eligible
-                        .iter()
-                        .copied()
-                        .filter(|(_, k)| self.homes_of(*k).contains(&gpu)))
+                    on.keys().copied().eq({
+                        let mut here: Vec<_> = (self.listed.keys())
+                            .filter_map(|k| Some(((*self.listed.get(&k)?)?, k)))
+                            .filter(|(_, k)| self.homes_of(*k).contains(&gpu))
+                            .collect();
+                        here.sort_unstable();
+                        here
+                    })
                 }),
             "the eligible lists per GPU drifted"
         );
@@ -771,6 +801,42 @@ impl FairQueue {
                 == self.tenants.iter().filter(|(_, (q, r))| *q == k && r.is_some()).count())),
             "a key's running quanta drifted from its members'"
         );
+    }
+
+    /// Of `walk` (eligible keys by start tag), the first that `gpu` goes to, but for
+    /// those `held`: with the member that runs there, or none if the GPU waits for it.
+    #[inline(always)]
+    fn choose(
+        &self,
+        board: &Board,
+        now: Nanos,
+        gpu: GpuId,
+        may_run: &dyn Fn(TenantId, GpuId) -> bool,
+        held: &[Queued],
+        walk: impl Iterator<Item = Queued>,
+    ) -> Option<(Queued, Option<TenantId>)> {
+        for key in walk {
+            if held.contains(&key) {
+                continue;
+            }
+            match self.member_for(board, now, key, gpu, may_run) {
+                Some(MemberChoice::Ready(member)) => return Some((key, Some(member))),
+                Some(MemberChoice::Wait) => return Some((key, None)),
+                None => {}
+            }
+            let lingering = self
+                .tags
+                .get(&key)
+                .is_some_and(|x| x.running == 0 && x.lingering_until.is_some_and(|u| now < u));
+            let may_run_here = self
+                .members
+                .get(&key)
+                .is_some_and(|m| m.keys().any(|t| board.may_run_on(*t, gpu) && may_run(*t, gpu)));
+            if lingering && may_run_here {
+                return Some((key, None));
+            }
+        }
+        None
     }
 
     /// Give each of `gpus` (idle ones) to the active tenant (or group member) with the
@@ -787,41 +853,16 @@ impl FairQueue {
         // (a few at most: a vector, not a set made per call)
         let mut held = std::mem::take(&mut self.held);
         held.clear();
-        static NOBODY: BTreeSet<(VirtualTime, Queued)> = BTreeSet::new();
         for &gpu in gpus {
-            let mut chosen = None;
-            let walk = if self.by_home {
-                self.eligible_on.get(gpu.0 as usize).unwrap_or(&NOBODY)
+            // (each walk its own loop: one loop over either list cost FairGV's dispatch
+            // more than the per-GPU lists saved the node's, issue 55)
+            let chosen = if self.by_home {
+                self.eligible_on.get(gpu.0 as usize).and_then(|on| {
+                    self.choose(board, now, gpu, may_run, &held, on.keys().map(|(_, k)| *k))
+                })
             } else {
-                &self.eligible
+                self.choose(board, now, gpu, may_run, &held, self.eligible.iter().map(|(_, k)| *k))
             };
-            for (_, key) in walk {
-                if held.contains(key) {
-                    continue;
-                }
-                match self.member_for(board, now, *key, gpu, may_run) {
-                    Some(MemberChoice::Ready(member)) => {
-                        chosen = Some((*key, Some(member)));
-                        break;
-                    }
-                    Some(MemberChoice::Wait) => {
-                        chosen = Some((*key, None));
-                        break;
-                    }
-                    None => {}
-                }
-                let lingering = self
-                    .tags
-                    .get(key)
-                    .is_some_and(|x| x.running == 0 && x.lingering_until.is_some_and(|u| now < u));
-                let may_run_here = self.members.get(key).is_some_and(|m| {
-                    m.keys().any(|t| board.may_run_on(*t, gpu) && may_run(*t, gpu))
-                });
-                if lingering && may_run_here {
-                    chosen = Some((*key, None));
-                    break;
-                }
-            }
             // none for this GPU; another GPU may still suit a pinned tenant
             let Some((key, member)) = chosen else { continue };
             let Some(tenant) = member else {
