@@ -769,8 +769,11 @@ impl FairQueue {
         debug_assert!(
             self.by_home
                 || self.eligible.iter().copied().eq({
-                    let mut all: Vec<_> =
-                        self.listed.keys().filter_map(|k| Some(((*self.listed.get(&k)?)?, k))).collect();
+                    let mut all: Vec<_> = self
+                        .listed
+                        .keys()
+                        .filter_map(|k| Some(((*self.listed.get(&k)?)?, k)))
+                        .collect();
                     all.sort_unstable();
                     all
                 }),
