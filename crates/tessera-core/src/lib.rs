@@ -38,6 +38,7 @@ mod lazy_min;
 pub mod model;
 pub mod policies;
 pub mod policy;
+mod tenant_map;
 pub mod units;
 mod vec_map;
 

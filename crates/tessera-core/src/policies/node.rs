@@ -68,6 +68,7 @@ use crate::policies::fair::FairQueue;
 use crate::policies::flexy::{ElasticPool, FlexyParams};
 use crate::policies::gpulets::AdaptiveGpulets;
 use crate::policy::Policy;
+use crate::tenant_map::TenantMap;
 use crate::units::{Bytes, Nanos};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -198,7 +199,7 @@ pub struct NodePolicy {
     batch: FairQueue,
     monitor: Monitor,
     /// Each placed batch tenant's home GPU.
-    homes: BTreeMap<TenantId, GpuId>,
+    homes: TenantMap<GpuId>,
     /// Declared memory of the tenants homed on each GPU, and of each batch tenant (kept
     /// here: the board forgets a tenant before the policy hears that it left).
     homed_memory: Vec<Bytes>,
@@ -387,7 +388,7 @@ impl NodePolicy {
             pool: ElasticPool::new(gpus.len(), params.flexy),
             batch: FairQueue::new(params.spin),
             monitor: Monitor::default(),
-            homes: BTreeMap::new(),
+            homes: TenantMap::default(),
             homed_memory: vec![Bytes(0); gpus.len()],
             declared: BTreeMap::new(),
             services: BTreeMap::new(),

@@ -6,7 +6,7 @@ use crate::id_table::IdTable;
 use crate::ids::{TaskId, TenantId};
 use crate::model::TaskSpec;
 use crate::units::Nanos;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// DCUDA's monitor (§3.2).
 #[derive(Debug, Default)]
@@ -28,7 +28,7 @@ pub struct Monitor {
     /// Start of the current interval.
     since: Nanos,
     /// Each tenant's demand in the last complete interval (fraction of a GPU).
-    demand: BTreeMap<TenantId, f64>,
+    demand: IdTable<f64>,
 }
 
 impl Monitor {
@@ -137,15 +137,15 @@ impl Monitor {
                 .then(|| (accrued.get(tenant).copied().unwrap_or(0.0) / open).min(1.0))
         };
         for (tenant, d) in self.demand.iter_mut() {
-            if let Some(x) = learnt(tenant.0) {
+            if let Some(x) = learnt(tenant) {
                 *d = x;
             }
         }
         for (tenant, _) in accrued.iter() {
-            if !self.demand.contains_key(&TenantId(tenant))
+            if self.demand.get(tenant).is_none()
                 && let Some(x) = learnt(tenant)
             {
-                self.demand.insert(TenantId(tenant), x);
+                self.demand.insert(tenant, x);
             }
         }
         self.accrued.clear();
@@ -155,12 +155,12 @@ impl Monitor {
 
     /// A tenant's demand in the last interval, if sampled.
     pub fn demand(&self, tenant: TenantId) -> Option<f64> {
-        self.demand.get(&tenant).copied()
+        self.demand.get(tenant.0).copied()
     }
 
     /// Forget a tenant.
     pub fn forget(&mut self, tenant: TenantId) {
-        self.demand.remove(&tenant);
+        self.demand.remove(tenant.0);
         self.accrued.remove(tenant.0);
         self.held.remove(tenant.0);
         self.held_since.remove(tenant.0);

@@ -77,7 +77,7 @@ impl NodePolicy {
             .collect();
         let mut plan = Planned::new(self.summed_weights(true));
         let mut candidates: Vec<Vec<(TenantId, f64)>> = vec![Vec::new(); n];
-        for (tenant, home) in &self.homes {
+        for (tenant, home) in self.homes.iter() {
             let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
             if self.contends(*tenant) && self.movable(now, *tenant) {
                 candidates[at.0 as usize].push((*tenant, self.weight_of(*tenant)));
@@ -175,7 +175,7 @@ impl NodePolicy {
     /// to), of the contending ones only if `contending`.
     pub(super) fn summed_weights(&self, contending: bool) -> Vec<f64> {
         let mut summed = vec![0.0_f64; self.board.gpu_count()];
-        for (tenant, home) in &self.homes {
+        for (tenant, home) in self.homes.iter() {
             let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
             if !contending || self.contends(*tenant) {
                 summed[at.0 as usize] += self.weight_of(*tenant);
@@ -203,7 +203,7 @@ impl NodePolicy {
     pub(super) fn loads_into(&self, loads: &mut Loads) {
         loads.resize_with(self.board.gpu_count(), Vec::new);
         loads.iter_mut().for_each(Vec::clear);
-        for (tenant, gpu) in &self.homes {
+        for (tenant, gpu) in self.homes.iter() {
             let at = self.moving.get(tenant).map_or(*gpu, |(to, _)| *to);
             loads[at.0 as usize].push((*tenant, self.demand(*tenant)));
         }
@@ -219,7 +219,7 @@ impl NodePolicy {
         let n = self.board.gpu_count();
         let mut utilization = vec![std::iter::empty::<f64>().sum::<f64>(); n];
         let mut homed = vec![0usize; n];
-        for (tenant, gpu) in &self.homes {
+        for (tenant, gpu) in self.homes.iter() {
             let at = self.moving.get(tenant).map_or(*gpu, |(to, _)| *to).0 as usize;
             utilization[at] += self.demand(*tenant);
             homed[at] += 1;
