@@ -39,18 +39,23 @@ impl<V> IdTable<V> {
     }
 
     /// The value of `id`.
+    #[inline]
     pub(crate) fn get(&self, id: u64) -> Option<&V> {
-        match self.index(id) {
-            Some(i) => self.dense[i].as_ref(),
+        // one bounds check, the deque's own (an id below the window wraps to an index
+        // far beyond it): the window's test and then the deque's were two on the
+        // policies' commonest look-up (issue 55)
+        match usize::try_from(id.wrapping_sub(self.base)).ok().and_then(|i| self.dense.get(i)) {
+            Some(slot) => slot.as_ref(),
             None if self.sparse.is_empty() => None,
             None => self.sparse.get(&id),
         }
     }
 
     /// The value of `id`, mutably.
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut V> {
-        match self.index(id) {
-            Some(i) => self.dense[i].as_mut(),
+        match usize::try_from(id.wrapping_sub(self.base)).ok().and_then(|i| self.dense.get_mut(i)) {
+            Some(slot) => slot.as_mut(),
             None if self.sparse.is_empty() => None,
             None => self.sparse.get_mut(&id),
         }
@@ -175,19 +180,56 @@ impl<V> IdTable<V> {
     }
 
     /// Every (id, value), in id order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
-        let mut dense = self
-            .dense
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| v.as_ref().map(|v| (self.base + i as u64, v)))
-            .peekable();
-        let mut sparse = self.sparse.iter().map(|(k, v)| (*k, v)).peekable();
-        std::iter::from_fn(move || match (dense.peek(), sparse.peek()) {
-            (Some(a), Some(b)) if b.0 < a.0 => sparse.next(),
-            (Some(_), _) => dense.next(),
-            (None, _) => sparse.next(),
-        })
+    pub(crate) fn iter(&self) -> Iter<'_, V> {
+        Iter {
+            base: self.base,
+            dense: self.dense.iter().enumerate(),
+            next_dense: None,
+            merge: !self.sparse.is_empty(),
+            sparse: self.sparse.iter().peekable(),
+        }
+    }
+}
+
+/// [`IdTable::iter`]: the window's live slots, merged in id order with the side map's
+/// ids where it has any. Most tables have none, and walk the window alone: a merge
+/// that peeked at both sides for every id was a twentieth of the node policy's work,
+/// which walks its tenants several times per sample (issue 55).
+pub(crate) struct Iter<'a, V> {
+    base: u64,
+    dense: std::iter::Enumerate<std::collections::vec_deque::Iter<'a, Option<V>>>,
+    /// The window's next live entry, taken from `dense` and not yet yielded (merging).
+    next_dense: Option<(u64, &'a V)>,
+    merge: bool,
+    sparse: std::iter::Peekable<std::collections::btree_map::Iter<'a, u64, V>>,
+}
+
+impl<'a, V> Iter<'a, V> {
+    fn next_in_window(&mut self) -> Option<(u64, &'a V)> {
+        let base = self.base;
+        self.dense.find_map(|(i, v)| v.as_ref().map(|v| (base + i as u64, v)))
+    }
+}
+
+impl<'a, V> Iterator for Iter<'a, V> {
+    type Item = (u64, &'a V);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u64, &'a V)> {
+        if !self.merge {
+            return self.next_in_window();
+        }
+        if self.next_dense.is_none() {
+            self.next_dense = self.next_in_window();
+        }
+        match (self.next_dense, self.sparse.peek()) {
+            (Some((d, _)), Some((s, _))) if **s < d => self.sparse.next().map(|(k, v)| (*k, v)),
+            (Some(d), _) => {
+                self.next_dense = None;
+                Some(d)
+            }
+            (None, _) => self.sparse.next().map(|(k, v)| (*k, v)),
+        }
     }
 }
 
