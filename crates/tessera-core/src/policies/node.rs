@@ -467,7 +467,16 @@ impl NodePolicy {
     ///
     /// Returns whether a rank moved.
     fn pool_ranks(&mut self) -> bool {
-        if !self.ranks_moving.iter().copied().eq(self.moving.iter().map(|(t, (to, _))| (*t, *to))) {
+        // (most events: no move under way, and a walk of two empty lists still cost
+        // a tree's iterator, twice per event)
+        let unmoved = self.moving.is_empty() && self.ranks_moving.is_empty();
+        if !unmoved
+            && !self
+                .ranks_moving
+                .iter()
+                .copied()
+                .eq(self.moving.iter().map(|(t, (to, _))| (*t, *to)))
+        {
             self.ranks_moving.clear();
             self.ranks_moving.extend(self.moving.iter().map(|(t, (to, _))| (*t, *to)));
             self.ranks_all_stale = true;

@@ -33,7 +33,14 @@ impl NodePolicy {
         self.board.take_changed(&mut changed);
         for t in changed.drain(..) {
             if let Some(g) = self.homes.get(&t).copied() {
-                let now = self.contended_now(g);
+                // Only the logged tenants changed since the flags were last true to the
+                // node (a sample sets every GPU's; a home's change, its GPU's): a GPU
+                // where the tenant contends is contended, and one that was not and
+                // where it does not is still not. Only a GPU that may have lost its
+                // last contending tenant is walked (a walk per logged tenant was a
+                // twentieth of the node policy's work, issue 55).
+                let was = self.contended[g.0 as usize];
+                let now = self.contends(t) || (was && self.contended_now(g));
                 if std::mem::replace(&mut self.contended[g.0 as usize], now) != now {
                     self.ranks_stale.push(g);
                 }
