@@ -86,6 +86,24 @@ impl<V> IdTable<V> {
             self.dense.clear();
             self.base = id;
         }
+        // The commonest cases, one slot next to the window (an id just past its end:
+        // the next task, or a tenant back; just before its start: a tenant held again
+        // after the window slid past it), without the general path's resizing: a
+        // tenth of DCUDA's monitor's work in the node policy (issue 55). An id next
+        // to the window may be in the side map only if the side map holds anything.
+        if self.sparse.is_empty() {
+            if self.base.checked_add(self.dense.len() as u64) == Some(id) {
+                self.dense.push_back(Some(make()));
+                self.dense_len += 1;
+                return self.dense.back_mut().and_then(Option::as_mut).expect("just pushed");
+            }
+            if id.wrapping_add(1) == self.base && id != u64::MAX {
+                self.dense.push_front(Some(make()));
+                self.dense_len += 1;
+                self.base = id;
+                return self.dense.front_mut().and_then(Option::as_mut).expect("just pushed");
+            }
+        }
         if id < self.base && self.base - id <= MAX_GAP {
             // an id a little below the window (a table refilled after a clear in the
             // order its ids come, not theirs: DCUDA's monitor, issue 55) widens it at
@@ -288,6 +306,31 @@ mod tests {
         assert_eq!(t.iter().count(), 4);
         assert_eq!(t.remove(6647), Some(2));
         assert_eq!(t.get(6647), None);
+    }
+
+    /// An id just past the window's end or just before its start joins the window
+    /// (the append and prepend paths), and none wraps around the ids' range: after
+    /// the largest id, the smallest is far off, not next to it.
+    #[test]
+    fn ids_next_to_the_window_join_it_and_none_wraps() {
+        let mut t = IdTable::default();
+        for id in [10u64, 11, 9, 12, 8] {
+            *t.get_or_insert_with(id, || 0u64) += id;
+        }
+        assert!(t.sparse.is_empty());
+        assert_eq!((t.base, t.dense.len()), (8, 5));
+        assert_eq!(
+            t.iter().map(|(k, v)| (k, *v)).collect::<Vec<_>>(),
+            [8, 9, 10, 11, 12].map(|i| (i, i))
+        );
+        let mut top = IdTable::default();
+        *top.get_or_insert_with(u64::MAX, || 1u64) += 0;
+        *top.get_or_insert_with(0, || 2u64) += 0;
+        *top.get_or_insert_with(u64::MAX - 1, || 3u64) += 0;
+        assert_eq!(top.get(u64::MAX), Some(&1));
+        assert_eq!(top.get(0), Some(&2));
+        assert_eq!(top.get(u64::MAX - 1), Some(&3));
+        assert_eq!(top.iter().map(|(k, _)| k).collect::<Vec<_>>(), [0, u64::MAX - 1, u64::MAX]);
     }
 
     /// Ids coming in any order near each other, after a clear, stay in the window:

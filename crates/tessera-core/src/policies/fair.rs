@@ -271,15 +271,18 @@ impl FairQueue {
     /// instructions (issue 55).
     fn homes_into(&self, key: Queued, gpus: &mut Vec<GpuId>) {
         gpus.clear();
-        gpus.extend(
-            self.members
-                .get(&key)
-                .into_iter()
-                .flat_map(|m| m.keys())
-                .filter_map(|t| self.homes.get(t.0).copied()),
-        );
-        gpus.sort_unstable();
-        gpus.dedup();
+        // (a loop of pushes, not an extension from a chain of adapters, and no sort
+        // for a tenant on its own: relisting asks this on every event, issue 55)
+        let Some(members) = self.members.get(&key) else { return };
+        for t in members.keys() {
+            if let Some(g) = self.homes.get(t.0) {
+                gpus.push(*g);
+            }
+        }
+        if gpus.len() > 1 {
+            gpus.sort_unstable();
+            gpus.dedup();
+        }
     }
 
     /// Whether `key` may take a GPU now (see `eligible`); pinning and a lingering
