@@ -318,7 +318,7 @@ impl NodePolicy {
         let incoming: u64 = self
             .moving
             .iter()
-            .filter(|(t, (to, _))| *to == gpu && self.homes.get(*t) != Some(&gpu))
+            .filter(|(t, (to, _))| *to == gpu && self.homes.get(t) != Some(&gpu))
             .map(|(t, _)| self.memory_of(*t).0)
             .sum();
         self.homed_memory[gpu.0 as usize].0 + incoming + services
