@@ -70,6 +70,7 @@ use crate::policies::gpulets::AdaptiveGpulets;
 use crate::policy::Policy;
 use crate::tenant_map::TenantMap;
 use crate::units::{Bytes, Nanos};
+use crate::vec_map::VecMap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -203,7 +204,7 @@ pub struct NodePolicy {
     /// Declared memory of the tenants homed on each GPU, and of each batch tenant (kept
     /// here: the board forgets a tenant before the policy hears that it left).
     homed_memory: Vec<Bytes>,
-    declared: BTreeMap<TenantId, Bytes>,
+    declared: TenantMap<Bytes>,
     /// Each user-facing tenant's declared memory, kept free on every GPU: the pool may
     /// take any GPU, and a service's context lives on each pool GPU it runs on.
     services: BTreeMap<TenantId, Bytes>,
@@ -214,13 +215,13 @@ pub struct NodePolicy {
     /// ran there; until they leave): where the batch tenants homed on a GPU leave no
     /// room for every service, a request runs there only if its own context fits.
     service_on: Vec<Vec<TenantId>>,
-    homed_on: Vec<BTreeSet<TenantId>>,
+    homed_on: Vec<VecMap<TenantId, ()>>,
     /// Batch tenants waiting for a GPU with room for their memory, in arrival order.
     unplaced: Vec<TenantId>,
     /// Moves decided, waiting for the tenant to be between tasks.
     moving: BTreeMap<TenantId, (GpuId, MoveReason)>,
     /// When each tenant last arrived somewhere by a migration.
-    arrived: BTreeMap<TenantId, Nanos>,
+    arrived: TenantMap<Nanos>,
     next_sample: Nanos,
     report: NodeReport,
     shared: Option<Arc<Mutex<NodeReport>>>,
@@ -390,14 +391,14 @@ impl NodePolicy {
             monitor: Monitor::default(),
             homes: TenantMap::default(),
             homed_memory: vec![Bytes(0); gpus.len()],
-            declared: BTreeMap::new(),
+            declared: TenantMap::default(),
             services: BTreeMap::new(),
             services_memory: 0,
             service_on: vec![Vec::new(); gpus.len()],
-            homed_on: vec![BTreeSet::new(); gpus.len()],
+            homed_on: vec![VecMap::default(); gpus.len()],
             unplaced: Vec::new(),
             moving: BTreeMap::new(),
-            arrived: BTreeMap::new(),
+            arrived: TenantMap::default(),
             next_sample: params.interval,
             report: NodeReport::default(),
             shared: None,

@@ -13,7 +13,7 @@ impl NodePolicy {
         let mut least: Vec<(std::cmp::Reverse<u128>, usize)> = (0..n)
             .map(|g| {
                 let min = self.homed_on[g]
-                    .iter()
+                    .keys()
                     .filter(|t| self.contends(**t))
                     .filter_map(|t| self.batch.tags(*t).map(|x| x.start))
                     .min()

@@ -24,7 +24,7 @@ impl NodePolicy {
 
     /// Whether a batch tenant homed on `gpu` contends, asked of each.
     pub(super) fn contended_now(&self, gpu: GpuId) -> bool {
-        self.homed_on[gpu.0 as usize].iter().any(|t| self.contends(*t))
+        self.homed_on[gpu.0 as usize].keys().any(|t| self.contends(*t))
     }
 
     /// Bring [`NodePolicy::contended`] up to date with the tenants the board logged.
@@ -282,7 +282,7 @@ impl NodePolicy {
         self.batch.set_home(&self.board, tenant, Some(gpu));
         self.homes.insert(tenant, gpu);
         self.homed_memory[gpu.0 as usize].0 += self.memory_of(tenant).0;
-        self.homed_on[gpu.0 as usize].insert(tenant);
+        self.homed_on[gpu.0 as usize].insert(tenant, ());
         self.contended[gpu.0 as usize] = self.contended_now(gpu);
         self.ranks_stale.push(gpu);
     }
