@@ -509,6 +509,15 @@ impl Board {
         self.tenants.get(tenant.0).map(|t| &t.spec)
     }
 
+    /// Whether `event` registers a tenant the board knows already: the board keeps the
+    /// first registration and ignores the repeat ([`Board::observe`]), and a policy
+    /// with books of its own ignores it too (before, fair queuing forgot the tenant's
+    /// running quantum, and the node and DCUDA homed it anew).
+    #[inline]
+    pub fn is_repeated_registration(&self, event: &Event) -> bool {
+        matches!(event, Event::TenantRegistered(spec) if self.tenants.get(spec.id.0).is_some())
+    }
+
     /// Whether a migration of `tenant` is under way.
     pub fn is_migrating(&self, tenant: TenantId) -> bool {
         self.migrating.contains_key(&tenant)

@@ -401,3 +401,104 @@ fn a_move_completing_after_its_tenant_left_homes_nobody() {
         assert_eq!(p.home(t), None, "{}: homed again after it left", p.label());
     }
 }
+
+/// A driver that repeats a tenant's registration (the board keeps the first and ignores
+/// the repeat) must not leave the node policy counting the tenant's memory twice: after
+/// the tenant leaves, the node has room again for two newcomers that fill both GPUs.
+/// Before, the repeat homed it a second time on the other GPU, and its first GPU kept
+/// its memory for good.
+#[test]
+fn a_repeated_registration_homes_a_tenant_once() {
+    use tessera_core::policies::flexy::FlexyParams;
+    use tessera_core::policies::node::NodeParams;
+    let flexy =
+        FlexyParams { reserve: 1, reset: None, sla: SLA, history: 10, order: Default::default() };
+    // two GPUs of 4 GiB, the pool's reservation lent to batch tenants (no service)
+    let mut p = PolicyConfig::Node { params: NodeParams::new(flexy) }.build(&gpus(2)).unwrap();
+    let mut out = Vec::new();
+    let spec =
+        |t, gib| TenantSpec { memory: Bytes::gib(gib), ..TenantSpec::new(t, ServiceClass::Batch) };
+    let a = TenantId(1);
+    p.on_event(ms(0), &Event::TenantRegistered(spec(a, 2)), &mut out);
+    let home = p.home(a).expect("homed");
+    p.on_event(ms(1), &Event::TenantRegistered(spec(a, 2)), &mut out);
+    assert_eq!(p.home(a), Some(home), "a repeated registration moved the tenant");
+    p.on_event(ms(2), &Event::TenantLeft { tenant: a }, &mut out);
+    assert_eq!(p.home(a), None);
+    for (i, t) in [TenantId(2), TenantId(3)].into_iter().enumerate() {
+        p.on_event(ms(3 + i as u64), &Event::TenantRegistered(spec(t, 4)), &mut out);
+        assert!(p.home(t).is_some(), "{t}: no room, the leaver's memory still counted");
+    }
+}
+
+/// DCUDA, likewise: a repeated registration leaves the tenant where it lives (before,
+/// it was placed anew, its home moved without a migration).
+#[test]
+fn a_repeated_registration_leaves_a_dcuda_tenant_where_it_lives() {
+    use tessera_core::policies::dcuda::{Dcuda, DcudaParams};
+    let mut p = Dcuda::new(&gpus(4), DcudaParams::PAPER);
+    let mut out = Vec::new();
+    let t = TenantId(1);
+    let spec = TenantSpec { memory: Bytes::gib(1), ..TenantSpec::new(t, ServiceClass::Batch) };
+    p.on_event(ms(0), &Event::TenantRegistered(spec.clone()), &mut out);
+    let home = Policy::home(&p, t).expect("homed");
+    for i in 1..4 {
+        p.on_event(ms(i), &Event::TenantRegistered(spec.clone()), &mut out);
+        assert_eq!(Policy::home(&p, t), Some(home), "moved by repeat {i}");
+    }
+}
+
+/// Every policy, a tenant registered again while its task runs: the repeat changes
+/// nothing (the board keeps the first registration), so the task's end is heard and
+/// the tenant's next task runs, with every debug check of the policies' indices
+/// holding. Before, fair queuing forgot the running quantum (and Credit the running
+/// account) of a repeated tenant.
+#[test]
+fn a_repeated_registration_while_a_task_runs_changes_nothing() {
+    use tessera_core::policies::flexy::FlexyParams;
+    use tessera_core::policies::memsafe::NotificationPolicy;
+    use tessera_core::policies::node::NodeParams;
+    let params =
+        FlexyParams { reserve: 1, reset: None, sla: SLA, history: 10, order: Default::default() };
+    let configs = [
+        PolicyConfig::RoundRobin,
+        PolicyConfig::Priority { reserve: 1, reset: None },
+        flexy(1, None),
+        PolicyConfig::MemSafe { notification: NotificationPolicy::Fifo },
+        PolicyConfig::LeastLoaded { per_gpu: 1 },
+        PolicyConfig::Credit,
+        PolicyConfig::Strict,
+        PolicyConfig::Fair { spin: ms(2) },
+        PolicyConfig::Node { params: NodeParams::new(params) },
+    ];
+    for cfg in configs {
+        let label = cfg.label();
+        let mut h = Harness::new(cfg, 2);
+        h.tenant(ms(0), 1, ServiceClass::Batch);
+        let (a, out) = h.submit(ms(1), 1, 0);
+        let ran = dispatches(&out);
+        assert_eq!(ran.len(), 1, "{label}: the first task runs");
+        h.tenant(ms(2), 1, ServiceClass::Batch);
+        h.finish(ms(3), a, ran[0].1, ms(2));
+        let (b, out) = h.submit(ms(4), 1, 0);
+        assert_eq!(dispatches(&out).first().map(|d| d.0), Some(b), "{label}: the next task runs");
+    }
+}
+
+/// Credit runs one quantum per tenant at a time: a repeated registration while the
+/// tenant's quantum runs does not let its next task start beside it. Before, the
+/// repeat replaced the account and forgot the running quantum, and the next task took
+/// the second GPU at once.
+#[test]
+fn a_repeated_registration_does_not_give_a_credit_tenant_a_second_quantum() {
+    for cfg in [PolicyConfig::Credit, PolicyConfig::Strict, PolicyConfig::Fair { spin: ms(2) }] {
+        let label = cfg.label();
+        let mut h = Harness::new(cfg, 2);
+        h.tenant(ms(0), 1, ServiceClass::Batch);
+        let (_, out) = h.submit(ms(1), 1, 0);
+        assert_eq!(dispatches(&out).len(), 1, "{label}");
+        h.tenant(ms(2), 1, ServiceClass::Batch);
+        let (_, out) = h.submit(ms(3), 1, 0);
+        assert_eq!(dispatches(&out), [], "{label}: a second quantum beside the first");
+    }
+}

@@ -298,6 +298,11 @@ impl Policy for Credit {
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        // (before, a repeat replaced the tenant's account: its running quantum and its
+        // place on the ready lists forgotten)
+        if self.board.is_repeated_registration(event) {
+            return;
+        }
         let finished = self.board.finishing(event);
         self.board.observe(now, event, actions);
         match event {

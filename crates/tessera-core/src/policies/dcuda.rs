@@ -719,6 +719,11 @@ impl Policy for Dcuda {
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        // (before, a repeat placed the tenant anew: its home moved without a migration,
+        // away from its running work)
+        if self.board.is_repeated_registration(event) {
+            return;
+        }
         match event {
             Event::TenantRegistered(spec) => {
                 self.place(spec.id);

@@ -969,6 +969,10 @@ impl Policy for FairQueuing {
     }
 
     fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        // (before, a repeat forgot the tenant's running quantum)
+        if self.board.is_repeated_registration(event) {
+            return;
+        }
         let finished = self.board.finishing(event);
         self.board.observe(now, event, actions);
         self.queue.observe(&self.board, now, event, finished);

@@ -680,6 +680,11 @@ impl Policy for NodePolicy {
 impl NodePolicy {
     /// An event of the node's own tenants (or a tick).
     fn node_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
+        // (before, a repeat homed the tenant a second time, and the GPU of its first
+        // home kept its memory for good)
+        if self.board.is_repeated_registration(event) {
+            return;
+        }
         let first_action = actions.len();
         let finished = self.board.finishing(event);
         // the tenants whose waiting may change with this event
