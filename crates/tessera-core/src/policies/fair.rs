@@ -27,8 +27,7 @@ use crate::event::Event;
 use crate::id_table::IdTable;
 use crate::ids::{GpuId, TaskId, TenantId};
 use crate::lazy_min::LazyMin;
-use crate::model::{GpuSpec, TenantSpec};
-use crate::policy::Policy;
+use crate::model::TenantSpec;
 use crate::units::Nanos;
 use crate::vec_map::VecMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,6 +54,10 @@ pub type VirtualTime = u128;
 const SCALE: u32 = 20;
 
 pub use super::queued::Queued;
+
+mod eligible;
+mod queuing;
+pub use queuing::FairQueuing;
 
 /// The tags of a tenant or group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,152 +231,6 @@ impl FairQueue {
         {
             t.weight = weight.max(1);
         }
-    }
-
-    /// `tenant` lives on `gpu` from now on (`None`: nowhere): its tasks may run only
-    /// there, and [`FairQueue::dispatch`]'s `may_run` must say so. Once a home is set, a
-    /// dispatch for a GPU looks only at the tenants that live there, so that its cost
-    /// does not grow with the node's eligible tenants; the choice is the one a walk of
-    /// them all would make, since `may_run` refuses every other GPU.
-    pub fn set_home(&mut self, board: &Board, tenant: TenantId, gpu: Option<GpuId>) {
-        if !self.by_home {
-            // from now on dispatches walk the lists per GPU; a key listed until now
-            // has no home (every home is set here, and relisted below), so it belongs
-            // in none of them
-            self.by_home = true;
-            self.eligible.clear();
-        }
-        match gpu {
-            Some(g) => {
-                self.homes.insert(tenant.0, g);
-                if self.eligible_on.len() <= g.0 as usize {
-                    self.eligible_on.resize_with(g.0 as usize + 1, VecMap::default);
-                }
-            }
-            None => {
-                self.homes.remove(tenant.0);
-            }
-        }
-        if let Some(key) = self.key_of(tenant) {
-            self.relist(board, key);
-        }
-    }
-
-    /// The GPUs where a member of `key` lives.
-    fn homes_of(&self, key: Queued) -> Vec<GpuId> {
-        let mut gpus = Vec::new();
-        self.homes_into(key, &mut gpus);
-        gpus
-    }
-
-    /// [`FairQueue::homes_of`] into `gpus` (emptied first): relisting asks on every
-    /// event, and a vector made for each answer was a tenth of the node policy's
-    /// instructions (issue 55).
-    fn homes_into(&self, key: Queued, gpus: &mut Vec<GpuId>) {
-        gpus.clear();
-        // (a loop of pushes, not an extension from a chain of adapters, and no sort
-        // for a tenant on its own: relisting asks this on every event, issue 55)
-        let Some(members) = self.members.get(&key) else { return };
-        for t in members.keys() {
-            if let Some(g) = self.homes.get(t.0) {
-                gpus.push(*g);
-            }
-        }
-        if gpus.len() > 1 {
-            gpus.sort_unstable();
-            gpus.dedup();
-        }
-    }
-
-    /// Whether `key` may take a GPU now (see `eligible`); pinning and a lingering
-    /// one's budget are checked per GPU by the dispatch.
-    fn is_eligible(&self, board: &Board, key: Queued) -> bool {
-        self.tags.get(&key).is_some_and(|t| self.eligible_under(board, key, t))
-    }
-
-    /// [`FairQueue::is_eligible`] for `key`, whose tags `t` are already at hand.
-    fn eligible_under(&self, board: &Board, key: Queued, t: &Tags) -> bool {
-        if !t.active {
-            return false;
-        }
-        if t.running == 0 && t.lingering_until.is_some() {
-            return true;
-        }
-        self.members.get(&key).is_some_and(|m| {
-            m.keys().any(|id| {
-                self.tenants.get(id.0).is_some_and(|(_, r)| r.is_none())
-                    && board.queue_of(*id).0 > 0
-            })
-        })
-    }
-
-    /// Bring `key`'s place among the eligible up to date.
-    fn relist(&mut self, board: &Board, key: Queued) {
-        // each of the key's records looked up once (issue 55: the look-ups, several
-        // of each, were most of what relisting cost, and it runs for every event)
-        let tags = self.tags.get(&key);
-        let want = tags.filter(|t| self.eligible_under(board, key, t)).map(|t| t.start);
-        // `None`: the key has no slot (never listed, or departed and dropped)
-        let listed = self.listed.get(&key).copied();
-        let was = listed.flatten();
-        // With homes, most calls find the listing as it was (same start tag, same GPUs):
-        // those cost the look-ups, not a remove and an insert in every GPU's index
-        // (issue 55: the node policy relists on every event).
-        // (without homes, both sides of the second test are empty)
-        let has_homes = self.by_home && want.is_some();
-        let mut homes = std::mem::take(&mut self.homes_scratch);
-        if has_homes {
-            self.homes_into(key, &mut homes);
-        } else {
-            homes.clear();
-        }
-        let same_homes = self.listed_on.get(&key).map_or(&[][..], Vec::as_slice) == homes;
-        // (a departed key's slot goes even when it was unlisted already: kept, it would
-        // hold the table's window open for every tenant after it)
-        let departed = tags.is_none() && listed.is_some();
-        if want == was && same_homes && !departed {
-            homes.clear();
-            self.homes_scratch = homes;
-            return;
-        }
-        if let Some(at) = was {
-            if !self.by_home {
-                self.eligible.remove(&(at, key));
-            }
-            let eligible_on = &mut self.eligible_on;
-            if let Some(on) = self.listed_on.get_mut(&key) {
-                for g in on.drain(..) {
-                    eligible_on[g.0 as usize].remove(&(at, key));
-                }
-            }
-        }
-        // a known key keeps its slots while unlisted (a tenant's eligibility flips with
-        // every quantum: a removal and an insertion would slide the tables' windows, and
-        // its list of GPUs would be made again each time)
-        if departed {
-            self.listed.remove(&key);
-            self.listed_on.remove(&key);
-        } else if want.is_none()
-            && let Some(l) = self.listed.get_mut(&key)
-        {
-            *l = None;
-        }
-        if let Some(start) = want {
-            if !self.by_home {
-                self.eligible.insert((start, key));
-            }
-            *self.listed.get_or_insert_with(key, || None) = Some(start);
-            if has_homes {
-                for g in &homes {
-                    self.eligible_on[g.0 as usize].insert((start, key), ());
-                }
-                let on = self.listed_on.get_or_insert_with(key, Vec::new);
-                on.clear();
-                on.extend_from_slice(&homes);
-            }
-        }
-        homes.clear();
-        self.homes_scratch = homes;
     }
 
     fn key_of(&self, tenant: TenantId) -> Option<Queued> {
@@ -760,67 +617,6 @@ impl FairQueue {
         );
     }
 
-    /// Every key whose eligibility may have changed (`touched`), listed again.
-    /// (Inlined into both callers: called from two places, it was no longer inlined
-    /// into `observe`, which every event runs, and that cost FairGV 47 instructions
-    /// per task, issue 55.)
-    #[inline(always)]
-    fn relist_touched(&mut self, board: &Board) {
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.sort_unstable();
-        touched.dedup();
-        for key in touched.drain(..) {
-            self.relist(board, key);
-        }
-        self.touched = touched;
-        debug_assert!(
-            self.tags.keys().filter(|k| self.tags.get(k).is_some_and(|t| t.active)).all(|k| {
-                self.is_eligible(board, k) == self.listed.get(&k).is_some_and(Option::is_some)
-            }) && self.listed.keys().all(|k| {
-                self.listed.get(&k).is_some_and(Option::is_none) || self.is_eligible(board, k)
-            }) && self.listed.keys().all(|k| self.tags.contains_key(&k)),
-            "the eligible list drifted"
-        );
-        debug_assert!(
-            self.by_home
-                || self.eligible.iter().copied().eq({
-                    let mut all: Vec<_> = self
-                        .listed
-                        .keys()
-                        .filter_map(|k| Some(((*self.listed.get(&k)?)?, k)))
-                        .collect();
-                    all.sort_unstable();
-                    all
-                }),
-            "the eligible list drifted from the listed start tags"
-        );
-        debug_assert!(
-            !self.by_home
-                || self.eligible_on.iter().enumerate().all(|(g, on)| {
-                    let gpu = GpuId(g as u32);
-                    on.keys().copied().eq({
-                        let mut here: Vec<_> = (self.listed.keys())
-                            .filter_map(|k| Some(((*self.listed.get(&k)?)?, k)))
-                            .filter(|(_, k)| self.homes_of(*k).contains(&gpu))
-                            .collect();
-                        here.sort_unstable();
-                        here
-                    })
-                }),
-            "the eligible lists per GPU drifted"
-        );
-        debug_assert!(
-            self.tenants.iter().all(|(_, (_, r))| r
-                .is_none_or(|task| board.gpu_ids().any(|g| board.running_task(g, task).is_some()))),
-            "a tenant's quantum is a task the board does not run"
-        );
-        debug_assert!(
-            self.tags.keys().all(|k| self.tags.get(&k).is_some_and(|t| t.running as usize
-                == self.tenants.iter().filter(|(_, (q, r))| *q == k && r.is_some()).count())),
-            "a key's running quanta drifted from its members'"
-        );
-    }
-
     /// Of `walk` (eligible keys by start tag), the first that `gpu` goes to, but for
     /// those `held`: with the member that runs there, or none if the GPU waits for it.
     #[inline(always)]
@@ -905,82 +701,6 @@ impl FairQueue {
         }
         held.clear();
         self.held = held;
-    }
-}
-
-/// FairGV's fair queuing over one or more GPUs (one quantum per tenant at a time): the
-/// [`FairQueue`] over every GPU of a board of its own.
-#[derive(Debug)]
-pub struct FairQueuing {
-    board: Board,
-    queue: FairQueue,
-    /// Scratch: the idle GPUs of an event (kept, not made per event).
-    idle: Vec<GpuId>,
-}
-
-impl FairQueuing {
-    /// Fair queuing over `gpus`.
-    pub fn new(gpus: &[GpuSpec]) -> FairQueuing {
-        FairQueuing {
-            board: Board::new(gpus).without_estimates(),
-            queue: FairQueue::new(Nanos::ZERO),
-            idle: Vec::new(),
-        }
-    }
-
-    /// Wait up to `spin` for a tenant whose turn it is and whose queue ran dry (§3.2.2:
-    /// a client that submits one request at a time needs a moment to submit the next;
-    /// without this wait, the GPU would go to another tenant every time, and a tenant
-    /// could never receive more than every other quantum).
-    pub fn with_spin(mut self, spin: Nanos) -> FairQueuing {
-        self.queue.spin = spin;
-        self
-    }
-
-    /// The global virtual time: the smallest start tag of the active tenants.
-    pub fn virtual_time(&self) -> VirtualTime {
-        self.queue.virtual_time()
-    }
-
-    /// The tags `tenant` is queued under (its group's, if it has one).
-    pub fn tags(&self, tenant: TenantId) -> Option<Tags> {
-        self.queue.tags(tenant)
-    }
-
-    /// Service received so far, ns, per tenant.
-    pub fn service(&self) -> BTreeMap<TenantId, u64> {
-        self.queue.service()
-    }
-
-    /// Change a tenant's weight (its group's, if it has one), from its next quantum on.
-    pub fn set_weight(&mut self, tenant: TenantId, weight: u32) {
-        self.queue.set_weight(tenant, weight);
-    }
-}
-
-impl Policy for FairQueuing {
-    fn label(&self) -> String {
-        "FairGV".into()
-    }
-
-    fn tick_interval(&self) -> Option<Nanos> {
-        // lingering ends on a tick when no other event comes first
-        (self.queue.spin > Nanos::ZERO).then_some(self.queue.spin)
-    }
-
-    fn on_event(&mut self, now: Nanos, event: &Event, actions: &mut Vec<Action>) {
-        // (before, a repeat forgot the tenant's running quantum)
-        if self.board.is_repeated_registration(event) {
-            return;
-        }
-        let finished = self.board.finishing(event);
-        self.board.observe(now, event, actions);
-        self.queue.observe(&self.board, now, event, finished);
-        let mut idle = std::mem::take(&mut self.idle);
-        idle.clear();
-        idle.extend(self.board.idle_ids());
-        self.queue.dispatch(&mut self.board, now, &idle, &|_, _| true, actions);
-        self.idle = idle;
     }
 }
 

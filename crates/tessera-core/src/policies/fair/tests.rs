@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::ids::GpuId;
-use crate::model::{Placement, ServiceClass, TaskSpec, TenantSpec};
+use crate::model::{GpuSpec, Placement, ServiceClass, TaskSpec, TenantSpec};
+use crate::policy::Policy;
 use crate::units::Bytes;
 use proptest::prelude::*;
 
