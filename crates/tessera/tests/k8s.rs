@@ -190,6 +190,8 @@ struct TestNode {
     socket: PathBuf,
     kubelet: Kubelet,
     kubelet_root: PathBuf,
+    /// The stand-in's `TMPDIR`.
+    standin_tmp: PathBuf,
     plugin: Killed,
     plugin_toml: PathBuf,
     log: PathBuf,
@@ -236,6 +238,9 @@ impl TestNode {
         let socket = config.socket.clone();
         // the kubelet stand-in
         let kubelet_root = dir.join("kubelet");
+        // the stand-in's temporary directory, which it must leave as it found it
+        let standin_tmp = dir.join("standin-tmp");
+        std::fs::create_dir_all(&standin_tmp).unwrap();
         let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kubelet_standin.py");
         let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-k8s/proto");
         let mut child = Command::new(&python)
@@ -244,6 +249,7 @@ impl TestNode {
             .arg(&ours)
             .arg(&kubelet_root)
             .arg("tessera.io/gpu-memory")
+            .env("TMPDIR", &standin_tmp)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -279,6 +285,7 @@ impl TestNode {
             socket,
             kubelet,
             kubelet_root,
+            standin_tmp,
             plugin,
             plugin_toml,
             log,
@@ -535,6 +542,11 @@ fn pods_get_their_share_through_the_device_plugin_and_nothing_leaks() {
     let r = kubelet.ask("wait_health gpu0-0 Unhealthy 5");
     assert_eq!(r["ok"], true, "{r}");
     kubelet.ask("quit");
+    // nor does the test's kubelet leave anything behind outside the test's directory
+    // (its generated modules once piled up in /tmp, two directories per run)
+    let left: Vec<_> =
+        std::fs::read_dir(&n.standin_tmp).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "the kubelet stand-in left {left:?} in its TMPDIR");
 }
 
 /// A `ResourceClaim` in `namespace` named `name` (uid `claim-<name>`) allocated `memory`

@@ -33,7 +33,6 @@ Driven by one command per line on stdin, each answered by one JSON line on stdou
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 from concurrent import futures
@@ -42,8 +41,12 @@ import grpc
 from grpc_tools import protoc
 
 
-def build(official, ours):
-    out = tempfile.mkdtemp(prefix="kubelet-standin-")
+def build(official, ours, root):
+    # the generated modules under the kubelet's root, which the test owns and removes
+    # (in a temporary directory of their own they outlived every run: the test kills
+    # the stand-in, so no cleanup of ours would run)
+    out = os.path.join(root, "standin-pb")
+    os.makedirs(out, exist_ok=True)
     for include, proto in [
         (official, "deviceplugin/v1beta1/deviceplugin.proto"),
         (official, "pluginregistration/v1/pluginregistration.proto"),
@@ -62,7 +65,7 @@ def build(official, ours):
 
 def main():
     official, ours, root, resource = sys.argv[1:5]
-    build(official, ours)
+    build(official, ours, root)
     import deviceplugin_pb2 as dp
     import deviceplugin_pb2_grpc as dp_grpc
     import podresources_pb2 as pr
