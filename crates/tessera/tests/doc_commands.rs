@@ -477,6 +477,23 @@ fn the_splitter_reads_shell_lines_as_the_docs_write_them() {
     assert_eq!(tessera_args(&words("cargo test --workspace")), None);
 }
 
+/// The commands the pages run write only under the reader's tree (the test runs them
+/// in a directory of its own, which it removes): a command writing into /tmp left its
+/// file there after every run of the suite (`tessera ptx slice ... --out
+/// /tmp/sliced.ptx`, before).
+#[test]
+fn the_pages_commands_write_nothing_into_tmp() {
+    let mut found = Vec::new();
+    for page in pages() {
+        for b in page_blocks(&page).iter().filter(|b| b.kind == Kind::Run) {
+            found.extend(
+                b.lines.iter().filter(|l| l.contains("/tmp/")).map(|l| format!("{}: {l}", b.at)),
+            );
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 /// Every page with command blocks has its test below, so a new page is not left out.
 #[test]
 fn every_page_with_commands_is_run() {

@@ -25,12 +25,15 @@ fn say(msg: &str) {
 /// Processes and the tmux server, stopped when the test ends.
 struct Cleanup {
     children: Vec<Child>,
-    tmux: String,
+    /// The tmux server's socket, in the test's directory: a server named with `-L`
+    /// left its socket in /tmp/tmux-UID after `kill-server`, one per run.
+    tmux: PathBuf,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["-L", &self.tmux, "kill-server"]).output();
+        let _ = Command::new("tmux").arg("-S").arg(&self.tmux).arg("kill-server").output();
+        let _ = std::fs::remove_file(&self.tmux);
         for c in self.children.iter_mut().rev() {
             let _ = c.kill();
             let _ = c.wait();
@@ -66,7 +69,7 @@ fn top_shows_the_node_live_under_tmux_and_quits_on_q() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let tmux = format!("tessera-top-{}", std::process::id());
+    let tmux = dir.join("tmux.sock");
     let mut cleanup = Cleanup { children: vec![daemon], tmux: tmux.clone() };
     let t = Instant::now();
     while Client::connect_control(&socket).is_err() {
@@ -87,7 +90,7 @@ fn top_shows_the_node_live_under_tmux_and_quits_on_q() {
         e = exited.display()
     );
     let tm = |args: &[&str]| {
-        Command::new("tmux").args(["-L", &tmux]).args(args).output().expect("tmux runs")
+        Command::new("tmux").arg("-S").arg(&tmux).args(args).output().expect("tmux runs")
     };
     let started = tm(&["new-session", "-d", "-s", "top", "-x", "160", "-y", "40", &command]);
     assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
@@ -133,5 +136,6 @@ fn top_shows_the_node_live_under_tmux_and_quits_on_q() {
     }
     assert_eq!(std::fs::read_to_string(&exited).unwrap().trim(), "0");
     drop(cleanup);
+    assert!(!tmux.exists(), "the tmux server's socket outlived the test");
     let _ = std::fs::remove_dir_all(&dir);
 }
