@@ -272,6 +272,10 @@ pub struct NodePolicy {
     /// per sample were most of a sample's cost, issue 55; emptied after use).
     loads_scratch: Loads,
     candidates_scratch: Loads,
+    /// Scratch: the energy step's lists of the GPUs outside the pool, and the ranking
+    /// of the GPUs' leads ([`NodePolicy::rank_leads`]).
+    outside_scratch: Loads,
+    least_scratch: Vec<(std::cmp::Reverse<u128>, usize)>,
 }
 
 /// Moves a step has decided, with the summed weights and promised memory they leave.
@@ -421,6 +425,8 @@ impl NodePolicy {
             idle_rest: Vec::new(),
             loads_scratch: Vec::new(),
             candidates_scratch: Vec::new(),
+            outside_scratch: Vec::new(),
+            least_scratch: Vec::new(),
         };
         // no service registered yet
         node.services_changed();

@@ -10,21 +10,23 @@ impl NodePolicy {
     /// moves at most once per interval for this).
     pub(super) fn rank_leads(&mut self) {
         let n = self.board.gpu_count();
-        let mut least: Vec<(std::cmp::Reverse<u128>, usize)> = (0..n)
-            .map(|g| {
-                let min = self.homed_on[g]
-                    .keys()
-                    .filter(|t| self.contends(**t))
-                    .filter_map(|t| self.batch.tags(*t).map(|x| x.start))
-                    .min()
-                    .unwrap_or(u128::MAX);
-                (std::cmp::Reverse(min), g)
-            })
-            .collect();
+        // (into a list kept between samples: issue 55)
+        let mut least = std::mem::take(&mut self.least_scratch);
+        least.clear();
+        least.extend((0..n).map(|g| {
+            let min = self.homed_on[g]
+                .keys()
+                .filter(|t| self.contends(**t))
+                .filter_map(|t| self.batch.tags(*t).map(|x| x.start))
+                .min()
+                .unwrap_or(u128::MAX);
+            (std::cmp::Reverse(min), g)
+        }));
         least.sort_unstable();
-        for (i, (_, g)) in least.into_iter().enumerate() {
-            self.lead_rank[g] = i.min(200) as u8;
+        for (i, (_, g)) in least.iter().enumerate() {
+            self.lead_rank[*g] = i.min(200) as u8;
         }
+        self.least_scratch = least;
     }
 
     /// The monitor's sample and DCUDA's steps 1 and 2 over the GPUs outside the pool;
@@ -59,6 +61,7 @@ impl NodePolicy {
         const POOL: TenantId = TenantId(u64::MAX);
         let unreachable = self.params.thresh_over + 1.0;
         let mut candidates = std::mem::take(&mut self.candidates_scratch);
+        let mut outside = std::mem::take(&mut self.outside_scratch);
         let movable = |t: &TenantId| self.movable(now, *t);
         candidates.resize_with(n, Vec::new);
         for (g, (l, apps)) in candidates.iter_mut().zip(loads).enumerate() {
@@ -80,17 +83,22 @@ impl NodePolicy {
         }
         if self.params.balance && self.params.energy {
             // step 2 among the GPUs outside the pool only
-            let mut outside: Loads = (0..n)
-                .map(|g| {
-                    if self.reserved(GpuId(g as u32)) { Vec::new() } else { candidates[g].clone() }
-                })
-                .collect();
+            // (into lists kept between samples, each refilled in place: issue 55)
+            outside.resize_with(n, Vec::new);
+            for (g, o) in outside.iter_mut().enumerate() {
+                o.clear();
+                if !self.reserved(GpuId(g as u32)) {
+                    o.extend_from_slice(&candidates[g]);
+                }
+            }
             moves.extend(dcuda::compact(&mut outside, self.params.thresh_under));
+            outside.iter_mut().for_each(Vec::clear);
         }
         let stays: Vec<bool> =
             moves.iter().map(|m| m.tenant == POOL || !movable(&m.tenant)).collect();
         candidates.iter_mut().for_each(Vec::clear);
         self.candidates_scratch = candidates;
+        self.outside_scratch = outside;
         for (m, stays) in moves.into_iter().zip(stays) {
             if !stays {
                 self.decide(now, m);

@@ -74,7 +74,17 @@ impl NodePolicy {
     /// move lowers the larger of the two GPUs' sums the most, where its memory fits,
     /// while that raises the lowest share per unit of weight by more than
     /// [`SHARES_HYSTERESIS`]; then again, each tenant at most once.
-    pub(super) fn even_shares(&self, now: Nanos) -> Vec<Move> {
+    pub(super) fn even_shares(&mut self, now: Nanos) -> Vec<Move> {
+        let mut candidates = std::mem::take(&mut self.candidates_scratch);
+        let moves = self.even_shares_with(now, &mut candidates);
+        candidates.iter_mut().for_each(Vec::clear);
+        self.candidates_scratch = candidates;
+        moves
+    }
+
+    /// [`Self::even_shares`] with the candidates' lists in `candidates` (emptied
+    /// first, their room kept: lists made per sample, issue 55).
+    fn even_shares_with(&self, now: Nanos, candidates: &mut Loads) -> Vec<Move> {
         let n = self.board.gpu_count();
         let outside: Vec<bool> = (0..n)
             .map(|g| {
@@ -82,14 +92,29 @@ impl NodePolicy {
                 !self.reserved(gpu) && self.board.state(gpu).is_powered()
             })
             .collect();
-        let mut plan = Planned::new(self.summed_weights(true));
-        let mut candidates: Vec<Vec<(TenantId, f64)>> = vec![Vec::new(); n];
+        // the contending tenants' summed weights ([`Self::summed_weights`]) and the
+        // candidates in one walk of the homes, each tenant's weight and contention
+        // asked once (two walks with both asked in each were a tenth of the node
+        // policy's instructions, issue 55); the same sums to the bit, each GPU's
+        // weights added in the same order
+        let mut summed = vec![0.0_f64; n];
+        candidates.resize_with(n, Vec::new);
+        candidates.iter_mut().for_each(Vec::clear);
         for (tenant, home) in self.homes.iter() {
             let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
-            if self.contends(*tenant) && self.movable(now, *tenant) {
-                candidates[at.0 as usize].push((*tenant, self.weight_of(*tenant)));
+            if self.contends(*tenant) {
+                let w = self.weight_of(*tenant);
+                summed[at.0 as usize] += w;
+                if self.movable(now, *tenant) {
+                    candidates[at.0 as usize].push((*tenant, w));
+                }
             }
         }
+        debug_assert!(
+            summed.iter().zip(self.summed_weights(true)).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "the share step's summed weights drifted from summed_weights"
+        );
+        let mut plan = Planned::new(summed);
         let room = |t: TenantId, g: usize, promised: &[u64]| {
             let gpu = GpuId(g as u32);
             self.board.may_run_on(t, gpu) && self.fits_beside(t, gpu, promised[g])
