@@ -277,6 +277,21 @@ impl FairQueue {
             self.members_lingering.remove(&(until, tenant));
         }
         let Some(t) = self.tags.get_mut(&key) else { return };
+        // A tenant on its own back within its budget, running nothing: the budget's
+        // moment leaves the index [`FairQueue::quiet_until`] reads. While the tenant has
+        // work and runs nothing, its budget running out changes no choice: it is
+        // eligible either way, and a GPU where it may run serves it (it waits for a
+        // lingering one only where it may run and is not ready). The moment stays in
+        // its tags, for a cancellation that empties its queue again
+        // ([`FairQueue::after_cancel`]). Its moment coming due woke the node policy for
+        // nothing: issue 55, every tick it was delivered on the bench's workload
+        // outside its samples.
+        if matches!(key, Queued::Tenant(_))
+            && !running
+            && let Some(until) = t.lingering_until
+        {
+            self.lingering.remove(&(until, key));
+        }
         if t.active {
             return;
         }
@@ -359,13 +374,45 @@ impl FairQueue {
 
     /// Until when the queue's choices cannot change by time alone, as of the last event
     /// it observed: the first moment a tenant's, group's or group member's spin budget
-    /// may run out (a stale entry of the groups' only brings it earlier). Before it, an
+    /// may run out (a stale entry of the groups' only brings it earlier), leaving out
+    /// the budgets of tenants back with work ([`FairQueue::wake`]). Before it, an
     /// expiry finds nothing due and a dispatch chooses as it did (`Nanos::MAX`: nobody
     /// lingers).
     pub fn quiet_until(&self) -> Nanos {
         let groups = self.lingering.first().map_or(Nanos::MAX, |(at, _)| *at);
         let members = self.members_lingering.first().map_or(Nanos::MAX, |(at, _)| *at);
         groups.min(members)
+    }
+
+    /// A cancellation (its task gone from the board's queue already) may have emptied a
+    /// queue: each key active with nothing queued and nothing running goes on as at its
+    /// last quantum's end, lingering for what remains of its spin budget (its moment
+    /// back in the index, the expiry below takes it once due), else inactive. Before, a
+    /// key left so stayed active with nothing to run, holding the virtual time at its
+    /// start tag, and listed as eligible (debug builds: "the eligible list drifted").
+    /// A walk of the keys: cancellations are rare.
+    fn after_cancel(&mut self, board: &Board) {
+        let idle: Vec<Queued> = self
+            .tags
+            .keys()
+            .filter(|k| {
+                self.tags.get(k).is_some_and(|t| t.active && t.running == 0)
+                    && !self.backlogged(board, *k)
+            })
+            .collect();
+        for key in idle {
+            self.touched.push(key);
+            let Some(t) = self.tags.get_mut(&key) else { continue };
+            if let Some(until) = t.lingering_until {
+                self.lingering.insert((until, key));
+                continue;
+            }
+            t.active = false;
+            self.active -= 1;
+            if self.active == 0 {
+                self.idle_v = t.finish;
+            }
+        }
     }
 
     /// Those whose spin budget ran out without a request yield: inactive.
@@ -516,8 +563,7 @@ impl FairQueue {
                 self.charge_late(*tenant, *ran);
                 self.touched.extend(self.key_of(*tenant));
             }
-            // a cancellation may empty a queue: its key is looked at again below, and
-            // in the meantime a dispatch finds no member ready there
+            Event::TaskCancelRequested { .. } => self.after_cancel(board),
             _ => {}
         }
         if let Some((tenant, ran)) = finished {

@@ -35,6 +35,7 @@ impl<V> Default for QueuedMap<V> {
 }
 
 impl<V> QueuedMap<V> {
+    #[inline]
     pub(crate) fn get(&self, key: &Queued) -> Option<&V> {
         match key {
             Queued::Tenant(t) => self.tenants.get(t.0),
@@ -42,6 +43,7 @@ impl<V> QueuedMap<V> {
         }
     }
 
+    #[inline]
     pub(crate) fn get_mut(&mut self, key: &Queued) -> Option<&mut V> {
         match key {
             Queued::Tenant(t) => self.tenants.get_mut(t.0),
@@ -49,6 +51,7 @@ impl<V> QueuedMap<V> {
         }
     }
 
+    #[inline]
     pub(crate) fn contains_key(&self, key: &Queued) -> bool {
         self.get(key).is_some()
     }

@@ -329,6 +329,94 @@ fn a_tenant_served_within_its_budget_leaves_no_moment_of_it() {
     assert_eq!(d.p.queue.quiet_until(), Nanos::MAX, "{:?}", d.p.queue.lingering);
 }
 
+impl Driver {
+    /// Cancel `tenant`'s queued task `seq` (the `seq`-th task the driver submitted).
+    fn cancel(&mut self, tenant: u64, seq: u64) {
+        let task = TaskId(tenant << 32 | seq);
+        let mut actions = Vec::new();
+        self.p.on_event(self.now, &Event::TaskCancelRequested { task }, &mut actions);
+        assert!(
+            actions.iter().any(|a| matches!(a, Action::EndTask { task: t, .. } if *t == task)),
+            "{task} was not queued: {actions:?}"
+        );
+        self.apply(actions);
+    }
+}
+
+/// A tenant back with work within its spin budget while its GPU serves another keeps
+/// no moment of that budget in the index the node policy's quiet ticks read: with
+/// work queued and none running, its budget running out changes no choice (it is
+/// eligible either way, and served wherever it may run), so the tick at that moment
+/// was delivered for nothing (issue 55: every tick the node policy was delivered on
+/// the bench's workload, outside its samples, was one of those).
+#[test]
+fn a_budget_that_can_change_nothing_wakes_no_one() {
+    let ms = Nanos::from_millis;
+    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1))).with_spin(ms(2));
+    for id in [0, 1] {
+        let spec = TenantSpec::new(TenantId(id), ServiceClass::Batch);
+        p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
+    }
+    let mut d = Driver::of(p);
+    d.submit(1, ms(1));
+    d.submit(0, ms(1));
+    assert_eq!(d.finish(), Some(TenantId(1)));
+    // tenant 1's queue ran dry at 1 ms (it lingers until 3 ms); tenant 0 runs
+    assert_eq!(d.running.map(|(_, t, _)| t), Some(TenantId(0)));
+    assert_eq!(d.p.queue.quiet_until(), ms(3));
+    d.now = Nanos(1_500_000);
+    d.submit(1, ms(1));
+    assert_eq!(d.p.queue.quiet_until(), Nanos::MAX, "{:?}", d.p.queue.lingering);
+    // tenant 0's queue runs dry at 2.5 ms (the driver's clock ran on from 1.5 ms), its
+    // start tag tied with tenant 1's and its id first: the GPU waits for it, its
+    // budget's moment (4.5 ms) in the index, as a budget that can change a choice is
+    assert_eq!(d.finish(), Some(TenantId(0)));
+    assert!(d.running.is_none());
+    assert_eq!(d.p.queue.quiet_until(), Nanos(4_500_000));
+    d.now = Nanos(4_500_000);
+    let mut actions = Vec::new();
+    d.p.on_event(d.now, &Event::Tick, &mut actions);
+    d.apply(actions);
+    assert_eq!(d.running.map(|(_, t, _)| t), Some(TenantId(1)));
+    assert_eq!(d.p.queue.quiet_until(), Nanos::MAX);
+}
+
+/// A cancellation that empties a tenant's queue, with nothing of it running, leaves
+/// it as its last quantum's end would have: lingering for what remains of its spin
+/// budget, inactive once that has run out. Before, a tenant whose only queued task was
+/// cancelled stayed active with nothing to run for as long as it sent nothing more,
+/// holding the virtual time at its start tag: a tenant back from a long idle time then
+/// restarted at its old finish tag, far behind the others, and was served ahead of
+/// them until it caught up.
+#[test]
+fn a_cancelled_tenant_does_not_hold_the_virtual_time() {
+    let ms = Nanos::from_millis;
+    // without a spin budget: inactive at once
+    let mut d = Driver::new(&[1, 1]);
+    d.submit(0, ms(10));
+    d.submit(1, ms(1));
+    d.cancel(1, 1);
+    assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| t.active), Some(false));
+    // with one, back within it: lingering for the rest of it, then inactive
+    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1))).with_spin(ms(2));
+    for id in [0, 1] {
+        let spec = TenantSpec::new(TenantId(id), ServiceClass::Batch);
+        p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
+    }
+    let mut d = Driver::of(p);
+    d.submit(1, ms(1));
+    d.submit(0, ms(10));
+    assert_eq!(d.finish(), Some(TenantId(1)));
+    d.now = Nanos(1_500_000);
+    d.submit(1, ms(1));
+    d.cancel(1, 2);
+    assert_eq!(d.p.queue.quiet_until(), ms(3), "its budget's moment is back");
+    assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| t.active), Some(true));
+    d.now = ms(3);
+    d.p.on_event(d.now, &Event::Tick, &mut Vec::new());
+    assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| t.active), Some(false));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     /// SFQ's bound (Goyal et al., Theorem 1), checked after every quantum over long
