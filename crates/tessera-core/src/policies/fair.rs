@@ -283,9 +283,9 @@ impl FairQueue {
         // eligible either way, and a GPU where it may run serves it (it waits for a
         // lingering one only where it may run and is not ready). The moment stays in
         // its tags, for a cancellation that empties its queue again
-        // ([`FairQueue::after_cancel`]). Its moment coming due woke the node policy for
-        // nothing: issue 55, every tick it was delivered on the bench's workload
-        // outside its samples.
+        // ([`FairQueue::after_cancel`]). Such moments coming due woke the node policy
+        // for nothing: issue 55, 23 thousand of the 30 thousand ticks it was delivered
+        // on the bench's workload at 1x.
         if matches!(key, Queued::Tenant(_))
             && !running
             && let Some(until) = t.lingering_until

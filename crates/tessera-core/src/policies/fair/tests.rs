@@ -347,8 +347,8 @@ impl Driver {
 /// no moment of that budget in the index the node policy's quiet ticks read: with
 /// work queued and none running, its budget running out changes no choice (it is
 /// eligible either way, and served wherever it may run), so the tick at that moment
-/// was delivered for nothing (issue 55: every tick the node policy was delivered on
-/// the bench's workload, outside its samples, was one of those).
+/// was delivered for nothing (issue 55: 23 thousand of the 30 thousand ticks the node
+/// policy was delivered on the bench's workload at 1x).
 #[test]
 fn a_budget_that_can_change_nothing_wakes_no_one() {
     let ms = Nanos::from_millis;
