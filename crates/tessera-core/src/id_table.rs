@@ -103,8 +103,14 @@ impl<V> IdTable<V> {
     #[inline(never)]
     fn get_or_insert_outside(&mut self, id: u64, make: impl FnOnce() -> V) -> &mut V {
         if self.dense_len == 0 && self.sparse.is_empty() {
+            // the window moves to the id, with room below it for half as many ids as
+            // the array held before: a table refilled after a clear in no particular
+            // order (DCUDA's monitor, at every sample) widens at the front once, not by
+            // a move of the array at each id below the first
+            let room = (self.dense.capacity() as u64 / 2).min(id).min(MAX_GAP);
             self.dense.clear();
-            self.origin = id;
+            self.dense.resize_with(room as usize, || None);
+            self.origin = id - room;
             self.front = 0;
         }
         // The commonest case, an id just past the array's end (the next task, or a
