@@ -133,6 +133,11 @@ pub struct Board {
     /// policies make on every event cost a tree look-up, not a walk of the tenants.
     /// Kept only for a policy that asks ([`Board::with_head_index`]).
     heads: Option<[HeadIndex; 2]>,
+    /// Per class, whether [`Board::heads`] indexes it: a policy that asks only of
+    /// user-facing heads (the node's) pays nothing for its batch tenants', whose
+    /// index was kept up to date at every batch dispatch and submission for no one
+    /// (issue 55). An unindexed class is answered by a walk.
+    head_classes: [bool; 2],
     /// Per class, tasks queued and tasks running.
     queued_count: [usize; 2],
     running_count: [usize; 2],
@@ -217,6 +222,7 @@ impl Board {
             tenants: IdTable::default(),
             backlogged: IdSet::default(),
             heads: None,
+            head_classes: [false; 2],
             queued_count: [0; 2],
             running_count: [0; 2],
             kernel_time: IdTable::default(),
@@ -237,9 +243,18 @@ impl Board {
     /// Keep each class's oldest head-of-line task indexed, for a policy that asks for
     /// it on every event ([`Board::oldest_head`], [`Board::oldest_queued_since`]);
     /// without it they walk the backlogged tenants. Call before any event.
-    pub fn with_head_index(mut self) -> Board {
+    pub fn with_head_index(self) -> Board {
+        self.with_head_index_of(Classes::All)
+    }
+
+    /// [`Board::with_head_index`] for the tenants of `classes` only; the others'
+    /// oldest head is found by a walk of the backlogged tenants.
+    pub fn with_head_index_of(mut self, classes: Classes) -> Board {
         debug_assert!(self.tenants.iter().next().is_none(), "an index made before any event");
         self.heads = Some([HeadIndex::default(), HeadIndex::default()]);
+        for &c in classes.indices() {
+            self.head_classes[c] = true;
+        }
         self
     }
 
@@ -541,7 +556,7 @@ impl Board {
             }
             _ => {}
         }
-        if self.heads.is_some() {
+        if self.head_classes[class] {
             self.reindex_heads(tenant_id, class, head);
         }
     }
@@ -655,6 +670,10 @@ impl Board {
             // no index asked for: a walk of the backlogged tenants
             return self.oldest_head_where(classes, |_| true);
         };
+        let indexed = |c: usize| self.head_classes[c];
+        if !classes.indices().iter().all(|&c| indexed(c)) {
+            return self.oldest_head_where(classes, |_| true);
+        }
         classes.indices().iter().filter_map(|&c| heads[c].first()).min().map(|(_, id)| id)
     }
 
@@ -689,7 +708,9 @@ impl Board {
                 queued[c] += t.queue.len();
                 assert_eq!(t.queue.is_empty(), !self.backlogged.contains(id.0), "backlog of {id}");
                 assert_eq!(t.head(), t.queue.front().map(|q| q.seq), "head of {id}");
-                if let (Some(seq), Some(heads)) = (t.head(), &self.heads) {
+                if let (Some(seq), Some(heads), true) =
+                    (t.head(), &self.heads, self.head_classes[c])
+                {
                     assert!(heads[c].holds(seq, *id), "head index of {id}");
                     let top = heads[c].first().expect("a backlogged tenant's class has a head");
                     assert!(top <= (seq, *id), "the head index's top is not the oldest");

@@ -177,3 +177,41 @@ fn partitions_and_power_follow_their_acknowledgements() {
     b.observe(Nanos(3), &up, &mut out);
     assert!(b.idle_gpus().contains(&GpuId(1)));
 }
+
+/// A board indexing the user-facing heads only (the node policy's) answers every
+/// question of the oldest head as a walk of the queues does, for either class and
+/// both, through dispatches that change each class's heads.
+#[test]
+fn a_head_index_of_one_class_answers_for_every_class() {
+    let gpus = GpuSpec::uniform(2, Bytes::gib(1));
+    let mut b = Board::new(&gpus).with_head_index_of(Classes::UserFacing);
+    for id in 0..6u64 {
+        let class = if id % 2 == 0 {
+            ServiceClass::UserFacing { sla: Nanos::from_millis(10) }
+        } else {
+            ServiceClass::Batch
+        };
+        let spec = TenantSpec::new(TenantId(id), class);
+        b.observe(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
+    }
+    // submissions interleaved over the classes, the oldest heads batch and user-facing
+    for (task, tenant) in [(0, 3), (1, 2), (2, 1), (3, 4), (4, 3), (5, 0), (6, 5), (7, 2)] {
+        submit(&mut b, task, tenant);
+    }
+    let mut out = Vec::new();
+    for round in 0..4 {
+        for classes in [Classes::All, Classes::UserFacing, Classes::Batch] {
+            assert_eq!(
+                b.oldest_head(classes),
+                b.oldest_head_where(classes, |_| true),
+                "round {round}, {classes:?}"
+            );
+        }
+        // the oldest head of all runs, then finishes
+        let Some(tenant) = b.oldest_head(Classes::All) else { break };
+        let task = b.dispatch(Nanos::ZERO, GpuId(0), tenant, &mut out).expect("dispatched");
+        finish(&mut b, task.0, 0).expect("it ran");
+    }
+    // tasks 0 to 3 ran: the batch heads left are tasks 4 (tenant 3) and 6 (tenant 5)
+    assert_eq!(b.oldest_head(Classes::Batch), Some(TenantId(3)));
+}

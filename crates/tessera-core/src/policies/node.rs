@@ -388,7 +388,11 @@ impl NodePolicy {
     /// The node policy over `gpus`.
     pub fn new(gpus: &[GpuSpec], params: NodeParams) -> NodePolicy {
         let mut node = NodePolicy {
-            board: Board::new(gpus).with_head_index().with_free_order().with_change_log(),
+            // (user-facing heads only: the node asks for no batch tenant's oldest head)
+            board: Board::new(gpus)
+                .with_head_index_of(Classes::UserFacing)
+                .with_free_order()
+                .with_change_log(),
             params,
             pool: ElasticPool::new(gpus.len(), params.flexy),
             batch: FairQueue::new(params.spin),
