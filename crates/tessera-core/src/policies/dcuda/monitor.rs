@@ -6,7 +6,7 @@ use crate::id_table::IdTable;
 use crate::ids::{TaskId, TenantId};
 use crate::model::TaskSpec;
 use crate::units::Nanos;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// DCUDA's monitor (§3.2).
 #[derive(Debug, Default)]
@@ -16,10 +16,14 @@ pub struct Monitor {
     /// How many times a configuration was evaluated (once each, by the cache).
     evaluations: u64,
     /// Running tasks: tenant, when the current interval's accounting of it starts, demand.
-    /// (Tables by id, not hash maps: a task's start and end each cost a look-up, which
-    /// hashing made a tenth of the composed node policy's time; issue 55. And a walk of
-    /// them is in id order, so a tenant's sum adds in the same order on every run.)
-    running: IdTable<(TenantId, Nanos, f64)>,
+    /// (Not a hash map: a task's start and end each cost a look-up, which hashing made
+    /// a tenth of the composed node policy's time; issue 55. A walk of them is in id
+    /// order, so a tenant's sum adds in the same order on every run. And not an
+    /// [`IdTable`]: a task running long holds a table's window open over every id
+    /// handed out meanwhile, which each sample's walk and each departure's walked, and
+    /// one dispatched from below the window moved the whole array; at 100x the bench's
+    /// node that cost more than a tree's look-ups at both ends of every task.)
+    running: BTreeMap<u64, (TenantId, Nanos, f64)>,
     /// Demand-weighted running time of each tenant in the current interval, ns.
     accrued: IdTable<f64>,
     /// Held time of each tenant in the current interval, ns, and holds still open.
@@ -67,7 +71,7 @@ impl Monitor {
     /// A task stopped at `now` (finished, or killed by a reset: it ran until then):
     /// its tenant, if it was known to run.
     pub fn stopped(&mut self, task: TaskId, now: Nanos) -> Option<TenantId> {
-        let (tenant, from, d) = self.running.remove(task.0)?;
+        let (tenant, from, d) = self.running.remove(&task.0)?;
         *self.accrued.get_or_insert_with(tenant.0, || 0.0) += d * (now - from).0 as f64;
         Some(tenant)
     }
@@ -76,12 +80,12 @@ impl Monitor {
     /// without a demand (kept, it would count as the whole GPU at every sample for as
     /// long as its tenant stays).
     pub fn cancelled(&mut self, task: TaskId) {
-        self.running.remove(task.0);
+        self.running.remove(&task.0);
     }
 
     /// The tasks it counts as running, in id order (for checks against the board).
     pub fn running_tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
-        self.running.iter().map(|(id, _)| TaskId(id))
+        self.running.keys().map(|id| TaskId(*id))
     }
 
     /// The scheduler holds `tenant`'s waiting work from `now` (a fairness slice of
@@ -165,9 +169,9 @@ impl Monitor {
         self.held.remove(tenant.0);
         self.held_since.remove(tenant.0);
         let its: Vec<u64> =
-            self.running.iter().filter(|(_, (t, _, _))| *t == tenant).map(|(id, _)| id).collect();
+            self.running.iter().filter(|(_, (t, _, _))| *t == tenant).map(|(id, _)| *id).collect();
         for task in its {
-            self.running.remove(task);
+            self.running.remove(&task);
         }
     }
 }
