@@ -215,3 +215,12 @@ fn a_head_index_of_one_class_answers_for_every_class() {
     // tasks 0 to 3 ran: the batch heads left are tasks 4 (tenant 3) and 6 (tenant 5)
     assert_eq!(b.oldest_head(Classes::Batch), Some(TenantId(3)));
 }
+
+/// A selection's mask holds the bits of its class indices, and no other.
+#[test]
+fn a_selections_mask_is_its_classes() {
+    for classes in [Classes::All, Classes::UserFacing, Classes::Batch] {
+        let bits = classes.indices().iter().fold(0u8, |m, c| m | 1 << c);
+        assert_eq!(classes.mask(), bits, "{classes:?}");
+    }
+}
