@@ -115,7 +115,10 @@ pub struct FairQueue {
     order: LazyMin<(VirtualTime, Queued)>,
     active: usize,
     /// Those lingering, by when their spin budget runs out (an entry whose tags say
-    /// otherwise is stale and skipped): expiry looks at the due ones only.
+    /// otherwise is stale and skipped): expiry looks at the due ones only. A tenant on
+    /// its own back with work and running nothing has no entry though its tags keep
+    /// the moment ([`FairQueue::wake`]; the moment may have passed): it returns here
+    /// if a cancellation empties the tenant's queue ([`FairQueue::after_cancel`]).
     lingering: BTreeSet<(Nanos, Queued)>,
     /// Group members lingering, by when their spin budget runs out: those whose member
     /// tags say so, but for those whose budget ran out by the last expiry (dropped
@@ -410,7 +413,10 @@ impl FairQueue {
             t.active = false;
             self.active -= 1;
             if self.active == 0 {
-                self.idle_v = t.finish;
+                // the virtual time as it stood, this key's start tag: a key woken at
+                // max(V, F) and never served since starts above its finish, and the
+                // finish would take the virtual time back
+                self.idle_v = self.idle_v.max(t.start);
             }
         }
     }

@@ -381,6 +381,35 @@ fn a_budget_that_can_change_nothing_wakes_no_one() {
     assert_eq!(d.p.queue.quiet_until(), Nanos::MAX);
 }
 
+/// The last active key going inactive by a cancellation leaves the virtual time where
+/// it stood, not at the key's finish tag: a key woken at max(V, F) and never served
+/// since starts above its finish (review of the cancellation's fix).
+#[test]
+fn a_cancellation_does_not_take_the_virtual_time_back() {
+    let ms = Nanos::from_millis;
+    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
+    p.on_event(
+        Nanos::ZERO,
+        &Event::TenantRegistered(TenantSpec::new(TenantId(0), ServiceClass::Batch)),
+        &mut Vec::new(),
+    );
+    // tenant 1 is pinned to a GPU the node lacks: its work waits, its key active
+    let pinned =
+        TenantSpec { gpus: vec![GpuId(1)], ..TenantSpec::new(TenantId(1), ServiceClass::Batch) };
+    p.on_event(Nanos::ZERO, &Event::TenantRegistered(pinned), &mut Vec::new());
+    let mut d = Driver::of(p);
+    d.submit(0, ms(10));
+    assert_eq!(d.finish(), Some(TenantId(0)));
+    let idle = d.p.queue.virtual_time();
+    assert!(idle > 0, "tenant 0's quantum moved the virtual time");
+    d.submit(1, ms(1));
+    assert!(d.running.is_none());
+    assert_eq!(d.p.queue.virtual_time(), idle, "tenant 1 woke at the virtual time");
+    d.cancel(1, 1);
+    assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| t.active), Some(false));
+    assert_eq!(d.p.queue.virtual_time(), idle, "the cancellation took the virtual time back");
+}
+
 /// A cancellation that empties a tenant's queue, with nothing of it running, leaves
 /// it as its last quantum's end would have: lingering for what remains of its spin
 /// budget, inactive once that has run out. Before, a tenant whose only queued task was

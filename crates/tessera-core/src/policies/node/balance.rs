@@ -26,6 +26,8 @@ impl NodePolicy {
         for (i, (_, g)) in least.iter().enumerate() {
             self.lead_rank[*g] = i.min(200) as u8;
         }
+        // (emptied: scratch, which a later look at the policy would take for state)
+        least.clear();
         self.least_scratch = least;
     }
 
