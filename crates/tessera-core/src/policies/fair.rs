@@ -320,7 +320,13 @@ impl FairQueue {
             if let Some(until) = m.lingering_until.take() {
                 self.members_lingering.remove(&(until, tenant));
             }
-            m.lingering_until = (drained && self.spin > Nanos::ZERO).then_some(now + self.spin);
+            // (a group's members only: a tenant on its own is its key's one member, and
+            // its key's budget, set below at the same moment, is the one its choices
+            // read; the member's, a second entry in a second index, was put in and
+            // taken out again around every quantum for no choice, issue 55)
+            let grouped = matches!(key, Queued::Group(_));
+            m.lingering_until =
+                (grouped && drained && self.spin > Nanos::ZERO).then_some(now + self.spin);
             if let Some(until) = m.lingering_until {
                 self.members_lingering.insert((until, tenant));
             }
