@@ -263,9 +263,7 @@ impl Board {
     pub fn with_head_index_of(mut self, classes: Classes) -> Board {
         debug_assert!(self.tenants.iter().next().is_none(), "an index made before any event");
         self.heads = Some([HeadIndex::default(), HeadIndex::default()]);
-        for &c in classes.indices() {
-            self.head_classes |= 1 << c;
-        }
+        self.head_classes |= classes.mask();
         self
     }
 
@@ -567,9 +565,15 @@ impl Board {
             }
             _ => {}
         }
-        if self.head_classes & (1 << class) != 0 {
+        if self.indexes_heads_of(class) {
             self.reindex_heads(tenant_id, class, head);
         }
+    }
+
+    /// Whether the head index keeps class index `class`'s heads.
+    #[inline]
+    fn indexes_heads_of(&self, class: usize) -> bool {
+        self.head_classes & (1 << class) != 0
     }
 
     /// [`Board::reindex`]'s part for the head-of-line index, out of line: its closures
@@ -722,7 +726,7 @@ impl Board {
                 assert_eq!(t.queue.is_empty(), !self.backlogged.contains(id.0), "backlog of {id}");
                 assert_eq!(t.head(), t.queue.front().map(|q| q.seq), "head of {id}");
                 if let (Some(seq), Some(heads), true) =
-                    (t.head(), &self.heads, self.head_classes & (1 << c) != 0)
+                    (t.head(), &self.heads, self.indexes_heads_of(c))
                 {
                     assert!(heads[c].holds(seq, *id), "head index of {id}");
                     let top = heads[c].first().expect("a backlogged tenant's class has a head");

@@ -350,11 +350,8 @@ impl FairQueue {
             let start = t.start;
             self.push_order(start, key);
         } else {
-            t.active = false;
-            self.active -= 1;
-            if self.active == 0 {
-                self.idle_v = t.finish;
-            }
+            let finish = t.finish;
+            self.yield_key(key, finish);
         }
     }
 
@@ -416,14 +413,23 @@ impl FairQueue {
                 self.lingering.insert((until, key));
                 continue;
             }
+            // the virtual time as it stood, this key's start tag, if it is the last: a
+            // key woken at max(V, F) and never served since starts above its finish,
+            // and the finish would take the virtual time back
+            let idle_at = self.idle_v.max(t.start);
+            self.yield_key(key, idle_at);
+        }
+    }
+
+    /// `key`, active, goes inactive; the virtual time while none is active is `idle_at`
+    /// if it was the last.
+    fn yield_key(&mut self, key: Queued, idle_at: VirtualTime) {
+        if let Some(t) = self.tags.get_mut(&key) {
             t.active = false;
-            self.active -= 1;
-            if self.active == 0 {
-                // the virtual time as it stood, this key's start tag: a key woken at
-                // max(V, F) and never served since starts above its finish, and the
-                // finish would take the virtual time back
-                self.idle_v = self.idle_v.max(t.start);
-            }
+        }
+        self.active -= 1;
+        if self.active == 0 {
+            self.idle_v = idle_at;
         }
     }
 
@@ -461,11 +467,8 @@ impl FairQueue {
             if backlogged || t.running > 0 {
                 continue;
             }
-            t.active = false;
-            self.active -= 1;
-            if self.active == 0 {
-                self.idle_v = t.finish;
-            }
+            let finish = t.finish;
+            self.yield_key(key, finish);
         }
         expired.clear();
         self.expired = expired;
@@ -612,11 +615,8 @@ impl FairQueue {
                 self.lingering.insert((now + spin, key));
             }
         } else {
-            t.active = false;
-            self.active -= 1;
-            if self.active == 0 {
-                self.idle_v = t.finish;
-            }
+            let finish = t.finish;
+            self.yield_key(key, finish);
         }
     }
 

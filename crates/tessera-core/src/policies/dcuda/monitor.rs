@@ -168,10 +168,6 @@ impl Monitor {
         self.accrued.remove(tenant.0);
         self.held.remove(tenant.0);
         self.held_since.remove(tenant.0);
-        let its: Vec<u64> =
-            self.running.iter().filter(|(_, (t, _, _))| *t == tenant).map(|(id, _)| *id).collect();
-        for task in its {
-            self.running.remove(&task);
-        }
+        self.running.retain(|_, (t, _, _)| *t != tenant);
     }
 }

@@ -22,7 +22,17 @@ struct Driver {
 
 impl Driver {
     fn new(weights: &[u32]) -> Driver {
-        let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
+        Driver::registered(FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1))), weights)
+    }
+
+    /// [`Driver::new`] with a spin budget of `spin`.
+    fn with_spin(weights: &[u32], spin: Nanos) -> Driver {
+        let p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1))).with_spin(spin);
+        Driver::registered(p, weights)
+    }
+
+    /// A driver of `p` with tenants 0, 1, ... of `weights` registered.
+    fn registered(mut p: FairQueuing, weights: &[u32]) -> Driver {
         for (i, w) in weights.iter().enumerate() {
             let spec = TenantSpec {
                 weight: *w,
@@ -352,12 +362,7 @@ impl Driver {
 #[test]
 fn a_budget_that_can_change_nothing_wakes_no_one() {
     let ms = Nanos::from_millis;
-    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1))).with_spin(ms(2));
-    for id in [0, 1] {
-        let spec = TenantSpec::new(TenantId(id), ServiceClass::Batch);
-        p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
-    }
-    let mut d = Driver::of(p);
+    let mut d = Driver::with_spin(&[1, 1], ms(2));
     d.submit(1, ms(1));
     d.submit(0, ms(1));
     assert_eq!(d.finish(), Some(TenantId(1)));
@@ -427,12 +432,7 @@ fn a_cancelled_tenant_does_not_hold_the_virtual_time() {
     d.cancel(1, 1);
     assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| t.active), Some(false));
     // with one, back within it: lingering for the rest of it, then inactive
-    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1))).with_spin(ms(2));
-    for id in [0, 1] {
-        let spec = TenantSpec::new(TenantId(id), ServiceClass::Batch);
-        p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
-    }
-    let mut d = Driver::of(p);
+    let mut d = Driver::with_spin(&[1, 1], ms(2));
     d.submit(1, ms(1));
     d.submit(0, ms(10));
     assert_eq!(d.finish(), Some(TenantId(1)));
