@@ -502,3 +502,68 @@ fn a_repeated_registration_does_not_give_a_credit_tenant_a_second_quantum() {
         assert_eq!(dispatches(&out), [], "{label}: a second quantum beside the first");
     }
 }
+
+/// The node policy, a batch tenant waiting behind another whose queued task is
+/// cancelled: it waits no more from that moment, and its demand at the next sample
+/// is learnt from the rest of the interval (it ran nothing: 0). Before, its hold was
+/// left as it was until the next sample's walk of every home, so it counted as held
+/// for the whole interval and kept its last demand (4/9, from the first interval: the
+/// GPU's load read 1.44).
+#[test]
+fn a_cancelled_wait_is_no_longer_held() {
+    use tessera_core::policies::flexy::FlexyParams;
+    use tessera_core::policies::node::{NodeParams, NodePolicy};
+    let flexy =
+        FlexyParams { reserve: 0, reset: None, sla: SLA, history: 10, order: Default::default() };
+    let mut p = NodePolicy::new(&gpus(1), NodeParams::new(flexy));
+    let send = |p: &mut NodePolicy, at: u64, e: Event| {
+        let mut out = Vec::new();
+        p.on_event(ms(at), &e, &mut out);
+        dispatches(&out)
+    };
+    let task = |id: u64, tenant: u64| {
+        Event::TaskSubmitted(TaskSpec {
+            launch: None,
+            batch: 1,
+            id: TaskId(id),
+            tenant: TenantId(tenant),
+            kernel: BATCH_KERNEL,
+            memory: Bytes(0),
+        })
+    };
+    let done = |id: u64, ran: u64| Event::TaskFinished {
+        task: TaskId(id),
+        placement: Placement::whole(GpuId(0)),
+        ran_for: ms(ran),
+        measured: true,
+        result: Ok(()),
+    };
+    let (a, b) = (1, 2);
+    for t in [a, b] {
+        let spec = TenantSpec {
+            memory: Bytes::gib(1),
+            ..TenantSpec::new(TenantId(t), ServiceClass::Batch)
+        };
+        send(&mut p, 0, Event::TenantRegistered(spec));
+    }
+    // the first interval: b runs 40 ms of 100
+    assert_eq!(send(&mut p, 5, task(1, b)), vec![(TaskId(1), 0)]);
+    send(&mut p, 45, done(1, 40));
+    // a's long task, then b's, which waits behind it
+    assert_eq!(send(&mut p, 50, task(2, a)), vec![(TaskId(2), 0)]);
+    assert_eq!(send(&mut p, 90, task(3, b)), vec![]);
+    // the first sample: b's demand 40/90 (held for the last 10 ms)
+    send(&mut p, 100, Event::Tick);
+    let load_first = p.report().load[0];
+    send(&mut p, 150, Event::TaskCancelRequested { task: TaskId(3) });
+    // the second sample: a ran the whole interval (1), b ran nothing and waited for
+    // half of it
+    send(&mut p, 200, Event::Tick);
+    let load = p.report().load[0];
+    assert!(load_first > 0.0, "the first sample learnt nothing: {load_first}");
+    assert!(
+        (load - 1.0).abs() < 1e-9,
+        "the GPU's load {load}: b's demand should be 0 (it ran nothing and waited half \
+         the interval), not its last one (4/9, the whole interval counted as held)"
+    );
+}
