@@ -739,8 +739,12 @@ impl Policy for Dcuda {
                 self.raised.remove(tenant);
                 self.monitor.forget(*tenant);
             }
+            // (the monitor runs only what the board runs: its tenant is the board's, read
+            // before the board hears of the end)
             Event::TaskFinished { task, .. } => {
-                self.monitor.stopped(*task, now);
+                if let Some((tenant, _)) = self.board.finishing(event) {
+                    self.monitor.stopped_of(*task, tenant, now);
+                }
             }
             // a tenant that left while its move was under way is gone: no home for it
             Event::MigrationDone { tenant, .. } if self.home.get(tenant.0).is_none() => {

@@ -781,8 +781,11 @@ impl NodePolicy {
                 self.arrived.remove(tenant);
                 self.monitor.forget(*tenant);
             }
+            // (the monitor runs only what the board runs: its tenant is the board's)
             Event::TaskFinished { task, .. } => {
-                self.monitor.stopped(*task, now);
+                if let Some((tenant, _)) = finished {
+                    self.monitor.stopped_of(*task, tenant, now);
+                }
             }
             // a tenant that left while its move was under way has no memory anywhere:
             // homing it again would keep a ghost on the target (the held-out window at

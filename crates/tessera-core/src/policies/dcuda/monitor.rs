@@ -6,7 +6,7 @@ use crate::id_table::IdTable;
 use crate::ids::{TaskId, TenantId};
 use crate::model::TaskSpec;
 use crate::units::Nanos;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// DCUDA's monitor (§3.2).
 #[derive(Debug, Default)]
@@ -15,15 +15,14 @@ pub struct Monitor {
     cache: HashMap<(u32, u64, u32), f64>,
     /// How many times a configuration was evaluated (once each, by the cache).
     evaluations: u64,
-    /// Running tasks: tenant, when the current interval's accounting of it starts, demand.
-    /// (Not a hash map: a task's start and end each cost a look-up, which hashing made
-    /// a tenth of the composed node policy's time; issue 55. A walk of them is in id
-    /// order, so a tenant's sum adds in the same order on every run. And not an
-    /// [`IdTable`]: a task running long holds a table's window open over every id
-    /// handed out meanwhile, which each sample's walk and each departure's walked, and
-    /// one dispatched from below the window moved the whole array; at 100x the bench's
-    /// node that cost more than a tree's look-ups at both ends of every task.)
-    running: BTreeMap<u64, (TenantId, Nanos, f64)>,
+    /// Running tasks by tenant: each tenant's as (task, when the current interval's
+    /// accounting of it starts, demand), in task order, so that a tenant's sum adds in
+    /// the same order on every run. (Not one map of every task: a hash map's look-up at
+    /// both ends of every task was a tenth of the composed node policy's time, a B-tree
+    /// map's nearly a twentieth (issue 55); and an [`IdTable`] of tasks kept its window
+    /// open over every id handed out while one task ran long. Tenant ids are few and
+    /// dense, and a tenant runs a task or a few at a time.)
+    running: IdTable<Vec<(u64, Nanos, f64)>>,
     /// Demand-weighted running time of each tenant in the current interval, ns.
     accrued: IdTable<f64>,
     /// Held time of each tenant in the current interval, ns, and holds still open.
@@ -58,34 +57,67 @@ impl Monitor {
     /// A task started at `now`.
     pub fn started(&mut self, task: &TaskSpec, now: Nanos) {
         let d = self.kernel_demand(task);
-        self.running.insert(task.id.0, (task.tenant, now, d));
+        self.run(task.id, task.tenant, now, d);
+    }
+
+    fn run(&mut self, task: TaskId, tenant: TenantId, now: Nanos, demand: f64) {
+        let list = self.running.get_or_insert_with(tenant.0, Vec::new);
+        // (nearly always the newest: tasks start in about the order they were made)
+        let at = list.partition_point(|(id, _, _)| *id < task.0);
+        if list.get(at).is_some_and(|(id, _, _)| *id == task.0) {
+            list[at] = (task.0, now, demand);
+        } else {
+            list.insert(at, (task.0, now, demand));
+        }
     }
 
     /// A task started at `now` that has its GPU to itself (exclusive time sharing):
     /// while it runs it takes the whole GPU's time, whatever its occupancy, so an
     /// application's demand is the share of the GPU's time it would use alone.
     pub fn started_exclusive(&mut self, task: TaskId, tenant: TenantId, now: Nanos) {
-        self.running.insert(task.0, (tenant, now, 1.0));
+        self.run(task, tenant, now, 1.0);
     }
 
     /// A task stopped at `now` (finished, or killed by a reset: it ran until then):
-    /// its tenant, if it was known to run.
+    /// its tenant, if it was known to run. A walk of the running tasks: for a caller
+    /// that knows the task's tenant, [`Monitor::stopped_of`].
     pub fn stopped(&mut self, task: TaskId, now: Nanos) -> Option<TenantId> {
-        let (tenant, from, d) = self.running.remove(&task.0)?;
+        let tenant = self.tenant_running(task)?;
+        self.stopped_of(task, tenant, now).then_some(tenant)
+    }
+
+    /// [`Monitor::stopped`] of `tenant`'s `task`: whether it was known to run.
+    pub fn stopped_of(&mut self, task: TaskId, tenant: TenantId, now: Nanos) -> bool {
+        let Some(list) = self.running.get_mut(tenant.0) else { return false };
+        let Some(i) = list.iter().position(|(id, _, _)| *id == task.0) else { return false };
+        let (_, from, d) = list.remove(i);
         *self.accrued.get_or_insert_with(tenant.0, || 0.0) += d * (now - from).0 as f64;
-        Some(tenant)
+        true
+    }
+
+    /// The tenant whose running task `task` is, if it is known to run (a walk).
+    fn tenant_running(&self, task: TaskId) -> Option<TenantId> {
+        self.running
+            .iter()
+            .find(|(_, list)| list.iter().any(|(id, _, _)| *id == task.0))
+            .map(|(tenant, _)| TenantId(tenant))
     }
 
     /// A task whose dispatch the driver refused never ran: it leaves the running ones
     /// without a demand (kept, it would count as the whole GPU at every sample for as
     /// long as its tenant stays).
     pub fn cancelled(&mut self, task: TaskId) {
-        self.running.remove(&task.0);
+        if let Some(tenant) = self.tenant_running(task)
+            && let Some(list) = self.running.get_mut(tenant.0)
+        {
+            list.retain(|(id, _, _)| *id != task.0);
+        }
     }
 
-    /// The tasks it counts as running, in id order (for checks against the board).
+    /// The tasks it counts as running, each tenant's in id order (for checks against
+    /// the board).
     pub fn running_tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
-        self.running.keys().map(|id| TaskId(*id))
+        self.running.iter().flat_map(|(_, list)| list.iter().map(|(id, _, _)| TaskId(*id)))
     }
 
     /// The scheduler holds `tenant`'s waiting work from `now` (a fairness slice of
@@ -121,9 +153,11 @@ impl Monitor {
         if len <= 0.0 {
             return;
         }
-        for (_, (tenant, from, d)) in self.running.iter_mut() {
-            *self.accrued.get_or_insert_with(tenant.0, || 0.0) += *d * (now - *from).0 as f64;
-            *from = now;
+        for (tenant, list) in self.running.iter_mut() {
+            for (_, from, d) in list.iter_mut() {
+                *self.accrued.get_or_insert_with(tenant, || 0.0) += *d * (now - *from).0 as f64;
+                *from = now;
+            }
         }
         for (tenant, from) in self.held_since.iter_mut() {
             *self.held.get_or_insert_with(tenant, || 0.0) +=
@@ -168,6 +202,6 @@ impl Monitor {
         self.accrued.remove(tenant.0);
         self.held.remove(tenant.0);
         self.held_since.remove(tenant.0);
-        self.running.retain(|_, (t, _, _)| *t != tenant);
+        self.running.remove(tenant.0);
     }
 }

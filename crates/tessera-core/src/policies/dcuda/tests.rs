@@ -179,6 +179,38 @@ fn the_monitor_caches_per_configuration_and_weights_by_time() {
     assert!((m.demand(t(5)).unwrap() - 0.4 * 50.0 / 100.0).abs() < 1e-9);
 }
 
+/// A task stopped by its tenant (the policies' path, [`Monitor::stopped_of`]) or by a
+/// walk ([`Monitor::stopped`], after a reset) is accounted alike; a wrong tenant stops
+/// nothing; a refused dispatch and a departed tenant leave no running task behind.
+#[test]
+fn the_monitor_stops_a_task_by_its_tenant_or_by_a_walk_alike() {
+    let ms = Nanos::from_millis;
+    let (mut walked, mut told) = (Monitor::default(), Monitor::default());
+    for m in [&mut walked, &mut told] {
+        // tenant 1 runs two tasks at once, started out of id order
+        m.started(&task(2, 1, 0, 80, 400), ms(0));
+        m.started(&task(1, 1, 0, 160, 800), ms(10));
+        m.started(&task(3, 2, 0, 80, 400), ms(0));
+    }
+    assert_eq!(walked.stopped(TaskId(2), ms(30)), Some(t(1)));
+    assert!(!told.stopped_of(TaskId(2), t(2), ms(30)), "stopped as another tenant's");
+    assert!(told.stopped_of(TaskId(2), t(1), ms(30)));
+    assert!(!told.stopped_of(TaskId(2), t(1), ms(31)), "stopped twice");
+    assert_eq!(walked.stopped(TaskId(9), ms(30)), None);
+    for m in [&mut walked, &mut told] {
+        assert_eq!(m.running_tasks().collect::<Vec<_>>(), vec![TaskId(1), TaskId(3)]);
+        m.sample(ms(100));
+    }
+    for tenant in [t(1), t(2)] {
+        assert_eq!(walked.demand(tenant), told.demand(tenant), "{tenant}");
+    }
+    // 0.4 for 30 ms and 0.8 for 90 ms of 100
+    assert!((told.demand(t(1)).unwrap() - (0.4 * 30.0 + 0.8 * 90.0) / 100.0).abs() < 1e-9);
+    told.cancelled(TaskId(1));
+    told.forget(t(2));
+    assert_eq!(told.running_tasks().count(), 0);
+}
+
 /// The hysteresis band against ping-pong. GPU 0 holds a (50%), b (43% or 49%) and a
 /// small s (6%); GPU 1 holds c, whose demand swings against b's (86% or 96%). When
 /// b is high GPU 0 is overloaded (105%) and s moves to GPU 1; when c is high GPU 1
