@@ -220,6 +220,13 @@ pub struct NodePolicy {
     unplaced: Vec<TenantId>,
     /// Moves decided, waiting for the tenant to be between tasks.
     moving: BTreeMap<TenantId, (GpuId, MoveReason)>,
+    /// Whether a decided move may start at this event: set when a move is decided, when
+    /// the board logs a change of a moving tenant (its task ended, a reset killed it)
+    /// and when a migration ends or is refused. A move kept by the last start waits
+    /// for its tenant's task or migration to end, which only these change: a walk of
+    /// every decided move on every event was a thirtieth of the node policy at 100x
+    /// its node (issue 55). (Checked in debug builds whenever the walk is skipped.)
+    moves_may_start: bool,
     /// When each tenant last arrived somewhere by a migration.
     arrived: TenantMap<Nanos>,
     next_sample: Nanos,
@@ -413,6 +420,7 @@ impl NodePolicy {
             homed_on: vec![VecMap::default(); gpus.len()],
             unplaced: Vec::new(),
             moving: BTreeMap::new(),
+            moves_may_start: false,
             arrived: TenantMap::default(),
             next_sample: params.interval,
             report: NodeReport::default(),
@@ -713,12 +721,15 @@ impl NodePolicy {
             Event::TaskSubmitted(t) => touched.push(t.tenant),
             Event::TenantRegistered(spec) => touched.push(spec.id),
             Event::MigrationDone { tenant, .. } | Event::MigrationFailed { tenant, .. } => {
-                touched.push(*tenant)
+                touched.push(*tenant);
+                self.moves_may_start = true;
             }
             // rare events that change a queue or a running count without naming its
             // tenant (a cancelled task, a refused dispatch): every home
             Event::TaskCancelRequested { .. } | Event::ActionRefused { .. } => {
-                touched.extend(self.homes.keys().copied())
+                touched.extend(self.homes.keys().copied());
+                // (a refused migration: its tenant may move again)
+                self.moves_may_start = true;
             }
             _ => {}
         }
@@ -850,7 +861,20 @@ impl NodePolicy {
             }
         }
         let homes = &self.homes;
-        dcuda::start_moves(&mut self.board, |t| homes.get(&t).copied(), &mut self.moving, actions);
+        if std::mem::take(&mut self.moves_may_start) {
+            dcuda::start_moves(
+                &mut self.board,
+                |t| homes.get(&t).copied(),
+                &mut self.moving,
+                actions,
+            );
+        } else {
+            debug_assert!(
+                self.moving.keys().all(|t| homes.contains_key(t)
+                    && (self.board.is_migrating(*t) || self.board.tenant_runs(*t))),
+                "a decided move could start, and no event said so"
+            );
+        }
         self.dispatch(now, actions);
         self.dispatched_tenants(&actions[first_action..], &mut touched);
         self.hold_waiting(now, &touched);

@@ -153,6 +153,7 @@ impl NodePolicy {
             return;
         }
         self.moving.insert(m.tenant, (m.to, m.reason));
+        self.moves_may_start = true;
         self.report.migrations += 1;
         dcuda::record_move(&mut self.report.recent, now, Move { from: home, ..m });
     }

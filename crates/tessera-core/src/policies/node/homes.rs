@@ -32,6 +32,10 @@ impl NodePolicy {
         let mut changed = std::mem::take(&mut self.changed);
         self.board.take_changed(&mut changed);
         for t in changed.drain(..) {
+            // (a moving tenant whose task ended, or was killed, may start its move)
+            if !self.moving.is_empty() && self.moving.contains_key(&t) {
+                self.moves_may_start = true;
+            }
             if let Some(g) = self.homes.get(&t).copied() {
                 // Only the logged tenants changed since the flags were last true to the
                 // node (a sample sets every GPU's; a home's change, its GPU's): a GPU
