@@ -567,3 +567,45 @@ fn a_cancelled_wait_is_no_longer_held() {
          the interval), not its last one (4/9, the whole interval counted as held)"
     );
 }
+
+/// The node policy homes a registering tenant where the batch load is least as the
+/// last sample measured it, also when the tenant before it registered before that
+/// sample. Here tenant a runs a long task on GPU 0, c idles on GPU 1, and b registers
+/// after the sample that learnt a's demand (GPU 0 loaded, GPU 1 not): b goes to GPU 1.
+/// (A load kept from one placement to the next, tried for issue 55 and not kept,
+/// failed this when a sample did not drop it: b went to GPU 0, beside the busy one.)
+#[test]
+fn a_newcomer_is_homed_by_the_load_the_last_sample_measured() {
+    use tessera_core::policies::flexy::FlexyParams;
+    use tessera_core::policies::node::{NodeParams, NodePolicy};
+    let flexy =
+        FlexyParams { reserve: 0, reset: None, sla: SLA, history: 10, order: Default::default() };
+    let mut p = NodePolicy::new(&gpus(2), NodeParams::new(flexy));
+    let send = |p: &mut NodePolicy, at: u64, e: Event| {
+        let mut out = Vec::new();
+        p.on_event(ms(at), &e, &mut out);
+        out
+    };
+    let spec = |t| TenantSpec {
+        memory: Bytes::gib(1),
+        ..TenantSpec::new(TenantId(t), ServiceClass::Batch)
+    };
+    let (a, b, c) = (1, 2, 3);
+    send(&mut p, 0, Event::TenantRegistered(spec(a)));
+    assert_eq!(p.home(TenantId(a)), Some(GpuId(0)));
+    let long = TaskSpec {
+        launch: None,
+        batch: 1,
+        id: TaskId(1),
+        tenant: TenantId(a),
+        kernel: BATCH_KERNEL,
+        memory: Bytes(0),
+    };
+    assert_eq!(dispatches(&send(&mut p, 1, Event::TaskSubmitted(long))), vec![(TaskId(1), 0)]);
+    send(&mut p, 2, Event::TenantRegistered(spec(c)));
+    assert_eq!(p.home(TenantId(c)), Some(GpuId(1)));
+    // the first sample: a ran 99 ms of 100
+    send(&mut p, 100, Event::Tick);
+    send(&mut p, 101, Event::TenantRegistered(spec(b)));
+    assert_eq!(p.home(TenantId(b)), Some(GpuId(1)), "homed beside the busy tenant");
+}
