@@ -55,6 +55,9 @@ struct Account {
     /// It has work at the accounting under way (set by its first walk, read by its
     /// second).
     credited: bool,
+    /// Its queue holds work at the accounting under way (likewise: the second walk's
+    /// relisting asked the board again, a look-up per tenant per period, issue 55).
+    queued: bool,
 }
 
 /// Xen's credit scheduler applied to GPUs (FairGV §5.3's Credit baseline).
@@ -100,8 +103,19 @@ fn relist(
     tenant: TenantId,
     a: &mut Account,
 ) {
+    relist_queued(ready, tenant, a, board.queue_of(tenant).0 > 0);
+}
+
+/// [`relist`] for a tenant whose queue holds work or not (`queued`).
+#[inline]
+fn relist_queued(
+    ready: &mut [BTreeSet<(u64, TenantId)>; 2],
+    tenant: TenantId,
+    a: &mut Account,
+    queued: bool,
+) {
     // Xen's credit1: UNDER while the credit is not negative
-    let wanted = (a.running.is_none() && board.queue_of(tenant).0 > 0).then_some(a.credit >= 0);
+    let wanted = (a.running.is_none() && queued).then_some(a.credit >= 0);
     // a tenant listed where it belongs stays put (its turn only changes off the
     // lists): the accounting relists every tenant every period
     if wanted == a.listed {
@@ -224,7 +238,8 @@ impl Credit {
         // two: at 30 ms periods a tenth of Credit's instructions per task, issue 55)
         let mut total_weight: u64 = 0;
         for (t, a) in self.accounts.iter_mut() {
-            let busy = a.running.is_some() || self.board.queue_of(TenantId(t)).0 > 0;
+            a.queued = self.board.queue_of(TenantId(t)).0 > 0;
+            let busy = a.running.is_some() || a.queued;
             a.credited = a.worked || busy;
             if a.credited {
                 total_weight += u64::from(a.weight);
@@ -239,7 +254,7 @@ impl Credit {
                 }
                 let share = period * i64::from(a.weight) / total_weight as i64;
                 a.credit = (a.credit + share).min(share);
-                relist(&mut self.ready, &self.board, TenantId(t), a);
+                relist_queued(&mut self.ready, TenantId(t), a, a.queued);
             }
         }
     }
@@ -322,6 +337,7 @@ impl Policy for Credit {
                         listed: None,
                         worked: false,
                         credited: false,
+                        queued: false,
                     },
                 );
                 self.relist(spec.id);
