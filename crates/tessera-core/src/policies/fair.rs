@@ -407,18 +407,25 @@ impl FairQueue {
             })
             .collect();
         for key in idle {
-            self.touched.push(key);
-            let Some(t) = self.tags.get_mut(&key) else { continue };
-            if let Some(until) = t.lingering_until {
-                self.lingering.insert((until, key));
-                continue;
-            }
-            // the virtual time as it stood, this key's start tag, if it is the last: a
-            // key woken at max(V, F) and never served since starts above its finish,
-            // and the finish would take the virtual time back
-            let idle_at = self.idle_v.max(t.start);
-            self.yield_key(key, idle_at);
+            self.left_idle(key);
         }
+    }
+
+    /// `key`, active, was left with nothing queued and nothing running (a cancellation,
+    /// a member's departure): it lingers for what remains of its spin budget, else goes
+    /// inactive, as at a quantum's end.
+    fn left_idle(&mut self, key: Queued) {
+        self.touched.push(key);
+        let Some(t) = self.tags.get_mut(&key) else { return };
+        if let Some(until) = t.lingering_until {
+            self.lingering.insert((until, key));
+            return;
+        }
+        // the virtual time as it stood, this key's start tag, if it is the last: a
+        // key woken at max(V, F) and never served since starts above its finish,
+        // and the finish would take the virtual time back
+        let idle_at = self.idle_v.max(t.start);
+        self.yield_key(key, idle_at);
     }
 
     /// `key`, active, goes inactive; the virtual time while none is active is `idle_at`
@@ -565,6 +572,11 @@ impl FairQueue {
                         }
                     } else if running.is_some() {
                         self.member_left_running(board, now, key);
+                    } else if self.tags.get(&key).is_some_and(|t| t.active && t.running == 0)
+                        && !self.backlogged(board, key)
+                    {
+                        // its work (the board ended it) was all its group had
+                        self.left_idle(key);
                     }
                     self.touched.push(key);
                 }

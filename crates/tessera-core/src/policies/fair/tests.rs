@@ -318,6 +318,34 @@ fn a_member_leaving_with_a_quantum_running_takes_it_along() {
     assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| (t.running, t.active)), Some((0, false)));
 }
 
+/// A group member that leaves with its work queued and none running leaves its group
+/// as a cancellation would: with nothing queued or running, the group goes inactive
+/// (no spin budget) and holds the virtual time no more. Before, it stayed active with
+/// nothing to run until its next quantum, its start tag the least of the active ones.
+#[test]
+fn a_member_leaving_with_its_work_queued_leaves_its_group_idle() {
+    let member =
+        |id| TenantSpec { group: Some(3), ..TenantSpec::new(TenantId(id), ServiceClass::Batch) };
+    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
+    for id in [0, 1] {
+        p.on_event(Nanos::ZERO, &Event::TenantRegistered(member(id)), &mut Vec::new());
+    }
+    let alone = TenantSpec::new(TenantId(2), ServiceClass::Batch);
+    p.on_event(Nanos::ZERO, &Event::TenantRegistered(alone), &mut Vec::new());
+    let mut d = Driver::of(p);
+    // the lone tenant holds the GPU; member 0's task waits behind it
+    d.submit(2, Nanos::from_millis(50));
+    d.submit(0, Nanos::from_millis(5));
+    assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| (t.running, t.active)), Some((0, true)));
+    d.p.on_event(d.now, &Event::TenantLeft { tenant: TenantId(0) }, &mut Vec::new());
+    assert_eq!(
+        d.p.queue.tags(TenantId(1)).map(|t| (t.running, t.active)),
+        Some((0, false)),
+        "the group stayed active with nothing to run"
+    );
+    assert_eq!(d.p.queue.virtual_time(), d.p.queue.tags(TenantId(2)).unwrap().start);
+}
+
 /// A tenant served again within its spin budget leaves no moment of that budget
 /// behind: the node policy's quiet ticks read the first one, and an entry left stale
 /// woke the node for nothing when it came due (issue 55: a thirtieth of the node
