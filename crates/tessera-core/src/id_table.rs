@@ -97,15 +97,15 @@ impl<V> IdTable<V> {
         self.get_or_insert_outside(id, make)
     }
 
-    /// [`IdTable::get_or_insert_with`] for an id the array does not cover, or in an
-    /// empty table (which moves the window to it).
+    /// [`IdTable::get_or_insert_with`] for an id the array does not cover (in an empty
+    /// table, the window moves to it).
     #[inline(never)]
     fn get_or_insert_outside(&mut self, id: u64, make: impl FnOnce() -> V) -> &mut V {
         if self.dense_len == 0 && self.sparse.is_empty() {
             // the window moves to the id, with room below it for half as many ids as
-            // the array held before: a table refilled after a clear in no particular
-            // order (DCUDA's monitor, at every sample) widens at the front once, not by
-            // a move of the array at each id below the first
+            // the array held before: a table refilled in no particular order, its ids
+            // outside the array a clear kept, widens at the front once, not by a move
+            // of the array at each id below the first
             let room = (self.dense.capacity() as u64 / 2).min(id).min(MAX_GAP);
             self.dense.clear();
             self.dense.resize_with(room as usize, || None);
@@ -122,9 +122,9 @@ impl<V> IdTable<V> {
             return slot.insert(make());
         }
         if id < self.origin && self.origin - id <= MAX_GAP {
-            // an id a little below the array (a table refilled after a clear in the
-            // order its ids come, not theirs: DCUDA's monitor, issue 55) widens it at
-            // the front rather than going to the side map
+            // an id a little below the array (a table refilled in the order its ids
+            // come, not theirs: DCUDA's monitor, issue 55) widens it at the front
+            // rather than going to the side map
             self.grow_front_to(id);
         }
         let end = self.origin.saturating_add(self.dense.len() as u64);
@@ -247,6 +247,10 @@ impl<V> IdTable<V> {
         if self.dense_len == 0 {
             self.dense.clear();
         } else {
+            // (the empty slots after the last value go too: the array is the span of
+            // the ids it held, not of every id it ever held)
+            let end = self.dense.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+            self.dense.truncate(end);
             if self.front >= MIN_DROP && 2 * self.front >= self.dense.len() {
                 self.dense.drain(..self.front);
                 self.origin += self.front as u64;
@@ -467,18 +471,22 @@ mod tests {
 
     /// Ids coming in any order near each other, after a clear, stay in the window:
     /// one below the first widens it at the front (it went to the side map before, a
-    /// tree insertion per id in DCUDA's monitor).
+    /// tree insertion per id in DCUDA's monitor). Ids near the last ones fill the
+    /// window a clear kept; ids far from them move it, and widen it again.
     #[test]
     fn ids_a_little_below_the_window_widen_it() {
         let mut t = IdTable::default();
-        for round in 0..3u64 {
+        for round in [0u64, 1, 2, 10_000, 10_001, 3] {
             t.clear();
             for id in [40, 12, 33, 7, 41, 0, 25] {
                 *t.get_or_insert_with(id + round, || 0u64) += 1;
             }
             assert!(t.sparse.is_empty(), "round {round}");
+            t.check();
             let ids: Vec<u64> = t.iter().map(|(k, _)| k).collect();
             assert_eq!(ids, [0, 7, 12, 25, 33, 40, 41].map(|i| i + round));
+            // the array spans the ids about as they were, not every id it ever held
+            assert!(t.dense.len() <= 2 * 42 + MIN_DROP, "round {round}: {} slots", t.dense.len());
         }
     }
 

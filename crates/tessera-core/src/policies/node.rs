@@ -221,8 +221,9 @@ pub struct NodePolicy {
     /// Moves decided, waiting for the tenant to be between tasks.
     moving: BTreeMap<TenantId, (GpuId, MoveReason)>,
     /// Whether a decided move may start at this event: set when a move is decided, when
-    /// the board logs a change of a moving tenant (its task ended, a reset killed it)
-    /// and when a migration ends or is refused. A move kept by the last start waits
+    /// the board logs a change of a moving tenant (its task ended, a reset killed it),
+    /// when a migration ends, and at every refused action and cancellation (rare; a
+    /// walk more starts nothing it should not). A move kept by the last start waits
     /// for its tenant's task or migration to end, which only these change: a walk of
     /// every decided move on every event was a thirtieth of the node policy at 100x
     /// its node (issue 55). (Checked in debug builds whenever the walk is skipped.)

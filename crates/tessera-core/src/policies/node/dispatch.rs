@@ -200,7 +200,9 @@ impl NodePolicy {
 
     /// Time a batch tenant waits with work queued is held (its turn, a move), not idle:
     /// `tenants`' holds follow their state now (a tenant's state changes only with an
-    /// event of its own or a dispatch; every sample looks at every tenant).
+    /// event of its own or a dispatch; the rare events that name no tenant look at
+    /// every home, and a sample at those placed since the last one:
+    /// [`NodePolicy::placed_since_sample`]).
     pub(super) fn hold_waiting(&mut self, now: Nanos, tenants: &[TenantId]) {
         for &tenant in tenants {
             if !self.homes.contains_key(&tenant) {
