@@ -144,7 +144,9 @@ fn programs_of_two_users_share_one_ledger_through_the_daemon() {
         return;
     };
     open.install(&s);
-    let mut a = Reaped(s.app(&["alloc", "700", "1000"], &[]).spawn().unwrap());
+    // held for 3 s: the refusals below run first, and on a loaded machine (the whole
+    // suite on two cores) they took more than the 600 ms a 1 s hold left for b to wait
+    let mut a = Reaped(s.app(&["alloc", "700", "3000"], &[]).spawn().unwrap());
     wait_for(&mut a, "allocated");
     // root's tenant is the only one: find it, then try to change it as uid 65534
     let mut control = tessera_client::Client::connect_control(&s.socket).unwrap();
