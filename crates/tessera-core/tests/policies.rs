@@ -503,6 +503,40 @@ fn a_repeated_registration_does_not_give_a_credit_tenant_a_second_quantum() {
     }
 }
 
+/// The node policy on `n` GPUs with no user-facing pool reserved (every GPU lent to
+/// batch tenants), for the tests that read its report.
+fn node_without_pool(n: usize) -> tessera_core::policies::node::NodePolicy {
+    use tessera_core::policies::flexy::FlexyParams;
+    use tessera_core::policies::node::{NodeParams, NodePolicy};
+    let flexy =
+        FlexyParams { reserve: 0, reset: None, sla: SLA, history: 10, order: Default::default() };
+    NodePolicy::new(&gpus(n), NodeParams::new(flexy))
+}
+
+/// Deliver `e` at `at` ms; the actions answered.
+fn send_to(p: &mut impl Policy, at: u64, e: Event) -> Vec<Action> {
+    let mut out = Vec::new();
+    p.on_event(ms(at), &e, &mut out);
+    out
+}
+
+/// A batch tenant declaring 1 GiB.
+fn batch_gib(t: u64) -> TenantSpec {
+    TenantSpec { memory: Bytes::gib(1), ..TenantSpec::new(TenantId(t), ServiceClass::Batch) }
+}
+
+/// Task `id` of `tenant`, of `kernel`.
+fn task_of(id: u64, tenant: u64, kernel: u32) -> TaskSpec {
+    TaskSpec {
+        launch: None,
+        batch: 1,
+        id: TaskId(id),
+        tenant: TenantId(tenant),
+        kernel,
+        memory: Bytes(0),
+    }
+}
+
 /// The node policy, a batch tenant waiting behind another whose queued task is
 /// cancelled: it waits no more from that moment, and its demand at the next sample
 /// is learnt from the rest of the interval (it ran nothing: 0). Before, its hold was
@@ -511,26 +545,10 @@ fn a_repeated_registration_does_not_give_a_credit_tenant_a_second_quantum() {
 /// GPU's load read 1.44).
 #[test]
 fn a_cancelled_wait_is_no_longer_held() {
-    use tessera_core::policies::flexy::FlexyParams;
-    use tessera_core::policies::node::{NodeParams, NodePolicy};
-    let flexy =
-        FlexyParams { reserve: 0, reset: None, sla: SLA, history: 10, order: Default::default() };
-    let mut p = NodePolicy::new(&gpus(1), NodeParams::new(flexy));
-    let send = |p: &mut NodePolicy, at: u64, e: Event| {
-        let mut out = Vec::new();
-        p.on_event(ms(at), &e, &mut out);
-        dispatches(&out)
-    };
-    let task = |id: u64, tenant: u64| {
-        Event::TaskSubmitted(TaskSpec {
-            launch: None,
-            batch: 1,
-            id: TaskId(id),
-            tenant: TenantId(tenant),
-            kernel: BATCH_KERNEL,
-            memory: Bytes(0),
-        })
-    };
+    use tessera_core::policies::node::NodePolicy;
+    let mut p = node_without_pool(1);
+    let send = |p: &mut NodePolicy, at, e| dispatches(&send_to(p, at, e));
+    let task = |id, tenant| Event::TaskSubmitted(task_of(id, tenant, BATCH_KERNEL));
     let done = |id: u64, ran: u64| Event::TaskFinished {
         task: TaskId(id),
         placement: Placement::whole(GpuId(0)),
@@ -540,11 +558,7 @@ fn a_cancelled_wait_is_no_longer_held() {
     };
     let (a, b) = (1, 2);
     for t in [a, b] {
-        let spec = TenantSpec {
-            memory: Bytes::gib(1),
-            ..TenantSpec::new(TenantId(t), ServiceClass::Batch)
-        };
-        send(&mut p, 0, Event::TenantRegistered(spec));
+        send(&mut p, 0, Event::TenantRegistered(batch_gib(t)));
     }
     // the first interval: b runs 40 ms of 100
     assert_eq!(send(&mut p, 5, task(1, b)), vec![(TaskId(1), 0)]);
@@ -576,36 +590,16 @@ fn a_cancelled_wait_is_no_longer_held() {
 /// failed this when a sample did not drop it: b went to GPU 0, beside the busy one.)
 #[test]
 fn a_newcomer_is_homed_by_the_load_the_last_sample_measured() {
-    use tessera_core::policies::flexy::FlexyParams;
-    use tessera_core::policies::node::{NodeParams, NodePolicy};
-    let flexy =
-        FlexyParams { reserve: 0, reset: None, sla: SLA, history: 10, order: Default::default() };
-    let mut p = NodePolicy::new(&gpus(2), NodeParams::new(flexy));
-    let send = |p: &mut NodePolicy, at: u64, e: Event| {
-        let mut out = Vec::new();
-        p.on_event(ms(at), &e, &mut out);
-        out
-    };
-    let spec = |t| TenantSpec {
-        memory: Bytes::gib(1),
-        ..TenantSpec::new(TenantId(t), ServiceClass::Batch)
-    };
+    let mut p = node_without_pool(2);
     let (a, b, c) = (1, 2, 3);
-    send(&mut p, 0, Event::TenantRegistered(spec(a)));
+    send_to(&mut p, 0, Event::TenantRegistered(batch_gib(a)));
     assert_eq!(p.home(TenantId(a)), Some(GpuId(0)));
-    let long = TaskSpec {
-        launch: None,
-        batch: 1,
-        id: TaskId(1),
-        tenant: TenantId(a),
-        kernel: BATCH_KERNEL,
-        memory: Bytes(0),
-    };
-    assert_eq!(dispatches(&send(&mut p, 1, Event::TaskSubmitted(long))), vec![(TaskId(1), 0)]);
-    send(&mut p, 2, Event::TenantRegistered(spec(c)));
+    let long = Event::TaskSubmitted(task_of(1, a, BATCH_KERNEL));
+    assert_eq!(dispatches(&send_to(&mut p, 1, long)), vec![(TaskId(1), 0)]);
+    send_to(&mut p, 2, Event::TenantRegistered(batch_gib(c)));
     assert_eq!(p.home(TenantId(c)), Some(GpuId(1)));
     // the first sample: a ran 99 ms of 100
-    send(&mut p, 100, Event::Tick);
-    send(&mut p, 101, Event::TenantRegistered(spec(b)));
+    send_to(&mut p, 100, Event::Tick);
+    send_to(&mut p, 101, Event::TenantRegistered(batch_gib(b)));
     assert_eq!(p.home(TenantId(b)), Some(GpuId(1)), "homed beside the busy tenant");
 }

@@ -398,17 +398,17 @@ impl FairQueue {
     /// start tag, and listed as eligible (debug builds: "the eligible list drifted").
     /// A walk of the keys: cancellations are rare.
     fn after_cancel(&mut self, board: &Board) {
-        let idle: Vec<Queued> = self
-            .tags
-            .keys()
-            .filter(|k| {
-                self.tags.get(k).is_some_and(|t| t.active && t.running == 0)
-                    && !self.backlogged(board, *k)
-            })
-            .collect();
+        let idle: Vec<Queued> =
+            self.tags.keys().filter(|k| self.idle_while_active(board, *k)).collect();
         for key in idle {
             self.left_idle(key);
         }
+    }
+
+    /// Whether `key` is active with nothing queued and nothing running.
+    fn idle_while_active(&self, board: &Board, key: Queued) -> bool {
+        self.tags.get(&key).is_some_and(|t| t.active && t.running == 0)
+            && !self.backlogged(board, key)
     }
 
     /// `key`, active, was left with nothing queued and nothing running (a cancellation,
@@ -572,9 +572,7 @@ impl FairQueue {
                         }
                     } else if running.is_some() {
                         self.member_left_running(board, now, key);
-                    } else if self.tags.get(&key).is_some_and(|t| t.active && t.running == 0)
-                        && !self.backlogged(board, key)
-                    {
+                    } else if self.idle_while_active(board, key) {
                         // its work (the board ended it) was all its group had
                         self.left_idle(key);
                     }

@@ -918,10 +918,9 @@ impl NodePolicy {
             if self.placed_since_sample.contains(&tenant) {
                 continue;
             }
-            let waiting = self.board.queue_of(tenant).0 > 0 && !self.board.tenant_runs(tenant);
             assert_eq!(
                 self.monitor.is_held(tenant),
-                waiting,
+                self.waits(tenant),
                 "{tenant}'s hold drifted from its state (queued {}, runs {})",
                 self.board.queue_of(tenant).0,
                 self.board.tenant_runs(tenant)

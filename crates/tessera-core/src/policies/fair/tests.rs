@@ -298,19 +298,24 @@ fn a_member_registered_again_leaves_no_budget_behind() {
     assert_eq!(d.p.queue.quiet_until(), Nanos::MAX, "nobody lingers");
 }
 
+/// Fair queuing on one GPU with `members` registered as group `group`'s.
+fn group_on_one_gpu(group: u64, members: &[u64]) -> FairQueuing {
+    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
+    for &id in members {
+        let spec =
+            TenantSpec { group: Some(group), ..TenantSpec::new(TenantId(id), ServiceClass::Batch) };
+        p.on_event(Nanos::ZERO, &Event::TenantRegistered(spec), &mut Vec::new());
+    }
+    p
+}
+
 /// A group member that leaves while its quantum runs takes the quantum with it: the
 /// group runs nothing then, and with nothing queued goes inactive (no spin budget).
 /// Before, the group counted the quantum as running for good (its finish, no one's
 /// once the member left, is never charged), so it never went inactive again.
 #[test]
 fn a_member_leaving_with_a_quantum_running_takes_it_along() {
-    let member =
-        |id| TenantSpec { group: Some(3), ..TenantSpec::new(TenantId(id), ServiceClass::Batch) };
-    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
-    for id in [0, 1] {
-        p.on_event(Nanos::ZERO, &Event::TenantRegistered(member(id)), &mut Vec::new());
-    }
-    let mut d = Driver::of(p);
+    let mut d = Driver::of(group_on_one_gpu(3, &[0, 1]));
     d.submit(0, Nanos::from_millis(5));
     assert!(d.running.is_some());
     assert_eq!(d.p.queue.tags(TenantId(1)).map(|t| (t.running, t.active)), Some((1, true)));
@@ -324,12 +329,7 @@ fn a_member_leaving_with_a_quantum_running_takes_it_along() {
 /// nothing to run until its next quantum, its start tag the least of the active ones.
 #[test]
 fn a_member_leaving_with_its_work_queued_leaves_its_group_idle() {
-    let member =
-        |id| TenantSpec { group: Some(3), ..TenantSpec::new(TenantId(id), ServiceClass::Batch) };
-    let mut p = FairQueuing::new(&GpuSpec::uniform(1, Bytes::gib(1)));
-    for id in [0, 1] {
-        p.on_event(Nanos::ZERO, &Event::TenantRegistered(member(id)), &mut Vec::new());
-    }
+    let mut p = group_on_one_gpu(3, &[0, 1]);
     let alone = TenantSpec::new(TenantId(2), ServiceClass::Batch);
     p.on_event(Nanos::ZERO, &Event::TenantRegistered(alone), &mut Vec::new());
     let mut d = Driver::of(p);

@@ -198,6 +198,13 @@ impl NodePolicy {
         }
     }
 
+    /// Whether `tenant` waits: work queued and nothing running (the board's running
+    /// count, not a walk of the node (`tenant_gpus`): a third of the policy's time at
+    /// 100x its node, issue 55).
+    pub(super) fn waits(&self, tenant: TenantId) -> bool {
+        self.board.queue_of(tenant).0 > 0 && !self.board.tenant_runs(tenant)
+    }
+
     /// Time a batch tenant waits with work queued is held (its turn, a move), not idle:
     /// `tenants`' holds follow their state now (a tenant's state changes only with an
     /// event of its own or a dispatch; the rare events that name no tenant look at
@@ -208,10 +215,7 @@ impl NodePolicy {
             if !self.homes.contains_key(&tenant) {
                 continue;
             }
-            // the board's running count, not a walk of the node (`tenant_gpus`): a
-            // third of the policy's time at 100x its node (issue 55)
-            let waiting = self.board.queue_of(tenant).0 > 0 && !self.board.tenant_runs(tenant);
-            if waiting {
+            if self.waits(tenant) {
                 self.monitor.hold(tenant, now);
             } else {
                 self.monitor.release(tenant, now);
