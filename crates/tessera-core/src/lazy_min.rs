@@ -9,6 +9,10 @@
 //! from the top, so that after it the top is current, and rebuilds the heap from the
 //! current keys if stale ones ever outnumber them (a key that stays current for a
 //! long time under many that change must not make the heap grow without bound).
+//!
+//! [`LazyMin::walk`] goes further than the least: the current keys in order, for fair
+//! queuing's eligible list, which a dispatch walks until a key suits its GPU (nearly
+//! always the first).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -20,11 +24,13 @@ const SLACK: usize = 64;
 #[derive(Clone, Debug)]
 pub(crate) struct LazyMin<K> {
     heap: BinaryHeap<Reverse<K>>,
+    /// Scratch: the current entries a [`Walk`] passed, pushed back when it ends.
+    passed: Vec<K>,
 }
 
 impl<K: Ord + Copy> Default for LazyMin<K> {
     fn default() -> Self {
-        LazyMin { heap: BinaryHeap::new() }
+        LazyMin { heap: BinaryHeap::new(), passed: Vec::new() }
     }
 }
 
@@ -53,6 +59,25 @@ impl<K: Ord + Copy> LazyMin<K> {
         }
     }
 
+    /// The current keys in order, least first, by `current` (as [`LazyMin::settle`]'s).
+    /// The walk peeks at the least and pops an entry only to go past it: stale entries
+    /// it meets are dropped, current ones it passed are pushed back when it is
+    /// dropped. A walk that stops at its first key costs the stale entries above it.
+    /// (A key pushed twice under one value while current is met twice.)
+    pub(crate) fn walk<F: Fn(&K) -> bool>(&mut self, current: F) -> Walk<'_, K, F> {
+        Walk { min: self, current, started: false }
+    }
+
+    /// Forget every entry.
+    pub(crate) fn clear(&mut self) {
+        self.heap.clear();
+    }
+
+    /// Every entry held, stale ones included, in no order (for debug checks).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = K> + '_ {
+        self.heap.iter().map(|Reverse(k)| *k)
+    }
+
     /// Entries held, stale ones included.
     pub(crate) fn len(&self) -> usize {
         self.heap.len()
@@ -61,6 +86,42 @@ impl<K: Ord + Copy> LazyMin<K> {
     /// The least entry: the least current key once [`LazyMin::settle`]d.
     pub(crate) fn first(&self) -> Option<K> {
         self.heap.peek().map(|Reverse(k)| *k)
+    }
+}
+
+/// A walk of a [`LazyMin`]'s current keys in order ([`LazyMin::walk`]).
+pub(crate) struct Walk<'a, K: Ord + Copy, F: Fn(&K) -> bool> {
+    min: &'a mut LazyMin<K>,
+    current: F,
+    /// Whether a key was yielded: it is the top, popped when the walk goes on.
+    started: bool,
+}
+
+impl<K: Ord + Copy, F: Fn(&K) -> bool> Iterator for Walk<'_, K, F> {
+    type Item = K;
+
+    fn next(&mut self) -> Option<K> {
+        let heap = &mut self.min.heap;
+        if self.started
+            && let Some(Reverse(k)) = heap.pop()
+        {
+            self.min.passed.push(k);
+        }
+        self.started = true;
+        while let Some(Reverse(k)) = heap.peek() {
+            if (self.current)(k) {
+                return Some(*k);
+            }
+            heap.pop();
+        }
+        None
+    }
+}
+
+impl<K: Ord + Copy, F: Fn(&K) -> bool> Drop for Walk<'_, K, F> {
+    fn drop(&mut self) {
+        let LazyMin { heap, passed } = &mut *self.min;
+        heap.extend(passed.drain(..).map(Reverse));
     }
 }
 
@@ -94,6 +155,51 @@ mod tests {
                 let expected = values.iter().map(|(k, v)| (*v, *k)).min();
                 prop_assert_eq!(min.first(), expected);
                 prop_assert!(min.heap.len() <= 2 * values.len() + SLACK + 1);
+            }
+        }
+
+        /// A walk yields the current keys in order (each at least once, none stale),
+        /// however far it goes, and leaves every current key behind for the next.
+        #[test]
+        fn walks_as_a_sorted_set(
+            ops in proptest::collection::vec((0u8..3, 0u32..8, 0u64..50), 0..300),
+            stops in proptest::collection::vec(0usize..10, 0..300),
+        ) {
+            let mut values: BTreeMap<u32, u64> = BTreeMap::new();
+            let mut min = LazyMin::default();
+            for (i, (op, key, value)) in ops.into_iter().enumerate() {
+                match op {
+                    0 | 1 => {
+                        values.insert(key, value);
+                        min.push((value, key));
+                    }
+                    _ => {
+                        values.remove(&key);
+                    }
+                }
+                let mut expected: Vec<(u64, u32)> = values.iter().map(|(k, v)| (*v, *k)).collect();
+                expected.sort_unstable();
+                let stop = stops.get(i).copied().unwrap_or(usize::MAX);
+                let walked: Vec<(u64, u32)> = {
+                    let current = |&(v, k): &(u64, u32)| values.get(&k) == Some(&v);
+                    min.walk(current).take(stop).collect()
+                };
+                let mut distinct = walked.clone();
+                distinct.dedup();
+                let n = distinct.len();
+                prop_assert_eq!(&distinct[..], &expected[..n]);
+                prop_assert!(walked.len() <= stop);
+                // a full walk afterwards still finds every current key
+                let all: Vec<(u64, u32)> = {
+                    let current = |&(v, k): &(u64, u32)| values.get(&k) == Some(&v);
+                    let mut all: Vec<_> = min.walk(current).collect();
+                    all.dedup();
+                    all
+                };
+                prop_assert_eq!(all, expected);
+                let current = |&(v, k): &(u64, u32)| values.get(&k) == Some(&v);
+                let all = || values.iter().map(|(k, v)| (*v, *k)).collect();
+                min.settle(current, values.len(), all);
             }
         }
     }

@@ -130,8 +130,13 @@ pub struct FairQueue {
     /// each is listed under: a dispatch walks these, not every active one (most run).
     /// Kept only without homes: with them a dispatch walks its GPU's own list
     /// (`eligible_on`), and this one, changed twice per quantum, was read by nothing
-    /// (issue 55).
-    eligible: BTreeSet<(VirtualTime, Queued)>,
+    /// (issue 55). A heap with lazy deletion, an entry current while `listed` holds its
+    /// start tag: a B-tree set's insertion and removal, one each per quantum, were an
+    /// eighth of FairGV's instructions per task (issue 55), where a dispatch nearly
+    /// always takes the first key and a heap's walk there is a peek. `eligible_count`:
+    /// the keys listed in it.
+    eligible: LazyMin<(VirtualTime, Queued)>,
+    eligible_count: usize,
     listed: QueuedMap<Option<VirtualTime>>,
     /// With homes ([`FairQueue::set_home`]): the eligible ones per GPU, each under
     /// every GPU where a member of it lives, and the GPUs each is listed under. A
@@ -743,7 +748,13 @@ impl FairQueue {
                     self.choose(board, now, gpu, may_run, &held, on.keys().map(|(_, k)| *k))
                 })
             } else {
-                self.choose(board, now, gpu, may_run, &held, self.eligible.iter().map(|(_, k)| *k))
+                // (the heap out of the queue for the walk, which pops and pushes back)
+                let mut eligible = std::mem::take(&mut self.eligible);
+                let listed = &self.listed;
+                let walk = eligible.walk(|(s, k)| listed.get(k) == Some(&Some(*s)));
+                let chosen = self.choose(board, now, gpu, may_run, &held, walk.map(|(_, k)| k));
+                self.eligible = eligible;
+                chosen
             };
             // none for this GPU; another GPU may still suit a pinned tenant
             let Some((key, member)) = chosen else { continue };

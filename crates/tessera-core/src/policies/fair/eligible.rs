@@ -21,6 +21,7 @@ impl FairQueue {
             // in none of them
             self.by_home = true;
             self.eligible.clear();
+            self.eligible_count = 0;
         }
         match gpu {
             Some(g) => {
@@ -116,8 +117,9 @@ impl FairQueue {
             return;
         }
         if let Some(at) = was {
+            // (its entry in `eligible` is stale from here on: `listed` changes below)
             if !self.by_home {
-                self.eligible.remove(&(at, key));
+                self.eligible_count -= 1;
             }
             let eligible_on = &mut self.eligible_on;
             if let Some(on) = self.listed_on.get_mut(&key) {
@@ -139,7 +141,8 @@ impl FairQueue {
         }
         if let Some(start) = want {
             if !self.by_home {
-                self.eligible.insert((start, key));
+                self.eligible.push((start, key));
+                self.eligible_count += 1;
             }
             *self.listed.get_or_insert_with(key, || None) = Some(start);
             if has_homes {
@@ -151,8 +154,23 @@ impl FairQueue {
                 on.extend_from_slice(&homes);
             }
         }
+        if !self.by_home && self.eligible.len() > 2 * self.eligible_count + 64 {
+            self.settle_eligible();
+        }
         homes.clear();
         self.homes_scratch = homes;
+    }
+
+    /// Drop `eligible`'s stale entries, rebuilding it from `listed` when they outnumber
+    /// the current ones (a key listed long under many that change must not make it
+    /// grow without bound).
+    fn settle_eligible(&mut self) {
+        let listed = &self.listed;
+        self.eligible.settle(
+            |(s, k)| listed.get(k) == Some(&Some(*s)),
+            self.eligible_count,
+            || listed.keys().filter_map(|k| Some(((*listed.get(&k)?)?, k))).collect(),
+        );
     }
 
     /// Every key whose eligibility may have changed (`touched`), listed again.
@@ -178,7 +196,14 @@ impl FairQueue {
         );
         debug_assert!(
             self.by_home
-                || self.eligible.iter().copied().eq({
+                || {
+                    let mut current: Vec<_> = (self.eligible.entries())
+                        .filter(|(s, k)| self.listed.get(k) == Some(&Some(*s)))
+                        .collect();
+                    current.sort_unstable();
+                    current.dedup();
+                    current
+                } == {
                     let mut all: Vec<_> = self
                         .listed
                         .keys()
@@ -186,7 +211,9 @@ impl FairQueue {
                         .collect();
                     all.sort_unstable();
                     all
-                }),
+                } && (self.by_home
+                    || self.eligible_count
+                        == self.listed.keys().filter(|k| self.listed.get(k).is_some_and(Option::is_some)).count()),
             "the eligible list drifted from the listed start tags"
         );
         debug_assert!(
