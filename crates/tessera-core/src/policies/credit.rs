@@ -24,6 +24,9 @@ use crate::policy::Policy;
 use crate::units::Nanos;
 use std::collections::BTreeSet;
 
+mod ready;
+use ready::Ready;
+
 /// Xen's accounting period (30 ms).
 pub const ACCOUNTING_PERIOD: Nanos = Nanos(30_000_000);
 
@@ -68,7 +71,7 @@ pub struct Credit {
     /// The tenants ready for a quantum (not running, tasks queued), UNDER (credit
     /// left) and OVER, each in round-robin order: a dispatch takes the first, not a
     /// walk of every tenant.
-    ready: [BTreeSet<(u64, TenantId)>; 2],
+    ready: Ready,
     next_turn: u64,
     next_accounting: Nanos,
     gpus: usize,
@@ -88,17 +91,9 @@ pub struct Credit {
     cannot_end: bool,
 }
 
-const UNDER: usize = 0;
-const OVER: usize = 1;
-
-/// The ready list of a tenant with credit left (`under`) or without.
-fn list(under: bool) -> usize {
-    if under { UNDER } else { OVER }
-}
-
 /// Put `tenant` (account `a`) on the ready list its state says (or on none).
 fn relist(
-    ready: &mut [BTreeSet<(u64, TenantId)>; 2],
+    ready: &mut Ready,
     board: &Board,
     tenant: TenantId,
     a: &mut Account,
@@ -109,7 +104,7 @@ fn relist(
 /// [`relist`] for a tenant whose queue holds work or not (`queued`).
 #[inline]
 fn relist_queued(
-    ready: &mut [BTreeSet<(u64, TenantId)>; 2],
+    ready: &mut Ready,
     tenant: TenantId,
     a: &mut Account,
     queued: bool,
@@ -122,10 +117,10 @@ fn relist_queued(
         return;
     }
     if let Some(under) = a.listed.take() {
-        ready[list(under)].remove(&(a.turn, tenant));
+        ready.remove(under);
     }
     if let Some(under) = wanted {
-        ready[list(under)].insert((a.turn, tenant));
+        ready.insert(under, a.turn, tenant);
         a.listed = Some(under);
     }
 }
@@ -136,7 +131,7 @@ impl Credit {
         Credit {
             board: Board::new(gpus).without_estimates(),
             accounts: IdTable::default(),
-            ready: [BTreeSet::new(), BTreeSet::new()],
+            ready: Ready::default(),
             next_turn: 0,
             next_accounting: ACCOUNTING_PERIOD,
             gpus: gpus.len(),
@@ -205,7 +200,7 @@ impl Credit {
     /// Xen's tick: a running quantum whose tenant is in debt gives way to a tenant with
     /// credit and work that may run on its GPU ([`Action::EndQuantum`]).
     fn preempt_in_debt(&mut self, actions: &mut Vec<Action>) {
-        if self.cannot_end || self.ready[UNDER].is_empty() {
+        if self.cannot_end || self.ready.is_empty(true) {
             return;
         }
         for tenant in self.running.iter().map(TenantId) {
@@ -215,9 +210,9 @@ impl Credit {
                 continue;
             }
             let gpu = a.running_on;
-            let waiting = self.ready[UNDER]
-                .iter()
-                .any(|(_, t)| *t != tenant && self.board.may_run_on(*t, gpu));
+            let board = &self.board;
+            let waiting = (self.ready.walk(true, &self.accounts))
+                .any(|t| t != tenant && board.may_run_on(t, gpu));
             if waiting {
                 self.ending.insert(task);
                 actions.push(Action::EndQuantum { task });
@@ -261,16 +256,17 @@ impl Credit {
 
     /// The first ready tenant allowed on `gpu`, UNDER before OVER, in round-robin
     /// order within each.
-    fn pick(&self, gpu: GpuId) -> Option<TenantId> {
+    fn pick(&mut self, gpu: GpuId) -> Option<TenantId> {
         if let Some(t) = self.favoured
             && self.board.may_run_on(t, gpu)
             && self.accounts.get(t.0).is_some_and(|a| a.listed.is_some())
         {
             return Some(t);
         }
-        self.ready
-            .iter()
-            .find_map(|list| list.iter().map(|(_, t)| *t).find(|t| self.board.may_run_on(*t, gpu)))
+        let board = &self.board;
+        [true, false].into_iter().find_map(|under| {
+            self.ready.walk(under, &self.accounts).find(|t| board.may_run_on(*t, gpu))
+        })
     }
 
     fn dispatch(&mut self, now: Nanos, actions: &mut Vec<Action>) {
@@ -364,7 +360,7 @@ impl Policy for Credit {
                 if let Some(a) = self.accounts.remove(tenant.0)
                     && let Some(under) = a.listed
                 {
-                    self.ready[list(under)].remove(&(a.turn, *tenant));
+                    self.ready.remove(under);
                 }
             }
             Event::TenantWeightChanged { tenant, weight } => {
@@ -389,7 +385,7 @@ impl Policy for Credit {
         if let Some((tenant, ran)) = finished {
             if let Some(a) = self.accounts.get_mut(tenant.0) {
                 if let Some(under) = a.listed.take() {
-                    self.ready[list(under)].remove(&(a.turn, tenant));
+                    self.ready.remove(under);
                 }
                 a.running = None;
                 self.running.remove(tenant.0);
@@ -416,6 +412,8 @@ impl Policy for Credit {
             self.next_accounting += ACCOUNTING_PERIOD;
         }
         self.dispatch(now, actions);
+        self.ready.settle(&self.accounts);
+        debug_assert!(self.ready.agrees_with(&self.accounts), "the ready lists drifted");
     }
 }
 
