@@ -92,23 +92,13 @@ pub struct Credit {
 }
 
 /// Put `tenant` (account `a`) on the ready list its state says (or on none).
-fn relist(
-    ready: &mut Ready,
-    board: &Board,
-    tenant: TenantId,
-    a: &mut Account,
-) {
+fn relist(ready: &mut Ready, board: &Board, tenant: TenantId, a: &mut Account) {
     relist_queued(ready, tenant, a, board.queue_of(tenant).0 > 0);
 }
 
 /// [`relist`] for a tenant whose queue holds work or not (`queued`).
 #[inline]
-fn relist_queued(
-    ready: &mut Ready,
-    tenant: TenantId,
-    a: &mut Account,
-    queued: bool,
-) {
+fn relist_queued(ready: &mut Ready, tenant: TenantId, a: &mut Account, queued: bool) {
     // Xen's credit1: UNDER while the credit is not negative
     let wanted = (a.running.is_none() && queued).then_some(a.credit >= 0);
     // a tenant listed where it belongs stays put (its turn only changes off the
