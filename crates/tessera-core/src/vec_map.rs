@@ -1,5 +1,6 @@
 //! A small sorted map as a vector of pairs: a fair-queuing group's members (one for a
-//! tenant on its own, a Slurm job's few processes otherwise). A B-tree map of one
+//! tenant on its own, a Slurm job's few processes otherwise), the budgets lingering
+//! now (put in and taken out around nearly every quantum, a few at a time). A B-tree map of one
 //! entry cost an allocation to create and a node walk on each of the several look-ups
 //! fair queuing makes per event (issue 55); a binary search over a few pairs costs a
 //! comparison or two.
@@ -49,6 +50,25 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         self.entries.is_empty()
     }
 
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn contains_key(&self, key: &K) -> bool {
+        self.find(key).is_ok()
+    }
+
+    /// The least key.
+    pub(crate) fn first_key(&self) -> Option<&K> {
+        self.entries.first().map(|(k, _)| k)
+    }
+
+    /// Take the entry of the least key.
+    pub(crate) fn pop_first(&mut self) -> Option<(K, V)> {
+        (!self.entries.is_empty()).then(|| self.entries.remove(0))
+    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.entries.iter().map(|(k, v)| (k, v))
     }
@@ -88,6 +108,12 @@ mod tests {
                 }
                 prop_assert_eq!(map.get(&k), model.get(&k));
                 prop_assert_eq!(map.is_empty(), model.is_empty());
+                prop_assert_eq!(map.len(), model.len());
+                prop_assert_eq!(map.contains_key(&k), model.contains_key(&k));
+                prop_assert_eq!(map.first_key(), model.keys().next());
+                if op == 2 && k % 4 == 0 {
+                    prop_assert_eq!(map.pop_first(), model.pop_first());
+                }
             }
             prop_assert!(map.iter().eq(model.iter()));
             prop_assert!(map.keys().eq(model.keys()));

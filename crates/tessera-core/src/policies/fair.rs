@@ -30,7 +30,7 @@ use crate::lazy_min::LazyMin;
 use crate::model::TenantSpec;
 use crate::units::Nanos;
 use crate::vec_map::VecMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::queued::QueuedMap;
 
@@ -119,12 +119,18 @@ pub struct FairQueue {
     /// its own back with work and running nothing has no entry though its tags keep
     /// the moment ([`FairQueue::wake`]; the moment may have passed): it returns here
     /// if a cancellation empties the tenant's queue ([`FairQueue::after_cancel`]).
-    lingering: BTreeSet<(Nanos, Queued)>,
+    ///
+    /// A sorted vector, as `members_lingering`: a budget lasts the spin (50 µs on the
+    /// node), so they hold the few keys whose quanta ended within it, and a tenant
+    /// with one task at a time is put in at its quantum's end and taken out at its next
+    /// submission, the same instant; a B-tree set's insertion and removal there were a
+    /// fortieth of the node policy's instructions per task (issue 55).
+    lingering: VecMap<(Nanos, Queued), ()>,
     /// Group members lingering, by when their spin budget runs out: those whose member
     /// tags say so, but for those whose budget ran out by the last expiry (dropped
     /// then; the tags keep the moment, which waking reads). The moments a dispatch's
     /// choice within a group changes by time alone ([`FairQueue::quiet_until`]).
-    members_lingering: BTreeSet<(Nanos, TenantId)>,
+    members_lingering: VecMap<(Nanos, TenantId), ()>,
     /// The active ones that may take a GPU now — a member with a task queued and none
     /// running, or lingering with nothing running — by start tag, and the start tag
     /// each is listed under: a dispatch walks these, not every active one (most run).
@@ -333,7 +339,7 @@ impl FairQueue {
             m.lingering_until =
                 (grouped && drained && self.spin > Nanos::ZERO).then_some(now + self.spin);
             if let Some(until) = m.lingering_until {
-                self.members_lingering.insert((until, tenant));
+                self.members_lingering.insert((until, tenant), ());
             }
         }
         let backlogged = self.backlogged(board, key);
@@ -350,7 +356,7 @@ impl FairQueue {
             }
             t.lingering_until = (!backlogged).then_some(now + spin);
             if let Some(until) = t.lingering_until {
-                self.lingering.insert((until, key));
+                self.lingering.insert((until, key), ());
             }
             let start = t.start;
             self.push_order(start, key);
@@ -390,8 +396,8 @@ impl FairQueue {
     /// expiry finds nothing due and a dispatch chooses as it did (`Nanos::MAX`: nobody
     /// lingers).
     pub fn quiet_until(&self) -> Nanos {
-        let groups = self.lingering.first().map_or(Nanos::MAX, |(at, _)| *at);
-        let members = self.members_lingering.first().map_or(Nanos::MAX, |(at, _)| *at);
+        let groups = self.lingering.first_key().map_or(Nanos::MAX, |(at, _)| *at);
+        let members = self.members_lingering.first_key().map_or(Nanos::MAX, |(at, _)| *at);
         groups.min(members)
     }
 
@@ -423,7 +429,7 @@ impl FairQueue {
         self.touched.push(key);
         let Some(t) = self.tags.get_mut(&key) else { return };
         if let Some(until) = t.lingering_until {
-            self.lingering.insert((until, key));
+            self.lingering.insert((until, key), ());
             return;
         }
         // the virtual time as it stood, this key's start tag, if it is the last: a
@@ -455,7 +461,7 @@ impl FairQueue {
         }
         let mut expired = std::mem::take(&mut self.expired);
         expired.clear();
-        while let Some(&(until, key)) = self.lingering.first() {
+        while let Some(&(until, key)) = self.lingering.first_key() {
             if until > now {
                 break;
             }
@@ -465,7 +471,7 @@ impl FairQueue {
             }
         }
         // a member's budget run out changes nothing but the choices after it
-        while self.members_lingering.first().is_some_and(|(until, _)| *until <= now) {
+        while self.members_lingering.first_key().is_some_and(|(until, _)| *until <= now) {
             self.members_lingering.pop_first();
         }
         // in key order, as the tags are kept (the last one leaving sets the idle time)
@@ -494,8 +500,8 @@ impl FairQueue {
             self.members.keys().all(|k| self.members.get(&k).is_some_and(|m| m.iter().all(
                 |(t, m)| m
                     .lingering_until
-                    .is_none_or(|u| u <= now || self.members_lingering.contains(&(u, *t)))
-            ))) && self.members_lingering.iter().all(|(u, t)| self
+                    .is_none_or(|u| u <= now || self.members_lingering.contains_key(&(u, *t)))
+            ))) && self.members_lingering.keys().all(|(u, t)| self
                 .key_of(*t)
                 .and_then(|k| self.members.get(&k))
                 .and_then(|m| m.get(t))
@@ -627,7 +633,7 @@ impl FairQueue {
         if backlogged || spin > Nanos::ZERO || t.running > 0 {
             if !backlogged && spin > Nanos::ZERO && t.lingering_until.is_none() {
                 t.lingering_until = Some(now + spin);
-                self.lingering.insert((now + spin, key));
+                self.lingering.insert((now + spin, key), ());
             }
         } else {
             let finish = t.finish;
