@@ -86,8 +86,7 @@ impl<V> IdTable<V> {
         // an id the array covers: its slot, as the general path below would find it,
         // without that path's checks (a look-up of this kind runs several times per
         // event in the composed node policy's monitor, issue 55); a slot before the
-        // window's start widens the window. (An empty table's array is a window kept by
-        // a clear; one emptied by removals has none.)
+        // window's start widens the window. (A table emptied by removals has no array.)
         if let Some(i) = self.index(id) {
             if self.dense[i].is_none() {
                 self.filled(i);
@@ -103,9 +102,8 @@ impl<V> IdTable<V> {
     fn get_or_insert_outside(&mut self, id: u64, make: impl FnOnce() -> V) -> &mut V {
         if self.dense_len == 0 && self.sparse.is_empty() {
             // the window moves to the id, with room below it for half as many ids as
-            // the array held before: a table refilled in no particular order, its ids
-            // outside the array a clear kept, widens at the front once, not by a move
-            // of the array at each id below the first
+            // the array held before: a table refilled in no particular order widens at
+            // the front once, not by a move of the array at each id below the first
             let room = (self.dense.capacity() as u64 / 2).min(id).min(MAX_GAP);
             self.dense.clear();
             self.dense.resize_with(room as usize, || None);
@@ -237,31 +235,6 @@ impl<V> IdTable<V> {
         }
     }
 
-    /// Remove every value, keeping the window where it is (but its empty front, dropped
-    /// as [`IdTable::remove`] would): a table emptied and filled again with about the
-    /// same ids (DCUDA's monitor's sums, at every sample) fills its slots in place. Moved
-    /// to the first id instead, the window was laid out again at the first insertion
-    /// after each clear, and grown again at the next ids: a twentieth of the monitor's
-    /// cost in the node policy (issue 55).
-    pub(crate) fn clear(&mut self) {
-        if self.dense_len == 0 {
-            self.dense.clear();
-        } else {
-            // (the empty slots after the last value go too: the array is the span of
-            // the ids it held, not of every id it ever held)
-            let end = self.dense.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
-            self.dense.truncate(end);
-            if self.front >= MIN_DROP && 2 * self.front >= self.dense.len() {
-                self.dense.drain(..self.front);
-                self.origin += self.front as u64;
-            }
-            self.dense.iter_mut().for_each(|v| *v = None);
-        }
-        self.front = 0;
-        self.dense_len = 0;
-        self.sparse.clear();
-    }
-
     /// Every (id, value), in id order.
     pub(crate) fn iter(&self) -> Iter<'_, V> {
         Iter {
@@ -347,7 +320,10 @@ mod tests {
             let mut model = BTreeMap::new();
             for (insert, id) in ops {
                 if !insert && id % 29 == 0 {
-                    table.clear();
+                    // emptied, and filled again
+                    for k in model.keys() {
+                        table.remove(*k);
+                    }
                     model.clear();
                 } else if insert && id % 3 == 0 {
                     prop_assert_eq!(table.insert(id, 7), model.insert(id, 7));
@@ -363,11 +339,6 @@ mod tests {
             for (_, v) in table.iter_mut() {
                 *v += 1;
             }
-            let mut cleared = table.clone();
-            cleared.clear();
-            prop_assert_eq!(cleared.iter().count(), 0);
-            prop_assert_eq!(cleared.insert(5, 1), None);
-            prop_assert_eq!(cleared.iter().map(|(k, v)| (k, *v)).collect::<Vec<_>>(), vec![(5, 1)]);
             for v in model.values_mut() {
                 *v += 1;
             }
@@ -469,15 +440,18 @@ mod tests {
         assert_eq!(top.iter().map(|(k, _)| k).collect::<Vec<_>>(), [0, u64::MAX - 1, u64::MAX]);
     }
 
-    /// Ids coming in any order near each other, after a clear, stay in the window:
-    /// one below the first widens it at the front (it went to the side map before, a
-    /// tree insertion per id in DCUDA's monitor). Ids near the last ones fill the
-    /// window a clear kept; ids far from them move it, and widen it again.
+    /// Ids coming in any order near each other, in a table emptied and filled again,
+    /// stay in the window: one below the first widens it at the front (it went to the
+    /// side map before, a tree insertion per id in DCUDA's monitor); ids far from the
+    /// last ones move it, and widen it again.
     #[test]
     fn ids_a_little_below_the_window_widen_it() {
         let mut t = IdTable::default();
         for round in [0u64, 1, 2, 10_000, 10_001, 3] {
-            t.clear();
+            let held: Vec<u64> = t.iter().map(|(k, _)| k).collect();
+            for id in held {
+                t.remove(id);
+            }
             for id in [40, 12, 33, 7, 41, 0, 25] {
                 *t.get_or_insert_with(id + round, || 0u64) += 1;
             }

@@ -15,23 +15,31 @@ pub struct Monitor {
     cache: HashMap<(u32, u64, u32), f64>,
     /// How many times a configuration was evaluated (once each, by the cache).
     evaluations: u64,
-    /// Running tasks by tenant: each tenant's as (task, when the current interval's
-    /// accounting of it starts, demand), in task order, so that a tenant's sum adds in
-    /// the same order on every run. (Not one map of every task: a hash map's look-up at
-    /// both ends of every task was a tenth of the composed node policy's time, a B-tree
-    /// map's nearly a twentieth (issue 55); and an [`IdTable`] of tasks kept its window
-    /// open over every id handed out while one task ran long. Tenant ids are few and
-    /// dense, and a tenant runs a task or a few at a time.)
-    running: IdTable<Vec<(u64, Nanos, f64)>>,
-    /// Demand-weighted running time of each tenant in the current interval, ns.
-    accrued: IdTable<f64>,
-    /// Held time of each tenant in the current interval, ns, and holds still open.
-    held: IdTable<f64>,
-    held_since: IdTable<Nanos>,
+    /// What it knows of each tenant, in one record: a sample walks them once, and a
+    /// task's end looks its tenant up once (issue 55: five tables by tenant, each
+    /// walked or looked up at every sample, made a sample cost four times this one).
+    tenants: IdTable<Watched>,
     /// Start of the current interval.
     since: Nanos,
-    /// Each tenant's demand in the last complete interval (fraction of a GPU).
-    demand: IdTable<f64>,
+}
+
+/// What the monitor knows of one tenant.
+#[derive(Debug, Default)]
+struct Watched {
+    /// Its running tasks as (task, when the current interval's accounting of it
+    /// starts, demand), in task order, so that its sum adds in the same order on every
+    /// run. (Not one map of every task: a hash map's look-up at both ends of every task
+    /// was a tenth of the composed node policy's time, a B-tree map's nearly a
+    /// twentieth (issue 55). A tenant runs a task or a few at a time.)
+    running: Vec<(u64, Nanos, f64)>,
+    /// Demand-weighted running time in the current interval, ns, if it ran.
+    accrued: Option<f64>,
+    /// Held time in the current interval, ns, if it was held.
+    held: Option<f64>,
+    /// Since when it is held, if it is now.
+    held_since: Option<Nanos>,
+    /// Its demand in the last complete interval it was sampled in (fraction of a GPU).
+    demand: Option<f64>,
 }
 
 impl Monitor {
@@ -61,7 +69,7 @@ impl Monitor {
     }
 
     fn run(&mut self, task: TaskId, tenant: TenantId, now: Nanos, demand: f64) {
-        let list = self.running.get_or_insert_with(tenant.0, Vec::new);
+        let list = &mut self.tenants.get_or_insert_with(tenant.0, Watched::default).running;
         // (nearly always the newest: tasks start in about the order they were made)
         let at = list.partition_point(|(id, _, _)| *id < task.0);
         if list.get(at).is_some_and(|(id, _, _)| *id == task.0) {
@@ -88,18 +96,20 @@ impl Monitor {
 
     /// [`Monitor::stopped`] of `tenant`'s `task`: whether it was known to run.
     pub fn stopped_of(&mut self, task: TaskId, tenant: TenantId, now: Nanos) -> bool {
-        let Some(list) = self.running.get_mut(tenant.0) else { return false };
-        let Some(i) = list.iter().position(|(id, _, _)| *id == task.0) else { return false };
-        let (_, from, d) = list.remove(i);
-        *self.accrued.get_or_insert_with(tenant.0, || 0.0) += d * (now - from).0 as f64;
+        let Some(w) = self.tenants.get_mut(tenant.0) else { return false };
+        let Some(i) = w.running.iter().position(|(id, _, _)| *id == task.0) else {
+            return false;
+        };
+        let (_, from, d) = w.running.remove(i);
+        *w.accrued.get_or_insert(0.0) += d * (now - from).0 as f64;
         true
     }
 
     /// The tenant whose running task `task` is, if it is known to run (a walk).
     fn tenant_running(&self, task: TaskId) -> Option<TenantId> {
-        self.running
+        self.tenants
             .iter()
-            .find(|(_, list)| list.iter().any(|(id, _, _)| *id == task.0))
+            .find(|(_, w)| w.running.iter().any(|(id, _, _)| *id == task.0))
             .map(|(tenant, _)| TenantId(tenant))
     }
 
@@ -108,39 +118,41 @@ impl Monitor {
     /// long as its tenant stays).
     pub fn cancelled(&mut self, task: TaskId) {
         if let Some(tenant) = self.tenant_running(task)
-            && let Some(list) = self.running.get_mut(tenant.0)
+            && let Some(w) = self.tenants.get_mut(tenant.0)
         {
-            list.retain(|(id, _, _)| *id != task.0);
+            w.running.retain(|(id, _, _)| *id != task.0);
         }
     }
 
     /// The tasks it counts as running, each tenant's in id order (for checks against
     /// the board).
     pub fn running_tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
-        self.running.iter().flat_map(|(_, list)| list.iter().map(|(id, _, _)| TaskId(*id)))
+        self.tenants.iter().flat_map(|(_, w)| w.running.iter().map(|(id, _, _)| TaskId(*id)))
     }
 
     /// The scheduler holds `tenant`'s waiting work from `now` (a fairness slice of
     /// another group, a migration): held time does not count as demanding nothing.
     pub fn hold(&mut self, tenant: TenantId, now: Nanos) {
-        self.held_since.get_or_insert_with(tenant.0, || now);
+        self.tenants.get_or_insert_with(tenant.0, Watched::default).held_since.get_or_insert(now);
     }
 
     /// Whether `tenant` is held now.
     pub fn is_held(&self, tenant: TenantId) -> bool {
-        self.held_since.get(tenant.0).is_some()
+        self.tenants.get(tenant.0).is_some_and(|w| w.held_since.is_some())
     }
 
     /// The tenants held now, in id order.
     pub fn held_tenants(&self) -> impl Iterator<Item = TenantId> + '_ {
-        self.held_since.iter().map(|(id, _)| TenantId(id))
+        self.tenants.iter().filter(|(_, w)| w.held_since.is_some()).map(|(id, _)| TenantId(id))
     }
 
     /// The scheduler lets `tenant` dispatch again from `now`.
     pub fn release(&mut self, tenant: TenantId, now: Nanos) {
-        if let Some(from) = self.held_since.remove(tenant.0) {
-            *self.held.get_or_insert_with(tenant.0, || 0.0) +=
-                (now - from.max(self.since)).0 as f64;
+        let since = self.since;
+        if let Some(w) = self.tenants.get_mut(tenant.0)
+            && let Some(from) = w.held_since.take()
+        {
+            *w.held.get_or_insert(0.0) += (now - from.max(since)).0 as f64;
         }
     }
 
@@ -153,55 +165,40 @@ impl Monitor {
         if len <= 0.0 {
             return;
         }
-        for (tenant, list) in self.running.iter_mut() {
-            for (_, from, d) in list.iter_mut() {
-                *self.accrued.get_or_insert_with(tenant, || 0.0) += *d * (now - *from).0 as f64;
+        let since = self.since;
+        // each tenant on its own: its running tasks' time so far, its hold's, then its
+        // demand from the two (as before, when each was a walk of a table of its own:
+        // the same operations on each tenant's values, in the same order)
+        for (_, w) in self.tenants.iter_mut() {
+            for (_, from, d) in w.running.iter_mut() {
+                *w.accrued.get_or_insert(0.0) += *d * (now - *from).0 as f64;
                 *from = now;
             }
-        }
-        for (tenant, from) in self.held_since.iter_mut() {
-            *self.held.get_or_insert_with(tenant, || 0.0) +=
-                (now - (*from).max(self.since)).0 as f64;
-            *from = now;
-        }
-        // each known tenant's demand from its own held and accrued times: those known
-        // before in place, then those new this interval (a list of both, made on every
-        // sample, was a fiftieth of the composed node policy's instructions, issue 55)
-        let (held, accrued) = (&self.held, &self.accrued);
-        let learnt = |tenant: u64| {
-            let open = len - held.get(tenant).copied().unwrap_or(0.0);
-            // held throughout: nothing learnt
-            (open > len * 1e-3)
-                .then(|| (accrued.get(tenant).copied().unwrap_or(0.0) / open).min(1.0))
-        };
-        for (tenant, d) in self.demand.iter_mut() {
-            if let Some(x) = learnt(tenant) {
-                *d = x;
+            if let Some(from) = &mut w.held_since {
+                *w.held.get_or_insert(0.0) += (now - (*from).max(since)).0 as f64;
+                *from = now;
             }
-        }
-        for (tenant, _) in accrued.iter() {
-            if self.demand.get(tenant).is_none()
-                && let Some(x) = learnt(tenant)
-            {
-                self.demand.insert(tenant, x);
+            // a tenant known before, or new this interval (it ran)
+            if w.demand.is_some() || w.accrued.is_some() {
+                let open = len - w.held.unwrap_or(0.0);
+                // held throughout: nothing learnt
+                if open > len * 1e-3 {
+                    w.demand = Some((w.accrued.unwrap_or(0.0) / open).min(1.0));
+                }
             }
+            w.accrued = None;
+            w.held = None;
         }
-        self.accrued.clear();
-        self.held.clear();
         self.since = now;
     }
 
     /// A tenant's demand in the last interval, if sampled.
     pub fn demand(&self, tenant: TenantId) -> Option<f64> {
-        self.demand.get(tenant.0).copied()
+        self.tenants.get(tenant.0).and_then(|w| w.demand)
     }
 
     /// Forget a tenant.
     pub fn forget(&mut self, tenant: TenantId) {
-        self.demand.remove(tenant.0);
-        self.accrued.remove(tenant.0);
-        self.held.remove(tenant.0);
-        self.held_since.remove(tenant.0);
-        self.running.remove(tenant.0);
+        self.tenants.remove(tenant.0);
     }
 }
