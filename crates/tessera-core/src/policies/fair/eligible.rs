@@ -124,7 +124,7 @@ impl FairQueue {
             let eligible_on = &mut self.eligible_on;
             if let Some(on) = self.listed_on.get_mut(&key) {
                 for g in on.drain(..) {
-                    eligible_on[g.0 as usize].remove(&(at, key));
+                    eligible_on[g.0 as usize].remove_near_start(&(at, key));
                 }
             }
         }
@@ -147,7 +147,7 @@ impl FairQueue {
             *self.listed.get_or_insert_with(key, || None) = Some(start);
             if has_homes {
                 for g in &homes {
-                    self.eligible_on[g.0 as usize].insert((start, key), ());
+                    self.eligible_on[g.0 as usize].insert_near_end((start, key), ());
                 }
                 let on = self.listed_on.get_or_insert_with(key, Vec::new);
                 on.clear();
