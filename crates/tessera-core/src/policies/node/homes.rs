@@ -29,9 +29,12 @@ impl NodePolicy {
 
     /// Bring [`NodePolicy::contended`] up to date with the tenants the board logged.
     pub(super) fn refresh_contended(&mut self) {
-        let mut changed = std::mem::take(&mut self.changed);
-        self.board.take_changed(&mut changed);
-        for t in changed.drain(..) {
+        self.changed.clear();
+        self.board.take_changed(&mut self.changed);
+        // (walked by index in place: taken out of the policy and put back, twice per
+        // event, the list cost more than the walk, issue 55)
+        for i in 0..self.changed.len() {
+            let t = self.changed[i];
             // (a moving tenant whose task ended, or was killed, may start its move)
             if !self.moving.is_empty() && self.moving.contains_key(&t) {
                 self.moves_may_start = true;
@@ -50,7 +53,7 @@ impl NodePolicy {
                 }
             }
         }
-        self.changed = changed;
+        self.changed.clear();
     }
 
     /// Whether a batch tenant contends for its GPU now: it has work queued or running,
