@@ -498,6 +498,13 @@ impl NodePolicy {
         // (most events: no move under way, and a walk of two empty lists still cost
         // a tree's iterator, twice per event)
         let unmoved = self.moving.is_empty() && self.ranks_moving.is_empty();
+        // most events: no move under way and no GPU's rank to look at again (the list's
+        // round trip below cost that answer 60 instructions, four times per task, issue
+        // 55)
+        if unmoved && !self.ranks_all_stale && self.ranks_stale.is_empty() {
+            self.check_ranks();
+            return false;
+        }
         if !unmoved
             && !self
                 .ranks_moving
@@ -523,6 +530,12 @@ impl NodePolicy {
             moved |= r != old;
         }
         self.ranks_stale = stale;
+        self.check_ranks();
+        moved
+    }
+
+    /// Debug builds: every GPU's pool rank and contention are as a recomputation says.
+    fn check_ranks(&self) {
         debug_assert!(
             self.board.gpu_ids().all(|g| self.ranks[g.0 as usize] == self.rank_of(g)),
             "a GPU's pool rank drifted"
@@ -532,7 +545,6 @@ impl NodePolicy {
             "a GPU's contention drifted"
         );
         debug_assert_eq!(self.ranked, self.ranks.iter().filter(|r| **r > 0).count());
-        moved
     }
 
     /// `gpu`'s rank for the pool now (see [`NodePolicy::pool_ranks`]).
