@@ -59,6 +59,16 @@ impl<K: Ord + Copy> LazyMin<K> {
         }
     }
 
+    /// Replace every entry by `current` (every current key), in place: for an owner
+    /// whose stale entries piled up, without [`LazyMin::settle`]'s pops of those on top
+    /// one at a time (a heap's making is linear).
+    pub(crate) fn rebuild(&mut self, current: impl Iterator<Item = K>) {
+        let mut entries = std::mem::take(&mut self.heap).into_vec();
+        entries.clear();
+        entries.extend(current.map(Reverse));
+        self.heap = BinaryHeap::from(entries);
+    }
+
     /// The current keys in order, least first, by `current` (as [`LazyMin::settle`]'s).
     /// The walk peeks at the least and pops an entry only to go past it: stale entries
     /// it meets are dropped, current ones it passed are pushed back when it is
@@ -151,6 +161,10 @@ mod tests {
                 }
                 let current = |&(v, k): &(u64, u32)| values.get(&k) == Some(&v);
                 let all = || values.iter().map(|(k, v)| (*v, *k)).collect();
+                if op == 1 && key % 4 == 0 {
+                    min.rebuild(values.iter().map(|(k, v)| (*v, *k)));
+                    prop_assert_eq!(min.heap.len(), values.len());
+                }
                 min.settle(current, values.len(), all);
                 let expected = values.iter().map(|(k, v)| (*v, *k)).min();
                 prop_assert_eq!(min.first(), expected);
