@@ -88,8 +88,14 @@ impl PoolOrder {
 /// `le` is the estimated user-facing task time, `q` the outstanding user-facing tasks.
 pub fn user_facing_pool_size(le: Nanos, q: usize, sla: Nanos, k: usize, n: usize) -> usize {
     let lmax = u128::from(le.0) * q as u128;
-    let sla = u128::from(sla.0.max(1));
-    let u = lmax.div_ceil(sla);
+    let sla = sla.0.max(1);
+    // in 64 bits where the product fits them, the same quotient: a 128-bit division is
+    // a library call, and the composed node policy sizes the pool on every event
+    // (issue 55)
+    let u = match u64::try_from(lmax) {
+        Ok(l) => u128::from(l.div_ceil(sla)),
+        Err(_) => lmax.div_ceil(u128::from(sla)),
+    };
     (u.min(n as u128) as usize).max(k).min(n)
 }
 
@@ -606,6 +612,10 @@ mod tests {
             (ms(178), 16, ms(1000), 0, 4, 3),
             // one nanosecond over the boundary rounds up
             (Nanos(200_000_001), 1, ms(200), 0, 4, 2),
+            // a product past 64 bits (the 128-bit path): clamped to N
+            (Nanos(u64::MAX), 3, ms(200), 0, 4, 4),
+            // and one that fits them only just (the 64-bit path)
+            (Nanos(u64::MAX / 2), 2, Nanos(u64::MAX / 4), 0, 8, 5),
         ];
         for (le, q, sla, k, n, want) in cases {
             assert_eq!(

@@ -538,3 +538,18 @@ proptest! {
         }
     }
 }
+
+/// A quantum's virtual time is L / w scaled, whether the service fits 64 bits once
+/// scaled (the common path) or not (the 128-bit one): both give the exact quotient.
+#[test]
+fn service_in_virtual_time_is_exact_on_both_paths() {
+    for ran in [0, 1, 999_999, (1 << 44) - 1, 1 << 44, u64::MAX] {
+        for weight in [0, 1, 3, 7, 1_000_000, u32::MAX] {
+            assert_eq!(
+                super::service_over(Nanos(ran), weight),
+                (u128::from(ran) << super::SCALE) / u128::from(weight.max(1)),
+                "{ran} ns at weight {weight}"
+            );
+        }
+    }
+}
