@@ -168,6 +168,13 @@ pub struct FairQueue {
     homes: IdTable<GpuId>,
     eligible_on: Vec<VecMap<(VirtualTime, Queued), ()>>,
     listed_on: QueuedMap<Vec<GpuId>>,
+    /// With homes, the keys whose GPUs may differ from those they are listed under (a
+    /// member homed, unhomed, joined or gone since the key was last relisted), and how
+    /// many: relisting any other key whose start tag and eligibility stand finds its
+    /// listing as it was without gathering its members' homes (issue 55: that was most
+    /// of what relisting cost the node policy, three times per task).
+    homes_stale: QueuedMap<()>,
+    homes_stale_count: usize,
     /// Scratch: keys whose eligibility an event may have changed.
     touched: Vec<Queued>,
     /// Scratch: the keys a dispatch holds a GPU for (lingering ones whose turn it is).
@@ -599,6 +606,7 @@ impl FairQueue {
             }
             Event::TenantLeft { tenant } => {
                 if let Some((key, running)) = self.tenants.remove(tenant.0) {
+                    self.homes_may_change(key);
                     let lingering = &mut self.members_lingering;
                     let empty = self.members.get_mut(&key).is_none_or(|m| {
                         if let Some(until) = m.get(tenant).and_then(|m| m.lingering_until) {
@@ -709,6 +717,7 @@ impl FairQueue {
             lingering_until: None,
         });
         self.tenants.insert(spec.id.0, (key, None));
+        self.homes_may_change(key);
         let members = self.members.get_or_insert_with(key, VecMap::default);
         // (a tenant registered again starts afresh: its old budget is no moment of ours)
         if let Some(until) = members.get(&spec.id).and_then(|m| m.lingering_until) {

@@ -35,7 +35,16 @@ impl FairQueue {
             }
         }
         if let Some(key) = self.key_of(tenant) {
+            self.homes_may_change(key);
             self.relist(board, key);
+        }
+    }
+
+    /// `key`'s members' homes may have changed (see `homes_stale`).
+    pub(super) fn homes_may_change(&mut self, key: Queued) {
+        if !self.homes_stale.contains_key(&key) {
+            self.homes_stale.get_or_insert_with(key, || ());
+            self.homes_stale_count += 1;
         }
     }
 
@@ -96,6 +105,18 @@ impl FairQueue {
         // `None`: the key has no slot (never listed, or departed and dropped)
         let listed = self.listed.get(&key).copied();
         let was = listed.flatten();
+        // (a departed key's slot goes even when it was unlisted already: kept, it would
+        // hold the table's window open for every tenant after it)
+        let departed = tags.is_none() && listed.is_some();
+        // its homes as they were listed unless a member's changed since (`homes_stale`);
+        // an unlisted key is listed under none
+        let stale = self.homes_stale_count > 0 && self.homes_stale.remove(&key).is_some();
+        if stale {
+            self.homes_stale_count -= 1;
+        }
+        if want == was && !departed && (want.is_none() || !stale) {
+            return;
+        }
         // With homes, most calls find the listing as it was (same start tag, same GPUs):
         // those cost the look-ups, not a remove and an insert in every GPU's index
         // (issue 55: the node policy relists on every event).
@@ -108,9 +129,6 @@ impl FairQueue {
             homes.clear();
         }
         let same_homes = self.listed_on.get(&key).map_or(&[][..], Vec::as_slice) == homes;
-        // (a departed key's slot goes even when it was unlisted already: kept, it would
-        // hold the table's window open for every tenant after it)
-        let departed = tags.is_none() && listed.is_some();
         if want == was && same_homes && !departed {
             homes.clear();
             self.homes_scratch = homes;
