@@ -519,6 +519,23 @@ impl Board {
             .map(|(spec, _)| spec.id)
     }
 
+    /// Whether `tenant` has tasks queued and none running: [`Board::queue_of`] and
+    /// [`Board::tenant_runs`] in one look-up (the node policy asks on every event).
+    pub fn waits(&self, tenant: TenantId) -> bool {
+        let waits =
+            self.tenants.get(tenant.0).is_some_and(|t| !t.queue.is_empty() && t.running == 0);
+        debug_assert_eq!(waits, self.queue_of(tenant).0 > 0 && !self.tenant_runs(tenant));
+        waits
+    }
+
+    /// Whether `tenant` has tasks queued or running, in one look-up (the node policy
+    /// asks of every home at every sample).
+    pub fn has_work(&self, tenant: TenantId) -> bool {
+        let busy = self.tenants.get(tenant.0).is_some_and(|t| !t.queue.is_empty() || t.running > 0);
+        debug_assert_eq!(busy, self.queue_of(tenant).0 > 0 || self.tenant_runs(tenant));
+        busy
+    }
+
     /// Whether any of this tenant's tasks runs now: its count of running tasks, kept at
     /// each dispatch, finish and requeue, instead of [`Board::tenant_gpus`]'s walk of
     /// every GPU (which a policy asking it of every tenant on each event made O(GPUs²)

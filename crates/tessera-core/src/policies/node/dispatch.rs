@@ -202,7 +202,7 @@ impl NodePolicy {
     /// count, not a walk of the node (`tenant_gpus`): a third of the policy's time at
     /// 100x its node, issue 55).
     pub(super) fn waits(&self, tenant: TenantId) -> bool {
-        self.board.queue_of(tenant).0 > 0 && !self.board.tenant_runs(tenant)
+        self.board.waits(tenant)
     }
 
     /// Time a batch tenant waits with work queued is held (its turn, a move), not idle:

@@ -59,9 +59,7 @@ impl NodePolicy {
     /// Whether a batch tenant contends for its GPU now: it has work queued or running,
     /// or used its GPU in the last interval.
     pub(super) fn contends(&self, tenant: TenantId) -> bool {
-        self.board.queue_of(tenant).0 > 0
-            || self.board.tenant_runs(tenant)
-            || self.monitor.demand(tenant).is_some_and(|d| d > 0.0)
+        self.board.has_work(tenant) || self.monitor.demand(tenant).is_some_and(|d| d > 0.0)
     }
 
     /// Whether a tenant may be moved now: not moving already, not arrived by a move
