@@ -287,10 +287,21 @@ pub struct NodePolicy {
     /// per sample were most of a sample's cost, issue 55; emptied after use).
     loads_scratch: Loads,
     candidates_scratch: Loads,
+    /// Scratch: the share step's lists per GPU (outside the pool, summed weights,
+    /// promised memory), refilled in place at each sample (issue 55).
+    shares_scratch: SharesScratch,
     /// Scratch: the energy step's lists of the GPUs outside the pool, and the ranking
     /// of the GPUs' leads ([`NodePolicy::rank_leads`]).
     outside_scratch: Loads,
     least_scratch: Vec<(std::cmp::Reverse<u128>, usize)>,
+}
+
+/// The share step's lists per GPU, kept between samples (see `shares_scratch`).
+#[derive(Debug, Default)]
+struct SharesScratch {
+    outside: Vec<bool>,
+    summed: Vec<f64>,
+    promised: Vec<u64>,
 }
 
 /// Moves a step has decided, with the summed weights and promised memory they leave.
@@ -305,7 +316,15 @@ struct Planned {
 impl Planned {
     fn new(summed: Vec<f64>) -> Planned {
         let n = summed.len();
-        Planned { summed, promised: vec![0; n], moves: Vec::new() }
+        Planned::with_promised(summed, vec![0; n])
+    }
+
+    /// [`Planned::new`] with the promised memory's list in `promised` (refilled with
+    /// zeros).
+    fn with_promised(summed: Vec<f64>, mut promised: Vec<u64>) -> Planned {
+        promised.clear();
+        promised.resize(summed.len(), 0);
+        Planned { summed, promised, moves: Vec::new() }
     }
 
     /// Decide `m`, of a tenant of `weight` declaring `bytes`.
@@ -446,6 +465,7 @@ impl NodePolicy {
             idle_rest: Vec::new(),
             loads_scratch: Vec::new(),
             candidates_scratch: Vec::new(),
+            shares_scratch: SharesScratch::default(),
             outside_scratch: Vec::new(),
             least_scratch: Vec::new(),
         };

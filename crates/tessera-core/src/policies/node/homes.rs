@@ -81,28 +81,39 @@ impl NodePolicy {
     /// [`SHARES_HYSTERESIS`]; then again, each tenant at most once.
     pub(super) fn even_shares(&mut self, now: Nanos) -> Vec<Move> {
         let mut candidates = std::mem::take(&mut self.candidates_scratch);
-        let moves = self.even_shares_with(now, &mut candidates);
+        let mut scratch = std::mem::take(&mut self.shares_scratch);
+        let moves = self.even_shares_with(now, &mut candidates, &mut scratch);
         candidates.iter_mut().for_each(Vec::clear);
         self.candidates_scratch = candidates;
+        self.shares_scratch = scratch;
         moves
     }
 
-    /// [`Self::even_shares`] with the candidates' lists in `candidates` (emptied
-    /// first, their room kept: lists made per sample, issue 55).
-    fn even_shares_with(&self, now: Nanos, candidates: &mut Loads) -> Vec<Move> {
+    /// [`Self::even_shares`] with the candidates' lists in `candidates` and the lists
+    /// per GPU in `scratch` (each refilled, their room kept: lists made per sample,
+    /// issue 55).
+    fn even_shares_with(
+        &self,
+        now: Nanos,
+        candidates: &mut Loads,
+        scratch: &mut SharesScratch,
+    ) -> Vec<Move> {
         let n = self.board.gpu_count();
-        let outside: Vec<bool> = (0..n)
-            .map(|g| {
-                let gpu = GpuId(g as u32);
-                !self.reserved(gpu) && self.board.state(gpu).is_powered()
-            })
-            .collect();
+        let outside = &mut scratch.outside;
+        outside.clear();
+        outside.extend((0..n).map(|g| {
+            let gpu = GpuId(g as u32);
+            !self.reserved(gpu) && self.board.state(gpu).is_powered()
+        }));
+        let outside = &*outside;
         // the contending tenants' summed weights ([`Self::summed_weights`]) and the
         // candidates in one walk of the homes, each tenant's weight and contention
         // asked once (two walks with both asked in each were a tenth of the node
         // policy's instructions, issue 55); the same sums to the bit, each GPU's
         // weights added in the same order
-        let mut summed = vec![0.0_f64; n];
+        let mut summed = std::mem::take(&mut scratch.summed);
+        summed.clear();
+        summed.resize(n, 0.0);
         candidates.resize_with(n, Vec::new);
         candidates.iter_mut().for_each(Vec::clear);
         for (tenant, home) in self.homes.iter() {
@@ -119,7 +130,7 @@ impl NodePolicy {
             summed.iter().zip(self.summed_weights(true)).all(|(a, b)| a.to_bits() == b.to_bits()),
             "the share step's summed weights drifted from summed_weights"
         );
-        let mut plan = Planned::new(summed);
+        let mut plan = Planned::with_promised(summed, std::mem::take(&mut scratch.promised));
         let room = |t: TenantId, g: usize, promised: &[u64]| {
             let gpu = GpuId(g as u32);
             self.board.may_run_on(t, gpu) && self.fits_beside(t, gpu, promised[g])
@@ -129,7 +140,9 @@ impl NodePolicy {
         // summed weight where it fits, loaded or not (DCUDA's step 1 moves it only to
         // an underloaded GPU, and with every tenant backlogged there is none)
         for g in (0..n).filter(|g| !outside[*g] && self.held_from_batch(GpuId(*g as u32), now)) {
-            for (tenant, w) in std::mem::take(&mut candidates[g]) {
+            // (drained in place: its room stays for the next sample)
+            let held = std::mem::take(&mut candidates[g]);
+            for &(tenant, w) in &held {
                 let to = (0..n)
                     .filter(|h| outside[*h] && room(tenant, *h, &plan.promised))
                     .min_by(|a, b| plan.summed[*a].total_cmp(&plan.summed[*b]).then(a.cmp(b)));
@@ -146,6 +159,9 @@ impl NodePolicy {
                     bytes,
                 );
             }
+            let mut held = held;
+            held.clear();
+            candidates[g] = held;
         }
         while let Some(from) = (0..n)
             .filter(|g| outside[*g])
@@ -200,7 +216,10 @@ impl NodePolicy {
                 bytes,
             );
         }
-        plan.moves
+        let Planned { summed, promised, moves } = plan;
+        scratch.summed = summed;
+        scratch.promised = promised;
+        moves
     }
 
     /// A batch tenant's weight (at least 1).
