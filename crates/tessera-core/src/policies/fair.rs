@@ -782,6 +782,10 @@ impl FairQueue {
         may_run: &dyn Fn(TenantId, GpuId) -> bool,
         actions: &mut Vec<Action>,
     ) {
+        // (no idle GPU: most events of the node policy, which asks on every one)
+        if gpus.is_empty() {
+            return;
+        }
         // a lingering one ahead in the order keeps one GPU waiting for it
         // (a few at most: a vector, not a set made per call)
         let mut held = std::mem::take(&mut self.held);
