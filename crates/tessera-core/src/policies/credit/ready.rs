@@ -108,3 +108,103 @@ impl Ready {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{GpuId, TenantId};
+    use crate::units::Nanos;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn account(turn: u64) -> Account {
+        Account {
+            weight: 1,
+            credit: 0,
+            running: None,
+            running_since: Nanos::ZERO,
+            running_on: GpuId(0),
+            debited: 0,
+            turn,
+            listed: None,
+            worked: false,
+            credited: false,
+            queued: false,
+        }
+    }
+
+    proptest! {
+        /// Tenants listed, moved between the lists under the same turn, sent to the
+        /// tail with a new turn, unlisted, gone and back: each list's walk, however far
+        /// it goes (a dispatch's stops at its first), is its tenants in round-robin
+        /// order, as a sorted set of (turn, tenant) says, its entries agree with the
+        /// accounts, and the lists stay bounded.
+        #[test]
+        fn walks_as_sorted_sets(
+            ops in proptest::collection::vec((0u8..5, 0u64..8, 0usize..4), 0..300),
+        ) {
+            let mut accounts: IdTable<Account> = IdTable::default();
+            let mut ready = Ready::default();
+            let mut model: [BTreeSet<(u64, TenantId)>; 2] = [BTreeSet::new(), BTreeSet::new()];
+            let mut next_turn = 0u64;
+            for (op, id, stop) in ops {
+                let tenant = TenantId(id);
+                // take it off its list, as Credit does before any change of its state
+                let unlist = |a: &mut Account, ready: &mut Ready, model: &mut [BTreeSet<(u64, TenantId)>; 2]| {
+                    if let Some(under) = a.listed.take() {
+                        ready.remove(under);
+                        model[index(under)].remove(&(a.turn, tenant));
+                    }
+                };
+                match op {
+                    // listed on UNDER (0) or OVER (1), its turn kept
+                    0 | 1 => {
+                        let a = accounts.get_or_insert_with(id, || {
+                            next_turn += 1;
+                            account(next_turn)
+                        });
+                        unlist(a, &mut ready, &mut model);
+                        let under = op == 0;
+                        ready.insert(under, a.turn, tenant);
+                        model[index(under)].insert((a.turn, tenant));
+                        a.listed = Some(under);
+                    }
+                    // unlisted (it runs), to the tail of the order
+                    2 => {
+                        if let Some(a) = accounts.get_mut(id) {
+                            unlist(a, &mut ready, &mut model);
+                            next_turn += 1;
+                            a.turn = next_turn;
+                        }
+                    }
+                    // unlisted, its turn kept
+                    3 => {
+                        if let Some(a) = accounts.get_mut(id) {
+                            unlist(a, &mut ready, &mut model);
+                        }
+                    }
+                    // gone
+                    _ => {
+                        if let Some(a) = accounts.remove(id)
+                            && let Some(under) = a.listed
+                        {
+                            ready.remove(under);
+                            model[index(under)].remove(&(a.turn, tenant));
+                        }
+                    }
+                }
+                ready.settle(&accounts);
+                prop_assert!(ready.agrees_with(&accounts));
+                for under in [true, false] {
+                    let mut walked: Vec<TenantId> = ready.walk(under, &accounts).take(stop).collect();
+                    walked.dedup();
+                    let expected: Vec<TenantId> = model[index(under)].iter().map(|(_, t)| *t).collect();
+                    prop_assert_eq!(&walked[..], &expected[..walked.len()]);
+                    prop_assert!(ready.agrees_with(&accounts));
+                    prop_assert_eq!(ready.is_empty(under), model[index(under)].is_empty());
+                    prop_assert!(ready.lists[index(under)].len() <= 2 * ready.len[index(under)] + SLACK + 1);
+                }
+            }
+        }
+    }
+}
