@@ -49,7 +49,7 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
     /// [`VecMap::insert`] for a key that belongs near the end: its place found by a
     /// walk from the end, not a binary search. Fair queuing's eligible tenants per GPU
     /// by start tag (a tenant comes back with the largest start tag, or near it), whose
-    /// keys' comparisons made the binary searches a fiftieth of the node policy's
+    /// keys' comparisons made the binary searches a fortieth of the node policy's
     /// instructions per task (issue 55).
     pub(crate) fn insert_near_end(&mut self, key: K, value: V) -> Option<V> {
         let i = self.entries.iter().rposition(|(k, _)| *k <= key).map_or(0, |i| i + 1);

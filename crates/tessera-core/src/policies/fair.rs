@@ -172,8 +172,9 @@ pub struct FairQueue {
     /// With homes, the keys whose GPUs may differ from those they are listed under (a
     /// member homed, unhomed, joined or gone since the key was last relisted), and how
     /// many: relisting any other key whose start tag and eligibility stand finds its
-    /// listing as it was without gathering its members' homes (issue 55: that was most
-    /// of what relisting cost the node policy, three times per task).
+    /// listing as it was without gathering its members' homes (issue 55: a walk of its
+    /// members and a look-up of each one's home, for a listing that had not changed,
+    /// three times per task in the node policy).
     homes_stale: QueuedMap<()>,
     homes_stale_count: usize,
     /// Scratch: keys whose eligibility an event may have changed.

@@ -17,7 +17,8 @@ pub struct Monitor {
     evaluations: u64,
     /// What it knows of each tenant, in one record: a sample walks them once, and a
     /// task's end looks its tenant up once (issue 55: five tables by tenant, each
-    /// walked or looked up at every sample, made a sample cost four times this one).
+    /// walked or looked up at every sample, made a sample cost nearly three times
+    /// this one).
     tenants: IdTable<Watched>,
     /// Start of the current interval.
     since: Nanos,
