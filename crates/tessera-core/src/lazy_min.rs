@@ -141,6 +141,23 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
+    /// One step of the property tests: `key` set to `value` (ops 0 and 1, its old
+    /// entry left stale) or gone (others), in the model `values` and the heap.
+    fn apply(
+        values: &mut BTreeMap<u32, u64>,
+        min: &mut LazyMin<(u64, u32)>,
+        op: u8,
+        key: u32,
+        value: u64,
+    ) {
+        if op <= 1 {
+            values.insert(key, value);
+            min.push((value, key));
+        } else {
+            values.remove(&key);
+        }
+    }
+
     proptest! {
         /// Keys whose values change, appear and go: once settled, the least entry is
         /// the least current (value, key), as a sorted set of them says, and the heap
@@ -150,15 +167,7 @@ mod tests {
             let mut values: BTreeMap<u32, u64> = BTreeMap::new();
             let mut min = LazyMin::default();
             for (op, key, value) in ops {
-                match op {
-                    0 | 1 => {
-                        values.insert(key, value);
-                        min.push((value, key));
-                    }
-                    _ => {
-                        values.remove(&key);
-                    }
-                }
+                apply(&mut values, &mut min, op, key, value);
                 let current = |&(v, k): &(u64, u32)| values.get(&k) == Some(&v);
                 let all = || values.iter().map(|(k, v)| (*v, *k)).collect();
                 if op == 1 && key % 4 == 0 {
@@ -182,15 +191,7 @@ mod tests {
             let mut values: BTreeMap<u32, u64> = BTreeMap::new();
             let mut min = LazyMin::default();
             for (i, (op, key, value)) in ops.into_iter().enumerate() {
-                match op {
-                    0 | 1 => {
-                        values.insert(key, value);
-                        min.push((value, key));
-                    }
-                    _ => {
-                        values.remove(&key);
-                    }
-                }
+                apply(&mut values, &mut min, op, key, value);
                 let mut expected: Vec<(u64, u32)> = values.iter().map(|(k, v)| (*v, *k)).collect();
                 expected.sort_unstable();
                 let stop = stops.get(i).copied().unwrap_or(usize::MAX);

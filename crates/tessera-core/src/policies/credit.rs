@@ -63,6 +63,25 @@ struct Account {
     queued: bool,
 }
 
+impl Account {
+    /// A newcomer's account: no credit, nothing running, off the lists, at `turn`.
+    fn new(weight: u32, turn: u64) -> Account {
+        Account {
+            weight: weight.max(1),
+            credit: 0,
+            running: None,
+            running_since: Nanos::ZERO,
+            running_on: GpuId(0),
+            debited: 0,
+            turn,
+            listed: None,
+            worked: false,
+            credited: false,
+            queued: false,
+        }
+    }
+}
+
 /// Xen's credit scheduler applied to GPUs (FairGV §5.3's Credit baseline).
 #[derive(Debug)]
 pub struct Credit {
@@ -310,22 +329,7 @@ impl Policy for Credit {
             Event::TenantRegistered(spec) => {
                 let turn = self.next_turn;
                 self.next_turn += 1;
-                self.accounts.insert(
-                    spec.id.0,
-                    Account {
-                        weight: spec.weight.max(1),
-                        credit: 0,
-                        running: None,
-                        running_since: Nanos::ZERO,
-                        running_on: GpuId(0),
-                        debited: 0,
-                        turn,
-                        listed: None,
-                        worked: false,
-                        credited: false,
-                        queued: false,
-                    },
-                );
+                self.accounts.insert(spec.id.0, Account::new(spec.weight, turn));
                 self.relist(spec.id);
             }
             Event::CoscheduleRequested { tenant } if self.coscheduling => {

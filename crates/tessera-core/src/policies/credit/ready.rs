@@ -112,26 +112,9 @@ impl Ready {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{GpuId, TenantId};
-    use crate::units::Nanos;
+    use crate::ids::TenantId;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
-
-    fn account(turn: u64) -> Account {
-        Account {
-            weight: 1,
-            credit: 0,
-            running: None,
-            running_since: Nanos::ZERO,
-            running_on: GpuId(0),
-            debited: 0,
-            turn,
-            listed: None,
-            worked: false,
-            credited: false,
-            queued: false,
-        }
-    }
 
     proptest! {
         /// Tenants listed, moved between the lists under the same turn, sent to the
@@ -161,7 +144,7 @@ mod tests {
                     0 | 1 => {
                         let a = accounts.get_or_insert_with(id, || {
                             next_turn += 1;
-                            account(next_turn)
+                            Account::new(1, next_turn)
                         });
                         unlist(a, &mut ready, &mut model);
                         let under = op == 0;

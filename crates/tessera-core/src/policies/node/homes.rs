@@ -29,7 +29,7 @@ impl NodePolicy {
 
     /// Bring [`NodePolicy::contended`] up to date with the tenants the board logged.
     pub(super) fn refresh_contended(&mut self) {
-        self.changed.clear();
+        // (empty: cleared after each walk below)
         self.board.take_changed(&mut self.changed);
         // (walked by index in place: taken out of the policy and put back, twice per
         // event, the list cost more than the walk, issue 55)
