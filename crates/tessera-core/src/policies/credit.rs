@@ -54,13 +54,9 @@ struct Account {
     /// It had work (queued or running) at some time since the last accounting, so the
     /// next one gives it credit: a client that asks for its next quantum just after
     /// its last one ended is not idle at an accounting that falls between the two.
+    /// Work begins only with a submission, which sets it, and an accounting leaves it
+    /// set for a tenant with work: a tenant with work has it set.
     worked: bool,
-    /// It has work at the accounting under way (set by its first walk, read by its
-    /// second).
-    credited: bool,
-    /// Its queue holds work at the accounting under way (likewise: the second walk's
-    /// relisting asked the board again, a look-up per tenant per period, issue 55).
-    queued: bool,
 }
 
 impl Account {
@@ -76,8 +72,6 @@ impl Account {
             turn,
             listed: None,
             worked: false,
-            credited: false,
-            queued: false,
         }
     }
 }
@@ -108,6 +102,11 @@ pub struct Credit {
     ending: BTreeSet<TaskId>,
     /// The driver refused to end a quantum early: do not ask again.
     cannot_end: bool,
+    /// The summed weight of the accounts with `worked` set: the next accounting's
+    /// divisor, kept as they change, so that the accounting is one walk of the
+    /// accounts (a walk to sum it first was a tenth of Credit's instructions per
+    /// task, issue 55).
+    worked_weight: u64,
 }
 
 /// Put `tenant` (account `a`) on the ready list its state says (or on none).
@@ -149,6 +148,7 @@ impl Credit {
             running: IdSet::default(),
             ending: BTreeSet::new(),
             cannot_end: false,
+            worked_weight: 0,
         }
     }
 
@@ -236,31 +236,34 @@ impl Credit {
         // judges their credit as it stands (capping a tenant whose quantum is yet to be
         // debited took away a heavier tenant's advantage: weights 1:3 got 1:1)
         self.debit_running(at);
-        // one walk of the accounts marks those with work since the last accounting,
-        // sums their weights and starts the next period's record; a second gives out
-        // the credit (four walks before, each tenant looked up again by id in the last
-        // two: at 30 ms periods a tenth of Credit's instructions per task, issue 55)
-        let mut total_weight: u64 = 0;
+        // one walk gives out the credit to the tenants with work since the last
+        // accounting, by the weights summed as they came (`worked_weight`), and starts
+        // the next period's record (two walks before, the first to sum the weights;
+        // four before that: issue 55)
+        let total_weight = self.worked_weight;
+        let period = ACCOUNTING_PERIOD.0 as i64 * self.gpus as i64;
+        let mut worked_weight = 0;
+        // the share of the last weight met: a node's tenants mostly share a few
+        // weights, and a division per account was a tenth of the walk
+        let mut last = (0, 0);
         for (t, a) in self.accounts.iter_mut() {
-            a.queued = self.board.queue_of(TenantId(t)).0 > 0;
-            let busy = a.running.is_some() || a.queued;
-            a.credited = a.worked || busy;
-            if a.credited {
-                total_weight += u64::from(a.weight);
+            let queued = self.board.queue_of(TenantId(t)).0 > 0;
+            let busy = a.running.is_some() || queued;
+            debug_assert!(a.worked || !busy, "t{t} has work but no record of it");
+            if a.worked || busy {
+                if last.0 != a.weight {
+                    last = (a.weight, period * i64::from(a.weight) / total_weight.max(1) as i64);
+                }
+                let share = last.1;
+                a.credit = (a.credit + share).min(share);
+                relist_queued(&mut self.ready, TenantId(t), a, queued);
             }
             a.worked = busy;
-        }
-        let period = ACCOUNTING_PERIOD.0 as i64 * self.gpus as i64;
-        if total_weight > 0 {
-            for (t, a) in self.accounts.iter_mut() {
-                if !a.credited {
-                    continue;
-                }
-                let share = period * i64::from(a.weight) / total_weight as i64;
-                a.credit = (a.credit + share).min(share);
-                relist_queued(&mut self.ready, TenantId(t), a, a.queued);
+            if busy {
+                worked_weight += u64::from(a.weight);
             }
         }
+        self.worked_weight = worked_weight;
     }
 
     /// The first ready tenant allowed on `gpu`, UNDER before OVER, in round-robin
@@ -351,15 +354,23 @@ impl Policy for Credit {
                     self.favoured = None;
                 }
                 self.running.remove(tenant.0);
-                if let Some(a) = self.accounts.remove(tenant.0)
-                    && let Some(under) = a.listed
-                {
-                    self.ready.remove(under);
+                if let Some(a) = self.accounts.remove(tenant.0) {
+                    if let Some(under) = a.listed {
+                        self.ready.remove(under);
+                    }
+                    if a.worked {
+                        self.worked_weight -= u64::from(a.weight);
+                    }
                 }
             }
             Event::TenantWeightChanged { tenant, weight } => {
                 if let Some(a) = self.accounts.get_mut(tenant.0) {
-                    a.weight = (*weight).max(1);
+                    let weight = (*weight).max(1);
+                    if a.worked {
+                        self.worked_weight =
+                            self.worked_weight - u64::from(a.weight) + u64::from(weight);
+                    }
+                    a.weight = weight;
                 }
             }
             Event::TenantCharged { tenant, ran } => {
@@ -369,8 +380,11 @@ impl Policy for Credit {
                 self.relist(*tenant);
             }
             Event::TaskSubmitted(spec) => {
-                if let Some(a) = self.accounts.get_mut(spec.tenant.0) {
+                if let Some(a) = self.accounts.get_mut(spec.tenant.0)
+                    && !a.worked
+                {
                     a.worked = true;
+                    self.worked_weight += u64::from(a.weight);
                 }
                 self.relist(spec.tenant);
             }
@@ -408,6 +422,15 @@ impl Policy for Credit {
         self.dispatch(now, actions);
         self.ready.settle(&self.accounts);
         debug_assert!(self.ready.agrees_with(&self.accounts), "the ready lists drifted");
+        debug_assert_eq!(
+            self.worked_weight,
+            self.accounts
+                .iter()
+                .filter(|(_, a)| a.worked)
+                .map(|(_, a)| u64::from(a.weight))
+                .sum::<u64>(),
+            "the weight of the tenants with work drifted"
+        );
     }
 }
 
