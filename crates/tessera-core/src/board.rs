@@ -769,6 +769,13 @@ impl Board {
         }
     }
 
+    /// How many of `tenant`'s tasks are queued ([`Board::queue_of`] without the
+    /// oldest's submission, which is a read of the queue's buffer).
+    #[inline]
+    pub fn queue_len(&self, tenant: TenantId) -> usize {
+        self.tenants.get(tenant.0).map_or(0, |t| t.queue.len())
+    }
+
     /// How many tasks `tenant` has queued, and when its oldest was submitted.
     pub fn queue_of(&self, tenant: TenantId) -> (usize, Option<Nanos>) {
         self.tenants

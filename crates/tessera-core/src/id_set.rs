@@ -203,62 +203,67 @@ impl IdSet {
     }
 
     /// Every id, ascending.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn iter(&self) -> Iter<'_> {
         self.iter_from(0)
     }
 
     /// Every id at or after `from`, ascending.
-    pub(crate) fn iter_from(&self, from: u64) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn iter_from(&self, from: u64) -> Iter<'_> {
         // without a side set, the window's bits one word at a time (a search from each
         // id for the next, a call each, was most of a walk of Credit's running
         // quanta, issue 55); with one, merged by those searches
-        let dense = self.sparse.is_empty().then(|| {
-            let start = self.base * 64;
-            let (w, mask) = match from.checked_sub(start) {
-                None => (0, u64::MAX),
-                Some(rel) => (rel / 64, u64::MAX << (rel % 64)),
-            };
-            let w = usize::try_from(w).unwrap_or(usize::MAX);
-            let bits = self.words.get(w).map_or(0, |word| word & mask);
-            Bits { words: &self.words, start, w, bits }
-        });
-        let mut next = if dense.is_some() { None } else { self.first_from(from) };
-        let mut dense = dense;
-        std::iter::from_fn(move || {
-            if let Some(bits) = &mut dense {
-                return bits.next();
-            }
-            let id = next?;
-            next = self.first_after(id);
-            Some(id)
-        })
+        if !self.sparse.is_empty() {
+            return Iter::Merged { set: self, next: self.first_from(from) };
+        }
+        let start = self.base * 64;
+        let (w, mask) = match from.checked_sub(start) {
+            None => (0, u64::MAX),
+            Some(rel) => (rel / 64, u64::MAX << (rel % 64)),
+        };
+        let w = usize::try_from(w).unwrap_or(usize::MAX);
+        let bits = self.words.get(w).map_or(0, |word| word & mask);
+        Iter::Dense { words: &self.words, start, w, bits }
     }
+
 }
 
-/// The ids of a window of words from one on, in order: each word's bits taken lowest
-/// first.
-struct Bits<'a> {
-    words: &'a [u64],
-    /// The first id of the window.
-    start: u64,
-    /// The word being taken.
-    w: usize,
-    /// Its bits not taken yet.
-    bits: u64,
+/// An [`IdSet`]'s ids from one on, ascending.
+pub(crate) enum Iter<'a> {
+    /// A window of words without a side set: each word's bits taken lowest first.
+    Dense {
+        words: &'a [u64],
+        /// The first id of the window.
+        start: u64,
+        /// The word being taken.
+        w: usize,
+        /// Its bits not taken yet.
+        bits: u64,
+    },
+    /// With a side set: the next id found by a search from the last.
+    Merged { set: &'a IdSet, next: Option<u64> },
 }
 
-impl Iterator for Bits<'_> {
+impl Iterator for Iter<'_> {
     type Item = u64;
 
     #[inline]
     fn next(&mut self) -> Option<u64> {
-        while self.bits == 0 {
-            self.w = self.w.checked_add(1)?;
-            self.bits = *self.words.get(self.w)?;
+        match self {
+            Iter::Dense { words, start, w, bits } => {
+                while *bits == 0 {
+                    *w = w.checked_add(1)?;
+                    *bits = *words.get(*w)?;
+                }
+                let bit = bits.trailing_zeros();
+                *bits &= *bits - 1;
+                Some(*start + *w as u64 * 64 + u64::from(bit))
+            }
+            Iter::Merged { set, next } => {
+                let id = (*next)?;
+                *next = set.first_after(id);
+                Some(id)
+            }
         }
-        let bit = self.bits.trailing_zeros();
-        self.bits &= self.bits - 1;
-        Some(self.start + self.w as u64 * 64 + u64::from(bit))
     }
 }
 

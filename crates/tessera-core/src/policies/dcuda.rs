@@ -616,7 +616,7 @@ impl Dcuda {
         #[cfg(debug_assertions)]
         for tenant in self.home.iter().map(|(t, _)| TenantId(t)) {
             if visit.binary_search(&tenant).is_err() {
-                debug_assert_eq!(self.board.queue_of(tenant).0, 0, "{tenant:?} not visited");
+                debug_assert_eq!(self.board.queue_len(tenant), 0, "{tenant:?} not visited");
                 debug_assert!(!self.monitor.is_held(tenant), "{tenant:?} held, not visited");
             }
         }

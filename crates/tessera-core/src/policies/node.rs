@@ -954,7 +954,7 @@ impl NodePolicy {
                 self.monitor.is_held(tenant),
                 self.waits(tenant),
                 "{tenant}'s hold drifted from its state (queued {}, runs {})",
-                self.board.queue_of(tenant).0,
+                self.board.queue_len(tenant),
                 self.board.tenant_runs(tenant)
             );
         }

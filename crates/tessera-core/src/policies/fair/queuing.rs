@@ -82,7 +82,10 @@ impl Policy for FairQueuing {
         self.queue.observe(&self.board, now, event, finished);
         let mut idle = std::mem::take(&mut self.idle);
         idle.clear();
-        idle.extend(self.board.idle_ids());
+        // (pushed one by one: `extend` was a call of its own per event, issue 55)
+        for g in self.board.idle_ids() {
+            idle.push(g);
+        }
         self.queue.dispatch(&mut self.board, now, &idle, &|_, _| true, actions);
         self.idle = idle;
     }

@@ -374,7 +374,7 @@ impl GpuletServing {
                 .min()
                 .map(|(_, k)| k);
             let full =
-                || (0..n).find(|&k| board.queue_of(model(k).tenant).0 >= model(k).batch as usize);
+                || (0..n).find(|&k| board.queue_len(model(k).tenant) >= model(k).batch as usize);
             if let Some(k) = overdue.or_else(full)
                 && self.board.has_room(l.placement)
             {
