@@ -224,7 +224,6 @@ impl IdSet {
         let bits = self.words.get(w).map_or(0, |word| word & mask);
         Iter::Dense { words: &self.words, start, w, bits }
     }
-
 }
 
 /// An [`IdSet`]'s ids from one on, ascending.
