@@ -39,10 +39,10 @@ pub enum MoveReason {
     /// Step 2: compacting two light GPUs.
     Energy,
     /// Not DCUDA's: the node policy's step that evens out weighted fair shares
-    /// across GPUs ([`super::node`]).
+    /// across GPUs ([`crate::policies::node`]).
     Shares,
     /// Not DCUDA's: the node policy's move that frees memory on one GPU for a
-    /// tenant that fits nowhere ([`super::node`]).
+    /// tenant that fits nowhere ([`crate::policies::node`]).
     Room,
 }
 
@@ -77,7 +77,7 @@ pub fn utilization(apps: &[(TenantId, f64)]) -> f64 {
 /// walking them once it is no longer overloaded: listing and sorting every underloaded
 /// GPU for each overloaded one made a sample O(GPUs² log GPUs) (issue 55: most of what
 /// grew in the node policy's cost at 100x its node). The moves are those of the rule as
-/// written ([`balance_as_written`], which the tests compare with this).
+/// written (`balance_as_written`, which the tests compare with this).
 pub fn balance(loads: &mut Loads, thresh_over: f64, thresh_under: f64) -> Vec<Move> {
     let mut moves = Vec::new();
     let state = |u: f64| classify(u, thresh_over, thresh_under);

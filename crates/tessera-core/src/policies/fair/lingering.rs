@@ -11,7 +11,7 @@ impl FairQueue {
     /// Until when the queue's choices cannot change by time alone, as of the last event
     /// it observed: the first moment a tenant's, group's or group member's spin budget
     /// may run out (a stale entry of the groups' only brings it earlier), leaving out
-    /// the budgets of tenants back with work ([`FairQueue::wake`]). Before it, an
+    /// the budgets of tenants back with work (`FairQueue::wake`). Before it, an
     /// expiry finds nothing due and a dispatch chooses as it did (`Nanos::MAX`: nobody
     /// lingers).
     pub fn quiet_until(&self) -> Nanos {

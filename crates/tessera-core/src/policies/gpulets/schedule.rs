@@ -24,7 +24,7 @@ impl std::fmt::Debug for Model<'_> {
 /// beside a co-running partition.
 pub trait InterferenceModel {
     /// Factor for `own` = (model, batch, size %) beside `other`; at least 1 (a
-    /// neighbour never speeds a model up — [`ideal`]'s pruning relies on it).
+    /// neighbour never speeds a model up — [`super::ideal::ideal`]'s pruning relies on it).
     fn factor(&self, own: (usize, u32, u32), other: (usize, u32, u32)) -> f64;
 }
 

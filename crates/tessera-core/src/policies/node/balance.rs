@@ -1,4 +1,5 @@
-//! Balancing the node on the monitor's samples: the leads of each GPU ranked, the\n//! moves DCUDA's steps decide, and what they published.
+//! Balancing the node on the monitor's samples: the leads of each GPU ranked, the
+//! moves DCUDA's steps decide, and what they published.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Dispatching on the node: each GPU's next task by the pools' and fair queuing's\n//! order, batch work overflowing onto idle GPUs, and the inference server's GPUs.
+//! Dispatching on the node: each GPU's next task by the pools' and fair queuing's
+//! order, batch work overflowing onto idle GPUs, and the inference server's GPUs.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Homes and memory: where each tenant lives, what each GPU has committed, the moves\n//! that make room or even out the weighted shares of contended GPUs.
+//! Homes and memory: where each tenant lives, what each GPU has committed, the moves
+//! that make room or even out the weighted shares of contended GPUs.
 
 use super::*;
 
@@ -454,5 +455,45 @@ impl NodePolicy {
             plan.add(m, self.weight_of(tenant), bytes);
         }
         (freed >= deficit).then_some((freed, plan.moves))
+    }
+}
+
+/// The share step's lists per GPU, kept between samples (see `shares_scratch`).
+#[derive(Debug, Default)]
+pub(super) struct SharesScratch {
+    outside: Vec<bool>,
+    summed: Vec<f64>,
+    promised: Vec<u64>,
+}
+
+/// Moves a step has decided, with the summed weights and promised memory they leave.
+struct Planned {
+    /// Summed weight per GPU, the moves applied.
+    summed: Vec<f64>,
+    /// Declared memory the moves bring to each GPU.
+    promised: Vec<u64>,
+    moves: Vec<Move>,
+}
+
+impl Planned {
+    fn new(summed: Vec<f64>) -> Planned {
+        let n = summed.len();
+        Planned::with_promised(summed, vec![0; n])
+    }
+
+    /// [`Planned::new`] with the promised memory's list in `promised` (refilled with
+    /// zeros).
+    fn with_promised(summed: Vec<f64>, mut promised: Vec<u64>) -> Planned {
+        promised.clear();
+        promised.resize(summed.len(), 0);
+        Planned { summed, promised, moves: Vec::new() }
+    }
+
+    /// Decide `m`, of a tenant of `weight` declaring `bytes`.
+    fn add(&mut self, m: Move, weight: f64, bytes: u64) {
+        self.summed[m.from.0 as usize] -= weight;
+        self.summed[m.to.0 as usize] += weight;
+        self.promised[m.to.0 as usize] += bytes;
+        self.moves.push(m);
     }
 }
