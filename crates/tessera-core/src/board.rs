@@ -557,6 +557,13 @@ impl Board {
         self.tenants.get(tenant.0).map(|t| &t.spec)
     }
 
+    /// [`Board::tenant_spec`] and [`Board::has_work`] in one look-up (the node policy's
+    /// share step asks both of every home at every sample).
+    #[inline]
+    pub fn spec_and_work(&self, tenant: TenantId) -> Option<(&TenantSpec, bool)> {
+        self.tenants.get(tenant.0).map(|t| (&t.spec, !t.queue.is_empty() || t.running > 0))
+    }
+
     /// Whether `event` registers a tenant the board knows already: the board keeps the
     /// first registration and ignores the repeat ([`Board::observe`]), and a policy
     /// with books of its own ignores it too (before, fair queuing forgot the tenant's

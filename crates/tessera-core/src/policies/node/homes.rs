@@ -117,14 +117,26 @@ impl NodePolicy {
         summed.resize(n, 0.0);
         candidates.resize_with(n, Vec::new);
         candidates.iter_mut().for_each(Vec::clear);
+        // (the board's entry of each looked up once for its contention, weight and
+        // pinning: three look-ups were a sixth of the step, issue 55)
         for (tenant, home) in self.homes.iter() {
             let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
-            if self.contends(*tenant) {
-                let w = self.weight_of(*tenant);
+            let (spec, works) = self.board.spec_and_work(*tenant).unzip();
+            let works = works.unwrap_or(false);
+            if works || self.monitor.demand(*tenant).is_some_and(|d| d > 0.0) {
+                debug_assert!(self.contends(*tenant));
+                let w = spec.map_or(1.0, |s| f64::from(s.weight.max(1)));
+                debug_assert_eq!(w.to_bits(), self.weight_of(*tenant).to_bits());
                 summed[at.0 as usize] += w;
-                if self.movable(now, *tenant) {
+                let movable = !self.moving.contains_key(tenant)
+                    && self.arrived.get(tenant).is_none_or(|at| now >= *at + self.params.min_stay)
+                    && spec.is_none_or(|s| s.gpus.is_empty());
+                debug_assert_eq!(movable, self.movable(now, *tenant));
+                if movable {
                     candidates[at.0 as usize].push((*tenant, w));
                 }
+            } else {
+                debug_assert!(!self.contends(*tenant));
             }
         }
         debug_assert!(
