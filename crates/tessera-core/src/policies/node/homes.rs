@@ -186,7 +186,21 @@ impl NodePolicy {
             // (issue 55: a tenth of the node policy's work at 100x its node)
             let sums = &plan.summed;
             let mut best: Option<(f64, usize, usize, TenantId)> = None;
+            // a candidate whose move to the least-summed target would not lower the
+            // larger sum below the best's is passed over: every other target's is at
+            // least that (sums and weights are positive, and rounding keeps order), and
+            // a tie goes to the earlier candidate (a walk of every target for every
+            // candidate was most of the step at 100x the node, issue 55)
+            let least_target = (0..n)
+                .filter(|g| outside[*g] && *g != from)
+                .map(|g| sums[g])
+                .min_by(f64::total_cmp);
             for (i, (t, w)) in candidates[from].iter().enumerate() {
+                if let (Some((l, ..)), Some(least)) = (best, least_target)
+                    && (sums[from] - w).max(least + w).total_cmp(&l).is_ge()
+                {
+                    continue;
+                }
                 for g in (0..n).filter(|g| outside[*g] && *g != from) {
                     let larger = (sums[from] - w).max(sums[g] + w);
                     let beats = best.is_none_or(|(l, bi, bg, _)| {
