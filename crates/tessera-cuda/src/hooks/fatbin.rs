@@ -64,7 +64,7 @@ pub(super) fn ptx_of(image: *const c_void, head: [u8; 4]) -> Option<String> {
             unsafe { image.cast::<u8>().add(8).cast::<*const u8>().read_unaligned() }
         }
         _ => {
-            super::launch::say_binary_once();
+            super::modules::say_binary_once();
             return None;
         }
     };

@@ -27,6 +27,7 @@ fn driver_hook(name: &[u8]) -> Option<*mut c_void> {
         .or_else(|| super::memory::hook_for(name))
         .or_else(|| super::pools::hook_for(name))
         .or_else(|| super::launch::hook_for(name))
+        .or_else(|| super::modules::hook_for(name))
         .or_else(|| super::capture::hook_for(name))
         .or_else(|| super::sync::hook_for(name))
         .or_else(|| hook_for(name))

@@ -8,7 +8,8 @@
 //! One file per concern: [`device`] (the process's life: `cuInit`, device count and
 //! handles, contexts), [`memory`] (every allocation entry point and its free, memory
 //! reports, the refusals of what the ledger cannot count), [`launch`] (the launch
-//! gate's hooks, and the functions and kernels they launch; with kernel slicing, the PTX
+//! gate's hooks, with kernel slicing's sub-kernels), [`modules`] (the modules,
+//! functions and kernels they launch; with kernel slicing, twins of the PTX
 //! [`fatbin`] finds in a fat binary or [`nvjitlink`] has nvJitLink link for a cubin
 //! it linked), [`capture`] (streams and
 //! stream capture), [`sync`] (synchronous calls, noted for the daemon's
@@ -92,11 +93,12 @@ mod fatbin;
 mod launch;
 mod lookup;
 mod memory;
+mod modules;
 mod nvjitlink;
 mod pools;
 mod sync;
 
-pub(crate) use launch::kernel_device;
+pub(crate) use modules::kernel_device;
 
 thread_local! {
     /// The stream of this thread's latest gated launch (a real handle; the per-thread

@@ -531,7 +531,7 @@ pub(super) fn ptx_of_cubin(image: *const c_void) -> Option<String> {
             Some(ptx)
         }
         None => {
-            super::launch::say_binary_once();
+            super::modules::say_binary_once();
             None
         }
     }
