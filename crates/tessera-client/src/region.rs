@@ -28,6 +28,9 @@ use std::fs::File;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+mod doorbell;
+pub use doorbell::Doorbell;
+
 /// Identifies a region.
 pub const REGION_MAGIC: u64 = 0x5445_5353_5249_4e47; // "TESSRING"
 
@@ -743,129 +746,5 @@ fn pop(r: &Region, ring: usize, tail: &Index, head: &Index) -> Option<[u8; 64]> 
     Some(out)
 }
 
-/// How clients (and the daemon's own threads) wake a sleeping daemon: an eventfd. A
-/// client writes to it only when its own region says the daemon sleeps, so a busy
-/// daemon costs clients no system call; and a client can only ever cause spurious
-/// wake-ups, never suppress another client's.
-#[derive(Debug)]
-pub struct Doorbell {
-    fd: std::os::fd::OwnedFd,
-}
-
-impl Doorbell {
-    /// A new doorbell (daemon).
-    pub fn new() -> std::io::Result<Doorbell> {
-        let fd = rustix::event::eventfd(
-            0,
-            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-        )?;
-        Ok(Doorbell { fd })
-    }
-
-    /// The doorbell received from the daemon (client).
-    pub fn from_fd(fd: std::os::fd::OwnedFd) -> Doorbell {
-        Doorbell { fd }
-    }
-
-    /// Its descriptor, to pass to clients.
-    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.fd.as_fd()
-    }
-
-    /// Wake the daemon.
-    pub fn ring(&self) {
-        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
-    }
-
-    /// Daemon: reset a doorbell no client holds (a non-blocking read; on a client's,
-    /// whose flags the client controls, it could block).
-    pub fn drain(&self) {
-        let mut buf = [0u8; 8];
-        let _ = rustix::io::read(&self.fd, &mut buf);
-    }
-
-    /// Sleep until rung or `timeout`, then reset the bell (only for a doorbell no one
-    /// else holds: see [`Doorbell::drain`]).
-    pub fn wait(&self, timeout: Duration) {
-        let ts = rustix::time::Timespec {
-            tv_sec: timeout.as_secs() as i64,
-            tv_nsec: i64::from(timeout.subsec_nanos()),
-        };
-        let mut fds = [rustix::event::PollFd::new(&self.fd, rustix::event::PollFlags::IN)];
-        let _ = rustix::event::poll(&mut fds, Some(&ts));
-        let mut buf = [0u8; 8];
-        let _ = rustix::io::read(&self.fd, &mut buf);
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn memfd(name: &str) -> File {
-        File::from(rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC).unwrap())
-    }
-
-    #[test]
-    fn rings_carry_descriptors_in_order_and_refuse_when_full() {
-        let f = memfd("ring-test");
-        let a = Region::create(&f, 4, 128).unwrap();
-        let b = Region::map(&f).unwrap();
-        for seq in 0..4 {
-            assert!(a.push_request(&RequestDesc { seq, ..Default::default() }));
-        }
-        assert!(!a.push_request(&RequestDesc { seq: 4, ..Default::default() }), "full");
-        for seq in 0..4 {
-            assert_eq!(b.pop_request().unwrap().seq, seq);
-        }
-        assert!(b.pop_request().is_none());
-        a.write_data(6, b"hello");
-        assert_eq!(b.read_data(6, 5), b"hello");
-        assert_eq!(b.read_data(2, 5), b"hello", "slot 6 % 4 = 2");
-    }
-
-    #[test]
-    fn a_sleeping_consumer_is_woken_across_threads() {
-        let f = memfd("ring-wake");
-        let a = Region::create(&f, 8, 64).unwrap();
-        let b = Region::map(&f).unwrap();
-        let t = std::thread::spawn(move || {
-            b.wait_response(10, Duration::from_secs(10), &|| false).map(|r| r.seq)
-        });
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(a.push_response(&ResponseDesc { seq: 42, ..Default::default() }));
-        assert_eq!(t.join().unwrap(), Some(42));
-    }
-
-    /// Issue 59: when the daemon says the host is busy, a client waiting for an answer
-    /// blocks (its `client_sleeping` flag set) at once instead of spinning its budget
-    /// out — here a budget the old code would have spun for seconds.
-    #[test]
-    fn a_client_blocks_at_once_on_a_busy_host() {
-        let f = memfd("ring-busy");
-        let a = Region::create(&f, 8, 64).unwrap();
-        let b = Region::map(&f).unwrap();
-        a.set_daemon_state(daemon_state::BUSY);
-        assert!(b.host_busy() && b.daemon_sleeping(), "a busy host: ring, and block");
-        let t = std::thread::spawn(move || {
-            b.wait_response(u32::MAX, Duration::from_secs(30), &|| false).map(|r| r.seq)
-        });
-        let start = std::time::Instant::now();
-        while a.header().client_sleeping.value.load(Ordering::SeqCst) == 0 {
-            assert!(start.elapsed() < Duration::from_secs(2), "the client never blocked");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(a.push_response(&ResponseDesc { seq: 7, ..Default::default() }));
-        assert_eq!(t.join().unwrap(), Some(7));
-        a.set_daemon_sleeping(false);
-        assert!(!a.daemon_sleeping() && !a.host_busy());
-    }
-
-    #[test]
-    fn foreign_files_are_rejected() {
-        let f = memfd("junk");
-        f.set_len(4096).unwrap();
-        assert!(matches!(Region::map(&f), Err(RegionError::Invalid(_))));
-    }
-}
+mod tests;
