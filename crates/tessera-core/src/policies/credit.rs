@@ -185,7 +185,8 @@ impl Credit {
         }
     }
 
-    /// A tenant's credit, ns.
+    /// A tenant's credit, ns: a running quantum's time debited as of its last debit
+    /// (an accounting or a coscheduling request; all of it when it ends).
     pub fn credit(&self, tenant: TenantId) -> Option<i64> {
         self.accounts.get(tenant.0).map(|a| a.credit)
     }
@@ -196,7 +197,7 @@ impl Credit {
         relist(&mut self.ready, &self.board, tenant, a);
     }
 
-    /// Debit every running quantum its time up to `at` (Xen's tick).
+    /// Debit every running quantum its time up to `at` (as Xen's ticks would have by then).
     fn debit_running(&mut self, at: Nanos) {
         for t in self.running.iter() {
             let Some(a) = self.accounts.get_mut(t) else { continue };
@@ -207,15 +208,21 @@ impl Credit {
     }
 
     /// Xen's tick: a running quantum whose tenant is in debt gives way to a tenant with
-    /// credit and work that may run on its GPU ([`Action::EndQuantum`]).
-    fn preempt_in_debt(&mut self, actions: &mut Vec<Action>) {
+    /// credit and work that may run on its GPU ([`Action::EndQuantum`]). Its debt is
+    /// its credit with the quantum's time so far debited, as the tick's debit would
+    /// leave it; the debit itself waits for the next read that needs it (the quantum's
+    /// end, an accounting, a coscheduling request), which comes to the same credit:
+    /// debits add up. (A debit of every running quantum at every tick was a twentieth
+    /// of Credit's instructions per task, issue 55.)
+    fn preempt_in_debt(&mut self, now: Nanos, actions: &mut Vec<Action>) {
         if self.cannot_end || self.ready.is_empty(true) {
             return;
         }
         for tenant in self.running.iter().map(TenantId) {
             let Some(a) = self.accounts.get(tenant.0) else { continue };
             let Some(task) = a.running else { continue };
-            if a.credit >= 0 || self.ending.contains(&task) {
+            let credit = a.credit - (now.saturating_sub(a.running_since).0 as i64 - a.debited);
+            if credit >= 0 || self.ending.contains(&task) {
                 continue;
             }
             let gpu = a.running_on;
@@ -411,8 +418,7 @@ impl Policy for Credit {
             self.ending.remove(task);
         }
         if matches!(event, Event::Tick) {
-            self.debit_running(now);
-            self.preempt_in_debt(actions);
+            self.preempt_in_debt(now, actions);
         }
         while now >= self.next_accounting {
             let at = self.next_accounting;
