@@ -203,11 +203,13 @@ impl IdSet {
     }
 
     /// Every id, ascending.
+    #[inline]
     pub(crate) fn iter(&self) -> Iter<'_> {
         self.iter_from(0)
     }
 
     /// Every id at or after `from`, ascending.
+    #[inline]
     pub(crate) fn iter_from(&self, from: u64) -> Iter<'_> {
         // without a side set, the window's bits one word at a time (a search from each
         // id for the next, a call each, was most of a walk of Credit's running

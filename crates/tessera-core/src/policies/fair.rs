@@ -258,6 +258,7 @@ impl FairQueue {
     }
 
     /// The tags `tenant` is queued under (its group's, if it has one).
+    #[inline]
     pub fn tags(&self, tenant: TenantId) -> Option<Tags> {
         let (key, _) = self.tenants.get(tenant.0)?;
         self.tags.get(key).copied()
