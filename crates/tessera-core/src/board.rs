@@ -328,6 +328,8 @@ impl Board {
 
     /// Bring the GPU indices (the idle set, the load order, the free order) up to date
     /// with the GPU at `index`, after any change of its state.
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     fn sync_gpu(&mut self, index: usize) {
         let Some((spec, state)) = self.gpus.get(index) else { return };
         let id = spec.id;
@@ -393,6 +395,8 @@ impl Board {
     /// The first idle GPU with an id at or above `from`: a walk of the idle GPUs that
     /// lets the walker dispatch as it goes, without a list made per event. A dispatch
     /// changes only its own GPU, so the walk sees what a list taken first would.
+    // (on every task's path: inlined, issue 55)
+    #[inline]
     pub fn next_idle(&self, from: u32) -> Option<GpuId> {
         self.idle.first_from(u64::from(from)).map(|g| GpuId(g as u32))
     }
@@ -580,6 +584,8 @@ impl Board {
 
     /// Bring the head-of-line index and the backlog up to date with `tenant_id`'s
     /// queue, after its front changed.
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     fn reindex(&mut self, tenant_id: TenantId) {
         self.note_changed(tenant_id);
         let Some(t) = self.tenants.get_mut(tenant_id.0) else { return };

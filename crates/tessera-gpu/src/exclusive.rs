@@ -87,7 +87,8 @@ impl ExclusiveGpu {
     }
 
     /// Move to `now`, integrating usage.
-    #[inline]
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     pub fn advance(&mut self, now: Ns) -> Result<(), SharingError> {
         if now < self.now {
             return Err(SharingError::TimeBackwards { now, last: self.now });
@@ -114,6 +115,8 @@ impl ExclusiveGpu {
     }
 
     /// Start a piece of `work` ns (alone, at full speed) and `demand` at `now`.
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     pub fn start(
         &mut self,
         now: Ns,
@@ -149,6 +152,8 @@ impl ExclusiveGpu {
     }
 
     /// When the piece finishes, rounded up to whole nanoseconds; `None` when idle.
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     pub fn next_finish(&self) -> Option<(Ns, PieceId)> {
         let p = self.piece.as_ref()?;
         Some((self.now + finish_wait((p.finish_v - self.v) / self.rate()), p.id))

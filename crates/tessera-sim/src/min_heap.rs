@@ -89,7 +89,8 @@ impl<T: Keyed> MinHeap<T> {
     }
 
     /// Take the first entry.
-    #[inline]
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<T> {
         let data = &mut self.data;
         let last = data.pop()?;

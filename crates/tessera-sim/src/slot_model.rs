@@ -132,6 +132,8 @@ impl SlotModel {
 
     /// Start `id` at `now`. Under the block model a piece without a launch shape is
     /// refused: the model cannot place what has no blocks.
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     pub(crate) fn start(&mut self, now: Ns, id: PieceId, piece: Piece) -> Result<(), String> {
         match self {
             SlotModel::Exclusive(m) => {
@@ -170,6 +172,8 @@ impl SlotModel {
     /// When the engine must look at the slot again, and the piece it expects to end
     /// then (the fluid model knows it; the block model may change state before any
     /// kernel ends: a cohort of blocks, a slice or a switch ends).
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     pub(crate) fn next_wake(&mut self) -> Option<(Ns, Option<PieceId>)> {
         match self {
             SlotModel::Exclusive(m) => m.next_finish().map(|(at, id)| (at, Some(id))),
@@ -197,6 +201,8 @@ impl SlotModel {
     }
 
     /// A piece finished by `now`, if any (one per call).
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     pub(crate) fn pop_finished(&mut self, now: Ns) -> Result<Option<PieceId>, String> {
         match self {
             SlotModel::Exclusive(m) => m.pop_finished(now).map_err(|e| e.to_string()),

@@ -133,6 +133,8 @@ impl GpuState {
     }
 
     /// Count `r` in (`up`) or out of its placement's executions.
+    // (on every task's path: inlined, issue 55)
+    #[inline(always)]
     fn count(&mut self, r: &RunningTask, up: bool) {
         if !counts(r) {
             return;
@@ -161,12 +163,16 @@ impl GpuState {
     }
 
     /// `r` starts running here.
+    // (on every task's path: inlined, issue 55)
+    #[inline]
     pub(super) fn push_running(&mut self, r: RunningTask) {
         self.count(&r, true);
         self.running.push(r);
     }
 
     /// The running task at index `i` ends here.
+    // (on every task's path: inlined, issue 55)
+    #[inline]
     pub(super) fn remove_running(&mut self, i: usize) {
         let r = &self.running[i];
         if counts(r) {

@@ -20,6 +20,8 @@ impl Board {
 
     /// Dispatch `tenant`'s head-of-line task to `placement` (a whole GPU, or one of its
     /// partitions), if it has room.
+    // (on every task's path: inlined, issue 55)
+    #[inline]
     pub fn dispatch_at(
         &mut self,
         now: Nanos,

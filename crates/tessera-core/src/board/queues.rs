@@ -110,6 +110,8 @@ impl Board {
 
     /// The next tenant after the round-robin cursor with a non-empty queue (Flexy
     /// §II-A) that may run on `gpu`, and advance the cursor to it.
+    // (on every task's path: inlined, issue 55)
+    #[inline]
     pub fn next_round_robin_on(&mut self, gpu: GpuId) -> Option<TenantId> {
         // from past the cursor to the end, then from the start up to it: the first
         // that may run here

@@ -164,7 +164,7 @@ impl Simulation<'_> {
     }
 
     /// The declared memory of the tenants resident on `gpu` with `job`'s must fit it.
-    #[inline]
+    #[inline(always)]
     fn check_residency(&self, task: TaskId, gpu: GpuId, job: usize) -> Fallible {
         if !self.track_residency {
             return Ok(());
@@ -180,7 +180,7 @@ impl Simulation<'_> {
 
     /// The slot a dispatch of `task` to `placement` starts on, if its GPU takes work
     /// there now.
-    #[inline]
+    #[inline(always)]
     fn dispatch_slot(&self, task: TaskId, placement: Placement) -> Fallible<usize> {
         let gpu = placement.gpu;
         let g = self.gpu(gpu, "dispatch")?;
@@ -211,6 +211,7 @@ impl Simulation<'_> {
     /// How the execution `lead` of `count` requests of `job` with `work` in all runs in
     /// `slot`: its time alone there, its demand and (block model) its launch.
     /// `demand` is its job's kernel's ([`TaskState::demand`]).
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn piece(
         &self,

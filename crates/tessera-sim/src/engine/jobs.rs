@@ -197,6 +197,7 @@ impl Simulation<'_> {
         self.maybe_job_done(job)
     }
 
+    #[inline(always)]
     pub(super) fn end_task(&mut self, task: TaskId, end: TaskEnd) -> Fallible {
         let now = self.now;
         match self.tasks.get(task.0 as usize) {
@@ -218,6 +219,7 @@ impl Simulation<'_> {
         Ok(())
     }
 
+    #[inline(always)]
     pub(super) fn maybe_job_done(&mut self, job: usize) -> Fallible {
         let state = &self.jobs[job];
         let background_over =
