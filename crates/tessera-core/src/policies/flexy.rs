@@ -215,6 +215,8 @@ impl ElasticPool {
     }
 
     /// Algorithm 1: recompute U and the pools.
+    // (on every event's path: inlined, issue 55)
+    #[inline]
     pub fn repartition(&mut self, board: &mut Board, now: Nanos, actions: &mut Vec<Action>) {
         let u = self.size_for(board);
         if self.stands_for(board, now, u, &|_| 0) {
