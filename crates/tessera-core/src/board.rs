@@ -101,6 +101,12 @@ impl TenantQueue {
     fn head(&self) -> Option<u64> {
         Some(self.head_seq).filter(|s| *s != Self::NO_HEAD)
     }
+
+    /// Whether it has tasks queued or running.
+    #[inline]
+    fn has_work(&self) -> bool {
+        !self.queue.is_empty() || self.running > 0
+    }
 }
 
 /// A task that finished, as [`Board::observe`] reports it to the policy.
@@ -536,7 +542,7 @@ impl Board {
     /// Whether `tenant` has tasks queued or running, in one look-up (the node policy
     /// asks of every home at every sample).
     pub fn has_work(&self, tenant: TenantId) -> bool {
-        let busy = self.tenants.get(tenant.0).is_some_and(|t| !t.queue.is_empty() || t.running > 0);
+        let busy = self.tenants.get(tenant.0).is_some_and(TenantQueue::has_work);
         debug_assert_eq!(busy, self.queue_of(tenant).0 > 0 || self.tenant_runs(tenant));
         busy
     }
@@ -565,7 +571,7 @@ impl Board {
     /// share step asks both of every home at every sample).
     #[inline]
     pub fn spec_and_work(&self, tenant: TenantId) -> Option<(&TenantSpec, bool)> {
-        self.tenants.get(tenant.0).map(|t| (&t.spec, !t.queue.is_empty() || t.running > 0))
+        self.tenants.get(tenant.0).map(|t| (&t.spec, t.has_work()))
     }
 
     /// Whether `event` registers a tenant the board knows already: the board keeps the

@@ -2,6 +2,7 @@
 //! that make room or even out the weighted shares of contended GPUs.
 
 use super::*;
+use crate::model::TenantSpec;
 
 impl NodePolicy {
     pub(super) fn memory_of(&self, tenant: TenantId) -> Bytes {
@@ -60,15 +61,25 @@ impl NodePolicy {
     /// Whether a batch tenant contends for its GPU now: it has work queued or running,
     /// or used its GPU in the last interval.
     pub(super) fn contends(&self, tenant: TenantId) -> bool {
-        self.board.has_work(tenant) || self.monitor.demand(tenant).is_some_and(|d| d > 0.0)
+        self.contends_with(tenant, self.board.has_work(tenant))
+    }
+
+    /// [`Self::contends`] for a tenant whose work on the board (`works`) is known.
+    fn contends_with(&self, tenant: TenantId, works: bool) -> bool {
+        works || self.monitor.demand(tenant).is_some_and(|d| d > 0.0)
     }
 
     /// Whether a tenant may be moved now: not moving already, not arrived by a move
     /// within `min_stay`, not a Slurm job's (pinned to its job's GPUs).
     pub(super) fn movable(&self, now: Nanos, tenant: TenantId) -> bool {
+        self.movable_with(now, tenant, self.board.tenant_spec(tenant))
+    }
+
+    /// [`Self::movable`] for a tenant whose registration (`spec`) is at hand.
+    fn movable_with(&self, now: Nanos, tenant: TenantId, spec: Option<&TenantSpec>) -> bool {
         !self.moving.contains_key(&tenant)
             && self.arrived.get(&tenant).is_none_or(|at| now >= *at + self.params.min_stay)
-            && self.board.tenant_spec(tenant).is_none_or(|s| s.gpus.is_empty())
+            && spec.is_none_or(|s| s.gpus.is_empty())
     }
 
     /// The share step (not DCUDA's; see [`NodeParams::even_shares`]). Fair queuing
@@ -122,15 +133,12 @@ impl NodePolicy {
         for (tenant, home) in self.homes.iter() {
             let at = self.moving.get(tenant).map_or(*home, |(to, _)| *to);
             let (spec, works) = self.board.spec_and_work(*tenant).unzip();
-            let works = works.unwrap_or(false);
-            if works || self.monitor.demand(*tenant).is_some_and(|d| d > 0.0) {
+            if self.contends_with(*tenant, works.unwrap_or(false)) {
                 debug_assert!(self.contends(*tenant));
-                let w = spec.map_or(1.0, |s| f64::from(s.weight.max(1)));
+                let w = weight_in(spec);
                 debug_assert_eq!(w.to_bits(), self.weight_of(*tenant).to_bits());
                 summed[at.0 as usize] += w;
-                let movable = !self.moving.contains_key(tenant)
-                    && self.arrived.get(tenant).is_none_or(|at| now >= *at + self.params.min_stay)
-                    && spec.is_none_or(|s| s.gpus.is_empty());
+                let movable = self.movable_with(now, *tenant, spec);
                 debug_assert_eq!(movable, self.movable(now, *tenant));
                 if movable {
                     candidates[at.0 as usize].push((*tenant, w));
@@ -251,7 +259,7 @@ impl NodePolicy {
 
     /// A batch tenant's weight (at least 1).
     pub(super) fn weight_of(&self, tenant: TenantId) -> f64 {
-        self.board.tenant_spec(tenant).map_or(1.0, |s| f64::from(s.weight.max(1)))
+        weight_in(self.board.tenant_spec(tenant))
     }
 
     /// The summed weight of the batch tenants on each GPU (each at the GPU it is moving
@@ -522,4 +530,9 @@ impl Planned {
         self.promised[m.to.0 as usize] += bytes;
         self.moves.push(m);
     }
+}
+
+/// A batch tenant's weight from its registration (at least 1; 1 if unknown).
+fn weight_in(spec: Option<&TenantSpec>) -> f64 {
+    spec.map_or(1.0, |s| f64::from(s.weight.max(1)))
 }
