@@ -10,9 +10,12 @@ impl Simulation<'_> {
     /// dispatch no longer pays for (issue 55).
     #[inline]
     pub(super) fn apply(&mut self, action: Action) -> Fallible {
-        match action {
+        // (a dispatch holds no heap data: not dropped, where its drop was a call that
+        // matched the variant again, once per task, issue 55)
+        let action = std::mem::ManuallyDrop::new(action);
+        match *action {
             Action::Dispatch { task, placement } => self.dispatch_one(task, placement),
-            other => self.apply_other(other),
+            _ => self.apply_other(std::mem::ManuallyDrop::into_inner(action)),
         }
     }
 
