@@ -13,13 +13,9 @@
 //! [`LazyMin::walk`] goes further than the least: the current keys in order, for fair
 //! queuing's eligible list, which a dispatch walks until a key suits its GPU (nearly
 //! always the first).
-//!
-//! The heap is [`MinHeap`], not the standard library's: FairGV pops two entries per
-//! task (the virtual time's stale one, the eligible walk's), and the standard heap's
-//! pop, a sift to the bottom and back up with each comparison through `Ordering`
-//! values, cost about 220 instructions each on the bench's node (issue 55).
 
-use crate::min_heap::{Least, MinHeap};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Stale entries tolerated beyond twice the current ones before a rebuild.
 const SLACK: usize = 64;
@@ -27,21 +23,21 @@ const SLACK: usize = 64;
 /// See the module docs.
 #[derive(Clone, Debug)]
 pub(crate) struct LazyMin<K> {
-    heap: MinHeap<Least<K>>,
+    heap: BinaryHeap<Reverse<K>>,
     /// Scratch: the current entries a [`Walk`] passed, pushed back when it ends.
     passed: Vec<K>,
 }
 
 impl<K: Ord + Copy> Default for LazyMin<K> {
     fn default() -> Self {
-        LazyMin { heap: MinHeap::default(), passed: Vec::new() }
+        LazyMin { heap: BinaryHeap::new(), passed: Vec::new() }
     }
 }
 
 impl<K: Ord + Copy> LazyMin<K> {
     /// `key` is current from now on (pushing a current key again is harmless).
     pub(crate) fn push(&mut self, key: K) {
-        self.heap.push(Least(key));
+        self.heap.push(Reverse(key));
     }
 
     /// Drop stale entries from the top; rebuild from `all` (every current key) when
@@ -52,14 +48,14 @@ impl<K: Ord + Copy> LazyMin<K> {
         current_count: usize,
         all: impl FnOnce() -> Vec<K>,
     ) {
-        while let Some(Least(k)) = self.heap.peek() {
+        while let Some(Reverse(k)) = self.heap.peek() {
             if current(k) {
                 break;
             }
             self.heap.pop();
         }
         if self.heap.len() > 2 * current_count + SLACK {
-            self.heap = MinHeap::from_vec(all().into_iter().map(Least).collect());
+            self.heap = all().into_iter().map(Reverse).collect();
         }
     }
 
@@ -69,8 +65,8 @@ impl<K: Ord + Copy> LazyMin<K> {
     pub(crate) fn rebuild(&mut self, current: impl Iterator<Item = K>) {
         let mut entries = std::mem::take(&mut self.heap).into_vec();
         entries.clear();
-        entries.extend(current.map(Least));
-        self.heap = MinHeap::from_vec(entries);
+        entries.extend(current.map(Reverse));
+        self.heap = BinaryHeap::from(entries);
     }
 
     /// The current keys in order, least first, by `current` (as [`LazyMin::settle`]'s).
@@ -89,7 +85,7 @@ impl<K: Ord + Copy> LazyMin<K> {
 
     /// Every entry held, stale ones included, in no order (for debug checks).
     pub(crate) fn entries(&self) -> impl Iterator<Item = K> + '_ {
-        self.heap.iter().map(|Least(k)| *k)
+        self.heap.iter().map(|Reverse(k)| *k)
     }
 
     /// Entries held, stale ones included.
@@ -99,7 +95,7 @@ impl<K: Ord + Copy> LazyMin<K> {
 
     /// The least entry: the least current key once [`LazyMin::settle`]d.
     pub(crate) fn first(&self) -> Option<K> {
-        self.heap.peek().map(|Least(k)| *k)
+        self.heap.peek().map(|Reverse(k)| *k)
     }
 }
 
@@ -117,12 +113,12 @@ impl<K: Ord + Copy, F: Fn(&K) -> bool> Iterator for Walk<'_, K, F> {
     fn next(&mut self) -> Option<K> {
         let heap = &mut self.min.heap;
         if self.started
-            && let Some(Least(k)) = heap.pop()
+            && let Some(Reverse(k)) = heap.pop()
         {
             self.min.passed.push(k);
         }
         self.started = true;
-        while let Some(Least(k)) = heap.peek() {
+        while let Some(Reverse(k)) = heap.peek() {
             if (self.current)(k) {
                 return Some(*k);
             }
@@ -135,9 +131,7 @@ impl<K: Ord + Copy, F: Fn(&K) -> bool> Iterator for Walk<'_, K, F> {
 impl<K: Ord + Copy, F: Fn(&K) -> bool> Drop for Walk<'_, K, F> {
     fn drop(&mut self) {
         let LazyMin { heap, passed } = &mut *self.min;
-        for k in passed.drain(..) {
-            heap.push(Least(k));
-        }
+        heap.extend(passed.drain(..).map(Reverse));
     }
 }
 

@@ -35,7 +35,6 @@ mod id_table;
 pub mod ids;
 pub mod interactive;
 mod lazy_min;
-pub mod min_heap;
 pub mod model;
 pub mod policies;
 pub mod policy;
