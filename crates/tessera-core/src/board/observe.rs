@@ -26,6 +26,9 @@ impl Board {
             Event::TaskFinished { task, placement, ran_for, result, .. } => {
                 self.finished(now, *task, *placement, *ran_for, result.is_ok())
             }
+            // (nothing to book: a call of the function below for nothing, on every tick
+            // of the policies that ask for them, more ticks than tasks for Credit)
+            Event::Tick => None,
             _ => self.observe_other(now, event, out),
         }
     }
