@@ -136,7 +136,7 @@ impl Board {
         self.next_seq += 1;
         tenant.queue.push_back(QueuedTask { spec: spec.clone(), submitted: now, seq });
         let first = tenant.queue.len() == 1;
-        self.queued_count[class_index(tenant.class)] += 1;
+        self.queued_count[class_index(tenant.class())] += 1;
         if first {
             self.reindex(spec.tenant);
         }
@@ -152,7 +152,7 @@ impl Board {
         let Some((tenant_id, pos)) = found else { return };
         let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
         tenant.queue.remove(pos);
-        self.queued_count[class_index(tenant.class)] -= 1;
+        self.queued_count[class_index(tenant.class())] -= 1;
         if pos == 0 {
             self.reindex(tenant_id);
         }
@@ -161,8 +161,8 @@ impl Board {
 
     fn tenant_left(&mut self, tenant_id: TenantId, out: &mut Vec<Action>) {
         let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
-        self.queued_count[class_index(tenant.class)] -= tenant.queue.len();
-        let drained: Vec<QueuedTask> = tenant.queue.drain(..).collect();
+        self.queued_count[class_index(tenant.class())] -= tenant.queue.len();
+        let drained: Vec<QueuedTask> = tenant.queue.take_front(usize::MAX);
         self.reindex(tenant_id);
         let Some(tenant) = self.tenants.get_mut(tenant_id.0) else { return };
         for queued in drained {

@@ -36,7 +36,7 @@ impl Board {
         let q = t.queue.pop_front()?;
         let task = q.spec.id;
         t.running += 1;
-        let class = t.class;
+        let class = t.class();
         self.queued_count[class_index(class)] -= 1;
         self.running_count[class_index(class)] += 1;
         self.reindex(tenant);
@@ -91,9 +91,9 @@ impl Board {
         if n == 0 {
             return 0;
         }
-        let batch: Vec<QueuedTask> = t.queue.drain(..n).collect();
+        let batch: Vec<QueuedTask> = t.queue.take_front(n);
         t.running += n as u32;
-        let class = t.class;
+        let class = t.class();
         self.queued_count[class_index(class)] -= n;
         self.running_count[class_index(class)] += n;
         self.reindex(tenant);
@@ -154,7 +154,7 @@ impl Board {
                 continue;
             }
             t.queue.push_front(QueuedTask { spec: r.spec, submitted: r.submitted, seq: r.seq });
-            self.queued_count[class_index(t.class)] += 1;
+            self.queued_count[class_index(t.class())] += 1;
             self.reindex(tenant_id);
         }
     }

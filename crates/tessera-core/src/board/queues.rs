@@ -62,7 +62,7 @@ impl Board {
             .iter()
             .filter_map(|id| {
                 let t = self.tenants.get(id)?;
-                let class_ok = classes.indices().contains(&class_index(t.class));
+                let class_ok = classes.indices().contains(&class_index(t.class()));
                 (class_ok && wanted(TenantId(id))).then_some((t.head()?, TenantId(id)))
             })
             .min()
@@ -74,6 +74,14 @@ impl Board {
     #[inline]
     pub fn queue_len(&self, tenant: TenantId) -> usize {
         self.tenants.get(tenant.0).map_or(0, |t| t.queue.len())
+    }
+
+    /// Whether `tenant` has any task queued ([`Board::queue_len`] above zero, asked
+    /// for by the fair-queuing and Credit policies for every tenant they visit: the
+    /// queue's first task is held in place, and a count adds its remainder's).
+    #[inline]
+    pub fn has_queued(&self, tenant: TenantId) -> bool {
+        self.tenants.get(tenant.0).is_some_and(|t| !t.queue.is_empty())
     }
 
     /// How many tasks `tenant` has queued, and when its oldest was submitted.
@@ -104,7 +112,7 @@ impl Board {
         if dropped == 0 {
             return 0;
         }
-        let class = t.class;
+        let class = t.class();
         self.queued_count[class_index(class)] -= dropped;
         self.reindex(tenant);
         dropped

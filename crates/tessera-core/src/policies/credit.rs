@@ -111,7 +111,7 @@ pub struct Credit {
 
 /// Put `tenant` (account `a`) on the ready list its state says (or on none).
 fn relist(ready: &mut Ready, board: &Board, tenant: TenantId, a: &mut Account) {
-    relist_queued(ready, tenant, a, board.queue_len(tenant) > 0);
+    relist_queued(ready, tenant, a, board.has_queued(tenant));
 }
 
 /// [`relist`] for a tenant whose queue holds work or not (`queued`).
@@ -168,7 +168,7 @@ impl Credit {
         // credits as they stand now: the running quanta pay for their time so far
         self.debit_running(now);
         let Some(a) = self.accounts.get(tenant.0) else { return };
-        if a.running.is_some() || self.board.queue_len(tenant) == 0 || self.favoured.is_some() {
+        if a.running.is_some() || !self.board.has_queued(tenant) || self.favoured.is_some() {
             return;
         }
         let others = self.accounts.iter().filter(|(t, _)| *t != tenant.0).map(|(_, o)| o.credit);
@@ -254,7 +254,7 @@ impl Credit {
         // weights, and a division per account was a tenth of the walk
         let mut last = (0, 0);
         for (t, a) in self.accounts.iter_mut() {
-            let queued = self.board.queue_len(TenantId(t)) > 0;
+            let queued = self.board.has_queued(TenantId(t));
             let busy = a.running.is_some() || queued;
             debug_assert!(a.worked || !busy, "t{t} has work but no record of it");
             if a.worked || busy {
@@ -296,7 +296,7 @@ impl Credit {
             from = gpu.0 + 1;
             while let Some(tenant) = self.pick(gpu) {
                 // a list may hold a tenant whose queue emptied by a cancellation
-                if self.board.queue_len(tenant) == 0 {
+                if !self.board.has_queued(tenant) {
                     self.relist(tenant);
                     continue;
                 }

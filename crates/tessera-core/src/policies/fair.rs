@@ -288,7 +288,7 @@ impl FairQueue {
     }
 
     fn backlogged(&self, board: &Board, key: Queued) -> bool {
-        self.members.get(&key).is_some_and(|m| m.keys().any(|t| board.queue_len(*t) > 0))
+        self.members.get(&key).is_some_and(|m| m.keys().any(|t| board.has_queued(*t)))
     }
 
     /// `tenant` has work again: its tenant or group becomes active at max(V, F), and
@@ -308,7 +308,7 @@ impl FairQueue {
             && let Some(members) = self.members.get_mut(&key)
         {
             let busy = |t: &TenantId| {
-                self.tenants.get(t.0).is_some_and(|(_, r)| r.is_some()) || board.queue_len(*t) > 0
+                self.tenants.get(t.0).is_some_and(|(_, r)| r.is_some()) || board.has_queued(*t)
             };
             let inner_v = members
                 .iter()
@@ -365,7 +365,7 @@ impl FairQueue {
         *running = None;
         let key = *key;
         *self.service.get_or_insert_with(tenant.0, || 0) += ran.0;
-        let drained = board.queue_len(tenant) == 0;
+        let drained = !board.has_queued(tenant);
         if let Some(m) = self.members.get_mut(&key).and_then(|m| m.get_mut(&tenant)) {
             m.finish = m.start + service_over(ran, m.weight);
             m.start = m.finish;
@@ -450,7 +450,7 @@ impl FairQueue {
             if !idle || !board.may_run_on(*t, gpu) || !may_run(*t, gpu) {
                 continue;
             }
-            let ready = board.queue_len(*t) > 0;
+            let ready = board.has_queued(*t);
             let lingering = !ready && m.lingering_until.is_some_and(|u| now < u);
             if (ready || lingering) && best.is_none_or(|(s, id, _)| (m.start, *t) < (s, id)) {
                 best = Some((m.start, *t, ready));
@@ -462,7 +462,7 @@ impl FairQueue {
                 // waiting for one member is worth it only if another one could run
                 let others = members.keys().any(|t| {
                     self.tenants.get(t.0).is_some_and(|(_, r)| r.is_none())
-                        && board.queue_len(*t) > 0
+                        && board.has_queued(*t)
                         && board.may_run_on(*t, gpu)
                         && may_run(*t, gpu)
                 });

@@ -90,7 +90,7 @@ impl FairQueue {
         }
         self.members.get(&key).is_some_and(|m| {
             m.keys().any(|id| {
-                self.tenants.get(id.0).is_some_and(|(_, r)| r.is_none()) && board.queue_len(*id) > 0
+                self.tenants.get(id.0).is_some_and(|(_, r)| r.is_none()) && board.has_queued(*id)
             })
         })
     }

@@ -280,7 +280,7 @@ impl NodePolicy {
     pub(super) fn demand(&self, tenant: TenantId) -> f64 {
         self.monitor
             .demand(tenant)
-            .unwrap_or_else(|| if self.board.queue_len(tenant) > 0 { 1.0 } else { 0.0 })
+            .unwrap_or_else(|| if self.board.has_queued(tenant) { 1.0 } else { 0.0 })
     }
 
     /// Batch tenants per GPU with their demand, each at the GPU it is moving to.
