@@ -111,7 +111,11 @@ impl TenantQueue {
     /// Its class (its spec's).
     #[inline]
     fn class(&self) -> ServiceClass {
-        if self.user_facing { ServiceClass::UserFacing { sla: self.sla } } else { ServiceClass::Batch }
+        if self.user_facing {
+            ServiceClass::UserFacing { sla: self.sla }
+        } else {
+            ServiceClass::Batch
+        }
     }
 
     /// The submission order of its head-of-line task as indexed in [`Board::heads`].
