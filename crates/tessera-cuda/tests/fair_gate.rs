@@ -270,8 +270,6 @@ fn a_program_alone_on_its_gpu_keeps_its_slice_and_is_charged_what_it_ran() {
     let _turn = one_at_a_time();
     let Some(s) = fair_node("lone", &events) else { return };
     let prefix = s.dir.join("timeline");
-    let core = s.daemon.as_ref().and_then(tesserad::Daemon::core_thread);
-    let daemon_wait_before = runqueue_wait_s(core);
     let mut c = s.app(&["launch", "300", "2"], &[("ASYNC_EVERY", "1000000")]);
     c.env("FAKE_CUDA_TIMELINE", &prefix).env("FAKE_CUDA_STATS", "0");
     let mut p = Reaped(c.spawn().unwrap());
@@ -310,8 +308,6 @@ fn a_program_arriving_beside_a_renewed_slice_receives_its_share() {
     let _turn = one_at_a_time();
     let Some(s) = fair_node("late", &events) else { return };
     let prefix = s.dir.join("timeline");
-    let core = s.daemon.as_ref().and_then(tesserad::Daemon::core_thread);
-    let daemon_wait_before = runqueue_wait_s(core);
     let spawn = |args: &[&str], env: &[(&str, &str)]| {
         let mut c = s.app(args, env);
         c.env("FAKE_CUDA_TIMELINE", &prefix).env("FAKE_CUDA_STATS", "0");
