@@ -74,6 +74,12 @@ impl Account {
             worked: false,
         }
     }
+
+    /// Its running quantum's time up to `at` that has not been debited yet, ns.
+    #[inline]
+    fn undebited(&self, at: Nanos) -> i64 {
+        at.saturating_sub(self.running_since).0 as i64 - self.debited
+    }
 }
 
 /// Xen's credit scheduler applied to GPUs (FairGV §5.3's Credit baseline).
@@ -201,9 +207,9 @@ impl Credit {
     fn debit_running(&mut self, at: Nanos) {
         for t in self.running.iter() {
             let Some(a) = self.accounts.get_mut(t) else { continue };
-            let so_far = at.saturating_sub(a.running_since).0 as i64;
-            a.credit -= so_far - a.debited;
-            a.debited = so_far;
+            let undebited = a.undebited(at);
+            a.credit -= undebited;
+            a.debited += undebited;
         }
     }
 
@@ -221,7 +227,7 @@ impl Credit {
         for tenant in self.running.iter().map(TenantId) {
             let Some(a) = self.accounts.get(tenant.0) else { continue };
             let Some(task) = a.running else { continue };
-            let credit = a.credit - (now.saturating_sub(a.running_since).0 as i64 - a.debited);
+            let credit = a.credit - a.undebited(now);
             if credit >= 0 || self.ending.contains(&task) {
                 continue;
             }
